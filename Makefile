@@ -1,0 +1,54 @@
+# Makefile - the two commands (make run, make test) and the developer targets around them.
+BUILD   ?= build
+ASAN    ?= build-asan
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+SEEDS   ?= 500
+STEPS   ?= 10000
+CMAKE_FLAGS ?=
+
+.PHONY: all deps configure build run test gen gen-check sim sim-bugs asan e2e bench clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+
+configure: deps $(BUILD)/CMakeCache.txt
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
+
+# Starts one slotd on 127.0.0.1:7700 with its data in ./slotd-data (Ctrl-C stops it).
+run: build
+	exec $(BUILD)/bin/slotd
+
+# Every suite: generated-code freshness, unit, simulation, injected bugs, end-to-end, sanitizers.
+test: build
+	@scripts/test.sh
+
+gen: deps
+	@scripts/gen.sh
+
+gen-check: deps
+	@scripts/test.sh gen
+
+sim: build
+	$(BUILD)/bin/raft-sim --seeds $(SEEDS) --steps $(STEPS)
+
+sim-bugs: build
+	@scripts/test.sh sim-bugs
+
+asan: deps
+	@scripts/test.sh asan
+
+e2e: build
+	@scripts/test.sh e2e
+
+bench: build
+	@scripts/bench.sh
+
+clean:
+	rm -rf $(BUILD) $(ASAN) build-bug-*

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# scripts/test.sh - runs slotd's test stages (all by default, or the ones named) and prints a summary.
+# Stages: gen unit sim sim-bugs e2e asan. Each stage's output goes to the terminal; the last line
+# reads "N passed, N failed" over stages.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+ASAN=${ASAN:-build-asan}
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+SIM_SEEDS=${SIM_SEEDS:-500}
+SIM_STEPS=${SIM_STEPS:-10000}
+ASAN_SIM_SEEDS=${ASAN_SIM_SEEDS:-60}
+PY=/usr/bin/python3
+
+passed=0
+failed=0
+failed_names=()
+
+stage() { # name cmd...
+  local name=$1
+  shift
+  echo "=== stage $name"
+  local t0=$SECONDS
+  if "$@"; then
+    passed=$((passed + 1))
+    echo "=== stage $name: ok ($((SECONDS - t0)) s)"
+  else
+    failed=$((failed + 1))
+    failed_names+=("$name")
+    echo "=== stage $name: FAILED ($((SECONDS - t0)) s)"
+  fi
+}
+
+st_gen() {
+  local tmp
+  tmp=$(mktemp -d)
+  scripts/gen.sh "$tmp" && cp gen/CMakeLists.txt gen/README.md "$tmp"/ &&
+    diff -r gen "$tmp" >/dev/null
+  local rc=$?
+  [ $rc -eq 0 ] || { diff -r gen "$tmp" | head -n 20; echo "gen/ is stale: run make gen"; }
+  rm -rf "$tmp"
+  return $rc
+}
+
+st_unit() {
+  ctest --test-dir "$BUILD" --output-on-failure -L unit -j "$JOBS"
+}
+
+st_sim() {
+  "$BUILD"/bin/raft-sim --seeds "$SIM_SEEDS" --steps "$SIM_STEPS"
+}
+
+st_sim_bugs() {
+  tests/sim/bugs.sh "$BUILD"
+}
+
+st_e2e() {
+  "$PY" -m unittest discover -s tests/e2e -p 'test_*.py' -v
+}
+
+st_asan() {
+  [ -f "$ASAN/CMakeCache.txt" ] ||
+    cmake -S . -B "$ASAN" -DCMAKE_BUILD_TYPE=Debug -DSLOTD_SANITIZE=ON >/dev/null || return 1
+  cmake --build "$ASAN" -j "$JOBS" -- --no-print-directory >/dev/null || return 1
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  ctest --test-dir "$ASAN" --output-on-failure -L unit -j "$JOBS" || return 1
+  if [ -x "$ASAN"/bin/raft-sim ]; then
+    "$ASAN"/bin/raft-sim --seeds "$ASAN_SIM_SEEDS" --steps "$SIM_STEPS" || return 1
+  fi
+}
+
+want=("$@")
+[ ${#want[@]} -gt 0 ] || want=(gen unit sim sim-bugs e2e asan)
+for s in "${want[@]}"; do
+  case $s in
+    gen) stage gen st_gen ;;
+    unit) stage unit st_unit ;;
+    sim) [ -x "$BUILD"/bin/raft-sim ] && stage sim st_sim ;;
+    sim-bugs) [ -x tests/sim/bugs.sh ] && stage sim-bugs st_sim_bugs ;;
+    e2e) ls tests/e2e/test_*.py >/dev/null 2>&1 && stage e2e st_e2e ;;
+    asan) stage asan st_asan ;;
+    *) echo "unknown stage $s"; exit 2 ;;
+  esac
+done
+echo
+[ $failed -eq 0 ] || echo "failed stages: ${failed_names[*]}"
+echo "stages: $passed passed, $failed failed"
+[ $failed -eq 0 ]
