@@ -221,7 +221,8 @@ struct raft_read_state {
  * the host must fail or retry the request with this context. */
 struct raft_read_failure {
     uint64_t context;
-    int err; /* RAFT_ENOLEADER, RAFT_ENOTLEADER */
+    int err; /* RAFT_ENOTLEADER (leader lost), RAFT_ENOLEADER (a forwarded
+              * read got no answer within two election timeouts) */
 };
 
 /*
@@ -311,10 +312,13 @@ void raft_free(struct raft *r);
 /* Advances the logical clock by one tick. */
 void raft_tick(struct raft *r);
 
-/* Feeds a message from a peer (or a local message type such as a
- * READ_INDEX response). The message and everything it points to are
- * borrowed for the call. Messages from unknown or stale senders are ignored
- * (returns 0). */
+/* Feeds a message from a peer. The message and everything it points to are
+ * borrowed for the call. Stale messages (lower term, not addressed to this
+ * node) are ignored and return 0; answers from non-members are ignored, but
+ * a leader's APPEND/HEARTBEAT/SNAPSHOT is accepted from any sender so that a
+ * joining node can catch up. Errors: RAFT_ENOMEM (the message is dropped
+ * as if lost; a term update it carried stays), RAFT_EINVAL (an APPEND conflicts with committed entries, or a
+ * snapshot carries an invalid configuration), RAFT_ESTORAGE. */
 int raft_step(struct raft *r, const struct raft_msg *m);
 
 /* Proposes n normal entries; data is copied (borrowed for the call).
@@ -334,8 +338,9 @@ int raft_propose_conf_change(struct raft *r, const struct raft_conf_change *cc,
 
 /* Applies a committed conf change entry's data to the core's
  * configuration (step 4 of the host contract) and returns the resulting
- * configuration in *out (may be NULL). Errors: RAFT_EINVAL (bad data; the
- * entry is then skipped, the same on every replica). */
+ * configuration in *out (may be NULL; filled on error too). Errors:
+ * RAFT_EINVAL (bad data, or a change that is not valid for the current
+ * configuration; the entry is then skipped, the same on every replica). */
 int raft_apply_conf_change(struct raft *r, const struct raft_entry *entry,
                            struct raft_conf_state *out);
 
@@ -360,6 +365,7 @@ void raft_report_unreachable(struct raft *r, raft_id to);
 /* Outcome of sending a snapshot to `to`. */
 void raft_report_snapshot(struct raft *r, raft_id to, bool ok);
 
+/* False while a ready is out (between raft_ready() and raft_advance()). */
 bool raft_has_ready(const struct raft *r);
 /* Fills *rd (see the host contract). Returns RAFT_EINVAL if a previous
  * ready has not been advanced, RAFT_ENOMEM, RAFT_ESTORAGE. */
