@@ -1,0 +1,98 @@
+/* rpc.h - slotd's gRPC core server: unary method dispatch, limits, errors, grpc.health.v1. */
+#ifndef SLOTD_RPC_H
+#define SLOTD_RPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "status.h"
+
+#define RPC_METHODS_MAX 64         /* registered method paths per server */
+#define RPC_METHOD_PATH_MAX 128    /* "/package.Service/Method" incl. NUL */
+#define RPC_HEALTH_SERVICES_MAX 32 /* distinct service names with a health status */
+#define RPC_HEALTH_WATCHERS_MAX 64 /* concurrent Health/Watch streams; more: RESOURCE_EXHAUSTED */
+#define RPC_QUEUE_FULL_RETRY_MS 10 /* retry_after_ms sent with the max_inflight_calls rejection */
+
+struct rpc_server_options {
+    const char *listen_addr;   /* "127.0.0.1:0" picks a free port; borrowed until start returns */
+    size_t max_inflight_calls; /* calls handed to handlers and not finished; default 4096 */
+    size_t max_request_bytes;  /* default 4 MiB */
+    unsigned cq_threads;       /* completion-queue threads; default 1 */
+};
+
+/* Fills o (borrowed for the call) with the defaults; listen_addr "127.0.0.1:7700". */
+void rpc_server_options_default(struct rpc_server_options *o);
+
+struct rpc_server;
+struct rpc_call;
+
+/* Called on a completion-queue thread with the request bytes (req borrowed for the call; it may
+ * be NULL when len is 0). The handler, or any one thread it hands the call to, must finish the call
+ * exactly once with rpc_call_reply, rpc_call_reply_bytes or rpc_call_fail. Must not block. */
+typedef void (*rpc_unary_cb)(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len);
+
+/* Creates a server (calls grpc_init). o (borrowed for the call) may be NULL for the defaults;
+ * zero fields take the defaults. Registers every method of slotd.v1.Metadata (answering
+ * UNIMPLEMENTED until a handler is added) and grpc.health.v1.Health with service "" SERVING.
+ * *out: caller frees with rpc_server_free(). Returns SLOTD_OK, SLOTD_EINVALID_FIELD (bad option)
+ * or SLOTD_EINTERNAL. */
+int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out);
+
+/* Registers every method of a protobuf-c service descriptor (borrowed; must outlive the server,
+ * as generated descriptors do) without handlers. Before start only. Returns SLOTD_EINVALID_FIELD
+ * when the path is too long or RPC_METHODS_MAX is reached. Registering a path twice is a no-op. */
+int rpc_server_add_service(struct rpc_server *s, const ProtobufCServiceDescriptor *service);
+
+/* Sets the handler of method ("/slotd.v1.Metadata/Propose", borrowed for the call), registering
+ * the path if it is new. Before start only. ctx is passed to cb untouched. Returns
+ * SLOTD_EINVALID_FIELD when the path is too long or RPC_METHODS_MAX is reached. */
+int rpc_server_add_unary(struct rpc_server *s, const char *method, rpc_unary_cb cb, void *ctx);
+
+/* Binds listen_addr, starts the completion-queue threads and arms every method. *bound_port
+ * (may be NULL) receives the port. On failure err (NULL allowed) gets a sentence and the
+ * server may only be freed. Returns SLOTD_OK or SLOTD_EINTERNAL. */
+int rpc_server_start(struct rpc_server *s, int *bound_port, char *err, size_t errlen);
+
+/* Stops accepting, sets every health status to NOT_SERVING, cancels in-flight calls (so health
+ * watches end) and returns once every call has finished and the completion-queue threads are
+ * joined. Calls held by other threads must still be finished by them (a reply to a cancelled call
+ * completes immediately); shutdown waits for that. Idempotent; no-op before start. */
+void rpc_server_shutdown(struct rpc_server *s);
+
+/* Shuts down if needed, frees s and calls grpc_shutdown. NULL is a no-op. */
+void rpc_server_free(struct rpc_server *s);
+
+/* Finishes the call with OK and msg (borrowed for the call) as the response. Any thread; the call
+ * is freed later by a completion-queue thread and must not be touched again. */
+void rpc_call_reply(struct rpc_call *c, const ProtobufCMessage *msg);
+
+/* Same with an already serialized response (buf borrowed for the call). */
+void rpc_call_reply_bytes(struct rpc_call *c, const void *buf, size_t len);
+
+/* Finishes the call with e (borrowed for the call): status slotd_error_grpc_code(e->code), the
+ * message, and the grpc-status-details-bin trailer. Any thread; e->code must not be SLOTD_OK. */
+void rpc_call_fail(struct rpc_call *c, const struct slotd_error *e);
+
+/* The call's deadline in CLOCK_MONOTONIC milliseconds, INT64_MAX if the client set none. */
+/* Finishes c with a status relayed from another server (forwarding): gRPC status code `status`
+ * (not OK), its message, and the raw grpc-status-details-bin bytes (NULL for none). All pointers
+ * are borrowed for the call. Any thread; exactly once per call, like rpc_call_fail(). */
+void rpc_call_fail_raw(struct rpc_call *c, int status, const char *message,
+                       const uint8_t *details, size_t details_len);
+
+int64_t rpc_call_deadline_ms(const struct rpc_call *c);
+
+/* The method path, e.g. "/slotd.v1.Metadata/Propose". Borrowed from the server. */
+const char *rpc_call_method(const struct rpc_call *c);
+
+/* Calls currently handed to handlers and not yet finished (the max_inflight_calls count). */
+size_t rpc_server_inflight(const struct rpc_server *s);
+
+/* Sets the grpc.health.v1 ServingStatus of service (borrowed for the call; "" = the whole server)
+ * and notifies its Watch streams. A service beyond RPC_HEALTH_SERVICES_MAX names, or a name longer
+ * than RPC_METHOD_PATH_MAX - 1 bytes, is ignored (and reported SERVICE_UNKNOWN). Any thread. */
+void rpc_server_set_health(struct rpc_server *s, const char *service, int status);
+
+#endif /* SLOTD_RPC_H */

@@ -1,0 +1,104 @@
+/* rpc_internal.h - server internals shared by server.c and health.c (not part of the API). */
+#ifndef SLOTD_RPC_INTERNAL_H
+#define SLOTD_RPC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include <grpc/grpc.h>
+
+#include "rpc.h"
+
+#define RPC__CQ_THREADS_MAX 16
+#define RPC__ARMED_PER_METHOD 8 /* request_call tags kept armed per method path (and generic) */
+
+/* Every completion-queue tag starts with this; owner is the object the event belongs to. */
+enum rpc__tag_kind {
+    RPC__TAG_REQUEST,      /* struct rpc__request: a new call arrived (or shutdown) */
+    RPC__TAG_CALL,         /* struct rpc_call: the final unary batch completed */
+    RPC__TAG_WATCH_SEND,   /* struct rpc__watch: a Health/Watch message was sent */
+    RPC__TAG_WATCH_CLOSE,  /* struct rpc__watch: the stream closed (client cancel / shutdown) */
+    RPC__TAG_WATCH_STATUS, /* struct rpc__watch: the final status batch completed */
+    RPC__TAG_SHUTDOWN,     /* struct rpc_server: grpc_server_shutdown_and_notify finished */
+};
+
+struct rpc__tag {
+    enum rpc__tag_kind kind;
+    void *owner;
+};
+
+enum rpc__method_kind {
+    RPC__METHOD_UNARY,        /* request message in, one response out, via cb */
+    RPC__METHOD_HEALTH_WATCH, /* grpc.health.v1.Health/Watch (server streaming, health.c) */
+};
+
+struct rpc__method {
+    char path[RPC_METHOD_PATH_MAX];
+    enum rpc__method_kind kind;
+    rpc_unary_cb cb; /* NULL: answers UNIMPLEMENTED */
+    void *ctx;
+    bool counted; /* counts against max_inflight_calls (false for health) */
+    void *handle; /* grpc_server_register_method result, set at start */
+};
+
+struct rpc_call {
+    struct rpc__tag tag;
+    struct rpc_server *server;
+    const char *path; /* borrowed from the method table, or path_buf for unknown methods */
+    grpc_call *call;
+    int64_t deadline_ms;
+    bool counted;  /* holds one max_inflight_calls slot until finished */
+    int cancelled; /* RECV_CLOSE_ON_SERVER output: alive until the batch completes */
+    grpc_byte_buffer *response;
+    grpc_slice status_details;
+    grpc_metadata trailer; /* grpc-status-details-bin */
+    bool has_trailer;
+    char path_buf[RPC_METHOD_PATH_MAX];
+};
+
+struct rpc__watch;
+
+struct rpc__health {
+    char service[RPC_METHOD_PATH_MAX];
+    int status;
+};
+
+struct rpc_server {
+    struct rpc_server_options opts;
+    char listen_addr[256];
+    grpc_server *server;
+    grpc_completion_queue *cq;
+    pthread_t threads[RPC__CQ_THREADS_MAX];
+    unsigned n_threads;
+    struct rpc__method methods[RPC_METHODS_MAX];
+    size_t n_methods;
+    atomic_size_t inflight; /* invariant: <= opts.max_inflight_calls */
+    struct rpc__tag shutdown_tag;
+
+    pthread_mutex_t mu;  /* guards everything below */
+    pthread_cond_t cond; /* signalled when live_calls / armed / shutdown_done change */
+    bool started, shutting_down, shutdown_done, stopped;
+    size_t live_calls; /* rpc_call and rpc__watch objects not yet freed */
+    size_t armed;      /* request tags given to gRPC and not yet returned */
+    struct rpc__health health[RPC_HEALTH_SERVICES_MAX];
+    size_t n_health;
+    struct rpc__watch *watches; /* doubly linked */
+    size_t n_watches;           /* invariant: <= RPC_HEALTH_WATCHERS_MAX */
+};
+
+/* server.c */
+void rpc__call_free(struct rpc_call *c);
+/* Moves the grpc_call out of c and frees the shell (the caller took over the live-call count). */
+grpc_call *rpc__call_take(struct rpc_call *c);
+
+/* health.c */
+int rpc__health_register(struct rpc_server *s);
+/* Takes over call c (a Watch with payload req): starts streaming or fails it. CQ thread. */
+void rpc__health_watch_start(struct rpc_server *s, struct rpc_call *c, const uint8_t *req,
+                             size_t len);
+void rpc__health_on_event(struct rpc__tag *t, bool ok);
+/* Under s->mu: every status becomes NOT_SERVING (shutdown). */
+void rpc__health_all_not_serving_locked(struct rpc_server *s);
+
+#endif /* SLOTD_RPC_INTERNAL_H */

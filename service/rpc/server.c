@@ -1,0 +1,649 @@
+/* server.c - gRPC core server: method table, completion-queue threads, unary dispatch, shutdown. */
+#include <assert.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+
+#include "rpc_internal.h"
+#include "slotd/v1/metadata.pb-c.h"
+
+#define RPC__DEFAULT_MAX_INFLIGHT 4096
+#define RPC__DEFAULT_MAX_REQUEST_BYTES (4u << 20)
+#define RPC__DETAILS_KEY "grpc-status-details-bin"
+
+/* An armed grpc_server_request_call / request_registered_call. */
+struct rpc__request {
+    struct rpc__tag tag;
+    struct rpc_server *server;
+    struct rpc__method *method; /* NULL: generic (unregistered path) */
+    grpc_call *call;
+    gpr_timespec deadline;
+    grpc_metadata_array md;
+    grpc_byte_buffer *payload;
+    grpc_call_details details; /* generic only */
+};
+
+void rpc_server_options_default(struct rpc_server_options *o)
+{
+    o->listen_addr = "127.0.0.1:7700";
+    o->max_inflight_calls = RPC__DEFAULT_MAX_INFLIGHT;
+    o->max_request_bytes = RPC__DEFAULT_MAX_REQUEST_BYTES;
+    o->cq_threads = 1;
+}
+
+static struct rpc__method *method_find(struct rpc_server *s, const char *path)
+{
+    for (size_t i = 0; i < s->n_methods; i++) {
+        if (strcmp(s->methods[i].path, path) == 0) {
+            return &s->methods[i];
+        }
+    }
+    return NULL;
+}
+
+/* The method with this path, added (without handler) if new; NULL when the table is full or the
+ * path too long. */
+static struct rpc__method *method_get(struct rpc_server *s, const char *path)
+{
+    assert(!s->started);
+    struct rpc__method *m = method_find(s, path);
+    if (m != NULL) {
+        return m;
+    }
+    if (s->n_methods == RPC_METHODS_MAX || strlen(path) >= RPC_METHOD_PATH_MAX) {
+        return NULL;
+    }
+    m = &s->methods[s->n_methods++];
+    memset(m, 0, sizeof(*m));
+    snprintf(m->path, sizeof(m->path), "%s", path);
+    m->kind = RPC__METHOD_UNARY;
+    m->counted = true;
+    return m;
+}
+
+int rpc_server_add_service(struct rpc_server *s, const ProtobufCServiceDescriptor *service)
+{
+    for (unsigned i = 0; i < service->n_methods; i++) {
+        char path[RPC_METHOD_PATH_MAX];
+        int n = snprintf(path, sizeof(path), "/%s/%s", service->name, service->methods[i].name);
+        if (n < 0 || (size_t)n >= sizeof(path) || method_get(s, path) == NULL) {
+            return SLOTD_EINVALID_FIELD;
+        }
+    }
+    return SLOTD_OK;
+}
+
+int rpc_server_add_unary(struct rpc_server *s, const char *method, rpc_unary_cb cb, void *ctx)
+{
+    struct rpc__method *m = method_get(s, method);
+    if (m == NULL) {
+        return SLOTD_EINVALID_FIELD;
+    }
+    m->kind = RPC__METHOD_UNARY;
+    m->cb = cb;
+    m->ctx = ctx;
+    return SLOTD_OK;
+}
+
+int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out)
+{
+    struct rpc_server_options opts;
+    rpc_server_options_default(&opts);
+    if (o != NULL) {
+        if (o->listen_addr != NULL) {
+            opts.listen_addr = o->listen_addr;
+        }
+        if (o->max_inflight_calls != 0) {
+            opts.max_inflight_calls = o->max_inflight_calls;
+        }
+        if (o->max_request_bytes != 0) {
+            opts.max_request_bytes = o->max_request_bytes;
+        }
+        if (o->cq_threads != 0) {
+            opts.cq_threads = o->cq_threads;
+        }
+    }
+    if (opts.cq_threads > RPC__CQ_THREADS_MAX || opts.max_request_bytes > INT_MAX / 2) {
+        return SLOTD_EINVALID_FIELD;
+    }
+    struct rpc_server *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        goto err;
+    }
+    if (snprintf(s->listen_addr, sizeof(s->listen_addr), "%s", opts.listen_addr) >=
+        (int)sizeof(s->listen_addr)) {
+        free(s);
+        return SLOTD_EINVALID_FIELD;
+    }
+    s->opts = opts;
+    s->opts.listen_addr = s->listen_addr;
+    atomic_init(&s->inflight, 0);
+    s->shutdown_tag.kind = RPC__TAG_SHUTDOWN;
+    s->shutdown_tag.owner = s;
+    if (pthread_mutex_init(&s->mu, NULL) != 0) {
+        goto err_after_alloc;
+    }
+    if (pthread_cond_init(&s->cond, NULL) != 0) {
+        goto err_after_mutex;
+    }
+    if (rpc_server_add_service(s, &slotd__v1__metadata__descriptor) != SLOTD_OK ||
+        rpc__health_register(s) != SLOTD_OK) {
+        goto err_after_cond;
+    }
+    grpc_init();
+    *out = s;
+    return SLOTD_OK;
+
+err_after_cond:
+    pthread_cond_destroy(&s->cond);
+err_after_mutex:
+    pthread_mutex_destroy(&s->mu);
+err_after_alloc:
+    free(s);
+err:
+    return SLOTD_EINTERNAL;
+}
+
+/* ---- arming ------------------------------------------------------------------------------ */
+
+/* Arms one request for method m (NULL = generic) unless the server is shutting down. */
+static void request_arm(struct rpc_server *s, struct rpc__method *m)
+{
+    struct rpc__request *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        return; /* the other armed requests keep serving */
+    }
+    r->tag.kind = RPC__TAG_REQUEST;
+    r->tag.owner = r;
+    r->server = s;
+    r->method = m;
+    grpc_metadata_array_init(&r->md);
+    grpc_call_details_init(&r->details);
+
+    pthread_mutex_lock(&s->mu);
+    if (s->shutting_down) {
+        pthread_mutex_unlock(&s->mu);
+        goto err_after_alloc;
+    }
+    s->armed++;
+    pthread_mutex_unlock(&s->mu);
+
+    grpc_call_error e;
+    if (m != NULL) {
+        e = grpc_server_request_registered_call(s->server, m->handle, &r->call, &r->deadline,
+                                                &r->md, &r->payload, s->cq, s->cq, &r->tag);
+    } else {
+        e = grpc_server_request_call(s->server, &r->call, &r->details, &r->md, s->cq, s->cq,
+                                     &r->tag);
+    }
+    if (e != GRPC_CALL_OK) {
+        pthread_mutex_lock(&s->mu);
+        s->armed--;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->mu);
+        goto err_after_alloc;
+    }
+    return;
+
+err_after_alloc:
+    grpc_call_details_destroy(&r->details);
+    grpc_metadata_array_destroy(&r->md);
+    free(r);
+}
+
+static void request_free(struct rpc__request *r)
+{
+    if (r->payload != NULL) {
+        grpc_byte_buffer_destroy(r->payload);
+    }
+    grpc_call_details_destroy(&r->details);
+    grpc_metadata_array_destroy(&r->md);
+    free(r);
+}
+
+/* ---- calls ------------------------------------------------------------------------------- */
+
+/* CLOCK_MONOTONIC milliseconds of a gRPC deadline (INT64_MAX: none). */
+static int64_t deadline_to_ms(gpr_timespec d)
+{
+    if (d.tv_sec == INT64_MAX || d.clock_type == GPR_TIMESPAN) {
+        return INT64_MAX;
+    }
+    gpr_timespec left = gpr_time_sub(d, gpr_now(d.clock_type));
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    if (left.tv_sec > INT64_MAX / 4000) {
+        return INT64_MAX;
+    }
+    int64_t left_ms = left.tv_sec * 1000 + left.tv_nsec / 1000000;
+    return now_ms + left_ms;
+}
+
+void rpc__call_free(struct rpc_call *c)
+{
+    struct rpc_server *s = c->server;
+    if (c->response != NULL) {
+        grpc_byte_buffer_destroy(c->response);
+    }
+    grpc_slice_unref(c->status_details);
+    if (c->has_trailer) {
+        grpc_slice_unref(c->trailer.value);
+    }
+    if (c->call != NULL) {
+        grpc_call_unref(c->call);
+    }
+    free(c);
+    pthread_mutex_lock(&s->mu);
+    assert(s->live_calls > 0);
+    s->live_calls--;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->mu);
+}
+
+grpc_call *rpc__call_take(struct rpc_call *c)
+{
+    grpc_call *call = c->call;
+    c->call = NULL;
+    rpc__call_free(c);
+    return call;
+}
+
+/* Starts the one final batch of a unary call; the CQ thread frees c when it completes. */
+static void call_finish(struct rpc_call *c, grpc_status_code code, const char *message,
+                        grpc_byte_buffer *response, uint8_t *details, size_t details_len)
+{
+    grpc_op ops[4];
+    size_t n = 0;
+    memset(ops, 0, sizeof(ops));
+    if (c->counted) {
+        c->counted = false;
+        atomic_fetch_sub_explicit(&c->server->inflight, 1, memory_order_relaxed);
+    }
+    c->response = response;
+    c->status_details = grpc_slice_from_copied_string(message);
+    if (details != NULL) {
+        c->trailer.key = grpc_slice_from_static_string(RPC__DETAILS_KEY);
+        c->trailer.value = grpc_slice_from_copied_buffer((const char *)details, details_len);
+        c->has_trailer = true;
+    }
+    ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n++].data.send_initial_metadata.count = 0;
+    if (response != NULL) {
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n++].data.send_message.send_message = response;
+    }
+    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[n].data.send_status_from_server.status = code;
+    ops[n].data.send_status_from_server.status_details = &c->status_details;
+    ops[n].data.send_status_from_server.trailing_metadata_count = c->has_trailer ? 1 : 0;
+    ops[n++].data.send_status_from_server.trailing_metadata = c->has_trailer ? &c->trailer : NULL;
+    ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
+    c->tag.kind = RPC__TAG_CALL;
+    c->tag.owner = c;
+    grpc_call_error e = grpc_call_start_batch(c->call, ops, n, &c->tag, NULL);
+    /* Only misuse (a call finished twice, ops out of order) can fail here. */
+    assert(e == GRPC_CALL_OK);
+    if (e != GRPC_CALL_OK) {
+        rpc__call_free(c);
+    }
+}
+
+void rpc_call_reply_bytes(struct rpc_call *c, const void *buf, size_t len)
+{
+    grpc_slice slice = grpc_slice_from_copied_buffer(buf, len);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&slice, 1);
+    grpc_slice_unref(slice);
+    call_finish(c, GRPC_STATUS_OK, "", bb, NULL, 0);
+}
+
+void rpc_call_reply(struct rpc_call *c, const ProtobufCMessage *msg)
+{
+    size_t size = protobuf_c_message_get_packed_size(msg);
+    grpc_slice slice = grpc_slice_malloc(size);
+    protobuf_c_message_pack(msg, GRPC_SLICE_START_PTR(slice));
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&slice, 1);
+    grpc_slice_unref(slice);
+    call_finish(c, GRPC_STATUS_OK, "", bb, NULL, 0);
+}
+
+void rpc_call_fail(struct rpc_call *c, const struct slotd_error *e)
+{
+    assert(e->code != SLOTD_OK);
+    uint8_t *details = NULL;
+    size_t details_len = 0;
+    /* Without memory for the details the status and message still go out. */
+    if (slotd_error_encode_details(e, &details, &details_len) != SLOTD_OK) {
+        details = NULL;
+    }
+    call_finish(c, slotd_error_grpc_code(e->code), slotd_error_message(e), NULL, details,
+                details_len);
+    free(details);
+}
+
+void rpc_call_fail_raw(struct rpc_call *c, int status, const char *message,
+                       const uint8_t *details, size_t details_len)
+{
+    assert(status != GRPC_STATUS_OK);
+    call_finish(c, (grpc_status_code)status, message ? message : "", NULL, (uint8_t *)details,
+                details != NULL ? details_len : 0);
+}
+
+int64_t rpc_call_deadline_ms(const struct rpc_call *c)
+{
+    return c->deadline_ms;
+}
+
+const char *rpc_call_method(const struct rpc_call *c)
+{
+    return c->path;
+}
+
+size_t rpc_server_inflight(const struct rpc_server *s)
+{
+    return atomic_load_explicit(&((struct rpc_server *)s)->inflight, memory_order_relaxed);
+}
+
+/* Takes one max_inflight_calls slot; false when all are taken. */
+static bool inflight_acquire(struct rpc_server *s)
+{
+    size_t n = atomic_fetch_add_explicit(&s->inflight, 1, memory_order_relaxed);
+    if (n >= s->opts.max_inflight_calls) {
+        atomic_fetch_sub_explicit(&s->inflight, 1, memory_order_relaxed);
+        return false;
+    }
+    return true;
+}
+
+/* Checks a new unary call and hands it to its handler, or fails it. */
+static void call_dispatch(struct rpc_server *s, const struct rpc__method *m, struct rpc_call *c,
+                          grpc_byte_buffer *payload, bool shutting_down)
+{
+    struct slotd_error e;
+    if (m == NULL) {
+        slotd_error_set(&e, SLOTD_EUNIMPLEMENTED, "method %s is not served here", c->path);
+        rpc_call_fail(c, &e);
+        return;
+    }
+    if (m->kind == RPC__METHOD_UNARY && m->cb == NULL) {
+        slotd_error_set(&e, SLOTD_EUNIMPLEMENTED, "method %s is not implemented", c->path);
+        rpc_call_fail(c, &e);
+        return;
+    }
+    if (shutting_down) {
+        slotd_error_set(&e, SLOTD_ESHUTTING_DOWN, "server: shutting down");
+        rpc_call_fail(c, &e);
+        return;
+    }
+    if (payload == NULL) {
+        slotd_error_set(&e, SLOTD_EMALFORMED, "request: no message (cancelled or not sent)");
+        snprintf(e.field, sizeof(e.field), "request");
+        rpc_call_fail(c, &e);
+        return;
+    }
+    size_t len = grpc_byte_buffer_length(payload);
+    if (len > s->opts.max_request_bytes) {
+        slotd_error_field(&e, "request", s->opts.max_request_bytes,
+                          "request: %zu bytes exceeds the limit of %zu", len,
+                          s->opts.max_request_bytes);
+        rpc_call_fail(c, &e);
+        return;
+    }
+    if (m->counted && !inflight_acquire(s)) {
+        slotd_error_set(&e, SLOTD_EQUEUE_FULL, "server: %zu calls in flight, the limit is %zu",
+                        s->opts.max_inflight_calls, s->opts.max_inflight_calls);
+        e.retry_after_ms = RPC_QUEUE_FULL_RETRY_MS;
+        rpc_call_fail(c, &e);
+        return;
+    }
+    c->counted = m->counted;
+    grpc_byte_buffer_reader reader;
+    if (!grpc_byte_buffer_reader_init(&reader, payload)) {
+        slotd_error_set(&e, SLOTD_EMALFORMED, "request: cannot read the message");
+        snprintf(e.field, sizeof(e.field), "request");
+        rpc_call_fail(c, &e);
+        return;
+    }
+    grpc_slice body = grpc_byte_buffer_reader_readall(&reader);
+    grpc_byte_buffer_reader_destroy(&reader);
+    const uint8_t *req = GRPC_SLICE_LENGTH(body) > 0 ? GRPC_SLICE_START_PTR(body) : NULL;
+    if (m->kind == RPC__METHOD_HEALTH_WATCH) {
+        rpc__health_watch_start(s, c, req, GRPC_SLICE_LENGTH(body));
+    } else {
+        m->cb(m->ctx, c, req, GRPC_SLICE_LENGTH(body));
+    }
+    grpc_slice_unref(body);
+}
+
+/* A request tag came back: re-arm first, then build the call and dispatch it. */
+static void request_on_event(struct rpc__request *r, bool ok)
+{
+    struct rpc_server *s = r->server;
+    if (!ok) {
+        request_free(r); /* server shutting down */
+        goto out_disarm;
+    }
+    request_arm(s, r->method);
+
+    struct rpc_call *c = calloc(1, sizeof(*c));
+    pthread_mutex_lock(&s->mu);
+    bool shutting_down = s->shutting_down;
+    if (c != NULL) {
+        s->live_calls++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (c == NULL) {
+        grpc_call_cancel_with_status(r->call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory",
+                                     NULL);
+        grpc_call_unref(r->call);
+        request_free(r);
+        goto out_disarm;
+    }
+    c->server = s;
+    c->call = r->call;
+    c->status_details = grpc_empty_slice();
+    if (r->method != NULL) {
+        c->path = r->method->path;
+        c->deadline_ms = deadline_to_ms(r->deadline);
+    } else {
+        snprintf(c->path_buf, sizeof(c->path_buf), "%.*s",
+                 (int)GRPC_SLICE_LENGTH(r->details.method),
+                 (const char *)GRPC_SLICE_START_PTR(r->details.method));
+        c->path = c->path_buf;
+        c->deadline_ms = deadline_to_ms(r->details.deadline);
+    }
+    call_dispatch(s, r->method, c, r->payload, shutting_down);
+    request_free(r);
+
+out_disarm:
+    pthread_mutex_lock(&s->mu);
+    assert(s->armed > 0);
+    s->armed--;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *cq_thread_main(void *arg)
+{
+    struct rpc_server *s = arg;
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN) {
+            break;
+        }
+        if (ev.type != GRPC_OP_COMPLETE) {
+            continue;
+        }
+        struct rpc__tag *t = ev.tag;
+        switch (t->kind) {
+        case RPC__TAG_REQUEST:
+            request_on_event(t->owner, ev.success != 0);
+            break;
+        case RPC__TAG_CALL:
+            rpc__call_free(t->owner);
+            break;
+        case RPC__TAG_WATCH_SEND:
+        case RPC__TAG_WATCH_CLOSE:
+        case RPC__TAG_WATCH_STATUS:
+            rpc__health_on_event(t, ev.success != 0);
+            break;
+        case RPC__TAG_SHUTDOWN:
+            pthread_mutex_lock(&s->mu);
+            s->shutdown_done = true;
+            pthread_cond_broadcast(&s->cond);
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* ---- start / shutdown -------------------------------------------------------------------- */
+
+static void cq_drain_and_destroy(struct rpc_server *s)
+{
+    grpc_completion_queue_shutdown(s->cq);
+    if (s->n_threads == 0) {
+        while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+               GRPC_QUEUE_SHUTDOWN) {
+        }
+    }
+    for (unsigned i = 0; i < s->n_threads; i++) {
+        pthread_join(s->threads[i], NULL);
+    }
+    s->n_threads = 0;
+    grpc_completion_queue_destroy(s->cq);
+    s->cq = NULL;
+}
+
+/* Creates the grpc_server, registers the methods and binds: the port, or -1 with err set. */
+static int server_create(struct rpc_server *s, char *err, size_t errlen)
+{
+    grpc_arg arg;
+    arg.type = GRPC_ARG_INTEGER;
+    arg.key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    arg.value.integer = (int)(2 * s->opts.max_request_bytes);
+    grpc_channel_args args = {1, &arg};
+    s->server = grpc_server_create(&args, NULL);
+    if (s->server == NULL) {
+        snprintf(err, errlen, "rpc: grpc_server_create failed");
+        return -1;
+    }
+    grpc_server_register_completion_queue(s->server, s->cq, NULL);
+    for (size_t i = 0; i < s->n_methods; i++) {
+        s->methods[i].handle = grpc_server_register_method(
+            s->server, s->methods[i].path, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+        if (s->methods[i].handle == NULL) {
+            snprintf(err, errlen, "rpc: cannot register method %s", s->methods[i].path);
+            return -1;
+        }
+    }
+    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    int port = grpc_server_add_http2_port(s->server, s->listen_addr, creds);
+    grpc_server_credentials_release(creds);
+    if (port == 0) {
+        snprintf(err, errlen, "rpc: cannot listen on %s", s->listen_addr);
+        return -1;
+    }
+    return port;
+}
+
+int rpc_server_start(struct rpc_server *s, int *bound_port, char *err, size_t errlen)
+{
+    char scratch[1];
+    if (err == NULL || errlen == 0) {
+        err = scratch;
+        errlen = sizeof(scratch);
+    }
+    assert(!s->started && s->cq == NULL);
+    s->cq = grpc_completion_queue_create_for_next(NULL);
+    if (s->cq == NULL) {
+        snprintf(err, errlen, "rpc: cannot create a completion queue");
+        goto err;
+    }
+    int port = server_create(s, err, errlen);
+    if (port < 0) {
+        goto err_after_server;
+    }
+    for (unsigned i = 0; i < s->opts.cq_threads; i++) {
+        if (pthread_create(&s->threads[i], NULL, cq_thread_main, s) != 0) {
+            break;
+        }
+        s->n_threads++;
+    }
+    if (s->n_threads == 0) {
+        snprintf(err, errlen, "rpc: cannot start a completion-queue thread");
+        goto err_after_server;
+    }
+    grpc_server_start(s->server);
+    pthread_mutex_lock(&s->mu);
+    s->started = true;
+    pthread_mutex_unlock(&s->mu);
+    for (size_t i = 0; i < s->n_methods; i++) {
+        for (int k = 0; k < RPC__ARMED_PER_METHOD; k++) {
+            request_arm(s, &s->methods[i]);
+        }
+    }
+    for (int k = 0; k < RPC__ARMED_PER_METHOD; k++) {
+        request_arm(s, NULL);
+    }
+    if (bound_port != NULL) {
+        *bound_port = port;
+    }
+    return SLOTD_OK;
+
+err_after_server:
+    if (s->server != NULL) {
+        grpc_server_destroy(s->server); /* never started: no shutdown needed */
+        s->server = NULL;
+    }
+    cq_drain_and_destroy(s);
+err:
+    return SLOTD_EINTERNAL;
+}
+
+void rpc_server_shutdown(struct rpc_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!s->started || s->shutting_down) {
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    s->shutting_down = true;
+    rpc__health_all_not_serving_locked(s);
+    pthread_mutex_unlock(&s->mu);
+
+    grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
+    grpc_server_cancel_all_calls(s->server);
+    pthread_mutex_lock(&s->mu);
+    while (!s->shutdown_done || s->live_calls > 0 || s->armed > 0) {
+        pthread_cond_wait(&s->cond, &s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    grpc_server_destroy(s->server);
+    s->server = NULL;
+    cq_drain_and_destroy(s);
+    pthread_mutex_lock(&s->mu);
+    s->stopped = true;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void rpc_server_free(struct rpc_server *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    rpc_server_shutdown(s);
+    assert(s->live_calls == 0 && s->watches == NULL);
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+    grpc_shutdown();
+}
