@@ -1,0 +1,209 @@
+/* apply.c - the apply stage: committed entries of many groups into one fsm batch, then reads and call completions. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/runtime/internal.h"
+
+struct rt_apply_job *rt_apply_job_new(struct runtime *rt)
+{
+    struct rt_apply_job *job = calloc(1, sizeof(*job));
+    if (job != NULL)
+        job->rt = rt;
+    return job;
+}
+
+void rt_apply_job_free(struct rt_apply_job *job)
+{
+    if (job == NULL)
+        return;
+    for (size_t i = 0; i < job->n_groups; i++)
+        free(job->groups[i].entries);
+    free(job->groups);
+    free(job->arena);
+    free(job);
+}
+
+static struct rt_apply_group *job_group(struct rt_apply_job *job, struct rt_group *g)
+{
+    for (size_t i = 0; i < job->n_groups; i++)
+        if (job->groups[i].g == g)
+            return &job->groups[i];
+    if (job->n_groups == job->cap_groups) {
+        size_t cap = job->cap_groups ? job->cap_groups * 2 : 8;
+        struct rt_apply_group *ng = realloc(job->groups, cap * sizeof(*ng));
+        if (ng == NULL)
+            return NULL;
+        job->groups = ng;
+        job->cap_groups = cap;
+    }
+    struct rt_apply_group *ag = &job->groups[job->n_groups++];
+    memset(ag, 0, sizeof(*ag));
+    ag->g = g;
+    return ag;
+}
+
+/* Entry data is copied into one arena per job; pointers are fixed up when the
+ * job is submitted (the arena may move while it grows). */
+int rt_apply_job_add(struct rt_apply_job *job, struct rt_group *g, const struct raft_entry *e,
+                     struct rt_request *waiter)
+{
+    struct rt_apply_group *ag = job_group(job, g);
+    if (ag == NULL)
+        return -1;
+    if ((ag->n_entries & (ag->n_entries - 1)) == 0) { /* 0, 1, 2, 4, ...: grow */
+        size_t cap = ag->n_entries ? ag->n_entries * 2 : 1;
+        struct rt_apply_entry *ne = realloc(ag->entries, cap * sizeof(*ne));
+        if (ne == NULL)
+            return -1;
+        ag->entries = ne;
+    }
+    if (job->arena_len + e->data.len > job->arena_cap) {
+        size_t cap = job->arena_cap ? job->arena_cap : 4096;
+        while (cap < job->arena_len + e->data.len)
+            cap *= 2;
+        uint8_t *na = realloc(job->arena, cap);
+        if (na == NULL)
+            return -1;
+        job->arena = na;
+        job->arena_cap = cap;
+    }
+    struct rt_apply_entry *ae = &ag->entries[ag->n_entries++];
+    ae->index = e->index;
+    ae->term = e->term;
+    ae->len = e->data.len;
+    ae->data = (const uint8_t *)(uintptr_t)job->arena_len; /* offset until submit */
+    if (e->data.len > 0)
+        memcpy(job->arena + job->arena_len, e->data.base, e->data.len);
+    job->arena_len += e->data.len;
+    ae->waiter = waiter;
+    return 0;
+}
+
+static void finish_proposal(struct rt_request *r, struct slot_result *res)
+{
+    if (res->err.code != SLOTD_OK)
+        rpc_call_fail(r->call, &res->err);
+    else
+        rpc_call_reply_bytes(r->call, res->resp, res->resp_len);
+    free(res->resp);
+    free(r);
+}
+
+static void serve_read(struct runtime *rt, struct rt_request *r)
+{
+    bool found;
+    void *value;
+    size_t vlen;
+    uint64_t version;
+    int rc = slot_fsm_get(rt->store, r->hash_slot, r->data, r->len, &found, &value, &vlen,
+                          &version);
+    if (rc != 0) {
+        rt_fail(r, SLOTD_ESTORAGE, "group %u: read: %s", r->group, store_strerror(rc));
+        return;
+    }
+    Slotd__V1__GetResult get = SLOTD__V1__GET_RESULT__INIT;
+    get.found = found;
+    get.value.data = value;
+    get.value.len = vlen;
+    get.version = version;
+    Slotd__V1__ReadResponse resp = SLOTD__V1__READ_RESPONSE__INIT;
+    resp.applied_index = r->index; /* the group's applied index after this job */
+    resp.group_id = r->group;
+    resp.term = r->term;
+    resp.result_case = SLOTD__V1__READ_RESPONSE__RESULT_GET;
+    resp.get = &get;
+    rpc_call_reply(r->call, &resp.base);
+    free(value);
+    free(r);
+}
+
+/* Threadpool: apply every group's entries into one fsm batch, write it,
+ * complete proposals, then serve the reads this job carries. */
+static void apply_work(uv_work_t *w)
+{
+    struct rt_apply_job *job = w->data;
+    struct runtime *rt = job->rt;
+    size_t n_waiting = 0;
+    for (size_t i = 0; i < job->n_groups; i++)
+        for (size_t j = 0; j < job->groups[i].n_entries; j++)
+            n_waiting += job->groups[i].entries[j].waiter != NULL;
+    struct slot_result *results = calloc(n_waiting ? n_waiting : 1, sizeof(*results));
+    struct rt_request **waiters = calloc(n_waiting ? n_waiting : 1, sizeof(*waiters));
+    size_t k = 0;
+    int rc = results && waiters ? 0 : STORE_ENOMEM;
+
+    slot_fsm_begin(rt->fsm);
+    for (size_t i = 0; i < job->n_groups && rc == 0; i++) {
+        struct rt_apply_group *ag = &job->groups[i];
+        for (size_t j = 0; j < ag->n_entries && rc == 0; j++) {
+            struct rt_apply_entry *e = &ag->entries[j];
+            struct slot_result *out = e->waiter ? &results[k] : NULL;
+            rc = slot_fsm_apply(rt->fsm, &ag->g->fsm_state, e->index, e->term, e->data, e->len,
+                                out);
+            if (e->waiter)
+                waiters[k++] = e->waiter;
+        }
+        if (ag->n_entries > 0)
+            slot_fsm_set_applied(rt->fsm, ag->g->id, ag->entries[ag->n_entries - 1].index);
+    }
+    if (rc == 0)
+        rc = slot_fsm_commit(rt->fsm);
+    if (rc != 0) {
+        /* The raft log is durable: a restart replays from the applied index. */
+        RT_LOG("fatal", "msg=\"apply failed\" err=\"%s\" detail=\"%s\"", store_strerror(rc),
+               store_errmsg(rt->store));
+        abort();
+    }
+    for (size_t i = 0; i < k; i++)
+        finish_proposal(waiters[i], &results[i]);
+    struct rt_request *r;
+    while ((r = rt_list_pop(&job->reads)) != NULL)
+        serve_read(rt, r);
+    free(results);
+    free(waiters);
+}
+
+static void apply_done(uv_work_t *w, int status)
+{
+    struct rt_apply_job *job = w->data;
+    struct runtime *rt = job->rt;
+    rt->apply_running = NULL;
+    for (size_t i = 0; i < job->n_groups; i++) {
+        struct rt_apply_group *ag = &job->groups[i];
+        if (ag->n_entries > 0)
+            ag->g->applied = ag->entries[ag->n_entries - 1].index;
+    }
+    rt_apply_job_free(job);
+    struct rt_apply_job *next = rt->apply_queue_head;
+    if (next != NULL) {
+        rt->apply_queue_head = next->next;
+        if (rt->apply_queue_head == NULL)
+            rt->apply_queue_tail = NULL;
+        rt->apply_running = next;
+        uv_queue_work(&rt->loop, &next->work, apply_work, apply_done);
+    }
+    rt_pump(rt);
+}
+
+/* Jobs run one at a time, in submission order, so each group applies in
+ * index order and a read runs after every entry submitted before it. */
+void rt_apply_submit(struct runtime *rt, struct rt_apply_job *job)
+{
+    for (size_t i = 0; i < job->n_groups; i++) {
+        struct rt_apply_group *ag = &job->groups[i];
+        for (size_t j = 0; j < ag->n_entries; j++)
+            ag->entries[j].data = job->arena + (uintptr_t)ag->entries[j].data;
+    }
+    job->work.data = job;
+    job->next = NULL;
+    if (rt->apply_running == NULL) {
+        rt->apply_running = job;
+        uv_queue_work(&rt->loop, &job->work, apply_work, apply_done);
+        return;
+    }
+    if (rt->apply_queue_tail)
+        rt->apply_queue_tail->next = job;
+    else
+        rt->apply_queue_head = job;
+    rt->apply_queue_tail = job;
+}

@@ -1,0 +1,466 @@
+/* loop.c - the raft loop: proposals and reads into the cores, ticks, group commit of every ready group, hand-off to apply. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/runtime/internal.h"
+
+void rt_handle_requests(struct runtime *rt, struct rt_list *reqs);
+void rt_tick(struct runtime *rt);
+void rt_fail_everything(struct runtime *rt);
+
+#define PROPOSE_BATCH_MAX 256
+
+/* ---- Proposals ---- */
+
+static int raft_err_code(int rc)
+{
+    switch (rc) {
+    case RAFT_ENOLEADER:
+        return SLOTD_ENO_LEADER;
+    case RAFT_ENOTLEADER:
+        return SLOTD_ENOT_LEADER;
+    case RAFT_ETRANSFER:
+        return SLOTD_ENO_LEADER; /* retriable: a new leader takes over shortly */
+    case RAFT_EBUDGET:
+    case RAFT_EREADFULL:
+        return SLOTD_EQUEUE_FULL;
+    case RAFT_ETOOBIG:
+        return SLOTD_EINVALID_FIELD;
+    default:
+        return SLOTD_EINTERNAL;
+    }
+}
+
+/* Proposes a run of requests of one group in one raft_propose_batch call. */
+static void propose_run(struct runtime *rt, struct rt_group *g, struct rt_request **run, size_t n)
+{
+    struct raft_buf bufs[PROPOSE_BATCH_MAX] = {{0}};
+    for (size_t i = 0; i < n; i++) {
+        bufs[i].base = run[i]->data;
+        bufs[i].len = run[i]->len;
+    }
+    raft_index first = 0;
+    int rc = raft_propose_batch(g->raft, bufs, n, &first);
+    if (rc != 0) {
+        for (size_t i = 0; i < n; i++)
+            rt_fail(run[i], raft_err_code(rc), "group %u: propose: %s", g->id,
+                    raft_strerror(rc));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        run[i]->index = first + i;
+        run[i]->term = g->term;
+        rt_list_push(&g->proposals, run[i]);
+    }
+}
+
+/* ---- Reads ---- */
+
+static void read_index_round(struct runtime *rt, struct rt_group *g, struct rt_list *reads)
+{
+    struct rt_read_round *round = malloc(sizeof(*round));
+    if (round == NULL) {
+        rt_fail_list(reads, SLOTD_EINTERNAL, "out of memory");
+        return;
+    }
+    round->ctx = ++rt->next_read_ctx;
+    int rc = raft_read_index(g->raft, round->ctx);
+    if (rc != 0) {
+        free(round);
+        struct rt_request *r;
+        while ((r = rt_list_pop(reads)) != NULL)
+            rt_fail(r, raft_err_code(rc), "group %u: read index: %s", g->id, raft_strerror(rc));
+        return;
+    }
+    memset(&round->reads, 0, sizeof(round->reads));
+    rt_list_concat(&round->reads, reads);
+    round->next = g->rounds;
+    g->rounds = round;
+}
+
+static void handle_read(struct runtime *rt, struct rt_group *g, struct rt_request *r,
+                        struct rt_list *linearizable)
+{
+    r->term = g->term;
+    switch (r->consistency) {
+    case SLOTD__V1__CONSISTENCY__CONSISTENCY_LOCAL:
+        r->read_index = r->min_applied;
+        rt_list_push(&g->waiting_reads, r);
+        return;
+    case SLOTD__V1__CONSISTENCY__CONSISTENCY_LEADER_LOCAL:
+        if (g->role != RAFT_LEADER) {
+            rt_fail(r, g->leader ? SLOTD_ENOT_LEADER : SLOTD_ENO_LEADER,
+                    "group %u: this node is not the leader", g->id);
+            return;
+        }
+        r->read_index = 0;
+        rt_list_push(&g->waiting_reads, r);
+        return;
+    default:
+        rt_list_push(&linearizable[g->id - 1], r);
+    }
+}
+
+/* Requests drained from the inbound queue, in arrival order per group. */
+void rt_handle_requests(struct runtime *rt, struct rt_list *reqs)
+{
+    struct rt_list *lin = calloc(rt->n_groups, sizeof(*lin));
+    struct rt_request *run[PROPOSE_BATCH_MAX];
+    struct rt_group *run_group = NULL;
+    size_t n_run = 0;
+    struct rt_request *r;
+    while ((r = rt_list_pop(reqs)) != NULL) {
+        struct rt_group *g = &rt->groups[r->group - 1];
+        if (r->kind == RT_READ) {
+            if (lin == NULL)
+                rt_fail(r, SLOTD_EINTERNAL, "out of memory");
+            else
+                handle_read(rt, g, r, lin);
+            continue;
+        }
+        if (run_group != g || n_run == PROPOSE_BATCH_MAX) {
+            if (n_run > 0)
+                propose_run(rt, run_group, run, n_run);
+            run_group = g;
+            n_run = 0;
+        }
+        run[n_run++] = r;
+    }
+    if (n_run > 0)
+        propose_run(rt, run_group, run, n_run);
+    if (lin == NULL)
+        return;
+    for (size_t i = 0; i < rt->n_groups; i++)
+        if (lin[i].len > 0)
+            read_index_round(rt, &rt->groups[i], &lin[i]);
+    free(lin);
+}
+
+/* Fails waiting reads whose deadline passed (LOCAL reads waiting for an
+ * index, reads of a ReadIndex round that never completed). */
+static void expire_reads(struct rt_group *g, int64_t now)
+{
+    struct rt_list keep = {0};
+    struct rt_request *r;
+    while ((r = rt_list_pop(&g->waiting_reads)) != NULL) {
+        if (r->deadline_ms <= now)
+            rt_fail(r, SLOTD_ETIMEOUT, "group %u: applied index %llu did not reach %llu in time",
+                    g->id, (unsigned long long)g->applied, (unsigned long long)r->read_index);
+        else
+            rt_list_push(&keep, r);
+    }
+    g->waiting_reads = keep;
+}
+
+void rt_tick(struct runtime *rt)
+{
+    int64_t now = rt_now_ms();
+    for (size_t i = 0; i < rt->n_groups; i++) {
+        raft_tick(rt->groups[i].raft);
+        expire_reads(&rt->groups[i], now);
+    }
+}
+
+/* ---- Leadership facts ---- */
+
+static void on_soft_state(struct runtime *rt, struct rt_group *g, const struct raft_soft_state *ss)
+{
+    struct raft_status st;
+    raft_status(g->raft, &st);
+    bool was_leader = g->role == RAFT_LEADER;
+    g->leader = ss->leader;
+    g->role = ss->role;
+    g->term = st.term;
+    RT_LOG("info", "msg=\"leader changed\" node=%llu group=%u leader=%llu term=%llu role=%s",
+           (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)g->leader,
+           (unsigned long long)g->term, raft_role_name(g->role));
+    if (was_leader && g->role != RAFT_LEADER) {
+        /* Appended entries may still commit under the next leader. */
+        rt_fail_list(&g->proposals, SLOTD_EUNKNOWN_OUTCOME,
+                     "leadership lost before the proposal was applied; it may or may not commit");
+    }
+    rt_publish_route(rt);
+}
+
+static struct rt_read_round *take_round(struct rt_group *g, uint64_t ctx)
+{
+    for (struct rt_read_round **pp = &g->rounds; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->ctx == ctx) {
+            struct rt_read_round *r = *pp;
+            *pp = r->next;
+            return r;
+        }
+    }
+    return NULL;
+}
+
+/* ---- After the batch is durable: messages, committed entries, reads ---- */
+
+/* Matches committed entries with waiting proposals (both in index order). */
+static struct rt_request *waiter_for(struct rt_group *g, const struct raft_entry *e)
+{
+    while (g->proposals.head != NULL && g->proposals.head->index <= e->index) {
+        struct rt_request *p = rt_list_pop(&g->proposals);
+        if (p->index == e->index && p->term == e->term)
+            return p;
+        /* Another entry committed at this index: ours certainly did not. */
+        rt_fail(p, SLOTD_ENOT_LEADER, "group %u: proposal at index %llu was superseded",
+                g->id, (unsigned long long)p->index);
+    }
+    return NULL;
+}
+
+static void hand_committed(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd)
+{
+    for (size_t i = 0; i < rd->n_committed; i++) {
+        const struct raft_entry *e = &rd->committed[i];
+        if (e->type == RAFT_ENTRY_CONF_CHANGE) {
+            raft_apply_conf_change(g->raft, e, NULL);
+            continue;
+        }
+        struct rt_request *w = waiter_for(g, e);
+        if (rt_apply_job_add(rt->building, g, e, w) != 0) {
+            RT_LOG("fatal", "msg=\"out of memory building the apply job\" group=%u", g->id);
+            abort();
+        }
+    }
+    if (rd->n_committed > 0)
+        g->applied_submitted = rd->committed[rd->n_committed - 1].index;
+}
+
+static void hand_reads(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd)
+{
+    for (size_t i = 0; i < rd->n_reads; i++) {
+        struct rt_read_round *round = take_round(g, rd->reads[i].context);
+        if (round == NULL)
+            continue;
+        for (struct rt_request *r = round->reads.head; r; r = r->next)
+            r->read_index = rd->reads[i].index;
+        rt_list_concat(&g->waiting_reads, &round->reads);
+        free(round);
+    }
+    for (size_t i = 0; i < rd->n_read_failures; i++) {
+        struct rt_read_round *round = take_round(g, rd->read_failures[i].context);
+        if (round == NULL)
+            continue;
+        rt_fail_list(&round->reads, raft_err_code(rd->read_failures[i].err),
+                     "leadership changed during the read");
+        free(round);
+    }
+}
+
+/* Reads whose index is covered by what was handed to the apply stage ride
+ * on the job being built: they run after those entries are applied. */
+static void attach_ready_reads(struct runtime *rt, struct rt_group *g)
+{
+    struct rt_list keep = {0};
+    struct rt_request *r;
+    while ((r = rt_list_pop(&g->waiting_reads)) != NULL) {
+        if (r->read_index <= g->applied_submitted) {
+            r->index = g->applied_submitted;
+            rt_list_push(&rt->building->reads, r);
+        } else {
+            rt_list_push(&keep, r);
+        }
+    }
+    g->waiting_reads = keep;
+}
+
+static void after_persist(struct runtime *rt, struct rt_group *g)
+{
+    struct raft_ready *rd = &g->rd;
+    if (rd->n_entries > 0)
+        raft_mem_storage_append(g->mem, rd->entries, rd->n_entries);
+    if (rd->has_hard_state)
+        raft_mem_storage_set_hard_state(g->mem, &rd->hard_state);
+    if (g->compact_to > 0) {
+        raft_mem_storage_compact(g->mem, g->compact_to);
+        raft_compacted(g->raft, g->compact_to);
+        g->first_index = g->compact_to + 1;
+        g->compact_to = 0;
+    }
+    /* This node has no peers yet: a message to another node has nowhere to go. */
+    rt->dropped_msgs += rd->n_msgs;
+    if (!g->committed_handed)
+        hand_committed(rt, g, rd);
+    raft_advance(g->raft, rd);
+    g->in_batch = false;
+    g->committed_handed = false;
+}
+/* ---- Group commit ---- */
+
+static void queue_compaction(struct runtime *rt, struct rt_group *g)
+{
+    if (g->applied < g->first_index + rt->opts.compact_entries + rt->opts.compact_tail)
+        return;
+    uint64_t to = g->applied - rt->opts.compact_tail;
+    raft_term term = 0;
+    const struct raft_storage *s = raft_mem_storage_get(g->mem);
+    if (s->term(s->ctx, to, &term) != 0)
+        return;
+    struct raft_status st;
+    raft_status(g->raft, &st);
+    struct store_snapshot_meta m = {.index = to, .term = term};
+    m.conf.n_voters = st.conf.n_voters;
+    m.conf.n_learners = st.conf.n_learners;
+    memcpy(m.conf.voters, st.conf.voters, st.conf.n_voters * sizeof(uint64_t));
+    memcpy(m.conf.learners, st.conf.learners, st.conf.n_learners * sizeof(uint64_t));
+    store_log_batch_put_snapshot_meta(rt->log_batch, g->id, &m);
+    store_log_batch_delete_entries(rt->log_batch, g->id, g->first_index, to + 1);
+    g->compact_to = to;
+}
+
+static void add_ready_to_batch(struct runtime *rt, struct rt_group *g)
+{
+    struct raft_ready *rd = &g->rd;
+    struct store_log_batch *b = rt->log_batch;
+    for (size_t i = 0; i < rd->n_entries; i++) {
+        const struct raft_entry *e = &rd->entries[i];
+        struct store_entry se = {.index = e->index, .term = e->term, .type = e->type,
+                                 .data = e->data.base, .len = e->data.len};
+        store_log_batch_put_entry(b, g->id, &se);
+    }
+    if (rd->n_entries > 0) {
+        uint64_t last = rd->entries[rd->n_entries - 1].index;
+        /* A follower's conflicting suffix is replaced: drop stored entries past the new end. */
+        if (g->stored_last > last)
+            store_log_batch_delete_entries(b, g->id, last + 1, g->stored_last + 1);
+        g->stored_last = last;
+    }
+    if (rd->has_hard_state) {
+        struct store_hard_state hs = {rd->hard_state.term, rd->hard_state.vote,
+                                      rd->hard_state.commit};
+        store_log_batch_put_hard_state(b, g->id, &hs);
+    }
+    queue_compaction(rt, g);
+}
+
+static void storage_work(uv_work_t *w)
+{
+    struct runtime *rt = w->data;
+    rt->storage_rc = store_log_write(rt->store, rt->log_batch, true);
+}
+
+/* Submits the job built this turn (committed entries, covered reads). */
+static void submit_building(struct runtime *rt)
+{
+    for (size_t i = 0; i < rt->n_groups; i++)
+        attach_ready_reads(rt, &rt->groups[i]);
+    struct rt_apply_job *job = rt->building;
+    rt->building = NULL;
+    if (job->n_groups > 0 || job->reads.len > 0)
+        rt_apply_submit(rt, job);
+    else
+        rt_apply_job_free(job);
+}
+
+static void finish_batch(struct runtime *rt)
+{
+    rt->building = rt_apply_job_new(rt);
+    if (rt->building == NULL) {
+        RT_LOG("fatal", "msg=\"out of memory\"");
+        abort();
+    }
+    for (size_t i = 0; i < rt->n_groups; i++)
+        if (rt->groups[i].in_batch)
+            after_persist(rt, &rt->groups[i]);
+    submit_building(rt);
+}
+static void storage_failed(struct runtime *rt)
+{
+    /* Unknown what reached the disk: stop rather than guess (a restart replays the log). */
+    RT_LOG("fatal", "msg=\"raft log write failed\" err=\"%s\" detail=\"%s\"",
+           store_strerror(rt->storage_rc), store_errmsg(rt->store));
+    abort();
+}
+
+static void storage_done(uv_work_t *w, int status)
+{
+    struct runtime *rt = w->data;
+    rt->storage_busy = false;
+    if (rt->storage_rc != 0)
+        storage_failed(rt);
+    store_log_batch_clear(rt->log_batch);
+    finish_batch(rt);
+    rt_pump(rt);
+}
+
+/* Takes one group's ready: committed entries already durable here and read
+ * results go to the apply stage at once; the rest waits for the sync. */
+static void take_ready(struct runtime *rt, struct rt_group *g, bool *must_sync)
+{
+    struct raft_ready *rd = &g->rd;
+    uint64_t durable = g->stored_last;
+    g->in_batch = true;
+    if (rd->has_soft_state)
+        on_soft_state(rt, g, &rd->soft_state);
+    if (rd->n_committed == 0 || rd->committed[rd->n_committed - 1].index <= durable) {
+        hand_committed(rt, g, rd);
+        g->committed_handed = true;
+    }
+    hand_reads(rt, g, rd);
+    add_ready_to_batch(rt, g);
+    *must_sync = *must_sync || rd->must_sync;
+}
+
+/* Collects the ready of every group into one raftlog batch, written off the
+ * loop with one sync (group commit). One batch in flight at a time:
+ * proposals arriving meanwhile go into the next one. A batch that needs no
+ * sync (only a commit index moved) is written inline. */
+void rt_pump(struct runtime *rt)
+{
+    while (!rt->storage_busy) {
+        rt->building = rt_apply_job_new(rt);
+        if (rt->building == NULL) {
+            RT_LOG("fatal", "msg=\"out of memory\"");
+            abort();
+        }
+        bool any = false, must_sync = false;
+        for (size_t i = 0; i < rt->n_groups; i++) {
+            struct rt_group *g = &rt->groups[i];
+            if (!raft_has_ready(g->raft))
+                continue;
+            int rc = raft_ready(g->raft, &g->rd);
+            if (rc != 0) {
+                RT_LOG("error", "msg=\"raft ready failed\" group=%u err=\"%s\"", g->id,
+                       raft_strerror(rc));
+                continue;
+            }
+            any = true;
+            take_ready(rt, g, &must_sync);
+        }
+        submit_building(rt);
+        if (!any)
+            return;
+        if (must_sync) {
+            rt->storage_busy = true;
+            rt->storage_work.data = rt;
+            uv_queue_work(&rt->loop, &rt->storage_work, storage_work, storage_done);
+            return;
+        }
+        if (store_log_batch_count(rt->log_batch) > 0) {
+            rt->storage_rc = store_log_write(rt->store, rt->log_batch, false);
+            if (rt->storage_rc != 0)
+                storage_failed(rt);
+            store_log_batch_clear(rt->log_batch);
+        }
+        finish_batch(rt);
+    }
+}
+
+/* Shutdown: every call still held gets an answer. */
+void rt_fail_everything(struct runtime *rt)
+{
+    for (size_t i = 0; i < rt->n_groups; i++) {
+        struct rt_group *g = &rt->groups[i];
+        rt_fail_list(&g->proposals, SLOTD_EUNKNOWN_OUTCOME,
+                     "node shutting down; the proposal may or may not commit");
+        rt_fail_list(&g->waiting_reads, SLOTD_ESHUTTING_DOWN, "node shutting down");
+        while (g->rounds != NULL) {
+            struct rt_read_round *r = g->rounds;
+            g->rounds = r->next;
+            rt_fail_list(&r->reads, SLOTD_ESHUTTING_DOWN, "node shutting down");
+            free(r);
+        }
+    }
+}

@@ -1,0 +1,357 @@
+/* runtime.c - runtime lifecycle, the bounded inbound queue, and the loop thread's callbacks. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "service/runtime/internal.h"
+
+void runtime_options_default(struct runtime_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->node_id = 1;
+    o->n_groups = 8;
+    o->advertise = "127.0.0.1:7700";
+    o->tick_ms = 100;
+    o->election_tick = 10;
+    o->heartbeat_tick = 1;
+    o->queue_len_max = 65536;
+    o->queue_bytes_max = (size_t)256 << 20;
+    o->compact_entries = 10000;
+    o->compact_tail = 1000;
+}
+
+int64_t rt_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void rt_list_push(struct rt_list *l, struct rt_request *r)
+{
+    r->next = NULL;
+    if (l->tail)
+        l->tail->next = r;
+    else
+        l->head = r;
+    l->tail = r;
+    l->len++;
+}
+
+struct rt_request *rt_list_pop(struct rt_list *l)
+{
+    struct rt_request *r = l->head;
+    if (r == NULL)
+        return NULL;
+    l->head = r->next;
+    if (l->head == NULL)
+        l->tail = NULL;
+    l->len--;
+    r->next = NULL;
+    return r;
+}
+
+void rt_list_concat(struct rt_list *dst, struct rt_list *src)
+{
+    if (src->head == NULL)
+        return;
+    if (dst->tail)
+        dst->tail->next = src->head;
+    else
+        dst->head = src->head;
+    dst->tail = src->tail;
+    dst->len += src->len;
+    memset(src, 0, sizeof(*src));
+}
+
+void rt_fail(struct rt_request *r, int code, const char *fmt, ...)
+{
+    struct slotd_error e;
+    char msg[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    slotd_error_set(&e, code, "%s", msg);
+    if (code == SLOTD_EQUEUE_FULL || code == SLOTD_ENO_LEADER)
+        e.retry_after_ms = 100;
+    rpc_call_fail(r->call, &e);
+    free(r);
+}
+
+void rt_fail_list(struct rt_list *l, int code, const char *msg)
+{
+    struct rt_request *r;
+    while ((r = rt_list_pop(l)) != NULL)
+        rt_fail(r, code, "group %u: %s", r->group, msg);
+}
+
+/* ---- Route: the static table + members, with observed leaders. ---- */
+
+static int build_route_base(struct runtime *rt)
+{
+    struct route_snapshot *s;
+    if (route_snapshot_new(rt->n_groups, 1, &s) != 0)
+        return -1;
+    s->revision = 1;
+    route_split_ranges((unsigned)rt->n_groups, s->slot_group);
+    s->table_ready = true;
+    for (size_t i = 0; i < rt->n_groups; i++) {
+        struct route_group *g = &s->groups[i];
+        g->id = (uint32_t)(i + 1);
+        g->n_voters = 1;
+        g->voters[0] = rt->opts.node_id;
+        g->config_epoch = 1;
+        g->preferred_leader = rt->opts.node_id;
+    }
+    s->nodes[0].id = rt->opts.node_id;
+    snprintf(s->nodes[0].address, sizeof(s->nodes[0].address), "%s", rt->opts.advertise);
+    rt->route_base = s;
+    return 0;
+}
+
+void rt_publish_route(struct runtime *rt)
+{
+    struct route_snapshot *s;
+    if (route_snapshot_clone(rt->route_base, &s) != 0) {
+        RT_LOG("error", "msg=\"route publish: out of memory\"");
+        return;
+    }
+    bool all_led = true;
+    for (size_t i = 0; i < rt->n_groups; i++) {
+        struct rt_group *g = &rt->groups[i];
+        struct route_group *rg = route_snapshot_group_mut(s, g->id);
+        rg->leader = g->leader;
+        rg->leader_term = g->leader ? g->term : 0;
+        all_led = all_led && g->leader != 0;
+    }
+    route_table_publish(rt->routes, s);
+    if (all_led != rt->health_serving) {
+        rt->health_serving = all_led;
+        rpc_server_set_health(rt->server, "", all_led ? 1 : 2); /* SERVING : NOT_SERVING */
+        rpc_server_set_health(rt->server, "slotd.v1.Metadata", all_led ? 1 : 2);
+        RT_LOG("info", "msg=\"health changed\" serving=%s", all_led ? "true" : "false");
+    }
+}
+
+/* ---- Submission (gRPC threads) ---- */
+
+static int submit(struct runtime *rt, struct rt_request *r, struct slotd_error *err)
+{
+    size_t bytes = sizeof(*r) + r->len;
+    pthread_mutex_lock(&rt->mu);
+    if (rt->stopping) {
+        pthread_mutex_unlock(&rt->mu);
+        slotd_error_set(err, SLOTD_ESHUTTING_DOWN, "node is shutting down");
+        return -1;
+    }
+    if (rt->inbound.len >= rt->opts.queue_len_max ||
+        rt->inbound_bytes + bytes > rt->opts.queue_bytes_max) {
+        size_t len = rt->inbound.len, qb = rt->inbound_bytes;
+        pthread_mutex_unlock(&rt->mu);
+        slotd_error_set(err, SLOTD_EQUEUE_FULL,
+                        "proposal queue full (%zu requests, %zu bytes; limits %zu, %zu)", len, qb,
+                        rt->opts.queue_len_max, rt->opts.queue_bytes_max);
+        err->retry_after_ms = 50;
+        return -1;
+    }
+    rt_list_push(&rt->inbound, r);
+    rt->inbound_bytes += bytes;
+    pthread_mutex_unlock(&rt->mu);
+    uv_async_send(&rt->wake);
+    return 0;
+}
+
+static struct rt_request *request_new(struct runtime *rt, uint32_t group, const void *data,
+                                      size_t len, struct rpc_call *call, struct slotd_error *err)
+{
+    if (group == 0 || group > rt->n_groups) {
+        slotd_error_set(err, SLOTD_EWRONG_GROUP, "group %u is not hosted by node %llu", group,
+                        (unsigned long long)rt->opts.node_id);
+        return NULL;
+    }
+    struct rt_request *r = malloc(sizeof(*r) + len);
+    if (r == NULL) {
+        slotd_error_set(err, SLOTD_EINTERNAL, "out of memory");
+        return NULL;
+    }
+    memset(r, 0, sizeof(*r));
+    r->group = group;
+    r->call = call;
+    r->deadline_ms = rpc_call_deadline_ms(call);
+    r->len = len;
+    if (len > 0)
+        memcpy(r->data, data, len);
+    return r;
+}
+
+int runtime_submit_propose(struct runtime *rt, uint32_t group, const uint8_t *entry, size_t len,
+                           struct rpc_call *call, struct slotd_error *err)
+{
+    struct rt_request *r = request_new(rt, group, entry, len, call, err);
+    if (r == NULL)
+        return -1;
+    r->kind = RT_PROPOSE;
+    if (submit(rt, r, err) != 0) {
+        free(r);
+        return -1;
+    }
+    return 0;
+}
+
+int runtime_submit_read(struct runtime *rt, uint32_t group, uint16_t hash_slot, const void *key,
+                        size_t len, int consistency, uint64_t min_applied_index,
+                        struct rpc_call *call, struct slotd_error *err)
+{
+    struct rt_request *r = request_new(rt, group, key, len, call, err);
+    if (r == NULL)
+        return -1;
+    r->kind = RT_READ;
+    r->hash_slot = hash_slot;
+    r->consistency = (uint8_t)consistency;
+    r->min_applied = min_applied_index;
+    if (submit(rt, r, err) != 0) {
+        free(r);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- Loop thread ---- */
+
+void rt_drain_inbound(struct runtime *rt, struct rt_list *out);
+void rt_handle_requests(struct runtime *rt, struct rt_list *reqs);
+void rt_tick(struct runtime *rt);
+void rt_fail_everything(struct runtime *rt);
+
+static void on_wake(uv_async_t *h)
+{
+    struct runtime *rt = h->data;
+    struct rt_list reqs = {0};
+    pthread_mutex_lock(&rt->mu);
+    reqs = rt->inbound;
+    memset(&rt->inbound, 0, sizeof(rt->inbound));
+    rt->inbound_bytes = 0;
+    pthread_mutex_unlock(&rt->mu);
+    rt_handle_requests(rt, &reqs);
+    rt_pump(rt);
+}
+
+static void on_tick(uv_timer_t *h)
+{
+    struct runtime *rt = h->data;
+    rt_tick(rt);
+    rt_pump(rt);
+}
+
+static void on_close(uv_handle_t *h)
+{
+    (void)h;
+}
+
+/* Stops accepting work, waits for in-flight storage/apply jobs (they finish
+ * their calls), fails what is still queued, then closes the handles. */
+static void on_stop(uv_async_t *h)
+{
+    struct runtime *rt = h->data;
+    on_wake(&rt->wake); /* queued requests: handled or failed below */
+    uv_timer_stop(&rt->ticker);
+    rt_fail_everything(rt);
+    uv_close((uv_handle_t *)&rt->wake, on_close);
+    uv_close((uv_handle_t *)&rt->stop_async, on_close);
+    uv_close((uv_handle_t *)&rt->ticker, on_close);
+}
+
+static void *loop_main(void *arg)
+{
+    struct runtime *rt = arg;
+    rt_publish_route(rt);
+    rt_pump(rt);
+    uv_run(&rt->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+int runtime_new(const struct runtime_options *o, struct store *store, struct route_table *routes,
+                struct rpc_server *server, struct runtime **out, char *err, size_t errlen)
+{
+    struct runtime *rt = calloc(1, sizeof(*rt));
+    if (rt == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    rt->opts = *o;
+    if (rt->opts.seed == 0)
+        rt->opts.seed = o->node_id * 0x9E3779B97F4A7C15ull ^ (uint64_t)time(NULL);
+    rt->store = store;
+    rt->routes = routes;
+    rt->server = server;
+    rt->n_groups = o->n_groups;
+    pthread_mutex_init(&rt->mu, NULL);
+    if (o->n_groups < 1 || o->n_groups > 256) {
+        snprintf(err, errlen, "slot groups: %u is outside 1..256", o->n_groups);
+        goto err_after_alloc;
+    }
+    if (build_route_base(rt) != 0 || slot_fsm_new(store, &rt->fsm) != 0 ||
+        store_log_batch_new(&rt->log_batch) != 0) {
+        snprintf(err, errlen, "out of memory");
+        goto err_after_alloc;
+    }
+    if (rt_groups_open(rt, err, errlen) != 0)
+        goto err_after_alloc;
+    if (uv_loop_init(&rt->loop) != 0) {
+        snprintf(err, errlen, "uv_loop_init failed");
+        goto err_after_alloc;
+    }
+    uv_async_init(&rt->loop, &rt->wake, on_wake);
+    uv_async_init(&rt->loop, &rt->stop_async, on_stop);
+    uv_timer_init(&rt->loop, &rt->ticker);
+    rt->wake.data = rt->stop_async.data = rt->ticker.data = rt;
+    rt->loop.data = rt;
+    *out = rt;
+    return 0;
+
+err_after_alloc:
+    rt_groups_close(rt);
+    store_log_batch_free(rt->log_batch);
+    slot_fsm_free(rt->fsm);
+    route_snapshot_release(rt->route_base);
+    pthread_mutex_destroy(&rt->mu);
+    free(rt);
+    return -1;
+}
+
+int runtime_start(struct runtime *rt)
+{
+    uv_timer_start(&rt->ticker, on_tick, rt->opts.tick_ms, rt->opts.tick_ms);
+    if (pthread_create(&rt->thread, NULL, loop_main, rt) != 0)
+        return -1;
+    rt->started = true;
+    return 0;
+}
+
+void runtime_stop(struct runtime *rt)
+{
+    pthread_mutex_lock(&rt->mu);
+    bool was = rt->stopping;
+    rt->stopping = true;
+    pthread_mutex_unlock(&rt->mu);
+    if (was || !rt->started)
+        return;
+    uv_async_send(&rt->stop_async);
+    pthread_join(rt->thread, NULL);
+}
+
+void runtime_free(struct runtime *rt)
+{
+    if (rt == NULL)
+        return;
+    if (rt->started)
+        uv_loop_close(&rt->loop);
+    rt_groups_close(rt);
+    store_log_batch_free(rt->log_batch);
+    slot_fsm_free(rt->fsm);
+    route_snapshot_release(rt->route_base);
+    pthread_mutex_destroy(&rt->mu);
+    free(rt);
+}

@@ -1,0 +1,633 @@
+/* fsm.c - the slot state machine: applies a group's committed LogCommand entries into one fsm write batch. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/route/route.h"
+#include "service/slot/slot.h"
+#include "store/keys.h"
+
+#define VALUE_VERSION 1
+#define OVERLAY_BUCKETS 4096u
+
+/* A key written by the current batch: later entries of the same batch must
+ * read it (LevelDB batches are not readable before they are written). */
+struct overlay_item {
+    struct overlay_item *next;
+    bool deleted;
+    size_t key_len;
+    size_t val_len;
+    uint8_t *key;
+    uint8_t *val;
+};
+
+struct slot_fsm {
+    struct store *store;
+    struct store_fsm_batch *batch;
+    struct overlay_item *buckets[OVERLAY_BUCKETS];
+    size_t n_items;
+};
+
+static uint32_t hash_bytes(const uint8_t *p, size_t n)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+static void overlay_clear(struct slot_fsm *f)
+{
+    for (size_t b = 0; b < OVERLAY_BUCKETS && f->n_items > 0; b++) {
+        struct overlay_item *it = f->buckets[b];
+        while (it != NULL) {
+            struct overlay_item *next = it->next;
+            free(it);
+            it = next;
+            f->n_items--;
+        }
+        f->buckets[b] = NULL;
+    }
+    memset(f->buckets, 0, sizeof(f->buckets));
+    f->n_items = 0;
+}
+
+static struct overlay_item *overlay_find(struct slot_fsm *f, const uint8_t *k, size_t kl)
+{
+    struct overlay_item *it = f->buckets[hash_bytes(k, kl) % OVERLAY_BUCKETS];
+    for (; it != NULL; it = it->next)
+        if (it->key_len == kl && memcmp(it->key, k, kl) == 0)
+            return it;
+    return NULL;
+}
+
+/* Records a put (val != NULL) or delete in both the batch and the overlay. */
+static int fsm_write(struct slot_fsm *f, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
+{
+    struct overlay_item *it = overlay_find(f, k, kl);
+    if (it != NULL) {
+        uint32_t b = hash_bytes(k, kl) % OVERLAY_BUCKETS;
+        struct overlay_item **pp = &f->buckets[b];
+        while (*pp != it)
+            pp = &(*pp)->next;
+        *pp = it->next;
+        free(it);
+        f->n_items--;
+    }
+    it = malloc(sizeof(*it) + kl + (v ? vl : 0));
+    if (it == NULL)
+        return STORE_ENOMEM;
+    it->key = (uint8_t *)(it + 1);
+    it->key_len = kl;
+    memcpy(it->key, k, kl);
+    it->deleted = v == NULL;
+    it->val = it->key + kl;
+    it->val_len = v ? vl : 0;
+    if (v != NULL && vl > 0)
+        memcpy(it->val, v, vl);
+    uint32_t b = hash_bytes(k, kl) % OVERLAY_BUCKETS;
+    it->next = f->buckets[b];
+    f->buckets[b] = it;
+    f->n_items++;
+    if (v != NULL)
+        store_fsm_batch_put(f->batch, k, kl, v, vl);
+    else
+        store_fsm_batch_delete(f->batch, k, kl);
+    return 0;
+}
+
+/* Reads through the overlay. *val is malloc'ed (free()) when *found. */
+static int fsm_read(struct slot_fsm *f, const uint8_t *k, size_t kl, bool *found, uint8_t **val,
+                    size_t *vl)
+{
+    struct overlay_item *it = overlay_find(f, k, kl);
+    *found = false;
+    *val = NULL;
+    *vl = 0;
+    if (it != NULL) {
+        if (it->deleted)
+            return 0;
+        *val = malloc(it->val_len ? it->val_len : 1);
+        if (*val == NULL)
+            return STORE_ENOMEM;
+        memcpy(*val, it->val, it->val_len);
+        *vl = it->val_len;
+        *found = true;
+        return 0;
+    }
+    void *v = NULL;
+    int rc = store_fsm_get(f->store, k, kl, &v, vl);
+    if (rc == STORE_ENOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    *val = v;
+    *found = true;
+    return 0;
+}
+
+int slot_fsm_new(struct store *store, struct slot_fsm **out)
+{
+    struct slot_fsm *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return STORE_ENOMEM;
+    f->store = store;
+    int rc = store_fsm_batch_new(&f->batch);
+    if (rc != 0)
+        goto err_after_alloc;
+    *out = f;
+    return 0;
+
+err_after_alloc:
+    free(f);
+    return rc;
+}
+
+void slot_fsm_free(struct slot_fsm *f)
+{
+    if (f == NULL)
+        return;
+    overlay_clear(f);
+    store_fsm_batch_free(f->batch);
+    free(f);
+}
+
+bool slot_group_owns(const struct slot_group_state *gs, uint16_t hash_slot)
+{
+    return hash_slot < 256 && (gs->owned[hash_slot / 8] >> (hash_slot % 8)) & 1;
+}
+
+int slot_fsm_load_group(struct slot_fsm *f, uint32_t group, struct slot_group_state *gs)
+{
+    uint8_t key[STORE_GROUP_META_KEY_LEN];
+    size_t kl = STORE_GROUP_META_KEY_LEN;
+    store_key_group_meta(key, group, SLOT_GROUP_META_OWNED);
+    void *v = NULL;
+    size_t vl = 0;
+    memset(gs, 0, sizeof(*gs));
+    gs->group = group;
+    int rc = store_fsm_get(f->store, key, kl, &v, &vl);
+    if (rc == STORE_ENOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    if (vl != 1 + sizeof(gs->owned) || ((uint8_t *)v)[0] != VALUE_VERSION) {
+        free(v);
+        return STORE_ECORRUPT;
+    }
+    memcpy(gs->owned, (uint8_t *)v + 1, sizeof(gs->owned));
+    gs->initialized = true;
+    free(v);
+    return 0;
+}
+
+void slot_fsm_begin(struct slot_fsm *f)
+{
+    overlay_clear(f);
+    store_fsm_batch_clear(f->batch);
+}
+
+void slot_fsm_set_applied(struct slot_fsm *f, uint32_t group, uint64_t index)
+{
+    store_fsm_batch_set_applied(f->batch, group, index);
+}
+
+int slot_fsm_commit(struct slot_fsm *f)
+{
+    int rc = store_fsm_write(f->store, f->batch, false);
+    overlay_clear(f);
+    store_fsm_batch_clear(f->batch);
+    return rc;
+}
+
+size_t slot_fsm_batch_bytes(const struct slot_fsm *f)
+{
+    return store_fsm_batch_bytes(f->batch);
+}
+
+/* ---- KV rows ---- */
+
+static size_t kv_key(uint8_t *out, uint16_t hs, const void *key, size_t len)
+{
+    return store_key_fsm(out, hs, SLOT_TABLE_KV, key, len);
+}
+
+/* Current version (0 = absent) and, if val != NULL, the value (malloc'ed). */
+static int kv_lookup(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t *version,
+                     uint8_t **val, size_t *vl)
+{
+    bool found;
+    uint8_t *raw;
+    size_t rl;
+    *version = 0;
+    if (val != NULL) {
+        *val = NULL;
+        *vl = 0;
+    }
+    int rc = fsm_read(f, k, kl, &found, &raw, &rl);
+    if (rc != 0 || !found)
+        return rc;
+    if (rl < 9 || raw[0] != VALUE_VERSION) {
+        free(raw);
+        return STORE_ECORRUPT;
+    }
+    *version = store_get_u64(raw + 1);
+    if (val != NULL) {
+        *vl = rl - 9;
+        *val = malloc(*vl ? *vl : 1);
+        if (*val == NULL) {
+            free(raw);
+            return STORE_ENOMEM;
+        }
+        memcpy(*val, raw + 9, *vl);
+    }
+    free(raw);
+    return 0;
+}
+
+static int kv_put(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t version,
+                  const ProtobufCBinaryData *value)
+{
+    uint8_t *v = malloc(9 + value->len);
+    if (v == NULL)
+        return STORE_ENOMEM;
+    v[0] = VALUE_VERSION;
+    store_put_u64(v + 1, version);
+    if (value->len > 0)
+        memcpy(v + 9, value->data, value->len);
+    int rc = fsm_write(f, k, kl, v, 9 + value->len);
+    free(v);
+    return rc;
+}
+
+/* ---- Commands ---- */
+
+static int apply_put(struct slot_fsm *f, uint16_t hs, uint64_t index,
+                     const Slotd__V1__PutCommand *put, Slotd__V1__PutResult *res)
+{
+    uint8_t k[STORE_FSM_KEY_MAX];
+    size_t kl = kv_key(k, hs, put->key.data, put->key.len);
+    int rc = kv_lookup(f, k, kl, &res->prev_version, NULL, NULL);
+    if (rc != 0)
+        return rc;
+    res->version = index;
+    return kv_put(f, k, kl, index, &put->value);
+}
+
+static int apply_delete(struct slot_fsm *f, uint16_t hs, const Slotd__V1__DeleteCommand *del,
+                        Slotd__V1__DeleteResult *res)
+{
+    uint8_t k[STORE_FSM_KEY_MAX];
+    size_t kl = kv_key(k, hs, del->key.data, del->key.len);
+    int rc = kv_lookup(f, k, kl, &res->prev_version, NULL, NULL);
+    if (rc != 0 || res->prev_version == 0)
+        return rc;
+    res->deleted = true;
+    return fsm_write(f, k, kl, NULL, 0);
+}
+
+/* On failure res->current_value is malloc'ed (the caller frees it). */
+static int apply_cas(struct slot_fsm *f, uint16_t hs, uint64_t index,
+                     const Slotd__V1__CompareAndSetCommand *cas, Slotd__V1__CompareAndSetResult *res)
+{
+    uint8_t k[STORE_FSM_KEY_MAX];
+    size_t kl = kv_key(k, hs, cas->key.data, cas->key.len);
+    uint64_t cur;
+    uint8_t *val;
+    size_t vl;
+    int rc = kv_lookup(f, k, kl, &cur, &val, &vl);
+    if (rc != 0)
+        return rc;
+    if (cur != cas->expected_version) {
+        res->succeeded = false;
+        res->version = cur;
+        res->current_value.data = val;
+        res->current_value.len = vl;
+        return 0;
+    }
+    free(val);
+    res->succeeded = true;
+    if (cas->delete_) {
+        res->version = 0;
+        return cur == 0 ? 0 : fsm_write(f, k, kl, NULL, 0);
+    }
+    res->version = index;
+    return kv_put(f, k, kl, index, &cas->value);
+}
+
+/* ---- Dedupe table: the last SLOT_DEDUPE_WINDOW request ids per hash slot. ---- */
+
+static int dedupe_find(struct slot_fsm *f, uint16_t hs, const ProtobufCBinaryData *rid,
+                       uint8_t **resp, size_t *resp_len, bool *found)
+{
+    uint8_t k[STORE_FSM_KEY_MAX];
+    size_t kl = store_key_fsm(k, hs, SLOT_TABLE_DEDUPE, rid->data, rid->len);
+    uint8_t *raw;
+    size_t rl;
+    int rc = fsm_read(f, k, kl, found, &raw, &rl);
+    if (rc != 0 || !*found)
+        return rc;
+    if (rl < 9 || raw[0] != VALUE_VERSION) {
+        free(raw);
+        return STORE_ECORRUPT;
+    }
+    *resp_len = rl - 9;
+    memmove(raw, raw + 9, *resp_len);
+    *resp = raw;
+    return 0;
+}
+
+static int dedupe_meta(struct slot_fsm *f, uint16_t hs, uint64_t *next, uint64_t *oldest)
+{
+    uint8_t k[8];
+    size_t kl = store_key_fsm(k, hs, SLOT_TABLE_DEDUPE_META, NULL, 0);
+    bool found;
+    uint8_t *raw;
+    size_t rl;
+    *next = *oldest = 0;
+    int rc = fsm_read(f, k, kl, &found, &raw, &rl);
+    if (rc != 0 || !found)
+        return rc;
+    if (rl != 17 || raw[0] != VALUE_VERSION)
+        rc = STORE_ECORRUPT;
+    else {
+        *next = store_get_u64(raw + 1);
+        *oldest = store_get_u64(raw + 9);
+    }
+    free(raw);
+    return rc;
+}
+
+/* Forgets the oldest request id of the hash slot. */
+static int dedupe_evict(struct slot_fsm *f, uint16_t hs, uint64_t seq)
+{
+    uint8_t sk[8], k[STORE_FSM_KEY_MAX];
+    store_put_u64(sk, seq);
+    size_t kl = store_key_fsm(k, hs, SLOT_TABLE_DEDUPE_ORDER, sk, 8);
+    bool found;
+    uint8_t *rid;
+    size_t rl;
+    int rc = fsm_read(f, k, kl, &found, &rid, &rl);
+    if (rc != 0 || !found)
+        return rc;
+    rc = fsm_write(f, k, kl, NULL, 0);
+    if (rc == 0 && rl <= SLOT_REQUEST_ID_MAX) {
+        uint8_t dk[STORE_FSM_KEY_MAX];
+        size_t dkl = store_key_fsm(dk, hs, SLOT_TABLE_DEDUPE, rid, rl);
+        rc = fsm_write(f, dk, dkl, NULL, 0);
+    }
+    free(rid);
+    return rc;
+}
+
+static int dedupe_remember(struct slot_fsm *f, uint16_t hs, const ProtobufCBinaryData *rid,
+                           const uint8_t *resp, size_t resp_len)
+{
+    uint64_t next, oldest;
+    int rc = dedupe_meta(f, hs, &next, &oldest);
+    if (rc != 0)
+        return rc;
+    uint8_t k[STORE_FSM_KEY_MAX];
+    size_t kl = store_key_fsm(k, hs, SLOT_TABLE_DEDUPE, rid->data, rid->len);
+    uint8_t *v = malloc(9 + resp_len);
+    if (v == NULL)
+        return STORE_ENOMEM;
+    v[0] = VALUE_VERSION;
+    store_put_u64(v + 1, next);
+    memcpy(v + 9, resp, resp_len);
+    rc = fsm_write(f, k, kl, v, 9 + resp_len);
+    free(v);
+    if (rc != 0)
+        return rc;
+    uint8_t sk[8];
+    store_put_u64(sk, next);
+    kl = store_key_fsm(k, hs, SLOT_TABLE_DEDUPE_ORDER, sk, 8);
+    if ((rc = fsm_write(f, k, kl, rid->data, rid->len)) != 0)
+        return rc;
+    next++;
+    while (next - oldest > SLOT_DEDUPE_WINDOW) {
+        if ((rc = dedupe_evict(f, hs, oldest)) != 0)
+            return rc;
+        oldest++;
+    }
+    uint8_t m[17];
+    m[0] = VALUE_VERSION;
+    store_put_u64(m + 1, next);
+    store_put_u64(m + 9, oldest);
+    kl = store_key_fsm(k, hs, SLOT_TABLE_DEDUPE_META, NULL, 0);
+    return fsm_write(f, k, kl, m, sizeof(m));
+}
+
+/* ---- Entry dispatch ---- */
+
+static int apply_group_init(struct slot_fsm *f, struct slot_group_state *gs,
+                            const Slotd__Internal__V1__GroupInit *init, struct slot_result *out)
+{
+    if (gs->initialized || init->group_id != gs->group) {
+        /* Deterministic no-op: ownership changes only through migration. */
+        if (out)
+            slotd_error_set(&out->err, SLOTD_EWRONG_GROUP, "group %u: group init ignored",
+                            gs->group);
+        return 0;
+    }
+    uint8_t owned[32] = {0};
+    for (size_t i = 0; i < init->n_ranges; i++) {
+        const Slotd__Internal__V1__HashSlotRange *r = init->ranges[i];
+        for (uint32_t s = r->first; s <= r->last && s < 256; s++)
+            owned[s / 8] |= (uint8_t)(1u << (s % 8));
+    }
+    uint8_t key[STORE_GROUP_META_KEY_LEN], val[1 + sizeof(owned)];
+    size_t kl = STORE_GROUP_META_KEY_LEN;
+    store_key_group_meta(key, gs->group, SLOT_GROUP_META_OWNED);
+    val[0] = VALUE_VERSION;
+    memcpy(val + 1, owned, sizeof(owned));
+    int rc = fsm_write(f, key, kl, val, sizeof(val));
+    if (rc == 0) {
+        memcpy(gs->owned, owned, sizeof(owned));
+        gs->initialized = true;
+    }
+    return rc;
+}
+
+static const ProtobufCBinaryData *command_key(const Slotd__Internal__V1__LogCommand *cmd)
+{
+    switch (cmd->command_case) {
+    case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_PUT:
+        return &cmd->put->key;
+    case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_DELETE:
+        return &cmd->delete_->key;
+    case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_COMPARE_AND_SET:
+        return &cmd->compare_and_set->key;
+    default:
+        return NULL;
+    }
+}
+
+static int pack_response(const Slotd__V1__ProposeResponse *resp, uint8_t **buf, size_t *len)
+{
+    size_t n = slotd__v1__propose_response__get_packed_size(resp);
+    *buf = malloc(n ? n : 1);
+    if (*buf == NULL)
+        return STORE_ENOMEM;
+    slotd__v1__propose_response__pack(resp, *buf);
+    *len = n;
+    return 0;
+}
+
+/* Applies a key command; fills *buf with the packed response. */
+static int apply_kv_command(struct slot_fsm *f, const struct slot_group_state *gs, uint64_t index,
+                            uint64_t term, const Slotd__Internal__V1__LogCommand *cmd,
+                            uint8_t **buf, size_t *len)
+{
+    Slotd__V1__ProposeResponse resp = SLOTD__V1__PROPOSE_RESPONSE__INIT;
+    Slotd__V1__PutResult put = SLOTD__V1__PUT_RESULT__INIT;
+    Slotd__V1__DeleteResult del = SLOTD__V1__DELETE_RESULT__INIT;
+    Slotd__V1__CompareAndSetResult cas = SLOTD__V1__COMPARE_AND_SET_RESULT__INIT;
+    uint16_t hs = (uint16_t)cmd->hash_slot;
+    int rc;
+    resp.applied_index = index;
+    resp.group_id = gs->group;
+    resp.term = term;
+    switch (cmd->command_case) {
+    case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_PUT:
+        rc = apply_put(f, hs, index, cmd->put, &put);
+        resp.result_case = SLOTD__V1__PROPOSE_RESPONSE__RESULT_PUT;
+        resp.put = &put;
+        break;
+    case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_DELETE:
+        rc = apply_delete(f, hs, cmd->delete_, &del);
+        resp.result_case = SLOTD__V1__PROPOSE_RESPONSE__RESULT_DELETE;
+        resp.delete_ = &del;
+        break;
+    default:
+        rc = apply_cas(f, hs, index, cmd->compare_and_set, &cas);
+        resp.result_case = SLOTD__V1__PROPOSE_RESPONSE__RESULT_COMPARE_AND_SET;
+        resp.compare_and_set = &cas;
+        break;
+    }
+    if (rc == 0)
+        rc = pack_response(&resp, buf, len);
+    free(cas.current_value.data);
+    return rc;
+}
+
+/* Marks a stored response as a duplicate answer. */
+static int mark_deduplicated(uint8_t **buf, size_t *len)
+{
+    Slotd__V1__ProposeResponse *r = slotd__v1__propose_response__unpack(NULL, *len, *buf);
+    if (r == NULL)
+        return STORE_ECORRUPT;
+    r->deduplicated = true;
+    uint8_t *nb;
+    size_t nl;
+    int rc = pack_response(r, &nb, &nl);
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    if (rc == 0) {
+        free(*buf);
+        *buf = nb;
+        *len = nl;
+    }
+    return rc;
+}
+
+static void reject(struct slot_result *out, int code, const char *what, uint32_t group,
+                   uint64_t index)
+{
+    if (out)
+        slotd_error_set(&out->err, code, "group %u index %llu: %s", group,
+                        (unsigned long long)index, what);
+}
+
+static int apply_command(struct slot_fsm *f, struct slot_group_state *gs, uint64_t index,
+                         uint64_t term, const Slotd__Internal__V1__LogCommand *cmd,
+                         struct slot_result *out)
+{
+    const ProtobufCBinaryData *key = command_key(cmd);
+    if (key == NULL || key->len == 0 || key->len > SLOT_KEY_MAX) {
+        reject(out, SLOTD_EINTERNAL, "entry has no valid key command", gs->group, index);
+        return 0;
+    }
+    /* The entry's hash slot must be the key's and owned by this group per the
+     * group's replicated state, so every replica decides identically. */
+    if (cmd->hash_slot >= 256 || route_hash_slot(key->data, key->len) != cmd->hash_slot ||
+        !slot_group_owns(gs, (uint16_t)cmd->hash_slot)) {
+        reject(out, SLOTD_EWRONG_GROUP, "hash slot is not owned by this group", gs->group,
+               index);
+        return 0;
+    }
+    uint16_t hs = (uint16_t)cmd->hash_slot;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    bool dup = false;
+    int rc = 0;
+    if (cmd->request_id.len > 0) {
+        rc = dedupe_find(f, hs, &cmd->request_id, &buf, &len, &dup);
+        if (rc == 0 && dup && out != NULL)
+            rc = mark_deduplicated(&buf, &len);
+    }
+    if (rc == 0 && !dup) {
+        rc = apply_kv_command(f, gs, index, term, cmd, &buf, &len);
+        if (rc == 0 && cmd->request_id.len > 0)
+            rc = dedupe_remember(f, hs, &cmd->request_id, buf, len);
+    }
+    if (rc == 0 && out != NULL) {
+        out->resp = buf;
+        out->resp_len = len;
+        buf = NULL;
+    }
+    free(buf);
+    return rc;
+}
+
+int slot_fsm_apply(struct slot_fsm *f, struct slot_group_state *gs, uint64_t index, uint64_t term,
+                   const void *data, size_t len, struct slot_result *out)
+{
+    if (out != NULL) {
+        memset(out, 0, sizeof(*out));
+        out->err.code = SLOTD_OK;
+    }
+    if (len == 0)
+        return 0; /* a leader's no-op entry */
+    Slotd__Internal__V1__LogCommand *cmd =
+        slotd__internal__v1__log_command__unpack(NULL, len, data);
+    if (cmd == NULL) {
+        reject(out, SLOTD_EINTERNAL, "entry does not decode as a LogCommand", gs->group, index);
+        return 0;
+    }
+    int rc;
+    if (cmd->command_case == SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_GROUP_INIT)
+        rc = apply_group_init(f, gs, cmd->group_init, out);
+    else
+        rc = apply_command(f, gs, index, term, cmd, out);
+    slotd__internal__v1__log_command__free_unpacked(cmd, NULL);
+    return rc;
+}
+
+int slot_fsm_get(struct store *store, uint16_t hash_slot, const void *key, size_t len, bool *found,
+                 void **value, size_t *value_len, uint64_t *version)
+{
+    uint8_t k[STORE_FSM_KEY_MAX];
+    size_t kl = kv_key(k, hash_slot, key, len);
+    void *raw = NULL;
+    size_t rl = 0;
+    *found = false;
+    *value = NULL;
+    *value_len = 0;
+    *version = 0;
+    int rc = store_fsm_get(store, k, kl, &raw, &rl);
+    if (rc == STORE_ENOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    uint8_t *p = raw;
+    if (rl < 9 || p[0] != VALUE_VERSION) {
+        free(raw);
+        return STORE_ECORRUPT;
+    }
+    *version = store_get_u64(p + 1);
+    *value_len = rl - 9;
+    memmove(p, p + 9, *value_len);
+    *value = p;
+    *found = true;
+    return 0;
+}

@@ -1,0 +1,93 @@
+/* slot.h - the slot layer: request limits and validation, and the slot state machine (FSM). */
+#ifndef SLOTD_SLOT_H
+#define SLOTD_SLOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "service/rpc/status.h"
+#include "slotd/internal/v1/log.pb-c.h"
+#include "slotd/v1/metadata.pb-c.h"
+#include "store/store.h"
+
+/* Limits of the public API (store/FORMAT.md, README). */
+#define SLOT_KEY_MAX 1024u
+#define SLOT_VALUE_MAX (1u << 20)
+#define SLOT_REQUEST_ID_MAX 64u
+/* Request ids remembered per hash slot; the oldest is forgotten first. */
+#define SLOT_DEDUPE_WINDOW 4096u
+
+/* FSM tables under [hash_slot u16][table u8] (store/FORMAT.md). */
+enum slot_table {
+    SLOT_TABLE_KV = 1,           /* [key] -> [ver][version u64][value] */
+    SLOT_TABLE_DEDUPE = 2,       /* [request_id] -> [ver][seq u64][ProposeResponse] */
+    SLOT_TABLE_DEDUPE_ORDER = 3, /* [seq u64] -> request_id */
+    SLOT_TABLE_DEDUPE_META = 4,  /* [] -> [ver][next_seq u64][oldest_seq u64] */
+};
+/* Per-group metadata under [0xFFFF][group u32][sub u8]. */
+#define SLOT_GROUP_META_OWNED 1 /* -> [ver][256-bit owned hash slot bitmap] */
+
+/* ---- Validation (validate.c): every violation names the field and limit. ---- */
+
+/* Validates a decoded ProposeRequest; returns 0 or fills err. The routing key
+ * is returned borrowed from req. */
+int slot_validate_propose(const Slotd__V1__ProposeRequest *req, const ProtobufCBinaryData **key,
+                          struct slotd_error *err);
+int slot_validate_read(const Slotd__V1__ReadRequest *req, const ProtobufCBinaryData **key,
+                       struct slotd_error *err);
+
+/* Encodes the log entry for a validated request (caller frees *buf with free()). */
+int slot_encode_command(const Slotd__V1__ProposeRequest *req, uint16_t hash_slot, uint8_t **buf,
+                        size_t *len);
+/* Encodes the first entry of a group (GroupInit with the owned ranges of slot_group[]). */
+int slot_encode_group_init(uint32_t group, const uint32_t slot_group[256], uint8_t **buf,
+                           size_t *len);
+
+/* ---- The state machine (fsm.c). ---- */
+
+/* Replicated per-group state the FSM decides with (every replica identical). */
+struct slot_group_state {
+    uint32_t group;
+    bool initialized;  /* GroupInit applied */
+    uint8_t owned[32]; /* bitmap of owned hash slots */
+};
+
+bool slot_group_owns(const struct slot_group_state *gs, uint16_t hash_slot);
+
+/* Result of one applied entry for the caller waiting on it. */
+struct slot_result {
+    struct slotd_error err; /* err.code == SLOTD_OK on success */
+    uint8_t *resp;          /* packed ProposeResponse; caller frees with free() */
+    size_t resp_len;
+};
+
+struct slot_fsm; /* one per applying thread: a write batch plus an overlay of its writes */
+
+int slot_fsm_new(struct store *store, struct slot_fsm **out);
+void slot_fsm_free(struct slot_fsm *f);
+
+/* Loads a group's replicated state from the store. */
+int slot_fsm_load_group(struct slot_fsm *f, uint32_t group, struct slot_group_state *gs);
+
+/* Starts a new batch (drops the previous batch and overlay). */
+void slot_fsm_begin(struct slot_fsm *f);
+/* Applies one committed entry (data borrowed for the call) into the batch.
+ * When out != NULL it receives the result for a waiting caller. Returns 0,
+ * or a store error (the batch is then unusable). A command the group must
+ * reject (wrong hash slot, undecodable) is not an error: it changes nothing
+ * and its result says why, identically on every replica. */
+int slot_fsm_apply(struct slot_fsm *f, struct slot_group_state *gs, uint64_t index, uint64_t term,
+                   const void *data, size_t len, struct slot_result *out);
+/* Records the group's applied index in the batch. */
+void slot_fsm_set_applied(struct slot_fsm *f, uint32_t group, uint64_t index);
+/* Writes the batch (unsynced: the raft log is the durable record). */
+int slot_fsm_commit(struct slot_fsm *f);
+size_t slot_fsm_batch_bytes(const struct slot_fsm *f);
+
+/* Reads a key from the applied state. On success *value is malloc'ed (caller
+ * frees with free()) or NULL when !*found. */
+int slot_fsm_get(struct store *store, uint16_t hash_slot, const void *key, size_t len, bool *found,
+                 void **value, size_t *value_len, uint64_t *version);
+
+#endif /* SLOTD_SLOT_H */

@@ -1,0 +1,140 @@
+/* validate.c - validation of public requests (every violation names the field and limit) and log command encoding. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/route/route.h"
+#include "service/slot/slot.h"
+
+static int check_key(const ProtobufCBinaryData *key, const char *field, struct slotd_error *err)
+{
+    if (key->len == 0 || key->len > SLOT_KEY_MAX) {
+        slotd_error_field(err, field, SLOT_KEY_MAX, "%s: must be 1..%u bytes, got %zu", field,
+                          SLOT_KEY_MAX, key->len);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_value(const ProtobufCBinaryData *v, const char *field, struct slotd_error *err)
+{
+    if (v->len > SLOT_VALUE_MAX) {
+        slotd_error_field(err, field, SLOT_VALUE_MAX, "%s: %zu bytes exceeds the limit of %u",
+                          field, v->len, SLOT_VALUE_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+int slot_validate_propose(const Slotd__V1__ProposeRequest *req, const ProtobufCBinaryData **key,
+                          struct slotd_error *err)
+{
+    if (req->request_id.len > SLOT_REQUEST_ID_MAX) {
+        slotd_error_field(err, "request_id", SLOT_REQUEST_ID_MAX,
+                          "request_id: %zu bytes exceeds the limit of %u", req->request_id.len,
+                          SLOT_REQUEST_ID_MAX);
+        return -1;
+    }
+    switch (req->command_case) {
+    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT:
+        *key = &req->put->key;
+        if (check_key(*key, "put.key", err) || check_value(&req->put->value, "put.value", err))
+            return -1;
+        return 0;
+    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_DELETE:
+        *key = &req->delete_->key;
+        return check_key(*key, "delete.key", err);
+    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_COMPARE_AND_SET:
+        *key = &req->compare_and_set->key;
+        if (check_key(*key, "compare_and_set.key", err) ||
+            check_value(&req->compare_and_set->value, "compare_and_set.value", err))
+            return -1;
+        return 0;
+    default:
+        slotd_error_field(err, "command", 0, "command: exactly one command must be set");
+        return -1;
+    }
+}
+
+int slot_validate_read(const Slotd__V1__ReadRequest *req, const ProtobufCBinaryData **key,
+                       struct slotd_error *err)
+{
+    if ((unsigned)req->consistency > SLOTD__V1__CONSISTENCY__CONSISTENCY_LOCAL) {
+        slotd_error_field(err, "consistency", SLOTD__V1__CONSISTENCY__CONSISTENCY_LOCAL,
+                          "consistency: unknown value %d (known values are 0..%d)",
+                          (int)req->consistency, SLOTD__V1__CONSISTENCY__CONSISTENCY_LOCAL);
+        return -1;
+    }
+    if (req->min_applied_index != 0 &&
+        req->consistency != SLOTD__V1__CONSISTENCY__CONSISTENCY_LOCAL) {
+        slotd_error_field(err, "min_applied_index", 0,
+                          "min_applied_index: only allowed with CONSISTENCY_LOCAL");
+        return -1;
+    }
+    if (req->query_case != SLOTD__V1__READ_REQUEST__QUERY_GET) {
+        slotd_error_field(err, "query", 0, "query: exactly one query must be set");
+        return -1;
+    }
+    *key = &req->get->key;
+    return check_key(*key, "get.key", err);
+}
+
+static int pack_log_command(const Slotd__Internal__V1__LogCommand *cmd, uint8_t **buf,
+                            size_t *len)
+{
+    size_t n = slotd__internal__v1__log_command__get_packed_size(cmd);
+    uint8_t *p = malloc(n ? n : 1);
+    if (p == NULL)
+        return -1;
+    slotd__internal__v1__log_command__pack(cmd, p);
+    *buf = p;
+    *len = n;
+    return 0;
+}
+
+int slot_encode_command(const Slotd__V1__ProposeRequest *req, uint16_t hash_slot, uint8_t **buf,
+                        size_t *len)
+{
+    Slotd__Internal__V1__LogCommand cmd = SLOTD__INTERNAL__V1__LOG_COMMAND__INIT;
+    cmd.hash_slot = hash_slot;
+    cmd.request_id = req->request_id;
+    switch (req->command_case) {
+    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT:
+        cmd.command_case = SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_PUT;
+        cmd.put = req->put;
+        break;
+    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_DELETE:
+        cmd.command_case = SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_DELETE;
+        cmd.delete_ = req->delete_;
+        break;
+    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_COMPARE_AND_SET:
+        cmd.command_case = SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_COMPARE_AND_SET;
+        cmd.compare_and_set = req->compare_and_set;
+        break;
+    default:
+        return -1;
+    }
+    return pack_log_command(&cmd, buf, len);
+}
+
+int slot_encode_group_init(uint32_t group, const uint32_t slot_group[256], uint8_t **buf,
+                           size_t *len)
+{
+    struct route_range ranges[ROUTE_HASH_SLOTS];
+    size_t n = route_ranges_of(slot_group, group, ranges, ROUTE_HASH_SLOTS);
+    Slotd__Internal__V1__HashSlotRange r[ROUTE_HASH_SLOTS];
+    Slotd__Internal__V1__HashSlotRange *rp[ROUTE_HASH_SLOTS];
+    for (size_t i = 0; i < n; i++) {
+        slotd__internal__v1__hash_slot_range__init(&r[i]);
+        r[i].first = ranges[i].first;
+        r[i].last = ranges[i].last;
+        rp[i] = &r[i];
+    }
+    Slotd__Internal__V1__GroupInit init = SLOTD__INTERNAL__V1__GROUP_INIT__INIT;
+    init.group_id = group;
+    init.n_ranges = n;
+    init.ranges = rp;
+    Slotd__Internal__V1__LogCommand cmd = SLOTD__INTERNAL__V1__LOG_COMMAND__INIT;
+    cmd.command_case = SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_GROUP_INIT;
+    cmd.group_init = &init;
+    return pack_log_command(&cmd, buf, len);
+}
