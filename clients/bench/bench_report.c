@@ -1,0 +1,153 @@
+/* bench_report.c - slotbench's text and JSON output of ops/s, latency percentiles, errors, CPU. */
+#include "bench_report.h"
+
+#include <grpc/status.h>
+
+#include <stdbool.h>
+
+static const double report_pcts[] = {50.0, 90.0, 99.0, 99.9};
+static const char *const report_pct_names[] = {"p50", "p90", "p99", "p99.9"};
+#define REPORT_PCTS (sizeof(report_pcts) / sizeof(report_pcts[0]))
+
+static double report_rate(uint64_t n, double s)
+{
+    return s > 0.0 ? (double)n / s : 0.0;
+}
+
+static double report_cpu_pct(const struct bench_phase *p)
+{
+    return p->cpu_wall_s > 0.0 ? 100.0 * p->cpu_s / p->cpu_wall_s : 0.0;
+}
+
+/* Writes ns as "812 us" below a millisecond, "3.41 ms" above. */
+static void report_latency(FILE *out, const char *name, uint64_t ns)
+{
+    if (ns < 1000000)
+        fprintf(out, "  %s %.0f us", name, (double)ns / 1e3);
+    else
+        fprintf(out, "  %s %.2f ms", name, (double)ns / 1e6);
+}
+
+static void report_text_errors(const struct bench_phase *p, FILE *out)
+{
+    fprintf(out, "errors:      %llu", (unsigned long long)p->errors);
+    bool first = true;
+    for (unsigned code = 1; code < BENCH_STATUS_SLOTS; code++) {
+        if (!p->status[code])
+            continue;
+        fprintf(out, "%s%s %llu", first ? "  (" : ", ", bench_status_name(code),
+                (unsigned long long)p->status[code]);
+        first = false;
+    }
+    if (p->malformed) {
+        fprintf(out, "%sMALFORMED_RESPONSE %llu", first ? "  (" : ", ",
+                (unsigned long long)p->malformed);
+        first = false;
+    }
+    fprintf(out, "%s\n", first ? "" : ")");
+    first = true;
+    for (unsigned d = 0; d < BENCH_DETAIL_SLOTS; d++) {
+        if (!p->error_detail[d])
+            continue;
+        fprintf(out, "%s%s %llu", first ? "slotd codes: " : ", ", bench_wire_error_code_name(d),
+                (unsigned long long)p->error_detail[d]);
+        first = false;
+    }
+    if (!first)
+        fprintf(out, "\n");
+}
+
+void bench_report_text(const struct bench_opts *o, const struct bench_result *r, FILE *out)
+{
+    const struct bench_phase *p = &r->run;
+    fprintf(out, "slotbench: target %s, op %s", bench_target_name(o->target), bench_op_name(o->op));
+    if (o->op == BENCH_OP_MIXED)
+        fprintf(out, " (%.0f%% %s)", o->read_ratio * 100.0, bench_op_name(o->read_op));
+    fprintf(out, ", %u in flight, %u connection(s) x %u endpoint(s), %u thread(s)\n",
+            o->concurrency, o->connections, o->endpoint_count, o->threads);
+    fprintf(out, "             keys %llu x %u B, values %u B, deadline %u ms\n",
+            (unsigned long long)o->keys, o->key_size, o->value_size, o->deadline_ms);
+    if (o->populate)
+        fprintf(out, "populate:    %llu of %llu keys in %.2f s (%.0f puts/s), %llu errors\n",
+                (unsigned long long)r->populate_keys, (unsigned long long)o->keys,
+                r->populate.elapsed_s, report_rate(r->populate.ok, r->populate.elapsed_s),
+                (unsigned long long)r->populate.errors);
+    fprintf(out, "throughput:  %.0f ops/s  (%llu ok in %.2f s: %llu reads, %llu writes)\n",
+            report_rate(p->ok, p->elapsed_s), (unsigned long long)p->ok, p->elapsed_s,
+            (unsigned long long)p->reads, (unsigned long long)p->writes);
+    fprintf(out, "latency:   ");
+    for (unsigned i = 0; i < REPORT_PCTS; i++)
+        report_latency(out, report_pct_names[i],
+                       bench_hist_percentile(&p->latency_ns, report_pcts[i]));
+    report_latency(out, "max", p->latency_ns.max);
+    report_latency(out, "mean", (uint64_t)bench_hist_mean(&p->latency_ns));
+    fprintf(out, "\n");
+    report_text_errors(p, out);
+    if (p->reads)
+        fprintf(out, "not found:   %llu of %llu reads\n", (unsigned long long)p->not_found,
+                (unsigned long long)p->reads);
+    fprintf(out, "client cpu:  %.0f%% of one core (user+sys %.2f s over %.2f s wall)\n",
+            report_cpu_pct(p), p->cpu_s, p->cpu_wall_s);
+}
+
+static void report_json_phase(const struct bench_phase *p, FILE *out)
+{
+    fprintf(out,
+            "{\"ok\":%llu,\"reads\":%llu,\"writes\":%llu,\"not_found\":%llu,"
+            "\"elapsed_s\":%.6f,\"ops_per_s\":%.1f,\"latency_us\":{",
+            (unsigned long long)p->ok, (unsigned long long)p->reads, (unsigned long long)p->writes,
+            (unsigned long long)p->not_found, p->elapsed_s, report_rate(p->ok, p->elapsed_s));
+    for (unsigned i = 0; i < REPORT_PCTS; i++)
+        fprintf(out, "\"%s\":%.3f,", report_pct_names[i],
+                (double)bench_hist_percentile(&p->latency_ns, report_pcts[i]) / 1e3);
+    fprintf(out, "\"max\":%.3f,\"min\":%.3f,\"mean\":%.3f},", (double)p->latency_ns.max / 1e3,
+            p->latency_ns.count ? (double)p->latency_ns.min / 1e3 : 0.0,
+            bench_hist_mean(&p->latency_ns) / 1e3);
+    fprintf(out, "\"errors_total\":%llu,\"errors\":{", (unsigned long long)p->errors);
+    bool first = true;
+    for (unsigned code = 1; code < BENCH_STATUS_SLOTS; code++) {
+        if (!p->status[code])
+            continue;
+        fprintf(out, "%s\"%s\":%llu", first ? "" : ",", bench_status_name(code),
+                (unsigned long long)p->status[code]);
+        first = false;
+    }
+    if (p->malformed)
+        fprintf(out, "%s\"MALFORMED_RESPONSE\":%llu", first ? "" : ",",
+                (unsigned long long)p->malformed);
+    fprintf(out, "},\"error_details\":{");
+    first = true;
+    for (unsigned d = 0; d < BENCH_DETAIL_SLOTS; d++) {
+        if (!p->error_detail[d])
+            continue;
+        fprintf(out, "%s\"%s\":%llu", first ? "" : ",", bench_wire_error_code_name(d),
+                (unsigned long long)p->error_detail[d]);
+        first = false;
+    }
+    fprintf(out, "},\"client_cpu_pct\":%.1f,\"client_cpu_s\":%.3f}", report_cpu_pct(p), p->cpu_s);
+}
+
+void bench_report_json(const struct bench_opts *o, const struct bench_result *r, FILE *out)
+{
+    fprintf(out, "{\"target\":\"%s\",\"op\":\"%s\",", bench_target_name(o->target),
+            bench_op_name(o->op));
+    if (o->op == BENCH_OP_MIXED)
+        fprintf(out, "\"read_op\":\"%s\",\"read_ratio\":%.3f,", bench_op_name(o->read_op),
+                o->read_ratio);
+    fprintf(out, "\"endpoints\":[");
+    for (unsigned i = 0; i < o->endpoint_count; i++)
+        fprintf(out, "%s\"%s\"", i ? "," : "", o->endpoints[i]); /* host:port has no '"' or '\\' */
+    fprintf(out,
+            "],\"concurrency\":%u,\"connections\":%u,\"threads\":%u,\"keys\":%llu,"
+            "\"key_size\":%u,\"value_size\":%u,\"deadline_ms\":%u,\"seed\":%llu,",
+            o->concurrency, o->connections, o->threads, (unsigned long long)o->keys, o->key_size,
+            o->value_size, o->deadline_ms, (unsigned long long)o->seed);
+    if (o->populate) {
+        fprintf(out, "\"populated_keys\":%llu,\"populate\":", (unsigned long long)r->populate_keys);
+        report_json_phase(&r->populate, out);
+        fprintf(out, ",");
+    }
+    fprintf(out, "\"run\":");
+    report_json_phase(&r->run, out);
+    fprintf(out, "}\n");
+}

@@ -1,0 +1,182 @@
+/* bench_wire.c - keys and protobuf encoding/decoding of slotd and etcd requests for slotbench. */
+#include "bench_wire.h"
+
+#include "bench_err.h"
+#include "etcd_rpc.pb-c.h"
+#include "google/rpc/status.pb-c.h"
+#include "slotd/v1/metadata.pb-c.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+enum bench_req bench_wire_req_of(enum bench_op op)
+{
+    switch (op) {
+    case BENCH_OP_PUT:
+        return BENCH_REQ_PUT;
+    case BENCH_OP_GET:
+        return BENCH_REQ_GET_LINEARIZABLE;
+    case BENCH_OP_GET_LEADER_LOCAL:
+        return BENCH_REQ_GET_LEADER_LOCAL;
+    case BENCH_OP_GET_LOCAL:
+        return BENCH_REQ_GET_LOCAL;
+    default:
+        assert(!"bench_wire_req_of: MIXED has no single request kind");
+        return BENCH_REQ_PUT;
+    }
+}
+
+const char *bench_wire_method(enum bench_target target, enum bench_req req)
+{
+    if (target == BENCH_TARGET_ETCD)
+        return req == BENCH_REQ_PUT ? "/etcdserverpb.KV/Put" : "/etcdserverpb.KV/Range";
+    return req == BENCH_REQ_PUT ? "/slotd.v1.Metadata/Propose" : "/slotd.v1.Metadata/Read";
+}
+
+void bench_wire_key_format(char *buf, unsigned key_size, uint64_t index)
+{
+    assert(key_size >= 5);
+    int n = snprintf(buf, (size_t)key_size + 1, "key-%0*llu", (int)(key_size - 4),
+                     (unsigned long long)index);
+    assert(n == (int)key_size);
+    (void)n;
+}
+
+static size_t wire_pack(const ProtobufCMessage *m, uint8_t *buf, size_t buf_len)
+{
+    size_t size = protobuf_c_message_get_packed_size(m);
+    if (size <= buf_len)
+        protobuf_c_message_pack(m, buf);
+    return size;
+}
+
+static size_t wire_encode_slotd(enum bench_req req, ProtobufCBinaryData key,
+                                ProtobufCBinaryData value, uint8_t *buf, size_t buf_len)
+{
+    if (req == BENCH_REQ_PUT) {
+        Slotd__V1__PutCommand put = SLOTD__V1__PUT_COMMAND__INIT;
+        Slotd__V1__ProposeRequest m = SLOTD__V1__PROPOSE_REQUEST__INIT;
+        put.key = key;
+        put.value = value;
+        m.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT;
+        m.put = &put;
+        return wire_pack(&m.base, buf, buf_len);
+    }
+    Slotd__V1__GetQuery get = SLOTD__V1__GET_QUERY__INIT;
+    Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
+    get.key = key;
+    m.consistency = req == BENCH_REQ_GET_LOCAL ? SLOTD__V1__CONSISTENCY__CONSISTENCY_LOCAL
+                    : req == BENCH_REQ_GET_LEADER_LOCAL
+                        ? SLOTD__V1__CONSISTENCY__CONSISTENCY_LEADER_LOCAL
+                        : SLOTD__V1__CONSISTENCY__CONSISTENCY_LINEARIZABLE;
+    m.query_case = SLOTD__V1__READ_REQUEST__QUERY_GET;
+    m.get = &get;
+    return wire_pack(&m.base, buf, buf_len);
+}
+
+static size_t wire_encode_etcd(enum bench_req req, ProtobufCBinaryData key,
+                               ProtobufCBinaryData value, uint8_t *buf, size_t buf_len)
+{
+    if (req == BENCH_REQ_PUT) {
+        Etcdserverpb__PutRequest m = ETCDSERVERPB__PUT_REQUEST__INIT;
+        m.key = key;
+        m.value = value;
+        return wire_pack(&m.base, buf, buf_len);
+    }
+    assert(req != BENCH_REQ_GET_LEADER_LOCAL);
+    Etcdserverpb__RangeRequest m = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    m.key = key;
+    m.serializable = req == BENCH_REQ_GET_LOCAL;
+    return wire_pack(&m.base, buf, buf_len);
+}
+
+size_t bench_wire_request_encode(enum bench_target target, enum bench_req req, const uint8_t *key,
+                                 size_t key_len, const uint8_t *value, size_t value_len,
+                                 uint8_t *buf, size_t buf_len)
+{
+    ProtobufCBinaryData k = {key_len, (uint8_t *)key};
+    ProtobufCBinaryData v = {value_len, (uint8_t *)value};
+    if (target == BENCH_TARGET_ETCD)
+        return wire_encode_etcd(req, k, v, buf, buf_len);
+    return wire_encode_slotd(req, k, v, buf, buf_len);
+}
+
+static const ProtobufCMessageDescriptor *wire_response_descriptor(enum bench_target target,
+                                                                  enum bench_req req)
+{
+    if (target == BENCH_TARGET_ETCD)
+        return req == BENCH_REQ_PUT ? &etcdserverpb__put_response__descriptor
+                                    : &etcdserverpb__range_response__descriptor;
+    return req == BENCH_REQ_PUT ? &slotd__v1__propose_response__descriptor
+                                : &slotd__v1__read_response__descriptor;
+}
+
+/* Whether a decoded response carries what the request asked for; sets *found for reads. */
+static bool wire_response_valid(enum bench_target target, enum bench_req req,
+                                const ProtobufCMessage *m, bool *found)
+{
+    *found = true;
+    if (target == BENCH_TARGET_ETCD) {
+        if (req != BENCH_REQ_PUT)
+            *found = ((const Etcdserverpb__RangeResponse *)m)->n_kvs > 0;
+        return true;
+    }
+    if (req == BENCH_REQ_PUT)
+        return ((const Slotd__V1__ProposeResponse *)m)->result_case ==
+               SLOTD__V1__PROPOSE_RESPONSE__RESULT_PUT;
+    const Slotd__V1__ReadResponse *r = (const Slotd__V1__ReadResponse *)m;
+    if (r->result_case != SLOTD__V1__READ_RESPONSE__RESULT_GET)
+        return false;
+    *found = r->get->found;
+    return true;
+}
+
+int bench_wire_response_check(enum bench_target target, enum bench_req req, const uint8_t *buf,
+                              size_t len, bool *found)
+{
+    ProtobufCMessage *m =
+        protobuf_c_message_unpack(wire_response_descriptor(target, req), NULL, len, buf);
+    if (!m)
+        return BENCH_EMALFORMED;
+    bool valid = wire_response_valid(target, req, m, found);
+    protobuf_c_message_free_unpacked(m, NULL);
+    return valid ? BENCH_OK : BENCH_EMALFORMED;
+}
+
+#define WIRE_DETAIL_TYPE_URL "type.googleapis.com/slotd.v1.ErrorDetail"
+
+int bench_wire_error_detail(const uint8_t *buf, size_t len, unsigned *code)
+{
+    Google__Rpc__Status *st = google__rpc__status__unpack(NULL, len, buf);
+    if (!st)
+        return BENCH_EMALFORMED;
+    int rc = BENCH_EMALFORMED;
+    for (size_t i = 0; i < st->n_details && rc != BENCH_OK; i++) {
+        const Google__Protobuf__Any *any = st->details[i];
+        if (strcmp(any->type_url, WIRE_DETAIL_TYPE_URL) != 0)
+            continue;
+        Slotd__V1__ErrorDetail *d =
+            slotd__v1__error_detail__unpack(NULL, any->value.len, any->value.data);
+        if (!d)
+            break;
+        *code = (unsigned)d->code < BENCH_DETAIL_OTHER ? (unsigned)d->code : BENCH_DETAIL_OTHER;
+        slotd__v1__error_detail__free_unpacked(d, NULL);
+        rc = BENCH_OK;
+    }
+    google__rpc__status__free_unpacked(st, NULL);
+    return rc;
+}
+
+const char *bench_wire_error_code_name(unsigned code)
+{
+    const ProtobufCEnumValue *v =
+        code < BENCH_DETAIL_OTHER
+            ? protobuf_c_enum_descriptor_get_value(&slotd__v1__error_code__descriptor, (int)code)
+            : NULL;
+    if (!v)
+        return "OTHER";
+    const char *prefix = "ERROR_CODE_";
+    size_t n = strlen(prefix);
+    return strncmp(v->name, prefix, n) == 0 ? v->name + n : v->name;
+}

@@ -1,0 +1,64 @@
+/* bench_wire.h - slotbench's keys and the protobuf bytes of each request/response (slotd, etcd). */
+#ifndef SLOTD_BENCH_WIRE_H
+#define SLOTD_BENCH_WIRE_H
+
+#include "bench_opts.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The concrete kind of one RPC (an --op mixed run sends two of them). */
+enum bench_req {
+    BENCH_REQ_PUT,
+    BENCH_REQ_GET_LINEARIZABLE,
+    BENCH_REQ_GET_LEADER_LOCAL, /* slotd only */
+    BENCH_REQ_GET_LOCAL,
+};
+
+/* Maps a get-kind op (GET, GET_LEADER_LOCAL, GET_LOCAL) or PUT to its request kind. */
+enum bench_req bench_wire_req_of(enum bench_op op);
+
+/* Static gRPC method path, e.g. "/slotd.v1.Metadata/Propose" or "/etcdserverpb.KV/Range". */
+const char *bench_wire_method(enum bench_target target, enum bench_req req);
+
+/*
+ * buf: borrowed for the call, key_size + 1 bytes. Writes key number index as "key-" followed
+ * by index zero padded to key_size bytes in all, NUL terminated. The caller guarantees
+ * key_size >= 4 + digits(index) (bench_opts_parse checks it for the whole key space).
+ */
+void bench_wire_key_format(char *buf, unsigned key_size, uint64_t index);
+
+/*
+ * key, value, buf: borrowed for the call. Encodes the request message for (target, req).
+ * value is ignored by reads. Returns the encoded size; writes buf only when that size is
+ * <= buf_len (call with buf_len 0 to learn the size).
+ */
+size_t bench_wire_request_encode(enum bench_target target, enum bench_req req, const uint8_t *key,
+                                 size_t key_len, const uint8_t *value, size_t value_len,
+                                 uint8_t *buf, size_t buf_len);
+
+/*
+ * buf, found: borrowed for the call. Decodes a response of status OK. Returns BENCH_OK, or
+ * BENCH_EMALFORMED when the bytes are not the expected message (or a slotd response lacks
+ * its result). For reads *found says whether the key existed; puts set it to true.
+ */
+int bench_wire_response_check(enum bench_target target, enum bench_req req, const uint8_t *buf,
+                              size_t len, bool *found);
+
+/* slotd.v1.ErrorCode values 0..BENCH_DETAIL_OTHER-1 are counted each; larger ones together. */
+#define BENCH_DETAIL_OTHER 15
+#define BENCH_DETAIL_SLOTS 16
+
+/*
+ * buf, code: borrowed for the call. Decodes a grpc-status-details-bin trailer value
+ * (google.rpc.Status) and sets *code to the slotd.v1.ErrorCode of its first
+ * "type.googleapis.com/slotd.v1.ErrorDetail" detail, capped at BENCH_DETAIL_OTHER. Returns
+ * BENCH_OK, or BENCH_EMALFORMED when the bytes do not decode or carry no such detail.
+ */
+int bench_wire_error_detail(const uint8_t *buf, size_t len, unsigned *code);
+
+/* Static name of a counted slotd.v1.ErrorCode without its prefix ("NOT_LEADER"); "OTHER". */
+const char *bench_wire_error_code_name(unsigned code);
+
+#endif /* SLOTD_BENCH_WIRE_H */

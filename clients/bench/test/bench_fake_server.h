@@ -1,0 +1,41 @@
+/* bench_fake_server.h - in-process 127.0.0.1 gRPC server answering slotd/etcd calls. */
+#ifndef SLOTD_BENCH_FAKE_SERVER_H
+#define SLOTD_BENCH_FAKE_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define FAKE_KEYS_TRACKED 4096 /* put counts are kept per key index below this */
+
+struct fake_server_config {
+    unsigned fail_every;      /* every Nth call (1-based) answers UNAVAILABLE; 0 = never */
+    unsigned malformed_every; /* every Nth call answers OK with bytes that do not decode */
+    unsigned hang_every;      /* every Nth call gets no answer until the client gives up */
+    bool read_found;          /* reads answer found=true (etcd: one kv) */
+    unsigned key_size;        /* expected key length: others count as bad_requests */
+    unsigned value_size;      /* expected put value length */
+};
+
+struct fake_server_stats {
+    uint64_t calls;
+    uint64_t propose;
+    uint64_t read_by_consistency[3]; /* slotd.v1.Consistency */
+    uint64_t etcd_put;
+    uint64_t etcd_range_linearizable;
+    uint64_t etcd_range_serializable;
+    uint64_t bad_requests; /* undecodable, wrong key or value size, unknown method */
+    uint64_t put_count_by_key[FAKE_KEYS_TRACKED];
+};
+
+struct fake_server;
+
+/*
+ * cfg: borrowed for the call. Starts the server on an ephemeral 127.0.0.1 port (in *port)
+ * with its own thread. Returns NULL on failure. Caller frees with fake_server_stop().
+ */
+struct fake_server *fake_server_start(const struct fake_server_config *cfg, int *port);
+
+/* f: ownership transfers (freed here). out: borrowed for the call, receives the counters. */
+void fake_server_stop(struct fake_server *f, struct fake_server_stats *out);
+
+#endif /* SLOTD_BENCH_FAKE_SERVER_H */

@@ -1,0 +1,635 @@
+/* bench_test.c - CUnit checks of slotbench: histogram, options, wire, report, engine. */
+#include "bench_err.h"
+#include "bench_fake_server.h"
+#include "bench_hist.h"
+#include "bench_opts.h"
+#include "bench_report.h"
+#include "bench_run.h"
+#include "bench_wire.h"
+#include "etcd_rpc.pb-c.h"
+#include "google/rpc/status.pb-c.h"
+#include "slotd/v1/metadata.pb-c.h"
+
+#include <CUnit/Basic.h>
+#include <jansson.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t test_rng(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* ---- histogram ------------------------------------------------------------------------ */
+
+static void test_hist_buckets(void)
+{
+    CU_ASSERT_EQUAL(bench_hist_bucket_of(0), 0);
+    CU_ASSERT_EQUAL(bench_hist_bucket_of(255), 255);
+    CU_ASSERT_EQUAL(bench_hist_bucket_of(256), 256);
+    CU_ASSERT_EQUAL(bench_hist_bucket_of(UINT64_MAX), BENCH_HIST_BUCKETS - 1);
+    CU_ASSERT_EQUAL(bench_hist_bucket_high(BENCH_HIST_BUCKETS - 1), UINT64_MAX);
+    uint64_t x = 7;
+    for (int i = 0; i < 100000; i++) {
+        uint64_t v = test_rng(&x) >> (test_rng(&x) % 64);
+        unsigned b = bench_hist_bucket_of(v);
+        uint64_t high = bench_hist_bucket_high(b);
+        CU_ASSERT_FATAL(b < BENCH_HIST_BUCKETS);
+        CU_ASSERT_FATAL(high >= v);
+        CU_ASSERT_FATAL(high - v <= v / 128);
+        CU_ASSERT_FATAL(bench_hist_bucket_of(high) == b);
+        if (b > 0)
+            CU_ASSERT_FATAL(bench_hist_bucket_high(b - 1) < v);
+    }
+}
+
+static void test_hist_small_exact(void)
+{
+    struct bench_hist *h = malloc(sizeof(*h));
+    bench_hist_init(h);
+    CU_ASSERT_EQUAL(bench_hist_percentile(h, 50), 0);
+    CU_ASSERT_EQUAL(bench_hist_mean(h), 0.0);
+    for (uint64_t v = 1; v <= 200; v++)
+        bench_hist_record(h, v);
+    CU_ASSERT_EQUAL(bench_hist_percentile(h, 50), 100);
+    CU_ASSERT_EQUAL(bench_hist_percentile(h, 90), 180);
+    CU_ASSERT_EQUAL(bench_hist_percentile(h, 99), 198);
+    CU_ASSERT_EQUAL(bench_hist_percentile(h, 99.9), 200);
+    CU_ASSERT_EQUAL(bench_hist_percentile(h, 100), 200);
+    CU_ASSERT_EQUAL(bench_hist_percentile(h, 0.1), 1);
+    CU_ASSERT_DOUBLE_EQUAL(bench_hist_mean(h), 100.5, 1e-9);
+    CU_ASSERT_EQUAL(h->min, 1);
+    CU_ASSERT_EQUAL(h->max, 200);
+    free(h);
+}
+
+static void test_hist_constant_clamped(void)
+{
+    struct bench_hist *h = malloc(sizeof(*h));
+    bench_hist_init(h);
+    for (int i = 0; i < 1000; i++)
+        bench_hist_record(h, 123456789);
+    CU_ASSERT_EQUAL(bench_hist_percentile(h, 50), 123456789);
+    CU_ASSERT_EQUAL(bench_hist_percentile(h, 99.9), 123456789);
+    CU_ASSERT_EQUAL(h->count, 1000);
+    free(h);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Against exact percentiles of a sorted copy: never below, at most 1/128 above. */
+static void test_hist_vs_sorted_and_merge(void)
+{
+    enum { N = 200000 };
+    uint64_t *vals = malloc(N * sizeof(*vals));
+    struct bench_hist *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b)), *all = malloc(sizeof(*all));
+    bench_hist_init(a);
+    bench_hist_init(b);
+    bench_hist_init(all);
+    uint64_t x = 42;
+    for (int i = 0; i < N; i++) {
+        /* a long tail: 20 us .. ~80 ms */
+        uint64_t v = 20000 + (test_rng(&x) % 1000000) * (1 + test_rng(&x) % 80) / 1;
+        vals[i] = v;
+        bench_hist_record(i % 2 ? a : b, v);
+        bench_hist_record(all, v);
+    }
+    bench_hist_merge(a, b);
+    CU_ASSERT_EQUAL(memcmp(a->buckets, all->buckets, sizeof(a->buckets)), 0);
+    CU_ASSERT_EQUAL(a->count, N);
+    CU_ASSERT_EQUAL(a->min, all->min);
+    CU_ASSERT_EQUAL(a->max, all->max);
+    qsort(vals, N, sizeof(*vals), cmp_u64);
+    const double pcts[] = {1, 50, 90, 99, 99.9, 100};
+    for (size_t i = 0; i < sizeof(pcts) / sizeof(pcts[0]); i++) {
+        uint64_t exact = vals[(size_t)((pcts[i] / 100.0) * N + 0.999999) - 1];
+        uint64_t got = bench_hist_percentile(a, pcts[i]);
+        CU_ASSERT(got >= exact);
+        CU_ASSERT(got - exact <= exact / 128);
+    }
+    free(vals);
+    free(a);
+    free(b);
+    free(all);
+}
+
+/* ---- options -------------------------------------------------------------------------- */
+
+static int parse(struct bench_opts *o, char *errmsg, const char *const *args)
+{
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = "slotbench";
+    for (; *args; args++)
+        argv[argc++] = (char *)*args;
+    return bench_opts_parse(o, argc, argv, errmsg, 256);
+}
+
+#define PARSE(...) parse(&o, errmsg, (const char *const[]){__VA_ARGS__, NULL})
+
+static void test_opts_defaults_and_values(void)
+{
+    struct bench_opts o;
+    char errmsg[256];
+    CU_ASSERT_EQUAL(parse(&o, errmsg, (const char *const[]){NULL}), BENCH_OK);
+    CU_ASSERT_EQUAL(o.target, BENCH_TARGET_SLOTD);
+    CU_ASSERT_EQUAL(o.op, BENCH_OP_PUT);
+    CU_ASSERT_EQUAL(o.key_size, 64);
+    CU_ASSERT_EQUAL(o.value_size, 256);
+    CU_ASSERT_EQUAL(o.deadline_ms, 5000);
+    CU_ASSERT_DOUBLE_EQUAL(o.duration_s, 10.0, 0);
+    CU_ASSERT_EQUAL(o.endpoint_count, 1);
+    CU_ASSERT_STRING_EQUAL(o.endpoints[0], "127.0.0.1:7700");
+
+    CU_ASSERT_EQUAL(PARSE("--target", "etcd", "--op=mixed", "--read-op", "get-local",
+                          "--read-ratio", "0.9", "--concurrency", "256", "--connections=4",
+                          "--threads", "2", "--keys", "1000", "--key-size", "16", "--value-size",
+                          "0", "--duration", "2.5", "--ops", "12345", "--warmup", "1", "--seed",
+                          "99", "--populate", "--deadline-ms", "100", "--json", "--endpoints",
+                          "10.0.0.1:2379,localhost:2380"),
+                    BENCH_OK);
+    CU_ASSERT_EQUAL(o.target, BENCH_TARGET_ETCD);
+    CU_ASSERT_EQUAL(o.op, BENCH_OP_MIXED);
+    CU_ASSERT_EQUAL(o.read_op, BENCH_OP_GET_LOCAL);
+    CU_ASSERT_DOUBLE_EQUAL(o.read_ratio, 0.9, 1e-12);
+    CU_ASSERT_EQUAL(o.concurrency, 256);
+    CU_ASSERT_EQUAL(o.connections, 4);
+    CU_ASSERT_EQUAL(o.threads, 2);
+    CU_ASSERT_EQUAL(o.keys, 1000);
+    CU_ASSERT_EQUAL(o.key_size, 16);
+    CU_ASSERT_EQUAL(o.value_size, 0);
+    CU_ASSERT_DOUBLE_EQUAL(o.duration_s, 2.5, 0);
+    CU_ASSERT_EQUAL(o.ops, 12345);
+    CU_ASSERT_DOUBLE_EQUAL(o.warmup_s, 1.0, 0);
+    CU_ASSERT_EQUAL(o.seed, 99);
+    CU_ASSERT(o.populate && o.json);
+    CU_ASSERT_EQUAL(o.deadline_ms, 100);
+    CU_ASSERT_EQUAL(o.endpoint_count, 2);
+    CU_ASSERT_STRING_EQUAL(o.endpoints[1], "localhost:2380");
+
+    CU_ASSERT_EQUAL(PARSE("--target", "etcd"), BENCH_OK);
+    CU_ASSERT_STRING_EQUAL(o.endpoints[0], "127.0.0.1:2379");
+    CU_ASSERT_EQUAL(PARSE("--op", "get-linearizable"), BENCH_OK);
+    CU_ASSERT_EQUAL(o.op, BENCH_OP_GET);
+    CU_ASSERT_EQUAL(PARSE("--help"), BENCH_OK);
+    CU_ASSERT(o.help);
+    /* the smallest key that holds 'key-' + 6 digits */
+    CU_ASSERT_EQUAL(PARSE("--keys", "1000000", "--key-size", "10"), BENCH_OK);
+}
+
+static void expect_usage(const char *const *args, const char *needle)
+{
+    struct bench_opts o;
+    char errmsg[256] = "";
+    CU_ASSERT_EQUAL(parse(&o, errmsg, args), BENCH_EUSAGE);
+    if (!strstr(errmsg, needle)) {
+        fprintf(stderr, "\nerrmsg '%s' lacks '%s'\n", errmsg, needle);
+        CU_FAIL("usage message");
+    }
+}
+
+#define EXPECT_USAGE(needle, ...) expect_usage((const char *const[]){__VA_ARGS__, NULL}, needle)
+
+static void test_opts_errors(void)
+{
+    EXPECT_USAGE("unknown option '--bogus'", "--bogus");
+    EXPECT_USAGE("unexpected argument 'put'", "put");
+    EXPECT_USAGE("--concurrency needs a value", "--concurrency");
+    EXPECT_USAGE("--concurrency: '0' is not an integer in 1..10000", "--concurrency", "0");
+    EXPECT_USAGE("--concurrency: '10001'", "--concurrency", "10001");
+    EXPECT_USAGE("--keys: '-5'", "--keys", "-5");
+    EXPECT_USAGE("--keys: '12x'", "--keys", "12x");
+    EXPECT_USAGE("--read-ratio: '1.5' is not a number in 0..1", "--read-ratio", "1.5");
+    EXPECT_USAGE("--duration: 'nan'", "--duration", "nan");
+    EXPECT_USAGE("--duration: '0'", "--duration", "0");
+    EXPECT_USAGE("--value-size: '1048577'", "--value-size", "1048577");
+    EXPECT_USAGE("--target: 'redis' is not slotd or etcd", "--target", "redis");
+    EXPECT_USAGE("--op: 'scan'", "--op", "scan");
+    EXPECT_USAGE("--read-op: 'put'", "--read-op", "put");
+    EXPECT_USAGE("--json takes no value", "--json=1");
+    EXPECT_USAGE("need >= 11", "--keys", "1000001", "--key-size", "10");
+    EXPECT_USAGE("etcd has no leader-local read", "--target", "etcd", "--op", "get-leader-local");
+    EXPECT_USAGE("etcd has no leader-local read", "--target", "etcd", "--op", "mixed", "--read-op",
+                 "get-leader-local");
+    EXPECT_USAGE("more threads than --concurrency 1", "--threads", "2", "--concurrency", "1");
+    EXPECT_USAGE("each endpoint is host:port", "--endpoints", "a:1,,b:2");
+    EXPECT_USAGE("each endpoint is host:port", "--endpoints", "nocolon");
+    EXPECT_USAGE("character 0x22", "--endpoints", "a\":1");
+    EXPECT_USAGE("at most 16 endpoints", "--endpoints",
+                 "a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1");
+}
+
+/* ---- wire ----------------------------------------------------------------------------- */
+
+static void test_wire_keys_and_methods(void)
+{
+    char key[65];
+    bench_wire_key_format(key, 64, 123);
+    CU_ASSERT_EQUAL(strlen(key), 64);
+    CU_ASSERT_EQUAL(strncmp(key, "key-000", 7), 0);
+    CU_ASSERT_STRING_EQUAL(key + 61, "123");
+    bench_wire_key_format(key, 8, 9999);
+    CU_ASSERT_STRING_EQUAL(key, "key-9999");
+    CU_ASSERT_STRING_EQUAL(bench_wire_method(BENCH_TARGET_SLOTD, BENCH_REQ_PUT),
+                           "/slotd.v1.Metadata/Propose");
+    CU_ASSERT_STRING_EQUAL(bench_wire_method(BENCH_TARGET_SLOTD, BENCH_REQ_GET_LOCAL),
+                           "/slotd.v1.Metadata/Read");
+    CU_ASSERT_STRING_EQUAL(bench_wire_method(BENCH_TARGET_ETCD, BENCH_REQ_PUT),
+                           "/etcdserverpb.KV/Put");
+    CU_ASSERT_STRING_EQUAL(bench_wire_method(BENCH_TARGET_ETCD, BENCH_REQ_GET_LINEARIZABLE),
+                           "/etcdserverpb.KV/Range");
+}
+
+static void test_wire_slotd_requests(void)
+{
+    uint8_t buf[512];
+    const uint8_t key[] = "key-0042", value[] = "vvvv";
+    size_t n =
+        bench_wire_request_encode(BENCH_TARGET_SLOTD, BENCH_REQ_PUT, key, 8, value, 4, NULL, 0);
+    CU_ASSERT(n > 12 && n < sizeof(buf));
+    CU_ASSERT_EQUAL(bench_wire_request_encode(BENCH_TARGET_SLOTD, BENCH_REQ_PUT, key, 8, value, 4,
+                                              buf, sizeof(buf)),
+                    n);
+    Slotd__V1__ProposeRequest *p = slotd__v1__propose_request__unpack(NULL, n, buf);
+    CU_ASSERT_FATAL(p != NULL);
+    CU_ASSERT_EQUAL(p->command_case, SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT);
+    CU_ASSERT_EQUAL(p->put->key.len, 8);
+    CU_ASSERT_EQUAL(memcmp(p->put->key.data, key, 8), 0);
+    CU_ASSERT_EQUAL(p->put->value.len, 4);
+    CU_ASSERT_FALSE(p->no_forward);
+    slotd__v1__propose_request__free_unpacked(p, NULL);
+
+    const enum bench_req reqs[] = {BENCH_REQ_GET_LINEARIZABLE, BENCH_REQ_GET_LEADER_LOCAL,
+                                   BENCH_REQ_GET_LOCAL};
+    const Slotd__V1__Consistency want[] = {SLOTD__V1__CONSISTENCY__CONSISTENCY_LINEARIZABLE,
+                                           SLOTD__V1__CONSISTENCY__CONSISTENCY_LEADER_LOCAL,
+                                           SLOTD__V1__CONSISTENCY__CONSISTENCY_LOCAL};
+    for (int i = 0; i < 3; i++) {
+        n = bench_wire_request_encode(BENCH_TARGET_SLOTD, reqs[i], key, 8, value, 4, buf,
+                                      sizeof(buf));
+        Slotd__V1__ReadRequest *r = slotd__v1__read_request__unpack(NULL, n, buf);
+        CU_ASSERT_FATAL(r != NULL);
+        CU_ASSERT_EQUAL(r->consistency, want[i]);
+        CU_ASSERT_EQUAL(r->query_case, SLOTD__V1__READ_REQUEST__QUERY_GET);
+        CU_ASSERT_EQUAL(r->get->key.len, 8);
+        slotd__v1__read_request__free_unpacked(r, NULL);
+    }
+}
+
+static void test_wire_etcd_requests(void)
+{
+    uint8_t buf[512];
+    const uint8_t key[] = "key-0042", value[] = "vvvv";
+    size_t n = bench_wire_request_encode(BENCH_TARGET_ETCD, BENCH_REQ_PUT, key, 8, value, 4, buf,
+                                         sizeof(buf));
+    /* PutRequest{key=1 (tag 0x0a), value=2 (tag 0x12)}: etcd's field numbers on the wire */
+    const uint8_t want[] = {0x0a, 8,   'k',  'e', 'y', '-', '0', '0',
+                            '4',  '2', 0x12, 4,   'v', 'v', 'v', 'v'};
+    CU_ASSERT_EQUAL(n, sizeof(want));
+    CU_ASSERT_EQUAL(memcmp(buf, want, sizeof(want)), 0);
+    n = bench_wire_request_encode(BENCH_TARGET_ETCD, BENCH_REQ_GET_LOCAL, key, 8, value, 4, buf,
+                                  sizeof(buf));
+    /* RangeRequest{key=1, serializable=7 (tag 0x38) = 1} */
+    CU_ASSERT_EQUAL(n, 12);
+    CU_ASSERT_EQUAL(buf[10], 0x38);
+    CU_ASSERT_EQUAL(buf[11], 1);
+    n = bench_wire_request_encode(BENCH_TARGET_ETCD, BENCH_REQ_GET_LINEARIZABLE, key, 8, value, 4,
+                                  buf, sizeof(buf));
+    CU_ASSERT_EQUAL(n, 10); /* serializable=false is not on the wire */
+}
+
+static void test_wire_responses(void)
+{
+    uint8_t buf[256];
+    bool found = false;
+    Slotd__V1__GetResult get = SLOTD__V1__GET_RESULT__INIT;
+    Slotd__V1__ReadResponse rr = SLOTD__V1__READ_RESPONSE__INIT;
+    rr.result_case = SLOTD__V1__READ_RESPONSE__RESULT_GET;
+    rr.get = &get;
+    get.found = 1;
+    size_t n = slotd__v1__read_response__pack(&rr, buf);
+    CU_ASSERT_EQUAL(
+        bench_wire_response_check(BENCH_TARGET_SLOTD, BENCH_REQ_GET_LOCAL, buf, n, &found),
+        BENCH_OK);
+    CU_ASSERT_TRUE(found);
+    get.found = 0;
+    n = slotd__v1__read_response__pack(&rr, buf);
+    CU_ASSERT_EQUAL(
+        bench_wire_response_check(BENCH_TARGET_SLOTD, BENCH_REQ_GET_LOCAL, buf, n, &found),
+        BENCH_OK);
+    CU_ASSERT_FALSE(found);
+    /* an empty ProposeResponse has no put result: malformed */
+    CU_ASSERT_EQUAL(bench_wire_response_check(BENCH_TARGET_SLOTD, BENCH_REQ_PUT, buf, 0, &found),
+                    BENCH_EMALFORMED);
+    const uint8_t junk[] = {0xff, 0xff, 0xff};
+    CU_ASSERT_EQUAL(
+        bench_wire_response_check(BENCH_TARGET_SLOTD, BENCH_REQ_GET_LINEARIZABLE, junk, 3, &found),
+        BENCH_EMALFORMED);
+    CU_ASSERT_EQUAL(bench_wire_response_check(BENCH_TARGET_ETCD, BENCH_REQ_PUT, junk, 3, &found),
+                    BENCH_EMALFORMED);
+    CU_ASSERT_EQUAL(
+        bench_wire_response_check(BENCH_TARGET_ETCD, BENCH_REQ_GET_LOCAL, buf, 0, &found),
+        BENCH_OK);
+    CU_ASSERT_FALSE(found); /* no kvs */
+}
+
+static size_t pack_status(uint8_t *buf, const char *type_url, int code)
+{
+    uint8_t detail_buf[64];
+    Slotd__V1__ErrorDetail detail = SLOTD__V1__ERROR_DETAIL__INIT;
+    detail.code = code;
+    Google__Protobuf__Any other = GOOGLE__PROTOBUF__ANY__INIT;
+    other.type_url = "type.googleapis.com/google.rpc.RetryInfo";
+    Google__Protobuf__Any any = GOOGLE__PROTOBUF__ANY__INIT;
+    any.type_url = (char *)type_url;
+    any.value.data = detail_buf;
+    any.value.len = slotd__v1__error_detail__pack(&detail, detail_buf);
+    Google__Protobuf__Any *details[2] = {&other, &any};
+    Google__Rpc__Status st = GOOGLE__RPC__STATUS__INIT;
+    st.code = 9;
+    st.n_details = 2;
+    st.details = details;
+    return google__rpc__status__pack(&st, buf);
+}
+
+static void test_wire_error_detail(void)
+{
+    uint8_t buf[256];
+    unsigned code = 99;
+    size_t n = pack_status(buf, "type.googleapis.com/slotd.v1.ErrorDetail",
+                           SLOTD__V1__ERROR_CODE__ERROR_CODE_NOT_LEADER);
+    CU_ASSERT_EQUAL(bench_wire_error_detail(buf, n, &code), BENCH_OK);
+    CU_ASSERT_EQUAL(code, SLOTD__V1__ERROR_CODE__ERROR_CODE_NOT_LEADER);
+    CU_ASSERT_STRING_EQUAL(bench_wire_error_code_name(code), "NOT_LEADER");
+    n = pack_status(buf, "type.googleapis.com/slotd.v1.ErrorDetail", 1000);
+    CU_ASSERT_EQUAL(bench_wire_error_detail(buf, n, &code), BENCH_OK);
+    CU_ASSERT_EQUAL(code, BENCH_DETAIL_OTHER);
+    CU_ASSERT_STRING_EQUAL(bench_wire_error_code_name(code), "OTHER");
+    n = pack_status(buf, "type.googleapis.com/other.Detail", 2);
+    CU_ASSERT_EQUAL(bench_wire_error_detail(buf, n, &code), BENCH_EMALFORMED);
+    const uint8_t junk[] = {0xff, 0xff, 0xff};
+    CU_ASSERT_EQUAL(bench_wire_error_detail(junk, 3, &code), BENCH_EMALFORMED);
+    CU_ASSERT_STRING_EQUAL(bench_wire_error_code_name(SLOTD__V1__ERROR_CODE__ERROR_CODE_MALFORMED),
+                           "MALFORMED");
+}
+
+/* ---- report --------------------------------------------------------------------------- */
+
+static void test_report_json(void)
+{
+    struct bench_opts o;
+    bench_opts_defaults(&o);
+    strcpy(o.endpoints[0], "127.0.0.1:7700");
+    o.endpoint_count = 1;
+    struct bench_result *r = calloc(1, sizeof(*r));
+    bench_hist_init(&r->run.latency_ns);
+    for (uint64_t i = 1; i <= 100; i++)
+        bench_hist_record(&r->run.latency_ns, i * 1000); /* 1..100 us */
+    r->run.ok = 100;
+    r->run.writes = 100;
+    r->run.elapsed_s = 2.0;
+    r->run.status[0] = 101;
+    r->run.status[14] = 3;
+    r->run.status[4] = 2;
+    r->run.malformed = 1;
+    r->run.errors = 6;
+    r->run.error_detail[SLOTD__V1__ERROR_CODE__ERROR_CODE_QUEUE_FULL] = 3;
+    r->run.cpu_s = 0.5;
+    r->run.cpu_wall_s = 2.0;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    bench_report_json(&o, r, f);
+    fclose(f);
+    json_error_t jerr;
+    json_t *root = json_loads(text, 0, &jerr);
+    CU_ASSERT_FATAL(root != NULL);
+    json_t *run = json_object_get(root, "run");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(root, "target")), "slotd");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(root, "op")), "put");
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(run, "ops_per_s")), 50.0, 1e-9);
+    json_t *lat = json_object_get(run, "latency_us");
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(lat, "p50")), 50.0, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(lat, "p99")), 99.0, 1.0);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(lat, "max")), 100.0, 1e-9);
+    json_t *errs = json_object_get(run, "errors");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(errs, "UNAVAILABLE")), 3);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(errs, "DEADLINE_EXCEEDED")), 2);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(errs, "MALFORMED_RESPONSE")), 1);
+    CU_ASSERT_EQUAL(json_object_get(errs, "OK"), NULL);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(run, "errors_total")), 6);
+    CU_ASSERT_EQUAL(
+        json_integer_value(json_object_get(json_object_get(run, "error_details"), "QUEUE_FULL")),
+        3);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(run, "client_cpu_pct")), 25.0, 1e-9);
+    json_decref(root);
+    free(text);
+
+    text = NULL;
+    f = open_memstream(&text, &len);
+    bench_report_text(&o, r, f);
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "throughput:  50 ops/s"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "UNAVAILABLE 3"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "p50 50 us"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "slotd codes: QUEUE_FULL 3"));
+    free(text);
+    free(r);
+}
+
+/* ---- engine against the fake server --------------------------------------------------- */
+
+struct engine_case {
+    struct fake_server_config cfg;
+    struct fake_server_stats *stats;
+    struct bench_result *r;
+    int rc;
+};
+
+/* Runs slotbench's engine with args (after "--endpoints 127.0.0.1:PORT") against a fake. */
+static void engine_run(struct engine_case *ec, const char *const *args)
+{
+    int port = 0;
+    struct fake_server *f = fake_server_start(&ec->cfg, &port);
+    CU_ASSERT_FATAL(f != NULL);
+    char endpoint[64];
+    snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%d", port);
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = "slotbench";
+    argv[argc++] = "--endpoints";
+    argv[argc++] = endpoint;
+    for (; *args; args++)
+        argv[argc++] = (char *)*args;
+    struct bench_opts o;
+    char errmsg[256];
+    CU_ASSERT_EQUAL_FATAL(bench_opts_parse(&o, argc, argv, errmsg, sizeof(errmsg)), BENCH_OK);
+    ec->r = calloc(1, sizeof(*ec->r));
+    ec->stats = calloc(1, sizeof(*ec->stats));
+    ec->rc = bench_run_execute(&o, ec->r, errmsg, sizeof(errmsg));
+    if (ec->rc != BENCH_OK)
+        fprintf(stderr, "\nbench_run_execute: %s\n", errmsg);
+    fake_server_stop(f, ec->stats);
+}
+
+static void engine_free(struct engine_case *ec)
+{
+    free(ec->r);
+    free(ec->stats);
+}
+
+#define ENGINE_RUN(ec, ...) engine_run(ec, (const char *const[]){__VA_ARGS__, NULL})
+
+static void test_engine_put_errors_counted(void)
+{
+    struct engine_case ec = {.cfg = {.fail_every = 10, .key_size = 64, .value_size = 256}};
+    ENGINE_RUN(&ec, "--op", "put", "--concurrency", "8", "--connections", "2", "--threads", "2",
+               "--ops", "2000", "--keys", "1000");
+    const struct bench_phase *p = &ec.r->run;
+    CU_ASSERT_EQUAL(ec.rc, BENCH_OK);
+    CU_ASSERT_EQUAL(ec.stats->calls, 2000);
+    CU_ASSERT_EQUAL(ec.stats->propose, 2000);
+    CU_ASSERT_EQUAL(ec.stats->bad_requests, 0);
+    CU_ASSERT_EQUAL(p->ok, 1800);
+    CU_ASSERT_EQUAL(p->writes, 1800);
+    CU_ASSERT_EQUAL(p->status[14], 200); /* UNAVAILABLE */
+    CU_ASSERT_EQUAL(p->error_detail[SLOTD__V1__ERROR_CODE__ERROR_CODE_NO_LEADER], 200);
+    CU_ASSERT_EQUAL(p->errors, 200);
+    CU_ASSERT_EQUAL(p->latency_ns.count, 1800);
+    CU_ASSERT(p->elapsed_s > 0.0 && p->elapsed_s < 10.0);
+    CU_ASSERT(bench_hist_percentile(&p->latency_ns, 50) > 0);
+    engine_free(&ec);
+}
+
+static void test_engine_mixed_slotd(void)
+{
+    struct engine_case ec = {.cfg = {.read_found = false, .key_size = 32, .value_size = 10}};
+    ENGINE_RUN(&ec, "--op", "mixed", "--read-op", "get-leader-local", "--read-ratio", "0.5",
+               "--concurrency", "16", "--ops", "2000", "--key-size", "32", "--value-size", "10");
+    const struct bench_phase *p = &ec.r->run;
+    CU_ASSERT_EQUAL(ec.rc, BENCH_OK);
+    CU_ASSERT_EQUAL(ec.stats->bad_requests, 0);
+    CU_ASSERT_EQUAL(p->ok, 2000);
+    CU_ASSERT_EQUAL(p->reads + p->writes, 2000);
+    CU_ASSERT_EQUAL(ec.stats->read_by_consistency[1], p->reads);
+    CU_ASSERT_EQUAL(ec.stats->read_by_consistency[0] + ec.stats->read_by_consistency[2], 0);
+    CU_ASSERT_EQUAL(ec.stats->propose, p->writes);
+    CU_ASSERT(p->reads > 800 && p->writes > 800);
+    CU_ASSERT_EQUAL(p->not_found, p->reads);
+    engine_free(&ec);
+}
+
+static void test_engine_etcd_populate(void)
+{
+    struct engine_case ec = {.cfg = {.read_found = true, .key_size = 64, .value_size = 256}};
+    ENGINE_RUN(&ec, "--target", "etcd", "--op", "get-local", "--populate", "--keys", "300",
+               "--concurrency", "32", "--threads", "2", "--ops", "500");
+    const struct bench_phase *p = &ec.r->run;
+    CU_ASSERT_EQUAL(ec.rc, BENCH_OK);
+    CU_ASSERT_EQUAL(ec.r->populate_keys, 300);
+    CU_ASSERT_EQUAL(ec.r->populate.errors, 0);
+    CU_ASSERT_EQUAL(ec.stats->etcd_put, 300);
+    unsigned once = 0;
+    for (unsigned i = 0; i < 300; i++)
+        once += ec.stats->put_count_by_key[i] == 1;
+    CU_ASSERT_EQUAL(once, 300); /* every key written exactly once */
+    CU_ASSERT_EQUAL(ec.stats->etcd_range_serializable, 500);
+    CU_ASSERT_EQUAL(ec.stats->etcd_range_linearizable, 0);
+    CU_ASSERT_EQUAL(p->reads, 500);
+    CU_ASSERT_EQUAL(p->not_found, 0);
+    CU_ASSERT_EQUAL(ec.stats->bad_requests, 0);
+    engine_free(&ec);
+}
+
+static void test_engine_duration_warmup_malformed(void)
+{
+    struct engine_case ec = {.cfg = {.malformed_every = 7, .key_size = 64, .value_size = 256}};
+    ENGINE_RUN(&ec, "--target", "etcd", "--op", "get", "--duration", "0.4", "--warmup", "0.2",
+               "--concurrency", "4");
+    const struct bench_phase *p = &ec.r->run;
+    CU_ASSERT_EQUAL(ec.rc, BENCH_OK);
+    CU_ASSERT_DOUBLE_EQUAL(p->elapsed_s, 0.4, 1e-6);
+    CU_ASSERT(p->ok > 50);
+    CU_ASSERT_EQUAL(p->errors, p->malformed);
+    CU_ASSERT(p->malformed > 0);
+    CU_ASSERT_EQUAL(p->status[0], p->ok + p->malformed);
+    /* warmup calls reached the server but were not counted */
+    CU_ASSERT(ec.stats->calls > p->ok + p->malformed);
+    CU_ASSERT_EQUAL(ec.stats->etcd_range_linearizable, ec.stats->calls);
+    CU_ASSERT(p->cpu_wall_s > 0.3);
+    engine_free(&ec);
+}
+
+static void test_engine_deadline(void)
+{
+    /* Every 5th call never gets an answer: exactly those end DEADLINE_EXCEEDED. */
+    struct engine_case ec = {.cfg = {.hang_every = 5, .key_size = 64, .value_size = 256}};
+    ENGINE_RUN(&ec, "--op", "put", "--deadline-ms", "300", "--concurrency", "20", "--ops", "100");
+    const struct bench_phase *p = &ec.r->run;
+    CU_ASSERT_EQUAL(ec.rc, BENCH_OK);
+    CU_ASSERT_EQUAL(p->status[4], 20); /* DEADLINE_EXCEEDED */
+    CU_ASSERT_EQUAL(p->ok, 80);
+    CU_ASSERT(bench_hist_percentile(&p->latency_ns, 100) < 300000000ull);
+    engine_free(&ec);
+}
+
+static void test_engine_connect_fails(void)
+{
+    /* bind a port, then close it: nothing listens there */
+    struct fake_server_config cfg = {.key_size = 64};
+    int port = 0;
+    struct fake_server *f = fake_server_start(&cfg, &port);
+    CU_ASSERT_FATAL(f != NULL);
+    struct fake_server_stats *st = calloc(1, sizeof(*st));
+    fake_server_stop(f, st);
+    free(st);
+    char endpoint[64];
+    snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%d", port);
+    struct bench_opts o;
+    char errmsg[256];
+    char *argv[] = {"slotbench", "--endpoints", endpoint, "--connect-timeout-ms", "2000"};
+    CU_ASSERT_EQUAL_FATAL(bench_opts_parse(&o, 5, argv, errmsg, sizeof(errmsg)), BENCH_OK);
+    struct bench_result *r = calloc(1, sizeof(*r));
+    CU_ASSERT_EQUAL(bench_run_execute(&o, r, errmsg, sizeof(errmsg)), BENCH_ECONNECT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(errmsg, endpoint));
+    free(r);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("slotbench", NULL, NULL);
+    CU_add_test(s, "hist buckets", test_hist_buckets);
+    CU_add_test(s, "hist small values exact", test_hist_small_exact);
+    CU_add_test(s, "hist constant clamped", test_hist_constant_clamped);
+    CU_add_test(s, "hist vs sorted, merge", test_hist_vs_sorted_and_merge);
+    CU_add_test(s, "opts defaults and values", test_opts_defaults_and_values);
+    CU_add_test(s, "opts errors", test_opts_errors);
+    CU_add_test(s, "wire keys and methods", test_wire_keys_and_methods);
+    CU_add_test(s, "wire slotd requests", test_wire_slotd_requests);
+    CU_add_test(s, "wire etcd requests", test_wire_etcd_requests);
+    CU_add_test(s, "wire responses", test_wire_responses);
+    CU_add_test(s, "wire error detail", test_wire_error_detail);
+    CU_add_test(s, "report json and text", test_report_json);
+    CU_add_test(s, "engine put, errors counted", test_engine_put_errors_counted);
+    CU_add_test(s, "engine mixed slotd", test_engine_mixed_slotd);
+    CU_add_test(s, "engine etcd populate", test_engine_etcd_populate);
+    CU_add_test(s, "engine duration, warmup, malformed", test_engine_duration_warmup_malformed);
+    CU_add_test(s, "engine deadline", test_engine_deadline);
+    CU_add_test(s, "engine connect fails", test_engine_connect_fails);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    return failed != 0;
+}
