@@ -11,7 +11,11 @@
 #include "service/route/route.h"
 #include "service/rpc/rpc.h"
 #include "service/runtime/runtime.h"
+#include "service/transport/transport.h"
 #include "store/store.h"
+
+/* How long SIGTERM waits for led groups to move to other voters. */
+#define SHUTDOWN_TRANSFER_MS 3000
 
 struct flags {
     const char *listen;
@@ -20,6 +24,10 @@ struct flags {
     unsigned long slot_groups;
     unsigned long long max_request_bytes;
     unsigned long long max_inflight_calls;
+    const char *peers;
+    unsigned long long replicas;
+    unsigned long long compact_entries;
+    unsigned long long compact_tail;
 };
 
 static void usage(FILE *f)
@@ -32,6 +40,10 @@ static void usage(FILE *f)
             "  --slot-groups G           slot groups, 1..256 (default 8)\n"
             "  --max-request-bytes B     largest accepted request (default 4194304)\n"
             "  --max-inflight-calls N    calls in progress before RESOURCE_EXHAUSTED (default 4096)\n"
+            "  --peers ID=ADDR,...       every cluster member incl. this node (default: single node)\n"
+            "  --replicas R              voters per slot group (default min(3, nodes))\n"
+            "  --compact-entries N       compact a group's log after N applied entries (default 10000)\n"
+            "  --compact-tail N          entries kept behind the compaction point (default 1000)\n"
             "  --help                    this text\n");
 }
 
@@ -58,6 +70,10 @@ static int parse_flags(int argc, char **argv, struct flags *f)
         {"slot-groups", required_argument, 0, 'g'},
         {"max-request-bytes", required_argument, 0, 'm'},
         {"max-inflight-calls", required_argument, 0, 'i'},
+        {"peers", required_argument, 0, 'p'},
+        {"replicas", required_argument, 0, 'r'},
+        {"compact-entries", required_argument, 0, 'c'},
+        {"compact-tail", required_argument, 0, 't'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -88,6 +104,21 @@ static int parse_flags(int argc, char **argv, struct flags *f)
             if (parse_u64("max-inflight-calls", optarg, 1, 1u << 20, &f->max_inflight_calls))
                 return -1;
             break;
+        case 'p':
+            f->peers = optarg;
+            break;
+        case 'r':
+            if (parse_u64("replicas", optarg, 1, 16, &f->replicas))
+                return -1;
+            break;
+        case 'c':
+            if (parse_u64("compact-entries", optarg, 10, 1ull << 32, &f->compact_entries))
+                return -1;
+            break;
+        case 't':
+            if (parse_u64("compact-tail", optarg, 1, 1ull << 32, &f->compact_tail))
+                return -1;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -101,6 +132,51 @@ static int parse_flags(int argc, char **argv, struct flags *f)
         return -1;
     }
     return 0;
+}
+
+/* Parses "1=host:port,2=host:port" into o->nodes. */
+static int parse_peers(const char *spec, struct runtime_options *o)
+{
+    char buf[4096];
+    if (strlen(spec) >= sizeof(buf)) {
+        fprintf(stderr, "slotd: --peers: longer than %zu bytes\n", sizeof(buf) - 1);
+        return -1;
+    }
+    snprintf(buf, sizeof(buf), "%s", spec);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        unsigned long long id;
+        if (eq == NULL || eq[1] == '\0') {
+            fprintf(stderr, "slotd: --peers: '%s' is not ID=HOST:PORT\n", tok);
+            return -1;
+        }
+        *eq = '\0';
+        if (parse_u64("peers", tok, 1, UINT64_MAX >> 1, &id))
+            return -1;
+        if (o->n_nodes == RUNTIME_NODES_MAX) {
+            fprintf(stderr, "slotd: --peers: more than %d nodes\n", RUNTIME_NODES_MAX);
+            return -1;
+        }
+        if (strlen(eq + 1) >= sizeof(o->nodes[0].address)) {
+            fprintf(stderr, "slotd: --peers: address '%s' is too long\n", eq + 1);
+            return -1;
+        }
+        o->nodes[o->n_nodes].id = id;
+        snprintf(o->nodes[o->n_nodes].address, sizeof(o->nodes[0].address), "%s", eq + 1);
+        o->n_nodes++;
+    }
+    return 0;
+}
+
+static struct runtime *g_runtime; /* for the transport's callback */
+
+static void on_peer_unreachable(void *ctx, uint64_t peer, const char *why)
+{
+    (void)ctx;
+    (void)why;
+    if (g_runtime != NULL)
+        runtime_peer_unreachable(g_runtime, peer);
 }
 
 /* Blocks until SIGINT or SIGTERM (blocked in every thread before any starts). */
@@ -131,6 +207,7 @@ int main(int argc, char **argv)
     struct store *store = NULL;
     struct route_table *routes = NULL;
     struct rpc_server *server = NULL;
+    struct transport *transport = NULL;
     struct runtime *rt = NULL;
     if (mkdir(f.data_dir, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "slotd: data dir %s: %s\n", f.data_dir, strerror(errno));
@@ -159,11 +236,38 @@ int main(int argc, char **argv)
     ro.node_id = f.node_id;
     ro.n_groups = (unsigned)f.slot_groups;
     ro.advertise = f.listen;
-    if (runtime_new(&ro, store, routes, server, &rt, err, sizeof(err)) != 0) {
-        fprintf(stderr, "slotd: %s\n", err);
+    ro.replicas = (unsigned)f.replicas;
+    if (f.compact_entries)
+        ro.compact_entries = f.compact_entries;
+    if (f.compact_tail)
+        ro.compact_tail = f.compact_tail;
+    if (f.peers != NULL && parse_peers(f.peers, &ro) != 0)
         goto err_after_server;
+    if (ro.n_nodes > 1) {
+        struct transport_options to;
+        transport_options_default(&to);
+        to.node_id = f.node_id;
+        struct transport_callbacks cb = {.peer_unreachable = on_peer_unreachable};
+        if (transport_new(&to, &cb, &transport) != 0) {
+            fprintf(stderr, "slotd: cannot create the peer transport\n");
+            goto err_after_server;
+        }
+        for (size_t i = 0; i < ro.n_nodes; i++) {
+            if (ro.nodes[i].id != f.node_id &&
+                transport_add_peer(transport, ro.nodes[i].id, ro.nodes[i].address) != 0) {
+                fprintf(stderr, "slotd: --peers: cannot add node %llu at %s\n",
+                        (unsigned long long)ro.nodes[i].id, ro.nodes[i].address);
+                goto err_after_transport;
+            }
+        }
     }
-    struct node_api api = {.rt = rt, .routes = routes};
+    if (runtime_new(&ro, store, routes, server, transport, &rt, err, sizeof(err)) != 0) {
+        fprintf(stderr, "slotd: %s\n", err);
+        goto err_after_transport;
+    }
+    g_runtime = rt;
+    struct node_api api = {.rt = rt, .routes = routes, .transport = transport,
+                           .node_id = f.node_id};
     if (node_api_register(&api, server) != 0) {
         fprintf(stderr, "slotd: cannot register the API\n");
         goto err_after_runtime;
@@ -171,6 +275,11 @@ int main(int argc, char **argv)
     int port = 0;
     if (rpc_server_start(server, &port, err, sizeof(err)) != 0) {
         fprintf(stderr, "slotd: listen %s: %s\n", f.listen, err);
+        goto err_after_runtime;
+    }
+    if (transport != NULL && transport_start(transport) != 0) {
+        fprintf(stderr, "slotd: cannot start the peer transport\n");
+        rpc_server_shutdown(server);
         goto err_after_runtime;
     }
     if (runtime_start(rt) != 0) {
@@ -185,13 +294,24 @@ int main(int argc, char **argv)
 
     int sig = wait_signal(&set);
     fprintf(stderr, "level=info component=main msg=\"shutting down\" signal=%d\n", sig);
-    runtime_stop(rt);          /* every held call gets an answer */
-    rpc_server_shutdown(server); /* then no call is left in flight */
+    size_t still = runtime_transfer_leadership(rt, SHUTDOWN_TRANSFER_MS);
+    if (still > 0)
+        fprintf(stderr, "level=warn component=main msg=\"groups still led at shutdown\" n=%zu\n",
+                still);
+    runtime_stop(rt); /* every call the runtime holds gets an answer */
+    if (transport != NULL)
+        transport_stop(transport); /* forwarded calls get theirs */
+    rpc_server_shutdown(server);   /* then no call is left in flight */
     code = 0;
 
 err_after_runtime:
     runtime_stop(rt);
+    if (transport != NULL)
+        transport_stop(transport);
+    g_runtime = NULL;
     runtime_free(rt);
+err_after_transport:
+    transport_free(transport);
 err_after_server:
     rpc_server_free(server);
 err_after_routes:

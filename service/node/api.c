@@ -3,8 +3,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
+#include <grpc/grpc.h>
+
+#include "google/rpc/status.pb-c.h"
 #include "service/node/api.h"
 #include "service/slot/slot.h"
+#include "slotd/internal/v1/peer.pb-c.h"
+
+/* A forwarded request must be answered before the caller's deadline. */
+#define NODE_FORWARD_MARGIN_MS 100
+#define NODE_FORWARD_DEFAULT_MS 10000
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void fail_malformed(struct rpc_call *call, const char *what)
 {
@@ -14,24 +31,200 @@ static void fail_malformed(struct rpc_call *call, const char *what)
     rpc_call_fail(call, &e);
 }
 
-/* Resolves the key's hash slot and group on the current route snapshot. */
-static int resolve(struct node_api *api, const ProtobufCBinaryData *key, uint16_t *hash_slot,
-                   uint32_t *group, struct slotd_error *err)
+/* Where a request for a key goes, resolved on one route snapshot. */
+struct target {
+    uint16_t hash_slot;
+    uint32_t group;
+    uint64_t leader; /* observed; 0 = unknown */
+    uint64_t term;
+    char leader_address[128];
+};
+
+static int resolve(struct node_api *api, const ProtobufCBinaryData *key, struct target *t,
+                   struct slotd_error *err)
 {
     struct route_snapshot *s = route_table_acquire(api->routes);
     const struct route_group *g = NULL;
-    int rc = route_snapshot_lookup(s, key->data, key->len, hash_slot, &g);
+    memset(t, 0, sizeof(*t));
+    int rc = route_snapshot_lookup(s, key->data, key->len, &t->hash_slot, &g);
     if (rc == ROUTE_ENOT_READY || g == NULL) {
         route_snapshot_release(s);
         slotd_error_set(err, SLOTD_EROUTE_NOT_READY, "hash slot %u: route not ready",
-                        (unsigned)*hash_slot);
+                        (unsigned)t->hash_slot);
         err->retry_after_ms = 100;
         return -1;
     }
-    /* A missing leader is decided by the runtime, which knows it first. */
-    *group = g->id;
+    t->group = g->id;
+    t->leader = g->leader;
+    t->term = g->leader_term;
+    const struct route_node *n = g->leader ? route_snapshot_node(s, g->leader) : NULL;
+    if (n != NULL)
+        snprintf(t->leader_address, sizeof(t->leader_address), "%s", n->address);
     route_snapshot_release(s);
     return 0;
+}
+
+static void no_leader(struct slotd_error *err, const struct target *t)
+{
+    slotd_error_set(err, SLOTD_ENO_LEADER, "group %u: no leader known", t->group);
+    err->retry_after_ms = 100;
+}
+
+static void not_leader(struct node_api *api, struct slotd_error *err, const struct target *t)
+{
+    slotd_error_set(err, SLOTD_ENOT_LEADER, "group %u: node %llu is not the leader; node %llu is",
+                    t->group, (unsigned long long)api->node_id, (unsigned long long)t->leader);
+    slotd_error_leader_hint(err, t->leader, t->leader_address, t->group, t->term);
+}
+
+/* ---- Forwarding: once to the observed leader, following newer hints ---- */
+
+struct forward {
+    struct node_api *api;
+    struct rpc_call *call;
+    const char *method;
+    bool propose;
+    uint32_t group;
+    uint64_t to;
+    int hops;
+    int64_t deadline_ms;
+    size_t len;
+    uint8_t req[];
+};
+
+static void forward_send(struct forward *f);
+
+/* The NOT_LEADER hint in a relayed error, if any. */
+static uint64_t hinted_leader(const uint8_t *details, size_t len)
+{
+    uint64_t node = 0;
+    Google__Rpc__Status *st = details ? google__rpc__status__unpack(NULL, len, details) : NULL;
+    if (st == NULL)
+        return 0;
+    for (size_t i = 0; i < st->n_details && node == 0; i++) {
+        Slotd__V1__ErrorDetail *d =
+            slotd__v1__error_detail__unpack(NULL, st->details[i]->value.len,
+                                            st->details[i]->value.data);
+        if (d != NULL && d->code == SLOTD__V1__ERROR_CODE__ERROR_CODE_NOT_LEADER &&
+            d->leader_hint != NULL)
+            node = d->leader_hint->node_id;
+        if (d != NULL)
+            slotd__v1__error_detail__free_unpacked(d, NULL);
+    }
+    google__rpc__status__free_unpacked(st, NULL);
+    return node;
+}
+
+static void forward_done(void *arg, int status, const char *message, const uint8_t *resp,
+                         size_t resp_len, const uint8_t *details, size_t details_len)
+{
+    struct forward *f = arg;
+    struct slotd_error err;
+    if (status == GRPC_STATUS_OK) {
+        rpc_call_reply_bytes(f->call, resp ? resp : (const uint8_t *)"", resp ? resp_len : 0);
+        free(f);
+        return;
+    }
+    uint64_t hint = status == GRPC_STATUS_FAILED_PRECONDITION
+                        ? hinted_leader(details, details_len)
+                        : 0;
+    if (hint != 0 && hint != f->to && f->hops < NODE_FORWARD_HOPS_MAX) {
+        f->to = hint;
+        f->hops++;
+        forward_send(f);
+        return;
+    }
+    if (details == NULL &&
+        (status == GRPC_STATUS_UNAVAILABLE || status == GRPC_STATUS_DEADLINE_EXCEEDED ||
+         status == GRPC_STATUS_CANCELLED)) {
+        /* The leader did not answer: a write may or may not have reached it. */
+        if (f->propose)
+            slotd_error_set(&err, SLOTD_EUNKNOWN_OUTCOME,
+                            "group %u: forwarded to node %llu: %s; the write may or may not "
+                            "have been applied", f->group, (unsigned long long)f->to,
+                            message ? message : "no answer");
+        else
+            slotd_error_set(&err, SLOTD_ENO_LEADER, "group %u: forwarded to node %llu: %s",
+                            f->group, (unsigned long long)f->to, message ? message : "no answer");
+        err.retry_after_ms = 100;
+        rpc_call_fail(f->call, &err);
+        free(f);
+        return;
+    }
+    rpc_call_fail_raw(f->call, status, message, details, details_len);
+    free(f);
+}
+
+static void forward_send(struct forward *f)
+{
+    int rc = transport_call(f->api->transport, f->to, f->method, f->req, f->len, f->deadline_ms,
+                            forward_done, f);
+    if (rc != 0) {
+        struct slotd_error err;
+        slotd_error_set(&err, SLOTD_ENO_LEADER, "group %u: cannot forward to node %llu: %s",
+                        f->group, (unsigned long long)f->to, transport_strerror(rc));
+        rpc_call_fail(f->call, &err);
+        free(f);
+    }
+}
+
+/* Forwards the packed request (no_forward already set) to the leader. The
+ * relayed answer arrives before the caller's deadline. */
+static int forward(struct node_api *api, struct rpc_call *call, const char *method, bool propose,
+                   const struct target *t, const uint8_t *req, size_t len,
+                   struct slotd_error *err)
+{
+    if (api->transport == NULL) {
+        no_leader(err, t);
+        return -1;
+    }
+    struct forward *f = malloc(sizeof(*f) + len);
+    if (f == NULL) {
+        slotd_error_set(err, SLOTD_EINTERNAL, "out of memory");
+        return -1;
+    }
+    memset(f, 0, sizeof(*f));
+    f->api = api;
+    f->call = call;
+    f->method = method;
+    f->propose = propose;
+    f->group = t->group;
+    f->to = t->leader;
+    int64_t d = rpc_call_deadline_ms(call);
+    f->deadline_ms = d == INT64_MAX ? now_ms() + NODE_FORWARD_DEFAULT_MS : d - NODE_FORWARD_MARGIN_MS;
+    f->len = len;
+    memcpy(f->req, req, len);
+    forward_send(f);
+    return 0;
+}
+
+/* Decides where a request goes: 1 = submit here, 0 = forwarded (or failed
+ * into err with -1). */
+static int route_request(struct node_api *api, struct rpc_call *call, const char *method,
+                         bool propose, bool no_forward, bool local_ok, const struct target *t,
+                         const ProtobufCMessage *msg, struct slotd_error *err)
+{
+    bool hosted = runtime_hosts_group(api->rt, t->group);
+    if (hosted && (t->leader == api->node_id || local_ok))
+        return 1;
+    if (t->leader == 0 || t->leader == api->node_id) {
+        no_leader(err, t);
+        return -1;
+    }
+    if (no_forward) {
+        not_leader(api, err, t);
+        return -1;
+    }
+    size_t len = protobuf_c_message_get_packed_size(msg);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (buf == NULL) {
+        slotd_error_set(err, SLOTD_EINTERNAL, "out of memory");
+        return -1;
+    }
+    protobuf_c_message_pack(msg, buf);
+    int rc = forward(api, call, method, propose, t, buf, len, err);
+    free(buf);
+    return rc;
 }
 
 static void on_propose(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
@@ -44,18 +237,26 @@ static void on_propose(void *ctx, struct rpc_call *call, const uint8_t *req, siz
         return;
     }
     const ProtobufCBinaryData *key = NULL;
-    uint16_t hs = 0;
-    uint32_t group = 0;
+    struct target t;
     uint8_t *entry = NULL;
     size_t entry_len = 0;
-    if (slot_validate_propose(p, &key, &err) != 0 || resolve(api, key, &hs, &group, &err) != 0)
+    if (slot_validate_propose(p, &key, &err) != 0 || resolve(api, key, &t, &err) != 0)
         goto fail;
-    if (slot_encode_command(p, hs, &entry, &entry_len) != 0) {
+    bool no_forward = p->no_forward;
+    p->no_forward = true; /* a forwarded request is forwarded at most once */
+    int where = route_request(api, call, "/slotd.v1.Metadata/Propose", true, no_forward, false,
+                              &t, &p->base, &err);
+    if (where < 0)
+        goto fail;
+    if (where == 0)
+        goto done;
+    if (slot_encode_command(p, t.hash_slot, &entry, &entry_len) != 0) {
         slotd_error_set(&err, SLOTD_EINTERNAL, "out of memory");
         goto fail;
     }
-    if (runtime_submit_propose(api->rt, group, entry, entry_len, call, &err) != 0)
+    if (runtime_submit_propose(api->rt, t.group, entry, entry_len, call, &err) != 0)
         goto fail;
+done:
     free(entry);
     slotd__v1__propose_request__free_unpacked(p, NULL);
     return;
@@ -76,16 +277,26 @@ static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
         return;
     }
     const ProtobufCBinaryData *key = NULL;
-    uint16_t hs = 0;
-    uint32_t group = 0;
-    if (slot_validate_read(r, &key, &err) != 0 || resolve(api, key, &hs, &group, &err) != 0 ||
-        runtime_submit_read(api->rt, group, hs, key->data, key->len, (int)r->consistency,
-                            r->min_applied_index, call, &err) != 0) {
-        slotd__v1__read_request__free_unpacked(r, NULL);
-        rpc_call_fail(call, &err);
-        return;
-    }
+    struct target t;
+    if (slot_validate_read(r, &key, &err) != 0 || resolve(api, key, &t, &err) != 0)
+        goto fail;
+    bool local = r->consistency == SLOTD__V1__CONSISTENCY__CONSISTENCY_LOCAL;
+    bool no_forward = r->no_forward;
+    r->no_forward = true;
+    int where = route_request(api, call, "/slotd.v1.Metadata/Read", false, no_forward, local, &t,
+                              &r->base, &err);
+    if (where < 0)
+        goto fail;
+    if (where == 1 && runtime_submit_read(api->rt, t.group, t.hash_slot, key->data, key->len,
+                                          (int)r->consistency, r->min_applied_index, call,
+                                          &err) != 0)
+        goto fail;
     slotd__v1__read_request__free_unpacked(r, NULL);
+    return;
+
+fail:
+    slotd__v1__read_request__free_unpacked(r, NULL);
+    rpc_call_fail(call, &err);
 }
 
 static void on_route_snapshot(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
@@ -132,6 +343,44 @@ static void on_task_status(void *ctx, struct rpc_call *call, const uint8_t *req,
     rpc_call_fail(call, &err);
 }
 
+/* ---- slotd.internal.v1.Peer ---- */
+
+static void on_peer_raft(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    if (runtime_submit_raft_batch(api->rt, req, len, &err) != 0) {
+        rpc_call_fail(call, &err);
+        return;
+    }
+    Slotd__Internal__V1__RaftBatchAck ack = SLOTD__INTERNAL__V1__RAFT_BATCH_ACK__INIT;
+    rpc_call_reply(call, &ack.base);
+}
+
+static void on_peer_snapshot(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    if (runtime_submit_snapshot_chunk(api->rt, req, len, call, &err) != 0)
+        rpc_call_fail(call, &err);
+}
+
+static void on_peer_group_status(void *ctx, struct rpc_call *call, const uint8_t *req,
+                                 size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    uint8_t *buf;
+    size_t blen;
+    if (runtime_group_status(api->rt, &buf, &blen) != 0) {
+        slotd_error_set(&err, SLOTD_EINTERNAL, "out of memory");
+        rpc_call_fail(call, &err);
+        return;
+    }
+    rpc_call_reply_bytes(call, buf, blen);
+    free(buf);
+}
+
 int node_api_register(struct node_api *api, struct rpc_server *s)
 {
     static const struct {
@@ -142,8 +391,13 @@ int node_api_register(struct node_api *api, struct rpc_server *s)
         {"/slotd.v1.Metadata/Read", on_read},
         {"/slotd.v1.Metadata/RouteSnapshot", on_route_snapshot},
         {"/slotd.v1.Metadata/TaskStatus", on_task_status},
+        {"/slotd.internal.v1.Peer/Raft", on_peer_raft},
+        {"/slotd.internal.v1.Peer/Snapshot", on_peer_snapshot},
+        {"/slotd.internal.v1.Peer/GroupStatus", on_peer_group_status},
     };
     int rc = rpc_server_add_service(s, &slotd__v1__metadata__descriptor);
+    if (rc == 0)
+        rc = rpc_server_add_service(s, &slotd__internal__v1__peer__descriptor);
     for (size_t i = 0; rc == 0 && i < sizeof(methods) / sizeof(methods[0]); i++)
         rc = rpc_server_add_unary(s, methods[i].path, methods[i].cb, api);
     return rc;

@@ -23,7 +23,7 @@ void rt_apply_job_free(struct rt_apply_job *job)
     free(job);
 }
 
-static struct rt_apply_group *job_group(struct rt_apply_job *job, struct rt_group *g)
+struct rt_apply_group *rt_apply_job_group(struct rt_apply_job *job, struct rt_group *g)
 {
     for (size_t i = 0; i < job->n_groups; i++)
         if (job->groups[i].g == g)
@@ -45,9 +45,9 @@ static struct rt_apply_group *job_group(struct rt_apply_job *job, struct rt_grou
 /* Entry data is copied into one arena per job; pointers are fixed up when the
  * job is submitted (the arena may move while it grows). */
 int rt_apply_job_add(struct rt_apply_job *job, struct rt_group *g, const struct raft_entry *e,
-                     struct rt_request *waiter)
+                     struct rt_request *waiter, const struct raft_conf_state *conf)
 {
-    struct rt_apply_group *ag = job_group(job, g);
+    struct rt_apply_group *ag = rt_apply_job_group(job, g);
     if (ag == NULL)
         return -1;
     if ((ag->n_entries & (ag->n_entries - 1)) == 0) { /* 0, 1, 2, 4, ...: grow */
@@ -76,6 +76,9 @@ int rt_apply_job_add(struct rt_apply_job *job, struct rt_group *g, const struct 
         memcpy(job->arena + job->arena_len, e->data.base, e->data.len);
     job->arena_len += e->data.len;
     ae->waiter = waiter;
+    ae->conf = conf != NULL;
+    if (conf != NULL)
+        ae->conf_state = *conf;
     return 0;
 }
 
@@ -135,19 +138,27 @@ static void apply_work(uv_work_t *w)
     slot_fsm_begin(rt->fsm);
     for (size_t i = 0; i < job->n_groups && rc == 0; i++) {
         struct rt_apply_group *ag = &job->groups[i];
+        struct rt_group *g = ag->g;
         for (size_t j = 0; j < ag->n_entries && rc == 0; j++) {
             struct rt_apply_entry *e = &ag->entries[j];
             struct slot_result *out = e->waiter ? &results[k] : NULL;
-            rc = slot_fsm_apply(rt->fsm, &ag->g->fsm_state, e->index, e->term, e->data, e->len,
-                                out);
+            if (e->conf)
+                g->apply_conf = e->conf_state;
+            else
+                rc = slot_fsm_apply(rt->fsm, &g->fsm_state, e->index, e->term, e->data, e->len,
+                                    out);
             if (e->waiter)
                 waiters[k++] = e->waiter;
+            g->apply_index = e->index;
+            g->apply_term = e->term;
         }
         if (ag->n_entries > 0)
-            slot_fsm_set_applied(rt->fsm, ag->g->id, ag->entries[ag->n_entries - 1].index);
+            slot_fsm_set_applied(rt->fsm, g->id, ag->entries[ag->n_entries - 1].index);
     }
     if (rc == 0)
         rc = slot_fsm_commit(rt->fsm);
+    if (rc == 0 && job->capture != NULL && rt_snap_capture_rows(rt, job->capture) != 0)
+        job->capture->captured = false; /* reported as a failed send */
     if (rc != 0) {
         /* The raft log is durable: a restart replays from the applied index. */
         RT_LOG("fatal", "msg=\"apply failed\" err=\"%s\" detail=\"%s\"", store_strerror(rc),
@@ -170,8 +181,13 @@ static void apply_done(uv_work_t *w, int status)
     rt->apply_running = NULL;
     for (size_t i = 0; i < job->n_groups; i++) {
         struct rt_apply_group *ag = &job->groups[i];
+        ag->g->apply_jobs--;
         if (ag->n_entries > 0)
             ag->g->applied = ag->entries[ag->n_entries - 1].index;
+    }
+    if (job->capture != NULL) {
+        rt_snap_captured(rt, job->capture);
+        rt_snap_kick(rt);
     }
     rt_apply_job_free(job);
     struct rt_apply_job *next = rt->apply_queue_head;
@@ -191,6 +207,7 @@ void rt_apply_submit(struct runtime *rt, struct rt_apply_job *job)
 {
     for (size_t i = 0; i < job->n_groups; i++) {
         struct rt_apply_group *ag = &job->groups[i];
+        ag->g->apply_jobs++;
         for (size_t j = 0; j < ag->n_entries; j++)
             ag->entries[j].data = job->arena + (uintptr_t)ag->entries[j].data;
     }

@@ -3,18 +3,38 @@
 #define SLOTD_RUNTIME_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <uv.h>
 
 #include "raft/raft.h"
 #include "service/runtime/runtime.h"
 #include "service/slot/slot.h"
+#include "service/transport/transport.h"
+#include "slotd/internal/v1/peer.pb-c.h"
 
 /* logfmt lines on stderr: one per event. */
 #define RT_LOG(level, fmt, ...)                                                                    \
     fprintf(stderr, "level=%s component=runtime " fmt "\n", level, ##__VA_ARGS__)
 
-enum rt_request_kind { RT_PROPOSE = 1, RT_READ = 2 };
+enum rt_request_kind {
+    RT_PROPOSE = 1,
+    RT_READ = 2,
+    RT_RAFT_BATCH = 3,    /* data = RaftBatch bytes */
+    RT_UNREACHABLE = 4,   /* group field unused; min_applied = peer id */
+    RT_SNAP_CHUNK = 5,    /* data = SnapshotChunk bytes; call answered when staged */
+    RT_SNAP_SENT = 6,     /* a chunk RPC finished: index = transfer id, min_applied = ok */
+    RT_GROUP_STATUS = 7,  /* data = GroupStatusResponse bytes from a peer */
+    RT_TRANSFER = 8,      /* hand leadership away (shutdown) */
+};
+
+/* Snapshot sizes: chunks on the wire, and the largest snapshot staged in memory. */
+#define RT_SNAP_CHUNK_BYTES ((size_t)1 << 20)
+#define RT_SNAP_BYTES_MAX ((size_t)512 << 20)
+/* Requests are answered this long before their deadline at the latest. */
+#define RT_DEADLINE_MARGIN_MS 150
+/* Fresh cluster: ticks before a group's preferred voter campaigns (< election_tick). */
+#define RT_FIRST_CAMPAIGN_TICKS 4
 
 /* One client request on its way through the runtime. One allocation holding
  * the entry (propose) or key (read) bytes. */
@@ -52,8 +72,44 @@ struct rt_read_round {
     struct rt_list reads;
 };
 
+/* A snapshot being sent to one peer (loop thread). */
+struct rt_snap_send {
+    struct rt_snap_send *next;
+    struct rt_snap_send *capture_next; /* captures riding on one apply job */
+    struct rt_group *g;
+    uint64_t to;
+    uint64_t term; /* leader term of the SNAPSHOT message */
+    uint64_t transfer_id;
+    bool captured; /* set by the apply stage */
+    bool started;
+    bool dead;
+    uint8_t *data; /* serialized rows, filled by the apply stage */
+    size_t len;
+    size_t offset; /* bytes acknowledged */
+    struct raft_snapshot_meta meta;
+};
+
+/* A snapshot being received from a peer (loop thread). */
+struct rt_snap_recv {
+    uint64_t transfer_id;
+    uint64_t from;
+    uint8_t *data;
+    size_t len;
+    size_t total;
+};
+
+/* A snapshot the storage stage installs before its raftlog batch. */
+struct rt_snap_install {
+    struct rt_snap_install *next;
+    struct rt_group *g;
+    struct raft_snapshot_meta meta;
+    uint8_t *data;
+    size_t len;
+};
+
 struct rt_group {
     uint32_t id;
+    bool hosted;           /* this node holds a replica; the rest is NULL/0 otherwise */
     struct raft *raft;
     struct raft_mem_storage *mem;
     struct slot_group_state fsm_state; /* touched by the apply stage only */
@@ -67,17 +123,38 @@ struct rt_group {
     uint64_t stored_last;  /* last raft index in the raftlog db */
     uint64_t first_index;  /* first raft index in the raftlog db */
     uint64_t compact_to;   /* compaction queued in the in-flight batch (0 none) */
+    struct raft_conf_state compact_conf;
     struct rt_list proposals;     /* appended, waiting for commit, by index */
     struct rt_read_round *rounds; /* ReadIndex rounds in flight */
     struct rt_list waiting_reads; /* confirmed or LOCAL reads waiting for apply */
     uint64_t applied_submitted;   /* highest index handed to the apply stage */
     uint64_t applied;             /* highest index the apply stage finished */
+    uint64_t commit;              /* last commit index seen in a ready */
+    unsigned apply_jobs;          /* apply jobs in flight or queued with entries of this group */
+    struct rt_snap_recv snap_recv;
+    bool transferring;            /* leadership transfer started at shutdown */
+    unsigned campaign_in_ticks;   /* fresh cluster: the preferred voter campaigns then (0 = no) */
+    /* apply stage only: state as of the last applied entry, for snapshots */
+    uint64_t apply_index;
+    uint64_t apply_term;
+    struct raft_conf_state apply_conf;
+};
+
+struct rt_wire_scratch {
+    Slotd__Internal__V1__RaftEntry *entries;
+    Slotd__Internal__V1__RaftEntry **entry_ptrs;
+    Slotd__Internal__V1__SnapshotMeta snap;
+    Slotd__Internal__V1__ConfState conf;
+    uint64_t voters[RAFT_MEMBERS_MAX];
+    uint64_t learners[RAFT_MEMBERS_MAX];
 };
 
 /* One committed entry handed to the apply stage (data in the job's arena). */
 struct rt_apply_entry {
     uint64_t index;
     uint64_t term;
+    bool conf;                  /* conf change: conf_state holds the new membership */
+    struct raft_conf_state conf_state;
     const uint8_t *data;
     size_t len;
     struct rt_request *waiter; /* proposal waiting for this entry, or NULL */
@@ -98,6 +175,7 @@ struct rt_apply_job {
     size_t cap_groups;
     struct rt_apply_group *groups;
     struct rt_list reads;
+    struct rt_snap_send *capture; /* snapshot to capture after the entries */
     uint8_t *arena;
     size_t arena_len;
     size_t arena_cap;
@@ -109,6 +187,9 @@ struct runtime {
     struct store *store;
     struct route_table *routes;
     struct rpc_server *server;
+    struct transport *transport; /* NULL on a single node */
+    uint64_t node_ids[RUNTIME_NODES_MAX]; /* sorted */
+    size_t n_nodes;
     struct route_snapshot *route_base; /* table + members; leaders filled at publish */
     size_t n_groups;
     struct rt_group *groups; /* index = id - 1 */
@@ -136,12 +217,23 @@ struct runtime {
     struct rt_apply_job *building; /* job collecting entries this turn */
     struct slot_fsm *fsm;          /* used by the apply stage only */
     bool health_serving;
-    uint64_t dropped_msgs; /* raft messages to peers this node does not know */
+    bool bootstrapped;                /* the groups were created by this start */
+    uv_timer_t poller;                /* GroupStatus polling of peers */
+    struct rt_snap_send *snap_sends;  /* in progress */
+    struct rt_snap_install *installs; /* in the batch being written */
+    bool batch_waiting;               /* batch built, waiting for apply jobs of installed groups */
+    uint64_t next_transfer_id;
+    _Atomic size_t led_groups;        /* groups this node leads (read by other threads) */
+    uint64_t dropped_msgs;      /* raft messages that could not be queued to a peer */
+    uint64_t dropped_inbound;   /* inbound raft messages for groups not hosted here */
 };
 
 int64_t rt_now_ms(void);
 void rt_fail(struct rt_request *r, int code, const char *fmt, ...);
 void rt_fail_list(struct rt_list *l, int code, const char *msg);
+
+void rt_submit_group_status(struct runtime *rt, const uint8_t *resp, size_t len);
+void rt_submit_snap_sent(struct runtime *rt, uint64_t transfer_id, bool ok);
 
 /* group.c */
 int rt_groups_open(struct runtime *rt, char *err, size_t errlen);
@@ -150,12 +242,37 @@ void rt_groups_close(struct runtime *rt);
 /* apply.c */
 struct rt_apply_job *rt_apply_job_new(struct runtime *rt);
 int rt_apply_job_add(struct rt_apply_job *job, struct rt_group *g, const struct raft_entry *e,
-                     struct rt_request *waiter);
+                     struct rt_request *waiter, const struct raft_conf_state *conf);
+struct rt_apply_group *rt_apply_job_group(struct rt_apply_job *job, struct rt_group *g);
 void rt_apply_submit(struct runtime *rt, struct rt_apply_job *job);
 void rt_apply_job_free(struct rt_apply_job *job);
 
 /* loop.c */
 void rt_pump(struct runtime *rt);
 void rt_publish_route(struct runtime *rt);
+int rt_raft_err_code(int rc);
+void rt_fail_not_leader(struct runtime *rt, struct rt_group *g, struct rt_request *r,
+                        const char *what);
+
+/* wire.c: the one raft <-> protobuf adapter */
+void rt_wire_conf_to_pb(const struct raft_conf_state *cs, Slotd__Internal__V1__ConfState *pb,
+                        uint64_t *voters, uint64_t *learners);
+int rt_wire_conf_from_pb(const Slotd__Internal__V1__ConfState *pb, struct raft_conf_state *cs);
+int rt_wire_msg_to_pb(uint32_t group, const struct raft_msg *m,
+                      Slotd__Internal__V1__RaftMessage *pb, struct rt_wire_scratch *scratch);
+void rt_wire_scratch_free(struct rt_wire_scratch *scratch);
+int rt_wire_msg_from_pb(const Slotd__Internal__V1__RaftMessage *pb, struct raft_msg *m);
+
+/* peer.c: messages out and in, group status, snapshots */
+void rt_send_msgs(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd);
+void rt_handle_peer_request(struct runtime *rt, struct rt_request *r);
+void rt_poll_peers(struct runtime *rt);
+void rt_snap_captured(struct runtime *rt, struct rt_snap_send *send);
+void rt_snap_install_ready(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd);
+void rt_snap_free_all(struct runtime *rt);
+void rt_snap_kick(struct runtime *rt);
+/* apply-thread halves */
+int rt_snap_capture_rows(struct runtime *rt, struct rt_snap_send *send);
+int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_install *in);
 
 #endif /* SLOTD_RUNTIME_INTERNAL_H */

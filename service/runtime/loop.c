@@ -12,7 +12,7 @@ void rt_fail_everything(struct runtime *rt);
 
 /* ---- Proposals ---- */
 
-static int raft_err_code(int rc)
+int rt_raft_err_code(int rc)
 {
     switch (rc) {
     case RAFT_ENOLEADER:
@@ -31,6 +31,24 @@ static int raft_err_code(int rc)
     }
 }
 
+/* NOT_LEADER with a leader hint (node, address, group, term) when one is known. */
+void rt_fail_not_leader(struct runtime *rt, struct rt_group *g, struct rt_request *r,
+                        const char *what)
+{
+    struct slotd_error e;
+    if (g->leader == 0 || g->leader == rt->opts.node_id) {
+        slotd_error_set(&e, SLOTD_ENO_LEADER, "group %u: %s: no leader known", g->id, what);
+        e.retry_after_ms = 100;
+    } else {
+        slotd_error_set(&e, SLOTD_ENOT_LEADER, "group %u: %s: node %llu is the leader", g->id,
+                        what, (unsigned long long)g->leader);
+        const struct route_node *n = route_snapshot_node(rt->route_base, g->leader);
+        slotd_error_leader_hint(&e, g->leader, n ? n->address : "", g->id, g->term);
+    }
+    rpc_call_fail(r->call, &e);
+    free(r);
+}
+
 /* Proposes a run of requests of one group in one raft_propose_batch call. */
 static void propose_run(struct runtime *rt, struct rt_group *g, struct rt_request **run, size_t n)
 {
@@ -42,9 +60,13 @@ static void propose_run(struct runtime *rt, struct rt_group *g, struct rt_reques
     raft_index first = 0;
     int rc = raft_propose_batch(g->raft, bufs, n, &first);
     if (rc != 0) {
-        for (size_t i = 0; i < n; i++)
-            rt_fail(run[i], raft_err_code(rc), "group %u: propose: %s", g->id,
-                    raft_strerror(rc));
+        for (size_t i = 0; i < n; i++) {
+            if (rc == RAFT_ENOTLEADER || rc == RAFT_ENOLEADER)
+                rt_fail_not_leader(rt, g, run[i], "propose");
+            else
+                rt_fail(run[i], rt_raft_err_code(rc), "group %u: propose: %s", g->id,
+                        raft_strerror(rc));
+        }
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -68,8 +90,13 @@ static void read_index_round(struct runtime *rt, struct rt_group *g, struct rt_l
     if (rc != 0) {
         free(round);
         struct rt_request *r;
-        while ((r = rt_list_pop(reads)) != NULL)
-            rt_fail(r, raft_err_code(rc), "group %u: read index: %s", g->id, raft_strerror(rc));
+        while ((r = rt_list_pop(reads)) != NULL) {
+            if (rc == RAFT_ENOLEADER || rc == RAFT_ENOTLEADER)
+                rt_fail_not_leader(rt, g, r, "read index");
+            else
+                rt_fail(r, rt_raft_err_code(rc), "group %u: read index: %s", g->id,
+                        raft_strerror(rc));
+        }
         return;
     }
     memset(&round->reads, 0, sizeof(round->reads));
@@ -89,8 +116,7 @@ static void handle_read(struct runtime *rt, struct rt_group *g, struct rt_reques
         return;
     case SLOTD__V1__CONSISTENCY__CONSISTENCY_LEADER_LOCAL:
         if (g->role != RAFT_LEADER) {
-            rt_fail(r, g->leader ? SLOTD_ENOT_LEADER : SLOTD_ENO_LEADER,
-                    "group %u: this node is not the leader", g->id);
+            rt_fail_not_leader(rt, g, r, "leader-local read");
             return;
         }
         r->read_index = 0;
@@ -110,6 +136,10 @@ void rt_handle_requests(struct runtime *rt, struct rt_list *reqs)
     size_t n_run = 0;
     struct rt_request *r;
     while ((r = rt_list_pop(reqs)) != NULL) {
+        if (r->kind != RT_PROPOSE && r->kind != RT_READ) {
+            rt_handle_peer_request(rt, r);
+            continue;
+        }
         struct rt_group *g = &rt->groups[r->group - 1];
         if (r->kind == RT_READ) {
             if (lin == NULL)
@@ -136,28 +166,51 @@ void rt_handle_requests(struct runtime *rt, struct rt_list *reqs)
     free(lin);
 }
 
-/* Fails waiting reads whose deadline passed (LOCAL reads waiting for an
- * index, reads of a ReadIndex round that never completed). */
-static void expire_reads(struct rt_group *g, int64_t now)
+/* Requests are answered before their deadline, so a caller learns what
+ * happened instead of timing out: LOCAL reads waiting for an index, reads of
+ * a ReadIndex round that never completed, and proposals that never
+ * committed (they still may: UNKNOWN_OUTCOME). */
+static bool due(const struct rt_request *r, int64_t now)
+{
+    return r->deadline_ms != INT64_MAX && r->deadline_ms - RT_DEADLINE_MARGIN_MS <= now;
+}
+
+static void expire_list(struct rt_group *g, struct rt_list *l, int64_t now, int code,
+                        const char *what)
 {
     struct rt_list keep = {0};
     struct rt_request *r;
-    while ((r = rt_list_pop(&g->waiting_reads)) != NULL) {
-        if (r->deadline_ms <= now)
-            rt_fail(r, SLOTD_ETIMEOUT, "group %u: applied index %llu did not reach %llu in time",
-                    g->id, (unsigned long long)g->applied, (unsigned long long)r->read_index);
+    while ((r = rt_list_pop(l)) != NULL) {
+        if (due(r, now))
+            rt_fail(r, code, "group %u: %s", g->id, what);
         else
             rt_list_push(&keep, r);
     }
-    g->waiting_reads = keep;
+    *l = keep;
+}
+
+static void expire_requests(struct rt_group *g, int64_t now)
+{
+    expire_list(g, &g->waiting_reads, now, SLOTD_ETIMEOUT,
+                "the replica did not reach the read's index before the deadline");
+    for (struct rt_read_round *round = g->rounds; round != NULL; round = round->next)
+        expire_list(g, &round->reads, now, SLOTD_ENO_LEADER,
+                    "leadership could not be confirmed by a quorum before the deadline");
+    expire_list(g, &g->proposals, now, SLOTD_EUNKNOWN_OUTCOME,
+                "the proposal did not commit before the deadline; it may still commit");
 }
 
 void rt_tick(struct runtime *rt)
 {
     int64_t now = rt_now_ms();
     for (size_t i = 0; i < rt->n_groups; i++) {
-        raft_tick(rt->groups[i].raft);
-        expire_reads(&rt->groups[i], now);
+        struct rt_group *g = &rt->groups[i];
+        if (!g->hosted)
+            continue;
+        if (g->campaign_in_ticks > 0 && --g->campaign_in_ticks == 0 && g->leader == 0)
+            raft_campaign(g->raft);
+        raft_tick(g->raft);
+        expire_requests(&rt->groups[i], now);
     }
 }
 
@@ -175,10 +228,24 @@ static void on_soft_state(struct runtime *rt, struct rt_group *g, const struct r
            (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)g->leader,
            (unsigned long long)g->term, raft_role_name(g->role));
     if (was_leader && g->role != RAFT_LEADER) {
-        /* Appended entries may still commit under the next leader. */
-        rt_fail_list(&g->proposals, SLOTD_EUNKNOWN_OUTCOME,
-                     "leadership lost before the proposal was applied; it may or may not commit");
+        /* An entry that never reached this node's disk was never sent, so it
+         * certainly did not commit; a persisted one may commit under the next
+         * leader. */
+        struct rt_request *r;
+        while ((r = rt_list_pop(&g->proposals)) != NULL) {
+            if (r->index > g->stored_last)
+                rt_fail_not_leader(rt, g, r, "leadership lost before the proposal was stored");
+            else
+                rt_fail(r, SLOTD_EUNKNOWN_OUTCOME,
+                        "group %u: leadership lost before the proposal was applied; it may or "
+                        "may not commit", g->id);
+        }
+        if (g->transferring)
+            RT_LOG("info", "msg=\"leadership transferred\" node=%llu group=%u to=%llu term=%llu",
+                   (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)g->leader,
+                   (unsigned long long)g->term);
     }
+    g->transferring = false;
     rt_publish_route(rt);
 }
 
@@ -214,12 +281,21 @@ static void hand_committed(struct runtime *rt, struct rt_group *g, const struct 
 {
     for (size_t i = 0; i < rd->n_committed; i++) {
         const struct raft_entry *e = &rd->committed[i];
+        struct rt_request *w = NULL;
+        struct raft_conf_state cs;
         if (e->type == RAFT_ENTRY_CONF_CHANGE) {
-            raft_apply_conf_change(g->raft, e, NULL);
-            continue;
+            /* Applied in the core now, in log order; the apply stage records
+             * the membership for snapshots taken at this index. */
+            raft_apply_conf_change(g->raft, e, &cs);
+            struct store_conf_state scs = {.n_voters = cs.n_voters, .n_learners = cs.n_learners};
+            memcpy(scs.voters, cs.voters, cs.n_voters * sizeof(uint64_t));
+            memcpy(scs.learners, cs.learners, cs.n_learners * sizeof(uint64_t));
+            store_log_batch_put_conf_state(rt->log_batch, g->id, &scs);
+        } else {
+            w = waiter_for(g, e);
         }
-        struct rt_request *w = waiter_for(g, e);
-        if (rt_apply_job_add(rt->building, g, e, w) != 0) {
+        if (rt_apply_job_add(rt->building, g, e, w,
+                             e->type == RAFT_ENTRY_CONF_CHANGE ? &cs : NULL) != 0) {
             RT_LOG("fatal", "msg=\"out of memory building the apply job\" group=%u", g->id);
             abort();
         }
@@ -243,7 +319,7 @@ static void hand_reads(struct runtime *rt, struct rt_group *g, const struct raft
         struct rt_read_round *round = take_round(g, rd->read_failures[i].context);
         if (round == NULL)
             continue;
-        rt_fail_list(&round->reads, raft_err_code(rd->read_failures[i].err),
+        rt_fail_list(&round->reads, rt_raft_err_code(rd->read_failures[i].err),
                      "leadership changed during the read");
         free(round);
     }
@@ -269,18 +345,33 @@ static void attach_ready_reads(struct runtime *rt, struct rt_group *g)
 static void after_persist(struct runtime *rt, struct rt_group *g)
 {
     struct raft_ready *rd = &g->rd;
+    if (rd->has_snapshot) {
+        /* The rows are installed; the core's storage only needs the position. */
+        struct raft_snapshot pos = {.meta = rd->snapshot.meta};
+        raft_mem_storage_apply_snapshot(g->mem, &pos);
+        if (pos.meta.index > g->applied_submitted)
+            g->applied_submitted = pos.meta.index;
+        if (pos.meta.index > g->applied)
+            g->applied = pos.meta.index;
+        RT_LOG("info", "msg=\"snapshot installed\" node=%llu group=%u index=%llu term=%llu",
+               (unsigned long long)rt->opts.node_id, g->id,
+               (unsigned long long)pos.meta.index, (unsigned long long)pos.meta.term);
+    }
     if (rd->n_entries > 0)
         raft_mem_storage_append(g->mem, rd->entries, rd->n_entries);
     if (rd->has_hard_state)
         raft_mem_storage_set_hard_state(g->mem, &rd->hard_state);
     if (g->compact_to > 0) {
-        raft_mem_storage_compact(g->mem, g->compact_to);
+        /* The snapshot position a lagging follower is sent from; its rows are
+         * captured live from the fsm when needed (peer.c). */
+        raft_mem_storage_create_snapshot(g->mem, g->compact_to, &g->compact_conf, NULL, 0);
         raft_compacted(g->raft, g->compact_to);
+        RT_LOG("info", "msg=\"log compacted\" node=%llu group=%u through=%llu",
+               (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)g->compact_to);
         g->first_index = g->compact_to + 1;
         g->compact_to = 0;
     }
-    /* This node has no peers yet: a message to another node has nowhere to go. */
-    rt->dropped_msgs += rd->n_msgs;
+    rt_send_msgs(rt, g, rd);
     if (!g->committed_handed)
         hand_committed(rt, g, rd);
     raft_advance(g->raft, rd);
@@ -308,6 +399,7 @@ static void queue_compaction(struct runtime *rt, struct rt_group *g)
     store_log_batch_put_snapshot_meta(rt->log_batch, g->id, &m);
     store_log_batch_delete_entries(rt->log_batch, g->id, g->first_index, to + 1);
     g->compact_to = to;
+    g->compact_conf = st.conf;
 }
 
 static void add_ready_to_batch(struct runtime *rt, struct rt_group *g)
@@ -335,20 +427,55 @@ static void add_ready_to_batch(struct runtime *rt, struct rt_group *g)
     queue_compaction(rt, g);
 }
 
+static void storage_done(uv_work_t *w, int status);
+
+/* Snapshot rows go in (synced) before the raftlog batch that records them. */
 static void storage_work(uv_work_t *w)
 {
     struct runtime *rt = w->data;
-    rt->storage_rc = store_log_write(rt->store, rt->log_batch, true);
+    rt->storage_rc = 0;
+    for (struct rt_snap_install *in = rt->installs; in != NULL && rt->storage_rc == 0;
+         in = in->next)
+        rt->storage_rc = rt_snap_install_rows(rt, in->g, in);
+    if (rt->storage_rc == 0)
+        rt->storage_rc = store_log_write(rt->store, rt->log_batch, true);
+}
+
+static void free_installs(struct runtime *rt)
+{
+    while (rt->installs != NULL) {
+        struct rt_snap_install *in = rt->installs;
+        rt->installs = in->next;
+        free(in->data);
+        free(in);
+    }
+}
+
+/* An installed group must have no older apply job still writing its rows. */
+static bool installs_blocked(const struct runtime *rt)
+{
+    for (const struct rt_snap_install *in = rt->installs; in != NULL; in = in->next)
+        if (in->g->apply_jobs > 0)
+            return true;
+    return false;
+}
+
+static void start_storage(struct runtime *rt)
+{
+    rt->storage_busy = true;
+    rt->storage_work.data = rt;
+    uv_queue_work(&rt->loop, &rt->storage_work, storage_work, storage_done);
 }
 
 /* Submits the job built this turn (committed entries, covered reads). */
 static void submit_building(struct runtime *rt)
 {
     for (size_t i = 0; i < rt->n_groups; i++)
-        attach_ready_reads(rt, &rt->groups[i]);
+        if (rt->groups[i].hosted)
+            attach_ready_reads(rt, &rt->groups[i]);
     struct rt_apply_job *job = rt->building;
     rt->building = NULL;
-    if (job->n_groups > 0 || job->reads.len > 0)
+    if (job->n_groups > 0 || job->reads.len > 0 || job->capture != NULL)
         rt_apply_submit(rt, job);
     else
         rt_apply_job_free(job);
@@ -364,6 +491,9 @@ static void finish_batch(struct runtime *rt)
     for (size_t i = 0; i < rt->n_groups; i++)
         if (rt->groups[i].in_batch)
             after_persist(rt, &rt->groups[i]);
+    /* The batch is durable: its messages go out now, one RPC per peer. */
+    if (rt->transport != NULL)
+        transport_flush(rt->transport);
     submit_building(rt);
 }
 static void storage_failed(struct runtime *rt)
@@ -381,6 +511,7 @@ static void storage_done(uv_work_t *w, int status)
     if (rt->storage_rc != 0)
         storage_failed(rt);
     store_log_batch_clear(rt->log_batch);
+    free_installs(rt);
     finish_batch(rt);
     rt_pump(rt);
 }
@@ -394,7 +525,14 @@ static void take_ready(struct runtime *rt, struct rt_group *g, bool *must_sync)
     g->in_batch = true;
     if (rd->has_soft_state)
         on_soft_state(rt, g, &rd->soft_state);
-    if (rd->n_committed == 0 || rd->committed[rd->n_committed - 1].index <= durable) {
+    if (rd->has_hard_state) {
+        g->commit = rd->hard_state.commit;
+        g->term = rd->hard_state.term;
+    }
+    if (rd->has_snapshot)
+        rt_snap_install_ready(rt, g, rd);
+    if (!rd->has_snapshot &&
+        (rd->n_committed == 0 || rd->committed[rd->n_committed - 1].index <= durable)) {
         hand_committed(rt, g, rd);
         g->committed_handed = true;
     }
@@ -409,6 +547,13 @@ static void take_ready(struct runtime *rt, struct rt_group *g, bool *must_sync)
  * sync (only a commit index moved) is written inline. */
 void rt_pump(struct runtime *rt)
 {
+    if (rt->batch_waiting) {
+        if (installs_blocked(rt))
+            return;
+        rt->batch_waiting = false;
+        start_storage(rt);
+        return;
+    }
     while (!rt->storage_busy) {
         rt->building = rt_apply_job_new(rt);
         if (rt->building == NULL) {
@@ -418,7 +563,7 @@ void rt_pump(struct runtime *rt)
         bool any = false, must_sync = false;
         for (size_t i = 0; i < rt->n_groups; i++) {
             struct rt_group *g = &rt->groups[i];
-            if (!raft_has_ready(g->raft))
+            if (!g->hosted || !raft_has_ready(g->raft))
                 continue;
             int rc = raft_ready(g->raft, &g->rd);
             if (rc != 0) {
@@ -432,10 +577,12 @@ void rt_pump(struct runtime *rt)
         submit_building(rt);
         if (!any)
             return;
-        if (must_sync) {
-            rt->storage_busy = true;
-            rt->storage_work.data = rt;
-            uv_queue_work(&rt->loop, &rt->storage_work, storage_work, storage_done);
+        if (rt->installs != NULL && installs_blocked(rt)) {
+            rt->batch_waiting = true;
+            return;
+        }
+        if (must_sync || rt->installs != NULL) {
+            start_storage(rt);
             return;
         }
         if (store_log_batch_count(rt->log_batch) > 0) {
@@ -453,6 +600,8 @@ void rt_fail_everything(struct runtime *rt)
 {
     for (size_t i = 0; i < rt->n_groups; i++) {
         struct rt_group *g = &rt->groups[i];
+        if (!g->hosted)
+            continue;
         rt_fail_list(&g->proposals, SLOTD_EUNKNOWN_OUTCOME,
                      "node shutting down; the proposal may or may not commit");
         rt_fail_list(&g->waiting_reads, SLOTD_ESHUTTING_DOWN, "node shutting down");

@@ -89,10 +89,54 @@ void rt_fail_list(struct rt_list *l, int code, const char *msg)
 
 /* ---- Route: the static table + members, with observed leaders. ---- */
 
+static int cmp_peer(const void *a, const void *b)
+{
+    const struct runtime_peer *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The cluster's members, sorted by id; a node started without --peers is a
+ * cluster of one. */
+static int init_nodes(struct runtime *rt, char *err, size_t errlen)
+{
+    struct runtime_options *o = &rt->opts;
+    if (o->n_nodes == 0) {
+        o->n_nodes = 1;
+        o->nodes[0].id = o->node_id;
+        snprintf(o->nodes[0].address, sizeof(o->nodes[0].address), "%s", o->advertise);
+    }
+    qsort(o->nodes, o->n_nodes, sizeof(o->nodes[0]), cmp_peer);
+    bool self = false;
+    for (size_t i = 0; i < o->n_nodes; i++) {
+        if (o->nodes[i].id == 0 || (i > 0 && o->nodes[i].id == o->nodes[i - 1].id)) {
+            snprintf(err, errlen, "peers: node ids must be unique and >= 1");
+            return -1;
+        }
+        self = self || o->nodes[i].id == o->node_id;
+        rt->node_ids[i] = o->nodes[i].id;
+    }
+    rt->n_nodes = o->n_nodes;
+    if (!self) {
+        snprintf(err, errlen, "peers: the list does not include this node (--node-id %llu)",
+                 (unsigned long long)o->node_id);
+        return -1;
+    }
+    if (o->replicas == 0)
+        o->replicas = o->n_nodes < 3 ? (unsigned)o->n_nodes : 3;
+    if (o->replicas > o->n_nodes || o->replicas > RAFT_MEMBERS_MAX) {
+        snprintf(err, errlen, "replicas: %u is more than the %zu nodes", o->replicas,
+                 o->n_nodes);
+        return -1;
+    }
+    return 0;
+}
+
+/* The static route: hash-slot table, placement, members; leaders are filled
+ * in at each publication. */
 static int build_route_base(struct runtime *rt)
 {
     struct route_snapshot *s;
-    if (route_snapshot_new(rt->n_groups, 1, &s) != 0)
+    if (route_snapshot_new(rt->n_groups, rt->n_nodes, &s) != 0)
         return -1;
     s->revision = 1;
     route_split_ranges((unsigned)rt->n_groups, s->slot_group);
@@ -100,13 +144,16 @@ static int build_route_base(struct runtime *rt)
     for (size_t i = 0; i < rt->n_groups; i++) {
         struct route_group *g = &s->groups[i];
         g->id = (uint32_t)(i + 1);
-        g->n_voters = 1;
-        g->voters[0] = rt->opts.node_id;
+        g->n_voters = (uint32_t)runtime_placement(rt->node_ids, rt->n_nodes, rt->opts.replicas,
+                                                  g->id, g->voters);
         g->config_epoch = 1;
-        g->preferred_leader = rt->opts.node_id;
+        g->preferred_leader = g->voters[0];
     }
-    s->nodes[0].id = rt->opts.node_id;
-    snprintf(s->nodes[0].address, sizeof(s->nodes[0].address), "%s", rt->opts.advertise);
+    for (size_t i = 0; i < rt->n_nodes; i++) {
+        s->nodes[i].id = rt->opts.nodes[i].id;
+        snprintf(s->nodes[i].address, sizeof(s->nodes[i].address), "%s",
+                 rt->opts.nodes[i].address);
+    }
     rt->route_base = s;
     return 0;
 }
@@ -119,13 +166,18 @@ void rt_publish_route(struct runtime *rt)
         return;
     }
     bool all_led = true;
+    size_t led = 0;
     for (size_t i = 0; i < rt->n_groups; i++) {
         struct rt_group *g = &rt->groups[i];
         struct route_group *rg = route_snapshot_group_mut(s, g->id);
         rg->leader = g->leader;
         rg->leader_term = g->leader ? g->term : 0;
-        all_led = all_led && g->leader != 0;
+        if (g->hosted) {
+            all_led = all_led && g->leader != 0;
+            led += g->leader == rt->opts.node_id;
+        }
     }
+    atomic_store(&rt->led_groups, led);
     route_table_publish(rt->routes, s);
     if (all_led != rt->health_serving) {
         rt->health_serving = all_led;
@@ -163,14 +215,9 @@ static int submit(struct runtime *rt, struct rt_request *r, struct slotd_error *
     return 0;
 }
 
-static struct rt_request *request_new(struct runtime *rt, uint32_t group, const void *data,
-                                      size_t len, struct rpc_call *call, struct slotd_error *err)
+static struct rt_request *request_alloc(uint32_t group, const void *data, size_t len,
+                                        struct rpc_call *call, struct slotd_error *err)
 {
-    if (group == 0 || group > rt->n_groups) {
-        slotd_error_set(err, SLOTD_EWRONG_GROUP, "group %u is not hosted by node %llu", group,
-                        (unsigned long long)rt->opts.node_id);
-        return NULL;
-    }
     struct rt_request *r = malloc(sizeof(*r) + len);
     if (r == NULL) {
         slotd_error_set(err, SLOTD_EINTERNAL, "out of memory");
@@ -179,11 +226,99 @@ static struct rt_request *request_new(struct runtime *rt, uint32_t group, const 
     memset(r, 0, sizeof(*r));
     r->group = group;
     r->call = call;
-    r->deadline_ms = rpc_call_deadline_ms(call);
+    r->deadline_ms = call ? rpc_call_deadline_ms(call) : INT64_MAX;
     r->len = len;
     if (len > 0)
         memcpy(r->data, data, len);
     return r;
+}
+
+static struct rt_request *request_new(struct runtime *rt, uint32_t group, const void *data,
+                                      size_t len, struct rpc_call *call, struct slotd_error *err)
+{
+    if (!runtime_hosts_group(rt, group)) {
+        slotd_error_set(err, SLOTD_EWRONG_GROUP, "group %u is not hosted by node %llu", group,
+                        (unsigned long long)rt->opts.node_id);
+        return NULL;
+    }
+    return request_alloc(group, data, len, call, err);
+}
+
+/* Queues a peer/internal request (no group check). */
+static int submit_internal(struct runtime *rt, uint8_t kind, const void *data, size_t len,
+                           struct rpc_call *call, uint64_t arg, struct slotd_error *err)
+{
+    struct slotd_error scratch;
+    struct slotd_error *e = err ? err : &scratch;
+    struct rt_request *r = request_alloc(0, data, len, call, e);
+    if (r == NULL)
+        return -1;
+    r->kind = kind;
+    r->min_applied = arg;
+    if (submit(rt, r, e) != 0) {
+        free(r);
+        return -1;
+    }
+    return 0;
+}
+
+int runtime_submit_raft_batch(struct runtime *rt, const uint8_t *batch, size_t len,
+                              struct slotd_error *err)
+{
+    return submit_internal(rt, RT_RAFT_BATCH, batch, len, NULL, 0, err);
+}
+
+void runtime_peer_unreachable(struct runtime *rt, uint64_t peer)
+{
+    submit_internal(rt, RT_UNREACHABLE, NULL, 0, NULL, peer, NULL);
+}
+
+int runtime_submit_snapshot_chunk(struct runtime *rt, const uint8_t *chunk, size_t len,
+                                  struct rpc_call *call, struct slotd_error *err)
+{
+    return submit_internal(rt, RT_SNAP_CHUNK, chunk, len, call, 0, err);
+}
+
+/* Called from the transport's thread with a peer's GroupStatus answer. */
+void rt_submit_group_status(struct runtime *rt, const uint8_t *resp, size_t len)
+{
+    submit_internal(rt, RT_GROUP_STATUS, resp, len, NULL, 0, NULL);
+}
+
+/* Called from the transport's thread when a snapshot chunk RPC finished. */
+void rt_submit_snap_sent(struct runtime *rt, uint64_t transfer_id, bool ok)
+{
+    struct slotd_error e;
+    struct rt_request *r = request_alloc(0, NULL, 0, NULL, &e);
+    if (r == NULL)
+        return;
+    r->kind = RT_SNAP_SENT;
+    r->index = transfer_id;
+    r->min_applied = ok;
+    /* Not subject to the queue bound: the transfer would stall forever otherwise. */
+    pthread_mutex_lock(&rt->mu);
+    if (rt->stopping) {
+        pthread_mutex_unlock(&rt->mu);
+        free(r);
+        return;
+    }
+    rt_list_push(&rt->inbound, r);
+    rt->inbound_bytes += sizeof(*r);
+    pthread_mutex_unlock(&rt->mu);
+    uv_async_send(&rt->wake);
+}
+
+size_t runtime_transfer_leadership(struct runtime *rt, unsigned timeout_ms)
+{
+    if (!rt->started || rt->n_nodes < 2)
+        return atomic_load(&rt->led_groups);
+    submit_internal(rt, RT_TRANSFER, NULL, 0, NULL, 0, NULL);
+    int64_t until = rt_now_ms() + timeout_ms;
+    while (atomic_load(&rt->led_groups) > 0 && rt_now_ms() < until) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return atomic_load(&rt->led_groups);
 }
 
 int runtime_submit_propose(struct runtime *rt, uint32_t group, const uint8_t *entry, size_t len,
@@ -245,6 +380,11 @@ static void on_tick(uv_timer_t *h)
     rt_pump(rt);
 }
 
+static void on_poll(uv_timer_t *h)
+{
+    rt_poll_peers(h->data);
+}
+
 static void on_close(uv_handle_t *h)
 {
     (void)h;
@@ -257,10 +397,12 @@ static void on_stop(uv_async_t *h)
     struct runtime *rt = h->data;
     on_wake(&rt->wake); /* queued requests: handled or failed below */
     uv_timer_stop(&rt->ticker);
+    uv_timer_stop(&rt->poller);
     rt_fail_everything(rt);
     uv_close((uv_handle_t *)&rt->wake, on_close);
     uv_close((uv_handle_t *)&rt->stop_async, on_close);
     uv_close((uv_handle_t *)&rt->ticker, on_close);
+    uv_close((uv_handle_t *)&rt->poller, on_close);
 }
 
 static void *loop_main(void *arg)
@@ -273,7 +415,8 @@ static void *loop_main(void *arg)
 }
 
 int runtime_new(const struct runtime_options *o, struct store *store, struct route_table *routes,
-                struct rpc_server *server, struct runtime **out, char *err, size_t errlen)
+                struct rpc_server *server, struct transport *transport, struct runtime **out,
+                char *err, size_t errlen)
 {
     struct runtime *rt = calloc(1, sizeof(*rt));
     if (rt == NULL) {
@@ -286,12 +429,15 @@ int runtime_new(const struct runtime_options *o, struct store *store, struct rou
     rt->store = store;
     rt->routes = routes;
     rt->server = server;
+    rt->transport = transport;
     rt->n_groups = o->n_groups;
     pthread_mutex_init(&rt->mu, NULL);
     if (o->n_groups < 1 || o->n_groups > 256) {
         snprintf(err, errlen, "slot groups: %u is outside 1..256", o->n_groups);
         goto err_after_alloc;
     }
+    if (init_nodes(rt, err, errlen) != 0)
+        goto err_after_alloc;
     if (build_route_base(rt) != 0 || slot_fsm_new(store, &rt->fsm) != 0 ||
         store_log_batch_new(&rt->log_batch) != 0) {
         snprintf(err, errlen, "out of memory");
@@ -306,7 +452,8 @@ int runtime_new(const struct runtime_options *o, struct store *store, struct rou
     uv_async_init(&rt->loop, &rt->wake, on_wake);
     uv_async_init(&rt->loop, &rt->stop_async, on_stop);
     uv_timer_init(&rt->loop, &rt->ticker);
-    rt->wake.data = rt->stop_async.data = rt->ticker.data = rt;
+    uv_timer_init(&rt->loop, &rt->poller);
+    rt->wake.data = rt->stop_async.data = rt->ticker.data = rt->poller.data = rt;
     rt->loop.data = rt;
     *out = rt;
     return 0;
@@ -324,6 +471,8 @@ err_after_alloc:
 int runtime_start(struct runtime *rt)
 {
     uv_timer_start(&rt->ticker, on_tick, rt->opts.tick_ms, rt->opts.tick_ms);
+    if (rt->transport != NULL)
+        uv_timer_start(&rt->poller, on_poll, 200, 500);
     if (pthread_create(&rt->thread, NULL, loop_main, rt) != 0)
         return -1;
     rt->started = true;
@@ -348,10 +497,21 @@ void runtime_free(struct runtime *rt)
         return;
     if (rt->started)
         uv_loop_close(&rt->loop);
+    rt_snap_free_all(rt);
     rt_groups_close(rt);
     store_log_batch_free(rt->log_batch);
     slot_fsm_free(rt->fsm);
     route_snapshot_release(rt->route_base);
     pthread_mutex_destroy(&rt->mu);
     free(rt);
+}
+
+bool runtime_hosts_group(const struct runtime *rt, uint32_t group)
+{
+    return group >= 1 && group <= rt->n_groups && rt->groups[group - 1].hosted;
+}
+
+uint64_t runtime_node_id(const struct runtime *rt)
+{
+    return rt->opts.node_id;
 }

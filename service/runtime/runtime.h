@@ -26,8 +26,18 @@
  *     the waiting gRPC calls.
  */
 
+#define RUNTIME_NODES_MAX 64
+
+struct runtime_peer {
+    uint64_t id;
+    char address[128];
+};
+
 struct runtime_options {
     uint64_t node_id;          /* default 1 */
+    size_t n_nodes;            /* cluster members incl. this node; 0 = single node */
+    struct runtime_peer nodes[RUNTIME_NODES_MAX]; /* sorted by id by runtime_new */
+    unsigned replicas;         /* voters per group; 0 = min(3, nodes) */
     unsigned n_groups;         /* slot groups 1..n_groups; default 8 */
     const char *advertise;     /* this node's address in the route; default "127.0.0.1:7700" */
     unsigned tick_ms;          /* raft tick; default 100 */
@@ -43,14 +53,25 @@ struct runtime_options {
 void runtime_options_default(struct runtime_options *o);
 
 struct runtime;
+struct transport;
+
+/* Static placement: the voters of group g (1-based) are nodes[(g-1+i) % n] for
+ * i < replicas, with nodes sorted by id; the first one is the preferred
+ * (initial) leader. Returns the number of voters written to out. */
+size_t runtime_placement(const uint64_t *sorted_ids, size_t n, unsigned replicas, uint32_t group,
+                         uint64_t *out);
 
 /* Opens (bootstrapping if the store is empty) every slot group. store,
  * routes and server are borrowed for the runtime's lifetime. On error
  * returns non-zero with a sentence in err. */
 int runtime_new(const struct runtime_options *o, struct store *store, struct route_table *routes,
-                struct rpc_server *server, struct runtime **out, char *err, size_t errlen);
+                struct rpc_server *server, struct transport *transport, struct runtime **out,
+                char *err, size_t errlen);
 /* Starts the loop thread. */
 int runtime_start(struct runtime *rt);
+/* Hands leadership of the groups this node leads to caught-up voters,
+ * waiting at most timeout_ms. Returns the number of groups still led. */
+size_t runtime_transfer_leadership(struct runtime *rt, unsigned timeout_ms);
 /* Stops the loop; every call still held is failed with SHUTTING_DOWN. */
 void runtime_stop(struct runtime *rt);
 void runtime_free(struct runtime *rt);
@@ -63,5 +84,23 @@ int runtime_submit_propose(struct runtime *rt, uint32_t group, const uint8_t *en
 int runtime_submit_read(struct runtime *rt, uint32_t group, uint16_t hash_slot, const void *key,
                         size_t len, int consistency, uint64_t min_applied_index,
                         struct rpc_call *call, struct slotd_error *err);
+
+/* ---- Peer traffic (service/node's Peer handlers and the transport). ---- */
+
+/* A RaftBatch from a peer (bytes borrowed for the call, copied). Errors:
+ * queue full / shutting down (err filled). */
+int runtime_submit_raft_batch(struct runtime *rt, const uint8_t *batch, size_t len,
+                              struct slotd_error *err);
+/* A peer could not be reached: its groups' progress goes back to probing. Any thread. */
+void runtime_peer_unreachable(struct runtime *rt, uint64_t peer);
+/* One snapshot chunk from a peer (SnapshotChunk bytes borrowed for the call). The call is
+ * answered once the chunk is staged (or rejected). */
+int runtime_submit_snapshot_chunk(struct runtime *rt, const uint8_t *chunk, size_t len,
+                                  struct rpc_call *call, struct slotd_error *err);
+/* Fills a GroupStatusResponse for the groups hosted here (caller frees *buf with free()). */
+int runtime_group_status(struct runtime *rt, uint8_t **buf, size_t *len);
+/* True when this node hosts a replica of the group. */
+bool runtime_hosts_group(const struct runtime *rt, uint32_t group);
+uint64_t runtime_node_id(const struct runtime *rt);
 
 #endif /* SLOTD_RUNTIME_H */

@@ -1,0 +1,685 @@
+/* peer.c - traffic with peers: raft messages out and in, observed leaders of remote groups, snapshot transfers. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/runtime/internal.h"
+#include "store/keys.h"
+
+#define PEER_METHOD_SNAPSHOT "/slotd.internal.v1.Peer/Snapshot"
+#define PEER_METHOD_GROUP_STATUS "/slotd.internal.v1.Peer/GroupStatus"
+#define SNAP_CHUNK_TIMEOUT_MS 30000
+#define STATUS_TIMEOUT_MS 1000
+#define SNAP_DELETE_KEYS_MAX ((size_t)1 << 26)
+
+static void start_snapshot(struct runtime *rt, struct rt_group *g, const struct raft_msg *m);
+
+/* ---- Raft messages out ---- */
+
+void rt_send_msgs(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd)
+{
+    for (size_t i = 0; i < rd->n_msgs; i++) {
+        const struct raft_msg *m = &rd->msgs[i];
+        if (rt->transport == NULL) {
+            rt->dropped_msgs++;
+            continue;
+        }
+        if (m->type == RAFT_MSG_SNAPSHOT) {
+            start_snapshot(rt, g, m);
+            continue;
+        }
+        Slotd__Internal__V1__RaftMessage pb;
+        struct rt_wire_scratch scratch;
+        if (rt_wire_msg_to_pb(g->id, m, &pb, &scratch) != 0) {
+            rt->dropped_msgs++;
+            continue;
+        }
+        int rc = transport_send_raft(rt->transport, m->to, &pb);
+        rt_wire_scratch_free(&scratch);
+        if (rc != 0) {
+            /* Queue full or unknown peer: raft retransmits from probe state. */
+            rt->dropped_msgs++;
+            raft_report_unreachable(g->raft, m->to);
+        }
+    }
+}
+
+/* ---- Raft messages in ---- */
+
+static void step_batch(struct runtime *rt, const uint8_t *data, size_t len)
+{
+    Slotd__Internal__V1__RaftBatch *b = slotd__internal__v1__raft_batch__unpack(NULL, len, data);
+    if (b == NULL) {
+        RT_LOG("warn", "msg=\"undecodable raft batch dropped\" bytes=%zu", len);
+        return;
+    }
+    for (size_t i = 0; i < b->n_messages; i++) {
+        const Slotd__Internal__V1__RaftMessage *pb = b->messages[i];
+        if (!runtime_hosts_group(rt, pb->group_id) || pb->to != rt->opts.node_id ||
+            pb->type == RAFT_MSG_SNAPSHOT) {
+            rt->dropped_inbound++; /* snapshots arrive through Peer/Snapshot only */
+            continue;
+        }
+        struct raft_msg m;
+        if (rt_wire_msg_from_pb(pb, &m) != 0) {
+            rt->dropped_inbound++;
+            continue;
+        }
+        raft_step(rt->groups[pb->group_id - 1].raft, &m);
+        free(m.entries);
+    }
+    slotd__internal__v1__raft_batch__free_unpacked(b, NULL);
+}
+
+/* ---- Observed leaders of groups hosted elsewhere ---- */
+
+static void on_status_reply(void *arg, int status, const char *message, const uint8_t *resp,
+                            size_t resp_len, const uint8_t *details, size_t details_len)
+{
+    struct runtime *rt = arg;
+    if (status == 0 && resp != NULL)
+        rt_submit_group_status(rt, resp, resp_len);
+}
+
+void rt_poll_peers(struct runtime *rt)
+{
+    if (rt->transport == NULL)
+        return;
+    bool remote = false;
+    for (size_t i = 0; i < rt->n_groups && !remote; i++)
+        remote = !rt->groups[i].hosted;
+    if (!remote)
+        return;
+    Slotd__Internal__V1__GroupStatusRequest req = SLOTD__INTERNAL__V1__GROUP_STATUS_REQUEST__INIT;
+    uint8_t buf[16];
+    size_t len = slotd__internal__v1__group_status_request__pack(&req, buf);
+    for (size_t i = 0; i < rt->n_nodes; i++) {
+        if (rt->node_ids[i] == rt->opts.node_id)
+            continue;
+        transport_call(rt->transport, rt->node_ids[i], PEER_METHOD_GROUP_STATUS, buf, len,
+                       rt_now_ms() + STATUS_TIMEOUT_MS, on_status_reply, rt);
+    }
+}
+
+/* A higher term always wins; an unknown leader stays unknown. */
+static void merge_group_status(struct runtime *rt, const uint8_t *data, size_t len)
+{
+    Slotd__Internal__V1__GroupStatusResponse *r =
+        slotd__internal__v1__group_status_response__unpack(NULL, len, data);
+    if (r == NULL)
+        return;
+    bool changed = false;
+    for (size_t i = 0; i < r->n_groups; i++) {
+        const Slotd__Internal__V1__GroupLeader *gl = r->groups[i];
+        if (gl->group_id < 1 || gl->group_id > rt->n_groups || gl->leader == 0)
+            continue;
+        struct rt_group *g = &rt->groups[gl->group_id - 1];
+        if (g->hosted || gl->term < g->term || (gl->term == g->term && g->leader == gl->leader))
+            continue;
+        g->leader = gl->leader;
+        g->term = gl->term;
+        changed = true;
+    }
+    slotd__internal__v1__group_status_response__free_unpacked(r, NULL);
+    if (changed)
+        rt_publish_route(rt);
+}
+
+int runtime_group_status(struct runtime *rt, uint8_t **buf, size_t *len)
+{
+    struct route_snapshot *s = route_table_acquire(rt->routes);
+    size_t n = 0;
+    Slotd__Internal__V1__GroupLeader *gl = calloc(rt->n_groups ? rt->n_groups : 1, sizeof(*gl));
+    Slotd__Internal__V1__GroupLeader **glp = calloc(rt->n_groups ? rt->n_groups : 1,
+                                                    sizeof(*glp));
+    int rc = gl && glp ? 0 : -1;
+    for (size_t i = 0; rc == 0 && s != NULL && i < rt->n_groups; i++) {
+        const struct rt_group *g = &rt->groups[i];
+        const struct route_group *rg = route_snapshot_group(s, g->id);
+        if (!g->hosted || rg == NULL)
+            continue;
+        slotd__internal__v1__group_leader__init(&gl[n]);
+        gl[n].group_id = g->id;
+        gl[n].leader = rg->leader;
+        gl[n].term = rg->leader_term;
+        gl[n].n_voters = rg->n_voters;
+        gl[n].voters = (uint64_t *)rg->voters;
+        gl[n].n_learners = rg->n_learners;
+        gl[n].learners = (uint64_t *)rg->learners;
+        gl[n].commit = __atomic_load_n(&g->commit, __ATOMIC_RELAXED);
+        gl[n].applied = __atomic_load_n(&g->applied, __ATOMIC_RELAXED);
+        glp[n] = &gl[n];
+        n++;
+    }
+    if (rc == 0) {
+        Slotd__Internal__V1__GroupStatusResponse resp =
+            SLOTD__INTERNAL__V1__GROUP_STATUS_RESPONSE__INIT;
+        resp.node_id = rt->opts.node_id;
+        resp.n_groups = n;
+        resp.groups = glp;
+        *len = slotd__internal__v1__group_status_response__get_packed_size(&resp);
+        *buf = malloc(*len ? *len : 1);
+        if (*buf == NULL)
+            rc = -1;
+        else
+            slotd__internal__v1__group_status_response__pack(&resp, *buf);
+    }
+    route_snapshot_release(s);
+    free(gl);
+    free(glp);
+    return rc;
+}
+
+/* ---- Snapshots: sending ---- */
+
+struct chunk_ctx {
+    struct runtime *rt;
+    uint64_t transfer_id;
+};
+
+static struct rt_snap_send *find_send(struct runtime *rt, uint64_t transfer_id)
+{
+    for (struct rt_snap_send *s = rt->snap_sends; s != NULL; s = s->next)
+        if (s->transfer_id == transfer_id)
+            return s;
+    return NULL;
+}
+
+static void send_free(struct runtime *rt, struct rt_snap_send *send)
+{
+    for (struct rt_snap_send **pp = &rt->snap_sends; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == send) {
+            *pp = send->next;
+            break;
+        }
+    }
+    free(send->data);
+    free(send);
+}
+
+void rt_snap_free_all(struct runtime *rt)
+{
+    while (rt->snap_sends != NULL)
+        send_free(rt, rt->snap_sends);
+}
+
+/* The leader needs to send a snapshot: capture the group's rows through the
+ * apply stage (so they are exactly the state at its applied index), then
+ * stream them in chunks. One transfer per (group, peer) at a time. */
+static void start_snapshot(struct runtime *rt, struct rt_group *g, const struct raft_msg *m)
+{
+    for (struct rt_snap_send *s = rt->snap_sends; s != NULL; s = s->next)
+        if (s->g == g && s->to == m->to)
+            return;
+    struct rt_snap_send *send = calloc(1, sizeof(*send));
+    if (send == NULL) {
+        raft_report_snapshot(g->raft, m->to, false);
+        return;
+    }
+    send->g = g;
+    send->to = m->to;
+    send->term = m->term;
+    send->transfer_id = ++rt->next_transfer_id;
+    send->next = rt->snap_sends;
+    rt->snap_sends = send;
+    send->capture_next = rt->building->capture;
+    rt->building->capture = send;
+    RT_LOG("info", "msg=\"snapshot needed\" node=%llu group=%u to=%llu transfer=%llu",
+           (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)m->to,
+           (unsigned long long)send->transfer_id);
+}
+
+static void on_chunk_reply(void *arg, int status, const char *message, const uint8_t *resp,
+                           size_t resp_len, const uint8_t *details, size_t details_len)
+{
+    struct chunk_ctx *c = arg;
+    bool ok = false;
+    if (status == 0 && resp != NULL) {
+        Slotd__Internal__V1__SnapshotAck *ack =
+            slotd__internal__v1__snapshot_ack__unpack(NULL, resp_len, resp);
+        ok = ack != NULL && ack->ok;
+        if (ack != NULL)
+            slotd__internal__v1__snapshot_ack__free_unpacked(ack, NULL);
+    }
+    rt_submit_snap_sent(c->rt, c->transfer_id, ok);
+    free(c);
+}
+
+static void send_chunk(struct runtime *rt, struct rt_snap_send *send)
+{
+    size_t n = send->len - send->offset;
+    if (n > RT_SNAP_CHUNK_BYTES)
+        n = RT_SNAP_CHUNK_BYTES;
+    Slotd__Internal__V1__SnapshotChunk c = SLOTD__INTERNAL__V1__SNAPSHOT_CHUNK__INIT;
+    c.from_node = rt->opts.node_id;
+    c.group_id = send->g->id;
+    c.transfer_id = send->transfer_id;
+    c.offset = send->offset;
+    c.total_bytes = send->len;
+    c.data.data = send->data + send->offset;
+    c.data.len = n;
+    c.last = send->offset + n == send->len;
+    Slotd__Internal__V1__RaftMessage pb;
+    struct rt_wire_scratch scratch;
+    memset(&scratch, 0, sizeof(scratch));
+    if (c.last) {
+        struct raft_msg m = {.type = RAFT_MSG_SNAPSHOT, .from = rt->opts.node_id,
+                             .to = send->to, .term = send->term};
+        m.snapshot.meta = send->meta;
+        rt_wire_msg_to_pb(send->g->id, &m, &pb, &scratch);
+        c.message = &pb;
+    }
+    size_t len = slotd__internal__v1__snapshot_chunk__get_packed_size(&c);
+    uint8_t *buf = malloc(len);
+    struct chunk_ctx *ctx = malloc(sizeof(*ctx));
+    int rc = -1;
+    if (buf != NULL && ctx != NULL) {
+        slotd__internal__v1__snapshot_chunk__pack(&c, buf);
+        ctx->rt = rt;
+        ctx->transfer_id = send->transfer_id;
+        rc = transport_call(rt->transport, send->to, PEER_METHOD_SNAPSHOT, buf, len,
+                            rt_now_ms() + SNAP_CHUNK_TIMEOUT_MS, on_chunk_reply, ctx);
+    }
+    rt_wire_scratch_free(&scratch);
+    free(buf);
+    if (rc != 0) {
+        free(ctx);
+        raft_report_snapshot(send->g->raft, send->to, false);
+        send_free(rt, send);
+    }
+}
+
+/* Loop: the apply stage captured (or failed to capture) the rows. */
+void rt_snap_captured(struct runtime *rt, struct rt_snap_send *send)
+{
+    for (; send != NULL; send = send->capture_next) {
+        if (!send->captured) {
+            RT_LOG("warn", "msg=\"snapshot capture failed\" group=%u to=%llu", send->g->id,
+                   (unsigned long long)send->to);
+            raft_report_snapshot(send->g->raft, send->to, false);
+            send->dead = true;
+            continue;
+        }
+        RT_LOG("info",
+               "msg=\"snapshot captured\" node=%llu group=%u to=%llu index=%llu term=%llu "
+               "bytes=%zu",
+               (unsigned long long)rt->opts.node_id, send->g->id, (unsigned long long)send->to,
+               (unsigned long long)send->meta.index, (unsigned long long)send->meta.term,
+               send->len);
+    }
+}
+
+/* Starts the first chunk of every captured transfer not yet started. */
+void rt_snap_kick(struct runtime *rt)
+{
+    struct rt_snap_send *s = rt->snap_sends;
+    while (s != NULL) {
+        struct rt_snap_send *next = s->next;
+        if (s->dead)
+            send_free(rt, s);
+        else if (s->captured && !s->started) {
+            s->started = true;
+            send_chunk(rt, s);
+        }
+        s = next;
+    }
+}
+
+static void chunk_sent(struct runtime *rt, uint64_t transfer_id, bool ok)
+{
+    struct rt_snap_send *send = find_send(rt, transfer_id);
+    if (send == NULL)
+        return;
+    if (!ok) {
+        RT_LOG("warn", "msg=\"snapshot send failed\" group=%u to=%llu sent=%zu total=%zu",
+               send->g->id, (unsigned long long)send->to, send->offset, send->len);
+        raft_report_snapshot(send->g->raft, send->to, false);
+        send_free(rt, send);
+        return;
+    }
+    size_t n = send->len - send->offset;
+    send->offset += n > RT_SNAP_CHUNK_BYTES ? RT_SNAP_CHUNK_BYTES : n;
+    RT_LOG("info", "msg=\"snapshot progress\" group=%u to=%llu sent=%zu total=%zu", send->g->id,
+           (unsigned long long)send->to, send->offset, send->len);
+    if (send->offset < send->len) {
+        send_chunk(rt, send);
+        return;
+    }
+    raft_report_snapshot(send->g->raft, send->to, true);
+    send_free(rt, send);
+}
+
+/* ---- Snapshot rows: [u32 klen][key][u32 vlen][value]..., the group's meta first ---- */
+
+struct rowbuf {
+    uint8_t *p;
+    size_t len, cap;
+    bool too_big;
+};
+
+static int row_put(struct rowbuf *b, const void *k, size_t kl, const void *v, size_t vl)
+{
+    size_t need = b->len + 8 + kl + vl;
+    if (need > RT_SNAP_BYTES_MAX) {
+        b->too_big = true;
+        return -1;
+    }
+    if (need > b->cap) {
+        size_t cap = b->cap ? b->cap : 65536;
+        while (cap < need)
+            cap *= 2;
+        uint8_t *np = realloc(b->p, cap);
+        if (np == NULL)
+            return -1;
+        b->p = np;
+        b->cap = cap;
+    }
+    store_put_u32(b->p + b->len, (uint32_t)kl);
+    memcpy(b->p + b->len + 4, k, kl);
+    store_put_u32(b->p + b->len + 4 + kl, (uint32_t)vl);
+    memcpy(b->p + b->len + 8 + kl, v, vl);
+    b->len = need;
+    return 0;
+}
+
+static int capture_range(struct runtime *rt, struct rowbuf *b, unsigned first, unsigned last)
+{
+    uint8_t lo[2], hi[2];
+    store_put_u16(lo, (uint16_t)first);
+    store_put_u16(hi, (uint16_t)(last + 1));
+    struct store_iter *it;
+    if (store_fsm_iter_new(rt->store, lo, 2, hi, 2, &it) != 0)
+        return -1;
+    int rc = 0;
+    for (; rc == 0 && store_iter_valid(it); store_iter_next(it)) {
+        size_t kl, vl;
+        const void *k = store_iter_key(it, &kl);
+        const void *v = store_iter_value(it, &vl);
+        rc = row_put(b, k, kl, v, vl);
+    }
+    if (rc == 0)
+        rc = store_iter_status(it);
+    store_iter_free(it);
+    return rc;
+}
+
+/* Apply thread, between jobs: nothing else writes this group's rows now. */
+int rt_snap_capture_rows(struct runtime *rt, struct rt_snap_send *send)
+{
+    for (; send != NULL; send = send->capture_next) {
+        struct rt_group *g = send->g;
+        struct rowbuf b = {0};
+        uint8_t mk[STORE_GROUP_META_KEY_LEN], mv[1 + sizeof(g->fsm_state.owned)];
+        store_key_group_meta(mk, g->id, SLOT_GROUP_META_OWNED);
+        mv[0] = STORE_VALUE_VERSION;
+        memcpy(mv + 1, g->fsm_state.owned, sizeof(g->fsm_state.owned));
+        int rc = row_put(&b, mk, sizeof(mk), mv, sizeof(mv));
+        for (unsigned s = 0; rc == 0 && s < 256; s++) {
+            if (!slot_group_owns(&g->fsm_state, (uint16_t)s))
+                continue;
+            unsigned e = s;
+            while (e + 1 < 256 && slot_group_owns(&g->fsm_state, (uint16_t)(e + 1)))
+                e++;
+            rc = capture_range(rt, &b, s, e);
+            s = e;
+        }
+        if (rc != 0) {
+            free(b.p);
+            send->captured = false;
+            continue;
+        }
+        send->data = b.p;
+        send->len = b.len;
+        send->meta.index = g->apply_index;
+        send->meta.term = g->apply_term;
+        send->meta.conf = g->apply_conf;
+        send->captured = true;
+    }
+    return 0;
+}
+
+/* ---- Snapshots: receiving ---- */
+
+static void ack(struct rpc_call *call, bool ok, const char *error)
+{
+    Slotd__Internal__V1__SnapshotAck a = SLOTD__INTERNAL__V1__SNAPSHOT_ACK__INIT;
+    a.ok = ok;
+    a.error = (char *)(error ? error : "");
+    rpc_call_reply(call, &a.base);
+}
+
+static void recv_reset(struct rt_snap_recv *rcv)
+{
+    free(rcv->data);
+    memset(rcv, 0, sizeof(*rcv));
+}
+
+static void recv_chunk(struct runtime *rt, struct rt_request *r)
+{
+    Slotd__Internal__V1__SnapshotChunk *c =
+        slotd__internal__v1__snapshot_chunk__unpack(NULL, r->len, r->data);
+    if (c == NULL) {
+        ack(r->call, false, "chunk does not decode");
+        return;
+    }
+    const char *err = NULL;
+    struct rt_group *g = NULL;
+    if (!runtime_hosts_group(rt, c->group_id)) {
+        err = "group not hosted here";
+        goto done;
+    }
+    g = &rt->groups[c->group_id - 1];
+    struct rt_snap_recv *rcv = &g->snap_recv;
+    if (c->offset == 0) {
+        recv_reset(rcv);
+        if (c->total_bytes > RT_SNAP_BYTES_MAX) {
+            err = "snapshot larger than this node accepts";
+            goto done;
+        }
+        rcv->data = malloc(c->total_bytes ? c->total_bytes : 1);
+        if (rcv->data == NULL) {
+            err = "out of memory";
+            goto done;
+        }
+        rcv->transfer_id = c->transfer_id;
+        rcv->from = c->from_node;
+        rcv->total = c->total_bytes;
+    }
+    if (rcv->transfer_id != c->transfer_id || rcv->from != c->from_node ||
+        c->offset != rcv->len || rcv->len + c->data.len > rcv->total) {
+        err = "chunk out of order";
+        goto done;
+    }
+    memcpy(rcv->data + rcv->len, c->data.data, c->data.len);
+    rcv->len += c->data.len;
+    if (c->last) {
+        struct raft_msg m;
+        if (rcv->len != rcv->total || c->message == NULL ||
+            rt_wire_msg_from_pb(c->message, &m) != 0 || m.type != RAFT_MSG_SNAPSHOT) {
+            err = "last chunk is incomplete";
+            goto done;
+        }
+        m.snapshot.data.base = rcv->data;
+        m.snapshot.data.len = rcv->len;
+        raft_step(g->raft, &m); /* the core copies the data it keeps */
+        free(m.entries);
+        RT_LOG("info", "msg=\"snapshot received\" node=%llu group=%u from=%llu index=%llu bytes=%zu",
+               (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)rcv->from,
+               (unsigned long long)m.snapshot.meta.index, rcv->len);
+        recv_reset(rcv);
+    }
+
+done:
+    if (err != NULL && g != NULL)
+        recv_reset(&g->snap_recv);
+    ack(r->call, err == NULL, err);
+    slotd__internal__v1__snapshot_chunk__free_unpacked(c, NULL);
+}
+
+/* Loop, in take_ready: the core accepted a snapshot. The rows are installed
+ * (synced) by the storage stage BEFORE the raftlog batch that records the
+ * snapshot and drops the replaced entries, once no apply job of the group is
+ * in flight; see rt_pump. */
+void rt_snap_install_ready(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd)
+{
+    const struct raft_snapshot *snap = &rd->snapshot;
+    struct rt_snap_install *in = calloc(1, sizeof(*in));
+    if (in == NULL || (snap->data.len > 0 && (in->data = malloc(snap->data.len)) == NULL)) {
+        RT_LOG("fatal", "msg=\"out of memory staging a snapshot\" group=%u", g->id);
+        abort();
+    }
+    in->meta = snap->meta;
+    in->len = snap->data.len;
+    if (in->len > 0)
+        memcpy(in->data, snap->data.base, in->len);
+    in->g = g;
+    in->next = rt->installs;
+    rt->installs = in;
+
+    struct store_snapshot_meta m = {.index = snap->meta.index, .term = snap->meta.term};
+    m.conf.n_voters = snap->meta.conf.n_voters;
+    m.conf.n_learners = snap->meta.conf.n_learners;
+    memcpy(m.conf.voters, snap->meta.conf.voters, m.conf.n_voters * sizeof(uint64_t));
+    memcpy(m.conf.learners, snap->meta.conf.learners, m.conf.n_learners * sizeof(uint64_t));
+    store_log_batch_put_snapshot_meta(rt->log_batch, g->id, &m);
+    store_log_batch_put_conf_state(rt->log_batch, g->id, &m.conf);
+    if (g->first_index > 0 && g->stored_last >= g->first_index)
+        store_log_batch_delete_entries(rt->log_batch, g->id, g->first_index, g->stored_last + 1);
+    g->stored_last = snap->meta.index;
+    g->first_index = snap->meta.index + 1;
+}
+
+static int delete_owned(struct runtime *rt, struct store_fsm_batch *b, const uint8_t owned[32])
+{
+    for (unsigned s = 0; s < 256; s++) {
+        if (!((owned[s / 8] >> (s % 8)) & 1))
+            continue;
+        unsigned e = s;
+        while (e + 1 < 256 && ((owned[(e + 1) / 8] >> ((e + 1) % 8)) & 1))
+            e++;
+        uint8_t lo[2], hi[2];
+        store_put_u16(lo, (uint16_t)s);
+        store_put_u16(hi, (uint16_t)(e + 1));
+        int rc = store_fsm_batch_delete_range(rt->store, b, lo, 2, hi, 2, SNAP_DELETE_KEYS_MAX);
+        if (rc != 0)
+            return rc;
+        s = e;
+    }
+    return 0;
+}
+
+/* Storage stage: replaces the group's rows with the snapshot's in one synced
+ * batch carrying the applied index and the snapshot's raft position. */
+int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_install *in)
+{
+    const uint8_t *p = in->data, *end = in->data + in->len;
+    uint8_t owned[32] = {0}, both[32];
+    uint8_t mk[STORE_GROUP_META_KEY_LEN];
+    store_key_group_meta(mk, g->id, SLOT_GROUP_META_OWNED);
+    /* The first row is the group's ownership record. */
+    if (end - p < 8 || store_get_u32(p) != sizeof(mk) || memcmp(p + 4, mk, sizeof(mk)) != 0 ||
+        store_get_u32(p + 4 + sizeof(mk)) != 1 + sizeof(owned))
+        return STORE_ECORRUPT;
+    memcpy(owned, p + 8 + sizeof(mk) + 1, sizeof(owned));
+    for (size_t i = 0; i < sizeof(both); i++)
+        both[i] = owned[i] | g->fsm_state.owned[i];
+    struct store_fsm_batch *b;
+    int rc = store_fsm_batch_new(&b);
+    if (rc != 0)
+        return rc;
+    rc = delete_owned(rt, b, both);
+    while (rc == 0 && p < end) {
+        if (end - p < 4)
+            rc = STORE_ECORRUPT;
+        size_t kl = rc ? 0 : store_get_u32(p);
+        if (rc == 0 && (size_t)(end - p) < 8 + kl)
+            rc = STORE_ECORRUPT;
+        size_t vl = rc ? 0 : store_get_u32(p + 4 + kl);
+        if (rc == 0 && (size_t)(end - p) < 8 + kl + vl)
+            rc = STORE_ECORRUPT;
+        if (rc != 0)
+            break;
+        const uint8_t *k = p + 4, *v = p + 8 + kl;
+        bool meta = kl == sizeof(mk) && memcmp(k, mk, kl) == 0;
+        uint16_t hs = kl >= 2 ? store_get_u16(k) : 0xFFFF;
+        if (!meta && (hs >= 256 || !((owned[hs / 8] >> (hs % 8)) & 1)))
+            rc = STORE_ECORRUPT; /* a row outside the snapshot's own hash slots */
+        else
+            store_fsm_batch_put(b, k, kl, v, vl);
+        p += 8 + kl + vl;
+    }
+    if (rc == 0) {
+        /* The snapshot's raft position, so a restart that finds the rows but not
+         * the raftlog batch written after them can rebuild the log position. */
+        uint8_t pk[STORE_GROUP_META_KEY_LEN], pv[17];
+        store_key_group_meta(pk, g->id, SLOT_GROUP_META_SNAPSHOT);
+        pv[0] = STORE_VALUE_VERSION;
+        store_put_u64(pv + 1, in->meta.index);
+        store_put_u64(pv + 9, in->meta.term);
+        store_fsm_batch_put(b, pk, sizeof(pk), pv, sizeof(pv));
+        store_fsm_batch_set_applied(b, g->id, in->meta.index);
+        rc = store_fsm_write(rt->store, b, true);
+    }
+    store_fsm_batch_free(b);
+    if (rc != 0)
+        return rc;
+    memcpy(g->fsm_state.owned, owned, sizeof(owned));
+    g->fsm_state.initialized = true;
+    g->apply_index = in->meta.index;
+    g->apply_term = in->meta.term;
+    g->apply_conf = in->meta.conf;
+    return 0;
+}
+
+/* ---- Dispatch (loop thread) ---- */
+
+static void transfer_all(struct runtime *rt)
+{
+    for (size_t i = 0; i < rt->n_groups; i++) {
+        struct rt_group *g = &rt->groups[i];
+        if (!g->hosted || g->role != RAFT_LEADER)
+            continue;
+        struct raft_status st;
+        raft_status(g->raft, &st);
+        raft_id best = 0;
+        for (size_t p = 0; p < st.n_progress; p++) {
+            const struct raft_progress_status *ps = &st.progress[p];
+            if (ps->id == rt->opts.node_id || ps->learner || !ps->recent_active)
+                continue;
+            if (best == 0 || ps->match == st.last_index)
+                best = ps->id;
+            if (ps->match == st.last_index)
+                break;
+        }
+        if (best != 0 && raft_transfer_leader(g->raft, best) == 0)
+            g->transferring = true;
+    }
+}
+
+void rt_handle_peer_request(struct runtime *rt, struct rt_request *r)
+{
+    switch (r->kind) {
+    case RT_RAFT_BATCH:
+        step_batch(rt, r->data, r->len);
+        break;
+    case RT_UNREACHABLE:
+        for (size_t i = 0; i < rt->n_groups; i++)
+            if (rt->groups[i].hosted)
+                raft_report_unreachable(rt->groups[i].raft, r->min_applied);
+        break;
+    case RT_SNAP_CHUNK:
+        recv_chunk(rt, r);
+        break;
+    case RT_SNAP_SENT:
+        chunk_sent(rt, r->index, r->min_applied != 0);
+        break;
+    case RT_GROUP_STATUS:
+        merge_group_status(rt, r->data, r->len);
+        break;
+    case RT_TRANSFER:
+        transfer_all(rt);
+        break;
+    default:
+        break;
+    }
+    free(r);
+}
