@@ -150,12 +150,23 @@ int raft_apply_conf_change(struct raft *r, const struct raft_entry *entry,
 {
     struct raft_conf_change cc;
     int rv = RAFT_EINVAL;
+    if (entry->index != 0 && entry->index <= r->conf_index) {
+        /* Already reflected: a snapshot restored (possibly between raft_ready and
+         * this call) or this entry applied before covers it. */
+        if (out != NULL) {
+            *out = r->conf;
+        }
+        return 0;
+    }
     if (entry->type == RAFT_ENTRY_CONF_CHANGE) {
         rv = raft_conf_change_decode(entry->data.base, entry->data.len, &cc);
     }
     if (rv == 0) {
         /* the same check runs on every replica at the same log position: all skip alike */
         rv = raft__conf_check(&r->conf, &cc) != 0 ? RAFT_EINVAL : 0;
+    }
+    if (entry->index > r->conf_index) {
+        r->conf_index = entry->index; /* skipped entries count as applied too */
     }
     if (rv == 0) {
         raft__conf_apply(&r->conf, &cc);

@@ -47,6 +47,7 @@ int raft_new(const struct raft_config *cfg, struct raft **out)
     r->term = hs.term;
     r->vote = hs.vote;
     r->conf = cs;
+    r->conf_index = raft__log_first_index(&r->log) - 1; /* at least the storage's snapshot */
     /* nodes differ even with one seed: mix the id into the PRNG state */
     r->rng = cfg->seed ^ (cfg->id * 0x9e3779b97f4a7c15ull);
     raft__rebuild_progress(r);

@@ -604,6 +604,7 @@ static int raft__restore(struct raft *r, const struct raft_snapshot *s, bool *re
         return rv;
     }
     r->conf = s->meta.conf;
+    r->conf_index = s->meta.index;
     raft__rebuild_progress(r);
     *restored = true;
     return 0;

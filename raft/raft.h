@@ -340,7 +340,10 @@ int raft_propose_conf_change(struct raft *r, const struct raft_conf_change *cc,
  * configuration (step 4 of the host contract) and returns the resulting
  * configuration in *out (may be NULL; filled on error too). Errors:
  * RAFT_EINVAL (bad data, or a change that is not valid for the current
- * configuration; the entry is then skipped, the same on every replica). */
+ * configuration; the entry is then skipped, the same on every replica).
+ * An entry at or below the index the configuration already reflects (a
+ * snapshot restored meanwhile, or the entry applied before a restart) is a
+ * no-op that returns 0 and the current configuration. */
 int raft_apply_conf_change(struct raft *r, const struct raft_entry *entry,
                            struct raft_conf_state *out);
 

@@ -191,6 +191,8 @@ struct raft {
     struct raft__log log;
 
     struct raft_conf_state conf;
+    /* Log index conf reflects: the last conf change applied or snapshot restored. */
+    raft_index conf_index;
     struct raft__progress prs[RAFT_MEMBERS_MAX]; /* one per voter and learner */
     uint32_t n_prs;
 
