@@ -55,7 +55,7 @@ st_sim_bugs() {
 }
 
 st_e2e() {
-  SLOTD_BIN="$BUILD/bin/slotd" "$PY" -m unittest discover -s tests/e2e -p 'test_*.py' -v
+  SLOTD_BIN="$PWD/$BUILD/bin/slotd" "$PY" -m unittest discover -s tests/e2e -p 'test_*.py' -v
 }
 
 st_asan() {
@@ -68,7 +68,7 @@ st_asan() {
     "$ASAN"/bin/raft-sim --seeds "$ASAN_SIM_SEEDS" --steps "$SIM_STEPS" || return 1
   fi
   # The real server under the sanitizers: leaks show up as exit codes and log markers.
-  ASAN_OPTIONS=detect_leaks=1 SLOTD_BIN="$ASAN/bin/slotd" \
+  ASAN_OPTIONS=detect_leaks=1 SLOTD_BIN="$PWD/$ASAN/bin/slotd" \
     "$PY" -m unittest discover -s tests/e2e -p 'test_*.py' || return 1
 }
 
