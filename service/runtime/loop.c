@@ -319,8 +319,11 @@ static void hand_reads(struct runtime *rt, struct rt_group *g, const struct raft
         struct rt_read_round *round = take_round(g, rd->read_failures[i].context);
         if (round == NULL)
             continue;
-        rt_fail_list(&round->reads, rt_raft_err_code(rd->read_failures[i].err),
-                     "leadership changed during the read");
+        /* The leader was lost during the round: a hint when a new leader is
+         * known, NO_LEADER (UNAVAILABLE) otherwise. */
+        struct rt_request *r;
+        while ((r = rt_list_pop(&round->reads)) != NULL)
+            rt_fail_not_leader(rt, g, r, "leadership changed during the read");
         free(round);
     }
 }

@@ -489,7 +489,8 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
         err = "chunk out of order";
         goto done;
     }
-    memcpy(rcv->data + rcv->len, c->data.data, c->data.len);
+    if (c->data.len > 0)
+        memcpy(rcv->data + rcv->len, c->data.data, c->data.len);
     rcv->len += c->data.len;
     if (c->last) {
         struct raft_msg m;

@@ -25,8 +25,10 @@ int rt_wire_conf_from_pb(const Slotd__Internal__V1__ConfState *pb, struct raft_c
         return -1;
     cs->n_voters = (uint32_t)pb->n_voters;
     cs->n_learners = (uint32_t)pb->n_learners;
-    memcpy(cs->voters, pb->voters, pb->n_voters * sizeof(uint64_t));
-    memcpy(cs->learners, pb->learners, pb->n_learners * sizeof(uint64_t));
+    if (pb->n_voters > 0) /* protobuf-c leaves empty repeated fields NULL */
+        memcpy(cs->voters, pb->voters, pb->n_voters * sizeof(uint64_t));
+    if (pb->n_learners > 0)
+        memcpy(cs->learners, pb->learners, pb->n_learners * sizeof(uint64_t));
     return 0;
 }
 

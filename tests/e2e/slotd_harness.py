@@ -12,6 +12,7 @@ The server binary is ``$SLOTD_BIN`` when set, else ``<repo>/build/bin/slotd``.
 import ctypes
 import faulthandler
 import fcntl
+import math
 import os
 import random
 import shutil
@@ -181,6 +182,39 @@ def free_port():
         return sock.getsockname()[1]
 
 
+def free_ports(count):
+    """count distinct loopback TCP ports that were free a moment ago (all bound at once)."""
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(sock)
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", 4 * REQUEST_BYTES_MAX),
+    ("grpc.max_receive_message_length", 4 * REQUEST_BYTES_MAX),
+    ("grpc.use_local_subchannel_pool", 1),
+    ("grpc.enable_retries", 0),
+    # Reconnect quickly while the server starts: without these a refused first connect
+    # costs ~5 s (measured with grpcio 1.51: re-resolution is rate limited).
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 500),
+    ("grpc.dns_min_time_between_resolutions_ms", 100),
+]
+
+
+def open_channel(addr):
+    """A new channel of its own (own TCP connection) to addr; the caller closes it."""
+    return grpc.insecure_channel(addr, options=CHANNEL_OPTIONS)
+
+
 def _die_with_parent():
     """Runs in the forked child before exec: SIGKILL it when the test process dies."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -209,6 +243,7 @@ class SlotdServer:
         self.stub = None
         self.health = None
         self.starts = 0
+        self.paused = False  # SIGSTOPped by pause(), not yet resumed
         self._log_offset = 0  # where the current run's output begins in the log
 
     @property
@@ -233,19 +268,7 @@ class SlotdServer:
         self.starts += 1
 
     def _open_channel(self):
-        options = [
-            ("grpc.max_send_message_length", 4 * REQUEST_BYTES_MAX),
-            ("grpc.max_receive_message_length", 4 * REQUEST_BYTES_MAX),
-            ("grpc.use_local_subchannel_pool", 1),
-            ("grpc.enable_retries", 0),
-            # Reconnect quickly while the server starts: without these a refused first connect
-            # costs ~5 s (measured with grpcio 1.51: re-resolution is rate limited).
-            ("grpc.initial_reconnect_backoff_ms", 100),
-            ("grpc.min_reconnect_backoff_ms", 100),
-            ("grpc.max_reconnect_backoff_ms", 500),
-            ("grpc.dns_min_time_between_resolutions_ms", 100),
-        ]
-        self.channel = grpc.insecure_channel(self.addr, options=options)
+        self.channel = open_channel(self.addr)
         self.stub = pb_grpc.MetadataStub(self.channel)
         self.health = health_pb2_grpc.HealthStub(self.channel)
 
@@ -258,18 +281,75 @@ class SlotdServer:
         deadline = time.monotonic() + timeout
         last = "no answer yet"
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return "exited with status %d before SERVING" % self.proc.returncode
-            try:
-                resp = self.health.Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0)
-                if resp.status == health_pb2.HealthCheckResponse.SERVING:
-                    return None
-                last = "health status %s" % health_pb2.HealthCheckResponse.ServingStatus.Name(
-                    resp.status)
-            except grpc.RpcError as err:
-                last = "health check: %s" % err.code()
+            done, last = self.poll_serving()
+            if done:
+                return last
             time.sleep(0.05)
         return "not SERVING after %.0f s (%s)" % (timeout, last)
+
+    def poll_serving(self, rpc_timeout=1.0):
+        """One Health.Check(""): (True, None) if SERVING, (True, problem) if the process exited,
+        else (False, what it said)."""
+        if self.proc.poll() is not None:
+            return True, "exited with status %d before SERVING" % self.proc.returncode
+        try:
+            resp = self.health.Check(health_pb2.HealthCheckRequest(service=""),
+                                     timeout=rpc_timeout)
+            if resp.status == health_pb2.HealthCheckResponse.SERVING:
+                return True, None
+            return False, "health status %s" % health_pb2.HealthCheckResponse.ServingStatus.Name(
+                resp.status)
+        except grpc.RpcError as err:
+            return False, "health check: %s" % err.code()
+
+    def launch(self):
+        """Spawns slotd on the port already chosen (or a free one) without waiting for SERVING;
+        a cluster launches all its nodes first, since none is SERVING before a quorum is up."""
+        if not SLOTD_BIN.exists():
+            raise ServerError("slotd binary %s does not exist (build it, or set SLOTD_BIN)"
+                              % SLOTD_BIN)
+        assert not self.running(), "already running"
+        if self.port is None:
+            self.port = free_port()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._spawn()
+        self._open_channel()
+        return self
+
+    def pause(self, timeout=2.0):
+        """SIGSTOP, returning once the kernel reports the process stopped (signal delivery is
+        asynchronous): it keeps its sockets but answers nothing until resume()."""
+        assert self.running() and not self.paused
+        self.proc.send_signal(signal.SIGSTOP)
+        self.paused = True
+        deadline = time.monotonic() + timeout
+        while not all(state in ("T", "t") for state in self._thread_states()):
+            if time.monotonic() >= deadline:
+                raise ServerError("%s: not stopped %.0f s after SIGSTOP (thread states %s)"
+                                  % (self.name, timeout, "".join(self._thread_states())))
+            time.sleep(0.002)
+
+    def _thread_states(self):
+        """The one-letter state of every thread, from /proc/<pid>/task/*/stat ("T" = stopped)."""
+        states = []
+        task_dir = Path("/proc/%d/task" % self.proc.pid)
+        try:
+            tids = [entry.name for entry in task_dir.iterdir()]
+        except OSError:
+            return ["?"]
+        for tid in tids:
+            try:
+                states.append((task_dir / tid / "stat").read_text().rsplit(")", 1)[1].split()[0])
+            except (OSError, IndexError):
+                pass  # the thread exited meanwhile
+        return states or ["?"]
+
+    def resume(self):
+        """SIGCONT after pause()."""
+        assert self.paused
+        self.paused = False
+        if self.running():
+            self.proc.send_signal(signal.SIGCONT)
 
     def start(self, timeout=START_TIMEOUT_S):
         """Starts slotd and waits until Health.Check("") says SERVING. Raises ServerError."""
@@ -302,6 +382,8 @@ class SlotdServer:
         if self.proc is None:
             return None
         self._close_channel()
+        if self.paused:
+            self.resume()  # a stopped process would never act on SIGTERM
         problem = None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -328,6 +410,7 @@ class SlotdServer:
             self.proc.kill()
         self.proc.wait()
         self.proc = None
+        self.paused = False
         self._close_channel()  # after the kill, so in-flight calls see the crash, not a cancel
         return self.sanitizer_report()
 
@@ -344,6 +427,10 @@ class SlotdServer:
         tail = self.log_text().splitlines()[-lines:]
         return "--- last %d lines of %s ---\n%s" % (len(tail), self.log_path, "\n".join(tail))
 
+    def log_lines(self, needle, current_run_only=False):
+        """The log lines that contain needle (str)."""
+        return [line for line in self.log_text(current_run_only).splitlines() if needle in line]
+
     def sanitizer_report(self):
         text = self.log_text(current_run_only=True)
         for marker in SANITIZER_MARKERS:
@@ -354,6 +441,197 @@ class SlotdServer:
 
     def route(self):
         return self.stub.RouteSnapshot(pb.RouteSnapshotRequest(), timeout=RPC_TIMEOUT_S)
+
+
+# ---- a cluster of slotd processes -------------------------------------------------------------
+
+DEFAULT_SLOT_GROUPS = 8
+ROUTE_CONVERGE_S = 5.0   # nodes learn the leaders of groups they do not host by polling (~2 s)
+
+
+def placement_voters(node_ids, group_id, replicas):
+    """Static placement: sorted node ids n[0..N-1]; group g has voters n[(g-1+i) % N], i < R.
+    The first voter campaigns first."""
+    nodes = sorted(node_ids)
+    return [nodes[(group_id - 1 + i) % len(nodes)] for i in range(replicas)]
+
+
+def route_summary(route):
+    """One line per group: voters, observed leader and term (for failure messages)."""
+    return "; ".join("g%d voters=%s leader=%d term=%d"
+                     % (g.group_id, list(g.voters), g.leader, g.leader_term)
+                     for g in sorted(route.groups, key=lambda g: g.group_id))
+
+
+def percentile(values, fraction):
+    """Nearest-rank percentile of a non-empty list (fraction in 0..1)."""
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(len(ordered) * fraction)) - 1]
+
+
+class SlotdCluster:
+    """N slotd nodes on loopback ports with the same --peers, --replicas and --slot-groups.
+
+    Nodes are SlotdServer objects (self.servers[node_id]); each keeps its port and data
+    directory across stop/kill/restart. start() launches every node, waits until all are SERVING
+    and the route from the first node shows a leader for every group."""
+
+    def __init__(self, workdir, size=3, name="cluster", slot_groups=None, replicas=None,
+                 extra_args=()):
+        self.node_ids = list(range(1, size + 1))
+        self.slot_groups = slot_groups if slot_groups is not None else DEFAULT_SLOT_GROUPS
+        self.replicas = replicas if replicas is not None else min(3, size)
+        self.group_ids = list(range(1, self.slot_groups + 1))
+        self._replicas_flag = replicas
+        self._extra_args = [str(a) for a in extra_args]
+        self.servers = {n: SlotdServer(workdir, name="%s-node%d" % (name, n),
+                                       slot_groups=slot_groups)
+                        for n in self.node_ids}
+        self.table = None  # the hash-slot table, read from the route once started
+
+    # -- addresses and arguments --
+
+    def addr(self, node_id):
+        return self.servers[node_id].addr
+
+    def peers_flag(self):
+        return ",".join("%d=%s" % (n, self.addr(n)) for n in self.node_ids)
+
+    def _configure(self, ports):
+        for node_id, port in zip(self.node_ids, ports):
+            self.servers[node_id].port = port
+        for node_id in self.node_ids:
+            args = ["--node-id", str(node_id), "--peers", self.peers_flag()]
+            if self._replicas_flag is not None:
+                args += ["--replicas", str(self._replicas_flag)]
+            self.servers[node_id].extra_args = args + self._extra_args
+
+    def voters(self, group_id):
+        return placement_voters(self.node_ids, group_id, self.replicas)
+
+    # -- whole-cluster control --
+
+    def start(self, timeout=START_TIMEOUT_S):
+        """Launches every node on fresh ports, waits for SERVING on all and a leader for every
+        group. A node exiting during startup (e.g. its port was taken meanwhile) retries once on
+        new ports with empty data directories. Raises ServerError."""
+        for attempt in range(2):
+            self._configure(free_ports(len(self.node_ids)))
+            for server in self.servers.values():
+                server.launch()
+            problem = self._wait_all_serving(timeout)
+            if problem is None:
+                break
+            exited = any(s.proc.poll() is not None for s in self.servers.values())
+            for server in self.servers.values():
+                server.kill()
+            tails = "\n".join(s.log_tail(12) for s in self.servers.values())
+            if not exited or attempt == 1:
+                raise ServerError("cluster did not start: %s\n%s" % (problem, tails))
+            for server in self.servers.values():
+                shutil.rmtree(server.data_dir, ignore_errors=True)
+        route = self.wait_leaders(timeout=timeout)
+        self.table = list(route.hash_slot_table)
+        return self
+
+    def _wait_all_serving(self, timeout):
+        deadline = time.monotonic() + timeout
+        waiting = {n: "no answer yet" for n in self.node_ids}
+        while waiting and time.monotonic() < deadline:
+            for node_id in list(waiting):
+                done, what = self.servers[node_id].poll_serving(rpc_timeout=0.5)
+                if done and what is None:
+                    del waiting[node_id]
+                elif done:
+                    return "node %d %s" % (node_id, what)
+                else:
+                    waiting[node_id] = what
+            time.sleep(0.05)
+        if not waiting:
+            return None
+        return "not SERVING after %.0f s: %s" % (
+            timeout, ", ".join("node %d (%s)" % kv for kv in sorted(waiting.items())))
+
+    def running_ids(self):
+        return [n for n in self.node_ids if self.servers[n].running()]
+
+    def live_ids(self):
+        """Running and not paused."""
+        return [n for n in self.running_ids() if not self.servers[n].paused]
+
+    # -- one node --
+
+    def server(self, node_id):
+        return self.servers[node_id]
+
+    def stub(self, node_id):
+        return self.servers[node_id].stub
+
+    def stop(self, node_id):
+        """SIGTERM (see SlotdServer.stop): a problem string, or None if it exited 0."""
+        return self.servers[node_id].stop()
+
+    def kill(self, node_id):
+        return self.servers[node_id].kill()
+
+    def pause(self, node_id):
+        self.servers[node_id].pause()
+
+    def resume(self, node_id):
+        self.servers[node_id].resume()
+
+    def restart(self, node_id, timeout=START_TIMEOUT_S):
+        """Starts a stopped or killed node again (same port, data dir and flags); waits SERVING."""
+        return self.servers[node_id].start(timeout)
+
+    # -- route --
+
+    def route(self, via=None, timeout=RPC_TIMEOUT_S):
+        via = via if via is not None else self.live_ids()[0]
+        return self.stub(via).RouteSnapshot(pb.RouteSnapshotRequest(), timeout=timeout)
+
+    def wait_leaders(self, via=None, exclude=(), timeout=ROUTE_CONVERGE_S + 10):
+        """Polls RouteSnapshot on node via (default: the first live node) until every group has
+        a leader that is one of its voters and not in exclude. Returns that route; raises
+        AssertionError with the last route seen after timeout."""
+        via = via if via is not None else self.live_ids()[0]
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        while True:
+            try:
+                route = self.route(via, timeout=1.0)
+                groups = {g.group_id: g for g in route.groups}
+                if sorted(groups) == self.group_ids and all(
+                        g.leader != 0 and g.leader in g.voters and g.leader not in exclude
+                        for g in groups.values()):
+                    return route
+                last = route_summary(route)
+            except grpc.RpcError as err:
+                last = "RouteSnapshot: %s" % err.code()
+            if time.monotonic() >= deadline:
+                raise AssertionError("node %d: no leader outside %s for every group after %.1f s: %s"
+                                     % (via, sorted(exclude), timeout, last))
+            time.sleep(0.05)
+
+    @staticmethod
+    def leaders(route):
+        """{group_id: observed leader node (0 = unknown)}."""
+        return {g.group_id: g.leader for g in route.groups}
+
+    def busiest_leader(self, route, among=None):
+        """The node (among the given ids, default all) leading the most groups; ties go to the
+        lowest id."""
+        counts = {n: 0 for n in (among if among is not None else self.node_ids)}
+        for leader in self.leaders(route).values():
+            if leader in counts:
+                counts[leader] += 1
+        return max(sorted(counts), key=lambda n: counts[n])
+
+    def keys_by_group(self, prefix, rng=None, per_group=1):
+        """{group_id: [per_group fresh keys whose hash slot belongs to that group]}."""
+        return {g: [key_in_group(self.table, g, "%s/g%d" % (prefix, g), rng)
+                    for _ in range(per_group)]
+                for g in self.group_ids}
 
 
 # ---- base test case ---------------------------------------------------------------------------
@@ -395,6 +673,31 @@ class SlotdTestCase(unittest.TestCase):
         if problems:
             raise AssertionError("\n".join(problems))
 
+    @classmethod
+    def new_class_cluster(cls, **kwargs):
+        """A started SlotdCluster that lives for the whole class (see SlotdCluster)."""
+        if cls._class_workdir is None:
+            cls._class_workdir = tempfile.mkdtemp(prefix="slotd-e2e-")
+            cls._class_servers = []
+        name = "c%d" % len(cls._class_servers)
+        cluster = SlotdCluster(cls._class_workdir, name=name, **kwargs)
+        cls._class_servers.extend(cluster.servers.values())
+        try:
+            return cluster.start()
+        except BaseException:
+            for server in cluster.servers.values():
+                server.kill()
+            raise
+
+    def new_cluster(self, **kwargs):
+        """A started SlotdCluster that lives for one test; tearDown stops its nodes."""
+        if getattr(self, "_workdir", None) is None:
+            self._workdir = tempfile.mkdtemp(prefix="slotd-e2e-")
+            self._servers = []
+        cluster = SlotdCluster(self._workdir, name="c%d" % len(self._servers), **kwargs)
+        self._servers.extend(cluster.servers.values())
+        return cluster.start()
+
     def new_server(self, **kwargs):
         if getattr(self, "_workdir", None) is None:
             self._workdir = tempfile.mkdtemp(prefix="slotd-e2e-")
@@ -427,8 +730,11 @@ class SlotdTestCase(unittest.TestCase):
             server.kill()  # a no-op unless the test ended before tearDown stopped it
         servers = self._servers + list(type(self)._class_servers)
         if failed:
+            test_id = self.id()
+            if test_id.startswith("tests.e2e."):  # run by path from the repo root
+                test_id = test_id[len("tests.e2e."):]
             sys.stderr.write("\nreplay: cd %s && SLOTD_E2E_SEED=%d %s -m unittest -v %s\n"
-                             % (HERE, SEED, sys.executable, self.id()))
+                             % (HERE, SEED, sys.executable, test_id))
             for server in servers:
                 sys.stderr.write("\n%s\n" % server.log_tail())
             if self._workdir:
