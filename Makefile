@@ -6,7 +6,7 @@ SEEDS   ?= 500
 STEPS   ?= 10000
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build run test gen gen-check sim sim-bugs asan e2e bench clean
+.PHONY: all deps configure build run test gen gen-check sim sim-bugs asan e2e bench bench-cluster clean
 
 all: build
 
@@ -49,6 +49,10 @@ e2e: build
 
 bench: build
 	@scripts/bench.sh
+
+# 3 nodes on loopback: Propose/s and linearizable Get/s direct to leaders vs through forwarding.
+bench-cluster: build
+	@scripts/bench_cluster.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN) build-bug-*

@@ -50,6 +50,7 @@ static const struct opt_def opt_defs[] = {
     {"deadline-ms", OPT_UINT, OFF(deadline_ms), 1, BENCH_DEADLINE_MS_MAX},
     {"connect-timeout-ms", OPT_UINT, OFF(connect_timeout_ms), 1, BENCH_CONNECT_TIMEOUT_MS_MAX},
     {"json", OPT_FLAG, OFF(json), 0, 0},
+    {"route-aware", OPT_FLAG, OFF(route_aware), 0, 0},
     {"help", OPT_FLAG, OFF(help), 0, 0},
 };
 
@@ -95,6 +96,12 @@ const char *bench_opts_usage(void)
            "  --deadline-ms MS             per request deadline (default 5000)\n"
            "  --connect-timeout-ms MS      wait for every connection (default 5000)\n"
            "  --json                       print one JSON object instead of text\n"
+           "  --route-aware                slotd: send each request straight to its group's "
+           "leader\n"
+           "                               (RouteSnapshot from the first endpoint, no_forward "
+           "set);\n"
+           "                               round robin over --endpoints when the leader is "
+           "unknown\n"
            "exit: 0 run completed (even with errors), 1 could not connect, 2 usage error\n";
 }
 
@@ -279,6 +286,9 @@ static int opt_check_combined(struct bench_opts *o, char *errmsg, size_t errmsg_
         return opt_fail(
             errmsg, errmsg_len,
             "--op get-leader-local: etcd has no leader-local read (use get or get-local)");
+    if (o->target == BENCH_TARGET_ETCD && o->route_aware)
+        return opt_fail(errmsg, errmsg_len,
+                        "--route-aware: slotd only (etcd has no RouteSnapshot)");
     if (o->threads > o->concurrency)
         return opt_fail(errmsg, errmsg_len, "--threads %u: more threads than --concurrency %u",
                         o->threads, o->concurrency);

@@ -53,7 +53,8 @@ struct bench_opts {
     unsigned deadline_ms; /* per request */
     unsigned connect_timeout_ms;
     bool json;
-    bool help; /* --help: print bench_opts_usage() and exit 0 */
+    bool route_aware; /* slotd: send each request to its group's leader (RouteSnapshot) */
+    bool help;        /* --help: print bench_opts_usage() and exit 0 */
 };
 
 /* o: borrowed for the call. Fills the defaults (the values --help shows). */

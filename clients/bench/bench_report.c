@@ -83,11 +83,32 @@ void bench_report_text(const struct bench_opts *o, const struct bench_result *r,
     report_latency(out, "mean", (uint64_t)bench_hist_mean(&p->latency_ns));
     fprintf(out, "\n");
     report_text_errors(p, out);
+    if (o->route_aware) {
+        uint64_t sent = p->direct + p->fallback;
+        fprintf(out,
+                "routing:     %llu direct to the leader (%.1f%%), %llu round robin (leader "
+                "unknown); route fetched %llu time(s), %llu failed\n",
+                (unsigned long long)p->direct,
+                sent ? 100.0 * (double)p->direct / (double)sent : 0.0,
+                (unsigned long long)p->fallback, (unsigned long long)r->route_fetches,
+                (unsigned long long)r->route_fetch_failures);
+        if (r->route_error[0])
+            fprintf(out, "route error: %s\n", r->route_error);
+    }
     if (p->reads)
         fprintf(out, "not found:   %llu of %llu reads\n", (unsigned long long)p->not_found,
                 (unsigned long long)p->reads);
     fprintf(out, "client cpu:  %.0f%% of one core (user+sys %.2f s over %.2f s wall)\n",
             report_cpu_pct(p), p->cpu_s, p->cpu_wall_s);
+}
+
+/* Writes s for a JSON string: '"', '\\' and control or non-ASCII bytes become '?'. */
+static void report_json_text(const char *s, FILE *out)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        fputc(ch < ' ' || ch >= 0x7f || ch == '"' || ch == '\\' ? '?' : ch, out);
+    }
 }
 
 static void report_json_phase(const struct bench_phase *p, FILE *out)
@@ -124,7 +145,9 @@ static void report_json_phase(const struct bench_phase *p, FILE *out)
                 (unsigned long long)p->error_detail[d]);
         first = false;
     }
-    fprintf(out, "},\"client_cpu_pct\":%.1f,\"client_cpu_s\":%.3f}", report_cpu_pct(p), p->cpu_s);
+    fprintf(out, "},\"direct\":%llu,\"fallback\":%llu", (unsigned long long)p->direct,
+            (unsigned long long)p->fallback);
+    fprintf(out, ",\"client_cpu_pct\":%.1f,\"client_cpu_s\":%.3f}", report_cpu_pct(p), p->cpu_s);
 }
 
 void bench_report_json(const struct bench_opts *o, const struct bench_result *r, FILE *out)
@@ -142,6 +165,13 @@ void bench_report_json(const struct bench_opts *o, const struct bench_result *r,
             "\"key_size\":%u,\"value_size\":%u,\"deadline_ms\":%u,\"seed\":%llu,",
             o->concurrency, o->connections, o->threads, (unsigned long long)o->keys, o->key_size,
             o->value_size, o->deadline_ms, (unsigned long long)o->seed);
+    fprintf(out, "\"route_aware\":%s,", o->route_aware ? "true" : "false");
+    if (o->route_aware) {
+        fprintf(out, "\"route_fetches\":%llu,\"route_fetch_failures\":%llu,\"route_error\":\"",
+                (unsigned long long)r->route_fetches, (unsigned long long)r->route_fetch_failures);
+        report_json_text(r->route_error, out);
+        fprintf(out, "\",");
+    }
     if (o->populate) {
         fprintf(out, "\"populated_keys\":%llu,\"populate\":", (unsigned long long)r->populate_keys);
         report_json_phase(&r->populate, out);

@@ -2,7 +2,9 @@
 #include "bench_run.h"
 
 #include "bench_err.h"
+#include "bench_route.h"
 #include "bench_wire.h"
+#include "slotd/v1/metadata.pb-c.h"
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
@@ -27,6 +29,9 @@
 /* How often an idle worker wakes to check the clock. */
 #define RUN_POLL_MS 50
 #define RUN_REQ_KINDS 4
+/* --route-aware: at most one RouteSnapshot fetch per this interval, all threads together. */
+#define RUN_ROUTE_REFETCH_NS (200 * 1000000ll)
+#define RUN_ROUTE_METHOD "/slotd.v1.Metadata/RouteSnapshot"
 
 enum { RUN_METHOD_PUT, RUN_METHOD_READ, RUN_METHODS };
 
@@ -35,15 +40,50 @@ struct run_channel {
     void *method[RUN_METHODS]; /* registered call handles, owned by the channel */
 };
 
+/* A node some route named as a leader, with its channels (--route-aware). */
+struct run_node {
+    char address[BENCH_ENDPOINT_LEN_MAX + 1];
+    struct run_channel *channels; /* o->connections of them; live until the run ends */
+};
+
+/* The route every worker of a --route-aware run shares. Workers copy slot_node when version
+ * changes and then read nodes[i].channels without the lock: a node is complete before the
+ * route that names it is installed, and is never changed afterwards. */
+struct run_router {
+    pthread_mutex_t lock;
+    /* guarded by lock: */
+    uint16_t slot_node[BENCH_HASH_SLOTS]; /* index into nodes[], or BENCH_ROUTE_NONE */
+    struct run_node nodes[BENCH_ROUTE_ADDRESSES_MAX];
+    unsigned node_count;   /* nodes only grow; invariant: <= BENCH_ROUTE_ADDRESSES_MAX */
+    int64_t last_fetch_ns; /* start of the latest fetch (rate limit) */
+    uint64_t fetches, fetch_failures;
+    char last_error[BENCH_ROUTE_ERROR_LEN];
+    _Atomic uint64_t version; /* bumped (under lock) by every install */
+};
+
+/* One RouteSnapshot call in flight on some completion queue (its tag is the struct). */
+struct run_fetch {
+    grpc_call *call; /* NULL when none is in flight */
+    bool abandoned;  /* cancelled by us at the end of a phase: not counted */
+    grpc_byte_buffer *send;
+    grpc_byte_buffer *recv;
+    grpc_metadata_array initial_md;
+    grpc_metadata_array trailing_md;
+    grpc_status_code status;
+    grpc_slice details;
+};
+
 /* What every worker of one phase reads; only the atomics change while workers run. */
 struct run_shared {
     const struct bench_opts *o;
     struct run_channel *channels;
     size_t channel_count;
     const uint8_t *value;
-    size_t req_size[RUN_REQ_KINDS]; /* encoded size per request kind: keys have a fixed size */
-    bool populate;                  /* this phase puts key 0..keys-1 once each */
-    uint64_t issue_limit;           /* measured calls to issue (populate: keys), 0 = unbounded */
+    /* encoded size per request kind, without and with no_forward: keys have a fixed size */
+    size_t req_size[RUN_REQ_KINDS][2];
+    struct run_router *router; /* NULL without --route-aware; has its own lock */
+    bool populate;             /* this phase puts key 0..keys-1 once each */
+    uint64_t issue_limit;      /* measured calls to issue (populate: keys), 0 = unbounded */
     int64_t measure_start_ns;
     _Atomic int64_t measure_end_ns; /* set to 0 to stop early */
     _Atomic uint64_t issued;        /* measured calls issued (populate: next key index) */
@@ -57,6 +97,7 @@ struct run_call {
     grpc_call *call; /* NULL while the slot is idle */
     enum bench_req req;
     bool measured;
+    bool direct; /* sent to the leader the route names (--route-aware) */
     int64_t start_ns;
     grpc_byte_buffer *send;
     grpc_byte_buffer *recv;
@@ -78,6 +119,12 @@ struct run_worker {
     char *key; /* key_size + 1 bytes */
     int64_t last_done_ns;
     struct bench_phase phase;
+    /* --route-aware: */
+    uint64_t route_version;               /* of slot_node; UINT64_MAX before the first copy */
+    uint16_t slot_node[BENCH_HASH_SLOTS]; /* copy of the router's */
+    size_t next_node_channel;
+    bool want_fetch; /* a call failed in a way a newer route may fix */
+    struct run_fetch fetch;
 };
 
 static const char *const status_names[BENCH_STATUS_SLOTS] = {
@@ -141,6 +188,222 @@ static uint64_t run_splitmix(uint64_t *x)
     return z ^ (z >> 31);
 }
 
+/* ---- channels and the route (--route-aware) ------------------------------------------- */
+
+/* Opens one channel to target. A local subchannel pool gives each channel its own TCP
+ * connection; no retries, so each call is exactly one RPC on the wire. */
+static void run_channel_init(struct run_channel *ch, const struct bench_opts *o, const char *target)
+{
+    grpc_arg args[2] = {
+        {.type = GRPC_ARG_INTEGER,
+         .key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL,
+         .value.integer = 1},
+        {.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
+    };
+    grpc_channel_args channel_args = {2, args};
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    ch->channel = grpc_channel_create(target, creds, &channel_args);
+    grpc_channel_credentials_release(creds);
+    ch->method[RUN_METHOD_PUT] = grpc_channel_register_call(
+        ch->channel, bench_wire_method(o->target, BENCH_REQ_PUT), NULL, NULL);
+    ch->method[RUN_METHOD_READ] = grpc_channel_register_call(
+        ch->channel, bench_wire_method(o->target, BENCH_REQ_GET_LINEARIZABLE), NULL, NULL);
+}
+
+/* rt: borrowed for the call. */
+static void run_router_init(struct run_router *rt)
+{
+    memset(rt, 0, sizeof(*rt));
+    pthread_mutex_init(&rt->lock, NULL);
+    for (unsigned i = 0; i < BENCH_HASH_SLOTS; i++)
+        rt->slot_node[i] = BENCH_ROUTE_NONE;
+    atomic_init(&rt->version, 0);
+}
+
+/* rt: borrowed for the call. Closes every node channel; workers are gone. */
+static void run_router_free(struct run_router *rt, unsigned connections)
+{
+    for (unsigned i = 0; i < rt->node_count; i++) {
+        for (unsigned k = 0; k < connections; k++)
+            grpc_channel_destroy(rt->nodes[i].channels[k].channel);
+        free(rt->nodes[i].channels);
+    }
+    pthread_mutex_destroy(&rt->lock);
+}
+
+/* Index of the node at address, opening its channels when it is new; BENCH_ROUTE_NONE when
+ * the node table is full or out of memory. Called with rt->lock held. */
+static uint16_t run_router_node(struct run_router *rt, const struct bench_opts *o,
+                                const char *address)
+{
+    for (unsigned i = 0; i < rt->node_count; i++)
+        if (strcmp(rt->nodes[i].address, address) == 0)
+            return (uint16_t)i;
+    if (rt->node_count == BENCH_ROUTE_ADDRESSES_MAX) {
+        snprintf(rt->last_error, sizeof(rt->last_error),
+                 "route: more than %d leader addresses seen; %s is served round robin",
+                 BENCH_ROUTE_ADDRESSES_MAX, address);
+        return BENCH_ROUTE_NONE;
+    }
+    struct run_node *n = &rt->nodes[rt->node_count];
+    n->channels = calloc(o->connections, sizeof(*n->channels));
+    if (!n->channels) {
+        snprintf(rt->last_error, sizeof(rt->last_error), "route: out of memory for %s", address);
+        return BENCH_ROUTE_NONE;
+    }
+    snprintf(n->address, sizeof(n->address), "%s", address);
+    for (unsigned k = 0; k < o->connections; k++)
+        run_channel_init(&n->channels[k], o, address);
+    return (uint16_t)rt->node_count++;
+}
+
+/* r: borrowed for the call. Makes r the route every worker uses from its next call on. */
+static void run_router_install(struct run_router *rt, const struct bench_opts *o,
+                               const struct bench_route *r)
+{
+    uint16_t node_of[BENCH_ROUTE_ADDRESSES_MAX];
+    pthread_mutex_lock(&rt->lock);
+    for (unsigned i = 0; i < r->address_count; i++)
+        node_of[i] = run_router_node(rt, o, r->addresses[i]);
+    for (unsigned slot = 0; slot < BENCH_HASH_SLOTS; slot++) {
+        uint16_t a = r->slot_leader[slot];
+        rt->slot_node[slot] = a == BENCH_ROUTE_NONE ? BENCH_ROUTE_NONE : node_of[a];
+    }
+    atomic_fetch_add(&rt->version, 1);
+    pthread_mutex_unlock(&rt->lock);
+}
+
+/* Brings the worker's copy of the route up to date (cheap when nothing changed). */
+static void run_route_sync(struct run_worker *w)
+{
+    struct run_router *rt = w->s->router;
+    if (atomic_load(&rt->version) == w->route_version)
+        return;
+    pthread_mutex_lock(&rt->lock);
+    memcpy(w->slot_node, rt->slot_node, sizeof(w->slot_node));
+    w->route_version = atomic_load(&rt->version);
+    pthread_mutex_unlock(&rt->lock);
+}
+
+/* True when this caller may fetch now: no fetch started in the last RUN_ROUTE_REFETCH_NS. */
+static bool run_fetch_claim(struct run_router *rt, int64_t now)
+{
+    pthread_mutex_lock(&rt->lock);
+    bool mine = rt->last_fetch_ns == 0 || now - rt->last_fetch_ns >= RUN_ROUTE_REFETCH_NS;
+    if (mine)
+        rt->last_fetch_ns = now;
+    pthread_mutex_unlock(&rt->lock);
+    return mine;
+}
+
+/* f: borrowed until its completion arrives on cq (tag f). Asks the first endpoint. */
+static void run_fetch_start(struct run_shared *s, struct run_fetch *f, grpc_completion_queue *cq)
+{
+    memset(f, 0, sizeof(*f));
+    grpc_slice empty = grpc_empty_slice(); /* RouteSnapshotRequest has no fields */
+    f->send = grpc_raw_byte_buffer_create(&empty, 1);
+    grpc_metadata_array_init(&f->initial_md);
+    grpc_metadata_array_init(&f->trailing_md);
+    f->details = grpc_empty_slice();
+    gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                         gpr_time_from_millis(s->o->deadline_ms, GPR_TIMESPAN));
+    f->call = grpc_channel_create_call(s->channels[0].channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
+                                       grpc_slice_from_static_string(RUN_ROUTE_METHOD), NULL,
+                                       deadline, NULL);
+    grpc_op ops[6];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = f->send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &f->initial_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &f->recv;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &f->trailing_md;
+    ops[5].data.recv_status_on_client.status = &f->status;
+    ops[5].data.recv_status_on_client.status_details = &f->details;
+    grpc_call_error rc = grpc_call_start_batch(f->call, ops, 6, f, NULL);
+    assert(rc == GRPC_CALL_OK); /* only a malformed batch fails here */
+    (void)rc;
+}
+
+/* Decodes a finished fetch into *route; BENCH_OK or an error sentence in errmsg. */
+static int run_fetch_decode(const struct run_shared *s, const struct run_fetch *f, bool success,
+                            struct bench_route *route, char *errmsg, size_t errmsg_len)
+{
+    const char *endpoint = s->o->endpoints[0];
+    if (!success || f->status != GRPC_STATUS_OK || !f->recv) {
+        unsigned code = success ? (unsigned)f->status : (unsigned)GRPC_STATUS_UNKNOWN;
+        return run_fail(
+            errmsg, errmsg_len, BENCH_EMALFORMED, "RouteSnapshot from %s: %s: %.*s", endpoint,
+            bench_status_name(code < BENCH_STATUS_OTHER ? code : BENCH_STATUS_OTHER),
+            (int)GRPC_SLICE_LENGTH(f->details), (const char *)GRPC_SLICE_START_PTR(f->details));
+    }
+    grpc_byte_buffer_reader reader;
+    if (!grpc_byte_buffer_reader_init(&reader, f->recv))
+        return run_fail(errmsg, errmsg_len, BENCH_EMALFORMED,
+                        "RouteSnapshot from %s: unreadable response", endpoint);
+    grpc_slice slice = grpc_byte_buffer_reader_readall(&reader);
+    grpc_byte_buffer_reader_destroy(&reader);
+    int rc = bench_route_decode(route, GRPC_SLICE_START_PTR(slice), GRPC_SLICE_LENGTH(slice),
+                                errmsg, errmsg_len);
+    grpc_slice_unref(slice);
+    return rc;
+}
+
+/* f: borrowed for the call. Installs the route a finished fetch got (or counts its failure)
+ * and frees the call. */
+static void run_fetch_finish(struct run_shared *s, struct run_fetch *f, bool success)
+{
+    struct run_router *rt = s->router;
+    char errmsg[BENCH_ROUTE_ERROR_LEN] = "";
+    struct bench_route *route = malloc(sizeof(*route));
+    int rc = BENCH_ENOMEM;
+    if (!route)
+        snprintf(errmsg, sizeof(errmsg), "RouteSnapshot: out of memory");
+    else
+        rc = run_fetch_decode(s, f, success, route, errmsg, sizeof(errmsg));
+    if (rc == BENCH_OK)
+        run_router_install(rt, s->o, route);
+    if (!f->abandoned) {
+        pthread_mutex_lock(&rt->lock);
+        rt->fetches++;
+        if (rc != BENCH_OK) {
+            rt->fetch_failures++;
+            snprintf(rt->last_error, sizeof(rt->last_error), "%s", errmsg);
+        }
+        pthread_mutex_unlock(&rt->lock);
+    }
+    free(route);
+    grpc_byte_buffer_destroy(f->send);
+    if (f->recv)
+        grpc_byte_buffer_destroy(f->recv);
+    grpc_metadata_array_destroy(&f->initial_md);
+    grpc_metadata_array_destroy(&f->trailing_md);
+    grpc_slice_unref(f->details);
+    grpc_call_unref(f->call);
+    f->call = NULL;
+}
+
+/* The first fetch, before any load: waits for its answer (bounded by --deadline-ms). */
+static void run_fetch_initial(struct run_shared *s)
+{
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
+    struct run_fetch f;
+    run_fetch_claim(s->router, run_now_ns());
+    run_fetch_start(s, &f, cq);
+    grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    assert(ev.type == GRPC_OP_COMPLETE && ev.tag == &f);
+    run_fetch_finish(s, &f, ev.success != 0);
+    grpc_completion_queue_shutdown(cq);
+    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+           GRPC_QUEUE_SHUTDOWN) {
+    }
+    grpc_completion_queue_destroy(cq);
+}
+
 /* ---- one call ------------------------------------------------------------------------- */
 
 /* Chooses the next call of this slot; false when the phase issues no more. */
@@ -168,6 +431,23 @@ static bool run_next(struct run_worker *w, int64_t now, struct run_call *c, uint
     return true;
 }
 
+/* The channel for the key in w->key: its leader's (*direct) with --route-aware when the route
+ * names one, else the next endpoint channel round robin. */
+static struct run_channel *run_channel_of(struct run_worker *w, bool *direct)
+{
+    struct run_shared *s = w->s;
+    *direct = false;
+    if (s->router) {
+        run_route_sync(w);
+        uint16_t node = w->slot_node[bench_route_hash_slot(w->key, s->o->key_size)];
+        if (node != BENCH_ROUTE_NONE) {
+            *direct = true;
+            return &s->router->nodes[node].channels[w->next_node_channel++ % s->o->connections];
+        }
+    }
+    return &s->channels[w->next_channel++ % s->channel_count];
+}
+
 /* Starts the slot's next call, or leaves the slot idle when the phase is over. */
 static void run_issue(struct run_worker *w, struct run_call *c, int64_t now)
 {
@@ -178,17 +458,17 @@ static void run_issue(struct run_worker *w, struct run_call *c, int64_t now)
         return;
 
     bench_wire_key_format(w->key, o->key_size, key_index);
-    size_t size = s->req_size[c->req];
+    struct run_channel *ch = run_channel_of(w, &c->direct);
+    size_t size = s->req_size[c->req][c->direct];
     grpc_slice slice = grpc_slice_malloc(size);
-    size_t n =
-        bench_wire_request_encode(o->target, c->req, (const uint8_t *)w->key, o->key_size, s->value,
-                                  o->value_size, GRPC_SLICE_START_PTR(slice), size);
+    size_t n = bench_wire_request_encode(o->target, c->req, c->direct, (const uint8_t *)w->key,
+                                         o->key_size, s->value, o->value_size,
+                                         GRPC_SLICE_START_PTR(slice), size);
     assert(n == size);
     (void)n;
     c->send = grpc_raw_byte_buffer_create(&slice, 1);
     grpc_slice_unref(slice);
 
-    struct run_channel *ch = &s->channels[w->next_channel++ % s->channel_count];
     gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                                          gpr_time_from_millis(o->deadline_ms, GPR_TIMESPAN));
     c->call = grpc_channel_create_registered_call(
@@ -235,19 +515,27 @@ static bool run_response_ok(const struct run_worker *w, const struct run_call *c
     return rc == BENCH_OK;
 }
 
-/* Counts the slotd.v1.ErrorCode a failed call carries in its trailer, if any. */
-static void run_count_detail(const struct run_call *c, struct bench_phase *p)
+/* The slotd.v1.ErrorCode a failed call carries in its trailer; false when it has none. */
+static bool run_detail_of(const struct run_call *c, unsigned *detail)
 {
     for (size_t i = 0; i < c->trailing_md.count; i++) {
         const grpc_metadata *md = &c->trailing_md.metadata[i];
-        unsigned detail = 0;
         if (grpc_slice_str_cmp(md->key, "grpc-status-details-bin") == 0 &&
             bench_wire_error_detail(GRPC_SLICE_START_PTR(md->value), GRPC_SLICE_LENGTH(md->value),
-                                    &detail) == BENCH_OK) {
-            p->error_detail[detail]++;
-            return;
-        }
+                                    detail) == BENCH_OK)
+            return true;
     }
+    return false;
+}
+
+/* --route-aware: whether a failed call says the route is stale (NOT_LEADER) or a node is gone
+ * (UNAVAILABLE), so that a fresh RouteSnapshot may help. */
+static bool run_route_suspect(unsigned code, const struct run_call *c)
+{
+    unsigned detail = 0;
+    return code == GRPC_STATUS_UNAVAILABLE ||
+           (code == GRPC_STATUS_FAILED_PRECONDITION && run_detail_of(c, &detail) &&
+            detail == SLOTD__V1__ERROR_CODE__ERROR_CODE_NOT_LEADER);
 }
 
 /* Counts a finished call (when it belongs to the measured window) and frees it. */
@@ -262,6 +550,12 @@ static void run_complete(struct run_worker *w, struct run_call *c, bool success,
 
     if (c->measured && now <= atomic_load(&w->s->measure_end_ns)) {
         p->status[code]++;
+        if (w->s->router) {
+            if (c->direct)
+                p->direct++;
+            else
+                p->fallback++;
+        }
         if (ok) {
             p->ok++;
             bench_hist_record(&p->latency_ns, (uint64_t)(now - c->start_ns));
@@ -273,13 +567,16 @@ static void run_complete(struct run_worker *w, struct run_call *c, bool success,
                 p->not_found++;
         } else {
             p->errors++;
+            unsigned detail = 0;
             if (code == GRPC_STATUS_OK)
                 p->malformed++;
-            else
-                run_count_detail(c, p);
+            else if (run_detail_of(c, &detail))
+                p->error_detail[detail]++;
         }
         w->last_done_ns = now;
     }
+    if (w->s->router && run_route_suspect(code, c))
+        w->want_fetch = true;
 
     grpc_byte_buffer_destroy(c->send);
     if (c->recv)
@@ -296,6 +593,26 @@ static void run_complete(struct run_worker *w, struct run_call *c, bool success,
 
 /* ---- one worker thread ---------------------------------------------------------------- */
 
+/* --route-aware: starts a RouteSnapshot fetch a failed call asked for (when the rate limit
+ * allows; else the request is dropped and the next failure asks again), and abandons one still
+ * in flight once this worker has nothing else left to do. */
+static void run_worker_refetch(struct run_worker *w, int64_t now, bool cancelled)
+{
+    struct run_shared *s = w->s;
+    if (w->fetch.call) {
+        if ((cancelled || w->inflight == 0) && !w->fetch.abandoned) {
+            w->fetch.abandoned = true;
+            grpc_call_cancel(w->fetch.call, NULL);
+        }
+        return;
+    }
+    if (!w->want_fetch)
+        return;
+    w->want_fetch = false;
+    if (!cancelled && w->inflight > 0 && run_fetch_claim(s->router, now))
+        run_fetch_start(s, &w->fetch, w->cq);
+}
+
 static void *run_worker_main(void *arg)
 {
     struct run_worker *w = arg;
@@ -305,16 +622,19 @@ static void *run_worker_main(void *arg)
         run_issue(w, &w->calls[i], now);
 
     bool cancelled = false;
-    while (w->inflight > 0) {
+    while (w->inflight > 0 || w->fetch.call) {
         gpr_timespec wake = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                                          gpr_time_from_millis(RUN_POLL_MS, GPR_TIMESPAN));
         grpc_event ev = grpc_completion_queue_next(w->cq, wake, NULL);
         now = run_now_ns();
-        if (ev.type == GRPC_OP_COMPLETE) {
+        if (ev.type == GRPC_OP_COMPLETE && ev.tag == &w->fetch) {
+            run_fetch_finish(s, &w->fetch, ev.success != 0);
+        } else if (ev.type == GRPC_OP_COMPLETE) {
             struct run_call *c = ev.tag;
             run_complete(w, c, ev.success != 0, now);
             run_issue(w, c, now);
         }
+        run_worker_refetch(w, now, cancelled);
         /* Past the end: calls still in flight are not counted; cancel them to finish now. */
         if (!cancelled && now >= atomic_load(&s->measure_end_ns)) {
             for (unsigned i = 0; i < w->call_count; i++)
@@ -346,6 +666,8 @@ static int run_worker_init(struct run_worker *w, struct run_shared *s, unsigned 
     w->s = s;
     w->call_count = call_count;
     w->next_channel = index;
+    w->next_node_channel = index;
+    w->route_version = UINT64_MAX;
     w->rng = seed;
     bench_hist_init(&w->phase.latency_ns);
     w->calls = calloc(call_count, sizeof(*w->calls));
@@ -370,6 +692,8 @@ static void run_phase_merge(struct bench_phase *dst, const struct run_worker *w)
     dst->not_found += p->not_found;
     dst->malformed += p->malformed;
     dst->errors += p->errors;
+    dst->direct += p->direct;
+    dst->fallback += p->fallback;
     for (unsigned i = 0; i < BENCH_STATUS_SLOTS; i++)
         dst->status[i] += p->status[i];
     for (unsigned i = 0; i < BENCH_DETAIL_SLOTS; i++)
@@ -460,27 +784,9 @@ static int run_channels_open(struct run_shared *s)
     s->channels = calloc(s->channel_count, sizeof(*s->channels));
     if (!s->channels)
         return BENCH_ENOMEM;
-    /* A local subchannel pool gives each channel its own TCP connection; no retries so each
-     * call is exactly one RPC on the wire. */
-    grpc_arg args[2] = {
-        {.type = GRPC_ARG_INTEGER,
-         .key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL,
-         .value.integer = 1},
-        {.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
-    };
-    grpc_channel_args channel_args = {2, args};
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-    for (size_t i = 0; i < s->channel_count; i++) {
-        /* Endpoints alternate, so round robin over channels is round robin over endpoints. */
-        const char *target = o->endpoints[i % o->endpoint_count];
-        struct run_channel *ch = &s->channels[i];
-        ch->channel = grpc_channel_create(target, creds, &channel_args);
-        ch->method[RUN_METHOD_PUT] = grpc_channel_register_call(
-            ch->channel, bench_wire_method(o->target, BENCH_REQ_PUT), NULL, NULL);
-        ch->method[RUN_METHOD_READ] = grpc_channel_register_call(
-            ch->channel, bench_wire_method(o->target, BENCH_REQ_GET_LINEARIZABLE), NULL, NULL);
-    }
-    grpc_channel_credentials_release(creds);
+    /* Endpoints alternate, so round robin over channels is round robin over endpoints. */
+    for (size_t i = 0; i < s->channel_count; i++)
+        run_channel_init(&s->channels[i], o, o->endpoints[i % o->endpoint_count]);
     return BENCH_OK;
 }
 
@@ -545,6 +851,33 @@ static int run_channels_connect(struct run_shared *s, char *errmsg, size_t errms
     return rc;
 }
 
+/* --route-aware: the shared route and its first fetch (a failed fetch is not fatal: every
+ * call then goes round robin until a failure triggers the next fetch). */
+static int run_router_open(struct run_shared *s, char *errmsg, size_t errmsg_len)
+{
+    if (!s->o->route_aware)
+        return BENCH_OK;
+    s->router = malloc(sizeof(*s->router));
+    if (!s->router)
+        return run_fail(errmsg, errmsg_len, BENCH_ENOMEM, "out of memory for the route");
+    run_router_init(s->router);
+    run_fetch_initial(s);
+    return BENCH_OK;
+}
+
+/* Copies the fetch counters into *r and closes the node channels. */
+static void run_router_close(struct run_shared *s, struct bench_result *r)
+{
+    if (!s->router)
+        return;
+    r->route_fetches = s->router->fetches;
+    r->route_fetch_failures = s->router->fetch_failures;
+    snprintf(r->route_error, sizeof(r->route_error), "%s", s->router->last_error);
+    run_router_free(s->router, s->o->connections);
+    free(s->router);
+    s->router = NULL;
+}
+
 /* ---- the whole run -------------------------------------------------------------------- */
 
 static int run_populate_and_measure(struct run_shared *s, struct bench_result *r, char *errmsg,
@@ -577,8 +910,10 @@ int bench_run_execute(const struct bench_opts *o, struct bench_result *r, char *
     for (int k = 0; k < RUN_REQ_KINDS; k++) {
         if (o->target == BENCH_TARGET_ETCD && k == BENCH_REQ_GET_LEADER_LOCAL)
             continue; /* never sent to etcd */
-        s.req_size[k] = bench_wire_request_encode(o->target, (enum bench_req)k, NULL, o->key_size,
-                                                  NULL, o->value_size, NULL, 0);
+        for (int no_forward = 0; no_forward < 2; no_forward++)
+            s.req_size[k][no_forward] =
+                bench_wire_request_encode(o->target, (enum bench_req)k, no_forward, NULL,
+                                          o->key_size, NULL, o->value_size, NULL, 0);
     }
     int rc = BENCH_ENOMEM;
     uint8_t *value = malloc(o->value_size ? o->value_size : 1);
@@ -600,7 +935,11 @@ int bench_run_execute(const struct bench_opts *o, struct bench_result *r, char *
     rc = run_channels_connect(&s, errmsg, errmsg_len);
     if (rc != BENCH_OK)
         goto err_after_channels;
+    rc = run_router_open(&s, errmsg, errmsg_len);
+    if (rc != BENCH_OK)
+        goto err_after_channels;
     rc = run_populate_and_measure(&s, r, errmsg, errmsg_len);
+    run_router_close(&s, r);
 
 err_after_channels:
     run_channels_close(&s);

@@ -9,6 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Bytes kept of the latest RouteSnapshot failure, NUL included. */
+#define BENCH_ROUTE_ERROR_LEN 192
+
 /* gRPC status codes 0..16; anything else is counted under BENCH_STATUS_OTHER. */
 #define BENCH_STATUS_OTHER 17
 #define BENCH_STATUS_SLOTS 18
@@ -24,8 +27,10 @@ struct bench_phase {
     uint64_t errors;                     /* every call that is not ok (status != OK or malformed) */
     uint64_t error_detail[BENCH_DETAIL_SLOTS]; /* failed calls by the slotd.v1.ErrorCode of
                                                    their grpc-status-details-bin trailer */
-    double elapsed_s;                          /* wall time the counts cover */
-    double cpu_s;                              /* process user+sys CPU over cpu_wall_s */
+    uint64_t direct;   /* --route-aware: counted calls sent straight to their group's leader */
+    uint64_t fallback; /* --route-aware: counted calls sent round robin (leader unknown) */
+    double elapsed_s;  /* wall time the counts cover */
+    double cpu_s;      /* process user+sys CPU over cpu_wall_s */
     double cpu_wall_s;
 };
 
@@ -33,6 +38,9 @@ struct bench_result {
     struct bench_phase run;
     struct bench_phase populate; /* zero unless opts->populate */
     uint64_t populate_keys;      /* keys --populate wrote successfully */
+    uint64_t route_fetches;      /* --route-aware: RouteSnapshot calls completed */
+    uint64_t route_fetch_failures;
+    char route_error[BENCH_ROUTE_ERROR_LEN]; /* the latest failed fetch; "" when none failed */
 };
 
 /*

@@ -51,7 +51,7 @@ static size_t wire_pack(const ProtobufCMessage *m, uint8_t *buf, size_t buf_len)
     return size;
 }
 
-static size_t wire_encode_slotd(enum bench_req req, ProtobufCBinaryData key,
+static size_t wire_encode_slotd(enum bench_req req, bool no_forward, ProtobufCBinaryData key,
                                 ProtobufCBinaryData value, uint8_t *buf, size_t buf_len)
 {
     if (req == BENCH_REQ_PUT) {
@@ -59,6 +59,7 @@ static size_t wire_encode_slotd(enum bench_req req, ProtobufCBinaryData key,
         Slotd__V1__ProposeRequest m = SLOTD__V1__PROPOSE_REQUEST__INIT;
         put.key = key;
         put.value = value;
+        m.no_forward = no_forward;
         m.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT;
         m.put = &put;
         return wire_pack(&m.base, buf, buf_len);
@@ -70,6 +71,7 @@ static size_t wire_encode_slotd(enum bench_req req, ProtobufCBinaryData key,
                     : req == BENCH_REQ_GET_LEADER_LOCAL
                         ? SLOTD__V1__CONSISTENCY__CONSISTENCY_LEADER_LOCAL
                         : SLOTD__V1__CONSISTENCY__CONSISTENCY_LINEARIZABLE;
+    m.no_forward = no_forward;
     m.query_case = SLOTD__V1__READ_REQUEST__QUERY_GET;
     m.get = &get;
     return wire_pack(&m.base, buf, buf_len);
@@ -91,15 +93,15 @@ static size_t wire_encode_etcd(enum bench_req req, ProtobufCBinaryData key,
     return wire_pack(&m.base, buf, buf_len);
 }
 
-size_t bench_wire_request_encode(enum bench_target target, enum bench_req req, const uint8_t *key,
-                                 size_t key_len, const uint8_t *value, size_t value_len,
-                                 uint8_t *buf, size_t buf_len)
+size_t bench_wire_request_encode(enum bench_target target, enum bench_req req, bool no_forward,
+                                 const uint8_t *key, size_t key_len, const uint8_t *value,
+                                 size_t value_len, uint8_t *buf, size_t buf_len)
 {
     ProtobufCBinaryData k = {key_len, (uint8_t *)key};
     ProtobufCBinaryData v = {value_len, (uint8_t *)value};
     if (target == BENCH_TARGET_ETCD)
         return wire_encode_etcd(req, k, v, buf, buf_len);
-    return wire_encode_slotd(req, k, v, buf, buf_len);
+    return wire_encode_slotd(req, no_forward, k, v, buf, buf_len);
 }
 
 static const ProtobufCMessageDescriptor *wire_response_descriptor(enum bench_target target,

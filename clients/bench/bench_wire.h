@@ -31,12 +31,14 @@ void bench_wire_key_format(char *buf, unsigned key_size, uint64_t index);
 
 /*
  * key, value, buf: borrowed for the call. Encodes the request message for (target, req).
- * value is ignored by reads. Returns the encoded size; writes buf only when that size is
- * <= buf_len (call with buf_len 0 to learn the size).
+ * value is ignored by reads. no_forward (slotd only; etcd ignores it) sets the request's
+ * no_forward field, so a node that is not the leader answers NOT_LEADER instead of forwarding.
+ * Returns the encoded size; writes buf only when that size is <= buf_len (call with buf_len 0
+ * to learn the size).
  */
-size_t bench_wire_request_encode(enum bench_target target, enum bench_req req, const uint8_t *key,
-                                 size_t key_len, const uint8_t *value, size_t value_len,
-                                 uint8_t *buf, size_t buf_len);
+size_t bench_wire_request_encode(enum bench_target target, enum bench_req req, bool no_forward,
+                                 const uint8_t *key, size_t key_len, const uint8_t *value,
+                                 size_t value_len, uint8_t *buf, size_t buf_len);
 
 /*
  * buf, found: borrowed for the call. Decodes a response of status OK. Returns BENCH_OK, or

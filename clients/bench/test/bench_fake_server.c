@@ -1,6 +1,8 @@
 /* bench_fake_server.c - gRPC core server that decodes, counts and answers slotbench calls. */
 #include "bench_fake_server.h"
 
+#include "bench_route.h"
+
 #include "etcd_rpc.pb-c.h"
 #include "google/rpc/status.pb-c.h"
 #include "slotd/v1/metadata.pb-c.h"
@@ -99,6 +101,44 @@ static void fake_count_put(struct fake_server *f, const ProtobufCBinaryData *key
         f->stats.put_count_by_key[idx]++;
 }
 
+/* Counts no_forward and keys outside the configured hash slot parity. */
+static void fake_count_route(struct fake_server *f, bool no_forward, const ProtobufCBinaryData *key)
+{
+    if (no_forward)
+        f->stats.no_forward++;
+    unsigned slot = bench_route_hash_slot(key->data, key->len);
+    if (f->cfg.slot_parity && slot % 2 != f->cfg.slot_parity - 1)
+        f->stats.wrong_slot++;
+}
+
+/* Packs the RouteSnapshotResponse route_leader_address describes (see the config). */
+static size_t fake_route(const struct fake_server *f, uint8_t *out)
+{
+    uint32_t table[BENCH_HASH_SLOTS];
+    for (unsigned s = 0; s < BENCH_HASH_SLOTS; s++)
+        table[s] = 1 + s % 2;
+    Slotd__V1__GroupRoute g1 = SLOTD__V1__GROUP_ROUTE__INIT, g2 = SLOTD__V1__GROUP_ROUTE__INIT;
+    g1.group_id = 1;
+    g1.leader = 2;
+    g2.group_id = 2;
+    Slotd__V1__GroupRoute *groups[2] = {&g1, &g2};
+    Slotd__V1__NodeInfo n1 = SLOTD__V1__NODE_INFO__INIT, n2 = SLOTD__V1__NODE_INFO__INIT;
+    n1.node_id = 1;
+    n1.address = "127.0.0.1:1";
+    n2.node_id = 2;
+    n2.address = (char *)f->cfg.route_leader_address;
+    Slotd__V1__NodeInfo *nodes[2] = {&n1, &n2};
+    Slotd__V1__RouteSnapshotResponse r = SLOTD__V1__ROUTE_SNAPSHOT_RESPONSE__INIT;
+    r.route_revision = 7;
+    r.n_hash_slot_table = BENCH_HASH_SLOTS;
+    r.hash_slot_table = table;
+    r.n_groups = 2;
+    r.groups = groups;
+    r.n_nodes = 2;
+    r.nodes = nodes;
+    return slotd__v1__route_snapshot_response__pack(&r, out);
+}
+
 /* Decodes the request, counts it and packs the answer into out (NULL: status not OK). */
 static grpc_status_code fake_answer_slotd(struct fake_server *f, struct fake_call *fc,
                                           const uint8_t *buf, size_t len, uint8_t *out,
@@ -111,6 +151,7 @@ static grpc_status_code fake_answer_slotd(struct fake_server *f, struct fake_cal
         } else {
             f->stats.propose++;
             fake_count_put(f, &m->put->key, &m->put->value);
+            fake_count_route(f, m->no_forward, &m->put->key);
         }
         if (m)
             slotd__v1__propose_request__free_unpacked(m, NULL);
@@ -128,8 +169,10 @@ static grpc_status_code fake_answer_slotd(struct fake_server *f, struct fake_cal
     if (!m || m->query_case != SLOTD__V1__READ_REQUEST__QUERY_GET || m->consistency > 2 ||
         m->get->key.len != f->cfg.key_size)
         f->stats.bad_requests++;
-    else
+    else {
         f->stats.read_by_consistency[m->consistency]++;
+        fake_count_route(f, m->no_forward, &m->get->key);
+    }
     if (m)
         slotd__v1__read_request__free_unpacked(m, NULL);
     Slotd__V1__GetResult get = SLOTD__V1__GET_RESULT__INIT;
@@ -215,7 +258,7 @@ static void fake_attach_no_leader(struct fake_call *fc)
 static void fake_reply(struct fake_server *f, struct fake_call *fc)
 {
     uint64_t n = ++f->stats.calls;
-    uint8_t in[8192], out[256];
+    uint8_t in[8192], out[1024];
     size_t in_len = 0, out_len = 0;
     if (fc->recv) {
         grpc_byte_buffer_reader reader;
@@ -230,8 +273,14 @@ static void fake_reply(struct fake_server *f, struct fake_call *fc)
     if (fake_method_is(fc, "/slotd.v1.Metadata/Propose") ||
         fake_method_is(fc, "/slotd.v1.Metadata/Read"))
         code = fake_answer_slotd(f, fc, in, in_len, out, &out_len);
-    else if (fake_method_is(fc, "/etcdserverpb.KV/Put") ||
-             fake_method_is(fc, "/etcdserverpb.KV/Range"))
+    else if (fake_method_is(fc, "/slotd.v1.Metadata/RouteSnapshot")) {
+        f->stats.route_snapshots++;
+        if (f->cfg.route_leader_address) {
+            out_len = fake_route(f, out);
+            code = GRPC_STATUS_OK;
+        }
+    } else if (fake_method_is(fc, "/etcdserverpb.KV/Put") ||
+               fake_method_is(fc, "/etcdserverpb.KV/Range"))
         code = fake_answer_etcd(f, fc, in, in_len, out, &out_len);
     else
         f->stats.bad_requests++;

@@ -14,6 +14,11 @@ struct fake_server_config {
     bool read_found;          /* reads answer found=true (etcd: one kv) */
     unsigned key_size;        /* expected key length: others count as bad_requests */
     unsigned value_size;      /* expected put value length */
+    /* RouteSnapshot: NULL answers UNIMPLEMENTED; else even hash slots map to group 1, led by
+     * node 2 at this address, and odd ones to group 2, whose leader is unknown (0). */
+    const char *route_leader_address;
+    /* 0 = any key; 1 = keys must fall in even hash slots, 2 = odd (others count wrong_slot) */
+    unsigned slot_parity;
 };
 
 struct fake_server_stats {
@@ -23,7 +28,10 @@ struct fake_server_stats {
     uint64_t etcd_put;
     uint64_t etcd_range_linearizable;
     uint64_t etcd_range_serializable;
-    uint64_t bad_requests; /* undecodable, wrong key or value size, unknown method */
+    uint64_t bad_requests;    /* undecodable, wrong key or value size, unknown method */
+    uint64_t route_snapshots; /* RouteSnapshot calls */
+    uint64_t no_forward;      /* Propose/Read calls with no_forward set */
+    uint64_t wrong_slot;      /* Propose/Read keys outside the slot_parity hash slots */
     uint64_t put_count_by_key[FAKE_KEYS_TRACKED];
 };
 

@@ -4,6 +4,7 @@
 #include "bench_hist.h"
 #include "bench_opts.h"
 #include "bench_report.h"
+#include "bench_route.h"
 #include "bench_run.h"
 #include "bench_wire.h"
 #include "etcd_rpc.pb-c.h"
@@ -11,6 +12,7 @@
 #include "slotd/v1/metadata.pb-c.h"
 
 #include <CUnit/Basic.h>
+#include <grpc/status.h>
 #include <jansson.h>
 
 #include <stdio.h>
@@ -180,6 +182,9 @@ static void test_opts_defaults_and_values(void)
     CU_ASSERT_STRING_EQUAL(o.endpoints[0], "127.0.0.1:2379");
     CU_ASSERT_EQUAL(PARSE("--op", "get-linearizable"), BENCH_OK);
     CU_ASSERT_EQUAL(o.op, BENCH_OP_GET);
+    CU_ASSERT_FALSE(o.route_aware);
+    CU_ASSERT_EQUAL(PARSE("--route-aware", "--endpoints", "127.0.0.1:1,127.0.0.1:2"), BENCH_OK);
+    CU_ASSERT(o.route_aware);
     CU_ASSERT_EQUAL(PARSE("--help"), BENCH_OK);
     CU_ASSERT(o.help);
     /* the smallest key that holds 'key-' + 6 digits */
@@ -220,6 +225,8 @@ static void test_opts_errors(void)
     EXPECT_USAGE("etcd has no leader-local read", "--target", "etcd", "--op", "get-leader-local");
     EXPECT_USAGE("etcd has no leader-local read", "--target", "etcd", "--op", "mixed", "--read-op",
                  "get-leader-local");
+    EXPECT_USAGE("--route-aware: slotd only", "--target", "etcd", "--route-aware");
+    EXPECT_USAGE("--route-aware takes no value", "--route-aware=1");
     EXPECT_USAGE("more threads than --concurrency 1", "--threads", "2", "--concurrency", "1");
     EXPECT_USAGE("each endpoint is host:port", "--endpoints", "a:1,,b:2");
     EXPECT_USAGE("each endpoint is host:port", "--endpoints", "nocolon");
@@ -253,11 +260,11 @@ static void test_wire_slotd_requests(void)
 {
     uint8_t buf[512];
     const uint8_t key[] = "key-0042", value[] = "vvvv";
-    size_t n =
-        bench_wire_request_encode(BENCH_TARGET_SLOTD, BENCH_REQ_PUT, key, 8, value, 4, NULL, 0);
+    size_t n = bench_wire_request_encode(BENCH_TARGET_SLOTD, BENCH_REQ_PUT, false, key, 8, value, 4,
+                                         NULL, 0);
     CU_ASSERT(n > 12 && n < sizeof(buf));
-    CU_ASSERT_EQUAL(bench_wire_request_encode(BENCH_TARGET_SLOTD, BENCH_REQ_PUT, key, 8, value, 4,
-                                              buf, sizeof(buf)),
+    CU_ASSERT_EQUAL(bench_wire_request_encode(BENCH_TARGET_SLOTD, BENCH_REQ_PUT, false, key, 8,
+                                              value, 4, buf, sizeof(buf)),
                     n);
     Slotd__V1__ProposeRequest *p = slotd__v1__propose_request__unpack(NULL, n, buf);
     CU_ASSERT_FATAL(p != NULL);
@@ -267,6 +274,14 @@ static void test_wire_slotd_requests(void)
     CU_ASSERT_EQUAL(p->put->value.len, 4);
     CU_ASSERT_FALSE(p->no_forward);
     slotd__v1__propose_request__free_unpacked(p, NULL);
+    size_t n_direct = bench_wire_request_encode(BENCH_TARGET_SLOTD, BENCH_REQ_PUT, true, key, 8,
+                                                value, 4, buf, sizeof(buf));
+    CU_ASSERT_EQUAL(n_direct, n + 2); /* field 2, varint 1 */
+    p = slotd__v1__propose_request__unpack(NULL, n_direct, buf);
+    CU_ASSERT_FATAL(p != NULL);
+    CU_ASSERT_TRUE(p->no_forward);
+    CU_ASSERT_EQUAL(p->put->key.len, 8);
+    slotd__v1__propose_request__free_unpacked(p, NULL);
 
     const enum bench_req reqs[] = {BENCH_REQ_GET_LINEARIZABLE, BENCH_REQ_GET_LEADER_LOCAL,
                                    BENCH_REQ_GET_LOCAL};
@@ -274,13 +289,21 @@ static void test_wire_slotd_requests(void)
                                            SLOTD__V1__CONSISTENCY__CONSISTENCY_LEADER_LOCAL,
                                            SLOTD__V1__CONSISTENCY__CONSISTENCY_LOCAL};
     for (int i = 0; i < 3; i++) {
-        n = bench_wire_request_encode(BENCH_TARGET_SLOTD, reqs[i], key, 8, value, 4, buf,
+        n = bench_wire_request_encode(BENCH_TARGET_SLOTD, reqs[i], false, key, 8, value, 4, buf,
                                       sizeof(buf));
         Slotd__V1__ReadRequest *r = slotd__v1__read_request__unpack(NULL, n, buf);
         CU_ASSERT_FATAL(r != NULL);
         CU_ASSERT_EQUAL(r->consistency, want[i]);
         CU_ASSERT_EQUAL(r->query_case, SLOTD__V1__READ_REQUEST__QUERY_GET);
         CU_ASSERT_EQUAL(r->get->key.len, 8);
+        CU_ASSERT_FALSE(r->no_forward);
+        slotd__v1__read_request__free_unpacked(r, NULL);
+        n = bench_wire_request_encode(BENCH_TARGET_SLOTD, reqs[i], true, key, 8, value, 4, buf,
+                                      sizeof(buf));
+        r = slotd__v1__read_request__unpack(NULL, n, buf);
+        CU_ASSERT_FATAL(r != NULL);
+        CU_ASSERT_TRUE(r->no_forward);
+        CU_ASSERT_EQUAL(r->consistency, want[i]);
         slotd__v1__read_request__free_unpacked(r, NULL);
     }
 }
@@ -289,22 +312,25 @@ static void test_wire_etcd_requests(void)
 {
     uint8_t buf[512];
     const uint8_t key[] = "key-0042", value[] = "vvvv";
-    size_t n = bench_wire_request_encode(BENCH_TARGET_ETCD, BENCH_REQ_PUT, key, 8, value, 4, buf,
-                                         sizeof(buf));
+    size_t n = bench_wire_request_encode(BENCH_TARGET_ETCD, BENCH_REQ_PUT, false, key, 8, value, 4,
+                                         buf, sizeof(buf));
     /* PutRequest{key=1 (tag 0x0a), value=2 (tag 0x12)}: etcd's field numbers on the wire */
     const uint8_t want[] = {0x0a, 8,   'k',  'e', 'y', '-', '0', '0',
                             '4',  '2', 0x12, 4,   'v', 'v', 'v', 'v'};
     CU_ASSERT_EQUAL(n, sizeof(want));
     CU_ASSERT_EQUAL(memcmp(buf, want, sizeof(want)), 0);
-    n = bench_wire_request_encode(BENCH_TARGET_ETCD, BENCH_REQ_GET_LOCAL, key, 8, value, 4, buf,
-                                  sizeof(buf));
+    n = bench_wire_request_encode(BENCH_TARGET_ETCD, BENCH_REQ_GET_LOCAL, false, key, 8, value, 4,
+                                  buf, sizeof(buf));
     /* RangeRequest{key=1, serializable=7 (tag 0x38) = 1} */
     CU_ASSERT_EQUAL(n, 12);
     CU_ASSERT_EQUAL(buf[10], 0x38);
     CU_ASSERT_EQUAL(buf[11], 1);
-    n = bench_wire_request_encode(BENCH_TARGET_ETCD, BENCH_REQ_GET_LINEARIZABLE, key, 8, value, 4,
-                                  buf, sizeof(buf));
+    n = bench_wire_request_encode(BENCH_TARGET_ETCD, BENCH_REQ_GET_LINEARIZABLE, false, key, 8,
+                                  value, 4, buf, sizeof(buf));
     CU_ASSERT_EQUAL(n, 10); /* serializable=false is not on the wire */
+    CU_ASSERT_EQUAL(bench_wire_request_encode(BENCH_TARGET_ETCD, BENCH_REQ_PUT, true, key, 8, value,
+                                              4, NULL, 0),
+                    sizeof(want)); /* etcd has no no_forward */
 }
 
 static void test_wire_responses(void)
@@ -382,6 +408,155 @@ static void test_wire_error_detail(void)
                            "MALFORMED");
 }
 
+/* ---- route ---------------------------------------------------------------------------- */
+
+static void test_route_crc32(void)
+{
+    CU_ASSERT_EQUAL(bench_route_crc32("123456789", 9), 0xCBF43926u); /* the CRC-32 check value */
+    CU_ASSERT_EQUAL(bench_route_crc32("", 0), 0u);
+    CU_ASSERT_EQUAL(bench_route_crc32("a", 1), 0xE8B7BE43u);
+    CU_ASSERT_EQUAL(bench_route_crc32("The quick brown fox jumps over the lazy dog", 43),
+                    0x414FA339u);
+    /* zlib.crc32(b"key-" + b"0" * 57 + b"123") % 256 == 140: slotbench's 64-byte key 123 */
+    char key[65];
+    bench_wire_key_format(key, 64, 123);
+    CU_ASSERT_EQUAL(bench_route_hash_slot(key, 64), 140);
+    for (uint64_t i = 0; i < 1000; i++) {
+        bench_wire_key_format(key, 64, i);
+        CU_ASSERT_FATAL(bench_route_hash_slot(key, 64) < BENCH_HASH_SLOTS);
+    }
+}
+
+/* A RouteSnapshotResponse: hash slot s belongs to group 1 + s % 4. Group 1 is led by node 11,
+ * group 2 by node 12, group 3 by node 13 (which has no address), group 4 has no leader.
+ * table_len != 256 builds a malformed table. */
+static size_t route_pack(uint8_t *buf, size_t table_len)
+{
+    uint32_t table[BENCH_HASH_SLOTS + 1];
+    for (unsigned s = 0; s < table_len; s++)
+        table[s] = 1 + s % 4;
+    Slotd__V1__GroupRoute g[4];
+    Slotd__V1__GroupRoute *groups[4];
+    const uint64_t leaders[4] = {11, 12, 13, 0};
+    for (int i = 0; i < 4; i++) {
+        slotd__v1__group_route__init(&g[i]);
+        g[i].group_id = (uint32_t)(4 - i); /* listed in reverse: lookup is by id, not position */
+        g[i].leader = leaders[3 - i];
+        groups[i] = &g[i];
+    }
+    Slotd__V1__NodeInfo n[3];
+    Slotd__V1__NodeInfo *nodes[3];
+    const char *addresses[3] = {"10.0.0.1:7700", "10.0.0.2:7700", ""};
+    for (int i = 0; i < 3; i++) {
+        slotd__v1__node_info__init(&n[i]);
+        n[i].node_id = (uint64_t)(11 + i);
+        n[i].address = (char *)addresses[i];
+        nodes[i] = &n[i];
+    }
+    Slotd__V1__RouteSnapshotResponse r = SLOTD__V1__ROUTE_SNAPSHOT_RESPONSE__INIT;
+    r.route_revision = 42;
+    r.n_hash_slot_table = table_len;
+    r.hash_slot_table = table;
+    r.n_groups = 4;
+    r.groups = groups;
+    r.n_nodes = 3;
+    r.nodes = nodes;
+    return slotd__v1__route_snapshot_response__pack(&r, buf);
+}
+
+static void test_route_leader_lookup(void)
+{
+    uint8_t buf[2048];
+    char errmsg[256] = "";
+    struct bench_route *r = malloc(sizeof(*r));
+    size_t n = route_pack(buf, BENCH_HASH_SLOTS);
+    CU_ASSERT_FATAL(n < sizeof(buf));
+    CU_ASSERT_EQUAL_FATAL(bench_route_decode(r, buf, n, errmsg, sizeof(errmsg)), BENCH_OK);
+    CU_ASSERT_EQUAL(r->revision, 42);
+    CU_ASSERT_EQUAL(r->address_count, 2);
+    unsigned seen[4] = {0, 0, 0, 0};
+    char key[65];
+    for (uint64_t i = 0; i < 2000; i++) {
+        bench_wire_key_format(key, 64, i);
+        unsigned group = 1 + bench_route_hash_slot(key, 64) % 4;
+        const char *want = group == 1 ? "10.0.0.1:7700" : group == 2 ? "10.0.0.2:7700" : NULL;
+        const char *got = bench_route_leader_address(r, key, 64);
+        seen[group - 1]++;
+        /* groups 3 and 4: a leader without an address, no leader */
+        CU_ASSERT_FATAL(want ? got != NULL && strcmp(got, want) == 0 : got == NULL);
+    }
+    for (int g = 0; g < 4; g++)
+        CU_ASSERT(seen[g] > 300); /* every group's case was exercised */
+    /* "123456789" hashes to slot 0xCBF43926 % 256 = 0x26 = 38: group 3, no address */
+    CU_ASSERT_PTR_NULL(bench_route_leader_address(r, "123456789", 9));
+    CU_ASSERT_EQUAL(r->slot_leader[38], BENCH_ROUTE_NONE);
+    CU_ASSERT_STRING_EQUAL(r->addresses[r->slot_leader[36]], "10.0.0.1:7700");
+    CU_ASSERT_STRING_EQUAL(r->addresses[r->slot_leader[37]], "10.0.0.2:7700");
+    CU_ASSERT_EQUAL(r->slot_leader[39], BENCH_ROUTE_NONE);
+    free(r);
+}
+
+static void test_route_decode_errors(void)
+{
+    uint8_t buf[2048];
+    char errmsg[256] = "";
+    struct bench_route *r = malloc(sizeof(*r));
+    size_t n = route_pack(buf, BENCH_HASH_SLOTS - 1);
+    CU_ASSERT_EQUAL(bench_route_decode(r, buf, n, errmsg, sizeof(errmsg)), BENCH_EMALFORMED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(errmsg, "hash_slot_table has 255 entries, expected 256"));
+    CU_ASSERT_PTR_NULL(bench_route_leader_address(r, "123456789", 9));
+    const uint8_t junk[] = {0xff, 0xff, 0xff};
+    CU_ASSERT_EQUAL(bench_route_decode(r, junk, 3, errmsg, sizeof(errmsg)), BENCH_EMALFORMED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(errmsg, "do not decode"));
+
+    /* 256 groups each led by its own node: more leader addresses than the bound */
+    enum { G = BENCH_HASH_SLOTS };
+    uint32_t table[G];
+    Slotd__V1__GroupRoute *g = calloc(G, sizeof(*g));
+    Slotd__V1__GroupRoute **groups = calloc(G, sizeof(*groups));
+    Slotd__V1__NodeInfo *nodes_v = calloc(G, sizeof(*nodes_v));
+    Slotd__V1__NodeInfo **nodes = calloc(G, sizeof(*nodes));
+    char(*addr)[32] = calloc(G, sizeof(*addr));
+    for (unsigned i = 0; i < G; i++) {
+        table[i] = i + 1;
+        slotd__v1__group_route__init(&g[i]);
+        g[i].group_id = i + 1;
+        g[i].leader = i + 1;
+        groups[i] = &g[i];
+        slotd__v1__node_info__init(&nodes_v[i]);
+        nodes_v[i].node_id = i + 1;
+        snprintf(addr[i], sizeof(addr[i]), "10.0.%u.%u:7700", i / 200, i % 200);
+        nodes_v[i].address = addr[i];
+        nodes[i] = &nodes_v[i];
+    }
+    Slotd__V1__RouteSnapshotResponse m = SLOTD__V1__ROUTE_SNAPSHOT_RESPONSE__INIT;
+    m.n_hash_slot_table = G;
+    m.hash_slot_table = table;
+    m.n_groups = G;
+    m.groups = groups;
+    m.n_nodes = G;
+    m.nodes = nodes;
+    size_t big_len = slotd__v1__route_snapshot_response__get_packed_size(&m);
+    uint8_t *big = malloc(big_len);
+    slotd__v1__route_snapshot_response__pack(&m, big);
+    CU_ASSERT_EQUAL(bench_route_decode(r, big, big_len, errmsg, sizeof(errmsg)), BENCH_EMALFORMED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(errmsg, "more than 64 distinct leader addresses"));
+    /* 64 distinct leaders fit */
+    for (unsigned i = 0; i < G; i++)
+        table[i] = 1 + i % BENCH_ROUTE_ADDRESSES_MAX;
+    big_len = slotd__v1__route_snapshot_response__pack(&m, big); /* smaller ids: fewer bytes */
+    CU_ASSERT_EQUAL_FATAL(bench_route_decode(r, big, big_len, errmsg, sizeof(errmsg)), BENCH_OK);
+    CU_ASSERT_EQUAL(r->address_count, BENCH_ROUTE_ADDRESSES_MAX);
+    CU_ASSERT_STRING_EQUAL(r->addresses[r->slot_leader[65]], "10.0.0.1:7700");
+    free(big);
+    free(addr);
+    free(nodes);
+    free(nodes_v);
+    free(groups);
+    free(g);
+    free(r);
+}
+
 /* ---- report --------------------------------------------------------------------------- */
 
 static void test_report_json(void)
@@ -405,6 +580,12 @@ static void test_report_json(void)
     r->run.error_detail[SLOTD__V1__ERROR_CODE__ERROR_CODE_QUEUE_FULL] = 3;
     r->run.cpu_s = 0.5;
     r->run.cpu_wall_s = 2.0;
+    r->run.direct = 75;
+    r->run.fallback = 25;
+    o.route_aware = true;
+    r->route_fetches = 3;
+    r->route_fetch_failures = 1;
+    strcpy(r->route_error, "RouteSnapshot from a: \"x\"\n");
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -431,6 +612,13 @@ static void test_report_json(void)
         json_integer_value(json_object_get(json_object_get(run, "error_details"), "QUEUE_FULL")),
         3);
     CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(run, "client_cpu_pct")), 25.0, 1e-9);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(run, "direct")), 75);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(run, "fallback")), 25);
+    CU_ASSERT(json_is_true(json_object_get(root, "route_aware")));
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(root, "route_fetches")), 3);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(root, "route_fetch_failures")), 1);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(root, "route_error")),
+                           "RouteSnapshot from a: ?x??");
     json_decref(root);
     free(text);
 
@@ -442,6 +630,28 @@ static void test_report_json(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "UNAVAILABLE 3"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "p50 50 us"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "slotd codes: QUEUE_FULL 3"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text,
+                                  "routing:     75 direct to the leader (75.0%), 25 round "
+                                  "robin (leader unknown); route fetched 3 time(s), 1 failed"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "route error: RouteSnapshot from a:"));
+    free(text);
+    /* without --route-aware: no routing line, "route_aware":false */
+    o.route_aware = false;
+    text = NULL;
+    f = open_memstream(&text, &len);
+    bench_report_text(&o, r, f);
+    fclose(f);
+    CU_ASSERT_PTR_NULL(strstr(text, "routing:"));
+    free(text);
+    text = NULL;
+    f = open_memstream(&text, &len);
+    bench_report_json(&o, r, f);
+    fclose(f);
+    root = json_loads(text, 0, &jerr);
+    CU_ASSERT_FATAL(root != NULL);
+    CU_ASSERT(json_is_false(json_object_get(root, "route_aware")));
+    CU_ASSERT_PTR_NULL(json_object_get(root, "route_fetches"));
+    json_decref(root);
     free(text);
     free(r);
 }
@@ -582,6 +792,144 @@ static void test_engine_deadline(void)
     engine_free(&ec);
 }
 
+/* --route-aware against two fakes: A (the endpoint) serves the route, which names B as the
+ * leader of the even hash slots; odd slots have no leader and go round robin to A. */
+struct route_case {
+    struct fake_server_stats *a, *b;
+    struct bench_result *r;
+    int rc;
+};
+
+static void route_run(struct route_case *rc, struct fake_server_config a_cfg,
+                      struct fake_server_config b_cfg, bool route_served, const char *const *args)
+{
+    int a_port = 0, b_port = 0;
+    b_cfg.slot_parity = 1; /* even slots only */
+    struct fake_server *b = fake_server_start(&b_cfg, &b_port);
+    CU_ASSERT_FATAL(b != NULL);
+    char b_endpoint[64], a_endpoint[64];
+    snprintf(b_endpoint, sizeof(b_endpoint), "127.0.0.1:%d", b_port);
+    a_cfg.route_leader_address = route_served ? b_endpoint : NULL;
+    a_cfg.slot_parity = route_served ? 2 : 0; /* with the route, A only sees odd slots */
+    struct fake_server *a = fake_server_start(&a_cfg, &a_port);
+    CU_ASSERT_FATAL(a != NULL);
+    snprintf(a_endpoint, sizeof(a_endpoint), "127.0.0.1:%d", a_port);
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = "slotbench";
+    argv[argc++] = "--endpoints";
+    argv[argc++] = a_endpoint;
+    argv[argc++] = "--route-aware";
+    for (; *args; args++)
+        argv[argc++] = (char *)*args;
+    struct bench_opts o;
+    char errmsg[256];
+    CU_ASSERT_EQUAL_FATAL(bench_opts_parse(&o, argc, argv, errmsg, sizeof(errmsg)), BENCH_OK);
+    rc->r = calloc(1, sizeof(*rc->r));
+    rc->a = calloc(1, sizeof(*rc->a));
+    rc->b = calloc(1, sizeof(*rc->b));
+    rc->rc = bench_run_execute(&o, rc->r, errmsg, sizeof(errmsg));
+    if (rc->rc != BENCH_OK)
+        fprintf(stderr, "\nbench_run_execute: %s\n", errmsg);
+    fake_server_stop(a, rc->a);
+    fake_server_stop(b, rc->b);
+}
+
+static void route_free(struct route_case *rc)
+{
+    free(rc->r);
+    free(rc->a);
+    free(rc->b);
+}
+
+#define ROUTE_RUN(rc, a_cfg, b_cfg, served, ...)                                                   \
+    route_run(rc, a_cfg, b_cfg, served, (const char *const[]){__VA_ARGS__, NULL})
+
+static uint64_t data_calls(const struct fake_server_stats *st)
+{
+    return st->propose + st->read_by_consistency[0] + st->read_by_consistency[1] +
+           st->read_by_consistency[2];
+}
+
+static void test_engine_route_aware_direct(void)
+{
+    struct fake_server_config cfg = {.read_found = true, .key_size = 64, .value_size = 256};
+    struct route_case rc;
+    ROUTE_RUN(&rc, cfg, cfg, true, "--op", "get", "--concurrency", "8", "--threads", "2",
+              "--connections", "2", "--ops", "2000", "--populate", "--keys", "500");
+    const struct bench_phase *p = &rc.r->run;
+    CU_ASSERT_EQUAL(rc.rc, BENCH_OK);
+    CU_ASSERT_EQUAL(p->ok, 2000);
+    CU_ASSERT_EQUAL(p->direct + p->fallback, 2000);
+    CU_ASSERT(p->direct > 700 && p->fallback > 700);
+    /* populate (the only puts) went the same way: every key once, split by hash slot parity */
+    CU_ASSERT_EQUAL(rc.r->populate_keys, 500);
+    CU_ASSERT_EQUAL(rc.r->populate.direct + rc.r->populate.fallback, 500);
+    unsigned once = 0;
+    for (unsigned i = 0; i < 500; i++)
+        once += rc.a->put_count_by_key[i] + rc.b->put_count_by_key[i] == 1;
+    CU_ASSERT_EQUAL(once, 500);
+    /* the leader got exactly the direct calls, all no_forward and all in its hash slots */
+    CU_ASSERT_EQUAL(data_calls(rc.b), p->direct + rc.r->populate.direct);
+    CU_ASSERT_EQUAL(rc.b->no_forward, data_calls(rc.b));
+    CU_ASSERT_EQUAL(rc.b->wrong_slot, 0);
+    CU_ASSERT_EQUAL(rc.b->route_snapshots, 0);
+    /* the endpoint got the route call and the fallback calls, which may be forwarded */
+    CU_ASSERT_EQUAL(data_calls(rc.a), p->fallback + rc.r->populate.fallback);
+    CU_ASSERT_EQUAL(rc.a->no_forward, 0);
+    CU_ASSERT_EQUAL(rc.a->wrong_slot, 0);
+    CU_ASSERT_EQUAL(rc.a->route_snapshots, 1); /* nothing failed: no refetch */
+    CU_ASSERT_EQUAL(rc.r->route_fetches, 1);
+    CU_ASSERT_EQUAL(rc.r->route_fetch_failures, 0);
+    CU_ASSERT_STRING_EQUAL(rc.r->route_error, "");
+    CU_ASSERT_EQUAL(rc.a->bad_requests + rc.b->bad_requests, 0);
+    route_free(&rc);
+}
+
+static void test_engine_route_refetch_rate_limited(void)
+{
+    /* Every 4th call on the leader fails UNAVAILABLE: each asks for a new route, but at most
+     * one fetch starts per 200 ms. */
+    struct fake_server_config cfg = {.key_size = 64, .value_size = 256};
+    struct fake_server_config b_cfg = cfg;
+    b_cfg.fail_every = 4;
+    struct route_case rc;
+    ROUTE_RUN(&rc, cfg, b_cfg, true, "--op", "put", "--concurrency", "8", "--duration", "0.7",
+              "--keys", "1000");
+    const struct bench_phase *p = &rc.r->run;
+    CU_ASSERT_EQUAL(rc.rc, BENCH_OK);
+    CU_ASSERT(p->status[GRPC_STATUS_UNAVAILABLE] > 20);
+    CU_ASSERT(p->direct > 0 && p->fallback > 0);
+    /* the initial fetch, then one per 200 ms at most over the 0.7 s run (+1 for timing) */
+    CU_ASSERT(rc.a->route_snapshots >= 2);
+    CU_ASSERT(rc.a->route_snapshots <= 5);
+    CU_ASSERT(rc.r->route_fetches >= 2 && rc.r->route_fetches <= rc.a->route_snapshots);
+    CU_ASSERT_EQUAL(rc.r->route_fetch_failures, 0);
+    CU_ASSERT_EQUAL(rc.b->wrong_slot + rc.a->wrong_slot, 0);
+    route_free(&rc);
+}
+
+static void test_engine_route_unavailable_falls_back(void)
+{
+    /* RouteSnapshot answers UNIMPLEMENTED: every call goes round robin, forwarding allowed. */
+    struct fake_server_config cfg = {.key_size = 64, .value_size = 256};
+    struct route_case rc;
+    ROUTE_RUN(&rc, cfg, cfg, false, "--op", "get", "--concurrency", "4", "--ops", "300");
+    const struct bench_phase *p = &rc.r->run;
+    CU_ASSERT_EQUAL(rc.rc, BENCH_OK);
+    CU_ASSERT_EQUAL(p->ok, 300);
+    CU_ASSERT_EQUAL(p->direct, 0);
+    CU_ASSERT_EQUAL(p->fallback, 300);
+    CU_ASSERT_EQUAL(rc.a->read_by_consistency[0], 300);
+    CU_ASSERT_EQUAL(rc.a->no_forward, 0);
+    CU_ASSERT_EQUAL(data_calls(rc.b), 0);
+    CU_ASSERT_EQUAL(rc.a->route_snapshots, 1);
+    CU_ASSERT_EQUAL(rc.r->route_fetches, 1);
+    CU_ASSERT_EQUAL(rc.r->route_fetch_failures, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(rc.r->route_error, "UNIMPLEMENTED"));
+    route_free(&rc);
+}
+
 static void test_engine_connect_fails(void)
 {
     /* bind a port, then close it: nothing listens there */
@@ -620,6 +968,9 @@ int main(void)
     CU_add_test(s, "wire etcd requests", test_wire_etcd_requests);
     CU_add_test(s, "wire responses", test_wire_responses);
     CU_add_test(s, "wire error detail", test_wire_error_detail);
+    CU_add_test(s, "route crc32", test_route_crc32);
+    CU_add_test(s, "route leader lookup", test_route_leader_lookup);
+    CU_add_test(s, "route decode errors", test_route_decode_errors);
     CU_add_test(s, "report json and text", test_report_json);
     CU_add_test(s, "engine put, errors counted", test_engine_put_errors_counted);
     CU_add_test(s, "engine mixed slotd", test_engine_mixed_slotd);
@@ -627,6 +978,11 @@ int main(void)
     CU_add_test(s, "engine duration, warmup, malformed", test_engine_duration_warmup_malformed);
     CU_add_test(s, "engine deadline", test_engine_deadline);
     CU_add_test(s, "engine connect fails", test_engine_connect_fails);
+    CU_add_test(s, "engine route-aware: direct to the leader", test_engine_route_aware_direct);
+    CU_add_test(s, "engine route-aware: refetch rate limited",
+                test_engine_route_refetch_rate_limited);
+    CU_add_test(s, "engine route-aware: no route, round robin",
+                test_engine_route_unavailable_falls_back);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed();

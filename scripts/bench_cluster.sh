@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# scripts/bench_cluster.sh - 3-node slotd on loopback: Propose/s and linearizable Get/s at 16, 64
+# and 256 in flight, sent direct to each group's leader (slotbench --route-aware) vs round robin
+# over all nodes (followers forward), ROUNDS rounds each, medians with p50/p99.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-5}
+CONCS=${CONCS:-"16 64 256"}
+PY=/usr/bin/python3
+bin=$BUILD/bin
+NODES=3
+READY_TRIES=60 # x 0.5 s: every node serving, then every group's leader known
+
+for b in slotd slotbench; do
+  [[ -x $bin/$b ]] || { echo "bench_cluster: $bin/$b not built (BUILD=$BUILD)" >&2; exit 1; }
+done
+
+read -r -a ports <<<"$($PY -c '
+import socket
+socks = [socket.socket() for _ in range(3)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))')"
+dir=$(mktemp -d /tmp/slotd-bench-cluster.XXXXXX)
+pids=()
+cleanup() {
+  local pid
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+peers=""
+endpoints=""
+addrs=()
+for n in $(seq $NODES); do
+  addrs+=("127.0.0.1:${ports[n-1]}")
+  peers+="${peers:+,}$n=127.0.0.1:${ports[n-1]}"
+  endpoints+="${endpoints:+,}127.0.0.1:${ports[n-1]}"
+done
+for n in $(seq $NODES); do
+  "$bin"/slotd --node-id "$n" --listen 127.0.0.1:"${ports[n-1]}" --data-dir "$dir/data$n" \
+    --peers "$peers" >"$dir/slotd$n.log" 2>&1 &
+  pids+=($!)
+done
+
+# grpc.health.v1.Health/Check with an empty request; SERVING is the response bytes 08 01.
+health_ok() {
+  $PY - "$@" <<'PYEOF'
+import sys, grpc
+for addr in sys.argv[1:]:
+    with grpc.insecure_channel(addr) as ch:
+        check = ch.unary_unary("/grpc.health.v1.Health/Check")
+        try:
+            if check(b"", timeout=1.0) != b"\x08\x01":
+                sys.exit(1)
+        except grpc.RpcError:
+            sys.exit(1)
+PYEOF
+}
+ready=0
+for _ in $(seq $READY_TRIES); do
+  if health_ok "${addrs[@]}"; then ready=1; break; fi
+  sleep 0.5
+done
+if [[ $ready != 1 ]]; then
+  echo "bench_cluster: nodes not serving after $((READY_TRIES / 2)) s; logs:" >&2
+  tail -n 20 "$dir"/slotd*.log >&2
+  exit 1
+fi
+
+common=(--endpoints "$endpoints" --keys 10000 --key-size 64 --value-size 256 --json)
+# Every group has a leader the first node knows of once a route-aware read run sends all of its
+# calls direct and none fails.
+ready=0
+for _ in $(seq $READY_TRIES); do
+  if "$bin"/slotbench "${common[@]}" --route-aware --op get --concurrency 4 --ops 400 \
+      --duration 5 2>/dev/null | $PY -c '
+import json, sys
+r = json.load(sys.stdin)["run"]
+sys.exit(0 if r["errors_total"] == 0 and r["fallback"] == 0 and r["direct"] > 0 else 1)'; then
+    ready=1
+    break
+  fi
+  sleep 0.5
+done
+if [[ $ready != 1 ]]; then
+  echo "bench_cluster: no leader for every group after $((READY_TRIES / 2)) s; logs:" >&2
+  tail -n 20 "$dir"/slotd*.log >&2
+  exit 1
+fi
+"$bin"/slotbench "${common[@]}" --route-aware --op put --concurrency 64 --duration 1 --populate \
+  | $PY -c '
+import json, sys
+r = json.load(sys.stdin)
+if r["populated_keys"] != r["keys"]:
+    sys.exit("bench_cluster: populate wrote %d of %d keys" % (r["populated_keys"], r["keys"]))'
+
+echo "# slotd $NODES nodes on loopback, $(nproc) cores, ${DURATION}s per run, $ROUNDS rounds, medians"
+echo "# command: scripts/bench_cluster.sh (ROUNDS=$ROUNDS DURATION=$DURATION BUILD=$BUILD)"
+read -r -a concs <<<"$CONCS"
+for op in put get; do
+  for c in "${concs[@]}"; do
+    for _ in $(seq "$ROUNDS"); do
+      # the two modes alternate so that drift on a shared machine hits both alike
+      "$bin"/slotbench "${common[@]}" --route-aware --op "$op" --concurrency "$c" \
+        --duration "$DURATION" >>"$dir/$op-$c-direct.json"
+      "$bin"/slotbench "${common[@]}" --op "$op" --concurrency "$c" \
+        --duration "$DURATION" >>"$dir/$op-$c-forward.json"
+    done
+  done
+done
+$PY - "$dir" "${concs[@]}" <<'PYEOF'
+import json, statistics, sys
+d, concs = sys.argv[1], sys.argv[2:]
+print("| op | in flight | mode | ops/s (median) | p50 ms | p99 ms | errors | direct % |")
+print("|---|---|---|---|---|---|---|---|")
+for op in ("put", "get"):
+    for c in concs:
+        for mode, name in (("direct", "direct to leaders"), ("forward", "through forwarding")):
+            runs = [json.loads(l)["run"] for l in open(f"{d}/{op}-{c}-{mode}.json") if l.strip()]
+            med = lambda f: statistics.median(f(r) for r in runs)
+            sent = sum(r["direct"] + r["fallback"] for r in runs)
+            direct = (f"{100.0 * sum(r['direct'] for r in runs) / sent:.1f}"
+                      if mode == "direct" and sent else "-")
+            label = "put (durable)" if op == "put" else "get (linearizable)"
+            print(f"| {label} | {c} | {name} | {med(lambda r: r['ops_per_s']):.0f} | "
+                  f"{med(lambda r: r['latency_us']['p50'])/1000:.2f} | "
+                  f"{med(lambda r: r['latency_us']['p99'])/1000:.2f} | "
+                  f"{sum(r['errors_total'] for r in runs)} | {direct} |")
+PYEOF
