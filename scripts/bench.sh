@@ -17,6 +17,23 @@ pid=$!
 cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT
 
+# Wait (bounded) until grpc.health.v1.Health/Check answers SERVING (bytes 08 01).
+ready=0
+for _ in $(seq 60); do
+  if $PY -c 'import sys, grpc
+ch = grpc.insecure_channel(sys.argv[1])
+try:
+    sys.exit(ch.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=1.0) != b"\x08\x01")
+except grpc.RpcError:
+    sys.exit(1)' 127.0.0.1:"$port" 2>/dev/null; then ready=1; break; fi
+  sleep 0.5
+done
+if [[ $ready != 1 ]]; then
+  echo "bench: slotd not serving after 30 s; log:" >&2
+  tail -n 20 "$dir/slotd.log" >&2
+  exit 1
+fi
+
 common=(--endpoints 127.0.0.1:"$port" --keys 10000 --key-size 64 --value-size 256 --json)
 "$bin"/slotbench "${common[@]}" --op put --concurrency 64 --duration 1 --populate >/dev/null
 
