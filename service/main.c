@@ -294,7 +294,7 @@ int main(int argc, char **argv)
 
     int sig = wait_signal(&set);
     fprintf(stderr, "level=info component=main msg=\"shutting down\" signal=%d\n", sig);
-    size_t still = runtime_transfer_leadership(rt, SHUTDOWN_TRANSFER_MS);
+    size_t still = ro.n_nodes > 1 ? runtime_transfer_leadership(rt, SHUTDOWN_TRANSFER_MS) : 0;
     if (still > 0)
         fprintf(stderr, "level=warn component=main msg=\"groups still led at shutdown\" n=%zu\n",
                 still);
