@@ -6,7 +6,7 @@ SEEDS   ?= 500
 STEPS   ?= 10000
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build run test gen gen-check sim sim-bugs asan e2e bench bench-cluster clean
+.PHONY: all deps configure build run test gen gen-check sim sim-bugs asan e2e bench bench-cluster bench-etcd clean
 
 all: build
 
@@ -53,6 +53,10 @@ bench: build
 # 3 nodes on loopback: Propose/s and linearizable Get/s direct to leaders vs through forwarding.
 bench-cluster: build
 	@scripts/bench_cluster.sh
+
+# slotd vs etcd (installs etcd-server if missing), 1 and 3 nodes, A/B rounds, ratios per row.
+bench-etcd: build
+	@scripts/bench/compare-etcd.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN) build-bug-*

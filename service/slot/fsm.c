@@ -13,7 +13,9 @@
 /* A key written by the current batch: later entries of the same batch must
  * read it (LevelDB batches are not readable before they are written). */
 struct overlay_item {
-    struct overlay_item *next;
+    struct overlay_item *next;     /* in its bucket */
+    struct overlay_item *all_next; /* every item of the batch, for clearing */
+    uint32_t bucket;
     bool deleted;
     size_t key_len;
     size_t val_len;
@@ -25,6 +27,7 @@ struct slot_fsm {
     struct store *store;
     struct store_fsm_batch *batch;
     struct overlay_item *buckets[OVERLAY_BUCKETS];
+    struct overlay_item *all;
     size_t n_items;
 };
 
@@ -36,19 +39,17 @@ static uint32_t hash_bytes(const uint8_t *p, size_t n)
     return h;
 }
 
+/* Frees the batch's items and empties only the buckets they used. */
 static void overlay_clear(struct slot_fsm *f)
 {
-    for (size_t b = 0; b < OVERLAY_BUCKETS && f->n_items > 0; b++) {
-        struct overlay_item *it = f->buckets[b];
-        while (it != NULL) {
-            struct overlay_item *next = it->next;
-            free(it);
-            it = next;
-            f->n_items--;
-        }
-        f->buckets[b] = NULL;
+    struct overlay_item *it = f->all;
+    while (it != NULL) {
+        struct overlay_item *next = it->all_next;
+        f->buckets[it->bucket] = NULL;
+        free(it);
+        it = next;
     }
-    memset(f->buckets, 0, sizeof(f->buckets));
+    f->all = NULL;
     f->n_items = 0;
 }
 
@@ -61,20 +62,12 @@ static struct overlay_item *overlay_find(struct slot_fsm *f, const uint8_t *k, s
     return NULL;
 }
 
-/* Records a put (val != NULL) or delete in both the batch and the overlay. */
+/* Records a put (val != NULL) or delete in both the batch and the overlay. A
+ * key written twice keeps its item; the newer value replaces the older. */
 static int fsm_write(struct slot_fsm *f, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
 {
-    struct overlay_item *it = overlay_find(f, k, kl);
-    if (it != NULL) {
-        uint32_t b = hash_bytes(k, kl) % OVERLAY_BUCKETS;
-        struct overlay_item **pp = &f->buckets[b];
-        while (*pp != it)
-            pp = &(*pp)->next;
-        *pp = it->next;
-        free(it);
-        f->n_items--;
-    }
-    it = malloc(sizeof(*it) + kl + (v ? vl : 0));
+    struct overlay_item *old = overlay_find(f, k, kl);
+    struct overlay_item *it = malloc(sizeof(*it) + kl + (v ? vl : 0));
     if (it == NULL)
         return STORE_ENOMEM;
     it->key = (uint8_t *)(it + 1);
@@ -85,9 +78,15 @@ static int fsm_write(struct slot_fsm *f, const uint8_t *k, size_t kl, const uint
     it->val_len = v ? vl : 0;
     if (v != NULL && vl > 0)
         memcpy(it->val, v, vl);
-    uint32_t b = hash_bytes(k, kl) % OVERLAY_BUCKETS;
-    it->next = f->buckets[b];
-    f->buckets[b] = it;
+    it->bucket = hash_bytes(k, kl) % OVERLAY_BUCKETS;
+    /* The new item goes first in its bucket, so lookups find it before an
+     * older one; the older stays on the batch list until the clear. */
+    if (old != NULL)
+        old->key_len = 0; /* never matches again */
+    it->next = f->buckets[it->bucket];
+    f->buckets[it->bucket] = it;
+    it->all_next = f->all;
+    f->all = it;
     f->n_items++;
     if (v != NULL)
         store_fsm_batch_put(f->batch, k, kl, v, vl);

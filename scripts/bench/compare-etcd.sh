@@ -1,0 +1,318 @@
+#!/usr/bin/env bash
+# scripts/bench/compare-etcd.sh - slotd against etcd on this machine, same client (slotbench),
+# same durability, same key space: put and linearizable get at 1/16/64/256 in flight on one node,
+# 16/64/256 on three nodes, runs alternating between the two, medians and slotd/etcd ratios.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-5}
+WARMUP=${WARMUP:-1}
+ETCD=${ETCD:-etcd}
+PY=/usr/bin/python3
+bin=$BUILD/bin
+KEYS=10000
+READY_TRIES=60   # x 0.5 s per readiness check
+STOP_TRIES=100   # x 0.1 s after SIGTERM, then SIGKILL
+ETCD_QUOTA=$((8 * 1024 * 1024 * 1024)) # etcd's largest recommended backend; never the limit here
+
+log() { echo "compare-etcd: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+for v in ROUNDS DURATION WARMUP; do
+  [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number (got '${!v}')"
+done
+((ROUNDS >= 1 && ROUNDS <= 20)) || die "ROUNDS must be 1..20 (got $ROUNDS)"
+((DURATION >= 1 && DURATION <= 600)) || die "DURATION must be 1..600 s (got $DURATION)"
+((WARMUP <= 60)) || die "WARMUP must be 0..60 s (got $WARMUP)"
+for b in slotd slotbench; do
+  [[ -x $bin/$b ]] || die "$bin/$b not built (BUILD=$BUILD)"
+done
+
+# etcd-server from Debian when there is no etcd yet.
+if ! command -v "$ETCD" >/dev/null 2>&1; then
+  log "installing etcd-server (apt-get)"
+  sudo=()
+  [[ $(id -u) == 0 ]] || sudo=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  if ! "${sudo[@]}" apt-get install -y -qq etcd-server >/dev/null 2>&1; then
+    "${sudo[@]}" apt-get update -qq >/dev/null 2>&1 || true
+    "${sudo[@]}" apt-get install -y -qq etcd-server >/dev/null 2>&1 || die "apt-get install etcd-server failed"
+  fi
+  command -v "$ETCD" >/dev/null 2>&1 || die "etcd not found after installing etcd-server"
+fi
+
+dir=$(mktemp -d /tmp/compare-etcd.XXXXXX) # every data dir lives here: same disk for both
+mkdir -p "$dir/res"
+pids=()
+# Stops every pid in "$@": SIGTERM to all, then per pid up to 10 s, then SIGKILL.
+stop_pids() {
+  local pid
+  for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "$@"; do
+    for _ in $(seq $STOP_TRIES); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+}
+cleanup() {
+  ((${#pids[@]})) && stop_pids "${pids[@]}"
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# 9 free loopback ports: 1 node = slotd 1 + etcd client/peer 2; 3 nodes = slotd 3 + etcd 6.
+read -r -a ports <<<"$($PY -c '
+import socket
+socks = [socket.socket() for _ in range(9)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))')"
+
+# --- starting and waiting -------------------------------------------------------------------
+
+# start_slotd N: N slotd nodes on ports[0..N-1] (single node without --peers).
+# Sets slotd_pids, slotd_eps (comma list), slotd_addrs (array).
+start_slotd() {
+  local n=$1 i peers=""
+  slotd_pids=() slotd_addrs=()
+  for i in $(seq "$n"); do
+    slotd_addrs+=("127.0.0.1:${ports[i - 1]}")
+    peers+="${peers:+,}$i=127.0.0.1:${ports[i - 1]}"
+  done
+  slotd_eps=$(IFS=,; echo "${slotd_addrs[*]}")
+  for i in $(seq "$n"); do
+    local args=(--node-id "$i" --listen "${slotd_addrs[i - 1]}" --data-dir "$dir/slotd-${n}n-$i")
+    ((n > 1)) && args+=(--peers "$peers")
+    "$bin"/slotd "${args[@]}" >"$dir/slotd-${n}n-$i.log" 2>&1 &
+    pids+=($!) slotd_pids+=($!)
+  done
+}
+
+# start_etcd N: N etcd members; client ports ports[3..], peer ports ports[6..].
+# Sets etcd_pids, etcd_eps (comma list), etcd_addrs (array).
+start_etcd() {
+  local n=$1 i cluster=""
+  etcd_pids=() etcd_addrs=()
+  for i in $(seq "$n"); do
+    etcd_addrs+=("127.0.0.1:${ports[i + 2]}")
+    cluster+="${cluster:+,}e$i=http://127.0.0.1:${ports[i + 5]}"
+  done
+  etcd_eps=$(IFS=,; echo "${etcd_addrs[*]}")
+  for i in $(seq "$n"); do
+    "$ETCD" --name "e$i" --data-dir "$dir/etcd-${n}n-$i" \
+      --listen-client-urls "http://${etcd_addrs[i - 1]}" \
+      --advertise-client-urls "http://${etcd_addrs[i - 1]}" \
+      --listen-peer-urls "http://127.0.0.1:${ports[i + 5]}" \
+      --initial-advertise-peer-urls "http://127.0.0.1:${ports[i + 5]}" \
+      --initial-cluster "$cluster" --initial-cluster-state new \
+      --initial-cluster-token "compare-etcd-${n}n" \
+      --quota-backend-bytes "$ETCD_QUOTA" \
+      --logger zap --log-outputs stderr --log-level warn \
+      >"$dir/etcd-${n}n-$i.log" 2>&1 &
+    pids+=($!) etcd_pids+=($!)
+  done
+}
+
+# slotd: grpc.health.v1.Health/Check answers SERVING (bytes 08 01) on every address.
+slotd_serving() {
+  $PY - "$@" <<'PYEOF' 2>/dev/null
+import sys, grpc
+for addr in sys.argv[1:]:
+    with grpc.insecure_channel(addr) as ch:
+        try:
+            if ch.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=1.0) != b"\x08\x01":
+                sys.exit(1)
+        except grpc.RpcError:
+            sys.exit(1)
+PYEOF
+}
+
+# etcd: GET /health says {"health":"true"} on every member (a leader exists, a read went through).
+etcd_healthy() {
+  $PY - "$@" <<'PYEOF' 2>/dev/null
+import json, sys, urllib.request
+for addr in sys.argv[1:]:
+    try:
+        with urllib.request.urlopen(f"http://{addr}/health", timeout=1.0) as r:
+            if json.load(r).get("health") != "true":
+                sys.exit(1)
+    except Exception:
+        sys.exit(1)
+PYEOF
+}
+
+# wait_for WHAT CMD...: retries CMD every 0.5 s, READY_TRIES times; dies with the logs.
+wait_for() {
+  local what=$1
+  shift
+  for _ in $(seq $READY_TRIES); do
+    "$@" && return 0
+    sleep 0.5
+  done
+  log "$what not ready after $((READY_TRIES / 2)) s; logs:"
+  tail -n 20 "$dir"/*.log >&2
+  exit 1
+}
+
+# slotd with 3 nodes: every group's leader is known once a route-aware read run sends all calls
+# direct and none fails.
+slotd_leaders_known() {
+  "$bin"/slotbench --endpoints "$slotd_eps" --keys $KEYS --route-aware --op get --concurrency 4 \
+    --ops 400 --duration 5 --json 2>/dev/null | $PY -c '
+import json, sys
+r = json.load(sys.stdin)["run"]
+sys.exit(0 if r["errors_total"] == 0 and r["fallback"] == 0 and r["direct"] > 0 else 1)'
+}
+
+# populate TARGET ENDPOINTS [extra slotbench args]: every key written once, checked.
+populate() {
+  local target=$1 eps=$2
+  shift 2
+  "$bin"/slotbench --target "$target" --endpoints "$eps" --keys $KEYS --key-size 64 \
+    --value-size 256 --op put --concurrency 64 --duration 1 --populate --json "$@" \
+    >"$dir/populate.json" 2>"$dir/populate.err" || {
+    cat "$dir/populate.err" >&2
+    die "populating $target failed"
+  }
+  $PY - "$dir/populate.json" "$target" <<'PYEOF' || die "populating $target incomplete"
+import json, sys
+r = json.load(open(sys.argv[1]))
+if r["populated_keys"] != r["keys"] or r["populate"]["errors_total"]:
+    sys.exit("compare-etcd: %s populate wrote %d of %d keys, %d errors"
+             % (sys.argv[2], r["populated_keys"], r["keys"], r["populate"]["errors_total"]))
+PYEOF
+}
+
+# idle_cpu SECONDS PIDS...: CPU the pids used while nothing loaded them, in % of one core.
+idle_cpu() {
+  $PY - "$@" <<'PYEOF'
+import os, sys, time
+secs, pids = float(sys.argv[1]), sys.argv[2:]
+def ticks():
+    t = 0
+    for p in pids:
+        with open(f"/proc/{p}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        t += int(fields[11]) + int(fields[12])  # utime, stime
+    return t
+a = ticks(); time.sleep(secs); b = ticks()
+print(f"{100.0 * (b - a) / os.sysconf('SC_CLK_TCK') / secs:.0f}")
+PYEOF
+}
+
+# --- measuring ------------------------------------------------------------------------------
+
+# run_one FILE TARGET ENDPOINTS OP CONC [extra]: one measured slotbench run appended to FILE.
+run_one() {
+  local file=$1 target=$2 eps=$3 op=$4 conc=$5
+  shift 5
+  "$bin"/slotbench --target "$target" --endpoints "$eps" --keys $KEYS --key-size 64 \
+    --value-size 256 --op "$op" --concurrency "$conc" --duration "$DURATION" \
+    --warmup "$WARMUP" --json "$@" >>"$file" 2>"$dir/run.err" || {
+    cat "$dir/run.err" >&2
+    die "slotbench failed: $target $op at $conc in flight"
+  }
+  echo >>"$file"
+}
+
+# scenario NODES OP CONC: ROUNDS rounds; in each the systems run one after the other (A B A B).
+scenario() {
+  local nodes=$1 op=$2 conc=$3 base
+  base="$dir/res/${op}_c${conc}_${nodes}n"
+  log "${nodes}n $op at $conc in flight ($ROUNDS rounds)"
+  for _ in $(seq "$ROUNDS"); do
+    run_one "$base-etcd.json" etcd "$etcd_eps" "$op" "$conc"
+    if ((nodes == 1)); then
+      run_one "$base-slotd.json" slotd "$slotd_eps" "$op" "$conc"
+    else
+      run_one "$base-slotd-ra.json" slotd "$slotd_eps" "$op" "$conc" --route-aware
+      run_one "$base-slotd-rr.json" slotd "$slotd_eps" "$op" "$conc"
+    fi
+  done
+}
+
+etcd_version=$("$ETCD" --version 2>/dev/null | sed -n 's/^etcd Version: //p')
+
+# Single node.
+log "single node: starting etcd and slotd"
+start_etcd 1
+start_slotd 1
+wait_for "etcd (1 member)" etcd_healthy "${etcd_addrs[@]}"
+wait_for "slotd (1 node)" slotd_serving "${slotd_addrs[@]}"
+populate etcd "$etcd_eps"
+populate slotd "$slotd_eps"
+idle_1n_etcd=$(idle_cpu 2 "${etcd_pids[@]}")
+idle_1n_slotd=$(idle_cpu 2 "${slotd_pids[@]}")
+for op in put get; do
+  for c in 1 16 64 256; do scenario 1 "$op" "$c"; done
+done
+stop_pids "${etcd_pids[@]}" "${slotd_pids[@]}"
+pids=()
+
+# Three nodes.
+log "three nodes: starting 3 etcd members and 3 slotd nodes"
+start_etcd 3
+start_slotd 3
+wait_for "etcd (3 members)" etcd_healthy "${etcd_addrs[@]}"
+wait_for "slotd (3 nodes)" slotd_serving "${slotd_addrs[@]}"
+wait_for "slotd group leaders" slotd_leaders_known
+populate etcd "$etcd_eps"
+populate slotd "$slotd_eps" --route-aware
+idle_3n_etcd=$(idle_cpu 2 "${etcd_pids[@]}")
+idle_3n_slotd=$(idle_cpu 2 "${slotd_pids[@]}")
+for op in put get; do
+  for c in 16 64 256; do scenario 3 "$op" "$c"; done
+done
+stop_pids "${etcd_pids[@]}" "${slotd_pids[@]}"
+pids=()
+
+echo "# slotd vs etcd ${etcd_version:-?}, slotbench for both, loopback, $(nproc) cores," \
+  "${DURATION}s per run (+${WARMUP}s warm-up), $ROUNDS round(s), medians"
+echo "# command: ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP BUILD=$BUILD" \
+  "scripts/bench/compare-etcd.sh"
+echo "# $KEYS keys x 64 B, values 256 B, populated first; both fsync before acknowledging a put;" \
+  "data dirs under /tmp; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# idle CPU of the system not being measured (% of one core): 1 node slotd $idle_1n_slotd," \
+  "etcd $idle_1n_etcd; 3 nodes slotd $idle_3n_slotd, etcd $idle_3n_etcd"
+echo
+$PY - "$dir/res" <<'PYEOF'
+import json, statistics, sys
+d = sys.argv[1]
+
+def load(name):
+    with open(f"{d}/{name}.json") as f:
+        return [json.loads(l)["run"] for l in f if l.strip()]
+
+def med(runs, f):
+    return statistics.median(f(r) for r in runs)
+
+def ratio(a, b):
+    return a / b if b > 0 else float("nan")
+
+rows = [(1, op, c, "slotd", "-") for op in ("put", "get") for c in (1, 16, 64, 256)]
+rows += [(3, op, c, v, m) for op in ("put", "get") for c in (16, 64, 256)
+         for v, m in (("slotd-ra", "route-aware"), ("slotd-rr", "round robin"))]
+print("| nodes | op | in flight | slotd client | slotd ops/s | etcd ops/s | slotd/etcd "
+      "| slotd p50 ms | etcd p50 ms | slotd p99 ms | etcd p99 ms | errors slotd/etcd "
+      "| client CPU % slotd/etcd |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+summary = {}
+for nodes, op, c, var, mode in rows:
+    base = f"{op}_c{c}_{nodes}n"
+    s, e = load(f"{base}-{var}"), load(f"{base}-etcd")
+    s_ops, e_ops = med(s, lambda r: r["ops_per_s"]), med(e, lambda r: r["ops_per_s"])
+    q = ratio(s_ops, e_ops)
+    if var in ("slotd", "slotd-ra"):
+        summary[base] = q
+    p = lambda runs, k: med(runs, lambda r: r["latency_us"][k]) / 1000
+    errs = lambda runs: sum(r["errors_total"] for r in runs)
+    cpu = lambda runs: med(runs, lambda r: r["client_cpu_pct"])
+    label = "put (durable)" if op == "put" else "get (linearizable)"
+    print(f"| {nodes} | {label} | {c} | {mode} | {s_ops:.0f} | {e_ops:.0f} | {q:.2f} "
+          f"| {p(s, 'p50'):.2f} | {p(e, 'p50'):.2f} | {p(s, 'p99'):.2f} | {p(e, 'p99'):.2f} "
+          f"| {errs(s)}/{errs(e)} | {cpu(s):.0f}/{cpu(e):.0f} |")
+print()
+print("ratio " + " ".join(f"{k}={summary[k]:.2f}" for k in
+                          ("put_c256_1n", "get_c256_1n", "put_c256_3n", "get_c256_3n")))
+PYEOF
