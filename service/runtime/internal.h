@@ -33,6 +33,8 @@ enum rt_request_kind {
 #define RT_SNAP_BYTES_MAX ((size_t)512 << 20)
 /* Requests are answered this long before their deadline at the latest. */
 #define RT_DEADLINE_MARGIN_MS 150
+/* How long a deposed leader waits for its pending proposals to resolve. */
+#define RT_DEPOSED_WAIT_MS 5000
 /* Fresh cluster: ticks before a group's preferred voter campaigns (< election_tick). */
 #define RT_FIRST_CAMPAIGN_TICKS 4
 

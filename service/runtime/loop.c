@@ -228,18 +228,16 @@ static void on_soft_state(struct runtime *rt, struct rt_group *g, const struct r
            (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)g->leader,
            (unsigned long long)g->term, raft_role_name(g->role));
     if (was_leader && g->role != RAFT_LEADER) {
-        /* An entry that never reached this node's disk was never sent, so it
-         * certainly did not commit; a persisted one may commit under the next
-         * leader. */
-        struct rt_request *r;
-        while ((r = rt_list_pop(&g->proposals)) != NULL) {
-            if (r->index > g->stored_last)
-                rt_fail_not_leader(rt, g, r, "leadership lost before the proposal was stored");
-            else
-                rt_fail(r, SLOTD_EUNKNOWN_OUTCOME,
-                        "group %u: leadership lost before the proposal was applied; it may or "
-                        "may not commit", g->id);
-        }
+        /* A deposed leader cannot tell yet whether its appended proposals
+         * commit: they stay in its log and may still be committed by the next
+         * leader (or by this node if re-elected). They stay pending and are
+         * resolved when their index commits here: the same term means success,
+         * another term means they certainly did not (waiter_for). A bound makes
+         * sure each gets an answer (UNKNOWN_OUTCOME at the latest then). */
+        int64_t bound = rt_now_ms() + RT_DEPOSED_WAIT_MS;
+        for (struct rt_request *r = g->proposals.head; r != NULL; r = r->next)
+            if (r->deadline_ms > bound)
+                r->deadline_ms = bound;
         if (g->transferring)
             RT_LOG("info", "msg=\"leadership transferred\" node=%llu group=%u to=%llu term=%llu",
                    (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)g->leader,
