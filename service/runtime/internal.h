@@ -33,6 +33,9 @@ enum rt_request_kind {
 #define RT_SNAP_BYTES_MAX ((size_t)512 << 20)
 /* Requests are answered this long before their deadline at the latest. */
 #define RT_DEADLINE_MARGIN_MS 150
+/* Bounds of the queue of peer traffic (raft batches, snapshot chunks, status). */
+#define RT_PEER_QUEUE_LEN_MAX 8192
+#define RT_PEER_QUEUE_BYTES_MAX ((size_t)256 << 20)
 /* How long a deposed leader waits for its pending proposals to resolve. */
 #define RT_DEPOSED_WAIT_MS 5000
 /* Fresh cluster: ticks before a group's preferred voter campaigns (< election_tick). */
@@ -199,7 +202,8 @@ struct runtime {
     /* inbound queue (gRPC threads -> loop) */
     pthread_mutex_t mu;
     struct rt_list inbound;
-    size_t inbound_bytes;
+    size_t client_len, client_bytes; /* bounded by opts.queue_*_max */
+    size_t peer_len, peer_bytes;     /* bounded by RT_PEER_QUEUE_*_MAX */
     bool stopping;
 
     /* loop thread state */

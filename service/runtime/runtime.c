@@ -189,27 +189,34 @@ void rt_publish_route(struct runtime *rt)
 
 /* ---- Submission (gRPC threads) ---- */
 
+/* Client requests and peer traffic have separate bounds, so a flood of
+ * client requests cannot starve the raft messages that keep leaders alive. */
 static int submit(struct runtime *rt, struct rt_request *r, struct slotd_error *err)
 {
     size_t bytes = sizeof(*r) + r->len;
+    bool client = r->kind == RT_PROPOSE || r->kind == RT_READ;
+    size_t *len = client ? &rt->client_len : &rt->peer_len;
+    size_t *qbytes = client ? &rt->client_bytes : &rt->peer_bytes;
+    size_t len_max = client ? rt->opts.queue_len_max : RT_PEER_QUEUE_LEN_MAX;
+    size_t bytes_max = client ? rt->opts.queue_bytes_max : RT_PEER_QUEUE_BYTES_MAX;
     pthread_mutex_lock(&rt->mu);
     if (rt->stopping) {
         pthread_mutex_unlock(&rt->mu);
         slotd_error_set(err, SLOTD_ESHUTTING_DOWN, "node is shutting down");
         return -1;
     }
-    if (rt->inbound.len >= rt->opts.queue_len_max ||
-        rt->inbound_bytes + bytes > rt->opts.queue_bytes_max) {
-        size_t len = rt->inbound.len, qb = rt->inbound_bytes;
+    if (*len >= len_max || *qbytes + bytes > bytes_max) {
+        size_t n = *len, qb = *qbytes;
         pthread_mutex_unlock(&rt->mu);
         slotd_error_set(err, SLOTD_EQUEUE_FULL,
-                        "proposal queue full (%zu requests, %zu bytes; limits %zu, %zu)", len, qb,
-                        rt->opts.queue_len_max, rt->opts.queue_bytes_max);
+                        "%s queue full (%zu requests, %zu bytes; limits %zu, %zu)",
+                        client ? "request" : "peer", n, qb, len_max, bytes_max);
         err->retry_after_ms = 50;
         return -1;
     }
     rt_list_push(&rt->inbound, r);
-    rt->inbound_bytes += bytes;
+    (*len)++;
+    *qbytes += bytes;
     pthread_mutex_unlock(&rt->mu);
     uv_async_send(&rt->wake);
     return 0;
@@ -303,7 +310,8 @@ void rt_submit_snap_sent(struct runtime *rt, uint64_t transfer_id, bool ok)
         return;
     }
     rt_list_push(&rt->inbound, r);
-    rt->inbound_bytes += sizeof(*r);
+    rt->peer_len++;
+    rt->peer_bytes += sizeof(*r);
     pthread_mutex_unlock(&rt->mu);
     uv_async_send(&rt->wake);
 }
@@ -367,7 +375,7 @@ static void on_wake(uv_async_t *h)
     pthread_mutex_lock(&rt->mu);
     reqs = rt->inbound;
     memset(&rt->inbound, 0, sizeof(rt->inbound));
-    rt->inbound_bytes = 0;
+    rt->client_len = rt->client_bytes = rt->peer_len = rt->peer_bytes = 0;
     pthread_mutex_unlock(&rt->mu);
     rt_handle_requests(rt, &reqs);
     rt_pump(rt);
