@@ -6,7 +6,7 @@ SEEDS   ?= 500
 STEPS   ?= 10000
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build run test gen gen-check sim sim-bugs asan e2e bench bench-cluster bench-etcd clean
+.PHONY: all deps configure build run test gen gen-check sim sim-bugs asan e2e bench bench-cluster bench-etcd fault torture clean
 
 all: build
 
@@ -46,6 +46,18 @@ asan: deps
 
 e2e: build
 	@scripts/test.sh e2e
+
+# Linearizability checker tests and a short randomized fault run against a real 3-node cluster.
+fault: build
+	@scripts/test.sh fault
+
+# Longer fault schedules with a report: make torture TORTURE_SEED=1 TORTURE_ROUNDS=4 TORTURE_RUNS=3
+TORTURE_SEED ?= 1
+TORTURE_ROUNDS ?= 4
+TORTURE_RUNS ?= 3
+torture: build
+	SLOTD_BIN=$(CURDIR)/$(BUILD)/bin/slotd /usr/bin/python3 tests/fault/torture.py \
+	  --seed $(TORTURE_SEED) --rounds $(TORTURE_ROUNDS) --runs $(TORTURE_RUNS) --out torture-report.md
 
 bench: build
 	@scripts/bench.sh
