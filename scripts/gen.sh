@@ -9,3 +9,5 @@ mkdir -p "$out"
 ours=$(cd api && find . -name '*.proto' | sed 's|^\./||' | LC_ALL=C sort)
 protoc-c -Iapi -I/usr/include --c_out="$out" $ours google/protobuf/any.proto
 protoc-c -I/usr/share/grpc-proto --c_out="$out" grpc/health/v1/health.proto
+# Server reflection: v1 only; v1alpha has the same messages on the wire (service/rpc/reflection.c).
+protoc-c -I/usr/share/grpc-proto --c_out="$out" grpc/reflection/v1/reflection.proto

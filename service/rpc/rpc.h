@@ -1,4 +1,4 @@
-/* rpc.h - slotd's gRPC core server: unary method dispatch, limits, errors, grpc.health.v1. */
+/* rpc.h - slotd's gRPC core server: unary dispatch, limits, errors, health, server reflection. */
 #ifndef SLOTD_RPC_H
 #define SLOTD_RPC_H
 
@@ -14,6 +14,10 @@
 #define RPC_HEALTH_SERVICES_MAX 32 /* distinct service names with a health status */
 #define RPC_HEALTH_WATCHERS_MAX 64 /* concurrent Health/Watch streams; more: RESOURCE_EXHAUSTED */
 #define RPC_QUEUE_FULL_RETRY_MS 10 /* retry_after_ms sent with the max_inflight_calls rejection */
+/* Concurrent ServerReflectionInfo streams (v1 and v1alpha together); more: RESOURCE_EXHAUSTED. */
+#define RPC_REFLECTION_STREAMS_MAX 16
+/* Bytes of one ServerReflectionRequest; a larger one ends its stream with INVALID_ARGUMENT. */
+#define RPC_REFLECTION_REQUEST_BYTES_MAX 16384
 
 struct rpc_server_options {
     const char *listen_addr;   /* "127.0.0.1:0" picks a free port; borrowed until start returns */
@@ -35,7 +39,9 @@ typedef void (*rpc_unary_cb)(void *ctx, struct rpc_call *call, const uint8_t *re
 
 /* Creates a server (calls grpc_init). o (borrowed for the call) may be NULL for the defaults;
  * zero fields take the defaults. Registers every method of slotd.v1.Metadata (answering
- * UNIMPLEMENTED until a handler is added) and grpc.health.v1.Health with service "" SERVING.
+ * UNIMPLEMENTED until a handler is added), grpc.health.v1.Health with service "" SERVING, and
+ * grpc.reflection.v1 and v1alpha ServerReflection (from the FileDescriptorSet embedded at build
+ * time; list_services names every service registered on the server).
  * *out: caller frees with rpc_server_free(). Returns SLOTD_OK, SLOTD_EINVALID_FIELD (bad option)
  * or SLOTD_EINTERNAL. */
 int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out);
@@ -75,13 +81,13 @@ void rpc_call_reply_bytes(struct rpc_call *c, const void *buf, size_t len);
  * message, and the grpc-status-details-bin trailer. Any thread; e->code must not be SLOTD_OK. */
 void rpc_call_fail(struct rpc_call *c, const struct slotd_error *e);
 
-/* The call's deadline in CLOCK_MONOTONIC milliseconds, INT64_MAX if the client set none. */
 /* Finishes c with a status relayed from another server (forwarding): gRPC status code `status`
  * (not OK), its message, and the raw grpc-status-details-bin bytes (NULL for none). All pointers
  * are borrowed for the call. Any thread; exactly once per call, like rpc_call_fail(). */
 void rpc_call_fail_raw(struct rpc_call *c, int status, const char *message,
                        const uint8_t *details, size_t details_len);
 
+/* The call's deadline in CLOCK_MONOTONIC milliseconds, INT64_MAX if the client set none. */
 int64_t rpc_call_deadline_ms(const struct rpc_call *c);
 
 /* The method path, e.g. "/slotd.v1.Metadata/Propose". Borrowed from the server. */

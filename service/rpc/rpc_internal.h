@@ -1,4 +1,4 @@
-/* rpc_internal.h - server internals shared by server.c and health.c (not part of the API). */
+/* rpc_internal.h - server internals shared by server.c, health.c and reflection.c (not API). */
 #ifndef SLOTD_RPC_INTERNAL_H
 #define SLOTD_RPC_INTERNAL_H
 
@@ -20,6 +20,10 @@ enum rpc__tag_kind {
     RPC__TAG_WATCH_SEND,   /* struct rpc__watch: a Health/Watch message was sent */
     RPC__TAG_WATCH_CLOSE,  /* struct rpc__watch: the stream closed (client cancel / shutdown) */
     RPC__TAG_WATCH_STATUS, /* struct rpc__watch: the final status batch completed */
+    RPC__TAG_REFL_RECV,    /* struct rpc__refl: a reflection request arrived (or the end) */
+    RPC__TAG_REFL_SEND,    /* struct rpc__refl: a reflection response was sent */
+    RPC__TAG_REFL_CLOSE,   /* struct rpc__refl: the stream closed (status sent or cancelled) */
+    RPC__TAG_REFL_STATUS,  /* struct rpc__refl: the final status batch completed */
     RPC__TAG_SHUTDOWN,     /* struct rpc_server: grpc_server_shutdown_and_notify finished */
 };
 
@@ -31,6 +35,8 @@ struct rpc__tag {
 enum rpc__method_kind {
     RPC__METHOD_UNARY,        /* request message in, one response out, via cb */
     RPC__METHOD_HEALTH_WATCH, /* grpc.health.v1.Health/Watch (server streaming, health.c) */
+    RPC__METHOD_REFLECTION,   /* ServerReflectionInfo (bidi streaming, reflection.c); registered
+                                 with GRPC_SRM_PAYLOAD_NONE */
 };
 
 struct rpc__method {
@@ -58,6 +64,7 @@ struct rpc_call {
 };
 
 struct rpc__watch;
+struct rpc_descset;
 
 struct rpc__health {
     char service[RPC_METHOD_PATH_MAX];
@@ -85,6 +92,9 @@ struct rpc_server {
     size_t n_health;
     struct rpc__watch *watches; /* doubly linked */
     size_t n_watches;           /* invariant: <= RPC_HEALTH_WATCHERS_MAX */
+    size_t n_reflections;       /* invariant: <= RPC_REFLECTION_STREAMS_MAX */
+
+    struct rpc_descset *descset; /* the embedded FileDescriptorSet; read-only after new */
 };
 
 /* server.c */
@@ -100,5 +110,13 @@ void rpc__health_watch_start(struct rpc_server *s, struct rpc_call *c, const uin
 void rpc__health_on_event(struct rpc__tag *t, bool ok);
 /* Under s->mu: every status becomes NOT_SERVING (shutdown). */
 void rpc__health_all_not_serving_locked(struct rpc_server *s);
+
+/* reflection.c */
+/* Parses the embedded descriptors and registers both ServerReflectionInfo paths. */
+int rpc__reflection_register(struct rpc_server *s);
+/* Takes over call c (a ServerReflectionInfo stream, no payload read yet): serves it or fails it.
+ * CQ thread. */
+void rpc__reflection_start(struct rpc_server *s, struct rpc_call *c);
+void rpc__reflection_on_event(struct rpc__tag *t, bool ok);
 
 #endif /* SLOTD_RPC_INTERNAL_H */

@@ -10,6 +10,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
+#include "descset.h"
 #include "rpc_internal.h"
 #include "slotd/v1/metadata.pb-c.h"
 
@@ -133,7 +134,7 @@ int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out)
         goto err_after_mutex;
     }
     if (rpc_server_add_service(s, &slotd__v1__metadata__descriptor) != SLOTD_OK ||
-        rpc__health_register(s) != SLOTD_OK) {
+        rpc__health_register(s) != SLOTD_OK || rpc__reflection_register(s) != SLOTD_OK) {
         goto err_after_cond;
     }
     grpc_init();
@@ -141,6 +142,7 @@ int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out)
     return SLOTD_OK;
 
 err_after_cond:
+    rpc_descset_free(s->descset);
     pthread_cond_destroy(&s->cond);
 err_after_mutex:
     pthread_mutex_destroy(&s->mu);
@@ -176,8 +178,10 @@ static void request_arm(struct rpc_server *s, struct rpc__method *m)
 
     grpc_call_error e;
     if (m != NULL) {
+        /* Methods registered with GRPC_SRM_PAYLOAD_NONE must not ask for a payload. */
+        grpc_byte_buffer **payload = m->kind == RPC__METHOD_REFLECTION ? NULL : &r->payload;
         e = grpc_server_request_registered_call(s->server, m->handle, &r->call, &r->deadline,
-                                                &r->md, &r->payload, s->cq, s->cq, &r->tag);
+                                                &r->md, payload, s->cq, s->cq, &r->tag);
     } else {
         e = grpc_server_request_call(s->server, &r->call, &r->details, &r->md, s->cq, s->cq,
                                      &r->tag);
@@ -382,6 +386,10 @@ static void call_dispatch(struct rpc_server *s, const struct rpc__method *m, str
         rpc_call_fail(c, &e);
         return;
     }
+    if (m->kind == RPC__METHOD_REFLECTION) {
+        rpc__reflection_start(s, c); /* a stream: reads its own messages */
+        return;
+    }
     if (payload == NULL) {
         slotd_error_set(&e, SLOTD_EMALFORMED, "request: no message (cancelled or not sent)");
         snprintf(e.field, sizeof(e.field), "request");
@@ -494,6 +502,12 @@ static void *cq_thread_main(void *arg)
         case RPC__TAG_WATCH_STATUS:
             rpc__health_on_event(t, ev.success != 0);
             break;
+        case RPC__TAG_REFL_RECV:
+        case RPC__TAG_REFL_SEND:
+        case RPC__TAG_REFL_CLOSE:
+        case RPC__TAG_REFL_STATUS:
+            rpc__reflection_on_event(t, ev.success != 0);
+            break;
         case RPC__TAG_SHUTDOWN:
             pthread_mutex_lock(&s->mu);
             s->shutdown_done = true;
@@ -538,8 +552,13 @@ static int server_create(struct rpc_server *s, char *err, size_t errlen)
     }
     grpc_server_register_completion_queue(s->server, s->cq, NULL);
     for (size_t i = 0; i < s->n_methods; i++) {
-        s->methods[i].handle = grpc_server_register_method(
-            s->server, s->methods[i].path, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+        /* Streams whose requests arrive one by one read them themselves. */
+        grpc_server_register_method_payload_handling payload =
+            s->methods[i].kind == RPC__METHOD_REFLECTION
+                ? GRPC_SRM_PAYLOAD_NONE
+                : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER;
+        s->methods[i].handle =
+            grpc_server_register_method(s->server, s->methods[i].path, NULL, payload, 0);
         if (s->methods[i].handle == NULL) {
             snprintf(err, errlen, "rpc: cannot register method %s", s->methods[i].path);
             return -1;
@@ -641,7 +660,8 @@ void rpc_server_free(struct rpc_server *s)
         return;
     }
     rpc_server_shutdown(s);
-    assert(s->live_calls == 0 && s->watches == NULL);
+    assert(s->live_calls == 0 && s->watches == NULL && s->n_reflections == 0);
+    rpc_descset_free(s->descset);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->mu);
     free(s);
