@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "service/config.h"
 #include "service/node/api.h"
 #include "service/route/route.h"
 #include "service/rpc/rpc.h"
@@ -17,120 +18,14 @@
 /* How long SIGTERM waits for led groups to move to other voters. */
 #define SHUTDOWN_TRANSFER_MS 3000
 
-struct flags {
-    const char *listen;
-    const char *data_dir;
-    unsigned long long node_id;
-    unsigned long slot_groups;
-    unsigned long long max_request_bytes;
-    unsigned long long max_inflight_calls;
-    const char *peers;
-    unsigned long long replicas;
-    unsigned long long compact_entries;
-    unsigned long long compact_tail;
-};
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: slotd [options]\n"
-            "  --listen ADDR             gRPC listen address (default 127.0.0.1:7700)\n"
-            "  --data-dir DIR            data directory (default ./slotd-data)\n"
-            "  --node-id N               this node's id, >= 1 (default 1)\n"
-            "  --slot-groups G           slot groups, 1..256 (default 8)\n"
-            "  --max-request-bytes B     largest accepted request (default 4194304)\n"
-            "  --max-inflight-calls N    calls in progress before RESOURCE_EXHAUSTED (default 4096)\n"
-            "  --peers ID=ADDR,...       every cluster member incl. this node (default: single node)\n"
-            "  --replicas R              voters per slot group (default min(3, nodes))\n"
-            "  --compact-entries N       compact a group's log after N applied entries (default 10000)\n"
-            "  --compact-tail N          entries kept behind the compaction point (default 1000)\n"
-            "  --help                    this text\n");
-}
-
-static int parse_u64(const char *name, const char *s, unsigned long long lo, unsigned long long hi,
-                     unsigned long long *out)
+static int parse_id(const char *s, unsigned long long *out)
 {
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || *s == '\0' || *end != '\0' || v < lo || v > hi) {
-        fprintf(stderr, "slotd: --%s: '%s' is not a number in %llu..%llu\n", name, s, lo, hi);
+    if (errno != 0 || *s == '\0' || *end != '\0' || v < 1 || v > (UINT64_MAX >> 1))
         return -1;
-    }
     *out = v;
-    return 0;
-}
-
-static int parse_flags(int argc, char **argv, struct flags *f)
-{
-    static const struct option opts[] = {
-        {"listen", required_argument, 0, 'l'},
-        {"data-dir", required_argument, 0, 'd'},
-        {"node-id", required_argument, 0, 'n'},
-        {"slot-groups", required_argument, 0, 'g'},
-        {"max-request-bytes", required_argument, 0, 'm'},
-        {"max-inflight-calls", required_argument, 0, 'i'},
-        {"peers", required_argument, 0, 'p'},
-        {"replicas", required_argument, 0, 'r'},
-        {"compact-entries", required_argument, 0, 'c'},
-        {"compact-tail", required_argument, 0, 't'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    unsigned long long v;
-    int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'l':
-            f->listen = optarg;
-            break;
-        case 'd':
-            f->data_dir = optarg;
-            break;
-        case 'n':
-            if (parse_u64("node-id", optarg, 1, UINT64_MAX >> 1, &f->node_id))
-                return -1;
-            break;
-        case 'g':
-            if (parse_u64("slot-groups", optarg, 1, 256, &v))
-                return -1;
-            f->slot_groups = (unsigned long)v;
-            break;
-        case 'm':
-            if (parse_u64("max-request-bytes", optarg, 1024, 1ull << 30, &f->max_request_bytes))
-                return -1;
-            break;
-        case 'i':
-            if (parse_u64("max-inflight-calls", optarg, 1, 1u << 20, &f->max_inflight_calls))
-                return -1;
-            break;
-        case 'p':
-            f->peers = optarg;
-            break;
-        case 'r':
-            if (parse_u64("replicas", optarg, 1, 16, &f->replicas))
-                return -1;
-            break;
-        case 'c':
-            if (parse_u64("compact-entries", optarg, 10, 1ull << 32, &f->compact_entries))
-                return -1;
-            break;
-        case 't':
-            if (parse_u64("compact-tail", optarg, 1, 1ull << 32, &f->compact_tail))
-                return -1;
-            break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        default:
-            usage(stderr);
-            return -1;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "slotd: unexpected argument '%s'\n", argv[optind]);
-        return -1;
-    }
     return 0;
 }
 
@@ -152,8 +47,10 @@ static int parse_peers(const char *spec, struct runtime_options *o)
             return -1;
         }
         *eq = '\0';
-        if (parse_u64("peers", tok, 1, UINT64_MAX >> 1, &id))
+        if (parse_id(tok, &id) != 0) {
+            fprintf(stderr, "slotd: --peers: '%s' is not a node id >= 1\n", tok);
             return -1;
+        }
         if (o->n_nodes == RUNTIME_NODES_MAX) {
             fprintf(stderr, "slotd: --peers: more than %d nodes\n", RUNTIME_NODES_MAX);
             return -1;
@@ -187,13 +84,19 @@ static int wait_signal(const sigset_t *set)
     return sig;
 }
 
+extern char **environ;
+
 int main(int argc, char **argv)
 {
-    struct flags f = {.listen = "127.0.0.1:7700", .data_dir = "./slotd-data", .node_id = 1,
-                      .slot_groups = 8, .max_request_bytes = 4u << 20,
-                      .max_inflight_calls = 4096};
-    if (parse_flags(argc, argv, &f) != 0)
+    static struct slotd_config f;
+    char err[512] = "";
+    int rc = slotd_config_load(argc, argv, environ, &f, stdout, err, sizeof(err));
+    if (rc == 1)
+        return 0;
+    if (rc != 0) {
+        fprintf(stderr, "slotd: %s\n", err);
         return 2;
+    }
 
     sigset_t set;
     sigemptyset(&set);
@@ -202,7 +105,6 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    char err[512] = "";
     int code = 1;
     struct store *store = NULL;
     struct route_table *routes = NULL;
@@ -241,7 +143,7 @@ int main(int argc, char **argv)
         ro.compact_entries = f.compact_entries;
     if (f.compact_tail)
         ro.compact_tail = f.compact_tail;
-    if (f.peers != NULL && parse_peers(f.peers, &ro) != 0)
+    if (f.peers[0] != '\0' && parse_peers(f.peers, &ro) != 0)
         goto err_after_server;
     if (ro.n_nodes > 1) {
         struct transport_options to;
@@ -289,8 +191,9 @@ int main(int argc, char **argv)
     }
     fprintf(stderr,
             "level=info component=main msg=\"slotd serving\" node=%llu listen=%s port=%d "
-            "data_dir=%s slot_groups=%lu\n",
-            f.node_id, f.listen, port, f.data_dir, f.slot_groups);
+            "data_dir=%s slot_groups=%llu\n",
+            (unsigned long long)f.node_id, f.listen, port, f.data_dir,
+            (unsigned long long)f.slot_groups);
 
     int sig = wait_signal(&set);
     fprintf(stderr, "level=info component=main msg=\"shutting down\" signal=%d\n", sig);

@@ -1,0 +1,257 @@
+/* config.c - slotd's options: one table gives each option's flag, environment variable, config-file name, default and range. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/config.h"
+
+#define CONFIG_LINE_MAX 8192
+#define CONFIG_LINES_MAX 1000
+
+enum opt_kind { OPT_STR, OPT_U64 };
+
+struct opt {
+    const char *name; /* flag "--name", env SLOTD_NAME, config "name" */
+    enum opt_kind kind;
+    size_t off;
+    size_t size; /* OPT_STR buffer size */
+    uint64_t lo, hi;
+    const char *def;
+    const char *help;
+};
+
+#define STR(field, def, help)                                                                      \
+    {#field, OPT_STR, offsetof(struct slotd_config, field),                                       \
+     sizeof(((struct slotd_config *)0)->field), 0, 0, def, help}
+#define U64(field, lo, hi, def, help)                                                              \
+    {#field, OPT_U64, offsetof(struct slotd_config, field), 0, lo, hi, def, help}
+
+static const struct opt opts[] = {
+    STR(listen, "127.0.0.1:7700", "gRPC listen address"),
+    STR(data_dir, "./slotd-data", "data directory (raftlog/ and fsm/ LevelDB databases)"),
+    U64(node_id, 1, UINT64_MAX >> 1, "1", "this node's id"),
+    U64(slot_groups, 1, 256, "8", "slot groups the 256 hash slots are split over"),
+    STR(peers, "", "every cluster member incl. this node, ID=HOST:PORT,... (empty: one node)"),
+    U64(replicas, 0, 16, "0", "voters per slot group (0: min(3, nodes))"),
+    U64(max_request_bytes, 1024, 1ull << 30, "4194304", "largest accepted request"),
+    U64(max_inflight_calls, 1, 1u << 20, "4096", "calls in progress before RESOURCE_EXHAUSTED"),
+    U64(compact_entries, 10, 1ull << 32, "10000", "compact a group's log after this many applied entries"),
+    U64(compact_tail, 1, 1ull << 32, "1000", "entries kept behind the compaction point"),
+};
+#define N_OPTS (sizeof(opts) / sizeof(opts[0]))
+
+/* "data-dir" and "data_dir" name the same option. */
+static const struct opt *find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const char *o = opts[i].name;
+        if (strlen(o) != len)
+            continue;
+        size_t k = 0;
+        while (k < len && (o[k] == name[k] || (o[k] == '_' && name[k] == '-')))
+            k++;
+        if (k == len)
+            return &opts[i];
+    }
+    return NULL;
+}
+
+static void flag_name(const struct opt *o, char *out, size_t n)
+{
+    snprintf(out, n, "--%s", o->name);
+    for (char *p = out; *p; p++)
+        if (*p == '_')
+            *p = '-';
+}
+
+static void env_name(const struct opt *o, char *out, size_t n)
+{
+    snprintf(out, n, "SLOTD_%s", o->name);
+    for (char *p = out; *p; p++)
+        *p = (char)toupper((unsigned char)*p);
+}
+
+static int set(struct slotd_config *c, const struct opt *o, const char *value, const char *source,
+               char *err, size_t errlen)
+{
+    char *field = (char *)c + o->off;
+    if (o->kind == OPT_STR) {
+        if (strlen(value) >= o->size) {
+            snprintf(err, errlen, "%s: value is longer than %zu bytes", source, o->size - 1);
+            return -1;
+        }
+        memcpy(field, value, strlen(value) + 1);
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(value, &end, 10);
+    if (errno != 0 || *value == '\0' || *value == '-' || *end != '\0' || v < o->lo ||
+        v > o->hi) {
+        snprintf(err, errlen, "%s: '%s' is not a number in %llu..%llu", source, value,
+                 (unsigned long long)o->lo, (unsigned long long)o->hi);
+        return -1;
+    }
+    *(uint64_t *)(void *)field = v;
+    return 0;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
+}
+
+static int load_file(struct slotd_config *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "config file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[CONFIG_LINE_MAX], source[1200];
+    int rc = 0;
+    for (unsigned n = 1; rc == 0 && fgets(line, sizeof(line), f) != NULL; n++) {
+        if (n > CONFIG_LINES_MAX) {
+            snprintf(err, errlen, "config file %s: more than %d lines", path, CONFIG_LINES_MAX);
+            rc = -1;
+            break;
+        }
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *s = trim(line);
+        if (*s == '\0')
+            continue;
+        char *eq = strchr(s, '=');
+        snprintf(source, sizeof(source), "config file %s line %u", path, n);
+        if (eq == NULL) {
+            snprintf(err, errlen, "%s: expected 'name = value'", source);
+            rc = -1;
+            break;
+        }
+        *eq = '\0';
+        char *name = trim(s), *value = trim(eq + 1);
+        const struct opt *o = find(name, strlen(name));
+        if (o == NULL) {
+            snprintf(err, errlen, "%s: unknown option '%s'", source, name);
+            rc = -1;
+            break;
+        }
+        snprintf(source + strlen(source), sizeof(source) - strlen(source), " (%s)", o->name);
+        rc = set(c, o, value, source, err, errlen);
+    }
+    fclose(f);
+    return rc;
+}
+
+static const char *getenv_in(char **env, const char *name)
+{
+    size_t n = strlen(name);
+    for (char **e = env; e != NULL && *e != NULL; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+            return *e + n + 1;
+    return NULL;
+}
+
+void slotd_config_usage(FILE *f)
+{
+    fprintf(f, "usage: slotd [--name value]...\n\n"
+               "Every option is also read from the environment (SLOTD_NAME) and from an optional\n"
+               "config file (--config FILE or SLOTD_CONFIG; lines 'name = value', '#' comments);\n"
+               "flags override the environment, which overrides the file.\n\n");
+    for (size_t i = 0; i < N_OPTS; i++) {
+        char flag[64], env[64];
+        flag_name(&opts[i], flag, sizeof(flag));
+        env_name(&opts[i], env, sizeof(env));
+        fprintf(f, "  %-22s %-26s %s (default %s)\n", flag, env, opts[i].help,
+                *opts[i].def ? opts[i].def : "empty");
+    }
+    fprintf(f, "  %-22s %-26s %s\n", "--config", "SLOTD_CONFIG", "config file (default none)");
+    fprintf(f, "  %-22s %-26s %s\n", "--help", "", "this text");
+}
+
+/* The value of "--name value" or "--name=value" at argv[*i]; advances *i. */
+static int flag_value(int argc, char **argv, int *i, const char **name, size_t *name_len,
+                      const char **value, char *err, size_t errlen)
+{
+    const char *a = argv[*i];
+    if (strncmp(a, "--", 2) != 0) {
+        snprintf(err, errlen, "unexpected argument '%s'", a);
+        return -1;
+    }
+    *name = a + 2;
+    const char *eq = strchr(*name, '=');
+    *name_len = eq ? (size_t)(eq - *name) : strlen(*name);
+    if (eq != NULL) {
+        *value = eq + 1;
+        return 0;
+    }
+    if (*name_len == 4 && strncmp(*name, "help", 4) == 0) {
+        *value = NULL;
+        return 0;
+    }
+    if (*i + 1 >= argc) {
+        snprintf(err, errlen, "%s: missing value", a);
+        return -1;
+    }
+    *value = argv[++*i];
+    return 0;
+}
+
+int slotd_config_load(int argc, char **argv, char **env, struct slotd_config *c, FILE *out,
+                      char *err, size_t errlen)
+{
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (set(c, &opts[i], opts[i].def, "default", err, errlen) != 0)
+            return -1;
+    /* The config file first: its name may come from a flag or the environment. */
+    const char *file = getenv_in(env, "SLOTD_CONFIG");
+    for (int i = 1; i < argc; i++) {
+        const char *name, *value;
+        size_t len;
+        if (flag_value(argc, argv, &i, &name, &len, &value, err, errlen) != 0)
+            return -1;
+        if (value == NULL) {
+            slotd_config_usage(out);
+            return 1;
+        }
+        if (len == 6 && strncmp(name, "config", 6) == 0)
+            file = value;
+    }
+    if (file != NULL && *file != '\0' && load_file(c, file, err, errlen) != 0)
+        return -1;
+    for (size_t i = 0; i < N_OPTS; i++) {
+        char name[64], source[96];
+        env_name(&opts[i], name, sizeof(name));
+        const char *v = getenv_in(env, name);
+        snprintf(source, sizeof(source), "environment %s", name);
+        if (v != NULL && set(c, &opts[i], v, source, err, errlen) != 0)
+            return -1;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *name, *value;
+        size_t len;
+        if (flag_value(argc, argv, &i, &name, &len, &value, err, errlen) != 0)
+            return -1;
+        if (len == 6 && strncmp(name, "config", 6) == 0)
+            continue;
+        const struct opt *o = find(name, len);
+        if (o == NULL) {
+            snprintf(err, errlen, "unknown option '--%.*s' (see --help)", (int)len, name);
+            return -1;
+        }
+        char source[64];
+        flag_name(o, source, sizeof(source));
+        if (set(c, o, value, source, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}

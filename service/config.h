@@ -1,0 +1,36 @@
+/* config.h - slotd's options: flags, SLOTD_* environment variables and an optional config file, with the same names. */
+#ifndef SLOTD_CONFIG_H
+#define SLOTD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct slotd_config {
+    char listen[256];
+    char data_dir[1024];
+    char peers[4096];
+    uint64_t node_id;
+    uint64_t slot_groups;
+    uint64_t max_request_bytes;
+    uint64_t max_inflight_calls;
+    uint64_t replicas; /* 0 = min(3, nodes) */
+    uint64_t compact_entries;
+    uint64_t compact_tail;
+};
+
+/*
+ * Fills *c from, in increasing precedence: the defaults, the config file
+ * (--config FILE or SLOTD_CONFIG; lines "name = value", '#' comments), the
+ * environment (SLOTD_<NAME>, e.g. SLOTD_DATA_DIR) and the flags (--name
+ * value or --name=value). Returns 0, 1 when --help was printed to out, or -1
+ * with a sentence naming the option, its source and the allowed range in err.
+ * argv and env are borrowed for the call; env may be NULL (no environment).
+ */
+int slotd_config_load(int argc, char **argv, char **env, struct slotd_config *c, FILE *out,
+                      char *err, size_t errlen);
+
+/* Prints every option with its environment variable and default. */
+void slotd_config_usage(FILE *f);
+
+#endif /* SLOTD_CONFIG_H */
