@@ -1,4 +1,5 @@
-/* config.c - slotd's options: one table gives each option's flag, environment variable, config-file name, default and range. */
+/* config.c - slotd's options: one table gives each option's flag, environment variable, config-file
+ * name, default and range. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -23,10 +24,14 @@ struct opt {
 };
 
 #define STR(field, def, help)                                                                      \
-    {#field, OPT_STR, offsetof(struct slotd_config, field),                                       \
-     sizeof(((struct slotd_config *)0)->field), 0, 0, def, help}
+    {                                                                                              \
+#field, OPT_STR, offsetof(struct slotd_config, field),                                     \
+            sizeof(((struct slotd_config *)0)->field), 0, 0, def, help                             \
+    }
 #define U64(field, lo, hi, def, help)                                                              \
-    {#field, OPT_U64, offsetof(struct slotd_config, field), 0, lo, hi, def, help}
+    {                                                                                              \
+#field, OPT_U64, offsetof(struct slotd_config, field), 0, lo, hi, def, help                \
+    }
 
 static const struct opt opts[] = {
     STR(listen, "127.0.0.1:7700", "gRPC listen address"),
@@ -37,7 +42,8 @@ static const struct opt opts[] = {
     U64(replicas, 0, 16, "0", "voters per slot group (0: min(3, nodes))"),
     U64(max_request_bytes, 1024, 1ull << 30, "4194304", "largest accepted request"),
     U64(max_inflight_calls, 1, 1u << 20, "4096", "calls in progress before RESOURCE_EXHAUSTED"),
-    U64(compact_entries, 10, 1ull << 32, "10000", "compact a group's log after this many applied entries"),
+    U64(compact_entries, 10, 1ull << 32, "10000",
+        "compact a group's log after this many applied entries"),
     U64(compact_tail, 1, 1ull << 32, "1000", "entries kept behind the compaction point"),
 };
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
@@ -88,8 +94,7 @@ static int set(struct slotd_config *c, const struct opt *o, const char *value, c
     char *end;
     errno = 0;
     unsigned long long v = strtoull(value, &end, 10);
-    if (errno != 0 || *value == '\0' || *value == '-' || *end != '\0' || v < o->lo ||
-        v > o->hi) {
+    if (errno != 0 || *value == '\0' || *value == '-' || *end != '\0' || v < o->lo || v > o->hi) {
         snprintf(err, errlen, "%s: '%s' is not a number in %llu..%llu", source, value,
                  (unsigned long long)o->lo, (unsigned long long)o->hi);
         return -1;

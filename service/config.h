@@ -1,4 +1,5 @@
-/* config.h - slotd's options: flags, SLOTD_* environment variables and an optional config file, with the same names. */
+/* config.h - slotd's options: flags, SLOTD_* environment variables and an optional config file,
+ * with the same names. */
 #ifndef SLOTD_CONFIG_H
 #define SLOTD_CONFIG_H
 

@@ -1,4 +1,5 @@
-/* main.c - the slotd binary: flags, store, route, gRPC server, runtime, and clean SIGTERM shutdown. */
+/* main.c - the slotd binary: flags, store, route, gRPC server, runtime, and clean SIGTERM shutdown.
+ */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -168,8 +169,8 @@ int main(int argc, char **argv)
         goto err_after_transport;
     }
     g_runtime = rt;
-    struct node_api api = {.rt = rt, .routes = routes, .transport = transport,
-                           .node_id = f.node_id};
+    struct node_api api = {
+        .rt = rt, .routes = routes, .transport = transport, .node_id = f.node_id};
     if (node_api_register(&api, server) != 0) {
         fprintf(stderr, "slotd: cannot register the API\n");
         goto err_after_runtime;

@@ -102,9 +102,8 @@ static uint64_t hinted_leader(const uint8_t *details, size_t len)
     if (st == NULL)
         return 0;
     for (size_t i = 0; i < st->n_details && node == 0; i++) {
-        Slotd__V1__ErrorDetail *d =
-            slotd__v1__error_detail__unpack(NULL, st->details[i]->value.len,
-                                            st->details[i]->value.data);
+        Slotd__V1__ErrorDetail *d = slotd__v1__error_detail__unpack(NULL, st->details[i]->value.len,
+                                                                    st->details[i]->value.data);
         if (d != NULL && d->code == SLOTD__V1__ERROR_CODE__ERROR_CODE_NOT_LEADER &&
             d->leader_hint != NULL)
             node = d->leader_hint->node_id;
@@ -125,9 +124,8 @@ static void forward_done(void *arg, int status, const char *message, const uint8
         free(f);
         return;
     }
-    uint64_t hint = status == GRPC_STATUS_FAILED_PRECONDITION
-                        ? hinted_leader(details, details_len)
-                        : 0;
+    uint64_t hint =
+        status == GRPC_STATUS_FAILED_PRECONDITION ? hinted_leader(details, details_len) : 0;
     if (hint != 0 && hint != f->to && f->hops < NODE_FORWARD_HOPS_MAX) {
         f->to = hint;
         f->hops++;
@@ -141,8 +139,8 @@ static void forward_done(void *arg, int status, const char *message, const uint8
         if (f->propose)
             slotd_error_set(&err, SLOTD_EUNKNOWN_OUTCOME,
                             "group %u: forwarded to node %llu: %s; the write may or may not "
-                            "have been applied", f->group, (unsigned long long)f->to,
-                            message ? message : "no answer");
+                            "have been applied",
+                            f->group, (unsigned long long)f->to, message ? message : "no answer");
         else
             slotd_error_set(&err, SLOTD_ENO_LEADER, "group %u: forwarded to node %llu: %s",
                             f->group, (unsigned long long)f->to, message ? message : "no answer");
@@ -171,8 +169,7 @@ static void forward_send(struct forward *f)
 /* Forwards the packed request (no_forward already set) to the leader. The
  * relayed answer arrives before the caller's deadline. */
 static int forward(struct node_api *api, struct rpc_call *call, const char *method, bool propose,
-                   const struct target *t, const uint8_t *req, size_t len,
-                   struct slotd_error *err)
+                   const struct target *t, const uint8_t *req, size_t len, struct slotd_error *err)
 {
     if (api->transport == NULL) {
         no_leader(err, t);
@@ -191,7 +188,8 @@ static int forward(struct node_api *api, struct rpc_call *call, const char *meth
     f->group = t->group;
     f->to = t->leader;
     int64_t d = rpc_call_deadline_ms(call);
-    f->deadline_ms = d == INT64_MAX ? now_ms() + NODE_FORWARD_DEFAULT_MS : d - NODE_FORWARD_MARGIN_MS;
+    f->deadline_ms =
+        d == INT64_MAX ? now_ms() + NODE_FORWARD_DEFAULT_MS : d - NODE_FORWARD_MARGIN_MS;
     f->len = len;
     memcpy(f->req, req, len);
     forward_send(f);
@@ -244,8 +242,8 @@ static void on_propose(void *ctx, struct rpc_call *call, const uint8_t *req, siz
         goto fail;
     bool no_forward = p->no_forward;
     p->no_forward = true; /* a forwarded request is forwarded at most once */
-    int where = route_request(api, call, "/slotd.v1.Metadata/Propose", true, no_forward, false,
-                              &t, &p->base, &err);
+    int where = route_request(api, call, "/slotd.v1.Metadata/Propose", true, no_forward, false, &t,
+                              &p->base, &err);
     if (where < 0)
         goto fail;
     if (where == 0)
@@ -287,9 +285,9 @@ static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
                               &r->base, &err);
     if (where < 0)
         goto fail;
-    if (where == 1 && runtime_submit_read(api->rt, t.group, t.hash_slot, key->data, key->len,
-                                          (int)r->consistency, r->min_applied_index, call,
-                                          &err) != 0)
+    if (where == 1 &&
+        runtime_submit_read(api->rt, t.group, t.hash_slot, key->data, key->len, (int)r->consistency,
+                            r->min_applied_index, call, &err) != 0)
         goto fail;
     slotd__v1__read_request__free_unpacked(r, NULL);
     return;
@@ -337,8 +335,7 @@ static void on_task_status(void *ctx, struct rpc_call *call, const uint8_t *req,
         return;
     }
     /* This node runs no controller, so it has no tasks to report. */
-    slotd_error_set(&err, SLOTD_ENOT_FOUND, "task %llu not found",
-                    (unsigned long long)r->task_id);
+    slotd_error_set(&err, SLOTD_ENOT_FOUND, "task %llu not found", (unsigned long long)r->task_id);
     slotd__v1__task_status_request__free_unpacked(r, NULL);
     rpc_call_fail(call, &err);
 }
@@ -365,8 +362,7 @@ static void on_peer_snapshot(void *ctx, struct rpc_call *call, const uint8_t *re
         rpc_call_fail(call, &err);
 }
 
-static void on_peer_group_status(void *ctx, struct rpc_call *call, const uint8_t *req,
-                                 size_t len)
+static void on_peer_group_status(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
     struct slotd_error err;

@@ -1,4 +1,5 @@
-/* api.h - the slotd.v1.Metadata handlers (decode, validate, route, forward or submit) and the slotd.internal.v1.Peer handlers. */
+/* api.h - the slotd.v1.Metadata handlers (decode, validate, route, forward or submit) and the
+ * slotd.internal.v1.Peer handlers. */
 #ifndef SLOTD_NODE_API_H
 #define SLOTD_NODE_API_H
 
@@ -11,9 +12,9 @@
 #define NODE_FORWARD_HOPS_MAX 3
 
 struct node_api {
-    struct runtime *rt;            /* borrowed */
-    struct route_table *routes;    /* borrowed */
-    struct transport *transport;   /* borrowed; NULL on a single node */
+    struct runtime *rt;          /* borrowed */
+    struct route_table *routes;  /* borrowed */
+    struct transport *transport; /* borrowed; NULL on a single node */
     uint64_t node_id;
 };
 

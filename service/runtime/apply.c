@@ -1,4 +1,5 @@
-/* apply.c - the apply stage: committed entries of many groups into one fsm batch, then reads and call completions. */
+/* apply.c - the apply stage: committed entries of many groups into one fsm batch, then reads and
+ * call completions. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,8 +99,8 @@ static void serve_read(struct runtime *rt, struct rt_request *r)
     void *value;
     size_t vlen;
     uint64_t version;
-    int rc = slot_fsm_get(rt->store, r->hash_slot, r->data, r->len, &found, &value, &vlen,
-                          &version);
+    int rc =
+        slot_fsm_get(rt->store, r->hash_slot, r->data, r->len, &found, &value, &vlen, &version);
     if (rc != 0) {
         rt_fail(r, SLOTD_ESTORAGE, "group %u: read: %s", r->group, store_strerror(rc));
         return;
@@ -145,8 +146,8 @@ static void apply_work(uv_work_t *w)
             if (e->conf)
                 g->apply_conf = e->conf_state;
             else
-                rc = slot_fsm_apply(rt->fsm, &g->fsm_state, e->index, e->term, e->data, e->len,
-                                    out);
+                rc =
+                    slot_fsm_apply(rt->fsm, &g->fsm_state, e->index, e->term, e->data, e->len, out);
             if (e->waiter)
                 waiters[k++] = e->waiter;
             g->apply_index = e->index;

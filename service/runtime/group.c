@@ -1,4 +1,5 @@
-/* group.c - opening slot groups: bootstrap of an empty store, reload of the durable raft log at restart. */
+/* group.c - opening slot groups: bootstrap of an empty store, reload of the durable raft log at
+ * restart. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,8 +67,8 @@ static int bootstrap(struct runtime *rt, char *err, size_t errlen)
         group_conf(rt, id, &rcs);
         struct store_conf_state cs;
         conf_to_store(&rcs, &cs);
-        struct store_entry e = {.index = 1, .term = 1, .type = RAFT_ENTRY_NORMAL,
-                                .data = data, .len = len};
+        struct store_entry e = {
+            .index = 1, .term = 1, .type = RAFT_ENTRY_NORMAL, .data = data, .len = len};
         struct store_hard_state hs = {.term = 1, .vote = 0, .commit = 1};
         store_log_batch_put_conf_state(b, id, &cs);
         store_log_batch_put_entry(b, id, &e);
@@ -89,8 +90,8 @@ static int bootstrap(struct runtime *rt, char *err, size_t errlen)
 
 static int append_cb(void *arg, const struct store_entry *e)
 {
-    struct raft_entry re = {.term = e->term, .index = e->index, .type = e->type,
-                            .data = {e->data, e->len}};
+    struct raft_entry re = {
+        .term = e->term, .index = e->index, .type = e->type, .data = {e->data, e->len}};
     return raft_mem_storage_append(arg, &re, 1) == 0 ? 0 : STORE_ENOMEM;
 }
 
@@ -106,8 +107,8 @@ static int load_log(struct runtime *rt, struct rt_group *g, uint64_t applied, ch
         return -1;
     }
     if (st.has_snapshot) {
-        struct raft_snapshot snap = {.meta = {.index = st.snapshot.index,
-                                              .term = st.snapshot.term}};
+        struct raft_snapshot snap = {
+            .meta = {.index = st.snapshot.index, .term = st.snapshot.term}};
         conf_from_store(&st.snapshot.conf, &snap.meta.conf);
         if (raft_mem_storage_apply_snapshot(g->mem, &snap) != 0) {
             snprintf(err, errlen, "group %u: bad snapshot metadata", g->id);
@@ -141,8 +142,8 @@ static int load_log(struct runtime *rt, struct rt_group *g, uint64_t applied, ch
                      g->id, (unsigned long long)applied, (unsigned long long)st.last_index);
             return -1;
         }
-        struct raft_snapshot snap = {.meta = {.index = applied,
-                                              .term = store_get_u64((uint8_t *)v + 9)}};
+        struct raft_snapshot snap = {
+            .meta = {.index = applied, .term = store_get_u64((uint8_t *)v + 9)}};
         free(v);
         conf_from_store(&st.conf, &snap.meta.conf);
         raft_mem_storage_apply_snapshot(g->mem, &snap);
@@ -168,7 +169,8 @@ static int load_log(struct runtime *rt, struct rt_group *g, uint64_t applied, ch
                      store_errmsg(rt->store));
             return -1;
         }
-        RT_LOG("warn", "msg=\"raft log position rebuilt from an installed snapshot\" group=%u index=%llu",
+        RT_LOG("warn",
+               "msg=\"raft log position rebuilt from an installed snapshot\" group=%u index=%llu",
                g->id, (unsigned long long)applied);
         return 0;
     }
@@ -176,8 +178,8 @@ static int load_log(struct runtime *rt, struct rt_group *g, uint64_t applied, ch
         rc = store_log_iterate(rt->store, g->id, st.first_index, st.last_index + 1, append_cb,
                                g->mem);
         if (rc != 0) {
-            snprintf(err, errlen, "group %u: replay raft log: %s: %s", g->id,
-                     store_strerror(rc), store_errmsg(rt->store));
+            snprintf(err, errlen, "group %u: replay raft log: %s: %s", g->id, store_strerror(rc),
+                     store_errmsg(rt->store));
             return -1;
         }
         if (!st.has_snapshot)

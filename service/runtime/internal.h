@@ -20,12 +20,12 @@
 enum rt_request_kind {
     RT_PROPOSE = 1,
     RT_READ = 2,
-    RT_RAFT_BATCH = 3,    /* data = RaftBatch bytes */
-    RT_UNREACHABLE = 4,   /* group field unused; min_applied = peer id */
-    RT_SNAP_CHUNK = 5,    /* data = SnapshotChunk bytes; call answered when staged */
-    RT_SNAP_SENT = 6,     /* a chunk RPC finished: index = transfer id, min_applied = ok */
-    RT_GROUP_STATUS = 7,  /* data = GroupStatusResponse bytes from a peer */
-    RT_TRANSFER = 8,      /* hand leadership away (shutdown) */
+    RT_RAFT_BATCH = 3,   /* data = RaftBatch bytes */
+    RT_UNREACHABLE = 4,  /* group field unused; min_applied = peer id */
+    RT_SNAP_CHUNK = 5,   /* data = SnapshotChunk bytes; call answered when staged */
+    RT_SNAP_SENT = 6,    /* a chunk RPC finished: index = transfer id, min_applied = ok */
+    RT_GROUP_STATUS = 7, /* data = GroupStatusResponse bytes from a peer */
+    RT_TRANSFER = 8,     /* hand leadership away (shutdown) */
 };
 
 /* Snapshot sizes: chunks on the wire, and the largest snapshot staged in memory. */
@@ -51,10 +51,10 @@ struct rt_request {
     uint32_t group;
     struct rpc_call *call;
     int64_t deadline_ms;
-    uint64_t min_applied;  /* LOCAL reads */
-    uint64_t index;        /* proposals: raft index once appended */
-    uint64_t term;         /* proposals: term of that entry; reads: leader term */
-    uint64_t read_index;   /* LINEARIZABLE reads once confirmed */
+    uint64_t min_applied; /* LOCAL reads */
+    uint64_t index;       /* proposals: raft index once appended */
+    uint64_t term;        /* proposals: term of that entry; reads: leader term */
+    uint64_t read_index;  /* LINEARIZABLE reads once confirmed */
     size_t len;
     uint8_t data[];
 };
@@ -114,7 +114,7 @@ struct rt_snap_install {
 
 struct rt_group {
     uint32_t id;
-    bool hosted;           /* this node holds a replica; the rest is NULL/0 otherwise */
+    bool hosted; /* this node holds a replica; the rest is NULL/0 otherwise */
     struct raft *raft;
     struct raft_mem_storage *mem;
     struct slot_group_state fsm_state; /* touched by the apply stage only */
@@ -125,9 +125,9 @@ struct rt_group {
     bool in_batch;         /* rd is in the in-flight storage batch */
     bool committed_handed; /* rd's committed entries already went to the apply stage */
     struct raft_ready rd;
-    uint64_t stored_last;  /* last raft index in the raftlog db */
-    uint64_t first_index;  /* first raft index in the raftlog db */
-    uint64_t compact_to;   /* compaction queued in the in-flight batch (0 none) */
+    uint64_t stored_last; /* last raft index in the raftlog db */
+    uint64_t first_index; /* first raft index in the raftlog db */
+    uint64_t compact_to;  /* compaction queued in the in-flight batch (0 none) */
     struct raft_conf_state compact_conf;
     struct rt_list proposals;     /* appended, waiting for commit, by index */
     struct rt_read_round *rounds; /* ReadIndex rounds in flight */
@@ -137,8 +137,8 @@ struct rt_group {
     uint64_t commit;              /* last commit index seen in a ready */
     unsigned apply_jobs;          /* apply jobs in flight or queued with entries of this group */
     struct rt_snap_recv snap_recv;
-    bool transferring;            /* leadership transfer started at shutdown */
-    unsigned campaign_in_ticks;   /* fresh cluster: the preferred voter campaigns then (0 = no) */
+    bool transferring;          /* leadership transfer started at shutdown */
+    unsigned campaign_in_ticks; /* fresh cluster: the preferred voter campaigns then (0 = no) */
     /* apply stage only: state as of the last applied entry, for snapshots */
     uint64_t apply_index;
     uint64_t apply_term;
@@ -158,7 +158,7 @@ struct rt_wire_scratch {
 struct rt_apply_entry {
     uint64_t index;
     uint64_t term;
-    bool conf;                  /* conf change: conf_state holds the new membership */
+    bool conf; /* conf change: conf_state holds the new membership */
     struct raft_conf_state conf_state;
     const uint8_t *data;
     size_t len;
@@ -192,7 +192,7 @@ struct runtime {
     struct store *store;
     struct route_table *routes;
     struct rpc_server *server;
-    struct transport *transport; /* NULL on a single node */
+    struct transport *transport;          /* NULL on a single node */
     uint64_t node_ids[RUNTIME_NODES_MAX]; /* sorted */
     size_t n_nodes;
     struct route_snapshot *route_base; /* table + members; leaders filled at publish */
@@ -229,9 +229,9 @@ struct runtime {
     struct rt_snap_install *installs; /* in the batch being written */
     bool batch_waiting;               /* batch built, waiting for apply jobs of installed groups */
     uint64_t next_transfer_id;
-    _Atomic size_t led_groups;        /* groups this node leads (read by other threads) */
-    uint64_t dropped_msgs;      /* raft messages that could not be queued to a peer */
-    uint64_t dropped_inbound;   /* inbound raft messages for groups not hosted here */
+    _Atomic size_t led_groups; /* groups this node leads (read by other threads) */
+    uint64_t dropped_msgs;     /* raft messages that could not be queued to a peer */
+    uint64_t dropped_inbound;  /* inbound raft messages for groups not hosted here */
 };
 
 int64_t rt_now_ms(void);

@@ -1,4 +1,5 @@
-/* loop.c - the raft loop: proposals and reads into the cores, ticks, group commit of every ready group, hand-off to apply. */
+/* loop.c - the raft loop: proposals and reads into the cores, ticks, group commit of every ready
+ * group, hand-off to apply. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,8 +41,8 @@ void rt_fail_not_leader(struct runtime *rt, struct rt_group *g, struct rt_reques
         slotd_error_set(&e, SLOTD_ENO_LEADER, "group %u: %s: no leader known", g->id, what);
         e.retry_after_ms = 100;
     } else {
-        slotd_error_set(&e, SLOTD_ENOT_LEADER, "group %u: %s: node %llu is the leader", g->id,
-                        what, (unsigned long long)g->leader);
+        slotd_error_set(&e, SLOTD_ENOT_LEADER, "group %u: %s: node %llu is the leader", g->id, what,
+                        (unsigned long long)g->leader);
         const struct route_node *n = route_snapshot_node(rt->route_base, g->leader);
         slotd_error_leader_hint(&e, g->leader, n ? n->address : "", g->id, g->term);
     }
@@ -269,8 +270,8 @@ static struct rt_request *waiter_for(struct rt_group *g, const struct raft_entry
         if (p->index == e->index && p->term == e->term)
             return p;
         /* Another entry committed at this index: ours certainly did not. */
-        rt_fail(p, SLOTD_ENOT_LEADER, "group %u: proposal at index %llu was superseded",
-                g->id, (unsigned long long)p->index);
+        rt_fail(p, SLOTD_ENOT_LEADER, "group %u: proposal at index %llu was superseded", g->id,
+                (unsigned long long)p->index);
     }
     return NULL;
 }
@@ -355,8 +356,8 @@ static void after_persist(struct runtime *rt, struct rt_group *g)
         if (pos.meta.index > g->applied)
             g->applied = pos.meta.index;
         RT_LOG("info", "msg=\"snapshot installed\" node=%llu group=%u index=%llu term=%llu",
-               (unsigned long long)rt->opts.node_id, g->id,
-               (unsigned long long)pos.meta.index, (unsigned long long)pos.meta.term);
+               (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)pos.meta.index,
+               (unsigned long long)pos.meta.term);
     }
     if (rd->n_entries > 0)
         raft_mem_storage_append(g->mem, rd->entries, rd->n_entries);
@@ -409,8 +410,11 @@ static void add_ready_to_batch(struct runtime *rt, struct rt_group *g)
     struct store_log_batch *b = rt->log_batch;
     for (size_t i = 0; i < rd->n_entries; i++) {
         const struct raft_entry *e = &rd->entries[i];
-        struct store_entry se = {.index = e->index, .term = e->term, .type = e->type,
-                                 .data = e->data.base, .len = e->data.len};
+        struct store_entry se = {.index = e->index,
+                                 .term = e->term,
+                                 .type = e->type,
+                                 .data = e->data.base,
+                                 .len = e->data.len};
         store_log_batch_put_entry(b, g->id, &se);
     }
     if (rd->n_entries > 0) {

@@ -1,4 +1,5 @@
-/* peer.c - traffic with peers: raft messages out and in, observed leaders of remote groups, snapshot transfers. */
+/* peer.c - traffic with peers: raft messages out and in, observed leaders of remote groups,
+ * snapshot transfers. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,8 +130,7 @@ int runtime_group_status(struct runtime *rt, uint8_t **buf, size_t *len)
     struct route_snapshot *s = route_table_acquire(rt->routes);
     size_t n = 0;
     Slotd__Internal__V1__GroupLeader *gl = calloc(rt->n_groups ? rt->n_groups : 1, sizeof(*gl));
-    Slotd__Internal__V1__GroupLeader **glp = calloc(rt->n_groups ? rt->n_groups : 1,
-                                                    sizeof(*glp));
+    Slotd__Internal__V1__GroupLeader **glp = calloc(rt->n_groups ? rt->n_groups : 1, sizeof(*glp));
     int rc = gl && glp ? 0 : -1;
     for (size_t i = 0; rc == 0 && s != NULL && i < rt->n_groups; i++) {
         const struct rt_group *g = &rt->groups[i];
@@ -262,8 +262,10 @@ static void send_chunk(struct runtime *rt, struct rt_snap_send *send)
     struct rt_wire_scratch scratch;
     memset(&scratch, 0, sizeof(scratch));
     if (c.last) {
-        struct raft_msg m = {.type = RAFT_MSG_SNAPSHOT, .from = rt->opts.node_id,
-                             .to = send->to, .term = send->term};
+        struct raft_msg m = {.type = RAFT_MSG_SNAPSHOT,
+                             .from = rt->opts.node_id,
+                             .to = send->to,
+                             .term = send->term};
         m.snapshot.meta = send->meta;
         rt_wire_msg_to_pb(send->g->id, &m, &pb, &scratch);
         c.message = &pb;
@@ -484,8 +486,8 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
         rcv->from = c->from_node;
         rcv->total = c->total_bytes;
     }
-    if (rcv->transfer_id != c->transfer_id || rcv->from != c->from_node ||
-        c->offset != rcv->len || rcv->len + c->data.len > rcv->total) {
+    if (rcv->transfer_id != c->transfer_id || rcv->from != c->from_node || c->offset != rcv->len ||
+        rcv->len + c->data.len > rcv->total) {
         err = "chunk out of order";
         goto done;
     }
@@ -503,7 +505,8 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
         m.snapshot.data.len = rcv->len;
         raft_step(g->raft, &m); /* the core copies the data it keeps */
         free(m.entries);
-        RT_LOG("info", "msg=\"snapshot received\" node=%llu group=%u from=%llu index=%llu bytes=%zu",
+        RT_LOG("info",
+               "msg=\"snapshot received\" node=%llu group=%u from=%llu index=%llu bytes=%zu",
                (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)rcv->from,
                (unsigned long long)m.snapshot.meta.index, rcv->len);
         recv_reset(rcv);

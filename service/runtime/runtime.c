@@ -124,8 +124,7 @@ static int init_nodes(struct runtime *rt, char *err, size_t errlen)
     if (o->replicas == 0)
         o->replicas = o->n_nodes < 3 ? (unsigned)o->n_nodes : 3;
     if (o->replicas > o->n_nodes || o->replicas > RAFT_MEMBERS_MAX) {
-        snprintf(err, errlen, "replicas: %u is more than the %zu nodes", o->replicas,
-                 o->n_nodes);
+        snprintf(err, errlen, "replicas: %u is more than the %zu nodes", o->replicas, o->n_nodes);
         return -1;
     }
     return 0;
@@ -151,8 +150,7 @@ static int build_route_base(struct runtime *rt)
     }
     for (size_t i = 0; i < rt->n_nodes; i++) {
         s->nodes[i].id = rt->opts.nodes[i].id;
-        snprintf(s->nodes[i].address, sizeof(s->nodes[i].address), "%s",
-                 rt->opts.nodes[i].address);
+        snprintf(s->nodes[i].address, sizeof(s->nodes[i].address), "%s", rt->opts.nodes[i].address);
     }
     rt->route_base = s;
     return 0;

@@ -1,4 +1,5 @@
-/* runtime.h - the multi-raft runtime: a libuv loop owning every slot group, group commit, the apply stage. */
+/* runtime.h - the multi-raft runtime: a libuv loop owning every slot group, group commit, the apply
+ * stage. */
 #ifndef SLOTD_RUNTIME_H
 #define SLOTD_RUNTIME_H
 
@@ -34,20 +35,21 @@ struct runtime_peer {
 };
 
 struct runtime_options {
-    uint64_t node_id;          /* default 1 */
-    size_t n_nodes;            /* cluster members incl. this node; 0 = single node */
+    uint64_t node_id; /* default 1 */
+    size_t n_nodes;   /* cluster members incl. this node; 0 = single node */
     struct runtime_peer nodes[RUNTIME_NODES_MAX]; /* sorted by id by runtime_new */
-    unsigned replicas;         /* voters per group; 0 = min(3, nodes) */
-    unsigned n_groups;         /* slot groups 1..n_groups; default 8 */
-    const char *advertise;     /* this node's address in the route; default "127.0.0.1:7700" */
-    unsigned tick_ms;          /* raft tick; default 100 */
-    unsigned election_tick;    /* default 10 (1 s) */
-    unsigned heartbeat_tick;   /* default 1 */
-    size_t queue_len_max;      /* queued requests; default 65536 */
-    size_t queue_bytes_max;    /* queued request bytes; default 256 MiB */
-    size_t compact_entries;    /* compact a group's log after this many applied entries; default 10000 */
-    size_t compact_tail;       /* entries kept behind the compaction point; default 1000 */
-    uint64_t seed;             /* raft election randomness; default from the node id */
+    unsigned replicas;                            /* voters per group; 0 = min(3, nodes) */
+    unsigned n_groups;                            /* slot groups 1..n_groups; default 8 */
+    const char *advertise;   /* this node's address in the route; default "127.0.0.1:7700" */
+    unsigned tick_ms;        /* raft tick; default 100 */
+    unsigned election_tick;  /* default 10 (1 s) */
+    unsigned heartbeat_tick; /* default 1 */
+    size_t queue_len_max;    /* queued requests; default 65536 */
+    size_t queue_bytes_max;  /* queued request bytes; default 256 MiB */
+    size_t
+        compact_entries; /* compact a group's log after this many applied entries; default 10000 */
+    size_t compact_tail; /* entries kept behind the compaction point; default 1000 */
+    uint64_t seed;       /* raft election randomness; default from the node id */
 };
 
 void runtime_options_default(struct runtime_options *o);

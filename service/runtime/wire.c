@@ -1,4 +1,5 @@
-/* wire.c - the one adapter between raft core messages (raft/raft.h) and slotd.internal.v1.RaftMessage. */
+/* wire.c - the one adapter between raft core messages (raft/raft.h) and
+ * slotd.internal.v1.RaftMessage. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,4 +1,5 @@
-/* fsm.c - the slot state machine: applies a group's committed LogCommand entries into one fsm write batch. */
+/* fsm.c - the slot state machine: applies a group's committed LogCommand entries into one fsm write
+ * batch. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,7 +288,8 @@ static int apply_delete(struct slot_fsm *f, uint16_t hs, const Slotd__V1__Delete
 
 /* On failure res->current_value is malloc'ed (the caller frees it). */
 static int apply_cas(struct slot_fsm *f, uint16_t hs, uint64_t index,
-                     const Slotd__V1__CompareAndSetCommand *cas, Slotd__V1__CompareAndSetResult *res)
+                     const Slotd__V1__CompareAndSetCommand *cas,
+                     Slotd__V1__CompareAndSetResult *res)
 {
     uint8_t k[STORE_FSM_KEY_MAX];
     size_t kl = kv_key(k, hs, cas->key.data, cas->key.len);
@@ -550,8 +552,7 @@ static int apply_command(struct slot_fsm *f, struct slot_group_state *gs, uint64
      * group's replicated state, so every replica decides identically. */
     if (cmd->hash_slot >= 256 || route_hash_slot(key->data, key->len) != cmd->hash_slot ||
         !slot_group_owns(gs, (uint16_t)cmd->hash_slot)) {
-        reject(out, SLOTD_EWRONG_GROUP, "hash slot is not owned by this group", gs->group,
-               index);
+        reject(out, SLOTD_EWRONG_GROUP, "hash slot is not owned by this group", gs->group, index);
         return 0;
     }
     uint16_t hs = (uint16_t)cmd->hash_slot;

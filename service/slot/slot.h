@@ -26,8 +26,9 @@ enum slot_table {
     SLOT_TABLE_DEDUPE_META = 4,  /* [] -> [ver][next_seq u64][oldest_seq u64] */
 };
 /* Per-group metadata under [0xFFFF][group u32][sub u8]. */
-#define SLOT_GROUP_META_OWNED 1    /* -> [ver][256-bit owned hash slot bitmap] */
-#define SLOT_GROUP_META_SNAPSHOT 2 /* -> [ver][index u64][term u64] of the last installed snapshot */
+#define SLOT_GROUP_META_OWNED 1 /* -> [ver][256-bit owned hash slot bitmap] */
+#define SLOT_GROUP_META_SNAPSHOT                                                                   \
+    2 /* -> [ver][index u64][term u64] of the last installed snapshot */
 
 /* ---- Validation (validate.c): every violation names the field and limit. ---- */
 

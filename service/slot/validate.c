@@ -1,4 +1,5 @@
-/* validate.c - validation of public requests (every violation names the field and limit) and log command encoding. */
+/* validate.c - validation of public requests (every violation names the field and limit) and log
+ * command encoding. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,8 +79,7 @@ int slot_validate_read(const Slotd__V1__ReadRequest *req, const ProtobufCBinaryD
     return check_key(*key, "get.key", err);
 }
 
-static int pack_log_command(const Slotd__Internal__V1__LogCommand *cmd, uint8_t **buf,
-                            size_t *len)
+static int pack_log_command(const Slotd__Internal__V1__LogCommand *cmd, uint8_t **buf, size_t *len)
 {
     size_t n = slotd__internal__v1__log_command__get_packed_size(cmd);
     uint8_t *p = malloc(n ? n : 1);

@@ -1,4 +1,5 @@
-/* test_config.c - CUnit tests of slotd's options: defaults, file < environment < flags, and errors naming the source. */
+/* test_config.c - CUnit tests of slotd's options: defaults, file < environment < flags, and errors
+ * naming the source. */
 #include <CUnit/Basic.h>
 #include <stdio.h>
 #include <stdlib.h>

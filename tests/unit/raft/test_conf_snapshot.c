@@ -1,4 +1,5 @@
-/* test_conf_snapshot.c - regression: a conf change handed out in a ready is a no-op once a newer snapshot was restored before it is applied. */
+/* test_conf_snapshot.c - regression: a conf change handed out in a ready is a no-op once a newer
+ * snapshot was restored before it is applied. */
 #include "raft/raft.h"
 #include "tests_raft.h"
 
@@ -30,8 +31,14 @@ static void test_conf_change_behind_snapshot(void)
         {.term = 1, .index = 1, .type = RAFT_ENTRY_NORMAL},
         {.term = 1, .index = 2, .type = RAFT_ENTRY_CONF_CHANGE, .data = {cc_data, sizeof(cc_data)}},
     };
-    struct raft_msg app = {.type = RAFT_MSG_APPEND, .from = 1, .to = 2, .term = 1,
-                           .log_term = 0, .index = 0, .commit = 2, .n_entries = 2,
+    struct raft_msg app = {.type = RAFT_MSG_APPEND,
+                           .from = 1,
+                           .to = 2,
+                           .term = 1,
+                           .log_term = 0,
+                           .index = 0,
+                           .commit = 2,
+                           .n_entries = 2,
                            .entries = ents};
     CU_ASSERT_FATAL(raft_step(r, &app) == 0);
     struct raft_ready rd;

@@ -1,4 +1,5 @@
-/* test_slot.c - CUnit tests of the slot layer: request validation, FSM apply, ownership and dedupe. */
+/* test_slot.c - CUnit tests of the slot layer: request validation, FSM apply, ownership and dedupe.
+ */
 #include <CUnit/Basic.h>
 #include <stdlib.h>
 #include <string.h>
