@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/test.sh - runs slotd's test stages (all by default, or the ones named) and prints a summary.
-# Stages: gen unit sim sim-bugs e2e fault asan. Each stage's output goes to the terminal; the last line
+# Stages: gen unit sim sim-bugs e2e fault deploy asan. Each stage's output goes to the terminal; the last line
 # reads "N passed, N failed" over stages.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +62,10 @@ st_fault() {
   SLOTD_BIN="$PWD/$BUILD/bin/slotd" "$PY" -m unittest discover -s tests/fault -p 'test_*.py' -v
 }
 
+st_deploy() {
+  SLOTD_BIN="$PWD/$BUILD/bin/slotd" "$PY" -m unittest discover -s tests/deploy -v
+}
+
 st_asan() {
   [ -f "$ASAN/CMakeCache.txt" ] ||
     cmake -S . -B "$ASAN" -DCMAKE_BUILD_TYPE=Debug -DSLOTD_SANITIZE=ON >/dev/null || return 1
@@ -77,7 +81,7 @@ st_asan() {
 }
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(gen unit sim sim-bugs e2e fault asan)
+[ ${#want[@]} -gt 0 ] || want=(gen unit sim sim-bugs e2e fault deploy asan)
 for s in "${want[@]}"; do
   case $s in
     gen) stage gen st_gen ;;
@@ -86,6 +90,7 @@ for s in "${want[@]}"; do
     sim-bugs) [ -x tests/sim/bugs.sh ] && stage sim-bugs st_sim_bugs ;;
     e2e) ls tests/e2e/test_*.py >/dev/null 2>&1 && stage e2e st_e2e ;;
     fault) ls tests/fault/test_*.py >/dev/null 2>&1 && stage fault st_fault ;;
+    deploy) ls tests/deploy/test_*.py >/dev/null 2>&1 && stage deploy st_deploy ;;
     asan) stage asan st_asan ;;
     *) echo "unknown stage $s"; exit 2 ;;
   esac

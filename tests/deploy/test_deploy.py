@@ -1,0 +1,457 @@
+# test_deploy.py - checks the Dockerfile, deploy/kubernetes/ manifests, deploy/entrypoint.sh and
+# slotd-health without Docker or a cluster (run: /usr/bin/python3 -m unittest discover -s tests/deploy).
+import glob
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+KUBE_DIR = os.path.join(REPO, "deploy", "kubernetes")
+ENTRYPOINT = os.path.join(REPO, "deploy", "entrypoint.sh")
+DATA_DIR = "/var/lib/slotd"
+PORT = 7700
+HEALTH_POLL_S = 20.0  # bound on waiting for a fresh slotd to report SERVING
+
+
+def slotd_bin():
+    return os.environ.get("SLOTD_BIN", os.path.join(REPO, "build", "bin", "slotd"))
+
+
+def health_bin():
+    """slotd-health next to slotd unless SLOTD_HEALTH_BIN says otherwise."""
+    default = os.path.join(os.path.dirname(slotd_bin()), "slotd-health")
+    return os.environ.get("SLOTD_HEALTH_BIN", default)
+
+
+# ---- Dockerfile parsing: instructions with continuations joined, split into stages. ----
+
+def dockerfile_instructions(path):
+    out, cur = [], ""
+    with open(path) as f:
+        for raw in f:
+            line = raw.rstrip("\n")
+            if not cur and (not line.strip() or line.lstrip().startswith("#")):
+                continue
+            if line.lstrip().startswith("#"):  # comment inside a continuation
+                continue
+            if line.endswith("\\"):
+                cur += line[:-1] + " "
+                continue
+            cur += line
+            word, _, rest = cur.strip().partition(" ")
+            out.append((word.upper(), rest.strip()))
+            cur = ""
+    return out
+
+
+def dockerfile_stages(path):
+    """[(from_line, [(instruction, args), ...]), ...] in file order."""
+    stages = []
+    for word, rest in dockerfile_instructions(path):
+        if word == "FROM":
+            stages.append((rest, []))
+        else:
+            stages[-1][1].append((word, rest))
+    return stages
+
+
+def makefile_recipe(target):
+    """The recipe lines of a Makefile rule whose target starts with target."""
+    lines, inside = [], False
+    with open(os.path.join(REPO, "Makefile")) as f:
+        for raw in f:
+            if raw.startswith("\t") and inside:
+                lines.append(raw.strip().lstrip("@"))
+            else:
+                inside = raw.startswith(target + ":")
+    return lines
+
+
+def make_to_shell(cmd):
+    """A Makefile recipe as Docker would run it: variables bound the way `make build` binds them
+    (BUILD=build, no CMAKE_FLAGS), output redirection and make's own flags dropped, and the -j
+    count left as whatever follows -j."""
+    cmd = cmd.replace("$(BUILD)", "build").replace("$(CMAKE_FLAGS)", "")
+    toks = [t for t in shlex.split(cmd) if not t.startswith(">")]
+    if "--" in toks:
+        toks = toks[: toks.index("--")]
+    return toks
+
+
+def strip_jobs(toks):
+    if "-j" in toks:
+        i = toks.index("-j")
+        return toks[:i] + toks[i + 2:]
+    return toks
+
+
+class DockerfileTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.stages = dockerfile_stages(os.path.join(REPO, "Dockerfile"))
+
+    def test_two_stages_debian_12(self):
+        self.assertEqual(len(self.stages), 2)
+        self.assertEqual(self.stages[0][0].split()[0], "debian:bookworm")
+        self.assertIn("AS build", self.stages[0][0])
+        self.assertEqual(self.stages[1][0].split()[0], "debian:bookworm-slim")
+
+    def test_build_stage_runs_make_build_commands(self):
+        runs = [a for w, a in self.stages[0][1] if w == "RUN"]
+        # make build = deps (scripts/deps.sh) + configure (cmake -S) + build (cmake --build).
+        deps = makefile_recipe("deps")
+        self.assertEqual(deps, ["scripts/deps.sh"])
+        self.assertTrue(any(shlex.split(r)[0] == "scripts/deps.sh" for r in runs), runs)
+        configure = [make_to_shell(c) for c in makefile_recipe("$(BUILD)/CMakeCache.txt")]
+        build = [make_to_shell(c) for c in makefile_recipe("build")]
+        self.assertEqual(len(configure), 1)
+        self.assertEqual(len(build), 1)
+        run_toks = [shlex.split(r) for r in runs]
+        self.assertIn(configure[0], run_toks)
+        self.assertIn(strip_jobs(build[0]), [strip_jobs(t) for t in run_toks])
+        # Order: deps, then configure, then build.
+        order = [runs.index(r) for r in runs
+                 if shlex.split(r)[0] == "scripts/deps.sh"
+                 or shlex.split(r) == configure[0]
+                 or strip_jobs(shlex.split(r)) == strip_jobs(build[0])]
+        self.assertEqual(order, sorted(order))
+        self.assertEqual(len(order), 3)
+
+    def test_runtime_stage(self):
+        ins = self.stages[1][1]
+        users = [a for w, a in ins if w == "USER"]
+        self.assertEqual(len(users), 1)
+        user = users[0].split(":")[0]
+        self.assertNotIn(user, ("root", "0"))
+        health = [a for w, a in ins if w == "HEALTHCHECK"]
+        self.assertEqual(len(health), 1)
+        self.assertIn('CMD ["slotd-health", "127.0.0.1:7700"]', health[0])
+        self.assertIn(("EXPOSE", str(PORT)), ins)
+        self.assertIn(("VOLUME", json.dumps([DATA_DIR])), ins)
+        entry = [json.loads(a) for w, a in ins if w == "ENTRYPOINT"]
+        self.assertEqual(len(entry), 1)
+        self.assertEqual(entry[0], ["/usr/local/bin/slotd-entrypoint", "slotd", "--listen",
+                                    "0.0.0.0:%d" % PORT, "--data-dir", DATA_DIR])
+        copies = [a for w, a in ins if w == "COPY"]
+        self.assertIn("deploy/entrypoint.sh /usr/local/bin/slotd-entrypoint", copies)
+        self.assertIn("--from=build /src/build/bin/slotd /usr/local/bin/slotd", copies)
+        self.assertIn("--from=build /src/build/bin/slotd-health /usr/local/bin/slotd-health",
+                      copies)
+
+    def runtime_packages(self):
+        pkgs = set()
+        for w, a in self.stages[1][1]:
+            if w == "RUN" and "apt-get install" in a:
+                seg = a.split("apt-get install", 1)[1].split("&&")[0]
+                pkgs |= {t for t in seg.split() if not t.startswith("-")}
+        return pkgs
+
+    def test_runtime_packages_cover_ldd(self):
+        """Every Debian package owning a library slotd or slotd-health links is installed in the
+        runtime stage (libc6 comes with the base image), and nothing else is."""
+        needed = set()
+        for binary in (slotd_bin(), health_bin()):
+            self.assertTrue(os.access(binary, os.X_OK), "build it first: %s" % binary)
+            out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True)
+            if "libasan.so" in out.stdout:
+                # The image is built without sanitizers; a sanitizer build links more runtimes.
+                self.skipTest("%s is a sanitizer build" % binary)
+            for line in out.stdout.splitlines():
+                if "=>" not in line or "not found" in line:
+                    self.assertNotIn("not found", line)
+                    continue
+                lib = line.split("=>")[1].split()[0]
+                owner = subprocess.run(["dpkg", "-S", os.path.realpath(lib)],
+                                       capture_output=True, text=True)
+                if owner.returncode != 0:
+                    owner = subprocess.run(["dpkg", "-S", lib], capture_output=True, text=True)
+                self.assertEqual(owner.returncode, 0, "no package owns %s" % lib)
+                needed.add(owner.stdout.split(":")[0])
+        needed.discard("libc6")
+        self.assertEqual(self.runtime_packages(), needed)
+
+    def test_dockerignore_keeps_sources(self):
+        with open(os.path.join(REPO, ".dockerignore")) as f:
+            pats = {l.strip() for l in f if l.strip() and not l.startswith("#")}
+        for p in (".git", "build", "build-*", "slotd-data"):
+            self.assertIn(p, pats)
+        for needed in ("gen", "scripts", "deploy", "api", "service", "clients", "tests"):
+            self.assertNotIn(needed, pats)
+
+
+class ManifestTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.docs = []
+        cls.files = sorted(glob.glob(os.path.join(KUBE_DIR, "*.yaml")))
+        for path in cls.files:
+            with open(path) as f:
+                cls.docs += [d for d in yaml.safe_load_all(f) if d is not None]
+
+    def of_kind(self, kind):
+        return [d for d in self.docs if d.get("kind") == kind]
+
+    def test_kinds(self):
+        self.assertGreaterEqual(len(self.files), 1)
+        for d in self.docs:
+            self.assertIn("apiVersion", d)
+            self.assertIn("name", d["metadata"])
+        kinds = sorted(d["kind"] for d in self.docs)
+        self.assertEqual(kinds, ["PodDisruptionBudget", "Service", "Service", "StatefulSet"])
+
+    def sts(self):
+        (s,) = self.of_kind("StatefulSet")
+        return s
+
+    def test_services(self):
+        sts = self.sts()
+        pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+        headless = [s for s in self.of_kind("Service") if s["spec"].get("clusterIP") == "None"]
+        client = [s for s in self.of_kind("Service") if s["spec"].get("clusterIP") != "None"]
+        self.assertEqual(len(headless), 1)
+        self.assertEqual(len(client), 1)
+        h, c = headless[0], client[0]
+        self.assertIs(h["spec"]["publishNotReadyAddresses"], True)
+        self.assertEqual(sts["spec"]["serviceName"], h["metadata"]["name"])
+        self.assertEqual(c["spec"].get("type", "ClusterIP"), "ClusterIP")
+        for svc in (h, c):
+            self.assertEqual([p["port"] for p in svc["spec"]["ports"]], [PORT])
+            for k, v in svc["spec"]["selector"].items():
+                self.assertEqual(pod_labels.get(k), v)
+
+    def test_pdb(self):
+        (pdb,) = self.of_kind("PodDisruptionBudget")
+        self.assertEqual(pdb["apiVersion"], "policy/v1")
+        self.assertEqual(pdb["spec"]["maxUnavailable"], 1)
+        self.assertNotIn("minAvailable", pdb["spec"])
+        pod_labels = self.sts()["spec"]["template"]["metadata"]["labels"]
+        for k, v in pdb["spec"]["selector"]["matchLabels"].items():
+            self.assertEqual(pod_labels.get(k), v)
+
+    def container(self):
+        (c,) = self.sts()["spec"]["template"]["spec"]["containers"]
+        return c
+
+    def test_statefulset(self):
+        spec = self.sts()["spec"]
+        self.assertEqual(spec["replicas"], 3)
+        self.assertEqual(spec["podManagementPolicy"], "Parallel")
+        for k, v in spec["selector"]["matchLabels"].items():
+            self.assertEqual(spec["template"]["metadata"]["labels"].get(k), v)
+        env = {e["name"]: e for e in self.container()["env"]}
+        self.assertEqual(env["SLOTD_CLUSTER_SIZE"]["value"], str(spec["replicas"]))
+        self.assertEqual(env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"],
+                         "metadata.namespace")
+        headless = env.get("SLOTD_HEADLESS_SERVICE", {"value": "slotd-headless"})["value"]
+        self.assertEqual(headless, spec["serviceName"])
+        # The entrypoint derives <set>-<ordinal> from the pod name: the set's name is the prefix.
+        self.assertEqual(self.sts()["metadata"]["name"], "slotd")
+        sec = spec["template"]["spec"]["securityContext"]
+        self.assertIs(sec["runAsNonRoot"], True)
+        self.assertNotEqual(sec["runAsUser"], 0)
+
+    def test_probes_are_grpc_on_7700(self):
+        c = self.container()
+        self.assertIn({"name": "grpc", "containerPort": PORT, "protocol": "TCP"}, c["ports"])
+        for probe in ("readinessProbe", "livenessProbe"):
+            p = c[probe]
+            self.assertEqual(p["grpc"]["port"], PORT, probe)
+            for other in ("httpGet", "tcpSocket", "exec"):
+                self.assertNotIn(other, p)
+
+    def test_data_volume(self):
+        (vct,) = self.sts()["spec"]["volumeClaimTemplates"]
+        mounts = {m["name"]: m["mountPath"] for m in self.container()["volumeMounts"]}
+        self.assertEqual(mounts[vct["metadata"]["name"]], DATA_DIR)
+        self.assertIn("ReadWriteOnce", vct["spec"]["accessModes"])
+        self.assertIn("storage", vct["spec"]["resources"]["requests"])
+        # The pod's own volumes must not shadow the claim template.
+        vols = self.sts()["spec"]["template"]["spec"].get("volumes", [])
+        self.assertNotIn(vct["metadata"]["name"], [v["name"] for v in vols])
+
+
+class EntrypointTest(unittest.TestCase):
+    """deploy/entrypoint.sh under /bin/sh with a fake slotd that prints its arguments."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="slotd-deploy-")
+        fake = os.path.join(self.tmp, "slotd")
+        with open(fake, "w") as f:
+            # Arguments on stdout, one a line; the SLOTD_CLUSTER_SIZE slotd would see on stderr.
+            f.write('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n'
+                    'echo "SLOTD_CLUSTER_SIZE=${SLOTD_CLUSTER_SIZE-unset}" >&2\n')
+        os.chmod(fake, 0o755)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def run_entry(self, env_extra, args=("slotd", "--listen", "0.0.0.0:7700", "--data-dir",
+                                         DATA_DIR)):
+        env = {"PATH": self.tmp + ":/usr/bin:/bin"}
+        env.update(env_extra)
+        return subprocess.run(["/bin/sh", ENTRYPOINT, *args], env=env, capture_output=True,
+                              text=True, timeout=10)
+
+    def test_statefulset_pod_2_of_3(self):
+        r = self.run_entry({"HOSTNAME": "slotd-2", "SLOTD_CLUSTER_SIZE": "3", "POD_NAMESPACE": "ns"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        peers = ",".join("%d=slotd-%d.slotd-headless.ns.svc.cluster.local:7700" % (k + 1, k)
+                         for k in range(3))
+        self.assertEqual(r.stdout.splitlines(),
+                         ["--node-id", "3", "--peers", peers, "--listen", "0.0.0.0:7700",
+                          "--data-dir", DATA_DIR])
+        # SLOTD_CLUSTER_SIZE is consumed by the entrypoint and not passed on.
+        self.assertEqual(r.stderr.strip(), "SLOTD_CLUSTER_SIZE=unset")
+
+    def test_pod_0_of_5_is_node_1(self):
+        r = self.run_entry({"HOSTNAME": "slotd-0", "SLOTD_CLUSTER_SIZE": "5", "POD_NAMESPACE": "prod"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout.splitlines()
+        self.assertEqual(out[:2], ["--node-id", "1"])
+        self.assertEqual(out[3].split(",")[4],
+                         "5=slotd-4.slotd-headless.prod.svc.cluster.local:7700")
+
+    def test_single_node_without_replicas(self):
+        r = self.run_entry({"HOSTNAME": "4f2a9c"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines(),
+                         ["--listen", "0.0.0.0:7700", "--data-dir", DATA_DIR])
+
+    def test_errors(self):
+        cases = [
+            ({"HOSTNAME": "slotd-3", "SLOTD_CLUSTER_SIZE": "3", "POD_NAMESPACE": "ns"},
+             "ordinal 3 is not below SLOTD_CLUSTER_SIZE=3"),
+            ({"HOSTNAME": "slotd-1", "SLOTD_CLUSTER_SIZE": "3"}, "POD_NAMESPACE is not set"),
+            ({"HOSTNAME": "slotd", "SLOTD_CLUSTER_SIZE": "3", "POD_NAMESPACE": "ns"},
+             "does not end in -<ordinal>"),
+            ({"HOSTNAME": "slotd-1", "SLOTD_CLUSTER_SIZE": "three", "POD_NAMESPACE": "ns"},
+             "is not a number"),
+            ({"HOSTNAME": "slotd-1", "SLOTD_CLUSTER_SIZE": "0", "POD_NAMESPACE": "ns"},
+             "is not in 1..64"),
+        ]
+        for env, msg in cases:
+            r = self.run_entry(env)
+            self.assertEqual(r.returncode, 2, env)
+            self.assertIn(msg, r.stderr)
+            self.assertEqual(r.stdout, "", env)
+        r = self.run_entry({}, args=())
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("usage:", r.stderr)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class HealthProbeTest(unittest.TestCase):
+    """slotd-health against a real slotd on 127.0.0.1."""
+
+    def setUp(self):
+        for b in (slotd_bin(), health_bin()):
+            self.assertTrue(os.access(b, os.X_OK), "build it first: %s" % b)
+        self.tmp = tempfile.mkdtemp(prefix="slotd-health-")
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+            p.stdout.close()
+        shutil.rmtree(self.tmp)
+
+    def start_slotd(self, *extra):
+        port = free_port()
+        data = os.path.join(self.tmp, "data-%d" % port)
+        p = subprocess.Popen([slotd_bin(), "--listen", "127.0.0.1:%d" % port, "--data-dir", data,
+                              *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        return p, port
+
+    def probe(self, *args):
+        t0 = time.monotonic()
+        r = subprocess.run([health_bin(), *args], capture_output=True, text=True, timeout=10)
+        return r, time.monotonic() - t0
+
+    def poll_until(self, want_stdout, *args):
+        deadline = time.monotonic() + HEALTH_POLL_S
+        while True:
+            r, _ = self.probe(*args)
+            if r.stdout.strip() == want_stdout or time.monotonic() > deadline:
+                return r
+            time.sleep(0.1)
+
+    def stop(self, p):
+        p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(timeout=20), 0)
+
+    def test_serving_single_node(self):
+        p, port = self.start_slotd()
+        addr = "127.0.0.1:%d" % port
+        r = self.poll_until("SERVING", addr)
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "SERVING"), r.stderr)
+        r, _ = self.probe(addr, "slotd.v1.Metadata")
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "SERVING"), r.stderr)
+        r, _ = self.probe(addr, "no.such.Service")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("NOT_FOUND", r.stderr)
+        self.stop(p)
+        # Nothing listens there any more.
+        r, took = self.probe(addr)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("UNAVAILABLE", r.stderr)
+        self.assertLess(took, 3.0)
+
+    def test_not_serving_without_quorum(self):
+        # Node 1 of 2 alone: its slot groups (2 voters each) cannot elect a leader.
+        absent = free_port()
+        port = free_port()
+        data = os.path.join(self.tmp, "data-q")
+        p = subprocess.Popen([slotd_bin(), "--listen", "127.0.0.1:%d" % port, "--data-dir", data,
+                              "--node-id", "1", "--peers",
+                              "1=127.0.0.1:%d,2=127.0.0.1:%d" % (port, absent)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        r = self.poll_until("NOT_SERVING", "127.0.0.1:%d" % port)
+        self.assertEqual((r.returncode, r.stdout.strip()), (1, "NOT_SERVING"), r.stderr)
+        self.stop(p)
+
+    def test_closed_port(self):
+        r, took = self.probe("127.0.0.1:%d" % free_port())
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("UNAVAILABLE", r.stderr)
+        self.assertLess(took, 3.0)
+
+    def test_deadline_on_silent_peer(self):
+        # A listener that accepts and never speaks HTTP/2: the 2 s deadline ends the probe.
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen(4)
+            r, took = self.probe("127.0.0.1:%d" % s.getsockname()[1])
+        self.assertEqual(r.returncode, 1)
+        self.assertGreaterEqual(took, 1.5)
+        self.assertLess(took, 5.0)
+
+    def test_usage(self):
+        for args in ((), ("a", "b", "c"), ("--bogus",), ("",)):
+            r, _ = self.probe(*args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn("usage: slotd-health ADDR [SERVICE]", r.stderr)
+        r, _ = self.probe("--help")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("usage: slotd-health", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
