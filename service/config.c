@@ -45,6 +45,8 @@ static const struct opt opts[] = {
     U64(compact_entries, 10, 1ull << 32, "10000",
         "compact a group's log after this many applied entries"),
     U64(compact_tail, 1, 1ull << 32, "1000", "entries kept behind the compaction point"),
+    STR(metrics_listen, "127.0.0.1:9700",
+        "Prometheus /metrics HTTP address (empty: disabled; a busy port is logged, not fatal)"),
 };
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
 

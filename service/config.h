@@ -11,6 +11,7 @@ struct slotd_config {
     char listen[256];
     char data_dir[1024];
     char peers[4096];
+    char metrics_listen[256]; /* "" disables /metrics */
     uint64_t node_id;
     uint64_t slot_groups;
     uint64_t max_request_bytes;

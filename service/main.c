@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "service/config.h"
+#include "service/metrics/metrics.h"
 #include "service/node/api.h"
 #include "service/route/route.h"
 #include "service/rpc/rpc.h"
@@ -85,6 +86,27 @@ static int wait_signal(const sigset_t *set)
     return sig;
 }
 
+/* /metrics is optional: a busy or bad address is a warning and slotd serves gRPC anyway. */
+static void start_metrics_http(struct metrics_registry *m, const char *listen,
+                               struct metrics_http **out)
+{
+    char err[512];
+    int port = 0;
+    if (listen[0] == '\0')
+        return;
+    if (metrics_http_start(m, listen, out, &port, err, sizeof(err)) != METRICS_OK) {
+        fprintf(stderr,
+                "level=warn component=main msg=\"metrics listener not started\" "
+                "metrics_listen=%s err=\"%s\"\n",
+                listen, err);
+        return;
+    }
+    fprintf(stderr,
+            "level=info component=main msg=\"metrics serving\" metrics_listen=%s port=%d "
+            "path=/metrics\n",
+            listen, port);
+}
+
 extern char **environ;
 
 int main(int argc, char **argv)
@@ -112,6 +134,8 @@ int main(int argc, char **argv)
     struct rpc_server *server = NULL;
     struct transport *transport = NULL;
     struct runtime *rt = NULL;
+    struct metrics_registry *metrics = NULL;
+    struct metrics_http *metrics_http = NULL;
     if (mkdir(f.data_dir, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "slotd: data dir %s: %s\n", f.data_dir, strerror(errno));
         return 1;
@@ -122,15 +146,18 @@ int main(int argc, char **argv)
     }
     if (route_table_new(&routes) != 0)
         goto err_after_store;
+    if (metrics_registry_new(&metrics) != METRICS_OK)
+        goto err_after_routes;
 
     struct rpc_server_options so;
     rpc_server_options_default(&so);
     so.listen_addr = f.listen;
     so.max_request_bytes = f.max_request_bytes;
     so.max_inflight_calls = f.max_inflight_calls;
+    so.metrics = metrics;
     if (rpc_server_new(&so, &server) != 0) {
         fprintf(stderr, "slotd: cannot create the gRPC server\n");
-        goto err_after_routes;
+        goto err_after_metrics;
     }
     rpc_server_set_health(server, "", 2); /* NOT_SERVING until every group has a leader */
 
@@ -140,6 +167,7 @@ int main(int argc, char **argv)
     ro.n_groups = (unsigned)f.slot_groups;
     ro.advertise = f.listen;
     ro.replicas = (unsigned)f.replicas;
+    ro.metrics = metrics;
     if (f.compact_entries)
         ro.compact_entries = f.compact_entries;
     if (f.compact_tail)
@@ -195,9 +223,12 @@ int main(int argc, char **argv)
             "data_dir=%s slot_groups=%llu\n",
             (unsigned long long)f.node_id, f.listen, port, f.data_dir,
             (unsigned long long)f.slot_groups);
+    start_metrics_http(metrics, f.metrics_listen, &metrics_http);
 
     int sig = wait_signal(&set);
     fprintf(stderr, "level=info component=main msg=\"shutting down\" signal=%d\n", sig);
+    metrics_http_stop(metrics_http);
+    metrics_http = NULL;
     size_t still = ro.n_nodes > 1 ? runtime_transfer_leadership(rt, SHUTDOWN_TRANSFER_MS) : 0;
     if (still > 0)
         fprintf(stderr, "level=warn component=main msg=\"groups still led at shutdown\" n=%zu\n",
@@ -218,6 +249,8 @@ err_after_transport:
     transport_free(transport);
 err_after_server:
     rpc_server_free(server);
+err_after_metrics:
+    metrics_registry_free(metrics); /* after every user of its series */
 err_after_routes:
     route_table_free(routes);
 err_after_store:

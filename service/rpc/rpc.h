@@ -19,11 +19,16 @@
 /* Bytes of one ServerReflectionRequest; a larger one ends its stream with INVALID_ARGUMENT. */
 #define RPC_REFLECTION_REQUEST_BYTES_MAX 16384
 
+struct metrics_registry;
+
 struct rpc_server_options {
     const char *listen_addr;   /* "127.0.0.1:0" picks a free port; borrowed until start returns */
     size_t max_inflight_calls; /* calls handed to handlers and not finished; default 4096 */
     size_t max_request_bytes;  /* default 4 MiB */
     unsigned cq_threads;       /* completion-queue threads; default 1 */
+    /* Where unary calls are counted (slotd_grpc_requests_total, slotd_grpc_request_duration_
+     * seconds); NULL (default): not counted. Borrowed; must outlive the server. */
+    struct metrics_registry *metrics;
 };
 
 /* Fills o (borrowed for the call) with the defaults; listen_addr "127.0.0.1:7700". */

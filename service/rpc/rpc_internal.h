@@ -9,6 +9,7 @@
 #include <grpc/grpc.h>
 
 #include "rpc.h"
+#include "service/metrics/metrics.h"
 
 #define RPC__CQ_THREADS_MAX 16
 #define RPC__ARMED_PER_METHOD 8 /* request_call tags kept armed per method path (and generic) */
@@ -39,6 +40,15 @@ enum rpc__method_kind {
                                  with GRPC_SRM_PAYLOAD_NONE */
 };
 
+#define RPC__GRPC_CODES 17 /* OK .. UNAUTHENTICATED */
+
+/* Series of one method path (or of every unregistered path), created at start / first use. */
+struct rpc__method_metrics {
+    char label[RPC_METHOD_PATH_MAX];           /* the path without its leading '/', or "unknown" */
+    struct metrics_histogram *_Atomic latency; /* NULL until first used */
+    struct metrics_counter *_Atomic by_code[RPC__GRPC_CODES]; /* NULL until first used */
+};
+
 struct rpc__method {
     char path[RPC_METHOD_PATH_MAX];
     enum rpc__method_kind kind;
@@ -46,6 +56,7 @@ struct rpc__method {
     void *ctx;
     bool counted; /* counts against max_inflight_calls (false for health) */
     void *handle; /* grpc_server_register_method result, set at start */
+    struct rpc__method_metrics metrics;
 };
 
 struct rpc_call {
@@ -61,6 +72,8 @@ struct rpc_call {
     grpc_metadata trailer; /* grpc-status-details-bin */
     bool has_trailer;
     char path_buf[RPC_METHOD_PATH_MAX];
+    struct rpc__method_metrics *metrics; /* NULL: the server counts nothing */
+    double start_s;                      /* metrics_now_seconds() at dispatch */
 };
 
 struct rpc__watch;
@@ -95,6 +108,10 @@ struct rpc_server {
     size_t n_reflections;       /* invariant: <= RPC_REFLECTION_STREAMS_MAX */
 
     struct rpc_descset *descset; /* the embedded FileDescriptorSet; read-only after new */
+
+    struct metrics_family *m_requests; /* NULL when opts.metrics is NULL */
+    struct metrics_family *m_latency;
+    struct rpc__method_metrics unknown_metrics; /* every unregistered path */
 };
 
 /* server.c */

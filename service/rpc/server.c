@@ -36,6 +36,60 @@ void rpc_server_options_default(struct rpc_server_options *o)
     o->max_inflight_calls = RPC__DEFAULT_MAX_INFLIGHT;
     o->max_request_bytes = RPC__DEFAULT_MAX_REQUEST_BYTES;
     o->cq_threads = 1;
+    o->metrics = NULL;
+}
+
+static const char *const rpc__grpc_code_names[RPC__GRPC_CODES] = {
+    "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+    "DATA_LOSS", "UNAUTHENTICATED"};
+
+/* The two request families; without them (no registry, or it is full) nothing is counted. */
+static void metrics_families_new(struct rpc_server *s)
+{
+    const char *both[] = {"method", "code"}, *method[] = {"method"};
+    if (s->opts.metrics == NULL)
+        return;
+    if (metrics_counter_family_new(s->opts.metrics, "slotd_grpc_requests_total",
+                                   "Unary gRPC calls finished, by method and status code.", 2, both,
+                                   &s->m_requests) != METRICS_OK ||
+        metrics_histogram_family_new(
+            s->opts.metrics, "slotd_grpc_request_duration_seconds",
+            "Time from dispatch to the final status of unary gRPC calls, by method.", 1, method,
+            metrics_latency_bounds, metrics_latency_bounds_len, &s->m_latency) != METRICS_OK) {
+        fprintf(stderr, "level=warn component=rpc msg=\"grpc metrics not registered\"\n");
+        s->m_requests = NULL;
+        s->m_latency = NULL;
+    }
+}
+
+/* Fixes the label of one method's series (at start; the series appear on first use). */
+static void method_metrics_init(struct rpc__method_metrics *mm, const char *path)
+{
+    snprintf(mm->label, sizeof(mm->label), "%s", path[0] == '/' ? path + 1 : path);
+}
+
+/* Counts a finished call and its latency (any thread: atomics, plus the registry mutex the first
+ * time a method ends with a given code). */
+static void call_record(struct rpc_server *s, struct rpc_call *c, grpc_status_code code)
+{
+    struct rpc__method_metrics *mm = c->metrics;
+    unsigned i = (unsigned)code < RPC__GRPC_CODES ? (unsigned)code : GRPC_STATUS_UNKNOWN;
+    struct metrics_counter *ctr = atomic_load_explicit(&mm->by_code[i], memory_order_acquire);
+    if (ctr == NULL) {
+        const char *values[] = {mm->label, rpc__grpc_code_names[i]};
+        ctr = metrics_counter_get(s->m_requests, values);
+        atomic_store_explicit(&mm->by_code[i], ctr, memory_order_release);
+    }
+    struct metrics_histogram *h = atomic_load_explicit(&mm->latency, memory_order_acquire);
+    if (h == NULL) {
+        const char *values[] = {mm->label};
+        h = metrics_histogram_get(s->m_latency, values);
+        atomic_store_explicit(&mm->latency, h, memory_order_release);
+    }
+    metrics_counter_add(ctr, 1);
+    metrics_histogram_observe(h, metrics_now_seconds() - c->start_s);
 }
 
 static struct rpc__method *method_find(struct rpc_server *s, const char *path)
@@ -109,6 +163,7 @@ int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out)
         if (o->cq_threads != 0) {
             opts.cq_threads = o->cq_threads;
         }
+        opts.metrics = o->metrics;
     }
     if (opts.cq_threads > RPC__CQ_THREADS_MAX || opts.max_request_bytes > INT_MAX / 2) {
         return SLOTD_EINVALID_FIELD;
@@ -133,6 +188,7 @@ int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out)
     if (pthread_cond_init(&s->cond, NULL) != 0) {
         goto err_after_mutex;
     }
+    metrics_families_new(s);
     if (rpc_server_add_service(s, &slotd__v1__metadata__descriptor) != SLOTD_OK ||
         rpc__health_register(s) != SLOTD_OK || rpc__reflection_register(s) != SLOTD_OK) {
         goto err_after_cond;
@@ -269,6 +325,9 @@ static void call_finish(struct rpc_call *c, grpc_status_code code, const char *m
     if (c->counted) {
         c->counted = false;
         atomic_fetch_sub_explicit(&c->server->inflight, 1, memory_order_relaxed);
+    }
+    if (c->metrics != NULL) {
+        call_record(c->server, c, code);
     }
     c->response = response;
     c->status_details = grpc_slice_from_copied_string(message);
@@ -457,6 +516,10 @@ static void request_on_event(struct rpc__request *r, bool ok)
     c->server = s;
     c->call = r->call;
     c->status_details = grpc_empty_slice();
+    if (s->m_requests != NULL) {
+        c->metrics = r->method != NULL ? &r->method->metrics : &s->unknown_metrics;
+        c->start_s = metrics_now_seconds();
+    }
     if (r->method != NULL) {
         c->path = r->method->path;
         c->deadline_ms = deadline_to_ms(r->deadline);
@@ -600,6 +663,12 @@ int rpc_server_start(struct rpc_server *s, int *bound_port, char *err, size_t er
     if (s->n_threads == 0) {
         snprintf(err, errlen, "rpc: cannot start a completion-queue thread");
         goto err_after_server;
+    }
+    if (s->m_requests != NULL) {
+        for (size_t i = 0; i < s->n_methods; i++) {
+            method_metrics_init(&s->methods[i].metrics, s->methods[i].path);
+        }
+        method_metrics_init(&s->unknown_metrics, "unknown");
     }
     grpc_server_start(s->server);
     pthread_mutex_lock(&s->mu);

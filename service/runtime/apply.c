@@ -180,12 +180,18 @@ static void apply_done(uv_work_t *w, int status)
     struct rt_apply_job *job = w->data;
     struct runtime *rt = job->rt;
     rt->apply_running = NULL;
+    size_t entries = 0;
     for (size_t i = 0; i < job->n_groups; i++) {
         struct rt_apply_group *ag = &job->groups[i];
         ag->g->apply_jobs--;
-        if (ag->n_entries > 0)
+        if (ag->n_entries > 0) {
             ag->g->applied = ag->entries[ag->n_entries - 1].index;
+            metrics_gauge_set(ag->g->metrics.applied, (int64_t)ag->g->applied);
+        }
+        entries += ag->n_entries;
     }
+    if (entries > 0)
+        metrics_histogram_observe(rt->metrics.apply_entries, (double)entries);
     if (job->capture != NULL) {
         rt_snap_captured(rt, job->capture);
         rt_snap_kick(rt);

@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "raft/raft.h"
+#include "service/metrics/metrics.h"
 #include "service/runtime/runtime.h"
 #include "service/slot/slot.h"
 #include "service/transport/transport.h"
@@ -112,6 +113,30 @@ struct rt_snap_install {
     size_t len;
 };
 
+/* Series of one hosted group, written on the loop thread (NULL without a registry). */
+struct rt_group_metrics {
+    struct metrics_gauge *term;
+    struct metrics_gauge *commit;
+    struct metrics_gauge *applied;
+    struct metrics_gauge *is_leader;
+    struct metrics_counter *leader_changes;
+};
+
+/* The runtime's node-wide series (NULL without a registry: updates are no-ops). */
+struct rt_metrics {
+    struct metrics_gauge *queue_client; /* written under runtime.mu */
+    struct metrics_gauge *queue_peer;
+    struct metrics_histogram *batch_entries;  /* entries per synced raftlog batch */
+    struct metrics_histogram *write_synced_s; /* raftlog batch write + fsync */
+    struct metrics_histogram *write_unsynced_s;
+    struct metrics_histogram *apply_entries; /* entries per apply job */
+    struct metrics_counter *snap_sent_bytes;
+    struct metrics_counter *snap_received_bytes;
+    struct metrics_counter *dropped_outbound;
+    struct metrics_counter *dropped_inbound;
+    struct metrics_gauge *route_revision;
+};
+
 struct rt_group {
     uint32_t id;
     bool hosted; /* this node holds a replica; the rest is NULL/0 otherwise */
@@ -139,6 +164,7 @@ struct rt_group {
     struct rt_snap_recv snap_recv;
     bool transferring;          /* leadership transfer started at shutdown */
     unsigned campaign_in_ticks; /* fresh cluster: the preferred voter campaigns then (0 = no) */
+    struct rt_group_metrics metrics;
     /* apply stage only: state as of the last applied entry, for snapshots */
     uint64_t apply_index;
     uint64_t apply_term;
@@ -232,6 +258,7 @@ struct runtime {
     _Atomic size_t led_groups; /* groups this node leads (read by other threads) */
     uint64_t dropped_msgs;     /* raft messages that could not be queued to a peer */
     uint64_t dropped_inbound;  /* inbound raft messages for groups not hosted here */
+    struct rt_metrics metrics;
 };
 
 int64_t rt_now_ms(void);
@@ -240,6 +267,13 @@ void rt_fail_list(struct rt_list *l, int code, const char *msg);
 
 void rt_submit_group_status(struct runtime *rt, const uint8_t *resp, size_t len);
 void rt_submit_snap_sent(struct runtime *rt, uint64_t transfer_id, bool ok);
+
+/* metrics.c */
+/* Registers the runtime's families and the series of every hosted group (after the groups are
+ * open). Without opts.metrics, or when registering fails (logged), every series stays NULL. */
+void rt_metrics_init(struct runtime *rt);
+/* Publishes g's term, commit index, applied index and leadership (loop thread). */
+void rt_metrics_group(struct runtime *rt, const struct rt_group *g);
 
 /* group.c */
 int rt_groups_open(struct runtime *rt, char *err, size_t errlen);

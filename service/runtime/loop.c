@@ -222,6 +222,8 @@ static void on_soft_state(struct runtime *rt, struct rt_group *g, const struct r
     struct raft_status st;
     raft_status(g->raft, &st);
     bool was_leader = g->role == RAFT_LEADER;
+    if (ss->leader != 0 && ss->leader != g->leader)
+        metrics_counter_add(g->metrics.leader_changes, 1);
     g->leader = ss->leader;
     g->role = ss->role;
     g->term = st.term;
@@ -355,6 +357,7 @@ static void after_persist(struct runtime *rt, struct rt_group *g)
             g->applied_submitted = pos.meta.index;
         if (pos.meta.index > g->applied)
             g->applied = pos.meta.index;
+        rt_metrics_group(rt, g);
         RT_LOG("info", "msg=\"snapshot installed\" node=%llu group=%u index=%llu term=%llu",
                (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)pos.meta.index,
                (unsigned long long)pos.meta.term);
@@ -442,8 +445,11 @@ static void storage_work(uv_work_t *w)
     for (struct rt_snap_install *in = rt->installs; in != NULL && rt->storage_rc == 0;
          in = in->next)
         rt->storage_rc = rt_snap_install_rows(rt, in->g, in);
-    if (rt->storage_rc == 0)
+    if (rt->storage_rc == 0) {
+        double start = metrics_now_seconds();
         rt->storage_rc = store_log_write(rt->store, rt->log_batch, true);
+        metrics_histogram_observe(rt->metrics.write_synced_s, metrics_now_seconds() - start);
+    }
 }
 
 static void free_installs(struct runtime *rt)
@@ -534,6 +540,7 @@ static void take_ready(struct runtime *rt, struct rt_group *g, bool *must_sync)
         g->commit = rd->hard_state.commit;
         g->term = rd->hard_state.term;
     }
+    rt_metrics_group(rt, g);
     if (rd->has_snapshot)
         rt_snap_install_ready(rt, g, rd);
     if (!rd->has_snapshot &&
@@ -566,6 +573,7 @@ void rt_pump(struct runtime *rt)
             abort();
         }
         bool any = false, must_sync = false;
+        size_t batch_entries = 0;
         for (size_t i = 0; i < rt->n_groups; i++) {
             struct rt_group *g = &rt->groups[i];
             if (!g->hosted || !raft_has_ready(g->raft))
@@ -578,10 +586,13 @@ void rt_pump(struct runtime *rt)
             }
             any = true;
             take_ready(rt, g, &must_sync);
+            batch_entries += g->rd.n_entries;
         }
         submit_building(rt);
         if (!any)
             return;
+        if (must_sync || rt->installs != NULL) /* this batch will be synced */
+            metrics_histogram_observe(rt->metrics.batch_entries, (double)batch_entries);
         if (rt->installs != NULL && installs_blocked(rt)) {
             rt->batch_waiting = true;
             return;
@@ -591,7 +602,9 @@ void rt_pump(struct runtime *rt)
             return;
         }
         if (store_log_batch_count(rt->log_batch) > 0) {
+            double start = metrics_now_seconds();
             rt->storage_rc = store_log_write(rt->store, rt->log_batch, false);
+            metrics_histogram_observe(rt->metrics.write_unsynced_s, metrics_now_seconds() - start);
             if (rt->storage_rc != 0)
                 storage_failed(rt);
             store_log_batch_clear(rt->log_batch);

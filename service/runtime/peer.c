@@ -22,6 +22,7 @@ void rt_send_msgs(struct runtime *rt, struct rt_group *g, const struct raft_read
         const struct raft_msg *m = &rd->msgs[i];
         if (rt->transport == NULL) {
             rt->dropped_msgs++;
+            metrics_counter_add(rt->metrics.dropped_outbound, 1);
             continue;
         }
         if (m->type == RAFT_MSG_SNAPSHOT) {
@@ -32,6 +33,7 @@ void rt_send_msgs(struct runtime *rt, struct rt_group *g, const struct raft_read
         struct rt_wire_scratch scratch;
         if (rt_wire_msg_to_pb(g->id, m, &pb, &scratch) != 0) {
             rt->dropped_msgs++;
+            metrics_counter_add(rt->metrics.dropped_outbound, 1);
             continue;
         }
         int rc = transport_send_raft(rt->transport, m->to, &pb);
@@ -39,6 +41,7 @@ void rt_send_msgs(struct runtime *rt, struct rt_group *g, const struct raft_read
         if (rc != 0) {
             /* Queue full or unknown peer: raft retransmits from probe state. */
             rt->dropped_msgs++;
+            metrics_counter_add(rt->metrics.dropped_outbound, 1);
             raft_report_unreachable(g->raft, m->to);
         }
     }
@@ -58,11 +61,13 @@ static void step_batch(struct runtime *rt, const uint8_t *data, size_t len)
         if (!runtime_hosts_group(rt, pb->group_id) || pb->to != rt->opts.node_id ||
             pb->type == RAFT_MSG_SNAPSHOT) {
             rt->dropped_inbound++; /* snapshots arrive through Peer/Snapshot only */
+            metrics_counter_add(rt->metrics.dropped_inbound, 1);
             continue;
         }
         struct raft_msg m;
         if (rt_wire_msg_from_pb(pb, &m) != 0) {
             rt->dropped_inbound++;
+            metrics_counter_add(rt->metrics.dropped_inbound, 1);
             continue;
         }
         raft_step(rt->groups[pb->group_id - 1].raft, &m);
@@ -339,7 +344,9 @@ static void chunk_sent(struct runtime *rt, uint64_t transfer_id, bool ok)
         return;
     }
     size_t n = send->len - send->offset;
-    send->offset += n > RT_SNAP_CHUNK_BYTES ? RT_SNAP_CHUNK_BYTES : n;
+    n = n > RT_SNAP_CHUNK_BYTES ? RT_SNAP_CHUNK_BYTES : n;
+    send->offset += n;
+    metrics_counter_add(rt->metrics.snap_sent_bytes, n);
     RT_LOG("info", "msg=\"snapshot progress\" group=%u to=%llu sent=%zu total=%zu", send->g->id,
            (unsigned long long)send->to, send->offset, send->len);
     if (send->offset < send->len) {
@@ -494,6 +501,7 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
     if (c->data.len > 0)
         memcpy(rcv->data + rcv->len, c->data.data, c->data.len);
     rcv->len += c->data.len;
+    metrics_counter_add(rt->metrics.snap_received_bytes, c->data.len);
     if (c->last) {
         struct raft_msg m;
         if (rcv->len != rcv->total || c->message == NULL ||

@@ -176,6 +176,7 @@ void rt_publish_route(struct runtime *rt)
         }
     }
     atomic_store(&rt->led_groups, led);
+    metrics_gauge_set(rt->metrics.route_revision, (int64_t)s->revision);
     route_table_publish(rt->routes, s);
     if (all_led != rt->health_serving) {
         rt->health_serving = all_led;
@@ -215,6 +216,7 @@ static int submit(struct runtime *rt, struct rt_request *r, struct slotd_error *
     rt_list_push(&rt->inbound, r);
     (*len)++;
     *qbytes += bytes;
+    metrics_gauge_set(client ? rt->metrics.queue_client : rt->metrics.queue_peer, (int64_t)*len);
     pthread_mutex_unlock(&rt->mu);
     uv_async_send(&rt->wake);
     return 0;
@@ -310,6 +312,7 @@ void rt_submit_snap_sent(struct runtime *rt, uint64_t transfer_id, bool ok)
     rt_list_push(&rt->inbound, r);
     rt->peer_len++;
     rt->peer_bytes += sizeof(*r);
+    metrics_gauge_set(rt->metrics.queue_peer, (int64_t)rt->peer_len);
     pthread_mutex_unlock(&rt->mu);
     uv_async_send(&rt->wake);
 }
@@ -374,6 +377,8 @@ static void on_wake(uv_async_t *h)
     reqs = rt->inbound;
     memset(&rt->inbound, 0, sizeof(rt->inbound));
     rt->client_len = rt->client_bytes = rt->peer_len = rt->peer_bytes = 0;
+    metrics_gauge_set(rt->metrics.queue_client, 0);
+    metrics_gauge_set(rt->metrics.queue_peer, 0);
     pthread_mutex_unlock(&rt->mu);
     rt_handle_requests(rt, &reqs);
     rt_pump(rt);
@@ -451,6 +456,7 @@ int runtime_new(const struct runtime_options *o, struct store *store, struct rou
     }
     if (rt_groups_open(rt, err, errlen) != 0)
         goto err_after_alloc;
+    rt_metrics_init(rt);
     if (uv_loop_init(&rt->loop) != 0) {
         snprintf(err, errlen, "uv_loop_init failed");
         goto err_after_alloc;

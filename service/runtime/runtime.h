@@ -29,6 +29,8 @@
 
 #define RUNTIME_NODES_MAX 64
 
+struct metrics_registry;
+
 struct runtime_peer {
     uint64_t id;
     char address[128];
@@ -50,6 +52,9 @@ struct runtime_options {
         compact_entries; /* compact a group's log after this many applied entries; default 10000 */
     size_t compact_tail; /* entries kept behind the compaction point; default 1000 */
     uint64_t seed;       /* raft election randomness; default from the node id */
+    /* Where the runtime's series live (service/metrics/README.md); NULL (default): none.
+     * Borrowed; must outlive the runtime. */
+    struct metrics_registry *metrics;
 };
 
 void runtime_options_default(struct runtime_options *o);

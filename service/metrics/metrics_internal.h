@@ -1,0 +1,43 @@
+/* metrics_internal.h - the registry's tables, shared by registry.c, render.c and http.c. */
+#ifndef SLOTD_METRICS_INTERNAL_H
+#define SLOTD_METRICS_INTERNAL_H
+
+#include <pthread.h>
+#include <stdio.h>
+
+#include "metrics.h"
+
+enum metrics__type { METRICS__COUNTER, METRICS__GAUGE, METRICS__HISTOGRAM };
+
+struct metrics__series {
+    char labels[METRICS_LABELS_MAX][METRICS_LABEL_VALUE_MAX];
+    union {
+        struct metrics_counter counter;
+        struct metrics_gauge gauge;
+        struct metrics_histogram histogram;
+    } u;
+};
+
+struct metrics_family {
+    struct metrics_registry *registry;
+    enum metrics__type type;
+    char name[METRICS_NAME_MAX];
+    char *help;
+    size_t n_labels;
+    char label_names[METRICS_LABELS_MAX][METRICS_NAME_MAX];
+    size_t n_bounds;
+    double bounds[METRICS_BUCKETS_MAX];
+    struct metrics__series **series; /* guarded by registry->mu; entries never move */
+    size_t n_series;                 /* invariant: <= METRICS_SERIES_MAX */
+    size_t cap_series;
+};
+
+struct metrics_registry {
+    pthread_mutex_t mu; /* guards families[] and every family's series table */
+    struct metrics_family *families[METRICS_FAMILIES_MAX];
+    size_t n_families;
+};
+
+double metrics__bits_double(uint64_t u);
+
+#endif /* SLOTD_METRICS_INTERNAL_H */

@@ -1,0 +1,127 @@
+/* metrics.c - the runtime's Prometheus series: registration and the per-group gauges. */
+#include <string.h>
+
+#include "service/runtime/internal.h"
+
+#define RT_METRICS_GROUPS_LABEL "group"
+
+static int node_families(struct metrics_registry *m, struct rt_metrics *out)
+{
+    struct metrics_family *qd, *be, *ws, *ae, *sb, *dr, *rr;
+    const char *queue[] = {"queue"}, *sync[] = {"sync"}, *direction[] = {"direction"};
+    int rc = metrics_gauge_family_new(
+        m, "slotd_proposal_queue_depth",
+        "Requests waiting in the runtime's inbound queue (client: proposals and reads; peer: raft "
+        "traffic).",
+        1, queue, &qd);
+    rc = rc ? rc
+            : metrics_histogram_family_new(m, "slotd_raftlog_batch_entries",
+                                           "Raft entries per synced raftlog batch (group commit).",
+                                           0, NULL, metrics_size_bounds, metrics_size_bounds_len,
+                                           &be);
+    rc = rc ? rc
+            : metrics_histogram_family_new(
+                  m, "slotd_raftlog_write_seconds",
+                  "Raftlog batch write latency (sync=\"true\": with fsync).", 1, sync,
+                  metrics_latency_bounds, metrics_latency_bounds_len, &ws);
+    rc = rc ? rc
+            : metrics_histogram_family_new(m, "slotd_apply_batch_entries",
+                                           "Committed entries applied per apply job.", 0, NULL,
+                                           metrics_size_bounds, metrics_size_bounds_len, &ae);
+    rc = rc ? rc
+            : metrics_counter_family_new(m, "slotd_snapshot_bytes_total",
+                                         "Snapshot bytes sent (acknowledged) and received.", 1,
+                                         direction, &sb);
+    rc = rc ? rc
+            : metrics_counter_family_new(
+                  m, "slotd_raft_dropped_messages_total",
+                  "Raft messages dropped: outbound could not be queued to a peer, inbound were for "
+                  "a group not hosted here or did not decode.",
+                  1, direction, &dr);
+    rc = rc ? rc
+            : metrics_gauge_family_new(m, "slotd_route_revision",
+                                       "Revision of the route snapshot last published.", 0, NULL,
+                                       &rr);
+    if (rc != METRICS_OK)
+        return rc;
+    const char *client[] = {"client"}, *peer[] = {"peer"}, *yes[] = {"true"}, *no[] = {"false"};
+    const char *sent[] = {"sent"}, *received[] = {"received"};
+    const char *outbound[] = {"outbound"}, *inbound[] = {"inbound"};
+    out->queue_client = metrics_gauge_get(qd, client);
+    out->queue_peer = metrics_gauge_get(qd, peer);
+    out->batch_entries = metrics_histogram_get(be, NULL);
+    out->write_synced_s = metrics_histogram_get(ws, yes);
+    out->write_unsynced_s = metrics_histogram_get(ws, no);
+    out->apply_entries = metrics_histogram_get(ae, NULL);
+    out->snap_sent_bytes = metrics_counter_get(sb, sent);
+    out->snap_received_bytes = metrics_counter_get(sb, received);
+    out->dropped_outbound = metrics_counter_get(dr, outbound);
+    out->dropped_inbound = metrics_counter_get(dr, inbound);
+    out->route_revision = metrics_gauge_get(rr, NULL);
+    return METRICS_OK;
+}
+
+static int group_families(struct runtime *rt)
+{
+    struct metrics_registry *m = rt->opts.metrics;
+    struct metrics_family *term, *commit, *applied, *leader, *changes;
+    const char *group[] = {RT_METRICS_GROUPS_LABEL};
+    int rc = metrics_gauge_family_new(m, "slotd_raft_term", "Current raft term of the group.", 1,
+                                      group, &term);
+    rc = rc ? rc
+            : metrics_gauge_family_new(m, "slotd_raft_commit_index",
+                                       "Highest raft index known committed in the group.", 1, group,
+                                       &commit);
+    rc = rc ? rc
+            : metrics_gauge_family_new(m, "slotd_raft_applied_index",
+                                       "Highest raft index applied to the state machine here.", 1,
+                                       group, &applied);
+    rc = rc ? rc
+            : metrics_gauge_family_new(m, "slotd_raft_is_leader",
+                                       "1 when this node leads the group, else 0.", 1, group,
+                                       &leader);
+    rc = rc ? rc
+            : metrics_counter_family_new(m, "slotd_raft_leader_changes_total",
+                                         "Times this replica saw a new leader of the group.", 1,
+                                         group, &changes);
+    if (rc != METRICS_OK)
+        return rc;
+    for (size_t i = 0; i < rt->n_groups; i++) {
+        struct rt_group *g = &rt->groups[i];
+        if (!g->hosted)
+            continue;
+        char id[16];
+        snprintf(id, sizeof(id), "%u", g->id);
+        const char *v[] = {id};
+        g->metrics.term = metrics_gauge_get(term, v);
+        g->metrics.commit = metrics_gauge_get(commit, v);
+        g->metrics.applied = metrics_gauge_get(applied, v);
+        g->metrics.is_leader = metrics_gauge_get(leader, v);
+        g->metrics.leader_changes = metrics_counter_get(changes, v);
+        rt_metrics_group(rt, g);
+    }
+    return METRICS_OK;
+}
+
+void rt_metrics_init(struct runtime *rt)
+{
+    if (rt->opts.metrics == NULL)
+        return;
+    int rc = node_families(rt->opts.metrics, &rt->metrics);
+    if (rc == METRICS_OK)
+        rc = group_families(rt);
+    if (rc != METRICS_OK) {
+        RT_LOG("warn", "msg=\"runtime metrics not registered\" err=\"%s\"", metrics_strerror(rc));
+        memset(&rt->metrics, 0, sizeof(rt->metrics));
+        for (size_t i = 0; i < rt->n_groups; i++)
+            memset(&rt->groups[i].metrics, 0, sizeof(rt->groups[i].metrics));
+    }
+}
+
+void rt_metrics_group(struct runtime *rt, const struct rt_group *g)
+{
+    metrics_gauge_set(g->metrics.term, (int64_t)g->term);
+    metrics_gauge_set(g->metrics.commit, (int64_t)g->commit);
+    metrics_gauge_set(g->metrics.applied, (int64_t)g->applied);
+    metrics_gauge_set(g->metrics.is_leader, g->hosted && g->leader == rt->opts.node_id);
+}

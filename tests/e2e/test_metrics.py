@@ -1,0 +1,268 @@
+# test_metrics.py - slotd's Prometheus /metrics: exposition parses, counters move with traffic,
+# per-group raft gauges, histograms, 404 elsewhere, a busy metrics port is not fatal.
+import os
+import random
+import sys
+import tempfile
+import unittest
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import slotd_harness as h  # noqa: E402
+from slotd_harness import pb  # noqa: E402
+
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+SEED = h.SEED
+SCRAPE_TIMEOUT_S = 5
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+PROPOSE = "slotd.v1.Metadata/Propose"
+READ = "slotd.v1.Metadata/Read"
+HISTOGRAMS = ("slotd_grpc_request_duration_seconds", "slotd_raftlog_batch_entries",
+              "slotd_raftlog_write_seconds", "slotd_apply_batch_entries")
+PER_GROUP = ("slotd_raft_term", "slotd_raft_commit_index", "slotd_raft_applied_index",
+             "slotd_raft_is_leader", "slotd_raft_leader_changes_total")
+
+
+def http_get(port, path):
+    """(status, content type, body text) of GET http://127.0.0.1:port/path."""
+    url = "http://127.0.0.1:%d%s" % (port, path)
+    try:
+        with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT_S) as resp:
+            return resp.status, resp.headers.get("Content-Type"), resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.headers.get("Content-Type"), err.read().decode()
+
+
+class Scrape:
+    """One /metrics body, parsed by prometheus_client and checked line by line."""
+
+    def __init__(self, test, text):
+        self.text = text
+        self.types = {}    # family name as written in # TYPE -> type
+        self.samples = {}  # (sample name, sorted label items) -> value
+        for family in text_string_to_metric_families(text):  # raises on a malformed line
+            for sample in family.samples:
+                key = (sample.name, tuple(sorted(sample.labels.items())))
+                test.assertNotIn(key, self.samples, "duplicate sample %s" % (key,))
+                self.samples[key] = sample.value
+        seen_samples = set()
+        for line in text.splitlines():
+            test.assertTrue(line, "empty line in the exposition")
+            if line.startswith("# TYPE "):
+                _, _, name, kind = line.split(" ")
+                test.assertNotIn(name, self.types, "two TYPE lines for %s" % name)
+                test.assertNotIn(name, seen_samples, "TYPE of %s after its samples" % name)
+                self.types[name] = kind
+            elif not line.startswith("#"):
+                seen_samples.add(line.split("{")[0].split(" ")[0])
+        test.assertTrue(text.endswith("\n"))
+
+    def value(self, name, **labels):
+        return self.samples.get((name, tuple(sorted(labels.items()))))
+
+    def series(self, name):
+        """{labels dict as sorted tuple: value} of every sample called name."""
+        return {labels: v for (n, labels), v in self.samples.items() if n == name}
+
+    def total(self, name, **match):
+        return sum(v for labels, v in self.series(name).items()
+                   if all(dict(labels).get(k) == w for k, w in match.items()))
+
+
+class MetricsTest(h.SlotdTestCase):
+    """One server with --metrics-listen on a free port for the whole class."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.metrics_port = h.free_port()
+        cls.server = cls.new_class_server(
+            extra_args=["--metrics-listen", "127.0.0.1:%d" % cls.metrics_port])
+        cls.stub = cls.server.stub
+        cls.table = list(cls.server.route().hash_slot_table)
+        cls.groups = sorted(set(cls.table))
+
+    def setUp(self):
+        self.rng = random.Random("%d/%s" % (SEED, self.id()))
+
+    def scrape(self):
+        status, ctype, body = http_get(self.metrics_port, "/metrics")
+        self.assertEqual(status, 200)
+        self.assertEqual(ctype, CONTENT_TYPE)
+        return Scrape(self, body)
+
+    def test_exposition_types_and_help(self):
+        s = self.scrape()
+        want = {"slotd_grpc_requests_total": "counter",
+                "slotd_grpc_request_duration_seconds": "histogram",
+                "slotd_raft_term": "gauge", "slotd_raft_commit_index": "gauge",
+                "slotd_raft_applied_index": "gauge", "slotd_raft_is_leader": "gauge",
+                "slotd_raft_leader_changes_total": "counter",
+                "slotd_proposal_queue_depth": "gauge",
+                "slotd_raftlog_batch_entries": "histogram",
+                "slotd_raftlog_write_seconds": "histogram",
+                "slotd_apply_batch_entries": "histogram",
+                "slotd_snapshot_bytes_total": "counter",
+                "slotd_raft_dropped_messages_total": "counter",
+                "slotd_route_revision": "gauge"}
+        for name, kind in want.items():
+            self.assertEqual(s.types.get(name), kind, name)
+            self.assertIn("# HELP %s " % name, s.text)
+        self.assertEqual(set(s.types), set(want), "unexpected families")
+        for queue in ("client", "peer"):
+            self.assertIsNotNone(s.value("slotd_proposal_queue_depth", queue=queue), queue)
+        for direction in ("sent", "received"):
+            self.assertEqual(s.value("slotd_snapshot_bytes_total", direction=direction), 0)
+        self.assertEqual(s.value("slotd_route_revision"), 1)
+
+    def test_per_group_raft_gauges(self):
+        h.put(self.stub, h.unique_key(b"pergroup", self.rng), b"v")
+        s = self.scrape()
+        for name in PER_GROUP:
+            groups = sorted(int(dict(labels)["group"]) for labels in s.series(name))
+            self.assertEqual(groups, self.groups, name)
+        for g in self.groups:
+            label = str(g)
+            self.assertEqual(s.value("slotd_raft_is_leader", group=label), 1, "single node leads")
+            self.assertGreaterEqual(s.value("slotd_raft_term", group=label), 1)
+            self.assertGreaterEqual(s.value("slotd_raft_leader_changes_total", group=label), 1)
+            commit = s.value("slotd_raft_commit_index", group=label)
+            applied = s.value("slotd_raft_applied_index", group=label)
+            self.assertGreaterEqual(commit, 1)
+            self.assertLessEqual(applied, commit, "group %d applied beyond commit" % g)
+        # Writes to one group move its commit and applied index.
+        group = self.groups[0]
+        key = h.key_in_group(self.table, group, "gauge", self.rng)
+        resp = h.put(self.stub, key, b"v")
+        s = self.scrape()
+        self.assertGreaterEqual(s.value("slotd_raft_commit_index", group=str(group)),
+                                resp.applied_index)
+        self.assertGreaterEqual(s.value("slotd_raft_applied_index", group=str(group)),
+                                resp.applied_index)
+
+    def test_counters_move_with_traffic(self):
+        before = self.scrape()
+        n = 12
+        keys = [h.unique_key(b"traffic/%d" % i, self.rng) for i in range(n)]
+        for key in keys:
+            h.put(self.stub, key, b"value")
+        for key in keys:
+            self.assertTrue(h.get(self.stub, key).get.found)
+        absent = h.get(self.stub, h.unique_key(b"absent", self.rng))
+        self.assertFalse(absent.get.found)
+        # An invalid request: INVALID_ARGUMENT is counted under its code.
+        self.assertRpcError(lambda: self.stub.Propose(pb.ProposeRequest(), timeout=10),
+                            h.grpc.StatusCode.INVALID_ARGUMENT)
+        after = self.scrape()
+
+        def delta(name, **labels):
+            return (after.value(name, **labels) or 0) - (before.value(name, **labels) or 0)
+
+        self.assertEqual(delta("slotd_grpc_requests_total", method=PROPOSE, code="OK"), n)
+        self.assertEqual(delta("slotd_grpc_requests_total", method=READ, code="OK"), n + 1)
+        self.assertEqual(delta("slotd_grpc_requests_total", method=PROPOSE,
+                               code="INVALID_ARGUMENT"), 1)
+        self.assertEqual(delta("slotd_grpc_request_duration_seconds_count", method=PROPOSE), n + 1)
+        self.assertEqual(delta("slotd_grpc_request_duration_seconds_count", method=READ), n + 1)
+        self.assertGreater(delta("slotd_grpc_request_duration_seconds_sum", method=PROPOSE), 0)
+        self.assertGreaterEqual(delta("slotd_raftlog_batch_entries_sum"), n)
+        self.assertGreaterEqual(delta("slotd_raftlog_batch_entries_count"), 1)
+        self.assertGreaterEqual(delta("slotd_raftlog_write_seconds_count", sync="true"), 1)
+        self.assertGreaterEqual(delta("slotd_apply_batch_entries_sum"), n)
+        self.assertEqual(after.total("slotd_proposal_queue_depth"), 0, "idle queues")
+
+    def test_histograms_have_buckets_sum_count(self):
+        h.put(self.stub, h.unique_key(b"hist", self.rng), b"v")
+        h.get(self.stub, h.unique_key(b"hist", self.rng))
+        s = self.scrape()
+        for name in HISTOGRAMS:
+            counts = s.series(name + "_count")
+            self.assertTrue(counts, "%s has no series" % name)
+            for labels, count in counts.items():
+                base = dict(labels)
+                self.assertIsNotNone(s.value(name + "_sum", **base), name)
+                buckets = sorted(
+                    ((float(dict(l)["le"]), v) for l, v in s.series(name + "_bucket").items()
+                     if {k: w for k, w in l if k != "le"} == base))
+                self.assertGreaterEqual(len(buckets), 2, name)
+                self.assertEqual(buckets[-1][0], float("inf"), "%s: last bucket is +Inf" % name)
+                self.assertEqual(buckets[-1][1], count, "%s %s: +Inf bucket != _count"
+                                 % (name, base))
+                values = [v for _, v in buckets]
+                self.assertEqual(values, sorted(values), "%s buckets are not cumulative" % name)
+        self.assertGreater(s.value("slotd_grpc_request_duration_seconds_count", method=PROPOSE), 0)
+
+    def test_other_paths_are_404(self):
+        for path in ("/", "/metric", "/metrics/x", "/favicon.ico"):
+            status, _, _ = http_get(self.metrics_port, path)
+            self.assertEqual(status, 404, path)
+
+    def test_busy_metrics_port_is_a_warning(self):
+        """A second slotd asked for the same metrics port logs a warning and serves gRPC."""
+        other = self.new_server(extra_args=["--metrics-listen",
+                                            "127.0.0.1:%d" % self.metrics_port])
+        other.start()
+        key = h.unique_key(b"busy", self.rng)
+        h.put(other.stub, key, b"v")
+        self.assertTrue(h.get(other.stub, key).get.found)
+        log = other.log_text(current_run_only=True)
+        self.assertIn('level=warn component=main msg="metrics listener not started"', log)
+        # The first server still answers the scrape.
+        self.scrape()
+
+    def test_disabled_with_empty_listen(self):
+        server = self.new_server(extra_args=["--metrics-listen", ""])
+        server.start()
+        log = server.log_text(current_run_only=True)
+        self.assertNotIn("metrics serving", log)
+        self.assertNotIn("metrics listener not started", log)
+
+
+class MetricsClusterTest(h.SlotdTestCase):
+    """Three nodes, each with its own metrics port: every node reports every group it hosts, and
+    each group has exactly one leader across the nodes."""
+
+    def test_cluster_gauges(self):
+        ports = h.free_ports(3)
+        self._workdir = self._workdir or tempfile.mkdtemp(prefix="slotd-e2e-")
+        cluster = h.SlotdCluster(self._workdir, name="m0")
+        self._servers.extend(cluster.servers.values())
+        configure = cluster._configure
+
+        def with_metrics(grpc_ports):
+            configure(grpc_ports)
+            for node_id, port in zip(cluster.node_ids, ports):
+                cluster.servers[node_id].extra_args += ["--metrics-listen",
+                                                        "127.0.0.1:%d" % port]
+        cluster._configure = with_metrics
+        cluster.start()
+        route = cluster.wait_leaders()
+        leaders = h.SlotdCluster.leaders(route)
+        for group_id, leader in leaders.items():
+            key = h.key_in_group(cluster.table, group_id, "cluster", random.Random(SEED))
+            h.put(cluster.stub(leader), key, b"v")
+        scrapes = {}
+        for node_id, port in zip(cluster.node_ids, ports):
+            status, _, body = http_get(port, "/metrics")
+            self.assertEqual(status, 200)
+            scrapes[node_id] = Scrape(self, body)
+        for group_id in cluster.group_ids:
+            led = 0
+            for node_id in cluster.voters(group_id):
+                s = scrapes[node_id]
+                is_leader = s.value("slotd_raft_is_leader", group=str(group_id))
+                self.assertIsNotNone(is_leader, "node %d group %d" % (node_id, group_id))
+                led += is_leader
+                self.assertGreaterEqual(s.value("slotd_raft_commit_index", group=str(group_id)),
+                                        1)
+            self.assertLessEqual(led, 1, "group %d has %d leaders" % (group_id, led))
+        # Raft traffic between nodes goes through Peer/Raft calls.
+        raft_calls = sum(s.value("slotd_grpc_requests_total",
+                                 method="slotd.internal.v1.Peer/Raft", code="OK") or 0
+                         for s in scrapes.values())
+        self.assertGreater(raft_calls, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
