@@ -1,0 +1,297 @@
+/* client.h - libslotd: route-aware synchronous C client for slotd.v1.Metadata. */
+#ifndef SLOTD_CLIENT_H
+#define SLOTD_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+/* Every libslotd function returns one of these; 0 is success. */
+#define SLOTD_CLIENT_ERRORS(X)                                                                     \
+    X(SLOTD_CLIENT_OK, "ok")                                                                       \
+    X(SLOTD_CLIENT_EINVAL, "invalid argument")                                                     \
+    X(SLOTD_CLIENT_ECAS_MISMATCH, "compare-and-set version mismatch")                              \
+    X(SLOTD_CLIENT_EPRECONDITION, "failed precondition")                                           \
+    X(SLOTD_CLIENT_EUNAVAILABLE, "unavailable")                                                    \
+    X(SLOTD_CLIENT_ETIMEOUT, "deadline exceeded")                                                  \
+    X(SLOTD_CLIENT_EEXHAUSTED, "resource exhausted")                                               \
+    X(SLOTD_CLIENT_ENOTFOUND, "not found")                                                         \
+    X(SLOTD_CLIENT_EMALFORMED, "malformed response")                                               \
+    X(SLOTD_CLIENT_ENOMEM, "out of memory")                                                        \
+    X(SLOTD_CLIENT_ERPC, "rpc failed")
+
+enum slotd_client_err {
+#define SLOTD_CLIENT__ENUM(name, text) name,
+    SLOTD_CLIENT_ERRORS(SLOTD_CLIENT__ENUM)
+#undef SLOTD_CLIENT__ENUM
+        SLOTD_CLIENT_ERR_COUNT
+};
+
+/* Static text of err ("unavailable"); "unknown error" for values outside the enum. */
+const char *slotd_client_strerror(int err);
+
+/* slotd.v1.ErrorCode values (the ErrorDetail a server attaches to a failed call). */
+enum slotd_error_code {
+    SLOTD_ERROR_CODE_UNSPECIFIED = 0,
+    SLOTD_ERROR_CODE_INVALID_FIELD = 1,
+    SLOTD_ERROR_CODE_NOT_LEADER = 2,
+    SLOTD_ERROR_CODE_NO_LEADER = 3,
+    SLOTD_ERROR_CODE_ROUTE_NOT_READY = 4,
+    SLOTD_ERROR_CODE_QUEUE_FULL = 5,
+    SLOTD_ERROR_CODE_UNKNOWN_OUTCOME = 6,
+    SLOTD_ERROR_CODE_WRONG_GROUP = 7,
+    SLOTD_ERROR_CODE_STALE_FENCE = 8,
+    SLOTD_ERROR_CODE_HASH_SLOT_FENCED = 9,
+    SLOTD_ERROR_CODE_NOT_FOUND = 10,
+    SLOTD_ERROR_CODE_SHUTTING_DOWN = 11,
+    SLOTD_ERROR_CODE_STORAGE = 12,
+    SLOTD_ERROR_CODE_MALFORMED = 13,
+};
+
+/* Static name of a slotd.v1.ErrorCode without its prefix ("NOT_LEADER"); "UNKNOWN" otherwise. */
+const char *slotd_error_code_name(int code);
+
+/* Static name of a gRPC status code ("UNAVAILABLE"); "UNKNOWN_STATUS" outside 0..16. */
+const char *slotd_grpc_status_name(int status);
+
+#define SLOTD_STATUS_MESSAGE_LEN 512
+#define SLOTD_FIELD_LEN 64
+#define SLOTD_ADDRESS_LEN 255
+
+/* The outcome of the last attempt of a call: its gRPC status and the server's ErrorDetail. */
+struct slotd_status {
+    int grpc_status;                        /* 0 (OK) on success; -1 when no call was made */
+    char message[SLOTD_STATUS_MESSAGE_LEN]; /* a sentence: "put: UNAVAILABLE: ..." ("" on ok) */
+    bool has_detail;                        /* a slotd.v1.ErrorDetail came with the status */
+    int detail_code;                        /* enum slotd_error_code */
+    char field[SLOTD_FIELD_LEN];            /* INVALID_FIELD: the request field ("put.key") */
+    uint64_t limit;                         /* INVALID_FIELD: the field's limit */
+    uint32_t retry_after_ms;                /* retriable errors: the server's suggested wait */
+    uint64_t leader_node_id;                /* NOT_LEADER: leader hint (0 = none) */
+    char leader_address[SLOTD_ADDRESS_LEN + 1];
+    uint32_t leader_group_id;
+    uint64_t leader_term;
+    char address[SLOTD_ADDRESS_LEN + 1]; /* the node the last attempt went to */
+};
+
+/* ---- the client ---------------------------------------------------------------------------- */
+
+struct slotd_client_options {
+    int deadline_ms;      /* per attempt; 0 = 5000 */
+    int max_retries;      /* retries of retriable failures; 0 = 3, negative = none */
+    int route_refresh_ms; /* refetch the route when older than this; 0 = only when a call fails */
+};
+
+/* Defaults: deadline_ms 5000, max_retries 3, route_refresh_ms 0. */
+#define SLOTD_CLIENT_DEADLINE_MS_DEFAULT 5000
+#define SLOTD_CLIENT_MAX_RETRIES_DEFAULT 3
+#define SLOTD_CLIENT_DEADLINE_MS_MAX 3600000
+#define SLOTD_CLIENT_MAX_RETRIES_MAX 100
+/* At most this many seed endpoints, and this many distinct node addresses (channels). */
+#define SLOTD_CLIENT_ENDPOINTS_MAX 16
+#define SLOTD_CLIENT_NODES_MAX 64
+
+struct slotd_client;
+
+/*
+ * endpoints: borrowed for the call, "host:port[,host:port...]" (1..SLOTD_CLIENT_ENDPOINTS_MAX
+ * entries). o: borrowed for the call, NULL for the defaults. *out: caller frees with
+ * slotd_client_free(). err: borrowed for the call, receives a sentence on failure. No network
+ * traffic happens here: the route is fetched by the first call. Returns SLOTD_CLIENT_OK or
+ * SLOTD_CLIENT_EINVAL (bad endpoints or options) / SLOTD_CLIENT_ENOMEM. The client is safe to
+ * use from many threads at once.
+ */
+int slotd_client_new(const char *endpoints, const struct slotd_client_options *o,
+                     struct slotd_client **out, char *err, size_t errlen);
+
+/* c: ownership transfers (closes every channel). NULL is a no-op. */
+void slotd_client_free(struct slotd_client *c);
+
+/* c, out: borrowed for the call. Copies the status of the client's most recently failed call
+ * (any thread); grpc_status -1 when no call has failed yet. */
+void slotd_client_last_error(struct slotd_client *c, struct slotd_status *out);
+
+/* ---- writes --------------------------------------------------------------------------------- */
+
+enum slotd_write_kind { SLOTD_WRITE_PUT, SLOTD_WRITE_DELETE, SLOTD_WRITE_CAS };
+
+#define SLOTD_REQUEST_ID_LEN_MAX 64
+#define SLOTD_REQUEST_ID_LEN_DEFAULT 16
+
+/* One Propose. Pointers are borrowed for the call. */
+struct slotd_write {
+    enum slotd_write_kind kind;
+    const void *key;
+    size_t key_len;
+    const void *value; /* PUT and CAS */
+    size_t value_len;
+    uint64_t expected_version; /* CAS: 0 = the key must be absent */
+    bool cas_delete;           /* CAS: delete instead of writing value */
+    /* 1..64 bytes; NULL = a random 16-byte id chosen by the client (retries reuse it) */
+    const void *request_id;
+    size_t request_id_len;
+    /* send no request id at all: then an ambiguous failure (UNAVAILABLE, deadline) is
+     * returned to the caller, never retried, since the write might have been applied */
+    bool no_request_id;
+};
+
+struct slotd_write_result {
+    uint64_t applied_index; /* raft index of the entry that carried the command */
+    uint32_t group_id;
+    uint64_t term;
+    bool deduplicated;      /* the server returned the stored result of this request id */
+    uint64_t version;       /* PUT/CAS: the key's version afterwards (CAS: 0 if absent) */
+    uint64_t prev_version;  /* PUT/DELETE */
+    bool deleted;           /* DELETE: the key existed */
+    bool cas_succeeded;     /* CAS */
+    uint8_t *current_value; /* CAS mismatch: the current value (malloc'd, may be NULL) */
+    size_t current_value_len;
+    uint8_t request_id[SLOTD_REQUEST_ID_LEN_MAX]; /* the id sent (empty with no_request_id) */
+    size_t request_id_len;
+    unsigned attempts; /* calls made, redirects and retries included */
+    struct slotd_status status;
+};
+
+/* r: borrowed for the call. Frees what a result owns (current_value) and clears it. */
+void slotd_write_result_free(struct slotd_write_result *r);
+
+/*
+ * c, w, out: borrowed for the call; out must be freed with slotd_write_result_free() whatever
+ * the return value. Sends w to the leader of its key's slot group (no_forward), following
+ * NOT_LEADER hints, refreshing the route and retrying retriable failures up to max_retries
+ * times when the call is idempotent (it carries a request id). Returns SLOTD_CLIENT_OK,
+ * SLOTD_CLIENT_ECAS_MISMATCH (CAS only; out->version and out->current_value say what is
+ * stored), or an error with out->status describing the last attempt.
+ */
+int slotd_write(struct slotd_client *c, const struct slotd_write *w,
+                struct slotd_write_result *out);
+
+/* Shorthands for slotd_write() with a client-chosen request id; same ownership. */
+int slotd_put(struct slotd_client *c, const void *key, size_t klen, const void *val, size_t vlen,
+              struct slotd_write_result *out);
+int slotd_delete(struct slotd_client *c, const void *key, size_t klen,
+                 struct slotd_write_result *out);
+int slotd_cas(struct slotd_client *c, const void *key, size_t klen, uint64_t expected_version,
+              const void *val, size_t vlen, bool del, struct slotd_write_result *out);
+
+/* ---- reads ---------------------------------------------------------------------------------- */
+
+enum slotd_consistency {
+    SLOTD_CONSISTENCY_LINEARIZABLE = 0, /* leader, after a ReadIndex round */
+    SLOTD_CONSISTENCY_LEADER_LOCAL = 1, /* leader's applied state */
+    SLOTD_CONSISTENCY_LOCAL = 2,        /* a replica's applied state (sent to the leader) */
+};
+
+struct slotd_value {
+    bool found;
+    uint8_t *value; /* malloc'd (NULL when not found or empty) */
+    size_t value_len;
+    uint64_t version;
+    uint64_t applied_index;
+    uint32_t group_id;
+    uint64_t term;
+    unsigned attempts;
+    struct slotd_status status;
+};
+
+/* v: borrowed for the call. Frees v->value and clears v. */
+void slotd_value_free(struct slotd_value *v);
+
+/*
+ * c, key, out: borrowed for the call; free out with slotd_value_free() whatever the return
+ * value. consistency is an enum slotd_consistency; min_applied_index applies to LOCAL reads.
+ * A missing key is SLOTD_CLIENT_OK with out->found false. Reads are retried like writes.
+ */
+int slotd_get(struct slotd_client *c, const void *key, size_t klen, int consistency,
+              uint64_t min_applied_index, struct slotd_value *out);
+
+/* ---- route and health ----------------------------------------------------------------------- */
+
+#define SLOTD_HASH_SLOTS 256
+#define SLOTD_ROUTE_REPLICAS_MAX 16
+#define SLOTD_ROUTE_GROUPS_MAX 4096
+
+struct slotd_route_group {
+    uint32_t group_id;
+    uint64_t voters[SLOTD_ROUTE_REPLICAS_MAX];
+    unsigned voter_count;
+    uint64_t learners[SLOTD_ROUTE_REPLICAS_MAX];
+    unsigned learner_count;
+    uint64_t config_epoch;
+    uint64_t preferred_leader;
+    uint64_t leader; /* observed leader node, 0 = unknown */
+    uint64_t leader_term;
+    unsigned hash_slot_count; /* entries of the hash-slot table naming this group */
+};
+
+struct slotd_route_node {
+    uint64_t node_id;
+    char address[SLOTD_ADDRESS_LEN + 1];
+};
+
+/* A decoded RouteSnapshotResponse. */
+struct slotd_route {
+    uint64_t revision;
+    uint32_t hash_slot_table[SLOTD_HASH_SLOTS];
+    struct slotd_route_group *groups; /* sorted by group_id */
+    size_t group_count;
+    struct slotd_route_node *nodes; /* sorted by node_id; at most SLOTD_CLIENT_NODES_MAX */
+    size_t node_count;
+    char source[SLOTD_ADDRESS_LEN + 1]; /* the endpoint that answered */
+};
+
+/* r: ownership transfers. NULL is a no-op. */
+void slotd_route_free(struct slotd_route *r);
+
+/*
+ * c, status: borrowed for the call (status may be NULL). Fetches a fresh route (trying every
+ * endpoint and known node in turn), installs it as the client's cache and returns a copy in
+ * *out (caller frees with slotd_route_free()).
+ */
+int slotd_route_fetch(struct slotd_client *c, struct slotd_route **out,
+                      struct slotd_status *status);
+
+/* crc32_ieee(key) % 256, the hash slot of key (borrowed for the call). */
+unsigned slotd_hash_slot(const void *key, size_t klen);
+
+/* r, key: borrowed for the call. The group owning key's hash slot. */
+uint32_t slotd_route_group_of(const struct slotd_route *r, const void *key, size_t klen);
+
+/* r: borrowed for the call. The group's entry, or NULL when the route does not list it. */
+const struct slotd_route_group *slotd_route_group_find(const struct slotd_route *r,
+                                                       uint32_t group_id);
+
+/* r: borrowed for the call. The address of node_id (pointer into r), or NULL when unknown. */
+const char *slotd_route_node_address(const struct slotd_route *r, uint64_t node_id);
+
+/* r, key: borrowed for the call. The address of the leader of key's group (pointer into r), or
+ * NULL when that group, its leader or the leader's address is unknown. */
+const char *slotd_route_leader_address(const struct slotd_route *r, const void *key, size_t klen);
+
+/* grpc.health.v1 serving status values. */
+enum slotd_health_status {
+    SLOTD_HEALTH_UNKNOWN = 0,
+    SLOTD_HEALTH_SERVING = 1,
+    SLOTD_HEALTH_NOT_SERVING = 2,
+    SLOTD_HEALTH_SERVICE_UNKNOWN = 3,
+};
+
+/* c, address, serving, status: borrowed for the call (status may be NULL). One
+ * grpc.health.v1.Health/Check("") to address, bounded by the deadline; no retries. */
+int slotd_health_check(struct slotd_client *c, const char *address, int *serving,
+                       struct slotd_status *status);
+
+/* Static name of a health status ("SERVING"). */
+const char *slotd_health_status_name(int serving);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLOTD_CLIENT_H */

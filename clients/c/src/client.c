@@ -1,0 +1,819 @@
+/* client.c - the libslotd client object: channels, route cache, routed calls with retries. */
+#include "client_internal.h"
+
+#include "grpc/health/v1/health.pb-c.h"
+#include "slotd/v1/metadata.pb-c.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Error sentences are cut to their fixed-size buffers on purpose. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+#define CLIENT_METHOD_PROPOSE "/slotd.v1.Metadata/Propose"
+#define CLIENT_METHOD_READ "/slotd.v1.Metadata/Read"
+#define CLIENT_METHOD_ROUTE "/slotd.v1.Metadata/RouteSnapshot"
+#define CLIENT_METHOD_HEALTH "/grpc.health.v1.Health/Check"
+/* NOT_LEADER redirects per call (each one is answered before anything is proposed). */
+#define CLIENT_REDIRECTS_MAX 8
+/* Extra wait for a batch after its call's own deadline (gRPC enforces the deadline). */
+#define CLIENT_CQ_GRACE_MS 2000
+/* A stale route is refetched at most this often (all threads together). */
+#define CLIENT_ROUTE_REFETCH_MIN_MS 20
+#define CLIENT_CHANNELS_MAX (SLOTD_CLIENT_NODES_MAX + SLOTD_CLIENT_ENDPOINTS_MAX)
+
+struct client_channel {
+    char address[SLOTD_ADDRESS_LEN + 1];
+    grpc_channel *channel; /* lives until slotd_client_free */
+};
+
+struct slotd_client {
+    struct slotd_client_options o;
+    char endpoints[SLOTD_CLIENT_ENDPOINTS_MAX][SLOTD_ADDRESS_LEN + 1];
+    size_t endpoint_count;
+    pthread_mutex_t lock;
+    /* guarded by lock: */
+    struct client_channel channels[CLIENT_CHANNELS_MAX];
+    size_t channel_count;      /* invariant: <= CLIENT_CHANNELS_MAX; channels only grow */
+    struct slotd_route *route; /* NULL until the first fetch succeeds */
+    int64_t route_fetched_ns;  /* when route was installed */
+    int64_t route_attempt_ns;  /* when the latest fetch started */
+    bool route_stale;          /* a call failed in a way a newer route may fix */
+    size_t next_endpoint;      /* endpoint that answered the latest fetch */
+    struct slotd_status last_error;
+    uint64_t rng;
+};
+
+static int64_t client_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void client_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static void status_reset(struct slotd_status *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->grpc_status = -1;
+}
+
+/* ---- object ---------------------------------------------------------------------------- */
+
+int slotd_client_new(const char *endpoints, const struct slotd_client_options *o,
+                     struct slotd_client **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    struct slotd_client *c = calloc(1, sizeof(*c));
+    if (!c) {
+        snprintf(err, errlen, "client: out of memory");
+        return SLOTD_CLIENT_ENOMEM;
+    }
+    int rc = slotd__options_resolve(o, &c->o, err, errlen);
+    if (rc == SLOTD_CLIENT_OK)
+        rc = slotd__endpoints_parse(endpoints, c->endpoints, SLOTD_CLIENT_ENDPOINTS_MAX,
+                                    &c->endpoint_count, err, errlen);
+    if (rc != SLOTD_CLIENT_OK) {
+        free(c);
+        return rc;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    status_reset(&c->last_error);
+    uint64_t seed = 0;
+    if (getrandom(&seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
+        seed = (uint64_t)client_now_ns() ^ ((uint64_t)getpid() << 32);
+    c->rng = seed;
+    grpc_init();
+    *out = c;
+    return SLOTD_CLIENT_OK;
+}
+
+void slotd_client_free(struct slotd_client *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->channel_count; i++)
+        grpc_channel_destroy(c->channels[i].channel);
+    slotd_route_free(c->route);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+    grpc_shutdown();
+}
+
+void slotd_client_last_error(struct slotd_client *c, struct slotd_status *out)
+{
+    pthread_mutex_lock(&c->lock);
+    *out = c->last_error;
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void client_record_error(struct slotd_client *c, const struct slotd_status *st)
+{
+    pthread_mutex_lock(&c->lock);
+    c->last_error = *st;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* The channel to address, opened on first use; NULL when the channel table is full. */
+static grpc_channel *client_channel(struct slotd_client *c, const char *address)
+{
+    grpc_channel *ch = NULL;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->channel_count && !ch; i++)
+        if (strcmp(c->channels[i].address, address) == 0)
+            ch = c->channels[i].channel;
+    if (!ch && c->channel_count < CLIENT_CHANNELS_MAX) {
+        grpc_arg args[4] = {
+            {.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
+            {.type = GRPC_ARG_INTEGER,
+             .key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+             .value.integer = 100},
+            {.type = GRPC_ARG_INTEGER,
+             .key = (char *)GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+             .value.integer = 100},
+            {.type = GRPC_ARG_INTEGER,
+             .key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+             .value.integer = 1000},
+        };
+        grpc_channel_args channel_args = {4, args};
+        grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+        ch = grpc_channel_create(address, creds, &channel_args);
+        grpc_channel_credentials_release(creds);
+        struct client_channel *slot = &c->channels[c->channel_count++];
+        snprintf(slot->address, sizeof(slot->address), "%s", address);
+        slot->channel = ch;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return ch;
+}
+
+/* ---- one unary call -------------------------------------------------------------------- */
+
+/* Reads the grpc-status-details-bin trailer of md into st, if there is one. */
+static void client_trailer_detail(const grpc_metadata_array *md, struct slotd_status *st)
+{
+    for (size_t i = 0; i < md->count; i++) {
+        const grpc_slice *k = &md->metadata[i].key;
+        const char *name = "grpc-status-details-bin";
+        if (GRPC_SLICE_LENGTH(*k) != strlen(name) ||
+            memcmp(GRPC_SLICE_START_PTR(*k), name, strlen(name)) != 0)
+            continue;
+        const grpc_slice *v = &md->metadata[i].value;
+        slotd__status_detail_decode(GRPC_SLICE_START_PTR(*v), GRPC_SLICE_LENGTH(*v), st);
+        return;
+    }
+}
+
+/* Shuts cq down, drains it (bounded: one batch was ever started) and destroys it. */
+static void client_cq_destroy(grpc_completion_queue *cq)
+{
+    grpc_completion_queue_shutdown(cq);
+    for (int i = 0; i < 16; i++) {
+        grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            break;
+    }
+    grpc_completion_queue_destroy(cq);
+}
+
+/* Runs the batch of one unary call; fills st (status, server text, detail) and *body. */
+static void client_call_run(grpc_call *call, grpc_completion_queue *cq, grpc_byte_buffer *send,
+                            int deadline_ms, grpc_byte_buffer **recv, struct slotd_status *st)
+{
+    grpc_metadata_array initial_md, trailing_md;
+    grpc_metadata_array_init(&initial_md);
+    grpc_metadata_array_init(&trailing_md);
+    grpc_status_code status = GRPC_STATUS_UNKNOWN;
+    grpc_slice details = grpc_empty_slice();
+    grpc_op ops[6];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = recv;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &trailing_md;
+    ops[5].data.recv_status_on_client.status = &status;
+    ops[5].data.recv_status_on_client.status_details = &details;
+    int tag;
+    grpc_call_error ce = grpc_call_start_batch(call, ops, 6, &tag, NULL);
+    if (ce != GRPC_CALL_OK) {
+        st->grpc_status = GRPC_STATUS_INTERNAL;
+        snprintf(st->message, sizeof(st->message), "cannot start the call (error %d)", (int)ce);
+        goto done;
+    }
+    gpr_timespec wait =
+        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                     gpr_time_from_millis(deadline_ms + CLIENT_CQ_GRACE_MS, GPR_TIMESPAN));
+    grpc_event ev = grpc_completion_queue_next(cq, wait, NULL);
+    if (ev.type != GRPC_OP_COMPLETE) {
+        /* gRPC did not enforce the deadline in time: cancel, then the batch completes */
+        grpc_call_cancel(call, NULL);
+        ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        status = GRPC_STATUS_DEADLINE_EXCEEDED;
+    }
+    st->grpc_status = (int)status;
+    snprintf(st->message, sizeof(st->message), "%.*s", (int)GRPC_SLICE_LENGTH(details),
+             (const char *)GRPC_SLICE_START_PTR(details));
+    if (status != GRPC_STATUS_OK)
+        client_trailer_detail(&trailing_md, st);
+done:
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&initial_md);
+    grpc_metadata_array_destroy(&trailing_md);
+}
+
+/* address, method, req, st: borrowed for the call. One unary call bounded by deadline_ms.
+ * Returns SLOTD_CLIENT_OK with *body set (caller frees with grpc_slice_unref()), or the error
+ * its status means with st filled in (st->message holds the server's text only). */
+static int client_unary(struct slotd_client *c, const char *address, const char *method,
+                        const uint8_t *req, size_t req_len, grpc_slice *body,
+                        struct slotd_status *st)
+{
+    status_reset(st);
+    snprintf(st->address, sizeof(st->address), "%s", address);
+    *body = grpc_empty_slice();
+    grpc_channel *ch = client_channel(c, address);
+    if (!ch) {
+        st->grpc_status = GRPC_STATUS_UNAVAILABLE;
+        snprintf(st->message, sizeof(st->message), "more than %d node addresses in use",
+                 CLIENT_CHANNELS_MAX);
+        return SLOTD_CLIENT_EUNAVAILABLE;
+    }
+    gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                         gpr_time_from_millis(c->o.deadline_ms, GPR_TIMESPAN));
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
+    grpc_slice method_slice = grpc_slice_from_static_string(method);
+    grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method_slice,
+                                               NULL, deadline, NULL);
+    grpc_slice req_slice = grpc_slice_from_copied_buffer((const char *)req, req_len);
+    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&req_slice, 1);
+    grpc_slice_unref(req_slice);
+    grpc_byte_buffer *recv = NULL;
+    client_call_run(call, cq, send, c->o.deadline_ms, &recv, st);
+    grpc_byte_buffer_destroy(send);
+    grpc_call_unref(call);
+    client_cq_destroy(cq);
+    int rc = slotd__err_of_status(st);
+    if (rc == SLOTD_CLIENT_OK) {
+        grpc_byte_buffer_reader reader;
+        if (recv && grpc_byte_buffer_reader_init(&reader, recv)) {
+            *body = grpc_byte_buffer_reader_readall(&reader);
+            grpc_byte_buffer_reader_destroy(&reader);
+        } else {
+            rc = SLOTD_CLIENT_EMALFORMED;
+            snprintf(st->message, sizeof(st->message), "OK status without a response message");
+        }
+    }
+    if (recv)
+        grpc_byte_buffer_destroy(recv);
+    return rc;
+}
+
+/* ---- route ----------------------------------------------------------------------------- */
+
+/* Candidate addresses for a RouteSnapshot: endpoints (starting at the one that answered last)
+ * then the cached route's nodes. Returns how many were written to out. */
+static size_t client_route_sources(struct slotd_client *c, char (*out)[SLOTD_ADDRESS_LEN + 1],
+                                   size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->endpoint_count && n < max; i++)
+        snprintf(out[n++], SLOTD_ADDRESS_LEN + 1, "%s",
+                 c->endpoints[(c->next_endpoint + i) % c->endpoint_count]);
+    for (size_t i = 0; c->route && i < c->route->node_count && n < max; i++) {
+        bool dup = false;
+        for (size_t k = 0; k < n && !dup; k++)
+            dup = strcmp(out[k], c->route->nodes[i].address) == 0;
+        if (!dup && c->route->nodes[i].address[0])
+            snprintf(out[n++], SLOTD_ADDRESS_LEN + 1, "%s", c->route->nodes[i].address);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+/* Installs r (ownership transfers) as the route cache; r->source names the node that sent it. */
+static void client_route_install(struct slotd_client *c, struct slotd_route *r)
+{
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->endpoint_count; i++)
+        if (strcmp(c->endpoints[i], r->source) == 0)
+            c->next_endpoint = i;
+    slotd_route_free(c->route);
+    c->route = r;
+    c->route_fetched_ns = client_now_ns();
+    c->route_stale = false;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Fetches the route from the first source that answers and installs it. On success *copy (if
+ * not NULL) receives a copy (caller frees with slotd_route_free()). */
+static int client_route_refresh(struct slotd_client *c, struct slotd_route **copy,
+                                struct slotd_status *st)
+{
+    char(*sources)[SLOTD_ADDRESS_LEN + 1] = malloc(CLIENT_CHANNELS_MAX * sizeof(*sources));
+    if (!sources) {
+        status_reset(st);
+        snprintf(st->message, sizeof(st->message), "route: out of memory");
+        return SLOTD_CLIENT_ENOMEM;
+    }
+    size_t n = client_route_sources(c, sources, CLIENT_CHANNELS_MAX);
+    int rc = SLOTD_CLIENT_EUNAVAILABLE;
+    char failures[SLOTD_STATUS_MESSAGE_LEN] = "";
+    for (size_t i = 0; i < n; i++) {
+        grpc_slice body;
+        rc = client_unary(c, sources[i], CLIENT_METHOD_ROUTE, NULL, 0, &body, st);
+        if (rc == SLOTD_CLIENT_OK) {
+            struct slotd_route *r = NULL;
+            rc = slotd__route_decode(GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), &r,
+                                     st->message, sizeof(st->message));
+            grpc_slice_unref(body);
+            if (rc == SLOTD_CLIENT_OK) {
+                snprintf(r->source, sizeof(r->source), "%s", sources[i]);
+                if (copy && !(*copy = slotd__route_copy(r)))
+                    rc = SLOTD_CLIENT_ENOMEM;
+                client_route_install(c, r);
+                break;
+            }
+        }
+        size_t used = strlen(failures);
+        snprintf(failures + used, sizeof(failures) - used, "%s%s: %s%s%s", used ? "; " : "",
+                 sources[i], slotd_grpc_status_name(st->grpc_status), st->message[0] ? " " : "",
+                 st->message);
+    }
+    if (rc != SLOTD_CLIENT_OK)
+        snprintf(st->message, sizeof(st->message), "route snapshot from every endpoint failed: %s",
+                 failures);
+    free(sources);
+    return rc;
+}
+
+/* Whether the cache should be refetched before routing a call (lock held). */
+static bool client_route_due(struct slotd_client *c, int64_t now)
+{
+    if (!c->route)
+        return now - c->route_attempt_ns >= (int64_t)CLIENT_ROUTE_REFETCH_MIN_MS * 1000000;
+    if (c->route_stale)
+        return now - c->route_attempt_ns >= (int64_t)CLIENT_ROUTE_REFETCH_MIN_MS * 1000000;
+    return c->o.route_refresh_ms > 0 &&
+           now - c->route_fetched_ns >= (int64_t)c->o.route_refresh_ms * 1000000;
+}
+
+/* Writes into address where a call for key goes: its group's leader per the route (fetched
+ * or refreshed when due), else an endpoint chosen round robin. */
+static void client_pick_address(struct slotd_client *c, const void *key, size_t klen, char *address)
+{
+    int64_t now = client_now_ns();
+    pthread_mutex_lock(&c->lock);
+    bool due = client_route_due(c, now);
+    if (due)
+        c->route_attempt_ns = now;
+    pthread_mutex_unlock(&c->lock);
+    if (due) {
+        struct slotd_status ignored;
+        client_route_refresh(c, NULL, &ignored); /* the call itself reports what fails */
+    }
+    pthread_mutex_lock(&c->lock);
+    const char *leader = c->route ? slotd_route_leader_address(c->route, key, klen) : NULL;
+    if (leader)
+        snprintf(address, SLOTD_ADDRESS_LEN + 1, "%s", leader);
+    else
+        snprintf(address, SLOTD_ADDRESS_LEN + 1, "%s",
+                 c->endpoints[(c->next_endpoint + (c->rng++)) % c->endpoint_count]);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static void client_route_mark_stale(struct slotd_client *c, const struct slotd_status *st)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->route && st->has_detail && st->leader_node_id != 0 &&
+        slotd__route_apply_hint(c->route, st->leader_group_id, st->leader_node_id,
+                                st->leader_address, st->leader_term))
+        ; /* the hint is newer than what we had: use it, no refetch needed */
+    else
+        c->route_stale = true;
+    pthread_mutex_unlock(&c->lock);
+}
+
+int slotd_route_fetch(struct slotd_client *c, struct slotd_route **out, struct slotd_status *status)
+{
+    struct slotd_status local;
+    struct slotd_status *st = status ? status : &local;
+    *out = NULL;
+    pthread_mutex_lock(&c->lock);
+    c->route_attempt_ns = client_now_ns();
+    pthread_mutex_unlock(&c->lock);
+    int rc = client_route_refresh(c, out, st);
+    if (rc != SLOTD_CLIENT_OK) {
+        char text[SLOTD_STATUS_MESSAGE_LEN];
+        snprintf(text, sizeof(text), "route: %s", st->message);
+        snprintf(st->message, sizeof(st->message), "%s", text);
+        client_record_error(c, st);
+    }
+    return rc;
+}
+
+/* ---- routed calls ---------------------------------------------------------------------- */
+
+/* Sends req (borrowed) to the leader of key's group with redirects and retries. On success
+ * *body holds the response (caller frees with grpc_slice_unref()). op names the call in
+ * messages ("put"). */
+static int client_routed_call(struct slotd_client *c, const char *op, const char *method,
+                              const void *key, size_t klen, const uint8_t *req, size_t req_len,
+                              bool idempotent, grpc_slice *body, unsigned *attempts,
+                              struct slotd_status *st)
+{
+    unsigned retries = 0, redirects = 0;
+    char address[SLOTD_ADDRESS_LEN + 1];
+    char hint[SLOTD_ADDRESS_LEN + 1] = "";
+    int rc;
+    *attempts = 0;
+    for (;;) {
+        if (hint[0])
+            snprintf(address, sizeof(address), "%s", hint);
+        else
+            client_pick_address(c, key, klen, address);
+        hint[0] = '\0';
+        (*attempts)++;
+        rc = client_unary(c, address, method, req, req_len, body, st);
+        if (rc == SLOTD_CLIENT_OK || rc == SLOTD_CLIENT_EMALFORMED)
+            break;
+        enum slotd__action action = slotd__action_decide(st, idempotent);
+        if (action == SLOTD__ACTION_REDIRECT && redirects < CLIENT_REDIRECTS_MAX) {
+            redirects++;
+            client_route_mark_stale(c, st);
+            if (st->leader_address[0] && strcmp(st->leader_address, address) != 0)
+                snprintf(hint, sizeof(hint), "%s", st->leader_address);
+            else
+                client_sleep_ms(slotd__backoff_ms(redirects, st->retry_after_ms));
+            continue;
+        }
+        if (action == SLOTD__ACTION_RETRY && retries < (unsigned)c->o.max_retries) {
+            retries++;
+            client_route_mark_stale(c, st);
+            client_sleep_ms(slotd__backoff_ms(retries, st->retry_after_ms));
+            continue;
+        }
+        break;
+    }
+    char text[SLOTD_STATUS_MESSAGE_LEN];
+    if (rc != SLOTD_CLIENT_OK) {
+        snprintf(text, sizeof(text), "%s: %s: %s", op, slotd_grpc_status_name(st->grpc_status),
+                 st->message[0] ? st->message : slotd_client_strerror(rc));
+        size_t used = strlen(text);
+        if (st->has_detail && st->field[0])
+            snprintf(text + used, sizeof(text) - used, " (field %s, limit %llu)", st->field,
+                     (unsigned long long)st->limit);
+        used = strlen(text);
+        snprintf(text + used, sizeof(text) - used, " [%s, %u attempt%s]", address, *attempts,
+                 *attempts == 1 ? "" : "s");
+        snprintf(st->message, sizeof(st->message), "%s", text);
+        client_record_error(c, st);
+    }
+    return rc;
+}
+
+/* ---- writes ---------------------------------------------------------------------------- */
+
+void slotd_write_result_free(struct slotd_write_result *r)
+{
+    free(r->current_value);
+    memset(r, 0, sizeof(*r));
+}
+
+static void client_request_id(struct slotd_client *c, uint8_t *id, size_t len)
+{
+    if (getrandom(id, len, 0) == (ssize_t)len)
+        return;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < len; i++) {
+        uint64_t z = (c->rng += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        id[i] = (uint8_t)(z ^ (z >> 31));
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Packs w as a ProposeRequest (no_forward) into *buf (caller frees with free()). */
+static int client_write_encode(const struct slotd_write *w, const struct slotd_write_result *r,
+                               uint8_t **buf, size_t *len)
+{
+    Slotd__V1__ProposeRequest m = SLOTD__V1__PROPOSE_REQUEST__INIT;
+    Slotd__V1__PutCommand put = SLOTD__V1__PUT_COMMAND__INIT;
+    Slotd__V1__DeleteCommand del = SLOTD__V1__DELETE_COMMAND__INIT;
+    Slotd__V1__CompareAndSetCommand cas = SLOTD__V1__COMPARE_AND_SET_COMMAND__INIT;
+    ProtobufCBinaryData key = {w->key_len, (uint8_t *)w->key};
+    ProtobufCBinaryData value = {w->value_len, (uint8_t *)w->value};
+    m.no_forward = true;
+    m.request_id.len = r->request_id_len;
+    m.request_id.data = (uint8_t *)r->request_id;
+    switch (w->kind) {
+    case SLOTD_WRITE_PUT:
+        put.key = key;
+        put.value = value;
+        m.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT;
+        m.put = &put;
+        break;
+    case SLOTD_WRITE_DELETE:
+        del.key = key;
+        m.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_DELETE;
+        m.delete_ = &del;
+        break;
+    default:
+        cas.key = key;
+        cas.value = value;
+        cas.expected_version = w->expected_version;
+        cas.delete_ = w->cas_delete;
+        m.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_COMPARE_AND_SET;
+        m.compare_and_set = &cas;
+        break;
+    }
+    *len = slotd__v1__propose_request__get_packed_size(&m);
+    *buf = malloc(*len ? *len : 1);
+    if (!*buf)
+        return SLOTD_CLIENT_ENOMEM;
+    slotd__v1__propose_request__pack(&m, *buf);
+    return SLOTD_CLIENT_OK;
+}
+
+/* Fills out from a ProposeResponse in body; ECAS_MISMATCH for a failed compare-and-set. */
+static int client_write_decode(const struct slotd_write *w, grpc_slice body,
+                               struct slotd_write_result *out)
+{
+    Slotd__V1__ProposeResponse *m = slotd__v1__propose_response__unpack(
+        NULL, GRPC_SLICE_LENGTH(body), GRPC_SLICE_START_PTR(body));
+    if (!m)
+        return SLOTD_CLIENT_EMALFORMED;
+    int rc = SLOTD_CLIENT_OK;
+    out->applied_index = m->applied_index;
+    out->group_id = m->group_id;
+    out->term = m->term;
+    out->deduplicated = m->deduplicated;
+    if (w->kind == SLOTD_WRITE_PUT && m->result_case == SLOTD__V1__PROPOSE_RESPONSE__RESULT_PUT) {
+        out->version = m->put->version;
+        out->prev_version = m->put->prev_version;
+    } else if (w->kind == SLOTD_WRITE_DELETE &&
+               m->result_case == SLOTD__V1__PROPOSE_RESPONSE__RESULT_DELETE) {
+        out->deleted = m->delete_->deleted;
+        out->prev_version = m->delete_->prev_version;
+    } else if (w->kind == SLOTD_WRITE_CAS &&
+               m->result_case == SLOTD__V1__PROPOSE_RESPONSE__RESULT_COMPARE_AND_SET) {
+        const Slotd__V1__CompareAndSetResult *r = m->compare_and_set;
+        out->cas_succeeded = r->succeeded;
+        out->version = r->version;
+        if (!r->succeeded && r->current_value.len > 0) {
+            out->current_value = malloc(r->current_value.len);
+            if (!out->current_value)
+                rc = SLOTD_CLIENT_ENOMEM;
+            else {
+                memcpy(out->current_value, r->current_value.data, r->current_value.len);
+                out->current_value_len = r->current_value.len;
+            }
+        }
+        if (rc == SLOTD_CLIENT_OK && !r->succeeded)
+            rc = SLOTD_CLIENT_ECAS_MISMATCH;
+    } else {
+        rc = SLOTD_CLIENT_EMALFORMED;
+    }
+    slotd__v1__propose_response__free_unpacked(m, NULL);
+    return rc;
+}
+
+/* Checks what the server cannot see (the request id the client would send). */
+static int client_write_check(const struct slotd_write *w, struct slotd_write_result *out)
+{
+    if (w->kind != SLOTD_WRITE_PUT && w->kind != SLOTD_WRITE_DELETE && w->kind != SLOTD_WRITE_CAS) {
+        snprintf(out->status.message, sizeof(out->status.message), "write: unknown kind %d",
+                 (int)w->kind);
+        return SLOTD_CLIENT_EINVAL;
+    }
+    if (w->request_id && !w->no_request_id &&
+        (w->request_id_len == 0 || w->request_id_len > SLOTD_REQUEST_ID_LEN_MAX)) {
+        snprintf(out->status.message, sizeof(out->status.message),
+                 "write: request id of %zu bytes is not in 1..%d", w->request_id_len,
+                 SLOTD_REQUEST_ID_LEN_MAX);
+        snprintf(out->status.field, sizeof(out->status.field), "request_id");
+        return SLOTD_CLIENT_EINVAL;
+    }
+    if ((!w->key && w->key_len) || (!w->value && w->value_len)) {
+        snprintf(out->status.message, sizeof(out->status.message),
+                 "write: NULL key or value with a non-zero length");
+        return SLOTD_CLIENT_EINVAL;
+    }
+    return SLOTD_CLIENT_OK;
+}
+
+static const char *client_write_op(enum slotd_write_kind kind)
+{
+    return kind == SLOTD_WRITE_PUT ? "put" : kind == SLOTD_WRITE_DELETE ? "delete" : "cas";
+}
+
+int slotd_write(struct slotd_client *c, const struct slotd_write *w, struct slotd_write_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    status_reset(&out->status);
+    int rc = client_write_check(w, out);
+    if (rc != SLOTD_CLIENT_OK)
+        return rc;
+    if (w->no_request_id) {
+        out->request_id_len = 0;
+    } else if (w->request_id) {
+        memcpy(out->request_id, w->request_id, w->request_id_len);
+        out->request_id_len = w->request_id_len;
+    } else {
+        client_request_id(c, out->request_id, SLOTD_REQUEST_ID_LEN_DEFAULT);
+        out->request_id_len = SLOTD_REQUEST_ID_LEN_DEFAULT;
+    }
+    uint8_t *req;
+    size_t req_len;
+    rc = client_write_encode(w, out, &req, &req_len);
+    if (rc != SLOTD_CLIENT_OK)
+        return rc;
+    grpc_slice body;
+    rc = client_routed_call(c, client_write_op(w->kind), CLIENT_METHOD_PROPOSE, w->key, w->key_len,
+                            req, req_len, out->request_id_len > 0, &body, &out->attempts,
+                            &out->status);
+    free(req);
+    if (rc != SLOTD_CLIENT_OK)
+        return rc;
+    rc = client_write_decode(w, body, out);
+    grpc_slice_unref(body);
+    if (rc == SLOTD_CLIENT_ECAS_MISMATCH)
+        snprintf(out->status.message, sizeof(out->status.message),
+                 "cas: version mismatch: expected %llu, current version %llu",
+                 (unsigned long long)w->expected_version, (unsigned long long)out->version);
+    else if (rc == SLOTD_CLIENT_EMALFORMED)
+        snprintf(out->status.message, sizeof(out->status.message),
+                 "%s: response is not a matching ProposeResponse", client_write_op(w->kind));
+    return rc;
+}
+
+int slotd_put(struct slotd_client *c, const void *key, size_t klen, const void *val, size_t vlen,
+              struct slotd_write_result *out)
+{
+    struct slotd_write w = {
+        .kind = SLOTD_WRITE_PUT, .key = key, .key_len = klen, .value = val, .value_len = vlen};
+    return slotd_write(c, &w, out);
+}
+
+int slotd_delete(struct slotd_client *c, const void *key, size_t klen,
+                 struct slotd_write_result *out)
+{
+    struct slotd_write w = {.kind = SLOTD_WRITE_DELETE, .key = key, .key_len = klen};
+    return slotd_write(c, &w, out);
+}
+
+int slotd_cas(struct slotd_client *c, const void *key, size_t klen, uint64_t expected_version,
+              const void *val, size_t vlen, bool del, struct slotd_write_result *out)
+{
+    struct slotd_write w = {.kind = SLOTD_WRITE_CAS,
+                            .key = key,
+                            .key_len = klen,
+                            .value = val,
+                            .value_len = vlen,
+                            .expected_version = expected_version,
+                            .cas_delete = del};
+    return slotd_write(c, &w, out);
+}
+
+/* ---- reads ----------------------------------------------------------------------------- */
+
+void slotd_value_free(struct slotd_value *v)
+{
+    free(v->value);
+    memset(v, 0, sizeof(*v));
+}
+
+static int client_read_decode(grpc_slice body, struct slotd_value *out)
+{
+    Slotd__V1__ReadResponse *m =
+        slotd__v1__read_response__unpack(NULL, GRPC_SLICE_LENGTH(body), GRPC_SLICE_START_PTR(body));
+    if (!m)
+        return SLOTD_CLIENT_EMALFORMED;
+    int rc = SLOTD_CLIENT_OK;
+    if (m->result_case != SLOTD__V1__READ_RESPONSE__RESULT_GET) {
+        rc = SLOTD_CLIENT_EMALFORMED;
+        goto done;
+    }
+    out->applied_index = m->applied_index;
+    out->group_id = m->group_id;
+    out->term = m->term;
+    out->found = m->get->found;
+    out->version = m->get->version;
+    if (m->get->value.len > 0) {
+        out->value = malloc(m->get->value.len);
+        if (!out->value) {
+            rc = SLOTD_CLIENT_ENOMEM;
+            goto done;
+        }
+        memcpy(out->value, m->get->value.data, m->get->value.len);
+        out->value_len = m->get->value.len;
+    }
+done:
+    slotd__v1__read_response__free_unpacked(m, NULL);
+    return rc;
+}
+
+int slotd_get(struct slotd_client *c, const void *key, size_t klen, int consistency,
+              uint64_t min_applied_index, struct slotd_value *out)
+{
+    memset(out, 0, sizeof(*out));
+    status_reset(&out->status);
+    if (consistency < SLOTD_CONSISTENCY_LINEARIZABLE || consistency > SLOTD_CONSISTENCY_LOCAL ||
+        (!key && klen)) {
+        snprintf(out->status.message, sizeof(out->status.message),
+                 "get: consistency %d is not 0..2 or the key is NULL", consistency);
+        return SLOTD_CLIENT_EINVAL;
+    }
+    Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
+    Slotd__V1__GetQuery get = SLOTD__V1__GET_QUERY__INIT;
+    get.key.len = klen;
+    get.key.data = (uint8_t *)key;
+    m.consistency = (Slotd__V1__Consistency)consistency;
+    m.min_applied_index = min_applied_index;
+    m.no_forward = true;
+    m.query_case = SLOTD__V1__READ_REQUEST__QUERY_GET;
+    m.get = &get;
+    size_t len = slotd__v1__read_request__get_packed_size(&m);
+    uint8_t *req = malloc(len ? len : 1);
+    if (!req)
+        return SLOTD_CLIENT_ENOMEM;
+    slotd__v1__read_request__pack(&m, req);
+    grpc_slice body;
+    int rc = client_routed_call(c, "get", CLIENT_METHOD_READ, key, klen, req, len, true, &body,
+                                &out->attempts, &out->status);
+    free(req);
+    if (rc != SLOTD_CLIENT_OK)
+        return rc;
+    rc = client_read_decode(body, out);
+    grpc_slice_unref(body);
+    if (rc == SLOTD_CLIENT_EMALFORMED)
+        snprintf(out->status.message, sizeof(out->status.message),
+                 "get: response is not a ReadResponse with a get result");
+    return rc;
+}
+
+/* ---- health ---------------------------------------------------------------------------- */
+
+const char *slotd_health_status_name(int serving)
+{
+    switch (serving) {
+    case SLOTD_HEALTH_SERVING:
+        return "SERVING";
+    case SLOTD_HEALTH_NOT_SERVING:
+        return "NOT_SERVING";
+    case SLOTD_HEALTH_SERVICE_UNKNOWN:
+        return "SERVICE_UNKNOWN";
+    default:
+        return "UNKNOWN";
+    }
+}
+
+int slotd_health_check(struct slotd_client *c, const char *address, int *serving,
+                       struct slotd_status *status)
+{
+    struct slotd_status local;
+    struct slotd_status *st = status ? status : &local;
+    *serving = SLOTD_HEALTH_UNKNOWN;
+    Grpc__Health__V1__HealthCheckRequest req = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
+    req.service = (char *)"";
+    uint8_t buf[16];
+    size_t len = grpc__health__v1__health_check_request__pack(&req, buf);
+    grpc_slice body;
+    int rc = client_unary(c, address, CLIENT_METHOD_HEALTH, buf, len, &body, st);
+    if (rc != SLOTD_CLIENT_OK)
+        return rc;
+    Grpc__Health__V1__HealthCheckResponse *m = grpc__health__v1__health_check_response__unpack(
+        NULL, GRPC_SLICE_LENGTH(body), GRPC_SLICE_START_PTR(body));
+    grpc_slice_unref(body);
+    if (!m) {
+        snprintf(st->message, sizeof(st->message), "health: response does not decode");
+        return SLOTD_CLIENT_EMALFORMED;
+    }
+    *serving = (int)m->status;
+    grpc__health__v1__health_check_response__free_unpacked(m, NULL);
+    return SLOTD_CLIENT_OK;
+}

@@ -1,0 +1,62 @@
+/* client_internal.h - libslotd internals shared by its sources and its unit test. */
+#ifndef SLOTD_CLIENT_INTERNAL_H
+#define SLOTD_CLIENT_INTERNAL_H
+
+#include "slotd/client.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* crc32_ieee of data (borrowed for the call), the same as zlib's crc32(). */
+uint32_t slotd__crc32(const void *data, size_t len);
+
+/*
+ * buf, err: borrowed for the call. Decodes a RouteSnapshotResponse into *out (caller frees with
+ * slotd_route_free()). SLOTD_CLIENT_EMALFORMED with a sentence in err when the bytes do not
+ * decode, the table does not have 256 entries or a bound is exceeded.
+ */
+int slotd__route_decode(const uint8_t *buf, size_t len, struct slotd_route **out, char *err,
+                        size_t errlen);
+
+/* r: borrowed for the call. A deep copy (caller frees with slotd_route_free()), NULL on ENOMEM. */
+struct slotd_route *slotd__route_copy(const struct slotd_route *r);
+
+/* r: borrowed for the call. Records a NOT_LEADER hint: group_id's leader becomes node_id at
+ * address (added to the node table when new and there is room). Returns true when r changed. */
+bool slotd__route_apply_hint(struct slotd_route *r, uint32_t group_id, uint64_t node_id,
+                             const char *address, uint64_t term);
+
+/* buf, st: borrowed for the call. Fills st's detail fields from a grpc-status-details-bin value
+ * (google.rpc.Status holding a slotd.v1.ErrorDetail). SLOTD_CLIENT_EMALFORMED when the bytes do
+ * not decode or carry no ErrorDetail (st->has_detail stays false). */
+int slotd__status_detail_decode(const uint8_t *buf, size_t len, struct slotd_status *st);
+
+/* st: borrowed for the call. The client error a failed status means (OK for grpc_status 0). */
+int slotd__err_of_status(const struct slotd_status *st);
+
+/* What a call does after one attempt. */
+enum slotd__action {
+    SLOTD__ACTION_DONE,     /* success, or a failure no retry can fix */
+    SLOTD__ACTION_REDIRECT, /* NOT_LEADER: send again (the write was not applied) */
+    SLOTD__ACTION_RETRY,    /* retriable failure: refresh the route, back off, send again */
+};
+
+/* st: borrowed for the call. The decision after an attempt that ended with st; idempotent
+ * says whether repeating the call is safe (a read, or a write carrying a request id). */
+enum slotd__action slotd__action_decide(const struct slotd_status *st, bool idempotent);
+
+/* Back-off before retry number attempt (1-based), honouring the server's retry hint. */
+int slotd__backoff_ms(unsigned attempt, uint32_t retry_after_ms);
+
+/* s, out, err: borrowed for the call. Splits "h:p,h:p" into out[0..*count) (each non-empty,
+ * at most SLOTD_ADDRESS_LEN bytes, no spaces), at most max of them. SLOTD_CLIENT_EINVAL and a
+ * sentence in err otherwise. */
+int slotd__endpoints_parse(const char *s, char (*out)[SLOTD_ADDRESS_LEN + 1], size_t max,
+                           size_t *count, char *err, size_t errlen);
+
+/* in (may be NULL), out, err: borrowed for the call. Applies defaults and checks ranges. */
+int slotd__options_resolve(const struct slotd_client_options *in, struct slotd_client_options *out,
+                           char *err, size_t errlen);
+
+#endif /* SLOTD_CLIENT_INTERNAL_H */

@@ -1,0 +1,251 @@
+/* client_route.c - hash slots (crc32_ieee % 256), RouteSnapshotResponse decoding and lookups. */
+#include "client_internal.h"
+
+#include "slotd/v1/metadata.pb-c.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+/* crc_table[i] = CRC of byte i through the reflected polynomial 0xEDB88320 (as zlib). */
+static void crc_table_build(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1u) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+uint32_t slotd__crc32(const void *data, size_t len)
+{
+    pthread_once(&crc_once, crc_table_build);
+    const uint8_t *p = data;
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < len; i++)
+        c = crc_table[(c ^ p[i]) & 0xffu] ^ (c >> 8);
+    return c ^ 0xffffffffu;
+}
+
+unsigned slotd_hash_slot(const void *key, size_t klen)
+{
+    return slotd__crc32(key, klen) % SLOTD_HASH_SLOTS;
+}
+
+void slotd_route_free(struct slotd_route *r)
+{
+    if (!r)
+        return;
+    free(r->groups);
+    free(r->nodes);
+    free(r);
+}
+
+static int route_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int route_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return SLOTD_CLIENT_EMALFORMED;
+}
+
+static int group_cmp(const void *a, const void *b)
+{
+    uint32_t x = ((const struct slotd_route_group *)a)->group_id;
+    uint32_t y = ((const struct slotd_route_group *)b)->group_id;
+    return x < y ? -1 : x > y;
+}
+
+static int node_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const struct slotd_route_node *)a)->node_id;
+    uint64_t y = ((const struct slotd_route_node *)b)->node_id;
+    return x < y ? -1 : x > y;
+}
+
+/* Copies m's groups into r->groups (allocated by the caller with m->n_groups entries). */
+static int route_fill_groups(struct slotd_route *r, const Slotd__V1__RouteSnapshotResponse *m,
+                             char *err, size_t errlen)
+{
+    for (size_t i = 0; i < m->n_groups; i++) {
+        const Slotd__V1__GroupRoute *g = m->groups[i];
+        struct slotd_route_group *o = &r->groups[i];
+        if (g->n_voters > SLOTD_ROUTE_REPLICAS_MAX || g->n_learners > SLOTD_ROUTE_REPLICAS_MAX)
+            return route_fail(err, errlen,
+                              "route snapshot: group %u has more than %d voters or "
+                              "learners",
+                              g->group_id, SLOTD_ROUTE_REPLICAS_MAX);
+        o->group_id = g->group_id;
+        o->voter_count = (unsigned)g->n_voters;
+        if (g->n_voters)
+            memcpy(o->voters, g->voters, g->n_voters * sizeof(uint64_t));
+        o->learner_count = (unsigned)g->n_learners;
+        if (g->n_learners)
+            memcpy(o->learners, g->learners, g->n_learners * sizeof(uint64_t));
+        o->config_epoch = g->config_epoch;
+        o->preferred_leader = g->preferred_leader;
+        o->leader = g->leader;
+        o->leader_term = g->leader_term;
+    }
+    r->group_count = m->n_groups;
+    qsort(r->groups, r->group_count, sizeof(*r->groups), group_cmp);
+    for (unsigned s = 0; s < SLOTD_HASH_SLOTS; s++) {
+        struct slotd_route_group key = {.group_id = r->hash_slot_table[s]};
+        struct slotd_route_group *g =
+            bsearch(&key, r->groups, r->group_count, sizeof(key), group_cmp);
+        if (g)
+            g->hash_slot_count++;
+    }
+    return SLOTD_CLIENT_OK;
+}
+
+static int route_fill(struct slotd_route *r, const Slotd__V1__RouteSnapshotResponse *m, char *err,
+                      size_t errlen)
+{
+    if (m->n_hash_slot_table != SLOTD_HASH_SLOTS)
+        return route_fail(err, errlen,
+                          "route snapshot: hash_slot_table has %zu entries, "
+                          "expected %d",
+                          m->n_hash_slot_table, SLOTD_HASH_SLOTS);
+    if (m->n_groups > SLOTD_ROUTE_GROUPS_MAX)
+        return route_fail(err, errlen, "route snapshot: %zu groups, more than %d", m->n_groups,
+                          SLOTD_ROUTE_GROUPS_MAX);
+    if (m->n_nodes > SLOTD_CLIENT_NODES_MAX)
+        return route_fail(err, errlen, "route snapshot: %zu nodes, more than %d", m->n_nodes,
+                          SLOTD_CLIENT_NODES_MAX);
+    r->revision = m->route_revision;
+    memcpy(r->hash_slot_table, m->hash_slot_table, sizeof(r->hash_slot_table));
+    for (size_t i = 0; i < m->n_nodes; i++) {
+        if (strlen(m->nodes[i]->address) > SLOTD_ADDRESS_LEN)
+            return route_fail(err, errlen,
+                              "route snapshot: node %llu: address longer than %d "
+                              "bytes",
+                              (unsigned long long)m->nodes[i]->node_id, SLOTD_ADDRESS_LEN);
+        r->nodes[i].node_id = m->nodes[i]->node_id;
+        snprintf(r->nodes[i].address, sizeof(r->nodes[i].address), "%s", m->nodes[i]->address);
+    }
+    r->node_count = m->n_nodes;
+    qsort(r->nodes, r->node_count, sizeof(*r->nodes), node_cmp);
+    return route_fill_groups(r, m, err, errlen);
+}
+
+int slotd__route_decode(const uint8_t *buf, size_t len, struct slotd_route **out, char *err,
+                        size_t errlen)
+{
+    *out = NULL;
+    Slotd__V1__RouteSnapshotResponse *m =
+        slotd__v1__route_snapshot_response__unpack(NULL, len, buf);
+    if (!m)
+        return route_fail(err, errlen,
+                          "route snapshot: %zu bytes do not decode as RouteSnapshotResponse", len);
+    int rc = SLOTD_CLIENT_ENOMEM;
+    struct slotd_route *r = calloc(1, sizeof(*r));
+    if (!r)
+        goto err_after_unpack;
+    /* one spare entry each, so apply_hint can add a node without reallocating */
+    r->groups = calloc(m->n_groups + 1, sizeof(*r->groups));
+    r->nodes = calloc(SLOTD_CLIENT_NODES_MAX, sizeof(*r->nodes));
+    if (!r->groups || !r->nodes)
+        goto err_after_route;
+    rc = route_fill(r, m, err, errlen);
+    if (rc != SLOTD_CLIENT_OK)
+        goto err_after_route;
+    slotd__v1__route_snapshot_response__free_unpacked(m, NULL);
+    *out = r;
+    return SLOTD_CLIENT_OK;
+
+err_after_route:
+    slotd_route_free(r);
+err_after_unpack:
+    slotd__v1__route_snapshot_response__free_unpacked(m, NULL);
+    if (rc == SLOTD_CLIENT_ENOMEM)
+        snprintf(err, errlen, "route snapshot: out of memory");
+    return rc;
+}
+
+struct slotd_route *slotd__route_copy(const struct slotd_route *r)
+{
+    struct slotd_route *c = malloc(sizeof(*c));
+    if (!c)
+        return NULL;
+    *c = *r;
+    c->groups = calloc(r->group_count + 1, sizeof(*c->groups));
+    c->nodes = calloc(SLOTD_CLIENT_NODES_MAX, sizeof(*c->nodes));
+    if (!c->groups || !c->nodes) {
+        free(c->groups);
+        free(c->nodes);
+        free(c);
+        return NULL;
+    }
+    if (r->group_count)
+        memcpy(c->groups, r->groups, r->group_count * sizeof(*c->groups));
+    if (r->node_count)
+        memcpy(c->nodes, r->nodes, r->node_count * sizeof(*c->nodes));
+    return c;
+}
+
+uint32_t slotd_route_group_of(const struct slotd_route *r, const void *key, size_t klen)
+{
+    return r->hash_slot_table[slotd_hash_slot(key, klen)];
+}
+
+const struct slotd_route_group *slotd_route_group_find(const struct slotd_route *r,
+                                                       uint32_t group_id)
+{
+    struct slotd_route_group key = {.group_id = group_id};
+    return bsearch(&key, r->groups, r->group_count, sizeof(key), group_cmp);
+}
+
+const char *slotd_route_node_address(const struct slotd_route *r, uint64_t node_id)
+{
+    struct slotd_route_node key = {.node_id = node_id};
+    const struct slotd_route_node *n =
+        bsearch(&key, r->nodes, r->node_count, sizeof(key), node_cmp);
+    return n && n->address[0] ? n->address : NULL;
+}
+
+const char *slotd_route_leader_address(const struct slotd_route *r, const void *key, size_t klen)
+{
+    const struct slotd_route_group *g =
+        slotd_route_group_find(r, slotd_route_group_of(r, key, klen));
+    if (!g || g->leader == 0)
+        return NULL;
+    return slotd_route_node_address(r, g->leader);
+}
+
+bool slotd__route_apply_hint(struct slotd_route *r, uint32_t group_id, uint64_t node_id,
+                             const char *address, uint64_t term)
+{
+    struct slotd_route_group key = {.group_id = group_id};
+    struct slotd_route_group *g = bsearch(&key, r->groups, r->group_count, sizeof(key), group_cmp);
+    if (!g || node_id == 0 || term < g->leader_term)
+        return false;
+    bool changed = g->leader != node_id || g->leader_term != term;
+    g->leader = node_id;
+    g->leader_term = term;
+    if (!address || !address[0] || strlen(address) > SLOTD_ADDRESS_LEN)
+        return changed;
+    struct slotd_route_node nkey = {.node_id = node_id};
+    struct slotd_route_node *n = bsearch(&nkey, r->nodes, r->node_count, sizeof(nkey), node_cmp);
+    if (!n && r->node_count < SLOTD_CLIENT_NODES_MAX) {
+        n = &r->nodes[r->node_count++];
+        n->node_id = node_id;
+        n->address[0] = '\0';
+    }
+    if (n && strcmp(n->address, address) != 0) {
+        snprintf(n->address, sizeof(n->address), "%s", address);
+        qsort(r->nodes, r->node_count, sizeof(*r->nodes), node_cmp);
+        changed = true;
+    }
+    return changed;
+}

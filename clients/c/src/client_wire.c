@@ -1,0 +1,242 @@
+/* client_wire.c - libslotd error texts, ErrorDetail decoding, retry policy and option parsing. */
+#include "client_internal.h"
+
+#include "google/rpc/status.pb-c.h"
+#include "slotd/v1/metadata.pb-c.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define WIRE_DETAIL_TYPE_URL "type.googleapis.com/slotd.v1.ErrorDetail"
+/* gRPC status codes used by the retry policy (grpc/status.h values, kept here so this file
+ * needs no gRPC header). */
+enum {
+    WIRE_OK = 0,
+    WIRE_CANCELLED = 1,
+    WIRE_UNKNOWN = 2,
+    WIRE_INVALID_ARGUMENT = 3,
+    WIRE_DEADLINE_EXCEEDED = 4,
+    WIRE_NOT_FOUND = 5,
+    WIRE_RESOURCE_EXHAUSTED = 8,
+    WIRE_FAILED_PRECONDITION = 9,
+    WIRE_ABORTED = 10,
+    WIRE_UNAVAILABLE = 14,
+};
+#define WIRE_BACKOFF_BASE_MS 50
+#define WIRE_BACKOFF_MAX_MS 1000
+
+static const char *const err_text[] = {
+#define SLOTD_CLIENT__TEXT(name, text) text,
+    SLOTD_CLIENT_ERRORS(SLOTD_CLIENT__TEXT)
+#undef SLOTD_CLIENT__TEXT
+};
+
+const char *slotd_client_strerror(int err)
+{
+    if (err < 0 || err >= SLOTD_CLIENT_ERR_COUNT)
+        return "unknown error";
+    return err_text[err];
+}
+
+const char *slotd_error_code_name(int code)
+{
+    static const char *const names[] = {
+        "UNSPECIFIED", "INVALID_FIELD",   "NOT_LEADER",  "NO_LEADER",   "ROUTE_NOT_READY",
+        "QUEUE_FULL",  "UNKNOWN_OUTCOME", "WRONG_GROUP", "STALE_FENCE", "HASH_SLOT_FENCED",
+        "NOT_FOUND",   "SHUTTING_DOWN",   "STORAGE",     "MALFORMED",
+    };
+    if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]))
+        return "UNKNOWN";
+    return names[code];
+}
+
+const char *slotd_grpc_status_name(int status)
+{
+    static const char *const names[] = {
+        "OK",
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+    };
+    if (status < 0 || (size_t)status >= sizeof(names) / sizeof(names[0]))
+        return "UNKNOWN_STATUS";
+    return names[status];
+}
+
+/* Copies d into st's detail fields. */
+static void wire_detail_fill(struct slotd_status *st, const Slotd__V1__ErrorDetail *d)
+{
+    st->has_detail = true;
+    st->detail_code = (int)d->code;
+    snprintf(st->field, sizeof(st->field), "%s", d->field ? d->field : "");
+    st->limit = d->limit;
+    st->retry_after_ms = d->retry_after_ms;
+    st->leader_node_id = 0;
+    st->leader_address[0] = '\0';
+    st->leader_group_id = 0;
+    st->leader_term = 0;
+    if (d->leader_hint) {
+        st->leader_node_id = d->leader_hint->node_id;
+        snprintf(st->leader_address, sizeof(st->leader_address), "%s",
+                 d->leader_hint->address ? d->leader_hint->address : "");
+        st->leader_group_id = d->leader_hint->group_id;
+        st->leader_term = d->leader_hint->term;
+    }
+}
+
+int slotd__status_detail_decode(const uint8_t *buf, size_t len, struct slotd_status *st)
+{
+    Google__Rpc__Status *s = google__rpc__status__unpack(NULL, len, buf);
+    if (!s)
+        return SLOTD_CLIENT_EMALFORMED;
+    int rc = SLOTD_CLIENT_EMALFORMED;
+    for (size_t i = 0; i < s->n_details && rc != SLOTD_CLIENT_OK; i++) {
+        const Google__Protobuf__Any *any = s->details[i];
+        if (!any->type_url || strcmp(any->type_url, WIRE_DETAIL_TYPE_URL) != 0)
+            continue;
+        Slotd__V1__ErrorDetail *d =
+            slotd__v1__error_detail__unpack(NULL, any->value.len, any->value.data);
+        if (!d)
+            break;
+        wire_detail_fill(st, d);
+        slotd__v1__error_detail__free_unpacked(d, NULL);
+        rc = SLOTD_CLIENT_OK;
+    }
+    google__rpc__status__free_unpacked(s, NULL);
+    return rc;
+}
+
+int slotd__err_of_status(const struct slotd_status *st)
+{
+    switch (st->grpc_status) {
+    case WIRE_OK:
+        return SLOTD_CLIENT_OK;
+    case WIRE_INVALID_ARGUMENT:
+        return SLOTD_CLIENT_EINVAL;
+    case WIRE_FAILED_PRECONDITION:
+        return SLOTD_CLIENT_EPRECONDITION;
+    case WIRE_UNAVAILABLE:
+        return SLOTD_CLIENT_EUNAVAILABLE;
+    case WIRE_DEADLINE_EXCEEDED:
+        return SLOTD_CLIENT_ETIMEOUT;
+    case WIRE_RESOURCE_EXHAUSTED:
+        return SLOTD_CLIENT_EEXHAUSTED;
+    case WIRE_NOT_FOUND:
+        return SLOTD_CLIENT_ENOTFOUND;
+    default:
+        return SLOTD_CLIENT_ERPC;
+    }
+}
+
+enum slotd__action slotd__action_decide(const struct slotd_status *st, bool idempotent)
+{
+    switch (st->grpc_status) {
+    case WIRE_FAILED_PRECONDITION:
+        /* NOT_LEADER is answered before anything is proposed: always safe to send again */
+        if (st->has_detail && st->detail_code == SLOTD_ERROR_CODE_NOT_LEADER)
+            return SLOTD__ACTION_REDIRECT;
+        return SLOTD__ACTION_DONE;
+    case WIRE_UNAVAILABLE:
+    case WIRE_DEADLINE_EXCEEDED:
+    case WIRE_RESOURCE_EXHAUSTED:
+    case WIRE_ABORTED:
+    case WIRE_CANCELLED:
+    case WIRE_UNKNOWN:
+        return idempotent ? SLOTD__ACTION_RETRY : SLOTD__ACTION_DONE;
+    default:
+        return SLOTD__ACTION_DONE;
+    }
+}
+
+int slotd__backoff_ms(unsigned attempt, uint32_t retry_after_ms)
+{
+    int ms = WIRE_BACKOFF_BASE_MS;
+    for (unsigned i = 1; i < attempt && ms < WIRE_BACKOFF_MAX_MS; i++)
+        ms *= 2;
+    if (ms > WIRE_BACKOFF_MAX_MS)
+        ms = WIRE_BACKOFF_MAX_MS;
+    if (retry_after_ms > (uint32_t)ms)
+        ms = retry_after_ms > WIRE_BACKOFF_MAX_MS * 5 ? WIRE_BACKOFF_MAX_MS * 5
+                                                      : (int)retry_after_ms;
+    return ms;
+}
+
+int slotd__endpoints_parse(const char *s, char (*out)[SLOTD_ADDRESS_LEN + 1], size_t max,
+                           size_t *count, char *err, size_t errlen)
+{
+    *count = 0;
+    if (!s || !*s) {
+        snprintf(err, errlen, "endpoints: empty (want host:port[,host:port...])");
+        return SLOTD_CLIENT_EINVAL;
+    }
+    const char *p = s;
+    for (;;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == 0) {
+            snprintf(err, errlen, "endpoints: empty entry in '%s'", s);
+            return SLOTD_CLIENT_EINVAL;
+        }
+        if (n > SLOTD_ADDRESS_LEN) {
+            snprintf(err, errlen, "endpoints: entry longer than %d bytes", SLOTD_ADDRESS_LEN);
+            return SLOTD_CLIENT_EINVAL;
+        }
+        if (memchr(p, ' ', n) || !memchr(p, ':', n)) {
+            snprintf(err, errlen, "endpoints: '%.*s' is not host:port", (int)n, p);
+            return SLOTD_CLIENT_EINVAL;
+        }
+        if (*count == max) {
+            snprintf(err, errlen, "endpoints: more than %zu entries", max);
+            return SLOTD_CLIENT_EINVAL;
+        }
+        memcpy(out[*count], p, n);
+        out[*count][n] = '\0';
+        (*count)++;
+        if (!end)
+            return SLOTD_CLIENT_OK;
+        p = end + 1;
+    }
+}
+
+int slotd__options_resolve(const struct slotd_client_options *in, struct slotd_client_options *out,
+                           char *err, size_t errlen)
+{
+    struct slotd_client_options o = {0, 0, 0};
+    if (in)
+        o = *in;
+    if (o.deadline_ms == 0)
+        o.deadline_ms = SLOTD_CLIENT_DEADLINE_MS_DEFAULT;
+    if (o.max_retries == 0)
+        o.max_retries = SLOTD_CLIENT_MAX_RETRIES_DEFAULT;
+    else if (o.max_retries < 0)
+        o.max_retries = 0;
+    if (o.deadline_ms < 0 || o.deadline_ms > SLOTD_CLIENT_DEADLINE_MS_MAX) {
+        snprintf(err, errlen, "deadline_ms: %d is not in 1..%d", o.deadline_ms,
+                 SLOTD_CLIENT_DEADLINE_MS_MAX);
+        return SLOTD_CLIENT_EINVAL;
+    }
+    if (o.max_retries > SLOTD_CLIENT_MAX_RETRIES_MAX) {
+        snprintf(err, errlen, "max_retries: %d is more than %d", o.max_retries,
+                 SLOTD_CLIENT_MAX_RETRIES_MAX);
+        return SLOTD_CLIENT_EINVAL;
+    }
+    if (o.route_refresh_ms < 0) {
+        snprintf(err, errlen, "route_refresh_ms: %d is negative", o.route_refresh_ms);
+        return SLOTD_CLIENT_EINVAL;
+    }
+    *out = o;
+    return SLOTD_CLIENT_OK;
+}

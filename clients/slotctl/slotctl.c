@@ -1,0 +1,522 @@
+/* slotctl.c - slotctl: put/get/delete/cas, route, cluster and health over libslotd. */
+#include "slotctl_cli.h"
+
+#include "slotd/client.h"
+
+#include <jansson.h>
+
+#include <ctype.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SLOTCTL_HEX_MAX (2 * SLOTD_REQUEST_ID_LEN_MAX + 1)
+
+static const char *const cmd_names[] = {"",      "put",     "get",    "delete", "cas",
+                                        "route", "cluster", "health", "bench"};
+
+/* ---- output helpers -------------------------------------------------------------------- */
+
+static void print_json(json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+    if (s) {
+        printf("%s\n", s);
+        free(s);
+    }
+    json_decref(j);
+}
+
+static void hex_of(const uint8_t *b, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", b[i]);
+    out[2 * n] = '\0';
+}
+
+static bool printable(const uint8_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isprint(b[i]) && b[i] != '\t')
+            return false;
+    return true;
+}
+
+/* Sets obj[name] to the bytes as a string when they are valid UTF-8, and name_hex always. */
+static void json_set_bytes(json_t *obj, const char *name, const uint8_t *b, size_t n)
+{
+    json_t *s = json_stringn(n ? (const char *)b : "", n);
+    json_object_set_new(obj, name, s ? s : json_null());
+    char *hex = malloc(2 * n + 1);
+    if (hex) {
+        hex_of(b, n, hex);
+        char key[64];
+        snprintf(key, sizeof(key), "%s_hex", name);
+        json_object_set_new(obj, key, json_string(hex));
+        free(hex);
+    }
+}
+
+static json_t *json_status(const struct slotd_status *st)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "grpc_status", json_string(slotd_grpc_status_name(st->grpc_status)));
+    if (st->address[0])
+        json_object_set_new(j, "address", json_string(st->address));
+    if (st->has_detail) {
+        json_t *d = json_object();
+        json_object_set_new(d, "code", json_string(slotd_error_code_name(st->detail_code)));
+        if (st->field[0]) {
+            json_object_set_new(d, "field", json_string(st->field));
+            json_object_set_new(d, "limit", json_integer((json_int_t)st->limit));
+        }
+        if (st->retry_after_ms)
+            json_object_set_new(d, "retry_after_ms", json_integer(st->retry_after_ms));
+        if (st->leader_node_id) {
+            json_object_set_new(d, "leader_node_id", json_integer((json_int_t)st->leader_node_id));
+            json_object_set_new(d, "leader_address", json_string(st->leader_address));
+            json_object_set_new(d, "leader_group_id", json_integer(st->leader_group_id));
+            json_object_set_new(d, "leader_term", json_integer((json_int_t)st->leader_term));
+        }
+        json_object_set_new(j, "detail", d);
+    }
+    return j;
+}
+
+/* Reports a failed command (stderr sentence, or a JSON object on stdout); returns its exit. */
+static int report_error(const struct slotctl_args *a, int rc, const struct slotd_status *st)
+{
+    int code = slotctl_exit_of(rc);
+    const char *msg = st->message[0] ? st->message : slotd_client_strerror(rc);
+    if (a->json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "command", json_string(cmd_names[a->cmd]));
+        json_object_set_new(j, "ok", json_false());
+        json_object_set_new(j, "error", json_string(slotd_client_strerror(rc)));
+        json_object_set_new(j, "message", json_string(msg));
+        json_object_set_new(j, "exit_code", json_integer(code));
+        if (st->grpc_status >= 0)
+            json_object_set_new(j, "status", json_status(st));
+        print_json(j);
+    }
+    fprintf(stderr, "slotctl: %s\n", msg);
+    return code;
+}
+
+/* ---- key-value commands ---------------------------------------------------------------- */
+
+static json_t *json_write_common(const struct slotctl_args *a, const struct slotd_write_result *r)
+{
+    char hex[SLOTCTL_HEX_MAX];
+    hex_of(r->request_id, r->request_id_len, hex);
+    json_t *j = json_object();
+    json_object_set_new(j, "command", json_string(cmd_names[a->cmd]));
+    json_object_set_new(j, "ok", json_true());
+    json_set_bytes(j, "key", (const uint8_t *)a->pos[0], strlen(a->pos[0]));
+    json_object_set_new(j, "group_id", json_integer(r->group_id));
+    json_object_set_new(j, "applied_index", json_integer((json_int_t)r->applied_index));
+    json_object_set_new(j, "term", json_integer((json_int_t)r->term));
+    json_object_set_new(j, "deduplicated", json_boolean(r->deduplicated));
+    json_object_set_new(j, "request_id", json_string(hex));
+    json_object_set_new(j, "attempts", json_integer(r->attempts));
+    return j;
+}
+
+static int cmd_write(struct slotd_client *c, const struct slotctl_args *a)
+{
+    struct slotd_write w = {.key = a->pos[0], .key_len = strlen(a->pos[0])};
+    uint64_t expected = 0;
+    if (a->cmd == SLOTCTL_CMD_PUT) {
+        w.kind = SLOTD_WRITE_PUT;
+        w.value = a->pos[1];
+        w.value_len = strlen(a->pos[1]);
+    } else if (a->cmd == SLOTCTL_CMD_DELETE) {
+        w.kind = SLOTD_WRITE_DELETE;
+    } else {
+        w.kind = SLOTD_WRITE_CAS;
+        expected = strtoull(a->pos[1], NULL, 10); /* checked by the parser */
+        w.expected_version = expected;
+        w.cas_delete = a->cas_delete;
+        w.value = a->cas_delete ? "" : a->pos[2];
+        w.value_len = a->cas_delete ? 0 : strlen(a->pos[2]);
+    }
+    struct slotd_write_result r;
+    int rc = slotd_write(c, &w, &r);
+    int code = slotctl_exit_of(rc);
+    if (rc != SLOTD_CLIENT_OK && rc != SLOTD_CLIENT_ECAS_MISMATCH) {
+        code = report_error(a, rc, &r.status);
+        goto done;
+    }
+    if (a->json) {
+        json_t *j = json_write_common(a, &r);
+        if (w.kind == SLOTD_WRITE_PUT) {
+            json_object_set_new(j, "version", json_integer((json_int_t)r.version));
+            json_object_set_new(j, "prev_version", json_integer((json_int_t)r.prev_version));
+        } else if (w.kind == SLOTD_WRITE_DELETE) {
+            json_object_set_new(j, "deleted", json_boolean(r.deleted));
+            json_object_set_new(j, "prev_version", json_integer((json_int_t)r.prev_version));
+        } else {
+            json_object_set_new(j, "ok", json_boolean(r.cas_succeeded));
+            json_object_set_new(j, "succeeded", json_boolean(r.cas_succeeded));
+            json_object_set_new(j, "expected_version", json_integer((json_int_t)expected));
+            json_object_set_new(j, "version", json_integer((json_int_t)r.version));
+            if (!r.cas_succeeded) {
+                json_set_bytes(j, "current_value", r.current_value, r.current_value_len);
+                json_object_set_new(j, "exit_code", json_integer(code));
+            }
+        }
+        print_json(j);
+    } else if (w.kind == SLOTD_WRITE_PUT) {
+        printf("OK  version %llu  prev_version %llu  group %u\n", (unsigned long long)r.version,
+               (unsigned long long)r.prev_version, r.group_id);
+    } else if (w.kind == SLOTD_WRITE_DELETE) {
+        printf("%s  prev_version %llu  group %u\n", r.deleted ? "DELETED" : "ABSENT",
+               (unsigned long long)r.prev_version, r.group_id);
+    } else if (r.cas_succeeded) {
+        printf("OK  version %llu  group %u\n", (unsigned long long)r.version, r.group_id);
+    } else {
+        printf("MISMATCH  expected %llu  current version %llu\n", (unsigned long long)expected,
+               (unsigned long long)r.version);
+    }
+    if (rc == SLOTD_CLIENT_ECAS_MISMATCH)
+        fprintf(stderr, "slotctl: %s\n", r.status.message);
+done:
+    slotd_write_result_free(&r);
+    return code;
+}
+
+static int cmd_get(struct slotd_client *c, const struct slotctl_args *a)
+{
+    struct slotd_value v;
+    int rc = slotd_get(c, a->pos[0], strlen(a->pos[0]), a->consistency, a->min_applied_index, &v);
+    int code;
+    if (rc != SLOTD_CLIENT_OK) {
+        code = report_error(a, rc, &v.status);
+        goto done;
+    }
+    code = v.found ? SLOTCTL_EXIT_OK : SLOTCTL_EXIT_NOT_FOUND;
+    if (a->json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "command", json_string("get"));
+        json_object_set_new(j, "ok", json_true());
+        json_set_bytes(j, "key", (const uint8_t *)a->pos[0], strlen(a->pos[0]));
+        json_object_set_new(j, "found", json_boolean(v.found));
+        if (v.found) {
+            json_set_bytes(j, "value", v.value, v.value_len);
+            json_object_set_new(j, "version", json_integer((json_int_t)v.version));
+        }
+        json_object_set_new(j, "consistency",
+                            json_string(slotctl_consistency_name(a->consistency)));
+        json_object_set_new(j, "group_id", json_integer(v.group_id));
+        json_object_set_new(j, "applied_index", json_integer((json_int_t)v.applied_index));
+        json_object_set_new(j, "term", json_integer((json_int_t)v.term));
+        json_object_set_new(j, "attempts", json_integer(v.attempts));
+        json_object_set_new(j, "exit_code", json_integer(code));
+        print_json(j);
+    } else if (v.found) {
+        char *hex = NULL;
+        if (!printable(v.value, v.value_len) && (hex = malloc(2 * v.value_len + 1)))
+            hex_of(v.value, v.value_len, hex);
+        printf("KEY      %s\nVALUE    %s%.*s\nVERSION  %llu\nGROUP    %u\n", a->pos[0],
+               hex ? "0x" : "", hex ? (int)strlen(hex) : (int)v.value_len,
+               hex       ? hex
+               : v.value ? (const char *)v.value
+                         : "",
+               (unsigned long long)v.version, v.group_id);
+        free(hex);
+    } else {
+        fprintf(stderr, "slotctl get: %s: not found\n", a->pos[0]);
+    }
+done:
+    slotd_value_free(&v);
+    return code;
+}
+
+/* ---- route, cluster, health ------------------------------------------------------------ */
+
+static json_t *json_u64_array(const uint64_t *v, unsigned n)
+{
+    json_t *arr = json_array();
+    for (unsigned i = 0; i < n; i++)
+        json_array_append_new(arr, json_integer((json_int_t)v[i]));
+    return arr;
+}
+
+static json_t *json_route(const struct slotd_route *r)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "revision", json_integer((json_int_t)r->revision));
+    json_object_set_new(j, "source", json_string(r->source));
+    json_t *table = json_array();
+    for (unsigned s = 0; s < SLOTD_HASH_SLOTS; s++)
+        json_array_append_new(table, json_integer(r->hash_slot_table[s]));
+    json_object_set_new(j, "hash_slot_table", table);
+    json_t *groups = json_array();
+    for (size_t i = 0; i < r->group_count; i++) {
+        const struct slotd_route_group *g = &r->groups[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "group_id", json_integer(g->group_id));
+        json_object_set_new(o, "voters", json_u64_array(g->voters, g->voter_count));
+        json_object_set_new(o, "learners", json_u64_array(g->learners, g->learner_count));
+        json_object_set_new(o, "config_epoch", json_integer((json_int_t)g->config_epoch));
+        json_object_set_new(o, "preferred_leader", json_integer((json_int_t)g->preferred_leader));
+        json_object_set_new(o, "leader", json_integer((json_int_t)g->leader));
+        json_object_set_new(o, "leader_term", json_integer((json_int_t)g->leader_term));
+        json_object_set_new(o, "hash_slots", json_integer(g->hash_slot_count));
+        const char *addr = slotd_route_node_address(r, g->leader);
+        json_object_set_new(o, "leader_address", addr ? json_string(addr) : json_null());
+        json_array_append_new(groups, o);
+    }
+    json_object_set_new(j, "groups", groups);
+    json_t *nodes = json_array();
+    for (size_t i = 0; i < r->node_count; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "node_id", json_integer((json_int_t)r->nodes[i].node_id));
+        json_object_set_new(o, "address", json_string(r->nodes[i].address));
+        json_array_append_new(nodes, o);
+    }
+    json_object_set_new(j, "nodes", nodes);
+    return j;
+}
+
+static void print_route_table(const struct slotd_route *r)
+{
+    printf("route revision %llu (from %s)\n\n", (unsigned long long)r->revision, r->source);
+    printf("%-11s  %5s  %6s  %-6s  %s\n", "HASH SLOTS", "GROUP", "LEADER", "TERM", "ADDRESS");
+    unsigned start = 0;
+    for (unsigned s = 1; s <= SLOTD_HASH_SLOTS; s++) {
+        if (s < SLOTD_HASH_SLOTS && r->hash_slot_table[s] == r->hash_slot_table[start])
+            continue;
+        uint32_t gid = r->hash_slot_table[start];
+        const struct slotd_route_group *g = slotd_route_group_find(r, gid);
+        const char *addr = g ? slotd_route_node_address(r, g->leader) : NULL;
+        char range[32], leader[24], term[24];
+        snprintf(range, sizeof(range), "%u-%u", start, s - 1);
+        snprintf(leader, sizeof(leader), "%llu", g ? (unsigned long long)g->leader : 0ull);
+        snprintf(term, sizeof(term), "%llu", g ? (unsigned long long)g->leader_term : 0ull);
+        printf("%-11s  %5u  %6s  %-6s  %s\n", range, gid, g && g->leader ? leader : "-",
+               g && g->leader ? term : "-", addr ? addr : "(no leader)");
+        start = s;
+    }
+}
+
+static int cmd_route(struct slotd_client *c, const struct slotctl_args *a)
+{
+    struct slotd_route *r;
+    struct slotd_status st;
+    int rc = slotd_route_fetch(c, &r, &st);
+    if (rc != SLOTD_CLIENT_OK)
+        return report_error(a, rc, &st);
+    if (a->json) {
+        json_t *j = json_route(r);
+        json_object_set_new(j, "command", json_string("route"));
+        json_object_set_new(j, "ok", json_true());
+        print_json(j);
+    } else {
+        print_route_table(r);
+    }
+    slotd_route_free(r);
+    return SLOTCTL_EXIT_OK;
+}
+
+static void ids_text(const uint64_t *v, unsigned n, char *out, size_t len)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (unsigned i = 0; i < n && used < len; i++)
+        used += (size_t)snprintf(out + used, len - used, "%s%llu", i ? "," : "",
+                                 (unsigned long long)v[i]);
+    if (n == 0)
+        snprintf(out, len, "-");
+}
+
+static void print_cluster(const struct slotd_route *r)
+{
+    printf("route revision %llu (from %s)\n\nNODES\n", (unsigned long long)r->revision, r->source);
+    printf("%6s  %-24s  %7s  %7s\n", "NODE", "ADDRESS", "LEADS", "VOTER");
+    for (size_t i = 0; i < r->node_count; i++) {
+        unsigned leads = 0, votes = 0;
+        for (size_t k = 0; k < r->group_count; k++) {
+            leads += r->groups[k].leader == r->nodes[i].node_id;
+            for (unsigned v = 0; v < r->groups[k].voter_count; v++)
+                votes += r->groups[k].voters[v] == r->nodes[i].node_id;
+        }
+        printf("%6llu  %-24s  %7u  %7u\n", (unsigned long long)r->nodes[i].node_id,
+               r->nodes[i].address, leads, votes);
+    }
+    printf("\nGROUPS\n%5s  %-12s  %-8s  %6s  %9s  %5s  %5s  %5s\n", "GROUP", "VOTERS", "LEARNERS",
+           "LEADER", "PREFERRED", "TERM", "EPOCH", "SLOTS");
+    for (size_t i = 0; i < r->group_count; i++) {
+        const struct slotd_route_group *g = &r->groups[i];
+        char voters[128], learners[128];
+        ids_text(g->voters, g->voter_count, voters, sizeof(voters));
+        ids_text(g->learners, g->learner_count, learners, sizeof(learners));
+        printf("%5u  %-12s  %-8s  %6llu  %9llu  %5llu  %5llu  %5u%s\n", g->group_id, voters,
+               learners, (unsigned long long)g->leader, (unsigned long long)g->preferred_leader,
+               (unsigned long long)g->leader_term, (unsigned long long)g->config_epoch,
+               g->hash_slot_count,
+               g->leader == 0                                            ? "  (no leader)"
+               : g->preferred_leader && g->leader != g->preferred_leader ? "  (not preferred)"
+                                                                         : "");
+    }
+}
+
+static int cmd_cluster(struct slotd_client *c, const struct slotctl_args *a)
+{
+    struct slotd_route *r;
+    struct slotd_status st;
+    int rc = slotd_route_fetch(c, &r, &st);
+    if (rc != SLOTD_CLIENT_OK)
+        return report_error(a, rc, &st);
+    if (a->json) {
+        json_t *j = json_route(r);
+        json_object_del(j, "hash_slot_table");
+        json_object_set_new(j, "command", json_string("cluster"));
+        json_object_set_new(j, "ok", json_true());
+        print_json(j);
+    } else {
+        print_cluster(r);
+    }
+    slotd_route_free(r);
+    return SLOTCTL_EXIT_OK;
+}
+
+static int cmd_health(struct slotd_client *c, const struct slotctl_args *a, const char *endpoints)
+{
+    /* the nodes the route names, else the endpoints as given */
+    char addrs[SLOTD_CLIENT_NODES_MAX][SLOTD_ADDRESS_LEN + 1];
+    uint64_t ids[SLOTD_CLIENT_NODES_MAX] = {0};
+    size_t n = 0;
+    struct slotd_route *r = NULL;
+    struct slotd_status st;
+    if (slotd_route_fetch(c, &r, &st) == SLOTD_CLIENT_OK) {
+        for (size_t i = 0; i < r->node_count && n < SLOTD_CLIENT_NODES_MAX; i++, n++) {
+            ids[n] = r->nodes[i].node_id;
+            snprintf(addrs[n], sizeof(addrs[n]), "%s", r->nodes[i].address);
+        }
+        slotd_route_free(r);
+    } else {
+        for (const char *p = endpoints; *p && n < SLOTD_CLIENT_NODES_MAX; n++) {
+            size_t len = strcspn(p, ",");
+            snprintf(addrs[n], sizeof(addrs[n]), "%.*s", (int)len, p);
+            p += len + (p[len] == ',');
+        }
+    }
+    int code = SLOTCTL_EXIT_OK;
+    json_t *nodes = json_array();
+    if (!a->json)
+        printf("%6s  %-24s  %s\n", "NODE", "ADDRESS", "STATUS");
+    for (size_t i = 0; i < n; i++) {
+        int serving;
+        int rc = slotd_health_check(c, addrs[i], &serving, &st);
+        char what[SLOTD_STATUS_MESSAGE_LEN + 32];
+        if (rc == SLOTD_CLIENT_OK)
+            snprintf(what, sizeof(what), "%s", slotd_health_status_name(serving));
+        else
+            snprintf(what, sizeof(what), "%s %s", slotd_grpc_status_name(st.grpc_status),
+                     st.message);
+        if (rc != SLOTD_CLIENT_OK || serving != SLOTD_HEALTH_SERVING)
+            code = SLOTCTL_EXIT_UNAVAILABLE;
+        if (a->json) {
+            json_t *o = json_object();
+            json_object_set_new(o, "node_id",
+                                ids[i] ? json_integer((json_int_t)ids[i]) : json_null());
+            json_object_set_new(o, "address", json_string(addrs[i]));
+            json_object_set_new(o, "status",
+                                json_string(rc == SLOTD_CLIENT_OK
+                                                ? slotd_health_status_name(serving)
+                                                : "UNREACHABLE"));
+            if (rc != SLOTD_CLIENT_OK)
+                json_object_set_new(o, "message", json_string(what));
+            json_array_append_new(nodes, o);
+        } else {
+            char id[24] = "-";
+            if (ids[i])
+                snprintf(id, sizeof(id), "%llu", (unsigned long long)ids[i]);
+            printf("%6s  %-24s  %s\n", id, addrs[i], what);
+        }
+    }
+    if (a->json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "command", json_string("health"));
+        json_object_set_new(j, "ok", json_boolean(code == SLOTCTL_EXIT_OK));
+        json_object_set_new(j, "nodes", nodes);
+        json_object_set_new(j, "exit_code", json_integer(code));
+        print_json(j);
+    } else {
+        json_decref(nodes);
+    }
+    return code;
+}
+
+/* Replaces slotctl with slotbench from the same directory; returns only on failure. */
+static int cmd_bench(const struct slotctl_args *a)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) {
+        fprintf(stderr, "slotctl bench: cannot find slotctl's own path\n");
+        return SLOTCTL_EXIT_OTHER;
+    }
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%.*s/slotbench", slash ? (int)(slash - self) : 1,
+             slash ? self : ".");
+    char **argv = calloc((size_t)a->bench_argc + 2, sizeof(*argv));
+    if (!argv)
+        return SLOTCTL_EXIT_OTHER;
+    argv[0] = (char *)"slotbench";
+    for (int i = 0; i < a->bench_argc; i++)
+        argv[i + 1] = a->bench_argv[i];
+    execv(path, argv);
+    fprintf(stderr, "slotctl bench: cannot run %s: %m\n", path);
+    free(argv);
+    return SLOTCTL_EXIT_OTHER;
+}
+
+int main(int argc, char **argv)
+{
+    struct slotctl_args a;
+    char err[256];
+    if (slotctl_args_parse(argc, argv, &a, err, sizeof(err)) != SLOTCTL_EXIT_OK) {
+        fprintf(stderr, "slotctl: %s\n", err);
+        slotctl_usage(stderr);
+        return SLOTCTL_EXIT_USAGE;
+    }
+    if (a.help) {
+        slotctl_usage(stdout);
+        return SLOTCTL_EXIT_OK;
+    }
+    if (a.cmd == SLOTCTL_CMD_BENCH)
+        return cmd_bench(&a);
+    struct slotd_client_options o = {.deadline_ms = a.deadline_ms, .max_retries = a.max_retries};
+    struct slotd_client *c;
+    if (slotd_client_new(a.endpoints, &o, &c, err, sizeof(err)) != SLOTD_CLIENT_OK) {
+        fprintf(stderr, "slotctl: %s\n", err);
+        return SLOTCTL_EXIT_USAGE;
+    }
+    int code;
+    switch (a.cmd) {
+    case SLOTCTL_CMD_GET:
+        code = cmd_get(c, &a);
+        break;
+    case SLOTCTL_CMD_ROUTE:
+        code = cmd_route(c, &a);
+        break;
+    case SLOTCTL_CMD_CLUSTER:
+        code = cmd_cluster(c, &a);
+        break;
+    case SLOTCTL_CMD_HEALTH:
+        code = cmd_health(c, &a, a.endpoints);
+        break;
+    default:
+        code = cmd_write(c, &a);
+        break;
+    }
+    slotd_client_free(c);
+    fflush(stdout);
+    return code;
+}

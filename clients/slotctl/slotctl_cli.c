@@ -1,0 +1,245 @@
+/* slotctl_cli.c - slotctl's argument parser, --help text and exit-code mapping. */
+#include "slotctl_cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cli_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int cli_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return SLOTCTL_EXIT_USAGE;
+}
+
+/* Parses a decimal in [min, max]; false when s is not one. */
+static bool cli_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+')
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+static const struct {
+    const char *name;
+    enum slotctl_cmd cmd;
+    int pos_min, pos_max;
+} cli_cmds[] = {
+    {"put", SLOTCTL_CMD_PUT, 2, 2},       {"get", SLOTCTL_CMD_GET, 1, 1},
+    {"delete", SLOTCTL_CMD_DELETE, 1, 1}, {"cas", SLOTCTL_CMD_CAS, 2, 3},
+    {"route", SLOTCTL_CMD_ROUTE, 0, 0},   {"cluster", SLOTCTL_CMD_CLUSTER, 0, 0},
+    {"health", SLOTCTL_CMD_HEALTH, 0, 0}, {"bench", SLOTCTL_CMD_BENCH, 0, 0},
+};
+
+const char *slotctl_consistency_name(int consistency)
+{
+    switch (consistency) {
+    case SLOTD_CONSISTENCY_LEADER_LOCAL:
+        return "leader-local";
+    case SLOTD_CONSISTENCY_LOCAL:
+        return "local";
+    default:
+        return "linearizable";
+    }
+}
+
+static int cli_consistency(const char *s, int *out)
+{
+    for (int c = SLOTD_CONSISTENCY_LINEARIZABLE; c <= SLOTD_CONSISTENCY_LOCAL; c++)
+        if (s && strcmp(s, slotctl_consistency_name(c)) == 0) {
+            *out = c;
+            return 0;
+        }
+    return -1;
+}
+
+/* Handles option argv[*i] (value options consume argv[*i + 1]). */
+static int cli_option(int argc, char **argv, int *i, struct slotctl_args *a, char *err,
+                      size_t errlen)
+{
+    const char *opt = argv[*i];
+    const char *val = *i + 1 < argc ? argv[*i + 1] : NULL;
+    uint64_t n;
+    if (strcmp(opt, "--json") == 0) {
+        a->json = true;
+        return 0;
+    }
+    if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
+        a->help = true;
+        return 0;
+    }
+    if (strcmp(opt, "--delete") == 0) {
+        a->cas_delete = true;
+        return 0;
+    }
+    if (!val)
+        return cli_fail(err, errlen, "%s: needs a value", opt);
+    (*i)++;
+    if (strcmp(opt, "--endpoints") == 0) {
+        if (!*val)
+            return cli_fail(err, errlen, "--endpoints: empty");
+        a->endpoints = val;
+    } else if (strcmp(opt, "--deadline-ms") == 0) {
+        if (!cli_uint(val, 1, SLOTD_CLIENT_DEADLINE_MS_MAX, &n))
+            return cli_fail(err, errlen, "--deadline-ms: '%s' is not an integer in 1..%d", val,
+                            SLOTD_CLIENT_DEADLINE_MS_MAX);
+        a->deadline_ms = (int)n;
+    } else if (strcmp(opt, "--max-retries") == 0) {
+        if (!cli_uint(val, 0, SLOTD_CLIENT_MAX_RETRIES_MAX, &n))
+            return cli_fail(err, errlen, "--max-retries: '%s' is not an integer in 0..%d", val,
+                            SLOTD_CLIENT_MAX_RETRIES_MAX);
+        a->max_retries = n == 0 ? -1 : (int)n;
+    } else if (strcmp(opt, "--consistency") == 0) {
+        if (cli_consistency(val, &a->consistency) != 0)
+            return cli_fail(err, errlen,
+                            "--consistency: '%s' is not linearizable, leader-local "
+                            "or local",
+                            val);
+    } else if (strcmp(opt, "--min-applied-index") == 0) {
+        if (!cli_uint(val, 0, UINT64_MAX, &n))
+            return cli_fail(err, errlen, "--min-applied-index: '%s' is not an integer", val);
+        a->min_applied_index = n;
+    } else {
+        return cli_fail(err, errlen, "unknown option %s", opt);
+    }
+    return 0;
+}
+
+/* Records argv[i] as the command word or a positional argument. */
+static int cli_word(const char *word, struct slotctl_args *a, char *err, size_t errlen)
+{
+    if (a->cmd == SLOTCTL_CMD_NONE) {
+        for (size_t k = 0; k < sizeof(cli_cmds) / sizeof(cli_cmds[0]); k++)
+            if (strcmp(word, cli_cmds[k].name) == 0) {
+                a->cmd = cli_cmds[k].cmd;
+                return 0;
+            }
+        return cli_fail(err, errlen, "unknown command '%s'", word);
+    }
+    if (a->pos_count == SLOTCTL_POSITIONALS_MAX)
+        return cli_fail(err, errlen, "too many arguments ('%s')", word);
+    a->pos[a->pos_count++] = word;
+    return 0;
+}
+
+/* Checks the positional count and option combinations of the parsed command. */
+static int cli_check(struct slotctl_args *a, char *err, size_t errlen)
+{
+    for (size_t k = 0; k < sizeof(cli_cmds) / sizeof(cli_cmds[0]); k++) {
+        if (cli_cmds[k].cmd != a->cmd)
+            continue;
+        int want = cli_cmds[k].pos_max;
+        if (a->cmd == SLOTCTL_CMD_CAS)
+            want = a->cas_delete ? 2 : 3;
+        if (a->pos_count != want && a->cmd != SLOTCTL_CMD_BENCH)
+            return cli_fail(err, errlen, "%s: takes %d argument%s, got %d", cli_cmds[k].name, want,
+                            want == 1 ? "" : "s", a->pos_count);
+    }
+    if (a->cas_delete && a->cmd != SLOTCTL_CMD_CAS)
+        return cli_fail(err, errlen, "--delete: only for cas");
+    uint64_t v;
+    if (a->cmd == SLOTCTL_CMD_CAS && !cli_uint(a->pos[1], 0, UINT64_MAX, &v))
+        return cli_fail(err, errlen, "cas: EXPECTED_VERSION '%s' is not an integer", a->pos[1]);
+    return 0;
+}
+
+int slotctl_args_parse(int argc, char **argv, struct slotctl_args *a, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof(*a));
+    const char *env = getenv("SLOTD_ENDPOINTS");
+    a->endpoints = env && *env ? env : SLOTCTL_ENDPOINTS_DEFAULT;
+    bool options_done = false;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        int rc;
+        if (!options_done && strcmp(arg, "--") == 0) {
+            options_done = true;
+            continue;
+        }
+        if (!options_done && arg[0] == '-' && arg[1] != '\0')
+            rc = cli_option(argc, argv, &i, a, err, errlen);
+        else
+            rc = cli_word(arg, a, err, errlen);
+        if (rc != 0)
+            return rc;
+        if (a->cmd == SLOTCTL_CMD_BENCH) {
+            a->bench_argc = argc - i - 1;
+            a->bench_argv = argv + i + 1;
+            return SLOTCTL_EXIT_OK;
+        }
+    }
+    if (a->help)
+        return SLOTCTL_EXIT_OK;
+    if (a->cmd == SLOTCTL_CMD_NONE)
+        return cli_fail(err, errlen, "no command given (try --help)");
+    return cli_check(a, err, errlen);
+}
+
+int slotctl_exit_of(int client_err)
+{
+    switch (client_err) {
+    case SLOTD_CLIENT_OK:
+        return SLOTCTL_EXIT_OK;
+    case SLOTD_CLIENT_ENOTFOUND:
+        return SLOTCTL_EXIT_NOT_FOUND;
+    case SLOTD_CLIENT_ECAS_MISMATCH:
+    case SLOTD_CLIENT_EPRECONDITION:
+        return SLOTCTL_EXIT_PRECONDITION;
+    case SLOTD_CLIENT_EUNAVAILABLE:
+    case SLOTD_CLIENT_ETIMEOUT:
+    case SLOTD_CLIENT_EEXHAUSTED:
+        return SLOTCTL_EXIT_UNAVAILABLE;
+    case SLOTD_CLIENT_EINVAL:
+        return SLOTCTL_EXIT_INVALID;
+    default:
+        return SLOTCTL_EXIT_OTHER;
+    }
+}
+
+void slotctl_usage(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: slotctl [--endpoints H:P,H:P] [--json] [--deadline-ms N] [--max-retries N]\n"
+        "               COMMAND [ARGS]\n"
+        "\n"
+        "commands:\n"
+        "  put KEY VALUE                       write KEY (new request id, retried safely)\n"
+        "  get KEY [--consistency C] [--min-applied-index N]\n"
+        "                                      read KEY; C is linearizable (default),\n"
+        "                                      leader-local or local\n"
+        "  delete KEY                          remove KEY (no error when absent)\n"
+        "  cas KEY EXPECTED_VERSION VALUE      write only if KEY's version is EXPECTED_VERSION\n"
+        "  cas --delete KEY EXPECTED_VERSION   delete only if KEY's version matches (0 = absent)\n"
+        "  route                               hash-slot ranges, their groups and leaders\n"
+        "  cluster                             nodes and slot groups (voters, leader, preferred)\n"
+        "  health                              grpc.health.v1 status of every node\n"
+        "  bench ARGS...                       runs slotbench ARGS... from slotctl's directory\n"
+        "\n"
+        "options:\n"
+        "  --endpoints H:P,...   seed nodes, tried in turn (default $SLOTD_ENDPOINTS or %s)\n"
+        "  --json                one JSON object on stdout per command\n"
+        "  --deadline-ms N       deadline of each attempt (default %d)\n"
+        "  --max-retries N       retries of retriable failures (default %d)\n"
+        "  --                    ends options (for keys or values starting with '-')\n"
+        "\n"
+        "exit codes:\n",
+        SLOTCTL_ENDPOINTS_DEFAULT, SLOTD_CLIENT_DEADLINE_MS_DEFAULT,
+        SLOTD_CLIENT_MAX_RETRIES_DEFAULT);
+#define SLOTCTL__EXIT_HELP(name, value, text) fprintf(out, "  %d  %s\n", value, text);
+    SLOTCTL_EXITS(SLOTCTL__EXIT_HELP)
+#undef SLOTCTL__EXIT_HELP
+}

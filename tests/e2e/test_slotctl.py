@@ -1,0 +1,277 @@
+# test_slotctl.py - slotctl and libslotd against a real single node and a 3-node cluster.
+"""slotctl end to end: put/get/delete/cas round trips (human and --json output), exit codes,
+route/cluster/health views, the bench alias, and a long-lived libslotd client
+(cclient_write_loop) that keeps writing while the leader of its key's group is SIGTERMed.
+
+slotctl is ``$SLOTCTL_BIN`` when set, else ``slotctl`` next to the slotd binary the harness uses;
+cclient_write_loop likewise (``$CCLIENT_WRITE_LOOP_BIN``)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import slotd_harness as h  # noqa: E402
+
+BIN_DIR = h.SLOTD_BIN.parent
+SLOTCTL_BIN = os.environ.get("SLOTCTL_BIN", str(BIN_DIR / "slotctl"))
+WRITE_LOOP_BIN = os.environ.get("CCLIENT_WRITE_LOOP_BIN", str(BIN_DIR / "cclient_write_loop"))
+RUN_TIMEOUT_S = 30.0
+LOOP_WRITES = 60
+LOOP_INTERVAL_MS = 40
+LOOP_DEADLINE_MS = 2000
+LOOP_MAX_RETRIES = 10
+LOOP_TIMEOUT_S = 120.0
+STOP_AFTER_WRITES = 10
+
+
+def slotctl(endpoints, *args, json_out=False, timeout=RUN_TIMEOUT_S):
+    """Runs slotctl; returns (exit code, stdout, stderr)."""
+    cmd = [SLOTCTL_BIN, "--endpoints", endpoints] + (["--json"] if json_out else []) + list(args)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def slotctl_json(endpoints, *args):
+    code, out, err = slotctl(endpoints, *args, json_out=True)
+    lines = out.strip().splitlines()
+    if len(lines) != 1:
+        raise AssertionError("want one JSON line, got %r (stderr %r)" % (out, err))
+    return code, json.loads(lines[0]), err
+
+
+class SlotctlChecks:
+    """Checks shared by the single-node and cluster classes (self.endpoints set by setUpClass)."""
+
+    def key(self, prefix):
+        return h.unique_key("slotctl/" + prefix).decode()
+
+    def test_put_get_delete_round_trip(self):
+        key = self.key("rt")
+        code, out, err = slotctl(self.endpoints, "put", key, "hello world")
+        self.assertEqual(code, 0, err)
+        self.assertIn("OK  version", out)
+        code, out, err = slotctl(self.endpoints, "get", key)
+        self.assertEqual(code, 0, err)
+        self.assertIn("VALUE    hello world", out)
+        code, j, err = slotctl_json(self.endpoints, "get", key)
+        self.assertEqual(code, 0, err)
+        self.assertTrue(j["found"])
+        self.assertEqual(j["value"], "hello world")
+        self.assertEqual(j["group_id"], self.table[h.hash_slot(key.encode())])
+        version = j["version"]
+        for consistency in ("leader-local", "local"):
+            code, j2, err = slotctl_json(self.endpoints, "get", key, "--consistency", consistency)
+            self.assertEqual((code, j2["value"], j2["version"]), (0, "hello world", version), err)
+        code, j, err = slotctl_json(self.endpoints, "delete", key)
+        self.assertEqual(code, 0, err)
+        self.assertTrue(j["deleted"])
+        self.assertEqual(j["prev_version"], version)
+        self.assertEqual(len(j["request_id"]), 32)  # 16 random bytes, hex
+        code, j, err = slotctl_json(self.endpoints, "get", key)
+        self.assertEqual(code, 1)
+        self.assertFalse(j["found"])
+
+    def test_json_put_fields(self):
+        key = self.key("json")
+        code, j, err = slotctl_json(self.endpoints, "put", key, "v1")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(j["command"], "put")
+        self.assertTrue(j["ok"])
+        self.assertEqual(j["key"], key)
+        self.assertEqual(j["prev_version"], 0)
+        self.assertEqual(j["version"], j["applied_index"])
+        self.assertFalse(j["deduplicated"])
+        # sent straight to the leader: one attempt, no forwarding
+        self.assertEqual(j["attempts"], 1)
+
+    def test_cas_round_trip_and_mismatch_exit_3(self):
+        key = self.key("cas")
+        code, j, err = slotctl_json(self.endpoints, "cas", key, "0", "first")
+        self.assertEqual(code, 0, err)
+        self.assertTrue(j["succeeded"])
+        version = j["version"]
+        code, j, err = slotctl_json(self.endpoints, "cas", key, str(version + 1000), "nope")
+        self.assertEqual(code, 3, err)
+        self.assertFalse(j["succeeded"])
+        self.assertEqual(j["version"], version)
+        self.assertEqual(j["current_value"], "first")
+        code, out, err = slotctl(self.endpoints, "cas", key, "0", "again")
+        self.assertEqual(code, 3)
+        self.assertIn("version mismatch", err)
+        code, j, err = slotctl_json(self.endpoints, "cas", key, str(version), "second")
+        self.assertEqual(code, 0, err)
+        code, j, err = slotctl_json(self.endpoints, "cas", "--delete", key, str(j["version"]))
+        self.assertEqual(code, 0, err)
+        self.assertEqual(slotctl(self.endpoints, "get", key)[0], 1)
+
+    def test_missing_key_exit_1(self):
+        code, out, err = slotctl(self.endpoints, "get", self.key("missing"))
+        self.assertEqual(code, 1)
+        self.assertIn("not found", err)
+        self.assertEqual(out, "")
+
+    def test_empty_key_exit_5_names_field(self):
+        code, out, err = slotctl(self.endpoints, "put", "", "v")
+        self.assertEqual(code, 5, err)
+        self.assertIn("put.key", err)
+        code, j, err = slotctl_json(self.endpoints, "get", "")
+        self.assertEqual(code, 5, err)
+        self.assertFalse(j["ok"])
+        self.assertEqual(j["status"]["grpc_status"], "INVALID_ARGUMENT")
+        self.assertEqual(j["status"]["detail"]["code"], "INVALID_FIELD")
+        self.assertEqual(j["status"]["detail"]["field"], "get.key")
+        self.assertIn("get.key", j["message"])
+
+    def test_usage_exit_2(self):
+        for args in (["frob"], ["put", "k"], ["cas", "k", "x", "v"], ["get", "k", "--consistency",
+                                                                      "eventual"], []):
+            code, out, err = slotctl(self.endpoints, *args)
+            self.assertEqual(code, 2, "%s: %s" % (args, err))
+            self.assertIn("usage: slotctl", err)
+        proc = subprocess.run([SLOTCTL_BIN, "--help"], capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT_S)
+        code, out = proc.returncode, proc.stdout
+        self.assertEqual(code, 0)
+        self.assertIn("exit codes:", out)
+        self.assertIn("  3  failed precondition", out)
+
+    def test_route_cluster_health(self):
+        code, j, err = slotctl_json(self.endpoints, "route")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(j["hash_slot_table"], self.table)
+        self.assertEqual(sorted(g["group_id"] for g in j["groups"]), self.group_ids)
+        self.assertEqual(sum(g["hash_slots"] for g in j["groups"]), h.HASH_SLOTS)
+        self.assertEqual(len(j["nodes"]), self.node_count)
+        code, out, err = slotctl(self.endpoints, "route")
+        self.assertEqual(code, 0, err)
+        self.assertIn("HASH SLOTS", out)
+        self.assertIn("0-", out)
+        code, out, err = slotctl(self.endpoints, "cluster")
+        self.assertEqual(code, 0, err)
+        self.assertIn("NODES", out)
+        self.assertIn("GROUPS", out)
+        code, j, err = slotctl_json(self.endpoints, "cluster")
+        self.assertEqual(code, 0, err)
+        self.assertTrue(all(g["leader"] in g["voters"] for g in j["groups"]))
+        code, j, err = slotctl_json(self.endpoints, "health")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(len(j["nodes"]), self.node_count)
+        self.assertTrue(all(n["status"] == "SERVING" for n in j["nodes"]))
+
+    def test_bench_alias_runs_slotbench(self):
+        proc = subprocess.run([SLOTCTL_BIN, "bench", "--help"], capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT_S)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("usage: slotbench", proc.stdout + proc.stderr)
+
+
+class TestSlotctlSingleNode(SlotctlChecks, h.SlotdTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = cls.new_class_server()
+        cls.endpoints = cls.server.addr
+        route = cls.server.route()
+        cls.table = list(route.hash_slot_table)
+        cls.group_ids = sorted(g.group_id for g in route.groups)
+        cls.node_count = 1
+
+    def test_unreachable_exit_4(self):
+        port = h.free_port()
+        code, out, err = slotctl("127.0.0.1:%d" % port, "--deadline-ms", "500", "--max-retries",
+                                 "1", "get", "k")
+        self.assertEqual(code, 4, err)
+        self.assertIn("UNAVAILABLE", err)
+
+    def test_endpoint_failover(self):
+        """A dead first endpoint is skipped: the route comes from the next one."""
+        dead = "127.0.0.1:%d" % h.free_port()
+        key = self.key("failover")
+        code, j, err = slotctl_json(dead + "," + self.endpoints, "put", key, "x")
+        self.assertEqual(code, 0, err)
+        code, j, err = slotctl_json(dead + "," + self.endpoints, "route")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(j["source"], self.endpoints)
+
+
+class TestSlotctlCluster(SlotctlChecks, h.SlotdTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = cls.new_class_cluster(size=3)
+        cls.endpoints = ",".join(cls.cluster.addr(n) for n in cls.cluster.node_ids)
+        cls.table = cls.cluster.table
+        cls.group_ids = cls.cluster.group_ids
+        cls.node_count = 3
+
+    def test_writes_go_straight_to_leaders(self):
+        """A key of every group, written via one endpoint only: each lands on its group's
+        leader in one attempt (the client routes; the server never forwards)."""
+        route = self.cluster.route()
+        leaders = h.SlotdCluster.leaders(route)
+        one = self.cluster.addr(self.cluster.node_ids[0])
+        for group_id, keys in self.cluster.keys_by_group("direct").items():
+            code, j, err = slotctl_json(one, "put", keys[0].decode(), "v")
+            self.assertEqual(code, 0, err)
+            self.assertEqual(j["group_id"], group_id)
+            self.assertEqual(j["attempts"], 1, "group %d leader %d" % (group_id, leaders[group_id]))
+
+
+class TestClientFollowsLeaderChange(h.SlotdTestCase):
+    """One libslotd client writes a key LOOP_WRITES times while the leader of the key's group is
+    SIGTERMed: every write must succeed (redirects and request-id retries hide the change)."""
+
+    def test_writes_survive_leader_sigterm(self):
+        cluster = self.new_cluster(size=3)
+        route = cluster.route()
+        endpoints = ",".join(cluster.addr(n) for n in cluster.node_ids)
+        group_id = 1
+        key = h.key_in_group(cluster.table, group_id, "slotctl/loop").decode()
+        leader = h.SlotdCluster.leaders(route)[group_id]
+        proc = subprocess.Popen([WRITE_LOOP_BIN, endpoints, key, str(LOOP_WRITES),
+                                 str(LOOP_INTERVAL_MS), str(LOOP_DEADLINE_MS),
+                                 str(LOOP_MAX_RETRIES)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        results = []
+        stopped = False
+        deadline = time.monotonic() + LOOP_TIMEOUT_S
+        try:
+            for line in proc.stdout:
+                results.append(json.loads(line))
+                if len(results) == STOP_AFTER_WRITES and not stopped:
+                    problem = cluster.stop(leader)
+                    self.assertIsNone(problem, problem)
+                    stopped = True
+                self.assertLess(time.monotonic(), deadline, "write loop too slow")
+            proc.wait(timeout=LOOP_TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        stderr = proc.stderr.read()
+        proc.stderr.close()
+        proc.stdout.close()
+        self.assertTrue(stopped)
+        self.assertEqual(len(results), LOOP_WRITES, stderr)
+        failed = [r for r in results if r["rc"] != 0]
+        self.assertEqual(failed, [], stderr)
+        self.assertEqual(proc.returncode, 0, stderr)
+        versions = [r["version"] for r in results]
+        self.assertEqual(versions, sorted(versions))
+        old = cluster.addr(leader)
+        after = results[STOP_AFTER_WRITES + 1:]
+        self.assertTrue(all(r["address"] != old for r in after), after)
+        self.assertTrue(all(r["group_id"] == group_id for r in results))
+        # the last write is what the survivors serve
+        live = ",".join(cluster.addr(n) for n in cluster.live_ids())
+        code, j, err = slotctl_json(live, "get", key)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(j["value"], str(LOOP_WRITES - 1))
+        sys.stderr.write("\n[leader change] attempts per write after SIGTERM: %s\n"
+                         % [r["attempts"] for r in results[STOP_AFTER_WRITES:STOP_AFTER_WRITES + 5]])
+
+
+if __name__ == "__main__":
+    unittest.main()

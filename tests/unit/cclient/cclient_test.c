@@ -1,0 +1,437 @@
+/* cclient_test.c - CUnit tests for libslotd (hash slots, route, errors, retries, options) and
+ * slotctl's parser. */
+#include "client_internal.h"
+#include "slotctl_cli.h"
+
+#include "google/rpc/status.pb-c.h"
+#include "slotd/v1/metadata.pb-c.h"
+
+#include <CUnit/Basic.h>
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- crc32 / hash slots ---------------------------------------------------------------- */
+
+static void test_crc32_known_values(void)
+{
+    /* zlib.crc32 values */
+    CU_ASSERT_EQUAL(slotd__crc32("", 0), 0u);
+    CU_ASSERT_EQUAL(slotd__crc32("123456789", 9), 0xcbf43926u);
+    CU_ASSERT_EQUAL(slotd__crc32("hello", 5), 0x3610a686u);
+    CU_ASSERT_EQUAL(slotd_hash_slot("hello", 5), 0x3610a686u % 256);
+    CU_ASSERT_EQUAL(slotd_hash_slot("123456789", 9), 0x26u);
+}
+
+/* ---- route ----------------------------------------------------------------------------- */
+
+/* Packs a route: 2 groups over 256 slots (1 owns 0..127), 3 nodes; group 1 led by node 2,
+ * group 2 leaderless. *len receives the size; caller frees. */
+static uint8_t *route_bytes(size_t *len, size_t table_len)
+{
+    uint32_t table[SLOTD_HASH_SLOTS];
+    for (unsigned s = 0; s < SLOTD_HASH_SLOTS; s++)
+        table[s] = s < 128 ? 1 : 2;
+    uint64_t voters1[] = {1, 2, 3}, voters2[] = {2, 3, 1};
+    Slotd__V1__GroupRoute g1 = SLOTD__V1__GROUP_ROUTE__INIT, g2 = SLOTD__V1__GROUP_ROUTE__INIT;
+    g1.group_id = 1;
+    g1.n_voters = 3;
+    g1.voters = voters1;
+    g1.preferred_leader = 1;
+    g1.leader = 2;
+    g1.leader_term = 7;
+    g2.group_id = 2;
+    g2.n_voters = 3;
+    g2.voters = voters2;
+    Slotd__V1__GroupRoute *groups[] = {&g2, &g1}; /* unsorted on purpose */
+    Slotd__V1__NodeInfo n1 = SLOTD__V1__NODE_INFO__INIT, n2 = SLOTD__V1__NODE_INFO__INIT,
+                        n3 = SLOTD__V1__NODE_INFO__INIT;
+    n1.node_id = 1;
+    n1.address = "127.0.0.1:7701";
+    n2.node_id = 2;
+    n2.address = "127.0.0.1:7702";
+    n3.node_id = 3;
+    n3.address = "127.0.0.1:7703";
+    Slotd__V1__NodeInfo *nodes[] = {&n3, &n1, &n2};
+    Slotd__V1__RouteSnapshotResponse m = SLOTD__V1__ROUTE_SNAPSHOT_RESPONSE__INIT;
+    m.route_revision = 42;
+    m.n_hash_slot_table = table_len;
+    m.hash_slot_table = table;
+    m.n_groups = 2;
+    m.groups = groups;
+    m.n_nodes = 3;
+    m.nodes = nodes;
+    *len = slotd__v1__route_snapshot_response__get_packed_size(&m);
+    uint8_t *buf = malloc(*len);
+    slotd__v1__route_snapshot_response__pack(&m, buf);
+    return buf;
+}
+
+/* A key whose hash slot is in [lo, hi]. */
+static void key_in_slots(unsigned lo, unsigned hi, char *key)
+{
+    for (unsigned i = 0; i < 100000; i++) {
+        snprintf(key, 32, "k%u", i);
+        unsigned s = slotd_hash_slot(key, strlen(key));
+        if (s >= lo && s <= hi)
+            return;
+    }
+    CU_FAIL_FATAL("no key found");
+}
+
+static void test_route_decode_and_leader(void)
+{
+    size_t len;
+    uint8_t *buf = route_bytes(&len, SLOTD_HASH_SLOTS);
+    struct slotd_route *r = NULL;
+    char err[256] = "";
+    CU_ASSERT_EQUAL_FATAL(slotd__route_decode(buf, len, &r, err, sizeof(err)), SLOTD_CLIENT_OK);
+    free(buf);
+    CU_ASSERT_EQUAL(r->revision, 42);
+    CU_ASSERT_EQUAL(r->group_count, 2);
+    CU_ASSERT_EQUAL(r->groups[0].group_id, 1); /* sorted */
+    CU_ASSERT_EQUAL(r->groups[0].hash_slot_count, 128);
+    CU_ASSERT_EQUAL(r->groups[1].voter_count, 3);
+    CU_ASSERT_EQUAL(r->node_count, 3);
+    CU_ASSERT_EQUAL(r->nodes[0].node_id, 1);
+    CU_ASSERT_STRING_EQUAL(slotd_route_node_address(r, 3), "127.0.0.1:7703");
+    CU_ASSERT_PTR_NULL(slotd_route_node_address(r, 9));
+
+    char k1[32], k2[32];
+    key_in_slots(0, 127, k1);
+    key_in_slots(128, 255, k2);
+    CU_ASSERT_EQUAL(slotd_route_group_of(r, k1, strlen(k1)), 1);
+    CU_ASSERT_EQUAL(slotd_route_group_of(r, k2, strlen(k2)), 2);
+    /* group 1: leader node 2; group 2: no leader known */
+    const char *a1 = slotd_route_leader_address(r, k1, strlen(k1));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a1);
+    CU_ASSERT_STRING_EQUAL(a1, "127.0.0.1:7702");
+    CU_ASSERT_PTR_NULL(slotd_route_leader_address(r, k2, strlen(k2)));
+
+    /* a NOT_LEADER hint moves group 2's leader; an older term than known is ignored */
+    CU_ASSERT_TRUE(slotd__route_apply_hint(r, 2, 3, "127.0.0.1:7703", 4));
+    CU_ASSERT_STRING_EQUAL(slotd_route_leader_address(r, k2, strlen(k2)), "127.0.0.1:7703");
+    CU_ASSERT_FALSE(slotd__route_apply_hint(r, 1, 3, "127.0.0.1:7703", 6));
+    CU_ASSERT_STRING_EQUAL(slotd_route_leader_address(r, k1, strlen(k1)), "127.0.0.1:7702");
+    /* a hint naming a node the route does not know adds it */
+    CU_ASSERT_TRUE(slotd__route_apply_hint(r, 1, 9, "10.0.0.9:7700", 8));
+    CU_ASSERT_STRING_EQUAL(slotd_route_leader_address(r, k1, strlen(k1)), "10.0.0.9:7700");
+    CU_ASSERT_FALSE(slotd__route_apply_hint(r, 77, 1, "x:1", 9)); /* unknown group */
+
+    struct slotd_route *copy = slotd__route_copy(r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(copy);
+    CU_ASSERT_EQUAL(copy->node_count, 4);
+    CU_ASSERT_STRING_EQUAL(slotd_route_leader_address(copy, k1, strlen(k1)), "10.0.0.9:7700");
+    slotd_route_free(copy);
+    slotd_route_free(r);
+}
+
+static void test_route_decode_rejects_bad_input(void)
+{
+    size_t len;
+    uint8_t *buf = route_bytes(&len, 255);
+    struct slotd_route *r = (struct slotd_route *)1;
+    char err[256] = "";
+    CU_ASSERT_EQUAL(slotd__route_decode(buf, len, &r, err, sizeof(err)), SLOTD_CLIENT_EMALFORMED);
+    CU_ASSERT_PTR_NULL(r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "255 entries"));
+    free(buf);
+    uint8_t junk[] = {0xff, 0xff, 0xff};
+    CU_ASSERT_EQUAL(slotd__route_decode(junk, sizeof(junk), &r, err, sizeof(err)),
+                    SLOTD_CLIENT_EMALFORMED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "do not decode"));
+}
+
+/* ---- ErrorDetail decoding -------------------------------------------------------------- */
+
+/* Packs google.rpc.Status{code, details: [Any{type_url, ErrorDetail d}]}; caller frees. */
+static uint8_t *status_bytes(const char *type_url, const Slotd__V1__ErrorDetail *d, size_t *len)
+{
+    size_t dlen = slotd__v1__error_detail__get_packed_size(d);
+    uint8_t *dbuf = malloc(dlen ? dlen : 1);
+    slotd__v1__error_detail__pack(d, dbuf);
+    Google__Protobuf__Any any = GOOGLE__PROTOBUF__ANY__INIT;
+    any.type_url = (char *)type_url;
+    any.value.len = dlen;
+    any.value.data = dbuf;
+    Google__Protobuf__Any *details[] = {&any};
+    Google__Rpc__Status s = GOOGLE__RPC__STATUS__INIT;
+    s.code = 9;
+    s.message = "not the leader";
+    s.n_details = 1;
+    s.details = details;
+    *len = google__rpc__status__get_packed_size(&s);
+    uint8_t *buf = malloc(*len);
+    google__rpc__status__pack(&s, buf);
+    free(dbuf);
+    return buf;
+}
+
+static void test_error_detail_decode(void)
+{
+    Slotd__V1__LeaderHint hint = SLOTD__V1__LEADER_HINT__INIT;
+    hint.node_id = 3;
+    hint.address = "127.0.0.1:7703";
+    hint.group_id = 5;
+    hint.term = 11;
+    Slotd__V1__ErrorDetail d = SLOTD__V1__ERROR_DETAIL__INIT;
+    d.code = SLOTD__V1__ERROR_CODE__ERROR_CODE_NOT_LEADER;
+    d.leader_hint = &hint;
+    d.retry_after_ms = 25;
+    size_t len;
+    uint8_t *buf = status_bytes("type.googleapis.com/slotd.v1.ErrorDetail", &d, &len);
+    struct slotd_status st;
+    memset(&st, 0, sizeof(st));
+    CU_ASSERT_EQUAL(slotd__status_detail_decode(buf, len, &st), SLOTD_CLIENT_OK);
+    free(buf);
+    CU_ASSERT_TRUE(st.has_detail);
+    CU_ASSERT_EQUAL(st.detail_code, SLOTD_ERROR_CODE_NOT_LEADER);
+    CU_ASSERT_EQUAL(st.leader_node_id, 3);
+    CU_ASSERT_STRING_EQUAL(st.leader_address, "127.0.0.1:7703");
+    CU_ASSERT_EQUAL(st.leader_group_id, 5);
+    CU_ASSERT_EQUAL(st.leader_term, 11);
+    CU_ASSERT_EQUAL(st.retry_after_ms, 25);
+    CU_ASSERT_STRING_EQUAL(slotd_error_code_name(st.detail_code), "NOT_LEADER");
+
+    Slotd__V1__ErrorDetail f = SLOTD__V1__ERROR_DETAIL__INIT;
+    f.code = SLOTD__V1__ERROR_CODE__ERROR_CODE_INVALID_FIELD;
+    f.field = "put.key";
+    f.limit = 1024;
+    buf = status_bytes("type.googleapis.com/slotd.v1.ErrorDetail", &f, &len);
+    memset(&st, 0, sizeof(st));
+    CU_ASSERT_EQUAL(slotd__status_detail_decode(buf, len, &st), SLOTD_CLIENT_OK);
+    free(buf);
+    CU_ASSERT_STRING_EQUAL(st.field, "put.key");
+    CU_ASSERT_EQUAL(st.limit, 1024);
+    CU_ASSERT_EQUAL(st.leader_node_id, 0);
+
+    /* another type URL is not an ErrorDetail; junk does not decode */
+    buf = status_bytes("type.googleapis.com/other.Detail", &f, &len);
+    memset(&st, 0, sizeof(st));
+    CU_ASSERT_EQUAL(slotd__status_detail_decode(buf, len, &st), SLOTD_CLIENT_EMALFORMED);
+    CU_ASSERT_FALSE(st.has_detail);
+    free(buf);
+    uint8_t junk[] = {0x0a, 0x7f};
+    CU_ASSERT_EQUAL(slotd__status_detail_decode(junk, sizeof(junk), &st), SLOTD_CLIENT_EMALFORMED);
+}
+
+/* ---- retry policy and errors ----------------------------------------------------------- */
+
+static struct slotd_status status_of(int grpc_status, bool has_detail, int code)
+{
+    struct slotd_status st;
+    memset(&st, 0, sizeof(st));
+    st.grpc_status = grpc_status;
+    st.has_detail = has_detail;
+    st.detail_code = code;
+    return st;
+}
+
+static void test_retry_policy(void)
+{
+    struct slotd_status st = status_of(9, true, SLOTD_ERROR_CODE_NOT_LEADER);
+    /* NOT_LEADER was never proposed: redirect even without a request id */
+    CU_ASSERT_EQUAL(slotd__action_decide(&st, false), SLOTD__ACTION_REDIRECT);
+    CU_ASSERT_EQUAL(slotd__action_decide(&st, true), SLOTD__ACTION_REDIRECT);
+    st = status_of(9, false, 0); /* other failed preconditions are final */
+    CU_ASSERT_EQUAL(slotd__action_decide(&st, true), SLOTD__ACTION_DONE);
+    /* UNAVAILABLE (maybe applied) and deadline: retried only when idempotent */
+    st = status_of(14, true, SLOTD_ERROR_CODE_UNKNOWN_OUTCOME);
+    CU_ASSERT_EQUAL(slotd__action_decide(&st, true), SLOTD__ACTION_RETRY);
+    CU_ASSERT_EQUAL(slotd__action_decide(&st, false), SLOTD__ACTION_DONE);
+    st = status_of(4, false, 0);
+    CU_ASSERT_EQUAL(slotd__action_decide(&st, true), SLOTD__ACTION_RETRY);
+    CU_ASSERT_EQUAL(slotd__action_decide(&st, false), SLOTD__ACTION_DONE);
+    st = status_of(8, true, SLOTD_ERROR_CODE_QUEUE_FULL);
+    CU_ASSERT_EQUAL(slotd__action_decide(&st, true), SLOTD__ACTION_RETRY);
+    st = status_of(3, true, SLOTD_ERROR_CODE_INVALID_FIELD);
+    CU_ASSERT_EQUAL(slotd__action_decide(&st, true), SLOTD__ACTION_DONE);
+    CU_ASSERT_EQUAL(slotd__err_of_status(&st), SLOTD_CLIENT_EINVAL);
+    st = status_of(14, false, 0);
+    CU_ASSERT_EQUAL(slotd__err_of_status(&st), SLOTD_CLIENT_EUNAVAILABLE);
+    st = status_of(4, false, 0);
+    CU_ASSERT_EQUAL(slotd__err_of_status(&st), SLOTD_CLIENT_ETIMEOUT);
+    st = status_of(13, false, 0);
+    CU_ASSERT_EQUAL(slotd__err_of_status(&st), SLOTD_CLIENT_ERPC);
+
+    CU_ASSERT_EQUAL(slotd__backoff_ms(1, 0), 50);
+    CU_ASSERT_EQUAL(slotd__backoff_ms(2, 0), 100);
+    CU_ASSERT_EQUAL(slotd__backoff_ms(30, 0), 1000); /* capped */
+    CU_ASSERT_EQUAL(slotd__backoff_ms(1, 300), 300); /* server hint wins when longer */
+    CU_ASSERT_EQUAL(slotd__backoff_ms(1, 999999), 5000);
+
+    CU_ASSERT_STRING_EQUAL(slotd_client_strerror(SLOTD_CLIENT_EUNAVAILABLE), "unavailable");
+    CU_ASSERT_STRING_EQUAL(slotd_client_strerror(-1), "unknown error");
+    CU_ASSERT_STRING_EQUAL(slotd_client_strerror(SLOTD_CLIENT_ERR_COUNT), "unknown error");
+    CU_ASSERT_STRING_EQUAL(slotd_grpc_status_name(9), "FAILED_PRECONDITION");
+    CU_ASSERT_STRING_EQUAL(slotd_grpc_status_name(99), "UNKNOWN_STATUS");
+}
+
+/* ---- options --------------------------------------------------------------------------- */
+
+static void test_endpoints_and_options(void)
+{
+    char eps[4][SLOTD_ADDRESS_LEN + 1];
+    size_t n;
+    char err[256];
+    CU_ASSERT_EQUAL(slotd__endpoints_parse("a:1,b:2,c:3", eps, 4, &n, err, sizeof(err)),
+                    SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(n, 3);
+    CU_ASSERT_STRING_EQUAL(eps[2], "c:3");
+    CU_ASSERT_EQUAL(slotd__endpoints_parse("a:1,,b:2", eps, 4, &n, err, sizeof(err)),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "empty entry"));
+    CU_ASSERT_EQUAL(slotd__endpoints_parse("", eps, 4, &n, err, sizeof(err)), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(slotd__endpoints_parse("nocolon", eps, 4, &n, err, sizeof(err)),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(slotd__endpoints_parse("a:1,b:2,c:3,d:4,e:5", eps, 4, &n, err, sizeof(err)),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "more than 4"));
+
+    struct slotd_client_options o;
+    CU_ASSERT_EQUAL(slotd__options_resolve(NULL, &o, err, sizeof(err)), SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(o.deadline_ms, 5000);
+    CU_ASSERT_EQUAL(o.max_retries, 3);
+    CU_ASSERT_EQUAL(o.route_refresh_ms, 0);
+    struct slotd_client_options in = {
+        .deadline_ms = 250, .max_retries = -1, .route_refresh_ms = 10};
+    CU_ASSERT_EQUAL(slotd__options_resolve(&in, &o, err, sizeof(err)), SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(o.deadline_ms, 250);
+    CU_ASSERT_EQUAL(o.max_retries, 0);
+    in.deadline_ms = -5;
+    CU_ASSERT_EQUAL(slotd__options_resolve(&in, &o, err, sizeof(err)), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "deadline_ms"));
+    in.deadline_ms = 100;
+    in.max_retries = 1000;
+    CU_ASSERT_EQUAL(slotd__options_resolve(&in, &o, err, sizeof(err)), SLOTD_CLIENT_EINVAL);
+
+    struct slotd_client *c = NULL;
+    CU_ASSERT_EQUAL(slotd_client_new("x", NULL, &c, err, sizeof(err)), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NULL(c);
+}
+
+/* A client pointed at a closed port fails fast with UNAVAILABLE after bounded retries. */
+static void test_client_unreachable(void)
+{
+    struct slotd_client *c = NULL;
+    char err[256];
+    struct slotd_client_options o = {.deadline_ms = 500, .max_retries = 2};
+    CU_ASSERT_EQUAL_FATAL(slotd_client_new("127.0.0.1:1", &o, &c, err, sizeof(err)),
+                          SLOTD_CLIENT_OK);
+    struct slotd_write_result r;
+    CU_ASSERT_EQUAL(slotd_put(c, "k", 1, "v", 1, &r), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_EQUAL(r.attempts, 3);
+    CU_ASSERT_EQUAL(r.request_id_len, SLOTD_REQUEST_ID_LEN_DEFAULT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "put: UNAVAILABLE"));
+    slotd_write_result_free(&r);
+    /* without a request id an ambiguous failure is not retried */
+    struct slotd_write w = {.kind = SLOTD_WRITE_PUT,
+                            .key = "k",
+                            .key_len = 1,
+                            .value = "v",
+                            .value_len = 1,
+                            .no_request_id = true};
+    CU_ASSERT_EQUAL(slotd_write(c, &w, &r), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_EQUAL(r.attempts, 1);
+    CU_ASSERT_EQUAL(r.request_id_len, 0);
+    slotd_write_result_free(&r);
+    w.no_request_id = false;
+    w.request_id = "";
+    w.request_id_len = 0;
+    CU_ASSERT_EQUAL(slotd_write(c, &w, &r), SLOTD_CLIENT_EINVAL);
+    slotd_write_result_free(&r);
+    struct slotd_status last;
+    slotd_client_last_error(c, &last);
+    CU_ASSERT_EQUAL(last.grpc_status, 14);
+    struct slotd_value v;
+    CU_ASSERT_EQUAL(slotd_get(c, "k", 1, 7, 0, &v), SLOTD_CLIENT_EINVAL);
+    slotd_value_free(&v);
+    struct slotd_route *route;
+    CU_ASSERT_EQUAL(slotd_route_fetch(c, &route, NULL), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_PTR_NULL(route);
+    slotd_client_free(c);
+}
+
+/* ---- slotctl's command line ------------------------------------------------------------ */
+
+static int parse(struct slotctl_args *a, char *err, int argc, ...)
+{
+    char *argv[16] = {"slotctl"};
+    va_list ap;
+    va_start(ap, argc);
+    for (int i = 0; i < argc; i++)
+        argv[i + 1] = va_arg(ap, char *);
+    va_end(ap);
+    return slotctl_args_parse(argc + 1, argv, a, err, 256);
+}
+
+static void test_slotctl_args(void)
+{
+    struct slotctl_args a;
+    char err[256];
+    unsetenv("SLOTD_ENDPOINTS");
+    CU_ASSERT_EQUAL(parse(&a, err, 3, "put", "k", "v"), SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_PUT);
+    CU_ASSERT_STRING_EQUAL(a.endpoints, SLOTCTL_ENDPOINTS_DEFAULT);
+    CU_ASSERT_EQUAL(
+        parse(&a, err, 7, "--json", "--endpoints", "a:1,b:2", "get", "k", "--consistency", "local"),
+        SLOTCTL_EXIT_OK);
+    CU_ASSERT_TRUE(a.json);
+    CU_ASSERT_STRING_EQUAL(a.endpoints, "a:1,b:2");
+    CU_ASSERT_EQUAL(a.consistency, SLOTD_CONSISTENCY_LOCAL);
+    CU_ASSERT_STRING_EQUAL(a.pos[0], "k");
+    CU_ASSERT_EQUAL(parse(&a, err, 4, "get", "k", "--consistency", "eventual"), SLOTCTL_EXIT_USAGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "eventual"));
+    CU_ASSERT_EQUAL(parse(&a, err, 4, "cas", "k", "7", "v"), SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(parse(&a, err, 4, "cas", "--delete", "k", "7"), SLOTCTL_EXIT_OK);
+    CU_ASSERT_TRUE(a.cas_delete);
+    CU_ASSERT_EQUAL(parse(&a, err, 4, "cas", "k", "x7", "v"), SLOTCTL_EXIT_USAGE);
+    CU_ASSERT_EQUAL(parse(&a, err, 2, "put", "k"), SLOTCTL_EXIT_USAGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "takes 2 arguments"));
+    CU_ASSERT_EQUAL(parse(&a, err, 2, "frob", "k"), SLOTCTL_EXIT_USAGE);
+    CU_ASSERT_EQUAL(parse(&a, err, 0), SLOTCTL_EXIT_USAGE);
+    CU_ASSERT_EQUAL(parse(&a, err, 3, "--deadline-ms", "0", "route"), SLOTCTL_EXIT_USAGE);
+    CU_ASSERT_EQUAL(parse(&a, err, 3, "--deadline-ms", "250", "route"), SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.deadline_ms, 250);
+    CU_ASSERT_EQUAL(parse(&a, err, 4, "put", "--", "-k", "-v"), SLOTCTL_EXIT_OK);
+    CU_ASSERT_STRING_EQUAL(a.pos[0], "-k");
+    CU_ASSERT_EQUAL(parse(&a, err, 4, "bench", "--op", "put", "--json"), SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_BENCH);
+    CU_ASSERT_EQUAL(a.bench_argc, 3);
+    CU_ASSERT_FALSE(a.json); /* bench's arguments are slotbench's */
+    CU_ASSERT_EQUAL(parse(&a, err, 1, "--help"), SLOTCTL_EXIT_OK);
+    CU_ASSERT_TRUE(a.help);
+    setenv("SLOTD_ENDPOINTS", "e:9", 1);
+    CU_ASSERT_EQUAL(parse(&a, err, 1, "route"), SLOTCTL_EXIT_OK);
+    CU_ASSERT_STRING_EQUAL(a.endpoints, "e:9");
+    unsetenv("SLOTD_ENDPOINTS");
+
+    CU_ASSERT_EQUAL(slotctl_exit_of(SLOTD_CLIENT_OK), 0);
+    CU_ASSERT_EQUAL(slotctl_exit_of(SLOTD_CLIENT_ECAS_MISMATCH), 3);
+    CU_ASSERT_EQUAL(slotctl_exit_of(SLOTD_CLIENT_EPRECONDITION), 3);
+    CU_ASSERT_EQUAL(slotctl_exit_of(SLOTD_CLIENT_EUNAVAILABLE), 4);
+    CU_ASSERT_EQUAL(slotctl_exit_of(SLOTD_CLIENT_ETIMEOUT), 4);
+    CU_ASSERT_EQUAL(slotctl_exit_of(SLOTD_CLIENT_EINVAL), 5);
+    CU_ASSERT_EQUAL(slotctl_exit_of(SLOTD_CLIENT_EMALFORMED), 6);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("cclient", NULL, NULL);
+    CU_add_test(s, "crc32 and hash slots match zlib", test_crc32_known_values);
+    CU_add_test(s, "route decode, leader lookup, hints", test_route_decode_and_leader);
+    CU_add_test(s, "route decode rejects bad input", test_route_decode_rejects_bad_input);
+    CU_add_test(s, "ErrorDetail decode", test_error_detail_decode);
+    CU_add_test(s, "retry policy, backoff, error names", test_retry_policy);
+    CU_add_test(s, "endpoints and options", test_endpoints_and_options);
+    CU_add_test(s, "unreachable endpoint: bounded retries", test_client_unreachable);
+    CU_add_test(s, "slotctl arguments and exit codes", test_slotctl_args);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_tests_failed() + CU_get_number_of_failures();
+    CU_cleanup_registry();
+    return failed != 0;
+}
