@@ -1,0 +1,17 @@
+# __init__.py - slotd_client: a route-aware Python client for slotd.v1.Metadata.
+"""Route-aware Python client for slotd.
+
+    from slotd_client import Client
+    with Client(["127.0.0.1:7701", "127.0.0.1:7702"]) as c:
+        w = c.put(b"k", b"v")                # ProposeResponse: w.put.version, w.group_id
+        r = c.get(b"k")                      # ReadResponse: r.get.found, r.get.value
+
+The generated protobuf modules are re-exported as ``pb`` (slotd.v1) and ``pb_grpc``.
+"""
+
+from .client import (  # noqa: F401
+    CONSISTENCY, Client, SlotdError, error_detail, hash_slot, pb, pb_grpc, status_pb2,
+)
+
+__all__ = ["CONSISTENCY", "Client", "SlotdError", "error_detail", "hash_slot", "pb", "pb_grpc",
+           "status_pb2"]

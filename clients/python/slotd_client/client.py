@@ -1,0 +1,377 @@
+# client.py - Client: route-aware calls to slotd.v1.Metadata with leader hints, retries, deadlines.
+"""The route-aware helper.
+
+A call maps its key to a hash slot (``crc32(key) % 256``), the slot to a group through the cached
+route's ``hash_slot_table``, the group to its observed leader and the leader to its address, and
+sends the request there with ``no_forward = True``:
+
+* ``FAILED_PRECONDITION`` + ``NOT_LEADER``: the leader hint (from the ``slotd.v1.ErrorDetail`` in
+  the ``grpc-status-details-bin`` trailer) updates the cache and the call goes to the hinted
+  address (at most ``max_redirects`` times; nothing was proposed, so this is always safe).
+* ``UNAVAILABLE``, ``DEADLINE_EXCEEDED``, ``RESOURCE_EXHAUSTED``, ``CANCELLED``, ``UNKNOWN``,
+  ``ABORTED``: the route is marked stale, the client backs off (50 ms doubling to 1 s, or the
+  server's ``retry_after_ms``) and retries at most ``max_retries`` times, and only reads and writes
+  carrying a request id. Every write gets a random 16-byte request id unless the caller passes one
+  (``request_id=b""`` sends none, and such a write is never retried).
+* Each attempt has its own deadline (``deadline`` seconds), so one call takes at most
+  ``(1 + max_retries + max_redirects) * deadline`` plus back-off.
+
+Failures raise ``SlotdError`` (gRPC code, decoded ErrorDetail, address, attempts).
+"""
+
+import os
+import sys
+import threading
+import time
+import zlib
+
+import grpc
+
+from . import gen
+
+gen.ensure()
+if str(gen.GEN_DIR) not in sys.path:
+    sys.path.insert(0, str(gen.GEN_DIR))
+
+from slotd.v1 import metadata_pb2 as pb  # noqa: E402
+from slotd.v1 import metadata_pb2_grpc as pb_grpc  # noqa: E402
+from google.rpc import status_pb2  # noqa: E402
+
+HASH_SLOTS = 256
+REQUEST_ID_BYTES = 16
+ERROR_DETAIL_TYPE_URL = "type.googleapis.com/slotd.v1.ErrorDetail"
+CHANNELS_MAX = 64
+BACKOFF_FIRST_S = 0.05
+BACKOFF_MAX_S = 1.0
+
+CONSISTENCY = {
+    "linearizable": pb.CONSISTENCY_LINEARIZABLE,
+    "leader_local": pb.CONSISTENCY_LEADER_LOCAL,
+    "local": pb.CONSISTENCY_LOCAL,
+}
+
+# Codes after which the call may or may not have taken effect, or was refused before it did:
+# retried only when the call is idempotent (a read, or a write with a request id).
+RETRIABLE_CODES = frozenset({
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.ABORTED,
+})
+
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", 16 * 1024 * 1024),
+    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+    ("grpc.enable_retries", 0),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
+def hash_slot(key):
+    """crc32_ieee(key) % 256, the hash slot of key (bytes)."""
+    return zlib.crc32(key) % HASH_SLOTS
+
+
+def error_detail(rpc_error):
+    """The slotd.v1.ErrorDetail from an RpcError's grpc-status-details-bin trailer, or None."""
+    for key, value in rpc_error.trailing_metadata() or ():
+        if key != "grpc-status-details-bin":
+            continue
+        try:
+            status = status_pb2.Status.FromString(value)
+        except Exception:  # a trailer that does not decode carries no usable detail
+            return None
+        for anything in status.details:
+            if anything.type_url == ERROR_DETAIL_TYPE_URL:
+                return pb.ErrorDetail.FromString(anything.value)
+    return None
+
+
+class SlotdError(Exception):
+    """A call that failed for good.
+
+    code: grpc.StatusCode; detail: slotd.v1.ErrorDetail or None; message: the server's text;
+    address: where the last attempt went; attempts: how many attempts were made."""
+
+    def __init__(self, op, code, message, detail=None, address=None, attempts=0):
+        self.op = op
+        self.code = code
+        self.message = message
+        self.detail = detail
+        self.address = address
+        self.attempts = attempts
+        text = "%s: %s: %s" % (op, code.name, message)
+        if detail is not None and detail.code != pb.ERROR_CODE_UNSPECIFIED:
+            text += " (%s" % pb.ErrorCode.Name(detail.code)
+            if detail.field:
+                text += ", field %s, limit %d" % (detail.field, detail.limit)
+            text += ")"
+        text += " [%s, %d attempt%s]" % (address, attempts, "" if attempts == 1 else "s")
+        super().__init__(text)
+
+    @property
+    def error_code(self):
+        """The ErrorDetail code name (e.g. "ERROR_CODE_NOT_LEADER"), or None."""
+        return pb.ErrorCode.Name(self.detail.code) if self.detail is not None else None
+
+
+def _as_bytes(value, what):
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError("%s must be bytes or str, not %s" % (what, type(value).__name__))
+
+
+class Client:
+    """Route-aware client over one or more slotd endpoints ("host:port" strings, or one
+    comma-separated string). Thread-safe; close() (or a with block) closes its channels.
+
+    deadline: seconds per attempt; max_retries: retries of idempotent calls after a retriable
+    code; max_redirects: NOT_LEADER hints followed per call; route_refresh: seconds after which
+    the cached route is fetched again (None: only when a call fails in a way a newer route may
+    fix)."""
+
+    def __init__(self, endpoints, deadline=5.0, max_retries=4, max_redirects=8,
+                 route_refresh=None, channel_options=None):
+        if isinstance(endpoints, str):
+            endpoints = [e for e in endpoints.split(",") if e]
+        self.endpoints = [e.strip() for e in endpoints if e.strip()]
+        if not self.endpoints:
+            raise ValueError("Client needs at least one endpoint")
+        if deadline <= 0 or max_retries < 0 or max_redirects < 0:
+            raise ValueError("deadline must be > 0, max_retries and max_redirects >= 0")
+        self.deadline = float(deadline)
+        self.max_retries = int(max_retries)
+        self.max_redirects = int(max_redirects)
+        self.route_refresh = route_refresh
+        self._options = list(channel_options) if channel_options is not None else CHANNEL_OPTIONS
+        self._lock = threading.Lock()
+        self._channels = {}          # address -> (channel, stub)
+        self._route = None           # RouteSnapshotResponse
+        self._route_at = 0.0
+        self._route_stale = True
+        self._leaders = {}           # group_id -> node_id (0 = unknown)
+        self._addresses = {}         # node_id -> address
+        self._preferred_endpoint = 0
+        # Counters, for callers and tests: calls sent, NOT_LEADER redirects followed, retries
+        # after a retriable code, route fetches.
+        self.stats = {"attempts": 0, "redirects": 0, "retries": 0, "route_fetches": 0}
+
+    # -- life cycle --
+
+    def close(self):
+        with self._lock:
+            channels, self._channels = self._channels, {}
+        for channel, _ in channels.values():
+            channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- channels --
+
+    def _stub(self, address):
+        with self._lock:
+            entry = self._channels.get(address)
+            if entry is None:
+                if len(self._channels) >= CHANNELS_MAX:
+                    _, (old, _) = self._channels.popitem()
+                    old.close()
+                channel = grpc.insecure_channel(address, options=self._options)
+                entry = (channel, pb_grpc.MetadataStub(channel))
+                self._channels[address] = entry
+            return entry[1]
+
+    # -- route --
+
+    def route(self, refresh=False):
+        """The cached RouteSnapshotResponse, fetched first when there is none, it is stale or
+        refresh is true. Tries the endpoint that answered last, the other endpoints, then every
+        node the cached route names. Raises SlotdError when none answers."""
+        with self._lock:
+            expired = (self.route_refresh is not None and
+                       time.monotonic() - self._route_at > self.route_refresh)
+            if self._route is not None and not refresh and not self._route_stale and not expired:
+                return self._route
+            order = self.endpoints[self._preferred_endpoint:] + \
+                self.endpoints[:self._preferred_endpoint]
+            order += [a for a in self._addresses.values() if a not in order]
+        last = None
+        for address in order:
+            self.stats["route_fetches"] += 1
+            try:
+                route = self._stub(address).RouteSnapshot(pb.RouteSnapshotRequest(),
+                                                          timeout=self.deadline)
+            except grpc.RpcError as err:
+                last = (err, address)
+                continue
+            self._install_route(route, address)
+            return route
+        err, address = last
+        raise SlotdError("route", err.code(), err.details(), error_detail(err), address,
+                         len(order))
+
+    def _install_route(self, route, address):
+        with self._lock:
+            self._route = route
+            self._route_at = time.monotonic()
+            self._route_stale = False
+            self._leaders = {g.group_id: g.leader for g in route.groups}
+            self._addresses = {n.node_id: n.address for n in route.nodes}
+            if address in self.endpoints:
+                self._preferred_endpoint = self.endpoints.index(address)
+
+    def group_of(self, key):
+        """The group owning key's hash slot in the cached route."""
+        table = self.route().hash_slot_table
+        return table[hash_slot(_as_bytes(key, "key"))]
+
+    def leader_address(self, group_id):
+        """(node_id, address) of the group's observed leader, or (0, None) when unknown."""
+        with self._lock:
+            node = self._leaders.get(group_id, 0)
+            return node, (self._addresses.get(node) if node else None)
+
+    def _target(self, key):
+        """(group_id, address, no_forward) for key: its group's leader, else an endpoint (which
+        forwards)."""
+        group_id = self.group_of(key)
+        node, address = self.leader_address(group_id)
+        if address:
+            return group_id, address, True
+        with self._lock:
+            return group_id, self.endpoints[self._preferred_endpoint], False
+
+    def _follow_hint(self, group_id, hint):
+        """Records a NOT_LEADER hint; True when it names a usable leader."""
+        if hint is None or hint.node_id == 0 or not hint.address:
+            return False
+        with self._lock:
+            self._leaders[hint.group_id or group_id] = hint.node_id
+            self._addresses[hint.node_id] = hint.address
+        return True
+
+    def _mark_stale(self):
+        with self._lock:
+            self._route_stale = True
+
+    # -- the call loop --
+
+    def _call(self, op, key, method, build, idempotent):
+        """Sends build(no_forward) to key's leader with redirects and retries (see module doc)."""
+        key = _as_bytes(key, "key")
+        redirects = retries = attempts = 0
+        backoff = BACKOFF_FIRST_S
+        hinted = None  # address from the last NOT_LEADER hint, used for the next attempt
+        while True:
+            try:
+                group_id, address, no_forward = self._target(key)
+            except SlotdError as err:
+                if not (idempotent and err.code in RETRIABLE_CODES and retries < self.max_retries):
+                    raise
+                retries += 1
+                self.stats["retries"] += 1
+                time.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                continue
+            if hinted is not None:
+                address, no_forward, hinted = hinted, True, None
+            attempts += 1
+            self.stats["attempts"] += 1
+            try:
+                return getattr(self._stub(address), method)(build(no_forward),
+                                                            timeout=self.deadline)
+            except grpc.RpcError as err:
+                code, message, detail = err.code(), err.details(), error_detail(err)
+            not_leader = (code == grpc.StatusCode.FAILED_PRECONDITION and detail is not None and
+                          detail.code == pb.ERROR_CODE_NOT_LEADER)
+            if not_leader and redirects < self.max_redirects:
+                redirects += 1
+                self.stats["redirects"] += 1
+                if self._follow_hint(group_id, detail.leader_hint):
+                    hinted = detail.leader_hint.address
+                    continue
+                # No usable hint: nothing was proposed, so a refreshed route is safe to try.
+                self._mark_stale()
+                time.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                continue
+            if code in RETRIABLE_CODES and idempotent and retries < self.max_retries:
+                retries += 1
+                self.stats["retries"] += 1
+                self._mark_stale()
+                wait = backoff
+                if detail is not None and detail.retry_after_ms:
+                    wait = detail.retry_after_ms / 1000.0
+                time.sleep(min(wait, BACKOFF_MAX_S))
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                continue
+            if code in RETRIABLE_CODES or not_leader:
+                self._mark_stale()
+            raise SlotdError(op, code, message, detail, address, attempts)
+
+    def _write(self, op, key, request_id, fill):
+        if request_id is None:
+            request_id = os.urandom(REQUEST_ID_BYTES)
+        request_id = _as_bytes(request_id, "request_id")
+
+        def build(no_forward):
+            req = pb.ProposeRequest(request_id=request_id, no_forward=no_forward)
+            fill(req)
+            return req
+        return self._call(op, key, "Propose", build, idempotent=bool(request_id))
+
+    # -- the API --
+
+    def put(self, key, value, request_id=None):
+        """Sets key to value. Returns the ProposeResponse (.put.version, .group_id,
+        .deduplicated). request_id: None = a random one; b"" = none (then never retried)."""
+        key, value = _as_bytes(key, "key"), _as_bytes(value, "value")
+
+        def fill(req):
+            req.put.key, req.put.value = key, value
+        return self._write("put", key, request_id, fill)
+
+    def delete(self, key, request_id=None):
+        """Removes key. Returns the ProposeResponse (.delete.deleted, .delete.prev_version)."""
+        key = _as_bytes(key, "key")
+
+        def fill(req):
+            req.delete.key = key
+        return self._write("delete", key, request_id, fill)
+
+    def cas(self, key, expected_version, value=b"", delete=False, request_id=None):
+        """Writes value (or deletes) only if key's version is expected_version (0 = absent).
+        Returns the ProposeResponse (.compare_and_set.succeeded, .version, .current_value)."""
+        key, value = _as_bytes(key, "key"), _as_bytes(value, "value")
+
+        def fill(req):
+            req.compare_and_set.key = key
+            req.compare_and_set.expected_version = int(expected_version)
+            req.compare_and_set.value = value
+            req.compare_and_set.delete = bool(delete)
+        return self._write("cas", key, request_id, fill)
+
+    def get(self, key, consistency="linearizable", min_applied_index=0):
+        """Reads key. consistency: "linearizable" (default), "leader_local", "local" or a
+        pb.Consistency value. Returns the ReadResponse (.get.found, .get.value, .get.version,
+        .group_id, .applied_index)."""
+        key = _as_bytes(key, "key")
+        level = CONSISTENCY[consistency] if isinstance(consistency, str) else int(consistency)
+
+        def build(no_forward):
+            return pb.ReadRequest(consistency=level, min_applied_index=int(min_applied_index),
+                                  no_forward=no_forward, get=pb.GetQuery(key=key))
+        return self._call("get", key, "Read", build, idempotent=True)
+
+
+__all__ = ["CONSISTENCY", "Client", "SlotdError", "error_detail", "hash_slot", "pb", "pb_grpc",
+           "status_pb2"]

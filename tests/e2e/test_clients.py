@@ -1,0 +1,285 @@
+# test_clients.py - the Python (clients/python) and Node (clients/node) clients against real slotd.
+"""Other-language clients end to end.
+
+* ``slotd_client.Client`` against one node: put/get/delete/cas at every consistency, request-id
+  dedupe, INVALID_ARGUMENT not retried, a dead first endpoint, a request-id write retried after
+  UNAVAILABLE and a write without request id not retried.
+* The same client against 3 nodes through one endpoint: writes for every group go straight to the
+  group's leader (no NOT_LEADER redirect), a cached leader pointing at a non-leader is corrected
+  from the NOT_LEADER hint, and a retried request-id write whose first copy committed is applied
+  once (``deduplicated``, same index and version).
+* ``node clients/node/example.js --addr`` against one node (``npm ci`` first when
+  clients/node/node_modules is missing); its output is checked and the value read back here.
+  Skipped only when node or npm is not installed.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import slotd_harness as h  # noqa: E402
+
+sys.path.insert(0, str(h.REPO / "clients" / "python"))
+import grpc  # noqa: E402
+from slotd_client import Client, SlotdError  # noqa: E402
+
+NODE_DIR = h.REPO / "clients" / "node"
+NPM_TIMEOUT_S = 180
+NODE_TIMEOUT_S = 30
+
+
+def dead_address():
+    """A loopback address nothing listens on (a port that was free a moment ago)."""
+    return "127.0.0.1:%d" % h.free_port()
+
+
+class ClientChecks:
+    """Checks shared by the single-node and cluster classes (cls.endpoints set by setUpClass)."""
+
+    def client(self, **kwargs):
+        kwargs.setdefault("deadline", 5.0)
+        client = Client(self.endpoints, **kwargs)
+        self.addCleanup(client.close)
+        return client
+
+    def test_put_get_delete_cas(self):
+        c = self.client()
+        key = h.unique_key("py/crud")
+        w = c.put(key, b"v1")
+        self.assertGreater(w.put.version, 0)
+        self.assertEqual(w.put.version, w.applied_index)
+        self.assertEqual(w.group_id, c.group_of(key))
+        self.assertFalse(w.deduplicated)
+        for level in ("linearizable", "leader_local", "local"):
+            r = c.get(key, consistency=level, min_applied_index=w.applied_index
+                      if level == "local" else 0)
+            self.assertEqual((r.get.found, r.get.value, r.get.version),
+                             (True, b"v1", w.put.version), level)
+            self.assertEqual(r.group_id, w.group_id)
+        bad = c.cas(key, w.put.version + 1000, b"nope")
+        self.assertFalse(bad.compare_and_set.succeeded)
+        self.assertEqual(bad.compare_and_set.current_value, b"v1")
+        self.assertEqual(bad.compare_and_set.version, w.put.version)
+        good = c.cas(key, w.put.version, "v2")  # str values are UTF-8 encoded
+        self.assertTrue(good.compare_and_set.succeeded)
+        self.assertGreater(good.compare_and_set.version, w.put.version)
+        self.assertEqual(c.get(key).get.value, b"v2")
+        gone = c.delete(key)
+        self.assertTrue(gone.delete.deleted)
+        self.assertEqual(gone.delete.prev_version, good.compare_and_set.version)
+        r = c.get(key)
+        self.assertFalse(r.get.found)
+        created = c.cas(key, 0, b"fresh")
+        self.assertTrue(created.compare_and_set.succeeded)
+        # The raw stub (harness) sees what the client wrote.
+        raw = h.get(self.any_stub(), key)
+        self.assertEqual((raw.get.value, raw.get.version),
+                         (b"fresh", created.compare_and_set.version))
+
+    def test_request_id_dedupe(self):
+        c = self.client()
+        key = h.unique_key("py/dedupe")
+        first = c.put(key, b"once", request_id=b"py-dedupe-" + key[-12:])
+        again = c.put(key, b"once", request_id=b"py-dedupe-" + key[-12:])
+        self.assertFalse(first.deduplicated)
+        self.assertTrue(again.deduplicated)
+        self.assertEqual((again.applied_index, again.put.version),
+                         (first.applied_index, first.put.version))
+        self.assertEqual(c.get(key).get.version, first.put.version)
+        # Random request ids differ between calls: two puts are two writes.
+        a, b = c.put(key, b"x"), c.put(key, b"x")
+        self.assertFalse(b.deduplicated)
+        self.assertGreater(b.put.version, a.put.version)
+
+    def test_invalid_argument_not_retried(self):
+        c = self.client()
+        with self.assertRaises(SlotdError) as ctx:
+            c.put(b"", b"v")
+        err = ctx.exception
+        self.assertEqual(err.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(err.error_code, "ERROR_CODE_INVALID_FIELD")
+        self.assertEqual((err.detail.field, err.detail.limit), ("put.key", 1024))
+        self.assertEqual(err.attempts, 1)
+        self.assertEqual(c.stats["retries"], 0)
+
+    def test_dead_first_endpoint(self):
+        c = Client([dead_address()] + list(self.endpoints), deadline=2.0)
+        self.addCleanup(c.close)
+        key = h.unique_key("py/failover")
+        self.assertGreater(c.put(key, b"v").put.version, 0)
+        self.assertEqual(c.get(key).get.value, b"v")
+
+    def test_unavailable_retry_only_with_request_id(self):
+        c = self.client(max_retries=3)
+        key = h.unique_key("py/retry")
+        group = c.group_of(key)
+        node, address = c.leader_address(group)
+        self.assertTrue(address, "no leader for group %d in the route" % group)
+        # The cached leader address goes dead: a write without request id fails after one try.
+        c._addresses[node] = dead_address()
+        with self.assertRaises(SlotdError) as ctx:
+            c.put(key, b"no-id", request_id=b"")
+        self.assertEqual(ctx.exception.code, grpc.StatusCode.UNAVAILABLE)
+        self.assertEqual(ctx.exception.attempts, 1)
+        self.assertEqual(c.stats["retries"], 0)
+        self.assertFalse(c.get(key).get.found)  # the read refetched the route
+        # With a request id the same situation is retried against a refreshed route.
+        c._addresses[node] = dead_address()
+        w = c.put(key, b"with-id")
+        self.assertEqual(c.stats["retries"], 1)
+        self.assertEqual(c.leader_address(group), (node, address))
+        self.assertEqual(c.get(key).get.version, w.put.version)
+
+    def test_dedupe_safe_retry(self):
+        """A write committed but its answer was lost: the client's retry with the same request id
+        (after an UNAVAILABLE) returns the first result and writes nothing new."""
+        c = self.client(max_retries=3)
+        key = h.unique_key("py/lost")
+        rid = b"py-lost-" + key[-12:]
+        first = h.put(self.any_stub(), key, b"v", request_id=rid)
+        group = c.group_of(key)
+        node, _ = c.leader_address(group)
+        c._addresses[node] = dead_address()
+        retried = c.put(key, b"v", request_id=rid)
+        self.assertEqual(c.stats["retries"], 1)
+        self.assertTrue(retried.deduplicated)
+        self.assertEqual((retried.applied_index, retried.put.version),
+                         (first.applied_index, first.put.version))
+        r = c.get(key)
+        self.assertEqual((r.get.value, r.get.version), (b"v", first.put.version))
+
+
+class PythonClientSingleNodeTest(ClientChecks, h.SlotdTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = cls.new_class_server()
+        cls.endpoints = [cls.server.addr]
+
+    def any_stub(self):
+        return self.server.stub
+
+    def test_route(self):
+        c = self.client()
+        route = c.route()
+        self.assertEqual(len(route.hash_slot_table), h.HASH_SLOTS)
+        self.assertEqual(route.hash_slot_table, c.route(refresh=True).hash_slot_table)
+        for group in route.groups:
+            self.assertEqual(c.leader_address(group.group_id), (group.leader, self.server.addr))
+
+
+class PythonClientClusterTest(ClientChecks, h.SlotdTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = cls.new_class_cluster(size=3)
+        cls.endpoints = [cls.cluster.addr(1)]
+
+    def any_stub(self):
+        return self.cluster.stub(1)
+
+    def test_every_group_direct_to_leader(self):
+        c = self.client()
+        route = self.cluster.wait_leaders()
+        leaders = self.cluster.leaders(route)
+        self.assertEqual(sorted(set(leaders.values())), [1, 2, 3], "leaders not spread")
+        keys = self.cluster.keys_by_group("py/direct")
+        c.route()
+        for group, (key,) in sorted(keys.items()):
+            self.assertEqual(c.leader_address(group),
+                             (leaders[group], self.cluster.addr(leaders[group])))
+            w = c.put(key, b"g%d" % group)
+            self.assertEqual(w.group_id, group)
+            r = c.get(key)
+            self.assertEqual((r.get.value, r.get.version), (b"g%d" % group, w.put.version))
+        # no_forward = true everywhere: a request that reached a non-leader would have come back
+        # NOT_LEADER and been counted as a redirect.
+        self.assertEqual(c.stats["redirects"], 0)
+        self.assertEqual(c.stats["retries"], 0)
+        self.assertEqual(c.stats["attempts"], 2 * len(keys))
+        # Every value is readable from every node.
+        for node in self.cluster.node_ids:
+            for group, (key,) in keys.items():
+                self.assertEqual(h.get(self.cluster.stub(node), key).get.value, b"g%d" % group)
+
+    def test_not_leader_hint_followed(self):
+        c = self.client()
+        route = self.cluster.wait_leaders()
+        group = self.cluster.group_ids[0]
+        leader = self.cluster.leaders(route)[group]
+        wrong = next(n for n in self.cluster.node_ids if n != leader)
+        key = h.key_in_group(self.cluster.table, group, "py/hint")
+        # The premise: the wrong node answers no_forward calls with a hint naming the leader.
+        err, detail = self.assertRpcError(
+            lambda: self.cluster.stub(wrong).Propose(h.pb.ProposeRequest(
+                no_forward=True, put=h.pb.PutCommand(key=key, value=b"x")), timeout=5),
+            grpc.StatusCode.FAILED_PRECONDITION, h.pb.ERROR_CODE_NOT_LEADER)
+        self.assertEqual(detail.leader_hint.node_id, leader)
+        c.route()
+        c._leaders[group] = wrong  # a stale cache entry
+        w = c.put(key, b"hinted")
+        self.assertEqual(c.stats["redirects"], 1)
+        self.assertEqual(c.leader_address(group), (leader, self.cluster.addr(leader)))
+        self.assertEqual(w.group_id, group)
+        c._leaders[group] = wrong
+        r = c.get(key)
+        self.assertEqual(c.stats["redirects"], 2)
+        self.assertEqual((r.get.value, r.get.version), (b"hinted", w.put.version))
+        self.assertEqual(c.stats["retries"], 0)
+
+
+class NodeExampleTest(h.SlotdTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.node = shutil.which("node")
+        cls.npm = shutil.which("npm")
+        if cls.node is None or cls.npm is None:
+            raise unittest.SkipTest("node or npm is not installed (node 18+ needed for "
+                                    "clients/node)")
+        if not (NODE_DIR / "node_modules" / "@grpc" / "grpc-js").is_dir():
+            proc = subprocess.run([cls.npm, "ci", "--no-audit", "--no-fund"], cwd=str(NODE_DIR),
+                                  capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+            if proc.returncode != 0:
+                raise AssertionError("npm ci in %s failed (%d):\n%s%s"
+                                     % (NODE_DIR, proc.returncode, proc.stdout, proc.stderr))
+        cls.server = cls.new_class_server()
+
+    def run_example(self, *args):
+        proc = subprocess.run([self.node, str(NODE_DIR / "example.js")] + list(args),
+                              capture_output=True, text=True, timeout=NODE_TIMEOUT_S)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def test_example_put_get(self):
+        key = h.unique_key("node").decode()
+        code, out, err = self.run_example("--addr", self.server.addr, "--key", key,
+                                          "--value", "from node")
+        self.assertEqual(code, 0, err)
+        lines = out.splitlines()
+        self.assertEqual(len(lines), 2, out)
+        m = re.fullmatch(r"put (\S+): group (\d+), applied index (\d+), version (\d+)", lines[0])
+        self.assertIsNotNone(m, lines[0])
+        self.assertEqual(m.group(1), key)
+        group, version = int(m.group(2)), int(m.group(4))
+        self.assertEqual(group, self.server.route().hash_slot_table[h.hash_slot(key.encode())])
+        self.assertEqual(int(m.group(3)), version)
+        self.assertEqual(lines[1], "get %s: found=true value='from node' version %d"
+                         % (key, version))
+        raw = h.get(self.server.stub, key.encode())
+        self.assertEqual((raw.get.value, raw.get.version), (b"from node", version))
+
+    def test_example_unreachable(self):
+        code, out, err = self.run_example("--addr", dead_address())
+        self.assertEqual(code, 1, out + err)
+        self.assertIn("UNAVAILABLE", err)
+
+    def test_example_usage(self):
+        code, _, err = self.run_example("--bogus", "x")
+        self.assertEqual(code, 2)
+        self.assertIn("usage:", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
