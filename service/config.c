@@ -47,6 +47,13 @@ static const struct opt opts[] = {
     U64(compact_tail, 1, 1ull << 32, "1000", "entries kept behind the compaction point"),
     STR(metrics_listen, "127.0.0.1:9700",
         "Prometheus /metrics HTTP address (empty: disabled; a busy port is logged, not fatal)"),
+    STR(tls_cert, "",
+        "server certificate chain PEM file (set with tls_key: TLS; empty: plaintext)"),
+    STR(tls_key, "", "private key PEM file of tls_cert"),
+    STR(tls_ca, "", "CA bundle PEM file verifying peer nodes and, with tls_client_auth, clients"),
+    U64(tls_client_auth, 0, 1, "0",
+        "1: require and verify client certificates (mTLS; needs tls_ca); nodes present tls_cert"),
+    STR(tls_server_name, "", "name expected in peer nodes' certificates (empty: their host)"),
 };
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -156,6 +163,45 @@ static int load_file(struct slotd_config *c, const char *path, char *err, size_t
     }
     fclose(f);
     return rc;
+}
+
+int slotd_config_read_pem(const char *option, const char *path, char **out, char *err,
+                          size_t errlen)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(err, errlen, "%s: cannot open %s: %s", option, path, strerror(errno));
+        return -1;
+    }
+    char *buf = malloc(SLOTD_CONFIG_PEM_MAX + 1);
+    if (buf == NULL) {
+        snprintf(err, errlen, "%s: %s: out of memory", option, path);
+        goto err_after_open;
+    }
+    size_t n = fread(buf, 1, SLOTD_CONFIG_PEM_MAX + 1, f);
+    if (ferror(f)) {
+        snprintf(err, errlen, "%s: cannot read %s: %s", option, path, strerror(errno));
+        goto err_after_alloc;
+    }
+    if (n > SLOTD_CONFIG_PEM_MAX) {
+        snprintf(err, errlen, "%s: %s is larger than %u bytes", option, path, SLOTD_CONFIG_PEM_MAX);
+        goto err_after_alloc;
+    }
+    buf[n] = '\0';
+    if (n == 0 || strstr(buf, "-----BEGIN ") == NULL) {
+        snprintf(err, errlen, "%s: %s holds no PEM block", option, path);
+        goto err_after_alloc;
+    }
+    fclose(f);
+    *out = buf;
+    return 0;
+
+err_after_alloc:
+    free(buf);
+err_after_open:
+    fclose(f);
+    return -1;
 }
 
 static const char *getenv_in(char **env, const char *name)

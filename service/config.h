@@ -12,6 +12,10 @@ struct slotd_config {
     char data_dir[1024];
     char peers[4096];
     char metrics_listen[256]; /* "" disables /metrics */
+    char tls_cert[1024];      /* server certificate chain PEM file; "" = plaintext */
+    char tls_key[1024];       /* its private key PEM file */
+    char tls_ca[1024];        /* CA bundle PEM file verifying peers (and clients with auth) */
+    char tls_server_name[256]; /* name checked in peers' certificates; "" = the peer's host */
     uint64_t node_id;
     uint64_t slot_groups;
     uint64_t max_request_bytes;
@@ -19,6 +23,7 @@ struct slotd_config {
     uint64_t replicas; /* 0 = min(3, nodes) */
     uint64_t compact_entries;
     uint64_t compact_tail;
+    uint64_t tls_client_auth; /* 1: require and verify client certificates (mTLS) */
 };
 
 /*
@@ -31,6 +36,16 @@ struct slotd_config {
  */
 int slotd_config_load(int argc, char **argv, char **env, struct slotd_config *c, FILE *out,
                       char *err, size_t errlen);
+
+/*
+ * Reads the whole PEM file path (borrowed for the call; option names it in errors, e.g.
+ * "tls_cert") into *out, NUL-terminated (caller frees with free()). Returns 0, or -1 with a
+ * sentence naming the option and the file in err. Files larger than SLOTD_CONFIG_PEM_MAX bytes
+ * are refused.
+ */
+#define SLOTD_CONFIG_PEM_MAX (1u << 20)
+int slotd_config_read_pem(const char *option, const char *path, char **out, char *err,
+                          size_t errlen);
 
 /* Prints every option with its environment variable and default. */
 void slotd_config_usage(FILE *f);

@@ -107,6 +107,50 @@ static void start_metrics_http(struct metrics_registry *m, const char *listen,
             listen, port);
 }
 
+/* The PEM text of the TLS options, read once at startup. */
+struct tls_pems {
+    char *cert, *key, *ca; /* NULL when the option is empty */
+};
+
+static void tls_pems_free(struct tls_pems *p)
+{
+    free(p->cert);
+    free(p->key);
+    free(p->ca);
+    p->cert = p->key = p->ca = NULL;
+}
+
+/* Checks the TLS option combination and reads the files. Returns 0 or -1 with err set. */
+static int tls_pems_load(const struct slotd_config *f, struct tls_pems *p, char *err, size_t errlen)
+{
+    memset(p, 0, sizeof(*p));
+    if ((f->tls_cert[0] == '\0') != (f->tls_key[0] == '\0')) {
+        snprintf(err, errlen, "--tls-cert and --tls-key: set both (TLS) or neither (plaintext)");
+        return -1;
+    }
+    if (f->tls_cert[0] == '\0') {
+        if (f->tls_client_auth || f->tls_ca[0] != '\0' || f->tls_server_name[0] != '\0') {
+            snprintf(err, errlen,
+                     "--tls-ca, --tls-client-auth and --tls-server-name need "
+                     "--tls-cert and --tls-key");
+            return -1;
+        }
+        return 0;
+    }
+    if (f->tls_client_auth && f->tls_ca[0] == '\0') {
+        snprintf(err, errlen, "--tls-client-auth 1 needs --tls-ca (the CA of client certificates)");
+        return -1;
+    }
+    if (slotd_config_read_pem("tls_cert", f->tls_cert, &p->cert, err, errlen) != 0 ||
+        slotd_config_read_pem("tls_key", f->tls_key, &p->key, err, errlen) != 0 ||
+        (f->tls_ca[0] != '\0' &&
+         slotd_config_read_pem("tls_ca", f->tls_ca, &p->ca, err, errlen) != 0)) {
+        tls_pems_free(p);
+        return -1;
+    }
+    return 0;
+}
+
 extern char **environ;
 
 int main(int argc, char **argv)
@@ -136,13 +180,18 @@ int main(int argc, char **argv)
     struct runtime *rt = NULL;
     struct metrics_registry *metrics = NULL;
     struct metrics_http *metrics_http = NULL;
+    struct tls_pems pems;
+    if (tls_pems_load(&f, &pems, err, sizeof(err)) != 0) {
+        fprintf(stderr, "slotd: %s\n", err);
+        return 2;
+    }
     if (mkdir(f.data_dir, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "slotd: data dir %s: %s\n", f.data_dir, strerror(errno));
-        return 1;
+        goto err_after_pems;
     }
     if (store_open(f.data_dir, NULL, &store, err, sizeof(err)) != 0) {
         fprintf(stderr, "slotd: open store: %s\n", err);
-        return 1;
+        goto err_after_pems;
     }
     if (route_table_new(&routes) != 0)
         goto err_after_store;
@@ -155,6 +204,10 @@ int main(int argc, char **argv)
     so.max_request_bytes = f.max_request_bytes;
     so.max_inflight_calls = f.max_inflight_calls;
     so.metrics = metrics;
+    so.tls_cert_pem = pems.cert;
+    so.tls_key_pem = pems.key;
+    so.tls_ca_pem = pems.ca;
+    so.tls_client_auth = f.tls_client_auth != 0;
     if (rpc_server_new(&so, &server) != 0) {
         fprintf(stderr, "slotd: cannot create the gRPC server\n");
         goto err_after_metrics;
@@ -178,6 +231,11 @@ int main(int argc, char **argv)
         struct transport_options to;
         transport_options_default(&to);
         to.node_id = f.node_id;
+        to.tls = pems.cert != NULL; /* nodes speak TLS to each other iff they serve it */
+        to.tls_ca_pem = pems.ca;
+        to.tls_cert_pem = pems.cert;
+        to.tls_key_pem = pems.key;
+        to.tls_server_name = f.tls_server_name;
         struct transport_callbacks cb = {.peer_unreachable = on_peer_unreachable};
         if (transport_new(&to, &cb, &transport) != 0) {
             fprintf(stderr, "slotd: cannot create the peer transport\n");
@@ -220,9 +278,12 @@ int main(int argc, char **argv)
     }
     fprintf(stderr,
             "level=info component=main msg=\"slotd serving\" node=%llu listen=%s port=%d "
-            "data_dir=%s slot_groups=%llu\n",
+            "data_dir=%s slot_groups=%llu tls=%s\n",
             (unsigned long long)f.node_id, f.listen, port, f.data_dir,
-            (unsigned long long)f.slot_groups);
+            (unsigned long long)f.slot_groups,
+            pems.cert == NULL   ? "off"
+            : f.tls_client_auth ? "mtls"
+                                : "on");
     start_metrics_http(metrics, f.metrics_listen, &metrics_http);
 
     int sig = wait_signal(&set);
@@ -255,6 +316,8 @@ err_after_routes:
     route_table_free(routes);
 err_after_store:
     store_close(store);
+err_after_pems:
+    tls_pems_free(&pems);
     if (code == 0)
         fprintf(stderr, "level=info component=main msg=\"stopped\"\n");
     return code;

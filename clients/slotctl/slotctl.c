@@ -492,7 +492,12 @@ int main(int argc, char **argv)
     }
     if (a.cmd == SLOTCTL_CMD_BENCH)
         return cmd_bench(&a);
-    struct slotd_client_options o = {.deadline_ms = a.deadline_ms, .max_retries = a.max_retries};
+    struct slotd_client_options o = {.deadline_ms = a.deadline_ms,
+                                     .max_retries = a.max_retries,
+                                     .tls_ca_file = a.tls_ca,
+                                     .tls_cert_file = a.tls_cert,
+                                     .tls_key_file = a.tls_key,
+                                     .tls_server_name = a.tls_server_name};
     struct slotd_client *c;
     if (slotd_client_new(a.endpoints, &o, &c, err, sizeof(err)) != SLOTD_CLIENT_OK) {
         fprintf(stderr, "slotctl: %s\n", err);

@@ -102,6 +102,15 @@ static int cli_option(int argc, char **argv, int *i, struct slotctl_args *a, cha
             return cli_fail(err, errlen, "--max-retries: '%s' is not an integer in 0..%d", val,
                             SLOTD_CLIENT_MAX_RETRIES_MAX);
         a->max_retries = n == 0 ? -1 : (int)n;
+    } else if (strcmp(opt, "--tls-ca") == 0 || strcmp(opt, "--tls-cert") == 0 ||
+               strcmp(opt, "--tls-key") == 0 || strcmp(opt, "--tls-server-name") == 0) {
+        if (!*val)
+            return cli_fail(err, errlen, "%s: empty", opt);
+        const char **field = strcmp(opt, "--tls-ca") == 0     ? &a->tls_ca
+                             : strcmp(opt, "--tls-cert") == 0 ? &a->tls_cert
+                             : strcmp(opt, "--tls-key") == 0  ? &a->tls_key
+                                                              : &a->tls_server_name;
+        *field = val;
     } else if (strcmp(opt, "--consistency") == 0) {
         if (cli_consistency(val, &a->consistency) != 0)
             return cli_fail(err, errlen,
@@ -150,6 +159,10 @@ static int cli_check(struct slotctl_args *a, char *err, size_t errlen)
     }
     if (a->cas_delete && a->cmd != SLOTCTL_CMD_CAS)
         return cli_fail(err, errlen, "--delete: only for cas");
+    if ((a->tls_cert == NULL) != (a->tls_key == NULL))
+        return cli_fail(err, errlen, "--tls-cert and --tls-key: give both or neither");
+    if (a->tls_server_name && !a->tls_ca && !a->tls_cert)
+        return cli_fail(err, errlen, "--tls-server-name: needs --tls-ca or --tls-cert");
     uint64_t v;
     if (a->cmd == SLOTCTL_CMD_CAS && !cli_uint(a->pos[1], 0, UINT64_MAX, &v))
         return cli_fail(err, errlen, "cas: EXPECTED_VERSION '%s' is not an integer", a->pos[1]);
@@ -214,6 +227,7 @@ void slotctl_usage(FILE *out)
     fprintf(
         out,
         "usage: slotctl [--endpoints H:P,H:P] [--json] [--deadline-ms N] [--max-retries N]\n"
+        "               [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--tls-server-name N]\n"
         "               COMMAND [ARGS]\n"
         "\n"
         "commands:\n"
@@ -234,6 +248,10 @@ void slotctl_usage(FILE *out)
         "  --json                one JSON object on stdout per command\n"
         "  --deadline-ms N       deadline of each attempt (default %d)\n"
         "  --max-retries N       retries of retriable failures (default %d)\n"
+        "  --tls-ca FILE         TLS: CA bundle PEM verifying the servers (default: plaintext)\n"
+        "  --tls-cert FILE       TLS: client certificate PEM for servers requiring one (mTLS)\n"
+        "  --tls-key FILE        TLS: private key PEM of --tls-cert\n"
+        "  --tls-server-name N   TLS: name expected in the servers' certificates (default: host)\n"
         "  --                    ends options (for keys or values starting with '-')\n"
         "\n"
         "exit codes:\n",

@@ -46,6 +46,11 @@ struct slotctl_args {
     bool help;
     int deadline_ms; /* 0 = the library default */
     int max_retries; /* 0 = the library default */
+    /* TLS: PEM file paths and the expected server name (NULL = unset; point into argv) */
+    const char *tls_ca;
+    const char *tls_cert;
+    const char *tls_key;
+    const char *tls_server_name;
     enum slotctl_cmd cmd;
     const char *pos[SLOTCTL_POSITIONALS_MAX]; /* point into argv */
     int pos_count;

@@ -2,6 +2,7 @@
 #ifndef SLOTD_RPC_H
 #define SLOTD_RPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,14 @@ struct rpc_server_options {
     /* Where unary calls are counted (slotd_grpc_requests_total, slotd_grpc_request_duration_
      * seconds); NULL (default): not counted. Borrowed; must outlive the server. */
     struct metrics_registry *metrics;
+    /* TLS (gRPC core SSL credentials). PEM text, borrowed for rpc_server_new (which copies it).
+     * tls_cert_pem and tls_key_pem both set: the server listens with TLS only; both NULL
+     * (default): plaintext. tls_ca_pem verifies client certificates (NULL: none); with
+     * tls_client_auth every client must present a certificate that verifies against it. */
+    const char *tls_cert_pem; /* certificate chain */
+    const char *tls_key_pem;  /* its private key */
+    const char *tls_ca_pem;
+    bool tls_client_auth; /* needs tls_ca_pem */
 };
 
 /* Fills o (borrowed for the call) with the defaults; listen_addr "127.0.0.1:7700". */
@@ -47,8 +56,9 @@ typedef void (*rpc_unary_cb)(void *ctx, struct rpc_call *call, const uint8_t *re
  * UNIMPLEMENTED until a handler is added), grpc.health.v1.Health with service "" SERVING, and
  * grpc.reflection.v1 and v1alpha ServerReflection (from the FileDescriptorSet embedded at build
  * time; list_services names every service registered on the server).
- * *out: caller frees with rpc_server_free(). Returns SLOTD_OK, SLOTD_EINVALID_FIELD (bad option)
- * or SLOTD_EINTERNAL. */
+ * *out: caller frees with rpc_server_free(). Returns SLOTD_OK, SLOTD_EINVALID_FIELD (bad option:
+ * only one of tls_cert_pem / tls_key_pem, or tls_client_auth without tls_cert_pem, tls_key_pem
+ * and tls_ca_pem) or SLOTD_EINTERNAL. The PEM text is checked by rpc_server_start. */
 int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out);
 
 /* Registers every method of a protobuf-c service descriptor (borrowed; must outlive the server,
@@ -61,9 +71,9 @@ int rpc_server_add_service(struct rpc_server *s, const ProtobufCServiceDescripto
  * SLOTD_EINVALID_FIELD when the path is too long or RPC_METHODS_MAX is reached. */
 int rpc_server_add_unary(struct rpc_server *s, const char *method, rpc_unary_cb cb, void *ctx);
 
-/* Binds listen_addr, starts the completion-queue threads and arms every method. *bound_port
- * (may be NULL) receives the port. On failure err (NULL allowed) gets a sentence and the
- * server may only be freed. Returns SLOTD_OK or SLOTD_EINTERNAL. */
+/* Binds listen_addr (with TLS when configured), starts the completion-queue threads and arms every
+ * method. *bound_port (may be NULL) receives the port. On failure err (NULL allowed) gets a
+ * sentence and the server may only be freed. Returns SLOTD_OK or SLOTD_EINTERNAL. */
 int rpc_server_start(struct rpc_server *s, int *bound_port, char *err, size_t errlen);
 
 /* Stops accepting, sets every health status to NOT_SERVING, cancels in-flight calls (so health

@@ -87,6 +87,7 @@ struct rpc__health {
 struct rpc_server {
     struct rpc_server_options opts;
     char listen_addr[256];
+    char *tls_cert_pem, *tls_key_pem, *tls_ca_pem; /* owned copies (opts points at them); NULL */
     grpc_server *server;
     grpc_completion_queue *cq;
     pthread_t threads[RPC__CQ_THREADS_MAX];

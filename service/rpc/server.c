@@ -37,6 +37,29 @@ void rpc_server_options_default(struct rpc_server_options *o)
     o->max_request_bytes = RPC__DEFAULT_MAX_REQUEST_BYTES;
     o->cq_threads = 1;
     o->metrics = NULL;
+    o->tls_cert_pem = NULL;
+    o->tls_key_pem = NULL;
+    o->tls_ca_pem = NULL;
+    o->tls_client_auth = false;
+}
+
+/* *dst = a copy of src (NULL stays NULL); false on ENOMEM. */
+static bool pem_copy(const char *src, char **dst)
+{
+    *dst = NULL;
+    if (src == NULL) {
+        return true;
+    }
+    *dst = strdup(src);
+    return *dst != NULL;
+}
+
+static void tls_free(struct rpc_server *s)
+{
+    free(s->tls_cert_pem);
+    free(s->tls_key_pem);
+    free(s->tls_ca_pem);
+    s->tls_cert_pem = s->tls_key_pem = s->tls_ca_pem = NULL;
 }
 
 static const char *const rpc__grpc_code_names[RPC__GRPC_CODES] = {
@@ -164,8 +187,17 @@ int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out)
             opts.cq_threads = o->cq_threads;
         }
         opts.metrics = o->metrics;
+        opts.tls_cert_pem = o->tls_cert_pem;
+        opts.tls_key_pem = o->tls_key_pem;
+        opts.tls_ca_pem = o->tls_ca_pem;
+        opts.tls_client_auth = o->tls_client_auth;
     }
     if (opts.cq_threads > RPC__CQ_THREADS_MAX || opts.max_request_bytes > INT_MAX / 2) {
+        return SLOTD_EINVALID_FIELD;
+    }
+    bool tls = opts.tls_cert_pem != NULL;
+    if (tls != (opts.tls_key_pem != NULL) ||
+        (opts.tls_client_auth && (!tls || opts.tls_ca_pem == NULL))) {
         return SLOTD_EINVALID_FIELD;
     }
     struct rpc_server *s = calloc(1, sizeof(*s));
@@ -179,11 +211,19 @@ int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out)
     }
     s->opts = opts;
     s->opts.listen_addr = s->listen_addr;
+    if (!pem_copy(opts.tls_cert_pem, &s->tls_cert_pem) ||
+        !pem_copy(opts.tls_key_pem, &s->tls_key_pem) ||
+        !pem_copy(opts.tls_ca_pem, &s->tls_ca_pem)) {
+        goto err_after_tls;
+    }
+    s->opts.tls_cert_pem = s->tls_cert_pem;
+    s->opts.tls_key_pem = s->tls_key_pem;
+    s->opts.tls_ca_pem = s->tls_ca_pem;
     atomic_init(&s->inflight, 0);
     s->shutdown_tag.kind = RPC__TAG_SHUTDOWN;
     s->shutdown_tag.owner = s;
     if (pthread_mutex_init(&s->mu, NULL) != 0) {
-        goto err_after_alloc;
+        goto err_after_tls;
     }
     if (pthread_cond_init(&s->cond, NULL) != 0) {
         goto err_after_mutex;
@@ -202,7 +242,8 @@ err_after_cond:
     pthread_cond_destroy(&s->cond);
 err_after_mutex:
     pthread_mutex_destroy(&s->mu);
-err_after_alloc:
+err_after_tls:
+    tls_free(s);
     free(s);
 err:
     return SLOTD_EINTERNAL;
@@ -627,11 +668,30 @@ static int server_create(struct rpc_server *s, char *err, size_t errlen)
             return -1;
         }
     }
-    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    grpc_server_credentials *creds;
+    if (s->tls_cert_pem != NULL) {
+        grpc_ssl_pem_key_cert_pair pair = {s->tls_key_pem, s->tls_cert_pem};
+        creds = grpc_ssl_server_credentials_create_ex(
+            s->tls_ca_pem, &pair, 1,
+            s->opts.tls_client_auth ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                    : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+            NULL);
+    } else {
+        creds = grpc_insecure_server_credentials_create();
+    }
+    if (creds == NULL) {
+        snprintf(err, errlen, "rpc: cannot create the server credentials");
+        return -1;
+    }
     int port = grpc_server_add_http2_port(s->server, s->listen_addr, creds);
     grpc_server_credentials_release(creds);
     if (port == 0) {
-        snprintf(err, errlen, "rpc: cannot listen on %s", s->listen_addr);
+        snprintf(err, errlen,
+                 s->tls_cert_pem != NULL
+                     ? "rpc: cannot listen on %s with TLS (address in use, or the certificate, "
+                       "key or CA PEM does not load)"
+                     : "rpc: cannot listen on %s",
+                 s->listen_addr);
         return -1;
     }
     return port;
@@ -733,6 +793,7 @@ void rpc_server_free(struct rpc_server *s)
     rpc_descset_free(s->descset);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->mu);
+    tls_free(s);
     free(s);
     grpc_shutdown();
 }

@@ -1,6 +1,7 @@
 /* transport.c - the transport object: options, peers and channels, the completion-queue thread,
  * start/stop/free and stats. */
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -111,6 +112,15 @@ static bool options_resolve(const struct transport_options *o, struct transport_
     if (o->call_timeout_ms != 0) {
         out->call_timeout_ms = o->call_timeout_ms;
     }
+    out->tls = o->tls;
+    out->tls_ca_pem = o->tls_ca_pem;
+    out->tls_cert_pem = o->tls_cert_pem;
+    out->tls_key_pem = o->tls_key_pem;
+    out->tls_server_name = o->tls_server_name;
+    if ((o->tls_cert_pem == NULL) != (o->tls_key_pem == NULL) ||
+        (o->tls_server_name != NULL && strlen(o->tls_server_name) >= TRANSPORT_ADDRESS_MAX)) {
+        return false;
+    }
     /* A batch larger than INT_MAX/2 could not be received by any gRPC server anyway. */
     return out->node_id != 0 && out->backoff_min_ms <= out->backoff_max_ms &&
            out->batch_bytes_max >= TRANSPORT__MIN_BATCH_BYTES && out->batch_bytes_max <= (1u << 30);
@@ -128,6 +138,11 @@ int transport_new(const struct transport_options *o, const struct transport_call
         goto err;
     }
     t->opts = opts;
+    t->opts.tls_ca_pem = t->opts.tls_cert_pem = t->opts.tls_key_pem = NULL;
+    t->opts.tls_server_name = NULL;
+    if (opts.tls && opts.tls_server_name != NULL) {
+        snprintf(t->tls_server_name, sizeof(t->tls_server_name), "%s", opts.tls_server_name);
+    }
     if (cb != NULL) {
         t->cb = *cb;
     }
@@ -139,13 +154,26 @@ int transport_new(const struct transport_options *o, const struct transport_call
         goto err_after_mutex;
     }
     grpc_init();
+    if (opts.tls) {
+        /* gRPC copies the PEM text. */
+        grpc_ssl_pem_key_cert_pair pair = {opts.tls_key_pem, opts.tls_cert_pem};
+        t->creds = grpc_ssl_credentials_create(
+            opts.tls_ca_pem, opts.tls_cert_pem != NULL ? &pair : NULL, NULL, NULL);
+    } else {
+        t->creds = grpc_insecure_credentials_create();
+    }
+    if (t->creds == NULL) {
+        goto err_after_init;
+    }
     t->cq = grpc_completion_queue_create_for_next(NULL);
     if (t->cq == NULL) {
-        goto err_after_init;
+        goto err_after_creds;
     }
     *out = t;
     return TRANSPORT_OK;
 
+err_after_creds:
+    grpc_channel_credentials_release(t->creds);
 err_after_init:
     grpc_shutdown();
     pthread_cond_destroy(&t->cond);
@@ -169,7 +197,7 @@ static grpc_arg int_arg(const char *key, int value)
     return a;
 }
 
-static grpc_channel *channel_create(const char *address)
+static grpc_channel *channel_create(struct transport *t, const char *address)
 {
     grpc_arg args[] = {
         int_arg(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1), /* one connection per peer address */
@@ -179,15 +207,16 @@ static grpc_channel *channel_create(const char *address)
         int_arg(GRPC_ARG_KEEPALIVE_TIME_MS, TRANSPORT__KEEPALIVE_TIME_MS),
         int_arg(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, TRANSPORT__KEEPALIVE_TIMEOUT_MS),
         int_arg(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0),
+        {.type = GRPC_ARG_STRING,
+         .key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG,
+         .value.string = t->tls_server_name}, /* last: only passed when set */
     };
-    grpc_channel_args chargs = {sizeof(args) / sizeof(args[0]), args};
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-    if (creds == NULL) {
-        return NULL;
+    size_t n_args = sizeof(args) / sizeof(args[0]);
+    if (t->tls_server_name[0] == '\0') {
+        n_args--;
     }
-    grpc_channel *ch = grpc_channel_create(address, creds, &chargs);
-    grpc_channel_credentials_release(creds);
-    return ch;
+    grpc_channel_args chargs = {n_args, args};
+    return grpc_channel_create(address, t->creds, &chargs);
 }
 
 int transport__channel_get(struct transport *t, const char *address,
@@ -212,7 +241,7 @@ int transport__channel_get(struct transport *t, const char *address,
         goto err;
     }
     memcpy(c->address, address, len + 1);
-    c->channel = channel_create(address);
+    c->channel = channel_create(t, address);
     if (c->channel == NULL) {
         goto err_after_alloc;
     }
@@ -411,6 +440,7 @@ void transport_free(struct transport *t)
         grpc_channel_destroy(t->channels[i]->channel);
         free(t->channels[i]);
     }
+    grpc_channel_credentials_release(t->creds);
     pthread_cond_destroy(&t->cond);
     pthread_mutex_destroy(&t->mu);
     free(t);

@@ -40,6 +40,17 @@ struct transport_options {
     unsigned backoff_min_ms;  /* after a failed send; default 50 */
     unsigned backoff_max_ms;  /* default 2000; must be >= backoff_min_ms */
     unsigned call_timeout_ms; /* deadline of a Raft batch RPC; default 5000 */
+    /* TLS to peers (gRPC core SSL credentials); false (default): plaintext. The PEM text is
+     * borrowed for transport_new, which copies what it keeps. tls_ca_pem verifies the peers'
+     * certificates (NULL: gRPC's default roots). tls_cert_pem and tls_key_pem (both or neither)
+     * are presented to peers that require client certificates (mTLS). tls_server_name (NULL or
+     * "": the host of the peer's address) is the name checked in the peers' certificates, sent
+     * as GRPC_SSL_TARGET_NAME_OVERRIDE_ARG. */
+    bool tls;
+    const char *tls_ca_pem;
+    const char *tls_cert_pem;
+    const char *tls_key_pem;
+    const char *tls_server_name; /* shorter than TRANSPORT_ADDRESS_MAX */
 };
 
 /* Fills o (borrowed for the call) with the defaults; node_id 0 (the caller must set it). */
@@ -59,8 +70,9 @@ struct transport_callbacks {
 
 /* Creates a stopped transport (calls grpc_init). o is borrowed for the call; zero fields other
  * than node_id take the defaults. cb (borrowed for the call, copied; NULL = no callbacks).
- * *out: caller frees with transport_free(). Returns TRANSPORT_OK, TRANSPORT_EINVAL (bad option)
- * or TRANSPORT_ENOMEM. */
+ * *out: caller frees with transport_free(). Returns TRANSPORT_OK, TRANSPORT_EINVAL (bad option,
+ * e.g. only one of tls_cert_pem / tls_key_pem) or TRANSPORT_ENOMEM (also: gRPC refused the SSL
+ * credentials). */
 int transport_new(const struct transport_options *o, const struct transport_callbacks *cb,
                   struct transport **out);
 

@@ -61,7 +61,9 @@ struct transport__call {
 };
 
 struct transport {
-    struct transport_options opts;
+    struct transport_options opts;               /* its tls_* pointers are NULL (not kept) */
+    grpc_channel_credentials *creds;             /* every channel's; SSL when opts.tls */
+    char tls_server_name[TRANSPORT_ADDRESS_MAX]; /* "" = no target name override */
     struct transport_callbacks cb;
     pthread_mutex_t mu; /* guards everything below; never held while a callback runs */
     pthread_cond_t cond;

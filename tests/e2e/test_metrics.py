@@ -4,6 +4,7 @@ import os
 import random
 import sys
 import tempfile
+import time
 import unittest
 import urllib.error
 import urllib.request
@@ -135,11 +136,19 @@ class MetricsTest(h.SlotdTestCase):
         group = self.groups[0]
         key = h.key_in_group(self.table, group, "gauge", self.rng)
         resp = h.put(self.stub, key, b"v")
-        s = self.scrape()
-        self.assertGreaterEqual(s.value("slotd_raft_commit_index", group=str(group)),
-                                resp.applied_index)
-        self.assertGreaterEqual(s.value("slotd_raft_applied_index", group=str(group)),
-                                resp.applied_index)
+        # The reply is sent by the apply stage; the gauges are set by the loop right after it,
+        # so a scrape may briefly lag the reply: poll (bounded).
+        deadline = time.monotonic() + 5.0
+        while True:
+            s = self.scrape()
+            commit = s.value("slotd_raft_commit_index", group=str(group))
+            applied = s.value("slotd_raft_applied_index", group=str(group))
+            if (commit >= resp.applied_index and applied >= resp.applied_index) or \
+                    time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        self.assertGreaterEqual(commit, resp.applied_index)
+        self.assertGreaterEqual(applied, resp.applied_index)
 
     def test_counters_move_with_traffic(self):
         before = self.scrape()

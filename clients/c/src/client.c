@@ -10,6 +10,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -40,7 +41,9 @@ struct client_channel {
 };
 
 struct slotd_client {
-    struct slotd_client_options o;
+    struct slotd_client_options o;                      /* its tls_* pointers are NULL (not kept) */
+    grpc_channel_credentials *creds;                    /* every channel's: SSL or insecure */
+    char server_name[SLOTD_CLIENT_SERVER_NAME_MAX + 1]; /* "" = no target name override */
     char endpoints[SLOTD_CLIENT_ENDPOINTS_MAX][SLOTD_ADDRESS_LEN + 1];
     size_t endpoint_count;
     pthread_mutex_t lock;
@@ -78,6 +81,82 @@ static void status_reset(struct slotd_status *st)
 
 /* ---- object ---------------------------------------------------------------------------- */
 
+/* Reads the PEM file path (borrowed for the call) into *out (caller frees with free()); NULL path
+ * gives NULL. Returns SLOTD_CLIENT_OK, or SLOTD_CLIENT_EINVAL / ENOMEM with a sentence naming
+ * option and path in err. */
+static int client_read_pem(const char *option, const char *path, char **out, char *err,
+                           size_t errlen)
+{
+    *out = NULL;
+    if (path == NULL)
+        return SLOTD_CLIENT_OK;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open %s: %s", option, path, strerror(errno));
+        return SLOTD_CLIENT_EINVAL;
+    }
+    int rc = SLOTD_CLIENT_EINVAL;
+    char *buf = malloc(SLOTD_CLIENT_PEM_MAX + 1);
+    if (!buf) {
+        snprintf(err, errlen, "%s: %s: out of memory", option, path);
+        rc = SLOTD_CLIENT_ENOMEM;
+        goto err_after_open;
+    }
+    size_t n = fread(buf, 1, SLOTD_CLIENT_PEM_MAX + 1, f);
+    if (ferror(f)) {
+        snprintf(err, errlen, "%s: cannot read %s: %s", option, path, strerror(errno));
+        goto err_after_alloc;
+    }
+    buf[n > SLOTD_CLIENT_PEM_MAX ? SLOTD_CLIENT_PEM_MAX : n] = '\0';
+    if (n > SLOTD_CLIENT_PEM_MAX) {
+        snprintf(err, errlen, "%s: %s is larger than %d bytes", option, path, SLOTD_CLIENT_PEM_MAX);
+        goto err_after_alloc;
+    }
+    if (!strstr(buf, "-----BEGIN ")) {
+        snprintf(err, errlen, "%s: %s holds no PEM block", option, path);
+        goto err_after_alloc;
+    }
+    fclose(f);
+    *out = buf;
+    return SLOTD_CLIENT_OK;
+
+err_after_alloc:
+    free(buf);
+err_after_open:
+    fclose(f);
+    return rc;
+}
+
+/* c->creds from c's options o (after grpc_init). Returns SLOTD_CLIENT_OK or an error with err. */
+static int client_creds_new(struct slotd_client *c, const struct slotd_client_options *o, char *err,
+                            size_t errlen)
+{
+    if (!o->tls_ca_file && !o->tls_cert_file) {
+        c->creds = grpc_insecure_credentials_create();
+        return c->creds ? SLOTD_CLIENT_OK : SLOTD_CLIENT_ENOMEM;
+    }
+    char *ca = NULL, *cert = NULL, *key = NULL;
+    int rc = client_read_pem("tls_ca_file", o->tls_ca_file, &ca, err, errlen);
+    if (rc == SLOTD_CLIENT_OK)
+        rc = client_read_pem("tls_cert_file", o->tls_cert_file, &cert, err, errlen);
+    if (rc == SLOTD_CLIENT_OK)
+        rc = client_read_pem("tls_key_file", o->tls_key_file, &key, err, errlen);
+    if (rc == SLOTD_CLIENT_OK) {
+        grpc_ssl_pem_key_cert_pair pair = {key, cert}; /* gRPC copies the text */
+        c->creds = grpc_ssl_credentials_create(ca, cert ? &pair : NULL, NULL, NULL);
+        if (!c->creds) {
+            snprintf(err, errlen, "tls: gRPC refused the SSL credentials");
+            rc = SLOTD_CLIENT_EINVAL;
+        }
+    }
+    if (rc == SLOTD_CLIENT_OK && o->tls_server_name)
+        snprintf(c->server_name, sizeof(c->server_name), "%s", o->tls_server_name);
+    free(ca);
+    free(cert);
+    free(key);
+    return rc;
+}
+
 int slotd_client_new(const char *endpoints, const struct slotd_client_options *o,
                      struct slotd_client **out, char *err, size_t errlen)
 {
@@ -95,13 +174,20 @@ int slotd_client_new(const char *endpoints, const struct slotd_client_options *o
         free(c);
         return rc;
     }
+    grpc_init();
+    rc = client_creds_new(c, &c->o, err, errlen);
+    c->o.tls_ca_file = c->o.tls_cert_file = c->o.tls_key_file = c->o.tls_server_name = NULL;
+    if (rc != SLOTD_CLIENT_OK) {
+        grpc_shutdown();
+        free(c);
+        return rc;
+    }
     pthread_mutex_init(&c->lock, NULL);
     status_reset(&c->last_error);
     uint64_t seed = 0;
     if (getrandom(&seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
         seed = (uint64_t)client_now_ns() ^ ((uint64_t)getpid() << 32);
     c->rng = seed;
-    grpc_init();
     *out = c;
     return SLOTD_CLIENT_OK;
 }
@@ -112,6 +198,7 @@ void slotd_client_free(struct slotd_client *c)
         return;
     for (size_t i = 0; i < c->channel_count; i++)
         grpc_channel_destroy(c->channels[i].channel);
+    grpc_channel_credentials_release(c->creds);
     slotd_route_free(c->route);
     pthread_mutex_destroy(&c->lock);
     free(c);
@@ -141,7 +228,7 @@ static grpc_channel *client_channel(struct slotd_client *c, const char *address)
         if (strcmp(c->channels[i].address, address) == 0)
             ch = c->channels[i].channel;
     if (!ch && c->channel_count < CLIENT_CHANNELS_MAX) {
-        grpc_arg args[4] = {
+        grpc_arg args[5] = {
             {.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
             {.type = GRPC_ARG_INTEGER,
              .key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
@@ -152,11 +239,12 @@ static grpc_channel *client_channel(struct slotd_client *c, const char *address)
             {.type = GRPC_ARG_INTEGER,
              .key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
              .value.integer = 1000},
+            {.type = GRPC_ARG_STRING,
+             .key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG,
+             .value.string = c->server_name}, /* last: only passed when set */
         };
-        grpc_channel_args channel_args = {4, args};
-        grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-        ch = grpc_channel_create(address, creds, &channel_args);
-        grpc_channel_credentials_release(creds);
+        grpc_channel_args channel_args = {c->server_name[0] ? 5 : 4, args};
+        ch = grpc_channel_create(address, c->creds, &channel_args);
         struct client_channel *slot = &c->channels[c->channel_count++];
         snprintf(slot->address, sizeof(slot->address), "%s", address);
         slot->channel = ch;

@@ -214,7 +214,7 @@ int slotd__endpoints_parse(const char *s, char (*out)[SLOTD_ADDRESS_LEN + 1], si
 int slotd__options_resolve(const struct slotd_client_options *in, struct slotd_client_options *out,
                            char *err, size_t errlen)
 {
-    struct slotd_client_options o = {0, 0, 0};
+    struct slotd_client_options o = {0};
     if (in)
         o = *in;
     if (o.deadline_ms == 0)
@@ -235,6 +235,20 @@ int slotd__options_resolve(const struct slotd_client_options *in, struct slotd_c
     }
     if (o.route_refresh_ms < 0) {
         snprintf(err, errlen, "route_refresh_ms: %d is negative", o.route_refresh_ms);
+        return SLOTD_CLIENT_EINVAL;
+    }
+    if ((o.tls_cert_file == NULL) != (o.tls_key_file == NULL)) {
+        snprintf(err, errlen, "tls_cert_file and tls_key_file: set both or neither");
+        return SLOTD_CLIENT_EINVAL;
+    }
+    if (o.tls_server_name != NULL && (o.tls_server_name[0] == '\0' ||
+                                      strlen(o.tls_server_name) > SLOTD_CLIENT_SERVER_NAME_MAX)) {
+        snprintf(err, errlen, "tls_server_name: empty or longer than %d bytes",
+                 SLOTD_CLIENT_SERVER_NAME_MAX);
+        return SLOTD_CLIENT_EINVAL;
+    }
+    if (o.tls_server_name != NULL && o.tls_ca_file == NULL && o.tls_cert_file == NULL) {
+        snprintf(err, errlen, "tls_server_name: needs tls_ca_file or tls_cert_file (TLS)");
         return SLOTD_CLIENT_EINVAL;
     }
     *out = o;

@@ -86,7 +86,21 @@ struct slotd_client_options {
     int deadline_ms;      /* per attempt; 0 = 5000 */
     int max_retries;      /* retries of retriable failures; 0 = 3, negative = none */
     int route_refresh_ms; /* refetch the route when older than this; 0 = only when a call fails */
+    /* TLS (gRPC SSL channel credentials) for every channel when tls_ca_file or tls_cert_file is
+     * set; all NULL (default): plaintext. PEM file paths, read by slotd_client_new (borrowed for
+     * that call). tls_ca_file verifies the servers (NULL: gRPC's default roots);
+     * tls_cert_file and tls_key_file (both or neither) are the client certificate for servers
+     * that require one (mTLS). tls_server_name (NULL: the host of each address) is the name
+     * checked in the servers' certificates. */
+    const char *tls_ca_file;
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    const char *tls_server_name;
 };
+
+/* Largest PEM file slotd_client_new reads; longest tls_server_name. */
+#define SLOTD_CLIENT_PEM_MAX (1 << 20)
+#define SLOTD_CLIENT_SERVER_NAME_MAX 255
 
 /* Defaults: deadline_ms 5000, max_retries 3, route_refresh_ms 0. */
 #define SLOTD_CLIENT_DEADLINE_MS_DEFAULT 5000
@@ -104,7 +118,8 @@ struct slotd_client;
  * entries). o: borrowed for the call, NULL for the defaults. *out: caller frees with
  * slotd_client_free(). err: borrowed for the call, receives a sentence on failure. No network
  * traffic happens here: the route is fetched by the first call. Returns SLOTD_CLIENT_OK or
- * SLOTD_CLIENT_EINVAL (bad endpoints or options) / SLOTD_CLIENT_ENOMEM. The client is safe to
+ * SLOTD_CLIENT_EINVAL (bad endpoints or options, or a TLS file that cannot be read; err names
+ * the option and the file) / SLOTD_CLIENT_ENOMEM. The client is safe to
  * use from many threads at once.
  */
 int slotd_client_new(const char *endpoints, const struct slotd_client_options *o,

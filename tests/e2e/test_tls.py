@@ -1,0 +1,254 @@
+# test_tls.py - TLS and mTLS end to end: certificates made by openssl, slotd, Python gRPC, slotctl.
+"""slotd with --tls-cert/--tls-key (server TLS) and --tls-ca/--tls-client-auth 1 (mTLS): TLS
+clients connect and write, plaintext clients and clients without a certificate are refused, a
+3-node cluster with mTLS between its nodes elects leaders and forwards writes, slotctl round trips
+with --tls-ca/--tls-cert/--tls-key, and bad TLS options stop slotd with a sentence naming them.
+
+Certificates are made per test class in a temp dir with Debian's openssl CLI: a CA, a server
+certificate (SAN IP:127.0.0.1 and DNS:localhost; serverAuth and clientAuth, since nodes present it
+to each other) and a client certificate. The harness polls health over plaintext, so TlsServer
+overrides its channel to use TLS credentials."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import slotd_harness as h  # noqa: E402
+
+OPENSSL = shutil.which("openssl")
+SLOTCTL_BIN = os.environ.get("SLOTCTL_BIN", str(h.SLOTD_BIN.parent / "slotctl"))
+REFUSED_TIMEOUT_S = 3.0
+RUN_TIMEOUT_S = 30.0
+
+
+def _openssl(workdir, *args):
+    proc = subprocess.run([OPENSSL] + list(args), cwd=str(workdir), capture_output=True,
+                          text=True, timeout=30)
+    if proc.returncode != 0:
+        raise AssertionError("openssl %s failed: %s" % (" ".join(args), proc.stderr))
+
+
+def make_certs(workdir):
+    """CA, server and client key pairs in workdir; returns {name: Path} of the PEM files."""
+    d = Path(workdir)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    _openssl(d, "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+             "-subj", "/CN=slotd-test-ca", "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    (d / "server.ext").write_text(
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    (d / "client.ext").write_text(
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=clientAuth\nsubjectAltName=DNS:slotd-test-client\n")
+    for name, cn in (("server", "localhost"), ("client", "slotd-test-client")):
+        _openssl(d, "req", "-new", *ec, "-keyout", name + ".key", "-out", name + ".csr",
+                 "-subj", "/CN=" + cn)
+        _openssl(d, "x509", "-req", "-in", name + ".csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                 "-CAcreateserial", "-out", name + ".pem", "-days", "2", "-extfile",
+                 name + ".ext")
+    # A self-signed client certificate no CA of ours vouches for.
+    _openssl(d, "req", "-x509", *ec, "-keyout", "rogue.key", "-out", "rogue.pem", "-days", "2",
+             "-subj", "/CN=rogue", "-addext", "extendedKeyUsage=clientAuth")
+    return {n: d / n for n in ("ca.pem", "server.pem", "server.key", "client.pem", "client.key",
+                               "rogue.pem", "rogue.key")}
+
+
+def creds(certs, client=None, ca="ca.pem"):
+    """SSL channel credentials trusting ca; with client ("client" or "rogue") presenting that
+    certificate."""
+    root = certs[ca].read_bytes()
+    if client is None:
+        return grpc.ssl_channel_credentials(root_certificates=root)
+    return grpc.ssl_channel_credentials(root_certificates=root,
+                                        private_key=certs[client + ".key"].read_bytes(),
+                                        certificate_chain=certs[client + ".pem"].read_bytes())
+
+
+def tls_args(certs, client_auth=False):
+    args = ["--tls-cert", str(certs["server.pem"]), "--tls-key", str(certs["server.key"]),
+            "--tls-ca", str(certs["ca.pem"])]
+    return args + (["--tls-client-auth", "1"] if client_auth else [])
+
+
+class TlsServer(h.SlotdServer):
+    """A SlotdServer whose own channel (health polling, .stub, .health) uses channel_creds."""
+
+    def __init__(self, workdir, channel_creds, **kwargs):
+        super().__init__(workdir, **kwargs)
+        self.channel_creds = channel_creds
+
+    def _open_channel(self):
+        self.channel = grpc.secure_channel(self.addr, self.channel_creds,
+                                           options=h.CHANNEL_OPTIONS)
+        self.stub = h.pb_grpc.MetadataStub(self.channel)
+        self.health = h.health_pb2_grpc.HealthStub(self.channel)
+
+
+@unittest.skipIf(OPENSSL is None, "the openssl CLI is not installed")
+class TlsTest(h.SlotdTestCase):
+    certs = None
+    _certdir = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls._certdir = tempfile.mkdtemp(prefix="slotd-e2e-certs-")
+        cls.certs = make_certs(cls._certdir)
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        shutil.rmtree(cls._certdir, ignore_errors=True)
+
+    def tls_server(self, channel_creds, extra_args):
+        if getattr(self, "_workdir", None) is None:
+            self._workdir = tempfile.mkdtemp(prefix="slotd-e2e-")
+        server = TlsServer(self._workdir, channel_creds, name="slotd%d" % len(self._servers),
+                           extra_args=extra_args)
+        self._servers.append(server)
+        return server.start()
+
+    def assertRefused(self, channel):
+        """A Propose on channel fails (the connection never gets through the handshake)."""
+        try:
+            stub = h.pb_grpc.MetadataStub(channel)
+            with self.assertRaises(grpc.RpcError) as ctx:
+                h.put(stub, b"tls/refused", b"x", timeout=REFUSED_TIMEOUT_S)
+            self.assertIn(ctx.exception.code(),
+                          (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED))
+        finally:
+            channel.close()
+
+    def round_trip(self, stub, key, value):
+        made = h.put(stub, key, value)
+        self.assertGreater(made.applied_index, 0)
+        got = h.get(stub, key)
+        self.assertTrue(got.get.found)
+        self.assertEqual(got.get.value, value)
+
+    # ---- one node ---------------------------------------------------------------------------
+
+    def test_server_tls(self):
+        server = self.tls_server(creds(self.certs), tls_args(self.certs))
+        self.assertIn("tls=on", server.log_text())
+        self.round_trip(server.stub, h.unique_key("tls/one"), b"over tls")
+        self.assertRefused(h.open_channel(server.addr))  # plaintext
+        # A TLS client that does not trust our CA (its roots are the rogue self-signed cert).
+        self.assertRefused(grpc.secure_channel(server.addr, creds(self.certs, ca="rogue.pem")))
+
+    def test_mtls_client_auth(self):
+        server = self.tls_server(creds(self.certs, client="client"),
+                                 tls_args(self.certs, client_auth=True))
+        self.assertIn("tls=mtls", server.log_text())
+        self.round_trip(server.stub, h.unique_key("tls/mtls"), b"with a client cert")
+        self.assertRefused(grpc.secure_channel(server.addr, creds(self.certs)))  # no cert
+        self.assertRefused(grpc.secure_channel(server.addr, creds(self.certs, client="rogue")))
+        self.assertRefused(h.open_channel(server.addr))
+        # A second channel with the client certificate works too (not just the harness's).
+        channel = grpc.secure_channel(server.addr, creds(self.certs, client="client"))
+        try:
+            self.round_trip(h.pb_grpc.MetadataStub(channel), h.unique_key("tls/mtls2"), b"again")
+        finally:
+            channel.close()
+
+    def test_slotctl_tls(self):
+        server = self.tls_server(creds(self.certs, client="client"),
+                                 tls_args(self.certs, client_auth=True))
+        tls = ["--tls-ca", str(self.certs["ca.pem"]), "--tls-cert", str(self.certs["client.pem"]),
+               "--tls-key", str(self.certs["client.key"])]
+        key = h.unique_key("tls/slotctl").decode()
+
+        def slotctl(*args):
+            proc = subprocess.run([SLOTCTL_BIN, "--endpoints", server.addr, "--deadline-ms",
+                                   "2000", "--max-retries", "1"] + list(args),
+                                  capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+            return proc.returncode, proc.stdout, proc.stderr
+
+        code, out, err = slotctl(*tls, "put", key, "via slotctl")
+        self.assertEqual(code, 0, err)
+        code, out, err = slotctl(*tls, "get", key)
+        self.assertEqual(code, 0, err)
+        self.assertIn("VALUE    via slotctl", out)
+        # The name override: the certificate's DNS SAN "localhost" while dialling 127.0.0.1.
+        code, out, err = slotctl(*tls, "--tls-server-name", "localhost", "get", key)
+        self.assertEqual(code, 0, err)
+        code, out, err = slotctl(*tls, "--tls-server-name", "not-the-server", "get", key)
+        self.assertEqual(code, 4, out + err)  # unavailable: the name check fails
+        code, out, err = slotctl("--tls-ca", str(self.certs["ca.pem"]), "get", key)
+        self.assertEqual(code, 4, out + err)  # no client certificate
+        code, out, err = slotctl("get", key)
+        self.assertEqual(code, 4, out + err)  # plaintext
+        code, out, err = slotctl("--tls-ca", "/nonexistent/ca.pem", "get", key)
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("tls_ca_file: cannot open /nonexistent/ca.pem", err)
+        code, out, err = slotctl("--tls-cert", str(self.certs["client.pem"]), "get", key)
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("--tls-key", err)
+
+    def test_bad_options_refused(self):
+        workdir = Path(tempfile.mkdtemp(prefix="slotd-e2e-"))
+        try:
+            c = self.certs
+            cases = [
+                (["--tls-cert", str(c["server.pem"])], "--tls-key"),
+                (["--tls-cert", str(c["server.pem"]), "--tls-key", "/nonexistent/k.pem"],
+                 "tls_key: cannot open /nonexistent/k.pem"),
+                (["--tls-cert", str(c["server.pem"]), "--tls-key", str(c["server.key"]),
+                  "--tls-client-auth", "1"], "--tls-ca"),
+                (["--tls-ca", str(c["ca.pem"])], "need --tls-cert"),
+                (["--tls-cert", str(c["server.pem"]), "--tls-key", str(workdir / "notpem")],
+                 "tls_key: %s holds no PEM block" % (workdir / "notpem")),
+            ]
+            (workdir / "notpem").write_text("not a pem file\n")
+            for args, needle in cases:
+                proc = subprocess.run([str(h.SLOTD_BIN), "--listen", "127.0.0.1:0", "--data-dir",
+                                       str(workdir / "data"), "--metrics-listen", ""] + args,
+                                      capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+                self.assertEqual(proc.returncode, 2, "%s: %s" % (args, proc.stderr))
+                self.assertIn(needle, proc.stderr, args)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    # ---- a cluster --------------------------------------------------------------------------
+
+    def test_cluster_mtls(self):
+        self.check_cluster_mtls([])
+
+    def test_cluster_mtls_server_name(self):
+        # Peers dial 127.0.0.1:port and check the certificate's DNS SAN "localhost" instead.
+        self.check_cluster_mtls(["--tls-server-name", "localhost"])
+
+    def check_cluster_mtls(self, more_args):
+        if getattr(self, "_workdir", None) is None:
+            self._workdir = tempfile.mkdtemp(prefix="slotd-e2e-")
+        cluster = h.SlotdCluster(self._workdir, name="tls%d" % len(self._servers),
+                                 extra_args=tls_args(self.certs, client_auth=True) + more_args)
+        for node_id in cluster.node_ids:
+            cluster.servers[node_id] = TlsServer(self._workdir, creds(self.certs, client="client"),
+                                                 name=cluster.servers[node_id].name)
+        self._servers.extend(cluster.servers.values())
+        cluster.start()
+        route = cluster.wait_leaders()
+        leaders = cluster.leaders(route)
+        forwarded = 0
+        for node_id in cluster.node_ids:  # every group through every node
+            for group_id in cluster.group_ids:
+                key = h.key_in_group(cluster.table, group_id, "tls/cluster/n%d" % node_id)
+                self.round_trip(cluster.stub(node_id), key, b"node %d" % node_id)
+                forwarded += leaders[group_id] != node_id
+        self.assertGreater(forwarded, 0, "every write went to its leader: nothing was forwarded")
+        for node_id in cluster.node_ids:
+            self.assertIn("tls=mtls", cluster.server(node_id).log_text())
+        # The peers' mTLS port refuses a node-less plaintext client as well.
+        self.assertRefused(h.open_channel(cluster.addr(1)))
+
+
+if __name__ == "__main__":
+    unittest.main()
