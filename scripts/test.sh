@@ -11,6 +11,9 @@ SIM_SEEDS=${SIM_SEEDS:-500}
 SIM_STEPS=${SIM_STEPS:-10000}
 ASAN_SIM_SEEDS=${ASAN_SIM_SEEDS:-60}
 PY=/usr/bin/python3
+# The Python suites start processes (slotd, openssl, node) while gRPC channels are open; gRPC's
+# fork handlers would wait for its thread pool to idle before every fork (and can stall there).
+export GRPC_ENABLE_FORK_SUPPORT=false
 
 passed=0
 failed=0
