@@ -24,7 +24,7 @@ void rt_apply_job_free(struct rt_apply_job *job)
     free(job);
 }
 
-struct rt_apply_group *rt_apply_job_group(struct rt_apply_job *job, struct rt_group *g)
+static struct rt_apply_group *rt_apply_job_group(struct rt_apply_job *job, struct rt_group *g)
 {
     for (size_t i = 0; i < job->n_groups; i++)
         if (job->groups[i].g == g)

@@ -256,8 +256,6 @@ struct runtime {
     bool batch_waiting;               /* batch built, waiting for apply jobs of installed groups */
     uint64_t next_transfer_id;
     _Atomic size_t led_groups; /* groups this node leads (read by other threads) */
-    uint64_t dropped_msgs;     /* raft messages that could not be queued to a peer */
-    uint64_t dropped_inbound;  /* inbound raft messages for groups not hosted here */
     struct rt_metrics metrics;
 };
 
@@ -283,7 +281,6 @@ void rt_groups_close(struct runtime *rt);
 struct rt_apply_job *rt_apply_job_new(struct runtime *rt);
 int rt_apply_job_add(struct rt_apply_job *job, struct rt_group *g, const struct raft_entry *e,
                      struct rt_request *waiter, const struct raft_conf_state *conf);
-struct rt_apply_group *rt_apply_job_group(struct rt_apply_job *job, struct rt_group *g);
 void rt_apply_submit(struct runtime *rt, struct rt_apply_job *job);
 void rt_apply_job_free(struct rt_apply_job *job);
 

@@ -21,7 +21,6 @@ void rt_send_msgs(struct runtime *rt, struct rt_group *g, const struct raft_read
     for (size_t i = 0; i < rd->n_msgs; i++) {
         const struct raft_msg *m = &rd->msgs[i];
         if (rt->transport == NULL) {
-            rt->dropped_msgs++;
             metrics_counter_add(rt->metrics.dropped_outbound, 1);
             continue;
         }
@@ -32,7 +31,6 @@ void rt_send_msgs(struct runtime *rt, struct rt_group *g, const struct raft_read
         Slotd__Internal__V1__RaftMessage pb;
         struct rt_wire_scratch scratch;
         if (rt_wire_msg_to_pb(g->id, m, &pb, &scratch) != 0) {
-            rt->dropped_msgs++;
             metrics_counter_add(rt->metrics.dropped_outbound, 1);
             continue;
         }
@@ -40,7 +38,6 @@ void rt_send_msgs(struct runtime *rt, struct rt_group *g, const struct raft_read
         rt_wire_scratch_free(&scratch);
         if (rc != 0) {
             /* Queue full or unknown peer: raft retransmits from probe state. */
-            rt->dropped_msgs++;
             metrics_counter_add(rt->metrics.dropped_outbound, 1);
             raft_report_unreachable(g->raft, m->to);
         }
@@ -60,13 +57,12 @@ static void step_batch(struct runtime *rt, const uint8_t *data, size_t len)
         const Slotd__Internal__V1__RaftMessage *pb = b->messages[i];
         if (!runtime_hosts_group(rt, pb->group_id) || pb->to != rt->opts.node_id ||
             pb->type == RAFT_MSG_SNAPSHOT) {
-            rt->dropped_inbound++; /* snapshots arrive through Peer/Snapshot only */
+            /* snapshots arrive through Peer/Snapshot only */
             metrics_counter_add(rt->metrics.dropped_inbound, 1);
             continue;
         }
         struct raft_msg m;
         if (rt_wire_msg_from_pb(pb, &m) != 0) {
-            rt->dropped_inbound++;
             metrics_counter_add(rt->metrics.dropped_inbound, 1);
             continue;
         }
