@@ -286,7 +286,7 @@ static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
     if (where < 0)
         goto fail;
     if (where == 1 &&
-        runtime_submit_read(api->rt, t.group, t.hash_slot, key->data, key->len, (int)r->consistency,
+        runtime_submit_read(api->rt, t.group, t.hash_slot, req, len, (int)r->consistency,
                             r->min_applied_index, call, &err) != 0)
         goto fail;
     slotd__v1__read_request__free_unpacked(r, NULL);

@@ -95,29 +95,16 @@ static void finish_proposal(struct rt_request *r, struct slot_result *res)
 
 static void serve_read(struct runtime *rt, struct rt_request *r)
 {
-    bool found;
-    void *value;
-    size_t vlen;
-    uint64_t version;
-    int rc =
-        slot_fsm_get(rt->store, r->hash_slot, r->data, r->len, &found, &value, &vlen, &version);
-    if (rc != 0) {
-        rt_fail(r, SLOTD_ESTORAGE, "group %u: read: %s", r->group, store_strerror(rc));
-        return;
-    }
-    Slotd__V1__GetResult get = SLOTD__V1__GET_RESULT__INIT;
-    get.found = found;
-    get.value.data = value;
-    get.value.len = vlen;
-    get.version = version;
-    Slotd__V1__ReadResponse resp = SLOTD__V1__READ_RESPONSE__INIT;
-    resp.applied_index = r->index; /* the group's applied index after this job */
-    resp.group_id = r->group;
-    resp.term = r->term;
-    resp.result_case = SLOTD__V1__READ_RESPONSE__RESULT_GET;
-    resp.get = &get;
-    rpc_call_reply(r->call, &resp.base);
-    free(value);
+    struct slotd_error err;
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    /* r->index: the group's applied index after this job */
+    if (slot_serve_read(rt->store, r->hash_slot, r->data, r->len, r->group, r->index, r->term,
+                        &buf, &blen, &err) != 0)
+        rpc_call_fail(r->call, &err);
+    else
+        rpc_call_reply_bytes(r->call, buf, blen);
+    free(buf);
     free(r);
 }
 

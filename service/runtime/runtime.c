@@ -344,11 +344,11 @@ int runtime_submit_propose(struct runtime *rt, uint32_t group, const uint8_t *en
     return 0;
 }
 
-int runtime_submit_read(struct runtime *rt, uint32_t group, uint16_t hash_slot, const void *key,
+int runtime_submit_read(struct runtime *rt, uint32_t group, uint16_t hash_slot, const void *req,
                         size_t len, int consistency, uint64_t min_applied_index,
                         struct rpc_call *call, struct slotd_error *err)
 {
-    struct rt_request *r = request_new(rt, group, key, len, call, err);
+    struct rt_request *r = request_new(rt, group, req, len, call, err);
     if (r == NULL)
         return -1;
     r->kind = RT_READ;

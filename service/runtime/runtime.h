@@ -88,7 +88,9 @@ void runtime_free(struct runtime *rt);
  * and the caller fails the call. `entry` is borrowed for the call (copied). */
 int runtime_submit_propose(struct runtime *rt, uint32_t group, const uint8_t *entry, size_t len,
                            struct rpc_call *call, struct slotd_error *err);
-int runtime_submit_read(struct runtime *rt, uint32_t group, uint16_t hash_slot, const void *key,
+/* `req` is the packed, validated ReadRequest (borrowed for the call, copied); the apply stage
+ * serves it with slot_serve_read(). */
+int runtime_submit_read(struct runtime *rt, uint32_t group, uint16_t hash_slot, const void *req,
                         size_t len, int consistency, uint64_t min_applied_index,
                         struct rpc_call *call, struct slotd_error *err);
 

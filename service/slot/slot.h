@@ -92,4 +92,13 @@ size_t slot_fsm_batch_bytes(const struct slot_fsm *f);
 int slot_fsm_get(struct store *store, uint16_t hash_slot, const void *key, size_t len, bool *found,
                  void **value, size_t *value_len, uint64_t *version);
 
+/* ---- Reads (read.c). ---- */
+
+/* Serves a packed, validated ReadRequest (borrowed for the call) against the applied state of
+ * `group` at hash slot hash_slot. On success *out is a packed ReadResponse carrying group,
+ * applied_index and term (caller frees with free()); on error err is filled. */
+int slot_serve_read(struct store *store, uint16_t hash_slot, const uint8_t *req, size_t len,
+                    uint32_t group, uint64_t applied_index, uint64_t term, uint8_t **out,
+                    size_t *out_len, struct slotd_error *err);
+
 #endif /* SLOTD_SLOT_H */

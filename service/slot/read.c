@@ -1,0 +1,66 @@
+/* read.c - serves a validated ReadRequest's query against a group's applied state. */
+#include <stdlib.h>
+
+#include "service/slot/slot.h"
+
+static int serve_get(struct store *store, uint16_t hash_slot, const Slotd__V1__GetQuery *q,
+                     Slotd__V1__ReadResponse *resp, Slotd__V1__GetResult *get, void **value,
+                     struct slotd_error *err)
+{
+    bool found;
+    size_t vlen;
+    uint64_t version;
+    int rc = slot_fsm_get(store, hash_slot, q->key.data, q->key.len, &found, value, &vlen,
+                          &version);
+    if (rc != 0) {
+        slotd_error_set(err, SLOTD_ESTORAGE, "read: %s", store_strerror(rc));
+        return -1;
+    }
+    get->found = found;
+    get->value.data = *value;
+    get->value.len = vlen;
+    get->version = version;
+    resp->result_case = SLOTD__V1__READ_RESPONSE__RESULT_GET;
+    resp->get = get;
+    return 0;
+}
+
+int slot_serve_read(struct store *store, uint16_t hash_slot, const uint8_t *req, size_t len,
+                    uint32_t group, uint64_t applied_index, uint64_t term, uint8_t **out,
+                    size_t *out_len, struct slotd_error *err)
+{
+    Slotd__V1__ReadRequest *r = slotd__v1__read_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        slotd_error_set(err, SLOTD_EINTERNAL, "read: request no longer decodes");
+        return -1;
+    }
+    Slotd__V1__ReadResponse resp = SLOTD__V1__READ_RESPONSE__INIT;
+    resp.applied_index = applied_index;
+    resp.group_id = group;
+    resp.term = term;
+    Slotd__V1__GetResult get = SLOTD__V1__GET_RESULT__INIT;
+    void *value = NULL;
+    int rc;
+    switch (r->query_case) {
+    case SLOTD__V1__READ_REQUEST__QUERY_GET:
+        rc = serve_get(store, hash_slot, r->get, &resp, &get, &value, err);
+        break;
+    default:
+        slotd_error_set(err, SLOTD_EINVALID_FIELD, "query: not set or unknown");
+        rc = -1;
+        break;
+    }
+    if (rc == 0) {
+        *out_len = slotd__v1__read_response__get_packed_size(&resp);
+        *out = malloc(*out_len ? *out_len : 1);
+        if (*out == NULL) {
+            slotd_error_set(err, SLOTD_EINTERNAL, "out of memory");
+            rc = -1;
+        } else {
+            slotd__v1__read_response__pack(&resp, *out);
+        }
+    }
+    free(value);
+    slotd__v1__read_request__free_unpacked(r, NULL);
+    return rc;
+}
