@@ -1,0 +1,438 @@
+/* apply.c - ctl_apply(): parse one controller command and apply it to the state, all or nothing. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+#define REJECT(r, ...) outcome(r, CTL_OUTCOME_REJECTED, __VA_ARGS__)
+#define NOOP(r, ...) outcome(r, CTL_OUTCOME_NOOP, __VA_ARGS__)
+#define ULL(v) ((unsigned long long)(v))
+
+static int outcome(struct ctl_result *r, enum ctl_outcome o, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int outcome(struct ctl_result *r, enum ctl_outcome o, const char *fmt, ...)
+{
+    va_list ap;
+    r->outcome = o;
+    va_start(ap, fmt);
+    vsnprintf(r->reason, sizeof(r->reason), fmt, ap);
+    va_end(ap);
+    return CTL_OK;
+}
+
+/* Reads a command field; on a decode error the command is rejected with the reader's sentence. */
+#define READ(r, expr)                                                                              \
+    do {                                                                                           \
+        if ((expr) != CTL_OK) {                                                                    \
+            (r)->outcome = CTL_OUTCOME_REJECTED;                                                   \
+            return CTL_OK;                                                                         \
+        }                                                                                          \
+    } while (0)
+#define RS(r) (r)->reason, sizeof((r)->reason)
+
+static struct ctl_node *node_mut(struct ctl_state *s, uint64_t id)
+{
+    return (struct ctl_node *)ctl_state_node(s, id);
+}
+
+static const struct ctl_node *node_by_address(const struct ctl_state *s, const char *address)
+{
+    for (uint32_t i = 0; i < s->n_nodes; i++) {
+        if (strcmp(s->nodes[i].address, address) == 0) {
+            return &s->nodes[i];
+        }
+    }
+    return NULL;
+}
+
+/* Inserts n keeping nodes sorted by id; the caller checked the id is new and there is room. */
+static void node_insert(struct ctl_state *s, const struct ctl_node *n)
+{
+    uint32_t at = 0;
+    while (at < s->n_nodes && s->nodes[at].id < n->id) {
+        at++;
+    }
+    memmove(&s->nodes[at + 1], &s->nodes[at], (s->n_nodes - at) * sizeof(s->nodes[0]));
+    s->nodes[at] = *n;
+    s->n_nodes++;
+}
+
+/* id, address and weight? of a node in a bootstrap or join_node command, range-checked. */
+static int read_new_node(const json_t *o, const char *path, struct ctl_node *n,
+                         struct ctl_result *r)
+{
+    memset(n, 0, sizeof(*n));
+    READ(r, ctl__json_u64(o, "id", path, 1, CTL_U64_JSON_MAX, &n->id, RS(r)));
+    READ(r, ctl__json_str(o, "address", path, CTL_ADDRESS_MAX, n->address, RS(r)));
+    if (!ctl__address_ok(n->address)) {
+        char fp[CTL__PATH_MAX];
+        ctl__json_path(fp, path, "address");
+        return REJECT(r, "%s: \"%s\" is not host:port (port 1..65535, at most %u bytes)", fp,
+                      n->address, CTL_ADDRESS_MAX);
+    }
+    n->weight = CTL_WEIGHT_DEFAULT;
+    if (json_object_get(o, "weight") != NULL) {
+        READ(r,
+             ctl__json_u32(o, "weight", path, CTL_WEIGHT_MIN, CTL_WEIGHT_MAX, &n->weight, RS(r)));
+    }
+    n->status = CTL_STATUS_ALIVE;
+    r->outcome = CTL_OUTCOME_CHANGED;
+    return CTL_OK;
+}
+
+/* Makes the placement once enough data nodes are active (placement failure rejects). */
+static int place_if_ready(struct ctl_state *s, struct ctl_result *r)
+{
+    if (s->n_groups == 0 && ctl__active_data_nodes(s) >= s->config.bootstrap_expect) {
+        int rc = ctl__state_place(s);
+        if (rc != CTL_OK) {
+            return REJECT(r, "placement: %s", ctl_strerror(rc));
+        }
+    }
+    return CTL_OK;
+}
+
+static int read_bootstrap_nodes(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
+{
+    static const char *const req[] = {"id", "address"}, *const opt[] = {"weight"};
+    json_t *arr;
+    READ(r, ctl__json_array(cmd, "nodes", "", CTL_NODES_MAX, &arr, RS(r)));
+    if (json_array_size(arr) == 0) {
+        return REJECT(r, "nodes: empty, a cluster needs 1..%u nodes", CTL_NODES_MAX);
+    }
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        char path[CTL__PATH_MAX];
+        struct ctl_node n;
+        snprintf(path, sizeof(path), "nodes[%zu]", i);
+        const json_t *o = json_array_get(arr, i);
+        READ(r, ctl__json_fields(o, path, req, N(req), opt, N(opt), RS(r)));
+        if (read_new_node(o, path, &n, r) != CTL_OK || r->outcome == CTL_OUTCOME_REJECTED) {
+            return CTL_OK;
+        }
+        if (ctl_state_node(s, n.id) != NULL) {
+            return REJECT(r, "%s.id: %llu is listed twice", path, ULL(n.id));
+        }
+        if (node_by_address(s, n.address) != NULL) {
+            return REJECT(r, "%s.address: %s is listed twice", path, n.address);
+        }
+        n.roles = CTL_ROLE_CONTROLLER_VOTER | CTL_ROLE_DATA;
+        n.join_state = CTL_JOIN_ACTIVE;
+        node_insert(s, &n);
+    }
+    r->outcome = CTL_OUTCOME_CHANGED;
+    return CTL_OK;
+}
+
+static int op_bootstrap(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
+{
+    static const char *const cfg_fields[] = {"slot_groups", "replicas", "bootstrap_expect"};
+    if (s->revision != 0) {
+        return REJECT(r, "cluster already bootstrapped (revision %llu)", ULL(s->revision));
+    }
+    READ(r, ctl__json_str(cmd, "cluster_id", "", CTL_CLUSTER_ID_MAX, s->cluster_id, RS(r)));
+    if (!ctl__cluster_id_ok(s->cluster_id)) {
+        return REJECT(r, "cluster_id: \"%s\" is not 1..%u characters of [A-Za-z0-9._-]",
+                      s->cluster_id, CTL_CLUSTER_ID_MAX);
+    }
+    const json_t *cfg = json_object_get(cmd, "config");
+    struct ctl_config *c = &s->config;
+    READ(r, ctl__json_fields(cfg, "config", cfg_fields, N(cfg_fields), NULL, 0, RS(r)));
+    READ(r, ctl__json_u32(cfg, "slot_groups", "config", 1, CTL_GROUPS_MAX, &c->slot_groups, RS(r)));
+    READ(r, ctl__json_u32(cfg, "replicas", "config", 1, CTL_REPLICAS_MAX, &c->replicas, RS(r)));
+    READ(r, ctl__json_u32(cfg, "bootstrap_expect", "config", 1, CTL_NODES_MAX, &c->bootstrap_expect,
+                          RS(r)));
+    c->hash_slots = CTL_HASH_SLOTS;
+    if (read_bootstrap_nodes(s, cmd, r) != CTL_OK || r->outcome == CTL_OUTCOME_REJECTED) {
+        return CTL_OK;
+    }
+    r->outcome = CTL_OUTCOME_CHANGED;
+    return place_if_ready(s, r);
+}
+
+static int op_join_node(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
+{
+    struct ctl_node n;
+    if (read_new_node(cmd, "", &n, r) != CTL_OK || r->outcome == CTL_OUTCOME_REJECTED) {
+        return CTL_OK;
+    }
+    const struct ctl_node *same_id = ctl_state_node(s, n.id);
+    if (same_id != NULL && strcmp(same_id->address, n.address) == 0) {
+        return NOOP(r, "node %llu already joined with address %s", ULL(n.id), n.address);
+    }
+    if (same_id != NULL) {
+        return REJECT(r, "node %llu already joined with another address (%s)", ULL(n.id),
+                      same_id->address);
+    }
+    const struct ctl_node *same_address = node_by_address(s, n.address);
+    if (same_address != NULL) {
+        return REJECT(r, "address %s is already used by node %llu", n.address,
+                      ULL(same_address->id));
+    }
+    if (s->n_nodes >= CTL_NODES_MAX) {
+        return REJECT(r, "nodes: already %u, the limit (CTL_NODES_MAX)", CTL_NODES_MAX);
+    }
+    n.roles = CTL_ROLE_DATA;
+    n.join_state = CTL_JOIN_JOINING;
+    node_insert(s, &n);
+    r->outcome = CTL_OUTCOME_CHANGED;
+    return CTL_OK;
+}
+
+/* The node named by cmd[key] that is not removed, or NULL with the command rejected. */
+static struct ctl_node *existing_node(struct ctl_state *s, const json_t *cmd, const char *key,
+                                      struct ctl_result *r)
+{
+    uint64_t id;
+    if (ctl__json_u64(cmd, key, "", 1, CTL_U64_JSON_MAX, &id, RS(r)) != CTL_OK) {
+        r->outcome = CTL_OUTCOME_REJECTED;
+        return NULL;
+    }
+    struct ctl_node *n = node_mut(s, id);
+    if (n == NULL) {
+        REJECT(r, "%s: node %llu is unknown", key, ULL(id));
+    } else if (n->join_state == CTL_JOIN_REMOVED) {
+        REJECT(r, "%s: node %llu is removed", key, ULL(id));
+        n = NULL;
+    }
+    return n;
+}
+
+static int op_activate_node(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
+{
+    struct ctl_node *n = existing_node(s, cmd, "id", r);
+    if (n == NULL) {
+        return CTL_OK;
+    }
+    if (n->join_state == CTL_JOIN_ACTIVE) {
+        return NOOP(r, "node %llu is already active", ULL(n->id));
+    }
+    if (n->join_state != CTL_JOIN_JOINING) {
+        return REJECT(r, "node %llu is %s, only a joining node can be activated", ULL(n->id),
+                      ctl_join_state_name(n->join_state));
+    }
+    n->join_state = CTL_JOIN_ACTIVE;
+    r->outcome = CTL_OUTCOME_CHANGED;
+    return place_if_ready(s, r);
+}
+
+static int op_set_preferred_leader(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
+{
+    uint32_t gid;
+    uint64_t node;
+    READ(r, ctl__json_u32(cmd, "group", "", 1, UINT32_MAX, &gid, RS(r)));
+    READ(r, ctl__json_u64(cmd, "node", "", 1, CTL_U64_JSON_MAX, &node, RS(r)));
+    if (s->n_groups == 0) {
+        return REJECT(r, "group %u: no placement yet", gid);
+    }
+    struct ctl_group *g = (struct ctl_group *)ctl_state_group(s, gid);
+    if (g == NULL) {
+        return REJECT(r, "group %u does not exist (groups are 1..%u)", gid, s->n_groups);
+    }
+    bool member = false;
+    for (uint32_t i = 0; i < g->n_peers; i++) {
+        member |= g->desired_peers[i] == node;
+    }
+    if (!member) {
+        return REJECT(r, "node %llu is not a desired peer of group %u", ULL(node), gid);
+    }
+    if (g->preferred_leader == node) {
+        return NOOP(r, "node %llu is already the preferred leader of group %u", ULL(node), gid);
+    }
+    g->preferred_leader = node;
+    r->outcome = CTL_OUTCOME_CHANGED;
+    return CTL_OK;
+}
+
+static int op_set_node_status(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
+{
+    int status;
+    struct ctl_node *n = existing_node(s, cmd, "id", r);
+    if (n == NULL) {
+        return CTL_OK;
+    }
+    READ(r, ctl__json_enum(cmd, "status", "", ctl__node_status_names, ctl__n_node_status_names,
+                           &status, RS(r)));
+    if (n->status == (enum ctl_node_status)status) {
+        return NOOP(r, "node %llu is already %s", ULL(n->id), ctl__node_status_names[status]);
+    }
+    n->status = (enum ctl_node_status)status;
+    r->outcome = CTL_OUTCOME_CHANGED;
+    return CTL_OK;
+}
+
+static int op_health_report(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
+{
+    struct ctl_health h;
+    const struct ctl_node *n = existing_node(s, cmd, "node", r);
+    if (n == NULL) {
+        return CTL_OK;
+    }
+    h.node = n->id;
+    READ(r, ctl__json_u64(cmd, "now_ms", "", 0, CTL_U64_JSON_MAX, &h.reported_at_ms, RS(r)));
+    READ(r, ctl__json_u64(cmd, "ttl_ms", "", 1, CTL_HEALTH_TTL_MS_MAX, &h.ttl_ms, RS(r)));
+    uint32_t at = 0;
+    while (at < s->n_health && s->health[at].node < h.node) {
+        at++;
+    }
+    if (at < s->n_health && s->health[at].node == h.node) {
+        if (memcmp(&s->health[at], &h, sizeof(h)) == 0) {
+            return NOOP(r, "node %llu: same health report", ULL(h.node));
+        }
+        if (h.reported_at_ms < s->health[at].reported_at_ms) {
+            return NOOP(r, "node %llu: report at %llu is older than the stored one at %llu",
+                        ULL(h.node), ULL(h.reported_at_ms), ULL(s->health[at].reported_at_ms));
+        }
+    } else {
+        memmove(&s->health[at + 1], &s->health[at], (s->n_health - at) * sizeof(h));
+        s->n_health++;
+    }
+    s->health[at] = h;
+    r->outcome = CTL_OUTCOME_UPDATED;
+    return CTL_OK;
+}
+
+static int op_set_weight(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
+{
+    uint32_t weight;
+    struct ctl_node *n = existing_node(s, cmd, "id", r);
+    if (n == NULL) {
+        return CTL_OK;
+    }
+    READ(r, ctl__json_u32(cmd, "weight", "", CTL_WEIGHT_MIN, CTL_WEIGHT_MAX, &weight, RS(r)));
+    if (n->weight == weight) {
+        return NOOP(r, "node %llu already has weight %u", ULL(n->id), weight);
+    }
+    n->weight = weight;
+    r->outcome = CTL_OUTCOME_CHANGED;
+    return CTL_OK;
+}
+
+typedef int (*op_fn)(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+
+struct op_def {
+    const char *name;
+    const char *fields[5]; /* required besides "op"; NULL-terminated */
+    const char *weight;    /* "weight" when the op takes an optional weight */
+    op_fn fn;
+};
+
+static const struct op_def ops[] = {
+    {"bootstrap", {"cluster_id", "config", "nodes"}, NULL, op_bootstrap},
+    {"join_node", {"id", "address"}, "weight", op_join_node},
+    {"activate_node", {"id"}, NULL, op_activate_node},
+    {"set_preferred_leader", {"group", "node"}, NULL, op_set_preferred_leader},
+    {"set_node_status", {"id", "status"}, NULL, op_set_node_status},
+    {"health_report", {"node", "now_ms", "ttl_ms"}, NULL, op_health_report},
+    {"set_weight", {"id", "weight"}, NULL, op_set_weight},
+};
+
+/* Checks the op's fields and expected_revision, then runs it on s. */
+static int run_op(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
+{
+    const char *req[6] = {"op"}, *opt[3] = {"expected_revision", "now_ms"};
+    size_t n_req = 1, n_opt = 2;
+    const json_t *op = json_object_get(cmd, "op");
+    if (!json_is_string(op)) {
+        return REJECT(r, "op: expected a string");
+    }
+    const struct op_def *def = NULL;
+    for (size_t i = 0; i < N(ops); i++) {
+        def = strcmp(ops[i].name, json_string_value(op)) == 0 ? &ops[i] : def;
+    }
+    if (def == NULL) {
+        return REJECT(r, "op: \"%.64s\" is not a command", json_string_value(op));
+    }
+    for (size_t i = 0; def->fields[i] != NULL; i++) {
+        req[n_req++] = def->fields[i];
+    }
+    if (def->weight != NULL) {
+        opt[n_opt++] = def->weight;
+    }
+    READ(r, ctl__json_fields(cmd, "", req, n_req, opt, n_opt, RS(r)));
+    uint64_t v;
+    if (json_object_get(cmd, "now_ms") != NULL) {
+        READ(r, ctl__json_u64(cmd, "now_ms", "", 0, CTL_U64_JSON_MAX, &v, RS(r)));
+    }
+    if (json_object_get(cmd, "expected_revision") != NULL) {
+        READ(r, ctl__json_u64(cmd, "expected_revision", "", 0, CTL_U64_JSON_MAX, &v, RS(r)));
+        if (v != s->revision) {
+            return REJECT(r, "stale expected_revision: have %llu, want %llu", ULL(s->revision),
+                          ULL(v));
+        }
+    }
+    if (def->fn != op_bootstrap && s->revision == 0) {
+        return REJECT(r, "cluster not bootstrapped");
+    }
+    return def->fn(s, cmd, r);
+}
+
+/* Parses cmd and applies it to s (a scratch copy). CTL_ENOMEM only on allocation failure. */
+static int run_command(struct ctl_state *s, const void *cmd, size_t cmd_len, struct ctl_result *r)
+{
+    if (cmd_len == 0) {
+        return REJECT(r, "command: empty");
+    }
+    if (cmd_len > CTL_CMD_BYTES_MAX) {
+        return REJECT(r, "command: %zu bytes, the limit is %u", cmd_len, CTL_CMD_BYTES_MAX);
+    }
+    json_error_t jerr;
+    json_t *root = json_loadb(cmd, cmd_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+        if (json_error_code(&jerr) == json_error_out_of_memory) {
+            return CTL_ENOMEM;
+        }
+        return REJECT(r, "command: not JSON: line %d column %d: %s", jerr.line, jerr.column,
+                      jerr.text);
+    }
+    int rc;
+    if (!json_is_object(root)) {
+        rc = REJECT(r, "command: expected a JSON object");
+    } else {
+        rc = run_op(s, root, r);
+    }
+    json_decref(root);
+    return rc;
+}
+
+int ctl_apply(struct ctl_state *state, uint64_t raft_index, const void *cmd, size_t cmd_len,
+              struct ctl_result *result)
+{
+    assert(state != NULL && result != NULL && (cmd != NULL || cmd_len == 0));
+    if (raft_index <= state->applied_raft_index || raft_index > CTL_U64_JSON_MAX) {
+        return CTL_EORDER;
+    }
+    struct ctl_state *next = malloc(sizeof(*next));
+    if (next == NULL) {
+        return CTL_ENOMEM;
+    }
+    memcpy(next, state, sizeof(*next));
+    memset(result, 0, sizeof(*result));
+    result->outcome = CTL_OUTCOME_REJECTED;
+    int rc = run_command(next, cmd, cmd_len, result);
+    if (rc != CTL_OK) {
+        goto err_after_next;
+    }
+    if (result->outcome == CTL_OUTCOME_CHANGED) {
+        next->revision++;
+    }
+    if (result->outcome == CTL_OUTCOME_CHANGED || result->outcome == CTL_OUTCOME_UPDATED) {
+        char why[CTL_REASON_MAX - 32];
+        if (ctl_state_validate(next, why, sizeof(why)) != CTL_OK) {
+            outcome(result, CTL_OUTCOME_REJECTED, "the result would break a rule: %s", why);
+        } else {
+            memcpy(state, next, sizeof(*state));
+            result->reason[0] = '\0';
+        }
+    }
+    state->applied_raft_index = raft_index;
+    free(next);
+    return CTL_OK;
+
+err_after_next:
+    free(next);
+    return rc;
+}

@@ -1,0 +1,289 @@
+/* controller.h - the controller's replicated state machine: cluster state, commands, placement. */
+#ifndef SLOTD_CONTROLLER_H
+#define SLOTD_CONTROLLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bounds of the state model. Every array in struct ctl_state is fixed-size, so a state is plain
+ * data: copy it with memcpy or plain assignment (no pointers inside, nothing to free). */
+#define CTL_SCHEMA_VERSION 1
+#define CTL_HASH_SLOTS 256
+#define CTL_GROUPS_MAX 64
+#define CTL_NODES_MAX 64
+#define CTL_TASKS_MAX 64
+#define CTL_REPLICAS_MAX 7
+#define CTL_PARTICIPANTS_MAX 8
+#define CTL_CLUSTER_ID_MAX 64  /* bytes, [A-Za-z0-9._-] */
+#define CTL_ADDRESS_MAX 127    /* bytes of "host:port" */
+#define CTL_LAST_ERROR_MAX 256 /* bytes of a task's last_error (UTF-8) */
+#define CTL_WEIGHT_MIN 1
+#define CTL_WEIGHT_MAX 1000
+#define CTL_WEIGHT_DEFAULT 100
+#define CTL_TASK_PHASES_MAX 16 /* phase_index < CTL_TASK_PHASES_MAX */
+#define CTL_TASK_ATTEMPTS_MAX 1000
+#define CTL_HEALTH_TTL_MS_MAX 86400000u         /* one day */
+#define CTL_U64_JSON_MAX 9223372036854775807ull /* JSON integers are signed 64-bit */
+#define CTL_FILE_BYTES_MAX (4u << 20)           /* encoded state and state file bound */
+#define CTL_CMD_BYTES_MAX (64u << 10)           /* a command larger than this is rejected */
+#define CTL_REASON_MAX 256                      /* bytes of an outcome reason, NUL included */
+
+/* X(name, value, message) */
+#define CTL_ERRORS(X)                                                                              \
+    X(CTL_OK, 0, "ok")                                                                             \
+    X(CTL_EINVALID, 1, "invalid argument")                                                         \
+    X(CTL_ENOMEM, 2, "out of memory")                                                              \
+    X(CTL_EDECODE, 3, "malformed cluster state")                                                   \
+    X(CTL_ECHECKSUM, 4, "cluster state checksum mismatch")                                         \
+    X(CTL_ESTATE, 5, "cluster state breaks a rule")                                                \
+    X(CTL_ENOT_FOUND, 6, "cluster state file not found")                                           \
+    X(CTL_ETOO_BIG, 7, "cluster state too big")                                                    \
+    X(CTL_EIO, 8, "I/O error")                                                                     \
+    X(CTL_EORDER, 9, "raft index not after applied_raft_index")
+
+enum ctl_err {
+#define CTL__ENUM(name, value, msg) name = value,
+    CTL_ERRORS(CTL__ENUM)
+#undef CTL__ENUM
+};
+
+/* Static message for a ctl_err ("unknown error" for other values). */
+const char *ctl_strerror(int err);
+
+/* CRC-32C (Castagnoli, reflected polynomial 0x82F63B78): ctl_crc32c("123456789") = 0xE3069283.
+ * data is borrowed for the call; NULL is allowed when len is 0. */
+uint32_t ctl_crc32c(const void *data, size_t len);
+
+/* ---- state model ---------------------------------------------------------------------------- */
+
+enum ctl_role { CTL_ROLE_CONTROLLER_VOTER = 1u << 0, CTL_ROLE_DATA = 1u << 1 };
+
+enum ctl_join_state { CTL_JOIN_JOINING, CTL_JOIN_ACTIVE, CTL_JOIN_LEAVING, CTL_JOIN_REMOVED };
+
+enum ctl_node_status { CTL_STATUS_ALIVE, CTL_STATUS_SUSPECT, CTL_STATUS_DOWN };
+
+enum ctl_task_kind {
+    CTL_TASK_REPLICA_MOVE,
+    CTL_TASK_LEADER_TRANSFER,
+    CTL_TASK_HASH_SLOT_MIGRATION,
+    CTL_TASK_CONTROLLER_VOTER_PROMOTION,
+    CTL_TASK_NODE_DRAIN,
+};
+
+enum ctl_task_status { CTL_TASK_PENDING, CTL_TASK_RUNNING, CTL_TASK_FAILED, CTL_TASK_DONE };
+
+/* JSON names ("joining", "suspect", "replica_move", ...); NULL for a value out of range. */
+const char *ctl_join_state_name(enum ctl_join_state v);
+const char *ctl_node_status_name(enum ctl_node_status v);
+const char *ctl_task_kind_name(enum ctl_task_kind v);
+const char *ctl_task_status_name(enum ctl_task_status v);
+
+struct ctl_config {
+    uint32_t slot_groups;      /* 1..CTL_GROUPS_MAX */
+    uint32_t hash_slots;       /* always CTL_HASH_SLOTS */
+    uint32_t replicas;         /* 1..CTL_REPLICAS_MAX */
+    uint32_t bootstrap_expect; /* active data nodes needed before placement, 1..CTL_NODES_MAX */
+};
+
+struct ctl_node {
+    uint64_t id;                       /* >= 1, unique */
+    char address[CTL_ADDRESS_MAX + 1]; /* NUL-terminated "host:port", unique */
+    uint32_t roles;                    /* non-empty set of enum ctl_role bits */
+    enum ctl_join_state join_state;
+    enum ctl_node_status status;
+    uint32_t weight; /* capacity weight, CTL_WEIGHT_MIN..CTL_WEIGHT_MAX */
+};
+
+struct ctl_group {
+    uint32_t id;                              /* invariant: groups[i].id == i + 1 */
+    uint32_t n_peers;                         /* 1..config.replicas */
+    uint64_t desired_peers[CTL_REPLICAS_MAX]; /* sorted set of non-removed data nodes */
+    uint64_t config_epoch;                    /* >= 1 */
+    uint64_t preferred_leader;                /* a member of desired_peers */
+};
+
+struct ctl_range {
+    uint32_t first, last; /* inclusive hash slots, first <= last */
+    uint32_t group;       /* an existing group */
+};
+
+struct ctl_hash_slot_table {
+    uint64_t version;  /* 0 = no table yet (then n_ranges == 0) */
+    uint32_t n_ranges; /* invariant: ranges sorted, contiguous, cover 0..255 when version > 0 */
+    struct ctl_range ranges[CTL_HASH_SLOTS];
+};
+
+struct ctl_task {
+    uint64_t id; /* >= 1, unique */
+    enum ctl_task_kind kind;
+    uint32_t group;       /* 0 = no group (voter promotion, drain); else an existing group */
+    uint32_t phase_index; /* < CTL_TASK_PHASES_MAX */
+    uint64_t config_epoch;
+    uint32_t attempt; /* 1..CTL_TASK_ATTEMPTS_MAX */
+    enum ctl_task_status status;
+    char last_error[CTL_LAST_ERROR_MAX + 1]; /* NUL-terminated UTF-8, "" = none */
+    uint32_t n_participants;
+    uint64_t participants[CTL_PARTICIPANTS_MAX]; /* sorted set of existing node ids */
+    uint64_t created_ms, updated_ms;             /* invariant: created_ms <= updated_ms */
+};
+
+struct ctl_health {
+    uint64_t node; /* an existing node; one entry per node at most */
+    uint64_t reported_at_ms;
+    uint64_t ttl_ms; /* 1..CTL_HEALTH_TTL_MS_MAX */
+};
+
+/* The whole controller state (about 45 KiB). Plain data: copy with memcpy or assignment.
+ * revision == 0 means "not bootstrapped": then cluster_id is "", config is all zeros and every
+ * list is empty. Every u64 is <= CTL_U64_JSON_MAX. Arrays that are sets are kept sorted. */
+struct ctl_state {
+    uint32_t schema_version; /* CTL_SCHEMA_VERSION */
+    char cluster_id[CTL_CLUSTER_ID_MAX + 1];
+    uint64_t revision;           /* business version: +1 per CHANGED command */
+    uint64_t applied_raft_index; /* last controller raft entry applied */
+    struct ctl_config config;
+    uint32_t n_nodes;
+    struct ctl_node nodes[CTL_NODES_MAX]; /* sorted by id */
+    uint32_t n_groups;                    /* 0 (no placement yet) or config.slot_groups */
+    struct ctl_group groups[CTL_GROUPS_MAX];
+    struct ctl_hash_slot_table table;
+    uint32_t n_tasks;
+    struct ctl_task tasks[CTL_TASKS_MAX]; /* sorted by id; one pending|running task per group */
+    uint32_t n_health;
+    struct ctl_health health[CTL_NODES_MAX]; /* sorted by node */
+};
+
+/* Resets *state (borrowed for the call) to the empty, not bootstrapped state. */
+void ctl_state_init(struct ctl_state *state);
+
+/* CTL_OK when state (borrowed for the call) keeps every rule of the model, including cross
+ * references; else CTL_ESTATE with a sentence naming the field and the limit written to err
+ * (borrowed for the call, may be NULL when errlen is 0), e.g. "nodes[2].weight: 0 not in
+ * 1..1000". */
+int ctl_state_validate(const struct ctl_state *state, char *err, size_t errlen);
+
+/* Node / group with this id, NULL if absent. Borrowed from state. */
+const struct ctl_node *ctl_state_node(const struct ctl_state *state, uint64_t id);
+const struct ctl_group *ctl_state_group(const struct ctl_state *state, uint32_t id);
+
+/* ---- canonical encoding ---------------------------------------------------------------------- */
+
+/* Writes the canonical JSON of state (borrowed for the call): sorted keys, compact, sets sorted,
+ * "checksum" = 8 lowercase hex digits of the CRC-32C of the canonical encoding without the
+ * checksum field. *buf (NUL-terminated, *len excludes the NUL): caller frees with ctl_free().
+ * Returns CTL_ESTATE when the state is invalid (ctl_state_validate says why), CTL_ENOMEM. */
+int ctl_state_encode(const struct ctl_state *state, char **buf, size_t *len);
+
+/* The CRC-32C that ctl_state_encode would store as "checksum". state is borrowed for the call.
+ * Returns CTL_ESTATE / CTL_ENOMEM like ctl_state_encode. */
+int ctl_state_checksum(const struct ctl_state *state, uint32_t *crc);
+
+/* Strict decode of buf (borrowed for the call): unknown fields anywhere, duplicate keys, wrong
+ * types, missing fields, out-of-range numbers, a bad checksum and every ctl_state_validate rule
+ * are errors. *state (borrowed for the call) is written only on success. Returns CTL_ETOO_BIG
+ * (len > CTL_FILE_BYTES_MAX), CTL_EDECODE, CTL_ECHECKSUM, CTL_ESTATE, CTL_ENOMEM, each with a
+ * sentence in err (borrowed, may be NULL when errlen is 0). */
+int ctl_state_decode(const void *buf, size_t len, struct ctl_state *state, char *err,
+                     size_t errlen);
+
+/* Frees a buffer returned by ctl_state_encode or a ctl_cmd_* builder. NULL is a no-op. */
+void ctl_free(void *p);
+
+/* ---- commands ---------------------------------------------------------------------------------
+ */
+
+enum ctl_outcome {
+    CTL_OUTCOME_CHANGED,  /* business state changed, revision += 1 */
+    CTL_OUTCOME_UPDATED,  /* non-business change (health), revision unchanged */
+    CTL_OUTCOME_NOOP,     /* nothing to do; reason says why */
+    CTL_OUTCOME_REJECTED, /* refused; reason says why */
+};
+
+/* "changed", "updated", "noop", "rejected"; NULL for a value out of range. */
+const char *ctl_outcome_name(enum ctl_outcome v);
+
+struct ctl_result {
+    enum ctl_outcome outcome;
+    char reason[CTL_REASON_MAX]; /* "" for changed and updated */
+};
+
+/* Applies the command cmd[0..cmd_len) (borrowed for the call), the JSON object of the raft entry
+ * at raft_index, to state (borrowed for the call), and fills result (borrowed for the call).
+ * Deterministic: the outcome depends only on state and the command bytes (time comes from the
+ * command's "now_ms"). CHANGED and UPDATED write the new state (which passed ctl_state_validate);
+ * NOOP and REJECTED leave it unchanged. In all four cases state->applied_raft_index = raft_index
+ * and the call returns CTL_OK.
+ * Commands (field "op"; each may also carry "expected_revision" and "now_ms"):
+ *   bootstrap {cluster_id, config{slot_groups,replicas,bootstrap_expect}, nodes[{id,address,
+ *     weight?}]}, join_node {id,address,weight?}, activate_node {id}, set_preferred_leader
+ *   {group,node}, set_node_status {id,status}, health_report {node,now_ms,ttl_ms},
+ *   set_weight {id,weight}. Unknown fields, wrong types and unparseable bytes are REJECTED.
+ * Errors leave *state untouched, applied_raft_index included: CTL_EORDER when raft_index <=
+ * state->applied_raft_index or raft_index > CTL_U64_JSON_MAX (replay only the log suffix),
+ * CTL_ENOMEM (retry the same entry; never treat it as a rejection). */
+int ctl_apply(struct ctl_state *state, uint64_t raft_index, const void *cmd, size_t cmd_len,
+              struct ctl_result *result);
+
+/* Command builders: canonical JSON for one op, so callers never hand-write commands.
+ * expected_revision 0 = field omitted (no compare-and-set). In ctl_cmd_bootstrap and
+ * ctl_cmd_join_node a weight of 0 omits the field (ctl_apply then uses CTL_WEIGHT_DEFAULT);
+ * ctl_cmd_set_weight always writes its weight. Values are range-checked by ctl_apply, not here.
+ * *out (NUL-terminated): caller frees with ctl_free(). Return CTL_EINVALID (NULL string, invalid
+ * UTF-8, a u64 above CTL_U64_JSON_MAX, an enum out of range), CTL_ENOMEM. String arguments are
+ * borrowed for the call. */
+struct ctl_cmd_node {
+    uint64_t id;
+    const char *address; /* borrowed */
+    uint32_t weight;     /* 0 = default */
+};
+
+/* config->hash_slots is not part of the command (it is always CTL_HASH_SLOTS). config and nodes
+ * are borrowed for the call. */
+int ctl_cmd_bootstrap(const char *cluster_id, const struct ctl_config *config,
+                      const struct ctl_cmd_node *nodes, size_t n_nodes, uint64_t expected_revision,
+                      char **out);
+int ctl_cmd_join_node(uint64_t id, const char *address, uint32_t weight, uint64_t expected_revision,
+                      char **out);
+int ctl_cmd_activate_node(uint64_t id, uint64_t expected_revision, char **out);
+int ctl_cmd_set_preferred_leader(uint32_t group, uint64_t node, uint64_t expected_revision,
+                                 char **out);
+int ctl_cmd_set_node_status(uint64_t id, enum ctl_node_status status, uint64_t expected_revision,
+                            char **out);
+int ctl_cmd_health_report(uint64_t node, uint64_t now_ms, uint64_t ttl_ms,
+                          uint64_t expected_revision, char **out);
+int ctl_cmd_set_weight(uint64_t id, uint32_t weight, uint64_t expected_revision, char **out);
+
+/* ---- placement --------------------------------------------------------------------------------
+ */
+
+struct ctl_placement_node {
+    uint64_t id;     /* >= 1, unique */
+    uint32_t weight; /* CTL_WEIGHT_MIN..CTL_WEIGHT_MAX */
+};
+
+/* Pure, deterministic placement of slot groups 1..slot_groups over nodes[0..n_nodes) (any order;
+ * borrowed for the call). For each group in order it picks min(replicas, n_nodes) distinct nodes
+ * with the lowest (assigned_replicas + 1) / weight (ties: lower id); the preferred leader is the
+ * picked node with the fewest preferred leaderships so far (ties: lowest (leaders + 1) / weight,
+ * then lower id); config_epoch = 1. The hash-slot table (version 1) splits the 256 hash slots into
+ * slot_groups contiguous ranges, the first 256 % slot_groups one slot bigger, range i -> group
+ * i + 1. Writes groups[0..slot_groups) and *table (both borrowed for the call). Returns
+ * CTL_EINVALID for counts, weights or ids out of range or duplicate ids. */
+int ctl_placement_make(const struct ctl_placement_node *nodes, size_t n_nodes, uint32_t slot_groups,
+                       uint32_t replicas, struct ctl_group *groups,
+                       struct ctl_hash_slot_table *table);
+
+/* ---- cluster-state.json ---------------------------------------------------------------------- */
+
+/* Encodes state (borrowed for the call) and replaces path (borrowed) atomically: writes
+ * "<path>.tmp", fsyncs it, renames it over path, fsyncs the directory. Returns CTL_ESTATE,
+ * CTL_ENOMEM, CTL_EINVALID (path too long), CTL_EIO, each with a sentence in err (borrowed). */
+int ctl_file_save(const char *path, const struct ctl_state *state, char *err, size_t errlen);
+
+/* Reads path (borrowed) and strictly decodes it into *state (borrowed; written only on success).
+ * Returns CTL_ENOT_FOUND when the file does not exist (start from ctl_state_init), CTL_ETOO_BIG
+ * above CTL_FILE_BYTES_MAX, CTL_EIO, or any ctl_state_decode error, with a sentence in err. */
+int ctl_file_load(const char *path, struct ctl_state *state, char *err, size_t errlen);
+
+#endif

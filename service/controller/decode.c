@@ -1,0 +1,281 @@
+/* decode.c - strict decode of cluster-state.json: exact fields and types, checksum, validation. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        if (rc_ != CTL_OK) {                                                                       \
+            return rc_;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* A sorted-set array of u64 ids at obj[key] into out[0..max). */
+static int decode_ids(const json_t *obj, const char *key, const char *path, size_t max,
+                      uint64_t *out, uint32_t *n, char *err, size_t errlen)
+{
+    json_t *arr;
+    TRY(ctl__json_array(obj, key, path, max, &arr, err, errlen));
+    char fp[CTL__PATH_MAX];
+    ctl__json_path(fp, path, key);
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *v = json_array_get(arr, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0) {
+            ctl__errf(err, errlen, "%s[%zu]: expected an integer in 0..%llu", fp, i,
+                      CTL_U64_JSON_MAX);
+            return CTL_EDECODE;
+        }
+        out[i] = (uint64_t)json_integer_value(v);
+    }
+    *n = (uint32_t)json_array_size(arr);
+    return CTL_OK;
+}
+
+static int decode_roles(const json_t *obj, const char *path, uint32_t *roles, char *err,
+                        size_t errlen)
+{
+    static const char *const names[] = {"controller_voter", "data"};
+    json_t *arr;
+    TRY(ctl__json_array(obj, "roles", path, N(names), &arr, err, errlen));
+    int prev = -1;
+    *roles = 0;
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *v = json_array_get(arr, i);
+        int idx = json_is_string(v) ? ctl__name_index(names, N(names), json_string_value(v)) : -1;
+        if (idx < 0 || idx <= prev) {
+            ctl__errf(err, errlen,
+                      "%s.roles[%zu]: expected \"controller_voter\" or \"data\", "
+                      "sorted, no duplicates",
+                      path, i);
+            return CTL_EDECODE;
+        }
+        prev = idx;
+        *roles |= 1u << idx;
+    }
+    return CTL_OK;
+}
+
+static int decode_node(const json_t *o, const char *path, struct ctl_node *n, char *err,
+                       size_t errlen)
+{
+    static const char *const fields[] = {"id",         "address", "roles",
+                                         "join_state", "status",  "weight"};
+    int v;
+    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
+    TRY(ctl__json_u64(o, "id", path, 0, CTL_U64_JSON_MAX, &n->id, err, errlen));
+    TRY(ctl__json_str(o, "address", path, CTL_ADDRESS_MAX, n->address, err, errlen));
+    TRY(decode_roles(o, path, &n->roles, err, errlen));
+    TRY(ctl__json_enum(o, "join_state", path, ctl__join_state_names, ctl__n_join_state_names, &v,
+                       err, errlen));
+    n->join_state = (enum ctl_join_state)v;
+    TRY(ctl__json_enum(o, "status", path, ctl__node_status_names, ctl__n_node_status_names, &v, err,
+                       errlen));
+    n->status = (enum ctl_node_status)v;
+    return ctl__json_u32(o, "weight", path, 0, UINT32_MAX, &n->weight, err, errlen);
+}
+
+static int decode_group(const json_t *o, const char *path, struct ctl_group *g, char *err,
+                        size_t errlen)
+{
+    static const char *const fields[] = {"id", "desired_peers", "config_epoch", "preferred_leader"};
+    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
+    TRY(ctl__json_u32(o, "id", path, 0, UINT32_MAX, &g->id, err, errlen));
+    TRY(decode_ids(o, "desired_peers", path, CTL_REPLICAS_MAX, g->desired_peers, &g->n_peers, err,
+                   errlen));
+    TRY(ctl__json_u64(o, "config_epoch", path, 0, CTL_U64_JSON_MAX, &g->config_epoch, err, errlen));
+    return ctl__json_u64(o, "preferred_leader", path, 0, CTL_U64_JSON_MAX, &g->preferred_leader,
+                         err, errlen);
+}
+
+static int decode_range(const json_t *o, const char *path, struct ctl_range *r, char *err,
+                        size_t errlen)
+{
+    static const char *const fields[] = {"first", "last", "group"};
+    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
+    TRY(ctl__json_u32(o, "first", path, 0, UINT32_MAX, &r->first, err, errlen));
+    TRY(ctl__json_u32(o, "last", path, 0, UINT32_MAX, &r->last, err, errlen));
+    return ctl__json_u32(o, "group", path, 0, UINT32_MAX, &r->group, err, errlen);
+}
+
+static int decode_table(const json_t *o, struct ctl_hash_slot_table *t, char *err, size_t errlen)
+{
+    static const char *const fields[] = {"version", "ranges"};
+    const char *path = "hash_slot_table";
+    json_t *arr;
+    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
+    TRY(ctl__json_u64(o, "version", path, 0, CTL_U64_JSON_MAX, &t->version, err, errlen));
+    TRY(ctl__json_array(o, "ranges", path, CTL_HASH_SLOTS, &arr, err, errlen));
+    t->n_ranges = (uint32_t)json_array_size(arr);
+    for (uint32_t i = 0; i < t->n_ranges; i++) {
+        char p[CTL__PATH_MAX];
+        snprintf(p, sizeof(p), "%s.ranges[%u]", path, i);
+        TRY(decode_range(json_array_get(arr, i), p, &t->ranges[i], err, errlen));
+    }
+    return CTL_OK;
+}
+
+static int decode_task(const json_t *o, const char *path, struct ctl_task *t, char *err,
+                       size_t errlen)
+{
+    static const char *const fields[] = {"id",           "kind",       "group",     "phase_index",
+                                         "config_epoch", "attempt",    "status",    "last_error",
+                                         "participants", "created_ms", "updated_ms"};
+    int v;
+    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
+    TRY(ctl__json_u64(o, "id", path, 0, CTL_U64_JSON_MAX, &t->id, err, errlen));
+    TRY(ctl__json_enum(o, "kind", path, ctl__task_kind_names, ctl__n_task_kind_names, &v, err,
+                       errlen));
+    t->kind = (enum ctl_task_kind)v;
+    TRY(ctl__json_u32(o, "group", path, 0, UINT32_MAX, &t->group, err, errlen));
+    TRY(ctl__json_u32(o, "phase_index", path, 0, UINT32_MAX, &t->phase_index, err, errlen));
+    TRY(ctl__json_u64(o, "config_epoch", path, 0, CTL_U64_JSON_MAX, &t->config_epoch, err, errlen));
+    TRY(ctl__json_u32(o, "attempt", path, 0, UINT32_MAX, &t->attempt, err, errlen));
+    TRY(ctl__json_enum(o, "status", path, ctl__task_status_names, ctl__n_task_status_names, &v, err,
+                       errlen));
+    t->status = (enum ctl_task_status)v;
+    TRY(ctl__json_str(o, "last_error", path, CTL_LAST_ERROR_MAX, t->last_error, err, errlen));
+    TRY(decode_ids(o, "participants", path, CTL_PARTICIPANTS_MAX, t->participants,
+                   &t->n_participants, err, errlen));
+    TRY(ctl__json_u64(o, "created_ms", path, 0, CTL_U64_JSON_MAX, &t->created_ms, err, errlen));
+    return ctl__json_u64(o, "updated_ms", path, 0, CTL_U64_JSON_MAX, &t->updated_ms, err, errlen);
+}
+
+static int decode_health(const json_t *o, const char *path, struct ctl_health *h, char *err,
+                         size_t errlen)
+{
+    static const char *const fields[] = {"node", "reported_at_ms", "ttl_ms"};
+    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
+    TRY(ctl__json_u64(o, "node", path, 0, CTL_U64_JSON_MAX, &h->node, err, errlen));
+    TRY(ctl__json_u64(o, "reported_at_ms", path, 0, CTL_U64_JSON_MAX, &h->reported_at_ms, err,
+                      errlen));
+    return ctl__json_u64(o, "ttl_ms", path, 0, CTL_U64_JSON_MAX, &h->ttl_ms, err, errlen);
+}
+
+static int decode_config(const json_t *o, struct ctl_config *c, char *err, size_t errlen)
+{
+    static const char *const fields[] = {"slot_groups", "hash_slots", "replicas",
+                                         "bootstrap_expect"};
+    const char *path = "config";
+    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
+    TRY(ctl__json_u32(o, "slot_groups", path, 0, UINT32_MAX, &c->slot_groups, err, errlen));
+    TRY(ctl__json_u32(o, "hash_slots", path, 0, UINT32_MAX, &c->hash_slots, err, errlen));
+    TRY(ctl__json_u32(o, "replicas", path, 0, UINT32_MAX, &c->replicas, err, errlen));
+    return ctl__json_u32(o, "bootstrap_expect", path, 0, UINT32_MAX, &c->bootstrap_expect, err,
+                         errlen);
+}
+
+/* Decodes root[key], an array of at most max objects, with decode(elem, "key[i]", &items[i]). */
+#define DECODE_LIST(root, key, max, items, n, decode)                                              \
+    do {                                                                                           \
+        json_t *arr_;                                                                              \
+        TRY(ctl__json_array((root), (key), "", (max), &arr_, err, errlen));                        \
+        *(n) = (uint32_t)json_array_size(arr_);                                                    \
+        for (uint32_t i_ = 0; i_ < *(n); i_++) {                                                   \
+            char p_[CTL__PATH_MAX];                                                                \
+            snprintf(p_, sizeof(p_), "%s[%u]", (key), i_);                                         \
+            TRY(decode((json_array_get(arr_, i_)), p_, &(items)[i_], err, errlen));                \
+        }                                                                                          \
+    } while (0)
+
+static int decode_body(const json_t *root, struct ctl_state *s, char *err, size_t errlen)
+{
+    static const char *const fields[] = {
+        "schema_version", "cluster_id", "revision", "applied_raft_index",
+        "config",         "nodes",      "groups",   "hash_slot_table",
+        "tasks",          "health",     "checksum"};
+    TRY(ctl__json_fields(root, "", fields, N(fields), NULL, 0, err, errlen));
+    TRY(ctl__json_u32(root, "schema_version", "", 0, UINT32_MAX, &s->schema_version, err, errlen));
+    if (s->schema_version != CTL_SCHEMA_VERSION) {
+        ctl__errf(err, errlen, "schema_version: %u is not %u", s->schema_version,
+                  CTL_SCHEMA_VERSION);
+        return CTL_EDECODE;
+    }
+    TRY(ctl__json_str(root, "cluster_id", "", CTL_CLUSTER_ID_MAX, s->cluster_id, err, errlen));
+    TRY(ctl__json_u64(root, "revision", "", 0, CTL_U64_JSON_MAX, &s->revision, err, errlen));
+    TRY(ctl__json_u64(root, "applied_raft_index", "", 0, CTL_U64_JSON_MAX, &s->applied_raft_index,
+                      err, errlen));
+    TRY(decode_config(json_object_get(root, "config"), &s->config, err, errlen));
+    DECODE_LIST(root, "nodes", CTL_NODES_MAX, s->nodes, &s->n_nodes, decode_node);
+    DECODE_LIST(root, "groups", CTL_GROUPS_MAX, s->groups, &s->n_groups, decode_group);
+    TRY(decode_table(json_object_get(root, "hash_slot_table"), &s->table, err, errlen));
+    DECODE_LIST(root, "tasks", CTL_TASKS_MAX, s->tasks, &s->n_tasks, decode_task);
+    DECODE_LIST(root, "health", CTL_NODES_MAX, s->health, &s->n_health, decode_health);
+    return CTL_OK;
+}
+
+/* Reads "checksum" (8 lowercase hex digits), removes it from root and compares it with the
+ * CRC-32C of the canonical dump of what is left. */
+static int check_checksum(json_t *root, char *err, size_t errlen)
+{
+    char hex[9];
+    TRY(ctl__json_str(root, "checksum", "", 8, hex, err, errlen));
+    bool ok = strlen(hex) == 8;
+    for (int i = 0; ok && i < 8; i++) {
+        ok = (hex[i] >= '0' && hex[i] <= '9') || (hex[i] >= 'a' && hex[i] <= 'f');
+    }
+    if (!ok) {
+        ctl__errf(err, errlen, "checksum: \"%s\" is not 8 lowercase hex digits", hex);
+        return CTL_EDECODE;
+    }
+    json_object_del(root, "checksum");
+    size_t len;
+    char *text = ctl__json_dump(root, &len);
+    if (text == NULL) {
+        ctl__errf(err, errlen, "checksum: out of memory");
+        return CTL_ENOMEM;
+    }
+    uint32_t crc = ctl_crc32c(text, len);
+    ctl_free(text);
+    if (crc != (uint32_t)strtoul(hex, NULL, 16)) {
+        ctl__errf(err, errlen, "checksum: stored %s, computed %08x", hex, crc);
+        return CTL_ECHECKSUM;
+    }
+    return CTL_OK;
+}
+
+int ctl_state_decode(const void *buf, size_t len, struct ctl_state *state, char *err, size_t errlen)
+{
+    if (len > CTL_FILE_BYTES_MAX) {
+        ctl__errf(err, errlen, "cluster state: %zu bytes, the limit is %u", len,
+                  CTL_FILE_BYTES_MAX);
+        return CTL_ETOO_BIG;
+    }
+    json_error_t jerr;
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+        ctl__errf(err, errlen, "json: line %d column %d: %s", jerr.line, jerr.column, jerr.text);
+        return json_error_code(&jerr) == json_error_out_of_memory ? CTL_ENOMEM : CTL_EDECODE;
+    }
+    int rc = CTL_ENOMEM;
+    struct ctl_state *tmp = calloc(1, sizeof(*tmp));
+    if (tmp == NULL) {
+        ctl__errf(err, errlen, "cluster state: out of memory");
+        goto err_after_root;
+    }
+    rc = decode_body(root, tmp, err, errlen);
+    if (rc != CTL_OK) {
+        goto err_after_tmp;
+    }
+    rc = check_checksum(root, err, errlen);
+    if (rc != CTL_OK) {
+        goto err_after_tmp;
+    }
+    rc = ctl_state_validate(tmp, err, errlen);
+    if (rc != CTL_OK) {
+        goto err_after_tmp;
+    }
+    memcpy(state, tmp, sizeof(*tmp));
+    free(tmp);
+    json_decref(root);
+    return CTL_OK;
+
+err_after_tmp:
+    free(tmp);
+err_after_root:
+    json_decref(root);
+    return rc;
+}

@@ -1,0 +1,77 @@
+/* internal.h - helpers shared by the files of service/controller; not part of the public API. */
+#ifndef SLOTD_CONTROLLER_INTERNAL_H
+#define SLOTD_CONTROLLER_INTERNAL_H
+
+#include <jansson.h>
+#include <stdarg.h>
+
+#include "controller.h"
+
+#define CTL__PATH_MAX                                                                              \
+    96 /* bytes of a field path in messages, e.g. "groups[12].desired_peers[3]"                    \
+        */
+
+/* snprintf into err (borrowed; nothing is written when errlen is 0). */
+void ctl__errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Enum name tables (index = enum value) and their sizes. */
+extern const char *const ctl__join_state_names[];
+extern const char *const ctl__node_status_names[];
+extern const char *const ctl__task_kind_names[];
+extern const char *const ctl__task_status_names[];
+extern const size_t ctl__n_join_state_names, ctl__n_node_status_names, ctl__n_task_kind_names,
+    ctl__n_task_status_names;
+
+/* Index of s in names[0..n), -1 if absent. Both borrowed for the call. */
+int ctl__name_index(const char *const *names, size_t n, const char *s);
+
+/* Value checks shared by validate and the command handlers (s borrowed for the call). */
+bool ctl__cluster_id_ok(const char *s);
+bool ctl__address_ok(const char *s);
+bool ctl__utf8_ok(const char *s);
+
+/* ---- strict JSON readers. path names the object being read for messages ("" = top level);
+ * every json_t and string argument is borrowed for the call. All return CTL_OK or CTL_EDECODE
+ * with a sentence in err. */
+
+/* obj is an object whose keys are exactly required[0..n_required) plus any of
+ * optional[0..n_optional). */
+int ctl__json_fields(const json_t *obj, const char *path, const char *const *required,
+                     size_t n_required, const char *const *optional, size_t n_optional, char *err,
+                     size_t errlen);
+/* obj[key] is an integer in min..max. */
+int ctl__json_u64(const json_t *obj, const char *key, const char *path, uint64_t min, uint64_t max,
+                  uint64_t *out, char *err, size_t errlen);
+int ctl__json_u32(const json_t *obj, const char *key, const char *path, uint32_t min, uint32_t max,
+                  uint32_t *out, char *err, size_t errlen);
+/* obj[key] is a string of at most max bytes without NUL; copied into out[0..max]. */
+int ctl__json_str(const json_t *obj, const char *key, const char *path, size_t max, char *out,
+                  char *err, size_t errlen);
+/* obj[key] is one of names[0..n); *out = its index. */
+int ctl__json_enum(const json_t *obj, const char *key, const char *path, const char *const *names,
+                   size_t n, int *out, char *err, size_t errlen);
+/* obj[key] is an array of at most max elements; *out is borrowed from obj. */
+int ctl__json_array(const json_t *obj, const char *key, const char *path, size_t max, json_t **out,
+                    char *err, size_t errlen);
+/* Writes "path.key" (or "key" at the top level) into out[0..CTL__PATH_MAX). */
+void ctl__json_path(char *out, const char *path, const char *key);
+
+/* ---- JSON writers. Each ctl__json_set / _push steals v (also on failure) and returns -1 when v
+ * is NULL or the insertion fails, so callers can OR the results and check once. */
+int ctl__json_set(json_t *obj, const char *key, json_t *v);
+int ctl__json_push(json_t *arr, json_t *v);
+/* json integer for v; NULL when v > CTL_U64_JSON_MAX or on allocation failure. */
+json_t *ctl__json_u64_new(uint64_t v);
+/* Canonical dump (sorted keys, compact). NULL on allocation failure; caller frees with
+ * ctl_free(). */
+char *ctl__json_dump(const json_t *v, size_t *len);
+
+/* Makes the placement of state (borrowed for the call) from its active data nodes: fills groups
+ * and the hash-slot table (version 1). Returns CTL_EINVALID when there is no active data node. */
+int ctl__state_place(struct ctl_state *state);
+
+/* Number of nodes of state that are active and have the data role. */
+uint32_t ctl__active_data_nodes(const struct ctl_state *state);
+
+#endif

@@ -1,0 +1,531 @@
+/* state.c - the cluster state model: errors, names, init, lookups and ctl_state_validate(). */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+const char *ctl_strerror(int err)
+{
+    switch (err) {
+#define CTL__CASE(name, value, msg)                                                                \
+    case name:                                                                                     \
+        return msg;
+        CTL_ERRORS(CTL__CASE)
+#undef CTL__CASE
+    default:
+        return "unknown error";
+    }
+}
+
+void ctl__errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+const char *const ctl__join_state_names[] = {"joining", "active", "leaving", "removed"};
+const char *const ctl__node_status_names[] = {"alive", "suspect", "down"};
+const char *const ctl__task_kind_names[] = {"replica_move", "leader_transfer",
+                                            "hash_slot_migration", "controller_voter_promotion",
+                                            "node_drain"};
+const char *const ctl__task_status_names[] = {"pending", "running", "failed", "done"};
+const size_t ctl__n_join_state_names = 4, ctl__n_node_status_names = 3, ctl__n_task_kind_names = 5,
+             ctl__n_task_status_names = 4;
+
+int ctl__name_index(const char *const *names, size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(names[i], s) == 0) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+static const char *name_of(const char *const *names, size_t n, unsigned v)
+{
+    return v < n ? names[v] : NULL;
+}
+
+const char *ctl_join_state_name(enum ctl_join_state v)
+{
+    return name_of(ctl__join_state_names, ctl__n_join_state_names, (unsigned)v);
+}
+
+const char *ctl_node_status_name(enum ctl_node_status v)
+{
+    return name_of(ctl__node_status_names, ctl__n_node_status_names, (unsigned)v);
+}
+
+const char *ctl_task_kind_name(enum ctl_task_kind v)
+{
+    return name_of(ctl__task_kind_names, ctl__n_task_kind_names, (unsigned)v);
+}
+
+const char *ctl_task_status_name(enum ctl_task_status v)
+{
+    return name_of(ctl__task_status_names, ctl__n_task_status_names, (unsigned)v);
+}
+
+const char *ctl_outcome_name(enum ctl_outcome v)
+{
+    static const char *const names[] = {"changed", "updated", "noop", "rejected"};
+    return name_of(names, 4, (unsigned)v);
+}
+
+void ctl_state_init(struct ctl_state *state)
+{
+    memset(state, 0, sizeof(*state));
+    state->schema_version = CTL_SCHEMA_VERSION;
+}
+
+const struct ctl_node *ctl_state_node(const struct ctl_state *state, uint64_t id)
+{
+    size_t lo = 0, hi = state->n_nodes;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (state->nodes[mid].id == id) {
+            return &state->nodes[mid];
+        }
+        if (state->nodes[mid].id < id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return NULL;
+}
+
+const struct ctl_group *ctl_state_group(const struct ctl_state *state, uint32_t id)
+{
+    if (id == 0 || id > state->n_groups) {
+        return NULL;
+    }
+    return &state->groups[id - 1];
+}
+
+uint32_t ctl__active_data_nodes(const struct ctl_state *state)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < state->n_nodes; i++) {
+        const struct ctl_node *nd = &state->nodes[i];
+        n += nd->join_state == CTL_JOIN_ACTIVE && (nd->roles & CTL_ROLE_DATA);
+    }
+    return n;
+}
+
+bool ctl__cluster_id_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > CTL_CLUSTER_ID_MAX) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-')) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* "host:port": printable ASCII without spaces, a non-empty host, port 1..65535 in decimal. */
+bool ctl__address_ok(const char *s)
+{
+    size_t n = strnlen(s, CTL_ADDRESS_MAX + 1);
+    if (n < 3 || n > CTL_ADDRESS_MAX) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < 0x21 || s[i] > 0x7e) {
+            return false;
+        }
+    }
+    const char *colon = strrchr(s, ':');
+    if (colon == NULL || colon == s) {
+        return false;
+    }
+    size_t digits = strlen(colon + 1);
+    if (digits < 1 || digits > 5 || colon[1] == '0') {
+        return false;
+    }
+    unsigned port = 0;
+    for (const char *p = colon + 1; *p; p++) {
+        if (*p < '0' || *p > '9') {
+            return false;
+        }
+        port = port * 10 + (unsigned)(*p - '0');
+    }
+    return port >= 1 && port <= 65535;
+}
+
+bool ctl__utf8_ok(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p, extra;
+        uint32_t cp;
+        if (c < 0x80) {
+            p++;
+            continue;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            extra = 1, cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            extra = 2, cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            extra = 3, cp = c & 0x07;
+        } else {
+            return false;
+        }
+        for (unsigned k = 1; k <= extra; k++) {
+            if ((p[k] & 0xC0) != 0x80) {
+                return false;
+            }
+            cp = (cp << 6) | (p[k] & 0x3F);
+        }
+        if ((extra == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (extra == 3 && (cp < 0x10000 || cp > 0x10FFFF))) {
+            return false;
+        }
+        p += extra + 1;
+    }
+    return true;
+}
+
+/* ---- validation: each check writes "<field>: <what is wrong>" and returns CTL_ESTATE. ---- */
+
+#define U64_OK(v) ((v) <= CTL_U64_JSON_MAX)
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        ctl__errf(err, errlen, __VA_ARGS__);                                                       \
+        return CTL_ESTATE;                                                                         \
+    } while (0)
+
+static int validate_empty(const struct ctl_state *s, char *err, size_t errlen)
+{
+    if (s->cluster_id[0] != '\0') {
+        FAIL("cluster_id: must be \"\" while revision is 0 (not bootstrapped)");
+    }
+    if (s->config.slot_groups || s->config.hash_slots || s->config.replicas ||
+        s->config.bootstrap_expect) {
+        FAIL("config: must be all zeros while revision is 0 (not bootstrapped)");
+    }
+    if (s->n_nodes || s->n_groups || s->n_tasks || s->n_health || s->table.version ||
+        s->table.n_ranges) {
+        FAIL("nodes, groups, hash_slot_table, tasks, health: must be empty while revision is 0 "
+             "(not bootstrapped)");
+    }
+    return CTL_OK;
+}
+
+static int validate_config(const struct ctl_config *c, char *err, size_t errlen)
+{
+    if (c->slot_groups < 1 || c->slot_groups > CTL_GROUPS_MAX) {
+        FAIL("config.slot_groups: %u not in 1..%u", c->slot_groups, CTL_GROUPS_MAX);
+    }
+    if (c->hash_slots != CTL_HASH_SLOTS) {
+        FAIL("config.hash_slots: %u is not %u", c->hash_slots, CTL_HASH_SLOTS);
+    }
+    if (c->replicas < 1 || c->replicas > CTL_REPLICAS_MAX) {
+        FAIL("config.replicas: %u not in 1..%u", c->replicas, CTL_REPLICAS_MAX);
+    }
+    if (c->bootstrap_expect < 1 || c->bootstrap_expect > CTL_NODES_MAX) {
+        FAIL("config.bootstrap_expect: %u not in 1..%u", c->bootstrap_expect, CTL_NODES_MAX);
+    }
+    return CTL_OK;
+}
+
+static int validate_node(const struct ctl_state *s, uint32_t i, char *err, size_t errlen)
+{
+    const struct ctl_node *n = &s->nodes[i];
+    if (n->id < 1 || !U64_OK(n->id)) {
+        FAIL("nodes[%u].id: %llu not in 1..%llu", i, (unsigned long long)n->id, CTL_U64_JSON_MAX);
+    }
+    if (i > 0 && s->nodes[i - 1].id >= n->id) {
+        FAIL("nodes[%u].id: %llu not above nodes[%u].id (nodes sorted by id, ids unique)", i,
+             (unsigned long long)n->id, i - 1);
+    }
+    if (memchr(n->address, '\0', sizeof(n->address)) == NULL || !ctl__address_ok(n->address)) {
+        FAIL("nodes[%u].address: not \"host:port\" of at most %u bytes", i, CTL_ADDRESS_MAX);
+    }
+    for (uint32_t k = 0; k < i; k++) {
+        if (strcmp(s->nodes[k].address, n->address) == 0) {
+            FAIL("nodes[%u].address: %s is also the address of node %llu", i, n->address,
+                 (unsigned long long)s->nodes[k].id);
+        }
+    }
+    if (n->roles == 0 || (n->roles & ~(uint32_t)(CTL_ROLE_CONTROLLER_VOTER | CTL_ROLE_DATA))) {
+        FAIL("nodes[%u].roles: must be a non-empty set of controller_voter, data", i);
+    }
+    if ((unsigned)n->join_state >= ctl__n_join_state_names) {
+        FAIL("nodes[%u].join_state: %u is not joining|active|leaving|removed", i,
+             (unsigned)n->join_state);
+    }
+    if ((unsigned)n->status >= ctl__n_node_status_names) {
+        FAIL("nodes[%u].status: %u is not alive|suspect|down", i, (unsigned)n->status);
+    }
+    if (n->weight < CTL_WEIGHT_MIN || n->weight > CTL_WEIGHT_MAX) {
+        FAIL("nodes[%u].weight: %u not in %u..%u", i, n->weight, CTL_WEIGHT_MIN, CTL_WEIGHT_MAX);
+    }
+    return CTL_OK;
+}
+
+static int validate_nodes(const struct ctl_state *s, char *err, size_t errlen)
+{
+    if (s->n_nodes > CTL_NODES_MAX) {
+        FAIL("nodes: %u entries, the limit is %u", s->n_nodes, CTL_NODES_MAX);
+    }
+    bool voter = false;
+    for (uint32_t i = 0; i < s->n_nodes; i++) {
+        int rc = validate_node(s, i, err, errlen);
+        if (rc != CTL_OK) {
+            return rc;
+        }
+        voter |= (s->nodes[i].roles & CTL_ROLE_CONTROLLER_VOTER) != 0;
+    }
+    if (!voter) {
+        FAIL("nodes: no controller_voter (a bootstrapped cluster needs at least one)");
+    }
+    return CTL_OK;
+}
+
+/* A node that may host a replica: present, not removed, with the data role. */
+static bool peer_ok(const struct ctl_state *s, uint64_t id)
+{
+    const struct ctl_node *n = ctl_state_node(s, id);
+    return n != NULL && n->join_state != CTL_JOIN_REMOVED && (n->roles & CTL_ROLE_DATA);
+}
+
+static int validate_group(const struct ctl_state *s, uint32_t i, char *err, size_t errlen)
+{
+    const struct ctl_group *g = &s->groups[i];
+    if (g->id != i + 1) {
+        FAIL("groups[%u].id: %u is not %u (groups are 1..slot_groups in order)", i, g->id, i + 1);
+    }
+    if (g->n_peers < 1 || g->n_peers > s->config.replicas) {
+        FAIL("groups[%u].desired_peers: %u peers not in 1..%u (config.replicas)", i, g->n_peers,
+             s->config.replicas);
+    }
+    bool leader_in = false;
+    for (uint32_t k = 0; k < g->n_peers; k++) {
+        uint64_t p = g->desired_peers[k];
+        if (k > 0 && g->desired_peers[k - 1] >= p) {
+            FAIL("groups[%u].desired_peers[%u]: %llu not above the previous peer (sorted set)", i,
+                 k, (unsigned long long)p);
+        }
+        if (!peer_ok(s, p)) {
+            FAIL("groups[%u].desired_peers[%u]: %llu is not an existing, non-removed data node", i,
+                 k, (unsigned long long)p);
+        }
+        leader_in |= p == g->preferred_leader;
+    }
+    if (g->config_epoch < 1 || !U64_OK(g->config_epoch)) {
+        FAIL("groups[%u].config_epoch: %llu not in 1..%llu", i, (unsigned long long)g->config_epoch,
+             CTL_U64_JSON_MAX);
+    }
+    if (!leader_in) {
+        FAIL("groups[%u].preferred_leader: %llu is not one of desired_peers", i,
+             (unsigned long long)g->preferred_leader);
+    }
+    return CTL_OK;
+}
+
+static int validate_groups_and_table(const struct ctl_state *s, char *err, size_t errlen)
+{
+    if (s->n_groups != 0 && s->n_groups != s->config.slot_groups) {
+        FAIL("groups: %u entries, must be 0 (no placement) or %u (config.slot_groups)", s->n_groups,
+             s->config.slot_groups);
+    }
+    for (uint32_t i = 0; i < s->n_groups; i++) {
+        int rc = validate_group(s, i, err, errlen);
+        if (rc != CTL_OK) {
+            return rc;
+        }
+    }
+    const struct ctl_hash_slot_table *t = &s->table;
+    if (!U64_OK(t->version)) {
+        FAIL("hash_slot_table.version: %llu above %llu", (unsigned long long)t->version,
+             CTL_U64_JSON_MAX);
+    }
+    if ((t->version == 0) != (s->n_groups == 0)) {
+        FAIL("hash_slot_table.version: %llu, but groups has %u entries (a placement has both)",
+             (unsigned long long)t->version, s->n_groups);
+    }
+    if (t->version == 0) {
+        if (t->n_ranges != 0) {
+            FAIL("hash_slot_table.ranges: must be empty when version is 0");
+        }
+        return CTL_OK;
+    }
+    if (t->n_ranges < 1 || t->n_ranges > CTL_HASH_SLOTS) {
+        FAIL("hash_slot_table.ranges: %u entries not in 1..%u", t->n_ranges, CTL_HASH_SLOTS);
+    }
+    uint32_t next = 0;
+    for (uint32_t i = 0; i < t->n_ranges; i++) {
+        const struct ctl_range *r = &t->ranges[i];
+        if (r->first != next) {
+            FAIL("hash_slot_table.ranges[%u].first: %u is not %u (%s)", i, r->first, next,
+                 r->first > next ? "gap" : "overlap");
+        }
+        if (r->last < r->first || r->last >= CTL_HASH_SLOTS) {
+            FAIL("hash_slot_table.ranges[%u].last: %u not in %u..%u", i, r->last, r->first,
+                 CTL_HASH_SLOTS - 1);
+        }
+        if (r->group < 1 || r->group > s->n_groups) {
+            FAIL("hash_slot_table.ranges[%u].group: %u is not an existing group (1..%u)", i,
+                 r->group, s->n_groups);
+        }
+        next = r->last + 1;
+    }
+    if (next != CTL_HASH_SLOTS) {
+        FAIL("hash_slot_table.ranges: cover 0..%u, not 0..%u", next - 1, CTL_HASH_SLOTS - 1);
+    }
+    return CTL_OK;
+}
+
+static int validate_task(const struct ctl_state *s, uint32_t i, char *err, size_t errlen)
+{
+    const struct ctl_task *t = &s->tasks[i];
+    if (t->id < 1 || !U64_OK(t->id)) {
+        FAIL("tasks[%u].id: %llu not in 1..%llu", i, (unsigned long long)t->id, CTL_U64_JSON_MAX);
+    }
+    if (i > 0 && s->tasks[i - 1].id >= t->id) {
+        FAIL("tasks[%u].id: %llu not above tasks[%u].id (tasks sorted by id, ids unique)", i,
+             (unsigned long long)t->id, i - 1);
+    }
+    if ((unsigned)t->kind >= ctl__n_task_kind_names) {
+        FAIL("tasks[%u].kind: %u is not a task kind", i, (unsigned)t->kind);
+    }
+    bool needs_group = t->kind == CTL_TASK_REPLICA_MOVE || t->kind == CTL_TASK_LEADER_TRANSFER ||
+                       t->kind == CTL_TASK_HASH_SLOT_MIGRATION;
+    if ((needs_group || t->group != 0) && (t->group < 1 || t->group > s->n_groups)) {
+        FAIL("tasks[%u].group: %u is not an existing group (1..%u)", i, t->group, s->n_groups);
+    }
+    if (t->phase_index >= CTL_TASK_PHASES_MAX) {
+        FAIL("tasks[%u].phase_index: %u not in 0..%u", i, t->phase_index, CTL_TASK_PHASES_MAX - 1);
+    }
+    if (!U64_OK(t->config_epoch)) {
+        FAIL("tasks[%u].config_epoch: %llu above %llu", i, (unsigned long long)t->config_epoch,
+             CTL_U64_JSON_MAX);
+    }
+    if (t->attempt < 1 || t->attempt > CTL_TASK_ATTEMPTS_MAX) {
+        FAIL("tasks[%u].attempt: %u not in 1..%u", i, t->attempt, CTL_TASK_ATTEMPTS_MAX);
+    }
+    if ((unsigned)t->status >= ctl__n_task_status_names) {
+        FAIL("tasks[%u].status: %u is not pending|running|failed|done", i, (unsigned)t->status);
+    }
+    if (memchr(t->last_error, '\0', sizeof(t->last_error)) == NULL ||
+        !ctl__utf8_ok(t->last_error)) {
+        FAIL("tasks[%u].last_error: not UTF-8 text of at most %u bytes", i, CTL_LAST_ERROR_MAX);
+    }
+    if (t->n_participants > CTL_PARTICIPANTS_MAX) {
+        FAIL("tasks[%u].participants: %u entries, the limit is %u", i, t->n_participants,
+             CTL_PARTICIPANTS_MAX);
+    }
+    for (uint32_t k = 0; k < t->n_participants; k++) {
+        uint64_t p = t->participants[k];
+        if ((k > 0 && t->participants[k - 1] >= p) || ctl_state_node(s, p) == NULL) {
+            FAIL("tasks[%u].participants[%u]: %llu is not an existing node above the previous "
+                 "entry (sorted set)",
+                 i, k, (unsigned long long)p);
+        }
+    }
+    if (!U64_OK(t->updated_ms) || t->created_ms > t->updated_ms) {
+        FAIL("tasks[%u].updated_ms: %llu not in created_ms..%llu", i,
+             (unsigned long long)t->updated_ms, CTL_U64_JSON_MAX);
+    }
+    return CTL_OK;
+}
+
+static int validate_tasks(const struct ctl_state *s, char *err, size_t errlen)
+{
+    if (s->n_tasks > CTL_TASKS_MAX) {
+        FAIL("tasks: %u entries, the limit is %u", s->n_tasks, CTL_TASKS_MAX);
+    }
+    for (uint32_t i = 0; i < s->n_tasks; i++) {
+        int rc = validate_task(s, i, err, errlen);
+        if (rc != CTL_OK) {
+            return rc;
+        }
+        const struct ctl_task *t = &s->tasks[i];
+        bool active = t->status == CTL_TASK_PENDING || t->status == CTL_TASK_RUNNING;
+        for (uint32_t k = 0; active && t->group != 0 && k < i; k++) {
+            const struct ctl_task *o = &s->tasks[k];
+            if (o->group == t->group &&
+                (o->status == CTL_TASK_PENDING || o->status == CTL_TASK_RUNNING)) {
+                FAIL("tasks[%u]: group %u already has active task %llu (one active task per "
+                     "group)",
+                     i, t->group, (unsigned long long)o->id);
+            }
+        }
+    }
+    return CTL_OK;
+}
+
+static int validate_health(const struct ctl_state *s, char *err, size_t errlen)
+{
+    if (s->n_health > s->n_nodes) {
+        FAIL("health: %u entries, the limit is one per node (%u)", s->n_health, s->n_nodes);
+    }
+    for (uint32_t i = 0; i < s->n_health; i++) {
+        const struct ctl_health *h = &s->health[i];
+        if ((i > 0 && s->health[i - 1].node >= h->node) || ctl_state_node(s, h->node) == NULL) {
+            FAIL("health[%u].node: %llu is not an existing node above the previous entry (one "
+                 "report per node, sorted)",
+                 i, (unsigned long long)h->node);
+        }
+        if (!U64_OK(h->reported_at_ms)) {
+            FAIL("health[%u].reported_at_ms: %llu above %llu", i,
+                 (unsigned long long)h->reported_at_ms, CTL_U64_JSON_MAX);
+        }
+        if (h->ttl_ms < 1 || h->ttl_ms > CTL_HEALTH_TTL_MS_MAX) {
+            FAIL("health[%u].ttl_ms: %llu not in 1..%u", i, (unsigned long long)h->ttl_ms,
+                 CTL_HEALTH_TTL_MS_MAX);
+        }
+    }
+    return CTL_OK;
+}
+
+int ctl_state_validate(const struct ctl_state *s, char *err, size_t errlen)
+{
+    if (s->schema_version != CTL_SCHEMA_VERSION) {
+        FAIL("schema_version: %u is not %u", s->schema_version, CTL_SCHEMA_VERSION);
+    }
+    if (!U64_OK(s->revision)) {
+        FAIL("revision: %llu above %llu", (unsigned long long)s->revision, CTL_U64_JSON_MAX);
+    }
+    if (!U64_OK(s->applied_raft_index)) {
+        FAIL("applied_raft_index: %llu above %llu", (unsigned long long)s->applied_raft_index,
+             CTL_U64_JSON_MAX);
+    }
+    if (memchr(s->cluster_id, '\0', sizeof(s->cluster_id)) == NULL) {
+        FAIL("cluster_id: longer than %u bytes", CTL_CLUSTER_ID_MAX);
+    }
+    if (s->revision == 0) {
+        return validate_empty(s, err, errlen);
+    }
+    if (!ctl__cluster_id_ok(s->cluster_id)) {
+        FAIL("cluster_id: \"%s\" is not 1..%u characters of [A-Za-z0-9._-]", s->cluster_id,
+             CTL_CLUSTER_ID_MAX);
+    }
+    int rc = validate_config(&s->config, err, errlen);
+    if (rc == CTL_OK) {
+        rc = validate_nodes(s, err, errlen);
+    }
+    if (rc == CTL_OK) {
+        rc = validate_groups_and_table(s, err, errlen);
+    }
+    if (rc == CTL_OK) {
+        rc = validate_tasks(s, err, errlen);
+    }
+    if (rc == CTL_OK) {
+        rc = validate_health(s, err, errlen);
+    }
+    return rc;
+}
