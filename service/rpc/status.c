@@ -149,6 +149,11 @@ int slotd_error_encode_details(const struct slotd_error *e, uint8_t **buf, size_
     detail.field = field;
     detail.limit = e->limit;
     detail.retry_after_ms = e->retry_after_ms;
+    if (e->has_current_version)
+        detail.current_version = e->current_version;
+    if (e->current_runtime_meta_len > 0 && e->current_runtime_meta_len <= SLOTD_ERROR_CURRENT_MAX)
+        detail.current_runtime_meta = slotd__v1__channel_runtime_meta__unpack(
+            NULL, e->current_runtime_meta_len, e->current_runtime_meta);
     if (e->has_leader_hint) {
         hint.node_id = e->leader_node;
         hint.address = address;
@@ -158,10 +163,13 @@ int slotd_error_encode_details(const struct slotd_error *e, uint8_t **buf, size_
     }
     size_t detail_len = slotd__v1__error_detail__get_packed_size(&detail);
     uint8_t *detail_buf = malloc(detail_len > 0 ? detail_len : 1);
+    if (detail_buf != NULL)
+        slotd__v1__error_detail__pack(&detail, detail_buf);
+    if (detail.current_runtime_meta != NULL)
+        slotd__v1__channel_runtime_meta__free_unpacked(detail.current_runtime_meta, NULL);
     if (detail_buf == NULL) {
         goto err;
     }
-    slotd__v1__error_detail__pack(&detail, detail_buf);
     any.type_url = SLOTD_ERROR_DETAIL_TYPE_URL;
     any.value.data = detail_buf;
     any.value.len = detail_len;

@@ -34,6 +34,9 @@ enum slotd_err {
 #undef SLOTD__ENUM
 };
 
+/* Bytes of a packed current value an error can carry (ErrorDetail.current_runtime_meta). */
+#define SLOTD_ERROR_CURRENT_MAX 512u
+
 /* An error as the caller will see it. Zero-initialize, then use the setters below. */
 struct slotd_error {
     int code;          /* enum slotd_err */
@@ -46,6 +49,12 @@ struct slotd_error {
     uint32_t group;
     uint64_t term;
     uint32_t retry_after_ms; /* retriable errors: suggested wait, 0 = none */
+    /* STALE_FENCE: the current values the fence was checked against, sent as
+     * ErrorDetail.current_version and ErrorDetail.current_runtime_meta. */
+    bool has_current_version;
+    uint64_t current_version;
+    size_t current_runtime_meta_len; /* 0 = none; else a packed slotd.v1.ChannelRuntimeMeta */
+    uint8_t current_runtime_meta[SLOTD_ERROR_CURRENT_MAX];
 };
 
 /* Resets e (borrowed for the call) and sets code and a printf-style message (truncated to fit). */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "service/route/route.h"
+#include "service/slot/meta.h"
 #include "service/slot/slot.h"
 #include "store/keys.h"
 
@@ -203,6 +204,17 @@ int slot_fsm_commit(struct slot_fsm *f)
 size_t slot_fsm_batch_bytes(const struct slot_fsm *f)
 {
     return store_fsm_batch_bytes(f->batch);
+}
+
+int slot__fsm_read(struct slot_fsm *f, const uint8_t *k, size_t kl, bool *found, uint8_t **val,
+                   size_t *vl)
+{
+    return fsm_read(f, k, kl, found, val, vl);
+}
+
+int slot__fsm_write(struct slot_fsm *f, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
+{
+    return fsm_write(f, k, kl, v, vl);
 }
 
 /* ---- KV rows ---- */
@@ -450,18 +462,34 @@ static int apply_group_init(struct slot_fsm *f, struct slot_group_state *gs,
     return rc;
 }
 
-static const ProtobufCBinaryData *command_key(const Slotd__Internal__V1__LogCommand *cmd)
+/* The entry's routing key (borrowed from cmd). A typed command is validated again, so a bad
+ * entry is rejected identically on every replica; the error is filled otherwise. */
+static int command_key(const Slotd__Internal__V1__LogCommand *cmd, ProtobufCBinaryData *key,
+                       struct slotd_error *err)
 {
+    const ProtobufCBinaryData *k = NULL;
     switch (cmd->command_case) {
     case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_PUT:
-        return &cmd->put->key;
+        k = &cmd->put->key;
+        break;
     case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_DELETE:
-        return &cmd->delete_->key;
+        k = &cmd->delete_->key;
+        break;
     case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_COMPARE_AND_SET:
-        return &cmd->compare_and_set->key;
+        k = &cmd->compare_and_set->key;
+        break;
     default:
-        return NULL;
+        if (slot__meta_is_command(cmd->command_case))
+            return slot__meta_validate_command(
+                cmd->command_case, slot__oneof_get(&cmd->base, cmd->command_case), key, err);
+        break;
     }
+    if (k == NULL || k->len == 0 || k->len > SLOT_KEY_MAX) {
+        slotd_error_set(err, SLOTD_EINTERNAL, "entry has no valid key command");
+        return -1;
+    }
+    *key = *k;
+    return 0;
 }
 
 static int pack_response(const Slotd__V1__ProposeResponse *resp, uint8_t **buf, size_t *len)
@@ -472,6 +500,29 @@ static int pack_response(const Slotd__V1__ProposeResponse *resp, uint8_t **buf, 
         return STORE_ENOMEM;
     slotd__v1__propose_response__pack(resp, *buf);
     *len = n;
+    return 0;
+}
+
+/* Applies a typed metadata command: fills *buf with the packed response, or err when the
+ * command fails its fence or invariant (then nothing was written). */
+static int apply_typed_command(struct slot_fsm *f, const struct slot_group_state *gs,
+                               uint64_t index, uint64_t term,
+                               const Slotd__Internal__V1__LogCommand *cmd, uint8_t **buf,
+                               size_t *len, struct slotd_error *err)
+{
+    Slotd__V1__ProposeResponse resp = SLOTD__V1__PROPOSE_RESPONSE__INIT;
+    resp.applied_index = index;
+    resp.group_id = gs->group;
+    resp.term = term;
+    struct slot__apply a = {f, (uint16_t)cmd->hash_slot, index, cmd->command_case, &resp, NULL,
+                            0, err};
+    int rc = slot__meta_apply(&a, slot__oneof_get(&cmd->base, cmd->command_case));
+    if (rc != 0 || err->code != SLOTD_OK) {
+        free(a.buf);
+        return rc;
+    }
+    *buf = a.buf;
+    *len = a.len;
     return 0;
 }
 
@@ -543,9 +594,14 @@ static int apply_command(struct slot_fsm *f, struct slot_group_state *gs, uint64
                          uint64_t term, const Slotd__Internal__V1__LogCommand *cmd,
                          struct slot_result *out)
 {
-    const ProtobufCBinaryData *key = command_key(cmd);
-    if (key == NULL || key->len == 0 || key->len > SLOT_KEY_MAX) {
-        reject(out, SLOTD_EINTERNAL, "entry has no valid key command", gs->group, index);
+    ProtobufCBinaryData routing;
+    const ProtobufCBinaryData *key = &routing;
+    struct slotd_error err = {.code = SLOTD_OK};
+    if (command_key(cmd, &routing, &err) != 0) {
+        if (err.code == SLOTD_EINTERNAL)
+            reject(out, SLOTD_EINTERNAL, "entry has no valid key command", gs->group, index);
+        else if (out)
+            out->err = err;
         return 0;
     }
     /* The entry's hash slot must be the key's and owned by this group per the
@@ -566,7 +622,15 @@ static int apply_command(struct slot_fsm *f, struct slot_group_state *gs, uint64
             rc = mark_deduplicated(&buf, &len);
     }
     if (rc == 0 && !dup) {
-        rc = apply_kv_command(f, gs, index, term, cmd, &buf, &len);
+        if (slot__meta_is_command(cmd->command_case))
+            rc = apply_typed_command(f, gs, index, term, cmd, &buf, &len, &err);
+        else
+            rc = apply_kv_command(f, gs, index, term, cmd, &buf, &len);
+        if (rc == 0 && err.code != SLOTD_OK) { /* failed its fence: nothing changed */
+            if (out)
+                out->err = err;
+            return 0;
+        }
         if (rc == 0 && cmd->request_id.len > 0)
             rc = dedupe_remember(f, hs, &cmd->request_id, buf, len);
     }

@@ -1,7 +1,30 @@
 /* read.c - serves a validated ReadRequest's query against a group's applied state. */
 #include <stdlib.h>
 
+#include "service/slot/meta.h"
 #include "service/slot/slot.h"
+
+/* Serves a typed query (validated again: the request was re-decoded). */
+static int serve_typed(struct store *store, uint16_t hash_slot, const Slotd__V1__ReadRequest *r,
+                       Slotd__V1__ReadResponse *resp, uint8_t **out, size_t *out_len,
+                       struct slotd_error *err)
+{
+    const ProtobufCMessage *q = slot__oneof_get(&r->base, r->query_case);
+    ProtobufCBinaryData key;
+    char keybuf[32];
+    if (slot__meta_validate_query(r->query_case, q, &key, keybuf, err) != 0)
+        return -1;
+    struct slot__serve s = {store, hash_slot, r->query_case, resp, NULL, 0, err};
+    int rc = slot__meta_serve(&s, q);
+    if (rc != 0) {
+        free(s.buf);
+        slotd_error_set(err, SLOTD_ESTORAGE, "read: %s", store_strerror(rc));
+        return -1;
+    }
+    *out = s.buf;
+    *out_len = s.len;
+    return 0;
+}
 
 static int serve_get(struct store *store, uint16_t hash_slot, const Slotd__V1__GetQuery *q,
                      Slotd__V1__ReadResponse *resp, Slotd__V1__GetResult *get, void **value,
@@ -41,6 +64,11 @@ int slot_serve_read(struct store *store, uint16_t hash_slot, const uint8_t *req,
     Slotd__V1__GetResult get = SLOTD__V1__GET_RESULT__INIT;
     void *value = NULL;
     int rc;
+    if (slot__meta_is_query(r->query_case)) {
+        rc = serve_typed(store, hash_slot, r, &resp, out, out_len, err);
+        slotd__v1__read_request__free_unpacked(r, NULL);
+        return rc;
+    }
     switch (r->query_case) {
     case SLOTD__V1__READ_REQUEST__QUERY_GET:
         rc = serve_get(store, hash_slot, r->get, &resp, &get, &value, err);

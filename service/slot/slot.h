@@ -18,12 +18,42 @@
 /* Request ids remembered per hash slot; the oldest is forgotten first. */
 #define SLOT_DEDUPE_WINDOW 4096u
 
+/* Limits of the typed metadata commands and queries (docs/api.md). */
+#define SLOT_UID_MAX 64u          /* uid: 1..64 bytes */
+#define SLOT_CHANNEL_ID_MAX 128u  /* channel_id: 1..128 bytes */
+#define SLOT_TOKEN_MAX 256u       /* token, last_error: <= 256 bytes */
+#define SLOT_NAME_MAX 64u         /* plugin_no, event_type: 1..64 bytes */
+#define SLOT_SMALL_INT_MAX 255u   /* device_flag, device_level, channel_type */
+#define SLOT_BATCH_UIDS_MAX 1000u /* uids per subscriber/allowlist/denylist command */
+#define SLOT_BATCH_BYTES_MAX (64u * 1024u) /* summed uid bytes per such command */
+#define SLOT_PAGE_MAX 1000u       /* list limit */
+#define SLOT_PAGE_DEFAULT 100u    /* list limit 0 */
+#define SLOT_EVENT_CAPACITY_MAX 1000u
+#define SLOT_EVENT_CAPACITY_DEFAULT 100u
+#define SLOT_EVENT_PAYLOAD_MAX 4096u
+#define SLOT_REPLICAS_MAX 16u /* replicas and isr of a channel's runtime meta */
+
 /* FSM tables under [hash_slot u16][table u8] (store/FORMAT.md). */
 enum slot_table {
     SLOT_TABLE_KV = 1,           /* [key] -> [ver][version u64][value] */
     SLOT_TABLE_DEDUPE = 2,       /* [request_id] -> [ver][seq u64][ProposeResponse] */
     SLOT_TABLE_DEDUPE_ORDER = 3, /* [seq u64] -> request_id */
     SLOT_TABLE_DEDUPE_META = 4,  /* [] -> [ver][next_seq u64][oldest_seq u64] */
+    /* Typed metadata; a value is [ver][packed slotd.v1 row message] or [ver] for a set member.
+     * [s] is a string prefixed by its length (u8), [S] a string that ends the key. */
+    SLOT_TABLE_USER = 5,           /* [S uid] -> User */
+    SLOT_TABLE_DEVICE = 6,         /* [s uid][device_flag u8] -> Device */
+    SLOT_TABLE_SYSTEM_UID = 7,     /* [S uid] -> [ver] */
+    SLOT_TABLE_CHANNEL = 8,        /* [S channel_id] -> Channel */
+    SLOT_TABLE_CHANNEL_MEMBER = 9, /* [s channel_id][list u8][S uid] -> [ver] */
+    SLOT_TABLE_MEMBERSHIP = 10,    /* [s uid][S channel_id] -> Membership */
+    SLOT_TABLE_CONVERSATION = 11,  /* [s uid][~activated_at_ms u64][S channel_id] -> [ver] */
+    SLOT_TABLE_CMD_BINDING = 12,   /* [s uid][S channel_id] -> CmdBinding */
+    SLOT_TABLE_RUNTIME_META = 13,  /* [S channel_id] -> ChannelRuntimeMeta */
+    SLOT_TABLE_MIGRATION = 14,     /* [s channel_id][task_id u64] -> ChannelMigrationTask */
+    SLOT_TABLE_PLUGIN = 15,        /* [S uid] -> PluginBinding */
+    SLOT_TABLE_PLUGIN_USER = 16,   /* [s plugin_no][S uid] -> [ver] */
+    SLOT_TABLE_EVENT = 17,         /* [s channel_id][~event_seq u64] -> ChannelEvent */
 };
 /* Per-group metadata under [0xFFFF][group u32][sub u8]. */
 #define SLOT_GROUP_META_OWNED 1 /* -> [ver][256-bit owned hash slot bitmap] */
@@ -33,7 +63,9 @@ enum slot_table {
 /* ---- Validation (validate.c): every violation names the field and limit. ---- */
 
 /* Validates a decoded ProposeRequest; returns 0 or fills err. The routing key
- * is returned borrowed from req. */
+ * is returned borrowed from req: for a typed command (a uid or channel id string, or the hash
+ * slot of list_plugin_users) it is held by a per-thread holder that stays valid until the
+ * calling thread's next slot_validate_propose()/slot_validate_read(). */
 int slot_validate_propose(const Slotd__V1__ProposeRequest *req, const ProtobufCBinaryData **key,
                           struct slotd_error *err);
 int slot_validate_read(const Slotd__V1__ReadRequest *req, const ProtobufCBinaryData **key,

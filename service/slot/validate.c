@@ -4,7 +4,12 @@
 #include <string.h>
 
 #include "service/route/route.h"
+#include "service/slot/meta.h"
 #include "service/slot/slot.h"
+
+/* The routing key of the last typed request validated by this thread (slot.h). */
+static _Thread_local ProtobufCBinaryData routing_key;
+static _Thread_local char routing_keybuf[32];
 
 static int check_key(const ProtobufCBinaryData *key, const char *field, struct slotd_error *err)
 {
@@ -51,8 +56,16 @@ int slot_validate_propose(const Slotd__V1__ProposeRequest *req, const ProtobufCB
             return -1;
         return 0;
     default:
-        slotd_error_field(err, "command", 0, "command: exactly one command must be set");
-        return -1;
+        if (!slot__meta_is_command(req->command_case)) {
+            slotd_error_field(err, "command", 0, "command: exactly one command must be set");
+            return -1;
+        }
+        if (slot__meta_validate_command(req->command_case,
+                                        slot__oneof_get(&req->base, req->command_case),
+                                        &routing_key, err) != 0)
+            return -1;
+        *key = &routing_key;
+        return 0;
     }
 }
 
@@ -70,6 +83,13 @@ int slot_validate_read(const Slotd__V1__ReadRequest *req, const ProtobufCBinaryD
         slotd_error_field(err, "min_applied_index", 0,
                           "min_applied_index: only allowed with CONSISTENCY_LOCAL");
         return -1;
+    }
+    if (slot__meta_is_query(req->query_case)) {
+        if (slot__meta_validate_query(req->query_case, slot__oneof_get(&req->base, req->query_case),
+                                      &routing_key, routing_keybuf, err) != 0)
+            return -1;
+        *key = &routing_key;
+        return 0;
     }
     if (req->query_case != SLOTD__V1__READ_REQUEST__QUERY_GET) {
         slotd_error_field(err, "query", 0, "query: exactly one query must be set");
@@ -110,8 +130,14 @@ int slot_encode_command(const Slotd__V1__ProposeRequest *req, uint16_t hash_slot
         cmd.command_case = SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_COMPARE_AND_SET;
         cmd.compare_and_set = req->compare_and_set;
         break;
-    default:
-        return -1;
+    default: {
+        /* A typed command travels at the same field number in LogCommand. */
+        const ProtobufCMessage *m = slot__oneof_get(&req->base, req->command_case);
+        if (!slot__meta_is_command(req->command_case) || m == NULL)
+            return -1;
+        slot__oneof_set(&cmd.base, req->command_case, m);
+        break;
+    }
     }
     return pack_log_command(&cmd, buf, len);
 }

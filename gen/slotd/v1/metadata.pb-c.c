@@ -952,7 +952,3292 @@ void   slotd__v1__leader_hint__free_unpacked
   assert(message->base.descriptor == &slotd__v1__leader_hint__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descriptors[5] =
+void   slotd__v1__user__init
+                     (Slotd__V1__User         *message)
+{
+  static const Slotd__V1__User init_value = SLOTD__V1__USER__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__user__get_packed_size
+                     (const Slotd__V1__User *message)
+{
+  assert(message->base.descriptor == &slotd__v1__user__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__user__pack
+                     (const Slotd__V1__User *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__user__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__user__pack_to_buffer
+                     (const Slotd__V1__User *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__user__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__User *
+       slotd__v1__user__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__User *)
+     protobuf_c_message_unpack (&slotd__v1__user__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__user__free_unpacked
+                     (Slotd__V1__User *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__user__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__device__init
+                     (Slotd__V1__Device         *message)
+{
+  static const Slotd__V1__Device init_value = SLOTD__V1__DEVICE__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__device__get_packed_size
+                     (const Slotd__V1__Device *message)
+{
+  assert(message->base.descriptor == &slotd__v1__device__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__device__pack
+                     (const Slotd__V1__Device *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__device__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__device__pack_to_buffer
+                     (const Slotd__V1__Device *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__device__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__Device *
+       slotd__v1__device__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__Device *)
+     protobuf_c_message_unpack (&slotd__v1__device__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__device__free_unpacked
+                     (Slotd__V1__Device *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__device__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__channel_flags__init
+                     (Slotd__V1__ChannelFlags         *message)
+{
+  static const Slotd__V1__ChannelFlags init_value = SLOTD__V1__CHANNEL_FLAGS__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__channel_flags__get_packed_size
+                     (const Slotd__V1__ChannelFlags *message)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_flags__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__channel_flags__pack
+                     (const Slotd__V1__ChannelFlags *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_flags__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__channel_flags__pack_to_buffer
+                     (const Slotd__V1__ChannelFlags *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_flags__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ChannelFlags *
+       slotd__v1__channel_flags__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ChannelFlags *)
+     protobuf_c_message_unpack (&slotd__v1__channel_flags__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__channel_flags__free_unpacked
+                     (Slotd__V1__ChannelFlags *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__channel_flags__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__channel__init
+                     (Slotd__V1__Channel         *message)
+{
+  static const Slotd__V1__Channel init_value = SLOTD__V1__CHANNEL__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__channel__get_packed_size
+                     (const Slotd__V1__Channel *message)
+{
+  assert(message->base.descriptor == &slotd__v1__channel__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__channel__pack
+                     (const Slotd__V1__Channel *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__channel__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__channel__pack_to_buffer
+                     (const Slotd__V1__Channel *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__channel__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__Channel *
+       slotd__v1__channel__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__Channel *)
+     protobuf_c_message_unpack (&slotd__v1__channel__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__channel__free_unpacked
+                     (Slotd__V1__Channel *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__channel__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__membership__init
+                     (Slotd__V1__Membership         *message)
+{
+  static const Slotd__V1__Membership init_value = SLOTD__V1__MEMBERSHIP__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__membership__get_packed_size
+                     (const Slotd__V1__Membership *message)
+{
+  assert(message->base.descriptor == &slotd__v1__membership__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__membership__pack
+                     (const Slotd__V1__Membership *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__membership__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__membership__pack_to_buffer
+                     (const Slotd__V1__Membership *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__membership__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__Membership *
+       slotd__v1__membership__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__Membership *)
+     protobuf_c_message_unpack (&slotd__v1__membership__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__membership__free_unpacked
+                     (Slotd__V1__Membership *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__membership__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__cmd_binding__init
+                     (Slotd__V1__CmdBinding         *message)
+{
+  static const Slotd__V1__CmdBinding init_value = SLOTD__V1__CMD_BINDING__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__cmd_binding__get_packed_size
+                     (const Slotd__V1__CmdBinding *message)
+{
+  assert(message->base.descriptor == &slotd__v1__cmd_binding__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__cmd_binding__pack
+                     (const Slotd__V1__CmdBinding *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__cmd_binding__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__cmd_binding__pack_to_buffer
+                     (const Slotd__V1__CmdBinding *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__cmd_binding__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__CmdBinding *
+       slotd__v1__cmd_binding__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__CmdBinding *)
+     protobuf_c_message_unpack (&slotd__v1__cmd_binding__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__cmd_binding__free_unpacked
+                     (Slotd__V1__CmdBinding *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__cmd_binding__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__channel_runtime_meta__init
+                     (Slotd__V1__ChannelRuntimeMeta         *message)
+{
+  static const Slotd__V1__ChannelRuntimeMeta init_value = SLOTD__V1__CHANNEL_RUNTIME_META__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__channel_runtime_meta__get_packed_size
+                     (const Slotd__V1__ChannelRuntimeMeta *message)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_runtime_meta__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__channel_runtime_meta__pack
+                     (const Slotd__V1__ChannelRuntimeMeta *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_runtime_meta__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__channel_runtime_meta__pack_to_buffer
+                     (const Slotd__V1__ChannelRuntimeMeta *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_runtime_meta__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ChannelRuntimeMeta *
+       slotd__v1__channel_runtime_meta__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ChannelRuntimeMeta *)
+     protobuf_c_message_unpack (&slotd__v1__channel_runtime_meta__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__channel_runtime_meta__free_unpacked
+                     (Slotd__V1__ChannelRuntimeMeta *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__channel_runtime_meta__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__channel_migration_task__init
+                     (Slotd__V1__ChannelMigrationTask         *message)
+{
+  static const Slotd__V1__ChannelMigrationTask init_value = SLOTD__V1__CHANNEL_MIGRATION_TASK__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__channel_migration_task__get_packed_size
+                     (const Slotd__V1__ChannelMigrationTask *message)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_migration_task__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__channel_migration_task__pack
+                     (const Slotd__V1__ChannelMigrationTask *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_migration_task__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__channel_migration_task__pack_to_buffer
+                     (const Slotd__V1__ChannelMigrationTask *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_migration_task__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ChannelMigrationTask *
+       slotd__v1__channel_migration_task__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ChannelMigrationTask *)
+     protobuf_c_message_unpack (&slotd__v1__channel_migration_task__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__channel_migration_task__free_unpacked
+                     (Slotd__V1__ChannelMigrationTask *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__channel_migration_task__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__plugin_binding__init
+                     (Slotd__V1__PluginBinding         *message)
+{
+  static const Slotd__V1__PluginBinding init_value = SLOTD__V1__PLUGIN_BINDING__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__plugin_binding__get_packed_size
+                     (const Slotd__V1__PluginBinding *message)
+{
+  assert(message->base.descriptor == &slotd__v1__plugin_binding__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__plugin_binding__pack
+                     (const Slotd__V1__PluginBinding *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__plugin_binding__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__plugin_binding__pack_to_buffer
+                     (const Slotd__V1__PluginBinding *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__plugin_binding__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__PluginBinding *
+       slotd__v1__plugin_binding__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__PluginBinding *)
+     protobuf_c_message_unpack (&slotd__v1__plugin_binding__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__plugin_binding__free_unpacked
+                     (Slotd__V1__PluginBinding *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__plugin_binding__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__channel_event__init
+                     (Slotd__V1__ChannelEvent         *message)
+{
+  static const Slotd__V1__ChannelEvent init_value = SLOTD__V1__CHANNEL_EVENT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__channel_event__get_packed_size
+                     (const Slotd__V1__ChannelEvent *message)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_event__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__channel_event__pack
+                     (const Slotd__V1__ChannelEvent *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_event__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__channel_event__pack_to_buffer
+                     (const Slotd__V1__ChannelEvent *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_event__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ChannelEvent *
+       slotd__v1__channel_event__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ChannelEvent *)
+     protobuf_c_message_unpack (&slotd__v1__channel_event__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__channel_event__free_unpacked
+                     (Slotd__V1__ChannelEvent *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__channel_event__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__create_user_command__init
+                     (Slotd__V1__CreateUserCommand         *message)
+{
+  static const Slotd__V1__CreateUserCommand init_value = SLOTD__V1__CREATE_USER_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__create_user_command__get_packed_size
+                     (const Slotd__V1__CreateUserCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__create_user_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__create_user_command__pack
+                     (const Slotd__V1__CreateUserCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__create_user_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__create_user_command__pack_to_buffer
+                     (const Slotd__V1__CreateUserCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__create_user_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__CreateUserCommand *
+       slotd__v1__create_user_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__CreateUserCommand *)
+     protobuf_c_message_unpack (&slotd__v1__create_user_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__create_user_command__free_unpacked
+                     (Slotd__V1__CreateUserCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__create_user_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__update_user_command__init
+                     (Slotd__V1__UpdateUserCommand         *message)
+{
+  static const Slotd__V1__UpdateUserCommand init_value = SLOTD__V1__UPDATE_USER_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__update_user_command__get_packed_size
+                     (const Slotd__V1__UpdateUserCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__update_user_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__update_user_command__pack
+                     (const Slotd__V1__UpdateUserCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__update_user_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__update_user_command__pack_to_buffer
+                     (const Slotd__V1__UpdateUserCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__update_user_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__UpdateUserCommand *
+       slotd__v1__update_user_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__UpdateUserCommand *)
+     protobuf_c_message_unpack (&slotd__v1__update_user_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__update_user_command__free_unpacked
+                     (Slotd__V1__UpdateUserCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__update_user_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__user_result__init
+                     (Slotd__V1__UserResult         *message)
+{
+  static const Slotd__V1__UserResult init_value = SLOTD__V1__USER_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__user_result__get_packed_size
+                     (const Slotd__V1__UserResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__user_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__user_result__pack
+                     (const Slotd__V1__UserResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__user_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__user_result__pack_to_buffer
+                     (const Slotd__V1__UserResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__user_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__UserResult *
+       slotd__v1__user_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__UserResult *)
+     protobuf_c_message_unpack (&slotd__v1__user_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__user_result__free_unpacked
+                     (Slotd__V1__UserResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__user_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__put_device_command__init
+                     (Slotd__V1__PutDeviceCommand         *message)
+{
+  static const Slotd__V1__PutDeviceCommand init_value = SLOTD__V1__PUT_DEVICE_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__put_device_command__get_packed_size
+                     (const Slotd__V1__PutDeviceCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__put_device_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__put_device_command__pack
+                     (const Slotd__V1__PutDeviceCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__put_device_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__put_device_command__pack_to_buffer
+                     (const Slotd__V1__PutDeviceCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__put_device_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__PutDeviceCommand *
+       slotd__v1__put_device_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__PutDeviceCommand *)
+     protobuf_c_message_unpack (&slotd__v1__put_device_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__put_device_command__free_unpacked
+                     (Slotd__V1__PutDeviceCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__put_device_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__device_result__init
+                     (Slotd__V1__DeviceResult         *message)
+{
+  static const Slotd__V1__DeviceResult init_value = SLOTD__V1__DEVICE_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__device_result__get_packed_size
+                     (const Slotd__V1__DeviceResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__device_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__device_result__pack
+                     (const Slotd__V1__DeviceResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__device_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__device_result__pack_to_buffer
+                     (const Slotd__V1__DeviceResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__device_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__DeviceResult *
+       slotd__v1__device_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__DeviceResult *)
+     protobuf_c_message_unpack (&slotd__v1__device_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__device_result__free_unpacked
+                     (Slotd__V1__DeviceResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__device_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__remove_device_command__init
+                     (Slotd__V1__RemoveDeviceCommand         *message)
+{
+  static const Slotd__V1__RemoveDeviceCommand init_value = SLOTD__V1__REMOVE_DEVICE_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__remove_device_command__get_packed_size
+                     (const Slotd__V1__RemoveDeviceCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__remove_device_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__remove_device_command__pack
+                     (const Slotd__V1__RemoveDeviceCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__remove_device_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__remove_device_command__pack_to_buffer
+                     (const Slotd__V1__RemoveDeviceCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__remove_device_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__RemoveDeviceCommand *
+       slotd__v1__remove_device_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__RemoveDeviceCommand *)
+     protobuf_c_message_unpack (&slotd__v1__remove_device_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__remove_device_command__free_unpacked
+                     (Slotd__V1__RemoveDeviceCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__remove_device_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__remove_result__init
+                     (Slotd__V1__RemoveResult         *message)
+{
+  static const Slotd__V1__RemoveResult init_value = SLOTD__V1__REMOVE_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__remove_result__get_packed_size
+                     (const Slotd__V1__RemoveResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__remove_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__remove_result__pack
+                     (const Slotd__V1__RemoveResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__remove_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__remove_result__pack_to_buffer
+                     (const Slotd__V1__RemoveResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__remove_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__RemoveResult *
+       slotd__v1__remove_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__RemoveResult *)
+     protobuf_c_message_unpack (&slotd__v1__remove_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__remove_result__free_unpacked
+                     (Slotd__V1__RemoveResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__remove_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__set_system_uid_command__init
+                     (Slotd__V1__SetSystemUidCommand         *message)
+{
+  static const Slotd__V1__SetSystemUidCommand init_value = SLOTD__V1__SET_SYSTEM_UID_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__set_system_uid_command__get_packed_size
+                     (const Slotd__V1__SetSystemUidCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__set_system_uid_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__set_system_uid_command__pack
+                     (const Slotd__V1__SetSystemUidCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__set_system_uid_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__set_system_uid_command__pack_to_buffer
+                     (const Slotd__V1__SetSystemUidCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__set_system_uid_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__SetSystemUidCommand *
+       slotd__v1__set_system_uid_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__SetSystemUidCommand *)
+     protobuf_c_message_unpack (&slotd__v1__set_system_uid_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__set_system_uid_command__free_unpacked
+                     (Slotd__V1__SetSystemUidCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__set_system_uid_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__system_uid_result__init
+                     (Slotd__V1__SystemUidResult         *message)
+{
+  static const Slotd__V1__SystemUidResult init_value = SLOTD__V1__SYSTEM_UID_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__system_uid_result__get_packed_size
+                     (const Slotd__V1__SystemUidResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__system_uid_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__system_uid_result__pack
+                     (const Slotd__V1__SystemUidResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__system_uid_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__system_uid_result__pack_to_buffer
+                     (const Slotd__V1__SystemUidResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__system_uid_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__SystemUidResult *
+       slotd__v1__system_uid_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__SystemUidResult *)
+     protobuf_c_message_unpack (&slotd__v1__system_uid_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__system_uid_result__free_unpacked
+                     (Slotd__V1__SystemUidResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__system_uid_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__create_channel_command__init
+                     (Slotd__V1__CreateChannelCommand         *message)
+{
+  static const Slotd__V1__CreateChannelCommand init_value = SLOTD__V1__CREATE_CHANNEL_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__create_channel_command__get_packed_size
+                     (const Slotd__V1__CreateChannelCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__create_channel_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__create_channel_command__pack
+                     (const Slotd__V1__CreateChannelCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__create_channel_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__create_channel_command__pack_to_buffer
+                     (const Slotd__V1__CreateChannelCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__create_channel_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__CreateChannelCommand *
+       slotd__v1__create_channel_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__CreateChannelCommand *)
+     protobuf_c_message_unpack (&slotd__v1__create_channel_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__create_channel_command__free_unpacked
+                     (Slotd__V1__CreateChannelCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__create_channel_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__update_channel_flags_command__init
+                     (Slotd__V1__UpdateChannelFlagsCommand         *message)
+{
+  static const Slotd__V1__UpdateChannelFlagsCommand init_value = SLOTD__V1__UPDATE_CHANNEL_FLAGS_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__update_channel_flags_command__get_packed_size
+                     (const Slotd__V1__UpdateChannelFlagsCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__update_channel_flags_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__update_channel_flags_command__pack
+                     (const Slotd__V1__UpdateChannelFlagsCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__update_channel_flags_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__update_channel_flags_command__pack_to_buffer
+                     (const Slotd__V1__UpdateChannelFlagsCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__update_channel_flags_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__UpdateChannelFlagsCommand *
+       slotd__v1__update_channel_flags_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__UpdateChannelFlagsCommand *)
+     protobuf_c_message_unpack (&slotd__v1__update_channel_flags_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__update_channel_flags_command__free_unpacked
+                     (Slotd__V1__UpdateChannelFlagsCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__update_channel_flags_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__channel_result__init
+                     (Slotd__V1__ChannelResult         *message)
+{
+  static const Slotd__V1__ChannelResult init_value = SLOTD__V1__CHANNEL_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__channel_result__get_packed_size
+                     (const Slotd__V1__ChannelResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__channel_result__pack
+                     (const Slotd__V1__ChannelResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__channel_result__pack_to_buffer
+                     (const Slotd__V1__ChannelResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ChannelResult *
+       slotd__v1__channel_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ChannelResult *)
+     protobuf_c_message_unpack (&slotd__v1__channel_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__channel_result__free_unpacked
+                     (Slotd__V1__ChannelResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__channel_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__subscribers_command__init
+                     (Slotd__V1__SubscribersCommand         *message)
+{
+  static const Slotd__V1__SubscribersCommand init_value = SLOTD__V1__SUBSCRIBERS_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__subscribers_command__get_packed_size
+                     (const Slotd__V1__SubscribersCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__subscribers_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__subscribers_command__pack
+                     (const Slotd__V1__SubscribersCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__subscribers_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__subscribers_command__pack_to_buffer
+                     (const Slotd__V1__SubscribersCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__subscribers_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__SubscribersCommand *
+       slotd__v1__subscribers_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__SubscribersCommand *)
+     protobuf_c_message_unpack (&slotd__v1__subscribers_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__subscribers_command__free_unpacked
+                     (Slotd__V1__SubscribersCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__subscribers_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__channel_list_command__init
+                     (Slotd__V1__ChannelListCommand         *message)
+{
+  static const Slotd__V1__ChannelListCommand init_value = SLOTD__V1__CHANNEL_LIST_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__channel_list_command__get_packed_size
+                     (const Slotd__V1__ChannelListCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_list_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__channel_list_command__pack
+                     (const Slotd__V1__ChannelListCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_list_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__channel_list_command__pack_to_buffer
+                     (const Slotd__V1__ChannelListCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__channel_list_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ChannelListCommand *
+       slotd__v1__channel_list_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ChannelListCommand *)
+     protobuf_c_message_unpack (&slotd__v1__channel_list_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__channel_list_command__free_unpacked
+                     (Slotd__V1__ChannelListCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__channel_list_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__members_result__init
+                     (Slotd__V1__MembersResult         *message)
+{
+  static const Slotd__V1__MembersResult init_value = SLOTD__V1__MEMBERS_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__members_result__get_packed_size
+                     (const Slotd__V1__MembersResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__members_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__members_result__pack
+                     (const Slotd__V1__MembersResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__members_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__members_result__pack_to_buffer
+                     (const Slotd__V1__MembersResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__members_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__MembersResult *
+       slotd__v1__members_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__MembersResult *)
+     protobuf_c_message_unpack (&slotd__v1__members_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__members_result__free_unpacked
+                     (Slotd__V1__MembersResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__members_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__join_channel_command__init
+                     (Slotd__V1__JoinChannelCommand         *message)
+{
+  static const Slotd__V1__JoinChannelCommand init_value = SLOTD__V1__JOIN_CHANNEL_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__join_channel_command__get_packed_size
+                     (const Slotd__V1__JoinChannelCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__join_channel_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__join_channel_command__pack
+                     (const Slotd__V1__JoinChannelCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__join_channel_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__join_channel_command__pack_to_buffer
+                     (const Slotd__V1__JoinChannelCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__join_channel_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__JoinChannelCommand *
+       slotd__v1__join_channel_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__JoinChannelCommand *)
+     protobuf_c_message_unpack (&slotd__v1__join_channel_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__join_channel_command__free_unpacked
+                     (Slotd__V1__JoinChannelCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__join_channel_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__leave_channel_command__init
+                     (Slotd__V1__LeaveChannelCommand         *message)
+{
+  static const Slotd__V1__LeaveChannelCommand init_value = SLOTD__V1__LEAVE_CHANNEL_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__leave_channel_command__get_packed_size
+                     (const Slotd__V1__LeaveChannelCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__leave_channel_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__leave_channel_command__pack
+                     (const Slotd__V1__LeaveChannelCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__leave_channel_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__leave_channel_command__pack_to_buffer
+                     (const Slotd__V1__LeaveChannelCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__leave_channel_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__LeaveChannelCommand *
+       slotd__v1__leave_channel_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__LeaveChannelCommand *)
+     protobuf_c_message_unpack (&slotd__v1__leave_channel_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__leave_channel_command__free_unpacked
+                     (Slotd__V1__LeaveChannelCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__leave_channel_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__mark_read_command__init
+                     (Slotd__V1__MarkReadCommand         *message)
+{
+  static const Slotd__V1__MarkReadCommand init_value = SLOTD__V1__MARK_READ_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__mark_read_command__get_packed_size
+                     (const Slotd__V1__MarkReadCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__mark_read_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__mark_read_command__pack
+                     (const Slotd__V1__MarkReadCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__mark_read_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__mark_read_command__pack_to_buffer
+                     (const Slotd__V1__MarkReadCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__mark_read_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__MarkReadCommand *
+       slotd__v1__mark_read_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__MarkReadCommand *)
+     protobuf_c_message_unpack (&slotd__v1__mark_read_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__mark_read_command__free_unpacked
+                     (Slotd__V1__MarkReadCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__mark_read_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__hide_conversation_command__init
+                     (Slotd__V1__HideConversationCommand         *message)
+{
+  static const Slotd__V1__HideConversationCommand init_value = SLOTD__V1__HIDE_CONVERSATION_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__hide_conversation_command__get_packed_size
+                     (const Slotd__V1__HideConversationCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__hide_conversation_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__hide_conversation_command__pack
+                     (const Slotd__V1__HideConversationCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__hide_conversation_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__hide_conversation_command__pack_to_buffer
+                     (const Slotd__V1__HideConversationCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__hide_conversation_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__HideConversationCommand *
+       slotd__v1__hide_conversation_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__HideConversationCommand *)
+     protobuf_c_message_unpack (&slotd__v1__hide_conversation_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__hide_conversation_command__free_unpacked
+                     (Slotd__V1__HideConversationCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__hide_conversation_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__activate_conversation_command__init
+                     (Slotd__V1__ActivateConversationCommand         *message)
+{
+  static const Slotd__V1__ActivateConversationCommand init_value = SLOTD__V1__ACTIVATE_CONVERSATION_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__activate_conversation_command__get_packed_size
+                     (const Slotd__V1__ActivateConversationCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__activate_conversation_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__activate_conversation_command__pack
+                     (const Slotd__V1__ActivateConversationCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__activate_conversation_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__activate_conversation_command__pack_to_buffer
+                     (const Slotd__V1__ActivateConversationCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__activate_conversation_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ActivateConversationCommand *
+       slotd__v1__activate_conversation_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ActivateConversationCommand *)
+     protobuf_c_message_unpack (&slotd__v1__activate_conversation_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__activate_conversation_command__free_unpacked
+                     (Slotd__V1__ActivateConversationCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__activate_conversation_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__membership_result__init
+                     (Slotd__V1__MembershipResult         *message)
+{
+  static const Slotd__V1__MembershipResult init_value = SLOTD__V1__MEMBERSHIP_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__membership_result__get_packed_size
+                     (const Slotd__V1__MembershipResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__membership_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__membership_result__pack
+                     (const Slotd__V1__MembershipResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__membership_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__membership_result__pack_to_buffer
+                     (const Slotd__V1__MembershipResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__membership_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__MembershipResult *
+       slotd__v1__membership_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__MembershipResult *)
+     protobuf_c_message_unpack (&slotd__v1__membership_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__membership_result__free_unpacked
+                     (Slotd__V1__MembershipResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__membership_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__bind_cmd_command__init
+                     (Slotd__V1__BindCmdCommand         *message)
+{
+  static const Slotd__V1__BindCmdCommand init_value = SLOTD__V1__BIND_CMD_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__bind_cmd_command__get_packed_size
+                     (const Slotd__V1__BindCmdCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__bind_cmd_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__bind_cmd_command__pack
+                     (const Slotd__V1__BindCmdCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__bind_cmd_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__bind_cmd_command__pack_to_buffer
+                     (const Slotd__V1__BindCmdCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__bind_cmd_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__BindCmdCommand *
+       slotd__v1__bind_cmd_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__BindCmdCommand *)
+     protobuf_c_message_unpack (&slotd__v1__bind_cmd_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__bind_cmd_command__free_unpacked
+                     (Slotd__V1__BindCmdCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__bind_cmd_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__ack_cmd_command__init
+                     (Slotd__V1__AckCmdCommand         *message)
+{
+  static const Slotd__V1__AckCmdCommand init_value = SLOTD__V1__ACK_CMD_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__ack_cmd_command__get_packed_size
+                     (const Slotd__V1__AckCmdCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__ack_cmd_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__ack_cmd_command__pack
+                     (const Slotd__V1__AckCmdCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__ack_cmd_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__ack_cmd_command__pack_to_buffer
+                     (const Slotd__V1__AckCmdCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__ack_cmd_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__AckCmdCommand *
+       slotd__v1__ack_cmd_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__AckCmdCommand *)
+     protobuf_c_message_unpack (&slotd__v1__ack_cmd_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__ack_cmd_command__free_unpacked
+                     (Slotd__V1__AckCmdCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__ack_cmd_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__unbind_cmd_command__init
+                     (Slotd__V1__UnbindCmdCommand         *message)
+{
+  static const Slotd__V1__UnbindCmdCommand init_value = SLOTD__V1__UNBIND_CMD_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__unbind_cmd_command__get_packed_size
+                     (const Slotd__V1__UnbindCmdCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__unbind_cmd_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__unbind_cmd_command__pack
+                     (const Slotd__V1__UnbindCmdCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__unbind_cmd_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__unbind_cmd_command__pack_to_buffer
+                     (const Slotd__V1__UnbindCmdCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__unbind_cmd_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__UnbindCmdCommand *
+       slotd__v1__unbind_cmd_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__UnbindCmdCommand *)
+     protobuf_c_message_unpack (&slotd__v1__unbind_cmd_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__unbind_cmd_command__free_unpacked
+                     (Slotd__V1__UnbindCmdCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__unbind_cmd_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__cmd_binding_result__init
+                     (Slotd__V1__CmdBindingResult         *message)
+{
+  static const Slotd__V1__CmdBindingResult init_value = SLOTD__V1__CMD_BINDING_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__cmd_binding_result__get_packed_size
+                     (const Slotd__V1__CmdBindingResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__cmd_binding_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__cmd_binding_result__pack
+                     (const Slotd__V1__CmdBindingResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__cmd_binding_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__cmd_binding_result__pack_to_buffer
+                     (const Slotd__V1__CmdBindingResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__cmd_binding_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__CmdBindingResult *
+       slotd__v1__cmd_binding_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__CmdBindingResult *)
+     protobuf_c_message_unpack (&slotd__v1__cmd_binding_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__cmd_binding_result__free_unpacked
+                     (Slotd__V1__CmdBindingResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__cmd_binding_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__update_runtime_meta_command__init
+                     (Slotd__V1__UpdateRuntimeMetaCommand         *message)
+{
+  static const Slotd__V1__UpdateRuntimeMetaCommand init_value = SLOTD__V1__UPDATE_RUNTIME_META_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__update_runtime_meta_command__get_packed_size
+                     (const Slotd__V1__UpdateRuntimeMetaCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__update_runtime_meta_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__update_runtime_meta_command__pack
+                     (const Slotd__V1__UpdateRuntimeMetaCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__update_runtime_meta_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__update_runtime_meta_command__pack_to_buffer
+                     (const Slotd__V1__UpdateRuntimeMetaCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__update_runtime_meta_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__UpdateRuntimeMetaCommand *
+       slotd__v1__update_runtime_meta_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__UpdateRuntimeMetaCommand *)
+     protobuf_c_message_unpack (&slotd__v1__update_runtime_meta_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__update_runtime_meta_command__free_unpacked
+                     (Slotd__V1__UpdateRuntimeMetaCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__update_runtime_meta_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__advance_retention_command__init
+                     (Slotd__V1__AdvanceRetentionCommand         *message)
+{
+  static const Slotd__V1__AdvanceRetentionCommand init_value = SLOTD__V1__ADVANCE_RETENTION_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__advance_retention_command__get_packed_size
+                     (const Slotd__V1__AdvanceRetentionCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__advance_retention_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__advance_retention_command__pack
+                     (const Slotd__V1__AdvanceRetentionCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__advance_retention_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__advance_retention_command__pack_to_buffer
+                     (const Slotd__V1__AdvanceRetentionCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__advance_retention_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__AdvanceRetentionCommand *
+       slotd__v1__advance_retention_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__AdvanceRetentionCommand *)
+     protobuf_c_message_unpack (&slotd__v1__advance_retention_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__advance_retention_command__free_unpacked
+                     (Slotd__V1__AdvanceRetentionCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__advance_retention_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__runtime_meta_result__init
+                     (Slotd__V1__RuntimeMetaResult         *message)
+{
+  static const Slotd__V1__RuntimeMetaResult init_value = SLOTD__V1__RUNTIME_META_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__runtime_meta_result__get_packed_size
+                     (const Slotd__V1__RuntimeMetaResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__runtime_meta_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__runtime_meta_result__pack
+                     (const Slotd__V1__RuntimeMetaResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__runtime_meta_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__runtime_meta_result__pack_to_buffer
+                     (const Slotd__V1__RuntimeMetaResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__runtime_meta_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__RuntimeMetaResult *
+       slotd__v1__runtime_meta_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__RuntimeMetaResult *)
+     protobuf_c_message_unpack (&slotd__v1__runtime_meta_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__runtime_meta_result__free_unpacked
+                     (Slotd__V1__RuntimeMetaResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__runtime_meta_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__put_migration_task_command__init
+                     (Slotd__V1__PutMigrationTaskCommand         *message)
+{
+  static const Slotd__V1__PutMigrationTaskCommand init_value = SLOTD__V1__PUT_MIGRATION_TASK_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__put_migration_task_command__get_packed_size
+                     (const Slotd__V1__PutMigrationTaskCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__put_migration_task_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__put_migration_task_command__pack
+                     (const Slotd__V1__PutMigrationTaskCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__put_migration_task_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__put_migration_task_command__pack_to_buffer
+                     (const Slotd__V1__PutMigrationTaskCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__put_migration_task_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__PutMigrationTaskCommand *
+       slotd__v1__put_migration_task_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__PutMigrationTaskCommand *)
+     protobuf_c_message_unpack (&slotd__v1__put_migration_task_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__put_migration_task_command__free_unpacked
+                     (Slotd__V1__PutMigrationTaskCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__put_migration_task_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__migration_task_result__init
+                     (Slotd__V1__MigrationTaskResult         *message)
+{
+  static const Slotd__V1__MigrationTaskResult init_value = SLOTD__V1__MIGRATION_TASK_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__migration_task_result__get_packed_size
+                     (const Slotd__V1__MigrationTaskResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__migration_task_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__migration_task_result__pack
+                     (const Slotd__V1__MigrationTaskResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__migration_task_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__migration_task_result__pack_to_buffer
+                     (const Slotd__V1__MigrationTaskResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__migration_task_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__MigrationTaskResult *
+       slotd__v1__migration_task_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__MigrationTaskResult *)
+     protobuf_c_message_unpack (&slotd__v1__migration_task_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__migration_task_result__free_unpacked
+                     (Slotd__V1__MigrationTaskResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__migration_task_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__bind_plugin_command__init
+                     (Slotd__V1__BindPluginCommand         *message)
+{
+  static const Slotd__V1__BindPluginCommand init_value = SLOTD__V1__BIND_PLUGIN_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__bind_plugin_command__get_packed_size
+                     (const Slotd__V1__BindPluginCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__bind_plugin_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__bind_plugin_command__pack
+                     (const Slotd__V1__BindPluginCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__bind_plugin_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__bind_plugin_command__pack_to_buffer
+                     (const Slotd__V1__BindPluginCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__bind_plugin_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__BindPluginCommand *
+       slotd__v1__bind_plugin_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__BindPluginCommand *)
+     protobuf_c_message_unpack (&slotd__v1__bind_plugin_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__bind_plugin_command__free_unpacked
+                     (Slotd__V1__BindPluginCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__bind_plugin_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__unbind_plugin_command__init
+                     (Slotd__V1__UnbindPluginCommand         *message)
+{
+  static const Slotd__V1__UnbindPluginCommand init_value = SLOTD__V1__UNBIND_PLUGIN_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__unbind_plugin_command__get_packed_size
+                     (const Slotd__V1__UnbindPluginCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__unbind_plugin_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__unbind_plugin_command__pack
+                     (const Slotd__V1__UnbindPluginCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__unbind_plugin_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__unbind_plugin_command__pack_to_buffer
+                     (const Slotd__V1__UnbindPluginCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__unbind_plugin_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__UnbindPluginCommand *
+       slotd__v1__unbind_plugin_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__UnbindPluginCommand *)
+     protobuf_c_message_unpack (&slotd__v1__unbind_plugin_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__unbind_plugin_command__free_unpacked
+                     (Slotd__V1__UnbindPluginCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__unbind_plugin_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__plugin_binding_result__init
+                     (Slotd__V1__PluginBindingResult         *message)
+{
+  static const Slotd__V1__PluginBindingResult init_value = SLOTD__V1__PLUGIN_BINDING_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__plugin_binding_result__get_packed_size
+                     (const Slotd__V1__PluginBindingResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__plugin_binding_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__plugin_binding_result__pack
+                     (const Slotd__V1__PluginBindingResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__plugin_binding_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__plugin_binding_result__pack_to_buffer
+                     (const Slotd__V1__PluginBindingResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__plugin_binding_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__PluginBindingResult *
+       slotd__v1__plugin_binding_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__PluginBindingResult *)
+     protobuf_c_message_unpack (&slotd__v1__plugin_binding_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__plugin_binding_result__free_unpacked
+                     (Slotd__V1__PluginBindingResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__plugin_binding_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__append_event_command__init
+                     (Slotd__V1__AppendEventCommand         *message)
+{
+  static const Slotd__V1__AppendEventCommand init_value = SLOTD__V1__APPEND_EVENT_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__append_event_command__get_packed_size
+                     (const Slotd__V1__AppendEventCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__append_event_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__append_event_command__pack
+                     (const Slotd__V1__AppendEventCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__append_event_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__append_event_command__pack_to_buffer
+                     (const Slotd__V1__AppendEventCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__append_event_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__AppendEventCommand *
+       slotd__v1__append_event_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__AppendEventCommand *)
+     protobuf_c_message_unpack (&slotd__v1__append_event_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__append_event_command__free_unpacked
+                     (Slotd__V1__AppendEventCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__append_event_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__append_event_result__init
+                     (Slotd__V1__AppendEventResult         *message)
+{
+  static const Slotd__V1__AppendEventResult init_value = SLOTD__V1__APPEND_EVENT_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__append_event_result__get_packed_size
+                     (const Slotd__V1__AppendEventResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__append_event_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__append_event_result__pack
+                     (const Slotd__V1__AppendEventResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__append_event_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__append_event_result__pack_to_buffer
+                     (const Slotd__V1__AppendEventResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__append_event_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__AppendEventResult *
+       slotd__v1__append_event_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__AppendEventResult *)
+     protobuf_c_message_unpack (&slotd__v1__append_event_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__append_event_result__free_unpacked
+                     (Slotd__V1__AppendEventResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__append_event_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__get_user_query__init
+                     (Slotd__V1__GetUserQuery         *message)
+{
+  static const Slotd__V1__GetUserQuery init_value = SLOTD__V1__GET_USER_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__get_user_query__get_packed_size
+                     (const Slotd__V1__GetUserQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__get_user_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__get_user_query__pack
+                     (const Slotd__V1__GetUserQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__get_user_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__get_user_query__pack_to_buffer
+                     (const Slotd__V1__GetUserQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__get_user_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__GetUserQuery *
+       slotd__v1__get_user_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__GetUserQuery *)
+     protobuf_c_message_unpack (&slotd__v1__get_user_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__get_user_query__free_unpacked
+                     (Slotd__V1__GetUserQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__get_user_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__get_user_result__init
+                     (Slotd__V1__GetUserResult         *message)
+{
+  static const Slotd__V1__GetUserResult init_value = SLOTD__V1__GET_USER_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__get_user_result__get_packed_size
+                     (const Slotd__V1__GetUserResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__get_user_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__get_user_result__pack
+                     (const Slotd__V1__GetUserResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__get_user_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__get_user_result__pack_to_buffer
+                     (const Slotd__V1__GetUserResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__get_user_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__GetUserResult *
+       slotd__v1__get_user_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__GetUserResult *)
+     protobuf_c_message_unpack (&slotd__v1__get_user_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__get_user_result__free_unpacked
+                     (Slotd__V1__GetUserResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__get_user_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__get_device_query__init
+                     (Slotd__V1__GetDeviceQuery         *message)
+{
+  static const Slotd__V1__GetDeviceQuery init_value = SLOTD__V1__GET_DEVICE_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__get_device_query__get_packed_size
+                     (const Slotd__V1__GetDeviceQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__get_device_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__get_device_query__pack
+                     (const Slotd__V1__GetDeviceQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__get_device_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__get_device_query__pack_to_buffer
+                     (const Slotd__V1__GetDeviceQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__get_device_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__GetDeviceQuery *
+       slotd__v1__get_device_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__GetDeviceQuery *)
+     protobuf_c_message_unpack (&slotd__v1__get_device_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__get_device_query__free_unpacked
+                     (Slotd__V1__GetDeviceQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__get_device_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__get_device_result__init
+                     (Slotd__V1__GetDeviceResult         *message)
+{
+  static const Slotd__V1__GetDeviceResult init_value = SLOTD__V1__GET_DEVICE_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__get_device_result__get_packed_size
+                     (const Slotd__V1__GetDeviceResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__get_device_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__get_device_result__pack
+                     (const Slotd__V1__GetDeviceResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__get_device_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__get_device_result__pack_to_buffer
+                     (const Slotd__V1__GetDeviceResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__get_device_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__GetDeviceResult *
+       slotd__v1__get_device_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__GetDeviceResult *)
+     protobuf_c_message_unpack (&slotd__v1__get_device_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__get_device_result__free_unpacked
+                     (Slotd__V1__GetDeviceResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__get_device_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__is_system_uid_query__init
+                     (Slotd__V1__IsSystemUidQuery         *message)
+{
+  static const Slotd__V1__IsSystemUidQuery init_value = SLOTD__V1__IS_SYSTEM_UID_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__is_system_uid_query__get_packed_size
+                     (const Slotd__V1__IsSystemUidQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__is_system_uid_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__is_system_uid_query__pack
+                     (const Slotd__V1__IsSystemUidQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__is_system_uid_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__is_system_uid_query__pack_to_buffer
+                     (const Slotd__V1__IsSystemUidQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__is_system_uid_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__IsSystemUidQuery *
+       slotd__v1__is_system_uid_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__IsSystemUidQuery *)
+     protobuf_c_message_unpack (&slotd__v1__is_system_uid_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__is_system_uid_query__free_unpacked
+                     (Slotd__V1__IsSystemUidQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__is_system_uid_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__is_system_uid_result__init
+                     (Slotd__V1__IsSystemUidResult         *message)
+{
+  static const Slotd__V1__IsSystemUidResult init_value = SLOTD__V1__IS_SYSTEM_UID_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__is_system_uid_result__get_packed_size
+                     (const Slotd__V1__IsSystemUidResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__is_system_uid_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__is_system_uid_result__pack
+                     (const Slotd__V1__IsSystemUidResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__is_system_uid_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__is_system_uid_result__pack_to_buffer
+                     (const Slotd__V1__IsSystemUidResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__is_system_uid_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__IsSystemUidResult *
+       slotd__v1__is_system_uid_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__IsSystemUidResult *)
+     protobuf_c_message_unpack (&slotd__v1__is_system_uid_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__is_system_uid_result__free_unpacked
+                     (Slotd__V1__IsSystemUidResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__is_system_uid_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__get_channel_query__init
+                     (Slotd__V1__GetChannelQuery         *message)
+{
+  static const Slotd__V1__GetChannelQuery init_value = SLOTD__V1__GET_CHANNEL_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__get_channel_query__get_packed_size
+                     (const Slotd__V1__GetChannelQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__get_channel_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__get_channel_query__pack
+                     (const Slotd__V1__GetChannelQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__get_channel_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__get_channel_query__pack_to_buffer
+                     (const Slotd__V1__GetChannelQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__get_channel_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__GetChannelQuery *
+       slotd__v1__get_channel_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__GetChannelQuery *)
+     protobuf_c_message_unpack (&slotd__v1__get_channel_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__get_channel_query__free_unpacked
+                     (Slotd__V1__GetChannelQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__get_channel_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__get_channel_result__init
+                     (Slotd__V1__GetChannelResult         *message)
+{
+  static const Slotd__V1__GetChannelResult init_value = SLOTD__V1__GET_CHANNEL_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__get_channel_result__get_packed_size
+                     (const Slotd__V1__GetChannelResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__get_channel_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__get_channel_result__pack
+                     (const Slotd__V1__GetChannelResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__get_channel_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__get_channel_result__pack_to_buffer
+                     (const Slotd__V1__GetChannelResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__get_channel_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__GetChannelResult *
+       slotd__v1__get_channel_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__GetChannelResult *)
+     protobuf_c_message_unpack (&slotd__v1__get_channel_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__get_channel_result__free_unpacked
+                     (Slotd__V1__GetChannelResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__get_channel_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_members_query__init
+                     (Slotd__V1__ListMembersQuery         *message)
+{
+  static const Slotd__V1__ListMembersQuery init_value = SLOTD__V1__LIST_MEMBERS_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_members_query__get_packed_size
+                     (const Slotd__V1__ListMembersQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_members_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_members_query__pack
+                     (const Slotd__V1__ListMembersQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_members_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_members_query__pack_to_buffer
+                     (const Slotd__V1__ListMembersQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_members_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListMembersQuery *
+       slotd__v1__list_members_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListMembersQuery *)
+     protobuf_c_message_unpack (&slotd__v1__list_members_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_members_query__free_unpacked
+                     (Slotd__V1__ListMembersQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_members_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_members_result__init
+                     (Slotd__V1__ListMembersResult         *message)
+{
+  static const Slotd__V1__ListMembersResult init_value = SLOTD__V1__LIST_MEMBERS_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_members_result__get_packed_size
+                     (const Slotd__V1__ListMembersResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_members_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_members_result__pack
+                     (const Slotd__V1__ListMembersResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_members_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_members_result__pack_to_buffer
+                     (const Slotd__V1__ListMembersResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_members_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListMembersResult *
+       slotd__v1__list_members_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListMembersResult *)
+     protobuf_c_message_unpack (&slotd__v1__list_members_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_members_result__free_unpacked
+                     (Slotd__V1__ListMembersResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_members_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__check_member_query__init
+                     (Slotd__V1__CheckMemberQuery         *message)
+{
+  static const Slotd__V1__CheckMemberQuery init_value = SLOTD__V1__CHECK_MEMBER_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__check_member_query__get_packed_size
+                     (const Slotd__V1__CheckMemberQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__check_member_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__check_member_query__pack
+                     (const Slotd__V1__CheckMemberQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__check_member_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__check_member_query__pack_to_buffer
+                     (const Slotd__V1__CheckMemberQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__check_member_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__CheckMemberQuery *
+       slotd__v1__check_member_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__CheckMemberQuery *)
+     protobuf_c_message_unpack (&slotd__v1__check_member_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__check_member_query__free_unpacked
+                     (Slotd__V1__CheckMemberQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__check_member_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__check_member_result__init
+                     (Slotd__V1__CheckMemberResult         *message)
+{
+  static const Slotd__V1__CheckMemberResult init_value = SLOTD__V1__CHECK_MEMBER_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__check_member_result__get_packed_size
+                     (const Slotd__V1__CheckMemberResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__check_member_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__check_member_result__pack
+                     (const Slotd__V1__CheckMemberResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__check_member_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__check_member_result__pack_to_buffer
+                     (const Slotd__V1__CheckMemberResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__check_member_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__CheckMemberResult *
+       slotd__v1__check_member_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__CheckMemberResult *)
+     protobuf_c_message_unpack (&slotd__v1__check_member_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__check_member_result__free_unpacked
+                     (Slotd__V1__CheckMemberResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__check_member_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__get_membership_query__init
+                     (Slotd__V1__GetMembershipQuery         *message)
+{
+  static const Slotd__V1__GetMembershipQuery init_value = SLOTD__V1__GET_MEMBERSHIP_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__get_membership_query__get_packed_size
+                     (const Slotd__V1__GetMembershipQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__get_membership_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__get_membership_query__pack
+                     (const Slotd__V1__GetMembershipQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__get_membership_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__get_membership_query__pack_to_buffer
+                     (const Slotd__V1__GetMembershipQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__get_membership_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__GetMembershipQuery *
+       slotd__v1__get_membership_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__GetMembershipQuery *)
+     protobuf_c_message_unpack (&slotd__v1__get_membership_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__get_membership_query__free_unpacked
+                     (Slotd__V1__GetMembershipQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__get_membership_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__get_membership_result__init
+                     (Slotd__V1__GetMembershipResult         *message)
+{
+  static const Slotd__V1__GetMembershipResult init_value = SLOTD__V1__GET_MEMBERSHIP_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__get_membership_result__get_packed_size
+                     (const Slotd__V1__GetMembershipResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__get_membership_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__get_membership_result__pack
+                     (const Slotd__V1__GetMembershipResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__get_membership_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__get_membership_result__pack_to_buffer
+                     (const Slotd__V1__GetMembershipResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__get_membership_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__GetMembershipResult *
+       slotd__v1__get_membership_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__GetMembershipResult *)
+     protobuf_c_message_unpack (&slotd__v1__get_membership_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__get_membership_result__free_unpacked
+                     (Slotd__V1__GetMembershipResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__get_membership_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_conversations_query__init
+                     (Slotd__V1__ListConversationsQuery         *message)
+{
+  static const Slotd__V1__ListConversationsQuery init_value = SLOTD__V1__LIST_CONVERSATIONS_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_conversations_query__get_packed_size
+                     (const Slotd__V1__ListConversationsQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_conversations_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_conversations_query__pack
+                     (const Slotd__V1__ListConversationsQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_conversations_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_conversations_query__pack_to_buffer
+                     (const Slotd__V1__ListConversationsQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_conversations_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListConversationsQuery *
+       slotd__v1__list_conversations_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListConversationsQuery *)
+     protobuf_c_message_unpack (&slotd__v1__list_conversations_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_conversations_query__free_unpacked
+                     (Slotd__V1__ListConversationsQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_conversations_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_conversations_result__init
+                     (Slotd__V1__ListConversationsResult         *message)
+{
+  static const Slotd__V1__ListConversationsResult init_value = SLOTD__V1__LIST_CONVERSATIONS_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_conversations_result__get_packed_size
+                     (const Slotd__V1__ListConversationsResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_conversations_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_conversations_result__pack
+                     (const Slotd__V1__ListConversationsResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_conversations_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_conversations_result__pack_to_buffer
+                     (const Slotd__V1__ListConversationsResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_conversations_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListConversationsResult *
+       slotd__v1__list_conversations_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListConversationsResult *)
+     protobuf_c_message_unpack (&slotd__v1__list_conversations_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_conversations_result__free_unpacked
+                     (Slotd__V1__ListConversationsResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_conversations_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__get_cmd_binding_query__init
+                     (Slotd__V1__GetCmdBindingQuery         *message)
+{
+  static const Slotd__V1__GetCmdBindingQuery init_value = SLOTD__V1__GET_CMD_BINDING_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__get_cmd_binding_query__get_packed_size
+                     (const Slotd__V1__GetCmdBindingQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__get_cmd_binding_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__get_cmd_binding_query__pack
+                     (const Slotd__V1__GetCmdBindingQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__get_cmd_binding_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__get_cmd_binding_query__pack_to_buffer
+                     (const Slotd__V1__GetCmdBindingQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__get_cmd_binding_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__GetCmdBindingQuery *
+       slotd__v1__get_cmd_binding_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__GetCmdBindingQuery *)
+     protobuf_c_message_unpack (&slotd__v1__get_cmd_binding_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__get_cmd_binding_query__free_unpacked
+                     (Slotd__V1__GetCmdBindingQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__get_cmd_binding_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__get_cmd_binding_result__init
+                     (Slotd__V1__GetCmdBindingResult         *message)
+{
+  static const Slotd__V1__GetCmdBindingResult init_value = SLOTD__V1__GET_CMD_BINDING_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__get_cmd_binding_result__get_packed_size
+                     (const Slotd__V1__GetCmdBindingResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__get_cmd_binding_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__get_cmd_binding_result__pack
+                     (const Slotd__V1__GetCmdBindingResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__get_cmd_binding_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__get_cmd_binding_result__pack_to_buffer
+                     (const Slotd__V1__GetCmdBindingResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__get_cmd_binding_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__GetCmdBindingResult *
+       slotd__v1__get_cmd_binding_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__GetCmdBindingResult *)
+     protobuf_c_message_unpack (&slotd__v1__get_cmd_binding_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__get_cmd_binding_result__free_unpacked
+                     (Slotd__V1__GetCmdBindingResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__get_cmd_binding_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__get_runtime_meta_query__init
+                     (Slotd__V1__GetRuntimeMetaQuery         *message)
+{
+  static const Slotd__V1__GetRuntimeMetaQuery init_value = SLOTD__V1__GET_RUNTIME_META_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__get_runtime_meta_query__get_packed_size
+                     (const Slotd__V1__GetRuntimeMetaQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__get_runtime_meta_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__get_runtime_meta_query__pack
+                     (const Slotd__V1__GetRuntimeMetaQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__get_runtime_meta_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__get_runtime_meta_query__pack_to_buffer
+                     (const Slotd__V1__GetRuntimeMetaQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__get_runtime_meta_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__GetRuntimeMetaQuery *
+       slotd__v1__get_runtime_meta_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__GetRuntimeMetaQuery *)
+     protobuf_c_message_unpack (&slotd__v1__get_runtime_meta_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__get_runtime_meta_query__free_unpacked
+                     (Slotd__V1__GetRuntimeMetaQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__get_runtime_meta_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__get_runtime_meta_result__init
+                     (Slotd__V1__GetRuntimeMetaResult         *message)
+{
+  static const Slotd__V1__GetRuntimeMetaResult init_value = SLOTD__V1__GET_RUNTIME_META_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__get_runtime_meta_result__get_packed_size
+                     (const Slotd__V1__GetRuntimeMetaResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__get_runtime_meta_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__get_runtime_meta_result__pack
+                     (const Slotd__V1__GetRuntimeMetaResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__get_runtime_meta_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__get_runtime_meta_result__pack_to_buffer
+                     (const Slotd__V1__GetRuntimeMetaResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__get_runtime_meta_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__GetRuntimeMetaResult *
+       slotd__v1__get_runtime_meta_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__GetRuntimeMetaResult *)
+     protobuf_c_message_unpack (&slotd__v1__get_runtime_meta_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__get_runtime_meta_result__free_unpacked
+                     (Slotd__V1__GetRuntimeMetaResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__get_runtime_meta_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_migration_tasks_query__init
+                     (Slotd__V1__ListMigrationTasksQuery         *message)
+{
+  static const Slotd__V1__ListMigrationTasksQuery init_value = SLOTD__V1__LIST_MIGRATION_TASKS_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_migration_tasks_query__get_packed_size
+                     (const Slotd__V1__ListMigrationTasksQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_migration_tasks_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_migration_tasks_query__pack
+                     (const Slotd__V1__ListMigrationTasksQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_migration_tasks_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_migration_tasks_query__pack_to_buffer
+                     (const Slotd__V1__ListMigrationTasksQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_migration_tasks_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListMigrationTasksQuery *
+       slotd__v1__list_migration_tasks_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListMigrationTasksQuery *)
+     protobuf_c_message_unpack (&slotd__v1__list_migration_tasks_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_migration_tasks_query__free_unpacked
+                     (Slotd__V1__ListMigrationTasksQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_migration_tasks_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_migration_tasks_result__init
+                     (Slotd__V1__ListMigrationTasksResult         *message)
+{
+  static const Slotd__V1__ListMigrationTasksResult init_value = SLOTD__V1__LIST_MIGRATION_TASKS_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_migration_tasks_result__get_packed_size
+                     (const Slotd__V1__ListMigrationTasksResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_migration_tasks_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_migration_tasks_result__pack
+                     (const Slotd__V1__ListMigrationTasksResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_migration_tasks_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_migration_tasks_result__pack_to_buffer
+                     (const Slotd__V1__ListMigrationTasksResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_migration_tasks_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListMigrationTasksResult *
+       slotd__v1__list_migration_tasks_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListMigrationTasksResult *)
+     protobuf_c_message_unpack (&slotd__v1__list_migration_tasks_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_migration_tasks_result__free_unpacked
+                     (Slotd__V1__ListMigrationTasksResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_migration_tasks_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__get_plugin_binding_query__init
+                     (Slotd__V1__GetPluginBindingQuery         *message)
+{
+  static const Slotd__V1__GetPluginBindingQuery init_value = SLOTD__V1__GET_PLUGIN_BINDING_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__get_plugin_binding_query__get_packed_size
+                     (const Slotd__V1__GetPluginBindingQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__get_plugin_binding_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__get_plugin_binding_query__pack
+                     (const Slotd__V1__GetPluginBindingQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__get_plugin_binding_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__get_plugin_binding_query__pack_to_buffer
+                     (const Slotd__V1__GetPluginBindingQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__get_plugin_binding_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__GetPluginBindingQuery *
+       slotd__v1__get_plugin_binding_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__GetPluginBindingQuery *)
+     protobuf_c_message_unpack (&slotd__v1__get_plugin_binding_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__get_plugin_binding_query__free_unpacked
+                     (Slotd__V1__GetPluginBindingQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__get_plugin_binding_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__get_plugin_binding_result__init
+                     (Slotd__V1__GetPluginBindingResult         *message)
+{
+  static const Slotd__V1__GetPluginBindingResult init_value = SLOTD__V1__GET_PLUGIN_BINDING_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__get_plugin_binding_result__get_packed_size
+                     (const Slotd__V1__GetPluginBindingResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__get_plugin_binding_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__get_plugin_binding_result__pack
+                     (const Slotd__V1__GetPluginBindingResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__get_plugin_binding_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__get_plugin_binding_result__pack_to_buffer
+                     (const Slotd__V1__GetPluginBindingResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__get_plugin_binding_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__GetPluginBindingResult *
+       slotd__v1__get_plugin_binding_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__GetPluginBindingResult *)
+     protobuf_c_message_unpack (&slotd__v1__get_plugin_binding_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__get_plugin_binding_result__free_unpacked
+                     (Slotd__V1__GetPluginBindingResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__get_plugin_binding_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_plugin_users_query__init
+                     (Slotd__V1__ListPluginUsersQuery         *message)
+{
+  static const Slotd__V1__ListPluginUsersQuery init_value = SLOTD__V1__LIST_PLUGIN_USERS_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_plugin_users_query__get_packed_size
+                     (const Slotd__V1__ListPluginUsersQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_plugin_users_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_plugin_users_query__pack
+                     (const Slotd__V1__ListPluginUsersQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_plugin_users_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_plugin_users_query__pack_to_buffer
+                     (const Slotd__V1__ListPluginUsersQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_plugin_users_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListPluginUsersQuery *
+       slotd__v1__list_plugin_users_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListPluginUsersQuery *)
+     protobuf_c_message_unpack (&slotd__v1__list_plugin_users_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_plugin_users_query__free_unpacked
+                     (Slotd__V1__ListPluginUsersQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_plugin_users_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_plugin_users_result__init
+                     (Slotd__V1__ListPluginUsersResult         *message)
+{
+  static const Slotd__V1__ListPluginUsersResult init_value = SLOTD__V1__LIST_PLUGIN_USERS_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_plugin_users_result__get_packed_size
+                     (const Slotd__V1__ListPluginUsersResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_plugin_users_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_plugin_users_result__pack
+                     (const Slotd__V1__ListPluginUsersResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_plugin_users_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_plugin_users_result__pack_to_buffer
+                     (const Slotd__V1__ListPluginUsersResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_plugin_users_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListPluginUsersResult *
+       slotd__v1__list_plugin_users_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListPluginUsersResult *)
+     protobuf_c_message_unpack (&slotd__v1__list_plugin_users_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_plugin_users_result__free_unpacked
+                     (Slotd__V1__ListPluginUsersResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_plugin_users_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_events_query__init
+                     (Slotd__V1__ListEventsQuery         *message)
+{
+  static const Slotd__V1__ListEventsQuery init_value = SLOTD__V1__LIST_EVENTS_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_events_query__get_packed_size
+                     (const Slotd__V1__ListEventsQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_events_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_events_query__pack
+                     (const Slotd__V1__ListEventsQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_events_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_events_query__pack_to_buffer
+                     (const Slotd__V1__ListEventsQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_events_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListEventsQuery *
+       slotd__v1__list_events_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListEventsQuery *)
+     protobuf_c_message_unpack (&slotd__v1__list_events_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_events_query__free_unpacked
+                     (Slotd__V1__ListEventsQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_events_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_events_result__init
+                     (Slotd__V1__ListEventsResult         *message)
+{
+  static const Slotd__V1__ListEventsResult init_value = SLOTD__V1__LIST_EVENTS_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_events_result__get_packed_size
+                     (const Slotd__V1__ListEventsResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_events_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_events_result__pack
+                     (const Slotd__V1__ListEventsResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_events_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_events_result__pack_to_buffer
+                     (const Slotd__V1__ListEventsResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_events_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListEventsResult *
+       slotd__v1__list_events_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListEventsResult *)
+     protobuf_c_message_unpack (&slotd__v1__list_events_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_events_result__free_unpacked
+                     (Slotd__V1__ListEventsResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_events_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descriptors[32] =
 {
   {
     "request_id",
@@ -1014,19 +4299,377 @@ static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descript
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "create_user",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, create_user),
+    &slotd__v1__create_user_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "update_user",
+    21,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, update_user),
+    &slotd__v1__update_user_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "put_device",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, put_device),
+    &slotd__v1__put_device_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "remove_device",
+    23,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, remove_device),
+    &slotd__v1__remove_device_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "set_system_uid",
+    24,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, set_system_uid),
+    &slotd__v1__set_system_uid_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "create_channel",
+    30,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, create_channel),
+    &slotd__v1__create_channel_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "update_channel_flags",
+    31,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, update_channel_flags),
+    &slotd__v1__update_channel_flags_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "add_subscribers",
+    32,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, add_subscribers),
+    &slotd__v1__subscribers_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "remove_subscribers",
+    33,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, remove_subscribers),
+    &slotd__v1__subscribers_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "add_allowlist",
+    34,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, add_allowlist),
+    &slotd__v1__channel_list_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "remove_allowlist",
+    35,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, remove_allowlist),
+    &slotd__v1__channel_list_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "add_denylist",
+    36,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, add_denylist),
+    &slotd__v1__channel_list_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "remove_denylist",
+    37,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, remove_denylist),
+    &slotd__v1__channel_list_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "join_channel",
+    40,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, join_channel),
+    &slotd__v1__join_channel_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "leave_channel",
+    41,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, leave_channel),
+    &slotd__v1__leave_channel_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mark_read",
+    42,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, mark_read),
+    &slotd__v1__mark_read_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "hide_conversation",
+    43,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, hide_conversation),
+    &slotd__v1__hide_conversation_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "activate_conversation",
+    44,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, activate_conversation),
+    &slotd__v1__activate_conversation_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bind_cmd",
+    45,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, bind_cmd),
+    &slotd__v1__bind_cmd_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ack_cmd",
+    46,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, ack_cmd),
+    &slotd__v1__ack_cmd_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unbind_cmd",
+    47,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, unbind_cmd),
+    &slotd__v1__unbind_cmd_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "update_runtime_meta",
+    51,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, update_runtime_meta),
+    &slotd__v1__update_runtime_meta_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "advance_retention",
+    52,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, advance_retention),
+    &slotd__v1__advance_retention_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "put_migration_task",
+    55,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, put_migration_task),
+    &slotd__v1__put_migration_task_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bind_plugin",
+    60,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, bind_plugin),
+    &slotd__v1__bind_plugin_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unbind_plugin",
+    61,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, unbind_plugin),
+    &slotd__v1__unbind_plugin_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "append_event",
+    65,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, append_event),
+    &slotd__v1__append_event_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__propose_request__field_indices_by_name[] = {
+  24,   /* field[24] = ack_cmd */
+  22,   /* field[22] = activate_conversation */
+  14,   /* field[14] = add_allowlist */
+  16,   /* field[16] = add_denylist */
+  12,   /* field[12] = add_subscribers */
+  27,   /* field[27] = advance_retention */
+  31,   /* field[31] = append_event */
+  23,   /* field[23] = bind_cmd */
+  29,   /* field[29] = bind_plugin */
   4,   /* field[4] = compare_and_set */
+  10,   /* field[10] = create_channel */
+  5,   /* field[5] = create_user */
   3,   /* field[3] = delete */
+  21,   /* field[21] = hide_conversation */
+  18,   /* field[18] = join_channel */
+  19,   /* field[19] = leave_channel */
+  20,   /* field[20] = mark_read */
   1,   /* field[1] = no_forward */
   2,   /* field[2] = put */
+  7,   /* field[7] = put_device */
+  28,   /* field[28] = put_migration_task */
+  15,   /* field[15] = remove_allowlist */
+  17,   /* field[17] = remove_denylist */
+  8,   /* field[8] = remove_device */
+  13,   /* field[13] = remove_subscribers */
   0,   /* field[0] = request_id */
+  9,   /* field[9] = set_system_uid */
+  25,   /* field[25] = unbind_cmd */
+  30,   /* field[30] = unbind_plugin */
+  11,   /* field[11] = update_channel_flags */
+  26,   /* field[26] = update_runtime_meta */
+  6,   /* field[6] = update_user */
 };
-static const ProtobufCIntRange slotd__v1__propose_request__number_ranges[2 + 1] =
+static const ProtobufCIntRange slotd__v1__propose_request__number_ranges[9 + 1] =
 {
   { 1, 0 },
   { 10, 2 },
-  { 0, 5 }
+  { 20, 5 },
+  { 30, 10 },
+  { 40, 18 },
+  { 51, 26 },
+  { 55, 28 },
+  { 60, 29 },
+  { 65, 31 },
+  { 0, 32 }
 };
 const ProtobufCMessageDescriptor slotd__v1__propose_request__descriptor =
 {
@@ -1036,10 +4679,10 @@ const ProtobufCMessageDescriptor slotd__v1__propose_request__descriptor =
   "Slotd__V1__ProposeRequest",
   "slotd.v1",
   sizeof(Slotd__V1__ProposeRequest),
-  5,
+  32,
   slotd__v1__propose_request__field_descriptors,
   slotd__v1__propose_request__field_indices_by_name,
-  2,  slotd__v1__propose_request__number_ranges,
+  9,  slotd__v1__propose_request__number_ranges,
   (ProtobufCMessageInit) slotd__v1__propose_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -1209,7 +4852,7 @@ const ProtobufCMessageDescriptor slotd__v1__compare_and_set_command__descriptor 
   (ProtobufCMessageInit) slotd__v1__compare_and_set_command__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__propose_response__field_descriptors[7] =
+static const ProtobufCFieldDescriptor slotd__v1__propose_response__field_descriptors[34] =
 {
   {
     "applied_index",
@@ -1295,21 +4938,379 @@ static const ProtobufCFieldDescriptor slotd__v1__propose_response__field_descrip
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "create_user",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, create_user),
+    &slotd__v1__user_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "update_user",
+    21,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, update_user),
+    &slotd__v1__user_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "put_device",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, put_device),
+    &slotd__v1__device_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "remove_device",
+    23,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, remove_device),
+    &slotd__v1__remove_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "set_system_uid",
+    24,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, set_system_uid),
+    &slotd__v1__system_uid_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "create_channel",
+    30,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, create_channel),
+    &slotd__v1__channel_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "update_channel_flags",
+    31,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, update_channel_flags),
+    &slotd__v1__channel_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "add_subscribers",
+    32,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, add_subscribers),
+    &slotd__v1__members_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "remove_subscribers",
+    33,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, remove_subscribers),
+    &slotd__v1__members_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "add_allowlist",
+    34,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, add_allowlist),
+    &slotd__v1__members_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "remove_allowlist",
+    35,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, remove_allowlist),
+    &slotd__v1__members_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "add_denylist",
+    36,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, add_denylist),
+    &slotd__v1__members_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "remove_denylist",
+    37,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, remove_denylist),
+    &slotd__v1__members_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "join_channel",
+    40,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, join_channel),
+    &slotd__v1__membership_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "leave_channel",
+    41,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, leave_channel),
+    &slotd__v1__membership_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mark_read",
+    42,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, mark_read),
+    &slotd__v1__membership_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "hide_conversation",
+    43,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, hide_conversation),
+    &slotd__v1__membership_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "activate_conversation",
+    44,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, activate_conversation),
+    &slotd__v1__membership_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bind_cmd",
+    45,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, bind_cmd),
+    &slotd__v1__cmd_binding_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ack_cmd",
+    46,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, ack_cmd),
+    &slotd__v1__cmd_binding_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unbind_cmd",
+    47,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, unbind_cmd),
+    &slotd__v1__cmd_binding_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "update_runtime_meta",
+    51,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, update_runtime_meta),
+    &slotd__v1__runtime_meta_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "advance_retention",
+    52,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, advance_retention),
+    &slotd__v1__runtime_meta_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "put_migration_task",
+    55,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, put_migration_task),
+    &slotd__v1__migration_task_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bind_plugin",
+    60,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, bind_plugin),
+    &slotd__v1__plugin_binding_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unbind_plugin",
+    61,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, unbind_plugin),
+    &slotd__v1__plugin_binding_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "append_event",
+    65,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, append_event),
+    &slotd__v1__append_event_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__propose_response__field_indices_by_name[] = {
+  26,   /* field[26] = ack_cmd */
+  24,   /* field[24] = activate_conversation */
+  16,   /* field[16] = add_allowlist */
+  18,   /* field[18] = add_denylist */
+  14,   /* field[14] = add_subscribers */
+  29,   /* field[29] = advance_retention */
+  33,   /* field[33] = append_event */
   0,   /* field[0] = applied_index */
+  25,   /* field[25] = bind_cmd */
+  31,   /* field[31] = bind_plugin */
   6,   /* field[6] = compare_and_set */
+  12,   /* field[12] = create_channel */
+  7,   /* field[7] = create_user */
   3,   /* field[3] = deduplicated */
   5,   /* field[5] = delete */
   1,   /* field[1] = group_id */
+  23,   /* field[23] = hide_conversation */
+  20,   /* field[20] = join_channel */
+  21,   /* field[21] = leave_channel */
+  22,   /* field[22] = mark_read */
   4,   /* field[4] = put */
+  9,   /* field[9] = put_device */
+  30,   /* field[30] = put_migration_task */
+  17,   /* field[17] = remove_allowlist */
+  19,   /* field[19] = remove_denylist */
+  10,   /* field[10] = remove_device */
+  15,   /* field[15] = remove_subscribers */
+  11,   /* field[11] = set_system_uid */
   2,   /* field[2] = term */
+  27,   /* field[27] = unbind_cmd */
+  32,   /* field[32] = unbind_plugin */
+  13,   /* field[13] = update_channel_flags */
+  28,   /* field[28] = update_runtime_meta */
+  8,   /* field[8] = update_user */
 };
-static const ProtobufCIntRange slotd__v1__propose_response__number_ranges[2 + 1] =
+static const ProtobufCIntRange slotd__v1__propose_response__number_ranges[9 + 1] =
 {
   { 1, 0 },
   { 10, 4 },
-  { 0, 7 }
+  { 20, 7 },
+  { 30, 12 },
+  { 40, 20 },
+  { 51, 28 },
+  { 55, 30 },
+  { 60, 31 },
+  { 65, 33 },
+  { 0, 34 }
 };
 const ProtobufCMessageDescriptor slotd__v1__propose_response__descriptor =
 {
@@ -1319,10 +5320,10 @@ const ProtobufCMessageDescriptor slotd__v1__propose_response__descriptor =
   "Slotd__V1__ProposeResponse",
   "slotd.v1",
   sizeof(Slotd__V1__ProposeResponse),
-  7,
+  34,
   slotd__v1__propose_response__field_descriptors,
   slotd__v1__propose_response__field_indices_by_name,
-  2,  slotd__v1__propose_response__number_ranges,
+  9,  slotd__v1__propose_response__number_ranges,
   (ProtobufCMessageInit) slotd__v1__propose_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -1492,7 +5493,7 @@ const ProtobufCMessageDescriptor slotd__v1__compare_and_set_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__compare_and_set_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__read_request__field_descriptors[4] =
+static const ProtobufCFieldDescriptor slotd__v1__read_request__field_descriptors[18] =
 {
   {
     "consistency",
@@ -1542,18 +5543,208 @@ static const ProtobufCFieldDescriptor slotd__v1__read_request__field_descriptors
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "get_user",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, get_user),
+    &slotd__v1__get_user_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get_device",
+    21,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, get_device),
+    &slotd__v1__get_device_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "is_system_uid",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, is_system_uid),
+    &slotd__v1__is_system_uid_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get_channel",
+    30,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, get_channel),
+    &slotd__v1__get_channel_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_members",
+    31,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, list_members),
+    &slotd__v1__list_members_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "check_member",
+    32,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, check_member),
+    &slotd__v1__check_member_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get_membership",
+    40,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, get_membership),
+    &slotd__v1__get_membership_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_conversations",
+    41,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, list_conversations),
+    &slotd__v1__list_conversations_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get_cmd_binding",
+    45,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, get_cmd_binding),
+    &slotd__v1__get_cmd_binding_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get_runtime_meta",
+    51,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, get_runtime_meta),
+    &slotd__v1__get_runtime_meta_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_migration_tasks",
+    55,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, list_migration_tasks),
+    &slotd__v1__list_migration_tasks_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get_plugin_binding",
+    60,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, get_plugin_binding),
+    &slotd__v1__get_plugin_binding_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_plugin_users",
+    61,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, list_plugin_users),
+    &slotd__v1__list_plugin_users_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_events",
+    65,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, list_events),
+    &slotd__v1__list_events_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__read_request__field_indices_by_name[] = {
+  9,   /* field[9] = check_member */
   0,   /* field[0] = consistency */
   3,   /* field[3] = get */
+  7,   /* field[7] = get_channel */
+  12,   /* field[12] = get_cmd_binding */
+  5,   /* field[5] = get_device */
+  10,   /* field[10] = get_membership */
+  15,   /* field[15] = get_plugin_binding */
+  13,   /* field[13] = get_runtime_meta */
+  4,   /* field[4] = get_user */
+  6,   /* field[6] = is_system_uid */
+  11,   /* field[11] = list_conversations */
+  17,   /* field[17] = list_events */
+  8,   /* field[8] = list_members */
+  14,   /* field[14] = list_migration_tasks */
+  16,   /* field[16] = list_plugin_users */
   1,   /* field[1] = min_applied_index */
   2,   /* field[2] = no_forward */
 };
-static const ProtobufCIntRange slotd__v1__read_request__number_ranges[2 + 1] =
+static const ProtobufCIntRange slotd__v1__read_request__number_ranges[10 + 1] =
 {
   { 1, 0 },
   { 10, 3 },
-  { 0, 4 }
+  { 20, 4 },
+  { 30, 7 },
+  { 40, 10 },
+  { 45, 12 },
+  { 51, 13 },
+  { 55, 14 },
+  { 60, 15 },
+  { 65, 17 },
+  { 0, 18 }
 };
 const ProtobufCMessageDescriptor slotd__v1__read_request__descriptor =
 {
@@ -1563,10 +5754,10 @@ const ProtobufCMessageDescriptor slotd__v1__read_request__descriptor =
   "Slotd__V1__ReadRequest",
   "slotd.v1",
   sizeof(Slotd__V1__ReadRequest),
-  4,
+  18,
   slotd__v1__read_request__field_descriptors,
   slotd__v1__read_request__field_indices_by_name,
-  2,  slotd__v1__read_request__number_ranges,
+  10,  slotd__v1__read_request__number_ranges,
   (ProtobufCMessageInit) slotd__v1__read_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -1608,7 +5799,7 @@ const ProtobufCMessageDescriptor slotd__v1__get_query__descriptor =
   (ProtobufCMessageInit) slotd__v1__get_query__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__read_response__field_descriptors[4] =
+static const ProtobufCFieldDescriptor slotd__v1__read_response__field_descriptors[18] =
 {
   {
     "applied_index",
@@ -1658,18 +5849,208 @@ static const ProtobufCFieldDescriptor slotd__v1__read_response__field_descriptor
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "get_user",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, get_user),
+    &slotd__v1__get_user_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get_device",
+    21,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, get_device),
+    &slotd__v1__get_device_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "is_system_uid",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, is_system_uid),
+    &slotd__v1__is_system_uid_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get_channel",
+    30,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, get_channel),
+    &slotd__v1__get_channel_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_members",
+    31,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, list_members),
+    &slotd__v1__list_members_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "check_member",
+    32,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, check_member),
+    &slotd__v1__check_member_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get_membership",
+    40,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, get_membership),
+    &slotd__v1__get_membership_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_conversations",
+    41,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, list_conversations),
+    &slotd__v1__list_conversations_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get_cmd_binding",
+    45,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, get_cmd_binding),
+    &slotd__v1__get_cmd_binding_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get_runtime_meta",
+    51,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, get_runtime_meta),
+    &slotd__v1__get_runtime_meta_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_migration_tasks",
+    55,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, list_migration_tasks),
+    &slotd__v1__list_migration_tasks_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get_plugin_binding",
+    60,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, get_plugin_binding),
+    &slotd__v1__get_plugin_binding_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_plugin_users",
+    61,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, list_plugin_users),
+    &slotd__v1__list_plugin_users_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_events",
+    65,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, list_events),
+    &slotd__v1__list_events_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__read_response__field_indices_by_name[] = {
   0,   /* field[0] = applied_index */
+  9,   /* field[9] = check_member */
   3,   /* field[3] = get */
+  7,   /* field[7] = get_channel */
+  12,   /* field[12] = get_cmd_binding */
+  5,   /* field[5] = get_device */
+  10,   /* field[10] = get_membership */
+  15,   /* field[15] = get_plugin_binding */
+  13,   /* field[13] = get_runtime_meta */
+  4,   /* field[4] = get_user */
   1,   /* field[1] = group_id */
+  6,   /* field[6] = is_system_uid */
+  11,   /* field[11] = list_conversations */
+  17,   /* field[17] = list_events */
+  8,   /* field[8] = list_members */
+  14,   /* field[14] = list_migration_tasks */
+  16,   /* field[16] = list_plugin_users */
   2,   /* field[2] = term */
 };
-static const ProtobufCIntRange slotd__v1__read_response__number_ranges[2 + 1] =
+static const ProtobufCIntRange slotd__v1__read_response__number_ranges[10 + 1] =
 {
   { 1, 0 },
   { 10, 3 },
-  { 0, 4 }
+  { 20, 4 },
+  { 30, 7 },
+  { 40, 10 },
+  { 45, 12 },
+  { 51, 13 },
+  { 55, 14 },
+  { 60, 15 },
+  { 65, 17 },
+  { 0, 18 }
 };
 const ProtobufCMessageDescriptor slotd__v1__read_response__descriptor =
 {
@@ -1679,10 +6060,10 @@ const ProtobufCMessageDescriptor slotd__v1__read_response__descriptor =
   "Slotd__V1__ReadResponse",
   "slotd.v1",
   sizeof(Slotd__V1__ReadResponse),
-  4,
+  18,
   slotd__v1__read_response__field_descriptors,
   slotd__v1__read_response__field_indices_by_name,
-  2,  slotd__v1__read_response__number_ranges,
+  10,  slotd__v1__read_response__number_ranges,
   (ProtobufCMessageInit) slotd__v1__read_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -2204,7 +6585,7 @@ const ProtobufCMessageDescriptor slotd__v1__task__descriptor =
   (ProtobufCMessageInit) slotd__v1__task__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__error_detail__field_descriptors[5] =
+static const ProtobufCFieldDescriptor slotd__v1__error_detail__field_descriptors[7] =
 {
   {
     "code",
@@ -2266,9 +6647,35 @@ static const ProtobufCFieldDescriptor slotd__v1__error_detail__field_descriptors
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "current_version",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ErrorDetail, current_version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "current_runtime_meta",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ErrorDetail, current_runtime_meta),
+    &slotd__v1__channel_runtime_meta__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__error_detail__field_indices_by_name[] = {
   0,   /* field[0] = code */
+  6,   /* field[6] = current_runtime_meta */
+  5,   /* field[5] = current_version */
   1,   /* field[1] = field */
   3,   /* field[3] = leader_hint */
   2,   /* field[2] = limit */
@@ -2277,7 +6684,7 @@ static const unsigned slotd__v1__error_detail__field_indices_by_name[] = {
 static const ProtobufCIntRange slotd__v1__error_detail__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor slotd__v1__error_detail__descriptor =
 {
@@ -2287,7 +6694,7 @@ const ProtobufCMessageDescriptor slotd__v1__error_detail__descriptor =
   "Slotd__V1__ErrorDetail",
   "slotd.v1",
   sizeof(Slotd__V1__ErrorDetail),
-  5,
+  7,
   slotd__v1__error_detail__field_descriptors,
   slotd__v1__error_detail__field_indices_by_name,
   1,  slotd__v1__error_detail__number_ranges,
@@ -2371,6 +6778,4314 @@ const ProtobufCMessageDescriptor slotd__v1__leader_hint__descriptor =
   (ProtobufCMessageInit) slotd__v1__leader_hint__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor slotd__v1__user__field_descriptors[4] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__User, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "token",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__User, token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "device_flag",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__User, device_flag),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "device_level",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__User, device_level),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__user__field_indices_by_name[] = {
+  2,   /* field[2] = device_flag */
+  3,   /* field[3] = device_level */
+  1,   /* field[1] = token */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__user__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor slotd__v1__user__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.User",
+  "User",
+  "Slotd__V1__User",
+  "slotd.v1",
+  sizeof(Slotd__V1__User),
+  4,
+  slotd__v1__user__field_descriptors,
+  slotd__v1__user__field_indices_by_name,
+  1,  slotd__v1__user__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__user__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__device__field_descriptors[4] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Device, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "device_flag",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Device, device_flag),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "token",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Device, token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "device_level",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Device, device_level),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__device__field_indices_by_name[] = {
+  1,   /* field[1] = device_flag */
+  3,   /* field[3] = device_level */
+  2,   /* field[2] = token */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__device__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor slotd__v1__device__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.Device",
+  "Device",
+  "Slotd__V1__Device",
+  "slotd.v1",
+  sizeof(Slotd__V1__Device),
+  4,
+  slotd__v1__device__field_descriptors,
+  slotd__v1__device__field_indices_by_name,
+  1,  slotd__v1__device__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__device__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__channel_flags__field_descriptors[5] =
+{
+  {
+    "ban",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelFlags, ban),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "disband",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelFlags, disband),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "send_ban",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelFlags, send_ban),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "allow_stranger",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelFlags, allow_stranger),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "large",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelFlags, large),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__channel_flags__field_indices_by_name[] = {
+  3,   /* field[3] = allow_stranger */
+  0,   /* field[0] = ban */
+  1,   /* field[1] = disband */
+  4,   /* field[4] = large */
+  2,   /* field[2] = send_ban */
+};
+static const ProtobufCIntRange slotd__v1__channel_flags__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor slotd__v1__channel_flags__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ChannelFlags",
+  "ChannelFlags",
+  "Slotd__V1__ChannelFlags",
+  "slotd.v1",
+  sizeof(Slotd__V1__ChannelFlags),
+  5,
+  slotd__v1__channel_flags__field_descriptors,
+  slotd__v1__channel_flags__field_indices_by_name,
+  1,  slotd__v1__channel_flags__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__channel_flags__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__channel__field_descriptors[7] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Channel, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_type",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Channel, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "flags",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Channel, flags),
+    &slotd__v1__channel_flags__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "subscriber_count",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Channel, subscriber_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "subscriber_version",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Channel, subscriber_version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "event_capacity",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Channel, event_capacity),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "event_next_seq",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Channel, event_next_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__channel__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+  1,   /* field[1] = channel_type */
+  5,   /* field[5] = event_capacity */
+  6,   /* field[6] = event_next_seq */
+  2,   /* field[2] = flags */
+  3,   /* field[3] = subscriber_count */
+  4,   /* field[4] = subscriber_version */
+};
+static const ProtobufCIntRange slotd__v1__channel__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor slotd__v1__channel__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.Channel",
+  "Channel",
+  "Slotd__V1__Channel",
+  "slotd.v1",
+  sizeof(Slotd__V1__Channel),
+  7,
+  slotd__v1__channel__field_descriptors,
+  slotd__v1__channel__field_indices_by_name,
+  1,  slotd__v1__channel__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__channel__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__membership__field_descriptors[8] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Membership, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Membership, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "join_seq",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Membership, join_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "read_seq",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Membership, read_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "hide_through_seq",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Membership, hide_through_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "activated_at_ms",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Membership, activated_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "hidden",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Membership, hidden),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "left",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Membership, left),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__membership__field_indices_by_name[] = {
+  5,   /* field[5] = activated_at_ms */
+  1,   /* field[1] = channel_id */
+  6,   /* field[6] = hidden */
+  4,   /* field[4] = hide_through_seq */
+  2,   /* field[2] = join_seq */
+  7,   /* field[7] = left */
+  3,   /* field[3] = read_seq */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__membership__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 8 }
+};
+const ProtobufCMessageDescriptor slotd__v1__membership__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.Membership",
+  "Membership",
+  "Slotd__V1__Membership",
+  "slotd.v1",
+  sizeof(Slotd__V1__Membership),
+  8,
+  slotd__v1__membership__field_descriptors,
+  slotd__v1__membership__field_indices_by_name,
+  1,  slotd__v1__membership__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__membership__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__cmd_binding__field_descriptors[5] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CmdBinding, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CmdBinding, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "start_seq",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CmdBinding, start_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ack_seq",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CmdBinding, ack_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unbound",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CmdBinding, unbound),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__cmd_binding__field_indices_by_name[] = {
+  3,   /* field[3] = ack_seq */
+  1,   /* field[1] = channel_id */
+  2,   /* field[2] = start_seq */
+  0,   /* field[0] = uid */
+  4,   /* field[4] = unbound */
+};
+static const ProtobufCIntRange slotd__v1__cmd_binding__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor slotd__v1__cmd_binding__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.CmdBinding",
+  "CmdBinding",
+  "Slotd__V1__CmdBinding",
+  "slotd.v1",
+  sizeof(Slotd__V1__CmdBinding),
+  5,
+  slotd__v1__cmd_binding__field_descriptors,
+  slotd__v1__cmd_binding__field_indices_by_name,
+  1,  slotd__v1__cmd_binding__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__cmd_binding__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__channel_runtime_meta__field_descriptors[7] =
+{
+  {
+    "leader",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelRuntimeMeta, leader),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "replicas",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Slotd__V1__ChannelRuntimeMeta, n_replicas),
+    offsetof(Slotd__V1__ChannelRuntimeMeta, replicas),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "isr",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Slotd__V1__ChannelRuntimeMeta, n_isr),
+    offsetof(Slotd__V1__ChannelRuntimeMeta, isr),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_epoch",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelRuntimeMeta, channel_epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "leader_epoch",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelRuntimeMeta, leader_epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "write_fence",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelRuntimeMeta, write_fence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "retention_through_seq",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelRuntimeMeta, retention_through_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__channel_runtime_meta__field_indices_by_name[] = {
+  3,   /* field[3] = channel_epoch */
+  2,   /* field[2] = isr */
+  0,   /* field[0] = leader */
+  4,   /* field[4] = leader_epoch */
+  1,   /* field[1] = replicas */
+  6,   /* field[6] = retention_through_seq */
+  5,   /* field[5] = write_fence */
+};
+static const ProtobufCIntRange slotd__v1__channel_runtime_meta__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor slotd__v1__channel_runtime_meta__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ChannelRuntimeMeta",
+  "ChannelRuntimeMeta",
+  "Slotd__V1__ChannelRuntimeMeta",
+  "slotd.v1",
+  sizeof(Slotd__V1__ChannelRuntimeMeta),
+  7,
+  slotd__v1__channel_runtime_meta__field_descriptors,
+  slotd__v1__channel_runtime_meta__field_indices_by_name,
+  1,  slotd__v1__channel_runtime_meta__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__channel_runtime_meta__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__channel_migration_task__field_descriptors[6] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelMigrationTask, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "task_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelMigrationTask, task_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "source_node",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelMigrationTask, source_node),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "target_node",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelMigrationTask, target_node),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "status",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelMigrationTask, status),
+    &slotd__v1__migration_status__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "last_error",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelMigrationTask, last_error),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__channel_migration_task__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+  5,   /* field[5] = last_error */
+  2,   /* field[2] = source_node */
+  4,   /* field[4] = status */
+  3,   /* field[3] = target_node */
+  1,   /* field[1] = task_id */
+};
+static const ProtobufCIntRange slotd__v1__channel_migration_task__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor slotd__v1__channel_migration_task__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ChannelMigrationTask",
+  "ChannelMigrationTask",
+  "Slotd__V1__ChannelMigrationTask",
+  "slotd.v1",
+  sizeof(Slotd__V1__ChannelMigrationTask),
+  6,
+  slotd__v1__channel_migration_task__field_descriptors,
+  slotd__v1__channel_migration_task__field_indices_by_name,
+  1,  slotd__v1__channel_migration_task__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__channel_migration_task__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__plugin_binding__field_descriptors[2] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__PluginBinding, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "plugin_no",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__PluginBinding, plugin_no),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__plugin_binding__field_indices_by_name[] = {
+  1,   /* field[1] = plugin_no */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__plugin_binding__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__plugin_binding__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.PluginBinding",
+  "PluginBinding",
+  "Slotd__V1__PluginBinding",
+  "slotd.v1",
+  sizeof(Slotd__V1__PluginBinding),
+  2,
+  slotd__v1__plugin_binding__field_descriptors,
+  slotd__v1__plugin_binding__field_indices_by_name,
+  1,  slotd__v1__plugin_binding__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__plugin_binding__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__channel_event__field_descriptors[5] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelEvent, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "event_seq",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelEvent, event_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "message_seq",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelEvent, message_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "event_type",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelEvent, event_type),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "payload",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelEvent, payload),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__channel_event__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+  1,   /* field[1] = event_seq */
+  3,   /* field[3] = event_type */
+  2,   /* field[2] = message_seq */
+  4,   /* field[4] = payload */
+};
+static const ProtobufCIntRange slotd__v1__channel_event__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor slotd__v1__channel_event__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ChannelEvent",
+  "ChannelEvent",
+  "Slotd__V1__ChannelEvent",
+  "slotd.v1",
+  sizeof(Slotd__V1__ChannelEvent),
+  5,
+  slotd__v1__channel_event__field_descriptors,
+  slotd__v1__channel_event__field_indices_by_name,
+  1,  slotd__v1__channel_event__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__channel_event__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__create_user_command__field_descriptors[1] =
+{
+  {
+    "user",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CreateUserCommand, user),
+    &slotd__v1__user__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__create_user_command__field_indices_by_name[] = {
+  0,   /* field[0] = user */
+};
+static const ProtobufCIntRange slotd__v1__create_user_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__create_user_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.CreateUserCommand",
+  "CreateUserCommand",
+  "Slotd__V1__CreateUserCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__CreateUserCommand),
+  1,
+  slotd__v1__create_user_command__field_descriptors,
+  slotd__v1__create_user_command__field_indices_by_name,
+  1,  slotd__v1__create_user_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__create_user_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__update_user_command__field_descriptors[1] =
+{
+  {
+    "user",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UpdateUserCommand, user),
+    &slotd__v1__user__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__update_user_command__field_indices_by_name[] = {
+  0,   /* field[0] = user */
+};
+static const ProtobufCIntRange slotd__v1__update_user_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__update_user_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.UpdateUserCommand",
+  "UpdateUserCommand",
+  "Slotd__V1__UpdateUserCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__UpdateUserCommand),
+  1,
+  slotd__v1__update_user_command__field_descriptors,
+  slotd__v1__update_user_command__field_indices_by_name,
+  1,  slotd__v1__update_user_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__update_user_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__user_result__field_descriptors[2] =
+{
+  {
+    "changed",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UserResult, changed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UserResult, user),
+    &slotd__v1__user__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__user_result__field_indices_by_name[] = {
+  0,   /* field[0] = changed */
+  1,   /* field[1] = user */
+};
+static const ProtobufCIntRange slotd__v1__user_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__user_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.UserResult",
+  "UserResult",
+  "Slotd__V1__UserResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__UserResult),
+  2,
+  slotd__v1__user_result__field_descriptors,
+  slotd__v1__user_result__field_indices_by_name,
+  1,  slotd__v1__user_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__user_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__put_device_command__field_descriptors[1] =
+{
+  {
+    "device",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__PutDeviceCommand, device),
+    &slotd__v1__device__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__put_device_command__field_indices_by_name[] = {
+  0,   /* field[0] = device */
+};
+static const ProtobufCIntRange slotd__v1__put_device_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__put_device_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.PutDeviceCommand",
+  "PutDeviceCommand",
+  "Slotd__V1__PutDeviceCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__PutDeviceCommand),
+  1,
+  slotd__v1__put_device_command__field_descriptors,
+  slotd__v1__put_device_command__field_indices_by_name,
+  1,  slotd__v1__put_device_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__put_device_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__device_result__field_descriptors[2] =
+{
+  {
+    "created",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeviceResult, created),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "device",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeviceResult, device),
+    &slotd__v1__device__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__device_result__field_indices_by_name[] = {
+  0,   /* field[0] = created */
+  1,   /* field[1] = device */
+};
+static const ProtobufCIntRange slotd__v1__device_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__device_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.DeviceResult",
+  "DeviceResult",
+  "Slotd__V1__DeviceResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__DeviceResult),
+  2,
+  slotd__v1__device_result__field_descriptors,
+  slotd__v1__device_result__field_indices_by_name,
+  1,  slotd__v1__device_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__device_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__remove_device_command__field_descriptors[2] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RemoveDeviceCommand, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "device_flag",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RemoveDeviceCommand, device_flag),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__remove_device_command__field_indices_by_name[] = {
+  1,   /* field[1] = device_flag */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__remove_device_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__remove_device_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.RemoveDeviceCommand",
+  "RemoveDeviceCommand",
+  "Slotd__V1__RemoveDeviceCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__RemoveDeviceCommand),
+  2,
+  slotd__v1__remove_device_command__field_descriptors,
+  slotd__v1__remove_device_command__field_indices_by_name,
+  1,  slotd__v1__remove_device_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__remove_device_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__remove_result__field_descriptors[1] =
+{
+  {
+    "removed",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RemoveResult, removed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__remove_result__field_indices_by_name[] = {
+  0,   /* field[0] = removed */
+};
+static const ProtobufCIntRange slotd__v1__remove_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__remove_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.RemoveResult",
+  "RemoveResult",
+  "Slotd__V1__RemoveResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__RemoveResult),
+  1,
+  slotd__v1__remove_result__field_descriptors,
+  slotd__v1__remove_result__field_indices_by_name,
+  1,  slotd__v1__remove_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__remove_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__set_system_uid_command__field_descriptors[2] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SetSystemUidCommand, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "system",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SetSystemUidCommand, system),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__set_system_uid_command__field_indices_by_name[] = {
+  1,   /* field[1] = system */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__set_system_uid_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__set_system_uid_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.SetSystemUidCommand",
+  "SetSystemUidCommand",
+  "Slotd__V1__SetSystemUidCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__SetSystemUidCommand),
+  2,
+  slotd__v1__set_system_uid_command__field_descriptors,
+  slotd__v1__set_system_uid_command__field_indices_by_name,
+  1,  slotd__v1__set_system_uid_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__set_system_uid_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__system_uid_result__field_descriptors[2] =
+{
+  {
+    "changed",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SystemUidResult, changed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "system",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SystemUidResult, system),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__system_uid_result__field_indices_by_name[] = {
+  0,   /* field[0] = changed */
+  1,   /* field[1] = system */
+};
+static const ProtobufCIntRange slotd__v1__system_uid_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__system_uid_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.SystemUidResult",
+  "SystemUidResult",
+  "Slotd__V1__SystemUidResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__SystemUidResult),
+  2,
+  slotd__v1__system_uid_result__field_descriptors,
+  slotd__v1__system_uid_result__field_indices_by_name,
+  1,  slotd__v1__system_uid_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__system_uid_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__create_channel_command__field_descriptors[4] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CreateChannelCommand, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_type",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CreateChannelCommand, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "flags",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CreateChannelCommand, flags),
+    &slotd__v1__channel_flags__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "event_capacity",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CreateChannelCommand, event_capacity),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__create_channel_command__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+  1,   /* field[1] = channel_type */
+  3,   /* field[3] = event_capacity */
+  2,   /* field[2] = flags */
+};
+static const ProtobufCIntRange slotd__v1__create_channel_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor slotd__v1__create_channel_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.CreateChannelCommand",
+  "CreateChannelCommand",
+  "Slotd__V1__CreateChannelCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__CreateChannelCommand),
+  4,
+  slotd__v1__create_channel_command__field_descriptors,
+  slotd__v1__create_channel_command__field_indices_by_name,
+  1,  slotd__v1__create_channel_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__create_channel_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__update_channel_flags_command__field_descriptors[2] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UpdateChannelFlagsCommand, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "flags",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UpdateChannelFlagsCommand, flags),
+    &slotd__v1__channel_flags__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__update_channel_flags_command__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+  1,   /* field[1] = flags */
+};
+static const ProtobufCIntRange slotd__v1__update_channel_flags_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__update_channel_flags_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.UpdateChannelFlagsCommand",
+  "UpdateChannelFlagsCommand",
+  "Slotd__V1__UpdateChannelFlagsCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__UpdateChannelFlagsCommand),
+  2,
+  slotd__v1__update_channel_flags_command__field_descriptors,
+  slotd__v1__update_channel_flags_command__field_indices_by_name,
+  1,  slotd__v1__update_channel_flags_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__update_channel_flags_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__channel_result__field_descriptors[2] =
+{
+  {
+    "changed",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelResult, changed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelResult, channel),
+    &slotd__v1__channel__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__channel_result__field_indices_by_name[] = {
+  0,   /* field[0] = changed */
+  1,   /* field[1] = channel */
+};
+static const ProtobufCIntRange slotd__v1__channel_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__channel_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ChannelResult",
+  "ChannelResult",
+  "Slotd__V1__ChannelResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__ChannelResult),
+  2,
+  slotd__v1__channel_result__field_descriptors,
+  slotd__v1__channel_result__field_indices_by_name,
+  1,  slotd__v1__channel_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__channel_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__subscribers_command__field_descriptors[3] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SubscribersCommand, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expected_version",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SubscribersCommand, expected_version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "uids",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Slotd__V1__SubscribersCommand, n_uids),
+    offsetof(Slotd__V1__SubscribersCommand, uids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__subscribers_command__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+  1,   /* field[1] = expected_version */
+  2,   /* field[2] = uids */
+};
+static const ProtobufCIntRange slotd__v1__subscribers_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__subscribers_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.SubscribersCommand",
+  "SubscribersCommand",
+  "Slotd__V1__SubscribersCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__SubscribersCommand),
+  3,
+  slotd__v1__subscribers_command__field_descriptors,
+  slotd__v1__subscribers_command__field_indices_by_name,
+  1,  slotd__v1__subscribers_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__subscribers_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__channel_list_command__field_descriptors[2] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelListCommand, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "uids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Slotd__V1__ChannelListCommand, n_uids),
+    offsetof(Slotd__V1__ChannelListCommand, uids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__channel_list_command__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+  1,   /* field[1] = uids */
+};
+static const ProtobufCIntRange slotd__v1__channel_list_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__channel_list_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ChannelListCommand",
+  "ChannelListCommand",
+  "Slotd__V1__ChannelListCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__ChannelListCommand),
+  2,
+  slotd__v1__channel_list_command__field_descriptors,
+  slotd__v1__channel_list_command__field_indices_by_name,
+  1,  slotd__v1__channel_list_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__channel_list_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__members_result__field_descriptors[3] =
+{
+  {
+    "changed",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__MembersResult, changed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "subscriber_count",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__MembersResult, subscriber_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "subscriber_version",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__MembersResult, subscriber_version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__members_result__field_indices_by_name[] = {
+  0,   /* field[0] = changed */
+  1,   /* field[1] = subscriber_count */
+  2,   /* field[2] = subscriber_version */
+};
+static const ProtobufCIntRange slotd__v1__members_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__members_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.MembersResult",
+  "MembersResult",
+  "Slotd__V1__MembersResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__MembersResult),
+  3,
+  slotd__v1__members_result__field_descriptors,
+  slotd__v1__members_result__field_indices_by_name,
+  1,  slotd__v1__members_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__members_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__join_channel_command__field_descriptors[4] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__JoinChannelCommand, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__JoinChannelCommand, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "join_seq",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__JoinChannelCommand, join_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "activated_at_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__JoinChannelCommand, activated_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__join_channel_command__field_indices_by_name[] = {
+  3,   /* field[3] = activated_at_ms */
+  1,   /* field[1] = channel_id */
+  2,   /* field[2] = join_seq */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__join_channel_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor slotd__v1__join_channel_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.JoinChannelCommand",
+  "JoinChannelCommand",
+  "Slotd__V1__JoinChannelCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__JoinChannelCommand),
+  4,
+  slotd__v1__join_channel_command__field_descriptors,
+  slotd__v1__join_channel_command__field_indices_by_name,
+  1,  slotd__v1__join_channel_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__join_channel_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__leave_channel_command__field_descriptors[2] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__LeaveChannelCommand, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__LeaveChannelCommand, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__leave_channel_command__field_indices_by_name[] = {
+  1,   /* field[1] = channel_id */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__leave_channel_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__leave_channel_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.LeaveChannelCommand",
+  "LeaveChannelCommand",
+  "Slotd__V1__LeaveChannelCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__LeaveChannelCommand),
+  2,
+  slotd__v1__leave_channel_command__field_descriptors,
+  slotd__v1__leave_channel_command__field_indices_by_name,
+  1,  slotd__v1__leave_channel_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__leave_channel_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__mark_read_command__field_descriptors[3] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__MarkReadCommand, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__MarkReadCommand, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "read_seq",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__MarkReadCommand, read_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__mark_read_command__field_indices_by_name[] = {
+  1,   /* field[1] = channel_id */
+  2,   /* field[2] = read_seq */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__mark_read_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__mark_read_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.MarkReadCommand",
+  "MarkReadCommand",
+  "Slotd__V1__MarkReadCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__MarkReadCommand),
+  3,
+  slotd__v1__mark_read_command__field_descriptors,
+  slotd__v1__mark_read_command__field_indices_by_name,
+  1,  slotd__v1__mark_read_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__mark_read_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__hide_conversation_command__field_descriptors[3] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__HideConversationCommand, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__HideConversationCommand, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "hide_through_seq",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__HideConversationCommand, hide_through_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__hide_conversation_command__field_indices_by_name[] = {
+  1,   /* field[1] = channel_id */
+  2,   /* field[2] = hide_through_seq */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__hide_conversation_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__hide_conversation_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.HideConversationCommand",
+  "HideConversationCommand",
+  "Slotd__V1__HideConversationCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__HideConversationCommand),
+  3,
+  slotd__v1__hide_conversation_command__field_descriptors,
+  slotd__v1__hide_conversation_command__field_indices_by_name,
+  1,  slotd__v1__hide_conversation_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__hide_conversation_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__activate_conversation_command__field_descriptors[3] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ActivateConversationCommand, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ActivateConversationCommand, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "activated_at_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ActivateConversationCommand, activated_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__activate_conversation_command__field_indices_by_name[] = {
+  2,   /* field[2] = activated_at_ms */
+  1,   /* field[1] = channel_id */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__activate_conversation_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__activate_conversation_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ActivateConversationCommand",
+  "ActivateConversationCommand",
+  "Slotd__V1__ActivateConversationCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__ActivateConversationCommand),
+  3,
+  slotd__v1__activate_conversation_command__field_descriptors,
+  slotd__v1__activate_conversation_command__field_indices_by_name,
+  1,  slotd__v1__activate_conversation_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__activate_conversation_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__membership_result__field_descriptors[2] =
+{
+  {
+    "changed",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__MembershipResult, changed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "membership",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__MembershipResult, membership),
+    &slotd__v1__membership__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__membership_result__field_indices_by_name[] = {
+  0,   /* field[0] = changed */
+  1,   /* field[1] = membership */
+};
+static const ProtobufCIntRange slotd__v1__membership_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__membership_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.MembershipResult",
+  "MembershipResult",
+  "Slotd__V1__MembershipResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__MembershipResult),
+  2,
+  slotd__v1__membership_result__field_descriptors,
+  slotd__v1__membership_result__field_indices_by_name,
+  1,  slotd__v1__membership_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__membership_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__bind_cmd_command__field_descriptors[3] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BindCmdCommand, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BindCmdCommand, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "start_seq",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BindCmdCommand, start_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__bind_cmd_command__field_indices_by_name[] = {
+  1,   /* field[1] = channel_id */
+  2,   /* field[2] = start_seq */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__bind_cmd_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__bind_cmd_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.BindCmdCommand",
+  "BindCmdCommand",
+  "Slotd__V1__BindCmdCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__BindCmdCommand),
+  3,
+  slotd__v1__bind_cmd_command__field_descriptors,
+  slotd__v1__bind_cmd_command__field_indices_by_name,
+  1,  slotd__v1__bind_cmd_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__bind_cmd_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__ack_cmd_command__field_descriptors[3] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AckCmdCommand, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AckCmdCommand, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ack_seq",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AckCmdCommand, ack_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__ack_cmd_command__field_indices_by_name[] = {
+  2,   /* field[2] = ack_seq */
+  1,   /* field[1] = channel_id */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__ack_cmd_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__ack_cmd_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.AckCmdCommand",
+  "AckCmdCommand",
+  "Slotd__V1__AckCmdCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__AckCmdCommand),
+  3,
+  slotd__v1__ack_cmd_command__field_descriptors,
+  slotd__v1__ack_cmd_command__field_indices_by_name,
+  1,  slotd__v1__ack_cmd_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__ack_cmd_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__unbind_cmd_command__field_descriptors[2] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UnbindCmdCommand, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UnbindCmdCommand, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__unbind_cmd_command__field_indices_by_name[] = {
+  1,   /* field[1] = channel_id */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__unbind_cmd_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__unbind_cmd_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.UnbindCmdCommand",
+  "UnbindCmdCommand",
+  "Slotd__V1__UnbindCmdCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__UnbindCmdCommand),
+  2,
+  slotd__v1__unbind_cmd_command__field_descriptors,
+  slotd__v1__unbind_cmd_command__field_indices_by_name,
+  1,  slotd__v1__unbind_cmd_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__unbind_cmd_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__cmd_binding_result__field_descriptors[2] =
+{
+  {
+    "changed",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CmdBindingResult, changed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "binding",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CmdBindingResult, binding),
+    &slotd__v1__cmd_binding__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__cmd_binding_result__field_indices_by_name[] = {
+  1,   /* field[1] = binding */
+  0,   /* field[0] = changed */
+};
+static const ProtobufCIntRange slotd__v1__cmd_binding_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__cmd_binding_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.CmdBindingResult",
+  "CmdBindingResult",
+  "Slotd__V1__CmdBindingResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__CmdBindingResult),
+  2,
+  slotd__v1__cmd_binding_result__field_descriptors,
+  slotd__v1__cmd_binding_result__field_indices_by_name,
+  1,  slotd__v1__cmd_binding_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__cmd_binding_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__update_runtime_meta_command__field_descriptors[5] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UpdateRuntimeMetaCommand, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expected_channel_epoch",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UpdateRuntimeMetaCommand, expected_channel_epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expected_leader_epoch",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UpdateRuntimeMetaCommand, expected_leader_epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expected_leader",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UpdateRuntimeMetaCommand, expected_leader),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "meta",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UpdateRuntimeMetaCommand, meta),
+    &slotd__v1__channel_runtime_meta__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__update_runtime_meta_command__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+  1,   /* field[1] = expected_channel_epoch */
+  3,   /* field[3] = expected_leader */
+  2,   /* field[2] = expected_leader_epoch */
+  4,   /* field[4] = meta */
+};
+static const ProtobufCIntRange slotd__v1__update_runtime_meta_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor slotd__v1__update_runtime_meta_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.UpdateRuntimeMetaCommand",
+  "UpdateRuntimeMetaCommand",
+  "Slotd__V1__UpdateRuntimeMetaCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__UpdateRuntimeMetaCommand),
+  5,
+  slotd__v1__update_runtime_meta_command__field_descriptors,
+  slotd__v1__update_runtime_meta_command__field_indices_by_name,
+  1,  slotd__v1__update_runtime_meta_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__update_runtime_meta_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__advance_retention_command__field_descriptors[2] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AdvanceRetentionCommand, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "retention_through_seq",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AdvanceRetentionCommand, retention_through_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__advance_retention_command__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+  1,   /* field[1] = retention_through_seq */
+};
+static const ProtobufCIntRange slotd__v1__advance_retention_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__advance_retention_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.AdvanceRetentionCommand",
+  "AdvanceRetentionCommand",
+  "Slotd__V1__AdvanceRetentionCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__AdvanceRetentionCommand),
+  2,
+  slotd__v1__advance_retention_command__field_descriptors,
+  slotd__v1__advance_retention_command__field_indices_by_name,
+  1,  slotd__v1__advance_retention_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__advance_retention_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__runtime_meta_result__field_descriptors[3] =
+{
+  {
+    "changed",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RuntimeMetaResult, changed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "retention_advanced",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RuntimeMetaResult, retention_advanced),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "meta",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RuntimeMetaResult, meta),
+    &slotd__v1__channel_runtime_meta__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__runtime_meta_result__field_indices_by_name[] = {
+  0,   /* field[0] = changed */
+  2,   /* field[2] = meta */
+  1,   /* field[1] = retention_advanced */
+};
+static const ProtobufCIntRange slotd__v1__runtime_meta_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__runtime_meta_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.RuntimeMetaResult",
+  "RuntimeMetaResult",
+  "Slotd__V1__RuntimeMetaResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__RuntimeMetaResult),
+  3,
+  slotd__v1__runtime_meta_result__field_descriptors,
+  slotd__v1__runtime_meta_result__field_indices_by_name,
+  1,  slotd__v1__runtime_meta_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__runtime_meta_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__put_migration_task_command__field_descriptors[1] =
+{
+  {
+    "task",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__PutMigrationTaskCommand, task),
+    &slotd__v1__channel_migration_task__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__put_migration_task_command__field_indices_by_name[] = {
+  0,   /* field[0] = task */
+};
+static const ProtobufCIntRange slotd__v1__put_migration_task_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__put_migration_task_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.PutMigrationTaskCommand",
+  "PutMigrationTaskCommand",
+  "Slotd__V1__PutMigrationTaskCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__PutMigrationTaskCommand),
+  1,
+  slotd__v1__put_migration_task_command__field_descriptors,
+  slotd__v1__put_migration_task_command__field_indices_by_name,
+  1,  slotd__v1__put_migration_task_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__put_migration_task_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__migration_task_result__field_descriptors[2] =
+{
+  {
+    "changed",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__MigrationTaskResult, changed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "task",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__MigrationTaskResult, task),
+    &slotd__v1__channel_migration_task__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__migration_task_result__field_indices_by_name[] = {
+  0,   /* field[0] = changed */
+  1,   /* field[1] = task */
+};
+static const ProtobufCIntRange slotd__v1__migration_task_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__migration_task_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.MigrationTaskResult",
+  "MigrationTaskResult",
+  "Slotd__V1__MigrationTaskResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__MigrationTaskResult),
+  2,
+  slotd__v1__migration_task_result__field_descriptors,
+  slotd__v1__migration_task_result__field_indices_by_name,
+  1,  slotd__v1__migration_task_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__migration_task_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__bind_plugin_command__field_descriptors[2] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BindPluginCommand, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "plugin_no",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BindPluginCommand, plugin_no),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__bind_plugin_command__field_indices_by_name[] = {
+  1,   /* field[1] = plugin_no */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__bind_plugin_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__bind_plugin_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.BindPluginCommand",
+  "BindPluginCommand",
+  "Slotd__V1__BindPluginCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__BindPluginCommand),
+  2,
+  slotd__v1__bind_plugin_command__field_descriptors,
+  slotd__v1__bind_plugin_command__field_indices_by_name,
+  1,  slotd__v1__bind_plugin_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__bind_plugin_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__unbind_plugin_command__field_descriptors[1] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UnbindPluginCommand, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__unbind_plugin_command__field_indices_by_name[] = {
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__unbind_plugin_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__unbind_plugin_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.UnbindPluginCommand",
+  "UnbindPluginCommand",
+  "Slotd__V1__UnbindPluginCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__UnbindPluginCommand),
+  1,
+  slotd__v1__unbind_plugin_command__field_descriptors,
+  slotd__v1__unbind_plugin_command__field_indices_by_name,
+  1,  slotd__v1__unbind_plugin_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__unbind_plugin_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__plugin_binding_result__field_descriptors[2] =
+{
+  {
+    "changed",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__PluginBindingResult, changed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "binding",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__PluginBindingResult, binding),
+    &slotd__v1__plugin_binding__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__plugin_binding_result__field_indices_by_name[] = {
+  1,   /* field[1] = binding */
+  0,   /* field[0] = changed */
+};
+static const ProtobufCIntRange slotd__v1__plugin_binding_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__plugin_binding_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.PluginBindingResult",
+  "PluginBindingResult",
+  "Slotd__V1__PluginBindingResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__PluginBindingResult),
+  2,
+  slotd__v1__plugin_binding_result__field_descriptors,
+  slotd__v1__plugin_binding_result__field_indices_by_name,
+  1,  slotd__v1__plugin_binding_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__plugin_binding_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__append_event_command__field_descriptors[4] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AppendEventCommand, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "message_seq",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AppendEventCommand, message_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "event_type",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AppendEventCommand, event_type),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "payload",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AppendEventCommand, payload),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__append_event_command__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+  2,   /* field[2] = event_type */
+  1,   /* field[1] = message_seq */
+  3,   /* field[3] = payload */
+};
+static const ProtobufCIntRange slotd__v1__append_event_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor slotd__v1__append_event_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.AppendEventCommand",
+  "AppendEventCommand",
+  "Slotd__V1__AppendEventCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__AppendEventCommand),
+  4,
+  slotd__v1__append_event_command__field_descriptors,
+  slotd__v1__append_event_command__field_indices_by_name,
+  1,  slotd__v1__append_event_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__append_event_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__append_event_result__field_descriptors[2] =
+{
+  {
+    "event_seq",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AppendEventResult, event_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "evicted",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AppendEventResult, evicted),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__append_event_result__field_indices_by_name[] = {
+  0,   /* field[0] = event_seq */
+  1,   /* field[1] = evicted */
+};
+static const ProtobufCIntRange slotd__v1__append_event_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__append_event_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.AppendEventResult",
+  "AppendEventResult",
+  "Slotd__V1__AppendEventResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__AppendEventResult),
+  2,
+  slotd__v1__append_event_result__field_descriptors,
+  slotd__v1__append_event_result__field_indices_by_name,
+  1,  slotd__v1__append_event_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__append_event_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__get_user_query__field_descriptors[1] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetUserQuery, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__get_user_query__field_indices_by_name[] = {
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__get_user_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__get_user_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.GetUserQuery",
+  "GetUserQuery",
+  "Slotd__V1__GetUserQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__GetUserQuery),
+  1,
+  slotd__v1__get_user_query__field_descriptors,
+  slotd__v1__get_user_query__field_indices_by_name,
+  1,  slotd__v1__get_user_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__get_user_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__get_user_result__field_descriptors[2] =
+{
+  {
+    "found",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetUserResult, found),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetUserResult, user),
+    &slotd__v1__user__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__get_user_result__field_indices_by_name[] = {
+  0,   /* field[0] = found */
+  1,   /* field[1] = user */
+};
+static const ProtobufCIntRange slotd__v1__get_user_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__get_user_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.GetUserResult",
+  "GetUserResult",
+  "Slotd__V1__GetUserResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__GetUserResult),
+  2,
+  slotd__v1__get_user_result__field_descriptors,
+  slotd__v1__get_user_result__field_indices_by_name,
+  1,  slotd__v1__get_user_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__get_user_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__get_device_query__field_descriptors[2] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetDeviceQuery, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "device_flag",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetDeviceQuery, device_flag),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__get_device_query__field_indices_by_name[] = {
+  1,   /* field[1] = device_flag */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__get_device_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__get_device_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.GetDeviceQuery",
+  "GetDeviceQuery",
+  "Slotd__V1__GetDeviceQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__GetDeviceQuery),
+  2,
+  slotd__v1__get_device_query__field_descriptors,
+  slotd__v1__get_device_query__field_indices_by_name,
+  1,  slotd__v1__get_device_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__get_device_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__get_device_result__field_descriptors[2] =
+{
+  {
+    "found",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetDeviceResult, found),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "device",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetDeviceResult, device),
+    &slotd__v1__device__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__get_device_result__field_indices_by_name[] = {
+  1,   /* field[1] = device */
+  0,   /* field[0] = found */
+};
+static const ProtobufCIntRange slotd__v1__get_device_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__get_device_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.GetDeviceResult",
+  "GetDeviceResult",
+  "Slotd__V1__GetDeviceResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__GetDeviceResult),
+  2,
+  slotd__v1__get_device_result__field_descriptors,
+  slotd__v1__get_device_result__field_indices_by_name,
+  1,  slotd__v1__get_device_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__get_device_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__is_system_uid_query__field_descriptors[1] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__IsSystemUidQuery, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__is_system_uid_query__field_indices_by_name[] = {
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__is_system_uid_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__is_system_uid_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.IsSystemUidQuery",
+  "IsSystemUidQuery",
+  "Slotd__V1__IsSystemUidQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__IsSystemUidQuery),
+  1,
+  slotd__v1__is_system_uid_query__field_descriptors,
+  slotd__v1__is_system_uid_query__field_indices_by_name,
+  1,  slotd__v1__is_system_uid_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__is_system_uid_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__is_system_uid_result__field_descriptors[1] =
+{
+  {
+    "system",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__IsSystemUidResult, system),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__is_system_uid_result__field_indices_by_name[] = {
+  0,   /* field[0] = system */
+};
+static const ProtobufCIntRange slotd__v1__is_system_uid_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__is_system_uid_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.IsSystemUidResult",
+  "IsSystemUidResult",
+  "Slotd__V1__IsSystemUidResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__IsSystemUidResult),
+  1,
+  slotd__v1__is_system_uid_result__field_descriptors,
+  slotd__v1__is_system_uid_result__field_indices_by_name,
+  1,  slotd__v1__is_system_uid_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__is_system_uid_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__get_channel_query__field_descriptors[1] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetChannelQuery, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__get_channel_query__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+};
+static const ProtobufCIntRange slotd__v1__get_channel_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__get_channel_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.GetChannelQuery",
+  "GetChannelQuery",
+  "Slotd__V1__GetChannelQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__GetChannelQuery),
+  1,
+  slotd__v1__get_channel_query__field_descriptors,
+  slotd__v1__get_channel_query__field_indices_by_name,
+  1,  slotd__v1__get_channel_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__get_channel_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__get_channel_result__field_descriptors[2] =
+{
+  {
+    "found",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetChannelResult, found),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetChannelResult, channel),
+    &slotd__v1__channel__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__get_channel_result__field_indices_by_name[] = {
+  1,   /* field[1] = channel */
+  0,   /* field[0] = found */
+};
+static const ProtobufCIntRange slotd__v1__get_channel_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__get_channel_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.GetChannelResult",
+  "GetChannelResult",
+  "Slotd__V1__GetChannelResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__GetChannelResult),
+  2,
+  slotd__v1__get_channel_result__field_descriptors,
+  slotd__v1__get_channel_result__field_indices_by_name,
+  1,  slotd__v1__get_channel_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__get_channel_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_members_query__field_descriptors[4] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListMembersQuery, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListMembersQuery, list),
+    &slotd__v1__member_list__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cursor",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListMembersQuery, cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListMembersQuery, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_members_query__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+  2,   /* field[2] = cursor */
+  3,   /* field[3] = limit */
+  1,   /* field[1] = list */
+};
+static const ProtobufCIntRange slotd__v1__list_members_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_members_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListMembersQuery",
+  "ListMembersQuery",
+  "Slotd__V1__ListMembersQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListMembersQuery),
+  4,
+  slotd__v1__list_members_query__field_descriptors,
+  slotd__v1__list_members_query__field_indices_by_name,
+  1,  slotd__v1__list_members_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_members_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_members_result__field_descriptors[2] =
+{
+  {
+    "uids",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Slotd__V1__ListMembersResult, n_uids),
+    offsetof(Slotd__V1__ListMembersResult, uids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_cursor",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListMembersResult, next_cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_members_result__field_indices_by_name[] = {
+  1,   /* field[1] = next_cursor */
+  0,   /* field[0] = uids */
+};
+static const ProtobufCIntRange slotd__v1__list_members_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_members_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListMembersResult",
+  "ListMembersResult",
+  "Slotd__V1__ListMembersResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListMembersResult),
+  2,
+  slotd__v1__list_members_result__field_descriptors,
+  slotd__v1__list_members_result__field_indices_by_name,
+  1,  slotd__v1__list_members_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_members_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__check_member_query__field_descriptors[3] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CheckMemberQuery, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CheckMemberQuery, list),
+    &slotd__v1__member_list__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "uid",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CheckMemberQuery, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__check_member_query__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+  1,   /* field[1] = list */
+  2,   /* field[2] = uid */
+};
+static const ProtobufCIntRange slotd__v1__check_member_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__check_member_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.CheckMemberQuery",
+  "CheckMemberQuery",
+  "Slotd__V1__CheckMemberQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__CheckMemberQuery),
+  3,
+  slotd__v1__check_member_query__field_descriptors,
+  slotd__v1__check_member_query__field_indices_by_name,
+  1,  slotd__v1__check_member_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__check_member_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__check_member_result__field_descriptors[1] =
+{
+  {
+    "member",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CheckMemberResult, member),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__check_member_result__field_indices_by_name[] = {
+  0,   /* field[0] = member */
+};
+static const ProtobufCIntRange slotd__v1__check_member_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__check_member_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.CheckMemberResult",
+  "CheckMemberResult",
+  "Slotd__V1__CheckMemberResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__CheckMemberResult),
+  1,
+  slotd__v1__check_member_result__field_descriptors,
+  slotd__v1__check_member_result__field_indices_by_name,
+  1,  slotd__v1__check_member_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__check_member_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__get_membership_query__field_descriptors[2] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetMembershipQuery, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetMembershipQuery, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__get_membership_query__field_indices_by_name[] = {
+  1,   /* field[1] = channel_id */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__get_membership_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__get_membership_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.GetMembershipQuery",
+  "GetMembershipQuery",
+  "Slotd__V1__GetMembershipQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__GetMembershipQuery),
+  2,
+  slotd__v1__get_membership_query__field_descriptors,
+  slotd__v1__get_membership_query__field_indices_by_name,
+  1,  slotd__v1__get_membership_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__get_membership_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__get_membership_result__field_descriptors[2] =
+{
+  {
+    "found",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetMembershipResult, found),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "membership",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetMembershipResult, membership),
+    &slotd__v1__membership__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__get_membership_result__field_indices_by_name[] = {
+  0,   /* field[0] = found */
+  1,   /* field[1] = membership */
+};
+static const ProtobufCIntRange slotd__v1__get_membership_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__get_membership_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.GetMembershipResult",
+  "GetMembershipResult",
+  "Slotd__V1__GetMembershipResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__GetMembershipResult),
+  2,
+  slotd__v1__get_membership_result__field_descriptors,
+  slotd__v1__get_membership_result__field_indices_by_name,
+  1,  slotd__v1__get_membership_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__get_membership_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_conversations_query__field_descriptors[3] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListConversationsQuery, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cursor",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListConversationsQuery, cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListConversationsQuery, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_conversations_query__field_indices_by_name[] = {
+  1,   /* field[1] = cursor */
+  2,   /* field[2] = limit */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__list_conversations_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_conversations_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListConversationsQuery",
+  "ListConversationsQuery",
+  "Slotd__V1__ListConversationsQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListConversationsQuery),
+  3,
+  slotd__v1__list_conversations_query__field_descriptors,
+  slotd__v1__list_conversations_query__field_indices_by_name,
+  1,  slotd__v1__list_conversations_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_conversations_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_conversations_result__field_descriptors[2] =
+{
+  {
+    "conversations",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ListConversationsResult, n_conversations),
+    offsetof(Slotd__V1__ListConversationsResult, conversations),
+    &slotd__v1__membership__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_cursor",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListConversationsResult, next_cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_conversations_result__field_indices_by_name[] = {
+  0,   /* field[0] = conversations */
+  1,   /* field[1] = next_cursor */
+};
+static const ProtobufCIntRange slotd__v1__list_conversations_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_conversations_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListConversationsResult",
+  "ListConversationsResult",
+  "Slotd__V1__ListConversationsResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListConversationsResult),
+  2,
+  slotd__v1__list_conversations_result__field_descriptors,
+  slotd__v1__list_conversations_result__field_indices_by_name,
+  1,  slotd__v1__list_conversations_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_conversations_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__get_cmd_binding_query__field_descriptors[2] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetCmdBindingQuery, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetCmdBindingQuery, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__get_cmd_binding_query__field_indices_by_name[] = {
+  1,   /* field[1] = channel_id */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__get_cmd_binding_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__get_cmd_binding_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.GetCmdBindingQuery",
+  "GetCmdBindingQuery",
+  "Slotd__V1__GetCmdBindingQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__GetCmdBindingQuery),
+  2,
+  slotd__v1__get_cmd_binding_query__field_descriptors,
+  slotd__v1__get_cmd_binding_query__field_indices_by_name,
+  1,  slotd__v1__get_cmd_binding_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__get_cmd_binding_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__get_cmd_binding_result__field_descriptors[2] =
+{
+  {
+    "found",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetCmdBindingResult, found),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "binding",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetCmdBindingResult, binding),
+    &slotd__v1__cmd_binding__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__get_cmd_binding_result__field_indices_by_name[] = {
+  1,   /* field[1] = binding */
+  0,   /* field[0] = found */
+};
+static const ProtobufCIntRange slotd__v1__get_cmd_binding_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__get_cmd_binding_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.GetCmdBindingResult",
+  "GetCmdBindingResult",
+  "Slotd__V1__GetCmdBindingResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__GetCmdBindingResult),
+  2,
+  slotd__v1__get_cmd_binding_result__field_descriptors,
+  slotd__v1__get_cmd_binding_result__field_indices_by_name,
+  1,  slotd__v1__get_cmd_binding_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__get_cmd_binding_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__get_runtime_meta_query__field_descriptors[1] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetRuntimeMetaQuery, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__get_runtime_meta_query__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+};
+static const ProtobufCIntRange slotd__v1__get_runtime_meta_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__get_runtime_meta_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.GetRuntimeMetaQuery",
+  "GetRuntimeMetaQuery",
+  "Slotd__V1__GetRuntimeMetaQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__GetRuntimeMetaQuery),
+  1,
+  slotd__v1__get_runtime_meta_query__field_descriptors,
+  slotd__v1__get_runtime_meta_query__field_indices_by_name,
+  1,  slotd__v1__get_runtime_meta_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__get_runtime_meta_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__get_runtime_meta_result__field_descriptors[2] =
+{
+  {
+    "found",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetRuntimeMetaResult, found),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "meta",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetRuntimeMetaResult, meta),
+    &slotd__v1__channel_runtime_meta__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__get_runtime_meta_result__field_indices_by_name[] = {
+  0,   /* field[0] = found */
+  1,   /* field[1] = meta */
+};
+static const ProtobufCIntRange slotd__v1__get_runtime_meta_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__get_runtime_meta_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.GetRuntimeMetaResult",
+  "GetRuntimeMetaResult",
+  "Slotd__V1__GetRuntimeMetaResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__GetRuntimeMetaResult),
+  2,
+  slotd__v1__get_runtime_meta_result__field_descriptors,
+  slotd__v1__get_runtime_meta_result__field_indices_by_name,
+  1,  slotd__v1__get_runtime_meta_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__get_runtime_meta_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_migration_tasks_query__field_descriptors[3] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListMigrationTasksQuery, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cursor",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListMigrationTasksQuery, cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListMigrationTasksQuery, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_migration_tasks_query__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+  1,   /* field[1] = cursor */
+  2,   /* field[2] = limit */
+};
+static const ProtobufCIntRange slotd__v1__list_migration_tasks_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_migration_tasks_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListMigrationTasksQuery",
+  "ListMigrationTasksQuery",
+  "Slotd__V1__ListMigrationTasksQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListMigrationTasksQuery),
+  3,
+  slotd__v1__list_migration_tasks_query__field_descriptors,
+  slotd__v1__list_migration_tasks_query__field_indices_by_name,
+  1,  slotd__v1__list_migration_tasks_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_migration_tasks_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_migration_tasks_result__field_descriptors[2] =
+{
+  {
+    "tasks",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ListMigrationTasksResult, n_tasks),
+    offsetof(Slotd__V1__ListMigrationTasksResult, tasks),
+    &slotd__v1__channel_migration_task__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_cursor",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListMigrationTasksResult, next_cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_migration_tasks_result__field_indices_by_name[] = {
+  1,   /* field[1] = next_cursor */
+  0,   /* field[0] = tasks */
+};
+static const ProtobufCIntRange slotd__v1__list_migration_tasks_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_migration_tasks_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListMigrationTasksResult",
+  "ListMigrationTasksResult",
+  "Slotd__V1__ListMigrationTasksResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListMigrationTasksResult),
+  2,
+  slotd__v1__list_migration_tasks_result__field_descriptors,
+  slotd__v1__list_migration_tasks_result__field_indices_by_name,
+  1,  slotd__v1__list_migration_tasks_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_migration_tasks_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__get_plugin_binding_query__field_descriptors[1] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetPluginBindingQuery, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__get_plugin_binding_query__field_indices_by_name[] = {
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__get_plugin_binding_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__get_plugin_binding_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.GetPluginBindingQuery",
+  "GetPluginBindingQuery",
+  "Slotd__V1__GetPluginBindingQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__GetPluginBindingQuery),
+  1,
+  slotd__v1__get_plugin_binding_query__field_descriptors,
+  slotd__v1__get_plugin_binding_query__field_indices_by_name,
+  1,  slotd__v1__get_plugin_binding_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__get_plugin_binding_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__get_plugin_binding_result__field_descriptors[2] =
+{
+  {
+    "found",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetPluginBindingResult, found),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "binding",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetPluginBindingResult, binding),
+    &slotd__v1__plugin_binding__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__get_plugin_binding_result__field_indices_by_name[] = {
+  1,   /* field[1] = binding */
+  0,   /* field[0] = found */
+};
+static const ProtobufCIntRange slotd__v1__get_plugin_binding_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__get_plugin_binding_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.GetPluginBindingResult",
+  "GetPluginBindingResult",
+  "Slotd__V1__GetPluginBindingResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__GetPluginBindingResult),
+  2,
+  slotd__v1__get_plugin_binding_result__field_descriptors,
+  slotd__v1__get_plugin_binding_result__field_indices_by_name,
+  1,  slotd__v1__get_plugin_binding_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__get_plugin_binding_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_plugin_users_query__field_descriptors[4] =
+{
+  {
+    "hash_slot",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListPluginUsersQuery, hash_slot),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "plugin_no",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListPluginUsersQuery, plugin_no),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cursor",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListPluginUsersQuery, cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListPluginUsersQuery, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_plugin_users_query__field_indices_by_name[] = {
+  2,   /* field[2] = cursor */
+  0,   /* field[0] = hash_slot */
+  3,   /* field[3] = limit */
+  1,   /* field[1] = plugin_no */
+};
+static const ProtobufCIntRange slotd__v1__list_plugin_users_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_plugin_users_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListPluginUsersQuery",
+  "ListPluginUsersQuery",
+  "Slotd__V1__ListPluginUsersQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListPluginUsersQuery),
+  4,
+  slotd__v1__list_plugin_users_query__field_descriptors,
+  slotd__v1__list_plugin_users_query__field_indices_by_name,
+  1,  slotd__v1__list_plugin_users_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_plugin_users_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_plugin_users_result__field_descriptors[2] =
+{
+  {
+    "uids",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Slotd__V1__ListPluginUsersResult, n_uids),
+    offsetof(Slotd__V1__ListPluginUsersResult, uids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_cursor",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListPluginUsersResult, next_cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_plugin_users_result__field_indices_by_name[] = {
+  1,   /* field[1] = next_cursor */
+  0,   /* field[0] = uids */
+};
+static const ProtobufCIntRange slotd__v1__list_plugin_users_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_plugin_users_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListPluginUsersResult",
+  "ListPluginUsersResult",
+  "Slotd__V1__ListPluginUsersResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListPluginUsersResult),
+  2,
+  slotd__v1__list_plugin_users_result__field_descriptors,
+  slotd__v1__list_plugin_users_result__field_indices_by_name,
+  1,  slotd__v1__list_plugin_users_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_plugin_users_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_events_query__field_descriptors[3] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListEventsQuery, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cursor",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListEventsQuery, cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListEventsQuery, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_events_query__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+  1,   /* field[1] = cursor */
+  2,   /* field[2] = limit */
+};
+static const ProtobufCIntRange slotd__v1__list_events_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_events_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListEventsQuery",
+  "ListEventsQuery",
+  "Slotd__V1__ListEventsQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListEventsQuery),
+  3,
+  slotd__v1__list_events_query__field_descriptors,
+  slotd__v1__list_events_query__field_indices_by_name,
+  1,  slotd__v1__list_events_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_events_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_events_result__field_descriptors[2] =
+{
+  {
+    "events",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ListEventsResult, n_events),
+    offsetof(Slotd__V1__ListEventsResult, events),
+    &slotd__v1__channel_event__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_cursor",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListEventsResult, next_cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_events_result__field_indices_by_name[] = {
+  0,   /* field[0] = events */
+  1,   /* field[1] = next_cursor */
+};
+static const ProtobufCIntRange slotd__v1__list_events_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_events_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListEventsResult",
+  "ListEventsResult",
+  "Slotd__V1__ListEventsResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListEventsResult),
+  2,
+  slotd__v1__list_events_result__field_descriptors,
+  slotd__v1__list_events_result__field_indices_by_name,
+  1,  slotd__v1__list_events_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_events_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue slotd__v1__consistency__enum_values_by_number[3] =
 {
   { "CONSISTENCY_LINEARIZABLE", "SLOTD__V1__CONSISTENCY__CONSISTENCY_LINEARIZABLE", 0 },
@@ -2451,6 +11166,72 @@ const ProtobufCEnumDescriptor slotd__v1__error_code__descriptor =
   slotd__v1__error_code__enum_values_by_name,
   1,
   slotd__v1__error_code__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue slotd__v1__member_list__enum_values_by_number[4] =
+{
+  { "MEMBER_LIST_UNSPECIFIED", "SLOTD__V1__MEMBER_LIST__MEMBER_LIST_UNSPECIFIED", 0 },
+  { "MEMBER_LIST_SUBSCRIBERS", "SLOTD__V1__MEMBER_LIST__MEMBER_LIST_SUBSCRIBERS", 1 },
+  { "MEMBER_LIST_ALLOWLIST", "SLOTD__V1__MEMBER_LIST__MEMBER_LIST_ALLOWLIST", 2 },
+  { "MEMBER_LIST_DENYLIST", "SLOTD__V1__MEMBER_LIST__MEMBER_LIST_DENYLIST", 3 },
+};
+static const ProtobufCIntRange slotd__v1__member_list__value_ranges[] = {
+{0, 0},{0, 4}
+};
+static const ProtobufCEnumValueIndex slotd__v1__member_list__enum_values_by_name[4] =
+{
+  { "MEMBER_LIST_ALLOWLIST", 2 },
+  { "MEMBER_LIST_DENYLIST", 3 },
+  { "MEMBER_LIST_SUBSCRIBERS", 1 },
+  { "MEMBER_LIST_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor slotd__v1__member_list__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "slotd.v1.MemberList",
+  "MemberList",
+  "Slotd__V1__MemberList",
+  "slotd.v1",
+  4,
+  slotd__v1__member_list__enum_values_by_number,
+  4,
+  slotd__v1__member_list__enum_values_by_name,
+  1,
+  slotd__v1__member_list__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue slotd__v1__migration_status__enum_values_by_number[5] =
+{
+  { "MIGRATION_STATUS_UNSPECIFIED", "SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_UNSPECIFIED", 0 },
+  { "MIGRATION_STATUS_PENDING", "SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_PENDING", 1 },
+  { "MIGRATION_STATUS_RUNNING", "SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_RUNNING", 2 },
+  { "MIGRATION_STATUS_DONE", "SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_DONE", 3 },
+  { "MIGRATION_STATUS_FAILED", "SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_FAILED", 4 },
+};
+static const ProtobufCIntRange slotd__v1__migration_status__value_ranges[] = {
+{0, 0},{0, 5}
+};
+static const ProtobufCEnumValueIndex slotd__v1__migration_status__enum_values_by_name[5] =
+{
+  { "MIGRATION_STATUS_DONE", 3 },
+  { "MIGRATION_STATUS_FAILED", 4 },
+  { "MIGRATION_STATUS_PENDING", 1 },
+  { "MIGRATION_STATUS_RUNNING", 2 },
+  { "MIGRATION_STATUS_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor slotd__v1__migration_status__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "slotd.v1.MigrationStatus",
+  "MigrationStatus",
+  "Slotd__V1__MigrationStatus",
+  "slotd.v1",
+  5,
+  slotd__v1__migration_status__enum_values_by_number,
+  5,
+  slotd__v1__migration_status__enum_values_by_name,
+  1,
+  slotd__v1__migration_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCMethodDescriptor slotd__v1__metadata__method_descriptors[4] =

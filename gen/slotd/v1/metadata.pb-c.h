@@ -36,6 +36,79 @@ typedef struct Slotd__V1__TaskStatusResponse Slotd__V1__TaskStatusResponse;
 typedef struct Slotd__V1__Task Slotd__V1__Task;
 typedef struct Slotd__V1__ErrorDetail Slotd__V1__ErrorDetail;
 typedef struct Slotd__V1__LeaderHint Slotd__V1__LeaderHint;
+typedef struct Slotd__V1__User Slotd__V1__User;
+typedef struct Slotd__V1__Device Slotd__V1__Device;
+typedef struct Slotd__V1__ChannelFlags Slotd__V1__ChannelFlags;
+typedef struct Slotd__V1__Channel Slotd__V1__Channel;
+typedef struct Slotd__V1__Membership Slotd__V1__Membership;
+typedef struct Slotd__V1__CmdBinding Slotd__V1__CmdBinding;
+typedef struct Slotd__V1__ChannelRuntimeMeta Slotd__V1__ChannelRuntimeMeta;
+typedef struct Slotd__V1__ChannelMigrationTask Slotd__V1__ChannelMigrationTask;
+typedef struct Slotd__V1__PluginBinding Slotd__V1__PluginBinding;
+typedef struct Slotd__V1__ChannelEvent Slotd__V1__ChannelEvent;
+typedef struct Slotd__V1__CreateUserCommand Slotd__V1__CreateUserCommand;
+typedef struct Slotd__V1__UpdateUserCommand Slotd__V1__UpdateUserCommand;
+typedef struct Slotd__V1__UserResult Slotd__V1__UserResult;
+typedef struct Slotd__V1__PutDeviceCommand Slotd__V1__PutDeviceCommand;
+typedef struct Slotd__V1__DeviceResult Slotd__V1__DeviceResult;
+typedef struct Slotd__V1__RemoveDeviceCommand Slotd__V1__RemoveDeviceCommand;
+typedef struct Slotd__V1__RemoveResult Slotd__V1__RemoveResult;
+typedef struct Slotd__V1__SetSystemUidCommand Slotd__V1__SetSystemUidCommand;
+typedef struct Slotd__V1__SystemUidResult Slotd__V1__SystemUidResult;
+typedef struct Slotd__V1__CreateChannelCommand Slotd__V1__CreateChannelCommand;
+typedef struct Slotd__V1__UpdateChannelFlagsCommand Slotd__V1__UpdateChannelFlagsCommand;
+typedef struct Slotd__V1__ChannelResult Slotd__V1__ChannelResult;
+typedef struct Slotd__V1__SubscribersCommand Slotd__V1__SubscribersCommand;
+typedef struct Slotd__V1__ChannelListCommand Slotd__V1__ChannelListCommand;
+typedef struct Slotd__V1__MembersResult Slotd__V1__MembersResult;
+typedef struct Slotd__V1__JoinChannelCommand Slotd__V1__JoinChannelCommand;
+typedef struct Slotd__V1__LeaveChannelCommand Slotd__V1__LeaveChannelCommand;
+typedef struct Slotd__V1__MarkReadCommand Slotd__V1__MarkReadCommand;
+typedef struct Slotd__V1__HideConversationCommand Slotd__V1__HideConversationCommand;
+typedef struct Slotd__V1__ActivateConversationCommand Slotd__V1__ActivateConversationCommand;
+typedef struct Slotd__V1__MembershipResult Slotd__V1__MembershipResult;
+typedef struct Slotd__V1__BindCmdCommand Slotd__V1__BindCmdCommand;
+typedef struct Slotd__V1__AckCmdCommand Slotd__V1__AckCmdCommand;
+typedef struct Slotd__V1__UnbindCmdCommand Slotd__V1__UnbindCmdCommand;
+typedef struct Slotd__V1__CmdBindingResult Slotd__V1__CmdBindingResult;
+typedef struct Slotd__V1__UpdateRuntimeMetaCommand Slotd__V1__UpdateRuntimeMetaCommand;
+typedef struct Slotd__V1__AdvanceRetentionCommand Slotd__V1__AdvanceRetentionCommand;
+typedef struct Slotd__V1__RuntimeMetaResult Slotd__V1__RuntimeMetaResult;
+typedef struct Slotd__V1__PutMigrationTaskCommand Slotd__V1__PutMigrationTaskCommand;
+typedef struct Slotd__V1__MigrationTaskResult Slotd__V1__MigrationTaskResult;
+typedef struct Slotd__V1__BindPluginCommand Slotd__V1__BindPluginCommand;
+typedef struct Slotd__V1__UnbindPluginCommand Slotd__V1__UnbindPluginCommand;
+typedef struct Slotd__V1__PluginBindingResult Slotd__V1__PluginBindingResult;
+typedef struct Slotd__V1__AppendEventCommand Slotd__V1__AppendEventCommand;
+typedef struct Slotd__V1__AppendEventResult Slotd__V1__AppendEventResult;
+typedef struct Slotd__V1__GetUserQuery Slotd__V1__GetUserQuery;
+typedef struct Slotd__V1__GetUserResult Slotd__V1__GetUserResult;
+typedef struct Slotd__V1__GetDeviceQuery Slotd__V1__GetDeviceQuery;
+typedef struct Slotd__V1__GetDeviceResult Slotd__V1__GetDeviceResult;
+typedef struct Slotd__V1__IsSystemUidQuery Slotd__V1__IsSystemUidQuery;
+typedef struct Slotd__V1__IsSystemUidResult Slotd__V1__IsSystemUidResult;
+typedef struct Slotd__V1__GetChannelQuery Slotd__V1__GetChannelQuery;
+typedef struct Slotd__V1__GetChannelResult Slotd__V1__GetChannelResult;
+typedef struct Slotd__V1__ListMembersQuery Slotd__V1__ListMembersQuery;
+typedef struct Slotd__V1__ListMembersResult Slotd__V1__ListMembersResult;
+typedef struct Slotd__V1__CheckMemberQuery Slotd__V1__CheckMemberQuery;
+typedef struct Slotd__V1__CheckMemberResult Slotd__V1__CheckMemberResult;
+typedef struct Slotd__V1__GetMembershipQuery Slotd__V1__GetMembershipQuery;
+typedef struct Slotd__V1__GetMembershipResult Slotd__V1__GetMembershipResult;
+typedef struct Slotd__V1__ListConversationsQuery Slotd__V1__ListConversationsQuery;
+typedef struct Slotd__V1__ListConversationsResult Slotd__V1__ListConversationsResult;
+typedef struct Slotd__V1__GetCmdBindingQuery Slotd__V1__GetCmdBindingQuery;
+typedef struct Slotd__V1__GetCmdBindingResult Slotd__V1__GetCmdBindingResult;
+typedef struct Slotd__V1__GetRuntimeMetaQuery Slotd__V1__GetRuntimeMetaQuery;
+typedef struct Slotd__V1__GetRuntimeMetaResult Slotd__V1__GetRuntimeMetaResult;
+typedef struct Slotd__V1__ListMigrationTasksQuery Slotd__V1__ListMigrationTasksQuery;
+typedef struct Slotd__V1__ListMigrationTasksResult Slotd__V1__ListMigrationTasksResult;
+typedef struct Slotd__V1__GetPluginBindingQuery Slotd__V1__GetPluginBindingQuery;
+typedef struct Slotd__V1__GetPluginBindingResult Slotd__V1__GetPluginBindingResult;
+typedef struct Slotd__V1__ListPluginUsersQuery Slotd__V1__ListPluginUsersQuery;
+typedef struct Slotd__V1__ListPluginUsersResult Slotd__V1__ListPluginUsersResult;
+typedef struct Slotd__V1__ListEventsQuery Slotd__V1__ListEventsQuery;
+typedef struct Slotd__V1__ListEventsResult Slotd__V1__ListEventsResult;
 
 
 /* --- enums --- */
@@ -72,6 +145,24 @@ typedef enum _Slotd__V1__ErrorCode {
   SLOTD__V1__ERROR_CODE__ERROR_CODE_MALFORMED = 13
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__ERROR_CODE)
 } Slotd__V1__ErrorCode;
+/*
+ * The channel-owned uid lists.
+ */
+typedef enum _Slotd__V1__MemberList {
+  SLOTD__V1__MEMBER_LIST__MEMBER_LIST_UNSPECIFIED = 0,
+  SLOTD__V1__MEMBER_LIST__MEMBER_LIST_SUBSCRIBERS = 1,
+  SLOTD__V1__MEMBER_LIST__MEMBER_LIST_ALLOWLIST = 2,
+  SLOTD__V1__MEMBER_LIST__MEMBER_LIST_DENYLIST = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__MEMBER_LIST)
+} Slotd__V1__MemberList;
+typedef enum _Slotd__V1__MigrationStatus {
+  SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_UNSPECIFIED = 0,
+  SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_PENDING = 1,
+  SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_RUNNING = 2,
+  SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_DONE = 3,
+  SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_FAILED = 4
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__MIGRATION_STATUS)
+} Slotd__V1__MigrationStatus;
 
 /* --- messages --- */
 
@@ -79,7 +170,34 @@ typedef enum {
   SLOTD__V1__PROPOSE_REQUEST__COMMAND__NOT_SET = 0,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT = 10,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_DELETE = 11,
-  SLOTD__V1__PROPOSE_REQUEST__COMMAND_COMPARE_AND_SET = 12
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_COMPARE_AND_SET = 12,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_CREATE_USER = 20,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_UPDATE_USER = 21,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT_DEVICE = 22,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_DEVICE = 23,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_SET_SYSTEM_UID = 24,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_CREATE_CHANNEL = 30,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_UPDATE_CHANNEL_FLAGS = 31,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_SUBSCRIBERS = 32,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_SUBSCRIBERS = 33,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_ALLOWLIST = 34,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_ALLOWLIST = 35,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_DENYLIST = 36,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_DENYLIST = 37,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_JOIN_CHANNEL = 40,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEAVE_CHANNEL = 41,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_MARK_READ = 42,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_HIDE_CONVERSATION = 43,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_ACTIVATE_CONVERSATION = 44,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_BIND_CMD = 45,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_ACK_CMD = 46,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_UNBIND_CMD = 47,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_UPDATE_RUNTIME_META = 51,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADVANCE_RETENTION = 52,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT_MIGRATION_TASK = 55,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_BIND_PLUGIN = 60,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_UNBIND_PLUGIN = 61,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_APPEND_EVENT = 65
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__PROPOSE_REQUEST__COMMAND__CASE)
 } Slotd__V1__ProposeRequest__CommandCase;
 
@@ -101,10 +219,39 @@ struct  Slotd__V1__ProposeRequest
   union {
     Slotd__V1__PutCommand *put;
     Slotd__V1__DeleteCommand *delete_;
-    /*
-     * 20..99 are reserved for typed metadata commands.
-     */
     Slotd__V1__CompareAndSetCommand *compare_and_set;
+    /*
+     * Typed metadata commands (docs/api.md), routed by their natural key: the
+     * uid for user-owned rows, the channel id for channel-owned rows. 50 is
+     * not used (slotd.internal.v1.LogCommand.group_init); 20..99 stay reserved.
+     */
+    Slotd__V1__CreateUserCommand *create_user;
+    Slotd__V1__UpdateUserCommand *update_user;
+    Slotd__V1__PutDeviceCommand *put_device;
+    Slotd__V1__RemoveDeviceCommand *remove_device;
+    Slotd__V1__SetSystemUidCommand *set_system_uid;
+    Slotd__V1__CreateChannelCommand *create_channel;
+    Slotd__V1__UpdateChannelFlagsCommand *update_channel_flags;
+    Slotd__V1__SubscribersCommand *add_subscribers;
+    Slotd__V1__SubscribersCommand *remove_subscribers;
+    Slotd__V1__ChannelListCommand *add_allowlist;
+    Slotd__V1__ChannelListCommand *remove_allowlist;
+    Slotd__V1__ChannelListCommand *add_denylist;
+    Slotd__V1__ChannelListCommand *remove_denylist;
+    Slotd__V1__JoinChannelCommand *join_channel;
+    Slotd__V1__LeaveChannelCommand *leave_channel;
+    Slotd__V1__MarkReadCommand *mark_read;
+    Slotd__V1__HideConversationCommand *hide_conversation;
+    Slotd__V1__ActivateConversationCommand *activate_conversation;
+    Slotd__V1__BindCmdCommand *bind_cmd;
+    Slotd__V1__AckCmdCommand *ack_cmd;
+    Slotd__V1__UnbindCmdCommand *unbind_cmd;
+    Slotd__V1__UpdateRuntimeMetaCommand *update_runtime_meta;
+    Slotd__V1__AdvanceRetentionCommand *advance_retention;
+    Slotd__V1__PutMigrationTaskCommand *put_migration_task;
+    Slotd__V1__BindPluginCommand *bind_plugin;
+    Slotd__V1__UnbindPluginCommand *unbind_plugin;
+    Slotd__V1__AppendEventCommand *append_event;
   };
 };
 #define SLOTD__V1__PROPOSE_REQUEST__INIT \
@@ -160,7 +307,34 @@ typedef enum {
   SLOTD__V1__PROPOSE_RESPONSE__RESULT__NOT_SET = 0,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_PUT = 10,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_DELETE = 11,
-  SLOTD__V1__PROPOSE_RESPONSE__RESULT_COMPARE_AND_SET = 12
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_COMPARE_AND_SET = 12,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_CREATE_USER = 20,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_UPDATE_USER = 21,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_PUT_DEVICE = 22,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_REMOVE_DEVICE = 23,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_SET_SYSTEM_UID = 24,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_CREATE_CHANNEL = 30,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_UPDATE_CHANNEL_FLAGS = 31,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_ADD_SUBSCRIBERS = 32,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_REMOVE_SUBSCRIBERS = 33,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_ADD_ALLOWLIST = 34,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_REMOVE_ALLOWLIST = 35,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_ADD_DENYLIST = 36,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_REMOVE_DENYLIST = 37,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_JOIN_CHANNEL = 40,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_LEAVE_CHANNEL = 41,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_MARK_READ = 42,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_HIDE_CONVERSATION = 43,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_ACTIVATE_CONVERSATION = 44,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_BIND_CMD = 45,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_ACK_CMD = 46,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_UNBIND_CMD = 47,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_UPDATE_RUNTIME_META = 51,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_ADVANCE_RETENTION = 52,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_PUT_MIGRATION_TASK = 55,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_BIND_PLUGIN = 60,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_UNBIND_PLUGIN = 61,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_APPEND_EVENT = 65
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__PROPOSE_RESPONSE__RESULT__CASE)
 } Slotd__V1__ProposeResponse__ResultCase;
 
@@ -186,6 +360,36 @@ struct  Slotd__V1__ProposeResponse
     Slotd__V1__PutResult *put;
     Slotd__V1__DeleteResult *delete_;
     Slotd__V1__CompareAndSetResult *compare_and_set;
+    /*
+     * Results of typed commands, at the number of their command.
+     */
+    Slotd__V1__UserResult *create_user;
+    Slotd__V1__UserResult *update_user;
+    Slotd__V1__DeviceResult *put_device;
+    Slotd__V1__RemoveResult *remove_device;
+    Slotd__V1__SystemUidResult *set_system_uid;
+    Slotd__V1__ChannelResult *create_channel;
+    Slotd__V1__ChannelResult *update_channel_flags;
+    Slotd__V1__MembersResult *add_subscribers;
+    Slotd__V1__MembersResult *remove_subscribers;
+    Slotd__V1__MembersResult *add_allowlist;
+    Slotd__V1__MembersResult *remove_allowlist;
+    Slotd__V1__MembersResult *add_denylist;
+    Slotd__V1__MembersResult *remove_denylist;
+    Slotd__V1__MembershipResult *join_channel;
+    Slotd__V1__MembershipResult *leave_channel;
+    Slotd__V1__MembershipResult *mark_read;
+    Slotd__V1__MembershipResult *hide_conversation;
+    Slotd__V1__MembershipResult *activate_conversation;
+    Slotd__V1__CmdBindingResult *bind_cmd;
+    Slotd__V1__CmdBindingResult *ack_cmd;
+    Slotd__V1__CmdBindingResult *unbind_cmd;
+    Slotd__V1__RuntimeMetaResult *update_runtime_meta;
+    Slotd__V1__RuntimeMetaResult *advance_retention;
+    Slotd__V1__MigrationTaskResult *put_migration_task;
+    Slotd__V1__PluginBindingResult *bind_plugin;
+    Slotd__V1__PluginBindingResult *unbind_plugin;
+    Slotd__V1__AppendEventResult *append_event;
   };
 };
 #define SLOTD__V1__PROPOSE_RESPONSE__INIT \
@@ -241,7 +445,21 @@ struct  Slotd__V1__CompareAndSetResult
 
 typedef enum {
   SLOTD__V1__READ_REQUEST__QUERY__NOT_SET = 0,
-  SLOTD__V1__READ_REQUEST__QUERY_GET = 10
+  SLOTD__V1__READ_REQUEST__QUERY_GET = 10,
+  SLOTD__V1__READ_REQUEST__QUERY_GET_USER = 20,
+  SLOTD__V1__READ_REQUEST__QUERY_GET_DEVICE = 21,
+  SLOTD__V1__READ_REQUEST__QUERY_IS_SYSTEM_UID = 22,
+  SLOTD__V1__READ_REQUEST__QUERY_GET_CHANNEL = 30,
+  SLOTD__V1__READ_REQUEST__QUERY_LIST_MEMBERS = 31,
+  SLOTD__V1__READ_REQUEST__QUERY_CHECK_MEMBER = 32,
+  SLOTD__V1__READ_REQUEST__QUERY_GET_MEMBERSHIP = 40,
+  SLOTD__V1__READ_REQUEST__QUERY_LIST_CONVERSATIONS = 41,
+  SLOTD__V1__READ_REQUEST__QUERY_GET_CMD_BINDING = 45,
+  SLOTD__V1__READ_REQUEST__QUERY_GET_RUNTIME_META = 51,
+  SLOTD__V1__READ_REQUEST__QUERY_LIST_MIGRATION_TASKS = 55,
+  SLOTD__V1__READ_REQUEST__QUERY_GET_PLUGIN_BINDING = 60,
+  SLOTD__V1__READ_REQUEST__QUERY_LIST_PLUGIN_USERS = 61,
+  SLOTD__V1__READ_REQUEST__QUERY_LIST_EVENTS = 65
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__READ_REQUEST__QUERY__CASE)
 } Slotd__V1__ReadRequest__QueryCase;
 
@@ -257,10 +475,24 @@ struct  Slotd__V1__ReadRequest
   protobuf_c_boolean no_forward;
   Slotd__V1__ReadRequest__QueryCase query_case;
   union {
-    /*
-     * 20..99 are reserved for typed metadata queries.
-     */
     Slotd__V1__GetQuery *get;
+    /*
+     * Typed metadata queries (docs/api.md); 20..99 stay reserved.
+     */
+    Slotd__V1__GetUserQuery *get_user;
+    Slotd__V1__GetDeviceQuery *get_device;
+    Slotd__V1__IsSystemUidQuery *is_system_uid;
+    Slotd__V1__GetChannelQuery *get_channel;
+    Slotd__V1__ListMembersQuery *list_members;
+    Slotd__V1__CheckMemberQuery *check_member;
+    Slotd__V1__GetMembershipQuery *get_membership;
+    Slotd__V1__ListConversationsQuery *list_conversations;
+    Slotd__V1__GetCmdBindingQuery *get_cmd_binding;
+    Slotd__V1__GetRuntimeMetaQuery *get_runtime_meta;
+    Slotd__V1__ListMigrationTasksQuery *list_migration_tasks;
+    Slotd__V1__GetPluginBindingQuery *get_plugin_binding;
+    Slotd__V1__ListPluginUsersQuery *list_plugin_users;
+    Slotd__V1__ListEventsQuery *list_events;
   };
 };
 #define SLOTD__V1__READ_REQUEST__INIT \
@@ -280,7 +512,21 @@ struct  Slotd__V1__GetQuery
 
 typedef enum {
   SLOTD__V1__READ_RESPONSE__RESULT__NOT_SET = 0,
-  SLOTD__V1__READ_RESPONSE__RESULT_GET = 10
+  SLOTD__V1__READ_RESPONSE__RESULT_GET = 10,
+  SLOTD__V1__READ_RESPONSE__RESULT_GET_USER = 20,
+  SLOTD__V1__READ_RESPONSE__RESULT_GET_DEVICE = 21,
+  SLOTD__V1__READ_RESPONSE__RESULT_IS_SYSTEM_UID = 22,
+  SLOTD__V1__READ_RESPONSE__RESULT_GET_CHANNEL = 30,
+  SLOTD__V1__READ_RESPONSE__RESULT_LIST_MEMBERS = 31,
+  SLOTD__V1__READ_RESPONSE__RESULT_CHECK_MEMBER = 32,
+  SLOTD__V1__READ_RESPONSE__RESULT_GET_MEMBERSHIP = 40,
+  SLOTD__V1__READ_RESPONSE__RESULT_LIST_CONVERSATIONS = 41,
+  SLOTD__V1__READ_RESPONSE__RESULT_GET_CMD_BINDING = 45,
+  SLOTD__V1__READ_RESPONSE__RESULT_GET_RUNTIME_META = 51,
+  SLOTD__V1__READ_RESPONSE__RESULT_LIST_MIGRATION_TASKS = 55,
+  SLOTD__V1__READ_RESPONSE__RESULT_GET_PLUGIN_BINDING = 60,
+  SLOTD__V1__READ_RESPONSE__RESULT_LIST_PLUGIN_USERS = 61,
+  SLOTD__V1__READ_RESPONSE__RESULT_LIST_EVENTS = 65
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__READ_RESPONSE__RESULT__CASE)
 } Slotd__V1__ReadResponse__ResultCase;
 
@@ -296,6 +542,23 @@ struct  Slotd__V1__ReadResponse
   Slotd__V1__ReadResponse__ResultCase result_case;
   union {
     Slotd__V1__GetResult *get;
+    /*
+     * Results of typed queries, at the number of their query.
+     */
+    Slotd__V1__GetUserResult *get_user;
+    Slotd__V1__GetDeviceResult *get_device;
+    Slotd__V1__IsSystemUidResult *is_system_uid;
+    Slotd__V1__GetChannelResult *get_channel;
+    Slotd__V1__ListMembersResult *list_members;
+    Slotd__V1__CheckMemberResult *check_member;
+    Slotd__V1__GetMembershipResult *get_membership;
+    Slotd__V1__ListConversationsResult *list_conversations;
+    Slotd__V1__GetCmdBindingResult *get_cmd_binding;
+    Slotd__V1__GetRuntimeMetaResult *get_runtime_meta;
+    Slotd__V1__ListMigrationTasksResult *list_migration_tasks;
+    Slotd__V1__GetPluginBindingResult *get_plugin_binding;
+    Slotd__V1__ListPluginUsersResult *list_plugin_users;
+    Slotd__V1__ListEventsResult *list_events;
   };
 };
 #define SLOTD__V1__READ_RESPONSE__INIT \
@@ -436,10 +699,19 @@ struct  Slotd__V1__ErrorDetail
    * For retriable errors: a suggested wait.
    */
   uint32_t retry_after_ms;
+  /*
+   * STALE_FENCE of a version fence (add_subscribers, remove_subscribers): the
+   * channel's current subscriber_version.
+   */
+  uint64_t current_version;
+  /*
+   * STALE_FENCE of update_runtime_meta: the channel's current runtime meta.
+   */
+  Slotd__V1__ChannelRuntimeMeta *current_runtime_meta;
 };
 #define SLOTD__V1__ERROR_DETAIL__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__error_detail__descriptor) \
-    , SLOTD__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, NULL, 0 }
+    , SLOTD__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, NULL, 0, 0, NULL }
 
 
 struct  Slotd__V1__LeaderHint
@@ -453,6 +725,1009 @@ struct  Slotd__V1__LeaderHint
 #define SLOTD__V1__LEADER_HINT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__leader_hint__descriptor) \
     , 0, (char *)protobuf_c_empty_string, 0, 0 }
+
+
+struct  Slotd__V1__User
+{
+  ProtobufCMessage base;
+  char *uid;
+  char *token;
+  uint32_t device_flag;
+  uint32_t device_level;
+};
+#define SLOTD__V1__USER__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__user__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0 }
+
+
+/*
+ * One device of a user, keyed by (uid, device_flag).
+ */
+struct  Slotd__V1__Device
+{
+  ProtobufCMessage base;
+  char *uid;
+  uint32_t device_flag;
+  char *token;
+  uint32_t device_level;
+};
+#define SLOTD__V1__DEVICE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__device__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Slotd__V1__ChannelFlags
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean ban;
+  protobuf_c_boolean disband;
+  protobuf_c_boolean send_ban;
+  protobuf_c_boolean allow_stranger;
+  protobuf_c_boolean large;
+};
+#define SLOTD__V1__CHANNEL_FLAGS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__channel_flags__descriptor) \
+    , 0, 0, 0, 0, 0 }
+
+
+struct  Slotd__V1__Channel
+{
+  ProtobufCMessage base;
+  char *channel_id;
+  uint32_t channel_type;
+  Slotd__V1__ChannelFlags *flags;
+  /*
+   * Exact number of subscribers.
+   */
+  uint64_t subscriber_count;
+  /*
+   * Bumped by every subscriber add/remove that changed something; the fence
+   * of add_subscribers/remove_subscribers.
+   */
+  uint64_t subscriber_version;
+  /*
+   * How many message events list_events keeps (1..1000, set at creation).
+   */
+  uint32_t event_capacity;
+  /*
+   * Sequence the next appended event gets (events are numbered from 1).
+   */
+  uint64_t event_next_seq;
+};
+#define SLOTD__V1__CHANNEL__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__channel__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, NULL, 0, 0, 0, 0 }
+
+
+/*
+ * A user's membership of a channel (owned by the uid): a conversation.
+ */
+struct  Slotd__V1__Membership
+{
+  ProtobufCMessage base;
+  char *uid;
+  char *channel_id;
+  uint64_t join_seq;
+  /*
+   * Badge floor: only moves forward.
+   */
+  uint64_t read_seq;
+  /*
+   * Messages up to this sequence are hidden: only moves forward.
+   */
+  uint64_t hide_through_seq;
+  /*
+   * Activation time: list_conversations orders by it, newest first.
+   */
+  uint64_t activated_at_ms;
+  /*
+   * Hidden conversations are not listed until activate_conversation.
+   */
+  protobuf_c_boolean hidden;
+  /*
+   * Tombstone: the user left (join_channel again re-joins).
+   */
+  protobuf_c_boolean left;
+};
+#define SLOTD__V1__MEMBERSHIP__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__membership__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0 }
+
+
+/*
+ * A CMD channel binding of a user (separate from ordinary memberships).
+ */
+struct  Slotd__V1__CmdBinding
+{
+  ProtobufCMessage base;
+  char *uid;
+  char *channel_id;
+  uint64_t start_seq;
+  /*
+   * Only moves forward.
+   */
+  uint64_t ack_seq;
+  /*
+   * Tombstone.
+   */
+  protobuf_c_boolean unbound;
+};
+#define SLOTD__V1__CMD_BINDING__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__cmd_binding__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0 }
+
+
+/*
+ * Runtime facts a channel's message replicas are fenced by.
+ */
+struct  Slotd__V1__ChannelRuntimeMeta
+{
+  ProtobufCMessage base;
+  uint64_t leader;
+  size_t n_replicas;
+  uint64_t *replicas;
+  size_t n_isr;
+  uint64_t *isr;
+  uint64_t channel_epoch;
+  uint64_t leader_epoch;
+  uint64_t write_fence;
+  /*
+   * Only moves forward.
+   */
+  uint64_t retention_through_seq;
+};
+#define SLOTD__V1__CHANNEL_RUNTIME_META__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__channel_runtime_meta__descriptor) \
+    , 0, 0,NULL, 0,NULL, 0, 0, 0, 0 }
+
+
+/*
+ * A channel migration task record, keyed by (channel_id, task_id).
+ */
+struct  Slotd__V1__ChannelMigrationTask
+{
+  ProtobufCMessage base;
+  char *channel_id;
+  uint64_t task_id;
+  uint64_t source_node;
+  uint64_t target_node;
+  /*
+   * Moves forward only: PENDING -> RUNNING -> DONE or FAILED.
+   */
+  Slotd__V1__MigrationStatus status;
+  char *last_error;
+};
+#define SLOTD__V1__CHANNEL_MIGRATION_TASK__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__channel_migration_task__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, 0, SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_UNSPECIFIED, (char *)protobuf_c_empty_string }
+
+
+struct  Slotd__V1__PluginBinding
+{
+  ProtobufCMessage base;
+  char *uid;
+  char *plugin_no;
+};
+#define SLOTD__V1__PLUGIN_BINDING__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__plugin_binding__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * One projected message event of a channel.
+ */
+struct  Slotd__V1__ChannelEvent
+{
+  ProtobufCMessage base;
+  char *channel_id;
+  /*
+   * Assigned by slotd: 1, 2, 3, ... per channel.
+   */
+  uint64_t event_seq;
+  uint64_t message_seq;
+  char *event_type;
+  ProtobufCBinaryData payload;
+};
+#define SLOTD__V1__CHANNEL_EVENT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__channel_event__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string, {0,NULL} }
+
+
+/*
+ * Creates the user; an existing user is left unchanged (created = false).
+ */
+struct  Slotd__V1__CreateUserCommand
+{
+  ProtobufCMessage base;
+  Slotd__V1__User *user;
+};
+#define SLOTD__V1__CREATE_USER_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__create_user_command__descriptor) \
+    , NULL }
+
+
+/*
+ * Replaces token, device_flag and device_level of an existing user.
+ */
+struct  Slotd__V1__UpdateUserCommand
+{
+  ProtobufCMessage base;
+  Slotd__V1__User *user;
+};
+#define SLOTD__V1__UPDATE_USER_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__update_user_command__descriptor) \
+    , NULL }
+
+
+struct  Slotd__V1__UserResult
+{
+  ProtobufCMessage base;
+  /*
+   * create_user: false when the user existed; update_user: false when nothing changed.
+   */
+  protobuf_c_boolean changed;
+  Slotd__V1__User *user;
+};
+#define SLOTD__V1__USER_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__user_result__descriptor) \
+    , 0, NULL }
+
+
+/*
+ * Creates or replaces the device (uid, device_flag).
+ */
+struct  Slotd__V1__PutDeviceCommand
+{
+  ProtobufCMessage base;
+  Slotd__V1__Device *device;
+};
+#define SLOTD__V1__PUT_DEVICE_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__put_device_command__descriptor) \
+    , NULL }
+
+
+struct  Slotd__V1__DeviceResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean created;
+  Slotd__V1__Device *device;
+};
+#define SLOTD__V1__DEVICE_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__device_result__descriptor) \
+    , 0, NULL }
+
+
+struct  Slotd__V1__RemoveDeviceCommand
+{
+  ProtobufCMessage base;
+  char *uid;
+  uint32_t device_flag;
+};
+#define SLOTD__V1__REMOVE_DEVICE_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__remove_device_command__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Slotd__V1__RemoveResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean removed;
+};
+#define SLOTD__V1__REMOVE_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__remove_result__descriptor) \
+    , 0 }
+
+
+/*
+ * Adds (system = true) or removes the uid from the system uid registry.
+ */
+struct  Slotd__V1__SetSystemUidCommand
+{
+  ProtobufCMessage base;
+  char *uid;
+  protobuf_c_boolean system;
+};
+#define SLOTD__V1__SET_SYSTEM_UID_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__set_system_uid_command__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Slotd__V1__SystemUidResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean changed;
+  protobuf_c_boolean system;
+};
+#define SLOTD__V1__SYSTEM_UID_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__system_uid_result__descriptor) \
+    , 0, 0 }
+
+
+/*
+ * Creates the channel; an existing channel is left unchanged (changed = false).
+ */
+struct  Slotd__V1__CreateChannelCommand
+{
+  ProtobufCMessage base;
+  char *channel_id;
+  uint32_t channel_type;
+  Slotd__V1__ChannelFlags *flags;
+  /*
+   * Message events kept by append_event: 1..1000, 0 = 100.
+   */
+  uint32_t event_capacity;
+};
+#define SLOTD__V1__CREATE_CHANNEL_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__create_channel_command__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, NULL, 0 }
+
+
+/*
+ * Replaces the flags of an existing channel.
+ */
+struct  Slotd__V1__UpdateChannelFlagsCommand
+{
+  ProtobufCMessage base;
+  char *channel_id;
+  Slotd__V1__ChannelFlags *flags;
+};
+#define SLOTD__V1__UPDATE_CHANNEL_FLAGS_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__update_channel_flags_command__descriptor) \
+    , (char *)protobuf_c_empty_string, NULL }
+
+
+struct  Slotd__V1__ChannelResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean changed;
+  Slotd__V1__Channel *channel;
+};
+#define SLOTD__V1__CHANNEL_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__channel_result__descriptor) \
+    , 0, NULL }
+
+
+/*
+ * Adds or removes subscribers: at most 1000 uids and 64 KiB of uids, applied
+ * only when expected_version equals the channel's subscriber_version
+ * (otherwise ABORTED, STALE_FENCE with ErrorDetail.current_version).
+ */
+struct  Slotd__V1__SubscribersCommand
+{
+  ProtobufCMessage base;
+  char *channel_id;
+  uint64_t expected_version;
+  size_t n_uids;
+  char **uids;
+};
+#define SLOTD__V1__SUBSCRIBERS_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__subscribers_command__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0,NULL }
+
+
+/*
+ * Adds or removes allowlist/denylist uids (same bounds, no fence).
+ */
+struct  Slotd__V1__ChannelListCommand
+{
+  ProtobufCMessage base;
+  char *channel_id;
+  size_t n_uids;
+  char **uids;
+};
+#define SLOTD__V1__CHANNEL_LIST_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__channel_list_command__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL }
+
+
+struct  Slotd__V1__MembersResult
+{
+  ProtobufCMessage base;
+  /*
+   * How many uids were added or removed (present uids are not re-added).
+   */
+  uint32_t changed;
+  uint64_t subscriber_count;
+  uint64_t subscriber_version;
+};
+#define SLOTD__V1__MEMBERS_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__members_result__descriptor) \
+    , 0, 0, 0 }
+
+
+/*
+ * Joins (or re-joins after leave) the channel; activated_at_ms >= 1.
+ */
+struct  Slotd__V1__JoinChannelCommand
+{
+  ProtobufCMessage base;
+  char *uid;
+  char *channel_id;
+  uint64_t join_seq;
+  uint64_t activated_at_ms;
+};
+#define SLOTD__V1__JOIN_CHANNEL_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__join_channel_command__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0 }
+
+
+/*
+ * Leaves: the membership becomes a tombstone and is no longer listed.
+ */
+struct  Slotd__V1__LeaveChannelCommand
+{
+  ProtobufCMessage base;
+  char *uid;
+  char *channel_id;
+};
+#define SLOTD__V1__LEAVE_CHANNEL_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__leave_channel_command__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * Advances read_seq (a regression is ignored: changed = false).
+ */
+struct  Slotd__V1__MarkReadCommand
+{
+  ProtobufCMessage base;
+  char *uid;
+  char *channel_id;
+  uint64_t read_seq;
+};
+#define SLOTD__V1__MARK_READ_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__mark_read_command__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * Hides the conversation through hide_through_seq (only moves forward).
+ */
+struct  Slotd__V1__HideConversationCommand
+{
+  ProtobufCMessage base;
+  char *uid;
+  char *channel_id;
+  uint64_t hide_through_seq;
+};
+#define SLOTD__V1__HIDE_CONVERSATION_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__hide_conversation_command__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * Un-hides the conversation and moves its activation time forward.
+ */
+struct  Slotd__V1__ActivateConversationCommand
+{
+  ProtobufCMessage base;
+  char *uid;
+  char *channel_id;
+  uint64_t activated_at_ms;
+};
+#define SLOTD__V1__ACTIVATE_CONVERSATION_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__activate_conversation_command__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Slotd__V1__MembershipResult
+{
+  ProtobufCMessage base;
+  /*
+   * False when the command was a repeat or a regression (nothing changed).
+   */
+  protobuf_c_boolean changed;
+  Slotd__V1__Membership *membership;
+};
+#define SLOTD__V1__MEMBERSHIP_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__membership_result__descriptor) \
+    , 0, NULL }
+
+
+struct  Slotd__V1__BindCmdCommand
+{
+  ProtobufCMessage base;
+  char *uid;
+  char *channel_id;
+  uint64_t start_seq;
+};
+#define SLOTD__V1__BIND_CMD_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__bind_cmd_command__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Slotd__V1__AckCmdCommand
+{
+  ProtobufCMessage base;
+  char *uid;
+  char *channel_id;
+  uint64_t ack_seq;
+};
+#define SLOTD__V1__ACK_CMD_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__ack_cmd_command__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Slotd__V1__UnbindCmdCommand
+{
+  ProtobufCMessage base;
+  char *uid;
+  char *channel_id;
+};
+#define SLOTD__V1__UNBIND_CMD_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__unbind_cmd_command__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Slotd__V1__CmdBindingResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean changed;
+  Slotd__V1__CmdBinding *binding;
+};
+#define SLOTD__V1__CMD_BINDING_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__cmd_binding_result__descriptor) \
+    , 0, NULL }
+
+
+/*
+ * Compare-and-set of the channel's runtime meta on the expected channel epoch,
+ * leader epoch and leader (all 0 for a channel without runtime meta). A stale
+ * expectation is ABORTED (STALE_FENCE) with ErrorDetail.current_runtime_meta.
+ * retention_through_seq below the current one keeps the current one.
+ */
+struct  Slotd__V1__UpdateRuntimeMetaCommand
+{
+  ProtobufCMessage base;
+  char *channel_id;
+  uint64_t expected_channel_epoch;
+  uint64_t expected_leader_epoch;
+  uint64_t expected_leader;
+  Slotd__V1__ChannelRuntimeMeta *meta;
+};
+#define SLOTD__V1__UPDATE_RUNTIME_META_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__update_runtime_meta_command__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, 0, NULL }
+
+
+struct  Slotd__V1__AdvanceRetentionCommand
+{
+  ProtobufCMessage base;
+  char *channel_id;
+  uint64_t retention_through_seq;
+};
+#define SLOTD__V1__ADVANCE_RETENTION_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__advance_retention_command__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Slotd__V1__RuntimeMetaResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean changed;
+  /*
+   * False when the requested retention_through_seq was below the current one.
+   */
+  protobuf_c_boolean retention_advanced;
+  Slotd__V1__ChannelRuntimeMeta *meta;
+};
+#define SLOTD__V1__RUNTIME_META_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__runtime_meta_result__descriptor) \
+    , 0, 0, NULL }
+
+
+/*
+ * Creates the task record or moves its status forward (a regression changes nothing).
+ */
+struct  Slotd__V1__PutMigrationTaskCommand
+{
+  ProtobufCMessage base;
+  Slotd__V1__ChannelMigrationTask *task;
+};
+#define SLOTD__V1__PUT_MIGRATION_TASK_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__put_migration_task_command__descriptor) \
+    , NULL }
+
+
+struct  Slotd__V1__MigrationTaskResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean changed;
+  Slotd__V1__ChannelMigrationTask *task;
+};
+#define SLOTD__V1__MIGRATION_TASK_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__migration_task_result__descriptor) \
+    , 0, NULL }
+
+
+/*
+ * Binds the uid to one plugin (re-binding moves it).
+ */
+struct  Slotd__V1__BindPluginCommand
+{
+  ProtobufCMessage base;
+  char *uid;
+  char *plugin_no;
+};
+#define SLOTD__V1__BIND_PLUGIN_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__bind_plugin_command__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Slotd__V1__UnbindPluginCommand
+{
+  ProtobufCMessage base;
+  char *uid;
+};
+#define SLOTD__V1__UNBIND_PLUGIN_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__unbind_plugin_command__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+struct  Slotd__V1__PluginBindingResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean changed;
+  Slotd__V1__PluginBinding *binding;
+};
+#define SLOTD__V1__PLUGIN_BINDING_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__plugin_binding_result__descriptor) \
+    , 0, NULL }
+
+
+/*
+ * Appends a message event to the channel's projection; the oldest event
+ * beyond the channel's event_capacity is evicted in the same batch.
+ */
+struct  Slotd__V1__AppendEventCommand
+{
+  ProtobufCMessage base;
+  char *channel_id;
+  uint64_t message_seq;
+  char *event_type;
+  ProtobufCBinaryData payload;
+};
+#define SLOTD__V1__APPEND_EVENT_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__append_event_command__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, {0,NULL} }
+
+
+struct  Slotd__V1__AppendEventResult
+{
+  ProtobufCMessage base;
+  uint64_t event_seq;
+  uint32_t evicted;
+};
+#define SLOTD__V1__APPEND_EVENT_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__append_event_result__descriptor) \
+    , 0, 0 }
+
+
+struct  Slotd__V1__GetUserQuery
+{
+  ProtobufCMessage base;
+  char *uid;
+};
+#define SLOTD__V1__GET_USER_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_user_query__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+struct  Slotd__V1__GetUserResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean found;
+  Slotd__V1__User *user;
+};
+#define SLOTD__V1__GET_USER_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_user_result__descriptor) \
+    , 0, NULL }
+
+
+struct  Slotd__V1__GetDeviceQuery
+{
+  ProtobufCMessage base;
+  char *uid;
+  uint32_t device_flag;
+};
+#define SLOTD__V1__GET_DEVICE_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_device_query__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Slotd__V1__GetDeviceResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean found;
+  Slotd__V1__Device *device;
+};
+#define SLOTD__V1__GET_DEVICE_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_device_result__descriptor) \
+    , 0, NULL }
+
+
+struct  Slotd__V1__IsSystemUidQuery
+{
+  ProtobufCMessage base;
+  char *uid;
+};
+#define SLOTD__V1__IS_SYSTEM_UID_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__is_system_uid_query__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+struct  Slotd__V1__IsSystemUidResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean system;
+};
+#define SLOTD__V1__IS_SYSTEM_UID_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__is_system_uid_result__descriptor) \
+    , 0 }
+
+
+struct  Slotd__V1__GetChannelQuery
+{
+  ProtobufCMessage base;
+  char *channel_id;
+};
+#define SLOTD__V1__GET_CHANNEL_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_channel_query__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+struct  Slotd__V1__GetChannelResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean found;
+  Slotd__V1__Channel *channel;
+};
+#define SLOTD__V1__GET_CHANNEL_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_channel_result__descriptor) \
+    , 0, NULL }
+
+
+/*
+ * Lists the uids of one of the channel's lists in byte order.
+ */
+struct  Slotd__V1__ListMembersQuery
+{
+  ProtobufCMessage base;
+  char *channel_id;
+  Slotd__V1__MemberList list;
+  ProtobufCBinaryData cursor;
+  uint32_t limit;
+};
+#define SLOTD__V1__LIST_MEMBERS_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_members_query__descriptor) \
+    , (char *)protobuf_c_empty_string, SLOTD__V1__MEMBER_LIST__MEMBER_LIST_UNSPECIFIED, {0,NULL}, 0 }
+
+
+struct  Slotd__V1__ListMembersResult
+{
+  ProtobufCMessage base;
+  size_t n_uids;
+  char **uids;
+  ProtobufCBinaryData next_cursor;
+};
+#define SLOTD__V1__LIST_MEMBERS_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_members_result__descriptor) \
+    , 0,NULL, {0,NULL} }
+
+
+struct  Slotd__V1__CheckMemberQuery
+{
+  ProtobufCMessage base;
+  char *channel_id;
+  Slotd__V1__MemberList list;
+  char *uid;
+};
+#define SLOTD__V1__CHECK_MEMBER_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__check_member_query__descriptor) \
+    , (char *)protobuf_c_empty_string, SLOTD__V1__MEMBER_LIST__MEMBER_LIST_UNSPECIFIED, (char *)protobuf_c_empty_string }
+
+
+struct  Slotd__V1__CheckMemberResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean member;
+};
+#define SLOTD__V1__CHECK_MEMBER_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__check_member_result__descriptor) \
+    , 0 }
+
+
+struct  Slotd__V1__GetMembershipQuery
+{
+  ProtobufCMessage base;
+  char *uid;
+  char *channel_id;
+};
+#define SLOTD__V1__GET_MEMBERSHIP_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_membership_query__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Slotd__V1__GetMembershipResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean found;
+  Slotd__V1__Membership *membership;
+};
+#define SLOTD__V1__GET_MEMBERSHIP_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_membership_result__descriptor) \
+    , 0, NULL }
+
+
+/*
+ * The user's visible conversations (joined, not hidden), newest activation first.
+ */
+struct  Slotd__V1__ListConversationsQuery
+{
+  ProtobufCMessage base;
+  char *uid;
+  ProtobufCBinaryData cursor;
+  uint32_t limit;
+};
+#define SLOTD__V1__LIST_CONVERSATIONS_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_conversations_query__descriptor) \
+    , (char *)protobuf_c_empty_string, {0,NULL}, 0 }
+
+
+struct  Slotd__V1__ListConversationsResult
+{
+  ProtobufCMessage base;
+  size_t n_conversations;
+  Slotd__V1__Membership **conversations;
+  ProtobufCBinaryData next_cursor;
+};
+#define SLOTD__V1__LIST_CONVERSATIONS_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_conversations_result__descriptor) \
+    , 0,NULL, {0,NULL} }
+
+
+struct  Slotd__V1__GetCmdBindingQuery
+{
+  ProtobufCMessage base;
+  char *uid;
+  char *channel_id;
+};
+#define SLOTD__V1__GET_CMD_BINDING_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_cmd_binding_query__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Slotd__V1__GetCmdBindingResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean found;
+  Slotd__V1__CmdBinding *binding;
+};
+#define SLOTD__V1__GET_CMD_BINDING_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_cmd_binding_result__descriptor) \
+    , 0, NULL }
+
+
+struct  Slotd__V1__GetRuntimeMetaQuery
+{
+  ProtobufCMessage base;
+  char *channel_id;
+};
+#define SLOTD__V1__GET_RUNTIME_META_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_runtime_meta_query__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+struct  Slotd__V1__GetRuntimeMetaResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean found;
+  Slotd__V1__ChannelRuntimeMeta *meta;
+};
+#define SLOTD__V1__GET_RUNTIME_META_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_runtime_meta_result__descriptor) \
+    , 0, NULL }
+
+
+struct  Slotd__V1__ListMigrationTasksQuery
+{
+  ProtobufCMessage base;
+  char *channel_id;
+  ProtobufCBinaryData cursor;
+  uint32_t limit;
+};
+#define SLOTD__V1__LIST_MIGRATION_TASKS_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_migration_tasks_query__descriptor) \
+    , (char *)protobuf_c_empty_string, {0,NULL}, 0 }
+
+
+struct  Slotd__V1__ListMigrationTasksResult
+{
+  ProtobufCMessage base;
+  size_t n_tasks;
+  Slotd__V1__ChannelMigrationTask **tasks;
+  ProtobufCBinaryData next_cursor;
+};
+#define SLOTD__V1__LIST_MIGRATION_TASKS_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_migration_tasks_result__descriptor) \
+    , 0,NULL, {0,NULL} }
+
+
+struct  Slotd__V1__GetPluginBindingQuery
+{
+  ProtobufCMessage base;
+  char *uid;
+};
+#define SLOTD__V1__GET_PLUGIN_BINDING_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_plugin_binding_query__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+struct  Slotd__V1__GetPluginBindingResult
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean found;
+  Slotd__V1__PluginBinding *binding;
+};
+#define SLOTD__V1__GET_PLUGIN_BINDING_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_plugin_binding_result__descriptor) \
+    , 0, NULL }
+
+
+/*
+ * The users bound to plugin_no whose uid hashes to hash_slot. Routed by the
+ * hash slot: a client lists a plugin's users by iterating hash_slot 0..255.
+ */
+struct  Slotd__V1__ListPluginUsersQuery
+{
+  ProtobufCMessage base;
+  uint32_t hash_slot;
+  char *plugin_no;
+  ProtobufCBinaryData cursor;
+  uint32_t limit;
+};
+#define SLOTD__V1__LIST_PLUGIN_USERS_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_plugin_users_query__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, {0,NULL}, 0 }
+
+
+struct  Slotd__V1__ListPluginUsersResult
+{
+  ProtobufCMessage base;
+  size_t n_uids;
+  char **uids;
+  ProtobufCBinaryData next_cursor;
+};
+#define SLOTD__V1__LIST_PLUGIN_USERS_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_plugin_users_result__descriptor) \
+    , 0,NULL, {0,NULL} }
+
+
+/*
+ * The channel's kept message events, newest first.
+ */
+struct  Slotd__V1__ListEventsQuery
+{
+  ProtobufCMessage base;
+  char *channel_id;
+  ProtobufCBinaryData cursor;
+  uint32_t limit;
+};
+#define SLOTD__V1__LIST_EVENTS_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_events_query__descriptor) \
+    , (char *)protobuf_c_empty_string, {0,NULL}, 0 }
+
+
+struct  Slotd__V1__ListEventsResult
+{
+  ProtobufCMessage base;
+  size_t n_events;
+  Slotd__V1__ChannelEvent **events;
+  ProtobufCBinaryData next_cursor;
+};
+#define SLOTD__V1__LIST_EVENTS_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_events_result__descriptor) \
+    , 0,NULL, {0,NULL} }
 
 
 /* Slotd__V1__ProposeRequest methods */
@@ -854,6 +2129,1393 @@ Slotd__V1__LeaderHint *
 void   slotd__v1__leader_hint__free_unpacked
                      (Slotd__V1__LeaderHint *message,
                       ProtobufCAllocator *allocator);
+/* Slotd__V1__User methods */
+void   slotd__v1__user__init
+                     (Slotd__V1__User         *message);
+size_t slotd__v1__user__get_packed_size
+                     (const Slotd__V1__User   *message);
+size_t slotd__v1__user__pack
+                     (const Slotd__V1__User   *message,
+                      uint8_t             *out);
+size_t slotd__v1__user__pack_to_buffer
+                     (const Slotd__V1__User   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__User *
+       slotd__v1__user__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__user__free_unpacked
+                     (Slotd__V1__User *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__Device methods */
+void   slotd__v1__device__init
+                     (Slotd__V1__Device         *message);
+size_t slotd__v1__device__get_packed_size
+                     (const Slotd__V1__Device   *message);
+size_t slotd__v1__device__pack
+                     (const Slotd__V1__Device   *message,
+                      uint8_t             *out);
+size_t slotd__v1__device__pack_to_buffer
+                     (const Slotd__V1__Device   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__Device *
+       slotd__v1__device__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__device__free_unpacked
+                     (Slotd__V1__Device *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ChannelFlags methods */
+void   slotd__v1__channel_flags__init
+                     (Slotd__V1__ChannelFlags         *message);
+size_t slotd__v1__channel_flags__get_packed_size
+                     (const Slotd__V1__ChannelFlags   *message);
+size_t slotd__v1__channel_flags__pack
+                     (const Slotd__V1__ChannelFlags   *message,
+                      uint8_t             *out);
+size_t slotd__v1__channel_flags__pack_to_buffer
+                     (const Slotd__V1__ChannelFlags   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ChannelFlags *
+       slotd__v1__channel_flags__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__channel_flags__free_unpacked
+                     (Slotd__V1__ChannelFlags *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__Channel methods */
+void   slotd__v1__channel__init
+                     (Slotd__V1__Channel         *message);
+size_t slotd__v1__channel__get_packed_size
+                     (const Slotd__V1__Channel   *message);
+size_t slotd__v1__channel__pack
+                     (const Slotd__V1__Channel   *message,
+                      uint8_t             *out);
+size_t slotd__v1__channel__pack_to_buffer
+                     (const Slotd__V1__Channel   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__Channel *
+       slotd__v1__channel__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__channel__free_unpacked
+                     (Slotd__V1__Channel *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__Membership methods */
+void   slotd__v1__membership__init
+                     (Slotd__V1__Membership         *message);
+size_t slotd__v1__membership__get_packed_size
+                     (const Slotd__V1__Membership   *message);
+size_t slotd__v1__membership__pack
+                     (const Slotd__V1__Membership   *message,
+                      uint8_t             *out);
+size_t slotd__v1__membership__pack_to_buffer
+                     (const Slotd__V1__Membership   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__Membership *
+       slotd__v1__membership__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__membership__free_unpacked
+                     (Slotd__V1__Membership *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__CmdBinding methods */
+void   slotd__v1__cmd_binding__init
+                     (Slotd__V1__CmdBinding         *message);
+size_t slotd__v1__cmd_binding__get_packed_size
+                     (const Slotd__V1__CmdBinding   *message);
+size_t slotd__v1__cmd_binding__pack
+                     (const Slotd__V1__CmdBinding   *message,
+                      uint8_t             *out);
+size_t slotd__v1__cmd_binding__pack_to_buffer
+                     (const Slotd__V1__CmdBinding   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__CmdBinding *
+       slotd__v1__cmd_binding__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__cmd_binding__free_unpacked
+                     (Slotd__V1__CmdBinding *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ChannelRuntimeMeta methods */
+void   slotd__v1__channel_runtime_meta__init
+                     (Slotd__V1__ChannelRuntimeMeta         *message);
+size_t slotd__v1__channel_runtime_meta__get_packed_size
+                     (const Slotd__V1__ChannelRuntimeMeta   *message);
+size_t slotd__v1__channel_runtime_meta__pack
+                     (const Slotd__V1__ChannelRuntimeMeta   *message,
+                      uint8_t             *out);
+size_t slotd__v1__channel_runtime_meta__pack_to_buffer
+                     (const Slotd__V1__ChannelRuntimeMeta   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ChannelRuntimeMeta *
+       slotd__v1__channel_runtime_meta__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__channel_runtime_meta__free_unpacked
+                     (Slotd__V1__ChannelRuntimeMeta *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ChannelMigrationTask methods */
+void   slotd__v1__channel_migration_task__init
+                     (Slotd__V1__ChannelMigrationTask         *message);
+size_t slotd__v1__channel_migration_task__get_packed_size
+                     (const Slotd__V1__ChannelMigrationTask   *message);
+size_t slotd__v1__channel_migration_task__pack
+                     (const Slotd__V1__ChannelMigrationTask   *message,
+                      uint8_t             *out);
+size_t slotd__v1__channel_migration_task__pack_to_buffer
+                     (const Slotd__V1__ChannelMigrationTask   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ChannelMigrationTask *
+       slotd__v1__channel_migration_task__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__channel_migration_task__free_unpacked
+                     (Slotd__V1__ChannelMigrationTask *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__PluginBinding methods */
+void   slotd__v1__plugin_binding__init
+                     (Slotd__V1__PluginBinding         *message);
+size_t slotd__v1__plugin_binding__get_packed_size
+                     (const Slotd__V1__PluginBinding   *message);
+size_t slotd__v1__plugin_binding__pack
+                     (const Slotd__V1__PluginBinding   *message,
+                      uint8_t             *out);
+size_t slotd__v1__plugin_binding__pack_to_buffer
+                     (const Slotd__V1__PluginBinding   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__PluginBinding *
+       slotd__v1__plugin_binding__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__plugin_binding__free_unpacked
+                     (Slotd__V1__PluginBinding *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ChannelEvent methods */
+void   slotd__v1__channel_event__init
+                     (Slotd__V1__ChannelEvent         *message);
+size_t slotd__v1__channel_event__get_packed_size
+                     (const Slotd__V1__ChannelEvent   *message);
+size_t slotd__v1__channel_event__pack
+                     (const Slotd__V1__ChannelEvent   *message,
+                      uint8_t             *out);
+size_t slotd__v1__channel_event__pack_to_buffer
+                     (const Slotd__V1__ChannelEvent   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ChannelEvent *
+       slotd__v1__channel_event__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__channel_event__free_unpacked
+                     (Slotd__V1__ChannelEvent *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__CreateUserCommand methods */
+void   slotd__v1__create_user_command__init
+                     (Slotd__V1__CreateUserCommand         *message);
+size_t slotd__v1__create_user_command__get_packed_size
+                     (const Slotd__V1__CreateUserCommand   *message);
+size_t slotd__v1__create_user_command__pack
+                     (const Slotd__V1__CreateUserCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__create_user_command__pack_to_buffer
+                     (const Slotd__V1__CreateUserCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__CreateUserCommand *
+       slotd__v1__create_user_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__create_user_command__free_unpacked
+                     (Slotd__V1__CreateUserCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__UpdateUserCommand methods */
+void   slotd__v1__update_user_command__init
+                     (Slotd__V1__UpdateUserCommand         *message);
+size_t slotd__v1__update_user_command__get_packed_size
+                     (const Slotd__V1__UpdateUserCommand   *message);
+size_t slotd__v1__update_user_command__pack
+                     (const Slotd__V1__UpdateUserCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__update_user_command__pack_to_buffer
+                     (const Slotd__V1__UpdateUserCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__UpdateUserCommand *
+       slotd__v1__update_user_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__update_user_command__free_unpacked
+                     (Slotd__V1__UpdateUserCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__UserResult methods */
+void   slotd__v1__user_result__init
+                     (Slotd__V1__UserResult         *message);
+size_t slotd__v1__user_result__get_packed_size
+                     (const Slotd__V1__UserResult   *message);
+size_t slotd__v1__user_result__pack
+                     (const Slotd__V1__UserResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__user_result__pack_to_buffer
+                     (const Slotd__V1__UserResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__UserResult *
+       slotd__v1__user_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__user_result__free_unpacked
+                     (Slotd__V1__UserResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__PutDeviceCommand methods */
+void   slotd__v1__put_device_command__init
+                     (Slotd__V1__PutDeviceCommand         *message);
+size_t slotd__v1__put_device_command__get_packed_size
+                     (const Slotd__V1__PutDeviceCommand   *message);
+size_t slotd__v1__put_device_command__pack
+                     (const Slotd__V1__PutDeviceCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__put_device_command__pack_to_buffer
+                     (const Slotd__V1__PutDeviceCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__PutDeviceCommand *
+       slotd__v1__put_device_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__put_device_command__free_unpacked
+                     (Slotd__V1__PutDeviceCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__DeviceResult methods */
+void   slotd__v1__device_result__init
+                     (Slotd__V1__DeviceResult         *message);
+size_t slotd__v1__device_result__get_packed_size
+                     (const Slotd__V1__DeviceResult   *message);
+size_t slotd__v1__device_result__pack
+                     (const Slotd__V1__DeviceResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__device_result__pack_to_buffer
+                     (const Slotd__V1__DeviceResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__DeviceResult *
+       slotd__v1__device_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__device_result__free_unpacked
+                     (Slotd__V1__DeviceResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__RemoveDeviceCommand methods */
+void   slotd__v1__remove_device_command__init
+                     (Slotd__V1__RemoveDeviceCommand         *message);
+size_t slotd__v1__remove_device_command__get_packed_size
+                     (const Slotd__V1__RemoveDeviceCommand   *message);
+size_t slotd__v1__remove_device_command__pack
+                     (const Slotd__V1__RemoveDeviceCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__remove_device_command__pack_to_buffer
+                     (const Slotd__V1__RemoveDeviceCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__RemoveDeviceCommand *
+       slotd__v1__remove_device_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__remove_device_command__free_unpacked
+                     (Slotd__V1__RemoveDeviceCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__RemoveResult methods */
+void   slotd__v1__remove_result__init
+                     (Slotd__V1__RemoveResult         *message);
+size_t slotd__v1__remove_result__get_packed_size
+                     (const Slotd__V1__RemoveResult   *message);
+size_t slotd__v1__remove_result__pack
+                     (const Slotd__V1__RemoveResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__remove_result__pack_to_buffer
+                     (const Slotd__V1__RemoveResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__RemoveResult *
+       slotd__v1__remove_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__remove_result__free_unpacked
+                     (Slotd__V1__RemoveResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__SetSystemUidCommand methods */
+void   slotd__v1__set_system_uid_command__init
+                     (Slotd__V1__SetSystemUidCommand         *message);
+size_t slotd__v1__set_system_uid_command__get_packed_size
+                     (const Slotd__V1__SetSystemUidCommand   *message);
+size_t slotd__v1__set_system_uid_command__pack
+                     (const Slotd__V1__SetSystemUidCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__set_system_uid_command__pack_to_buffer
+                     (const Slotd__V1__SetSystemUidCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__SetSystemUidCommand *
+       slotd__v1__set_system_uid_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__set_system_uid_command__free_unpacked
+                     (Slotd__V1__SetSystemUidCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__SystemUidResult methods */
+void   slotd__v1__system_uid_result__init
+                     (Slotd__V1__SystemUidResult         *message);
+size_t slotd__v1__system_uid_result__get_packed_size
+                     (const Slotd__V1__SystemUidResult   *message);
+size_t slotd__v1__system_uid_result__pack
+                     (const Slotd__V1__SystemUidResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__system_uid_result__pack_to_buffer
+                     (const Slotd__V1__SystemUidResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__SystemUidResult *
+       slotd__v1__system_uid_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__system_uid_result__free_unpacked
+                     (Slotd__V1__SystemUidResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__CreateChannelCommand methods */
+void   slotd__v1__create_channel_command__init
+                     (Slotd__V1__CreateChannelCommand         *message);
+size_t slotd__v1__create_channel_command__get_packed_size
+                     (const Slotd__V1__CreateChannelCommand   *message);
+size_t slotd__v1__create_channel_command__pack
+                     (const Slotd__V1__CreateChannelCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__create_channel_command__pack_to_buffer
+                     (const Slotd__V1__CreateChannelCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__CreateChannelCommand *
+       slotd__v1__create_channel_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__create_channel_command__free_unpacked
+                     (Slotd__V1__CreateChannelCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__UpdateChannelFlagsCommand methods */
+void   slotd__v1__update_channel_flags_command__init
+                     (Slotd__V1__UpdateChannelFlagsCommand         *message);
+size_t slotd__v1__update_channel_flags_command__get_packed_size
+                     (const Slotd__V1__UpdateChannelFlagsCommand   *message);
+size_t slotd__v1__update_channel_flags_command__pack
+                     (const Slotd__V1__UpdateChannelFlagsCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__update_channel_flags_command__pack_to_buffer
+                     (const Slotd__V1__UpdateChannelFlagsCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__UpdateChannelFlagsCommand *
+       slotd__v1__update_channel_flags_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__update_channel_flags_command__free_unpacked
+                     (Slotd__V1__UpdateChannelFlagsCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ChannelResult methods */
+void   slotd__v1__channel_result__init
+                     (Slotd__V1__ChannelResult         *message);
+size_t slotd__v1__channel_result__get_packed_size
+                     (const Slotd__V1__ChannelResult   *message);
+size_t slotd__v1__channel_result__pack
+                     (const Slotd__V1__ChannelResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__channel_result__pack_to_buffer
+                     (const Slotd__V1__ChannelResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ChannelResult *
+       slotd__v1__channel_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__channel_result__free_unpacked
+                     (Slotd__V1__ChannelResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__SubscribersCommand methods */
+void   slotd__v1__subscribers_command__init
+                     (Slotd__V1__SubscribersCommand         *message);
+size_t slotd__v1__subscribers_command__get_packed_size
+                     (const Slotd__V1__SubscribersCommand   *message);
+size_t slotd__v1__subscribers_command__pack
+                     (const Slotd__V1__SubscribersCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__subscribers_command__pack_to_buffer
+                     (const Slotd__V1__SubscribersCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__SubscribersCommand *
+       slotd__v1__subscribers_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__subscribers_command__free_unpacked
+                     (Slotd__V1__SubscribersCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ChannelListCommand methods */
+void   slotd__v1__channel_list_command__init
+                     (Slotd__V1__ChannelListCommand         *message);
+size_t slotd__v1__channel_list_command__get_packed_size
+                     (const Slotd__V1__ChannelListCommand   *message);
+size_t slotd__v1__channel_list_command__pack
+                     (const Slotd__V1__ChannelListCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__channel_list_command__pack_to_buffer
+                     (const Slotd__V1__ChannelListCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ChannelListCommand *
+       slotd__v1__channel_list_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__channel_list_command__free_unpacked
+                     (Slotd__V1__ChannelListCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__MembersResult methods */
+void   slotd__v1__members_result__init
+                     (Slotd__V1__MembersResult         *message);
+size_t slotd__v1__members_result__get_packed_size
+                     (const Slotd__V1__MembersResult   *message);
+size_t slotd__v1__members_result__pack
+                     (const Slotd__V1__MembersResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__members_result__pack_to_buffer
+                     (const Slotd__V1__MembersResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__MembersResult *
+       slotd__v1__members_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__members_result__free_unpacked
+                     (Slotd__V1__MembersResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__JoinChannelCommand methods */
+void   slotd__v1__join_channel_command__init
+                     (Slotd__V1__JoinChannelCommand         *message);
+size_t slotd__v1__join_channel_command__get_packed_size
+                     (const Slotd__V1__JoinChannelCommand   *message);
+size_t slotd__v1__join_channel_command__pack
+                     (const Slotd__V1__JoinChannelCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__join_channel_command__pack_to_buffer
+                     (const Slotd__V1__JoinChannelCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__JoinChannelCommand *
+       slotd__v1__join_channel_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__join_channel_command__free_unpacked
+                     (Slotd__V1__JoinChannelCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__LeaveChannelCommand methods */
+void   slotd__v1__leave_channel_command__init
+                     (Slotd__V1__LeaveChannelCommand         *message);
+size_t slotd__v1__leave_channel_command__get_packed_size
+                     (const Slotd__V1__LeaveChannelCommand   *message);
+size_t slotd__v1__leave_channel_command__pack
+                     (const Slotd__V1__LeaveChannelCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__leave_channel_command__pack_to_buffer
+                     (const Slotd__V1__LeaveChannelCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__LeaveChannelCommand *
+       slotd__v1__leave_channel_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__leave_channel_command__free_unpacked
+                     (Slotd__V1__LeaveChannelCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__MarkReadCommand methods */
+void   slotd__v1__mark_read_command__init
+                     (Slotd__V1__MarkReadCommand         *message);
+size_t slotd__v1__mark_read_command__get_packed_size
+                     (const Slotd__V1__MarkReadCommand   *message);
+size_t slotd__v1__mark_read_command__pack
+                     (const Slotd__V1__MarkReadCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__mark_read_command__pack_to_buffer
+                     (const Slotd__V1__MarkReadCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__MarkReadCommand *
+       slotd__v1__mark_read_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__mark_read_command__free_unpacked
+                     (Slotd__V1__MarkReadCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__HideConversationCommand methods */
+void   slotd__v1__hide_conversation_command__init
+                     (Slotd__V1__HideConversationCommand         *message);
+size_t slotd__v1__hide_conversation_command__get_packed_size
+                     (const Slotd__V1__HideConversationCommand   *message);
+size_t slotd__v1__hide_conversation_command__pack
+                     (const Slotd__V1__HideConversationCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__hide_conversation_command__pack_to_buffer
+                     (const Slotd__V1__HideConversationCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__HideConversationCommand *
+       slotd__v1__hide_conversation_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__hide_conversation_command__free_unpacked
+                     (Slotd__V1__HideConversationCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ActivateConversationCommand methods */
+void   slotd__v1__activate_conversation_command__init
+                     (Slotd__V1__ActivateConversationCommand         *message);
+size_t slotd__v1__activate_conversation_command__get_packed_size
+                     (const Slotd__V1__ActivateConversationCommand   *message);
+size_t slotd__v1__activate_conversation_command__pack
+                     (const Slotd__V1__ActivateConversationCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__activate_conversation_command__pack_to_buffer
+                     (const Slotd__V1__ActivateConversationCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ActivateConversationCommand *
+       slotd__v1__activate_conversation_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__activate_conversation_command__free_unpacked
+                     (Slotd__V1__ActivateConversationCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__MembershipResult methods */
+void   slotd__v1__membership_result__init
+                     (Slotd__V1__MembershipResult         *message);
+size_t slotd__v1__membership_result__get_packed_size
+                     (const Slotd__V1__MembershipResult   *message);
+size_t slotd__v1__membership_result__pack
+                     (const Slotd__V1__MembershipResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__membership_result__pack_to_buffer
+                     (const Slotd__V1__MembershipResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__MembershipResult *
+       slotd__v1__membership_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__membership_result__free_unpacked
+                     (Slotd__V1__MembershipResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__BindCmdCommand methods */
+void   slotd__v1__bind_cmd_command__init
+                     (Slotd__V1__BindCmdCommand         *message);
+size_t slotd__v1__bind_cmd_command__get_packed_size
+                     (const Slotd__V1__BindCmdCommand   *message);
+size_t slotd__v1__bind_cmd_command__pack
+                     (const Slotd__V1__BindCmdCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__bind_cmd_command__pack_to_buffer
+                     (const Slotd__V1__BindCmdCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__BindCmdCommand *
+       slotd__v1__bind_cmd_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__bind_cmd_command__free_unpacked
+                     (Slotd__V1__BindCmdCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__AckCmdCommand methods */
+void   slotd__v1__ack_cmd_command__init
+                     (Slotd__V1__AckCmdCommand         *message);
+size_t slotd__v1__ack_cmd_command__get_packed_size
+                     (const Slotd__V1__AckCmdCommand   *message);
+size_t slotd__v1__ack_cmd_command__pack
+                     (const Slotd__V1__AckCmdCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__ack_cmd_command__pack_to_buffer
+                     (const Slotd__V1__AckCmdCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__AckCmdCommand *
+       slotd__v1__ack_cmd_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__ack_cmd_command__free_unpacked
+                     (Slotd__V1__AckCmdCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__UnbindCmdCommand methods */
+void   slotd__v1__unbind_cmd_command__init
+                     (Slotd__V1__UnbindCmdCommand         *message);
+size_t slotd__v1__unbind_cmd_command__get_packed_size
+                     (const Slotd__V1__UnbindCmdCommand   *message);
+size_t slotd__v1__unbind_cmd_command__pack
+                     (const Slotd__V1__UnbindCmdCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__unbind_cmd_command__pack_to_buffer
+                     (const Slotd__V1__UnbindCmdCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__UnbindCmdCommand *
+       slotd__v1__unbind_cmd_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__unbind_cmd_command__free_unpacked
+                     (Slotd__V1__UnbindCmdCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__CmdBindingResult methods */
+void   slotd__v1__cmd_binding_result__init
+                     (Slotd__V1__CmdBindingResult         *message);
+size_t slotd__v1__cmd_binding_result__get_packed_size
+                     (const Slotd__V1__CmdBindingResult   *message);
+size_t slotd__v1__cmd_binding_result__pack
+                     (const Slotd__V1__CmdBindingResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__cmd_binding_result__pack_to_buffer
+                     (const Slotd__V1__CmdBindingResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__CmdBindingResult *
+       slotd__v1__cmd_binding_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__cmd_binding_result__free_unpacked
+                     (Slotd__V1__CmdBindingResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__UpdateRuntimeMetaCommand methods */
+void   slotd__v1__update_runtime_meta_command__init
+                     (Slotd__V1__UpdateRuntimeMetaCommand         *message);
+size_t slotd__v1__update_runtime_meta_command__get_packed_size
+                     (const Slotd__V1__UpdateRuntimeMetaCommand   *message);
+size_t slotd__v1__update_runtime_meta_command__pack
+                     (const Slotd__V1__UpdateRuntimeMetaCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__update_runtime_meta_command__pack_to_buffer
+                     (const Slotd__V1__UpdateRuntimeMetaCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__UpdateRuntimeMetaCommand *
+       slotd__v1__update_runtime_meta_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__update_runtime_meta_command__free_unpacked
+                     (Slotd__V1__UpdateRuntimeMetaCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__AdvanceRetentionCommand methods */
+void   slotd__v1__advance_retention_command__init
+                     (Slotd__V1__AdvanceRetentionCommand         *message);
+size_t slotd__v1__advance_retention_command__get_packed_size
+                     (const Slotd__V1__AdvanceRetentionCommand   *message);
+size_t slotd__v1__advance_retention_command__pack
+                     (const Slotd__V1__AdvanceRetentionCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__advance_retention_command__pack_to_buffer
+                     (const Slotd__V1__AdvanceRetentionCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__AdvanceRetentionCommand *
+       slotd__v1__advance_retention_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__advance_retention_command__free_unpacked
+                     (Slotd__V1__AdvanceRetentionCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__RuntimeMetaResult methods */
+void   slotd__v1__runtime_meta_result__init
+                     (Slotd__V1__RuntimeMetaResult         *message);
+size_t slotd__v1__runtime_meta_result__get_packed_size
+                     (const Slotd__V1__RuntimeMetaResult   *message);
+size_t slotd__v1__runtime_meta_result__pack
+                     (const Slotd__V1__RuntimeMetaResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__runtime_meta_result__pack_to_buffer
+                     (const Slotd__V1__RuntimeMetaResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__RuntimeMetaResult *
+       slotd__v1__runtime_meta_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__runtime_meta_result__free_unpacked
+                     (Slotd__V1__RuntimeMetaResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__PutMigrationTaskCommand methods */
+void   slotd__v1__put_migration_task_command__init
+                     (Slotd__V1__PutMigrationTaskCommand         *message);
+size_t slotd__v1__put_migration_task_command__get_packed_size
+                     (const Slotd__V1__PutMigrationTaskCommand   *message);
+size_t slotd__v1__put_migration_task_command__pack
+                     (const Slotd__V1__PutMigrationTaskCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__put_migration_task_command__pack_to_buffer
+                     (const Slotd__V1__PutMigrationTaskCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__PutMigrationTaskCommand *
+       slotd__v1__put_migration_task_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__put_migration_task_command__free_unpacked
+                     (Slotd__V1__PutMigrationTaskCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__MigrationTaskResult methods */
+void   slotd__v1__migration_task_result__init
+                     (Slotd__V1__MigrationTaskResult         *message);
+size_t slotd__v1__migration_task_result__get_packed_size
+                     (const Slotd__V1__MigrationTaskResult   *message);
+size_t slotd__v1__migration_task_result__pack
+                     (const Slotd__V1__MigrationTaskResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__migration_task_result__pack_to_buffer
+                     (const Slotd__V1__MigrationTaskResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__MigrationTaskResult *
+       slotd__v1__migration_task_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__migration_task_result__free_unpacked
+                     (Slotd__V1__MigrationTaskResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__BindPluginCommand methods */
+void   slotd__v1__bind_plugin_command__init
+                     (Slotd__V1__BindPluginCommand         *message);
+size_t slotd__v1__bind_plugin_command__get_packed_size
+                     (const Slotd__V1__BindPluginCommand   *message);
+size_t slotd__v1__bind_plugin_command__pack
+                     (const Slotd__V1__BindPluginCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__bind_plugin_command__pack_to_buffer
+                     (const Slotd__V1__BindPluginCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__BindPluginCommand *
+       slotd__v1__bind_plugin_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__bind_plugin_command__free_unpacked
+                     (Slotd__V1__BindPluginCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__UnbindPluginCommand methods */
+void   slotd__v1__unbind_plugin_command__init
+                     (Slotd__V1__UnbindPluginCommand         *message);
+size_t slotd__v1__unbind_plugin_command__get_packed_size
+                     (const Slotd__V1__UnbindPluginCommand   *message);
+size_t slotd__v1__unbind_plugin_command__pack
+                     (const Slotd__V1__UnbindPluginCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__unbind_plugin_command__pack_to_buffer
+                     (const Slotd__V1__UnbindPluginCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__UnbindPluginCommand *
+       slotd__v1__unbind_plugin_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__unbind_plugin_command__free_unpacked
+                     (Slotd__V1__UnbindPluginCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__PluginBindingResult methods */
+void   slotd__v1__plugin_binding_result__init
+                     (Slotd__V1__PluginBindingResult         *message);
+size_t slotd__v1__plugin_binding_result__get_packed_size
+                     (const Slotd__V1__PluginBindingResult   *message);
+size_t slotd__v1__plugin_binding_result__pack
+                     (const Slotd__V1__PluginBindingResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__plugin_binding_result__pack_to_buffer
+                     (const Slotd__V1__PluginBindingResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__PluginBindingResult *
+       slotd__v1__plugin_binding_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__plugin_binding_result__free_unpacked
+                     (Slotd__V1__PluginBindingResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__AppendEventCommand methods */
+void   slotd__v1__append_event_command__init
+                     (Slotd__V1__AppendEventCommand         *message);
+size_t slotd__v1__append_event_command__get_packed_size
+                     (const Slotd__V1__AppendEventCommand   *message);
+size_t slotd__v1__append_event_command__pack
+                     (const Slotd__V1__AppendEventCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__append_event_command__pack_to_buffer
+                     (const Slotd__V1__AppendEventCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__AppendEventCommand *
+       slotd__v1__append_event_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__append_event_command__free_unpacked
+                     (Slotd__V1__AppendEventCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__AppendEventResult methods */
+void   slotd__v1__append_event_result__init
+                     (Slotd__V1__AppendEventResult         *message);
+size_t slotd__v1__append_event_result__get_packed_size
+                     (const Slotd__V1__AppendEventResult   *message);
+size_t slotd__v1__append_event_result__pack
+                     (const Slotd__V1__AppendEventResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__append_event_result__pack_to_buffer
+                     (const Slotd__V1__AppendEventResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__AppendEventResult *
+       slotd__v1__append_event_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__append_event_result__free_unpacked
+                     (Slotd__V1__AppendEventResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__GetUserQuery methods */
+void   slotd__v1__get_user_query__init
+                     (Slotd__V1__GetUserQuery         *message);
+size_t slotd__v1__get_user_query__get_packed_size
+                     (const Slotd__V1__GetUserQuery   *message);
+size_t slotd__v1__get_user_query__pack
+                     (const Slotd__V1__GetUserQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__get_user_query__pack_to_buffer
+                     (const Slotd__V1__GetUserQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__GetUserQuery *
+       slotd__v1__get_user_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__get_user_query__free_unpacked
+                     (Slotd__V1__GetUserQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__GetUserResult methods */
+void   slotd__v1__get_user_result__init
+                     (Slotd__V1__GetUserResult         *message);
+size_t slotd__v1__get_user_result__get_packed_size
+                     (const Slotd__V1__GetUserResult   *message);
+size_t slotd__v1__get_user_result__pack
+                     (const Slotd__V1__GetUserResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__get_user_result__pack_to_buffer
+                     (const Slotd__V1__GetUserResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__GetUserResult *
+       slotd__v1__get_user_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__get_user_result__free_unpacked
+                     (Slotd__V1__GetUserResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__GetDeviceQuery methods */
+void   slotd__v1__get_device_query__init
+                     (Slotd__V1__GetDeviceQuery         *message);
+size_t slotd__v1__get_device_query__get_packed_size
+                     (const Slotd__V1__GetDeviceQuery   *message);
+size_t slotd__v1__get_device_query__pack
+                     (const Slotd__V1__GetDeviceQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__get_device_query__pack_to_buffer
+                     (const Slotd__V1__GetDeviceQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__GetDeviceQuery *
+       slotd__v1__get_device_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__get_device_query__free_unpacked
+                     (Slotd__V1__GetDeviceQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__GetDeviceResult methods */
+void   slotd__v1__get_device_result__init
+                     (Slotd__V1__GetDeviceResult         *message);
+size_t slotd__v1__get_device_result__get_packed_size
+                     (const Slotd__V1__GetDeviceResult   *message);
+size_t slotd__v1__get_device_result__pack
+                     (const Slotd__V1__GetDeviceResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__get_device_result__pack_to_buffer
+                     (const Slotd__V1__GetDeviceResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__GetDeviceResult *
+       slotd__v1__get_device_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__get_device_result__free_unpacked
+                     (Slotd__V1__GetDeviceResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__IsSystemUidQuery methods */
+void   slotd__v1__is_system_uid_query__init
+                     (Slotd__V1__IsSystemUidQuery         *message);
+size_t slotd__v1__is_system_uid_query__get_packed_size
+                     (const Slotd__V1__IsSystemUidQuery   *message);
+size_t slotd__v1__is_system_uid_query__pack
+                     (const Slotd__V1__IsSystemUidQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__is_system_uid_query__pack_to_buffer
+                     (const Slotd__V1__IsSystemUidQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__IsSystemUidQuery *
+       slotd__v1__is_system_uid_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__is_system_uid_query__free_unpacked
+                     (Slotd__V1__IsSystemUidQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__IsSystemUidResult methods */
+void   slotd__v1__is_system_uid_result__init
+                     (Slotd__V1__IsSystemUidResult         *message);
+size_t slotd__v1__is_system_uid_result__get_packed_size
+                     (const Slotd__V1__IsSystemUidResult   *message);
+size_t slotd__v1__is_system_uid_result__pack
+                     (const Slotd__V1__IsSystemUidResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__is_system_uid_result__pack_to_buffer
+                     (const Slotd__V1__IsSystemUidResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__IsSystemUidResult *
+       slotd__v1__is_system_uid_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__is_system_uid_result__free_unpacked
+                     (Slotd__V1__IsSystemUidResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__GetChannelQuery methods */
+void   slotd__v1__get_channel_query__init
+                     (Slotd__V1__GetChannelQuery         *message);
+size_t slotd__v1__get_channel_query__get_packed_size
+                     (const Slotd__V1__GetChannelQuery   *message);
+size_t slotd__v1__get_channel_query__pack
+                     (const Slotd__V1__GetChannelQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__get_channel_query__pack_to_buffer
+                     (const Slotd__V1__GetChannelQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__GetChannelQuery *
+       slotd__v1__get_channel_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__get_channel_query__free_unpacked
+                     (Slotd__V1__GetChannelQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__GetChannelResult methods */
+void   slotd__v1__get_channel_result__init
+                     (Slotd__V1__GetChannelResult         *message);
+size_t slotd__v1__get_channel_result__get_packed_size
+                     (const Slotd__V1__GetChannelResult   *message);
+size_t slotd__v1__get_channel_result__pack
+                     (const Slotd__V1__GetChannelResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__get_channel_result__pack_to_buffer
+                     (const Slotd__V1__GetChannelResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__GetChannelResult *
+       slotd__v1__get_channel_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__get_channel_result__free_unpacked
+                     (Slotd__V1__GetChannelResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListMembersQuery methods */
+void   slotd__v1__list_members_query__init
+                     (Slotd__V1__ListMembersQuery         *message);
+size_t slotd__v1__list_members_query__get_packed_size
+                     (const Slotd__V1__ListMembersQuery   *message);
+size_t slotd__v1__list_members_query__pack
+                     (const Slotd__V1__ListMembersQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_members_query__pack_to_buffer
+                     (const Slotd__V1__ListMembersQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListMembersQuery *
+       slotd__v1__list_members_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_members_query__free_unpacked
+                     (Slotd__V1__ListMembersQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListMembersResult methods */
+void   slotd__v1__list_members_result__init
+                     (Slotd__V1__ListMembersResult         *message);
+size_t slotd__v1__list_members_result__get_packed_size
+                     (const Slotd__V1__ListMembersResult   *message);
+size_t slotd__v1__list_members_result__pack
+                     (const Slotd__V1__ListMembersResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_members_result__pack_to_buffer
+                     (const Slotd__V1__ListMembersResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListMembersResult *
+       slotd__v1__list_members_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_members_result__free_unpacked
+                     (Slotd__V1__ListMembersResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__CheckMemberQuery methods */
+void   slotd__v1__check_member_query__init
+                     (Slotd__V1__CheckMemberQuery         *message);
+size_t slotd__v1__check_member_query__get_packed_size
+                     (const Slotd__V1__CheckMemberQuery   *message);
+size_t slotd__v1__check_member_query__pack
+                     (const Slotd__V1__CheckMemberQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__check_member_query__pack_to_buffer
+                     (const Slotd__V1__CheckMemberQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__CheckMemberQuery *
+       slotd__v1__check_member_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__check_member_query__free_unpacked
+                     (Slotd__V1__CheckMemberQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__CheckMemberResult methods */
+void   slotd__v1__check_member_result__init
+                     (Slotd__V1__CheckMemberResult         *message);
+size_t slotd__v1__check_member_result__get_packed_size
+                     (const Slotd__V1__CheckMemberResult   *message);
+size_t slotd__v1__check_member_result__pack
+                     (const Slotd__V1__CheckMemberResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__check_member_result__pack_to_buffer
+                     (const Slotd__V1__CheckMemberResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__CheckMemberResult *
+       slotd__v1__check_member_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__check_member_result__free_unpacked
+                     (Slotd__V1__CheckMemberResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__GetMembershipQuery methods */
+void   slotd__v1__get_membership_query__init
+                     (Slotd__V1__GetMembershipQuery         *message);
+size_t slotd__v1__get_membership_query__get_packed_size
+                     (const Slotd__V1__GetMembershipQuery   *message);
+size_t slotd__v1__get_membership_query__pack
+                     (const Slotd__V1__GetMembershipQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__get_membership_query__pack_to_buffer
+                     (const Slotd__V1__GetMembershipQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__GetMembershipQuery *
+       slotd__v1__get_membership_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__get_membership_query__free_unpacked
+                     (Slotd__V1__GetMembershipQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__GetMembershipResult methods */
+void   slotd__v1__get_membership_result__init
+                     (Slotd__V1__GetMembershipResult         *message);
+size_t slotd__v1__get_membership_result__get_packed_size
+                     (const Slotd__V1__GetMembershipResult   *message);
+size_t slotd__v1__get_membership_result__pack
+                     (const Slotd__V1__GetMembershipResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__get_membership_result__pack_to_buffer
+                     (const Slotd__V1__GetMembershipResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__GetMembershipResult *
+       slotd__v1__get_membership_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__get_membership_result__free_unpacked
+                     (Slotd__V1__GetMembershipResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListConversationsQuery methods */
+void   slotd__v1__list_conversations_query__init
+                     (Slotd__V1__ListConversationsQuery         *message);
+size_t slotd__v1__list_conversations_query__get_packed_size
+                     (const Slotd__V1__ListConversationsQuery   *message);
+size_t slotd__v1__list_conversations_query__pack
+                     (const Slotd__V1__ListConversationsQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_conversations_query__pack_to_buffer
+                     (const Slotd__V1__ListConversationsQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListConversationsQuery *
+       slotd__v1__list_conversations_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_conversations_query__free_unpacked
+                     (Slotd__V1__ListConversationsQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListConversationsResult methods */
+void   slotd__v1__list_conversations_result__init
+                     (Slotd__V1__ListConversationsResult         *message);
+size_t slotd__v1__list_conversations_result__get_packed_size
+                     (const Slotd__V1__ListConversationsResult   *message);
+size_t slotd__v1__list_conversations_result__pack
+                     (const Slotd__V1__ListConversationsResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_conversations_result__pack_to_buffer
+                     (const Slotd__V1__ListConversationsResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListConversationsResult *
+       slotd__v1__list_conversations_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_conversations_result__free_unpacked
+                     (Slotd__V1__ListConversationsResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__GetCmdBindingQuery methods */
+void   slotd__v1__get_cmd_binding_query__init
+                     (Slotd__V1__GetCmdBindingQuery         *message);
+size_t slotd__v1__get_cmd_binding_query__get_packed_size
+                     (const Slotd__V1__GetCmdBindingQuery   *message);
+size_t slotd__v1__get_cmd_binding_query__pack
+                     (const Slotd__V1__GetCmdBindingQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__get_cmd_binding_query__pack_to_buffer
+                     (const Slotd__V1__GetCmdBindingQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__GetCmdBindingQuery *
+       slotd__v1__get_cmd_binding_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__get_cmd_binding_query__free_unpacked
+                     (Slotd__V1__GetCmdBindingQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__GetCmdBindingResult methods */
+void   slotd__v1__get_cmd_binding_result__init
+                     (Slotd__V1__GetCmdBindingResult         *message);
+size_t slotd__v1__get_cmd_binding_result__get_packed_size
+                     (const Slotd__V1__GetCmdBindingResult   *message);
+size_t slotd__v1__get_cmd_binding_result__pack
+                     (const Slotd__V1__GetCmdBindingResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__get_cmd_binding_result__pack_to_buffer
+                     (const Slotd__V1__GetCmdBindingResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__GetCmdBindingResult *
+       slotd__v1__get_cmd_binding_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__get_cmd_binding_result__free_unpacked
+                     (Slotd__V1__GetCmdBindingResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__GetRuntimeMetaQuery methods */
+void   slotd__v1__get_runtime_meta_query__init
+                     (Slotd__V1__GetRuntimeMetaQuery         *message);
+size_t slotd__v1__get_runtime_meta_query__get_packed_size
+                     (const Slotd__V1__GetRuntimeMetaQuery   *message);
+size_t slotd__v1__get_runtime_meta_query__pack
+                     (const Slotd__V1__GetRuntimeMetaQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__get_runtime_meta_query__pack_to_buffer
+                     (const Slotd__V1__GetRuntimeMetaQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__GetRuntimeMetaQuery *
+       slotd__v1__get_runtime_meta_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__get_runtime_meta_query__free_unpacked
+                     (Slotd__V1__GetRuntimeMetaQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__GetRuntimeMetaResult methods */
+void   slotd__v1__get_runtime_meta_result__init
+                     (Slotd__V1__GetRuntimeMetaResult         *message);
+size_t slotd__v1__get_runtime_meta_result__get_packed_size
+                     (const Slotd__V1__GetRuntimeMetaResult   *message);
+size_t slotd__v1__get_runtime_meta_result__pack
+                     (const Slotd__V1__GetRuntimeMetaResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__get_runtime_meta_result__pack_to_buffer
+                     (const Slotd__V1__GetRuntimeMetaResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__GetRuntimeMetaResult *
+       slotd__v1__get_runtime_meta_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__get_runtime_meta_result__free_unpacked
+                     (Slotd__V1__GetRuntimeMetaResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListMigrationTasksQuery methods */
+void   slotd__v1__list_migration_tasks_query__init
+                     (Slotd__V1__ListMigrationTasksQuery         *message);
+size_t slotd__v1__list_migration_tasks_query__get_packed_size
+                     (const Slotd__V1__ListMigrationTasksQuery   *message);
+size_t slotd__v1__list_migration_tasks_query__pack
+                     (const Slotd__V1__ListMigrationTasksQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_migration_tasks_query__pack_to_buffer
+                     (const Slotd__V1__ListMigrationTasksQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListMigrationTasksQuery *
+       slotd__v1__list_migration_tasks_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_migration_tasks_query__free_unpacked
+                     (Slotd__V1__ListMigrationTasksQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListMigrationTasksResult methods */
+void   slotd__v1__list_migration_tasks_result__init
+                     (Slotd__V1__ListMigrationTasksResult         *message);
+size_t slotd__v1__list_migration_tasks_result__get_packed_size
+                     (const Slotd__V1__ListMigrationTasksResult   *message);
+size_t slotd__v1__list_migration_tasks_result__pack
+                     (const Slotd__V1__ListMigrationTasksResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_migration_tasks_result__pack_to_buffer
+                     (const Slotd__V1__ListMigrationTasksResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListMigrationTasksResult *
+       slotd__v1__list_migration_tasks_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_migration_tasks_result__free_unpacked
+                     (Slotd__V1__ListMigrationTasksResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__GetPluginBindingQuery methods */
+void   slotd__v1__get_plugin_binding_query__init
+                     (Slotd__V1__GetPluginBindingQuery         *message);
+size_t slotd__v1__get_plugin_binding_query__get_packed_size
+                     (const Slotd__V1__GetPluginBindingQuery   *message);
+size_t slotd__v1__get_plugin_binding_query__pack
+                     (const Slotd__V1__GetPluginBindingQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__get_plugin_binding_query__pack_to_buffer
+                     (const Slotd__V1__GetPluginBindingQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__GetPluginBindingQuery *
+       slotd__v1__get_plugin_binding_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__get_plugin_binding_query__free_unpacked
+                     (Slotd__V1__GetPluginBindingQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__GetPluginBindingResult methods */
+void   slotd__v1__get_plugin_binding_result__init
+                     (Slotd__V1__GetPluginBindingResult         *message);
+size_t slotd__v1__get_plugin_binding_result__get_packed_size
+                     (const Slotd__V1__GetPluginBindingResult   *message);
+size_t slotd__v1__get_plugin_binding_result__pack
+                     (const Slotd__V1__GetPluginBindingResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__get_plugin_binding_result__pack_to_buffer
+                     (const Slotd__V1__GetPluginBindingResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__GetPluginBindingResult *
+       slotd__v1__get_plugin_binding_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__get_plugin_binding_result__free_unpacked
+                     (Slotd__V1__GetPluginBindingResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListPluginUsersQuery methods */
+void   slotd__v1__list_plugin_users_query__init
+                     (Slotd__V1__ListPluginUsersQuery         *message);
+size_t slotd__v1__list_plugin_users_query__get_packed_size
+                     (const Slotd__V1__ListPluginUsersQuery   *message);
+size_t slotd__v1__list_plugin_users_query__pack
+                     (const Slotd__V1__ListPluginUsersQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_plugin_users_query__pack_to_buffer
+                     (const Slotd__V1__ListPluginUsersQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListPluginUsersQuery *
+       slotd__v1__list_plugin_users_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_plugin_users_query__free_unpacked
+                     (Slotd__V1__ListPluginUsersQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListPluginUsersResult methods */
+void   slotd__v1__list_plugin_users_result__init
+                     (Slotd__V1__ListPluginUsersResult         *message);
+size_t slotd__v1__list_plugin_users_result__get_packed_size
+                     (const Slotd__V1__ListPluginUsersResult   *message);
+size_t slotd__v1__list_plugin_users_result__pack
+                     (const Slotd__V1__ListPluginUsersResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_plugin_users_result__pack_to_buffer
+                     (const Slotd__V1__ListPluginUsersResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListPluginUsersResult *
+       slotd__v1__list_plugin_users_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_plugin_users_result__free_unpacked
+                     (Slotd__V1__ListPluginUsersResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListEventsQuery methods */
+void   slotd__v1__list_events_query__init
+                     (Slotd__V1__ListEventsQuery         *message);
+size_t slotd__v1__list_events_query__get_packed_size
+                     (const Slotd__V1__ListEventsQuery   *message);
+size_t slotd__v1__list_events_query__pack
+                     (const Slotd__V1__ListEventsQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_events_query__pack_to_buffer
+                     (const Slotd__V1__ListEventsQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListEventsQuery *
+       slotd__v1__list_events_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_events_query__free_unpacked
+                     (Slotd__V1__ListEventsQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListEventsResult methods */
+void   slotd__v1__list_events_result__init
+                     (Slotd__V1__ListEventsResult         *message);
+size_t slotd__v1__list_events_result__get_packed_size
+                     (const Slotd__V1__ListEventsResult   *message);
+size_t slotd__v1__list_events_result__pack
+                     (const Slotd__V1__ListEventsResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_events_result__pack_to_buffer
+                     (const Slotd__V1__ListEventsResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListEventsResult *
+       slotd__v1__list_events_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_events_result__free_unpacked
+                     (Slotd__V1__ListEventsResult *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Slotd__V1__ProposeRequest_Closure)
@@ -919,6 +3581,225 @@ typedef void (*Slotd__V1__ErrorDetail_Closure)
 typedef void (*Slotd__V1__LeaderHint_Closure)
                  (const Slotd__V1__LeaderHint *message,
                   void *closure_data);
+typedef void (*Slotd__V1__User_Closure)
+                 (const Slotd__V1__User *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__Device_Closure)
+                 (const Slotd__V1__Device *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ChannelFlags_Closure)
+                 (const Slotd__V1__ChannelFlags *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__Channel_Closure)
+                 (const Slotd__V1__Channel *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__Membership_Closure)
+                 (const Slotd__V1__Membership *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__CmdBinding_Closure)
+                 (const Slotd__V1__CmdBinding *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ChannelRuntimeMeta_Closure)
+                 (const Slotd__V1__ChannelRuntimeMeta *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ChannelMigrationTask_Closure)
+                 (const Slotd__V1__ChannelMigrationTask *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__PluginBinding_Closure)
+                 (const Slotd__V1__PluginBinding *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ChannelEvent_Closure)
+                 (const Slotd__V1__ChannelEvent *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__CreateUserCommand_Closure)
+                 (const Slotd__V1__CreateUserCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__UpdateUserCommand_Closure)
+                 (const Slotd__V1__UpdateUserCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__UserResult_Closure)
+                 (const Slotd__V1__UserResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__PutDeviceCommand_Closure)
+                 (const Slotd__V1__PutDeviceCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__DeviceResult_Closure)
+                 (const Slotd__V1__DeviceResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__RemoveDeviceCommand_Closure)
+                 (const Slotd__V1__RemoveDeviceCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__RemoveResult_Closure)
+                 (const Slotd__V1__RemoveResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__SetSystemUidCommand_Closure)
+                 (const Slotd__V1__SetSystemUidCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__SystemUidResult_Closure)
+                 (const Slotd__V1__SystemUidResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__CreateChannelCommand_Closure)
+                 (const Slotd__V1__CreateChannelCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__UpdateChannelFlagsCommand_Closure)
+                 (const Slotd__V1__UpdateChannelFlagsCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ChannelResult_Closure)
+                 (const Slotd__V1__ChannelResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__SubscribersCommand_Closure)
+                 (const Slotd__V1__SubscribersCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ChannelListCommand_Closure)
+                 (const Slotd__V1__ChannelListCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__MembersResult_Closure)
+                 (const Slotd__V1__MembersResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__JoinChannelCommand_Closure)
+                 (const Slotd__V1__JoinChannelCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__LeaveChannelCommand_Closure)
+                 (const Slotd__V1__LeaveChannelCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__MarkReadCommand_Closure)
+                 (const Slotd__V1__MarkReadCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__HideConversationCommand_Closure)
+                 (const Slotd__V1__HideConversationCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ActivateConversationCommand_Closure)
+                 (const Slotd__V1__ActivateConversationCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__MembershipResult_Closure)
+                 (const Slotd__V1__MembershipResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__BindCmdCommand_Closure)
+                 (const Slotd__V1__BindCmdCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__AckCmdCommand_Closure)
+                 (const Slotd__V1__AckCmdCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__UnbindCmdCommand_Closure)
+                 (const Slotd__V1__UnbindCmdCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__CmdBindingResult_Closure)
+                 (const Slotd__V1__CmdBindingResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__UpdateRuntimeMetaCommand_Closure)
+                 (const Slotd__V1__UpdateRuntimeMetaCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__AdvanceRetentionCommand_Closure)
+                 (const Slotd__V1__AdvanceRetentionCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__RuntimeMetaResult_Closure)
+                 (const Slotd__V1__RuntimeMetaResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__PutMigrationTaskCommand_Closure)
+                 (const Slotd__V1__PutMigrationTaskCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__MigrationTaskResult_Closure)
+                 (const Slotd__V1__MigrationTaskResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__BindPluginCommand_Closure)
+                 (const Slotd__V1__BindPluginCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__UnbindPluginCommand_Closure)
+                 (const Slotd__V1__UnbindPluginCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__PluginBindingResult_Closure)
+                 (const Slotd__V1__PluginBindingResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__AppendEventCommand_Closure)
+                 (const Slotd__V1__AppendEventCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__AppendEventResult_Closure)
+                 (const Slotd__V1__AppendEventResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__GetUserQuery_Closure)
+                 (const Slotd__V1__GetUserQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__GetUserResult_Closure)
+                 (const Slotd__V1__GetUserResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__GetDeviceQuery_Closure)
+                 (const Slotd__V1__GetDeviceQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__GetDeviceResult_Closure)
+                 (const Slotd__V1__GetDeviceResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__IsSystemUidQuery_Closure)
+                 (const Slotd__V1__IsSystemUidQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__IsSystemUidResult_Closure)
+                 (const Slotd__V1__IsSystemUidResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__GetChannelQuery_Closure)
+                 (const Slotd__V1__GetChannelQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__GetChannelResult_Closure)
+                 (const Slotd__V1__GetChannelResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListMembersQuery_Closure)
+                 (const Slotd__V1__ListMembersQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListMembersResult_Closure)
+                 (const Slotd__V1__ListMembersResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__CheckMemberQuery_Closure)
+                 (const Slotd__V1__CheckMemberQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__CheckMemberResult_Closure)
+                 (const Slotd__V1__CheckMemberResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__GetMembershipQuery_Closure)
+                 (const Slotd__V1__GetMembershipQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__GetMembershipResult_Closure)
+                 (const Slotd__V1__GetMembershipResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListConversationsQuery_Closure)
+                 (const Slotd__V1__ListConversationsQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListConversationsResult_Closure)
+                 (const Slotd__V1__ListConversationsResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__GetCmdBindingQuery_Closure)
+                 (const Slotd__V1__GetCmdBindingQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__GetCmdBindingResult_Closure)
+                 (const Slotd__V1__GetCmdBindingResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__GetRuntimeMetaQuery_Closure)
+                 (const Slotd__V1__GetRuntimeMetaQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__GetRuntimeMetaResult_Closure)
+                 (const Slotd__V1__GetRuntimeMetaResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListMigrationTasksQuery_Closure)
+                 (const Slotd__V1__ListMigrationTasksQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListMigrationTasksResult_Closure)
+                 (const Slotd__V1__ListMigrationTasksResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__GetPluginBindingQuery_Closure)
+                 (const Slotd__V1__GetPluginBindingQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__GetPluginBindingResult_Closure)
+                 (const Slotd__V1__GetPluginBindingResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListPluginUsersQuery_Closure)
+                 (const Slotd__V1__ListPluginUsersQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListPluginUsersResult_Closure)
+                 (const Slotd__V1__ListPluginUsersResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListEventsQuery_Closure)
+                 (const Slotd__V1__ListEventsQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListEventsResult_Closure)
+                 (const Slotd__V1__ListEventsResult *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -975,6 +3856,8 @@ void slotd__v1__metadata__task_status(ProtobufCService *service,
 
 extern const ProtobufCEnumDescriptor    slotd__v1__consistency__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__error_code__descriptor;
+extern const ProtobufCEnumDescriptor    slotd__v1__member_list__descriptor;
+extern const ProtobufCEnumDescriptor    slotd__v1__migration_status__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__propose_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__put_command__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__delete_command__descriptor;
@@ -996,6 +3879,79 @@ extern const ProtobufCMessageDescriptor slotd__v1__task_status_response__descrip
 extern const ProtobufCMessageDescriptor slotd__v1__task__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__error_detail__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__leader_hint__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__user__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__device__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__channel_flags__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__channel__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__membership__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__cmd_binding__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__channel_runtime_meta__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__channel_migration_task__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__plugin_binding__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__channel_event__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__create_user_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__update_user_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__user_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__put_device_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__device_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__remove_device_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__remove_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__set_system_uid_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__system_uid_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__create_channel_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__update_channel_flags_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__channel_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__subscribers_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__channel_list_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__members_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__join_channel_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__leave_channel_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__mark_read_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__hide_conversation_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__activate_conversation_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__membership_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__bind_cmd_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__ack_cmd_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__unbind_cmd_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__cmd_binding_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__update_runtime_meta_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__advance_retention_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__runtime_meta_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__put_migration_task_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__migration_task_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__bind_plugin_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__unbind_plugin_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__plugin_binding_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__append_event_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__append_event_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__get_user_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__get_user_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__get_device_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__get_device_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__is_system_uid_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__is_system_uid_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__get_channel_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__get_channel_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_members_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_members_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__check_member_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__check_member_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__get_membership_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__get_membership_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_conversations_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_conversations_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__get_cmd_binding_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__get_cmd_binding_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__get_runtime_meta_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__get_runtime_meta_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_migration_tasks_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_migration_tasks_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__get_plugin_binding_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__get_plugin_binding_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_plugin_users_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_plugin_users_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_events_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_events_result__descriptor;
 extern const ProtobufCServiceDescriptor slotd__v1__metadata__descriptor;
 
 PROTOBUF_C__END_DECLS

@@ -142,7 +142,7 @@ void   slotd__internal__v1__hash_slot_range__free_unpacked
   assert(message->base.descriptor == &slotd__internal__v1__hash_slot_range__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_descriptors[6] =
+static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_descriptors[33] =
 {
   {
     "hash_slot",
@@ -205,6 +205,258 @@ static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_de
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "create_user",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, create_user),
+    &slotd__v1__create_user_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "update_user",
+    21,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, update_user),
+    &slotd__v1__update_user_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "put_device",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, put_device),
+    &slotd__v1__put_device_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "remove_device",
+    23,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, remove_device),
+    &slotd__v1__remove_device_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "set_system_uid",
+    24,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, set_system_uid),
+    &slotd__v1__set_system_uid_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "create_channel",
+    30,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, create_channel),
+    &slotd__v1__create_channel_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "update_channel_flags",
+    31,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, update_channel_flags),
+    &slotd__v1__update_channel_flags_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "add_subscribers",
+    32,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, add_subscribers),
+    &slotd__v1__subscribers_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "remove_subscribers",
+    33,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, remove_subscribers),
+    &slotd__v1__subscribers_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "add_allowlist",
+    34,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, add_allowlist),
+    &slotd__v1__channel_list_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "remove_allowlist",
+    35,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, remove_allowlist),
+    &slotd__v1__channel_list_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "add_denylist",
+    36,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, add_denylist),
+    &slotd__v1__channel_list_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "remove_denylist",
+    37,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, remove_denylist),
+    &slotd__v1__channel_list_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "join_channel",
+    40,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, join_channel),
+    &slotd__v1__join_channel_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "leave_channel",
+    41,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, leave_channel),
+    &slotd__v1__leave_channel_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mark_read",
+    42,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, mark_read),
+    &slotd__v1__mark_read_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "hide_conversation",
+    43,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, hide_conversation),
+    &slotd__v1__hide_conversation_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "activate_conversation",
+    44,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, activate_conversation),
+    &slotd__v1__activate_conversation_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bind_cmd",
+    45,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, bind_cmd),
+    &slotd__v1__bind_cmd_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ack_cmd",
+    46,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, ack_cmd),
+    &slotd__v1__ack_cmd_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unbind_cmd",
+    47,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, unbind_cmd),
+    &slotd__v1__unbind_cmd_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "group_init",
     50,
     PROTOBUF_C_LABEL_NONE,
@@ -216,21 +468,126 @@ static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_de
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "update_runtime_meta",
+    51,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, update_runtime_meta),
+    &slotd__v1__update_runtime_meta_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "advance_retention",
+    52,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, advance_retention),
+    &slotd__v1__advance_retention_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "put_migration_task",
+    55,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, put_migration_task),
+    &slotd__v1__put_migration_task_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bind_plugin",
+    60,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, bind_plugin),
+    &slotd__v1__bind_plugin_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unbind_plugin",
+    61,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, unbind_plugin),
+    &slotd__v1__unbind_plugin_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "append_event",
+    65,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, append_event),
+    &slotd__v1__append_event_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__internal__v1__log_command__field_indices_by_name[] = {
+  24,   /* field[24] = ack_cmd */
+  22,   /* field[22] = activate_conversation */
+  14,   /* field[14] = add_allowlist */
+  16,   /* field[16] = add_denylist */
+  12,   /* field[12] = add_subscribers */
+  28,   /* field[28] = advance_retention */
+  32,   /* field[32] = append_event */
+  23,   /* field[23] = bind_cmd */
+  30,   /* field[30] = bind_plugin */
   4,   /* field[4] = compare_and_set */
+  10,   /* field[10] = create_channel */
+  5,   /* field[5] = create_user */
   3,   /* field[3] = delete */
-  5,   /* field[5] = group_init */
+  26,   /* field[26] = group_init */
   0,   /* field[0] = hash_slot */
+  21,   /* field[21] = hide_conversation */
+  18,   /* field[18] = join_channel */
+  19,   /* field[19] = leave_channel */
+  20,   /* field[20] = mark_read */
   2,   /* field[2] = put */
+  7,   /* field[7] = put_device */
+  29,   /* field[29] = put_migration_task */
+  15,   /* field[15] = remove_allowlist */
+  17,   /* field[17] = remove_denylist */
+  8,   /* field[8] = remove_device */
+  13,   /* field[13] = remove_subscribers */
   1,   /* field[1] = request_id */
+  9,   /* field[9] = set_system_uid */
+  25,   /* field[25] = unbind_cmd */
+  31,   /* field[31] = unbind_plugin */
+  11,   /* field[11] = update_channel_flags */
+  27,   /* field[27] = update_runtime_meta */
+  6,   /* field[6] = update_user */
 };
-static const ProtobufCIntRange slotd__internal__v1__log_command__number_ranges[3 + 1] =
+static const ProtobufCIntRange slotd__internal__v1__log_command__number_ranges[9 + 1] =
 {
   { 1, 0 },
   { 10, 2 },
-  { 50, 5 },
-  { 0, 6 }
+  { 20, 5 },
+  { 30, 10 },
+  { 40, 18 },
+  { 50, 26 },
+  { 55, 29 },
+  { 60, 30 },
+  { 65, 32 },
+  { 0, 33 }
 };
 const ProtobufCMessageDescriptor slotd__internal__v1__log_command__descriptor =
 {
@@ -240,10 +597,10 @@ const ProtobufCMessageDescriptor slotd__internal__v1__log_command__descriptor =
   "Slotd__Internal__V1__LogCommand",
   "slotd.internal.v1",
   sizeof(Slotd__Internal__V1__LogCommand),
-  6,
+  33,
   slotd__internal__v1__log_command__field_descriptors,
   slotd__internal__v1__log_command__field_indices_by_name,
-  3,  slotd__internal__v1__log_command__number_ranges,
+  9,  slotd__internal__v1__log_command__number_ranges,
   (ProtobufCMessageInit) slotd__internal__v1__log_command__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -31,7 +31,34 @@ typedef enum {
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_PUT = 10,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_DELETE = 11,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_COMPARE_AND_SET = 12,
-  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_GROUP_INIT = 50
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_GROUP_INIT = 50,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_CREATE_USER = 20,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_UPDATE_USER = 21,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_PUT_DEVICE = 22,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_REMOVE_DEVICE = 23,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_SET_SYSTEM_UID = 24,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_CREATE_CHANNEL = 30,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_UPDATE_CHANNEL_FLAGS = 31,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_ADD_SUBSCRIBERS = 32,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_REMOVE_SUBSCRIBERS = 33,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_ADD_ALLOWLIST = 34,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_REMOVE_ALLOWLIST = 35,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_ADD_DENYLIST = 36,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_REMOVE_DENYLIST = 37,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_JOIN_CHANNEL = 40,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_LEAVE_CHANNEL = 41,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MARK_READ = 42,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_HIDE_CONVERSATION = 43,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_ACTIVATE_CONVERSATION = 44,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_BIND_CMD = 45,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_ACK_CMD = 46,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_UNBIND_CMD = 47,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_UPDATE_RUNTIME_META = 51,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_ADVANCE_RETENTION = 52,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_PUT_MIGRATION_TASK = 55,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_BIND_PLUGIN = 60,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_UNBIND_PLUGIN = 61,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_APPEND_EVENT = 65
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND__CASE)
 } Slotd__Internal__V1__LogCommand__CommandCase;
 
@@ -53,6 +80,37 @@ struct  Slotd__Internal__V1__LogCommand
     Slotd__V1__DeleteCommand *delete_;
     Slotd__V1__CompareAndSetCommand *compare_and_set;
     Slotd__Internal__V1__GroupInit *group_init;
+    /*
+     * Typed metadata commands, at the number of their ProposeRequest.command
+     * alternative (api/slotd/v1/metadata.proto).
+     */
+    Slotd__V1__CreateUserCommand *create_user;
+    Slotd__V1__UpdateUserCommand *update_user;
+    Slotd__V1__PutDeviceCommand *put_device;
+    Slotd__V1__RemoveDeviceCommand *remove_device;
+    Slotd__V1__SetSystemUidCommand *set_system_uid;
+    Slotd__V1__CreateChannelCommand *create_channel;
+    Slotd__V1__UpdateChannelFlagsCommand *update_channel_flags;
+    Slotd__V1__SubscribersCommand *add_subscribers;
+    Slotd__V1__SubscribersCommand *remove_subscribers;
+    Slotd__V1__ChannelListCommand *add_allowlist;
+    Slotd__V1__ChannelListCommand *remove_allowlist;
+    Slotd__V1__ChannelListCommand *add_denylist;
+    Slotd__V1__ChannelListCommand *remove_denylist;
+    Slotd__V1__JoinChannelCommand *join_channel;
+    Slotd__V1__LeaveChannelCommand *leave_channel;
+    Slotd__V1__MarkReadCommand *mark_read;
+    Slotd__V1__HideConversationCommand *hide_conversation;
+    Slotd__V1__ActivateConversationCommand *activate_conversation;
+    Slotd__V1__BindCmdCommand *bind_cmd;
+    Slotd__V1__AckCmdCommand *ack_cmd;
+    Slotd__V1__UnbindCmdCommand *unbind_cmd;
+    Slotd__V1__UpdateRuntimeMetaCommand *update_runtime_meta;
+    Slotd__V1__AdvanceRetentionCommand *advance_retention;
+    Slotd__V1__PutMigrationTaskCommand *put_migration_task;
+    Slotd__V1__BindPluginCommand *bind_plugin;
+    Slotd__V1__UnbindPluginCommand *unbind_plugin;
+    Slotd__V1__AppendEventCommand *append_event;
   };
 };
 #define SLOTD__INTERNAL__V1__LOG_COMMAND__INIT \

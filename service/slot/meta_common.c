@@ -1,0 +1,389 @@
+/* meta_common.c - shared machinery of the typed metadata tables: oneof access, keys, row codec,
+ * cursors, scans and the dispatch of typed commands and queries. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/route/route.h"
+#include "service/slot/meta.h"
+
+#define ROW_VERSION 1
+#define CURSOR_VERSION 1
+#define CURSOR_HEADER 5 /* version u8 + crc32 u32 */
+
+/* ---- oneof access ---- */
+
+const ProtobufCMessage *slot__oneof_get(const ProtobufCMessage *outer, unsigned number)
+{
+    const ProtobufCFieldDescriptor *fd =
+        protobuf_c_message_descriptor_get_field(outer->descriptor, number);
+    if (fd == NULL || fd->type != PROTOBUF_C_TYPE_MESSAGE)
+        return NULL;
+    return *(const ProtobufCMessage *const *)((const char *)outer + fd->offset);
+}
+
+void slot__oneof_set(ProtobufCMessage *outer, unsigned number, const ProtobufCMessage *m)
+{
+    const ProtobufCFieldDescriptor *fd =
+        protobuf_c_message_descriptor_get_field(outer->descriptor, number);
+    assert(fd != NULL && fd->type == PROTOBUF_C_TYPE_MESSAGE &&
+           (fd->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && fd->descriptor == m->descriptor);
+    *(const ProtobufCMessage **)((char *)outer + fd->offset) = m;
+    *(uint32_t *)((char *)outer + fd->quantifier_offset) = number;
+}
+
+/* ---- keys ---- */
+
+void slot__key_init(struct slot__key *k, uint16_t hs, uint8_t table)
+{
+    store_put_u16(k->b, hs);
+    k->b[2] = table;
+    k->n = 3;
+}
+
+static void key_bytes(struct slot__key *k, const void *p, size_t n)
+{
+    assert(k->n + n <= sizeof(k->b)); /* lengths are validated before keys are built */
+    memcpy(k->b + k->n, p, n);
+    k->n += n;
+}
+
+void slot__key_str(struct slot__key *k, const char *s)
+{
+    size_t n = strlen(s);
+    assert(n <= 255);
+    slot__key_u8(k, (uint8_t)n);
+    key_bytes(k, s, n);
+}
+
+void slot__key_tail(struct slot__key *k, const char *s)
+{
+    key_bytes(k, s, strlen(s));
+}
+
+void slot__key_u8(struct slot__key *k, uint8_t v)
+{
+    key_bytes(k, &v, 1);
+}
+
+void slot__key_u64(struct slot__key *k, uint64_t v)
+{
+    uint8_t b[8];
+    store_put_u64(b, v);
+    key_bytes(k, b, 8);
+}
+
+/* ---- rows ---- */
+
+static int row_decode(uint8_t *raw, size_t rl, const ProtobufCMessageDescriptor *d,
+                      ProtobufCMessage **out)
+{
+    int rc = 0;
+    if (rl < 1 || raw[0] != ROW_VERSION)
+        rc = STORE_ECORRUPT;
+    else if ((*out = protobuf_c_message_unpack(d, NULL, rl - 1, raw + 1)) == NULL)
+        rc = STORE_ECORRUPT;
+    free(raw);
+    return rc;
+}
+
+int slot__row_get(struct slot_fsm *f, const struct slot__key *k,
+                  const ProtobufCMessageDescriptor *d, ProtobufCMessage **out)
+{
+    bool found;
+    uint8_t *raw;
+    size_t rl;
+    *out = NULL;
+    int rc = slot__fsm_read(f, k->b, k->n, &found, &raw, &rl);
+    if (rc != 0 || !found)
+        return rc;
+    return row_decode(raw, rl, d, out);
+}
+
+int slot__row_put(struct slot_fsm *f, const struct slot__key *k, const ProtobufCMessage *m)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    uint8_t *v = malloc(1 + n);
+    if (v == NULL)
+        return STORE_ENOMEM;
+    v[0] = ROW_VERSION;
+    protobuf_c_message_pack(m, v + 1);
+    int rc = slot__fsm_write(f, k->b, k->n, v, 1 + n);
+    free(v);
+    return rc;
+}
+
+int slot__flag_get(struct slot_fsm *f, const struct slot__key *k, bool *present)
+{
+    uint8_t *raw;
+    size_t rl;
+    int rc = slot__fsm_read(f, k->b, k->n, present, &raw, &rl);
+    if (rc != 0 || !*present)
+        return rc;
+    rc = rl == 1 && raw[0] == ROW_VERSION ? 0 : STORE_ECORRUPT;
+    free(raw);
+    return rc;
+}
+
+int slot__flag_put(struct slot_fsm *f, const struct slot__key *k)
+{
+    const uint8_t v = ROW_VERSION;
+    return slot__fsm_write(f, k->b, k->n, &v, 1);
+}
+
+int slot__key_delete(struct slot_fsm *f, const struct slot__key *k)
+{
+    return slot__fsm_write(f, k->b, k->n, NULL, 0);
+}
+
+int slot__store_row_get(struct store *st, const struct slot__key *k,
+                        const ProtobufCMessageDescriptor *d, ProtobufCMessage **out)
+{
+    void *raw = NULL;
+    size_t rl = 0;
+    *out = NULL;
+    int rc = store_fsm_get(st, k->b, k->n, &raw, &rl);
+    if (rc == STORE_ENOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    return row_decode(raw, rl, d, out);
+}
+
+int slot__store_flag_get(struct store *st, const struct slot__key *k, bool *present)
+{
+    void *raw = NULL;
+    size_t rl = 0;
+    *present = false;
+    int rc = store_fsm_get(st, k->b, k->n, &raw, &rl);
+    if (rc == STORE_ENOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    rc = rl == 1 && ((uint8_t *)raw)[0] == ROW_VERSION ? 0 : STORE_ECORRUPT;
+    *present = rc == 0;
+    free(raw);
+    return rc;
+}
+
+/* ---- cursors and scans ---- */
+
+int slot__cursor_check(const ProtobufCBinaryData *c)
+{
+    if (c->len == 0)
+        return 0;
+    if (c->len <= CURSOR_HEADER || c->len > CURSOR_HEADER + STORE_FSM_PK_MAX ||
+        c->data[0] != CURSOR_VERSION)
+        return -1;
+    uint32_t crc = route_crc32(c->data + CURSOR_HEADER, c->len - CURSOR_HEADER);
+    return store_get_u32(c->data + 1) == crc ? 0 : -1;
+}
+
+static int cursor_make(const uint8_t *suffix, size_t sl, ProtobufCBinaryData *out)
+{
+    out->data = malloc(CURSOR_HEADER + sl);
+    if (out->data == NULL)
+        return STORE_ENOMEM;
+    out->data[0] = CURSOR_VERSION;
+    store_put_u32(out->data + 1, route_crc32(suffix, sl));
+    memcpy(out->data + CURSOR_HEADER, suffix, sl);
+    out->len = CURSOR_HEADER + sl;
+    return 0;
+}
+
+/* The first key after every key that starts with p: p with its last byte incremented (carrying).
+ * Never overflows: p starts with a hash slot < 256, so its first byte is 0. */
+static void prefix_end(const struct slot__key *p, struct slot__key *end)
+{
+    *end = *p;
+    while (end->n > 0 && end->b[end->n - 1] == 0xFF)
+        end->n--;
+    assert(end->n > 0);
+    end->b[end->n - 1]++;
+}
+
+int slot__scan(struct store *st, const struct slot__key *p, const ProtobufCBinaryData *cursor,
+               uint32_t limit, slot__scan_cb cb, void *ctx, ProtobufCBinaryData *next)
+{
+    struct slot__key lo = *p, hi;
+    next->data = NULL;
+    next->len = 0;
+    if (cursor->len > CURSOR_HEADER) {
+        size_t sl = cursor->len - CURSOR_HEADER;
+        if (lo.n + sl + 1 > sizeof(lo.b))
+            return STORE_EINVAL;
+        memcpy(lo.b + lo.n, cursor->data + CURSOR_HEADER, sl);
+        lo.n += sl;
+        lo.b[lo.n++] = 0; /* the smallest key after the cursor's row */
+    }
+    prefix_end(p, &hi);
+    struct store_iter *it;
+    int rc = store_fsm_iter_new(st, lo.b, lo.n, hi.b, hi.n, &it);
+    if (rc != 0)
+        return rc;
+    uint32_t seen = 0;
+    uint8_t last[STORE_FSM_KEY_MAX]; /* a copy: iterator keys die at the next step */
+    size_t last_len = 0;
+    for (; rc == 0 && store_iter_valid(it); store_iter_next(it)) {
+        size_t kl, vl;
+        const uint8_t *k = store_iter_key(it, &kl);
+        const uint8_t *v = store_iter_value(it, &vl);
+        if (kl < p->n || memcmp(k, p->b, p->n) != 0)
+            break;
+        if (seen == limit) {
+            rc = cursor_make(last, last_len, next);
+            break;
+        }
+        rc = cb(ctx, k + p->n, kl - p->n, v, vl);
+        seen++;
+        last_len = kl - p->n;
+        if (last_len > sizeof(last))
+            rc = STORE_ECORRUPT;
+        else
+            memcpy(last, k + p->n, last_len);
+    }
+    if (rc == 0)
+        rc = store_iter_status(it);
+    store_iter_free(it);
+    if (rc != 0) {
+        free(next->data);
+        next->data = NULL;
+        next->len = 0;
+    }
+    return rc;
+}
+
+/* ---- replies and dispatch ---- */
+
+int slot__apply_reply(struct slot__apply *a, const ProtobufCMessage *result)
+{
+    slot__oneof_set(&a->resp->base, a->number, result);
+    a->len = slotd__v1__propose_response__get_packed_size(a->resp);
+    a->buf = malloc(a->len ? a->len : 1);
+    if (a->buf == NULL)
+        return STORE_ENOMEM;
+    slotd__v1__propose_response__pack(a->resp, a->buf);
+    return 0;
+}
+
+int slot__serve_reply(struct slot__serve *s, const ProtobufCMessage *result)
+{
+    slot__oneof_set(&s->resp->base, s->number, result);
+    s->len = slotd__v1__read_response__get_packed_size(s->resp);
+    s->buf = malloc(s->len ? s->len : 1);
+    if (s->buf == NULL)
+        return STORE_ENOMEM;
+    slotd__v1__read_response__pack(s->resp, s->buf);
+    return 0;
+}
+
+void slot__not_found(struct slotd_error *err, const char *what, const char *id)
+{
+    slotd_error_set(err, SLOTD_ENOT_FOUND, "%s %s does not exist", what, id);
+}
+
+struct op_table {
+    const struct slot__meta_op *ops;
+    const size_t *len;
+};
+
+static const struct slot__meta_op *find_op(const struct op_table *tables, size_t n_tables,
+                                           unsigned number)
+{
+    for (size_t t = 0; t < n_tables; t++)
+        for (size_t i = 0; i < *tables[t].len; i++)
+            if (tables[t].ops[i].number == number)
+                return &tables[t].ops[i];
+    return NULL;
+}
+
+int slot__meta_apply(struct slot__apply *a, const ProtobufCMessage *cmd)
+{
+    static const struct op_table tables[] = {{slot__user_ops, &slot__user_ops_len},
+                                             {slot__channel_ops, &slot__channel_ops_len},
+                                             {slot__member_ops, &slot__member_ops_len}};
+    const struct slot__meta_op *op = find_op(tables, 3, a->number);
+    assert(op != NULL && op->apply != NULL); /* slot__meta_is_command() said so */
+    return op->apply(a, cmd);
+}
+
+int slot__meta_serve(struct slot__serve *s, const ProtobufCMessage *query)
+{
+    static const struct op_table tables[] = {{slot__user_queries, &slot__user_queries_len},
+                                             {slot__channel_queries, &slot__channel_queries_len},
+                                             {slot__member_queries, &slot__member_queries_len}};
+    const struct slot__meta_op *op = find_op(tables, 3, s->number);
+    assert(op != NULL && op->serve != NULL);
+    return op->serve(s, query);
+}
+
+/* ---- string collections (uid lists) ---- */
+
+int slot__strs_init(struct slot__strs *s, size_t cap)
+{
+    s->n = 0;
+    s->cap = cap;
+    s->v = calloc(cap ? cap : 1, sizeof(*s->v));
+    return s->v == NULL ? STORE_ENOMEM : 0;
+}
+
+int slot__collect_suffix(void *ctx, const uint8_t *suffix, size_t sl, const uint8_t *val, size_t vl)
+{
+    struct slot__strs *s = ctx;
+    if (vl != 1 || val[0] != ROW_VERSION || sl == 0 || sl > 255)
+        return STORE_ECORRUPT;
+    if (s->n == s->cap)
+        return STORE_ELIMIT; /* slot__scan visits at most the limit it was given */
+    char *str = malloc(sl + 1);
+    if (str == NULL)
+        return STORE_ENOMEM;
+    memcpy(str, suffix, sl);
+    str[sl] = '\0';
+    s->v[s->n++] = str;
+    return 0;
+}
+
+void slot__strs_free(struct slot__strs *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i]);
+    free(s->v);
+    s->v = NULL;
+    s->n = 0;
+}
+
+/* ---- row collections (listed rows) ---- */
+
+int slot__rows_init(struct slot__rows *r, const ProtobufCMessageDescriptor *d, size_t cap)
+{
+    r->d = d;
+    r->n = 0;
+    r->cap = cap;
+    r->v = calloc(cap ? cap : 1, sizeof(*r->v));
+    return r->v == NULL ? STORE_ENOMEM : 0;
+}
+
+int slot__collect_row(void *ctx, const uint8_t *suffix, size_t sl, const uint8_t *val, size_t vl)
+{
+    struct slot__rows *r = ctx;
+    (void)suffix;
+    (void)sl;
+    if (r->n == r->cap)
+        return STORE_ELIMIT;
+    if (vl < 1 || val[0] != ROW_VERSION)
+        return STORE_ECORRUPT;
+    r->v[r->n] = protobuf_c_message_unpack(r->d, NULL, vl - 1, val + 1);
+    if (r->v[r->n] == NULL)
+        return STORE_ECORRUPT;
+    r->n++;
+    return 0;
+}
+
+void slot__rows_free(struct slot__rows *r)
+{
+    for (size_t i = 0; i < r->n; i++)
+        protobuf_c_message_free_unpacked(r->v[i], NULL);
+    free(r->v);
+    r->v = NULL;
+    r->n = 0;
+}

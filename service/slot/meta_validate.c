@@ -1,0 +1,596 @@
+/* meta_validate.c - validation and routing keys of the typed metadata commands and queries: every
+ * violation is INVALID_FIELD naming the field ("add_subscribers.uids") and its limit. */
+#include <stdio.h>
+#include <string.h>
+
+#include "service/route/route.h"
+#include "service/slot/meta.h"
+
+/* Where a violation is reported: the oneof alternative's name is the field path's root. */
+struct vctx {
+    const char *root; /* "create_user" */
+    struct slotd_error *err;
+};
+
+static void routing_str(ProtobufCBinaryData *key, const char *s)
+{
+    key->data = (uint8_t *)s;
+    key->len = strlen(s);
+}
+
+static int v_str(struct vctx *v, const char *path, const char *s, size_t min, size_t max)
+{
+    size_t n = strlen(s);
+    if (n >= min && n <= max)
+        return 0;
+    char field[64];
+    snprintf(field, sizeof(field), "%s.%s", v->root, path);
+    slotd_error_field(v->err, field, max, "%s: must be %zu..%zu bytes, got %zu", field, min, max,
+                      n);
+    return -1;
+}
+
+static int v_max(struct vctx *v, const char *path, uint64_t val, uint64_t min, uint64_t max)
+{
+    if (val >= min && val <= max)
+        return 0;
+    char field[64];
+    snprintf(field, sizeof(field), "%s.%s", v->root, path);
+    slotd_error_field(v->err, field, max, "%s: %llu is outside %llu..%llu", field,
+                      (unsigned long long)val, (unsigned long long)min, (unsigned long long)max);
+    return -1;
+}
+
+static int v_required(struct vctx *v, const char *path, const void *p)
+{
+    if (p != NULL)
+        return 0;
+    char field[64];
+    snprintf(field, sizeof(field), "%s.%s", v->root, path);
+    slotd_error_field(v->err, field, 0, "%s: required", field);
+    return -1;
+}
+
+static int v_uid(struct vctx *v, const char *path, const char *uid)
+{
+    return v_str(v, path, uid, 1, SLOT_UID_MAX);
+}
+
+static int v_channel(struct vctx *v, const char *path, const char *id)
+{
+    return v_str(v, path, id, 1, SLOT_CHANNEL_ID_MAX);
+}
+
+/* A batch of uids: 1..1000 entries, each a valid uid, 64 KiB in all. */
+static int v_uids(struct vctx *v, size_t n, char *const *uids)
+{
+    char field[64];
+    snprintf(field, sizeof(field), "%s.uids", v->root);
+    if (n == 0 || n > SLOT_BATCH_UIDS_MAX) {
+        slotd_error_field(v->err, field, SLOT_BATCH_UIDS_MAX, "%s: %zu entries, want 1..%u", field,
+                          n, SLOT_BATCH_UIDS_MAX);
+        return -1;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(uids[i]);
+        if (len == 0 || len > SLOT_UID_MAX) {
+            slotd_error_field(v->err, field, SLOT_UID_MAX,
+                              "%s: entry %zu must be 1..%u bytes, got %zu", field, i, SLOT_UID_MAX,
+                              len);
+            return -1;
+        }
+        total += len;
+    }
+    if (total > SLOT_BATCH_BYTES_MAX) {
+        slotd_error_field(v->err, field, SLOT_BATCH_BYTES_MAX, "%s: %zu bytes > %u", field, total,
+                          SLOT_BATCH_BYTES_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+static int v_page(struct vctx *v, const ProtobufCBinaryData *cursor, uint32_t limit)
+{
+    char field[64];
+    if (slot__cursor_check(cursor) != 0) {
+        snprintf(field, sizeof(field), "%s.cursor", v->root);
+        slotd_error_field(v->err, field, 0, "%s: not a cursor this server returned", field);
+        return -1;
+    }
+    return v_max(v, "limit", limit, 0, SLOT_PAGE_MAX);
+}
+
+static int v_list(struct vctx *v, Slotd__V1__MemberList list)
+{
+    return v_max(v, "list", (uint64_t)(unsigned)list,
+                 SLOTD__V1__MEMBER_LIST__MEMBER_LIST_SUBSCRIBERS,
+                 SLOTD__V1__MEMBER_LIST__MEMBER_LIST_DENYLIST);
+}
+
+/* ---- commands ---- */
+
+static int v_user_row(struct vctx *v, const Slotd__V1__User *u, ProtobufCBinaryData *key)
+{
+    if (v_required(v, "user", u) || v_uid(v, "user.uid", u->uid) ||
+        v_str(v, "user.token", u->token, 0, SLOT_TOKEN_MAX) ||
+        v_max(v, "user.device_flag", u->device_flag, 0, SLOT_SMALL_INT_MAX) ||
+        v_max(v, "user.device_level", u->device_level, 0, SLOT_SMALL_INT_MAX))
+        return -1;
+    routing_str(key, u->uid);
+    return 0;
+}
+
+static int v_create_user(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    return v_user_row(v, ((const Slotd__V1__CreateUserCommand *)m)->user, key);
+}
+
+static int v_update_user(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    return v_user_row(v, ((const Slotd__V1__UpdateUserCommand *)m)->user, key);
+}
+
+static int v_put_device(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__Device *d = ((const Slotd__V1__PutDeviceCommand *)m)->device;
+    if (v_required(v, "device", d) || v_uid(v, "device.uid", d->uid) ||
+        v_max(v, "device.device_flag", d->device_flag, 0, SLOT_SMALL_INT_MAX) ||
+        v_str(v, "device.token", d->token, 0, SLOT_TOKEN_MAX) ||
+        v_max(v, "device.device_level", d->device_level, 0, SLOT_SMALL_INT_MAX))
+        return -1;
+    routing_str(key, d->uid);
+    return 0;
+}
+
+static int v_remove_device(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__RemoveDeviceCommand *c = (const void *)m;
+    if (v_uid(v, "uid", c->uid) || v_max(v, "device_flag", c->device_flag, 0, SLOT_SMALL_INT_MAX))
+        return -1;
+    routing_str(key, c->uid);
+    return 0;
+}
+
+static int v_set_system_uid(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__SetSystemUidCommand *c = (const void *)m;
+    if (v_uid(v, "uid", c->uid))
+        return -1;
+    routing_str(key, c->uid);
+    return 0;
+}
+
+static int v_create_channel(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__CreateChannelCommand *c = (const void *)m;
+    if (v_channel(v, "channel_id", c->channel_id) ||
+        v_max(v, "channel_type", c->channel_type, 1, SLOT_SMALL_INT_MAX) ||
+        v_max(v, "event_capacity", c->event_capacity, 0, SLOT_EVENT_CAPACITY_MAX))
+        return -1;
+    routing_str(key, c->channel_id);
+    return 0;
+}
+
+static int v_update_channel_flags(struct vctx *v, const ProtobufCMessage *m,
+                                  ProtobufCBinaryData *key)
+{
+    const Slotd__V1__UpdateChannelFlagsCommand *c = (const void *)m;
+    if (v_channel(v, "channel_id", c->channel_id))
+        return -1;
+    routing_str(key, c->channel_id);
+    return 0;
+}
+
+static int v_subscribers(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__SubscribersCommand *c = (const void *)m;
+    if (v_channel(v, "channel_id", c->channel_id) || v_uids(v, c->n_uids, c->uids))
+        return -1;
+    routing_str(key, c->channel_id);
+    return 0;
+}
+
+static int v_channel_list(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__ChannelListCommand *c = (const void *)m;
+    if (v_channel(v, "channel_id", c->channel_id) || v_uids(v, c->n_uids, c->uids))
+        return -1;
+    routing_str(key, c->channel_id);
+    return 0;
+}
+
+/* The commands of the (uid, channel_id) rows share their first two fields. */
+static int v_uid_channel(struct vctx *v, const char *uid, const char *channel,
+                         ProtobufCBinaryData *key)
+{
+    if (v_uid(v, "uid", uid) || v_channel(v, "channel_id", channel))
+        return -1;
+    routing_str(key, uid);
+    return 0;
+}
+
+static int v_join_channel(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__JoinChannelCommand *c = (const void *)m;
+    if (v_uid_channel(v, c->uid, c->channel_id, key))
+        return -1;
+    return v_max(v, "activated_at_ms", c->activated_at_ms, 1, INT64_MAX);
+}
+
+static int v_leave_channel(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__LeaveChannelCommand *c = (const void *)m;
+    return v_uid_channel(v, c->uid, c->channel_id, key);
+}
+
+static int v_mark_read(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__MarkReadCommand *c = (const void *)m;
+    return v_uid_channel(v, c->uid, c->channel_id, key);
+}
+
+static int v_hide(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__HideConversationCommand *c = (const void *)m;
+    return v_uid_channel(v, c->uid, c->channel_id, key);
+}
+
+static int v_activate(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__ActivateConversationCommand *c = (const void *)m;
+    if (v_uid_channel(v, c->uid, c->channel_id, key))
+        return -1;
+    return v_max(v, "activated_at_ms", c->activated_at_ms, 1, INT64_MAX);
+}
+
+static int v_bind_cmd(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__BindCmdCommand *c = (const void *)m;
+    return v_uid_channel(v, c->uid, c->channel_id, key);
+}
+
+static int v_ack_cmd(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__AckCmdCommand *c = (const void *)m;
+    return v_uid_channel(v, c->uid, c->channel_id, key);
+}
+
+static int v_unbind_cmd(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__UnbindCmdCommand *c = (const void *)m;
+    return v_uid_channel(v, c->uid, c->channel_id, key);
+}
+
+/* Node ids: non-zero, distinct, at most 16. */
+static int v_nodes(struct vctx *v, const char *path, size_t n, const uint64_t *ids)
+{
+    char field[64];
+    snprintf(field, sizeof(field), "%s.%s", v->root, path);
+    if (n > SLOT_REPLICAS_MAX) {
+        slotd_error_field(v->err, field, SLOT_REPLICAS_MAX, "%s: %zu entries > %u", field, n,
+                          SLOT_REPLICAS_MAX);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        bool dup = false;
+        for (size_t j = 0; j < i; j++)
+            dup = dup || ids[j] == ids[i];
+        if (ids[i] == 0 || dup) {
+            slotd_error_field(v->err, field, SLOT_REPLICAS_MAX,
+                              "%s: entry %zu (%llu) is 0 or repeated", field, i,
+                              (unsigned long long)ids[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static bool has_node(size_t n, const uint64_t *ids, uint64_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == id)
+            return true;
+    return false;
+}
+
+static int v_update_runtime_meta(struct vctx *v, const ProtobufCMessage *m,
+                                 ProtobufCBinaryData *key)
+{
+    const Slotd__V1__UpdateRuntimeMetaCommand *c = (const void *)m;
+    const Slotd__V1__ChannelRuntimeMeta *meta = c->meta;
+    if (v_channel(v, "channel_id", c->channel_id) || v_required(v, "meta", meta) ||
+        v_nodes(v, "meta.replicas", meta->n_replicas, meta->replicas) ||
+        v_nodes(v, "meta.isr", meta->n_isr, meta->isr))
+        return -1;
+    char field[64];
+    for (size_t i = 0; i < meta->n_isr; i++) {
+        if (!has_node(meta->n_replicas, meta->replicas, meta->isr[i])) {
+            snprintf(field, sizeof(field), "%s.meta.isr", v->root);
+            slotd_error_field(v->err, field, 0, "%s: node %llu is not in meta.replicas", field,
+                              (unsigned long long)meta->isr[i]);
+            return -1;
+        }
+    }
+    if (meta->leader != 0 && !has_node(meta->n_replicas, meta->replicas, meta->leader)) {
+        snprintf(field, sizeof(field), "%s.meta.leader", v->root);
+        slotd_error_field(v->err, field, 0, "%s: node %llu is not in meta.replicas", field,
+                          (unsigned long long)meta->leader);
+        return -1;
+    }
+    /* Epochs never go back: the new ones are at least the expected (current) ones. */
+    if (v_max(v, "meta.channel_epoch", meta->channel_epoch, c->expected_channel_epoch,
+              UINT64_MAX) ||
+        v_max(v, "meta.leader_epoch", meta->leader_epoch, c->expected_leader_epoch, UINT64_MAX))
+        return -1;
+    routing_str(key, c->channel_id);
+    return 0;
+}
+
+static int v_advance_retention(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__AdvanceRetentionCommand *c = (const void *)m;
+    if (v_channel(v, "channel_id", c->channel_id))
+        return -1;
+    routing_str(key, c->channel_id);
+    return 0;
+}
+
+static int v_put_migration_task(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__ChannelMigrationTask *t =
+        ((const Slotd__V1__PutMigrationTaskCommand *)m)->task;
+    if (v_required(v, "task", t) || v_channel(v, "task.channel_id", t->channel_id) ||
+        v_max(v, "task.task_id", t->task_id, 1, UINT64_MAX) ||
+        v_max(v, "task.status", (uint64_t)(unsigned)t->status,
+              SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_PENDING,
+              SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_FAILED) ||
+        v_str(v, "task.last_error", t->last_error, 0, SLOT_TOKEN_MAX))
+        return -1;
+    routing_str(key, t->channel_id);
+    return 0;
+}
+
+static int v_bind_plugin(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__BindPluginCommand *c = (const void *)m;
+    if (v_uid(v, "uid", c->uid) || v_str(v, "plugin_no", c->plugin_no, 1, SLOT_NAME_MAX))
+        return -1;
+    routing_str(key, c->uid);
+    return 0;
+}
+
+static int v_unbind_plugin(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__UnbindPluginCommand *c = (const void *)m;
+    if (v_uid(v, "uid", c->uid))
+        return -1;
+    routing_str(key, c->uid);
+    return 0;
+}
+
+static int v_append_event(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__AppendEventCommand *c = (const void *)m;
+    if (v_channel(v, "channel_id", c->channel_id) ||
+        v_str(v, "event_type", c->event_type, 1, SLOT_NAME_MAX) ||
+        v_max(v, "payload", c->payload.len, 0, SLOT_EVENT_PAYLOAD_MAX))
+        return -1;
+    routing_str(key, c->channel_id);
+    return 0;
+}
+
+/* ---- queries ---- */
+
+static int q_uid(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    /* GetUserQuery, IsSystemUidQuery, GetPluginBindingQuery: uid is field 1. */
+    const char *uid =
+        *(char *const *)((const char *)m +
+                         protobuf_c_message_descriptor_get_field(m->descriptor, 1)->offset);
+    if (v_uid(v, "uid", uid))
+        return -1;
+    routing_str(key, uid);
+    return 0;
+}
+
+static int q_get_device(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__GetDeviceQuery *q = (const void *)m;
+    if (v_uid(v, "uid", q->uid) || v_max(v, "device_flag", q->device_flag, 0, SLOT_SMALL_INT_MAX))
+        return -1;
+    routing_str(key, q->uid);
+    return 0;
+}
+
+static int q_channel(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    /* GetChannelQuery, GetRuntimeMetaQuery: channel_id is field 1. */
+    const char *id =
+        *(char *const *)((const char *)m +
+                         protobuf_c_message_descriptor_get_field(m->descriptor, 1)->offset);
+    if (v_channel(v, "channel_id", id))
+        return -1;
+    routing_str(key, id);
+    return 0;
+}
+
+static int q_list_members(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__ListMembersQuery *q = (const void *)m;
+    if (v_channel(v, "channel_id", q->channel_id) || v_list(v, q->list) ||
+        v_page(v, &q->cursor, q->limit))
+        return -1;
+    routing_str(key, q->channel_id);
+    return 0;
+}
+
+static int q_check_member(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__CheckMemberQuery *q = (const void *)m;
+    if (v_channel(v, "channel_id", q->channel_id) || v_list(v, q->list) || v_uid(v, "uid", q->uid))
+        return -1;
+    routing_str(key, q->channel_id);
+    return 0;
+}
+
+static int q_uid_channel(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    /* GetMembershipQuery, GetCmdBindingQuery: uid = 1, channel_id = 2. */
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    const char *uid =
+        *(char *const *)((const char *)m + protobuf_c_message_descriptor_get_field(d, 1)->offset);
+    const char *ch =
+        *(char *const *)((const char *)m + protobuf_c_message_descriptor_get_field(d, 2)->offset);
+    return v_uid_channel(v, uid, ch, key);
+}
+
+static int q_list_conversations(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__ListConversationsQuery *q = (const void *)m;
+    if (v_uid(v, "uid", q->uid) || v_page(v, &q->cursor, q->limit))
+        return -1;
+    routing_str(key, q->uid);
+    return 0;
+}
+
+static int q_list_migration_tasks(struct vctx *v, const ProtobufCMessage *m,
+                                  ProtobufCBinaryData *key)
+{
+    const Slotd__V1__ListMigrationTasksQuery *q = (const void *)m;
+    if (v_channel(v, "channel_id", q->channel_id) || v_page(v, &q->cursor, q->limit))
+        return -1;
+    routing_str(key, q->channel_id);
+    return 0;
+}
+
+static int q_list_events(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__ListEventsQuery *q = (const void *)m;
+    if (v_channel(v, "channel_id", q->channel_id) || v_page(v, &q->cursor, q->limit))
+        return -1;
+    routing_str(key, q->channel_id);
+    return 0;
+}
+
+typedef int (*validator)(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key);
+
+struct vop {
+    unsigned number;
+    validator fn;
+};
+
+static const struct vop commands[] = {
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_CREATE_USER, v_create_user},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_UPDATE_USER, v_update_user},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT_DEVICE, v_put_device},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_DEVICE, v_remove_device},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_SET_SYSTEM_UID, v_set_system_uid},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_CREATE_CHANNEL, v_create_channel},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_UPDATE_CHANNEL_FLAGS, v_update_channel_flags},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_SUBSCRIBERS, v_subscribers},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_SUBSCRIBERS, v_subscribers},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_ALLOWLIST, v_channel_list},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_ALLOWLIST, v_channel_list},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_DENYLIST, v_channel_list},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_DENYLIST, v_channel_list},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_JOIN_CHANNEL, v_join_channel},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEAVE_CHANNEL, v_leave_channel},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_MARK_READ, v_mark_read},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_HIDE_CONVERSATION, v_hide},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_ACTIVATE_CONVERSATION, v_activate},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_BIND_CMD, v_bind_cmd},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_ACK_CMD, v_ack_cmd},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_UNBIND_CMD, v_unbind_cmd},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_UPDATE_RUNTIME_META, v_update_runtime_meta},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADVANCE_RETENTION, v_advance_retention},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT_MIGRATION_TASK, v_put_migration_task},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_BIND_PLUGIN, v_bind_plugin},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_UNBIND_PLUGIN, v_unbind_plugin},
+    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_APPEND_EVENT, v_append_event},
+};
+
+static const struct vop queries[] = {
+    {SLOTD__V1__READ_REQUEST__QUERY_GET_USER, q_uid},
+    {SLOTD__V1__READ_REQUEST__QUERY_GET_DEVICE, q_get_device},
+    {SLOTD__V1__READ_REQUEST__QUERY_IS_SYSTEM_UID, q_uid},
+    {SLOTD__V1__READ_REQUEST__QUERY_GET_CHANNEL, q_channel},
+    {SLOTD__V1__READ_REQUEST__QUERY_LIST_MEMBERS, q_list_members},
+    {SLOTD__V1__READ_REQUEST__QUERY_CHECK_MEMBER, q_check_member},
+    {SLOTD__V1__READ_REQUEST__QUERY_GET_MEMBERSHIP, q_uid_channel},
+    {SLOTD__V1__READ_REQUEST__QUERY_LIST_CONVERSATIONS, q_list_conversations},
+    {SLOTD__V1__READ_REQUEST__QUERY_GET_CMD_BINDING, q_uid_channel},
+    {SLOTD__V1__READ_REQUEST__QUERY_GET_RUNTIME_META, q_channel},
+    {SLOTD__V1__READ_REQUEST__QUERY_LIST_MIGRATION_TASKS, q_list_migration_tasks},
+    {SLOTD__V1__READ_REQUEST__QUERY_GET_PLUGIN_BINDING, q_uid},
+    {SLOTD__V1__READ_REQUEST__QUERY_LIST_PLUGIN_USERS, NULL}, /* routed by hash slot, below */
+    {SLOTD__V1__READ_REQUEST__QUERY_LIST_EVENTS, q_list_events},
+};
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+static const struct vop *find(const struct vop *ops, size_t n, unsigned number)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ops[i].number == number)
+            return &ops[i];
+    return NULL;
+}
+
+bool slot__meta_is_command(unsigned number)
+{
+    return find(commands, N_OF(commands), number) != NULL;
+}
+
+bool slot__meta_is_query(unsigned number)
+{
+    return find(queries, N_OF(queries), number) != NULL;
+}
+
+int slot__meta_validate_command(unsigned number, const ProtobufCMessage *msg,
+                                ProtobufCBinaryData *key, struct slotd_error *err)
+{
+    const struct vop *op = find(commands, N_OF(commands), number);
+    const ProtobufCFieldDescriptor *fd =
+        protobuf_c_message_descriptor_get_field(&slotd__v1__propose_request__descriptor, number);
+    if (op == NULL || fd == NULL || msg == NULL) {
+        slotd_error_field(err, "command", 0, "command: exactly one command must be set");
+        return -1;
+    }
+    struct vctx v = {fd->name, err};
+    return op->fn(&v, msg, key);
+}
+
+void slot__hash_slot_key(uint16_t hs, char keybuf[32])
+{
+    /* crc32 spreads "hash-slot-<n>" over all 256 values within a few thousand n; the bound
+     * is a programmer-error guard (tests/unit/slot checks every hash slot). */
+    for (unsigned n = 0; n < (1u << 20); n++) {
+        snprintf(keybuf, 32, "hash-slot-%u", n);
+        if (route_hash_slot(keybuf, strlen(keybuf)) == hs)
+            return;
+    }
+    keybuf[0] = '\0';
+}
+
+int slot__meta_validate_query(unsigned number, const ProtobufCMessage *msg,
+                              ProtobufCBinaryData *key, char keybuf[32], struct slotd_error *err)
+{
+    const struct vop *op = find(queries, N_OF(queries), number);
+    const ProtobufCFieldDescriptor *fd =
+        protobuf_c_message_descriptor_get_field(&slotd__v1__read_request__descriptor, number);
+    if (op == NULL || fd == NULL || msg == NULL) {
+        slotd_error_field(err, "query", 0, "query: exactly one query must be set");
+        return -1;
+    }
+    struct vctx v = {fd->name, err};
+    if (op->fn != NULL)
+        return op->fn(&v, msg, key);
+    const Slotd__V1__ListPluginUsersQuery *q = (const void *)msg;
+    if (v_max(&v, "hash_slot", q->hash_slot, 0, ROUTE_HASH_SLOTS - 1) ||
+        v_str(&v, "plugin_no", q->plugin_no, 1, SLOT_NAME_MAX) || v_page(&v, &q->cursor, q->limit))
+        return -1;
+    slot__hash_slot_key((uint16_t)q->hash_slot, keybuf);
+    routing_str(key, keybuf);
+    return 0;
+}
