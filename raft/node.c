@@ -417,6 +417,11 @@ void raft_advance(struct raft *r, const struct raft_ready *rd)
 
 /* ---- introspection ---- */
 
+raft_term raft_current_term(const struct raft *r)
+{
+    return r->term;
+}
+
 void raft_status(const struct raft *cr, struct raft_status *out)
 {
     struct raft *r = (struct raft *)cr;

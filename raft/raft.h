@@ -415,6 +415,9 @@ struct raft_status {
 
 void raft_status(const struct raft *r, struct raft_status *out);
 
+/* The current term (cheap; raft_status copies much more). Proposals accepted now carry it. */
+raft_term raft_current_term(const struct raft *r);
+
 /* Checks internal invariants; returns 0 or a RAFT_E* code (debug builds and
  * the simulator call it after every step). */
 int raft_check_invariants(const struct raft *r);
