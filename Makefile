@@ -56,8 +56,9 @@ TORTURE_SEED ?= 1
 TORTURE_ROUNDS ?= 4
 TORTURE_RUNS ?= 3
 torture: build
-	SLOTD_BIN=$(CURDIR)/$(BUILD)/bin/slotd /usr/bin/python3 tests/fault/torture.py \
-	  --seed $(TORTURE_SEED) --rounds $(TORTURE_ROUNDS) --runs $(TORTURE_RUNS) --out torture-report.md
+	cmake -S . -B build-fault -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLOTD_FAULT=ON >/dev/null && cmake --build build-fault -j2 --target slotd
+	SLOTD_BIN=$(CURDIR)/$(BUILD)/bin/slotd SLOTD_FAULT_BIN=$(CURDIR)/build-fault/bin/slotd /usr/bin/python3 tests/fault/torture.py \
+	  --net --seed $(TORTURE_SEED) --rounds $(TORTURE_ROUNDS) --runs $(TORTURE_RUNS) --out torture-report.md
 
 bench: build
 	@scripts/bench.sh

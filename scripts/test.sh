@@ -6,6 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 ASAN=${ASAN:-build-asan}
+FAULT_BUILD=${FAULT_BUILD:-build-fault}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 SIM_SEEDS=${SIM_SEEDS:-500}
 SIM_STEPS=${SIM_STEPS:-10000}
@@ -61,8 +62,14 @@ st_e2e() {
   SLOTD_BIN="$PWD/$BUILD/bin/slotd" "$PY" -m unittest discover -s tests/e2e -p 'test_*.py' -v
 }
 
+# The fault stage also builds slotd with crash points, the peer-network filter and the unsafe-read
+# switch (-DSLOTD_FAULT=ON, service/fault/README.md) into $FAULT_BUILD.
 st_fault() {
-  SLOTD_BIN="$PWD/$BUILD/bin/slotd" "$PY" -m unittest discover -s tests/fault -p 'test_*.py' -v
+  [ -f "$FAULT_BUILD/CMakeCache.txt" ] ||
+    cmake -S . -B "$FAULT_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLOTD_FAULT=ON >/dev/null || return 1
+  cmake --build "$FAULT_BUILD" -j "$JOBS" --target slotd -- --no-print-directory >/dev/null || return 1
+  SLOTD_FAULT_REQUIRED=1 SLOTD_BIN="$PWD/$BUILD/bin/slotd" SLOTD_FAULT_BIN="$PWD/$FAULT_BUILD/bin/slotd" \
+    "$PY" -m unittest discover -s tests/fault -p 'test_*.py' -v
 }
 
 st_deploy() {

@@ -2,6 +2,8 @@
 # torture.py - longer seeded fault schedules against a fresh 3-node cluster per run, with a markdown report.
 """Usage: SLOTD_BIN=build/bin/slotd /usr/bin/python3 tests/fault/torture.py --seed 7 --rounds 5 \\
           --runs 2 --out report.md
+       SLOTD_FAULT_BIN=build-fault/bin/slotd ... torture.py --net ...   (adds the network kinds:
+          the clusters run the fault build, see faultnet.py)
 
 Each run starts a fresh 3-node cluster, runs schedule.run() (every fault kind once per round,
 seeded order and timings) and stops the cluster. Run i uses seed <seed>+i. The report lists
@@ -20,6 +22,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import faultnet  # noqa: E402
 import lincheck  # noqa: E402
 import schedule  # noqa: E402
 from workload import h  # noqa: E402
@@ -33,22 +36,34 @@ def main():
     ap.add_argument("--ops-per-client", type=int, default=0,
                     help="bound per client (default: enough for every round)")
     ap.add_argument("--out", default="torture-report.md")
+    ap.add_argument("--net", action="store_true",
+                    help="also partitions and a lossy network (needs SLOTD_FAULT_BIN)")
     args = ap.parse_args()
+    kinds = schedule.KINDS
+    if args.net:
+        problem = faultnet.fault_bin_problem()
+        if problem:
+            ap.error(problem)
+        kinds = schedule.KINDS + schedule.NET_KINDS
     seed = args.seed or random.randrange(1, 1 << 31)
     lines = ["# slotd fault torture report", "",
-             "binary `%s`, first seed %d, %d run(s) x %d round(s)" % (h.SLOTD_BIN, seed, args.runs,
-                                                                  args.rounds), ""]
-    all_ms, totals, bad = [], {k: 0 for k in schedule.KINDS}, 0
+             "binary `%s`, first seed %d, %d run(s) x %d round(s)"
+             % (faultnet.FAULT_BIN if args.net else h.SLOTD_BIN, seed, args.runs, args.rounds), ""]
+    all_ms, totals, bad = [], {k: 0 for k in kinds}, 0
+    part_ms = []
     ops = maybe = histories = 0
     for i in range(args.runs):
         run_seed = seed + i
         workdir = tempfile.mkdtemp(prefix="slotd-torture-")
-        cluster = h.SlotdCluster(workdir, size=3, name="t%d" % i)
+        if args.net:
+            cluster = faultnet.FaultCluster(workdir, size=3, name="t%d" % i)
+        else:
+            cluster = h.SlotdCluster(workdir, size=3, name="t%d" % i)
         t0 = time.monotonic()
         try:
             cluster.start()
             result = schedule.run(cluster, run_seed, rounds=args.rounds,
-                                  ops_max=args.ops_per_client or None)
+                                  ops_max=args.ops_per_client or None, kinds=kinds)
         finally:
             stop_problems = [p for p in (cluster.stop(n) for n in cluster.node_ids) if p]
         rep = result.report
@@ -56,6 +71,7 @@ def main():
         ops += rep.ops
         maybe += rep.maybe_ops
         all_ms += result.stats.leader_kill_ms
+        part_ms += result.stats.leader_partition_ms
         for k, n in result.stats.faults.items():
             totals[k] += n
         problems = result.problems() + ["stop: %s" % p for p in stop_problems]
@@ -93,6 +109,10 @@ def main():
         summary.append("- write unavailability after kill -9 of the busiest leader: p50 %.0f ms, "
                        "p99 %.0f ms over %d groups" % (h.percentile(all_ms, 0.5),
                                                        h.percentile(all_ms, 0.99), len(all_ms)))
+    if part_ms:
+        summary.append("- write unavailability after the busiest leader is cut off: p50 %.0f ms, "
+                       "p99 %.0f ms over %d groups" % (h.percentile(part_ms, 0.5),
+                                                       h.percentile(part_ms, 0.99), len(part_ms)))
     lines += summary + [""]
     with open(args.out, "w") as f:
         f.write("\n".join(lines))

@@ -89,6 +89,7 @@ class Workload:
         self.max_applied = {}       # group_id -> highest applied index seen in any response
         self.acked_indexes = {}     # (group_id, applied_index) -> op id (writes)
         self.duplicates = []        # acknowledged writes sharing a (group, index)
+        self.definite_failures = [] # (request, error name, node): writes dropped as not applied
         self._stop = threading.Event()
         self._local = threading.local()
         self._threads = []
@@ -209,6 +210,8 @@ class Workload:
         except grpc.RpcError as err:
             self.note_error(err)
             if write_failure_is_definite(err):
+                with self.lock:
+                    self.definite_failures.append((req, error_name(err), node))
                 return False
             resp = self._settle(req, rng, t0, err)
             if resp is None:

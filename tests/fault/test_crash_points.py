@@ -1,0 +1,126 @@
+# test_crash_points.py - each crash point of the fault build fires under load; nothing acked is lost.
+import os
+import random
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import faultnet  # noqa: E402
+import lincheck  # noqa: E402
+import schedule  # noqa: E402
+import workload as wl  # noqa: E402
+
+SEED = int(os.environ.get("SLOTD_FAULT_SEED", "0")) or random.randrange(1, 1 << 31)
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+CRASH_BOUND_S = 30.0       # the armed node must reach its crash point within this under load
+DOWN_S = 0.5               # time the crashed node stays down
+AFTER_RESTART_S = 2.0      # load after the restart, before the checks
+OPS_MAX = 20000            # per client: more than the run can use (ops are time-bound)
+# Hits before the crash: enough that the cluster is under load, few enough to come quickly.
+HITS = {"loop_after_log_sync": 300, "apply_after_fsm_commit": 300}
+# Snapshot test: a tiny compaction threshold so the leaders compact past the stopped node.
+COMPACT_ARGS = ["--compact-entries", "10", "--compact-tail", "1"]
+SNAPSHOT_WRITES_WHILE_DOWN_S = 2.0
+
+
+class CrashPointTest(faultnet.FaultTestCase):
+    """For each crash point: a 3-node fault-build cluster with SLOTD_CRASH_AT on node 1 (the
+    first voter of groups 1, 4, 7, ..., so it leads some groups and follows others), 6 clients
+    of the checked workload, node 1 exits with status 86 at the point, is restarted without the
+    variable, and the run ends with the schedule's checks: every group writable, lincheck over
+    the whole history (nothing acknowledged lost), replicas identical."""
+
+    def _check(self, c, work, keys, rng, t0, name):
+        result = schedule.RunResult(kinds=())
+        schedule.settle_and_check(c, work, keys, result, SEED, rng, t0)
+        rep = result.report
+        sys.stderr.write("  %s: %s; errors %s\n" % (name, rep.summary(), result.errors))
+        problems = result.problems()
+        if problems:
+            path = os.path.join(tempfile.gettempdir(),
+                                "slotd-lincheck-history-%s-%d.json" % (name, SEED))
+            lincheck.save_history(result.history, path)
+            lincheck.write_violation(rep, path.replace("history", "violation"))
+            for t, text in result.stats.log:
+                sys.stderr.write("  %7.2f s  %s\n" % (t, text))
+        self.assertEqual(problems, [])
+        self.assertGreater(rep.ops - rep.maybe_ops, 50, "too few completed ops to mean anything")
+
+    def _wait_crash(self, c, node, point, bound_s):
+        server = c.server(node)
+        status = server.wait_exit(bound_s)
+        self.assertIsNotNone(status, "node %d did not reach crash point %s within %.0f s"
+                             % (node, point, bound_s))
+        self.assertEqual(status, faultnet.CRASH_EXIT_STATUS,
+                         "node %d exited with %d, not at the crash point\n%s"
+                         % (node, status, server.log_tail()))
+        self.assertTrue(server.log_lines("fault: crash point %s hit" % point, True),
+                        server.log_tail())
+
+    def _crash_under_load(self, point):
+        name = "crash-" + point
+        sys.stderr.write("\n  SLOTD_FAULT_SEED=%d SLOTD_CRASH_AT=%s:%d on node 1\n"
+                         % (SEED, point, HITS[point]))
+        c = self.new_fault_cluster(size=3, crash_at={1: "%s:%d" % (point, HITS[point])})
+        rng = random.Random("%s/%d" % (name, SEED))
+        keys = [b"crash/%d/%s/k%d" % (SEED, point.encode(), i) for i in range(8)]
+        t0 = time.monotonic()
+        work = wl.Workload(c, keys, SEED, ops_max=OPS_MAX).start()
+        try:
+            self._wait_crash(c, 1, point, CRASH_BOUND_S)
+            work.set_targets([2, 3])
+            time.sleep(DOWN_S)
+            c.restart(1)
+            self.assertFalse(c.server(1).log_lines("armed", True), "restarted with the crash point")
+            work.set_targets(c.node_ids)
+            time.sleep(AFTER_RESTART_S)
+        except BaseException:
+            work.stop()
+            raise
+        self._check(c, work, keys, rng, t0, name)
+
+    def test_loop_after_log_sync(self):
+        self._crash_under_load("loop_after_log_sync")
+
+    def test_apply_after_fsm_commit(self):
+        self._crash_under_load("apply_after_fsm_commit")
+
+    def test_snapshot_after_fsm_rows(self):
+        """Node 3 is stopped while the leaders compact their logs (threshold 10 entries); it
+        restarts armed, must crash while installing a snapshot (rows synced, raftlog batch not
+        written), and after a plain restart must install again and converge."""
+        point = "snapshot_after_fsm_rows"
+        name = "crash-" + point
+        sys.stderr.write("\n  SLOTD_FAULT_SEED=%d SLOTD_CRASH_AT=%s on node 3\n" % (SEED, point))
+        c = self.new_fault_cluster(size=3, slot_groups=4, extra_args=COMPACT_ARGS)
+        rng = random.Random("%s/%d" % (name, SEED))
+        keys = [b"crash/%d/%s/k%d" % (SEED, point.encode(), i) for i in range(8)]
+        t0 = time.monotonic()
+        work = wl.Workload(c, keys, SEED, ops_max=OPS_MAX)
+        work.set_targets([1, 2])
+        work.start()
+        try:
+            self.assertIsNone(c.stop(3))
+            time.sleep(SNAPSHOT_WRITES_WHILE_DOWN_S)
+            self.assertTrue(any(c.server(n).log_lines("log compacted") for n in (1, 2)),
+                            "no leader compacted its log")
+            c.server(3).env_once["SLOTD_CRASH_AT"] = point
+            c.server(3).launch()  # no wait for SERVING: it may crash before
+            self._wait_crash(c, 3, point, CRASH_BOUND_S)
+            c.restart(3)
+            work.set_targets(c.node_ids)
+            time.sleep(AFTER_RESTART_S)
+            self.assertTrue(c.server(3).log_lines("snapshot installed", True),
+                            "node 3 did not install a snapshot after the crash\n%s"
+                            % c.server(3).log_tail())
+        except BaseException:
+            work.stop()
+            raise
+        self._check(c, work, keys, rng, t0, name)
+
+
+if __name__ == "__main__":
+    unittest.main()
