@@ -221,13 +221,21 @@ int main(int argc, char **argv)
     ro.advertise = f.listen;
     ro.replicas = (unsigned)f.replicas;
     ro.metrics = metrics;
+    char state_path[1100];
+    snprintf(state_path, sizeof(state_path), "%s/cluster-state.json", f.data_dir);
+    ro.state_path = state_path;
+    ro.cluster_id = f.cluster_id;
+    ro.bootstrap_expect = (unsigned)f.bootstrap_expect;
+    ro.join = f.join;
+    ro.weight = (unsigned)f.weight;
+    ro.task_phase_timeout_ms = (unsigned)f.task_phase_timeout_ms;
     if (f.compact_entries)
         ro.compact_entries = f.compact_entries;
     if (f.compact_tail)
         ro.compact_tail = f.compact_tail;
     if (f.peers[0] != '\0' && parse_peers(f.peers, &ro) != 0)
         goto err_after_server;
-    if (ro.n_nodes > 1) {
+    if (ro.n_nodes > 1 || f.join[0] != '\0') {
         struct transport_options to;
         transport_options_default(&to);
         to.node_id = f.node_id;
@@ -290,7 +298,8 @@ int main(int argc, char **argv)
     fprintf(stderr, "level=info component=main msg=\"shutting down\" signal=%d\n", sig);
     metrics_http_stop(metrics_http);
     metrics_http = NULL;
-    size_t still = ro.n_nodes > 1 ? runtime_transfer_leadership(rt, SHUTDOWN_TRANSFER_MS) : 0;
+    size_t still =
+        transport != NULL ? runtime_transfer_leadership(rt, SHUTDOWN_TRANSFER_MS) : 0;
     if (still > 0)
         fprintf(stderr, "level=warn component=main msg=\"groups still led at shutdown\" n=%zu\n",
                 still);

@@ -7,14 +7,13 @@
 #include "internal.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
-#define REJECT(r, ...) outcome(r, CTL_OUTCOME_REJECTED, __VA_ARGS__)
-#define NOOP(r, ...) outcome(r, CTL_OUTCOME_NOOP, __VA_ARGS__)
+#define REJECT CTL__REJECT
+#define NOOP CTL__NOOP
+#define READ CTL__READ
+#define RS CTL__RS
 #define ULL(v) ((unsigned long long)(v))
 
-static int outcome(struct ctl_result *r, enum ctl_outcome o, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int outcome(struct ctl_result *r, enum ctl_outcome o, const char *fmt, ...)
+int ctl__outcome(struct ctl_result *r, enum ctl_outcome o, const char *fmt, ...)
 {
     va_list ap;
     r->outcome = o;
@@ -24,15 +23,27 @@ static int outcome(struct ctl_result *r, enum ctl_outcome o, const char *fmt, ..
     return CTL_OK;
 }
 
-/* Reads a command field; on a decode error the command is rejected with the reader's sentence. */
-#define READ(r, expr)                                                                              \
-    do {                                                                                           \
-        if ((expr) != CTL_OK) {                                                                    \
-            (r)->outcome = CTL_OUTCOME_REJECTED;                                                   \
-            return CTL_OK;                                                                         \
-        }                                                                                          \
-    } while (0)
-#define RS(r) (r)->reason, sizeof((r)->reason)
+bool ctl__expected_revision_ok(const struct ctl_state *s, const json_t *cmd, bool required,
+                               struct ctl_result *r)
+{
+    uint64_t v;
+    if (json_object_get(cmd, "expected_revision") == NULL) {
+        if (required) {
+            REJECT(r, "expected_revision: required by this command (the current revision is %llu)",
+                   ULL(s->revision));
+        }
+        return !required;
+    }
+    if (ctl__json_u64(cmd, "expected_revision", "", 0, CTL_U64_JSON_MAX, &v, RS(r)) != CTL_OK) {
+        r->outcome = CTL_OUTCOME_REJECTED;
+        return false;
+    }
+    if (v != s->revision) {
+        REJECT(r, "stale expected_revision: have %llu, want %llu", ULL(s->revision), ULL(v));
+        return false;
+    }
+    return true;
+}
 
 static struct ctl_node *node_mut(struct ctl_state *s, uint64_t id)
 {
@@ -133,6 +144,7 @@ static int op_bootstrap(struct ctl_state *s, const json_t *cmd, struct ctl_resul
     if (s->revision != 0) {
         return REJECT(r, "cluster already bootstrapped (revision %llu)", ULL(s->revision));
     }
+    s->next_task_id = 1;
     READ(r, ctl__json_str(cmd, "cluster_id", "", CTL_CLUSTER_ID_MAX, s->cluster_id, RS(r)));
     if (!ctl__cluster_id_ok(s->cluster_id)) {
         return REJECT(r, "cluster_id: \"%s\" is not 1..%u characters of [A-Za-z0-9._-]",
@@ -313,27 +325,48 @@ static int op_set_weight(struct ctl_state *s, const json_t *cmd, struct ctl_resu
 
 typedef int (*op_fn)(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
 
+#define OP_FIELDS_MAX 8
+
 struct op_def {
     const char *name;
-    const char *fields[5]; /* required besides "op"; NULL-terminated */
-    const char *weight;    /* "weight" when the op takes an optional weight */
+    const char *fields[OP_FIELDS_MAX];   /* required besides "op"; NULL-terminated */
+    const char *optional[OP_FIELDS_MAX]; /* optional besides expected_revision, now_ms */
+    bool fence_first; /* the handler checks expected_revision itself, after its fence */
     op_fn fn;
 };
 
 static const struct op_def ops[] = {
-    {"bootstrap", {"cluster_id", "config", "nodes"}, NULL, op_bootstrap},
-    {"join_node", {"id", "address"}, "weight", op_join_node},
-    {"activate_node", {"id"}, NULL, op_activate_node},
-    {"set_preferred_leader", {"group", "node"}, NULL, op_set_preferred_leader},
-    {"set_node_status", {"id", "status"}, NULL, op_set_node_status},
-    {"health_report", {"node", "now_ms", "ttl_ms"}, NULL, op_health_report},
-    {"set_weight", {"id", "weight"}, NULL, op_set_weight},
+    {"bootstrap", {"cluster_id", "config", "nodes"}, {NULL}, false, op_bootstrap},
+    {"join_node", {"id", "address"}, {"weight"}, false, op_join_node},
+    {"activate_node", {"id"}, {NULL}, false, op_activate_node},
+    {"set_preferred_leader", {"group", "node"}, {NULL}, false, op_set_preferred_leader},
+    {"set_node_status", {"id", "status"}, {NULL}, false, op_set_node_status},
+    {"health_report", {"node", "now_ms", "ttl_ms"}, {NULL}, false, op_health_report},
+    {"set_weight", {"id", "weight"}, {NULL}, false, op_set_weight},
+    {"task_create",
+     {"kind", "now_ms"},
+     {"group", "source", "target", "node"},
+     false,
+     ctl__op_task_create},
+    {"task_advance",
+     {"task", "group", "config_epoch", "attempt", "phase", "proof", "now_ms"},
+     {"replicas_on_node", "leading"},
+     true,
+     ctl__op_task_advance},
+    {"task_progress",
+     {"task", "attempt", "phase", "progress", "now_ms"},
+     {NULL},
+     true,
+     ctl__op_task_progress},
+    {"task_fail", {"task", "attempt", "phase", "error", "now_ms"}, {NULL}, true, ctl__op_task_fail},
+    {"task_retry", {"task", "now_ms"}, {NULL}, false, ctl__op_task_retry},
 };
 
 /* Checks the op's fields and expected_revision, then runs it on s. */
 static int run_op(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
-    const char *req[6] = {"op"}, *opt[3] = {"expected_revision", "now_ms"};
+    const char *req[OP_FIELDS_MAX + 1] = {"op"};
+    const char *opt[OP_FIELDS_MAX + 2] = {"expected_revision", "now_ms"};
     size_t n_req = 1, n_opt = 2;
     const json_t *op = json_object_get(cmd, "op");
     if (!json_is_string(op)) {
@@ -349,20 +382,16 @@ static int run_op(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
     for (size_t i = 0; def->fields[i] != NULL; i++) {
         req[n_req++] = def->fields[i];
     }
-    if (def->weight != NULL) {
-        opt[n_opt++] = def->weight;
+    for (size_t i = 0; def->optional[i] != NULL; i++) {
+        opt[n_opt++] = def->optional[i];
     }
     READ(r, ctl__json_fields(cmd, "", req, n_req, opt, n_opt, RS(r)));
     uint64_t v;
     if (json_object_get(cmd, "now_ms") != NULL) {
         READ(r, ctl__json_u64(cmd, "now_ms", "", 0, CTL_U64_JSON_MAX, &v, RS(r)));
     }
-    if (json_object_get(cmd, "expected_revision") != NULL) {
-        READ(r, ctl__json_u64(cmd, "expected_revision", "", 0, CTL_U64_JSON_MAX, &v, RS(r)));
-        if (v != s->revision) {
-            return REJECT(r, "stale expected_revision: have %llu, want %llu", ULL(s->revision),
-                          ULL(v));
-        }
+    if (!def->fence_first && !ctl__expected_revision_ok(s, cmd, false, r)) {
+        return CTL_OK;
     }
     if (def->fn != op_bootstrap && s->revision == 0) {
         return REJECT(r, "cluster not bootstrapped");
@@ -422,7 +451,8 @@ int ctl_apply(struct ctl_state *state, uint64_t raft_index, const void *cmd, siz
     if (result->outcome == CTL_OUTCOME_CHANGED || result->outcome == CTL_OUTCOME_UPDATED) {
         char why[CTL_REASON_MAX - 32];
         if (ctl_state_validate(next, why, sizeof(why)) != CTL_OK) {
-            outcome(result, CTL_OUTCOME_REJECTED, "the result would break a rule: %s", why);
+            ctl__outcome(result, CTL_OUTCOME_REJECTED, "the result would break a rule: %s", why);
+            result->task_id = 0;
         } else {
             memcpy(state, next, sizeof(*state));
             result->reason[0] = '\0';

@@ -195,3 +195,182 @@ int ctl_cmd_set_weight(uint64_t id, uint32_t weight, uint64_t expected_revision,
     }
     return finish(cmd, bad, expected_revision, out);
 }
+
+/* ---- task commands ---- */
+
+/* A command {op, task, now_ms} that the task builders extend; NULL on allocation failure. */
+static json_t *task_op(const char *op, uint64_t task, uint64_t now_ms, int *bad)
+{
+    json_t *cmd = op_new(op);
+    if (cmd == NULL) {
+        *bad = -1;
+        return NULL;
+    }
+    *bad |= ctl__json_set(cmd, "task", ctl__json_u64_new(task));
+    *bad |= ctl__json_set(cmd, "now_ms", ctl__json_u64_new(now_ms));
+    return cmd;
+}
+
+int ctl_cmd_task_create(const struct ctl_task_spec *spec, uint64_t now_ms,
+                        uint64_t expected_revision, char **out)
+{
+    if (spec == NULL || ctl_task_kind_name(spec->kind) == NULL || spec->source > CTL_U64_JSON_MAX ||
+        spec->target > CTL_U64_JSON_MAX || spec->node > CTL_U64_JSON_MAX ||
+        now_ms > CTL_U64_JSON_MAX) {
+        return CTL_EINVALID;
+    }
+    json_t *cmd = op_new("task_create");
+    int bad = -1;
+    if (cmd != NULL) {
+        bad = ctl__json_set(cmd, "kind", json_string(ctl_task_kind_name(spec->kind)));
+        bad |= ctl__json_set(cmd, "now_ms", ctl__json_u64_new(now_ms));
+        switch (spec->kind) {
+        case CTL_TASK_REPLICA_MOVE:
+        case CTL_TASK_LEADER_TRANSFER:
+            bad |= ctl__json_set(cmd, "source", ctl__json_u64_new(spec->source));
+            bad |= ctl__json_set(cmd, "target", ctl__json_u64_new(spec->target));
+            /* fall through */
+        case CTL_TASK_HASH_SLOT_MIGRATION:
+            bad |= ctl__json_set(cmd, "group", json_integer(spec->group));
+            break;
+        default:
+            bad |= ctl__json_set(cmd, "node", ctl__json_u64_new(spec->node));
+            break;
+        }
+    }
+    return finish(cmd, bad, expected_revision, out);
+}
+
+static bool proof_ok(const struct ctl_task_proof *p)
+{
+    if (p->n_voters > CTL_REPLICAS_MAX || p->n_learners > CTL_REPLICAS_MAX ||
+        p->config_index > CTL_U64_JSON_MAX || p->leader > CTL_U64_JSON_MAX ||
+        p->commit > CTL_U64_JSON_MAX || p->target_match > CTL_U64_JSON_MAX) {
+        return false;
+    }
+    for (uint32_t i = 0; i < p->n_voters; i++) {
+        if (p->voters[i] > CTL_U64_JSON_MAX) {
+            return false;
+        }
+    }
+    for (uint32_t i = 0; i < p->n_learners; i++) {
+        if (p->learners[i] > CTL_U64_JSON_MAX) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static json_t *u64_list(const uint64_t *v, uint32_t n)
+{
+    json_t *a = json_array();
+    int bad = a == NULL;
+    for (uint32_t i = 0; !bad && i < n; i++) {
+        bad |= ctl__json_push(a, ctl__json_u64_new(v[i]));
+    }
+    if (bad) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
+}
+
+int ctl_cmd_task_advance(uint64_t task, uint32_t group, uint64_t config_epoch, uint32_t attempt,
+                         uint32_t phase, const struct ctl_task_proof *proof,
+                         uint64_t replicas_on_node, uint64_t leading, uint64_t now_ms,
+                         uint64_t expected_revision, char **out)
+{
+    static const struct ctl_task_proof none;
+    proof = proof != NULL ? proof : &none;
+    if (task > CTL_U64_JSON_MAX || config_epoch > CTL_U64_JSON_MAX || !proof_ok(proof) ||
+        replicas_on_node > CTL_U64_JSON_MAX || leading > CTL_U64_JSON_MAX ||
+        now_ms > CTL_U64_JSON_MAX) {
+        return CTL_EINVALID;
+    }
+    int bad = 0;
+    json_t *cmd = task_op("task_advance", task, now_ms, &bad);
+    if (cmd != NULL) {
+        bad |= ctl__json_set(cmd, "group", json_integer(group));
+        bad |= ctl__json_set(cmd, "config_epoch", ctl__json_u64_new(config_epoch));
+        bad |= ctl__json_set(cmd, "attempt", json_integer(attempt));
+        bad |= ctl__json_set(cmd, "phase", json_integer(phase));
+        bad |= ctl__json_set(cmd, "replicas_on_node", ctl__json_u64_new(replicas_on_node));
+        bad |= ctl__json_set(cmd, "leading", ctl__json_u64_new(leading));
+        json_t *p = json_object();
+        if (p != NULL) {
+            bad |= ctl__json_set(p, "config_index", ctl__json_u64_new(proof->config_index));
+            bad |= ctl__json_set(p, "voters", u64_list(proof->voters, proof->n_voters));
+            bad |= ctl__json_set(p, "learners", u64_list(proof->learners, proof->n_learners));
+            bad |= ctl__json_set(p, "leader", ctl__json_u64_new(proof->leader));
+            bad |= ctl__json_set(p, "commit", ctl__json_u64_new(proof->commit));
+            bad |= ctl__json_set(p, "target_match", ctl__json_u64_new(proof->target_match));
+        }
+        bad |= ctl__json_set(cmd, "proof", p);
+    }
+    return finish(cmd, bad, expected_revision, out);
+}
+
+int ctl_cmd_task_progress(uint64_t task, uint32_t attempt, uint32_t phase,
+                          const struct ctl_task_progress *progress, uint64_t now_ms,
+                          uint64_t expected_revision, char **out)
+{
+    if (progress == NULL || task > CTL_U64_JSON_MAX || now_ms > CTL_U64_JSON_MAX ||
+        progress->bytes_sent > CTL_U64_JSON_MAX || progress->bytes_total > CTL_U64_JSON_MAX ||
+        progress->target_match > CTL_U64_JSON_MAX || progress->commit > CTL_U64_JSON_MAX) {
+        return CTL_EINVALID;
+    }
+    int bad = 0;
+    json_t *cmd = task_op("task_progress", task, now_ms, &bad);
+    if (cmd != NULL) {
+        bad |= ctl__json_set(cmd, "attempt", json_integer(attempt));
+        bad |= ctl__json_set(cmd, "phase", json_integer(phase));
+        bad |= ctl__json_set(
+            cmd, "progress",
+            json_pack("{s:I,s:I,s:I,s:I}", "bytes_sent", (json_int_t)progress->bytes_sent,
+                      "bytes_total", (json_int_t)progress->bytes_total, "target_match",
+                      (json_int_t)progress->target_match, "commit", (json_int_t)progress->commit));
+    }
+    return finish(cmd, bad, expected_revision, out);
+}
+
+/* Length of the longest prefix of s (valid UTF-8) of at most max bytes that ends on a character
+ * boundary. */
+static size_t utf8_prefix(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n <= max) {
+        return n;
+    }
+    n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) {
+        n--; /* s[n] continues a character: cut before that character's lead byte */
+    }
+    return n;
+}
+
+int ctl_cmd_task_fail(uint64_t task, uint32_t attempt, uint32_t phase, const char *error,
+                      uint64_t now_ms, uint64_t expected_revision, char **out)
+{
+    if (!string_ok(error) || task > CTL_U64_JSON_MAX || now_ms > CTL_U64_JSON_MAX) {
+        return CTL_EINVALID;
+    }
+    int bad = 0;
+    json_t *cmd = task_op("task_fail", task, now_ms, &bad);
+    if (cmd != NULL) {
+        bad |= ctl__json_set(cmd, "attempt", json_integer(attempt));
+        bad |= ctl__json_set(cmd, "phase", json_integer(phase));
+        bad |= ctl__json_set(cmd, "error",
+                             json_stringn(error, utf8_prefix(error, CTL_LAST_ERROR_MAX)));
+    }
+    return finish(cmd, bad, expected_revision, out);
+}
+
+int ctl_cmd_task_retry(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out)
+{
+    if (task > CTL_U64_JSON_MAX || now_ms > CTL_U64_JSON_MAX) {
+        return CTL_EINVALID;
+    }
+    int bad = 0;
+    json_t *cmd = task_op("task_retry", task, now_ms, &bad);
+    return finish(cmd, bad, expected_revision, out);
+}

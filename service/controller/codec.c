@@ -88,6 +88,42 @@ static json_t *encode_table(const struct ctl_hash_slot_table *t)
     return o;
 }
 
+static json_t *encode_proof(const struct ctl_task_proof *p)
+{
+    json_t *o = json_object();
+    if (o == NULL) {
+        return NULL;
+    }
+    int bad = ctl__json_set(o, "config_index", ctl__json_u64_new(p->config_index));
+    bad |= ctl__json_set(o, "voters", u64_array(p->voters, p->n_voters));
+    bad |= ctl__json_set(o, "learners", u64_array(p->learners, p->n_learners));
+    bad |= ctl__json_set(o, "leader", ctl__json_u64_new(p->leader));
+    bad |= ctl__json_set(o, "commit", ctl__json_u64_new(p->commit));
+    bad |= ctl__json_set(o, "target_match", ctl__json_u64_new(p->target_match));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *encode_progress(const struct ctl_task_progress *p)
+{
+    json_t *o = json_object();
+    if (o == NULL) {
+        return NULL;
+    }
+    int bad = ctl__json_set(o, "bytes_sent", ctl__json_u64_new(p->bytes_sent));
+    bad |= ctl__json_set(o, "bytes_total", ctl__json_u64_new(p->bytes_total));
+    bad |= ctl__json_set(o, "target_match", ctl__json_u64_new(p->target_match));
+    bad |= ctl__json_set(o, "commit", ctl__json_u64_new(p->commit));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 static json_t *encode_task(const struct ctl_task *t)
 {
     json_t *o = json_object();
@@ -105,6 +141,11 @@ static json_t *encode_task(const struct ctl_task *t)
     bad |= ctl__json_set(o, "participants", u64_array(t->participants, t->n_participants));
     bad |= ctl__json_set(o, "created_ms", ctl__json_u64_new(t->created_ms));
     bad |= ctl__json_set(o, "updated_ms", ctl__json_u64_new(t->updated_ms));
+    bad |= ctl__json_set(o, "source", ctl__json_u64_new(t->source));
+    bad |= ctl__json_set(o, "target", ctl__json_u64_new(t->target));
+    bad |= ctl__json_set(o, "previous_voters", u64_array(t->previous_voters, t->n_previous_voters));
+    bad |= ctl__json_set(o, "proof", encode_proof(&t->proof));
+    bad |= ctl__json_set(o, "progress", encode_progress(&t->progress));
     if (bad) {
         json_decref(o);
         return NULL;
@@ -155,6 +196,7 @@ static json_t *encode_body(const struct ctl_state *s)
     bad |= ctl__json_set(o, "cluster_id", json_string(s->cluster_id));
     bad |= ctl__json_set(o, "revision", ctl__json_u64_new(s->revision));
     bad |= ctl__json_set(o, "applied_raft_index", ctl__json_u64_new(s->applied_raft_index));
+    bad |= ctl__json_set(o, "next_task_id", ctl__json_u64_new(s->next_task_id));
     bad |= ctl__json_set(o, "config",
                          json_pack("{s:I,s:I,s:I,s:I}", "slot_groups", (json_int_t)c->slot_groups,
                                    "hash_slots", (json_int_t)c->hash_slots, "replicas",

@@ -114,18 +114,73 @@ struct ctl_hash_slot_table {
     struct ctl_range ranges[CTL_HASH_SLOTS];
 };
 
+/* The last live raft facts a phase advance carried (task_advance "proof"). For a group task they
+ * describe the group's raft configuration; for controller_voter_promotion the controller group's.
+ * voters and learners are sorted sets of node ids, disjoint. */
+struct ctl_task_proof {
+    uint64_t config_index; /* raft index of the observed configuration */
+    uint32_t n_voters, n_learners;
+    uint64_t voters[CTL_REPLICAS_MAX];
+    uint64_t learners[CTL_REPLICAS_MAX];
+    uint64_t leader;       /* observed leader, 0 = none */
+    uint64_t commit;       /* leader's commit index */
+    uint64_t target_match; /* leader's match index of the task's target (catch-up phases) */
+};
+
+/* What the executor last reported for the current phase (task_progress). Not reset by an advance:
+ * it always shows the last report. */
+struct ctl_task_progress {
+    uint64_t bytes_sent, bytes_total; /* snapshot bytes sent to the target / to send, 0 = unknown */
+    uint64_t target_match, commit;    /* learner catch-up as last seen by the group leader */
+};
+
+/* Phases of each task kind (phase_index values). A task that reaches the last phase of its kind
+ * ("done") has status done. hash_slot_migration has no phases in this build. */
+enum ctl_task_phase {
+    CTL_PHASE_MOVE_ADD_LEARNER = 0, /* replica_move */
+    CTL_PHASE_MOVE_CATCH_UP = 1,
+    CTL_PHASE_MOVE_PROMOTE = 2,
+    CTL_PHASE_MOVE_REMOVE_SOURCE = 3,
+    CTL_PHASE_MOVE_DONE = 4,
+    CTL_PHASE_TRANSFER = 0, /* leader_transfer */
+    CTL_PHASE_TRANSFER_DONE = 1,
+    CTL_PHASE_PROMOTION_ADD_LEARNER = 0, /* controller_voter_promotion */
+    CTL_PHASE_PROMOTION_CATCH_UP = 1,
+    CTL_PHASE_PROMOTION_PROMOTE = 2,
+    CTL_PHASE_PROMOTION_DONE = 3,
+    CTL_PHASE_DRAIN_MOVING_REPLICAS = 0, /* node_drain */
+    CTL_PHASE_DRAIN_DONE = 1,
+};
+
+/* Phase name ("add_learner", "catch_up", "promote", "remove_source", "transfer",
+ * "moving_replicas", "done"); NULL for a kind without phases or a phase out of range. */
+const char *ctl_task_phase_name(enum ctl_task_kind kind, uint32_t phase);
+
+/* A task. Who is who, by kind:
+ *   replica_move:               group, source = the replica leaving, target = the replica coming.
+ *   leader_transfer:            group, source = the leader the creator observed (0 = unknown),
+ *                               target = the new preferred leader.
+ *   controller_voter_promotion: group 0, target = the node being promoted, source 0,
+ *                               previous_voters = the controller voters at creation.
+ *   node_drain:                 group 0, source = the node being drained, target 0.
+ * participants is the sorted set of the nonzero source and target. */
 struct ctl_task {
-    uint64_t id; /* >= 1, unique */
+    uint64_t id; /* >= 1, unique, below ctl_state.next_task_id */
     enum ctl_task_kind kind;
-    uint32_t group;       /* 0 = no group (voter promotion, drain); else an existing group */
-    uint32_t phase_index; /* < CTL_TASK_PHASES_MAX */
-    uint64_t config_epoch;
-    uint32_t attempt; /* 1..CTL_TASK_ATTEMPTS_MAX */
+    uint32_t group;        /* 0 = no group (voter promotion, drain); else an existing group */
+    uint32_t phase_index;  /* < CTL_TASK_PHASES_MAX; <= the kind's done phase */
+    uint64_t config_epoch; /* the group's config_epoch at creation (0 without a group) */
+    uint32_t attempt;      /* 1..CTL_TASK_ATTEMPTS_MAX, +1 per task_retry */
     enum ctl_task_status status;
     char last_error[CTL_LAST_ERROR_MAX + 1]; /* NUL-terminated UTF-8, "" = none */
     uint32_t n_participants;
     uint64_t participants[CTL_PARTICIPANTS_MAX]; /* sorted set of existing node ids */
     uint64_t created_ms, updated_ms;             /* invariant: created_ms <= updated_ms */
+    uint64_t source, target;                     /* existing node ids, 0 = none (see above) */
+    uint32_t n_previous_voters;
+    uint64_t previous_voters[CTL_REPLICAS_MAX]; /* sorted set; promotion only, else empty */
+    struct ctl_task_proof proof;                /* all zero until the first advance */
+    struct ctl_task_progress progress;          /* all zero until the first task_progress */
 };
 
 struct ctl_health {
@@ -134,7 +189,7 @@ struct ctl_health {
     uint64_t ttl_ms; /* 1..CTL_HEALTH_TTL_MS_MAX */
 };
 
-/* The whole controller state (about 45 KiB). Plain data: copy with memcpy or assignment.
+/* The whole controller state (about 60 KiB). Plain data: copy with memcpy or assignment.
  * revision == 0 means "not bootstrapped": then cluster_id is "", config is all zeros and every
  * list is empty. Every u64 is <= CTL_U64_JSON_MAX. Arrays that are sets are kept sorted. */
 struct ctl_state {
@@ -142,6 +197,7 @@ struct ctl_state {
     char cluster_id[CTL_CLUSTER_ID_MAX + 1];
     uint64_t revision;           /* business version: +1 per CHANGED command */
     uint64_t applied_raft_index; /* last controller raft entry applied */
+    uint64_t next_task_id;       /* id of the next task_create; >= 1 once bootstrapped */
     struct ctl_config config;
     uint32_t n_nodes;
     struct ctl_node nodes[CTL_NODES_MAX]; /* sorted by id */
@@ -149,7 +205,9 @@ struct ctl_state {
     struct ctl_group groups[CTL_GROUPS_MAX];
     struct ctl_hash_slot_table table;
     uint32_t n_tasks;
-    struct ctl_task tasks[CTL_TASKS_MAX]; /* sorted by id; one pending|running task per group */
+    /* sorted by id; one pending|running task per group, one active promotion, one active drain
+     * per node; done and failed tasks are history (evicted oldest first when full) */
+    struct ctl_task tasks[CTL_TASKS_MAX];
     uint32_t n_health;
     struct ctl_health health[CTL_NODES_MAX]; /* sorted by node */
 };
@@ -166,6 +224,14 @@ int ctl_state_validate(const struct ctl_state *state, char *err, size_t errlen);
 /* Node / group with this id, NULL if absent. Borrowed from state. */
 const struct ctl_node *ctl_state_node(const struct ctl_state *state, uint64_t id);
 const struct ctl_group *ctl_state_group(const struct ctl_state *state, uint32_t id);
+
+/* Task with this id, NULL if absent (never created, or evicted from the history). Borrowed from
+ * state. */
+const struct ctl_task *ctl_state_task(const struct ctl_state *state, uint64_t id);
+
+/* The pending or running task of this group, NULL if none. Borrowed from state. group 0 gives the
+ * oldest active task without a group (there may be several: one promotion, drains). */
+const struct ctl_task *ctl_state_active_task(const struct ctl_state *state, uint32_t group);
 
 /* ---- canonical encoding ---------------------------------------------------------------------- */
 
@@ -206,6 +272,7 @@ const char *ctl_outcome_name(enum ctl_outcome v);
 struct ctl_result {
     enum ctl_outcome outcome;
     char reason[CTL_REASON_MAX]; /* "" for changed and updated */
+    uint64_t task_id;            /* the new task's id after a CHANGED task_create, else 0 */
 };
 
 /* Applies the command cmd[0..cmd_len) (borrowed for the call), the JSON object of the raft entry
@@ -218,7 +285,9 @@ struct ctl_result {
  *   bootstrap {cluster_id, config{slot_groups,replicas,bootstrap_expect}, nodes[{id,address,
  *     weight?}]}, join_node {id,address,weight?}, activate_node {id}, set_preferred_leader
  *   {group,node}, set_node_status {id,status}, health_report {node,now_ms,ttl_ms},
- *   set_weight {id,weight}. Unknown fields, wrong types and unparseable bytes are REJECTED.
+ *   set_weight {id,weight}, and the task commands task_create, task_advance, task_progress,
+ *   task_fail, task_retry (see "tasks" below and README.md). Unknown fields, wrong types and
+ *   unparseable bytes are REJECTED.
  * Errors leave *state untouched, applied_raft_index included: CTL_EORDER when raft_index <=
  * state->applied_raft_index or raft_index > CTL_U64_JSON_MAX (replay only the log suffix),
  * CTL_ENOMEM (retry the same entry; never treat it as a rejection). */
@@ -253,6 +322,65 @@ int ctl_cmd_set_node_status(uint64_t id, enum ctl_node_status status, uint64_t e
 int ctl_cmd_health_report(uint64_t node, uint64_t now_ms, uint64_t ttl_ms,
                           uint64_t expected_revision, char **out);
 int ctl_cmd_set_weight(uint64_t id, uint32_t weight, uint64_t expected_revision, char **out);
+
+/* ---- tasks ------------------------------------------------------------------------------------
+ * A task moves through the phases of its kind. The executor proves each phase with live raft facts
+ * through task_advance, fenced by (task, group, config_epoch, attempt, phase): a command whose
+ * fence does not match the task (another attempt, a phase already advanced, a task no longer
+ * running or unknown) is NOOP with a reason starting "stale fence:", so retries are harmless. A
+ * matching fence with a proof that does not satisfy the phase is REJECTED with "proof: ...". For
+ * task_advance, task_progress and task_fail the fence is checked before expected_revision, so a
+ * repeated command is NOOP, never "stale expected_revision". Every command needs "now_ms".
+ *
+ * task_create (CHANGED; result.task_id = the new id): kind replica_move {group, source, target},
+ * leader_transfer {group, source (0 = unknown), target} (also sets the group's preferred_leader =
+ * target), controller_voter_promotion {node}, node_drain {node} (also sets the node's join_state =
+ * leaving). hash_slot_migration is REJECTED. When CTL_TASKS_MAX tasks exist, the oldest done task
+ * (else the oldest failed one) is evicted; when all are active the command is REJECTED.
+ * task_advance (CHANGED): moves the task to the next phase, records proof and updated_ms, clears
+ * last_error; reaching the done phase completes the task (replica_move: desired_peers =
+ * proof.voters, config_epoch + 1, preferred_leader moves to target if it was source;
+ * controller_voter_promotion: the node gains the controller_voter role and the command must carry
+ * expected_revision; node_drain: join_state = removed, a tombstone).
+ * task_progress (UPDATED, revision unchanged; NOOP when nothing would change): records progress.
+ * task_fail (CHANGED): status failed, last_error = error; nothing else changes.
+ * task_retry (CHANGED): a failed task runs again with attempt + 1 from the phase it failed in.
+ * -------------------------------------------------------------------------------------------- */
+
+struct ctl_task_spec {
+    enum ctl_task_kind kind;
+    uint32_t group;          /* replica_move, leader_transfer */
+    uint64_t source, target; /* replica_move, leader_transfer */
+    uint64_t node;           /* controller_voter_promotion, node_drain */
+};
+
+/* task_create: writes the fields the kind uses (group, source, target for replica_move and
+ * leader_transfer and group for hash_slot_migration; node for the others), even when 0. spec is
+ * borrowed for the call. */
+int ctl_cmd_task_create(const struct ctl_task_spec *spec, uint64_t now_ms,
+                        uint64_t expected_revision, char **out);
+
+/* task_advance: proof is borrowed for the call; NULL writes an all-zero proof (node_drain needs no
+ * raft facts). replicas_on_node and leading (how many replicas of the drained node the cluster
+ * still reports, and how many of them lead) are always written; ctl_apply reads them only for
+ * node_drain phase 0, where both must be 0. Voters and learners may be in any order (ctl_apply
+ * sorts them; duplicates are REJECTED). */
+int ctl_cmd_task_advance(uint64_t task, uint32_t group, uint64_t config_epoch, uint32_t attempt,
+                         uint32_t phase, const struct ctl_task_proof *proof,
+                         uint64_t replicas_on_node, uint64_t leading, uint64_t now_ms,
+                         uint64_t expected_revision, char **out);
+
+/* task_progress: progress is borrowed for the call (must not be NULL). */
+int ctl_cmd_task_progress(uint64_t task, uint32_t attempt, uint32_t phase,
+                          const struct ctl_task_progress *progress, uint64_t now_ms,
+                          uint64_t expected_revision, char **out);
+
+/* task_fail: error (borrowed for the call, UTF-8) is cut at a character boundary to at most
+ * CTL_LAST_ERROR_MAX bytes; an empty error is REJECTED by ctl_apply. */
+int ctl_cmd_task_fail(uint64_t task, uint32_t attempt, uint32_t phase, const char *error,
+                      uint64_t now_ms, uint64_t expected_revision, char **out);
+
+int ctl_cmd_task_retry(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out);
 
 /* ---- placement --------------------------------------------------------------------------------
  */

@@ -118,12 +118,47 @@ static int decode_table(const json_t *o, struct ctl_hash_slot_table *t, char *er
     return CTL_OK;
 }
 
+static int decode_proof(const json_t *task, const char *task_path, struct ctl_task_proof *p,
+                        char *err, size_t errlen)
+{
+    static const char *const fields[] = {"config_index", "voters", "learners",
+                                         "leader",       "commit", "target_match"};
+    char path[CTL__PATH_MAX];
+    ctl__json_path(path, task_path, "proof");
+    const json_t *o = json_object_get(task, "proof");
+    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
+    TRY(ctl__json_u64(o, "config_index", path, 0, CTL_U64_JSON_MAX, &p->config_index, err, errlen));
+    TRY(decode_ids(o, "voters", path, CTL_REPLICAS_MAX, p->voters, &p->n_voters, err, errlen));
+    TRY(decode_ids(o, "learners", path, CTL_REPLICAS_MAX, p->learners, &p->n_learners, err,
+                   errlen));
+    TRY(ctl__json_u64(o, "leader", path, 0, CTL_U64_JSON_MAX, &p->leader, err, errlen));
+    TRY(ctl__json_u64(o, "commit", path, 0, CTL_U64_JSON_MAX, &p->commit, err, errlen));
+    return ctl__json_u64(o, "target_match", path, 0, CTL_U64_JSON_MAX, &p->target_match, err,
+                         errlen);
+}
+
+static int decode_progress(const json_t *task, const char *task_path, struct ctl_task_progress *p,
+                           char *err, size_t errlen)
+{
+    static const char *const fields[] = {"bytes_sent", "bytes_total", "target_match", "commit"};
+    char path[CTL__PATH_MAX];
+    ctl__json_path(path, task_path, "progress");
+    const json_t *o = json_object_get(task, "progress");
+    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
+    TRY(ctl__json_u64(o, "bytes_sent", path, 0, CTL_U64_JSON_MAX, &p->bytes_sent, err, errlen));
+    TRY(ctl__json_u64(o, "bytes_total", path, 0, CTL_U64_JSON_MAX, &p->bytes_total, err, errlen));
+    TRY(ctl__json_u64(o, "target_match", path, 0, CTL_U64_JSON_MAX, &p->target_match, err, errlen));
+    return ctl__json_u64(o, "commit", path, 0, CTL_U64_JSON_MAX, &p->commit, err, errlen);
+}
+
 static int decode_task(const json_t *o, const char *path, struct ctl_task *t, char *err,
                        size_t errlen)
 {
-    static const char *const fields[] = {"id",           "kind",       "group",     "phase_index",
-                                         "config_epoch", "attempt",    "status",    "last_error",
-                                         "participants", "created_ms", "updated_ms"};
+    static const char *const fields[] = {
+        "id",         "kind",   "group",      "phase_index",     "config_epoch",
+        "attempt",    "status", "last_error", "participants",    "created_ms",
+        "updated_ms", "source", "target",     "previous_voters", "proof",
+        "progress"};
     int v;
     TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
     TRY(ctl__json_u64(o, "id", path, 0, CTL_U64_JSON_MAX, &t->id, err, errlen));
@@ -141,7 +176,13 @@ static int decode_task(const json_t *o, const char *path, struct ctl_task *t, ch
     TRY(decode_ids(o, "participants", path, CTL_PARTICIPANTS_MAX, t->participants,
                    &t->n_participants, err, errlen));
     TRY(ctl__json_u64(o, "created_ms", path, 0, CTL_U64_JSON_MAX, &t->created_ms, err, errlen));
-    return ctl__json_u64(o, "updated_ms", path, 0, CTL_U64_JSON_MAX, &t->updated_ms, err, errlen);
+    TRY(ctl__json_u64(o, "updated_ms", path, 0, CTL_U64_JSON_MAX, &t->updated_ms, err, errlen));
+    TRY(ctl__json_u64(o, "source", path, 0, CTL_U64_JSON_MAX, &t->source, err, errlen));
+    TRY(ctl__json_u64(o, "target", path, 0, CTL_U64_JSON_MAX, &t->target, err, errlen));
+    TRY(decode_ids(o, "previous_voters", path, CTL_REPLICAS_MAX, t->previous_voters,
+                   &t->n_previous_voters, err, errlen));
+    TRY(decode_proof(o, path, &t->proof, err, errlen));
+    return decode_progress(o, path, &t->progress, err, errlen);
 }
 
 static int decode_health(const json_t *o, const char *path, struct ctl_health *h, char *err,
@@ -184,9 +225,9 @@ static int decode_config(const json_t *o, struct ctl_config *c, char *err, size_
 static int decode_body(const json_t *root, struct ctl_state *s, char *err, size_t errlen)
 {
     static const char *const fields[] = {
-        "schema_version", "cluster_id", "revision", "applied_raft_index",
-        "config",         "nodes",      "groups",   "hash_slot_table",
-        "tasks",          "health",     "checksum"};
+        "schema_version",  "cluster_id", "revision", "applied_raft_index",
+        "next_task_id",    "config",     "nodes",    "groups",
+        "hash_slot_table", "tasks",      "health",   "checksum"};
     TRY(ctl__json_fields(root, "", fields, N(fields), NULL, 0, err, errlen));
     TRY(ctl__json_u32(root, "schema_version", "", 0, UINT32_MAX, &s->schema_version, err, errlen));
     if (s->schema_version != CTL_SCHEMA_VERSION) {
@@ -198,6 +239,8 @@ static int decode_body(const json_t *root, struct ctl_state *s, char *err, size_
     TRY(ctl__json_u64(root, "revision", "", 0, CTL_U64_JSON_MAX, &s->revision, err, errlen));
     TRY(ctl__json_u64(root, "applied_raft_index", "", 0, CTL_U64_JSON_MAX, &s->applied_raft_index,
                       err, errlen));
+    TRY(ctl__json_u64(root, "next_task_id", "", 0, CTL_U64_JSON_MAX, &s->next_task_id, err,
+                      errlen));
     TRY(decode_config(json_object_get(root, "config"), &s->config, err, errlen));
     DECODE_LIST(root, "nodes", CTL_NODES_MAX, s->nodes, &s->n_nodes, decode_node);
     DECODE_LIST(root, "groups", CTL_GROUPS_MAX, s->groups, &s->n_groups, decode_group);

@@ -74,4 +74,55 @@ int ctl__state_place(struct ctl_state *state);
 /* Number of nodes of state that are active and have the data role. */
 uint32_t ctl__active_data_nodes(const struct ctl_state *state);
 
+/* ---- command outcomes, shared by apply.c and the task command files ---- */
+
+/* Sets r->outcome = o and formats the reason; returns CTL_OK so handlers can `return` it. */
+int ctl__outcome(struct ctl_result *r, enum ctl_outcome o, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define CTL__REJECT(r, ...) ctl__outcome(r, CTL_OUTCOME_REJECTED, __VA_ARGS__)
+#define CTL__NOOP(r, ...) ctl__outcome(r, CTL_OUTCOME_NOOP, __VA_ARGS__)
+/* Reads a command field; on a decode error the command is rejected with the reader's sentence. */
+#define CTL__READ(r, expr)                                                                         \
+    do {                                                                                           \
+        if ((expr) != CTL_OK) {                                                                    \
+            (r)->outcome = CTL_OUTCOME_REJECTED;                                                   \
+            return CTL_OK;                                                                         \
+        }                                                                                          \
+    } while (0)
+#define CTL__RS(r) (r)->reason, sizeof((r)->reason)
+
+/* REJECTED unless cmd's optional "expected_revision" is absent or equals s->revision; required
+ * makes an absent one REJECTED too ("expected_revision: required ..."). Returns true when the
+ * command may go on; cmd and s are borrowed for the call. */
+bool ctl__expected_revision_ok(const struct ctl_state *s, const json_t *cmd, bool required,
+                               struct ctl_result *r);
+
+/* Index of the done phase of kind (CTL_PHASE_*_DONE); 0 for a kind without phases. */
+uint32_t ctl__task_done_phase(enum ctl_task_kind kind);
+
+/* True for pending and running tasks. */
+bool ctl__task_active(const struct ctl_task *t);
+
+/* True when id is in the sorted set v[0..n) (borrowed for the call). */
+bool ctl__set_has(const uint64_t *v, uint32_t n, uint64_t id);
+
+/* Task command handlers (task.c, task_advance.c): cmd and s are borrowed for the call; each sets
+ * r->outcome and returns CTL_OK (CTL_ENOMEM is never needed: they do not allocate). */
+int ctl__op_task_create(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_task_advance(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_task_progress(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_task_fail(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_task_retry(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+
+/* The running task named by cmd's fence fields "task", "attempt", "phase" (and "group",
+ * "config_epoch" when with_group): NULL with r NOOP ("stale fence: ...") when it does not match,
+ * or REJECTED when a field is malformed. Borrowed from s. */
+struct ctl_task *ctl__task_fence(struct ctl_state *s, const json_t *cmd, bool with_group,
+                                 struct ctl_result *r);
+
+/* Time of a task command: cmd's "now_ms" (run_op has checked it), raised to updated_ms so a
+ * leader with a slower clock never moves updated_ms back. */
+uint64_t ctl__task_now(const struct ctl_task *t, const json_t *cmd);
+
 #endif

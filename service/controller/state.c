@@ -72,6 +72,54 @@ const char *ctl_task_status_name(enum ctl_task_status v)
     return name_of(ctl__task_status_names, ctl__n_task_status_names, (unsigned)v);
 }
 
+/* Phase names by kind (index = enum ctl_task_kind); the last name of each list is "done". */
+static const char *const move_phases[] = {"add_learner", "catch_up", "promote", "remove_source",
+                                          "done"};
+static const char *const transfer_phases[] = {"transfer", "done"};
+static const char *const promotion_phases[] = {"add_learner", "catch_up", "promote", "done"};
+static const char *const drain_phases[] = {"moving_replicas", "done"};
+static const struct {
+    const char *const *names;
+    uint32_t n;
+} phases[] = {
+    [CTL_TASK_REPLICA_MOVE] = {move_phases, 5},
+    [CTL_TASK_LEADER_TRANSFER] = {transfer_phases, 2},
+    [CTL_TASK_HASH_SLOT_MIGRATION] = {NULL, 0},
+    [CTL_TASK_CONTROLLER_VOTER_PROMOTION] = {promotion_phases, 4},
+    [CTL_TASK_NODE_DRAIN] = {drain_phases, 2},
+};
+
+const char *ctl_task_phase_name(enum ctl_task_kind kind, uint32_t phase)
+{
+    if ((unsigned)kind >= sizeof(phases) / sizeof(phases[0]) || phase >= phases[kind].n) {
+        return NULL;
+    }
+    return phases[kind].names[phase];
+}
+
+uint32_t ctl__task_done_phase(enum ctl_task_kind kind)
+{
+    if ((unsigned)kind >= sizeof(phases) / sizeof(phases[0]) || phases[kind].n == 0) {
+        return 0;
+    }
+    return phases[kind].n - 1;
+}
+
+bool ctl__task_active(const struct ctl_task *t)
+{
+    return t->status == CTL_TASK_PENDING || t->status == CTL_TASK_RUNNING;
+}
+
+bool ctl__set_has(const uint64_t *v, uint32_t n, uint64_t id)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (v[i] == id) {
+            return true;
+        }
+    }
+    return false;
+}
+
 const char *ctl_outcome_name(enum ctl_outcome v)
 {
     static const char *const names[] = {"changed", "updated", "noop", "rejected"};
@@ -107,6 +155,33 @@ const struct ctl_group *ctl_state_group(const struct ctl_state *state, uint32_t 
         return NULL;
     }
     return &state->groups[id - 1];
+}
+
+const struct ctl_task *ctl_state_task(const struct ctl_state *state, uint64_t id)
+{
+    size_t lo = 0, hi = state->n_tasks;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (state->tasks[mid].id == id) {
+            return &state->tasks[mid];
+        }
+        if (state->tasks[mid].id < id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return NULL;
+}
+
+const struct ctl_task *ctl_state_active_task(const struct ctl_state *state, uint32_t group)
+{
+    for (uint32_t i = 0; i < state->n_tasks; i++) {
+        if (state->tasks[i].group == group && ctl__task_active(&state->tasks[i])) {
+            return &state->tasks[i];
+        }
+    }
+    return NULL;
 }
 
 uint32_t ctl__active_data_nodes(const struct ctl_state *state)
@@ -220,6 +295,9 @@ static int validate_empty(const struct ctl_state *s, char *err, size_t errlen)
         s->table.n_ranges) {
         FAIL("nodes, groups, hash_slot_table, tasks, health: must be empty while revision is 0 "
              "(not bootstrapped)");
+    }
+    if (s->next_task_id != 0) {
+        FAIL("next_task_id: must be 0 while revision is 0 (not bootstrapped)");
     }
     return CTL_OK;
 }
@@ -389,6 +467,74 @@ static int validate_groups_and_table(const struct ctl_state *s, char *err, size_
     return CTL_OK;
 }
 
+/* v[0..n) is a sorted set of at most CTL_REPLICAS_MAX ids in 1..CTL_U64_JSON_MAX; existing
+ * requires each to be a node of s. */
+static int validate_id_set(const struct ctl_state *s, const uint64_t *v, uint32_t n, bool existing,
+                           uint32_t i, const char *field, char *err, size_t errlen)
+{
+    if (n > CTL_REPLICAS_MAX) {
+        FAIL("tasks[%u].%s: %u entries, the limit is %u", i, field, n, CTL_REPLICAS_MAX);
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        if (v[k] < 1 || !U64_OK(v[k]) || (k > 0 && v[k - 1] >= v[k]) ||
+            (existing && ctl_state_node(s, v[k]) == NULL)) {
+            FAIL("tasks[%u].%s[%u]: %llu is not %s above the previous entry (sorted set)", i, field,
+                 k, (unsigned long long)v[k], existing ? "an existing node" : "a node id");
+        }
+    }
+    return CTL_OK;
+}
+
+/* Who the task is about (source, target, previous voters) and its raft proof and progress. */
+static int validate_task_facts(const struct ctl_state *s, uint32_t i, char *err, size_t errlen)
+{
+    const struct ctl_task *t = &s->tasks[i];
+    uint32_t done = ctl__task_done_phase(t->kind);
+    if (done != 0 && t->phase_index > done) {
+        FAIL("tasks[%u].phase_index: %u not in 0..%u (%s)", i, t->phase_index, done,
+             ctl_task_kind_name(t->kind));
+    }
+    if (done != 0 && (t->status == CTL_TASK_DONE) != (t->phase_index == done)) {
+        FAIL("tasks[%u].status: %s at phase %u, a %s task is done exactly at phase %u", i,
+             ctl_task_status_name(t->status), t->phase_index, ctl_task_kind_name(t->kind), done);
+    }
+    const uint64_t ends[2] = {t->source, t->target};
+    for (int k = 0; k < 2; k++) {
+        if (ends[k] != 0 && ctl_state_node(s, ends[k]) == NULL) {
+            FAIL("tasks[%u].%s: %llu is not an existing node", i, k ? "target" : "source",
+                 (unsigned long long)ends[k]);
+        }
+    }
+    bool promotion = t->kind == CTL_TASK_CONTROLLER_VOTER_PROMOTION;
+    if (!promotion && t->n_previous_voters != 0) {
+        FAIL("tasks[%u].previous_voters: only a controller_voter_promotion has them", i);
+    }
+    int rc = validate_id_set(s, t->previous_voters, t->n_previous_voters, true, i,
+                             "previous_voters", err, errlen);
+    if (rc == CTL_OK) {
+        rc = validate_id_set(s, t->proof.voters, t->proof.n_voters, false, i, "proof.voters", err,
+                             errlen);
+    }
+    if (rc == CTL_OK) {
+        rc = validate_id_set(s, t->proof.learners, t->proof.n_learners, false, i, "proof.learners",
+                             err, errlen);
+    }
+    if (rc != CTL_OK) {
+        return rc;
+    }
+    const struct ctl_task_proof *p = &t->proof;
+    const struct ctl_task_progress *g = &t->progress;
+    if (!U64_OK(p->config_index) || !U64_OK(p->leader) || !U64_OK(p->commit) ||
+        !U64_OK(p->target_match)) {
+        FAIL("tasks[%u].proof: a number above %llu", i, CTL_U64_JSON_MAX);
+    }
+    if (!U64_OK(g->bytes_sent) || !U64_OK(g->bytes_total) || !U64_OK(g->target_match) ||
+        !U64_OK(g->commit)) {
+        FAIL("tasks[%u].progress: a number above %llu", i, CTL_U64_JSON_MAX);
+    }
+    return CTL_OK;
+}
+
 static int validate_task(const struct ctl_state *s, uint32_t i, char *err, size_t errlen)
 {
     const struct ctl_task *t = &s->tasks[i];
@@ -440,7 +586,11 @@ static int validate_task(const struct ctl_state *s, uint32_t i, char *err, size_
         FAIL("tasks[%u].updated_ms: %llu not in created_ms..%llu", i,
              (unsigned long long)t->updated_ms, CTL_U64_JSON_MAX);
     }
-    return CTL_OK;
+    if (t->id >= s->next_task_id) {
+        FAIL("tasks[%u].id: %llu not below next_task_id %llu", i, (unsigned long long)t->id,
+             (unsigned long long)s->next_task_id);
+    }
+    return validate_task_facts(s, i, err, errlen);
 }
 
 static int validate_tasks(const struct ctl_state *s, char *err, size_t errlen)
@@ -454,14 +604,24 @@ static int validate_tasks(const struct ctl_state *s, char *err, size_t errlen)
             return rc;
         }
         const struct ctl_task *t = &s->tasks[i];
-        bool active = t->status == CTL_TASK_PENDING || t->status == CTL_TASK_RUNNING;
-        for (uint32_t k = 0; active && t->group != 0 && k < i; k++) {
+        for (uint32_t k = 0; ctl__task_active(t) && k < i; k++) {
             const struct ctl_task *o = &s->tasks[k];
-            if (o->group == t->group &&
-                (o->status == CTL_TASK_PENDING || o->status == CTL_TASK_RUNNING)) {
+            if (!ctl__task_active(o)) {
+                continue;
+            }
+            if (t->group != 0 && o->group == t->group) {
                 FAIL("tasks[%u]: group %u already has active task %llu (one active task per "
                      "group)",
                      i, t->group, (unsigned long long)o->id);
+            }
+            if (o->kind == t->kind && t->kind == CTL_TASK_CONTROLLER_VOTER_PROMOTION) {
+                FAIL("tasks[%u]: controller_voter_promotion %llu is already active (one at a "
+                     "time)",
+                     i, (unsigned long long)o->id);
+            }
+            if (o->kind == t->kind && t->kind == CTL_TASK_NODE_DRAIN && o->source == t->source) {
+                FAIL("tasks[%u]: node_drain %llu of node %llu is already active (one per node)", i,
+                     (unsigned long long)o->id, (unsigned long long)t->source);
             }
         }
     }
@@ -513,6 +673,10 @@ int ctl_state_validate(const struct ctl_state *s, char *err, size_t errlen)
     if (!ctl__cluster_id_ok(s->cluster_id)) {
         FAIL("cluster_id: \"%s\" is not 1..%u characters of [A-Za-z0-9._-]", s->cluster_id,
              CTL_CLUSTER_ID_MAX);
+    }
+    if (s->next_task_id < 1 || !U64_OK(s->next_task_id)) {
+        FAIL("next_task_id: %llu not in 1..%llu", (unsigned long long)s->next_task_id,
+             CTL_U64_JSON_MAX);
     }
     int rc = validate_config(&s->config, err, errlen);
     if (rc == CTL_OK) {

@@ -328,16 +328,13 @@ static void on_route_snapshot(void *ctx, struct rpc_call *call, const uint8_t *r
 
 static void on_task_status(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
-    struct slotd_error err;
     Slotd__V1__TaskStatusRequest *r = slotd__v1__task_status_request__unpack(NULL, len, req);
     if (r == NULL) {
         fail_malformed(call, "slotd.v1.TaskStatusRequest");
         return;
     }
-    /* This node runs no controller, so it has no tasks to report. */
-    slotd_error_set(&err, SLOTD_ENOT_FOUND, "task %llu not found", (unsigned long long)r->task_id);
+    node_admin_task_status(ctx, call, r->task_id);
     slotd__v1__task_status_request__free_unpacked(r, NULL);
-    rpc_call_fail(call, &err);
 }
 
 /* ---- slotd.internal.v1.Peer ---- */
@@ -396,5 +393,5 @@ int node_api_register(struct node_api *api, struct rpc_server *s)
         rc = rpc_server_add_service(s, &slotd__internal__v1__peer__descriptor);
     for (size_t i = 0; rc == 0 && i < sizeof(methods) / sizeof(methods[0]); i++)
         rc = rpc_server_add_unary(s, methods[i].path, methods[i].cb, api);
-    return rc;
+    return rc == 0 ? node_admin_register(api, s) : rc;
 }

@@ -1,5 +1,5 @@
-/* api.h - the slotd.v1.Metadata handlers (decode, validate, route, forward or submit) and the
- * slotd.internal.v1.Peer handlers. */
+/* api.h - the slotd.v1.Metadata handlers (decode, validate, route, forward or submit), the
+ * slotd.v1.Admin handlers and the slotd.internal.v1.Peer handlers. */
 #ifndef SLOTD_NODE_API_H
 #define SLOTD_NODE_API_H
 
@@ -21,5 +21,9 @@ struct node_api {
 /* Registers slotd.v1.Metadata and slotd.internal.v1.Peer on s (before
  * rpc_server_start). api is borrowed for the server's lifetime. */
 int node_api_register(struct node_api *api, struct rpc_server *s);
+/* Registers slotd.v1.Admin (admin.c); node_api_register calls it. */
+int node_admin_register(struct node_api *api, struct rpc_server *s);
+/* Answers slotd.v1.Metadata/TaskStatus from the cluster state this node holds (admin.c). */
+void node_admin_task_status(struct node_api *api, struct rpc_call *call, uint64_t task_id);
 
 #endif /* SLOTD_NODE_API_H */

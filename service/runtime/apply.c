@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "service/fault/fault.h"
 #include "service/runtime/internal.h"
 
 struct rt_apply_job *rt_apply_job_new(struct runtime *rt)
@@ -21,6 +22,7 @@ void rt_apply_job_free(struct rt_apply_job *job)
         free(job->groups[i].entries);
     free(job->groups);
     free(job->arena);
+    free(job->ctl_pub);
     free(job);
 }
 
@@ -130,21 +132,32 @@ static void apply_work(uv_work_t *w)
         for (size_t j = 0; j < ag->n_entries && rc == 0; j++) {
             struct rt_apply_entry *e = &ag->entries[j];
             struct slot_result *out = e->waiter ? &results[k] : NULL;
-            if (e->conf)
+            if (e->conf) {
                 g->apply_conf = e->conf_state;
-            else
+                if (g->id == 0)
+                    rt_ctl_apply_conf(rt, e->index);
+            } else if (g->id == 0) {
+                rc = rt_ctl_apply_entry(rt, e->index, e->data, e->len, out);
+            } else {
                 rc =
                     slot_fsm_apply(rt->fsm, &g->fsm_state, e->index, e->term, e->data, e->len, out);
+            }
             if (e->waiter)
                 waiters[k++] = e->waiter;
             g->apply_index = e->index;
             g->apply_term = e->term;
         }
-        if (ag->n_entries > 0)
+        if (ag->n_entries == 0)
+            continue;
+        if (g->id == 0) /* the controller's applied index lives in cluster-state.json */
+            rc = rc ? rc : rt_ctl_apply_finish(rt, &job->ctl_pub);
+        else
             slot_fsm_set_applied(rt->fsm, g->id, ag->entries[ag->n_entries - 1].index);
     }
     if (rc == 0)
-        rc = slot_fsm_commit(rt->fsm);
+        rc = slot_fsm_commit_sync(rt->fsm, job->sync_fsm);
+    if (rc == 0 && job->sync_fsm)
+        SLOTD_FAULT_NOTE_FSM_SYNCED(rt->data_dir);
     if (rc == 0 && job->capture != NULL && rt_snap_capture_rows(rt, job->capture) != 0)
         job->capture->captured = false; /* reported as a failed send */
     if (rc != 0) {
@@ -153,6 +166,7 @@ static void apply_work(uv_work_t *w)
                store_errmsg(rt->store));
         abort();
     }
+    SLOTD_CRASH_POINT("apply_after_fsm_commit"); /* rows written, nobody answered or published */
     for (size_t i = 0; i < k; i++)
         finish_proposal(waiters[i], &results[i]);
     struct rt_request *r;
@@ -179,9 +193,17 @@ static void apply_done(uv_work_t *w, int status)
     }
     if (entries > 0)
         metrics_histogram_observe(rt->metrics.apply_entries, (double)entries);
+    if (job->sync_fsm) /* every fsm write so far is on disk: all applied indexes are durable */
+        for (size_t i = 1; i < RT_GROUP_SLOTS(rt); i++)
+            rt->groups[i].durable_applied = rt->groups[i].applied;
+    rt->groups[0].durable_applied = rt->groups[0].applied; /* cluster-state.json is synced */
     if (job->capture != NULL) {
         rt_snap_captured(rt, job->capture);
         rt_snap_kick(rt);
+    }
+    if (job->ctl_pub != NULL) {
+        rt_ctl_publish(rt, job->ctl_pub);
+        job->ctl_pub = NULL;
     }
     rt_apply_job_free(job);
     struct rt_apply_job *next = rt->apply_queue_head;
@@ -202,6 +224,13 @@ void rt_apply_submit(struct runtime *rt, struct rt_apply_job *job)
     for (size_t i = 0; i < job->n_groups; i++) {
         struct rt_apply_group *ag = &job->groups[i];
         ag->g->apply_jobs++;
+        /* Sync the fsm once a group's applied index runs a compaction interval ahead of what
+         * is known durable: the raft log is compacted only below the durable index, so a power
+         * loss (unsynced fsm writes lost) never needs entries that were deleted. */
+        if (ag->n_entries > 0 && ag->g->id != 0 &&
+            ag->entries[ag->n_entries - 1].index >=
+                ag->g->durable_applied + rt->opts.compact_entries)
+            job->sync_fsm = true;
         for (size_t j = 0; j < ag->n_entries; j++)
             ag->entries[j].data = job->arena + (uintptr_t)ag->entries[j].data;
     }

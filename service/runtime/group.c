@@ -24,67 +24,52 @@ static void conf_from_store(const struct store_conf_state *in, struct raft_conf_
     memcpy(out->learners, in->learners, in->n_learners * sizeof(uint64_t));
 }
 
-size_t runtime_placement(const uint64_t *sorted_ids, size_t n, unsigned replicas, uint32_t group,
-                         uint64_t *out)
-{
-    size_t r = replicas < n ? replicas : n;
-    for (size_t i = 0; i < r; i++)
-        out[i] = sorted_ids[(group - 1 + i) % n];
-    return r;
-}
-
-static void group_conf(const struct runtime *rt, uint32_t id, struct raft_conf_state *cs)
-{
-    const struct route_group *rg = route_snapshot_group(rt->route_base, id);
-    memset(cs, 0, sizeof(*cs));
-    cs->n_voters = rg->n_voters;
-    memcpy(cs->voters, rg->voters, rg->n_voters * sizeof(uint64_t));
-}
-
-/* Writes the first state of every group hosted here: membership = the
- * group's placement, entry 1 (term 1) = GroupInit with its hash-slot ranges,
- * commit 1. Every replica writes the identical entry, so logs match from the
- * start (etcd's bootstrap does the same with its initial conf entries). */
-static int bootstrap(struct runtime *rt, char *err, size_t errlen)
+/* Writes a fresh group's first state, identical on every replica so logs match from the start
+ * (etcd's bootstrap does the same): entries 1..n (term 1) add each voter (conf changes), entry
+ * n+1 = data, all committed; the stored membership is already the n voters. A replica that
+ * joins later through a task replays the log from index 1 and so rebuilds the membership from
+ * empty; replicas that bootstrapped skip those entries (the voters are already there). */
+int rt_group_bootstrap(struct runtime *rt, uint32_t id, const uint64_t *voters, size_t n_voters,
+                       const uint8_t *data, size_t len, char *err, size_t errlen)
 {
     struct store_log_batch *b;
     int rc = store_log_batch_new(&b);
     if (rc != 0) {
-        snprintf(err, errlen, "bootstrap: %s", store_strerror(rc));
+        snprintf(err, errlen, "group %u: bootstrap: %s", id, store_strerror(rc));
         return -1;
     }
-    for (size_t i = 0; i < rt->n_groups && rc == 0; i++) {
-        uint32_t id = (uint32_t)(i + 1);
-        if (!rt->groups[i].hosted)
-            continue;
-        uint8_t *data;
-        size_t len;
-        if (slot_encode_group_init(id, rt->route_base->slot_group, &data, &len) != 0) {
-            rc = STORE_ENOMEM;
-            break;
-        }
-        struct raft_conf_state rcs;
-        group_conf(rt, id, &rcs);
-        struct store_conf_state cs;
-        conf_to_store(&rcs, &cs);
-        struct store_entry e = {
-            .index = 1, .term = 1, .type = RAFT_ENTRY_NORMAL, .data = data, .len = len};
-        struct store_hard_state hs = {.term = 1, .vote = 0, .commit = 1};
-        store_log_batch_put_conf_state(b, id, &cs);
-        store_log_batch_put_entry(b, id, &e);
-        store_log_batch_put_hard_state(b, id, &hs);
-        free(data);
+    struct raft_conf_state rcs;
+    memset(&rcs, 0, sizeof(rcs));
+    rcs.n_voters = n_voters;
+    memcpy(rcs.voters, voters, n_voters * sizeof(uint64_t));
+    struct store_conf_state cs;
+    conf_to_store(&rcs, &cs);
+    store_log_batch_put_conf_state(b, id, &cs);
+    for (size_t i = 0; i < n_voters; i++) {
+        struct raft_conf_change cc = {.type = RAFT_CC_ADD_VOTER, .node = voters[i]};
+        uint8_t enc[RAFT_CONF_CHANGE_ENCODED_LEN];
+        raft_conf_change_encode(&cc, enc);
+        struct store_entry ce = {.index = i + 1,
+                                 .term = 1,
+                                 .type = RAFT_ENTRY_CONF_CHANGE,
+                                 .data = enc,
+                                 .len = sizeof(enc)};
+        store_log_batch_put_entry(b, id, &ce);
     }
-    if (rc == 0)
-        rc = store_log_write(rt->store, b, true);
+    struct store_entry e = {
+        .index = n_voters + 1, .term = 1, .type = RAFT_ENTRY_NORMAL, .data = data, .len = len};
+    struct store_hard_state hs = {.term = 1, .vote = 0, .commit = n_voters + 1};
+    store_log_batch_put_entry(b, id, &e);
+    store_log_batch_put_hard_state(b, id, &hs);
+    rc = store_log_write(rt->store, b, true);
     store_log_batch_free(b);
     if (rc != 0) {
-        snprintf(err, errlen, "bootstrap: %s: %s", store_strerror(rc), store_errmsg(rt->store));
+        snprintf(err, errlen, "group %u: bootstrap: %s: %s", id, store_strerror(rc),
+                 store_errmsg(rt->store));
         return -1;
     }
-    RT_LOG("info", "msg=\"bootstrapped slot groups\" node=%llu groups=%zu",
-           (unsigned long long)rt->opts.node_id, rt->n_groups);
-    rt->bootstrapped = true;
+    RT_LOG("info", "msg=\"bootstrapped group\" node=%llu group=%u voters=%zu",
+           (unsigned long long)rt->opts.node_id, id, n_voters);
     return 0;
 }
 
@@ -101,6 +86,12 @@ static int load_log(struct runtime *rt, struct rt_group *g, uint64_t applied, ch
 {
     struct store_group_state st;
     int rc = store_log_load(rt->store, g->id, &st);
+    if (rc == STORE_ENOTFOUND && applied == 0) {
+        /* a replica joining through a task: the leader fills it */
+        g->first_index = 1;
+        g->stored_last = 0;
+        return 0;
+    }
     if (rc != 0) {
         snprintf(err, errlen, "group %u: load raft state: %s: %s", g->id, store_strerror(rc),
                  store_errmsg(rt->store));
@@ -189,24 +180,19 @@ static int load_log(struct runtime *rt, struct rt_group *g, uint64_t applied, ch
     return 0;
 }
 
-static int open_group(struct runtime *rt, struct rt_group *g, char *err, size_t errlen)
+/* Opens g from the store: applied index `applied`, raft core, apply-stage position. A group
+ * whose only voter is this node campaigns at once; with `campaign` (a fresh group whose preferred
+ * leader is this node) it campaigns after a few ticks, before any election timeout, so initial
+ * leaders follow the placement. */
+static int open_group(struct runtime *rt, struct rt_group *g, uint64_t applied, bool campaign,
+                      char *err, size_t errlen)
 {
-    struct raft_conf_state placed;
-    group_conf(rt, g->id, &placed);
     if (raft_mem_storage_new(&g->mem) != 0) {
         snprintf(err, errlen, "group %u: out of memory", g->id);
         return -1;
     }
-    int rc = slot_fsm_load_group(rt->fsm, g->id, &g->fsm_state);
-    uint64_t applied = 0;
-    if (rc == 0)
-        rc = store_fsm_applied(rt->store, g->id, &applied);
-    if (rc != 0) {
-        snprintf(err, errlen, "group %u: load fsm state: %s", g->id, store_strerror(rc));
-        return -1;
-    }
     if (load_log(rt, g, applied, err, errlen) != 0)
-        return -1;
+        goto err_after_mem;
     struct raft_config cfg;
     raft_config_default(&cfg);
     cfg.id = rt->opts.node_id;
@@ -215,10 +201,10 @@ static int open_group(struct runtime *rt, struct rt_group *g, char *err, size_t 
     cfg.seed = rt->opts.seed * 1000003u + g->id;
     cfg.election_tick = rt->opts.election_tick;
     cfg.heartbeat_tick = rt->opts.heartbeat_tick;
-    rc = raft_new(&cfg, &g->raft);
+    int rc = raft_new(&cfg, &g->raft);
     if (rc != 0) {
         snprintf(err, errlen, "group %u: raft: %s", g->id, raft_strerror(rc));
-        return -1;
+        goto err_after_mem;
     }
     g->applied = g->applied_submitted = applied;
     struct raft_status st;
@@ -228,60 +214,111 @@ static int open_group(struct runtime *rt, struct rt_group *g, char *err, size_t 
     const struct raft_storage *s = cfg.storage;
     if (s->term(s->ctx, applied, &g->apply_term) != 0)
         g->apply_term = 0;
-    /* A group whose only voter is this node need not wait for an election
-     * timeout; on a fresh cluster the first voter of each group campaigns
-     * after a few ticks (time for its peers to start listening), before any
-     * election timeout, so initial leaders are spread like the placement. */
     if (st.conf.n_voters == 1 && st.conf.voters[0] == rt->opts.node_id)
         raft_campaign(g->raft);
-    else if (rt->bootstrapped && placed.voters[0] == rt->opts.node_id)
+    else if (campaign)
         g->campaign_in_ticks = RT_FIRST_CAMPAIGN_TICKS;
+    rt_metrics_group_register(rt, g);
+    __atomic_store_n(&g->hosted, true, __ATOMIC_RELEASE);
     return 0;
+
+err_after_mem:
+    raft_mem_storage_free(g->mem);
+    g->mem = NULL;
+    return -1;
 }
 
-int rt_groups_open(struct runtime *rt, char *err, size_t errlen)
+static bool stored_group(struct runtime *rt, uint32_t id, bool *out, char *err, size_t errlen)
 {
     uint32_t *ids = NULL;
     size_t n = 0;
     int rc = store_log_groups(rt->store, &ids, &n);
     if (rc != 0) {
         snprintf(err, errlen, "list groups: %s", store_strerror(rc));
+        return false;
+    }
+    *out = false;
+    for (size_t i = 0; i < n; i++)
+        *out = *out || ids[i] == id;
+    free(ids);
+    return true;
+}
+
+int rt_group_open_placed(struct runtime *rt, struct rt_group *g, const uint64_t *peers,
+                         size_t n_peers, const uint32_t slot_group[256], bool campaign, char *err,
+                         size_t errlen)
+{
+    bool stored;
+    if (!stored_group(rt, g->id, &stored, err, errlen))
+        return -1;
+    if (!stored) {
+        uint8_t *data;
+        size_t len;
+        if (slot_encode_group_init(g->id, slot_group, &data, &len) != 0) {
+            snprintf(err, errlen, "group %u: out of memory", g->id);
+            return -1;
+        }
+        int rc = rt_group_bootstrap(rt, g->id, peers, n_peers, data, len, err, errlen);
+        free(data);
+        if (rc != 0)
+            return -1;
+    }
+    int rc = slot_fsm_load_group(rt->fsm, g->id, &g->fsm_state);
+    uint64_t applied = 0;
+    if (rc == 0)
+        rc = store_fsm_applied(rt->store, g->id, &applied);
+    if (rc != 0) {
+        snprintf(err, errlen, "group %u: load fsm state: %s", g->id, store_strerror(rc));
         return -1;
     }
-    rt->groups = calloc(rt->n_groups, sizeof(*rt->groups));
+    return open_group(rt, g, applied, campaign && !stored, err, errlen);
+}
+
+/* A replica added by a task (a replica move's target, a controller voter being promoted): no
+ * bootstrap, no membership; the leader's entries or snapshot fill it once it is a learner. Its
+ * rows left by an earlier replica of the group were deleted when that one was closed. */
+int rt_group_open_joining(struct runtime *rt, struct rt_group *g, char *err, size_t errlen)
+{
+    uint64_t applied = 0;
+    int rc = 0;
+    if (g->id != 0) {
+        rc = slot_fsm_load_group(rt->fsm, g->id, &g->fsm_state);
+        if (rc == 0)
+            rc = store_fsm_applied(rt->store, g->id, &applied);
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "group %u: load fsm state: %s", g->id, store_strerror(rc));
+        return -1;
+    }
+    return open_group(rt, g, applied, false, err, errlen);
+}
+
+int rt_group_open_ctl(struct runtime *rt, struct rt_group *g, uint64_t applied, char *err,
+                      size_t errlen)
+{
+    bool stored;
+    if (!stored_group(rt, 0, &stored, err, errlen))
+        return -1;
+    if (!stored) {
+        snprintf(err, errlen,
+                 "the data directory holds a cluster state but no controller raft log; it "
+                 "belongs to a mirror node: start it with --join");
+        return -1;
+    }
+    /* The first initial voter campaigns first on a fresh cluster. */
+    bool fresh = applied == 0 && rt->opts.n_nodes > 0 && rt->opts.nodes[0].id == rt->opts.node_id;
+    return open_group(rt, g, applied, fresh, err, errlen);
+}
+
+int rt_groups_open(struct runtime *rt, char *err, size_t errlen)
+{
+    rt->groups = calloc(RT_GROUPS_CAP, sizeof(*rt->groups));
     if (rt->groups == NULL) {
-        free(ids);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    size_t hosted = 0;
-    for (size_t i = 0; i < rt->n_groups; i++) {
-        struct rt_group *g = &rt->groups[i];
-        const struct route_group *rg = route_snapshot_group(rt->route_base, (uint32_t)(i + 1));
-        g->id = (uint32_t)(i + 1);
-        for (size_t v = 0; v < rg->n_voters; v++)
-            g->hosted = g->hosted || rg->voters[v] == rt->opts.node_id;
-        hosted += g->hosted;
-    }
-    /* The stored groups must be exactly the ones the placement gives this node. */
-    bool match = n == 0 || n == hosted;
-    for (size_t i = 0; i < n && match; i++)
-        match = ids[i] >= 1 && ids[i] <= rt->n_groups && rt->groups[ids[i] - 1].hosted;
-    free(ids);
-    if (!match) {
-        snprintf(err, errlen,
-                 "the data directory holds %zu slot groups that do not match this node's "
-                 "placement (%zu of %zu groups with --slot-groups, --peers and --replicas as "
-                 "given); start with the flags it was created with or a new data directory",
-                 n, hosted, rt->n_groups);
-        return -1;
-    }
-    if (n == 0 && bootstrap(rt, err, errlen) != 0)
-        return -1;
-    for (size_t i = 0; i < rt->n_groups; i++) {
-        if (rt->groups[i].hosted && open_group(rt, &rt->groups[i], err, errlen) != 0)
-            return -1;
-    }
+    for (size_t i = 0; i < RT_GROUPS_CAP; i++)
+        rt->groups[i].id = (uint32_t)i;
     return 0;
 }
 
@@ -289,7 +326,7 @@ void rt_groups_close(struct runtime *rt)
 {
     if (rt->groups == NULL)
         return;
-    for (size_t i = 0; i < rt->n_groups; i++) {
+    for (size_t i = 0; i < RT_GROUPS_CAP; i++) {
         struct rt_group *g = &rt->groups[i];
         free(g->snap_recv.data);
         if (!g->hosted)

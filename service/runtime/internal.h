@@ -27,7 +27,13 @@ enum rt_request_kind {
     RT_SNAP_SENT = 6,    /* a chunk RPC finished: index = transfer id, min_applied = ok */
     RT_GROUP_STATUS = 7, /* data = GroupStatusResponse bytes from a peer */
     RT_TRANSFER = 8,     /* hand leadership away (shutdown) */
+    RT_CTL_STATE = 9,    /* data = ClusterStateResponse bytes from a voter (mirrors) */
 };
+
+/* rt->groups is indexed by group id: slot 0 is the controller group, 1..n_groups the slot
+ * groups; room for every group a cluster state can place. */
+#define RT_GROUPS_CAP 257
+#define RT_GROUP_SLOTS(rt) ((size_t)(rt)->n_groups + 1)
 
 /* Snapshot sizes: chunks on the wire, and the largest snapshot staged in memory. */
 #define RT_SNAP_CHUNK_BYTES ((size_t)1 << 20)
@@ -113,6 +119,15 @@ struct rt_snap_install {
     size_t len;
 };
 
+/* The task executor's memory of one task phase (task.c): when it started here and when the
+ * next repeated action is due. */
+#define RT_TASK_PACE_MAX 16
+struct rt_task_pace {
+    uint64_t task;
+    uint32_t attempt, phase;
+    int64_t since_ms, next_ms;
+};
+
 /* Series of one hosted group, written on the loop thread (NULL without a registry). */
 struct rt_group_metrics {
     struct metrics_gauge *term;
@@ -135,6 +150,11 @@ struct rt_metrics {
     struct metrics_counter *dropped_outbound;
     struct metrics_counter *dropped_inbound;
     struct metrics_gauge *route_revision;
+    struct metrics_gauge *controller_revision;
+    struct metrics_gauge *controller_tasks[4]; /* by enum ctl_task_status */
+    /* per-group families: series are added as groups open */
+    struct metrics_family *fam_term, *fam_commit, *fam_applied, *fam_leader, *fam_changes;
+    struct metrics_family *fam_decisions; /* preferred-leader convergence, by reason */
 };
 
 struct rt_group {
@@ -159,11 +179,13 @@ struct rt_group {
     struct rt_list waiting_reads; /* confirmed or LOCAL reads waiting for apply */
     uint64_t applied_submitted;   /* highest index handed to the apply stage */
     uint64_t applied;             /* highest index the apply stage finished */
+    uint64_t durable_applied;     /* applied index known on disk (a synced fsm write covered it) */
     uint64_t commit;              /* last commit index seen in a ready */
     unsigned apply_jobs;          /* apply jobs in flight or queued with entries of this group */
     struct rt_snap_recv snap_recv;
     bool transferring;          /* leadership transfer started at shutdown */
     unsigned campaign_in_ticks; /* fresh cluster: the preferred voter campaigns then (0 = no) */
+    int64_t converge_after_ms;  /* preferred-leader convergence cooldown (ctl.c) */
     struct rt_group_metrics metrics;
     /* apply stage only: state as of the last applied entry, for snapshots */
     uint64_t apply_index;
@@ -207,6 +229,8 @@ struct rt_apply_job {
     struct rt_apply_group *groups;
     struct rt_list reads;
     struct rt_snap_send *capture; /* snapshot to capture after the entries */
+    struct ctl_state *ctl_pub;    /* controller state after this job, published by the loop */
+    bool sync_fsm;                /* write the fsm batch synced (log compaction needs it) */
     uint8_t *arena;
     size_t arena_len;
     size_t arena_cap;
@@ -215,6 +239,7 @@ struct rt_apply_job {
 
 struct runtime {
     struct runtime_options opts;
+    char data_dir[1024]; /* the directory of opts.state_path (fault builds note fsm syncs there) */
     struct store *store;
     struct route_table *routes;
     struct rpc_server *server;
@@ -222,8 +247,8 @@ struct runtime {
     uint64_t node_ids[RUNTIME_NODES_MAX]; /* sorted */
     size_t n_nodes;
     struct route_snapshot *route_base; /* table + members; leaders filled at publish */
-    size_t n_groups;
-    struct rt_group *groups; /* index = id - 1 */
+    size_t n_groups;         /* slot groups (0 until a cluster state places them) */
+    struct rt_group *groups; /* RT_GROUPS_CAP entries, index = group id */
 
     /* inbound queue (gRPC threads -> loop) */
     pthread_mutex_t mu;
@@ -256,6 +281,26 @@ struct runtime {
     bool batch_waiting;               /* batch built, waiting for apply jobs of installed groups */
     uint64_t next_transfer_id;
     _Atomic size_t led_groups; /* groups this node leads (read by other threads) */
+
+    /* controller (ctl.c) */
+    bool ctl_voter;                 /* hosts group 0 */
+    struct ctl_state *ctl_apply;    /* apply stage (voters): the state machine */
+    struct ctl_state *ctl;          /* loop thread: the published state, NULL = none yet */
+    struct ctl_state *ctl_installed; /* storage stage -> loop: an installed snapshot */
+    struct ctl_state *ctl_pending;  /* loaded at start, published when the loop starts */
+    size_t ctl_poll_next;           /* mirrors: round robin over voters */
+    int64_t ctl_next_report_ms;     /* liveness report due */
+    int64_t ctl_next_status_ms;     /* leader: next node-status reconciliation */
+    struct rt_task_pace task_pace[RT_TASK_PACE_MAX];
+    _Atomic bool ctl_join_inflight;
+    pthread_mutex_t ctl_mu; /* guards the copies below (read by gRPC threads) */
+    struct ctl_state *ctl_shared; /* a copy of the published state for TaskStatus */
+    char *ctl_json;
+    size_t ctl_json_len;
+    uint64_t ctl_revision, ctl_applied;
+    char ctl_checksum[9];
+    size_t ctl_n_voters;
+    uint64_t ctl_voters[RUNTIME_NODES_MAX];
     struct rt_metrics metrics;
 };
 
@@ -275,6 +320,48 @@ void rt_metrics_group(struct runtime *rt, const struct rt_group *g);
 
 /* group.c */
 int rt_groups_open(struct runtime *rt, char *err, size_t errlen);
+/* Writes a fresh group's first state (membership = voters, entry 1 = data, commit 1), synced. */
+int rt_group_bootstrap(struct runtime *rt, uint32_t id, const uint64_t *voters, size_t n_voters,
+                       const uint8_t *data, size_t len, char *err, size_t errlen);
+/* Opens slot group g placed here by the cluster state, bootstrapping it when the store has no
+ * log for it (GroupInit from slot_group, the 256-entry hash-slot table); `campaign`: this node
+ * is its preferred leader. */
+int rt_group_open_placed(struct runtime *rt, struct rt_group *g, const uint64_t *peers,
+                         size_t n_peers, const uint32_t slot_group[256], bool campaign, char *err,
+                         size_t errlen);
+/* Opens the controller group with the applied index of cluster-state.json. */
+int rt_group_open_ctl(struct runtime *rt, struct rt_group *g, uint64_t applied, char *err,
+                      size_t errlen);
+
+/* ctl.c */
+struct ctl_state;
+int rt_ctl_open(struct runtime *rt, char *err, size_t errlen);
+void rt_ctl_close(struct runtime *rt);
+int rt_ctl_apply_entry(struct runtime *rt, uint64_t index, const uint8_t *data, size_t len,
+                       struct slot_result *out);
+void rt_ctl_apply_conf(struct runtime *rt, uint64_t index);
+int rt_ctl_apply_finish(struct runtime *rt, struct ctl_state **pub);
+int rt_ctl_capture(struct runtime *rt, uint8_t **data, size_t *len);
+int rt_ctl_install(struct runtime *rt, struct rt_group *g, const uint8_t *data, size_t len,
+                   const struct raft_snapshot_meta *meta);
+/* Takes ownership of s. */
+void rt_ctl_publish(struct runtime *rt, struct ctl_state *s);
+void rt_ctl_mirror_reply(struct runtime *rt, const uint8_t *data, size_t len);
+void rt_ctl_poll(struct runtime *rt);
+void rt_ctl_converge(struct runtime *rt);
+void rt_ctl_liveness(struct runtime *rt);
+/* Sends a controller command (ownership of cmd transfers; NULL is a no-op): proposed here when
+ * this node leads the controller, else sent to the leader (voters) or a voter (mirrors). No
+ * answer is awaited: the executor re-derives what to do from the next published state. */
+void rt_ctl_submit(struct runtime *rt, char *cmd, const char *what);
+bool rt_ctl_leading(const struct runtime *rt);
+uint64_t rt_wall_ms(void); /* CLOCK_REALTIME in ms (controller timestamps) */
+/* task.c: the task executor (loop thread, every poll) */
+void rt_task_step(struct runtime *rt);
+int rt_group_open_joining(struct runtime *rt, struct rt_group *g, char *err, size_t errlen);
+void rt_group_close_removed(struct runtime *rt, struct rt_group *g);
+void rt_metrics_converge(struct runtime *rt, const char *reason);
+void rt_metrics_group_register(struct runtime *rt, struct rt_group *g);
 void rt_groups_close(struct runtime *rt);
 
 /* apply.c */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "service/fault/fault.h"
 #include "service/runtime/internal.h"
 
 void rt_handle_requests(struct runtime *rt, struct rt_list *reqs);
@@ -70,9 +71,14 @@ static void propose_run(struct runtime *rt, struct rt_group *g, struct rt_reques
         }
         return;
     }
+    /* The entries' term is the core's current term. g->term (from the last ready taken) can
+     * lag it while a storage batch is in flight: recording that would make the commit of our
+     * own entry look like another entry superseding it (a NOT_LEADER answer for an applied
+     * write). */
+    raft_term term = raft_current_term(g->raft);
     for (size_t i = 0; i < n; i++) {
         run[i]->index = first + i;
-        run[i]->term = g->term;
+        run[i]->term = term;
         rt_list_push(&g->proposals, run[i]);
     }
 }
@@ -109,7 +115,9 @@ static void read_index_round(struct runtime *rt, struct rt_group *g, struct rt_l
 static void handle_read(struct runtime *rt, struct rt_group *g, struct rt_request *r,
                         struct rt_list *linearizable)
 {
-    r->term = g->term;
+    r->term = raft_current_term(g->raft);
+    if (SLOTD_FAULT_UNSAFE_READS() && r->consistency != SLOTD__V1__CONSISTENCY__CONSISTENCY_LOCAL)
+        r->consistency = SLOTD__V1__CONSISTENCY__CONSISTENCY_LEADER_LOCAL; /* tests/fault only */
     switch (r->consistency) {
     case SLOTD__V1__CONSISTENCY__CONSISTENCY_LOCAL:
         r->read_index = r->min_applied;
@@ -124,14 +132,14 @@ static void handle_read(struct runtime *rt, struct rt_group *g, struct rt_reques
         rt_list_push(&g->waiting_reads, r);
         return;
     default:
-        rt_list_push(&linearizable[g->id - 1], r);
+        rt_list_push(&linearizable[g->id], r);
     }
 }
 
 /* Requests drained from the inbound queue, in arrival order per group. */
 void rt_handle_requests(struct runtime *rt, struct rt_list *reqs)
 {
-    struct rt_list *lin = calloc(rt->n_groups, sizeof(*lin));
+    struct rt_list *lin = calloc(RT_GROUPS_CAP, sizeof(*lin));
     struct rt_request *run[PROPOSE_BATCH_MAX];
     struct rt_group *run_group = NULL;
     size_t n_run = 0;
@@ -141,7 +149,11 @@ void rt_handle_requests(struct runtime *rt, struct rt_list *reqs)
             rt_handle_peer_request(rt, r);
             continue;
         }
-        struct rt_group *g = &rt->groups[r->group - 1];
+        struct rt_group *g = &rt->groups[r->group];
+        if (!g->hosted) { /* closed after the request was queued */
+            rt_fail(r, SLOTD_EWRONG_GROUP, "group %u: the replica left this node", r->group);
+            continue;
+        }
         if (r->kind == RT_READ) {
             if (lin == NULL)
                 rt_fail(r, SLOTD_EINTERNAL, "out of memory");
@@ -161,7 +173,7 @@ void rt_handle_requests(struct runtime *rt, struct rt_list *reqs)
         propose_run(rt, run_group, run, n_run);
     if (lin == NULL)
         return;
-    for (size_t i = 0; i < rt->n_groups; i++)
+    for (size_t i = 0; i < RT_GROUPS_CAP; i++)
         if (lin[i].len > 0)
             read_index_round(rt, &rt->groups[i], &lin[i]);
     free(lin);
@@ -204,7 +216,7 @@ static void expire_requests(struct rt_group *g, int64_t now)
 void rt_tick(struct runtime *rt)
 {
     int64_t now = rt_now_ms();
-    for (size_t i = 0; i < rt->n_groups; i++) {
+    for (size_t i = 0; i < RT_GROUP_SLOTS(rt); i++) {
         struct rt_group *g = &rt->groups[i];
         if (!g->hosted)
             continue;
@@ -387,9 +399,11 @@ static void after_persist(struct runtime *rt, struct rt_group *g)
 
 static void queue_compaction(struct runtime *rt, struct rt_group *g)
 {
-    if (g->applied < g->first_index + rt->opts.compact_entries + rt->opts.compact_tail)
+    /* Only below what the fsm holds durably (apply.c syncs it every compact_entries). */
+    uint64_t base = g->durable_applied < g->applied ? g->durable_applied : g->applied;
+    if (base < g->first_index + rt->opts.compact_entries + rt->opts.compact_tail)
         return;
-    uint64_t to = g->applied - rt->opts.compact_tail;
+    uint64_t to = base - rt->opts.compact_tail;
     raft_term term = 0;
     const struct raft_storage *s = raft_mem_storage_get(g->mem);
     if (s->term(s->ctx, to, &term) != 0)
@@ -481,7 +495,7 @@ static void start_storage(struct runtime *rt)
 /* Submits the job built this turn (committed entries, covered reads). */
 static void submit_building(struct runtime *rt)
 {
-    for (size_t i = 0; i < rt->n_groups; i++)
+    for (size_t i = 0; i < RT_GROUP_SLOTS(rt); i++)
         if (rt->groups[i].hosted)
             attach_ready_reads(rt, &rt->groups[i]);
     struct rt_apply_job *job = rt->building;
@@ -499,7 +513,7 @@ static void finish_batch(struct runtime *rt)
         RT_LOG("fatal", "msg=\"out of memory\"");
         abort();
     }
-    for (size_t i = 0; i < rt->n_groups; i++)
+    for (size_t i = 0; i < RT_GROUP_SLOTS(rt); i++)
         if (rt->groups[i].in_batch)
             after_persist(rt, &rt->groups[i]);
     /* The batch is durable: its messages go out now, one RPC per peer. */
@@ -521,8 +535,14 @@ static void storage_done(uv_work_t *w, int status)
     rt->storage_busy = false;
     if (rt->storage_rc != 0)
         storage_failed(rt);
+    SLOTD_CRASH_POINT("loop_after_log_sync"); /* durable, no message of the batch sent yet */
     store_log_batch_clear(rt->log_batch);
     free_installs(rt);
+    if (rt->ctl_installed != NULL) {
+        struct ctl_state *installed = rt->ctl_installed;
+        rt->ctl_installed = NULL;
+        rt_ctl_publish(rt, installed);
+    }
     finish_batch(rt);
     rt_pump(rt);
 }
@@ -574,7 +594,7 @@ void rt_pump(struct runtime *rt)
         }
         bool any = false, must_sync = false;
         size_t batch_entries = 0;
-        for (size_t i = 0; i < rt->n_groups; i++) {
+        for (size_t i = 0; i < RT_GROUP_SLOTS(rt); i++) {
             struct rt_group *g = &rt->groups[i];
             if (!g->hosted || !raft_has_ready(g->raft))
                 continue;
@@ -616,7 +636,7 @@ void rt_pump(struct runtime *rt)
 /* Shutdown: every call still held gets an answer. */
 void rt_fail_everything(struct runtime *rt)
 {
-    for (size_t i = 0; i < rt->n_groups; i++) {
+    for (size_t i = 0; i < RT_GROUP_SLOTS(rt); i++) {
         struct rt_group *g = &rt->groups[i];
         if (!g->hosted)
             continue;

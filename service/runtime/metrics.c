@@ -64,8 +64,9 @@ static int node_families(struct metrics_registry *m, struct rt_metrics *out)
 static int group_families(struct runtime *rt)
 {
     struct metrics_registry *m = rt->opts.metrics;
-    struct metrics_family *term, *commit, *applied, *leader, *changes;
-    const char *group[] = {RT_METRICS_GROUPS_LABEL};
+    struct metrics_family *term, *commit, *applied, *leader, *changes, *decisions, *revision,
+        *tasks;
+    const char *group[] = {RT_METRICS_GROUPS_LABEL}, *reason[] = {"reason"};
     int rc = metrics_gauge_family_new(m, "slotd_raft_term", "Current raft term of the group.", 1,
                                       group, &term);
     rc = rc ? rc
@@ -84,23 +85,61 @@ static int group_families(struct runtime *rt)
             : metrics_counter_family_new(m, "slotd_raft_leader_changes_total",
                                          "Times this replica saw a new leader of the group.", 1,
                                          group, &changes);
+    rc = rc ? rc
+            : metrics_counter_family_new(
+                  m, "slotd_preferred_leader_decisions_total",
+                  "Preferred-leader convergence checks of groups this node leads, by outcome "
+                  "(transferred, or why nothing was done).",
+                  1, reason, &decisions);
+    rc = rc ? rc
+            : metrics_gauge_family_new(m, "slotd_controller_revision",
+                                       "Revision of the cluster state this node last published.",
+                                       0, NULL, &revision);
+    const char *status[] = {"status"};
+    rc = rc ? rc
+            : metrics_gauge_family_new(m, "slotd_controller_tasks",
+                                       "Controller tasks in the cluster state this node last "
+                                       "published, by status.",
+                                       1, status, &tasks);
     if (rc != METRICS_OK)
         return rc;
-    for (size_t i = 0; i < rt->n_groups; i++) {
-        struct rt_group *g = &rt->groups[i];
-        if (!g->hosted)
-            continue;
-        char id[16];
-        snprintf(id, sizeof(id), "%u", g->id);
-        const char *v[] = {id};
-        g->metrics.term = metrics_gauge_get(term, v);
-        g->metrics.commit = metrics_gauge_get(commit, v);
-        g->metrics.applied = metrics_gauge_get(applied, v);
-        g->metrics.is_leader = metrics_gauge_get(leader, v);
-        g->metrics.leader_changes = metrics_counter_get(changes, v);
-        rt_metrics_group(rt, g);
+    static const char *const names[4] = {"pending", "running", "failed", "done"};
+    for (int i = 0; i < 4; i++) {
+        const char *v[] = {names[i]};
+        rt->metrics.controller_tasks[i] = metrics_gauge_get(tasks, v);
     }
+    rt->metrics.fam_term = term;
+    rt->metrics.fam_commit = commit;
+    rt->metrics.fam_applied = applied;
+    rt->metrics.fam_leader = leader;
+    rt->metrics.fam_changes = changes;
+    rt->metrics.fam_decisions = decisions;
+    rt->metrics.controller_revision = metrics_gauge_get(revision, NULL);
     return METRICS_OK;
+}
+
+/* Series of a group opened here (loop thread or start-up). */
+void rt_metrics_group_register(struct runtime *rt, struct rt_group *g)
+{
+    if (rt->metrics.fam_term == NULL)
+        return;
+    char id[16];
+    snprintf(id, sizeof(id), "%u", g->id);
+    const char *v[] = {id};
+    g->metrics.term = metrics_gauge_get(rt->metrics.fam_term, v);
+    g->metrics.commit = metrics_gauge_get(rt->metrics.fam_commit, v);
+    g->metrics.applied = metrics_gauge_get(rt->metrics.fam_applied, v);
+    g->metrics.is_leader = metrics_gauge_get(rt->metrics.fam_leader, v);
+    g->metrics.leader_changes = metrics_counter_get(rt->metrics.fam_changes, v);
+    rt_metrics_group(rt, g);
+}
+
+void rt_metrics_converge(struct runtime *rt, const char *reason)
+{
+    if (rt->metrics.fam_decisions == NULL)
+        return;
+    const char *v[] = {reason};
+    metrics_counter_add(metrics_counter_get(rt->metrics.fam_decisions, v), 1);
 }
 
 void rt_metrics_init(struct runtime *rt)
@@ -113,7 +152,7 @@ void rt_metrics_init(struct runtime *rt)
     if (rc != METRICS_OK) {
         RT_LOG("warn", "msg=\"runtime metrics not registered\" err=\"%s\"", metrics_strerror(rc));
         memset(&rt->metrics, 0, sizeof(rt->metrics));
-        for (size_t i = 0; i < rt->n_groups; i++)
+        for (size_t i = 0; i < RT_GROUP_SLOTS(rt); i++)
             memset(&rt->groups[i].metrics, 0, sizeof(rt->groups[i].metrics));
     }
 }

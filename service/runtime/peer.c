@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "service/fault/fault.h"
 #include "service/runtime/internal.h"
 #include "store/keys.h"
 
@@ -66,7 +67,7 @@ static void step_batch(struct runtime *rt, const uint8_t *data, size_t len)
             metrics_counter_add(rt->metrics.dropped_inbound, 1);
             continue;
         }
-        raft_step(rt->groups[pb->group_id - 1].raft, &m);
+        raft_step(rt->groups[pb->group_id].raft, &m);
         free(m.entries);
     }
     slotd__internal__v1__raft_batch__free_unpacked(b, NULL);
@@ -87,17 +88,18 @@ void rt_poll_peers(struct runtime *rt)
     if (rt->transport == NULL)
         return;
     bool remote = false;
-    for (size_t i = 0; i < rt->n_groups && !remote; i++)
+    for (size_t i = 0; i < RT_GROUP_SLOTS(rt) && !remote; i++)
         remote = !rt->groups[i].hosted;
     if (!remote)
         return;
     Slotd__Internal__V1__GroupStatusRequest req = SLOTD__INTERNAL__V1__GROUP_STATUS_REQUEST__INIT;
     uint8_t buf[16];
     size_t len = slotd__internal__v1__group_status_request__pack(&req, buf);
-    for (size_t i = 0; i < rt->n_nodes; i++) {
-        if (rt->node_ids[i] == rt->opts.node_id)
+    const struct route_snapshot *members = rt->route_base; /* the cluster state's nodes */
+    for (size_t i = 0; i < members->n_nodes; i++) {
+        if (members->nodes[i].id == rt->opts.node_id)
             continue;
-        transport_call(rt->transport, rt->node_ids[i], PEER_METHOD_GROUP_STATUS, buf, len,
+        transport_call(rt->transport, members->nodes[i].id, PEER_METHOD_GROUP_STATUS, buf, len,
                        rt_now_ms() + STATUS_TIMEOUT_MS, on_status_reply, rt);
     }
 }
@@ -112,9 +114,9 @@ static void merge_group_status(struct runtime *rt, const uint8_t *data, size_t l
     bool changed = false;
     for (size_t i = 0; i < r->n_groups; i++) {
         const Slotd__Internal__V1__GroupLeader *gl = r->groups[i];
-        if (gl->group_id < 1 || gl->group_id > rt->n_groups || gl->leader == 0)
+        if (gl->group_id > rt->n_groups || gl->leader == 0)
             continue;
-        struct rt_group *g = &rt->groups[gl->group_id - 1];
+        struct rt_group *g = &rt->groups[gl->group_id];
         if (g->hosted || gl->term < g->term || (gl->term == g->term && g->leader == gl->leader))
             continue;
         g->leader = gl->leader;
@@ -130,13 +132,15 @@ int runtime_group_status(struct runtime *rt, uint8_t **buf, size_t *len)
 {
     struct route_snapshot *s = route_table_acquire(rt->routes);
     size_t n = 0;
-    Slotd__Internal__V1__GroupLeader *gl = calloc(rt->n_groups ? rt->n_groups : 1, sizeof(*gl));
-    Slotd__Internal__V1__GroupLeader **glp = calloc(rt->n_groups ? rt->n_groups : 1, sizeof(*glp));
+    /* n_groups is set once by the loop thread (0 -> N); read it once. */
+    size_t slots = __atomic_load_n(&rt->n_groups, __ATOMIC_ACQUIRE) + 1;
+    Slotd__Internal__V1__GroupLeader *gl = calloc(slots, sizeof(*gl));
+    Slotd__Internal__V1__GroupLeader **glp = calloc(slots, sizeof(*glp));
     int rc = gl && glp ? 0 : -1;
-    for (size_t i = 0; rc == 0 && s != NULL && i < rt->n_groups; i++) {
+    for (size_t i = 0; rc == 0 && s != NULL && i < slots; i++) {
         const struct rt_group *g = &rt->groups[i];
         const struct route_group *rg = route_snapshot_group(s, g->id);
-        if (!g->hosted || rg == NULL)
+        if (!__atomic_load_n(&g->hosted, __ATOMIC_ACQUIRE) || rg == NULL)
             continue;
         slotd__internal__v1__group_leader__init(&gl[n]);
         gl[n].group_id = g->id;
@@ -413,6 +417,17 @@ int rt_snap_capture_rows(struct runtime *rt, struct rt_snap_send *send)
     for (; send != NULL; send = send->capture_next) {
         struct rt_group *g = send->g;
         struct rowbuf b = {0};
+        if (g->id == 0) { /* the controller: its canonical state */
+            if (rt_ctl_capture(rt, &send->data, &send->len) != 0) {
+                send->captured = false;
+                continue;
+            }
+            send->meta.index = g->apply_index;
+            send->meta.term = g->apply_term;
+            send->meta.conf = g->apply_conf;
+            send->captured = true;
+            continue;
+        }
         uint8_t mk[STORE_GROUP_META_KEY_LEN], mv[1 + sizeof(g->fsm_state.owned)];
         store_key_group_meta(mk, g->id, SLOT_GROUP_META_OWNED);
         mv[0] = STORE_VALUE_VERSION;
@@ -472,7 +487,7 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
         err = "group not hosted here";
         goto done;
     }
-    g = &rt->groups[c->group_id - 1];
+    g = &rt->groups[c->group_id];
     struct rt_snap_recv *rcv = &g->snap_recv;
     if (c->offset == 0) {
         recv_reset(rcv);
@@ -575,10 +590,64 @@ static int delete_owned(struct runtime *rt, struct store_fsm_batch *b, const uin
     return 0;
 }
 
+/* Closes a replica this node no longer holds (a finished replica move took it away) and
+ * deletes its rows, group metadata and raft log, so a later replica of the group here starts
+ * empty. Loop thread; the caller checked that no batch, apply job or snapshot uses g. */
+void rt_group_close_removed(struct runtime *rt, struct rt_group *g)
+{
+    __atomic_store_n(&g->hosted, false, __ATOMIC_RELEASE);
+    rt_fail_list(&g->proposals, SLOTD_ENOT_LEADER, "the replica left this node");
+    rt_fail_list(&g->waiting_reads, SLOTD_ENOT_LEADER, "the replica left this node");
+    while (g->rounds != NULL) {
+        struct rt_read_round *r = g->rounds;
+        g->rounds = r->next;
+        rt_fail_list(&r->reads, SLOTD_ENOT_LEADER, "the replica left this node");
+        free(r);
+    }
+    raft_free(g->raft);
+    raft_mem_storage_free(g->mem);
+    free(g->snap_recv.data);
+    struct store_fsm_batch *b = NULL;
+    int rc = store_fsm_batch_new(&b);
+    if (rc == 0 && g->id != 0)
+        rc = delete_owned(rt, b, g->fsm_state.owned);
+    if (rc == 0) {
+        uint8_t k[STORE_GROUP_META_KEY_LEN];
+        store_key_group_meta(k, g->id, SLOT_GROUP_META_OWNED);
+        store_fsm_batch_delete(b, k, sizeof(k));
+        store_key_group_meta(k, g->id, SLOT_GROUP_META_SNAPSHOT);
+        store_fsm_batch_delete(b, k, sizeof(k));
+        store_fsm_batch_set_applied(b, g->id, 0);
+        rc = store_fsm_write(rt->store, b, true);
+    }
+    store_fsm_batch_free(b);
+    struct store_log_batch *lb = NULL;
+    if (rc == 0)
+        rc = store_log_batch_new(&lb);
+    if (rc == 0) {
+        store_log_batch_delete_group(rt->store, lb, g->id);
+        rc = store_log_write(rt->store, lb, true);
+    }
+    store_log_batch_free(lb);
+    if (rc != 0)
+        RT_LOG("error", "msg=\"removed replica: deleting its data failed\" group=%u err=\"%s\"",
+               g->id, store_strerror(rc));
+    metrics_gauge_set(g->metrics.is_leader, 0);
+    struct rt_group_metrics m = g->metrics;
+    uint32_t id = g->id;
+    memset(g, 0, sizeof(*g));
+    g->id = id;
+    g->metrics = m;
+    RT_LOG("info", "msg=\"replica removed from this node\" node=%llu group=%u",
+           (unsigned long long)rt->opts.node_id, id);
+}
+
 /* Storage stage: replaces the group's rows with the snapshot's in one synced
  * batch carrying the applied index and the snapshot's raft position. */
 int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_install *in)
 {
+    if (g->id == 0)
+        return rt_ctl_install(rt, g, in->data, in->len, &in->meta);
     const uint8_t *p = in->data, *end = in->data + in->len;
     uint8_t owned[32] = {0}, both[32];
     uint8_t mk[STORE_GROUP_META_KEY_LEN];
@@ -630,6 +699,8 @@ int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_
     store_fsm_batch_free(b);
     if (rc != 0)
         return rc;
+    SLOTD_FAULT_NOTE_FSM_SYNCED(rt->data_dir);
+    SLOTD_CRASH_POINT("snapshot_after_fsm_rows"); /* rows synced, raftlog batch not written */
     memcpy(g->fsm_state.owned, owned, sizeof(owned));
     g->fsm_state.initialized = true;
     g->apply_index = in->meta.index;
@@ -642,7 +713,7 @@ int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_
 
 static void transfer_all(struct runtime *rt)
 {
-    for (size_t i = 0; i < rt->n_groups; i++) {
+    for (size_t i = 0; i < RT_GROUP_SLOTS(rt); i++) {
         struct rt_group *g = &rt->groups[i];
         if (!g->hosted || g->role != RAFT_LEADER)
             continue;
@@ -670,7 +741,7 @@ void rt_handle_peer_request(struct runtime *rt, struct rt_request *r)
         step_batch(rt, r->data, r->len);
         break;
     case RT_UNREACHABLE:
-        for (size_t i = 0; i < rt->n_groups; i++)
+        for (size_t i = 0; i < RT_GROUP_SLOTS(rt); i++)
             if (rt->groups[i].hosted)
                 raft_report_unreachable(rt->groups[i].raft, r->min_applied);
         break;
@@ -685,6 +756,9 @@ void rt_handle_peer_request(struct runtime *rt, struct rt_request *r)
         break;
     case RT_TRANSFER:
         transfer_all(rt);
+        break;
+    case RT_CTL_STATE:
+        rt_ctl_mirror_reply(rt, r->data, r->len);
         break;
     default:
         break;

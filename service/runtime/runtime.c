@@ -19,6 +19,7 @@ void runtime_options_default(struct runtime_options *o)
     o->queue_bytes_max = (size_t)256 << 20;
     o->compact_entries = 10000;
     o->compact_tail = 1000;
+    o->task_phase_timeout_ms = 60000;
 }
 
 int64_t rt_now_ms(void)
@@ -87,7 +88,7 @@ void rt_fail_list(struct rt_list *l, int code, const char *msg)
         rt_fail(r, code, "group %u: %s", r->group, msg);
 }
 
-/* ---- Route: the static table + members, with observed leaders. ---- */
+/* ---- Initial voters and the route ---- */
 
 static int cmp_peer(const void *a, const void *b)
 {
@@ -95,18 +96,23 @@ static int cmp_peer(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* The cluster's members, sorted by id; a node started without --peers is a
- * cluster of one. */
+/* The initial controller voters, sorted by id; a node started with neither --peers nor --join
+ * is a cluster of one. A joining node has none. */
 static int init_nodes(struct runtime *rt, char *err, size_t errlen)
 {
     struct runtime_options *o = &rt->opts;
-    if (o->n_nodes == 0) {
+    bool joining = o->join != NULL && o->join[0] != '\0';
+    if (joining && o->n_nodes > 0) {
+        snprintf(err, errlen, "join: a joining node takes no --peers (the cluster has them)");
+        return -1;
+    }
+    if (o->n_nodes == 0 && !joining) {
         o->n_nodes = 1;
         o->nodes[0].id = o->node_id;
         snprintf(o->nodes[0].address, sizeof(o->nodes[0].address), "%s", o->advertise);
     }
     qsort(o->nodes, o->n_nodes, sizeof(o->nodes[0]), cmp_peer);
-    bool self = false;
+    bool self = joining;
     for (size_t i = 0; i < o->n_nodes; i++) {
         if (o->nodes[i].id == 0 || (i > 0 && o->nodes[i].id == o->nodes[i - 1].id)) {
             snprintf(err, errlen, "peers: node ids must be unique and >= 1");
@@ -121,38 +127,14 @@ static int init_nodes(struct runtime *rt, char *err, size_t errlen)
                  (unsigned long long)o->node_id);
         return -1;
     }
+    size_t data_nodes = o->bootstrap_expect > o->n_nodes ? o->bootstrap_expect : o->n_nodes;
     if (o->replicas == 0)
-        o->replicas = o->n_nodes < 3 ? (unsigned)o->n_nodes : 3;
-    if (o->replicas > o->n_nodes || o->replicas > RAFT_MEMBERS_MAX) {
-        snprintf(err, errlen, "replicas: %u is more than the %zu nodes", o->replicas, o->n_nodes);
+        o->replicas = data_nodes < 3 ? (unsigned)(data_nodes ? data_nodes : 1) : 3;
+    if (!joining && (o->replicas > data_nodes || o->replicas > RAFT_MEMBERS_MAX)) {
+        snprintf(err, errlen, "replicas: %u is more than the %zu data nodes", o->replicas,
+                 data_nodes);
         return -1;
     }
-    return 0;
-}
-
-/* The static route: hash-slot table, placement, members; leaders are filled
- * in at each publication. */
-static int build_route_base(struct runtime *rt)
-{
-    struct route_snapshot *s;
-    if (route_snapshot_new(rt->n_groups, rt->n_nodes, &s) != 0)
-        return -1;
-    s->revision = 1;
-    route_split_ranges((unsigned)rt->n_groups, s->slot_group);
-    s->table_ready = true;
-    for (size_t i = 0; i < rt->n_groups; i++) {
-        struct route_group *g = &s->groups[i];
-        g->id = (uint32_t)(i + 1);
-        g->n_voters = (uint32_t)runtime_placement(rt->node_ids, rt->n_nodes, rt->opts.replicas,
-                                                  g->id, g->voters);
-        g->config_epoch = 1;
-        g->preferred_leader = g->voters[0];
-    }
-    for (size_t i = 0; i < rt->n_nodes; i++) {
-        s->nodes[i].id = rt->opts.nodes[i].id;
-        snprintf(s->nodes[i].address, sizeof(s->nodes[i].address), "%s", rt->opts.nodes[i].address);
-    }
-    rt->route_base = s;
     return 0;
 }
 
@@ -163,11 +145,13 @@ void rt_publish_route(struct runtime *rt)
         RT_LOG("error", "msg=\"route publish: out of memory\"");
         return;
     }
-    bool all_led = true;
+    bool all_led = s->table_ready;
     size_t led = 0;
-    for (size_t i = 0; i < rt->n_groups; i++) {
+    for (size_t i = 1; i < RT_GROUP_SLOTS(rt); i++) {
         struct rt_group *g = &rt->groups[i];
         struct route_group *rg = route_snapshot_group_mut(s, g->id);
+        if (rg == NULL)
+            continue;
         rg->leader = g->leader;
         rg->leader_term = g->leader ? g->term : 0;
         if (g->hosted) {
@@ -175,6 +159,7 @@ void rt_publish_route(struct runtime *rt)
             led += g->leader == rt->opts.node_id;
         }
     }
+    led += rt->groups[0].hosted && rt->groups[0].leader == rt->opts.node_id;
     atomic_store(&rt->led_groups, led);
     metrics_gauge_set(rt->metrics.route_revision, (int64_t)s->revision);
     route_table_publish(rt->routes, s);
@@ -275,6 +260,11 @@ int runtime_submit_raft_batch(struct runtime *rt, const uint8_t *batch, size_t l
     return submit_internal(rt, RT_RAFT_BATCH, batch, len, NULL, 0, err);
 }
 
+int runtime_submit_ctl_state(struct runtime *rt, const uint8_t *resp, size_t len)
+{
+    return submit_internal(rt, RT_CTL_STATE, resp, len, NULL, 0, NULL);
+}
+
 void runtime_peer_unreachable(struct runtime *rt, uint64_t peer)
 {
     submit_internal(rt, RT_UNREACHABLE, NULL, 0, NULL, peer, NULL);
@@ -319,7 +309,7 @@ void rt_submit_snap_sent(struct runtime *rt, uint64_t transfer_id, bool ok)
 
 size_t runtime_transfer_leadership(struct runtime *rt, unsigned timeout_ms)
 {
-    if (!rt->started || rt->n_nodes < 2)
+    if (!rt->started || rt->transport == NULL)
         return atomic_load(&rt->led_groups);
     submit_internal(rt, RT_TRANSFER, NULL, 0, NULL, 0, NULL);
     int64_t until = rt_now_ms() + timeout_ms;
@@ -394,6 +384,11 @@ static void on_tick(uv_timer_t *h)
 static void on_poll(uv_timer_t *h)
 {
     rt_poll_peers(h->data);
+    rt_ctl_poll(h->data);
+    rt_ctl_converge(h->data);
+    rt_ctl_liveness(h->data);
+    rt_task_step(h->data);
+    rt_pump(h->data); /* what the controller proposed */
 }
 
 static void on_close(uv_handle_t *h)
@@ -419,6 +414,10 @@ static void on_stop(uv_async_t *h)
 static void *loop_main(void *arg)
 {
     struct runtime *rt = arg;
+    struct ctl_state *pending = rt->ctl_pending;
+    rt->ctl_pending = NULL;
+    if (pending != NULL)
+        rt_ctl_publish(rt, pending); /* the state this node had when it stopped */
     rt_publish_route(rt);
     rt_pump(rt);
     uv_run(&rt->loop, UV_RUN_DEFAULT);
@@ -441,15 +440,25 @@ int runtime_new(const struct runtime_options *o, struct store *store, struct rou
     rt->routes = routes;
     rt->server = server;
     rt->transport = transport;
-    rt->n_groups = o->n_groups;
+    rt->n_groups = 0; /* until a cluster state places slot groups */
     pthread_mutex_init(&rt->mu, NULL);
-    if (o->n_groups < 1 || o->n_groups > 256) {
-        snprintf(err, errlen, "slot groups: %u is outside 1..256", o->n_groups);
+    if (o->n_groups < 1 || o->n_groups > 64) {
+        snprintf(err, errlen, "slot groups: %u is outside 1..64", o->n_groups);
         goto err_after_alloc;
     }
+    if (o->state_path == NULL || o->state_path[0] == '\0') {
+        snprintf(err, errlen, "state path: not set");
+        goto err_after_alloc;
+    }
+    snprintf(rt->data_dir, sizeof(rt->data_dir), "%s", o->state_path);
+    char *slash = strrchr(rt->data_dir, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    else
+        snprintf(rt->data_dir, sizeof(rt->data_dir), ".");
     if (init_nodes(rt, err, errlen) != 0)
         goto err_after_alloc;
-    if (build_route_base(rt) != 0 || slot_fsm_new(store, &rt->fsm) != 0 ||
+    if (route_snapshot_new(0, 0, &rt->route_base) != 0 || slot_fsm_new(store, &rt->fsm) != 0 ||
         store_log_batch_new(&rt->log_batch) != 0) {
         snprintf(err, errlen, "out of memory");
         goto err_after_alloc;
@@ -457,6 +466,8 @@ int runtime_new(const struct runtime_options *o, struct store *store, struct rou
     if (rt_groups_open(rt, err, errlen) != 0)
         goto err_after_alloc;
     rt_metrics_init(rt);
+    if (rt_ctl_open(rt, err, errlen) != 0)
+        goto err_after_alloc;
     if (uv_loop_init(&rt->loop) != 0) {
         snprintf(err, errlen, "uv_loop_init failed");
         goto err_after_alloc;
@@ -472,6 +483,7 @@ int runtime_new(const struct runtime_options *o, struct store *store, struct rou
 
 err_after_alloc:
     rt_groups_close(rt);
+    rt_ctl_close(rt);
     store_log_batch_free(rt->log_batch);
     slot_fsm_free(rt->fsm);
     route_snapshot_release(rt->route_base);
@@ -483,8 +495,7 @@ err_after_alloc:
 int runtime_start(struct runtime *rt)
 {
     uv_timer_start(&rt->ticker, on_tick, rt->opts.tick_ms, rt->opts.tick_ms);
-    if (rt->transport != NULL)
-        uv_timer_start(&rt->poller, on_poll, 200, 500);
+    uv_timer_start(&rt->poller, on_poll, 200, 500); /* peers, controller, liveness */
     if (pthread_create(&rt->thread, NULL, loop_main, rt) != 0)
         return -1;
     rt->started = true;
@@ -511,6 +522,7 @@ void runtime_free(struct runtime *rt)
         uv_loop_close(&rt->loop);
     rt_snap_free_all(rt);
     rt_groups_close(rt);
+    rt_ctl_close(rt);
     store_log_batch_free(rt->log_batch);
     slot_fsm_free(rt->fsm);
     route_snapshot_release(rt->route_base);
@@ -520,7 +532,7 @@ void runtime_free(struct runtime *rt)
 
 bool runtime_hosts_group(const struct runtime *rt, uint32_t group)
 {
-    return group >= 1 && group <= rt->n_groups && rt->groups[group - 1].hosted;
+    return group < RT_GROUPS_CAP && __atomic_load_n(&rt->groups[group].hosted, __ATOMIC_ACQUIRE);
 }
 
 uint64_t runtime_node_id(const struct runtime *rt)

@@ -52,6 +52,14 @@ struct runtime_options {
         compact_entries; /* compact a group's log after this many applied entries; default 10000 */
     size_t compact_tail; /* entries kept behind the compaction point; default 1000 */
     uint64_t seed;       /* raft election randomness; default from the node id */
+    /* Controller (ctl.c). nodes[] above are the initial controller voters; a node started with
+     * `join` set bootstraps nothing and registers itself through that address instead. */
+    const char *state_path;    /* cluster-state.json (required) */
+    const char *cluster_id;    /* bootstrap; default "slotd" */
+    unsigned bootstrap_expect; /* active data nodes before placement; 0 = the initial voters */
+    const char *join;          /* host:port of any member; NULL/"" = bootstrap with nodes[] */
+    unsigned weight;           /* this node's capacity weight; default 100 */
+    unsigned task_phase_timeout_ms; /* a task phase without progress fails; default 60000 */
     /* Where the runtime's series live (service/metrics/README.md); NULL (default): none.
      * Borrowed; must outlive the runtime. */
     struct metrics_registry *metrics;
@@ -62,11 +70,6 @@ void runtime_options_default(struct runtime_options *o);
 struct runtime;
 struct transport;
 
-/* Static placement: the voters of group g (1-based) are nodes[(g-1+i) % n] for
- * i < replicas, with nodes sorted by id; the first one is the preferred
- * (initial) leader. Returns the number of voters written to out. */
-size_t runtime_placement(const uint64_t *sorted_ids, size_t n, unsigned replicas, uint32_t group,
-                         uint64_t *out);
 
 /* Opens (bootstrapping if the store is empty) every slot group. store,
  * routes and server are borrowed for the runtime's lifetime. On error
@@ -108,7 +111,27 @@ int runtime_submit_snapshot_chunk(struct runtime *rt, const uint8_t *chunk, size
                                   struct rpc_call *call, struct slotd_error *err);
 /* Fills a GroupStatusResponse for the groups hosted here (caller frees *buf with free()). */
 int runtime_group_status(struct runtime *rt, uint8_t **buf, size_t *len);
-/* True when this node hosts a replica of the group. */
+/* ---- Controller (ctl.c): any thread. ---- */
+
+/* A voter's ClusterStateResponse bytes for a mirror (borrowed for the call, copied). */
+int runtime_submit_ctl_state(struct runtime *rt, const uint8_t *resp, size_t len);
+/* Packs the ClusterStateResponse this node can give (not_modified when known_revision and
+ * known_checksum, borrowed, match). *buf: caller frees with free(). Returns 1 when this node
+ * holds no state yet, -1 out of memory. */
+int runtime_ctl_state(struct runtime *rt, const char *known_checksum, uint64_t known_revision,
+                      uint8_t **buf, size_t *len);
+/* Copies task id of the published cluster state into *out (and its revision). Returns 0, or 1
+ * when the state has no such task (or there is no state yet). */
+struct ctl_task;
+int runtime_ctl_task(struct runtime *rt, uint64_t id, struct ctl_task *out, uint64_t *revision);
+/* True when this node is a controller voter (hosts group 0). */
+bool runtime_ctl_voter(const struct runtime *rt);
+/* The controller voters of the published state (at most max, into out). */
+size_t runtime_ctl_voters(struct runtime *rt, uint64_t *out, size_t max);
+/* The controller leader this voter observes (0 = unknown or not a voter). */
+uint64_t runtime_ctl_leader(struct runtime *rt);
+
+/* True when this node hosts a replica of the group (group 0: the controller). */
 bool runtime_hosts_group(const struct runtime *rt, uint32_t group);
 uint64_t runtime_node_id(const struct runtime *rt);
 

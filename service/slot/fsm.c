@@ -195,7 +195,12 @@ void slot_fsm_set_applied(struct slot_fsm *f, uint32_t group, uint64_t index)
 
 int slot_fsm_commit(struct slot_fsm *f)
 {
-    int rc = store_fsm_write(f->store, f->batch, false);
+    return slot_fsm_commit_sync(f, false);
+}
+
+int slot_fsm_commit_sync(struct slot_fsm *f, bool sync)
+{
+    int rc = store_fsm_write(f->store, f->batch, sync);
     overlay_clear(f);
     store_fsm_batch_clear(f->batch);
     return rc;

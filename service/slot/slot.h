@@ -117,6 +117,8 @@ int slot_fsm_apply(struct slot_fsm *f, struct slot_group_state *gs, uint64_t ind
 void slot_fsm_set_applied(struct slot_fsm *f, uint32_t group, uint64_t index);
 /* Writes the batch (unsynced: the raft log is the durable record). */
 int slot_fsm_commit(struct slot_fsm *f);
+/* The same; with sync, the write (and every earlier fsm write) is on disk when it returns. */
+int slot_fsm_commit_sync(struct slot_fsm *f, bool sync);
 size_t slot_fsm_batch_bytes(const struct slot_fsm *f);
 
 /* Reads a key from the applied state. On success *value is malloc'ed (caller

@@ -8,6 +8,7 @@
 #include <grpc/support/string_util.h>
 #include <grpc/support/time.h>
 
+#include "service/fault/fault.h"
 #include "transport_internal.h"
 
 #define TRANSPORT__DETAILS_KEY "grpc-status-details-bin"
@@ -209,6 +210,9 @@ static int user_call(struct transport *t, bool by_peer, uint64_t peer, const cha
         grpc_call_cancel_with_status(c->call, GRPC_STATUS_DEADLINE_EXCEEDED,
                                      "transport: the deadline passed before the call started",
                                      NULL);
+    }
+    if (rc == TRANSPORT_OK && by_peer && SLOTD_FAULT_NET_DROP(t->opts.node_id, peer)) {
+        grpc_call_cancel_with_status(c->call, GRPC_STATUS_UNAVAILABLE, "fault: dropped", NULL);
     }
     pthread_mutex_unlock(&t->mu);
     return rc;

@@ -7,6 +7,7 @@
 #include <grpc/slice_buffer.h>
 #include <grpc/support/time.h>
 
+#include "service/fault/fault.h"
 #include "transport_internal.h"
 
 /* RaftBatch field numbers (peer.proto) and their wire tags (field << 3 | wire type). */
@@ -91,6 +92,9 @@ void transport__ring_free(struct transport__peer *p)
 
 int transport_send_raft(struct transport *t, uint64_t to, const Slotd__Internal__V1__RaftMessage *m)
 {
+    if (SLOTD_FAULT_NET_DROP(t->opts.node_id, to)) {
+        return TRANSPORT_OK; /* fault builds only (service/fault): lost on the wire */
+    }
     size_t msg_len = slotd__internal__v1__raft_message__get_packed_size(m);
     size_t rec_len = 1 + varint_len(msg_len) + msg_len;
     if (rec_len > t->opts.batch_bytes_max - TRANSPORT__BATCH_HEADER_MAX) {
@@ -240,7 +244,8 @@ void transport__raft_done(struct transport *t, struct transport__call *c)
         p->sent_msgs += c->n_msgs;
         p->sent_batches++;
         p->backoff_ms = 0;
-        p->backoff_until_ms = 0;
+        /* 0 unless a fault build delays the peer (service/fault) */
+        p->backoff_until_ms = SLOTD_FAULT_NET_PACE_UNTIL_MS(t->opts.node_id, p->node_id);
         if (raft_ready(t, p, transport__now_ms())) {
             raft_start(t, p); /* what queued meanwhile goes out now, as one batch */
         }

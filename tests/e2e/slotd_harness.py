@@ -9,6 +9,7 @@ as module health_v1 because Python's grpc package cannot be extended).
 The server binary is ``$SLOTD_BIN`` when set, else ``<repo>/build/bin/slotd``.
 """
 
+from fractions import Fraction
 import ctypes
 import faulthandler
 import fcntl
@@ -51,10 +52,10 @@ TEST_TIMEOUT_S = float(os.environ.get("SLOTD_E2E_TEST_TIMEOUT_S", "150"))
 # Markers that sanitizer builds print; any of them in a server log fails the test.
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
-_PROTO_SOURCES = [
-    (REPO / "api", "slotd/v1/metadata.proto"),
-    (REPO / "api", "google/rpc/status.proto"),
-]
+# Every public .proto (metadata, admin and whatever they import from api/slotd/v1).
+_PROTO_SOURCES = sorted((REPO / "api", str(p.relative_to(REPO / "api")))
+                        for p in (REPO / "api" / "slotd" / "v1").glob("*.proto"))
+_PROTO_SOURCES.append((REPO / "api", "google/rpc/status.proto"))
 _HEALTH_PROTO = Path("/usr/share/grpc-proto/grpc/health/v1/health.proto")
 _PROTOC_INCLUDES = [REPO / "api", Path("/usr/include")]
 _STAMP = GEN_DIR / ".stamp"
@@ -449,11 +450,32 @@ DEFAULT_SLOT_GROUPS = 8
 ROUTE_CONVERGE_S = 5.0   # nodes learn the leaders of groups they do not host by polling (~2 s)
 
 
-def placement_voters(node_ids, group_id, replicas):
-    """Static placement: sorted node ids n[0..N-1]; group g has voters n[(g-1+i) % N], i < R.
-    The first voter campaigns first."""
+def controller_placement(node_ids, slot_groups, replicas, weights=None):
+    """The controller's placement (service/controller/placement.c) of groups 1..slot_groups over
+    the active data nodes: for each group in order, the min(replicas, n) nodes with the lowest
+    (assigned + 1) / weight (ties: lower id); its preferred leader is the picked node with the
+    fewest preferred leaderships so far (ties: lowest (leaders + 1) / weight, then lower id).
+    Returns {group_id: (sorted voters, preferred leader)}."""
     nodes = sorted(node_ids)
-    return [nodes[(group_id - 1 + i) % len(nodes)] for i in range(replicas)]
+    weights = weights or {}
+    w = {n: weights.get(n, 100) for n in nodes}
+    assigned = {n: 0 for n in nodes}
+    leaders = {n: 0 for n in nodes}
+    out = {}
+    for g in range(1, slot_groups + 1):
+        picked = sorted(nodes, key=lambda n: (Fraction(assigned[n] + 1, w[n]), n))[:min(replicas, len(nodes))]
+        for n in picked:
+            assigned[n] += 1
+        lead = min(picked, key=lambda n: (leaders[n], Fraction(leaders[n] + 1, w[n]), n))
+        leaders[lead] += 1
+        out[g] = (sorted(picked), lead)
+    return out
+
+
+def placement_voters(node_ids, group_id, replicas, slot_groups=None):
+    """Voters of group_id under the controller's placement (sorted ids)."""
+    groups = slot_groups if slot_groups is not None else group_id
+    return controller_placement(node_ids, groups, replicas)[group_id][0]
 
 
 def route_summary(route):

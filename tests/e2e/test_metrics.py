@@ -106,7 +106,10 @@ class MetricsTest(h.SlotdTestCase):
                 "slotd_apply_batch_entries": "histogram",
                 "slotd_snapshot_bytes_total": "counter",
                 "slotd_raft_dropped_messages_total": "counter",
-                "slotd_route_revision": "gauge"}
+                "slotd_route_revision": "gauge",
+                "slotd_controller_revision": "gauge",
+                "slotd_controller_tasks": "gauge",
+                "slotd_preferred_leader_decisions_total": "counter"}
         for name, kind in want.items():
             self.assertEqual(s.types.get(name), kind, name)
             self.assertIn("# HELP %s " % name, s.text)
@@ -122,7 +125,8 @@ class MetricsTest(h.SlotdTestCase):
         s = self.scrape()
         for name in PER_GROUP:
             groups = sorted(int(dict(labels)["group"]) for labels in s.series(name))
-            self.assertEqual(groups, self.groups, name)
+            # group 0 is the controller group (this single node is its only voter)
+            self.assertEqual(groups, [0] + self.groups, name)
         for g in self.groups:
             label = str(g)
             self.assertEqual(s.value("slotd_raft_is_leader", group=label), 1, "single node leads")

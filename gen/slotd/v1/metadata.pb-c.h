@@ -668,16 +668,47 @@ struct  Slotd__V1__Task
 {
   ProtobufCMessage base;
   uint64_t task_id;
+  /*
+   * replica_move, leader_transfer, controller_voter_promotion, node_drain
+   */
   char *kind;
+  /*
+   * pending, running, failed, done
+   */
   char *status;
+  /*
+   * 0 for tasks without a group (promotion, drain)
+   */
   uint32_t group_id;
   uint32_t phase_index;
   uint32_t attempt;
   char *last_error;
+  /*
+   * The phase's name (add_learner, catch_up, promote, remove_source, transfer, ..., done).
+   */
+  char *phase;
+  uint64_t source_node;
+  uint64_t target_node;
+  size_t n_participants;
+  uint64_t *participants;
+  uint64_t config_epoch;
+  /*
+   * Last reported progress: snapshot bytes, the target's match index against the commit index.
+   */
+  uint64_t bytes_sent;
+  uint64_t bytes_total;
+  uint64_t target_match;
+  uint64_t commit;
+  uint64_t created_ms;
+  uint64_t updated_ms;
+  /*
+   * The controller revision the answer was read at.
+   */
+  uint64_t revision;
 };
 #define SLOTD__V1__TASK__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__task__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string }
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0,NULL, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 
 /*

@@ -181,7 +181,7 @@ static void m_nodes_unsorted(json_t *r)
 }
 static void m_unknown_task_field(json_t *r)
 {
-    json_object_set_new(path(r, "tasks", 0), "progress", json_integer(3));
+    json_object_set_new(path(r, "tasks", 0), "color", json_integer(3));
 }
 static void m_task_status(json_t *r)
 {
@@ -195,7 +195,7 @@ static void test_decode_rejects(void)
     expect_decode(m_unknown_range, 1, CTL_EDECODE,
                   "hash_slot_table.ranges[1]: unknown field \"x\"");
     expect_decode(m_unknown_config, 1, CTL_EDECODE, "config: unknown field \"mode\"");
-    expect_decode(m_unknown_task_field, 1, CTL_EDECODE, "tasks[0]: unknown field \"progress\"");
+    expect_decode(m_unknown_task_field, 1, CTL_EDECODE, "tasks[0]: unknown field \"color\"");
     expect_decode(m_content_only, 0, CTL_ECHECKSUM, "checksum: stored ");
     expect_decode(m_bad_hex, 0, CTL_EDECODE, "not 8 lowercase hex digits");
     expect_decode(m_type_revision, 1, CTL_EDECODE, "revision: expected an integer");
@@ -326,13 +326,63 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Task g of the full state: every kind in turn, 8 participants, 7 voters and 7 learners in the
+ * proof, 7 previous voters for promotions, every number at its bound. Only one promotion is active
+ * and drains are failed, so the one-active rules hold. */
+static void fill_full_task(const struct ctl_state *s, uint32_t g, struct ctl_task *t)
+{
+    enum ctl_task_kind kind = (enum ctl_task_kind)(g % 5);
+    bool by_group = kind <= CTL_TASK_HASH_SLOT_MIGRATION;
+    static const uint32_t phase[] = {3, 0, CTL_TASK_PHASES_MAX - 1, 3, 0};
+    *t = (struct ctl_task){.id = g + 1,
+                           .kind = kind,
+                           .group = by_group ? g + 1 : 0,
+                           .phase_index = phase[kind],
+                           .config_epoch = CTL_U64_JSON_MAX,
+                           .attempt = CTL_TASK_ATTEMPTS_MAX,
+                           .status = CTL_TASK_RUNNING,
+                           .n_participants = CTL_PARTICIPANTS_MAX,
+                           .created_ms = 1,
+                           .updated_ms = CTL_U64_JSON_MAX,
+                           .source = s->nodes[g].id,
+                           .target = s->nodes[(g + 1) % CTL_NODES_MAX].id};
+    if (kind == CTL_TASK_CONTROLLER_VOTER_PROMOTION) {
+        t->status = g == 3 ? CTL_TASK_RUNNING : CTL_TASK_DONE;
+        t->phase_index = g == 3 ? 2 : 3;
+        t->n_previous_voters = CTL_REPLICAS_MAX;
+        for (uint32_t k = 0; k < CTL_REPLICAS_MAX; k++) {
+            t->previous_voters[k] = s->nodes[k * 9].id;
+        }
+    }
+    if (kind == CTL_TASK_NODE_DRAIN) {
+        t->status = CTL_TASK_FAILED;
+    }
+    t->proof = (struct ctl_task_proof){.config_index = CTL_U64_JSON_MAX,
+                                       .n_voters = CTL_REPLICAS_MAX,
+                                       .n_learners = CTL_REPLICAS_MAX,
+                                       .leader = CTL_U64_JSON_MAX,
+                                       .commit = CTL_U64_JSON_MAX,
+                                       .target_match = CTL_U64_JSON_MAX};
+    for (uint32_t k = 0; k < CTL_REPLICAS_MAX; k++) {
+        t->proof.voters[k] = CTL_U64_JSON_MAX - 20 + k;
+        t->proof.learners[k] = CTL_U64_JSON_MAX - 10 + k;
+    }
+    t->progress = (struct ctl_task_progress){CTL_U64_JSON_MAX, CTL_U64_JSON_MAX, CTL_U64_JSON_MAX,
+                                             CTL_U64_JSON_MAX};
+    for (uint32_t k = 0; k < CTL_PARTICIPANTS_MAX; k++) {
+        t->participants[k] = s->nodes[k * 8].id;
+    }
+}
+
 /* A state at every bound: 64 nodes with 127-byte addresses, 64 groups of 7 peers, 256 one-slot
- * ranges, 64 tasks with 256-byte last_error and 8 participants, 64 health reports. */
+ * ranges, 64 tasks of every kind with 256-byte last_error, 8 participants and full proofs, 64
+ * health reports. */
 static void fill_full_state(struct ctl_state *s)
 {
     ctl_state_init(s);
     s->revision = 1000;
     s->applied_raft_index = CTL_U64_JSON_MAX;
+    s->next_task_id = CTL_U64_JSON_MAX;
     snprintf(s->cluster_id, sizeof(s->cluster_id), "%064d", 7);
     s->config =
         (struct ctl_config){CTL_GROUPS_MAX, CTL_HASH_SLOTS, CTL_REPLICAS_MAX, CTL_NODES_MAX};
@@ -365,19 +415,7 @@ static void fill_full_state(struct ctl_state *s)
         gr->config_epoch = CTL_U64_JSON_MAX;
         gr->preferred_leader = gr->desired_peers[CTL_REPLICAS_MAX - 1];
         struct ctl_task *t = &s->tasks[g];
-        *t = (struct ctl_task){.id = g + 1,
-                               .kind = CTL_TASK_HASH_SLOT_MIGRATION,
-                               .group = g + 1,
-                               .phase_index = CTL_TASK_PHASES_MAX - 1,
-                               .config_epoch = 3,
-                               .attempt = CTL_TASK_ATTEMPTS_MAX,
-                               .status = CTL_TASK_RUNNING,
-                               .n_participants = CTL_PARTICIPANTS_MAX,
-                               .created_ms = 1,
-                               .updated_ms = CTL_U64_JSON_MAX};
-        for (uint32_t k = 0; k < CTL_PARTICIPANTS_MAX; k++) {
-            t->participants[k] = s->nodes[k * 8].id;
-        }
+        fill_full_task(s, g, t);
         for (uint32_t k = 0; k < CTL_LAST_ERROR_MAX; k += 2) {
             memcpy(t->last_error + k, "\xc3\xa9", 2); /* U+00E9 */
         }

@@ -13,6 +13,11 @@ enum ctl_outcome ctl_test_apply(struct ctl_state *s, const char *cmd, struct ctl
 /* Applies cmd (a builder result, freed here) and asserts the outcome; returns the reason. */
 const char *ctl_test_expect(struct ctl_state *s, char *cmd, enum ctl_outcome want);
 
+/* Applies cmd (a builder result, freed here) and checks the outcome, the reason (substring; "" =
+ * any), applied_raft_index + 1, the revision (+1 only for changed) and, for noop and rejected,
+ * that the encoded state is unchanged except applied_raft_index. */
+void ctl_test_check(struct ctl_state *s, char *cmd, enum ctl_outcome want, const char *reason);
+
 /* A bootstrapped state: nodes 1..3 (controller voters) and 4..5 (joined data nodes, active),
  * config {slot_groups, replicas 3, bootstrap_expect 3}, placement made, one health report and
  * two tasks. Caller frees with free(). */
@@ -32,5 +37,6 @@ int ctl_test_decode_json(json_t *root, int fix_checksum, struct ctl_state *out, 
 void ctl_test_add_codec(void);
 void ctl_test_add_apply(void);
 void ctl_test_add_placement_file(void);
+void ctl_test_add_task(void);
 
 #endif

@@ -28,6 +28,32 @@ const char *ctl_test_expect(struct ctl_state *s, char *cmd, enum ctl_outcome wan
     return res.reason;
 }
 
+void ctl_test_check(struct ctl_state *s, char *cmd, enum ctl_outcome want, const char *reason)
+{
+    struct ctl_state *before = malloc(sizeof(*before));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(before);
+    *before = *s;
+    uint64_t index = s->applied_raft_index;
+    const char *got = ctl_test_expect(s, cmd, want);
+    if (strstr(got, reason) == NULL) {
+        printf("\n  reason \"%s\", want \"%s\"\n", got, reason);
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(got, reason));
+    CU_ASSERT_EQUAL(s->applied_raft_index, index + 1);
+    if (want == CTL_OUTCOME_NOOP || want == CTL_OUTCOME_REJECTED) {
+        CU_ASSERT_TRUE(ctl_test_same_but_index(before, s));
+    }
+    if (want == CTL_OUTCOME_CHANGED) {
+        CU_ASSERT_EQUAL(s->revision, before->revision + 1);
+    } else {
+        CU_ASSERT_EQUAL(s->revision, before->revision);
+    }
+    if (want == CTL_OUTCOME_UPDATED) {
+        CU_ASSERT_FALSE(ctl_test_same_but_index(before, s));
+    }
+    free(before);
+}
+
 /* The command a builder just wrote to *out (read after the call, not as a sibling argument). */
 static char *cmd_or_die(int rc, char **out)
 {
@@ -55,7 +81,7 @@ struct ctl_state *ctl_test_fixture(uint32_t slot_groups)
     }
     ctl_test_expect(s, cmd_or_die(ctl_cmd_health_report(2, 1000, 5000, 0, &c), &c),
                     CTL_OUTCOME_UPDATED);
-    /* No command creates tasks yet: write two by hand (still a valid state). */
+    /* Two tasks written by hand (a valid state; task commands are tested in task_test.c). */
     s->tasks[0] = (struct ctl_task){.id = 7,
                                     .kind = CTL_TASK_REPLICA_MOVE,
                                     .group = 1,
@@ -66,7 +92,9 @@ struct ctl_state *ctl_test_fixture(uint32_t slot_groups)
                                     .n_participants = 2,
                                     .participants = {1, 4},
                                     .created_ms = 10,
-                                    .updated_ms = 20};
+                                    .updated_ms = 20,
+                                    .source = 1,
+                                    .target = 4};
     s->tasks[1] = (struct ctl_task){.id = 9,
                                     .kind = CTL_TASK_NODE_DRAIN,
                                     .group = 0,
@@ -75,9 +103,11 @@ struct ctl_state *ctl_test_fixture(uint32_t slot_groups)
                                     .n_participants = 1,
                                     .participants = {5},
                                     .created_ms = 30,
-                                    .updated_ms = 40};
+                                    .updated_ms = 40,
+                                    .source = 5};
     snprintf(s->tasks[1].last_error, sizeof(s->tasks[1].last_error), "drain: node 5 \"busy\"");
     s->n_tasks = 2;
+    s->next_task_id = 10;
     char err[256];
     CU_ASSERT_EQUAL_FATAL(ctl_state_validate(s, err, sizeof(err)), CTL_OK);
     return s;
@@ -134,6 +164,7 @@ int main(void)
     ctl_test_add_codec();
     ctl_test_add_apply();
     ctl_test_add_placement_file();
+    ctl_test_add_task();
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     int failed = CU_get_number_of_tests_failed() != 0 || CU_get_error() != CUE_SUCCESS;

@@ -107,13 +107,14 @@ static void test_descset_embedded(void)
     CU_ASSERT_EQUAL_FATAL(
         rpc_descset_parse(rpc_descriptor_set, rpc_descriptor_set_len, &d, err, sizeof(err)),
         SLOTD_OK);
-    CU_ASSERT_EQUAL(d->n_files, 8); /* the 7 reflected files + google/protobuf/any.proto */
+    CU_ASSERT_EQUAL(d->n_files, 9); /* the 8 reflected files + google/protobuf/any.proto */
     static const struct {
         const char *symbol, *file;
         enum rpc_descset_kind kind;
     } want[] = {
         {"slotd.v1.Metadata", "slotd/v1/metadata.proto", RPC_DESCSET_SERVICE},
         {"slotd.v1.Metadata.Propose", "slotd/v1/metadata.proto", RPC_DESCSET_METHOD},
+        {"slotd.v1.Admin", "slotd/v1/admin.proto", RPC_DESCSET_SERVICE},
         {"slotd.v1.ProposeRequest", "slotd/v1/metadata.proto", RPC_DESCSET_MESSAGE},
         {"slotd.internal.v1.Peer", "slotd/internal/v1/peer.proto", RPC_DESCSET_SERVICE},
         {"slotd.internal.v1.LogCommand", "slotd/internal/v1/log.proto", RPC_DESCSET_MESSAGE},

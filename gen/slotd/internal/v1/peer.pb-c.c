@@ -7,6 +7,51 @@
 #endif
 
 #include "slotd/internal/v1/peer.pb-c.h"
+void   slotd__internal__v1__controller_command_request__init
+                     (Slotd__Internal__V1__ControllerCommandRequest         *message)
+{
+  static const Slotd__Internal__V1__ControllerCommandRequest init_value = SLOTD__INTERNAL__V1__CONTROLLER_COMMAND_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__controller_command_request__get_packed_size
+                     (const Slotd__Internal__V1__ControllerCommandRequest *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__controller_command_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__controller_command_request__pack
+                     (const Slotd__Internal__V1__ControllerCommandRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__controller_command_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__controller_command_request__pack_to_buffer
+                     (const Slotd__Internal__V1__ControllerCommandRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__controller_command_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__ControllerCommandRequest *
+       slotd__internal__v1__controller_command_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__ControllerCommandRequest *)
+     protobuf_c_message_unpack (&slotd__internal__v1__controller_command_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__controller_command_request__free_unpacked
+                     (Slotd__Internal__V1__ControllerCommandRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__controller_command_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__internal__v1__raft_batch__init
                      (Slotd__Internal__V1__RaftBatch         *message)
 {
@@ -502,6 +547,57 @@ void   slotd__internal__v1__group_leader__free_unpacked
   assert(message->base.descriptor == &slotd__internal__v1__group_leader__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+static const ProtobufCFieldDescriptor slotd__internal__v1__controller_command_request__field_descriptors[2] =
+{
+  {
+    "command",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__ControllerCommandRequest, command),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "no_forward",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__ControllerCommandRequest, no_forward),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__controller_command_request__field_indices_by_name[] = {
+  0,   /* field[0] = command */
+  1,   /* field[1] = no_forward */
+};
+static const ProtobufCIntRange slotd__internal__v1__controller_command_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__controller_command_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.ControllerCommandRequest",
+  "ControllerCommandRequest",
+  "Slotd__Internal__V1__ControllerCommandRequest",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__ControllerCommandRequest),
+  2,
+  slotd__internal__v1__controller_command_request__field_descriptors,
+  slotd__internal__v1__controller_command_request__field_indices_by_name,
+  1,  slotd__internal__v1__controller_command_request__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__controller_command_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor slotd__internal__v1__raft_batch__field_descriptors[3] =
 {
   {
@@ -1335,13 +1431,15 @@ const ProtobufCMessageDescriptor slotd__internal__v1__group_leader__descriptor =
   (ProtobufCMessageInit) slotd__internal__v1__group_leader__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor slotd__internal__v1__peer__method_descriptors[3] =
+static const ProtobufCMethodDescriptor slotd__internal__v1__peer__method_descriptors[4] =
 {
   { "Raft", &slotd__internal__v1__raft_batch__descriptor, &slotd__internal__v1__raft_batch_ack__descriptor },
   { "Snapshot", &slotd__internal__v1__snapshot_chunk__descriptor, &slotd__internal__v1__snapshot_ack__descriptor },
   { "GroupStatus", &slotd__internal__v1__group_status_request__descriptor, &slotd__internal__v1__group_status_response__descriptor },
+  { "ControllerCommand", &slotd__internal__v1__controller_command_request__descriptor, &slotd__v1__admin_write_response__descriptor },
 };
 const unsigned slotd__internal__v1__peer__method_indices_by_name[] = {
+  3,        /* ControllerCommand */
   2,        /* GroupStatus */
   0,        /* Raft */
   1         /* Snapshot */
@@ -1353,7 +1451,7 @@ const ProtobufCServiceDescriptor slotd__internal__v1__peer__descriptor =
   "Peer",
   "Slotd__Internal__V1__Peer",
   "slotd.internal.v1",
-  3,
+  4,
   slotd__internal__v1__peer__method_descriptors,
   slotd__internal__v1__peer__method_indices_by_name
 };
@@ -1380,6 +1478,14 @@ void slotd__internal__v1__peer__group_status(ProtobufCService *service,
 {
   assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
   service->invoke(service, 2, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void slotd__internal__v1__peer__controller_command(ProtobufCService *service,
+                                                   const Slotd__Internal__V1__ControllerCommandRequest *input,
+                                                   Slotd__V1__AdminWriteResponse_Closure closure,
+                                                   void *closure_data)
+{
+  assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
+  service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__internal__v1__peer__init (Slotd__Internal__V1__Peer_Service *service,
                                       Slotd__Internal__V1__Peer_ServiceDestroy destroy)

@@ -1,0 +1,544 @@
+/* admin.c - the slotd.v1.Admin handlers: the cluster state, and controller commands proposed on
+ * the controller leader (relayed there by voters and mirrors). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <grpc/grpc.h>
+
+#include "service/controller/controller.h"
+#include "service/node/api.h"
+#include "slotd/internal/v1/peer.pb-c.h"
+#include "slotd/v1/admin.pb-c.h"
+#include "slotd/v1/metadata.pb-c.h"
+
+#define ADMIN_FORWARD_DEFAULT_MS 10000
+#define ADMIN_FORWARD_MARGIN_MS 100
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void fail_malformed(struct rpc_call *call, const char *what)
+{
+    struct slotd_error e;
+    slotd_error_set(&e, SLOTD_EMALFORMED, "request: does not decode as %s", what);
+    snprintf(e.field, sizeof(e.field), "request");
+    rpc_call_fail(call, &e);
+}
+
+static void on_cluster_state(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__ClusterStateRequest *r = slotd__v1__cluster_state_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.ClusterStateRequest");
+        return;
+    }
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    int rc = runtime_ctl_state(api->rt, r->known_checksum, r->known_revision, &buf, &blen);
+    slotd__v1__cluster_state_request__free_unpacked(r, NULL);
+    if (rc == 1) {
+        slotd_error_set(&err, SLOTD_EROUTE_NOT_READY,
+                        "node %llu holds no cluster state yet (bootstrapping or joining)",
+                        (unsigned long long)api->node_id);
+        err.retry_after_ms = 200;
+        rpc_call_fail(call, &err);
+        return;
+    }
+    if (rc != 0) {
+        slotd_error_set(&err, SLOTD_EINTERNAL, "out of memory");
+        rpc_call_fail(call, &err);
+        return;
+    }
+    rpc_call_reply_bytes(call, buf, blen);
+    free(buf);
+}
+
+/* ---- Relaying a write to the controller leader ---- */
+
+struct relay {
+    struct rpc_call *call;
+};
+
+static void relay_done(void *arg, int status, const char *message, const uint8_t *resp,
+                       size_t resp_len, const uint8_t *details, size_t details_len)
+{
+    struct relay *f = arg;
+    if (status == GRPC_STATUS_OK) {
+        rpc_call_reply_bytes(f->call, resp ? resp : (const uint8_t *)"", resp ? resp_len : 0);
+    } else if (details == NULL &&
+               (status == GRPC_STATUS_UNAVAILABLE || status == GRPC_STATUS_DEADLINE_EXCEEDED ||
+                status == GRPC_STATUS_CANCELLED)) {
+        struct slotd_error err;
+        slotd_error_set(&err, SLOTD_EUNKNOWN_OUTCOME,
+                        "controller: relayed command got no answer (%s); it may or may not "
+                        "have been applied",
+                        message ? message : "no answer");
+        err.retry_after_ms = 200;
+        rpc_call_fail(f->call, &err);
+    } else {
+        rpc_call_fail_raw(f->call, status, message, details, details_len);
+    }
+    free(f);
+}
+
+static int relay(struct node_api *api, struct rpc_call *call, const char *method, uint64_t to,
+                 const ProtobufCMessage *msg, struct slotd_error *err)
+{
+    size_t len = protobuf_c_message_get_packed_size(msg);
+    uint8_t *buf = malloc(len ? len : 1);
+    struct relay *f = malloc(sizeof(*f));
+    if (buf == NULL || f == NULL) {
+        free(buf);
+        free(f);
+        slotd_error_set(err, SLOTD_EINTERNAL, "out of memory");
+        return -1;
+    }
+    protobuf_c_message_pack(msg, buf);
+    f->call = call;
+    int64_t d = rpc_call_deadline_ms(call);
+    int64_t deadline =
+        d == INT64_MAX ? now_ms() + ADMIN_FORWARD_DEFAULT_MS : d - ADMIN_FORWARD_MARGIN_MS;
+    int rc = transport_call(api->transport, to, method, buf, len, deadline, relay_done, f);
+    free(buf);
+    if (rc != 0) {
+        free(f);
+        slotd_error_set(err, SLOTD_ENO_LEADER, "controller: cannot reach node %llu: %s",
+                        (unsigned long long)to, transport_strerror(rc));
+        err->retry_after_ms = 200;
+        return -1;
+    }
+    return 0;
+}
+
+/* Proposes cmd on the controller leader. A voter that is the leader proposes; a voter that is
+ * not relays once to the leader it observes (no_forward set); a mirror relays to a voter, which
+ * relays to its leader. Returns 0 when the call is taken care of, -1 with err. */
+static int submit_command(struct node_api *api, struct rpc_call *call, const char *method,
+                          const char *cmd, ProtobufCMessage *msg, protobuf_c_boolean *no_forward,
+                          struct slotd_error *err)
+{
+    if (runtime_ctl_voter(api->rt)) {
+        uint64_t leader = runtime_ctl_leader(api->rt);
+        if (leader == api->node_id)
+            return runtime_submit_propose(api->rt, 0, (const uint8_t *)cmd, strlen(cmd), call,
+                                          err);
+        if (leader == 0 || api->transport == NULL) {
+            slotd_error_set(err, SLOTD_ENO_LEADER, "controller: no leader known");
+            err->retry_after_ms = 200;
+            return -1;
+        }
+        if (*no_forward) {
+            slotd_error_set(err, SLOTD_ENOT_LEADER,
+                            "controller: node %llu is not the leader; node %llu is",
+                            (unsigned long long)api->node_id, (unsigned long long)leader);
+            slotd_error_leader_hint(err, leader, transport_peer_address(api->transport, leader),
+                                    0, 0);
+            return -1;
+        }
+        *no_forward = 1;
+        return relay(api, call, method, leader, msg, err);
+    }
+    uint64_t voters[64];
+    size_t n = runtime_ctl_voters(api->rt, voters, 64);
+    if (n == 0 || api->transport == NULL || *no_forward) {
+        slotd_error_set(err, SLOTD_EROUTE_NOT_READY,
+                        "controller: node %llu is not a controller voter and knows none yet",
+                        (unsigned long long)api->node_id);
+        err->retry_after_ms = 200;
+        return -1;
+    }
+    /* Spread relays over the voters; the voter relays on to its leader. */
+    static _Atomic unsigned next;
+    return relay(api, call, method, voters[next++ % n], msg, err);
+}
+
+static void finish(struct rpc_call *call, int rc, char *cmd, struct slotd_error *err)
+{
+    ctl_free(cmd);
+    if (rc != 0)
+        rpc_call_fail(call, err);
+}
+
+static int build_failed(int rc, struct slotd_error *err)
+{
+    if (rc == CTL_EINVALID)
+        slotd_error_set(err, SLOTD_EINVALID_FIELD, "request: a value is out of range");
+    else
+        slotd_error_set(err, SLOTD_EINTERNAL, "out of memory");
+    return -1;
+}
+
+static void on_join_node(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__JoinNodeRequest *r = slotd__v1__join_node_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.JoinNodeRequest");
+        return;
+    }
+    char *cmd = NULL;
+    int rc = -1;
+    size_t alen = strlen(r->address);
+    if (r->node_id == 0 || r->node_id > CTL_U64_JSON_MAX)
+        slotd_error_field(&err, "node_id", CTL_U64_JSON_MAX, "node_id: %llu not in 1..2^63-1",
+                          (unsigned long long)r->node_id);
+    else if (alen == 0 || alen > CTL_ADDRESS_MAX || strchr(r->address, ':') == NULL)
+        slotd_error_field(&err, "address", CTL_ADDRESS_MAX,
+                          "address: \"host:port\" of 1..%u bytes required", CTL_ADDRESS_MAX);
+    else if (r->weight > CTL_WEIGHT_MAX)
+        slotd_error_field(&err, "weight", CTL_WEIGHT_MAX, "weight: %u not in 0..%u", r->weight,
+                          CTL_WEIGHT_MAX);
+    else if ((rc = ctl_cmd_join_node(r->node_id, r->address, r->weight, r->expected_revision,
+                                     &cmd)) != CTL_OK)
+        rc = build_failed(rc, &err);
+    else
+        rc = submit_command(api, call, "/slotd.v1.Admin/JoinNode", cmd, &r->base, &r->no_forward,
+                            &err);
+    finish(call, rc, cmd, &err);
+    slotd__v1__join_node_request__free_unpacked(r, NULL);
+}
+
+static void on_activate_node(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__ActivateNodeRequest *r = slotd__v1__activate_node_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.ActivateNodeRequest");
+        return;
+    }
+    char *cmd = NULL;
+    int rc = -1;
+    if (r->node_id == 0 || r->node_id > CTL_U64_JSON_MAX)
+        slotd_error_field(&err, "node_id", CTL_U64_JSON_MAX, "node_id: %llu not in 1..2^63-1",
+                          (unsigned long long)r->node_id);
+    else if ((rc = ctl_cmd_activate_node(r->node_id, r->expected_revision, &cmd)) != CTL_OK)
+        rc = build_failed(rc, &err);
+    else
+        rc = submit_command(api, call, "/slotd.v1.Admin/ActivateNode", cmd, &r->base,
+                            &r->no_forward, &err);
+    finish(call, rc, cmd, &err);
+    slotd__v1__activate_node_request__free_unpacked(r, NULL);
+}
+
+static void on_set_preferred_leader(void *ctx, struct rpc_call *call, const uint8_t *req,
+                                    size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__SetPreferredLeaderRequest *r =
+        slotd__v1__set_preferred_leader_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.SetPreferredLeaderRequest");
+        return;
+    }
+    char *cmd = NULL;
+    int rc = -1;
+    if (r->group_id == 0 || r->group_id > CTL_GROUPS_MAX)
+        slotd_error_field(&err, "group_id", CTL_GROUPS_MAX, "group_id: %u not in 1..%u",
+                          r->group_id, CTL_GROUPS_MAX);
+    else if (r->node_id == 0 || r->node_id > CTL_U64_JSON_MAX)
+        slotd_error_field(&err, "node_id", CTL_U64_JSON_MAX, "node_id: %llu not in 1..2^63-1",
+                          (unsigned long long)r->node_id);
+    else if ((rc = ctl_cmd_set_preferred_leader(r->group_id, r->node_id, r->expected_revision,
+                                                &cmd)) != CTL_OK)
+        rc = build_failed(rc, &err);
+    else
+        rc = submit_command(api, call, "/slotd.v1.Admin/SetPreferredLeader", cmd, &r->base,
+                            &r->no_forward, &err);
+    finish(call, rc, cmd, &err);
+    slotd__v1__set_preferred_leader_request__free_unpacked(r, NULL);
+}
+
+static void on_report_health(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__ReportHealthRequest *r = slotd__v1__report_health_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.ReportHealthRequest");
+        return;
+    }
+    char *cmd = NULL;
+    int rc = -1;
+    if (r->node_id == 0 || r->node_id > CTL_U64_JSON_MAX)
+        slotd_error_field(&err, "node_id", CTL_U64_JSON_MAX, "node_id: %llu not in 1..2^63-1",
+                          (unsigned long long)r->node_id);
+    else if (r->ttl_ms == 0 || r->ttl_ms > CTL_HEALTH_TTL_MS_MAX)
+        slotd_error_field(&err, "ttl_ms", CTL_HEALTH_TTL_MS_MAX, "ttl_ms: %u not in 1..%u",
+                          r->ttl_ms, CTL_HEALTH_TTL_MS_MAX);
+    /* The time is the proposing leader's: a relayed request is stamped where it is proposed. */
+    else if ((rc = ctl_cmd_health_report(r->node_id, wall_ms(), r->ttl_ms, 0, &cmd)) != CTL_OK)
+        rc = build_failed(rc, &err);
+    else
+        rc = submit_command(api, call, "/slotd.v1.Admin/ReportHealth", cmd, &r->base,
+                            &r->no_forward, &err);
+    finish(call, rc, cmd, &err);
+    slotd__v1__report_health_request__free_unpacked(r, NULL);
+}
+
+/* ---- Tasks ---- */
+
+static int node_field(uint64_t id, const char *field, struct slotd_error *err)
+{
+    if (id != 0 && id <= CTL_U64_JSON_MAX)
+        return 0;
+    slotd_error_field(err, field, CTL_U64_JSON_MAX, "%s: %llu not in 1..2^63-1", field,
+                      (unsigned long long)id);
+    return -1;
+}
+
+static int group_field(uint32_t id, struct slotd_error *err)
+{
+    if (id != 0 && id <= CTL_GROUPS_MAX)
+        return 0;
+    slotd_error_field(err, "group_id", CTL_GROUPS_MAX, "group_id: %u not in 1..%u", id,
+                      CTL_GROUPS_MAX);
+    return -1;
+}
+
+static int create_task(struct node_api *api, struct rpc_call *call, const char *method,
+                       const struct ctl_task_spec *spec, uint64_t expected_revision,
+                       ProtobufCMessage *msg, protobuf_c_boolean *no_forward,
+                       struct slotd_error *err)
+{
+    char *cmd = NULL;
+    int rc = ctl_cmd_task_create(spec, wall_ms(), expected_revision, &cmd);
+    if (rc != CTL_OK)
+        rc = build_failed(rc, err);
+    else
+        rc = submit_command(api, call, method, cmd, msg, no_forward, err);
+    ctl_free(cmd);
+    return rc;
+}
+
+static void on_move_replica(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__MoveReplicaRequest *r = slotd__v1__move_replica_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.MoveReplicaRequest");
+        return;
+    }
+    int rc = group_field(r->group_id, &err);
+    rc = rc ? rc : node_field(r->from_node, "from_node", &err);
+    rc = rc ? rc : node_field(r->to_node, "to_node", &err);
+    if (rc == 0) {
+        struct ctl_task_spec spec = {.kind = CTL_TASK_REPLICA_MOVE,
+                                     .group = r->group_id,
+                                     .source = r->from_node,
+                                     .target = r->to_node};
+        rc = create_task(api, call, "/slotd.v1.Admin/MoveReplica", &spec, r->expected_revision,
+                         &r->base, &r->no_forward, &err);
+    }
+    if (rc != 0)
+        rpc_call_fail(call, &err);
+    slotd__v1__move_replica_request__free_unpacked(r, NULL);
+}
+
+static void on_transfer_leader(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__TransferLeaderRequest *r =
+        slotd__v1__transfer_leader_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.TransferLeaderRequest");
+        return;
+    }
+    int rc = group_field(r->group_id, &err);
+    rc = rc ? rc : node_field(r->to_node, "to_node", &err);
+    if (rc == 0) {
+        /* The source is the leader this node observes (0 = unknown). A relayed request is
+         * re-read on the controller leader, which observes it too. */
+        uint64_t source = 0;
+        struct route_snapshot *rs = route_table_acquire(api->routes);
+        const struct route_group *g = rs ? route_snapshot_group(rs, r->group_id) : NULL;
+        if (g != NULL)
+            source = g->leader;
+        route_snapshot_release(rs);
+        struct ctl_task_spec spec = {.kind = CTL_TASK_LEADER_TRANSFER,
+                                     .group = r->group_id,
+                                     .source = source,
+                                     .target = r->to_node};
+        rc = create_task(api, call, "/slotd.v1.Admin/TransferLeader", &spec, r->expected_revision,
+                         &r->base, &r->no_forward, &err);
+    }
+    if (rc != 0)
+        rpc_call_fail(call, &err);
+    slotd__v1__transfer_leader_request__free_unpacked(r, NULL);
+}
+
+static void on_promote_voter(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__PromoteControllerVoterRequest *r =
+        slotd__v1__promote_controller_voter_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.PromoteControllerVoterRequest");
+        return;
+    }
+    int rc = node_field(r->node_id, "node_id", &err);
+    if (rc == 0) {
+        struct ctl_task_spec spec = {.kind = CTL_TASK_CONTROLLER_VOTER_PROMOTION,
+                                     .node = r->node_id};
+        rc = create_task(api, call, "/slotd.v1.Admin/PromoteControllerVoter", &spec,
+                         r->expected_revision, &r->base, &r->no_forward, &err);
+    }
+    if (rc != 0)
+        rpc_call_fail(call, &err);
+    slotd__v1__promote_controller_voter_request__free_unpacked(r, NULL);
+}
+
+static void on_drain_node(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__DrainNodeRequest *r = slotd__v1__drain_node_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.DrainNodeRequest");
+        return;
+    }
+    int rc = node_field(r->node_id, "node_id", &err);
+    if (rc == 0) {
+        struct ctl_task_spec spec = {.kind = CTL_TASK_NODE_DRAIN, .node = r->node_id};
+        rc = create_task(api, call, "/slotd.v1.Admin/DrainNode", &spec, r->expected_revision,
+                         &r->base, &r->no_forward, &err);
+    }
+    if (rc != 0)
+        rpc_call_fail(call, &err);
+    slotd__v1__drain_node_request__free_unpacked(r, NULL);
+}
+
+static void on_retry_task(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__RetryTaskRequest *r = slotd__v1__retry_task_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.RetryTaskRequest");
+        return;
+    }
+    char *cmd = NULL;
+    int rc = node_field(r->task_id, "task_id", &err);
+    if (rc == 0 && (rc = ctl_cmd_task_retry(r->task_id, wall_ms(), r->expected_revision,
+                                            &cmd)) != CTL_OK)
+        rc = build_failed(rc, &err);
+    else if (rc == 0)
+        rc = submit_command(api, call, "/slotd.v1.Admin/RetryTask", cmd, &r->base, &r->no_forward,
+                            &err);
+    finish(call, rc, cmd, &err);
+    slotd__v1__retry_task_request__free_unpacked(r, NULL);
+}
+
+/* slotd.v1.Metadata/TaskStatus: from the cluster state this node holds. */
+void node_admin_task_status(struct node_api *api, struct rpc_call *call, uint64_t task_id)
+{
+    struct slotd_error err;
+    struct ctl_task t;
+    uint64_t revision = 0;
+    if (runtime_ctl_task(api->rt, task_id, &t, &revision) != 0) {
+        slotd_error_set(&err, SLOTD_ENOT_FOUND, "task %llu not found in the cluster state",
+                        (unsigned long long)task_id);
+        rpc_call_fail(call, &err);
+        return;
+    }
+    Slotd__V1__Task task = SLOTD__V1__TASK__INIT;
+    task.task_id = t.id;
+    task.kind = (char *)ctl_task_kind_name(t.kind);
+    task.status = (char *)ctl_task_status_name(t.status);
+    task.group_id = t.group;
+    task.phase_index = t.phase_index;
+    task.phase = (char *)ctl_task_phase_name(t.kind, t.phase_index);
+    task.attempt = t.attempt;
+    task.last_error = t.last_error;
+    task.source_node = t.source;
+    task.target_node = t.target;
+    task.n_participants = t.n_participants;
+    task.participants = t.participants;
+    task.config_epoch = t.config_epoch;
+    task.bytes_sent = t.progress.bytes_sent;
+    task.bytes_total = t.progress.bytes_total;
+    task.target_match = t.progress.target_match;
+    task.commit = t.progress.commit;
+    task.created_ms = t.created_ms;
+    task.updated_ms = t.updated_ms;
+    task.revision = revision;
+    Slotd__V1__TaskStatusResponse resp = SLOTD__V1__TASK_STATUS_RESPONSE__INIT;
+    resp.task = &task;
+    rpc_call_reply(call, &resp.base);
+}
+
+/* slotd.internal.v1.Peer/ControllerCommand: a node's task executor or liveness report. */
+static void on_controller_command(void *ctx, struct rpc_call *call, const uint8_t *req,
+                                  size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__Internal__V1__ControllerCommandRequest *r =
+        slotd__internal__v1__controller_command_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.internal.v1.ControllerCommandRequest");
+        return;
+    }
+    char *cmd = NULL;
+    int rc = -1;
+    if (r->command.len == 0 || r->command.len > CTL_CMD_BYTES_MAX ||
+        memchr(r->command.data, 0, r->command.len) != NULL) {
+        slotd_error_field(&err, "command", CTL_CMD_BYTES_MAX,
+                          "command: 1..%u bytes of JSON required", CTL_CMD_BYTES_MAX);
+    } else if ((cmd = malloc(r->command.len + 1)) == NULL) {
+        slotd_error_set(&err, SLOTD_EINTERNAL, "out of memory");
+    } else {
+        memcpy(cmd, r->command.data, r->command.len);
+        cmd[r->command.len] = '\0';
+        rc = submit_command(api, call, "/slotd.internal.v1.Peer/ControllerCommand", cmd,
+                            &r->base, &r->no_forward, &err);
+    }
+    free(cmd);
+    if (rc != 0)
+        rpc_call_fail(call, &err);
+    slotd__internal__v1__controller_command_request__free_unpacked(r, NULL);
+}
+
+int node_admin_register(struct node_api *api, struct rpc_server *s)
+{
+    static const struct {
+        const char *path;
+        rpc_unary_cb cb;
+    } methods[] = {
+        {"/slotd.v1.Admin/ClusterState", on_cluster_state},
+        {"/slotd.v1.Admin/JoinNode", on_join_node},
+        {"/slotd.v1.Admin/ActivateNode", on_activate_node},
+        {"/slotd.v1.Admin/SetPreferredLeader", on_set_preferred_leader},
+        {"/slotd.v1.Admin/ReportHealth", on_report_health},
+        {"/slotd.v1.Admin/MoveReplica", on_move_replica},
+        {"/slotd.v1.Admin/TransferLeader", on_transfer_leader},
+        {"/slotd.v1.Admin/PromoteControllerVoter", on_promote_voter},
+        {"/slotd.v1.Admin/DrainNode", on_drain_node},
+        {"/slotd.v1.Admin/RetryTask", on_retry_task},
+        {"/slotd.internal.v1.Peer/ControllerCommand", on_controller_command},
+    };
+    int rc = rpc_server_add_service(s, &slotd__v1__admin__descriptor);
+    for (size_t i = 0; rc == 0 && i < sizeof(methods) / sizeof(methods[0]); i++)
+        rc = rpc_server_add_unary(s, methods[i].path, methods[i].cb, api);
+    return rc;
+}

@@ -1,0 +1,396 @@
+/* task.c - the controller-task executor of this node (loop thread, every poll): it reads the
+ * published cluster state, acts on the live raft groups it hosts (learners, conf changes,
+ * leadership transfers, opening and closing replicas) and reports each phase's live proof to
+ * the controller, which fences and checks it (service/controller). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/controller/controller.h"
+#include "service/runtime/internal.h"
+
+/* The same action (conf change, transfer, report) is repeated at most this often. */
+#define TASK_PACE_MS 1500
+/* A leader transfer hands over to any caught-up voter when the target did not take over. */
+#define TASK_TRANSFER_FALLBACK_MS 6000
+
+static struct rt_task_pace *pace_of(struct runtime *rt, const struct ctl_task *t)
+{
+    struct rt_task_pace *free_slot = NULL, *oldest = &rt->task_pace[0];
+    for (size_t i = 0; i < RT_TASK_PACE_MAX; i++) {
+        struct rt_task_pace *p = &rt->task_pace[i];
+        if (p->task == t->id && p->attempt == t->attempt && p->phase == t->phase_index)
+            return p;
+        if (p->task == 0 && free_slot == NULL)
+            free_slot = p;
+        if (p->since_ms < oldest->since_ms)
+            oldest = p;
+    }
+    struct rt_task_pace *p = free_slot ? free_slot : oldest;
+    memset(p, 0, sizeof(*p));
+    p->task = t->id;
+    p->attempt = t->attempt;
+    p->phase = t->phase_index;
+    p->since_ms = rt_now_ms();
+    return p;
+}
+
+/* True (and the pace moved on) when an action for this task phase may be taken now. */
+static bool due(struct runtime *rt, const struct ctl_task *t)
+{
+    struct rt_task_pace *p = pace_of(rt, t);
+    int64_t now = rt_now_ms();
+    if (now < p->next_ms)
+        return false;
+    p->next_ms = now + TASK_PACE_MS;
+    return true;
+}
+
+static bool stuck(struct runtime *rt, const struct ctl_task *t)
+{
+    /* a phase without progress for this long fails the task (membership stays as it is) */
+    return rt_now_ms() - pace_of(rt, t)->since_ms > (int64_t)rt->opts.task_phase_timeout_ms;
+}
+
+static bool has(const uint64_t *ids, size_t n, uint64_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == id)
+            return true;
+    return false;
+}
+
+static void proof_of(const struct raft_status *st, uint64_t target, struct ctl_task_proof *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->config_index = st->commit;
+    p->n_voters = st->conf.n_voters < CTL_REPLICAS_MAX ? st->conf.n_voters : CTL_REPLICAS_MAX;
+    p->n_learners =
+        st->conf.n_learners < CTL_REPLICAS_MAX ? st->conf.n_learners : CTL_REPLICAS_MAX;
+    memcpy(p->voters, st->conf.voters, p->n_voters * sizeof(uint64_t));
+    memcpy(p->learners, st->conf.learners, p->n_learners * sizeof(uint64_t));
+    p->leader = st->leader;
+    p->commit = st->commit;
+    for (size_t i = 0; i < st->n_progress; i++)
+        if (st->progress[i].id == target)
+            p->target_match = st->progress[i].match;
+}
+
+static void advance(struct runtime *rt, const struct ctl_task *t, const struct ctl_task_proof *p,
+                    uint64_t expected_revision, bool drain)
+{
+    char *cmd = NULL;
+    (void)drain; /* node_drain: the executor only proves "nothing left" (0 replicas, 0 led) */
+    ctl_cmd_task_advance(t->id, t->group, t->config_epoch, t->attempt, t->phase_index, p, 0, 0,
+                         rt_wall_ms(), expected_revision, &cmd);
+    RT_LOG("info", "msg=\"task phase proven\" task=%llu kind=%s phase=%s",
+           (unsigned long long)t->id, ctl_task_kind_name(t->kind),
+           ctl_task_phase_name(t->kind, t->phase_index));
+    rt_ctl_submit(rt, cmd, "task_advance");
+}
+
+static void report_progress(struct runtime *rt, const struct ctl_task *t,
+                            const struct ctl_task_proof *p)
+{
+    struct ctl_task_progress pr = {0};
+    pr.target_match = p->target_match;
+    pr.commit = p->commit;
+    char *cmd = NULL;
+    ctl_cmd_task_progress(t->id, t->attempt, t->phase_index, &pr, rt_wall_ms(), 0, &cmd);
+    rt_ctl_submit(rt, cmd, "task_progress");
+}
+
+static void fail(struct runtime *rt, const struct ctl_task *t, const char *why)
+{
+    char *cmd = NULL;
+    ctl_cmd_task_fail(t->id, t->attempt, t->phase_index, why, rt_wall_ms(), 0, &cmd);
+    RT_LOG("warn", "msg=\"task failed\" task=%llu kind=%s phase=%s err=\"%s\"",
+           (unsigned long long)t->id, ctl_task_kind_name(t->kind),
+           ctl_task_phase_name(t->kind, t->phase_index), why);
+    rt_ctl_submit(rt, cmd, "task_fail");
+}
+
+static void conf_change(struct runtime *rt, struct rt_group *g, uint8_t type, uint64_t node)
+{
+    struct raft_conf_change cc = {.type = type, .node = node};
+    raft_index index;
+    int rc = raft_propose_conf_change(g->raft, &cc, &index);
+    if (rc != 0)
+        RT_LOG("debug", "msg=\"conf change refused\" group=%u type=%u node=%llu err=\"%s\"",
+               g->id, type, (unsigned long long)node, raft_strerror(rc));
+    else
+        RT_LOG("info", "msg=\"conf change proposed\" group=%u type=%u node=%llu index=%llu",
+               g->id, type, (unsigned long long)node, (unsigned long long)index);
+}
+
+/* A caught-up voter other than `not` (0 if none). */
+static uint64_t caught_up_voter(const struct raft_status *st, uint64_t not, uint64_t prefer)
+{
+    uint64_t any = 0;
+    for (size_t i = 0; i < st->n_progress; i++) {
+        const struct raft_progress_status *p = &st->progress[i];
+        if (p->learner || p->id == not || p->id == st->id || !p->recent_active ||
+            p->match < st->commit)
+            continue;
+        if (p->id == prefer)
+            return p->id;
+        if (any == 0)
+            any = p->id;
+    }
+    return any;
+}
+
+/* Steps shared by a replica move (slot group) and a controller voter promotion (group 0):
+ * learner, catch-up, promote. Returns true when the task's phase is past them. */
+static bool add_and_promote(struct runtime *rt, struct rt_group *g, const struct ctl_task *t,
+                            uint64_t node, const struct raft_status *st,
+                            const struct ctl_task_proof *p, uint64_t promote_revision)
+{
+    bool learner = has(st->conf.learners, st->conf.n_learners, node);
+    bool voter = has(st->conf.voters, st->conf.n_voters, node);
+    switch (t->phase_index) {
+    case 0: /* add_learner */
+        if (learner)
+            advance(rt, t, p, 0, false);
+        else if (!voter && due(rt, t))
+            conf_change(rt, g, RAFT_CC_ADD_LEARNER, node);
+        return false;
+    case 1: /* catch_up */
+        if (learner && p->target_match >= p->commit && p->commit > 0)
+            advance(rt, t, p, 0, false);
+        else if (due(rt, t))
+            report_progress(rt, t, p);
+        return false;
+    case 2: /* promote */
+        if (voter && !learner)
+            advance(rt, t, p, promote_revision, false);
+        else if (learner && due(rt, t))
+            conf_change(rt, g, RAFT_CC_PROMOTE, node);
+        return false;
+    default:
+        return true;
+    }
+}
+
+static void step_replica_move(struct runtime *rt, const struct ctl_task *t)
+{
+    struct rt_group *g = t->group < RT_GROUPS_CAP ? &rt->groups[t->group] : NULL;
+    if (g == NULL)
+        return;
+    char err[256];
+    if (t->target == rt->opts.node_id && !g->hosted) {
+        if (rt_group_open_joining(rt, g, err, sizeof(err)) != 0)
+            RT_LOG("error", "msg=\"cannot open the moved replica\" group=%u err=\"%s\"", g->id,
+                   err);
+        else
+            RT_LOG("info", "msg=\"replica opened for a move\" group=%u task=%llu", g->id,
+                   (unsigned long long)t->id);
+        return;
+    }
+    if (!g->hosted || g->raft == NULL)
+        return;
+    struct raft_status st;
+    raft_status(g->raft, &st);
+    if (st.role != RAFT_LEADER)
+        return;
+    struct ctl_task_proof p;
+    proof_of(&st, t->target, &p);
+    if (stuck(rt, t)) {
+        fail(rt, t, "no progress within the phase timeout");
+        return;
+    }
+    if (!add_and_promote(rt, g, t, t->target, &st, &p, 0))
+        return;
+    /* remove_source: leadership leaves the source first. */
+    if (has(st.conf.voters, st.conf.n_voters, t->source) ||
+        has(st.conf.learners, st.conf.n_learners, t->source)) {
+        if (!due(rt, t))
+            return;
+        if (t->source == rt->opts.node_id) {
+            uint64_t to = caught_up_voter(&st, t->source, t->target);
+            if (to != 0)
+                raft_transfer_leader(g->raft, to);
+        } else {
+            conf_change(rt, g, RAFT_CC_REMOVE, t->source);
+        }
+        return;
+    }
+    if (st.conf.n_learners == 0)
+        advance(rt, t, &p, 0, false);
+}
+
+static void step_leader_transfer(struct runtime *rt, const struct ctl_task *t)
+{
+    struct rt_group *g = t->group < RT_GROUPS_CAP ? &rt->groups[t->group] : NULL;
+    if (g == NULL || !g->hosted || g->raft == NULL)
+        return;
+    struct raft_status st;
+    raft_status(g->raft, &st);
+    if (st.role != RAFT_LEADER)
+        return;
+    struct ctl_task_proof p;
+    proof_of(&st, t->target, &p);
+    if (rt->opts.node_id != t->source) {
+        advance(rt, t, &p, 0, false); /* a voter other than the source leads */
+        return;
+    }
+    if (!due(rt, t))
+        return;
+    bool late = rt_now_ms() - pace_of(rt, t)->since_ms > TASK_TRANSFER_FALLBACK_MS;
+    uint64_t to = caught_up_voter(&st, t->source, t->target);
+    if (to == t->target || (late && to != 0))
+        raft_transfer_leader(g->raft, to);
+    else if (stuck(rt, t))
+        fail(rt, t, "no caught-up voter to hand leadership to");
+}
+
+static void step_promotion(struct runtime *rt, const struct ctl_task *t)
+{
+    struct rt_group *g = &rt->groups[0];
+    char err[256];
+    if (t->target == rt->opts.node_id && !g->hosted) {
+        /* From now on this node follows the controller log instead of mirroring it. */
+        if (rt_group_open_joining(rt, g, err, sizeof(err)) != 0) {
+            RT_LOG("error", "msg=\"cannot open the controller group\" err=\"%s\"", err);
+            return;
+        }
+        rt->ctl_voter = true;
+        RT_LOG("info", "msg=\"controller group opened for a promotion\" task=%llu",
+               (unsigned long long)t->id);
+        return;
+    }
+    if (!rt_ctl_leading(rt))
+        return;
+    struct raft_status st;
+    raft_status(g->raft, &st);
+    struct ctl_task_proof p;
+    proof_of(&st, t->target, &p);
+    if (stuck(rt, t)) {
+        fail(rt, t, "no progress within the phase timeout");
+        return;
+    }
+    add_and_promote(rt, g, t, t->target, &st, &p, rt->ctl->revision);
+}
+
+/* The best node to take a drained replica of cg: active, alive, data, not a peer, the fewest
+ * replicas per weight, then the lowest id. */
+static uint64_t drain_target(const struct ctl_state *s, const struct ctl_group *cg)
+{
+    uint64_t best = 0, best_n = 0, best_w = 1;
+    for (uint32_t i = 0; i < s->n_nodes; i++) {
+        const struct ctl_node *n = &s->nodes[i];
+        if (n->join_state != CTL_JOIN_ACTIVE || n->status != CTL_STATUS_ALIVE ||
+            !(n->roles & CTL_ROLE_DATA) || has(cg->desired_peers, cg->n_peers, n->id))
+            continue;
+        uint64_t count = 0;
+        for (uint32_t k = 0; k < s->n_groups; k++)
+            count += has(s->groups[k].desired_peers, s->groups[k].n_peers, n->id);
+        /* count / weight < best_n / best_w, exactly */
+        if (best == 0 || count * best_w < best_n * n->weight) {
+            best = n->id;
+            best_n = count;
+            best_w = n->weight;
+        }
+    }
+    return best;
+}
+
+static void step_drain(struct runtime *rt, const struct ctl_task *t)
+{
+    if (!rt_ctl_leading(rt))
+        return;
+    const struct ctl_state *s = rt->ctl;
+    for (uint32_t i = 0; i < s->n_tasks; i++)
+        if (s->tasks[i].kind == CTL_TASK_REPLICA_MOVE && (s->tasks[i].status == CTL_TASK_RUNNING ||
+                                                          s->tasks[i].status == CTL_TASK_PENDING))
+            return; /* one move at a time */
+    for (uint32_t i = 0; i < s->n_groups; i++) {
+        const struct ctl_group *cg = &s->groups[i];
+        if (!has(cg->desired_peers, cg->n_peers, t->source))
+            continue;
+        if (!due(rt, t))
+            return;
+        uint64_t to = drain_target(s, cg);
+        if (to == 0) {
+            if (stuck(rt, t))
+                fail(rt, t, "no active, alive data node can take a replica");
+            return;
+        }
+        struct ctl_task_spec spec = {.kind = CTL_TASK_REPLICA_MOVE,
+                                     .group = cg->id,
+                                     .source = t->source,
+                                     .target = to};
+        char *cmd = NULL;
+        ctl_cmd_task_create(&spec, rt_wall_ms(), 0, &cmd);
+        RT_LOG("info", "msg=\"drain: moving a replica\" node=%llu group=%u to=%llu",
+               (unsigned long long)t->source, cg->id, (unsigned long long)to);
+        rt_ctl_submit(rt, cmd, "task_create");
+        return;
+    }
+    /* No replica left: and no leadership (the moves handed it over). */
+    for (size_t i = 1; i < RT_GROUP_SLOTS(rt); i++) {
+        const struct route_group *rg = route_snapshot_group(rt->route_base, (uint32_t)i);
+        uint64_t leader = rt->groups[i].hosted ? rt->groups[i].leader : rg ? rg->leader : 0;
+        if (leader == t->source)
+            return;
+    }
+    if (!due(rt, t))
+        return;
+    struct ctl_task_proof p;
+    memset(&p, 0, sizeof(p));
+    advance(rt, t, &p, 0, true);
+}
+
+/* A replica this node holds that the cluster state no longer places here, once no active task
+ * involves it: the move that took it away finished, so its removal is committed. */
+static void close_removed(struct runtime *rt)
+{
+    const struct ctl_state *s = rt->ctl;
+    if (s == NULL || s->n_groups == 0)
+        return;
+    for (uint32_t i = 0; i < s->n_groups; i++) {
+        const struct ctl_group *cg = &s->groups[i];
+        struct rt_group *g = &rt->groups[cg->id];
+        if (!g->hosted || has(cg->desired_peers, cg->n_peers, rt->opts.node_id))
+            continue;
+        bool busy = g->in_batch || g->apply_jobs > 0 || g->snap_recv.data != NULL;
+        for (struct rt_snap_send *x = rt->snap_sends; x != NULL && !busy; x = x->next)
+            busy = x->g == g;
+        for (uint32_t k = 0; k < s->n_tasks && !busy; k++) {
+            const struct ctl_task *t = &s->tasks[k];
+            busy = t->group == cg->id &&
+                   (t->status == CTL_TASK_RUNNING || t->status == CTL_TASK_PENDING ||
+                    t->status == CTL_TASK_FAILED);
+        }
+        if (!busy)
+            rt_group_close_removed(rt, g);
+    }
+}
+
+void rt_task_step(struct runtime *rt)
+{
+    const struct ctl_state *s = rt->ctl;
+    if (s == NULL)
+        return;
+    for (uint32_t i = 0; i < s->n_tasks; i++) {
+        const struct ctl_task *t = &s->tasks[i];
+        if (t->status != CTL_TASK_RUNNING)
+            continue;
+        switch (t->kind) {
+        case CTL_TASK_REPLICA_MOVE:
+            step_replica_move(rt, t);
+            break;
+        case CTL_TASK_LEADER_TRANSFER:
+            step_leader_transfer(rt, t);
+            break;
+        case CTL_TASK_CONTROLLER_VOTER_PROMOTION:
+            step_promotion(rt, t);
+            break;
+        case CTL_TASK_NODE_DRAIN:
+            step_drain(rt, t);
+            break;
+        default:
+            break;
+        }
+    }
+    close_removed(rt);
+}
