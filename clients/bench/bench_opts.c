@@ -18,7 +18,8 @@ enum opt_kind {
     OPT_TARGET,
     OPT_OP,
     OPT_READ_OP,
-    OPT_ENDPOINTS
+    OPT_ENDPOINTS,
+    OPT_STRING /* a const char * into argv, non-empty */
 };
 
 struct opt_def {
@@ -52,6 +53,10 @@ static const struct opt_def opt_defs[] = {
     {"json", OPT_FLAG, OFF(json), 0, 0},
     {"route-aware", OPT_FLAG, OFF(route_aware), 0, 0},
     {"help", OPT_FLAG, OFF(help), 0, 0},
+    {"tls-ca", OPT_STRING, OFF(tls.ca_file), 0, 0},
+    {"tls-cert", OPT_STRING, OFF(tls.cert_file), 0, 0},
+    {"tls-key", OPT_STRING, OFF(tls.key_file), 0, 0},
+    {"tls-server-name", OPT_STRING, OFF(tls.server_name), 0, 0},
 };
 
 static const char *const op_names[] = {
@@ -102,6 +107,13 @@ const char *bench_opts_usage(void)
            "set);\n"
            "                               round robin over --endpoints when the leader is "
            "unknown\n"
+           "  --tls-ca FILE                TLS: CA bundle PEM verifying the servers (default: "
+           "plaintext)\n"
+           "  --tls-cert FILE              TLS: client certificate PEM for servers requiring one "
+           "(mTLS)\n"
+           "  --tls-key FILE               TLS: private key PEM of --tls-cert\n"
+           "  --tls-server-name NAME       TLS: name expected in the server certificates "
+           "(default: host)\n"
            "exit: 0 run completed (even with errors), 1 could not connect, 2 usage error\n";
 }
 
@@ -251,6 +263,11 @@ static int opt_apply(const struct opt_def *d, const char *val, struct bench_opts
         return 0;
     case OPT_ENDPOINTS:
         return opt_parse_endpoints(o, val, errmsg, errmsg_len);
+    case OPT_STRING:
+        if (!*val)
+            return opt_fail(errmsg, errmsg_len, "--%s: empty", d->name);
+        *(const char **)((char *)o + d->offset) = val;
+        return 0;
     default:
         return opt_parse_number(d, val, o, errmsg, errmsg_len);
     }
@@ -289,6 +306,8 @@ static int opt_check_combined(struct bench_opts *o, char *errmsg, size_t errmsg_
     if (o->target == BENCH_TARGET_ETCD && o->route_aware)
         return opt_fail(errmsg, errmsg_len,
                         "--route-aware: slotd only (etcd has no RouteSnapshot)");
+    if (client_tls_opts_check(&o->tls, errmsg, errmsg_len) != CLIENT_TLS_OK)
+        return BENCH_EUSAGE;
     if (o->threads > o->concurrency)
         return opt_fail(errmsg, errmsg_len, "--threads %u: more threads than --concurrency %u",
                         o->threads, o->concurrency);

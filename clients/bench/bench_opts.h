@@ -2,6 +2,8 @@
 #ifndef SLOTD_BENCH_OPTS_H
 #define SLOTD_BENCH_OPTS_H
 
+#include "client_tls.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,6 +57,10 @@ struct bench_opts {
     bool json;
     bool route_aware; /* slotd: send each request to its group's leader (RouteSnapshot) */
     bool help;        /* --help: print bench_opts_usage() and exit 0 */
+    /* --tls-ca/--tls-cert/--tls-key/--tls-server-name (point into argv; all NULL: plaintext) */
+    struct client_tls_opts tls;
+    /* the PEM text of tls, loaded by main() before the run (NULL: plaintext channels) */
+    const struct client_tls_pem *tls_pem;
 };
 
 /* o: borrowed for the call. Fills the defaults (the values --help shows). */

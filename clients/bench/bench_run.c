@@ -191,19 +191,26 @@ static uint64_t run_splitmix(uint64_t *x)
 /* ---- channels and the route (--route-aware) ------------------------------------------- */
 
 /* Opens one channel to target. A local subchannel pool gives each channel its own TCP
- * connection; no retries, so each call is exactly one RPC on the wire. */
+ * connection; no retries, so each call is exactly one RPC on the wire. With o->tls_pem the
+ * channel uses SSL credentials (and the --tls-server-name override). */
 static void run_channel_init(struct run_channel *ch, const struct bench_opts *o, const char *target)
 {
-    grpc_arg args[2] = {
+    grpc_arg args[3] = {
         {.type = GRPC_ARG_INTEGER,
          .key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL,
          .value.integer = 1},
         {.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
+        {.type = GRPC_ARG_STRING,
+         .key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG,
+         .value.string = (char *)(o->tls_pem ? o->tls_pem->server_name : NULL)},
     };
-    grpc_channel_args channel_args = {2, args};
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_channel_args channel_args = {args[2].value.string ? 3 : 2, args};
+    /* NULL creds (gRPC refused the PEM text; main() checks that first) give a lame channel
+     * that fails the connect check */
+    grpc_channel_credentials *creds = client_tls_creds_new(o->tls_pem);
     ch->channel = grpc_channel_create(target, creds, &channel_args);
-    grpc_channel_credentials_release(creds);
+    if (creds)
+        grpc_channel_credentials_release(creds);
     ch->method[RUN_METHOD_PUT] = grpc_channel_register_call(
         ch->channel, bench_wire_method(o->target, BENCH_REQ_PUT), NULL, NULL);
     ch->method[RUN_METHOD_READ] = grpc_channel_register_call(

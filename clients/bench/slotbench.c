@@ -4,8 +4,35 @@
 #include "bench_report.h"
 #include "bench_run.h"
 
+#include <grpc/grpc.h>
+
 #include <stdio.h>
 #include <stdlib.h>
+
+/* Reads the --tls-* files into pem (free with client_tls_pem_free() whatever the return) and
+ * checks that gRPC accepts them; o->tls_pem points at pem when TLS is on. Returns 0, or the
+ * usage exit code 2 after printing the reason. */
+static int slotbench_tls_load(struct bench_opts *o, struct client_tls_pem *pem)
+{
+    char err[512];
+    if (client_tls_pem_load(&o->tls, pem, err, sizeof(err)) != CLIENT_TLS_OK) {
+        fprintf(stderr, "slotbench: %s\n", err);
+        return 2;
+    }
+    if (!client_tls_opts_enabled(&o->tls))
+        return 0;
+    grpc_init();
+    grpc_channel_credentials *creds = client_tls_creds_new(pem);
+    if (creds)
+        grpc_channel_credentials_release(creds);
+    grpc_shutdown();
+    if (!creds) {
+        fprintf(stderr, "slotbench: --tls-*: gRPC refused the SSL credentials\n");
+        return 2;
+    }
+    o->tls_pem = pem;
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -19,21 +46,29 @@ int main(int argc, char **argv)
         fputs(bench_opts_usage(), stdout);
         return 0;
     }
+    struct client_tls_pem pem;
+    int code = slotbench_tls_load(&opts, &pem);
+    if (code != 0)
+        goto done;
+    code = 1;
     struct bench_result *r = malloc(sizeof(*r)); /* two histograms: ~116 KiB */
     if (!r) {
         fprintf(stderr, "slotbench: out of memory\n");
-        return 1;
+        goto done;
     }
     int rc = bench_run_execute(&opts, r, errmsg, sizeof(errmsg));
     if (rc != BENCH_OK) {
         fprintf(stderr, "slotbench: %s: %s\n", bench_strerror(rc), errmsg);
         free(r);
-        return 1;
+        goto done;
     }
     if (opts.json)
         bench_report_json(&opts, r, stdout);
     else
         bench_report_text(&opts, r, stdout);
     free(r);
-    return 0;
+    code = 0;
+done:
+    client_tls_pem_free(&pem);
+    return code;
 }

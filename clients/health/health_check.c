@@ -121,15 +121,22 @@ static void health_cq_destroy(grpc_completion_queue *cq)
     grpc_completion_queue_destroy(cq);
 }
 
-int health_check_call(const char *addr, const char *service, int timeout_ms, int *serving_status,
+int health_check_call(const char *addr, const char *service, int timeout_ms,
+                      grpc_channel_credentials *creds, const char *server_name, int *serving_status,
                       char *errmsg, size_t errlen)
 {
     int rc = HEALTH_ECALL;
     gpr_timespec deadline =
         gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-    grpc_channel *channel = grpc_channel_create(addr, creds, NULL);
-    grpc_channel_credentials_release(creds);
+    grpc_arg name_arg = {.type = GRPC_ARG_STRING,
+                         .key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG,
+                         .value.string = (char *)server_name};
+    grpc_channel_args args = {1, &name_arg};
+    grpc_channel_credentials *insecure = creds ? NULL : grpc_insecure_credentials_create();
+    grpc_channel *channel =
+        grpc_channel_create(addr, creds ? creds : insecure, server_name ? &args : NULL);
+    if (insecure)
+        grpc_channel_credentials_release(insecure);
     grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
     grpc_call *call = grpc_channel_create_call(channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
                                                grpc_slice_from_static_string(HEALTH_CHECK_PATH),

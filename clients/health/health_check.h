@@ -2,6 +2,8 @@
 #ifndef SLOTD_HEALTH_CHECK_H
 #define SLOTD_HEALTH_CHECK_H
 
+#include <grpc/grpc.h>
+
 #include <stddef.h>
 
 /* X(name, text): 0 is success; every other code is an operating error. */
@@ -30,11 +32,14 @@ const char *health_strerror(int err);
 const char *health_status_name(int status);
 
 /* Calls grpc.health.v1.Health/Check on addr (host:port, borrowed for the call) for service
- * (borrowed for the call; "" = the whole server) with a deadline of timeout_ms, over an insecure
- * channel. The caller has called grpc_init(). On HEALTH_OK, *serving_status holds the
+ * (borrowed for the call; "" = the whole server) with a deadline of timeout_ms, over a channel
+ * with creds (borrowed for the call; NULL = insecure) and, when server_name (borrowed for the
+ * call) is not NULL, that name checked in the server's certificate. The caller has called
+ * grpc_init(). On HEALTH_OK, *serving_status holds the
  * ServingStatus the server answered. Otherwise errmsg (borrowed for the call, errlen bytes) holds
  * a sentence such as "grpc status 14 (UNAVAILABLE): failed to connect to all addresses". */
-int health_check_call(const char *addr, const char *service, int timeout_ms, int *serving_status,
+int health_check_call(const char *addr, const char *service, int timeout_ms,
+                      grpc_channel_credentials *creds, const char *server_name, int *serving_status,
                       char *errmsg, size_t errlen);
 
 #endif /* SLOTD_HEALTH_CHECK_H */

@@ -1,6 +1,7 @@
 // index.js - a small slotd.v1.Metadata client for Node.js (@grpc/grpc-js + @grpc/proto-loader).
 'use strict';
 
+const fs = require('fs');
 const path = require('path');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
@@ -34,13 +35,44 @@ function toBuffer(value, what) {
   throw new TypeError(`${what} must be a Buffer, Uint8Array or string`);
 }
 
-// createClient(addr, {deadlineMs, apiDir}) -> {put, get, close}. One channel to addr; the node
-// forwards requests for groups it does not lead. Every call has a deadline and returns a Promise
-// that rejects with the grpc-js ServiceError (err.code, err.details).
+// PEM text from a Buffer, or from the file a string names.
+function pemOf(value, what) {
+  if (value === undefined || value === null) return null;
+  if (Buffer.isBuffer(value)) return value;
+  if (typeof value === 'string') return fs.readFileSync(value);
+  throw new TypeError(`${what} must be a Buffer (PEM text) or a string (a PEM file path)`);
+}
+
+// Channel credentials and options for createClient's TLS options: plaintext when neither
+// rootCerts nor certChain is given; otherwise grpc.credentials.createSsl(rootCerts, privateKey,
+// certChain) (privateKey and certChain together, for servers started with --tls-client-auth 1),
+// and serverName overrides the name checked in the server certificate.
+function channelSetup(options) {
+  const rootCerts = pemOf(options.rootCerts, 'rootCerts');
+  const privateKey = pemOf(options.privateKey, 'privateKey');
+  const certChain = pemOf(options.certChain, 'certChain');
+  if ((privateKey === null) !== (certChain === null)) {
+    throw new TypeError('privateKey and certChain: give both or neither');
+  }
+  if (rootCerts === null && certChain === null) {
+    if (options.serverName) throw new TypeError('serverName needs rootCerts or certChain');
+    return { creds: grpc.credentials.createInsecure(), channelOptions: {} };
+  }
+  const channelOptions = {};
+  if (options.serverName) channelOptions['grpc.ssl_target_name_override'] = options.serverName;
+  return { creds: grpc.credentials.createSsl(rootCerts, privateKey, certChain), channelOptions };
+}
+
+// createClient(addr, {deadlineMs, apiDir, rootCerts, privateKey, certChain, serverName})
+//   -> {put, get, close}.
+// One channel to addr; the node forwards requests for groups it does not lead. Every call has a
+// deadline and returns a Promise that rejects with the grpc-js ServiceError (err.code,
+// err.details). TLS options: see channelSetup.
 function createClient(addr, options = {}) {
   const deadlineMs = options.deadlineMs || DEFAULT_DEADLINE_MS;
   const Metadata = loadMetadataService(options.apiDir || DEFAULT_API_DIR);
-  const stub = new Metadata(addr, grpc.credentials.createInsecure());
+  const { creds, channelOptions } = channelSetup(options);
+  const stub = new Metadata(addr, creds, channelOptions);
 
   function unary(method, request) {
     return new Promise((resolve, reject) => {

@@ -1,5 +1,6 @@
-/* slotctl.c - slotctl: put/get/delete/cas, route, cluster and health over libslotd. */
+/* slotctl.c - slotctl: put/get/delete/cas, route and health over libslotd; main(). */
 #include "slotctl_cli.h"
+#include "slotctl_cmds.h"
 
 #include "slotd/client.h"
 
@@ -14,20 +15,7 @@
 
 #define SLOTCTL_HEX_MAX (2 * SLOTD_REQUEST_ID_LEN_MAX + 1)
 
-static const char *const cmd_names[] = {"",      "put",     "get",    "delete", "cas",
-                                        "route", "cluster", "health", "bench"};
-
 /* ---- output helpers -------------------------------------------------------------------- */
-
-static void print_json(json_t *j)
-{
-    char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
-    if (s) {
-        printf("%s\n", s);
-        free(s);
-    }
-    json_decref(j);
-}
 
 static void hex_of(const uint8_t *b, size_t n, char *out)
 {
@@ -59,52 +47,6 @@ static void json_set_bytes(json_t *obj, const char *name, const uint8_t *b, size
     }
 }
 
-static json_t *json_status(const struct slotd_status *st)
-{
-    json_t *j = json_object();
-    json_object_set_new(j, "grpc_status", json_string(slotd_grpc_status_name(st->grpc_status)));
-    if (st->address[0])
-        json_object_set_new(j, "address", json_string(st->address));
-    if (st->has_detail) {
-        json_t *d = json_object();
-        json_object_set_new(d, "code", json_string(slotd_error_code_name(st->detail_code)));
-        if (st->field[0]) {
-            json_object_set_new(d, "field", json_string(st->field));
-            json_object_set_new(d, "limit", json_integer((json_int_t)st->limit));
-        }
-        if (st->retry_after_ms)
-            json_object_set_new(d, "retry_after_ms", json_integer(st->retry_after_ms));
-        if (st->leader_node_id) {
-            json_object_set_new(d, "leader_node_id", json_integer((json_int_t)st->leader_node_id));
-            json_object_set_new(d, "leader_address", json_string(st->leader_address));
-            json_object_set_new(d, "leader_group_id", json_integer(st->leader_group_id));
-            json_object_set_new(d, "leader_term", json_integer((json_int_t)st->leader_term));
-        }
-        json_object_set_new(j, "detail", d);
-    }
-    return j;
-}
-
-/* Reports a failed command (stderr sentence, or a JSON object on stdout); returns its exit. */
-static int report_error(const struct slotctl_args *a, int rc, const struct slotd_status *st)
-{
-    int code = slotctl_exit_of(rc);
-    const char *msg = st->message[0] ? st->message : slotd_client_strerror(rc);
-    if (a->json) {
-        json_t *j = json_object();
-        json_object_set_new(j, "command", json_string(cmd_names[a->cmd]));
-        json_object_set_new(j, "ok", json_false());
-        json_object_set_new(j, "error", json_string(slotd_client_strerror(rc)));
-        json_object_set_new(j, "message", json_string(msg));
-        json_object_set_new(j, "exit_code", json_integer(code));
-        if (st->grpc_status >= 0)
-            json_object_set_new(j, "status", json_status(st));
-        print_json(j);
-    }
-    fprintf(stderr, "slotctl: %s\n", msg);
-    return code;
-}
-
 /* ---- key-value commands ---------------------------------------------------------------- */
 
 static json_t *json_write_common(const struct slotctl_args *a, const struct slotd_write_result *r)
@@ -112,7 +54,7 @@ static json_t *json_write_common(const struct slotctl_args *a, const struct slot
     char hex[SLOTCTL_HEX_MAX];
     hex_of(r->request_id, r->request_id_len, hex);
     json_t *j = json_object();
-    json_object_set_new(j, "command", json_string(cmd_names[a->cmd]));
+    json_object_set_new(j, "command", json_string(slotctl_cmd_name(a->cmd)));
     json_object_set_new(j, "ok", json_true());
     json_set_bytes(j, "key", (const uint8_t *)a->pos[0], strlen(a->pos[0]));
     json_object_set_new(j, "group_id", json_integer(r->group_id));
@@ -146,7 +88,7 @@ static int cmd_write(struct slotd_client *c, const struct slotctl_args *a)
     int rc = slotd_write(c, &w, &r);
     int code = slotctl_exit_of(rc);
     if (rc != SLOTD_CLIENT_OK && rc != SLOTD_CLIENT_ECAS_MISMATCH) {
-        code = report_error(a, rc, &r.status);
+        code = slotctl_error_report(a, rc, &r.status);
         goto done;
     }
     if (a->json) {
@@ -167,7 +109,7 @@ static int cmd_write(struct slotd_client *c, const struct slotctl_args *a)
                 json_object_set_new(j, "exit_code", json_integer(code));
             }
         }
-        print_json(j);
+        slotctl_json_print(j);
     } else if (w.kind == SLOTD_WRITE_PUT) {
         printf("OK  version %llu  prev_version %llu  group %u\n", (unsigned long long)r.version,
                (unsigned long long)r.prev_version, r.group_id);
@@ -193,7 +135,7 @@ static int cmd_get(struct slotd_client *c, const struct slotctl_args *a)
     int rc = slotd_get(c, a->pos[0], strlen(a->pos[0]), a->consistency, a->min_applied_index, &v);
     int code;
     if (rc != SLOTD_CLIENT_OK) {
-        code = report_error(a, rc, &v.status);
+        code = slotctl_error_report(a, rc, &v.status);
         goto done;
     }
     code = v.found ? SLOTCTL_EXIT_OK : SLOTCTL_EXIT_NOT_FOUND;
@@ -214,7 +156,7 @@ static int cmd_get(struct slotd_client *c, const struct slotctl_args *a)
         json_object_set_new(j, "term", json_integer((json_int_t)v.term));
         json_object_set_new(j, "attempts", json_integer(v.attempts));
         json_object_set_new(j, "exit_code", json_integer(code));
-        print_json(j);
+        slotctl_json_print(j);
     } else if (v.found) {
         char *hex = NULL;
         if (!printable(v.value, v.value_len) && (hex = malloc(2 * v.value_len + 1)))
@@ -308,76 +250,14 @@ static int cmd_route(struct slotd_client *c, const struct slotctl_args *a)
     struct slotd_status st;
     int rc = slotd_route_fetch(c, &r, &st);
     if (rc != SLOTD_CLIENT_OK)
-        return report_error(a, rc, &st);
+        return slotctl_error_report(a, rc, &st);
     if (a->json) {
         json_t *j = json_route(r);
         json_object_set_new(j, "command", json_string("route"));
         json_object_set_new(j, "ok", json_true());
-        print_json(j);
+        slotctl_json_print(j);
     } else {
         print_route_table(r);
-    }
-    slotd_route_free(r);
-    return SLOTCTL_EXIT_OK;
-}
-
-static void ids_text(const uint64_t *v, unsigned n, char *out, size_t len)
-{
-    size_t used = 0;
-    out[0] = '\0';
-    for (unsigned i = 0; i < n && used < len; i++)
-        used += (size_t)snprintf(out + used, len - used, "%s%llu", i ? "," : "",
-                                 (unsigned long long)v[i]);
-    if (n == 0)
-        snprintf(out, len, "-");
-}
-
-static void print_cluster(const struct slotd_route *r)
-{
-    printf("route revision %llu (from %s)\n\nNODES\n", (unsigned long long)r->revision, r->source);
-    printf("%6s  %-24s  %7s  %7s\n", "NODE", "ADDRESS", "LEADS", "VOTER");
-    for (size_t i = 0; i < r->node_count; i++) {
-        unsigned leads = 0, votes = 0;
-        for (size_t k = 0; k < r->group_count; k++) {
-            leads += r->groups[k].leader == r->nodes[i].node_id;
-            for (unsigned v = 0; v < r->groups[k].voter_count; v++)
-                votes += r->groups[k].voters[v] == r->nodes[i].node_id;
-        }
-        printf("%6llu  %-24s  %7u  %7u\n", (unsigned long long)r->nodes[i].node_id,
-               r->nodes[i].address, leads, votes);
-    }
-    printf("\nGROUPS\n%5s  %-12s  %-8s  %6s  %9s  %5s  %5s  %5s\n", "GROUP", "VOTERS", "LEARNERS",
-           "LEADER", "PREFERRED", "TERM", "EPOCH", "SLOTS");
-    for (size_t i = 0; i < r->group_count; i++) {
-        const struct slotd_route_group *g = &r->groups[i];
-        char voters[128], learners[128];
-        ids_text(g->voters, g->voter_count, voters, sizeof(voters));
-        ids_text(g->learners, g->learner_count, learners, sizeof(learners));
-        printf("%5u  %-12s  %-8s  %6llu  %9llu  %5llu  %5llu  %5u%s\n", g->group_id, voters,
-               learners, (unsigned long long)g->leader, (unsigned long long)g->preferred_leader,
-               (unsigned long long)g->leader_term, (unsigned long long)g->config_epoch,
-               g->hash_slot_count,
-               g->leader == 0                                            ? "  (no leader)"
-               : g->preferred_leader && g->leader != g->preferred_leader ? "  (not preferred)"
-                                                                         : "");
-    }
-}
-
-static int cmd_cluster(struct slotd_client *c, const struct slotctl_args *a)
-{
-    struct slotd_route *r;
-    struct slotd_status st;
-    int rc = slotd_route_fetch(c, &r, &st);
-    if (rc != SLOTD_CLIENT_OK)
-        return report_error(a, rc, &st);
-    if (a->json) {
-        json_t *j = json_route(r);
-        json_object_del(j, "hash_slot_table");
-        json_object_set_new(j, "command", json_string("cluster"));
-        json_object_set_new(j, "ok", json_true());
-        print_json(j);
-    } else {
-        print_cluster(r);
     }
     slotd_route_free(r);
     return SLOTCTL_EXIT_OK;
@@ -444,7 +324,7 @@ static int cmd_health(struct slotd_client *c, const struct slotctl_args *a, cons
         json_object_set_new(j, "ok", json_boolean(code == SLOTCTL_EXIT_OK));
         json_object_set_new(j, "nodes", nodes);
         json_object_set_new(j, "exit_code", json_integer(code));
-        print_json(j);
+        slotctl_json_print(j);
     } else {
         json_decref(nodes);
     }
@@ -512,7 +392,14 @@ int main(int argc, char **argv)
         code = cmd_route(c, &a);
         break;
     case SLOTCTL_CMD_CLUSTER:
-        code = cmd_cluster(c, &a);
+        code = slotctl_cluster_run(c, &a);
+        break;
+    case SLOTCTL_CMD_TRANSFER_LEADER:
+        code = slotctl_transfer_leader_run(c, &a);
+        break;
+    case SLOTCTL_CMD_JOIN:
+    case SLOTCTL_CMD_ACTIVATE:
+        code = slotctl_node_admin_run(c, &a);
         break;
     case SLOTCTL_CMD_HEALTH:
         code = cmd_health(c, &a, a.endpoints);

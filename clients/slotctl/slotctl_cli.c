@@ -38,10 +38,17 @@ static const struct {
     enum slotctl_cmd cmd;
     int pos_min, pos_max;
 } cli_cmds[] = {
-    {"put", SLOTCTL_CMD_PUT, 2, 2},       {"get", SLOTCTL_CMD_GET, 1, 1},
-    {"delete", SLOTCTL_CMD_DELETE, 1, 1}, {"cas", SLOTCTL_CMD_CAS, 2, 3},
-    {"route", SLOTCTL_CMD_ROUTE, 0, 0},   {"cluster", SLOTCTL_CMD_CLUSTER, 0, 0},
-    {"health", SLOTCTL_CMD_HEALTH, 0, 0}, {"bench", SLOTCTL_CMD_BENCH, 0, 0},
+    {"put", SLOTCTL_CMD_PUT, 2, 2},
+    {"get", SLOTCTL_CMD_GET, 1, 1},
+    {"delete", SLOTCTL_CMD_DELETE, 1, 1},
+    {"cas", SLOTCTL_CMD_CAS, 2, 3},
+    {"route", SLOTCTL_CMD_ROUTE, 0, 0},
+    {"cluster", SLOTCTL_CMD_CLUSTER, 0, 0},
+    {"health", SLOTCTL_CMD_HEALTH, 0, 0},
+    {"bench", SLOTCTL_CMD_BENCH, 0, 0},
+    {"transfer-leader", SLOTCTL_CMD_TRANSFER_LEADER, 0, 0},
+    {"join", SLOTCTL_CMD_JOIN, 0, 0},
+    {"activate", SLOTCTL_CMD_ACTIVATE, 0, 0},
 };
 
 const char *slotctl_consistency_name(int consistency)
@@ -64,6 +71,68 @@ static int cli_consistency(const char *s, int *out)
             return 0;
         }
     return -1;
+}
+
+/* The options of transfer-leader, join and activate (val is the option's value). */
+static int cli_admin_option(const char *opt, const char *val, struct slotctl_args *a, char *err,
+                            size_t errlen)
+{
+    uint64_t n;
+    if (strcmp(opt, "--group") == 0) {
+        if (!cli_uint(val, 1, UINT32_MAX, &n))
+            return cli_fail(err, errlen, "--group: '%s' is not a group id in 1..%u", val,
+                            UINT32_MAX);
+        a->group_id = (uint32_t)n;
+    } else if (strcmp(opt, "--to") == 0 || strcmp(opt, "--node-id") == 0) {
+        if (!cli_uint(val, 1, UINT64_MAX, &n))
+            return cli_fail(err, errlen, "%s: '%s' is not a node id (an integer >= 1)", opt, val);
+        *(strcmp(opt, "--to") == 0 ? &a->to_node : &a->node_id) = n;
+    } else if (strcmp(opt, "--expected-revision") == 0) {
+        if (!cli_uint(val, 1, UINT64_MAX, &n))
+            return cli_fail(err, errlen, "--expected-revision: '%s' is not an integer >= 1", val);
+        a->expected_revision = n;
+    } else if (strcmp(opt, "--wait") == 0) {
+        if (!cli_uint(val, 1, SLOTCTL_WAIT_S_MAX, &n))
+            return cli_fail(err, errlen, "--wait: '%s' is not a number of seconds in 1..%d", val,
+                            SLOTCTL_WAIT_S_MAX);
+        a->wait_s = (int)n;
+    } else if (strcmp(opt, "--address") == 0) {
+        if (!*val || strlen(val) > SLOTD_ADDRESS_LEN || strchr(val, ','))
+            return cli_fail(err, errlen, "--address: '%s' is not one host:port of 1..%d bytes", val,
+                            SLOTD_ADDRESS_LEN);
+        a->address = val;
+    } else if (strcmp(opt, "--weight") == 0) {
+        if (!cli_uint(val, 1, SLOTCTL_WEIGHT_MAX, &n))
+            return cli_fail(err, errlen, "--weight: '%s' is not an integer in 1..%d", val,
+                            SLOTCTL_WEIGHT_MAX);
+        a->weight = (uint32_t)n;
+    } else {
+        return cli_fail(err, errlen, "unknown option %s", opt);
+    }
+    return 0;
+}
+
+/* Which admin options the command takes, and the ones it needs. */
+static int cli_admin_check(const struct slotctl_args *a, char *err, size_t errlen)
+{
+    bool tl = a->cmd == SLOTCTL_CMD_TRANSFER_LEADER, join = a->cmd == SLOTCTL_CMD_JOIN;
+    bool act = a->cmd == SLOTCTL_CMD_ACTIVATE;
+    if ((a->group_id || a->to_node || a->wait_s) && !tl)
+        return cli_fail(err, errlen, "--group, --to and --wait: only for transfer-leader");
+    if (a->node_id && !join && !act)
+        return cli_fail(err, errlen, "--node-id: only for join and activate");
+    if ((a->address || a->weight) && !join)
+        return cli_fail(err, errlen, "--address and --weight: only for join");
+    if (a->expected_revision && !tl && !join && !act)
+        return cli_fail(err, errlen,
+                        "--expected-revision: only for transfer-leader, join and activate");
+    if (tl && (!a->group_id || !a->to_node))
+        return cli_fail(err, errlen, "transfer-leader: needs --group G and --to NODE");
+    if (join && (!a->node_id || !a->address))
+        return cli_fail(err, errlen, "join: needs --node-id N and --address HOST:PORT");
+    if (act && !a->node_id)
+        return cli_fail(err, errlen, "activate: needs --node-id N");
+    return 0;
 }
 
 /* Handles option argv[*i] (value options consume argv[*i + 1]). */
@@ -122,7 +191,7 @@ static int cli_option(int argc, char **argv, int *i, struct slotctl_args *a, cha
             return cli_fail(err, errlen, "--min-applied-index: '%s' is not an integer", val);
         a->min_applied_index = n;
     } else {
-        return cli_fail(err, errlen, "unknown option %s", opt);
+        return cli_admin_option(opt, val, a, err, errlen);
     }
     return 0;
 }
@@ -163,6 +232,8 @@ static int cli_check(struct slotctl_args *a, char *err, size_t errlen)
         return cli_fail(err, errlen, "--tls-cert and --tls-key: give both or neither");
     if (a->tls_server_name && !a->tls_ca && !a->tls_cert)
         return cli_fail(err, errlen, "--tls-server-name: needs --tls-ca or --tls-cert");
+    if (cli_admin_check(a, err, errlen) != 0)
+        return SLOTCTL_EXIT_USAGE;
     uint64_t v;
     if (a->cmd == SLOTCTL_CMD_CAS && !cli_uint(a->pos[1], 0, UINT64_MAX, &v))
         return cli_fail(err, errlen, "cas: EXPECTED_VERSION '%s' is not an integer", a->pos[1]);
@@ -210,6 +281,7 @@ int slotctl_exit_of(int client_err)
         return SLOTCTL_EXIT_NOT_FOUND;
     case SLOTD_CLIENT_ECAS_MISMATCH:
     case SLOTD_CLIENT_EPRECONDITION:
+    case SLOTD_CLIENT_ESTALE_REVISION:
         return SLOTCTL_EXIT_PRECONDITION;
     case SLOTD_CLIENT_EUNAVAILABLE:
     case SLOTD_CLIENT_ETIMEOUT:
@@ -239,8 +311,16 @@ void slotctl_usage(FILE *out)
         "  cas KEY EXPECTED_VERSION VALUE      write only if KEY's version is EXPECTED_VERSION\n"
         "  cas --delete KEY EXPECTED_VERSION   delete only if KEY's version matches (0 = absent)\n"
         "  route                               hash-slot ranges, their groups and leaders\n"
-        "  cluster                             nodes and slot groups (voters, leader, preferred)\n"
+        "  cluster                             the controller's cluster state: nodes, groups\n"
+        "                                      (observed vs preferred leaders), hash slots, tasks\n"
         "  health                              grpc.health.v1 status of every node\n"
+        "  transfer-leader --group G --to NODE [--expected-revision R] [--wait S]\n"
+        "                                      make NODE G's preferred leader; --wait S polls\n"
+        "                                      the route until NODE leads G (1..%d s)\n"
+        "  join --node-id N --address H:P [--weight W] [--expected-revision R]\n"
+        "                                      register data node N (weight 1..%d)\n"
+        "  activate --node-id N [--expected-revision R]\n"
+        "                                      mark joined node N active (placement may follow)\n"
         "  bench ARGS...                       runs slotbench ARGS... from slotctl's directory\n"
         "\n"
         "options:\n"
@@ -255,8 +335,8 @@ void slotctl_usage(FILE *out)
         "  --                    ends options (for keys or values starting with '-')\n"
         "\n"
         "exit codes:\n",
-        SLOTCTL_ENDPOINTS_DEFAULT, SLOTD_CLIENT_DEADLINE_MS_DEFAULT,
-        SLOTD_CLIENT_MAX_RETRIES_DEFAULT);
+        SLOTCTL_WAIT_S_MAX, SLOTCTL_WEIGHT_MAX, SLOTCTL_ENDPOINTS_DEFAULT,
+        SLOTD_CLIENT_DEADLINE_MS_DEFAULT, SLOTD_CLIENT_MAX_RETRIES_DEFAULT);
 #define SLOTCTL__EXIT_HELP(name, value, text) fprintf(out, "  %d  %s\n", value, text);
     SLOTCTL_EXITS(SLOTCTL__EXIT_HELP)
 #undef SLOTCTL__EXIT_HELP

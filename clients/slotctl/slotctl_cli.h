@@ -17,7 +17,8 @@
     X(SLOTCTL_EXIT_PRECONDITION, 3, "failed precondition (CAS version mismatch, ...)")             \
     X(SLOTCTL_EXIT_UNAVAILABLE, 4, "unavailable, deadline exceeded, overloaded, not healthy")      \
     X(SLOTCTL_EXIT_INVALID, 5, "invalid argument (the message names the field)")                   \
-    X(SLOTCTL_EXIT_OTHER, 6, "any other error")
+    X(SLOTCTL_EXIT_OTHER, 6, "any other error")                                                    \
+    X(SLOTCTL_EXIT_WAIT_TIMEOUT, 7, "transfer-leader --wait: the node did not take over in time")
 
 enum slotctl_exit {
 #define SLOTCTL__EXIT_ENUM(name, value, text) name = value,
@@ -35,10 +36,16 @@ enum slotctl_cmd {
     SLOTCTL_CMD_CLUSTER,
     SLOTCTL_CMD_HEALTH,
     SLOTCTL_CMD_BENCH,
+    SLOTCTL_CMD_TRANSFER_LEADER,
+    SLOTCTL_CMD_JOIN,
+    SLOTCTL_CMD_ACTIVATE,
 };
 
 #define SLOTCTL_ENDPOINTS_DEFAULT "127.0.0.1:7700"
 #define SLOTCTL_POSITIONALS_MAX 3
+/* transfer-leader --wait bound (seconds) and join --weight bounds. */
+#define SLOTCTL_WAIT_S_MAX 3600
+#define SLOTCTL_WEIGHT_MAX 1000
 
 struct slotctl_args {
     const char *endpoints; /* points into argv or the environment */
@@ -57,6 +64,15 @@ struct slotctl_args {
     int consistency; /* enum slotd_consistency */
     uint64_t min_applied_index;
     bool cas_delete;
+    /* admin commands (0 = not given): transfer-leader --group/--to, join/activate --node-id,
+     * join --address/--weight, --expected-revision for all three, transfer-leader --wait */
+    uint32_t group_id;
+    uint64_t to_node;
+    uint64_t node_id;
+    const char *address; /* points into argv */
+    uint32_t weight;
+    uint64_t expected_revision;
+    int wait_s;
     int bench_argc; /* bench: the arguments after "bench" */
     char **bench_argv;
 };

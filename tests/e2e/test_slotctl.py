@@ -152,11 +152,14 @@ class SlotctlChecks:
         self.assertIn("0-", out)
         code, out, err = slotctl(self.endpoints, "cluster")
         self.assertEqual(code, 0, err)
-        self.assertIn("NODES", out)
-        self.assertIn("GROUPS", out)
+        for section in ("NODES", "GROUPS", "HASH SLOTS", "TASKS"):
+            self.assertIn(section, out)
         code, j, err = slotctl_json(self.endpoints, "cluster")
         self.assertEqual(code, 0, err)
-        self.assertTrue(all(g["leader"] in g["voters"] for g in j["groups"]))
+        self.assertEqual(len(j["state"]["nodes"]), self.node_count)
+        peers = {g["id"]: g["desired_peers"] for g in j["state"]["groups"]}
+        self.assertEqual(sorted(peers), self.group_ids)
+        self.assertTrue(all(o["leader"] in peers[o["group_id"]] for o in j["observed_leaders"]))
         code, j, err = slotctl_json(self.endpoints, "health")
         self.assertEqual(code, 0, err)
         self.assertEqual(len(j["nodes"]), self.node_count)

@@ -1,14 +1,19 @@
-# test_tls.py - TLS and mTLS end to end: certificates made by openssl, slotd, Python gRPC, slotctl.
+# test_tls.py - TLS and mTLS end to end: certificates made by openssl, slotd and every client.
 """slotd with --tls-cert/--tls-key (server TLS) and --tls-ca/--tls-client-auth 1 (mTLS): TLS
 clients connect and write, plaintext clients and clients without a certificate are refused, a
 3-node cluster with mTLS between its nodes elects leaders and forwards writes, slotctl round trips
 with --tls-ca/--tls-cert/--tls-key, and bad TLS options stop slotd with a sentence naming them.
+The other clients against an mTLS node (ClientsTlsTest): slotbench, slotd-health, the Python
+client (clients/python, root_certificates/private_key/certificate_chain) and the Node example
+(clients/node, --tls-* flags) each connect with good certificates and are refused with only the
+CA (no client certificate) and over plaintext; bad TLS options are usage errors (exit 2).
 
 Certificates are made per test class in a temp dir with Debian's openssl CLI: a CA, a server
 certificate (SAN IP:127.0.0.1 and DNS:localhost; serverAuth and clientAuth, since nodes present it
 to each other) and a client certificate. The harness polls health over plaintext, so TlsServer
 overrides its channel to use TLS credentials."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -24,6 +29,11 @@ import slotd_harness as h  # noqa: E402
 
 OPENSSL = shutil.which("openssl")
 SLOTCTL_BIN = os.environ.get("SLOTCTL_BIN", str(h.SLOTD_BIN.parent / "slotctl"))
+SLOTBENCH_BIN = os.environ.get("SLOTBENCH_BIN", str(h.SLOTD_BIN.parent / "slotbench"))
+HEALTH_BIN = os.environ.get("SLOTD_HEALTH_BIN", str(h.SLOTD_BIN.parent / "slotd-health"))
+NODE_DIR = h.REPO / "clients" / "node"
+sys.path.insert(0, str(h.REPO / "clients" / "python"))
+from slotd_client import Client, SlotdError  # noqa: E402
 REFUSED_TIMEOUT_S = 3.0
 RUN_TIMEOUT_S = 30.0
 
@@ -248,6 +258,137 @@ class TlsTest(h.SlotdTestCase):
             self.assertIn("tls=mtls", cluster.server(node_id).log_text())
         # The peers' mTLS port refuses a node-less plaintext client as well.
         self.assertRefused(h.open_channel(cluster.addr(1)))
+
+
+
+@unittest.skipIf(OPENSSL is None, "the openssl CLI is not installed")
+class ClientsTlsTest(h.SlotdTestCase):
+    """slotbench, slotd-health, the Python client and the Node example against one mTLS node."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls._certdir = tempfile.mkdtemp(prefix="slotd-e2e-certs-")
+        cls.certs = make_certs(cls._certdir)
+        cls._class_workdir = tempfile.mkdtemp(prefix="slotd-e2e-")
+        cls._class_servers = []
+        server = TlsServer(cls._class_workdir, creds(cls.certs, client="client"),
+                           name="mtls-clients", extra_args=tls_args(cls.certs, client_auth=True))
+        cls._class_servers.append(server)
+        try:
+            cls.server = server.start()
+        except BaseException:
+            server.kill()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        shutil.rmtree(cls._certdir, ignore_errors=True)
+
+    def flags(self, which):
+        """--tls-* flags: "mtls" (CA + client pair), "ca" (CA only), "plain" (none)."""
+        c = self.certs
+        if which == "plain":
+            return []
+        ca = ["--tls-ca", str(c["ca.pem"])]
+        return ca if which == "ca" else ca + ["--tls-cert", str(c["client.pem"]), "--tls-key",
+                                              str(c["client.key"])]
+
+    def run_bin(self, *cmd):
+        proc = subprocess.run([str(a) for a in cmd], capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT_S)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def test_slotbench(self):
+        def bench(*extra):
+            return self.run_bin(SLOTBENCH_BIN, "--endpoints", self.server.addr, "--op", "put",
+                                "--concurrency", 2, "--keys", 50, "--key-size", 16, "--duration",
+                                2, "--ops", 40, "--connect-timeout-ms", 2000, "--json", *extra)
+        code, out, err = bench(*self.flags("mtls"))
+        self.assertEqual(code, 0, err)
+        run = json.loads(out)["run"]
+        self.assertEqual((run["ok"], run["errors_total"]), (40, 0), out)
+        code, out, err = bench(*self.flags("mtls"), "--tls-server-name", "localhost")
+        self.assertEqual(code, 0, err)
+        for which in ("ca", "plain"):
+            code, out, err = bench(*self.flags(which))
+            self.assertEqual(code, 1, "%s: %s" % (which, out + err))
+            self.assertIn("could not connect", err)
+        code, out, err = bench(*self.flags("mtls"), "--tls-server-name", "not-the-server")
+        self.assertEqual(code, 1, out + err)
+        code, out, err = bench("--tls-ca", "/nonexistent/ca.pem")
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("--tls-ca: cannot open /nonexistent/ca.pem", err)
+        code, out, err = bench("--tls-cert", str(self.certs["client.pem"]))
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("--tls-cert and --tls-key: give both or neither", err)
+
+    def test_slotd_health(self):
+        code, out, err = self.run_bin(HEALTH_BIN, *self.flags("mtls"), self.server.addr)
+        self.assertEqual((code, out.strip()), (0, "SERVING"), err)
+        code, out, err = self.run_bin(HEALTH_BIN, self.server.addr, *self.flags("mtls"),
+                                      "--tls-server-name", "localhost")
+        self.assertEqual((code, out.strip()), (0, "SERVING"), err)
+        for which in ("ca", "plain"):
+            code, out, err = self.run_bin(HEALTH_BIN, *self.flags(which), self.server.addr)
+            self.assertEqual(code, 1, "%s: %s" % (which, out + err))
+            self.assertNotIn("SERVING", out)
+        code, out, err = self.run_bin(HEALTH_BIN, "--tls-key", str(self.certs["client.key"]),
+                                      self.server.addr)
+        self.assertEqual(code, 2, err)
+        self.assertIn("--tls-cert and --tls-key", err)
+        code, out, err = self.run_bin(HEALTH_BIN, "--tls-ca", "/nonexistent/ca.pem",
+                                      self.server.addr)
+        self.assertEqual(code, 2, err)
+        self.assertIn("--tls-ca: cannot open /nonexistent/ca.pem", err)
+
+    def test_python_client(self):
+        c = self.certs
+        key = h.unique_key("tls/python")
+        with Client(self.server.addr, deadline=3.0, max_retries=0,
+                    root_certificates=c["ca.pem"].read_bytes(),
+                    private_key=c["client.key"].read_bytes(),
+                    certificate_chain=c["client.pem"].read_bytes()) as client:
+            w = client.put(key, b"over mtls")
+            self.assertGreater(w.applied_index, 0)
+            self.assertEqual(client.get(key).get.value, b"over mtls")
+        # Paths work too, and the server-name override.
+        with Client(self.server.addr, deadline=3.0, max_retries=0, root_certificates=c["ca.pem"],
+                    private_key=c["client.key"], certificate_chain=c["client.pem"],
+                    server_name="localhost") as client:
+            self.assertEqual(client.get(key).get.value, b"over mtls")
+        for kwargs in ({"root_certificates": c["ca.pem"]}, {}):
+            with Client(self.server.addr, deadline=2.0, max_retries=0, **kwargs) as client:
+                with self.assertRaises(SlotdError) as ctx:
+                    client.get(key)
+                self.assertIn(ctx.exception.code, (grpc.StatusCode.UNAVAILABLE,
+                                                   grpc.StatusCode.DEADLINE_EXCEEDED), kwargs)
+        with self.assertRaises(ValueError):
+            Client(self.server.addr, private_key=c["client.key"])
+        with self.assertRaises(ValueError):
+            Client(self.server.addr, server_name="localhost")
+
+    def test_node_example(self):
+        node = shutil.which("node")
+        if node is None or not (NODE_DIR / "node_modules" / "@grpc" / "grpc-js").is_dir():
+            self.skipTest("node or clients/node/node_modules missing (test_clients.py runs "
+                          "npm ci)")
+        key = h.unique_key("tls/node").decode()
+
+        def example(*extra):
+            return self.run_bin(node, NODE_DIR / "example.js", "--addr", self.server.addr,
+                                "--key", key, "--value", "node over mtls", *extra)
+        code, out, err = example(*self.flags("mtls"))
+        self.assertEqual(code, 0, err)
+        self.assertIn("get %s: found=true value='node over mtls'" % key, out)
+        code, out, err = example(*self.flags("mtls"), "--tls-server-name", "localhost")
+        self.assertEqual(code, 0, err)
+        for which in ("ca", "plain"):
+            code, out, err = example(*self.flags(which))
+            self.assertEqual(code, 1, "%s: %s" % (which, out + err))
+            self.assertRegex(err, r"example: (UNAVAILABLE|DEADLINE_EXCEEDED)")
+        code, out, err = example("--tls-cert", str(self.certs["client.pem"]))
+        self.assertEqual(code, 2, err)
 
 
 if __name__ == "__main__":

@@ -189,6 +189,16 @@ static void test_opts_defaults_and_values(void)
     CU_ASSERT(o.help);
     /* the smallest key that holds 'key-' + 6 digits */
     CU_ASSERT_EQUAL(PARSE("--keys", "1000000", "--key-size", "10"), BENCH_OK);
+    CU_ASSERT_PTR_NULL(o.tls.ca_file);
+    CU_ASSERT_PTR_NULL(o.tls_pem); /* main() loads the files; the parser never does */
+    CU_ASSERT_EQUAL(PARSE("--tls-ca", "ca.pem", "--tls-cert=c.pem", "--tls-key", "c.key",
+                          "--tls-server-name", "localhost"),
+                    BENCH_OK);
+    CU_ASSERT_STRING_EQUAL(o.tls.ca_file, "ca.pem");
+    CU_ASSERT_STRING_EQUAL(o.tls.cert_file, "c.pem");
+    CU_ASSERT_STRING_EQUAL(o.tls.key_file, "c.key");
+    CU_ASSERT_STRING_EQUAL(o.tls.server_name, "localhost");
+    CU_ASSERT_PTR_NULL(o.tls_pem);
 }
 
 static void expect_usage(const char *const *args, const char *needle)
@@ -231,6 +241,12 @@ static void test_opts_errors(void)
     EXPECT_USAGE("each endpoint is host:port", "--endpoints", "a:1,,b:2");
     EXPECT_USAGE("each endpoint is host:port", "--endpoints", "nocolon");
     EXPECT_USAGE("character 0x22", "--endpoints", "a\":1");
+    EXPECT_USAGE("--tls-cert and --tls-key: give both or neither", "--tls-cert", "c.pem");
+    EXPECT_USAGE("--tls-cert and --tls-key: give both or neither", "--tls-ca", "ca.pem",
+                 "--tls-key", "c.key");
+    EXPECT_USAGE("--tls-server-name: needs --tls-ca or --tls-cert", "--tls-server-name", "x");
+    EXPECT_USAGE("--tls-ca: empty", "--tls-ca=");
+    EXPECT_USAGE("--tls-key needs a value", "--tls-key");
     EXPECT_USAGE("at most 16 endpoints", "--endpoints",
                  "a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1,a:1");
 }

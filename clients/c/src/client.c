@@ -905,3 +905,57 @@ int slotd_health_check(struct slotd_client *c, const char *address, int *serving
     grpc__health__v1__health_check_response__free_unpacked(m, NULL);
     return SLOTD_CLIENT_OK;
 }
+
+/* ---- hooks for client_admin.c ---------------------------------------------------------- */
+
+int slotd__client_unary(struct slotd_client *c, const char *address, const char *method,
+                        const uint8_t *req, size_t req_len, uint8_t **body, size_t *body_len,
+                        struct slotd_status *st)
+{
+    grpc_slice s;
+    *body = NULL;
+    *body_len = 0;
+    int rc = client_unary(c, address, method, req, req_len, &s, st);
+    if (rc != SLOTD_CLIENT_OK)
+        return rc;
+    size_t n = GRPC_SLICE_LENGTH(s);
+    uint8_t *copy = malloc(n + 1); /* + 1: callers may treat the body as a C string */
+    if (!copy) {
+        grpc_slice_unref(s);
+        snprintf(st->message, sizeof(st->message), "out of memory for a %zu-byte response", n);
+        return SLOTD_CLIENT_ENOMEM;
+    }
+    memcpy(copy, GRPC_SLICE_START_PTR(s), n);
+    copy[n] = '\0';
+    grpc_slice_unref(s);
+    *body = copy;
+    *body_len = n;
+    return SLOTD_CLIENT_OK;
+}
+
+size_t slotd__client_endpoints(struct slotd_client *c, char (*out)[SLOTD_ADDRESS_LEN + 1],
+                               size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->endpoint_count && n < max; i++)
+        snprintf(out[n++], SLOTD_ADDRESS_LEN + 1, "%s",
+                 c->endpoints[(c->next_endpoint + i) % c->endpoint_count]);
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+int slotd__client_max_retries(const struct slotd_client *c)
+{
+    return c->o.max_retries;
+}
+
+void slotd__client_record_error(struct slotd_client *c, const struct slotd_status *st)
+{
+    client_record_error(c, st);
+}
+
+void slotd__sleep_ms(int ms)
+{
+    client_sleep_ms(ms);
+}

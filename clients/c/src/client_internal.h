@@ -59,4 +59,27 @@ int slotd__endpoints_parse(const char *s, char (*out)[SLOTD_ADDRESS_LEN + 1], si
 int slotd__options_resolve(const struct slotd_client_options *in, struct slotd_client_options *out,
                            char *err, size_t errlen);
 
+/* ---- what client_admin.c uses from client.c ---- */
+
+/* c, address, method, req, st: borrowed for the call. One unary call bounded by the client's
+ * deadline. On SLOTD_CLIENT_OK *body holds the response bytes plus a NUL (caller frees with
+ * free()); otherwise *body is NULL and st describes the failure (server text only). */
+int slotd__client_unary(struct slotd_client *c, const char *address, const char *method,
+                        const uint8_t *req, size_t req_len, uint8_t **body, size_t *body_len,
+                        struct slotd_status *st);
+
+/* c, out: borrowed for the call. The seed endpoints, starting at the one that answered the
+ * latest route fetch; returns how many were written (at most max). */
+size_t slotd__client_endpoints(struct slotd_client *c, char (*out)[SLOTD_ADDRESS_LEN + 1],
+                               size_t max);
+
+/* c: borrowed for the call. The resolved max_retries (negative = none). */
+int slotd__client_max_retries(const struct slotd_client *c);
+
+/* c, st: borrowed for the call. Makes st the client's last error. */
+void slotd__client_record_error(struct slotd_client *c, const struct slotd_status *st);
+
+/* Sleeps ms milliseconds (restarts after signals). */
+void slotd__sleep_ms(int ms);
+
 #endif /* SLOTD_CLIENT_INTERNAL_H */

@@ -127,6 +127,31 @@ def _as_bytes(value, what):
     raise TypeError("%s must be bytes or str, not %s" % (what, type(value).__name__))
 
 
+def _pem(name, value):
+    """PEM bytes from bytes, str, or a pathlib.Path / os.PathLike naming the file."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, os.PathLike):
+        with open(value, "rb") as f:
+            return f.read()
+    raise TypeError("%s must be bytes, str or a path, not %s" % (name, type(value).__name__))
+
+
+def _ssl_credentials(root_certificates, private_key, certificate_chain):
+    """grpc.ssl_channel_credentials for the given PEM values, or None (plaintext) when all three
+    are None. private_key and certificate_chain go together (mTLS)."""
+    if (private_key is None) != (certificate_chain is None):
+        raise ValueError("private_key and certificate_chain: give both or neither")
+    if root_certificates is None and certificate_chain is None:
+        return None
+    return grpc.ssl_channel_credentials(
+        root_certificates=_pem("root_certificates", root_certificates),
+        private_key=_pem("private_key", private_key),
+        certificate_chain=_pem("certificate_chain", certificate_chain))
+
+
 class Client:
     """Route-aware client over one or more slotd endpoints ("host:port" strings, or one
     comma-separated string). Thread-safe; close() (or a with block) closes its channels.
@@ -137,7 +162,8 @@ class Client:
     fix)."""
 
     def __init__(self, endpoints, deadline=5.0, max_retries=4, max_redirects=8,
-                 route_refresh=None, channel_options=None):
+                 route_refresh=None, channel_options=None, root_certificates=None,
+                 private_key=None, certificate_chain=None, server_name=None):
         if isinstance(endpoints, str):
             endpoints = [e for e in endpoints.split(",") if e]
         self.endpoints = [e.strip() for e in endpoints if e.strip()]
@@ -149,7 +175,12 @@ class Client:
         self.max_retries = int(max_retries)
         self.max_redirects = int(max_redirects)
         self.route_refresh = route_refresh
-        self._options = list(channel_options) if channel_options is not None else CHANNEL_OPTIONS
+        self._options = list(channel_options if channel_options is not None else CHANNEL_OPTIONS)
+        self._credentials = _ssl_credentials(root_certificates, private_key, certificate_chain)
+        if server_name is not None:
+            if self._credentials is None:
+                raise ValueError("server_name needs root_certificates or certificate_chain")
+            self._options.append(("grpc.ssl_target_name_override", server_name))
         self._lock = threading.Lock()
         self._channels = {}          # address -> (channel, stub)
         self._route = None           # RouteSnapshotResponse
@@ -185,7 +216,11 @@ class Client:
                 if len(self._channels) >= CHANNELS_MAX:
                     _, (old, _) = self._channels.popitem()
                     old.close()
-                channel = grpc.insecure_channel(address, options=self._options)
+                if self._credentials is None:
+                    channel = grpc.insecure_channel(address, options=self._options)
+                else:
+                    channel = grpc.secure_channel(address, self._credentials,
+                                                  options=self._options)
                 entry = (channel, pb_grpc.MetadataStub(channel))
                 self._channels[address] = entry
             return entry[1]

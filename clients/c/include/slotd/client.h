@@ -24,7 +24,8 @@ extern "C" {
     X(SLOTD_CLIENT_ENOTFOUND, "not found")                                                         \
     X(SLOTD_CLIENT_EMALFORMED, "malformed response")                                               \
     X(SLOTD_CLIENT_ENOMEM, "out of memory")                                                        \
-    X(SLOTD_CLIENT_ERPC, "rpc failed")
+    X(SLOTD_CLIENT_ERPC, "rpc failed")                                                             \
+    X(SLOTD_CLIENT_ESTALE_REVISION, "stale expected revision")
 
 enum slotd_client_err {
 #define SLOTD_CLIENT__ENUM(name, text) name,
@@ -304,6 +305,91 @@ int slotd_health_check(struct slotd_client *c, const char *address, int *serving
 
 /* Static name of a health status ("SERVING"). */
 const char *slotd_health_status_name(int serving);
+
+/* ---- admin: the controller's cluster state and commands (slotd.v1.Admin) ------------------ */
+
+/* An Admin.ClusterState answer. */
+struct slotd_cluster_state {
+    bool not_modified; /* known_revision and known_checksum matched: state_json is NULL */
+    uint64_t revision;
+    char checksum[16]; /* 8 hex digits, CRC-32C of the canonical encoding */
+    uint64_t applied_raft_index;
+    bool from_voter;  /* answered by a controller voter (false: a mirror's copy) */
+    char *state_json; /* cluster-state.json, NUL-terminated (malloc'd; NULL when not_modified) */
+    size_t state_json_len;
+    char source[SLOTD_ADDRESS_LEN + 1]; /* the endpoint that answered */
+    unsigned attempts;
+    struct slotd_status status;
+};
+
+/* s: borrowed for the call. Frees s->state_json and clears s. */
+void slotd_admin_cluster_state_free(struct slotd_cluster_state *s);
+
+/* Largest state_json accepted from a server (64 nodes, 64 groups, 64 tasks fit easily). */
+#define SLOTD_ADMIN_STATE_JSON_MAX (4 << 20)
+
+/*
+ * c, known_checksum (may be NULL), out: borrowed for the call; free out with
+ * slotd_admin_cluster_state_free() whatever the return value. Asks the endpoints in turn
+ * (starting at the one that answered the latest route fetch) until one answers; a node that is
+ * UNAVAILABLE, past its deadline or overloaded is skipped. known_revision/known_checksum: when
+ * both match the answering node's state, out->not_modified is set and no JSON is sent.
+ */
+int slotd_admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
+                              const char *known_checksum, struct slotd_cluster_state *out);
+
+/* Admin commands. */
+enum slotd_admin_kind {
+    SLOTD_ADMIN_JOIN_NODE,            /* node_id, address, weight (0 = the server's 100) */
+    SLOTD_ADMIN_ACTIVATE_NODE,        /* node_id */
+    SLOTD_ADMIN_SET_PREFERRED_LEADER, /* group_id, node_id */
+};
+
+/* One Admin command. Pointers are borrowed for the call. */
+struct slotd_admin_write {
+    enum slotd_admin_kind kind;
+    uint64_t node_id;
+    const char *address; /* JOIN_NODE: "host:port" others reach the node at */
+    uint32_t weight;     /* JOIN_NODE: 1..1000, 0 = default */
+    uint32_t group_id;   /* SET_PREFERRED_LEADER */
+    /* 0 = unconditional; else the command is refused (SLOTD_CLIENT_ESTALE_REVISION, gRPC
+     * ABORTED) unless the controller's revision equals it */
+    uint64_t expected_revision;
+};
+
+/* slotd.v1.Outcome values. */
+enum slotd_admin_outcome {
+    SLOTD_ADMIN_OUTCOME_UNSPECIFIED = 0,
+    SLOTD_ADMIN_OUTCOME_CHANGED = 1, /* the cluster state changed; revision + 1 */
+    SLOTD_ADMIN_OUTCOME_UPDATED = 2, /* applied without a business change */
+    SLOTD_ADMIN_OUTCOME_NOOP = 3,    /* nothing to do; reason says why */
+};
+
+/* Static name of an outcome ("CHANGED"); "UNSPECIFIED" for other values. */
+const char *slotd_admin_outcome_name(int outcome);
+
+struct slotd_admin_result {
+    int outcome; /* enum slotd_admin_outcome */
+    char reason[SLOTD_STATUS_MESSAGE_LEN];
+    uint64_t revision;      /* controller revision after the command */
+    uint64_t applied_index; /* controller raft index of the entry that carried it */
+    unsigned attempts;
+    struct slotd_status status;
+};
+
+/*
+ * c, w, out: borrowed for the call. Sends the command to an endpoint (any node relays it to the
+ * controller leader). An endpoint answering UNAVAILABLE (down, or no controller leader) is
+ * skipped for the next one; after a whole pass of UNAVAILABLE answers the client backs off and
+ * tries another pass, at most max_retries more passes. Nothing else is retried: a command that
+ * timed out may have been applied (repeating it is harmless without expected_revision: it
+ * answers NOOP). Returns SLOTD_CLIENT_OK with the outcome, SLOTD_CLIENT_ESTALE_REVISION
+ * (ABORTED: expected_revision is not the current revision; nothing changed),
+ * SLOTD_CLIENT_EINVAL (INVALID_ARGUMENT, the detail names the field) or another error, with
+ * out->status describing the last attempt.
+ */
+int slotd_admin_write(struct slotd_client *c, const struct slotd_admin_write *w,
+                      struct slotd_admin_result *out);
 
 #ifdef __cplusplus
 }

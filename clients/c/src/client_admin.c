@@ -1,0 +1,266 @@
+/* client_admin.c - libslotd's slotd.v1.Admin calls: ClusterState and the controller commands. */
+#include "client_internal.h"
+
+#include "slotd/v1/admin.pb-c.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Error sentences are cut to their fixed-size buffers on purpose. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+#define ADMIN_METHOD_STATE "/slotd.v1.Admin/ClusterState"
+#define ADMIN_METHOD_JOIN "/slotd.v1.Admin/JoinNode"
+#define ADMIN_METHOD_ACTIVATE "/slotd.v1.Admin/ActivateNode"
+#define ADMIN_METHOD_PREFERRED "/slotd.v1.Admin/SetPreferredLeader"
+#define ADMIN_CHECKSUM_LEN_MAX 15
+#define ADMIN_REQUEST_MAX 512 /* every admin request packs into this (address <= 255 bytes) */
+#define ADMIN_GRPC_ABORTED 10
+
+const char *slotd_admin_outcome_name(int outcome)
+{
+    switch (outcome) {
+    case SLOTD_ADMIN_OUTCOME_CHANGED:
+        return "CHANGED";
+    case SLOTD_ADMIN_OUTCOME_UPDATED:
+        return "UPDATED";
+    case SLOTD_ADMIN_OUTCOME_NOOP:
+        return "NOOP";
+    default:
+        return "UNSPECIFIED";
+    }
+}
+
+static void admin_status_reset(struct slotd_status *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->grpc_status = -1;
+}
+
+/* Rewrites st->message as "op: STATUS: text [address, N attempts]" and records it. */
+static void admin_fail_text(struct slotd_client *c, const char *op, int rc, unsigned attempts,
+                            struct slotd_status *st)
+{
+    char text[SLOTD_STATUS_MESSAGE_LEN];
+    snprintf(text, sizeof(text), "%s: %s: %s", op,
+             st->grpc_status >= 0 ? slotd_grpc_status_name(st->grpc_status) : "no call",
+             st->message[0] ? st->message : slotd_client_strerror(rc));
+    size_t used = strlen(text);
+    if (st->has_detail && st->field[0])
+        snprintf(text + used, sizeof(text) - used, " (field %s)", st->field);
+    used = strlen(text);
+    snprintf(text + used, sizeof(text) - used, " [%s, %u attempt%s]",
+             st->address[0] ? st->address : "no endpoint", attempts, attempts == 1 ? "" : "s");
+    snprintf(st->message, sizeof(st->message), "%s", text);
+    slotd__client_record_error(c, st);
+}
+
+void slotd_admin_cluster_state_free(struct slotd_cluster_state *s)
+{
+    free(s->state_json);
+    memset(s, 0, sizeof(*s));
+    s->status.grpc_status = -1;
+}
+
+/* Fills out from a ClusterStateResponse (buf borrowed for the call). */
+static int admin_state_decode(const uint8_t *buf, size_t len, struct slotd_cluster_state *out)
+{
+    Slotd__V1__ClusterStateResponse *m = slotd__v1__cluster_state_response__unpack(NULL, len, buf);
+    struct slotd_status *st = &out->status;
+    int rc = SLOTD_CLIENT_EMALFORMED;
+    if (!m) {
+        snprintf(st->message, sizeof(st->message), "response is not a ClusterStateResponse");
+        goto err_after_nothing;
+    }
+    if (strlen(m->checksum) > ADMIN_CHECKSUM_LEN_MAX) {
+        snprintf(st->message, sizeof(st->message), "checksum longer than %d characters",
+                 ADMIN_CHECKSUM_LEN_MAX);
+        goto err_after_unpack;
+    }
+    if (m->state_json.len > SLOTD_ADMIN_STATE_JSON_MAX) {
+        snprintf(st->message, sizeof(st->message), "state_json of %zu bytes exceeds %d",
+                 m->state_json.len, SLOTD_ADMIN_STATE_JSON_MAX);
+        goto err_after_unpack;
+    }
+    if (!m->not_modified && m->state_json.len == 0) {
+        snprintf(st->message, sizeof(st->message), "state_json is empty");
+        goto err_after_unpack;
+    }
+    if (!m->not_modified) {
+        out->state_json = malloc(m->state_json.len + 1);
+        if (!out->state_json) {
+            rc = SLOTD_CLIENT_ENOMEM;
+            snprintf(st->message, sizeof(st->message), "out of memory");
+            goto err_after_unpack;
+        }
+        memcpy(out->state_json, m->state_json.data, m->state_json.len);
+        out->state_json[m->state_json.len] = '\0';
+        out->state_json_len = m->state_json.len;
+    }
+    out->not_modified = m->not_modified;
+    out->revision = m->revision;
+    snprintf(out->checksum, sizeof(out->checksum), "%s", m->checksum);
+    out->applied_raft_index = m->applied_raft_index;
+    out->from_voter = m->from_voter;
+    slotd__v1__cluster_state_response__free_unpacked(m, NULL);
+    return SLOTD_CLIENT_OK;
+
+err_after_unpack:
+    slotd__v1__cluster_state_response__free_unpacked(m, NULL);
+err_after_nothing:
+    return rc;
+}
+
+/* Whether a ClusterState failure is worth asking the next endpoint. */
+static bool admin_state_skippable(int rc)
+{
+    return rc == SLOTD_CLIENT_EUNAVAILABLE || rc == SLOTD_CLIENT_ETIMEOUT ||
+           rc == SLOTD_CLIENT_EEXHAUSTED;
+}
+
+int slotd_admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
+                              const char *known_checksum, struct slotd_cluster_state *out)
+{
+    memset(out, 0, sizeof(*out));
+    admin_status_reset(&out->status);
+    struct slotd_status *st = &out->status;
+    Slotd__V1__ClusterStateRequest req = SLOTD__V1__CLUSTER_STATE_REQUEST__INIT;
+    req.known_revision = known_revision;
+    req.known_checksum = (char *)(known_checksum ? known_checksum : "");
+    if (strlen(req.known_checksum) > ADMIN_CHECKSUM_LEN_MAX) {
+        snprintf(st->message, sizeof(st->message), "known_checksum longer than %d characters",
+                 ADMIN_CHECKSUM_LEN_MAX);
+        admin_fail_text(c, "cluster state", SLOTD_CLIENT_EINVAL, 0, st);
+        return SLOTD_CLIENT_EINVAL;
+    }
+    uint8_t buf[64];
+    size_t len = slotd__v1__cluster_state_request__pack(&req, buf);
+    char endpoints[SLOTD_CLIENT_ENDPOINTS_MAX][SLOTD_ADDRESS_LEN + 1];
+    size_t n = slotd__client_endpoints(c, endpoints, SLOTD_CLIENT_ENDPOINTS_MAX);
+    int rc = SLOTD_CLIENT_EUNAVAILABLE;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *body;
+        size_t body_len;
+        out->attempts++;
+        rc = slotd__client_unary(c, endpoints[i], ADMIN_METHOD_STATE, buf, len, &body, &body_len,
+                                 st);
+        if (rc == SLOTD_CLIENT_OK) {
+            rc = admin_state_decode(body, body_len, out);
+            free(body);
+            if (rc == SLOTD_CLIENT_OK)
+                snprintf(out->source, sizeof(out->source), "%s", endpoints[i]);
+            break;
+        }
+        if (!admin_state_skippable(rc))
+            break;
+    }
+    if (rc != SLOTD_CLIENT_OK)
+        admin_fail_text(c, "cluster state", rc, out->attempts, st);
+    return rc;
+}
+
+/* Packs w into buf (ADMIN_REQUEST_MAX bytes); sets *method and *op. EINVAL on bad fields. */
+static int admin_write_encode(const struct slotd_admin_write *w, uint8_t *buf, size_t *len,
+                              const char **method, const char **op, struct slotd_status *st)
+{
+    switch (w->kind) {
+    case SLOTD_ADMIN_JOIN_NODE: {
+        *method = ADMIN_METHOD_JOIN;
+        *op = "join node";
+        if (!w->address || !*w->address || strlen(w->address) > SLOTD_ADDRESS_LEN) {
+            snprintf(st->message, sizeof(st->message), "address must be 1..%d bytes",
+                     SLOTD_ADDRESS_LEN);
+            return SLOTD_CLIENT_EINVAL;
+        }
+        Slotd__V1__JoinNodeRequest r = SLOTD__V1__JOIN_NODE_REQUEST__INIT;
+        r.node_id = w->node_id;
+        r.address = (char *)w->address;
+        r.weight = w->weight;
+        r.expected_revision = w->expected_revision;
+        *len = slotd__v1__join_node_request__pack(&r, buf);
+        return SLOTD_CLIENT_OK;
+    }
+    case SLOTD_ADMIN_ACTIVATE_NODE: {
+        *method = ADMIN_METHOD_ACTIVATE;
+        *op = "activate node";
+        Slotd__V1__ActivateNodeRequest r = SLOTD__V1__ACTIVATE_NODE_REQUEST__INIT;
+        r.node_id = w->node_id;
+        r.expected_revision = w->expected_revision;
+        *len = slotd__v1__activate_node_request__pack(&r, buf);
+        return SLOTD_CLIENT_OK;
+    }
+    case SLOTD_ADMIN_SET_PREFERRED_LEADER: {
+        *method = ADMIN_METHOD_PREFERRED;
+        *op = "set preferred leader";
+        Slotd__V1__SetPreferredLeaderRequest r = SLOTD__V1__SET_PREFERRED_LEADER_REQUEST__INIT;
+        r.group_id = w->group_id;
+        r.node_id = w->node_id;
+        r.expected_revision = w->expected_revision;
+        *len = slotd__v1__set_preferred_leader_request__pack(&r, buf);
+        return SLOTD_CLIENT_OK;
+    }
+    }
+    *op = "admin";
+    snprintf(st->message, sizeof(st->message), "unknown admin command kind %d", (int)w->kind);
+    return SLOTD_CLIENT_EINVAL;
+}
+
+static int admin_write_decode(const uint8_t *body, size_t len, struct slotd_admin_result *out)
+{
+    Slotd__V1__AdminWriteResponse *m = slotd__v1__admin_write_response__unpack(NULL, len, body);
+    if (!m) {
+        snprintf(out->status.message, sizeof(out->status.message),
+                 "response is not an AdminWriteResponse");
+        return SLOTD_CLIENT_EMALFORMED;
+    }
+    out->outcome = (int)m->outcome;
+    snprintf(out->reason, sizeof(out->reason), "%s", m->reason);
+    out->revision = m->revision;
+    out->applied_index = m->applied_index;
+    slotd__v1__admin_write_response__free_unpacked(m, NULL);
+    return SLOTD_CLIENT_OK;
+}
+
+int slotd_admin_write(struct slotd_client *c, const struct slotd_admin_write *w,
+                      struct slotd_admin_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    admin_status_reset(&out->status);
+    struct slotd_status *st = &out->status;
+    uint8_t req[ADMIN_REQUEST_MAX];
+    size_t len = 0;
+    const char *method = NULL, *op = "admin";
+    int rc = admin_write_encode(w, req, &len, &method, &op, st);
+    if (rc != SLOTD_CLIENT_OK) {
+        admin_fail_text(c, op, rc, 0, st);
+        return rc;
+    }
+    char endpoints[SLOTD_CLIENT_ENDPOINTS_MAX][SLOTD_ADDRESS_LEN + 1];
+    size_t n = slotd__client_endpoints(c, endpoints, SLOTD_CLIENT_ENDPOINTS_MAX);
+    int retries = slotd__client_max_retries(c);
+    unsigned passes = 1 + (unsigned)(retries > 0 ? retries : 0);
+    rc = SLOTD_CLIENT_EUNAVAILABLE;
+    for (unsigned pass = 0; pass < passes; pass++) {
+        if (pass > 0)
+            slotd__sleep_ms(slotd__backoff_ms(pass, st->retry_after_ms));
+        for (size_t i = 0; i < n; i++) {
+            uint8_t *body;
+            size_t body_len;
+            out->attempts++;
+            rc = slotd__client_unary(c, endpoints[i], method, req, len, &body, &body_len, st);
+            if (rc == SLOTD_CLIENT_OK) {
+                rc = admin_write_decode(body, body_len, out);
+                free(body);
+            }
+            if (rc != SLOTD_CLIENT_EUNAVAILABLE)
+                goto done;
+        }
+    }
+done:
+    if (rc == SLOTD_CLIENT_ERPC && st->grpc_status == ADMIN_GRPC_ABORTED)
+        rc = SLOTD_CLIENT_ESTALE_REVISION;
+    if (rc != SLOTD_CLIENT_OK)
+        admin_fail_text(c, op, rc, out->attempts, st);
+    return rc;
+}

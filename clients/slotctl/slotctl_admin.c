@@ -1,0 +1,440 @@
+/* slotctl_admin.c - slotctl's controller commands: cluster, transfer-leader, join, activate. */
+#include "slotctl_cmds.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* transfer-leader --wait polls the route this often. */
+#define SLOTCTL_WAIT_POLL_MS 200
+
+static int64_t admin_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t admin_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void admin_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* ---- cluster-state JSON accessors (absent or mistyped fields read as 0 / "") ------------ */
+
+static uint64_t js_u64(json_t *o, const char *name)
+{
+    json_t *v = json_object_get(o, name);
+    return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
+}
+
+static const char *js_str(json_t *o, const char *name)
+{
+    const char *s = json_string_value(json_object_get(o, name));
+    return s ? s : "";
+}
+
+static json_t *js_arr(json_t *o, const char *name)
+{
+    json_t *v = json_object_get(o, name);
+    return json_is_array(v) ? v : NULL;
+}
+
+/* "a,b,c" of an array of integers or strings (cut to len); "-" when empty. */
+static void js_list_text(json_t *arr, char *out, size_t len)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < json_array_size(arr) && used < len; i++) {
+        json_t *v = json_array_get(arr, i);
+        const char *sep = i ? "," : "";
+        if (json_is_integer(v))
+            used += (size_t)snprintf(out + used, len - used, "%s%" PRId64, sep,
+                                     (int64_t)json_integer_value(v));
+        else
+            used += (size_t)snprintf(out + used, len - used, "%s%s", sep,
+                                     json_string_value(v) ? json_string_value(v) : "?");
+    }
+    if (!out[0])
+        snprintf(out, len, "-");
+}
+
+/* The controller's health entry for node id, or NULL. */
+static json_t *js_health_of(json_t *state, uint64_t id)
+{
+    size_t i;
+    json_t *h;
+    json_array_foreach(js_arr(state, "health"), i, h)
+    {
+        if (js_u64(h, "node") == id)
+            return h;
+    }
+    return NULL;
+}
+
+/* ---- cluster: tables -------------------------------------------------------------------- */
+
+static void cluster_print_nodes(FILE *out, json_t *state, int64_t now_ms)
+{
+    fprintf(out, "\nNODES\n%6s  %-22s  %-21s  %-8s  %-7s  %6s  %s\n", "NODE", "ADDRESS", "ROLES",
+            "JOIN", "STATUS", "WEIGHT", "LAST HEALTH REPORT");
+    size_t i;
+    json_t *n;
+    json_array_foreach(js_arr(state, "nodes"), i, n)
+    {
+        char roles[64], age[48] = "never";
+        js_list_text(js_arr(n, "roles"), roles, sizeof(roles));
+        json_t *h = js_health_of(state, js_u64(n, "id"));
+        if (h) {
+            int64_t ms = now_ms - (int64_t)js_u64(h, "reported_at_ms");
+            snprintf(age, sizeof(age), "%.1f s ago", (double)(ms > 0 ? ms : 0) / 1000.0);
+        }
+        fprintf(out, "%6" PRIu64 "  %-22s  %-21s  %-8s  %-7s  %6" PRIu64 "  %s\n", js_u64(n, "id"),
+                js_str(n, "address"), roles, js_str(n, "join_state"), js_str(n, "status"),
+                js_u64(n, "weight"), age);
+    }
+}
+
+static void cluster_print_groups(FILE *out, json_t *state, const struct slotd_route *route)
+{
+    json_t *groups = js_arr(state, "groups");
+    fprintf(out, "\nGROUPS\n");
+    if (json_array_size(groups) == 0) {
+        fprintf(out, "none (not placed yet)\n");
+        return;
+    }
+    fprintf(out, "%5s  %-14s  %5s  %9s  %8s  %5s\n", "GROUP", "DESIRED PEERS", "EPOCH", "PREFERRED",
+            "OBSERVED", "TERM");
+    size_t i;
+    json_t *g;
+    json_array_foreach(groups, i, g)
+    {
+        char peers[128], leader[24] = "?", term[24] = "?";
+        const char *mark = route ? "" : "  (observed leader unknown: no route)";
+        js_list_text(js_arr(g, "desired_peers"), peers, sizeof(peers));
+        uint64_t id = js_u64(g, "id"), preferred = js_u64(g, "preferred_leader");
+        const struct slotd_route_group *rg =
+            route && id <= UINT32_MAX ? slotd_route_group_find(route, (uint32_t)id) : NULL;
+        if (route && (!rg || rg->leader == 0)) {
+            snprintf(leader, sizeof(leader), "-");
+            snprintf(term, sizeof(term), "-");
+            mark = "  (no leader)";
+        } else if (rg) {
+            snprintf(leader, sizeof(leader), "%" PRIu64, rg->leader);
+            snprintf(term, sizeof(term), "%" PRIu64, rg->leader_term);
+            if (rg->leader != preferred)
+                mark = "  * observed != preferred";
+        }
+        fprintf(out, "%5" PRIu64 "  %-14s  %5" PRIu64 "  %9" PRIu64 "  %8s  %5s%s\n", id, peers,
+                js_u64(g, "config_epoch"), preferred, leader, term, mark);
+    }
+}
+
+static void cluster_print_slots(FILE *out, json_t *state)
+{
+    json_t *table = json_object_get(state, "hash_slot_table");
+    json_t *ranges = js_arr(table, "ranges");
+    fprintf(out, "\nHASH SLOTS (table version %" PRIu64 ")\n", js_u64(table, "version"));
+    if (json_array_size(ranges) == 0) {
+        fprintf(out, "none (not placed yet)\n");
+        return;
+    }
+    fprintf(out, "%-9s  %5s\n", "RANGE", "GROUP");
+    size_t i;
+    json_t *r;
+    json_array_foreach(ranges, i, r)
+    {
+        char range[48];
+        snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, js_u64(r, "first"),
+                 js_u64(r, "last"));
+        fprintf(out, "%-9s  %5" PRIu64 "\n", range, js_u64(r, "group"));
+    }
+}
+
+static void cluster_print_tasks(FILE *out, json_t *state)
+{
+    json_t *tasks = js_arr(state, "tasks");
+    fprintf(out, "\nTASKS\n");
+    if (json_array_size(tasks) == 0) {
+        fprintf(out, "none\n");
+        return;
+    }
+    fprintf(out, "%5s  %-27s  %5s  %5s  %-7s  %s\n", "TASK", "KIND", "GROUP", "PHASE", "STATUS",
+            "LAST ERROR");
+    size_t i;
+    json_t *t;
+    json_array_foreach(tasks, i, t)
+    {
+        char group[24] = "-";
+        if (js_u64(t, "group"))
+            snprintf(group, sizeof(group), "%" PRIu64, js_u64(t, "group"));
+        const char *last = js_str(t, "last_error");
+        fprintf(out, "%5" PRIu64 "  %-27s  %5s  %5" PRIu64 "  %-7s  %s\n", js_u64(t, "id"),
+                js_str(t, "kind"), group, js_u64(t, "phase_index"), js_str(t, "status"),
+                last[0] ? last : "-");
+    }
+}
+
+void slotctl_cluster_print(FILE *out, json_t *state, const struct slotd_cluster_state *cs,
+                           const struct slotd_route *route, int64_t now_ms)
+{
+    const char *id = js_str(state, "cluster_id");
+    fprintf(out,
+            "cluster %s  revision %" PRIu64 "  checksum %s  applied index %" PRIu64
+            "  served by %s (%s)\n",
+            id[0] ? id : "(not bootstrapped)", cs->revision, cs->checksum, cs->applied_raft_index,
+            cs->source, cs->from_voter ? "controller voter" : "mirror");
+    cluster_print_nodes(out, state, now_ms);
+    cluster_print_groups(out, state, route);
+    cluster_print_slots(out, state);
+    cluster_print_tasks(out, state);
+}
+
+/* ---- cluster: JSON ------------------------------------------------------------------------ */
+
+static json_t *cluster_observed_json(json_t *state, const struct slotd_route *route)
+{
+    json_t *arr = json_array();
+    size_t i;
+    json_t *g;
+    json_array_foreach(js_arr(state, "groups"), i, g)
+    {
+        uint64_t id = js_u64(g, "id"), preferred = js_u64(g, "preferred_leader");
+        const struct slotd_route_group *rg =
+            id <= UINT32_MAX ? slotd_route_group_find(route, (uint32_t)id) : NULL;
+        uint64_t leader = rg ? rg->leader : 0;
+        const char *addr = leader ? slotd_route_node_address(route, leader) : NULL;
+        json_t *o = json_object();
+        json_object_set_new(o, "group_id", json_integer((json_int_t)id));
+        json_object_set_new(o, "leader", json_integer((json_int_t)leader));
+        json_object_set_new(o, "leader_term", json_integer(rg ? (json_int_t)rg->leader_term : 0));
+        json_object_set_new(o, "leader_address", addr ? json_string(addr) : json_null());
+        json_object_set_new(o, "preferred_leader", json_integer((json_int_t)preferred));
+        json_object_set_new(o, "leader_is_preferred", json_boolean(leader && leader == preferred));
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
+static void cluster_print_json(json_t *state, const struct slotd_cluster_state *cs,
+                               const struct slotd_route *route, const struct slotd_status *rst,
+                               int code)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "command", json_string("cluster"));
+    json_object_set_new(j, "ok", json_boolean(code == SLOTCTL_EXIT_OK));
+    json_object_set_new(j, "served_by", json_string(cs->source));
+    json_object_set_new(j, "from_voter", json_boolean(cs->from_voter));
+    json_object_set_new(j, "revision", json_integer((json_int_t)cs->revision));
+    json_object_set_new(j, "checksum", json_string(cs->checksum));
+    json_object_set_new(j, "applied_raft_index", json_integer((json_int_t)cs->applied_raft_index));
+    json_object_set(j, "state", state);
+    if (route) {
+        json_object_set_new(j, "route_revision", json_integer((json_int_t)route->revision));
+        json_object_set_new(j, "route_source", json_string(route->source));
+        json_object_set_new(j, "observed_leaders", cluster_observed_json(state, route));
+    } else {
+        json_object_set_new(j, "observed_leaders", json_null());
+        json_object_set_new(j, "route_error", json_string(rst->message));
+    }
+    json_object_set_new(j, "exit_code", json_integer(code));
+    slotctl_json_print(j);
+}
+
+int slotctl_cluster_run(struct slotd_client *c, const struct slotctl_args *a)
+{
+    struct slotd_cluster_state cs;
+    int rc = slotd_admin_cluster_state(c, 0, NULL, &cs);
+    int code;
+    if (rc != SLOTD_CLIENT_OK) {
+        code = slotctl_error_report(a, rc, &cs.status);
+        goto err_after_state;
+    }
+    json_error_t jerr;
+    json_t *state = json_loadb(cs.state_json, cs.state_json_len, 0, &jerr);
+    if (!json_is_object(state)) {
+        snprintf(cs.status.message, sizeof(cs.status.message),
+                 "cluster state from %s: state_json is not a JSON object: %s", cs.source,
+                 jerr.text);
+        code = slotctl_error_report(a, SLOTD_CLIENT_EMALFORMED, &cs.status);
+        goto err_after_json;
+    }
+    struct slotd_route *route = NULL;
+    struct slotd_status rst;
+    code = SLOTCTL_EXIT_OK;
+    if (slotd_route_fetch(c, &route, &rst) != SLOTD_CLIENT_OK) {
+        code = SLOTCTL_EXIT_UNAVAILABLE;
+        fprintf(stderr, "slotctl cluster: observed leaders unknown: %s\n", rst.message);
+    }
+    if (a->json)
+        cluster_print_json(state, &cs, route, &rst, code);
+    else
+        slotctl_cluster_print(stdout, state, &cs, route, admin_wall_ms());
+    slotd_route_free(route);
+err_after_json:
+    json_decref(state);
+err_after_state:
+    slotd_admin_cluster_state_free(&cs);
+    return code;
+}
+
+/* ---- transfer-leader, join, activate ------------------------------------------------------ */
+
+static json_t *admin_result_json(const struct slotctl_args *a, const struct slotd_admin_result *r)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "command", json_string(slotctl_cmd_name(a->cmd)));
+    json_object_set_new(j, "ok", json_true());
+    json_object_set_new(j, "outcome", json_string(slotd_admin_outcome_name(r->outcome)));
+    json_object_set_new(j, "reason", json_string(r->reason));
+    json_object_set_new(j, "revision", json_integer((json_int_t)r->revision));
+    json_object_set_new(j, "applied_index", json_integer((json_int_t)r->applied_index));
+    json_object_set_new(j, "attempts", json_integer(r->attempts));
+    return j;
+}
+
+static void admin_result_print(const struct slotd_admin_result *r, const char *what)
+{
+    printf("%s  %s  revision %" PRIu64 "  applied index %" PRIu64 "%s%s\n",
+           slotd_admin_outcome_name(r->outcome), what, r->revision, r->applied_index,
+           r->reason[0] ? "  reason: " : "", r->reason);
+}
+
+int slotctl_node_admin_run(struct slotd_client *c, const struct slotctl_args *a)
+{
+    bool join = a->cmd == SLOTCTL_CMD_JOIN;
+    struct slotd_admin_write w = {
+        .kind = join ? SLOTD_ADMIN_JOIN_NODE : SLOTD_ADMIN_ACTIVATE_NODE,
+        .node_id = a->node_id,
+        .address = a->address,
+        .weight = a->weight,
+        .expected_revision = a->expected_revision,
+    };
+    struct slotd_admin_result r;
+    int rc = slotd_admin_write(c, &w, &r);
+    if (rc != SLOTD_CLIENT_OK)
+        return slotctl_error_report(a, rc, &r.status);
+    if (a->json) {
+        json_t *j = admin_result_json(a, &r);
+        json_object_set_new(j, "node_id", json_integer((json_int_t)a->node_id));
+        if (join)
+            json_object_set_new(j, "address", json_string(a->address));
+        slotctl_json_print(j);
+    } else {
+        char what[SLOTD_ADDRESS_LEN + 64];
+        if (join)
+            snprintf(what, sizeof(what), "node %" PRIu64 " at %s", a->node_id, a->address);
+        else
+            snprintf(what, sizeof(what), "node %" PRIu64 " active", a->node_id);
+        admin_result_print(&r, what);
+    }
+    return SLOTCTL_EXIT_OK;
+}
+
+/* Polls the route until a->to_node leads a->group_id or a->wait_s pass. Returns true when it
+ * does; *leader and *term hold the last observation, err the last route failure ("" if none). */
+static bool transfer_wait(struct slotd_client *c, const struct slotctl_args *a, uint64_t *leader,
+                          uint64_t *term, double *waited_s, char *err, size_t errlen)
+{
+    int64_t start = admin_mono_ms(), end = start + (int64_t)a->wait_s * 1000;
+    bool done = false;
+    *leader = *term = 0;
+    err[0] = '\0';
+    for (;;) {
+        struct slotd_route *r;
+        struct slotd_status st;
+        if (slotd_route_fetch(c, &r, &st) == SLOTD_CLIENT_OK) {
+            const struct slotd_route_group *g = slotd_route_group_find(r, a->group_id);
+            *leader = g ? g->leader : 0;
+            *term = g ? g->leader_term : 0;
+            done = g && g->leader == a->to_node;
+            err[0] = '\0';
+            slotd_route_free(r);
+        } else {
+            snprintf(err, errlen, "%s", st.message);
+        }
+        int64_t now = admin_mono_ms();
+        *waited_s = (double)(now - start) / 1000.0;
+        if (done || now >= end)
+            return done;
+        int64_t left = end - now;
+        admin_sleep_ms(left < SLOTCTL_WAIT_POLL_MS ? (int)left : SLOTCTL_WAIT_POLL_MS);
+    }
+}
+
+int slotctl_transfer_leader_run(struct slotd_client *c, const struct slotctl_args *a)
+{
+    struct slotd_admin_write w = {.kind = SLOTD_ADMIN_SET_PREFERRED_LEADER,
+                                  .group_id = a->group_id,
+                                  .node_id = a->to_node,
+                                  .expected_revision = a->expected_revision};
+    struct slotd_admin_result r;
+    int rc = slotd_admin_write(c, &w, &r);
+    if (rc != SLOTD_CLIENT_OK)
+        return slotctl_error_report(a, rc, &r.status);
+    char what[96];
+    snprintf(what, sizeof(what), "group %u preferred leader is node %" PRIu64, a->group_id,
+             a->to_node);
+    if (!a->json)
+        admin_result_print(&r, what);
+    if (a->wait_s == 0) {
+        if (a->json) {
+            json_t *j = admin_result_json(a, &r);
+            json_object_set_new(j, "group_id", json_integer(a->group_id));
+            json_object_set_new(j, "node_id", json_integer((json_int_t)a->to_node));
+            slotctl_json_print(j);
+        }
+        return SLOTCTL_EXIT_OK;
+    }
+    uint64_t leader, term;
+    double waited;
+    char err[SLOTD_STATUS_MESSAGE_LEN];
+    fflush(stdout);
+    bool done = transfer_wait(c, a, &leader, &term, &waited, err, sizeof(err));
+    int code = done ? SLOTCTL_EXIT_OK : SLOTCTL_EXIT_WAIT_TIMEOUT;
+    char msg[SLOTD_STATUS_MESSAGE_LEN + 512];
+    if (done)
+        snprintf(msg, sizeof(msg),
+                 "node %" PRIu64 " leads group %u (term %" PRIu64 ") after %.1f s", a->to_node,
+                 a->group_id, term, waited);
+    else
+        snprintf(msg, sizeof(msg),
+                 "timed out after %d s: group %u is led by %s%" PRIu64 " (term %" PRIu64
+                 "), not node %" PRIu64 "; the leader hands over only when no task is active "
+                 "for the group, its voters equal its desired peers, node %" PRIu64
+                 " is active and caught up, and the group is outside its 10 s cooldown "
+                 "(docs/operations.md)%s%s",
+                 a->wait_s, a->group_id, leader ? "node " : "no node ", leader, term, a->to_node,
+                 a->to_node, err[0] ? "; last route error: " : "", err);
+    if (a->json) {
+        json_t *j = admin_result_json(a, &r);
+        json_object_set_new(j, "ok", json_boolean(done));
+        json_object_set_new(j, "group_id", json_integer(a->group_id));
+        json_object_set_new(j, "node_id", json_integer((json_int_t)a->to_node));
+        json_object_set_new(j, "waited_s", json_real(waited));
+        json_object_set_new(j, "leader", json_integer((json_int_t)leader));
+        json_object_set_new(j, "leader_term", json_integer((json_int_t)term));
+        if (!done) {
+            json_object_set_new(j, "error", json_string("timeout"));
+            json_object_set_new(j, "message", json_string(msg));
+        }
+        json_object_set_new(j, "exit_code", json_integer(code));
+        slotctl_json_print(j);
+    } else if (done) {
+        printf("%s\n", msg);
+    }
+    if (!done)
+        fprintf(stderr, "slotctl transfer-leader: %s\n", msg);
+    return code;
+}

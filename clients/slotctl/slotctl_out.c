@@ -1,0 +1,74 @@
+/* slotctl_out.c - slotctl's shared output: command names, JSON printing and error reports. */
+#include "slotctl_cmds.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Indexed by enum slotctl_cmd. */
+static const char *const cmd_names[] = {
+    "",        "put",    "get",   "delete",          "cas",  "route",
+    "cluster", "health", "bench", "transfer-leader", "join", "activate",
+};
+
+const char *slotctl_cmd_name(int cmd)
+{
+    if (cmd < 0 || (size_t)cmd >= sizeof(cmd_names) / sizeof(cmd_names[0]))
+        return "";
+    return cmd_names[cmd];
+}
+
+void slotctl_json_print(json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+    if (s) {
+        printf("%s\n", s);
+        free(s);
+    }
+    json_decref(j);
+}
+
+static json_t *json_status(const struct slotd_status *st)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "grpc_status", json_string(slotd_grpc_status_name(st->grpc_status)));
+    if (st->address[0])
+        json_object_set_new(j, "address", json_string(st->address));
+    if (st->has_detail) {
+        json_t *d = json_object();
+        json_object_set_new(d, "code", json_string(slotd_error_code_name(st->detail_code)));
+        if (st->field[0]) {
+            json_object_set_new(d, "field", json_string(st->field));
+            json_object_set_new(d, "limit", json_integer((json_int_t)st->limit));
+        }
+        if (st->retry_after_ms)
+            json_object_set_new(d, "retry_after_ms", json_integer(st->retry_after_ms));
+        if (st->leader_node_id) {
+            json_object_set_new(d, "leader_node_id", json_integer((json_int_t)st->leader_node_id));
+            json_object_set_new(d, "leader_address", json_string(st->leader_address));
+            json_object_set_new(d, "leader_group_id", json_integer(st->leader_group_id));
+            json_object_set_new(d, "leader_term", json_integer((json_int_t)st->leader_term));
+        }
+        json_object_set_new(j, "detail", d);
+    }
+    return j;
+}
+
+/* Reports a failed command (stderr sentence, or a JSON object on stdout); returns its exit. */
+int slotctl_error_report(const struct slotctl_args *a, int rc, const struct slotd_status *st)
+{
+    int code = slotctl_exit_of(rc);
+    const char *msg = st->message[0] ? st->message : slotd_client_strerror(rc);
+    if (a->json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "command", json_string(slotctl_cmd_name(a->cmd)));
+        json_object_set_new(j, "ok", json_false());
+        json_object_set_new(j, "error", json_string(slotd_client_strerror(rc)));
+        json_object_set_new(j, "message", json_string(msg));
+        json_object_set_new(j, "exit_code", json_integer(code));
+        if (st->grpc_status >= 0)
+            json_object_set_new(j, "status", json_status(st));
+        slotctl_json_print(j);
+    }
+    fprintf(stderr, "slotctl: %s\n", msg);
+    return code;
+}

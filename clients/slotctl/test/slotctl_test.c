@@ -1,0 +1,333 @@
+/* slotctl_test.c - CUnit test of slotctl admin commands: parser, cluster tables, admin calls. */
+#include "slotctl_cli.h"
+#include "slotctl_cmds.h"
+
+#include "slotd/client.h"
+
+#include <CUnit/Basic.h>
+#include <jansson.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ARGV(...) ((char *[]){"slotctl", __VA_ARGS__, NULL})
+#define ARGC(argv) ((int)(sizeof(argv) / sizeof(argv[0])) - 1)
+
+/* Parses a NULL-terminated argv; returns the parser's exit code and fills a and err. */
+static int parse(char **argv, struct slotctl_args *a, char *err, size_t errlen)
+{
+    int argc = 0;
+    while (argv[argc])
+        argc++;
+    err[0] = '\0';
+    return slotctl_args_parse(argc, argv, a, err, errlen);
+}
+
+/* ---- parser ------------------------------------------------------------------------------ */
+
+static void test_parse_admin_commands(void)
+{
+    struct slotctl_args a;
+    char err[256];
+    CU_ASSERT_EQUAL(parse(ARGV("transfer-leader", "--group", "3", "--to", "2", "--wait", "5",
+                               "--expected-revision", "7"),
+                          &a, err, sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_TRANSFER_LEADER);
+    CU_ASSERT_EQUAL(a.group_id, 3);
+    CU_ASSERT_EQUAL(a.to_node, 2);
+    CU_ASSERT_EQUAL(a.wait_s, 5);
+    CU_ASSERT_EQUAL(a.expected_revision, 7);
+
+    CU_ASSERT_EQUAL(parse(ARGV("--json", "join", "--node-id", "9", "--address", "10.0.0.9:7700",
+                               "--weight", "1000"),
+                          &a, err, sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_JOIN);
+    CU_ASSERT_EQUAL(a.node_id, 9);
+    CU_ASSERT_STRING_EQUAL(a.address, "10.0.0.9:7700");
+    CU_ASSERT_EQUAL(a.weight, 1000);
+    CU_ASSERT_TRUE(a.json);
+
+    CU_ASSERT_EQUAL(
+        parse(ARGV("activate", "--node-id", "18446744073709551615"), &a, err, sizeof(err)),
+        SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_ACTIVATE);
+    CU_ASSERT_EQUAL(a.node_id, UINT64_MAX);
+    CU_ASSERT_STRING_EQUAL(slotctl_cmd_name(SLOTCTL_CMD_TRANSFER_LEADER), "transfer-leader");
+    CU_ASSERT_STRING_EQUAL(slotctl_cmd_name(SLOTCTL_CMD_ACTIVATE), "activate");
+    CU_ASSERT_STRING_EQUAL(slotctl_cmd_name(99), "");
+}
+
+static void test_parse_admin_errors(void)
+{
+    static const struct {
+        char *argv[12];
+        const char *err;
+    } cases[] = {
+        {{"slotctl", "transfer-leader", "--group", "1", NULL},
+         "transfer-leader: needs --group G and --to NODE"},
+        {{"slotctl", "transfer-leader", "--to", "1", NULL},
+         "transfer-leader: needs --group G and --to NODE"},
+        {{"slotctl", "transfer-leader", "--group", "0", "--to", "1", NULL},
+         "--group: '0' is not a group id in 1..4294967295"},
+        {{"slotctl", "transfer-leader", "--group", "4294967296", "--to", "1", NULL},
+         "--group: '4294967296' is not a group id in 1..4294967295"},
+        {{"slotctl", "transfer-leader", "--group", "1", "--to", "0", NULL},
+         "--to: '0' is not a node id (an integer >= 1)"},
+        {{"slotctl", "transfer-leader", "--group", "1", "--to", "2", "--wait", "3601", NULL},
+         "--wait: '3601' is not a number of seconds in 1..3600"},
+        {{"slotctl", "transfer-leader", "--group", "1", "--to", "2", "--expected-revision", "x",
+          NULL},
+         "--expected-revision: 'x' is not an integer >= 1"},
+        {{"slotctl", "join", "--node-id", "4", NULL},
+         "join: needs --node-id N and --address HOST:PORT"},
+        {{"slotctl", "join", "--node-id", "4", "--address", "a:1,b:2", NULL},
+         "--address: 'a:1,b:2' is not one host:port of 1..255 bytes"},
+        {{"slotctl", "join", "--node-id", "4", "--address", "a:1", "--weight", "0", NULL},
+         "--weight: '0' is not an integer in 1..1000"},
+        {{"slotctl", "activate", NULL}, "activate: needs --node-id N"},
+        {{"slotctl", "activate", "--node-id", "4", "--address", "a:1", NULL},
+         "--address and --weight: only for join"},
+        {{"slotctl", "cluster", "--group", "1", NULL},
+         "--group, --to and --wait: only for transfer-leader"},
+        {{"slotctl", "get", "k", "--node-id", "1", NULL}, "--node-id: only for join and activate"},
+        {{"slotctl", "put", "k", "v", "--expected-revision", "3", NULL},
+         "--expected-revision: only for transfer-leader, join and activate"},
+        {{"slotctl", "activate", "--node-id", "4", "extra", NULL},
+         "activate: takes 0 arguments, got 1"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct slotctl_args a;
+        char err[256];
+        int rc = parse((char **)cases[i].argv, &a, err, sizeof(err));
+        CU_ASSERT_EQUAL(rc, SLOTCTL_EXIT_USAGE);
+        if (strcmp(err, cases[i].err) != 0)
+            fprintf(stderr, "\ncase %zu: got '%s', want '%s'\n", i, err, cases[i].err);
+        CU_ASSERT_STRING_EQUAL(err, cases[i].err);
+    }
+}
+
+static void test_exit_codes(void)
+{
+    CU_ASSERT_EQUAL(slotctl_exit_of(SLOTD_CLIENT_ESTALE_REVISION), SLOTCTL_EXIT_PRECONDITION);
+    CU_ASSERT_EQUAL(slotctl_exit_of(SLOTD_CLIENT_EINVAL), SLOTCTL_EXIT_INVALID);
+    CU_ASSERT_EQUAL(SLOTCTL_EXIT_WAIT_TIMEOUT, 7);
+    CU_ASSERT_STRING_EQUAL(slotd_client_strerror(SLOTD_CLIENT_ESTALE_REVISION),
+                           "stale expected revision");
+    CU_ASSERT_STRING_EQUAL(slotd_admin_outcome_name(SLOTD_ADMIN_OUTCOME_CHANGED), "CHANGED");
+    CU_ASSERT_STRING_EQUAL(slotd_admin_outcome_name(SLOTD_ADMIN_OUTCOME_UPDATED), "UPDATED");
+    CU_ASSERT_STRING_EQUAL(slotd_admin_outcome_name(SLOTD_ADMIN_OUTCOME_NOOP), "NOOP");
+    CU_ASSERT_STRING_EQUAL(slotd_admin_outcome_name(42), "UNSPECIFIED");
+}
+
+/* ---- cluster tables -------------------------------------------------------------------- */
+
+#define NOW_MS 1800000000000LL
+
+static const char *const fixture_json =
+    "{\"applied_raft_index\":40,\"checksum\":\"0216f515\",\"cluster_id\":\"demo\","
+    "\"config\":{\"bootstrap_expect\":3,\"hash_slots\":256,\"replicas\":2,\"slot_groups\":3},"
+    "\"groups\":[{\"config_epoch\":1,\"desired_peers\":[1,2],\"id\":1,\"preferred_leader\":1},"
+    "{\"config_epoch\":2,\"desired_peers\":[2,3],\"id\":2,\"preferred_leader\":3},"
+    "{\"config_epoch\":1,\"desired_peers\":[1,3],\"id\":3,\"preferred_leader\":3}],"
+    "\"hash_slot_table\":{\"ranges\":[{\"first\":0,\"group\":1,\"last\":85},"
+    "{\"first\":86,\"group\":2,\"last\":170},{\"first\":171,\"group\":3,\"last\":255}],"
+    "\"version\":2},"
+    "\"health\":[{\"node\":1,\"reported_at_ms\":1799999998500,\"ttl_ms\":10000},"
+    "{\"node\":3,\"reported_at_ms\":1799999970000,\"ttl_ms\":10000}],"
+    "\"nodes\":[{\"address\":\"10.0.0.1:7700\",\"id\":1,\"join_state\":\"active\","
+    "\"roles\":[\"controller_voter\",\"data\"],\"status\":\"alive\",\"weight\":100},"
+    "{\"address\":\"10.0.0.2:7700\",\"id\":2,\"join_state\":\"joining\",\"roles\":[\"data\"],"
+    "\"status\":\"alive\",\"weight\":50},"
+    "{\"address\":\"10.0.0.3:7700\",\"id\":3,\"join_state\":\"active\","
+    "\"roles\":[\"controller_voter\",\"data\"],\"status\":\"suspect\",\"weight\":100}],"
+    "\"revision\":12,\"schema_version\":1,"
+    "\"tasks\":[{\"attempt\":2,\"config_epoch\":2,\"created_ms\":1,\"group\":2,\"id\":5,"
+    "\"kind\":\"replica_move\",\"last_error\":\"node 3 unreachable\",\"participants\":[2,3],"
+    "\"phase_index\":1,\"status\":\"running\",\"updated_ms\":2},"
+    "{\"attempt\":1,\"config_epoch\":0,\"created_ms\":1,\"group\":0,\"id\":6,"
+    "\"kind\":\"node_drain\",\"last_error\":\"\",\"participants\":[2],"
+    "\"phase_index\":0,\"status\":\"pending\",\"updated_ms\":1}]}";
+
+static const char *const fixture_head =
+    "cluster demo  revision 12  checksum 0216f515  applied index 40  served by "
+    "127.0.0.1:7702 (mirror)\n"
+    "\n"
+    "NODES\n"
+    "  NODE  ADDRESS                 ROLES                  JOIN      STATUS   WEIGHT  LAST "
+    "HEALTH REPORT\n"
+    "     1  10.0.0.1:7700           controller_voter,data  active    alive       100  1.5 s ago\n"
+    "     2  10.0.0.2:7700           data                   joining   alive        50  never\n"
+    "     3  10.0.0.3:7700           controller_voter,data  active    suspect     100  30.0 s "
+    "ago\n"
+    "\n"
+    "GROUPS\n"
+    "GROUP  DESIRED PEERS   EPOCH  PREFERRED  OBSERVED   TERM\n";
+
+static const char *const fixture_tail =
+    "\n"
+    "HASH SLOTS (table version 2)\n"
+    "RANGE      GROUP\n"
+    "0-85           1\n"
+    "86-170         2\n"
+    "171-255        3\n"
+    "\n"
+    "TASKS\n"
+    " TASK  KIND                         GROUP  PHASE  STATUS   LAST ERROR\n"
+    "    5  replica_move                     2      1  running  node 3 unreachable\n"
+    "    6  node_drain                       -      0  pending  -\n";
+
+static char *render(const char *state_json, const struct slotd_route *route)
+{
+    json_error_t jerr;
+    json_t *state = json_loads(state_json, 0, &jerr);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(state);
+    struct slotd_cluster_state cs = {.revision = 12, .applied_raft_index = 40, .from_voter = false};
+    snprintf(cs.checksum, sizeof(cs.checksum), "0216f515");
+    snprintf(cs.source, sizeof(cs.source), "127.0.0.1:7702");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    slotctl_cluster_print(out, state, &cs, route, NOW_MS);
+    fclose(out);
+    json_decref(state);
+    return buf;
+}
+
+static void check_render(const char *got, const char *groups)
+{
+    size_t want_len = strlen(fixture_head) + strlen(groups) + strlen(fixture_tail) + 1;
+    char *want = malloc(want_len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(want);
+    snprintf(want, want_len, "%s%s%s", fixture_head, groups, fixture_tail);
+    if (strcmp(got, want) != 0)
+        fprintf(stderr, "\n--- got ---\n%s--- want ---\n%s", got, want);
+    CU_ASSERT_STRING_EQUAL(got, want);
+    free(want);
+}
+
+static void test_cluster_tables_with_route(void)
+{
+    /* group 1 led by its preferred leader, group 2 by another node, group 3 without a leader */
+    struct slotd_route_group groups[3] = {
+        {.group_id = 1, .leader = 1, .leader_term = 4},
+        {.group_id = 2, .leader = 2, .leader_term = 7},
+        {.group_id = 3, .leader = 0},
+    };
+    struct slotd_route_node nodes[1] = {{.node_id = 1, .address = "10.0.0.1:7700"}};
+    struct slotd_route route = {
+        .revision = 9, .groups = groups, .group_count = 3, .nodes = nodes, .node_count = 1};
+    char *got = render(fixture_json, &route);
+    check_render(got, "    1  1,2                 1          1         1      4\n"
+                      "    2  2,3                 2          3         2      7  * observed != "
+                      "preferred\n"
+                      "    3  1,3                 1          3         -      -  (no leader)\n");
+    free(got);
+}
+
+static void test_cluster_tables_without_route(void)
+{
+    char *got = render(fixture_json, NULL);
+    check_render(got, "    1  1,2                 1          1         ?      ?  (observed leader "
+                      "unknown: no route)\n"
+                      "    2  2,3                 2          3         ?      ?  (observed leader "
+                      "unknown: no route)\n"
+                      "    3  1,3                 1          3         ?      ?  (observed leader "
+                      "unknown: no route)\n");
+    free(got);
+}
+
+static void test_cluster_tables_before_placement(void)
+{
+    char *got = render("{\"cluster_id\":\"\",\"groups\":[],\"hash_slot_table\":{\"ranges\":[],"
+                       "\"version\":0},\"health\":[],\"nodes\":[],\"revision\":0,\"tasks\":[]}",
+                       NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(got, "cluster (not bootstrapped)  revision 12"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(got, "\nGROUPS\nnone (not placed yet)\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(got, "\nHASH SLOTS (table version 0)\nnone (not placed yet)\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(got, "\nTASKS\nnone\n"));
+    free(got);
+}
+
+/* ---- libslotd admin calls without a server ------------------------------------------------ */
+
+static struct slotd_client *dead_client(int max_retries)
+{
+    /* ports 1 and 2 on loopback: nothing listens, connections are refused at once */
+    struct slotd_client_options o = {.deadline_ms = 2000, .max_retries = max_retries};
+    struct slotd_client *c = NULL;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(slotd_client_new("127.0.0.1:1,127.0.0.1:2", &o, &c, err, sizeof(err)),
+                          SLOTD_CLIENT_OK);
+    return c;
+}
+
+static void test_admin_write_fails_over_then_gives_up(void)
+{
+    struct slotd_client *c = dead_client(1);
+    struct slotd_admin_write w = {
+        .kind = SLOTD_ADMIN_SET_PREFERRED_LEADER, .group_id = 1, .node_id = 2};
+    struct slotd_admin_result r;
+    CU_ASSERT_EQUAL(slotd_admin_write(c, &w, &r), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_EQUAL(r.attempts, 4); /* two endpoints, two passes (max_retries 1) */
+    CU_ASSERT_EQUAL(r.status.grpc_status, 14);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "set preferred leader: UNAVAILABLE: "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "[127.0.0.1:2, 4 attempts]"));
+    struct slotd_status last;
+    slotd_client_last_error(c, &last);
+    CU_ASSERT_STRING_EQUAL(last.message, r.status.message);
+
+    struct slotd_cluster_state cs;
+    CU_ASSERT_EQUAL(slotd_admin_cluster_state(c, 0, NULL, &cs), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_EQUAL(cs.attempts, 2); /* one pass over the endpoints */
+    CU_ASSERT_PTR_NULL(cs.state_json);
+    CU_ASSERT_PTR_NOT_NULL(strstr(cs.status.message, "cluster state: UNAVAILABLE: "));
+    slotd_admin_cluster_state_free(&cs);
+    slotd_client_free(c);
+}
+
+static void test_admin_bad_arguments_make_no_call(void)
+{
+    struct slotd_client *c = dead_client(-1);
+    struct slotd_admin_write w = {.kind = SLOTD_ADMIN_JOIN_NODE, .node_id = 4, .address = ""};
+    struct slotd_admin_result r;
+    CU_ASSERT_EQUAL(slotd_admin_write(c, &w, &r), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(r.attempts, 0);
+    CU_ASSERT_EQUAL(r.status.grpc_status, -1);
+    CU_ASSERT_STRING_EQUAL(r.status.message,
+                           "join node: no call: address must be 1..255 bytes [no endpoint, 0 "
+                           "attempts]");
+    w.kind = (enum slotd_admin_kind)17;
+    CU_ASSERT_EQUAL(slotd_admin_write(c, &w, &r), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "unknown admin command kind 17"));
+    struct slotd_cluster_state cs;
+    CU_ASSERT_EQUAL(slotd_admin_cluster_state(c, 3, "0123456789abcdef", &cs), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(cs.attempts, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(cs.status.message, "known_checksum longer than 15"));
+    slotd_admin_cluster_state_free(&cs);
+    slotd_client_free(c);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("slotctl_admin", NULL, NULL);
+    CU_add_test(s, "parse admin commands", test_parse_admin_commands);
+    CU_add_test(s, "parse admin errors", test_parse_admin_errors);
+    CU_add_test(s, "exit codes and names", test_exit_codes);
+    CU_add_test(s, "cluster tables with route", test_cluster_tables_with_route);
+    CU_add_test(s, "cluster tables without route", test_cluster_tables_without_route);
+    CU_add_test(s, "cluster tables before placement", test_cluster_tables_before_placement);
+    CU_add_test(s, "admin write fails over then gives up",
+                test_admin_write_fails_over_then_gives_up);
+    CU_add_test(s, "admin bad arguments make no call", test_admin_bad_arguments_make_no_call);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    return failed != 0;
+}
