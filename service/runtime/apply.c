@@ -224,12 +224,13 @@ void rt_apply_submit(struct runtime *rt, struct rt_apply_job *job)
     for (size_t i = 0; i < job->n_groups; i++) {
         struct rt_apply_group *ag = &job->groups[i];
         ag->g->apply_jobs++;
-        /* Sync the fsm once a group's applied index runs a compaction interval ahead of what
-         * is known durable: the raft log is compacted only below the durable index, so a power
-         * loss (unsynced fsm writes lost) never needs entries that were deleted. */
+        /* The raft log is compacted only below the fsm's durable applied index, so a power
+         * loss (unsynced fsm writes lost) never needs deleted entries. Sync the fsm when a
+         * compaction is due by the applied index but blocked by the durable one: about once
+         * per compact_entries entries of a group. */
+        uint64_t due = ag->g->first_index + rt->opts.compact_entries + rt->opts.compact_tail;
         if (ag->n_entries > 0 && ag->g->id != 0 &&
-            ag->entries[ag->n_entries - 1].index >=
-                ag->g->durable_applied + rt->opts.compact_entries)
+            ag->entries[ag->n_entries - 1].index >= due && ag->g->durable_applied < due)
             job->sync_fsm = true;
         for (size_t j = 0; j < ag->n_entries; j++)
             ag->entries[j].data = job->arena + (uintptr_t)ag->entries[j].data;

@@ -9,6 +9,9 @@ Fault kinds (each round runs every kind of the run once, in a seeded random orde
                          measures ms until each of its groups acknowledges a write
     pause_one            SIGSTOP one random node, SIGCONT after a hold
     pause_two            SIGSTOP two nodes (the third is a minority), SIGCONT after a hold
+    kill_controller_leader  kill -9 of the controller (group 0) leader, restart after a hold;
+                         measures ms until a controller write (a NOOP JoinNode) is acknowledged
+                         through a survivor
 Network kinds (need a faultnet.FaultCluster: the fault build's peer filter):
     partition_one        a random node cut off from the others both ways (1/2 split), healed
                          after a hold
@@ -30,7 +33,7 @@ import workload as wl  # noqa: E402
 from workload import h  # noqa: E402
 import lincheck  # noqa: E402
 
-KINDS = ("kill_random", "kill_leader", "pause_one", "pause_two")
+KINDS = ("kill_random", "kill_leader", "pause_one", "pause_two", "kill_controller_leader")
 NET_KINDS = ("partition_one", "partition_leader", "partition_one_way", "net_flaky")
 FLAKY_SPEC = "drop=0.1,delay_ms=30"
 HOLD_S = (0.4, 1.2)          # how long a fault lasts
@@ -47,6 +50,7 @@ class RunStats:
         self.faults = {k: 0 for k in kinds}
         self.leader_kill_ms = []       # per group whose leader was killed: ms to first ack
         self.leader_partition_ms = []  # per group whose leader was cut off: ms to first ack
+        self.controller_kill_ms = []   # controller leader killed: ms to a controller write
         self.log = []                 # (t, text)
         self.problems = []
 
@@ -111,6 +115,32 @@ def inject_net(cluster, work, rng, kind, stats, t0, seed):
     stats.faults[kind] += 1
 
 
+def _admin_join_noop(cluster, node, via, no_forward, timeout=2.0):
+    """A controller write that changes nothing (JoinNode of an existing node, same address)."""
+    from slotd.v1 import admin_pb2
+    req = admin_pb2.JoinNodeRequest(node_id=node, address=cluster.addr(node),
+                                    no_forward=no_forward)
+    raw = h.raw_unary(cluster.server(via).channel, "/slotd.v1.Admin/JoinNode",
+                      req.SerializeToString(), timeout=timeout)
+    return admin_pb2.AdminWriteResponse.FromString(raw)
+
+
+def controller_leader(cluster, bound_s=PROBE_BOUND_S):
+    """The controller leader: the one node that accepts a controller write with no_forward."""
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        for n in cluster.node_ids:
+            if not cluster.server(n).running():
+                continue
+            try:
+                _admin_join_noop(cluster, n, n, True)
+                return n
+            except h.grpc.RpcError:
+                pass
+        time.sleep(0.1)
+    return None
+
+
 def inject(cluster, work, rng, kind, stats, t0, seed):
     if kind in NET_KINDS:
         return inject_net(cluster, work, rng, kind, stats, t0, seed)
@@ -139,6 +169,36 @@ def inject(cluster, work, rng, kind, stats, t0, seed):
         _leader_unavailability(cluster, work, stats, victim, led, survivors, seed, rng,
                                "kill -9", stats.leader_kill_ms)
         stats.note(t0, "groups of node %d writable again" % victim)
+        _hold(rng, HOLD_S)
+        cluster.restart(victim)
+        stats.note(t0, "restarted node %d" % victim)
+        work.set_targets(nodes)
+    elif kind == "kill_controller_leader":
+        victim = controller_leader(cluster)
+        if victim is None:
+            stats.problems.append("no controller leader within %.0f s" % PROBE_BOUND_S)
+            stats.faults[kind] += 1
+            return
+        survivors = [n for n in nodes if n != victim]
+        work.set_targets(survivors)
+        report = cluster.kill(victim)
+        start = time.monotonic()
+        stats.note(t0, "kill -9 controller leader node %d" % victim)
+        if report:
+            stats.problems.append("node %d sanitizer report: %s" % (victim, report))
+        acked = None
+        while acked is None and time.monotonic() - start < PROBE_BOUND_S:
+            try:
+                _admin_join_noop(cluster, survivors[0], rng.choice(survivors), False)
+                acked = (time.monotonic() - start) * 1000.0
+            except h.grpc.RpcError:
+                time.sleep(0.05)
+        if acked is None:
+            stats.problems.append("no controller write acknowledged %.0f s after kill -9 of "
+                                  "the controller leader node %d" % (PROBE_BOUND_S, victim))
+        else:
+            stats.controller_kill_ms.append(acked)
+            stats.note(t0, "controller writable again after %.0f ms" % acked)
         _hold(rng, HOLD_S)
         cluster.restart(victim)
         stats.note(t0, "restarted node %d" % victim)

@@ -20,7 +20,9 @@ DOWN_S = 0.5               # time the crashed node stays down
 AFTER_RESTART_S = 2.0      # load after the restart, before the checks
 OPS_MAX = 20000            # per client: more than the run can use (ops are time-bound)
 # Hits before the crash: enough that the cluster is under load, few enough to come quickly.
-HITS = {"loop_after_log_sync": 300, "apply_after_fsm_commit": 300}
+HITS = {"loop_after_log_sync": 300, "apply_after_fsm_commit": 300,
+        # controller entries are rarer: bootstrap, then every node's health report every 3 s
+        "controller_before_state_save": 4}
 # Snapshot test: a tiny compaction threshold so the leaders compact past the stopped node.
 COMPACT_ARGS = ["--compact-entries", "10", "--compact-tail", "1"]
 SNAPSHOT_WRITES_WHILE_DOWN_S = 2.0
@@ -65,6 +67,7 @@ class CrashPointTest(faultnet.FaultTestCase):
         sys.stderr.write("\n  SLOTD_FAULT_SEED=%d SLOTD_CRASH_AT=%s:%d on node 1\n"
                          % (SEED, point, HITS[point]))
         c = self.new_fault_cluster(size=3, crash_at={1: "%s:%d" % (point, HITS[point])})
+        self._last_cluster = c
         rng = random.Random("%s/%d" % (name, SEED))
         keys = [b"crash/%d/%s/k%d" % (SEED, point.encode(), i) for i in range(8)]
         t0 = time.monotonic()
@@ -87,6 +90,23 @@ class CrashPointTest(faultnet.FaultTestCase):
 
     def test_apply_after_fsm_commit(self):
         self._crash_under_load("apply_after_fsm_commit")
+
+    def test_controller_before_state_save(self):
+        """Node 1 (a controller voter) dies after applying controller entries and before saving
+        cluster-state.json; restarted, it replays the controller log suffix and its file matches
+        the other voters' byte for byte (revision, checksum, applied index)."""
+        point = "controller_before_state_save"
+        self._crash_under_load(point)
+        c = self._last_cluster
+
+        def files():
+            return {n: (c.server(n).data_dir / "cluster-state.json").read_bytes()
+                    for n in c.node_ids}
+        deadline = time.monotonic() + 15
+        while len(set(files().values())) != 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(len(set(files().values())), 1, "cluster-state.json differs: %s"
+                         % {n: f[:120] for n, f in files().items()})
 
     def test_snapshot_after_fsm_rows(self):
         """Node 3 is stopped while the leaders compact their logs (threshold 10 entries); it

@@ -51,6 +51,7 @@ def main():
              % (faultnet.FAULT_BIN if args.net else h.SLOTD_BIN, seed, args.runs, args.rounds), ""]
     all_ms, totals, bad = [], {k: 0 for k in kinds}, 0
     part_ms = []
+    ctl_ms = []
     ops = maybe = histories = 0
     for i in range(args.runs):
         run_seed = seed + i
@@ -72,6 +73,7 @@ def main():
         maybe += rep.maybe_ops
         all_ms += result.stats.leader_kill_ms
         part_ms += result.stats.leader_partition_ms
+        ctl_ms += result.stats.controller_kill_ms
         for k, n in result.stats.faults.items():
             totals[k] += n
         problems = result.problems() + ["stop: %s" % p for p in stop_problems]
@@ -113,6 +115,10 @@ def main():
         summary.append("- write unavailability after the busiest leader is cut off: p50 %.0f ms, "
                        "p99 %.0f ms over %d groups" % (h.percentile(part_ms, 0.5),
                                                        h.percentile(part_ms, 0.99), len(part_ms)))
+    if ctl_ms:
+        summary.append("- controller writes after kill -9 of the controller leader: p50 %.0f ms, "
+                       "p99 %.0f ms over %d kills" % (h.percentile(ctl_ms, 0.5),
+                                                     h.percentile(ctl_ms, 0.99), len(ctl_ms)))
     lines += summary + [""]
     with open(args.out, "w") as f:
         f.write("\n".join(lines))
