@@ -75,11 +75,11 @@ static void proof_of(const struct raft_status *st, uint64_t target, struct ctl_t
             p->target_match = st->progress[i].match;
 }
 
+/* node_drain: the executor proves "nothing left" (0 replicas, 0 led) with its own checks. */
 static void advance(struct runtime *rt, const struct ctl_task *t, const struct ctl_task_proof *p,
-                    uint64_t expected_revision, bool drain)
+                    uint64_t expected_revision)
 {
     char *cmd = NULL;
-    (void)drain; /* node_drain: the executor only proves "nothing left" (0 replicas, 0 led) */
     ctl_cmd_task_advance(t->id, t->group, t->config_epoch, t->attempt, t->phase_index, p, 0, 0,
                          rt_wall_ms(), expected_revision, &cmd);
     RT_LOG("info", "msg=\"task phase proven\" task=%llu kind=%s phase=%s",
@@ -150,19 +150,19 @@ static bool add_and_promote(struct runtime *rt, struct rt_group *g, const struct
     switch (t->phase_index) {
     case 0: /* add_learner */
         if (learner)
-            advance(rt, t, p, 0, false);
+            advance(rt, t, p, 0);
         else if (!voter && due(rt, t))
             conf_change(rt, g, RAFT_CC_ADD_LEARNER, node);
         return false;
     case 1: /* catch_up */
         if (learner && p->target_match >= p->commit && p->commit > 0)
-            advance(rt, t, p, 0, false);
+            advance(rt, t, p, 0);
         else if (due(rt, t))
             report_progress(rt, t, p);
         return false;
     case 2: /* promote */
         if (voter && !learner)
-            advance(rt, t, p, promote_revision, false);
+            advance(rt, t, p, promote_revision);
         else if (learner && due(rt, t))
             conf_change(rt, g, RAFT_CC_PROMOTE, node);
         return false;
@@ -215,7 +215,7 @@ static void step_replica_move(struct runtime *rt, const struct ctl_task *t)
         return;
     }
     if (st.conf.n_learners == 0)
-        advance(rt, t, &p, 0, false);
+        advance(rt, t, &p, 0);
 }
 
 static void step_leader_transfer(struct runtime *rt, const struct ctl_task *t)
@@ -230,7 +230,7 @@ static void step_leader_transfer(struct runtime *rt, const struct ctl_task *t)
     struct ctl_task_proof p;
     proof_of(&st, t->target, &p);
     if (rt->opts.node_id != t->source) {
-        advance(rt, t, &p, 0, false); /* a voter other than the source leads */
+        advance(rt, t, &p, 0); /* a voter other than the source leads */
         return;
     }
     if (!due(rt, t))
@@ -337,7 +337,7 @@ static void step_drain(struct runtime *rt, const struct ctl_task *t)
         return;
     struct ctl_task_proof p;
     memset(&p, 0, sizeof(p));
-    advance(rt, t, &p, 0, true);
+    advance(rt, t, &p, 0);
 }
 
 /* A replica this node holds that the cluster state no longer places here, once no active task

@@ -793,6 +793,20 @@ def put(stub, key, value, request_id=b"", timeout=RPC_TIMEOUT_S):
                         timeout=timeout)
 
 
+def put_retrying(stub, key, value, request_id, bound_s=10.0):
+    """put with a request id, retried on UNAVAILABLE (a group between leaders, e.g. while the
+    leader hands over to the preferred leader) until bound_s; the server's dedupe makes the
+    retries safe."""
+    deadline = time.monotonic() + bound_s
+    while True:
+        try:
+            return put(stub, key, value, request_id=request_id)
+        except grpc.RpcError as err:
+            if err.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def delete(stub, key, request_id=b"", timeout=RPC_TIMEOUT_S):
     return stub.Propose(pb.ProposeRequest(request_id=request_id,
                                           delete=pb.DeleteCommand(key=key)), timeout=timeout)

@@ -405,7 +405,9 @@ class ClusterFailureTest(h.SlotdTestCase):
             if victim not in c.voters(group_id):
                 continue
             key = h.key_in_group(c.table, group_id, "after-restart", self.rng)
-            resp = h.put(c.stub(survivors[group_id % 2]), key, b"latest")
+            # the restarted node may be the group's preferred leader and take leadership back
+            resp = h.put_retrying(c.stub(survivors[group_id % 2]), key, b"latest",
+                                  b"after-restart-%d" % group_id)
             got, _, last = _wait_local_read(c.server(victim), key, resp.applied_index,
                                             CATCH_UP_BOUND_S)
             self.assertIsNotNone(got, "restarted node %d (%s): group %d LOCAL read with "
