@@ -327,6 +327,7 @@ def settle_and_check(cluster, work, key_list, result, seed, rng, t0,
     failed = work.final_reads(cluster.node_ids)
     result.heal_problems += ["final read of %r: %s" % f for f in failed]
     result.replica_problems = wl.replica_divergence(cluster, key_list, work.max_applied)
+    result.heal_problems += route_ownership_problems(cluster)
     result.history = list(work.history)
     result.errors = dict(work.errors)
     result.duplicates = list(work.duplicates)
@@ -334,6 +335,34 @@ def settle_and_check(cluster, work, key_list, result, seed, rng, t0,
     if result.report.violations:
         result.heal_problems += applied_definite_failures(cluster, work,
                                                           set(result.report.violations))
+
+
+def route_ownership_problems(cluster):
+    """Every hash slot has exactly one owning group per route revision: each node's
+    RouteSnapshot maps all 256 hash slots to groups it lists, and nodes that show the same
+    route_revision show the same table."""
+    problems, tables = [], {}
+    for n in cluster.node_ids:
+        server = cluster.server(n)
+        if not server.running():
+            continue
+        try:
+            r = server.route()
+        except h.grpc.RpcError as err:
+            problems.append("node %d: RouteSnapshot failed: %s" % (n, err.code()))
+            continue
+        table = list(r.hash_slot_table)
+        listed = {g.group_id for g in r.groups}
+        if len(table) != 256 or any(g not in listed for g in table):
+            problems.append("node %d: route revision %d does not map every hash slot to a listed "
+                            "group: %s" % (n, r.route_revision, table))
+            continue
+        first = tables.setdefault(r.route_revision, (n, table))
+        if first[1] != table:
+            diff = [s for s in range(256) if first[1][s] != table[s]]
+            problems.append("route revision %d: nodes %d and %d disagree on the owner of hash "
+                            "slots %s" % (r.route_revision, first[0], n, diff[:16]))
+    return problems
 
 
 def applied_definite_failures(cluster, work, keys):
