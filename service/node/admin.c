@@ -183,6 +183,24 @@ static int build_failed(int rc, struct slotd_error *err)
     return -1;
 }
 
+static int node_field(uint64_t id, const char *field, struct slotd_error *err)
+{
+    if (id != 0 && id <= CTL_U64_JSON_MAX)
+        return 0;
+    slotd_error_field(err, field, CTL_U64_JSON_MAX, "%s: %llu not in 1..2^63-1", field,
+                      (unsigned long long)id);
+    return -1;
+}
+
+static int group_field(uint32_t id, struct slotd_error *err)
+{
+    if (id != 0 && id <= CTL_GROUPS_MAX)
+        return 0;
+    slotd_error_field(err, "group_id", CTL_GROUPS_MAX, "group_id: %u not in 1..%u", id,
+                      CTL_GROUPS_MAX);
+    return -1;
+}
+
 static void on_join_node(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
@@ -195,9 +213,8 @@ static void on_join_node(void *ctx, struct rpc_call *call, const uint8_t *req, s
     char *cmd = NULL;
     int rc = -1;
     size_t alen = strlen(r->address);
-    if (r->node_id == 0 || r->node_id > CTL_U64_JSON_MAX)
-        slotd_error_field(&err, "node_id", CTL_U64_JSON_MAX, "node_id: %llu not in 1..2^63-1",
-                          (unsigned long long)r->node_id);
+    if (node_field(r->node_id, "node_id", &err) != 0)
+        ; /* err names the field */
     else if (alen == 0 || alen > CTL_ADDRESS_MAX || strchr(r->address, ':') == NULL)
         slotd_error_field(&err, "address", CTL_ADDRESS_MAX,
                           "address: \"host:port\" of 1..%u bytes required", CTL_ADDRESS_MAX);
@@ -225,9 +242,8 @@ static void on_activate_node(void *ctx, struct rpc_call *call, const uint8_t *re
     }
     char *cmd = NULL;
     int rc = -1;
-    if (r->node_id == 0 || r->node_id > CTL_U64_JSON_MAX)
-        slotd_error_field(&err, "node_id", CTL_U64_JSON_MAX, "node_id: %llu not in 1..2^63-1",
-                          (unsigned long long)r->node_id);
+    if (node_field(r->node_id, "node_id", &err) != 0)
+        ; /* err names the field */
     else if ((rc = ctl_cmd_activate_node(r->node_id, r->expected_revision, &cmd)) != CTL_OK)
         rc = build_failed(rc, &err);
     else
@@ -250,12 +266,8 @@ static void on_set_preferred_leader(void *ctx, struct rpc_call *call, const uint
     }
     char *cmd = NULL;
     int rc = -1;
-    if (r->group_id == 0 || r->group_id > CTL_GROUPS_MAX)
-        slotd_error_field(&err, "group_id", CTL_GROUPS_MAX, "group_id: %u not in 1..%u",
-                          r->group_id, CTL_GROUPS_MAX);
-    else if (r->node_id == 0 || r->node_id > CTL_U64_JSON_MAX)
-        slotd_error_field(&err, "node_id", CTL_U64_JSON_MAX, "node_id: %llu not in 1..2^63-1",
-                          (unsigned long long)r->node_id);
+    if (group_field(r->group_id, &err) != 0 || node_field(r->node_id, "node_id", &err) != 0)
+        ; /* err names the field */
     else if ((rc = ctl_cmd_set_preferred_leader(r->group_id, r->node_id, r->expected_revision,
                                                 &cmd)) != CTL_OK)
         rc = build_failed(rc, &err);
@@ -277,9 +289,8 @@ static void on_report_health(void *ctx, struct rpc_call *call, const uint8_t *re
     }
     char *cmd = NULL;
     int rc = -1;
-    if (r->node_id == 0 || r->node_id > CTL_U64_JSON_MAX)
-        slotd_error_field(&err, "node_id", CTL_U64_JSON_MAX, "node_id: %llu not in 1..2^63-1",
-                          (unsigned long long)r->node_id);
+    if (node_field(r->node_id, "node_id", &err) != 0)
+        ; /* err names the field */
     else if (r->ttl_ms == 0 || r->ttl_ms > CTL_HEALTH_TTL_MS_MAX)
         slotd_error_field(&err, "ttl_ms", CTL_HEALTH_TTL_MS_MAX, "ttl_ms: %u not in 1..%u",
                           r->ttl_ms, CTL_HEALTH_TTL_MS_MAX);
@@ -294,24 +305,6 @@ static void on_report_health(void *ctx, struct rpc_call *call, const uint8_t *re
 }
 
 /* ---- Tasks ---- */
-
-static int node_field(uint64_t id, const char *field, struct slotd_error *err)
-{
-    if (id != 0 && id <= CTL_U64_JSON_MAX)
-        return 0;
-    slotd_error_field(err, field, CTL_U64_JSON_MAX, "%s: %llu not in 1..2^63-1", field,
-                      (unsigned long long)id);
-    return -1;
-}
-
-static int group_field(uint32_t id, struct slotd_error *err)
-{
-    if (id != 0 && id <= CTL_GROUPS_MAX)
-        return 0;
-    slotd_error_field(err, "group_id", CTL_GROUPS_MAX, "group_id: %u not in 1..%u", id,
-                      CTL_GROUPS_MAX);
-    return -1;
-}
 
 static int create_task(struct node_api *api, struct rpc_call *call, const char *method,
                        const struct ctl_task_spec *spec, uint64_t expected_revision,

@@ -508,6 +508,18 @@ static void send_join(struct runtime *rt, const char *address, bool activate)
                address);
 }
 
+/* A controller voter to send to: the observed leader (voters), else one from the state. */
+static uint64_t ctl_target(struct runtime *rt)
+{
+    uint64_t to = rt->ctl_voter ? rt->groups[0].leader : 0;
+    for (uint32_t k = 0; rt->ctl != NULL && k < rt->ctl->n_nodes && to == 0; k++) {
+        const struct ctl_node *n = &rt->ctl->nodes[(rt->ctl_poll_next + k) % rt->ctl->n_nodes];
+        if ((n->roles & CTL_ROLE_CONTROLLER_VOTER) && n->id != rt->opts.node_id)
+            to = n->id;
+    }
+    return to == rt->opts.node_id ? 0 : to;
+}
+
 /* Every poll: a mirror asks a voter (round robin; the join address until it knows one) for a
  * newer state; a joining node registers and activates itself. Voters do nothing here. */
 void rt_ctl_poll(struct runtime *rt)
@@ -515,15 +527,8 @@ void rt_ctl_poll(struct runtime *rt)
     if (rt->ctl_voter || rt->transport == NULL)
         return;
     const char *address = NULL;
-    uint64_t voter = 0;
-    if (rt->ctl != NULL) {
-        for (uint32_t k = 0; k < rt->ctl->n_nodes && voter == 0; k++) {
-            const struct ctl_node *n = &rt->ctl->nodes[(rt->ctl_poll_next + k) % rt->ctl->n_nodes];
-            if ((n->roles & CTL_ROLE_CONTROLLER_VOTER) && n->id != rt->opts.node_id)
-                voter = n->id;
-        }
-        rt->ctl_poll_next++;
-    }
+    uint64_t voter = ctl_target(rt); /* not a voter: round robin over the state's voters */
+    rt->ctl_poll_next++;
     if (voter == 0)
         address = rt->opts.join;
     if (voter == 0 && (address == NULL || address[0] == '\0'))
@@ -594,18 +599,6 @@ static void on_command_reply(void *arg, int status, const char *message, const u
     if (status != 0)
         RT_LOG("debug", "msg=\"controller command not applied\" what=%s status=%d err=\"%s\"",
                (const char *)arg, status, message ? message : "");
-}
-
-/* A controller voter to send to: the observed leader (voters), else one from the state. */
-static uint64_t ctl_target(struct runtime *rt)
-{
-    uint64_t to = rt->ctl_voter ? rt->groups[0].leader : 0;
-    for (uint32_t k = 0; rt->ctl != NULL && k < rt->ctl->n_nodes && to == 0; k++) {
-        const struct ctl_node *n = &rt->ctl->nodes[(rt->ctl_poll_next + k) % rt->ctl->n_nodes];
-        if ((n->roles & CTL_ROLE_CONTROLLER_VOTER) && n->id != rt->opts.node_id)
-            to = n->id;
-    }
-    return to == rt->opts.node_id ? 0 : to;
 }
 
 void rt_ctl_submit(struct runtime *rt, char *cmd, const char *what)
