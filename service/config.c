@@ -47,6 +47,9 @@ static const struct opt opts[] = {
     U64(weight, 1, 1000, "100", "this node's capacity weight for placement"),
     U64(task_phase_timeout_ms, 1000, 3600000, "60000",
         "a controller task phase this node drives fails after this long without progress"),
+    U64(enable_hash_slot_migration, 0, 1, "0",
+        "1: this node accepts Admin.MigrateHashSlots (the node called and the controller leader "
+        "it relays to both check it)"),
     U64(replicas, 0, 7, "0", "voters per slot group (0: min(3, data nodes))"),
     U64(max_request_bytes, 1024, 1ull << 30, "4194304", "largest accepted request"),
     U64(max_inflight_calls, 1, 1u << 20, "4096", "calls in progress before RESOURCE_EXHAUSTED"),

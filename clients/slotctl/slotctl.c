@@ -404,6 +404,16 @@ int main(int argc, char **argv)
     case SLOTCTL_CMD_HEALTH:
         code = cmd_health(c, &a, a.endpoints);
         break;
+    case SLOTCTL_CMD_MOVE_REPLICA:
+    case SLOTCTL_CMD_DRAIN:
+    case SLOTCTL_CMD_PROMOTE:
+    case SLOTCTL_CMD_RETRY:
+    case SLOTCTL_CMD_MIGRATE_SLOTS:
+        code = slotctl_task_cmd_run(c, &a);
+        break;
+    case SLOTCTL_CMD_TASK_STATUS:
+        code = slotctl_task_status_run(c, &a);
+        break;
     default:
         code = cmd_write(c, &a);
         break;

@@ -291,7 +291,7 @@ err_after_state:
 
 /* ---- transfer-leader, join, activate ------------------------------------------------------ */
 
-static json_t *admin_result_json(const struct slotctl_args *a, const struct slotd_admin_result *r)
+json_t *slotctl_admin_result_json(const struct slotctl_args *a, const struct slotd_admin_result *r)
 {
     json_t *j = json_object();
     json_object_set_new(j, "command", json_string(slotctl_cmd_name(a->cmd)));
@@ -304,7 +304,7 @@ static json_t *admin_result_json(const struct slotctl_args *a, const struct slot
     return j;
 }
 
-static void admin_result_print(const struct slotd_admin_result *r, const char *what)
+void slotctl_admin_result_print(const struct slotd_admin_result *r, const char *what)
 {
     printf("%s  %s  revision %" PRIu64 "  applied index %" PRIu64 "%s%s\n",
            slotd_admin_outcome_name(r->outcome), what, r->revision, r->applied_index,
@@ -326,7 +326,7 @@ int slotctl_node_admin_run(struct slotd_client *c, const struct slotctl_args *a)
     if (rc != SLOTD_CLIENT_OK)
         return slotctl_error_report(a, rc, &r.status);
     if (a->json) {
-        json_t *j = admin_result_json(a, &r);
+        json_t *j = slotctl_admin_result_json(a, &r);
         json_object_set_new(j, "node_id", json_integer((json_int_t)a->node_id));
         if (join)
             json_object_set_new(j, "address", json_string(a->address));
@@ -337,7 +337,7 @@ int slotctl_node_admin_run(struct slotd_client *c, const struct slotctl_args *a)
             snprintf(what, sizeof(what), "node %" PRIu64 " at %s", a->node_id, a->address);
         else
             snprintf(what, sizeof(what), "node %" PRIu64 " active", a->node_id);
-        admin_result_print(&r, what);
+        slotctl_admin_result_print(&r, what);
     }
     return SLOTCTL_EXIT_OK;
 }
@@ -375,6 +375,8 @@ static bool transfer_wait(struct slotd_client *c, const struct slotctl_args *a, 
 
 int slotctl_transfer_leader_run(struct slotd_client *c, const struct slotctl_args *a)
 {
+    if (a->as_task)
+        return slotctl_task_cmd_run(c, a);
     struct slotd_admin_write w = {.kind = SLOTD_ADMIN_SET_PREFERRED_LEADER,
                                   .group_id = a->group_id,
                                   .node_id = a->to_node,
@@ -387,10 +389,10 @@ int slotctl_transfer_leader_run(struct slotd_client *c, const struct slotctl_arg
     snprintf(what, sizeof(what), "group %u preferred leader is node %" PRIu64, a->group_id,
              a->to_node);
     if (!a->json)
-        admin_result_print(&r, what);
+        slotctl_admin_result_print(&r, what);
     if (a->wait_s == 0) {
         if (a->json) {
-            json_t *j = admin_result_json(a, &r);
+            json_t *j = slotctl_admin_result_json(a, &r);
             json_object_set_new(j, "group_id", json_integer(a->group_id));
             json_object_set_new(j, "node_id", json_integer((json_int_t)a->to_node));
             slotctl_json_print(j);
@@ -418,7 +420,7 @@ int slotctl_transfer_leader_run(struct slotd_client *c, const struct slotctl_arg
                  a->wait_s, a->group_id, leader ? "node " : "no node ", leader, term, a->to_node,
                  a->to_node, err[0] ? "; last route error: " : "", err);
     if (a->json) {
-        json_t *j = admin_result_json(a, &r);
+        json_t *j = slotctl_admin_result_json(a, &r);
         json_object_set_new(j, "ok", json_boolean(done));
         json_object_set_new(j, "group_id", json_integer(a->group_id));
         json_object_set_new(j, "node_id", json_integer((json_int_t)a->to_node));

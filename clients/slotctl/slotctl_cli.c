@@ -49,7 +49,83 @@ static const struct {
     {"transfer-leader", SLOTCTL_CMD_TRANSFER_LEADER, 0, 0},
     {"join", SLOTCTL_CMD_JOIN, 0, 0},
     {"activate", SLOTCTL_CMD_ACTIVATE, 0, 0},
+    {"move-replica", SLOTCTL_CMD_MOVE_REPLICA, 0, 0},
+    {"drain", SLOTCTL_CMD_DRAIN, 0, 0},
+    {"promote", SLOTCTL_CMD_PROMOTE, 0, 0},
+    {"retry", SLOTCTL_CMD_RETRY, 0, 0},
+    {"migrate-slots", SLOTCTL_CMD_MIGRATE_SLOTS, 0, 0},
+    {"task", SLOTCTL_CMD_TASK_STATUS, 1, 2}, /* task status [TASK_ID] */
 };
+
+#define CLI_N_CMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
+
+/* The name a command is called by in messages ("task status" for the task command). */
+static const char *cli_cmd_word(enum slotctl_cmd cmd)
+{
+    if (cmd == SLOTCTL_CMD_TASK_STATUS)
+        return "task status";
+    for (size_t k = 0; k < CLI_N_CMDS; k++)
+        if (cli_cmds[k].cmd == cmd)
+            return cli_cmds[k].name;
+    return "";
+}
+
+/* Parses one item of a hash slot list ("7" or "10-12") into [*first, *last]. */
+static int cli_slot_item(const char *item, const char *list, uint64_t *first, uint64_t *last,
+                         char *err, size_t errlen)
+{
+    char buf[48];
+    if (!*item)
+        return cli_fail(err, errlen, "--slots: empty item in '%s' (give e.g. 3,7,10-12)", list);
+    if (strlen(item) >= sizeof(buf))
+        return cli_fail(err, errlen, "--slots: '%.20s...' is not a hash slot or range", item);
+    snprintf(buf, sizeof(buf), "%s", item);
+    char *dash = strchr(buf, '-');
+    if (dash)
+        *dash = '\0';
+    if (!cli_uint(buf, 0, UINT64_MAX, first) || (dash && !cli_uint(dash + 1, 0, UINT64_MAX, last)))
+        return cli_fail(err, errlen,
+                        "--slots: '%s' is not a hash slot (0..%d) or a range FIRST-LAST", item,
+                        SLOTD_HASH_SLOTS - 1);
+    if (!dash)
+        *last = *first;
+    uint64_t bad = *first >= SLOTD_HASH_SLOTS ? *first : *last;
+    if (bad >= SLOTD_HASH_SLOTS)
+        return cli_fail(err, errlen, "--slots: hash slot %" PRIu64 " is out of range 0..%d", bad,
+                        SLOTD_HASH_SLOTS - 1);
+    if (*first > *last)
+        return cli_fail(err, errlen, "--slots: range '%s' runs backwards (FIRST > LAST)", item);
+    return 0;
+}
+
+int slotctl_slots_parse(const char *s, uint32_t *out, unsigned *count, char *err, size_t errlen)
+{
+    bool seen[SLOTD_HASH_SLOTS] = {false};
+    *count = 0;
+    if (!s || !*s)
+        return cli_fail(err, errlen, "--slots: empty (give e.g. 3,7,10-12)");
+    /* at most one item per character: the loop is bounded by strlen(s) */
+    for (const char *p = s;; p++) {
+        size_t n = strcspn(p, ",");
+        char item[64];
+        snprintf(item, sizeof(item), "%.*s", (int)(n < sizeof(item) - 1 ? n : sizeof(item) - 1), p);
+        uint64_t first = 0, last = 0;
+        if (cli_slot_item(item, s, &first, &last, err, errlen) != 0)
+            return SLOTCTL_EXIT_USAGE;
+        for (uint64_t v = first; v <= last; v++) {
+            if (seen[v])
+                return cli_fail(err, errlen, "--slots: hash slot %" PRIu64 " given twice", v);
+            seen[v] = true;
+        }
+        p += n;
+        if (*p == '\0')
+            break;
+    }
+    for (uint32_t v = 0; v < SLOTD_HASH_SLOTS; v++)
+        if (seen[v])
+            out[(*count)++] = v;
+    return SLOTCTL_EXIT_OK;
+}
 
 const char *slotctl_consistency_name(int consistency)
 {
@@ -73,7 +149,7 @@ static int cli_consistency(const char *s, int *out)
     return -1;
 }
 
-/* The options of transfer-leader, join and activate (val is the option's value). */
+/* The value options of the admin and task commands (val is the option's value). */
 static int cli_admin_option(const char *opt, const char *val, struct slotctl_args *a, char *err,
                             size_t errlen)
 {
@@ -83,10 +159,39 @@ static int cli_admin_option(const char *opt, const char *val, struct slotctl_arg
             return cli_fail(err, errlen, "--group: '%s' is not a group id in 1..%u", val,
                             UINT32_MAX);
         a->group_id = (uint32_t)n;
-    } else if (strcmp(opt, "--to") == 0 || strcmp(opt, "--node-id") == 0) {
+    } else if (strcmp(opt, "--to") == 0 || strcmp(opt, "--from") == 0 ||
+               strcmp(opt, "--node-id") == 0 || strcmp(opt, "--node") == 0) {
         if (!cli_uint(val, 1, UINT64_MAX, &n))
             return cli_fail(err, errlen, "%s: '%s' is not a node id (an integer >= 1)", opt, val);
-        *(strcmp(opt, "--to") == 0 ? &a->to_node : &a->node_id) = n;
+        if (strcmp(opt, "--to") == 0) {
+            a->to_node = n;
+        } else if (strcmp(opt, "--from") == 0) {
+            a->from_node = n;
+        } else {
+            a->node_id = n;
+            a->node_opt = strcmp(opt, "--node") == 0 ? "--node" : "--node-id";
+        }
+    } else if (strcmp(opt, "--task") == 0) {
+        if (!cli_uint(val, 1, UINT64_MAX, &n))
+            return cli_fail(err, errlen, "--task: '%s' is not a task id (an integer >= 1)", val);
+        a->task_id = n;
+    } else if (strcmp(opt, "--to-group") == 0) {
+        if (!cli_uint(val, 1, UINT32_MAX, &n))
+            return cli_fail(err, errlen, "--to-group: '%s' is not a group id in 1..%u", val,
+                            UINT32_MAX);
+        a->to_group = (uint32_t)n;
+    } else if (strcmp(opt, "--slots") == 0) {
+        return slotctl_slots_parse(val, a->hash_slots, &a->hash_slot_count, err, errlen);
+    } else if (strcmp(opt, "--interval-ms") == 0) {
+        if (!cli_uint(val, SLOTCTL_INTERVAL_MS_MIN, SLOTCTL_INTERVAL_MS_MAX, &n))
+            return cli_fail(err, errlen, "--interval-ms: '%s' is not an integer in %d..%d", val,
+                            SLOTCTL_INTERVAL_MS_MIN, SLOTCTL_INTERVAL_MS_MAX);
+        a->interval_ms = (int)n;
+    } else if (strcmp(opt, "--timeout") == 0) {
+        if (!cli_uint(val, 1, SLOTCTL_WAIT_S_MAX, &n))
+            return cli_fail(err, errlen, "--timeout: '%s' is not a number of seconds in 1..%d", val,
+                            SLOTCTL_WAIT_S_MAX);
+        a->timeout_s = (int)n;
     } else if (strcmp(opt, "--expected-revision") == 0) {
         if (!cli_uint(val, 1, UINT64_MAX, &n))
             return cli_fail(err, errlen, "--expected-revision: '%s' is not an integer >= 1", val);
@@ -112,26 +217,124 @@ static int cli_admin_option(const char *opt, const char *val, struct slotctl_arg
     return 0;
 }
 
-/* Which admin options the command takes, and the ones it needs. */
-static int cli_admin_check(const struct slotctl_args *a, char *err, size_t errlen)
+#define CLI_BIT(cmd) (1u << (cmd))
+#define CLI_TASK_MAKERS                                                                            \
+    (CLI_BIT(SLOTCTL_CMD_MOVE_REPLICA) | CLI_BIT(SLOTCTL_CMD_DRAIN) |                              \
+     CLI_BIT(SLOTCTL_CMD_PROMOTE) | CLI_BIT(SLOTCTL_CMD_RETRY) |                                   \
+     CLI_BIT(SLOTCTL_CMD_MIGRATE_SLOTS))
+
+/* "--x: only for a, b" naming the commands in mask. */
+static int cli_only_for(const char *opt, unsigned mask, char *err, size_t errlen)
 {
-    bool tl = a->cmd == SLOTCTL_CMD_TRANSFER_LEADER, join = a->cmd == SLOTCTL_CMD_JOIN;
-    bool act = a->cmd == SLOTCTL_CMD_ACTIVATE;
-    if ((a->group_id || a->to_node || a->wait_s) && !tl)
-        return cli_fail(err, errlen, "--group, --to and --wait: only for transfer-leader");
-    if (a->node_id && !join && !act)
-        return cli_fail(err, errlen, "--node-id: only for join and activate");
-    if ((a->address || a->weight) && !join)
-        return cli_fail(err, errlen, "--address and --weight: only for join");
-    if (a->expected_revision && !tl && !join && !act)
-        return cli_fail(err, errlen,
-                        "--expected-revision: only for transfer-leader, join and activate");
-    if (tl && (!a->group_id || !a->to_node))
-        return cli_fail(err, errlen, "transfer-leader: needs --group G and --to NODE");
-    if (join && (!a->node_id || !a->address))
-        return cli_fail(err, errlen, "join: needs --node-id N and --address HOST:PORT");
-    if (act && !a->node_id)
-        return cli_fail(err, errlen, "activate: needs --node-id N");
+    char names[256] = "";
+    size_t used = 0;
+    for (size_t k = 0; k < CLI_N_CMDS; k++)
+        if (mask & CLI_BIT(cli_cmds[k].cmd))
+            used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s", used ? ", " : "",
+                                     cli_cmd_word(cli_cmds[k].cmd));
+    return cli_fail(err, errlen, "%s: only for %s", opt, names);
+}
+
+/* Which admin and task options the command takes. */
+static int cli_admin_allowed(const struct slotctl_args *a, char *err, size_t errlen)
+{
+    const unsigned tl = CLI_BIT(SLOTCTL_CMD_TRANSFER_LEADER),
+                   move = CLI_BIT(SLOTCTL_CMD_MOVE_REPLICA);
+    const unsigned join = CLI_BIT(SLOTCTL_CMD_JOIN), act = CLI_BIT(SLOTCTL_CMD_ACTIVATE);
+    const unsigned task = CLI_BIT(SLOTCTL_CMD_TASK_STATUS);
+    bool node_id = a->node_id && strcmp(a->node_opt, "--node-id") == 0;
+    const struct {
+        const char *opt;
+        bool given;
+        unsigned cmds;
+    } opts[] = {
+        {"--group", a->group_id != 0, tl | move},
+        {"--to", a->to_node != 0, tl | move},
+        {"--from", a->from_node != 0, move},
+        {"--node-id", node_id, join | act},
+        {"--node", a->node_id && !node_id,
+         CLI_BIT(SLOTCTL_CMD_DRAIN) | CLI_BIT(SLOTCTL_CMD_PROMOTE)},
+        {"--address", a->address != NULL, join},
+        {"--weight", a->weight != 0, join},
+        {"--expected-revision", a->expected_revision != 0, tl | join | act | CLI_TASK_MAKERS},
+        {"--wait", a->wait_s != 0, tl | CLI_TASK_MAKERS},
+        {"--as-task", a->as_task, tl},
+        {"--task", a->task_id != 0, CLI_BIT(SLOTCTL_CMD_RETRY)}, /* before TASK_ID is read */
+        {"--slots", a->hash_slot_count != 0, CLI_BIT(SLOTCTL_CMD_MIGRATE_SLOTS)},
+        {"--to-group", a->to_group != 0, CLI_BIT(SLOTCTL_CMD_MIGRATE_SLOTS)},
+        {"--active", a->active_only, task},
+        {"--watch", a->watch, task},
+        {"--interval-ms", a->interval_ms != 0, task},
+        {"--timeout", a->timeout_s != 0, task},
+    };
+    for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+        if (opts[i].given && !(opts[i].cmds & CLI_BIT(a->cmd)))
+            return cli_only_for(opts[i].opt, opts[i].cmds, err, errlen);
+    return 0;
+}
+
+/* task status [TASK_ID] [--active] [--watch [--interval-ms N] [--timeout S]] */
+static int cli_task_check(struct slotctl_args *a, char *err, size_t errlen)
+{
+    uint64_t n;
+    if (strcmp(a->pos[0], "status") != 0)
+        return cli_fail(err, errlen, "task: unknown subcommand '%s' (try: task status [TASK_ID])",
+                        a->pos[0]);
+    if (a->pos_count == 2) {
+        if (!cli_uint(a->pos[1], 1, UINT64_MAX, &n))
+            return cli_fail(err, errlen, "task status: '%s' is not a task id (an integer >= 1)",
+                            a->pos[1]);
+        a->task_id = n;
+    }
+    if (a->active_only && a->task_id)
+        return cli_fail(err, errlen, "--active: only when listing (no TASK_ID)");
+    if (a->watch && !a->task_id)
+        return cli_fail(err, errlen, "task status --watch: needs a TASK_ID");
+    if ((a->interval_ms || a->timeout_s) && !a->watch)
+        return cli_fail(err, errlen, "--interval-ms and --timeout: only with --watch");
+    return 0;
+}
+
+/* Which admin options the command takes, and the ones it needs. */
+static int cli_admin_check(struct slotctl_args *a, char *err, size_t errlen)
+{
+    if (cli_admin_allowed(a, err, errlen) != 0)
+        return SLOTCTL_EXIT_USAGE;
+    switch (a->cmd) {
+    case SLOTCTL_CMD_TRANSFER_LEADER:
+        if (!a->group_id || !a->to_node)
+            return cli_fail(err, errlen, "transfer-leader: needs --group G and --to NODE");
+        break;
+    case SLOTCTL_CMD_JOIN:
+        if (!a->node_id || !a->address)
+            return cli_fail(err, errlen, "join: needs --node-id N and --address HOST:PORT");
+        break;
+    case SLOTCTL_CMD_ACTIVATE:
+        if (!a->node_id)
+            return cli_fail(err, errlen, "activate: needs --node-id N");
+        break;
+    case SLOTCTL_CMD_MOVE_REPLICA:
+        if (!a->group_id || !a->from_node || !a->to_node)
+            return cli_fail(err, errlen, "move-replica: needs --group G, --from N and --to M");
+        break;
+    case SLOTCTL_CMD_DRAIN:
+    case SLOTCTL_CMD_PROMOTE:
+        if (!a->node_id)
+            return cli_fail(err, errlen, "%s: needs --node N", cli_cmd_word(a->cmd));
+        break;
+    case SLOTCTL_CMD_RETRY:
+        if (!a->task_id)
+            return cli_fail(err, errlen, "retry: needs --task T");
+        break;
+    case SLOTCTL_CMD_MIGRATE_SLOTS:
+        if (!a->hash_slot_count || !a->to_group)
+            return cli_fail(err, errlen, "migrate-slots: needs --slots LIST and --to-group G");
+        break;
+    case SLOTCTL_CMD_TASK_STATUS:
+        return cli_task_check(a, err, errlen);
+    default:
+        break;
+    }
     return 0;
 }
 
@@ -152,6 +355,13 @@ static int cli_option(int argc, char **argv, int *i, struct slotctl_args *a, cha
     }
     if (strcmp(opt, "--delete") == 0) {
         a->cas_delete = true;
+        return 0;
+    }
+    if (strcmp(opt, "--as-task") == 0 || strcmp(opt, "--active") == 0 ||
+        strcmp(opt, "--watch") == 0) {
+        *(strcmp(opt, "--as-task") == 0  ? &a->as_task
+          : strcmp(opt, "--active") == 0 ? &a->active_only
+                                         : &a->watch) = true;
         return 0;
     }
     if (!val)
@@ -200,7 +410,7 @@ static int cli_option(int argc, char **argv, int *i, struct slotctl_args *a, cha
 static int cli_word(const char *word, struct slotctl_args *a, char *err, size_t errlen)
 {
     if (a->cmd == SLOTCTL_CMD_NONE) {
-        for (size_t k = 0; k < sizeof(cli_cmds) / sizeof(cli_cmds[0]); k++)
+        for (size_t k = 0; k < CLI_N_CMDS; k++)
             if (strcmp(word, cli_cmds[k].name) == 0) {
                 a->cmd = cli_cmds[k].cmd;
                 return 0;
@@ -216,15 +426,19 @@ static int cli_word(const char *word, struct slotctl_args *a, char *err, size_t 
 /* Checks the positional count and option combinations of the parsed command. */
 static int cli_check(struct slotctl_args *a, char *err, size_t errlen)
 {
-    for (size_t k = 0; k < sizeof(cli_cmds) / sizeof(cli_cmds[0]); k++) {
+    for (size_t k = 0; k < CLI_N_CMDS; k++) {
         if (cli_cmds[k].cmd != a->cmd)
             continue;
-        int want = cli_cmds[k].pos_max;
+        int min = cli_cmds[k].pos_min, max = cli_cmds[k].pos_max;
         if (a->cmd == SLOTCTL_CMD_CAS)
-            want = a->cas_delete ? 2 : 3;
-        if (a->pos_count != want && a->cmd != SLOTCTL_CMD_BENCH)
-            return cli_fail(err, errlen, "%s: takes %d argument%s, got %d", cli_cmds[k].name, want,
-                            want == 1 ? "" : "s", a->pos_count);
+            min = max = a->cas_delete ? 2 : 3;
+        if (a->cmd == SLOTCTL_CMD_TASK_STATUS && (a->pos_count < min || a->pos_count > max))
+            return cli_fail(err, errlen, "task: usage: task status [TASK_ID]");
+        if (a->pos_count < min || a->pos_count > max) {
+            if (a->cmd != SLOTCTL_CMD_BENCH)
+                return cli_fail(err, errlen, "%s: takes %d argument%s, got %d", cli_cmds[k].name,
+                                max, max == 1 ? "" : "s", a->pos_count);
+        }
     }
     if (a->cas_delete && a->cmd != SLOTCTL_CMD_CAS)
         return cli_fail(err, errlen, "--delete: only for cas");
@@ -314,18 +528,37 @@ void slotctl_usage(FILE *out)
         "  cluster                             the controller's cluster state: nodes, groups\n"
         "                                      (observed vs preferred leaders), hash slots, tasks\n"
         "  health                              grpc.health.v1 status of every node\n"
-        "  transfer-leader --group G --to NODE [--expected-revision R] [--wait S]\n"
+        "  transfer-leader --group G --to NODE [--expected-revision R] [--wait S] [--as-task]\n"
         "                                      make NODE G's preferred leader; --wait S polls\n"
-        "                                      the route until NODE leads G (1..%d s)\n"
+        "                                      the route until NODE leads G (1..%d s);\n"
+        "                                      --as-task: the TransferLeader task (--wait S\n"
+        "                                      watches the task instead)\n"
         "  join --node-id N --address H:P [--weight W] [--expected-revision R]\n"
         "                                      register data node N (weight 1..%d)\n"
         "  activate --node-id N [--expected-revision R]\n"
         "                                      mark joined node N active (placement may follow)\n"
+        "  move-replica --group G --from N --to M [--expected-revision R] [--wait S]\n"
+        "                                      task: move G's replica from node N to node M\n"
+        "  drain --node N [--wait S]           task: move every replica off N, mark it removed\n"
+        "  promote --node N [--wait S]         task: make data node N a controller voter\n"
+        "  retry --task T [--wait S]           run failed task T again from its phase\n"
+        "  migrate-slots --slots LIST --to-group G [--wait S]\n"
+        "                                      task: move hash slots (e.g. 3,7,10-12) to G\n"
+        "                                      (needs nodes started with\n"
+        "                                      --enable-hash-slot-migration 1)\n"
+        "  task status [TASK_ID] [--active] [--watch [--interval-ms N] [--timeout S]]\n"
+        "                                      one task, or every kept task (--active: pending\n"
+        "                                      and running); --watch follows TASK_ID until done\n"
+        "                                      or failed (poll every N ms, default %d; give up\n"
+        "                                      after S s, default %d)\n"
+        "                                      task commands take --expected-revision R too;\n"
+        "                                      --wait S watches the new task up to S s\n"
         "  bench ARGS...                       runs slotbench ARGS... from slotctl's directory\n"
         "\n"
         "options:\n"
         "  --endpoints H:P,...   seed nodes, tried in turn (default $SLOTD_ENDPOINTS or %s)\n"
-        "  --json                one JSON object on stdout per command\n"
+        "  --json                JSON on stdout: one object per command (--wait and\n"
+        "                        --watch: one per change, then the result)\n"
         "  --deadline-ms N       deadline of each attempt (default %d)\n"
         "  --max-retries N       retries of retriable failures (default %d)\n"
         "  --tls-ca FILE         TLS: CA bundle PEM verifying the servers (default: plaintext)\n"
@@ -335,7 +568,8 @@ void slotctl_usage(FILE *out)
         "  --                    ends options (for keys or values starting with '-')\n"
         "\n"
         "exit codes:\n",
-        SLOTCTL_WAIT_S_MAX, SLOTCTL_WEIGHT_MAX, SLOTCTL_ENDPOINTS_DEFAULT,
+        SLOTCTL_WAIT_S_MAX, SLOTCTL_WEIGHT_MAX, SLOTCTL_INTERVAL_MS_DEFAULT,
+        SLOTCTL_WATCH_TIMEOUT_S_DEFAULT, SLOTCTL_ENDPOINTS_DEFAULT,
         SLOTD_CLIENT_DEADLINE_MS_DEFAULT, SLOTD_CLIENT_MAX_RETRIES_DEFAULT);
 #define SLOTCTL__EXIT_HELP(name, value, text) fprintf(out, "  %d  %s\n", value, text);
     SLOTCTL_EXITS(SLOTCTL__EXIT_HELP)

@@ -12,13 +12,15 @@
 /* Exit codes scripts can rely on (also in --help and README.md). */
 #define SLOTCTL_EXITS(X)                                                                           \
     X(SLOTCTL_EXIT_OK, 0, "success")                                                               \
-    X(SLOTCTL_EXIT_NOT_FOUND, 1, "get: the key does not exist")                                    \
+    X(SLOTCTL_EXIT_NOT_FOUND, 1, "get: the key does not exist; task status: no such task")         \
     X(SLOTCTL_EXIT_USAGE, 2, "usage error (bad command line)")                                     \
     X(SLOTCTL_EXIT_PRECONDITION, 3, "failed precondition (CAS version mismatch, ...)")             \
     X(SLOTCTL_EXIT_UNAVAILABLE, 4, "unavailable, deadline exceeded, overloaded, not healthy")      \
     X(SLOTCTL_EXIT_INVALID, 5, "invalid argument (the message names the field)")                   \
     X(SLOTCTL_EXIT_OTHER, 6, "any other error")                                                    \
-    X(SLOTCTL_EXIT_WAIT_TIMEOUT, 7, "transfer-leader --wait: the node did not take over in time")
+    X(SLOTCTL_EXIT_WAIT_TIMEOUT, 7,                                                                \
+      "--wait/--watch timed out (transfer-leader: the node did not take over; task not finished)") \
+    X(SLOTCTL_EXIT_TASK_FAILED, 8, "--wait/--watch: the task ended with status failed")
 
 enum slotctl_exit {
 #define SLOTCTL__EXIT_ENUM(name, value, text) name = value,
@@ -39,13 +41,24 @@ enum slotctl_cmd {
     SLOTCTL_CMD_TRANSFER_LEADER,
     SLOTCTL_CMD_JOIN,
     SLOTCTL_CMD_ACTIVATE,
+    SLOTCTL_CMD_MOVE_REPLICA,
+    SLOTCTL_CMD_DRAIN,
+    SLOTCTL_CMD_PROMOTE,
+    SLOTCTL_CMD_RETRY,
+    SLOTCTL_CMD_MIGRATE_SLOTS,
+    SLOTCTL_CMD_TASK_STATUS,
 };
 
 #define SLOTCTL_ENDPOINTS_DEFAULT "127.0.0.1:7700"
 #define SLOTCTL_POSITIONALS_MAX 3
-/* transfer-leader --wait bound (seconds) and join --weight bounds. */
+/* --wait and --timeout bound (seconds) and join --weight bounds. */
 #define SLOTCTL_WAIT_S_MAX 3600
 #define SLOTCTL_WEIGHT_MAX 1000
+/* task status --watch: poll interval bounds and default, default timeout (seconds) */
+#define SLOTCTL_INTERVAL_MS_MIN 50
+#define SLOTCTL_INTERVAL_MS_MAX 60000
+#define SLOTCTL_INTERVAL_MS_DEFAULT 500
+#define SLOTCTL_WATCH_TIMEOUT_S_DEFAULT 600
 
 struct slotctl_args {
     const char *endpoints; /* points into argv or the environment */
@@ -64,16 +77,29 @@ struct slotctl_args {
     int consistency; /* enum slotd_consistency */
     uint64_t min_applied_index;
     bool cas_delete;
-    /* admin commands (0 = not given): transfer-leader --group/--to, join/activate --node-id,
-     * join --address/--weight, --expected-revision for all three, transfer-leader --wait */
+    /* admin commands (0 = not given): --group, --to, --from, --node-id (join, activate) or
+     * --node (drain, promote), --address, --weight, --expected-revision, --wait, --task,
+     * --slots, --to-group; which command takes which is checked by the parser */
     uint32_t group_id;
     uint64_t to_node;
+    uint64_t from_node;
     uint64_t node_id;
-    const char *address; /* points into argv */
+    const char *node_opt; /* "--node-id" or "--node": the option that set node_id */
+    const char *address;  /* points into argv */
     uint32_t weight;
     uint64_t expected_revision;
     int wait_s;
-    int bench_argc; /* bench: the arguments after "bench" */
+    bool as_task; /* transfer-leader --as-task: the Admin/TransferLeader task */
+    uint64_t task_id;
+    uint32_t hash_slots[SLOTD_HASH_SLOTS]; /* --slots, ascending */
+    unsigned hash_slot_count;
+    uint32_t to_group;
+    /* task status [TASK_ID] [--active] [--watch [--interval-ms N] [--timeout S]] */
+    bool active_only;
+    bool watch;
+    int interval_ms; /* 0 = SLOTCTL_INTERVAL_MS_DEFAULT */
+    int timeout_s;   /* 0 = SLOTCTL_WATCH_TIMEOUT_S_DEFAULT */
+    int bench_argc;  /* bench: the arguments after "bench" */
     char **bench_argv;
 };
 
@@ -84,6 +110,14 @@ struct slotctl_args {
  * Returns SLOTCTL_EXIT_OK or SLOTCTL_EXIT_USAGE with a sentence in err.
  */
 int slotctl_args_parse(int argc, char **argv, struct slotctl_args *a, char *err, size_t errlen);
+
+/*
+ * s, out, count, err: borrowed for the call. Parses a hash slot list such as "3,7,10-12"
+ * (values and inclusive ranges 0..255, comma-separated) into out (SLOTD_HASH_SLOTS entries,
+ * ascending) and *count. Returns SLOTCTL_EXIT_OK, or SLOTCTL_EXIT_USAGE with a sentence naming
+ * the bad value in err (out of range, duplicate, reversed range, not a number, empty).
+ */
+int slotctl_slots_parse(const char *s, uint32_t *out, unsigned *count, char *err, size_t errlen);
 
 /* out: borrowed for the call. Writes the --help text. */
 void slotctl_usage(FILE *out);

@@ -1,4 +1,4 @@
-/* slotctl_cmds.h - slotctl's output helpers and the admin commands (slotctl_admin.c). */
+/* slotctl_cmds.h - slotctl's output helpers and its admin (slotctl_admin.c) and task commands. */
 #ifndef SLOTD_SLOTCTL_CMDS_H
 #define SLOTD_SLOTCTL_CMDS_H
 
@@ -28,6 +28,53 @@ int slotctl_transfer_leader_run(struct slotd_client *c, const struct slotctl_arg
 
 /* c, a: borrowed for the call. `join` (JoinNode) and `activate` (ActivateNode). */
 int slotctl_node_admin_run(struct slotd_client *c, const struct slotctl_args *a);
+
+/* a, r: borrowed for the call. The common fields of an admin command's JSON answer (command,
+ * ok, outcome, reason, revision, applied_index, attempts); caller owns the object. */
+json_t *slotctl_admin_result_json(const struct slotctl_args *a, const struct slotd_admin_result *r);
+
+/* r, what: borrowed for the call. Prints "CHANGED  what  revision R  applied index I". */
+void slotctl_admin_result_print(const struct slotd_admin_result *r, const char *what);
+
+/* ---- tasks (slotctl_task.c) ---- */
+
+/* c, a: borrowed for the call. move-replica, drain, promote, retry, migrate-slots and
+ * transfer-leader --as-task: the Admin task command, then with --wait the task followed until
+ * done (0), failed (SLOTCTL_EXIT_TASK_FAILED) or --wait seconds (SLOTCTL_EXIT_WAIT_TIMEOUT). */
+int slotctl_task_cmd_run(struct slotd_client *c, const struct slotctl_args *a);
+
+/* c, a: borrowed for the call. `task status [TASK_ID] [--active] [--watch ...]`. */
+int slotctl_task_status_run(struct slotd_client *c, const struct slotctl_args *a);
+
+/* n, out: "512 B", "12.5 KiB", "3.1 MiB", "2.0 GiB" (binary units, one decimal). */
+void slotctl_bytes_text(uint64_t n, char *out, size_t len);
+
+/* out: borrowed for the call. "[#######.....] 58%  3.1 MiB / 5.3 MiB" (bytes) or
+ * "[#######.....] 58%  match 1520 / commit 2610" (a log position against the commit index);
+ * 12 cells, the percentage rounded down and capped at 100 (0 when total is 0). */
+void slotctl_progress_bar(uint64_t done, uint64_t total, bool bytes, char *out, size_t len);
+
+/* t, out: borrowed for the call. The progress bar of a task in a copy phase (bytes_sent of
+ * bytes_total) or catch_up (the snapshot's bytes while one is being sent, else target_match of
+ * commit); any_phase also shows the last reported progress of other phases. Returns false
+ * (out = "") when there is nothing to show. */
+bool slotctl_task_progress(const struct slotd_task *t, bool any_phase, char *out, size_t len);
+
+/* slots, out: borrowed for the call. "3,7,10-12" of an ascending hash slot list ("-": none). */
+void slotctl_slots_text(const uint32_t *slots, unsigned n, char *out, size_t len);
+
+/* out, tasks: borrowed for the call. The task table (ID KIND STATUS PHASE ATTEMPT GROUP SOURCE
+ * TARGET PROGRESS LAST_ERROR), or "no tasks" (active_only: "no active tasks"). */
+void slotctl_tasks_print(FILE *out, const struct slotd_task *tasks, size_t n, bool active_only);
+
+/* out, t: borrowed for the call. One task, a field per line. */
+void slotctl_task_print(FILE *out, const struct slotd_task *t);
+
+/* t, out: borrowed for the call. The one-line state --watch prints on each change. */
+void slotctl_task_line(const struct slotd_task *t, char *out, size_t len);
+
+/* t: borrowed for the call. The task as a JSON object (caller owns it). */
+json_t *slotctl_task_json(const struct slotd_task *t);
 
 /* state: borrowed for the call (the cluster-state object); route: borrowed, may be NULL.
  * Writes the human tables of `cluster` to out; now_ms is the wall clock used for health ages. */

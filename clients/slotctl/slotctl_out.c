@@ -6,8 +6,10 @@
 
 /* Indexed by enum slotctl_cmd. */
 static const char *const cmd_names[] = {
-    "",        "put",    "get",   "delete",          "cas",  "route",
-    "cluster", "health", "bench", "transfer-leader", "join", "activate",
+    "",      "put",           "get",          "delete", "cas",
+    "route", "cluster",       "health",       "bench",  "transfer-leader",
+    "join",  "activate",      "move-replica", "drain",  "promote",
+    "retry", "migrate-slots", "task status",
 };
 
 const char *slotctl_cmd_name(int cmd)

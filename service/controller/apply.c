@@ -345,7 +345,7 @@ static const struct op_def ops[] = {
     {"set_weight", {"id", "weight"}, {NULL}, false, op_set_weight},
     {"task_create",
      {"kind", "now_ms"},
-     {"group", "source", "target", "node"},
+     {"group", "source", "target", "node", "hash_slots", "to_group"},
      false,
      ctl__op_task_create},
     {"task_advance",

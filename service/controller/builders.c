@@ -229,9 +229,11 @@ int ctl_cmd_task_create(const struct ctl_task_spec *spec, uint64_t now_ms,
         case CTL_TASK_LEADER_TRANSFER:
             bad |= ctl__json_set(cmd, "source", ctl__json_u64_new(spec->source));
             bad |= ctl__json_set(cmd, "target", ctl__json_u64_new(spec->target));
-            /* fall through */
-        case CTL_TASK_HASH_SLOT_MIGRATION:
             bad |= ctl__json_set(cmd, "group", json_integer(spec->group));
+            break;
+        case CTL_TASK_HASH_SLOT_MIGRATION:
+            bad |= ctl__json_set(cmd, "hash_slots", ctl__json_slots_new(spec->hash_slots));
+            bad |= ctl__json_set(cmd, "to_group", json_integer(spec->to_group));
             break;
         default:
             bad |= ctl__json_set(cmd, "node", ctl__json_u64_new(spec->node));

@@ -146,6 +146,10 @@ static json_t *encode_task(const struct ctl_task *t)
     bad |= ctl__json_set(o, "previous_voters", u64_array(t->previous_voters, t->n_previous_voters));
     bad |= ctl__json_set(o, "proof", encode_proof(&t->proof));
     bad |= ctl__json_set(o, "progress", encode_progress(&t->progress));
+    if (t->kind == CTL_TASK_HASH_SLOT_MIGRATION) { /* other kinds do not have these keys */
+        bad |= ctl__json_set(o, "to_group", json_integer(t->to_group));
+        bad |= ctl__json_set(o, "hash_slots", ctl__json_slots_new(t->hash_slots));
+    }
     if (bad) {
         json_decref(o);
         return NULL;

@@ -10,6 +10,7 @@
  * data: copy it with memcpy or plain assignment (no pointers inside, nothing to free). */
 #define CTL_SCHEMA_VERSION 1
 #define CTL_HASH_SLOTS 256
+#define CTL_HASH_SLOT_BYTES (CTL_HASH_SLOTS / 8) /* a hash-slot bitmap: bit s%8 of byte s/8 */
 #define CTL_GROUPS_MAX 64
 #define CTL_NODES_MAX 64
 #define CTL_TASKS_MAX 64
@@ -116,9 +117,12 @@ struct ctl_hash_slot_table {
 
 /* The last live raft facts a phase advance carried (task_advance "proof"). For a group task they
  * describe the group's raft configuration; for controller_voter_promotion the controller group's.
+ * For hash_slot_migration, config_index is the raft index at which the phase's entry was applied
+ * (fence and release: in the source group; copy: the accept entry in to_group) and leader the node
+ * that observed it as that group's leader; voters and learners are not checked.
  * voters and learners are sorted sets of node ids, disjoint. */
 struct ctl_task_proof {
-    uint64_t config_index; /* raft index of the observed configuration */
+    uint64_t config_index; /* raft index of the observed configuration (migration: see above) */
     uint32_t n_voters, n_learners;
     uint64_t voters[CTL_REPLICAS_MAX];
     uint64_t learners[CTL_REPLICAS_MAX];
@@ -130,12 +134,12 @@ struct ctl_task_proof {
 /* What the executor last reported for the current phase (task_progress). Not reset by an advance:
  * it always shows the last report. */
 struct ctl_task_progress {
-    uint64_t bytes_sent, bytes_total; /* snapshot bytes sent to the target / to send, 0 = unknown */
+    uint64_t bytes_sent, bytes_total; /* bytes sent / to send (snapshot or rows), 0 = unknown */
     uint64_t target_match, commit;    /* learner catch-up as last seen by the group leader */
 };
 
 /* Phases of each task kind (phase_index values). A task that reaches the last phase of its kind
- * ("done") has status done. hash_slot_migration has no phases in this build. */
+ * ("done") has status done. */
 enum ctl_task_phase {
     CTL_PHASE_MOVE_ADD_LEARNER = 0, /* replica_move */
     CTL_PHASE_MOVE_CATCH_UP = 1,
@@ -144,6 +148,10 @@ enum ctl_task_phase {
     CTL_PHASE_MOVE_DONE = 4,
     CTL_PHASE_TRANSFER = 0, /* leader_transfer */
     CTL_PHASE_TRANSFER_DONE = 1,
+    CTL_PHASE_MIGRATION_FENCE = 0,   /* hash_slot_migration: source refuses writes to the slots */
+    CTL_PHASE_MIGRATION_COPY = 1,    /* rows copied to to_group, which accepts the slots */
+    CTL_PHASE_MIGRATION_RELEASE = 2, /* the table says to_group; the source drops its copy */
+    CTL_PHASE_MIGRATION_DONE = 3,
     CTL_PHASE_PROMOTION_ADD_LEARNER = 0, /* controller_voter_promotion */
     CTL_PHASE_PROMOTION_CATCH_UP = 1,
     CTL_PHASE_PROMOTION_PROMOTE = 2,
@@ -152,8 +160,8 @@ enum ctl_task_phase {
     CTL_PHASE_DRAIN_DONE = 1,
 };
 
-/* Phase name ("add_learner", "catch_up", "promote", "remove_source", "transfer",
- * "moving_replicas", "done"); NULL for a kind without phases or a phase out of range. */
+/* Phase name ("add_learner", "catch_up", "promote", "remove_source", "transfer", "fence", "copy",
+ * "release", "moving_replicas", "done"); NULL for a kind or a phase out of range. */
 const char *ctl_task_phase_name(enum ctl_task_kind kind, uint32_t phase);
 
 /* A task. Who is who, by kind:
@@ -163,6 +171,9 @@ const char *ctl_task_phase_name(enum ctl_task_kind kind, uint32_t phase);
  *   controller_voter_promotion: group 0, target = the node being promoted, source 0,
  *                               previous_voters = the controller voters at creation.
  *   node_drain:                 group 0, source = the node being drained, target 0.
+ *   hash_slot_migration:        group = the source group (the one that owned the slots at
+ *                               creation), to_group = where they go, hash_slots = the slots;
+ *                               source, target 0. It occupies both groups while active.
  * participants is the sorted set of the nonzero source and target. */
 struct ctl_task {
     uint64_t id; /* >= 1, unique, below ctl_state.next_task_id */
@@ -181,6 +192,11 @@ struct ctl_task {
     uint64_t previous_voters[CTL_REPLICAS_MAX]; /* sorted set; promotion only, else empty */
     struct ctl_task_proof proof;                /* all zero until the first advance */
     struct ctl_task_progress progress;          /* all zero until the first task_progress */
+    uint32_t to_group; /* hash_slot_migration: an existing group != group; else 0 */
+    /* hash_slot_migration: the slots moved, non-empty (bit s%8 of byte s/8 = hash slot s); all zero
+     * for other kinds. invariant (while active): every slot maps to group in the table at phases
+     * fence and copy, to to_group from release on */
+    uint8_t hash_slots[CTL_HASH_SLOT_BYTES];
 };
 
 struct ctl_health {
@@ -229,8 +245,10 @@ const struct ctl_group *ctl_state_group(const struct ctl_state *state, uint32_t 
  * state. */
 const struct ctl_task *ctl_state_task(const struct ctl_state *state, uint64_t id);
 
-/* The pending or running task of this group, NULL if none. Borrowed from state. group 0 gives the
- * oldest active task without a group (there may be several: one promotion, drains). */
+/* The pending or running task of this group, NULL if none: a task whose group is this one, or a
+ * hash_slot_migration whose to_group is (a migration occupies both groups). Borrowed from state.
+ * group 0 gives the oldest active task without a group (there may be several: one promotion,
+ * drains). */
 const struct ctl_task *ctl_state_active_task(const struct ctl_state *state, uint32_t group);
 
 /* ---- canonical encoding ---------------------------------------------------------------------- */
@@ -335,28 +353,38 @@ int ctl_cmd_set_weight(uint64_t id, uint32_t weight, uint64_t expected_revision,
  * task_create (CHANGED; result.task_id = the new id): kind replica_move {group, source, target},
  * leader_transfer {group, source (0 = unknown), target} (also sets the group's preferred_leader =
  * target), controller_voter_promotion {node}, node_drain {node} (also sets the node's join_state =
- * leaving). hash_slot_migration is REJECTED. When CTL_TASKS_MAX tasks exist, the oldest done task
- * (else the oldest failed one) is evicted; when all are active the command is REJECTED.
+ * leaving), hash_slot_migration {hash_slots (1..256 distinct slots, all owned by one group, the
+ * source), to_group (another existing group)}: task.group = the source group; REJECTED without a
+ * hash-slot table or while the source or to_group has an active task. When CTL_TASKS_MAX tasks
+ * exist, the oldest done task (else the oldest failed one) is evicted; when all are active the
+ * command is REJECTED.
  * task_advance (CHANGED): moves the task to the next phase, records proof and updated_ms, clears
  * last_error; reaching the done phase completes the task (replica_move: desired_peers =
  * proof.voters, config_epoch + 1, preferred_leader moves to target if it was source;
  * controller_voter_promotion: the node gains the controller_voter role and the command must carry
- * expected_revision; node_drain: join_state = removed, a tombstone).
+ * expected_revision; node_drain: join_state = removed, a tombstone). hash_slot_migration: each
+ * phase needs proof.config_index and proof.leader nonzero (see struct ctl_task_proof); the advance
+ * from copy to release switches the hash-slot table: the slots map to to_group, ranges re-merged,
+ * table.version + 1.
  * task_progress (UPDATED, revision unchanged; NOOP when nothing would change): records progress.
  * task_fail (CHANGED): status failed, last_error = error; nothing else changes.
- * task_retry (CHANGED): a failed task runs again with attempt + 1 from the phase it failed in.
+ * task_retry (CHANGED): a failed task runs again with attempt + 1 from the phase it failed in;
+ * a hash_slot_migration that failed at fence or copy restarts at fence (the table was not switched
+ * yet), one that failed at release stays there (the switch is never undone).
  * -------------------------------------------------------------------------------------------- */
 
 struct ctl_task_spec {
     enum ctl_task_kind kind;
-    uint32_t group;          /* replica_move, leader_transfer */
-    uint64_t source, target; /* replica_move, leader_transfer */
-    uint64_t node;           /* controller_voter_promotion, node_drain */
+    uint32_t group;                          /* replica_move, leader_transfer */
+    uint64_t source, target;                 /* replica_move, leader_transfer */
+    uint64_t node;                           /* controller_voter_promotion, node_drain */
+    uint32_t to_group;                       /* hash_slot_migration */
+    uint8_t hash_slots[CTL_HASH_SLOT_BYTES]; /* hash_slot_migration: bitmap as in struct ctl_task */
 };
 
 /* task_create: writes the fields the kind uses (group, source, target for replica_move and
- * leader_transfer and group for hash_slot_migration; node for the others), even when 0. spec is
- * borrowed for the call. */
+ * leader_transfer; hash_slots (a sorted array) and to_group for hash_slot_migration; node for the
+ * others), even when 0 or empty. spec is borrowed for the call. */
 int ctl_cmd_task_create(const struct ctl_task_spec *spec, uint64_t now_ms,
                         uint64_t expected_revision, char **out);
 

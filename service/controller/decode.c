@@ -151,6 +151,43 @@ static int decode_progress(const json_t *task, const char *task_path, struct ctl
     return ctl__json_u64(o, "commit", path, 0, CTL_U64_JSON_MAX, &p->commit, err, errlen);
 }
 
+/* "to_group" and "hash_slots" (a strictly ascending array of hash slots) of a hash_slot_migration
+ * task; other kinds must not have them. */
+static int decode_migration(const json_t *o, const char *path, struct ctl_task *t, char *err,
+                            size_t errlen)
+{
+    static const char *const keys[] = {"to_group", "hash_slots"};
+    bool migration = t->kind == CTL_TASK_HASH_SLOT_MIGRATION;
+    for (size_t k = 0; k < N(keys); k++) {
+        if ((json_object_get(o, keys[k]) != NULL) != migration) {
+            ctl__errf(err, errlen, "%s.%s: %s for a %s task", path, keys[k],
+                      migration ? "missing" : "not a field", ctl_task_kind_name(t->kind));
+            return CTL_EDECODE;
+        }
+    }
+    if (!migration) {
+        return CTL_OK;
+    }
+    json_t *arr;
+    TRY(ctl__json_u32(o, "to_group", path, 0, UINT32_MAX, &t->to_group, err, errlen));
+    TRY(ctl__json_array(o, "hash_slots", path, CTL_HASH_SLOTS, &arr, err, errlen));
+    json_int_t prev = -1;
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *v = json_array_get(arr, i);
+        json_int_t slot = json_is_integer(v) ? json_integer_value(v) : -1;
+        if (slot <= prev || slot >= CTL_HASH_SLOTS) {
+            ctl__errf(err, errlen,
+                      "%s.hash_slots[%zu]: expected a hash slot in 0..%u above the previous "
+                      "entry (sorted set)",
+                      path, i, CTL_HASH_SLOTS - 1);
+            return CTL_EDECODE;
+        }
+        prev = slot;
+        CTL__SLOT_ADD(t->hash_slots, (uint32_t)slot);
+    }
+    return CTL_OK;
+}
+
 static int decode_task(const json_t *o, const char *path, struct ctl_task *t, char *err,
                        size_t errlen)
 {
@@ -159,8 +196,10 @@ static int decode_task(const json_t *o, const char *path, struct ctl_task *t, ch
         "attempt",    "status", "last_error", "participants",    "created_ms",
         "updated_ms", "source", "target",     "previous_voters", "proof",
         "progress"};
+    static const char *const migration_fields[] = {"to_group", "hash_slots"};
     int v;
-    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
+    TRY(ctl__json_fields(o, path, fields, N(fields), migration_fields, N(migration_fields), err,
+                         errlen));
     TRY(ctl__json_u64(o, "id", path, 0, CTL_U64_JSON_MAX, &t->id, err, errlen));
     TRY(ctl__json_enum(o, "kind", path, ctl__task_kind_names, ctl__n_task_kind_names, &v, err,
                        errlen));
@@ -182,7 +221,8 @@ static int decode_task(const json_t *o, const char *path, struct ctl_task *t, ch
     TRY(decode_ids(o, "previous_voters", path, CTL_REPLICAS_MAX, t->previous_voters,
                    &t->n_previous_voters, err, errlen));
     TRY(decode_proof(o, path, &t->proof, err, errlen));
-    return decode_progress(o, path, &t->progress, err, errlen);
+    TRY(decode_progress(o, path, &t->progress, err, errlen));
+    return decode_migration(o, path, t, err, errlen);
 }
 
 static int decode_health(const json_t *o, const char *path, struct ctl_health *h, char *err,

@@ -63,6 +63,9 @@ int ctl__json_set(json_t *obj, const char *key, json_t *v);
 int ctl__json_push(json_t *arr, json_t *v);
 /* json integer for v; NULL when v > CTL_U64_JSON_MAX or on allocation failure. */
 json_t *ctl__json_u64_new(uint64_t v);
+/* The sorted JSON array of the hash slots set in bits[0..CTL_HASH_SLOT_BYTES) (borrowed for the
+ * call); NULL on allocation failure. */
+json_t *ctl__json_slots_new(const uint8_t *bits);
 /* Canonical dump (sorted keys, compact). NULL on allocation failure; caller frees with
  * ctl_free(). */
 char *ctl__json_dump(const json_t *v, size_t *len);
@@ -103,6 +106,21 @@ uint32_t ctl__task_done_phase(enum ctl_task_kind kind);
 
 /* True for pending and running tasks. */
 bool ctl__task_active(const struct ctl_task *t);
+
+/* True when task t (borrowed for the call) occupies group (!= 0): t->group == group, or t is a
+ * hash_slot_migration with to_group == group. Says nothing about t being active. */
+bool ctl__task_occupies(const struct ctl_task *t, uint32_t group);
+
+/* Hash-slot bitmaps (struct ctl_task.hash_slots): bit s%8 of byte s/8 is hash slot s. */
+#define CTL__SLOT_HAS(bits, s) ((((bits)[(s) / 8] >> ((s) % 8)) & 1u) != 0)
+#define CTL__SLOT_ADD(bits, s) ((bits)[(s) / 8] |= (uint8_t)(1u << ((s) % 8)))
+
+/* Number of hash slots set in bits[0..CTL_HASH_SLOT_BYTES) (borrowed for the call). */
+uint32_t ctl__slots_count(const uint8_t *bits);
+
+/* The group that table (borrowed for the call) maps hash slot slot to; 0 when it has no range
+ * holding the slot (no table yet, or slot >= CTL_HASH_SLOTS). */
+uint32_t ctl__table_group(const struct ctl_hash_slot_table *table, uint32_t slot);
 
 /* True when id is in the sorted set v[0..n) (borrowed for the call). */
 bool ctl__set_has(const uint64_t *v, uint32_t n, uint64_t id);

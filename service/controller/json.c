@@ -159,6 +159,22 @@ json_t *ctl__json_u64_new(uint64_t v)
     return v > CTL_U64_JSON_MAX ? NULL : json_integer((json_int_t)v);
 }
 
+json_t *ctl__json_slots_new(const uint8_t *bits)
+{
+    json_t *a = json_array();
+    int bad = a == NULL;
+    for (uint32_t slot = 0; !bad && slot < CTL_HASH_SLOTS; slot++) {
+        if (CTL__SLOT_HAS(bits, slot)) {
+            bad |= ctl__json_push(a, json_integer(slot));
+        }
+    }
+    if (bad) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
+}
+
 char *ctl__json_dump(const json_t *v, size_t *len)
 {
     char *s = json_dumps(v, JSON_SORT_KEYS | JSON_COMPACT);

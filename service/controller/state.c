@@ -78,13 +78,14 @@ static const char *const move_phases[] = {"add_learner", "catch_up", "promote", 
 static const char *const transfer_phases[] = {"transfer", "done"};
 static const char *const promotion_phases[] = {"add_learner", "catch_up", "promote", "done"};
 static const char *const drain_phases[] = {"moving_replicas", "done"};
+static const char *const migration_phases[] = {"fence", "copy", "release", "done"};
 static const struct {
     const char *const *names;
     uint32_t n;
 } phases[] = {
     [CTL_TASK_REPLICA_MOVE] = {move_phases, 5},
     [CTL_TASK_LEADER_TRANSFER] = {transfer_phases, 2},
-    [CTL_TASK_HASH_SLOT_MIGRATION] = {NULL, 0},
+    [CTL_TASK_HASH_SLOT_MIGRATION] = {migration_phases, 4},
     [CTL_TASK_CONTROLLER_VOTER_PROMOTION] = {promotion_phases, 4},
     [CTL_TASK_NODE_DRAIN] = {drain_phases, 2},
 };
@@ -108,6 +109,38 @@ uint32_t ctl__task_done_phase(enum ctl_task_kind kind)
 bool ctl__task_active(const struct ctl_task *t)
 {
     return t->status == CTL_TASK_PENDING || t->status == CTL_TASK_RUNNING;
+}
+
+bool ctl__task_occupies(const struct ctl_task *t, uint32_t group)
+{
+    return group != 0 &&
+           (t->group == group || (t->kind == CTL_TASK_HASH_SLOT_MIGRATION && t->to_group == group));
+}
+
+uint32_t ctl__slots_count(const uint8_t *bits)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < CTL_HASH_SLOT_BYTES; i++) {
+        n += (uint32_t)__builtin_popcount(bits[i]);
+    }
+    return n;
+}
+
+uint32_t ctl__table_group(const struct ctl_hash_slot_table *table, uint32_t slot)
+{
+    size_t lo = 0, hi = table->n_ranges < CTL_HASH_SLOTS ? table->n_ranges : CTL_HASH_SLOTS;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct ctl_range *r = &table->ranges[mid];
+        if (slot < r->first) {
+            hi = mid;
+        } else if (slot > r->last) {
+            lo = mid + 1;
+        } else {
+            return r->group;
+        }
+    }
+    return 0;
 }
 
 bool ctl__set_has(const uint64_t *v, uint32_t n, uint64_t id)
@@ -177,8 +210,9 @@ const struct ctl_task *ctl_state_task(const struct ctl_state *state, uint64_t id
 const struct ctl_task *ctl_state_active_task(const struct ctl_state *state, uint32_t group)
 {
     for (uint32_t i = 0; i < state->n_tasks; i++) {
-        if (state->tasks[i].group == group && ctl__task_active(&state->tasks[i])) {
-            return &state->tasks[i];
+        const struct ctl_task *t = &state->tasks[i];
+        if (ctl__task_active(t) && (t->group == group || ctl__task_occupies(t, group))) {
+            return t;
         }
     }
     return NULL;
@@ -485,6 +519,45 @@ static int validate_id_set(const struct ctl_state *s, const uint64_t *v, uint32_
     return CTL_OK;
 }
 
+/* The migration fields of task i: to_group and hash_slots only on a hash_slot_migration; there
+ * to_group is another existing group, hash_slots non-empty, no source, target or participants,
+ * and while active every slot maps to group (phases fence, copy) or to_group (release on). */
+static int validate_migration(const struct ctl_state *s, uint32_t i, char *err, size_t errlen)
+{
+    const struct ctl_task *t = &s->tasks[i];
+    uint32_t n_slots = ctl__slots_count(t->hash_slots);
+    if (t->kind != CTL_TASK_HASH_SLOT_MIGRATION) {
+        if (t->to_group != 0 || n_slots != 0) {
+            FAIL("tasks[%u].%s: only a hash_slot_migration has it", i,
+                 t->to_group != 0 ? "to_group" : "hash_slots");
+        }
+        return CTL_OK;
+    }
+    if (t->to_group < 1 || t->to_group > s->n_groups || t->to_group == t->group) {
+        FAIL("tasks[%u].to_group: %u is not an existing group (1..%u) other than group %u", i,
+             t->to_group, s->n_groups, t->group);
+    }
+    if (n_slots == 0) {
+        FAIL("tasks[%u].hash_slots: empty, a migration moves 1..%u hash slots", i, CTL_HASH_SLOTS);
+    }
+    if (t->source != 0 || t->target != 0 || t->n_participants != 0) {
+        FAIL("tasks[%u].source: a hash_slot_migration has no source, target or participants", i);
+    }
+    if (!ctl__task_active(t)) {
+        return CTL_OK;
+    }
+    uint32_t want = t->phase_index <= CTL_PHASE_MIGRATION_COPY ? t->group : t->to_group;
+    for (uint32_t slot = 0; slot < CTL_HASH_SLOTS; slot++) {
+        uint32_t got = ctl__table_group(&s->table, slot);
+        if (CTL__SLOT_HAS(t->hash_slots, slot) && got != want) {
+            FAIL("tasks[%u].hash_slots: hash slot %u maps to group %u in hash_slot_table, a "
+                 "migration at phase %s needs group %u",
+                 i, slot, got, ctl_task_phase_name(t->kind, t->phase_index), want);
+        }
+    }
+    return CTL_OK;
+}
+
 /* Who the task is about (source, target, previous voters) and its raft proof and progress. */
 static int validate_task_facts(const struct ctl_state *s, uint32_t i, char *err, size_t errlen)
 {
@@ -532,7 +605,7 @@ static int validate_task_facts(const struct ctl_state *s, uint32_t i, char *err,
         !U64_OK(g->commit)) {
         FAIL("tasks[%u].progress: a number above %llu", i, CTL_U64_JSON_MAX);
     }
-    return CTL_OK;
+    return validate_migration(s, i, err, errlen);
 }
 
 static int validate_task(const struct ctl_state *s, uint32_t i, char *err, size_t errlen)
@@ -609,10 +682,15 @@ static int validate_tasks(const struct ctl_state *s, char *err, size_t errlen)
             if (!ctl__task_active(o)) {
                 continue;
             }
-            if (t->group != 0 && o->group == t->group) {
+            uint32_t shared = ctl__task_occupies(o, t->group) ? t->group : 0;
+            if (shared == 0 && t->kind == CTL_TASK_HASH_SLOT_MIGRATION &&
+                ctl__task_occupies(o, t->to_group)) {
+                shared = t->to_group;
+            }
+            if (shared != 0) {
                 FAIL("tasks[%u]: group %u already has active task %llu (one active task per "
                      "group)",
-                     i, t->group, (unsigned long long)o->id);
+                     i, shared, (unsigned long long)o->id);
             }
             if (o->kind == t->kind && t->kind == CTL_TASK_CONTROLLER_VOTER_PROMOTION) {
                 FAIL("tasks[%u]: controller_voter_promotion %llu is already active (one at a "

@@ -16,8 +16,9 @@ uint64_t ctl__task_now(const struct ctl_task *t, const json_t *cmd)
     return (uint64_t)now > t->updated_ms ? (uint64_t)now : t->updated_ms;
 }
 
-/* The first active task other than self that matches group (when group != 0), or is of kind with
- * node as its subject (when node != 0). Borrowed from s. */
+/* The first active task other than self that occupies group (when group != 0; a migration
+ * occupies its to_group too), or is of kind with node as its subject (when node != 0). Borrowed
+ * from s. */
 static const struct ctl_task *other_active(const struct ctl_state *s, const struct ctl_task *self,
                                            uint32_t group, enum ctl_task_kind kind, uint64_t node)
 {
@@ -26,7 +27,7 @@ static const struct ctl_task *other_active(const struct ctl_state *s, const stru
         if (o == self || !ctl__task_active(o)) {
             continue;
         }
-        if (group != 0 && o->group == group) {
+        if (ctl__task_occupies(o, group)) {
             return o;
         }
         if (group == 0 && o->kind == kind && (node == 0 || o->source == node)) {
@@ -85,21 +86,23 @@ struct ctl_task *ctl__task_fence(struct ctl_state *s, const json_t *cmd, bool wi
 /* Rejects fields the kind does not use and missing ones it needs. */
 static bool kind_fields_ok(const json_t *cmd, enum ctl_task_kind kind, struct ctl_result *r)
 {
-    static const char *const group_fields[] = {"group", "source", "target"};
-    bool by_group = kind == CTL_TASK_REPLICA_MOVE || kind == CTL_TASK_LEADER_TRANSFER;
-    for (size_t i = 0; i < 3; i++) {
-        bool present = json_object_get(cmd, group_fields[i]) != NULL;
-        if (present != by_group) {
-            REJECT(r, "%s: %s for a %s task", group_fields[i], present ? "not a field" : "missing",
+    static const char *const fields[] = {"group", "source",     "target",
+                                         "node",  "hash_slots", "to_group"};
+    /* bit i: the kind uses fields[i] (index = enum ctl_task_kind) */
+    static const unsigned used[] = {
+        [CTL_TASK_REPLICA_MOVE] = 0x07,               /* group, source, target */
+        [CTL_TASK_LEADER_TRANSFER] = 0x07,            /* group, source, target */
+        [CTL_TASK_HASH_SLOT_MIGRATION] = 0x30,        /* hash_slots, to_group */
+        [CTL_TASK_CONTROLLER_VOTER_PROMOTION] = 0x08, /* node */
+        [CTL_TASK_NODE_DRAIN] = 0x08,                 /* node */
+    };
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        bool present = json_object_get(cmd, fields[i]) != NULL;
+        if (present != ((used[kind] >> i) & 1u)) {
+            REJECT(r, "%s: %s for a %s task", fields[i], present ? "not a field" : "missing",
                    ctl_task_kind_name(kind));
             return false;
         }
-    }
-    bool node = json_object_get(cmd, "node") != NULL;
-    if (node == by_group) {
-        REJECT(r, "node: %s for a %s task", node ? "not a field" : "missing",
-               ctl_task_kind_name(kind));
-        return false;
     }
     return true;
 }
@@ -298,6 +301,81 @@ static int create_drain(struct ctl_state *s, const json_t *cmd, struct ctl_task 
     return CTL_OK;
 }
 
+/* cmd "hash_slots": 1..CTL_HASH_SLOTS distinct hash slots, any order, into the bitmap bits. false
+ * with r rejected otherwise. */
+static bool read_hash_slots(const json_t *cmd, uint8_t *bits, struct ctl_result *r)
+{
+    json_t *arr;
+    if (ctl__json_array(cmd, "hash_slots", "", CTL_HASH_SLOTS, &arr, RS(r)) != CTL_OK) {
+        r->outcome = CTL_OUTCOME_REJECTED;
+        return false;
+    }
+    if (json_array_size(arr) == 0) {
+        REJECT(r, "hash_slots: empty, name 1..%u hash slots", CTL_HASH_SLOTS);
+        return false;
+    }
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *v = json_array_get(arr, i);
+        json_int_t slot = json_is_integer(v) ? json_integer_value(v) : -1;
+        if (slot < 0 || slot >= CTL_HASH_SLOTS) {
+            REJECT(r, "hash_slots[%zu]: expected a hash slot in 0..%u", i, CTL_HASH_SLOTS - 1);
+            return false;
+        }
+        if (CTL__SLOT_HAS(bits, (uint32_t)slot)) {
+            REJECT(r, "hash_slots: hash slot %u listed twice", (unsigned)slot);
+            return false;
+        }
+        CTL__SLOT_ADD(bits, (uint32_t)slot);
+    }
+    return true;
+}
+
+/* hash_slot_migration {hash_slots, to_group}: the slots' one owner (the source) is t->group. */
+static int create_migration(struct ctl_state *s, const json_t *cmd, struct ctl_task *t,
+                            struct ctl_result *r)
+{
+    if (s->table.version == 0) {
+        return REJECT(r, "hash_slots: no hash-slot table yet (version 0, placement not made)");
+    }
+    if (!read_hash_slots(cmd, t->hash_slots, r)) {
+        return CTL_OK;
+    }
+    READ(r, ctl__json_u32(cmd, "to_group", "", 0, UINT32_MAX, &t->to_group, RS(r)));
+    if (ctl_state_group(s, t->to_group) == NULL) {
+        return REJECT(r, "to_group: %u does not exist (groups are 1..%u)", t->to_group,
+                      s->n_groups);
+    }
+    for (uint32_t slot = 0; slot < CTL_HASH_SLOTS; slot++) {
+        uint32_t owner = ctl__table_group(&s->table, slot);
+        if (!CTL__SLOT_HAS(t->hash_slots, slot) || owner == t->group) {
+            continue;
+        }
+        if (t->group != 0) {
+            return REJECT(r,
+                          "hash_slots: owned by groups %u and %u; one task moves the slots of "
+                          "one group",
+                          t->group < owner ? t->group : owner, t->group < owner ? owner : t->group);
+        }
+        t->group = owner;
+    }
+    if (t->group == t->to_group) {
+        return REJECT(r, "to_group: the hash slots are already owned by group %u", t->to_group);
+    }
+    const struct ctl_task *busy = ctl_state_active_task(s, t->group);
+    if (busy != NULL) {
+        return REJECT(r, "hash_slots: source group %u already has active task %llu (%s)", t->group,
+                      ULL(busy->id), ctl_task_kind_name(busy->kind));
+    }
+    busy = ctl_state_active_task(s, t->to_group);
+    if (busy != NULL) {
+        return REJECT(r, "to_group: %u already has active task %llu (%s)", t->to_group,
+                      ULL(busy->id), ctl_task_kind_name(busy->kind));
+    }
+    t->config_epoch = ctl_state_group(s, t->group)->config_epoch;
+    r->outcome = CTL_OUTCOME_CHANGED;
+    return CTL_OK;
+}
+
 /* Frees a slot when the task list is full: evicts the oldest done task, else the oldest failed
  * one. false with r rejected when every task is active. */
 static bool make_room(struct ctl_state *s, struct ctl_result *r)
@@ -324,9 +402,6 @@ int ctl__op_task_create(struct ctl_state *s, const json_t *cmd, struct ctl_resul
     int kind;
     READ(r, ctl__json_enum(cmd, "kind", "", ctl__task_kind_names, ctl__n_task_kind_names, &kind,
                            RS(r)));
-    if (kind == CTL_TASK_HASH_SLOT_MIGRATION) {
-        return REJECT(r, "kind: hash-slot migration is not available in this build");
-    }
     if (!kind_fields_ok(cmd, (enum ctl_task_kind)kind, r)) {
         return CTL_OK;
     }
@@ -337,6 +412,7 @@ int ctl__op_task_create(struct ctl_state *s, const json_t *cmd, struct ctl_resul
                                  struct ctl_result *) = {
         [CTL_TASK_REPLICA_MOVE] = create_replica_move,
         [CTL_TASK_LEADER_TRANSFER] = create_leader_transfer,
+        [CTL_TASK_HASH_SLOT_MIGRATION] = create_migration,
         [CTL_TASK_CONTROLLER_VOTER_PROMOTION] = create_promotion,
         [CTL_TASK_NODE_DRAIN] = create_drain,
     };
@@ -400,6 +476,29 @@ int ctl__op_task_fail(struct ctl_state *s, const json_t *cmd, struct ctl_result 
     return CTL_OK;
 }
 
+/* A failed migration before the table switch (fence, copy) restarts at fence: its slots must still
+ * map to the source. One that failed at release stays there: its slots must still map to
+ * to_group. false with r rejected when the table moved on. */
+static bool migration_retry_ok(struct ctl_state *s, struct ctl_task *t, struct ctl_result *r)
+{
+    bool switched = t->phase_index >= CTL_PHASE_MIGRATION_RELEASE;
+    uint32_t want = switched ? t->to_group : t->group;
+    for (uint32_t slot = 0; slot < CTL_HASH_SLOTS; slot++) {
+        uint32_t owner = ctl__table_group(&s->table, slot);
+        if (CTL__SLOT_HAS(t->hash_slots, slot) && owner != want) {
+            REJECT(r,
+                   "task %llu: hash slot %u is owned by group %u now, not group %u; create a "
+                   "new task",
+                   ULL(t->id), slot, owner, want);
+            return false;
+        }
+    }
+    if (!switched) {
+        t->phase_index = CTL_PHASE_MIGRATION_FENCE;
+    }
+    return true;
+}
+
 int ctl__op_task_retry(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
     uint64_t id;
@@ -419,6 +518,9 @@ int ctl__op_task_retry(struct ctl_state *s, const json_t *cmd, struct ctl_result
     const struct ctl_group *g = ctl_state_group(s, t->group);
     const struct ctl_task *o =
         other_active(s, t, t->group, t->kind, t->kind == CTL_TASK_NODE_DRAIN ? t->source : 0);
+    if (o == NULL && t->kind == CTL_TASK_HASH_SLOT_MIGRATION) {
+        o = other_active(s, t, t->to_group, t->kind, 0);
+    }
     if (o != NULL) {
         return REJECT(r, "task %llu: task %llu (%s) became active meanwhile", ULL(id), ULL(o->id),
                       ctl_task_kind_name(o->kind));
@@ -445,6 +547,9 @@ int ctl__op_task_retry(struct ctl_state *s, const json_t *cmd, struct ctl_result
                       "task %llu: the controller voters changed since the task was made; "
                       "create a new task",
                       ULL(id));
+    }
+    if (t->kind == CTL_TASK_HASH_SLOT_MIGRATION && !migration_retry_ok(s, t, r)) {
+        return CTL_OK;
     }
     t->status = CTL_TASK_RUNNING;
     t->attempt++;

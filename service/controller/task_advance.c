@@ -296,6 +296,56 @@ static bool check_drain(struct ctl_state *s, struct ctl_task *t, const json_t *c
     return true;
 }
 
+/* The switch of a migration: every slot of t maps to t->to_group; ranges rebuilt sorted and
+ * contiguous over 0..255 with adjacent slots of one group merged; version + 1. */
+static void switch_table(struct ctl_hash_slot_table *table, const struct ctl_task *t)
+{
+    uint32_t owner[CTL_HASH_SLOTS];
+    for (uint32_t i = 0; i < table->n_ranges; i++) {
+        for (uint32_t slot = table->ranges[i].first; slot <= table->ranges[i].last; slot++) {
+            owner[slot] = table->ranges[i].group;
+        }
+    }
+    table->n_ranges = 0;
+    for (uint32_t slot = 0; slot < CTL_HASH_SLOTS; slot++) {
+        uint32_t g = CTL__SLOT_HAS(t->hash_slots, slot) ? t->to_group : owner[slot];
+        struct ctl_range *last = table->n_ranges > 0 ? &table->ranges[table->n_ranges - 1] : NULL;
+        if (last != NULL && last->group == g) {
+            last->last = slot;
+        } else {
+            table->ranges[table->n_ranges++] = (struct ctl_range){slot, slot, g};
+        }
+    }
+    table->version++;
+}
+
+/* hash_slot_migration: the phase's entry was applied at proof.config_index, seen by proof.leader
+ * as leader of the group that applied it (fence, release: the source; copy: to_group). */
+static bool check_migration(struct ctl_state *s, struct ctl_task *t, const struct ctl_task_proof *p,
+                            struct ctl_result *r)
+{
+    static const char *const entry[] = {"fence", "accept", "release"};
+    uint32_t g = t->phase_index == CTL_PHASE_MIGRATION_COPY ? t->to_group : t->group;
+    if (p->config_index == 0) {
+        return REJECT(r,
+                      "proof: config_index is 0, want the raft index at which group %u applied "
+                      "the %s entry",
+                      g, entry[t->phase_index]),
+               false;
+    }
+    if (p->leader == 0) {
+        return REJECT(r,
+                      "proof: leader is 0, want the node that saw the %s entry applied as "
+                      "leader of group %u",
+                      entry[t->phase_index], g),
+               false;
+    }
+    if (t->phase_index == CTL_PHASE_MIGRATION_COPY) {
+        switch_table(&s->table, t);
+    }
+    return true;
+}
+
 int ctl__op_task_advance(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
     struct ctl_task *t = ctl__task_fence(s, cmd, true, r);
@@ -323,8 +373,7 @@ int ctl__op_task_advance(struct ctl_state *s, const json_t *cmd, struct ctl_resu
         ok = check_drain(s, t, cmd, r);
         break;
     default:
-        REJECT(r, "kind: hash-slot migration is not available in this build");
-        ok = false;
+        ok = check_migration(s, t, &p, r);
         break;
     }
     if (!ok) {

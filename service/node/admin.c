@@ -9,6 +9,7 @@
 
 #include "service/controller/controller.h"
 #include "service/node/api.h"
+#include "slotd/internal/v1/log.pb-c.h"
 #include "slotd/internal/v1/peer.pb-c.h"
 #include "slotd/v1/admin.pb-c.h"
 #include "slotd/v1/metadata.pb-c.h"
@@ -442,42 +443,152 @@ static void on_retry_task(void *ctx, struct rpc_call *call, const uint8_t *req, 
     slotd__v1__retry_task_request__free_unpacked(r, NULL);
 }
 
-/* slotd.v1.Metadata/TaskStatus: from the cluster state this node holds. */
-void node_admin_task_status(struct node_api *api, struct rpc_call *call, uint64_t task_id)
+/* Fills t (its hash_slots point into slots, CTL_HASH_SLOTS entries) from c. */
+static void task_message(const struct ctl_task *c, uint64_t revision, Slotd__V1__Task *t,
+                         uint32_t *slots)
+{
+    slotd__v1__task__init(t);
+    t->task_id = c->id;
+    t->kind = (char *)ctl_task_kind_name(c->kind);
+    t->status = (char *)ctl_task_status_name(c->status);
+    t->group_id = c->group;
+    t->phase_index = c->phase_index;
+    t->phase = (char *)ctl_task_phase_name(c->kind, c->phase_index);
+    if (t->phase == NULL)
+        t->phase = (char *)"";
+    t->attempt = c->attempt;
+    t->last_error = (char *)c->last_error;
+    t->source_node = c->source;
+    t->target_node = c->target;
+    t->n_participants = c->n_participants;
+    t->participants = (uint64_t *)c->participants;
+    t->config_epoch = c->config_epoch;
+    t->bytes_sent = c->progress.bytes_sent;
+    t->bytes_total = c->progress.bytes_total;
+    t->target_match = c->progress.target_match;
+    t->commit = c->progress.commit;
+    t->created_ms = c->created_ms;
+    t->updated_ms = c->updated_ms;
+    t->revision = revision;
+    t->to_group = c->to_group;
+    t->hash_slots = slots;
+    for (uint32_t s = 0; s < CTL_HASH_SLOTS; s++)
+        if ((c->hash_slots[s / 8] >> (s % 8)) & 1)
+            slots[t->n_hash_slots++] = s;
+}
+
+/* slotd.v1.Metadata/TaskStatus: from the cluster state this node holds. task_id 0 lists the
+ * tasks the state keeps (active_only: pending and running ones). */
+void node_admin_task_status(struct node_api *api, struct rpc_call *call, uint64_t task_id,
+                            bool active_only)
 {
     struct slotd_error err;
-    struct ctl_task t;
     uint64_t revision = 0;
-    if (runtime_ctl_task(api->rt, task_id, &t, &revision) != 0) {
-        slotd_error_set(&err, SLOTD_ENOT_FOUND, "task %llu not found in the cluster state",
-                        (unsigned long long)task_id);
-        rpc_call_fail(call, &err);
+    Slotd__V1__TaskStatusResponse resp = SLOTD__V1__TASK_STATUS_RESPONSE__INIT;
+    if (task_id != 0) {
+        struct ctl_task t;
+        if (runtime_ctl_task(api->rt, task_id, &t, &revision) != 0) {
+            slotd_error_set(&err, SLOTD_ENOT_FOUND, "task %llu not found in the cluster state",
+                            (unsigned long long)task_id);
+            rpc_call_fail(call, &err);
+            return;
+        }
+        uint32_t slots[CTL_HASH_SLOTS];
+        Slotd__V1__Task task;
+        task_message(&t, revision, &task, slots);
+        resp.task = &task;
+        resp.revision = revision;
+        rpc_call_reply(call, &resp.base);
         return;
     }
-    Slotd__V1__Task task = SLOTD__V1__TASK__INIT;
-    task.task_id = t.id;
-    task.kind = (char *)ctl_task_kind_name(t.kind);
-    task.status = (char *)ctl_task_status_name(t.status);
-    task.group_id = t.group;
-    task.phase_index = t.phase_index;
-    task.phase = (char *)ctl_task_phase_name(t.kind, t.phase_index);
-    task.attempt = t.attempt;
-    task.last_error = t.last_error;
-    task.source_node = t.source;
-    task.target_node = t.target;
-    task.n_participants = t.n_participants;
-    task.participants = t.participants;
-    task.config_epoch = t.config_epoch;
-    task.bytes_sent = t.progress.bytes_sent;
-    task.bytes_total = t.progress.bytes_total;
-    task.target_match = t.progress.target_match;
-    task.commit = t.progress.commit;
-    task.created_ms = t.created_ms;
-    task.updated_ms = t.updated_ms;
-    task.revision = revision;
-    Slotd__V1__TaskStatusResponse resp = SLOTD__V1__TASK_STATUS_RESPONSE__INIT;
-    resp.task = &task;
-    rpc_call_reply(call, &resp.base);
+    struct ctl_task *all = malloc(CTL_TASKS_MAX * sizeof(*all));
+    Slotd__V1__Task *msgs = malloc(CTL_TASKS_MAX * sizeof(*msgs));
+    Slotd__V1__Task **ptrs = malloc(CTL_TASKS_MAX * sizeof(*ptrs));
+    uint32_t *slots = malloc((size_t)CTL_TASKS_MAX * CTL_HASH_SLOTS * sizeof(*slots));
+    if (all == NULL || msgs == NULL || ptrs == NULL || slots == NULL) {
+        slotd_error_set(&err, SLOTD_EINTERNAL, "out of memory");
+        rpc_call_fail(call, &err);
+    } else {
+        size_t n = runtime_ctl_tasks(api->rt, active_only, all, CTL_TASKS_MAX, &revision);
+        for (size_t i = 0; i < n; i++) {
+            task_message(&all[i], revision, &msgs[i], slots + i * CTL_HASH_SLOTS);
+            ptrs[i] = &msgs[i];
+        }
+        resp.n_tasks = n;
+        resp.tasks = ptrs;
+        resp.revision = revision;
+        rpc_call_reply(call, &resp.base);
+    }
+    free(all);
+    free(msgs);
+    free(ptrs);
+    free(slots);
+}
+
+/* The bitmap of a MigrateHashSlotsRequest's hash_slots: 1..256 distinct values in 0..255. */
+static int hash_slots_field(const uint32_t *v, size_t n, uint8_t bitmap[32],
+                            struct slotd_error *err)
+{
+    memset(bitmap, 0, 32);
+    if (n == 0 || n > CTL_HASH_SLOTS) {
+        slotd_error_field(err, "hash_slots", CTL_HASH_SLOTS,
+                          "hash_slots: %zu values; give 1..%u distinct hash slots", n,
+                          CTL_HASH_SLOTS);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] >= CTL_HASH_SLOTS) {
+            slotd_error_field(err, "hash_slots", CTL_HASH_SLOTS - 1,
+                              "hash_slots[%zu]: %u not in 0..%u", i, v[i], CTL_HASH_SLOTS - 1);
+            return -1;
+        }
+        if ((bitmap[v[i] / 8] >> (v[i] % 8)) & 1) {
+            slotd_error_field(err, "hash_slots", CTL_HASH_SLOTS,
+                              "hash_slots[%zu]: %u is given twice", i, v[i]);
+            return -1;
+        }
+        bitmap[v[i] / 8] |= (uint8_t)(1u << (v[i] % 8));
+    }
+    return 0;
+}
+
+static void on_migrate_hash_slots(void *ctx, struct rpc_call *call, const uint8_t *req,
+                                  size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__MigrateHashSlotsRequest *r =
+        slotd__v1__migrate_hash_slots_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.MigrateHashSlotsRequest");
+        return;
+    }
+    if (!runtime_migration_enabled(api->rt)) {
+        /* An operator switch, not a bad request: FAILED_PRECONDITION. */
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "hash-slot migration is disabled on node %llu: start it with "
+                 "--enable-hash-slot-migration 1",
+                 (unsigned long long)runtime_node_id(api->rt));
+        rpc_call_fail_raw(call, GRPC_STATUS_FAILED_PRECONDITION, msg, NULL, 0);
+        slotd__v1__migrate_hash_slots_request__free_unpacked(r, NULL);
+        return;
+    }
+    struct ctl_task_spec spec = {.kind = CTL_TASK_HASH_SLOT_MIGRATION};
+    int rc = hash_slots_field(r->hash_slots, r->n_hash_slots, spec.hash_slots, &err);
+    if (rc == 0 && (r->to_group == 0 || r->to_group > CTL_GROUPS_MAX)) {
+        slotd_error_field(&err, "to_group", CTL_GROUPS_MAX, "to_group: %u not in 1..%u",
+                          r->to_group, CTL_GROUPS_MAX);
+        rc = -1;
+    }
+    if (rc == 0) {
+        spec.to_group = r->to_group;
+        rc = create_task(api, call, "/slotd.v1.Admin/MigrateHashSlots", &spec,
+                         r->expected_revision, &r->base, &r->no_forward, &err);
+    }
+    if (rc != 0)
+        rpc_call_fail(call, &err);
+    slotd__v1__migrate_hash_slots_request__free_unpacked(r, NULL);
 }
 
 /* slotd.internal.v1.Peer/ControllerCommand: a node's task executor or liveness report. */
@@ -512,6 +623,51 @@ static void on_controller_command(void *ctx, struct rpc_call *call, const uint8_
     slotd__internal__v1__controller_command_request__free_unpacked(r, NULL);
 }
 
+/* slotd.internal.v1.Peer/MigrationPropose: a migration executor's entry for a group this node
+ * should lead (service/runtime/migrate.c). Only migration commands pass; the FSM checks the
+ * rest when the entry applies. */
+static void on_migration_propose(void *ctx, struct rpc_call *call, const uint8_t *req,
+                                 size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__Internal__V1__MigrationProposeRequest *r =
+        slotd__internal__v1__migration_propose_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.internal.v1.MigrationProposeRequest");
+        return;
+    }
+    int rc = group_field(r->group_id, &err);
+    Slotd__Internal__V1__LogCommand *c =
+        rc ? NULL : slotd__internal__v1__log_command__unpack(NULL, r->entry.len, r->entry.data);
+    if (rc == 0 && c == NULL) {
+        slotd_error_field(&err, "entry", 0, "entry: not a slotd.internal.v1.LogCommand");
+        rc = -1;
+    }
+    if (rc == 0) {
+        switch (c->command_case) {
+        case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_FENCE:
+        case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_ROWS:
+        case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_ACCEPT:
+        case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_RELEASE:
+        case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_ABORT:
+            break;
+        default:
+            slotd_error_field(&err, "entry", 0,
+                              "entry: command %d is not a hash-slot migration command",
+                              (int)c->command_case);
+            rc = -1;
+        }
+    }
+    if (c != NULL)
+        slotd__internal__v1__log_command__free_unpacked(c, NULL);
+    if (rc == 0)
+        rc = runtime_submit_propose(api->rt, r->group_id, r->entry.data, r->entry.len, call, &err);
+    if (rc != 0)
+        rpc_call_fail(call, &err);
+    slotd__internal__v1__migration_propose_request__free_unpacked(r, NULL);
+}
+
 int node_admin_register(struct node_api *api, struct rpc_server *s)
 {
     static const struct {
@@ -528,7 +684,9 @@ int node_admin_register(struct node_api *api, struct rpc_server *s)
         {"/slotd.v1.Admin/PromoteControllerVoter", on_promote_voter},
         {"/slotd.v1.Admin/DrainNode", on_drain_node},
         {"/slotd.v1.Admin/RetryTask", on_retry_task},
+        {"/slotd.v1.Admin/MigrateHashSlots", on_migrate_hash_slots},
         {"/slotd.internal.v1.Peer/ControllerCommand", on_controller_command},
+        {"/slotd.internal.v1.Peer/MigrationPropose", on_migration_propose},
     };
     int rc = rpc_server_add_service(s, &slotd__v1__admin__descriptor);
     for (size_t i = 0; rc == 0 && i < sizeof(methods) / sizeof(methods[0]); i++)

@@ -333,7 +333,7 @@ static void on_task_status(void *ctx, struct rpc_call *call, const uint8_t *req,
         fail_malformed(call, "slotd.v1.TaskStatusRequest");
         return;
     }
-    node_admin_task_status(ctx, call, r->task_id);
+    node_admin_task_status(ctx, call, r->task_id, r->active_only);
     slotd__v1__task_status_request__free_unpacked(r, NULL);
 }
 

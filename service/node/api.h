@@ -24,6 +24,7 @@ int node_api_register(struct node_api *api, struct rpc_server *s);
 /* Registers slotd.v1.Admin (admin.c); node_api_register calls it. */
 int node_admin_register(struct node_api *api, struct rpc_server *s);
 /* Answers slotd.v1.Metadata/TaskStatus from the cluster state this node holds (admin.c). */
-void node_admin_task_status(struct node_api *api, struct rpc_call *call, uint64_t task_id);
+void node_admin_task_status(struct node_api *api, struct rpc_call *call, uint64_t task_id,
+                            bool active_only);
 
 #endif /* SLOTD_NODE_API_H */

@@ -43,14 +43,19 @@ static const uint32_t crc32_table[256] = {
     0xb40bbe37u, 0xc30c8ea1u, 0x5a05df1bu, 0x2d02ef8du,
 };
 
-uint32_t route_crc32(const void *data, size_t len)
+uint32_t route_crc32_update(uint32_t crc, const void *data, size_t len)
 {
     const uint8_t *p = data;
-    uint32_t c = 0xFFFFFFFFu;
+    uint32_t c = crc ^ 0xFFFFFFFFu;
     for (size_t i = 0; i < len; i++) {
         c = crc32_table[(c ^ p[i]) & 0xFFu] ^ (c >> 8);
     }
     return c ^ 0xFFFFFFFFu;
+}
+
+uint32_t route_crc32(const void *data, size_t len)
+{
+    return route_crc32_update(0, data, len);
 }
 
 uint16_t route_hash_slot(const void *key, size_t len)

@@ -33,6 +33,11 @@ const char *route_strerror(int err);
  * data is borrowed for the call; NULL is allowed when len is 0. */
 uint32_t route_crc32(const void *data, size_t len);
 
+/* Continues a CRC-32/IEEE over more bytes, like zlib's crc32(crc, data, len): start from 0, and
+ * route_crc32_update(route_crc32_update(0, a, n), b, m) is the CRC of a followed by b.
+ * data is borrowed for the call; NULL is allowed when len is 0. */
+uint32_t route_crc32_update(uint32_t crc, const void *data, size_t len);
+
 /* route_crc32(key) % ROUTE_HASH_SLOTS. key is borrowed for the call. */
 uint16_t route_hash_slot(const void *key, size_t len);
 

@@ -85,6 +85,19 @@ void rpc_server_shutdown(struct rpc_server *s);
 /* Shuts down if needed, frees s and calls grpc_shutdown. NULL is a no-op. */
 void rpc_server_free(struct rpc_server *s);
 
+/* The answer of a local call: status is a grpc_status_code; message (never NULL), resp (NULL
+ * unless status is OK) and details (a packed google.rpc.Status, NULL if none) are borrowed for
+ * the callback, which runs on the thread that finishes the call. */
+typedef void (*rpc_local_cb)(void *arg, int status, const char *message, const uint8_t *resp,
+                             size_t resp_len, const uint8_t *details, size_t details_len);
+
+/* A call that never touches the network, for a node's own requests to its own handlers'
+ * back ends (service/runtime/migrate.c submits its proposals with it): finishing it with
+ * rpc_call_reply*, rpc_call_fail* calls cb(arg, ...) and frees it. path (static) is what
+ * rpc_call_method returns; deadline_ms is CLOCK_MONOTONIC milliseconds. NULL out of memory. */
+struct rpc_call *rpc_call_new_local(const char *path, int64_t deadline_ms, rpc_local_cb cb,
+                                    void *arg);
+
 /* Finishes the call with OK and msg (borrowed for the call) as the response. Any thread; the call
  * is freed later by a completion-queue thread and must not be touched again. */
 void rpc_call_reply(struct rpc_call *c, const ProtobufCMessage *msg);

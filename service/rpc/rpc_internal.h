@@ -74,6 +74,8 @@ struct rpc_call {
     char path_buf[RPC_METHOD_PATH_MAX];
     struct rpc__method_metrics *metrics; /* NULL: the server counts nothing */
     double start_s;                      /* metrics_now_seconds() at dispatch */
+    rpc_local_cb local_cb;               /* non-NULL: a local call (rpc_call_new_local) */
+    void *local_arg;
 };
 
 struct rpc__watch;

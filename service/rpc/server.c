@@ -400,8 +400,33 @@ static void call_finish(struct rpc_call *c, grpc_status_code code, const char *m
     }
 }
 
+struct rpc_call *rpc_call_new_local(const char *path, int64_t deadline_ms, rpc_local_cb cb,
+                                    void *arg)
+{
+    struct rpc_call *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->path = path;
+    c->deadline_ms = deadline_ms;
+    c->local_cb = cb;
+    c->local_arg = arg;
+    return c;
+}
+
+/* Finishes a local call: the answer goes to its callback. */
+static void local_finish(struct rpc_call *c, int status, const char *message, const void *resp,
+                         size_t len, const uint8_t *details, size_t details_len)
+{
+    c->local_cb(c->local_arg, status, message, resp, len, details, details_len);
+    free(c);
+}
+
 void rpc_call_reply_bytes(struct rpc_call *c, const void *buf, size_t len)
 {
+    if (c->local_cb != NULL) {
+        local_finish(c, GRPC_STATUS_OK, "", buf, len, NULL, 0);
+        return;
+    }
     grpc_slice slice = grpc_slice_from_copied_buffer(buf, len);
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&slice, 1);
     grpc_slice_unref(slice);
@@ -410,6 +435,18 @@ void rpc_call_reply_bytes(struct rpc_call *c, const void *buf, size_t len)
 
 void rpc_call_reply(struct rpc_call *c, const ProtobufCMessage *msg)
 {
+    if (c->local_cb != NULL) {
+        size_t n = protobuf_c_message_get_packed_size(msg);
+        uint8_t *buf = malloc(n ? n : 1);
+        if (buf == NULL) {
+            local_finish(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory", NULL, 0, NULL, 0);
+            return;
+        }
+        protobuf_c_message_pack(msg, buf);
+        local_finish(c, GRPC_STATUS_OK, "", buf, n, NULL, 0);
+        free(buf);
+        return;
+    }
     size_t size = protobuf_c_message_get_packed_size(msg);
     grpc_slice slice = grpc_slice_malloc(size);
     protobuf_c_message_pack(msg, GRPC_SLICE_START_PTR(slice));
@@ -427,8 +464,12 @@ void rpc_call_fail(struct rpc_call *c, const struct slotd_error *e)
     if (slotd_error_encode_details(e, &details, &details_len) != SLOTD_OK) {
         details = NULL;
     }
-    call_finish(c, slotd_error_grpc_code(e->code), slotd_error_message(e), NULL, details,
-                details_len);
+    if (c->local_cb != NULL)
+        local_finish(c, slotd_error_grpc_code(e->code), slotd_error_message(e), NULL, 0, details,
+                     details_len);
+    else
+        call_finish(c, slotd_error_grpc_code(e->code), slotd_error_message(e), NULL, details,
+                    details_len);
     free(details);
 }
 
@@ -436,6 +477,11 @@ void rpc_call_fail_raw(struct rpc_call *c, int status, const char *message,
                        const uint8_t *details, size_t details_len)
 {
     assert(status != GRPC_STATUS_OK);
+    if (c->local_cb != NULL) {
+        local_finish(c, status, message ? message : "", NULL, 0, details,
+                     details != NULL ? details_len : 0);
+        return;
+    }
     call_finish(c, (grpc_status_code)status, message ? message : "", NULL, (uint8_t *)details,
                 details != NULL ? details_len : 0);
 }

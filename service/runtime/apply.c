@@ -100,6 +100,17 @@ static void serve_read(struct runtime *rt, struct rt_request *r)
     struct slotd_error err;
     uint8_t *buf = NULL;
     size_t blen = 0;
+    /* A hash slot this replica does not own (any more: a migration moved it) has no rows here
+     * to read; the client refreshes its route instead of seeing the slot empty. */
+    if (!slot_group_owns(&rt->groups[r->group].fsm_state, r->hash_slot)) {
+        slotd_error_set(&err, SLOTD_EWRONG_GROUP,
+                        "group %u does not own hash slot %u (the route moved it); refresh the "
+                        "route and retry",
+                        r->group, r->hash_slot);
+        rpc_call_fail(r->call, &err);
+        free(r);
+        return;
+    }
     /* r->index: the group's applied index after this job */
     if (slot_serve_read(rt->store, r->hash_slot, r->data, r->len, r->group, r->index, r->term,
                         &buf, &blen, &err) != 0)

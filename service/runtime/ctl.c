@@ -350,6 +350,7 @@ int rt_ctl_open(struct runtime *rt, char *err, size_t errlen)
 {
     const struct runtime_options *o = &rt->opts;
     pthread_mutex_init(&rt->ctl_mu, NULL);
+    rt_migrations_init(rt);
     rt->ctl_apply = malloc(sizeof(*rt->ctl_apply));
     if (rt->ctl_apply == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -413,6 +414,7 @@ void rt_ctl_close(struct runtime *rt)
     rt->ctl = rt->ctl_apply = rt->ctl_installed = rt->ctl_pending = NULL;
     rt->ctl_json = NULL;
     pthread_mutex_destroy(&rt->ctl_mu);
+    rt_migrations_destroy(rt);
 }
 
 /* ---- Mirrors and joining (loop thread; replies arrive on the transport's thread) ---- */
@@ -774,6 +776,27 @@ int runtime_ctl_task(struct runtime *rt, uint64_t id, struct ctl_task *out, uint
     }
     pthread_mutex_unlock(&rt->ctl_mu);
     return rc;
+}
+
+size_t runtime_ctl_tasks(struct runtime *rt, bool active_only, struct ctl_task *out, size_t max,
+                         uint64_t *revision)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&rt->ctl_mu);
+    const struct ctl_state *s = rt->ctl_shared;
+    *revision = s ? s->revision : 0;
+    for (uint32_t i = 0; s != NULL && i < s->n_tasks && n < max; i++) {
+        const struct ctl_task *t = &s->tasks[i];
+        if (!active_only || t->status == CTL_TASK_PENDING || t->status == CTL_TASK_RUNNING)
+            out[n++] = *t;
+    }
+    pthread_mutex_unlock(&rt->ctl_mu);
+    return n;
+}
+
+bool runtime_migration_enabled(const struct runtime *rt)
+{
+    return rt->opts.enable_hash_slot_migration;
 }
 
 bool runtime_ctl_voter(const struct runtime *rt)

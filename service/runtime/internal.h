@@ -12,6 +12,7 @@
 #include "service/runtime/runtime.h"
 #include "service/slot/slot.h"
 #include "service/transport/transport.h"
+#include "store/keys.h"
 #include "slotd/internal/v1/peer.pb-c.h"
 
 /* logfmt lines on stderr: one per event. */
@@ -126,6 +127,40 @@ struct rt_task_pace {
     uint64_t task;
     uint32_t attempt, phase;
     int64_t since_ms, next_ms;
+};
+
+/* The hash-slot migration executor's memory of one task on this node (migrate.c; loop thread,
+ * except the reply fields, which transport and apply threads fill under mu). */
+#define RT_MIGRATIONS_MAX 4
+#define RT_MIG_ERROR_MAX 200
+struct rt_migration {
+    pthread_mutex_t mu;
+    uint64_t call_seq; /* the call whose answer is awaited; answers to others are ignored */
+    bool reply_ready;
+    int reply_status;
+    uint64_t reply_index;
+    char reply_message[RT_MIG_ERROR_MAX - 40];
+    /* loop thread */
+    uint64_t task;
+    uint32_t attempt, phase;
+    int64_t used_ms, next_ms, next_progress_ms, call_deadline_ms;
+    bool in_flight;
+    uint64_t call_to;
+    char error[RT_MIG_ERROR_MAX];
+    bool fenced_here, copy_done;
+    uint32_t seq, crc;
+    uint64_t rows, rows_total, bytes_sent, bytes_total;
+    unsigned cursor_slot;
+    size_t cursor_len;
+    uint8_t cursor[STORE_FSM_KEY_MAX]; /* last row key acknowledged by the target */
+    bool pending_last;                 /* the chunk in flight holds the last rows */
+    size_t pending_rows, pending_bytes, pending_len;
+    uint32_t pending_crc;
+    unsigned pending_slot;
+    uint8_t pending_key[STORE_FSM_KEY_MAX];
+    uint32_t abort_attempt; /* failed task: the attempt whose abort ran / runs here */
+    unsigned abort_step;    /* 0 target, 1 source, 2 done */
+    bool aborted;
 };
 
 /* Series of one hosted group, written on the loop thread (NULL without a registry). */
@@ -292,6 +327,7 @@ struct runtime {
     int64_t ctl_next_report_ms;     /* liveness report due */
     int64_t ctl_next_status_ms;     /* leader: next node-status reconciliation */
     struct rt_task_pace task_pace[RT_TASK_PACE_MAX];
+    struct rt_migration migrations[RT_MIGRATIONS_MAX];
     _Atomic bool ctl_join_inflight;
     pthread_mutex_t ctl_mu; /* guards the copies below (read by gRPC threads) */
     struct ctl_state *ctl_shared; /* a copy of the published state for TaskStatus */
@@ -358,6 +394,20 @@ bool rt_ctl_leading(const struct runtime *rt);
 uint64_t rt_wall_ms(void); /* CLOCK_REALTIME in ms (controller timestamps) */
 /* task.c: the task executor (loop thread, every poll) */
 void rt_task_step(struct runtime *rt);
+/* task.c, for the kinds executed elsewhere: report a proven phase, fail the task, whether the
+ * phase ran out of time, and when this node first saw the phase. */
+struct ctl_task_proof;
+void rt_task_advance(struct runtime *rt, const struct ctl_task *t, const struct ctl_task_proof *p);
+void rt_task_fail(struct runtime *rt, const struct ctl_task *t, const char *why);
+bool rt_task_stuck(struct runtime *rt, const struct ctl_task *t);
+int64_t rt_task_since_ms(struct runtime *rt, const struct ctl_task *t);
+/* migrate.c: one step of a hash_slot_migration task (running, or failed before the switch). */
+void rt_migration_step(struct runtime *rt, const struct ctl_task *t);
+void rt_migrations_init(struct runtime *rt);
+void rt_migrations_destroy(struct runtime *rt);
+/* peer.c: true when a hosted group other than `group` owns hash slot s or is receiving it (their
+ * rows are shared on this node). Apply stage, or with no apply job running. */
+bool rt_slot_claimed_elsewhere(struct runtime *rt, uint32_t group, uint16_t s);
 int rt_group_open_joining(struct runtime *rt, struct rt_group *g, char *err, size_t errlen);
 void rt_group_close_removed(struct runtime *rt, struct rt_group *g);
 void rt_metrics_converge(struct runtime *rt, const char *reason);

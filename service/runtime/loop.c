@@ -479,6 +479,10 @@ static void free_installs(struct runtime *rt)
 /* An installed group must have no older apply job still writing its rows. */
 static bool installs_blocked(const struct runtime *rt)
 {
+    /* An install reads every hosted group's ownership (peer.c, snap_yields): no apply job may
+     * change it meanwhile. */
+    if (rt->installs != NULL && rt->apply_running != NULL)
+        return true;
     for (const struct rt_snap_install *in = rt->installs; in != NULL; in = in->next)
         if (in->g->apply_jobs > 0)
             return true;

@@ -390,11 +390,23 @@ static int row_put(struct rowbuf *b, const void *k, size_t kl, const void *v, si
     return 0;
 }
 
+static bool bit(const uint8_t bitmap[32], unsigned s)
+{
+    return (bitmap[s / 8] >> (s % 8)) & 1;
+}
+
+/* The hash slots whose rows a snapshot carries: owned ones, and those receiving a migration. */
+static void snap_slots(const struct slot_group_state *gs, uint8_t out[32])
+{
+    for (size_t i = 0; i < 32; i++)
+        out[i] = gs->owned[i] | gs->incoming[i];
+}
+
 static int capture_range(struct runtime *rt, struct rowbuf *b, unsigned first, unsigned last)
 {
     uint8_t lo[2], hi[2];
     store_put_u16(lo, (uint16_t)first);
-    store_put_u16(hi, (uint16_t)(last + 1));
+    store_put_u16(hi, last == 255 ? 0xFFFF : (uint16_t)(last + 1)); /* 0xFFFF: group metadata */
     struct store_iter *it;
     if (store_fsm_iter_new(rt->store, lo, 2, hi, 2, &it) != 0)
         return -1;
@@ -433,11 +445,19 @@ int rt_snap_capture_rows(struct runtime *rt, struct rt_snap_send *send)
         mv[0] = STORE_VALUE_VERSION;
         memcpy(mv + 1, g->fsm_state.owned, sizeof(g->fsm_state.owned));
         int rc = row_put(&b, mk, sizeof(mk), mv, sizeof(mv));
+        /* Then the migration record (fences, rows received for a migration in progress). */
+        uint8_t gk[STORE_GROUP_META_KEY_LEN], gv[SLOT_GROUP_META_MIGRATION_LEN];
+        store_key_group_meta(gk, g->id, SLOT_GROUP_META_MIGRATION);
+        slot_group_migration_encode(&g->fsm_state, gv);
+        if (rc == 0)
+            rc = row_put(&b, gk, sizeof(gk), gv, sizeof(gv));
+        uint8_t rows[32];
+        snap_slots(&g->fsm_state, rows);
         for (unsigned s = 0; rc == 0 && s < 256; s++) {
-            if (!slot_group_owns(&g->fsm_state, (uint16_t)s))
+            if (!bit(rows, s))
                 continue;
             unsigned e = s;
-            while (e + 1 < 256 && slot_group_owns(&g->fsm_state, (uint16_t)(e + 1)))
+            while (e + 1 < 256 && bit(rows, e + 1))
                 e++;
             rc = capture_range(rt, &b, s, e);
             s = e;
@@ -571,6 +591,49 @@ void rt_snap_install_ready(struct runtime *rt, struct rt_group *g, const struct 
     g->first_index = snap->meta.index + 1;
 }
 
+/* The fsm keyspace is per node, keyed by hash slot, so two groups hosted here share the rows of
+ * a hash slot while a migration moves it between them. A group giving a slot up (release, abort,
+ * a removed replica) leaves its rows alone when another hosted group owns the slot or is
+ * receiving it. Apply stage, or with no apply job running (snapshot installs). */
+bool rt_slot_claimed_elsewhere(struct runtime *rt, uint32_t group, uint16_t s)
+{
+    for (size_t i = 1; i < RT_GROUP_SLOTS(rt); i++) {
+        const struct rt_group *h = &rt->groups[i];
+        if (h->id != group && h->hosted &&
+            (slot_group_owns(&h->fsm_state, s) || slot_group_incoming(&h->fsm_state, s)))
+            return true;
+    }
+    return false;
+}
+
+/* A snapshot of `group` replaces the rows of hash slot s unless another hosted group has the
+ * say over them: one that owns s while `group` does not, or has it fenced (the rows are then
+ * the other group's writes, newer than or equal to what the snapshot carries). */
+static bool snap_yields(struct runtime *rt, const struct rt_group *g, uint16_t s)
+{
+    bool writer = slot_group_owns(&g->fsm_state, s) && !slot_group_fenced(&g->fsm_state, s);
+    for (size_t i = 1; !writer && i < RT_GROUP_SLOTS(rt); i++) {
+        const struct rt_group *h = &rt->groups[i];
+        if (h != g && h->hosted && slot_group_owns(&h->fsm_state, s))
+            return true;
+    }
+    return false;
+}
+
+/* Clears from slots (a bitmap) every hash slot another hosted group claims (see above). */
+static void drop_claimed(struct runtime *rt, const struct rt_group *g, uint8_t slots[32],
+                         bool for_snapshot)
+{
+    for (unsigned s = 0; s < 256; s++) {
+        if (!bit(slots, s))
+            continue;
+        bool keep = for_snapshot ? snap_yields(rt, g, (uint16_t)s)
+                                 : rt_slot_claimed_elsewhere(rt, g->id, (uint16_t)s);
+        if (keep)
+            slots[s / 8] &= (uint8_t)~(1u << (s % 8));
+    }
+}
+
 static int delete_owned(struct runtime *rt, struct store_fsm_batch *b, const uint8_t owned[32])
 {
     for (unsigned s = 0; s < 256; s++) {
@@ -581,7 +644,7 @@ static int delete_owned(struct runtime *rt, struct store_fsm_batch *b, const uin
             e++;
         uint8_t lo[2], hi[2];
         store_put_u16(lo, (uint16_t)s);
-        store_put_u16(hi, (uint16_t)(e + 1));
+        store_put_u16(hi, e == 255 ? 0xFFFF : (uint16_t)(e + 1)); /* 0xFFFF: group metadata */
         int rc = store_fsm_batch_delete_range(rt->store, b, lo, 2, hi, 2, SNAP_DELETE_KEYS_MAX);
         if (rc != 0)
             return rc;
@@ -609,11 +672,17 @@ void rt_group_close_removed(struct runtime *rt, struct rt_group *g)
     free(g->snap_recv.data);
     struct store_fsm_batch *b = NULL;
     int rc = store_fsm_batch_new(&b);
-    if (rc == 0 && g->id != 0)
-        rc = delete_owned(rt, b, g->fsm_state.owned);
+    if (rc == 0 && g->id != 0) {
+        uint8_t rows[32];
+        snap_slots(&g->fsm_state, rows);
+        drop_claimed(rt, g, rows, false);
+        rc = delete_owned(rt, b, rows);
+    }
     if (rc == 0) {
         uint8_t k[STORE_GROUP_META_KEY_LEN];
         store_key_group_meta(k, g->id, SLOT_GROUP_META_OWNED);
+        store_fsm_batch_delete(b, k, sizeof(k));
+        store_key_group_meta(k, g->id, SLOT_GROUP_META_MIGRATION);
         store_fsm_batch_delete(b, k, sizeof(k));
         store_key_group_meta(k, g->id, SLOT_GROUP_META_SNAPSHOT);
         store_fsm_batch_delete(b, k, sizeof(k));
@@ -657,13 +726,41 @@ int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_
         store_get_u32(p + 4 + sizeof(mk)) != 1 + sizeof(owned))
         return STORE_ECORRUPT;
     memcpy(owned, p + 8 + sizeof(mk) + 1, sizeof(owned));
-    for (size_t i = 0; i < sizeof(both); i++)
-        both[i] = owned[i] | g->fsm_state.owned[i];
+    /* Then, from snapshots that carry it, the migration record. */
+    struct slot_group_state mig;
+    memset(&mig, 0, sizeof(mig));
+    uint8_t gk[STORE_GROUP_META_KEY_LEN];
+    store_key_group_meta(gk, g->id, SLOT_GROUP_META_MIGRATION);
+    const uint8_t *q = p + 8 + sizeof(mk) + 1 + sizeof(owned);
+    bool has_mig = end - q >= 8 && store_get_u32(q) == sizeof(gk) &&
+                   memcmp(q + 4, gk, sizeof(gk)) == 0;
+    if (has_mig && ((size_t)(end - q) < 8 + sizeof(gk) + SLOT_GROUP_META_MIGRATION_LEN ||
+                    store_get_u32(q + 4 + sizeof(gk)) != SLOT_GROUP_META_MIGRATION_LEN ||
+                    slot_group_migration_decode(q + 8 + sizeof(gk),
+                                                SLOT_GROUP_META_MIGRATION_LEN, &mig) != 0))
+        return STORE_ECORRUPT;
+    uint8_t rows[32], snap_rows[32]; /* hash slots whose rows the snapshot carries / we write */
+    for (size_t i = 0; i < sizeof(both); i++) {
+        snap_rows[i] = rows[i] = owned[i] | mig.incoming[i];
+        both[i] = rows[i] | g->fsm_state.owned[i] | g->fsm_state.incoming[i];
+    }
     struct store_fsm_batch *b;
     int rc = store_fsm_batch_new(&b);
     if (rc != 0)
         return rc;
+    /* Hash slots whose rows another hosted group has the say over are neither deleted nor
+     * written (a migration between two groups hosted here). */
+    uint8_t mine[32];
+    for (size_t i = 0; i < sizeof(mine); i++)
+        mine[i] = 0xFF;
+    drop_claimed(rt, g, mine, true);
+    for (size_t i = 0; i < sizeof(both); i++) {
+        both[i] &= mine[i];
+        rows[i] &= mine[i];
+    }
     rc = delete_owned(rt, b, both);
+    if (rc == 0 && !has_mig)
+        store_fsm_batch_delete(b, gk, sizeof(gk));
     while (rc == 0 && p < end) {
         if (end - p < 4)
             rc = STORE_ECORRUPT;
@@ -676,11 +773,11 @@ int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_
         if (rc != 0)
             break;
         const uint8_t *k = p + 4, *v = p + 8 + kl;
-        bool meta = kl == sizeof(mk) && memcmp(k, mk, kl) == 0;
+        bool meta = kl == sizeof(mk) && (memcmp(k, mk, kl) == 0 || memcmp(k, gk, kl) == 0);
         uint16_t hs = kl >= 2 ? store_get_u16(k) : 0xFFFF;
-        if (!meta && (hs >= 256 || !((owned[hs / 8] >> (hs % 8)) & 1)))
+        if (!meta && (hs >= 256 || !bit(snap_rows, hs)))
             rc = STORE_ECORRUPT; /* a row outside the snapshot's own hash slots */
-        else
+        else if (meta || bit(rows, hs))
             store_fsm_batch_put(b, k, kl, v, vl);
         p += 8 + kl + vl;
     }
@@ -702,6 +799,12 @@ int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_
     SLOTD_FAULT_NOTE_FSM_SYNCED(rt->data_dir);
     SLOTD_CRASH_POINT("snapshot_after_fsm_rows"); /* rows synced, raftlog batch not written */
     memcpy(g->fsm_state.owned, owned, sizeof(owned));
+    memcpy(g->fsm_state.fenced, mig.fenced, sizeof(mig.fenced));
+    memcpy(g->fsm_state.incoming, mig.incoming, sizeof(mig.incoming));
+    g->fsm_state.migration_task = mig.migration_task;
+    g->fsm_state.migration_chunks = mig.migration_chunks;
+    g->fsm_state.migration_rows = mig.migration_rows;
+    g->fsm_state.migration_crc = mig.migration_crc;
     g->fsm_state.initialized = true;
     g->apply_index = in->meta.index;
     g->apply_term = in->meta.term;

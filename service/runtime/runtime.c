@@ -424,6 +424,12 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
+/* slot_claim_cb: rows of a hash slot shared with another group hosted here (peer.c). */
+static bool claimed_elsewhere(void *ctx, uint32_t group, uint16_t hash_slot)
+{
+    return rt_slot_claimed_elsewhere(ctx, group, hash_slot);
+}
+
 int runtime_new(const struct runtime_options *o, struct store *store, struct route_table *routes,
                 struct rpc_server *server, struct transport *transport, struct runtime **out,
                 char *err, size_t errlen)
@@ -463,6 +469,7 @@ int runtime_new(const struct runtime_options *o, struct store *store, struct rou
         snprintf(err, errlen, "out of memory");
         goto err_after_alloc;
     }
+    slot_fsm_set_claim_cb(rt->fsm, claimed_elsewhere, rt);
     if (rt_groups_open(rt, err, errlen) != 0)
         goto err_after_alloc;
     rt_metrics_init(rt);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "service/controller/controller.h"
+#include "service/fault/fault.h"
 #include "service/runtime/internal.h"
 
 /* The same action (conf change, transfer, report) is repeated at most this often. */
@@ -79,6 +80,7 @@ static void proof_of(const struct raft_status *st, uint64_t target, struct ctl_t
 static void advance(struct runtime *rt, const struct ctl_task *t, const struct ctl_task_proof *p,
                     uint64_t expected_revision)
 {
+    SLOTD_CRASH_POINT("task_before_advance"); /* phase proven, nothing reported yet */
     char *cmd = NULL;
     ctl_cmd_task_advance(t->id, t->group, t->config_epoch, t->attempt, t->phase_index, p, 0, 0,
                          rt_wall_ms(), expected_revision, &cmd);
@@ -120,6 +122,7 @@ static void conf_change(struct runtime *rt, struct rt_group *g, uint8_t type, ui
     else
         RT_LOG("info", "msg=\"conf change proposed\" group=%u type=%u node=%llu index=%llu",
                g->id, type, (unsigned long long)node, (unsigned long long)index);
+    SLOTD_CRASH_POINT("task_after_conf_change"); /* proposed (or refused), not committed */
 }
 
 /* A caught-up voter other than `not` (0 if none). */
@@ -373,6 +376,8 @@ void rt_task_step(struct runtime *rt)
         return;
     for (uint32_t i = 0; i < s->n_tasks; i++) {
         const struct ctl_task *t = &s->tasks[i];
+        if (t->kind == CTL_TASK_HASH_SLOT_MIGRATION && t->status == CTL_TASK_FAILED)
+            rt_migration_step(rt, t); /* lifts the fence of a migration that failed early */
         if (t->status != CTL_TASK_RUNNING)
             continue;
         switch (t->kind) {
@@ -388,9 +393,32 @@ void rt_task_step(struct runtime *rt)
         case CTL_TASK_NODE_DRAIN:
             step_drain(rt, t);
             break;
+        case CTL_TASK_HASH_SLOT_MIGRATION:
+            rt_migration_step(rt, t);
+            break;
         default:
             break;
         }
     }
     close_removed(rt);
+}
+
+void rt_task_advance(struct runtime *rt, const struct ctl_task *t, const struct ctl_task_proof *p)
+{
+    advance(rt, t, p, 0);
+}
+
+void rt_task_fail(struct runtime *rt, const struct ctl_task *t, const char *why)
+{
+    fail(rt, t, why);
+}
+
+bool rt_task_stuck(struct runtime *rt, const struct ctl_task *t)
+{
+    return stuck(rt, t);
+}
+
+int64_t rt_task_since_ms(struct runtime *rt, const struct ctl_task *t)
+{
+    return pace_of(rt, t)->since_ms;
 }

@@ -6,6 +6,7 @@
 
 #include "service/route/route.h"
 #include "service/slot/meta.h"
+#include "service/slot/migrate.h"
 #include "service/slot/slot.h"
 #include "store/keys.h"
 
@@ -31,6 +32,11 @@ struct slot_fsm {
     struct overlay_item *buckets[OVERLAY_BUCKETS];
     struct overlay_item *all;
     size_t n_items;
+    /* Hash slots whose stored rows the batch deleted (slot__fsm_wipe): a read that misses the
+     * overlay finds nothing there instead of reading the store. */
+    uint8_t wiped[32];
+    slot_claim_cb claimed; /* NULL: no other hosted group shares rows */
+    void *claimed_ctx;
 };
 
 static uint32_t hash_bytes(const uint8_t *p, size_t n)
@@ -53,6 +59,12 @@ static void overlay_clear(struct slot_fsm *f)
     }
     f->all = NULL;
     f->n_items = 0;
+    memset(f->wiped, 0, sizeof(f->wiped));
+}
+
+static bool bitmap_has(const uint8_t bm[32], uint16_t hash_slot)
+{
+    return hash_slot < 256 && (bm[hash_slot / 8] >> (hash_slot % 8)) & 1;
 }
 
 static struct overlay_item *overlay_find(struct slot_fsm *f, const uint8_t *k, size_t kl)
@@ -116,6 +128,8 @@ static int fsm_read(struct slot_fsm *f, const uint8_t *k, size_t kl, bool *found
         *found = true;
         return 0;
     }
+    if (kl >= 2 && bitmap_has(f->wiped, store_get_u16(k)))
+        return 0;
     void *v = NULL;
     int rc = store_fsm_get(f->store, k, kl, &v, vl);
     if (rc == STORE_ENOTFOUND)
@@ -144,6 +158,12 @@ err_after_alloc:
     return rc;
 }
 
+void slot_fsm_set_claim_cb(struct slot_fsm *f, slot_claim_cb cb, void *ctx)
+{
+    f->claimed = cb;
+    f->claimed_ctx = ctx;
+}
+
 void slot_fsm_free(struct slot_fsm *f)
 {
     if (f == NULL)
@@ -155,19 +175,27 @@ void slot_fsm_free(struct slot_fsm *f)
 
 bool slot_group_owns(const struct slot_group_state *gs, uint16_t hash_slot)
 {
-    return hash_slot < 256 && (gs->owned[hash_slot / 8] >> (hash_slot % 8)) & 1;
+    return bitmap_has(gs->owned, hash_slot);
 }
 
-int slot_fsm_load_group(struct slot_fsm *f, uint32_t group, struct slot_group_state *gs)
+bool slot_group_fenced(const struct slot_group_state *gs, uint16_t hash_slot)
+{
+    return bitmap_has(gs->fenced, hash_slot);
+}
+
+bool slot_group_incoming(const struct slot_group_state *gs, uint16_t hash_slot)
+{
+    return bitmap_has(gs->incoming, hash_slot);
+}
+
+/* The owned record: absent leaves gs uninitialized. */
+static int load_owned(struct slot_fsm *f, struct slot_group_state *gs)
 {
     uint8_t key[STORE_GROUP_META_KEY_LEN];
-    size_t kl = STORE_GROUP_META_KEY_LEN;
-    store_key_group_meta(key, group, SLOT_GROUP_META_OWNED);
+    store_key_group_meta(key, gs->group, SLOT_GROUP_META_OWNED);
     void *v = NULL;
     size_t vl = 0;
-    memset(gs, 0, sizeof(*gs));
-    gs->group = group;
-    int rc = store_fsm_get(f->store, key, kl, &v, &vl);
+    int rc = store_fsm_get(f->store, key, sizeof(key), &v, &vl);
     if (rc == STORE_ENOTFOUND)
         return 0;
     if (rc != 0)
@@ -180,6 +208,93 @@ int slot_fsm_load_group(struct slot_fsm *f, uint32_t group, struct slot_group_st
     gs->initialized = true;
     free(v);
     return 0;
+}
+
+/* The migration record: absent leaves the migration fields zero. */
+static int load_migration(struct slot_fsm *f, struct slot_group_state *gs)
+{
+    uint8_t key[STORE_GROUP_META_KEY_LEN];
+    store_key_group_meta(key, gs->group, SLOT_GROUP_META_MIGRATION);
+    void *v = NULL;
+    size_t vl = 0;
+    int rc = store_fsm_get(f->store, key, sizeof(key), &v, &vl);
+    if (rc == STORE_ENOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    rc = slot_group_migration_decode(v, vl, gs);
+    free(v);
+    return rc;
+}
+
+int slot_fsm_load_group(struct slot_fsm *f, uint32_t group, struct slot_group_state *gs)
+{
+    memset(gs, 0, sizeof(*gs));
+    gs->group = group;
+    int rc = load_owned(f, gs);
+    if (rc == 0)
+        rc = load_migration(f, gs);
+    return rc;
+}
+
+/* Counts the stored rows of the hash slots in slots, stopping past max. */
+static int wipe_count(struct slot_fsm *f, const uint8_t slots[32], size_t max, size_t *n)
+{
+    *n = 0;
+    for (unsigned s = 0; s < 256 && *n <= max; s++) {
+        if (!bitmap_has(slots, (uint16_t)s) || bitmap_has(f->wiped, (uint16_t)s))
+            continue;
+        uint8_t lo[2], hi[2];
+        store_put_u16(lo, (uint16_t)s);
+        store_put_u16(hi, s == 255 ? 0xFFFF : (uint16_t)(s + 1)); /* 0xFFFF: group metadata */
+        struct store_iter *it;
+        int rc = store_fsm_iter_new(f->store, lo, 2, hi, 2, &it);
+        if (rc != 0)
+            return rc;
+        for (; store_iter_valid(it) && *n <= max; store_iter_next(it))
+            (*n)++;
+        rc = store_iter_status(it);
+        store_iter_free(it);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int slot__fsm_wipe(struct slot_fsm *f, uint32_t group, const uint8_t in_slots[32], bool *over)
+{
+    uint8_t slots[32]; /* in_slots without those another hosted group claims */
+    memcpy(slots, in_slots, sizeof(slots));
+    for (unsigned s = 0; s < 256 && f->claimed != NULL; s++)
+        if (bitmap_has(slots, (uint16_t)s) && f->claimed(f->claimed_ctx, group, (uint16_t)s))
+            slots[s / 8] &= (uint8_t) ~(1u << (s % 8));
+    size_t n;
+    *over = false;
+    int rc = wipe_count(f, slots, SLOT_MIGRATION_WIPE_ROWS_MAX, &n);
+    if (rc != 0)
+        return rc;
+    if (n > SLOT_MIGRATION_WIPE_ROWS_MAX) {
+        *over = true;
+        return 0;
+    }
+    /* Rows the batch put: new overlay items go in front of f->all, so this walk sees only the
+     * items that were there when it started; superseded items have key_len 0. */
+    for (struct overlay_item *it = f->all; it != NULL && rc == 0; it = it->all_next) {
+        if (it->key_len >= 2 && !it->deleted && bitmap_has(slots, store_get_u16(it->key)))
+            rc = fsm_write(f, it->key, it->key_len, NULL, 0);
+    }
+    for (unsigned s = 0; s < 256 && rc == 0; s++) {
+        if (!bitmap_has(slots, (uint16_t)s) || bitmap_has(f->wiped, (uint16_t)s))
+            continue;
+        uint8_t lo[2], hi[2];
+        store_put_u16(lo, (uint16_t)s);
+        store_put_u16(hi, s == 255 ? 0xFFFF : (uint16_t)(s + 1)); /* 0xFFFF: group metadata */
+        rc = store_fsm_batch_delete_range(f->store, f->batch, lo, 2, hi, 2,
+                                          SLOT_MIGRATION_WIPE_ROWS_MAX);
+        if (rc == 0)
+            f->wiped[s / 8] |= (uint8_t)(1u << (s % 8));
+    }
+    return rc;
 }
 
 void slot_fsm_begin(struct slot_fsm *f)
@@ -617,6 +732,14 @@ static int apply_command(struct slot_fsm *f, struct slot_group_state *gs, uint64
         return 0;
     }
     uint16_t hs = (uint16_t)cmd->hash_slot;
+    if (slot_group_fenced(gs, hs)) { /* the source of a hash-slot migration: writes wait */
+        if (out)
+            slotd_error_set(&out->err, SLOTD_EHASH_SLOT_FENCED,
+                            "group %u: hash slot %u is fenced by hash-slot migration task %llu; "
+                            "retry after the route changes",
+                            gs->group, hs, (unsigned long long)gs->migration_task);
+        return 0;
+    }
     uint8_t *buf = NULL;
     size_t len = 0;
     bool dup = false;
@@ -666,6 +789,8 @@ int slot_fsm_apply(struct slot_fsm *f, struct slot_group_state *gs, uint64_t ind
     int rc;
     if (cmd->command_case == SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_GROUP_INIT)
         rc = apply_group_init(f, gs, cmd->group_init, out);
+    else if (slot__migration_is_command(cmd->command_case))
+        rc = slot__migration_apply(f, gs, index, term, cmd, out);
     else
         rc = apply_command(f, gs, index, term, cmd, out);
     slotd__internal__v1__log_command__free_unpacked(cmd, NULL);

@@ -59,6 +59,12 @@ enum slot_table {
 #define SLOT_GROUP_META_OWNED 1 /* -> [ver][256-bit owned hash slot bitmap] */
 #define SLOT_GROUP_META_SNAPSHOT                                                                   \
     2 /* -> [ver][index u64][term u64] of the last installed snapshot */
+/* -> [ver][fenced 32][incoming 32][task u64][chunks u32][rows u64][crc u32] (absent = all 0) */
+#define SLOT_GROUP_META_MIGRATION 3
+#define SLOT_GROUP_META_MIGRATION_LEN 89
+/* Rows one migration entry may delete (hash slots wiped by MigrationRows seq 0, release, abort);
+ * an entry over it is refused (INVALID_FIELD hash_slots) and changes nothing. */
+#define SLOT_MIGRATION_WIPE_ROWS_MAX ((size_t)1 << 24)
 
 /* ---- Validation (validate.c): every violation names the field and limit. ---- */
 
@@ -84,10 +90,31 @@ int slot_encode_group_init(uint32_t group, const uint32_t slot_group[256], uint8
 struct slot_group_state {
     uint32_t group;
     bool initialized;  /* GroupInit applied */
-    uint8_t owned[32]; /* bitmap of owned hash slots */
+    uint8_t owned[32]; /* bitmap of owned hash slots (bit s % 8 of byte s / 8) */
+    /* Hash-slot migration (migrate.c), persisted as SLOT_GROUP_META_MIGRATION. */
+    uint8_t fenced[32];   /* source side: writes refused; invariant: fenced is within owned */
+    uint8_t incoming[32]; /* target side: slots being copied in; invariant: disjoint from owned */
+    uint64_t migration_task;   /* task of the last fence or copy (0 = none) */
+    uint32_t migration_chunks; /* MigrationRows chunks received for incoming (next seq) */
+    uint64_t migration_rows;   /* rows received in those chunks */
+    uint32_t migration_crc;    /* slot_migration_row_crc chained over those rows */
 };
 
 bool slot_group_owns(const struct slot_group_state *gs, uint16_t hash_slot);
+bool slot_group_fenced(const struct slot_group_state *gs, uint16_t hash_slot);
+bool slot_group_incoming(const struct slot_group_state *gs, uint16_t hash_slot);
+
+/* The SLOT_GROUP_META_MIGRATION record of gs (borrowed for the call) into out. */
+void slot_group_migration_encode(const struct slot_group_state *gs,
+                                 uint8_t out[SLOT_GROUP_META_MIGRATION_LEN]);
+/* Decodes such a record (v borrowed for the call) into the migration fields of gs; returns 0,
+ * or STORE_ECORRUPT (gs unchanged) unless len is exactly 89 and the version byte is 1. */
+int slot_group_migration_decode(const void *v, size_t len, struct slot_group_state *gs);
+
+/* CRC-32/IEEE (zlib crc32 semantics, start from 0) chained from crc over one migrated row:
+ * be32(kl) | key | be32(vl) | value. key and value are borrowed for the call. */
+uint32_t slot_migration_row_crc(uint32_t crc, const void *key, size_t kl, const void *value,
+                                size_t vl);
 
 /* Result of one applied entry for the caller waiting on it. */
 struct slot_result {
@@ -101,7 +128,17 @@ struct slot_fsm; /* one per applying thread: a write batch plus an overlay of it
 int slot_fsm_new(struct store *store, struct slot_fsm **out);
 void slot_fsm_free(struct slot_fsm *f);
 
-/* Loads a group's replicated state from the store. */
+/* Whether a group other than `group` hosted on this node owns hash_slot or is receiving it
+ * (incoming): the node's fsm rows of a hash slot are shared by the groups hosted on it. */
+typedef bool (*slot_claim_cb)(void *ctx, uint32_t group, uint16_t hash_slot);
+/* Registers cb (ctx borrowed until slot_fsm_free; cb NULL = no other group shares rows). A
+ * migration entry that deletes a hash slot's rows (MigrationRows seq 0, release, abort) leaves
+ * them alone where cb says another hosted group claims the slot; the replicated group state
+ * changes the same on every replica either way. */
+void slot_fsm_set_claim_cb(struct slot_fsm *f, slot_claim_cb cb, void *ctx);
+
+/* Loads a group's replicated state from the store: the owned and migration records (STORE_ECORRUPT
+ * when either has a wrong length or version). */
 int slot_fsm_load_group(struct slot_fsm *f, uint32_t group, struct slot_group_state *gs);
 
 /* Starts a new batch (drops the previous batch and overlay). */
@@ -109,8 +146,9 @@ void slot_fsm_begin(struct slot_fsm *f);
 /* Applies one committed entry (data borrowed for the call) into the batch.
  * When out != NULL it receives the result for a waiting caller. Returns 0,
  * or a store error (the batch is then unusable). A command the group must
- * reject (wrong hash slot, undecodable) is not an error: it changes nothing
- * and its result says why, identically on every replica. */
+ * reject (wrong hash slot, fenced hash slot, undecodable, a migration entry
+ * out of order) is not an error: it changes nothing and its result says why,
+ * identically on every replica. */
 int slot_fsm_apply(struct slot_fsm *f, struct slot_group_state *gs, uint64_t index, uint64_t term,
                    const void *data, size_t len, struct slot_result *out);
 /* Records the group's applied index in the batch. */

@@ -14,8 +14,13 @@
 #define ADMIN_METHOD_JOIN "/slotd.v1.Admin/JoinNode"
 #define ADMIN_METHOD_ACTIVATE "/slotd.v1.Admin/ActivateNode"
 #define ADMIN_METHOD_PREFERRED "/slotd.v1.Admin/SetPreferredLeader"
+#define ADMIN_METHOD_MOVE "/slotd.v1.Admin/MoveReplica"
+#define ADMIN_METHOD_TRANSFER "/slotd.v1.Admin/TransferLeader"
+#define ADMIN_METHOD_PROMOTE "/slotd.v1.Admin/PromoteControllerVoter"
+#define ADMIN_METHOD_DRAIN "/slotd.v1.Admin/DrainNode"
+#define ADMIN_METHOD_RETRY "/slotd.v1.Admin/RetryTask"
+#define ADMIN_METHOD_MIGRATE "/slotd.v1.Admin/MigrateHashSlots"
 #define ADMIN_CHECKSUM_LEN_MAX 15
-#define ADMIN_REQUEST_MAX 512 /* every admin request packs into this (address <= 255 bytes) */
 #define ADMIN_GRPC_ABORTED 10
 
 const char *slotd_admin_outcome_name(int outcome)
@@ -32,14 +37,13 @@ const char *slotd_admin_outcome_name(int outcome)
     }
 }
 
-static void admin_status_reset(struct slotd_status *st)
+void slotd__admin_status_reset(struct slotd_status *st)
 {
     memset(st, 0, sizeof(*st));
     st->grpc_status = -1;
 }
 
-/* Rewrites st->message as "op: STATUS: text [address, N attempts]" and records it. */
-static void admin_fail_text(struct slotd_client *c, const char *op, int rc, unsigned attempts,
+void slotd__admin_fail_text(struct slotd_client *c, const char *op, int rc, unsigned attempts,
                             struct slotd_status *st)
 {
     char text[SLOTD_STATUS_MESSAGE_LEN];
@@ -112,8 +116,7 @@ err_after_nothing:
     return rc;
 }
 
-/* Whether a ClusterState failure is worth asking the next endpoint. */
-static bool admin_state_skippable(int rc)
+bool slotd__admin_skippable(int rc)
 {
     return rc == SLOTD_CLIENT_EUNAVAILABLE || rc == SLOTD_CLIENT_ETIMEOUT ||
            rc == SLOTD_CLIENT_EEXHAUSTED;
@@ -123,7 +126,7 @@ int slotd_admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
                               const char *known_checksum, struct slotd_cluster_state *out)
 {
     memset(out, 0, sizeof(*out));
-    admin_status_reset(&out->status);
+    slotd__admin_status_reset(&out->status);
     struct slotd_status *st = &out->status;
     Slotd__V1__ClusterStateRequest req = SLOTD__V1__CLUSTER_STATE_REQUEST__INIT;
     req.known_revision = known_revision;
@@ -131,7 +134,7 @@ int slotd_admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
     if (strlen(req.known_checksum) > ADMIN_CHECKSUM_LEN_MAX) {
         snprintf(st->message, sizeof(st->message), "known_checksum longer than %d characters",
                  ADMIN_CHECKSUM_LEN_MAX);
-        admin_fail_text(c, "cluster state", SLOTD_CLIENT_EINVAL, 0, st);
+        slotd__admin_fail_text(c, "cluster state", SLOTD_CLIENT_EINVAL, 0, st);
         return SLOTD_CLIENT_EINVAL;
     }
     uint8_t buf[64];
@@ -152,16 +155,133 @@ int slotd_admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
                 snprintf(out->source, sizeof(out->source), "%s", endpoints[i]);
             break;
         }
-        if (!admin_state_skippable(rc))
+        if (!slotd__admin_skippable(rc))
             break;
     }
     if (rc != SLOTD_CLIENT_OK)
-        admin_fail_text(c, "cluster state", rc, out->attempts, st);
+        slotd__admin_fail_text(c, "cluster state", rc, out->attempts, st);
     return rc;
 }
 
-/* Packs w into buf (ADMIN_REQUEST_MAX bytes); sets *method and *op. EINVAL on bad fields. */
-static int admin_write_encode(const struct slotd_admin_write *w, uint8_t *buf, size_t *len,
+/* Checks w's hash slots (1..256 distinct values in 0..255) into a request's array (ascending;
+ * slots has SLOTD_HASH_SLOTS entries); EINVAL naming the field and the bad value otherwise. */
+static int admin_slots_check(const struct slotd_admin_write *w, uint32_t *slots,
+                             struct slotd_status *st)
+{
+    bool seen[SLOTD_HASH_SLOTS] = {false};
+    snprintf(st->field, sizeof(st->field), "hash_slots");
+    st->limit = SLOTD_HASH_SLOTS;
+    if (!w->hash_slots || w->hash_slot_count == 0 || w->hash_slot_count > SLOTD_HASH_SLOTS) {
+        snprintf(st->message, sizeof(st->message), "hash_slots: %zu given, must be 1..%d",
+                 w->hash_slots ? w->hash_slot_count : 0, SLOTD_HASH_SLOTS);
+        return SLOTD_CLIENT_EINVAL;
+    }
+    for (size_t i = 0; i < w->hash_slot_count; i++) {
+        uint32_t v = w->hash_slots[i];
+        if (v >= SLOTD_HASH_SLOTS) {
+            snprintf(st->message, sizeof(st->message), "hash_slots: %u not in 0..%d", v,
+                     SLOTD_HASH_SLOTS - 1);
+            return SLOTD_CLIENT_EINVAL;
+        }
+        if (seen[v]) {
+            snprintf(st->message, sizeof(st->message), "hash_slots: %u given twice", v);
+            return SLOTD_CLIENT_EINVAL;
+        }
+        seen[v] = true;
+    }
+    size_t n = 0;
+    for (uint32_t v = 0; v < SLOTD_HASH_SLOTS; v++)
+        if (seen[v])
+            slots[n++] = v;
+    st->field[0] = '\0';
+    st->limit = 0;
+    return SLOTD_CLIENT_OK;
+}
+
+/* MigrateHashSlots: the checked hash slot list, ascending. */
+static int admin_migrate_encode(const struct slotd_admin_write *w, uint8_t *buf, size_t *len,
+                                struct slotd_status *st)
+{
+    uint32_t slots[SLOTD_HASH_SLOTS];
+    int rc = admin_slots_check(w, slots, st);
+    if (rc != SLOTD_CLIENT_OK)
+        return rc;
+    Slotd__V1__MigrateHashSlotsRequest r = SLOTD__V1__MIGRATE_HASH_SLOTS_REQUEST__INIT;
+    r.n_hash_slots = w->hash_slot_count;
+    r.hash_slots = slots;
+    r.to_group = w->to_group;
+    r.expected_revision = w->expected_revision;
+    *len = slotd__v1__migrate_hash_slots_request__pack(&r, buf);
+    return SLOTD_CLIENT_OK;
+}
+
+/* The task commands: MoveReplica .. MigrateHashSlots. */
+static int admin_task_encode(const struct slotd_admin_write *w, uint8_t *buf, size_t *len,
+                             const char **method, const char **op, struct slotd_status *st)
+{
+    switch (w->kind) {
+    case SLOTD_ADMIN_MOVE_REPLICA: {
+        *method = ADMIN_METHOD_MOVE;
+        *op = "move replica";
+        Slotd__V1__MoveReplicaRequest r = SLOTD__V1__MOVE_REPLICA_REQUEST__INIT;
+        r.group_id = w->group_id;
+        r.from_node = w->from_node;
+        r.to_node = w->to_node;
+        r.expected_revision = w->expected_revision;
+        *len = slotd__v1__move_replica_request__pack(&r, buf);
+        return SLOTD_CLIENT_OK;
+    }
+    case SLOTD_ADMIN_TRANSFER_LEADER: {
+        *method = ADMIN_METHOD_TRANSFER;
+        *op = "transfer leader";
+        Slotd__V1__TransferLeaderRequest r = SLOTD__V1__TRANSFER_LEADER_REQUEST__INIT;
+        r.group_id = w->group_id;
+        r.to_node = w->to_node;
+        r.expected_revision = w->expected_revision;
+        *len = slotd__v1__transfer_leader_request__pack(&r, buf);
+        return SLOTD_CLIENT_OK;
+    }
+    case SLOTD_ADMIN_PROMOTE_CONTROLLER_VOTER: {
+        *method = ADMIN_METHOD_PROMOTE;
+        *op = "promote controller voter";
+        Slotd__V1__PromoteControllerVoterRequest r =
+            SLOTD__V1__PROMOTE_CONTROLLER_VOTER_REQUEST__INIT;
+        r.node_id = w->node_id;
+        r.expected_revision = w->expected_revision;
+        *len = slotd__v1__promote_controller_voter_request__pack(&r, buf);
+        return SLOTD_CLIENT_OK;
+    }
+    case SLOTD_ADMIN_DRAIN_NODE: {
+        *method = ADMIN_METHOD_DRAIN;
+        *op = "drain node";
+        Slotd__V1__DrainNodeRequest r = SLOTD__V1__DRAIN_NODE_REQUEST__INIT;
+        r.node_id = w->node_id;
+        r.expected_revision = w->expected_revision;
+        *len = slotd__v1__drain_node_request__pack(&r, buf);
+        return SLOTD_CLIENT_OK;
+    }
+    case SLOTD_ADMIN_RETRY_TASK: {
+        *method = ADMIN_METHOD_RETRY;
+        *op = "retry task";
+        Slotd__V1__RetryTaskRequest r = SLOTD__V1__RETRY_TASK_REQUEST__INIT;
+        r.task_id = w->task_id;
+        r.expected_revision = w->expected_revision;
+        *len = slotd__v1__retry_task_request__pack(&r, buf);
+        return SLOTD_CLIENT_OK;
+    }
+    case SLOTD_ADMIN_MIGRATE_HASH_SLOTS:
+        *method = ADMIN_METHOD_MIGRATE;
+        *op = "migrate hash slots";
+        return admin_migrate_encode(w, buf, len, st);
+    default:
+        break;
+    }
+    *op = "admin";
+    snprintf(st->message, sizeof(st->message), "unknown admin command kind %d", (int)w->kind);
+    return SLOTD_CLIENT_EINVAL;
+}
+
+int slotd__admin_write_encode(const struct slotd_admin_write *w, uint8_t *buf, size_t *len,
                               const char **method, const char **op, struct slotd_status *st)
 {
     switch (w->kind) {
@@ -200,10 +320,9 @@ static int admin_write_encode(const struct slotd_admin_write *w, uint8_t *buf, s
         *len = slotd__v1__set_preferred_leader_request__pack(&r, buf);
         return SLOTD_CLIENT_OK;
     }
+    default:
+        return admin_task_encode(w, buf, len, method, op, st);
     }
-    *op = "admin";
-    snprintf(st->message, sizeof(st->message), "unknown admin command kind %d", (int)w->kind);
-    return SLOTD_CLIENT_EINVAL;
 }
 
 static int admin_write_decode(const uint8_t *body, size_t len, struct slotd_admin_result *out)
@@ -218,6 +337,7 @@ static int admin_write_decode(const uint8_t *body, size_t len, struct slotd_admi
     snprintf(out->reason, sizeof(out->reason), "%s", m->reason);
     out->revision = m->revision;
     out->applied_index = m->applied_index;
+    out->task_id = m->task_id;
     slotd__v1__admin_write_response__free_unpacked(m, NULL);
     return SLOTD_CLIENT_OK;
 }
@@ -226,14 +346,14 @@ int slotd_admin_write(struct slotd_client *c, const struct slotd_admin_write *w,
                       struct slotd_admin_result *out)
 {
     memset(out, 0, sizeof(*out));
-    admin_status_reset(&out->status);
+    slotd__admin_status_reset(&out->status);
     struct slotd_status *st = &out->status;
-    uint8_t req[ADMIN_REQUEST_MAX];
+    uint8_t req[SLOTD__ADMIN_REQUEST_MAX];
     size_t len = 0;
     const char *method = NULL, *op = "admin";
-    int rc = admin_write_encode(w, req, &len, &method, &op, st);
+    int rc = slotd__admin_write_encode(w, req, &len, &method, &op, st);
     if (rc != SLOTD_CLIENT_OK) {
-        admin_fail_text(c, op, rc, 0, st);
+        slotd__admin_fail_text(c, op, rc, 0, st);
         return rc;
     }
     char endpoints[SLOTD_CLIENT_ENDPOINTS_MAX][SLOTD_ADDRESS_LEN + 1];
@@ -261,6 +381,6 @@ done:
     if (rc == SLOTD_CLIENT_ERPC && st->grpc_status == ADMIN_GRPC_ABORTED)
         rc = SLOTD_CLIENT_ESTALE_REVISION;
     if (rc != SLOTD_CLIENT_OK)
-        admin_fail_text(c, op, rc, out->attempts, st);
+        slotd__admin_fail_text(c, op, rc, out->attempts, st);
     return rc;
 }

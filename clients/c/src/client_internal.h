@@ -82,4 +82,37 @@ void slotd__client_record_error(struct slotd_client *c, const struct slotd_statu
 /* Sleeps ms milliseconds (restarts after signals). */
 void slotd__sleep_ms(int ms);
 
+/* ---- what client_task.c and the unit test use from client_admin.c ---- */
+
+/* st: borrowed for the call. Clears st; grpc_status -1 (no call made). */
+void slotd__admin_status_reset(struct slotd_status *st);
+
+/* c, op, st: borrowed for the call. Rewrites st->message as "op: STATUS: text (field F)
+ * [address, N attempts]" and makes st the client's last error. */
+void slotd__admin_fail_text(struct slotd_client *c, const char *op, int rc, unsigned attempts,
+                            struct slotd_status *st);
+
+/* Whether a failed read-only admin call is worth asking the next endpoint (UNAVAILABLE, past
+ * its deadline, overloaded). */
+bool slotd__admin_skippable(int rc);
+
+/* Largest packed admin request: an address of <= 255 bytes, or 256 hash slots of at most 2
+ * varint bytes each, plus the other fields. */
+#define SLOTD__ADMIN_REQUEST_MAX 1024
+
+/* w, buf, len, method, op, st: borrowed for the call. Packs w into buf (at least
+ * SLOTD__ADMIN_REQUEST_MAX bytes) and sets *method (gRPC path) and *op (its name in messages).
+ * SLOTD_CLIENT_EINVAL with a sentence in st->message for a bad kind, address or hash slot
+ * list (no call is to be made then). */
+int slotd__admin_write_encode(const struct slotd_admin_write *w, uint8_t *buf, size_t *len,
+                              const char **method, const char **op, struct slotd_status *st);
+
+/* buf, out: borrowed for the call. Decodes a TaskStatusResponse into out->tasks (malloc'd,
+ * freed by slotd_task_status_free()) and out->revision. by_id: the answer to a task_id > 0
+ * request (exactly one task expected). SLOTD_CLIENT_EMALFORMED with a sentence in
+ * out->status.message when it does not decode or exceeds a bound (SLOTD_TASKS_MAX tasks,
+ * SLOTD_TASK_PARTICIPANTS_MAX participants, SLOTD_HASH_SLOTS hash slots). */
+int slotd__task_status_decode(const uint8_t *buf, size_t len, bool by_id,
+                              struct slotd_task_status *out);
+
 #endif /* SLOTD_CLIENT_INTERNAL_H */

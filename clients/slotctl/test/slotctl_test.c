@@ -1,4 +1,4 @@
-/* slotctl_test.c - CUnit test of slotctl admin commands: parser, cluster tables, admin calls. */
+/* slotctl_test.c - CUnit test of slotctl admin and task commands: parser, tables, admin calls. */
 #include "slotctl_cli.h"
 #include "slotctl_cmds.h"
 
@@ -89,12 +89,13 @@ static void test_parse_admin_errors(void)
          "--weight: '0' is not an integer in 1..1000"},
         {{"slotctl", "activate", NULL}, "activate: needs --node-id N"},
         {{"slotctl", "activate", "--node-id", "4", "--address", "a:1", NULL},
-         "--address and --weight: only for join"},
+         "--address: only for join"},
         {{"slotctl", "cluster", "--group", "1", NULL},
-         "--group, --to and --wait: only for transfer-leader"},
-        {{"slotctl", "get", "k", "--node-id", "1", NULL}, "--node-id: only for join and activate"},
+         "--group: only for transfer-leader, move-replica"},
+        {{"slotctl", "get", "k", "--node-id", "1", NULL}, "--node-id: only for join, activate"},
         {{"slotctl", "put", "k", "v", "--expected-revision", "3", NULL},
-         "--expected-revision: only for transfer-leader, join and activate"},
+         "--expected-revision: only for transfer-leader, join, activate, move-replica, drain, "
+         "promote, retry, migrate-slots"},
         {{"slotctl", "activate", "--node-id", "4", "extra", NULL},
          "activate: takes 0 arguments, got 1"},
     };
@@ -252,6 +253,360 @@ static void test_cluster_tables_before_placement(void)
     free(got);
 }
 
+/* ---- task commands: parser ---------------------------------------------------------------- */
+
+static void test_parse_task_commands(void)
+{
+    struct slotctl_args a;
+    char err[256];
+    CU_ASSERT_EQUAL(parse(ARGV("move-replica", "--group", "2", "--from", "3", "--to", "5",
+                               "--expected-revision", "9", "--wait", "60", "--json"),
+                          &a, err, sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_MOVE_REPLICA);
+    CU_ASSERT_EQUAL(a.group_id, 2);
+    CU_ASSERT_EQUAL(a.from_node, 3);
+    CU_ASSERT_EQUAL(a.to_node, 5);
+    CU_ASSERT_EQUAL(a.expected_revision, 9);
+    CU_ASSERT_EQUAL(a.wait_s, 60);
+    CU_ASSERT_STRING_EQUAL(slotctl_cmd_name(a.cmd), "move-replica");
+
+    CU_ASSERT_EQUAL(parse(ARGV("drain", "--node", "5", "--wait", "30"), &a, err, sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_DRAIN);
+    CU_ASSERT_EQUAL(a.node_id, 5);
+    CU_ASSERT_EQUAL(parse(ARGV("promote", "--node", "4"), &a, err, sizeof(err)), SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_PROMOTE);
+    CU_ASSERT_EQUAL(a.node_id, 4);
+    CU_ASSERT_EQUAL(parse(ARGV("retry", "--task", "12"), &a, err, sizeof(err)), SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_RETRY);
+    CU_ASSERT_EQUAL(a.task_id, 12);
+    CU_ASSERT_EQUAL(parse(ARGV("transfer-leader", "--group", "1", "--to", "2", "--as-task"), &a,
+                          err, sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_TRUE(a.as_task);
+
+    CU_ASSERT_EQUAL(parse(ARGV("migrate-slots", "--slots", "12,3,7,10-11", "--to-group", "4"), &a,
+                          err, sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_MIGRATE_SLOTS);
+    CU_ASSERT_EQUAL(a.to_group, 4);
+    CU_ASSERT_EQUAL_FATAL(a.hash_slot_count, 5);
+    static const uint32_t want[] = {3, 7, 10, 11, 12};
+    CU_ASSERT_EQUAL(memcmp(a.hash_slots, want, sizeof(want)), 0);
+
+    CU_ASSERT_EQUAL(parse(ARGV("task", "status"), &a, err, sizeof(err)), SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_TASK_STATUS);
+    CU_ASSERT_EQUAL(a.task_id, 0);
+    CU_ASSERT_FALSE(a.watch);
+    CU_ASSERT_EQUAL(parse(ARGV("task", "status", "--active"), &a, err, sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_TRUE(a.active_only);
+    CU_ASSERT_EQUAL(
+        parse(ARGV("task", "status", "17", "--watch", "--interval-ms", "50", "--timeout", "90"), &a,
+              err, sizeof(err)),
+        SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.task_id, 17);
+    CU_ASSERT_TRUE(a.watch);
+    CU_ASSERT_EQUAL(a.interval_ms, 50);
+    CU_ASSERT_EQUAL(a.timeout_s, 90);
+    CU_ASSERT_STRING_EQUAL(slotctl_cmd_name(a.cmd), "task status");
+    CU_ASSERT_EQUAL(SLOTCTL_EXIT_TASK_FAILED, 8);
+}
+
+static void test_parse_task_errors(void)
+{
+    static const struct {
+        char *argv[12];
+        const char *err;
+    } cases[] = {
+        {{"slotctl", "migrate-slots", "--slots", "3,256", "--to-group", "2", NULL},
+         "--slots: hash slot 256 is out of range 0..255"},
+        {{"slotctl", "migrate-slots", "--slots", "250-300", "--to-group", "2", NULL},
+         "--slots: hash slot 300 is out of range 0..255"},
+        {{"slotctl", "migrate-slots", "--slots", "3,7,5-8", "--to-group", "2", NULL},
+         "--slots: hash slot 7 given twice"},
+        {{"slotctl", "migrate-slots", "--slots", "12-10", "--to-group", "2", NULL},
+         "--slots: range '12-10' runs backwards (FIRST > LAST)"},
+        {{"slotctl", "migrate-slots", "--slots", "3,,4", "--to-group", "2", NULL},
+         "--slots: empty item in '3,,4' (give e.g. 3,7,10-12)"},
+        {{"slotctl", "migrate-slots", "--slots", "3,", "--to-group", "2", NULL},
+         "--slots: empty item in '3,' (give e.g. 3,7,10-12)"},
+        {{"slotctl", "migrate-slots", "--slots", "", "--to-group", "2", NULL},
+         "--slots: empty (give e.g. 3,7,10-12)"},
+        {{"slotctl", "migrate-slots", "--slots", "x7", "--to-group", "2", NULL},
+         "--slots: 'x7' is not a hash slot (0..255) or a range FIRST-LAST"},
+        {{"slotctl", "migrate-slots", "--slots", "-3", "--to-group", "2", NULL},
+         "--slots: '-3' is not a hash slot (0..255) or a range FIRST-LAST"},
+        {{"slotctl", "migrate-slots", "--slots", "1-2-3", "--to-group", "2", NULL},
+         "--slots: '1-2-3' is not a hash slot (0..255) or a range FIRST-LAST"},
+        {{"slotctl", "migrate-slots", "--slots", "3", NULL},
+         "migrate-slots: needs --slots LIST and --to-group G"},
+        {{"slotctl", "migrate-slots", "--slots", "3", "--to-group", "0", NULL},
+         "--to-group: '0' is not a group id in 1..4294967295"},
+        {{"slotctl", "move-replica", "--group", "1", "--to", "2", NULL},
+         "move-replica: needs --group G, --from N and --to M"},
+        {{"slotctl", "drain", NULL}, "drain: needs --node N"},
+        {{"slotctl", "promote", "--node-id", "4", NULL}, "--node-id: only for join, activate"},
+        {{"slotctl", "activate", "--node", "4", NULL}, "--node: only for drain, promote"},
+        {{"slotctl", "retry", NULL}, "retry: needs --task T"},
+        {{"slotctl", "retry", "--task", "0", NULL},
+         "--task: '0' is not a task id (an integer >= 1)"},
+        {{"slotctl", "drain", "--node", "4", "--from", "3", NULL}, "--from: only for move-replica"},
+        {{"slotctl", "join", "--node-id", "4", "--address", "a:1", "--wait", "3", NULL},
+         "--wait: only for transfer-leader, move-replica, drain, promote, retry, migrate-slots"},
+        {{"slotctl", "move-replica", "--group", "1", "--from", "2", "--to", "3", "--as-task", NULL},
+         "--as-task: only for transfer-leader"},
+        {{"slotctl", "task", NULL}, "task: usage: task status [TASK_ID]"},
+        {{"slotctl", "task", "list", NULL},
+         "task: unknown subcommand 'list' (try: task status [TASK_ID])"},
+        {{"slotctl", "task", "status", "abc", NULL},
+         "task status: 'abc' is not a task id (an integer >= 1)"},
+        {{"slotctl", "task", "status", "3", "4", NULL}, "task: usage: task status [TASK_ID]"},
+        {{"slotctl", "task", "status", "3", "--active", NULL},
+         "--active: only when listing (no TASK_ID)"},
+        {{"slotctl", "task", "status", "--watch", NULL}, "task status --watch: needs a TASK_ID"},
+        {{"slotctl", "task", "status", "3", "--timeout", "5", NULL},
+         "--interval-ms and --timeout: only with --watch"},
+        {{"slotctl", "task", "status", "3", "--watch", "--interval-ms", "49", NULL},
+         "--interval-ms: '49' is not an integer in 50..60000"},
+        {{"slotctl", "task", "status", "--task", "3", NULL}, "--task: only for retry"},
+        {{"slotctl", "get", "k", "--watch", NULL}, "--watch: only for task status"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct slotctl_args a;
+        char err[256];
+        int rc = parse((char **)cases[i].argv, &a, err, sizeof(err));
+        CU_ASSERT_EQUAL(rc, SLOTCTL_EXIT_USAGE);
+        if (strcmp(err, cases[i].err) != 0)
+            fprintf(stderr, "\ncase %zu: got '%s', want '%s'\n", i, err, cases[i].err);
+        CU_ASSERT_STRING_EQUAL(err, cases[i].err);
+    }
+}
+
+static void test_slot_lists(void)
+{
+    uint32_t slots[SLOTD_HASH_SLOTS];
+    unsigned n = 99;
+    char err[256], text[1024];
+    CU_ASSERT_EQUAL(slotctl_slots_parse("0-255", slots, &n, err, sizeof(err)), SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(n, 256);
+    CU_ASSERT_EQUAL(slots[0], 0);
+    CU_ASSERT_EQUAL(slots[255], 255);
+    slotctl_slots_text(slots, n, text, sizeof(text));
+    CU_ASSERT_STRING_EQUAL(text, "0-255");
+    CU_ASSERT_EQUAL(slotctl_slots_parse("255,0,9-9", slots, &n, err, sizeof(err)), SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(n, 3);
+    slotctl_slots_text(slots, n, text, sizeof(text));
+    CU_ASSERT_STRING_EQUAL(text, "0,9,255");
+    CU_ASSERT_EQUAL(slotctl_slots_parse("3,7,10-12,13", slots, &n, err, sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    slotctl_slots_text(slots, n, text, sizeof(text));
+    CU_ASSERT_STRING_EQUAL(text, "3,7,10-13");
+    CU_ASSERT_EQUAL(slotctl_slots_parse("0-255,4", slots, &n, err, sizeof(err)),
+                    SLOTCTL_EXIT_USAGE);
+    CU_ASSERT_STRING_EQUAL(err, "--slots: hash slot 4 given twice");
+    CU_ASSERT_EQUAL(slotctl_slots_parse("99999999999999999999", slots, &n, err, sizeof(err)),
+                    SLOTCTL_EXIT_USAGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "is not a hash slot (0..255)"));
+    slotctl_slots_text(slots, 0, text, sizeof(text));
+    CU_ASSERT_STRING_EQUAL(text, "-");
+}
+
+/* ---- task output ------------------------------------------------------------------------- */
+
+static void test_progress_bar(void)
+{
+    char buf[128];
+    slotctl_bytes_text(0, buf, sizeof(buf));
+    CU_ASSERT_STRING_EQUAL(buf, "0 B");
+    slotctl_bytes_text(1023, buf, sizeof(buf));
+    CU_ASSERT_STRING_EQUAL(buf, "1023 B");
+    slotctl_bytes_text(1536, buf, sizeof(buf));
+    CU_ASSERT_STRING_EQUAL(buf, "1.5 KiB");
+    slotctl_bytes_text(5557452, buf, sizeof(buf));
+    CU_ASSERT_STRING_EQUAL(buf, "5.3 MiB");
+    slotctl_bytes_text(3ull << 30, buf, sizeof(buf));
+    CU_ASSERT_STRING_EQUAL(buf, "3.0 GiB");
+
+    slotctl_progress_bar(3250586, 5557452, true, buf, sizeof(buf)); /* 58.49% */
+    CU_ASSERT_STRING_EQUAL(buf, "[#######.....] 58%  3.1 MiB / 5.3 MiB");
+    slotctl_progress_bar(1520, 2610, false, buf, sizeof(buf));
+    CU_ASSERT_STRING_EQUAL(buf, "[#######.....] 58%  match 1520 / commit 2610");
+    slotctl_progress_bar(0, 0, false, buf, sizeof(buf));
+    CU_ASSERT_STRING_EQUAL(buf, "[............] 0%  match 0 / commit 0");
+    slotctl_progress_bar(99, 100, false, buf, sizeof(buf)); /* full only at 100% */
+    CU_ASSERT_STRING_EQUAL(buf, "[###########.] 99%  match 99 / commit 100");
+    slotctl_progress_bar(120, 100, false, buf, sizeof(buf)); /* capped */
+    CU_ASSERT_STRING_EQUAL(buf, "[############] 100%  match 120 / commit 100");
+    slotctl_progress_bar(UINT64_MAX / 2, UINT64_MAX, true, buf, sizeof(buf)); /* no overflow */
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "[######......] 49%  8.0 EiB / 16.0 EiB"));
+
+    /* catch_up: the snapshot's bytes while it is being sent, then the log position */
+    struct slotd_task t = {.task_id = 7,
+                           .kind = "replica_move",
+                           .status = "running",
+                           .phase = "catch_up",
+                           .bytes_sent = 1024,
+                           .bytes_total = 4096,
+                           .target_match = 10,
+                           .commit = 40};
+    CU_ASSERT_TRUE(slotctl_task_progress(&t, false, buf, sizeof(buf)));
+    CU_ASSERT_STRING_EQUAL(buf, "[###.........] 25%  1.0 KiB / 4.0 KiB");
+    t.bytes_sent = 4096;
+    CU_ASSERT_TRUE(slotctl_task_progress(&t, false, buf, sizeof(buf)));
+    CU_ASSERT_STRING_EQUAL(buf, "[###.........] 25%  match 10 / commit 40");
+    snprintf(t.phase, sizeof(t.phase), "promote"); /* no bar outside copy and catch-up */
+    CU_ASSERT_FALSE(slotctl_task_progress(&t, false, buf, sizeof(buf)));
+    CU_ASSERT_STRING_EQUAL(buf, "");
+    CU_ASSERT_TRUE(slotctl_task_progress(&t, true, buf, sizeof(buf)));
+    CU_ASSERT_STRING_EQUAL(buf, "[###.........] 25%  match 10 / commit 40");
+    snprintf(t.phase, sizeof(t.phase), "copy_rows"); /* a copy phase: bytes */
+    CU_ASSERT_TRUE(slotctl_task_progress(&t, false, buf, sizeof(buf)));
+    CU_ASSERT_STRING_EQUAL(buf, "[############] 100%  4.0 KiB / 4.0 KiB");
+    struct slotd_task none = {.phase = "catch_up"};
+    CU_ASSERT_FALSE(slotctl_task_progress(&none, true, buf, sizeof(buf)));
+
+    char line[768];
+    t.bytes_sent = 1024;
+    snprintf(t.phase, sizeof(t.phase), "catch_up");
+    t.attempt = 2;
+    snprintf(t.last_error, sizeof(t.last_error), "node 4 unreachable");
+    slotctl_task_line(&t, line, sizeof(line));
+    CU_ASSERT_STRING_EQUAL(line, "task 7 replica_move  running  phase catch_up  attempt 2  "
+                                 "[###.........] 25%  1.0 KiB / 4.0 KiB  last error: node 4 "
+                                 "unreachable");
+}
+
+/* Three tasks: a move in catch-up, a pending drain, a failed hash slot migration. */
+static void task_fixture(struct slotd_task *t)
+{
+    memset(t, 0, 3 * sizeof(*t));
+    t[0] = (struct slotd_task){.task_id = 5,
+                               .kind = "replica_move",
+                               .status = "running",
+                               .phase = "catch_up",
+                               .phase_index = 1,
+                               .attempt = 1,
+                               .group_id = 2,
+                               .source_node = 3,
+                               .target_node = 4,
+                               .participants = {3, 4},
+                               .participant_count = 2,
+                               .config_epoch = 6,
+                               .target_match = 1520,
+                               .commit = 2610,
+                               .created_ms = 1000,
+                               .updated_ms = 2000,
+                               .revision = 12};
+    t[1] = (struct slotd_task){.task_id = 6,
+                               .kind = "node_drain",
+                               .status = "pending",
+                               .phase = "moving_replicas",
+                               .attempt = 1,
+                               .source_node = 5};
+    t[2] = (struct slotd_task){.task_id = 9,
+                               .kind = "hash_slot_migration",
+                               .status = "failed",
+                               .phase = "copy",
+                               .phase_index = 1,
+                               .attempt = 3,
+                               .group_id = 1,
+                               .to_group = 2,
+                               .bytes_sent = 3250586,
+                               .bytes_total = 5557452,
+                               .hash_slots = {3, 7, 10, 11, 12},
+                               .hash_slot_count = 5,
+                               .last_error = "group 2: no leader"};
+}
+
+static char *render_with(void (*fn)(FILE *, const struct slotd_task *, size_t, bool),
+                         const struct slotd_task *t, size_t n, bool active)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    fn(out, t, n, active);
+    fclose(out);
+    return buf;
+}
+
+static void test_task_table(void)
+{
+    struct slotd_task t[3];
+    task_fixture(t);
+    char *got = render_with(slotctl_tasks_print, t, 3, false);
+    const char *want =
+        "   ID  KIND                        STATUS   PHASE            ATTEMPT   GROUP  SOURCE  "
+        "TARGET  PROGRESS           LAST_ERROR\n"
+        "    5  replica_move                running  catch_up               1       2       3  "
+        "     4  1520/2610          -\n"
+        "    6  node_drain                  pending  moving_replicas        1       -       5  "
+        "     -  -                  -\n"
+        "    9  hash_slot_migration         failed   copy                   3    1->2       -  "
+        "     -  3.1 MiB/5.3 MiB    group 2: no leader\n";
+    if (strcmp(got, want) != 0)
+        fprintf(stderr, "\n--- got ---\n%s--- want ---\n%s", got, want);
+    CU_ASSERT_STRING_EQUAL(got, want);
+    free(got);
+    got = render_with(slotctl_tasks_print, t, 0, true);
+    CU_ASSERT_STRING_EQUAL(got, "no active tasks\n");
+    free(got);
+    got = render_with(slotctl_tasks_print, t, 0, false);
+    CU_ASSERT_STRING_EQUAL(got, "no tasks\n");
+    free(got);
+}
+
+static void print_one(FILE *out, const struct slotd_task *t, size_t n, bool active)
+{
+    (void)n;
+    (void)active;
+    slotctl_task_print(out, t);
+}
+
+static void test_task_detail_and_json(void)
+{
+    struct slotd_task t[3];
+    task_fixture(t);
+    char *got = render_with(print_one, &t[2], 1, false);
+    const char *want = "task 9  hash_slot_migration  failed\n"
+                       "  phase         copy (index 1)\n"
+                       "  attempt       3\n"
+                       "  group         1->2\n"
+                       "  source node   -\n"
+                       "  target node   -\n"
+                       "  participants  -\n"
+                       "  hash slots    3,7,10-12 (5) to group 2\n"
+                       "  progress      [#######.....] 58%  3.1 MiB / 5.3 MiB\n"
+                       "  last error    group 2: no leader\n"
+                       "  config epoch  0\n"
+                       "  created_ms    0  updated_ms 0\n"
+                       "  revision      0\n";
+    if (strcmp(got, want) != 0)
+        fprintf(stderr, "\n--- got ---\n%s--- want ---\n%s", got, want);
+    CU_ASSERT_STRING_EQUAL(got, want);
+    free(got);
+    got = render_with(print_one, &t[0], 1, false);
+    CU_ASSERT_PTR_NOT_NULL(strstr(got, "  participants  3,4\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(got, "  progress      [#######.....] 58%  match 1520 / "
+                                       "commit 2610\n"));
+    CU_ASSERT_PTR_NULL(strstr(got, "hash slots"));
+    free(got);
+
+    json_t *j = slotctl_task_json(&t[2]);
+    char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    CU_ASSERT_STRING_EQUAL(
+        s, "{\"attempt\":3,\"bytes_sent\":3250586,\"bytes_total\":5557452,\"commit\":0,"
+           "\"config_epoch\":0,\"created_ms\":0,\"group_id\":1,\"hash_slots\":[3,7,10,11,12],"
+           "\"kind\":\"hash_slot_migration\",\"last_error\":\"group 2: no leader\","
+           "\"participants\":[],\"phase\":\"copy\",\"phase_index\":1,\"revision\":0,"
+           "\"source_node\":0,\"status\":\"failed\",\"target_match\":0,\"target_node\":0,"
+           "\"task_id\":9,\"to_group\":2,\"updated_ms\":0}");
+    free(s);
+    json_decref(j);
+}
+
 /* ---- libslotd admin calls without a server ------------------------------------------------ */
 
 static struct slotd_client *dead_client(int max_retries)
@@ -311,6 +666,41 @@ static void test_admin_bad_arguments_make_no_call(void)
     slotd_client_free(c);
 }
 
+static void test_task_calls_without_server(void)
+{
+    struct slotd_client *c = dead_client(-1);
+    struct slotd_task_status ts;
+    CU_ASSERT_EQUAL(slotd_task_status(c, 7, false, &ts), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_EQUAL(ts.attempts, 2); /* one pass over the endpoints */
+    CU_ASSERT_PTR_NULL(ts.tasks);
+    CU_ASSERT_EQUAL(ts.task_count, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ts.status.message, "task status 7: UNAVAILABLE: "));
+    slotd_task_status_free(&ts);
+    CU_ASSERT_EQUAL(slotd_task_status(c, 0, true, &ts), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ts.status.message, "task status (active): UNAVAILABLE: "));
+    slotd_task_status_free(&ts);
+
+    /* a bad hash slot list makes no call */
+    uint32_t slots[] = {4, 9, 4};
+    struct slotd_admin_write w = {.kind = SLOTD_ADMIN_MIGRATE_HASH_SLOTS,
+                                  .hash_slots = slots,
+                                  .hash_slot_count = 3,
+                                  .to_group = 2};
+    struct slotd_admin_result r;
+    CU_ASSERT_EQUAL(slotd_admin_write(c, &w, &r), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(r.attempts, 0);
+    CU_ASSERT_STRING_EQUAL(r.status.message, "migrate hash slots: no call: hash_slots: 4 given "
+                                             "twice [no endpoint, 0 attempts]");
+    CU_ASSERT_STRING_EQUAL(r.status.field, "hash_slots");
+    w.kind = SLOTD_ADMIN_DRAIN_NODE;
+    w.node_id = 5;
+    CU_ASSERT_EQUAL(slotd_admin_write(c, &w, &r), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_EQUAL(r.attempts, 2);
+    CU_ASSERT_EQUAL(r.task_id, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "drain node: UNAVAILABLE: "));
+    slotd_client_free(c);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -325,6 +715,13 @@ int main(void)
     CU_add_test(s, "admin write fails over then gives up",
                 test_admin_write_fails_over_then_gives_up);
     CU_add_test(s, "admin bad arguments make no call", test_admin_bad_arguments_make_no_call);
+    CU_add_test(s, "parse task commands", test_parse_task_commands);
+    CU_add_test(s, "parse task errors", test_parse_task_errors);
+    CU_add_test(s, "hash slot lists", test_slot_lists);
+    CU_add_test(s, "progress bars and watch lines", test_progress_bar);
+    CU_add_test(s, "task table", test_task_table);
+    CU_add_test(s, "task detail and JSON", test_task_detail_and_json);
+    CU_add_test(s, "task calls without a server", test_task_calls_without_server);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed();

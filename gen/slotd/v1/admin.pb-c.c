@@ -232,6 +232,51 @@ void   slotd__v1__retry_task_request__free_unpacked
   assert(message->base.descriptor == &slotd__v1__retry_task_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__v1__migrate_hash_slots_request__init
+                     (Slotd__V1__MigrateHashSlotsRequest         *message)
+{
+  static const Slotd__V1__MigrateHashSlotsRequest init_value = SLOTD__V1__MIGRATE_HASH_SLOTS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__migrate_hash_slots_request__get_packed_size
+                     (const Slotd__V1__MigrateHashSlotsRequest *message)
+{
+  assert(message->base.descriptor == &slotd__v1__migrate_hash_slots_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__migrate_hash_slots_request__pack
+                     (const Slotd__V1__MigrateHashSlotsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__migrate_hash_slots_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__migrate_hash_slots_request__pack_to_buffer
+                     (const Slotd__V1__MigrateHashSlotsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__migrate_hash_slots_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__MigrateHashSlotsRequest *
+       slotd__v1__migrate_hash_slots_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__MigrateHashSlotsRequest *)
+     protobuf_c_message_unpack (&slotd__v1__migrate_hash_slots_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__migrate_hash_slots_request__free_unpacked
+                     (Slotd__V1__MigrateHashSlotsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__migrate_hash_slots_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__v1__cluster_state_request__init
                      (Slotd__V1__ClusterStateRequest         *message)
 {
@@ -911,6 +956,84 @@ const ProtobufCMessageDescriptor slotd__v1__retry_task_request__descriptor =
   (ProtobufCMessageInit) slotd__v1__retry_task_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor slotd__v1__migrate_hash_slots_request__field_descriptors[4] =
+{
+  {
+    "hash_slots",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT32,
+    offsetof(Slotd__V1__MigrateHashSlotsRequest, n_hash_slots),
+    offsetof(Slotd__V1__MigrateHashSlotsRequest, hash_slots),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "to_group",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__MigrateHashSlotsRequest, to_group),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expected_revision",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__MigrateHashSlotsRequest, expected_revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "no_forward",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__MigrateHashSlotsRequest, no_forward),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__migrate_hash_slots_request__field_indices_by_name[] = {
+  2,   /* field[2] = expected_revision */
+  0,   /* field[0] = hash_slots */
+  3,   /* field[3] = no_forward */
+  1,   /* field[1] = to_group */
+};
+static const ProtobufCIntRange slotd__v1__migrate_hash_slots_request__number_ranges[2 + 1] =
+{
+  { 1, 0 },
+  { 15, 3 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor slotd__v1__migrate_hash_slots_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.MigrateHashSlotsRequest",
+  "MigrateHashSlotsRequest",
+  "Slotd__V1__MigrateHashSlotsRequest",
+  "slotd.v1",
+  sizeof(Slotd__V1__MigrateHashSlotsRequest),
+  4,
+  slotd__v1__migrate_hash_slots_request__field_descriptors,
+  slotd__v1__migrate_hash_slots_request__field_indices_by_name,
+  2,  slotd__v1__migrate_hash_slots_request__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__migrate_hash_slots_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor slotd__v1__cluster_state_request__field_descriptors[2] =
 {
   {
@@ -1486,7 +1609,7 @@ const ProtobufCEnumDescriptor slotd__v1__outcome__descriptor =
   slotd__v1__outcome__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[10] =
+static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[11] =
 {
   { "ClusterState", &slotd__v1__cluster_state_request__descriptor, &slotd__v1__cluster_state_response__descriptor },
   { "JoinNode", &slotd__v1__join_node_request__descriptor, &slotd__v1__admin_write_response__descriptor },
@@ -1498,12 +1621,14 @@ static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[10] 
   { "PromoteControllerVoter", &slotd__v1__promote_controller_voter_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "DrainNode", &slotd__v1__drain_node_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "RetryTask", &slotd__v1__retry_task_request__descriptor, &slotd__v1__admin_write_response__descriptor },
+  { "MigrateHashSlots", &slotd__v1__migrate_hash_slots_request__descriptor, &slotd__v1__admin_write_response__descriptor },
 };
 const unsigned slotd__v1__admin__method_indices_by_name[] = {
   2,        /* ActivateNode */
   0,        /* ClusterState */
   8,        /* DrainNode */
   1,        /* JoinNode */
+  10,        /* MigrateHashSlots */
   5,        /* MoveReplica */
   7,        /* PromoteControllerVoter */
   4,        /* ReportHealth */
@@ -1518,7 +1643,7 @@ const ProtobufCServiceDescriptor slotd__v1__admin__descriptor =
   "Admin",
   "Slotd__V1__Admin",
   "slotd.v1",
-  10,
+  11,
   slotd__v1__admin__method_descriptors,
   slotd__v1__admin__method_indices_by_name
 };
@@ -1601,6 +1726,14 @@ void slotd__v1__admin__retry_task(ProtobufCService *service,
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
   service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void slotd__v1__admin__migrate_hash_slots(ProtobufCService *service,
+                                          const Slotd__V1__MigrateHashSlotsRequest *input,
+                                          Slotd__V1__AdminWriteResponse_Closure closure,
+                                          void *closure_data)
+{
+  assert(service->descriptor == &slotd__v1__admin__descriptor);
+  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
                              Slotd__V1__Admin_ServiceDestroy destroy)

@@ -20,6 +20,7 @@ typedef struct Slotd__V1__TransferLeaderRequest Slotd__V1__TransferLeaderRequest
 typedef struct Slotd__V1__PromoteControllerVoterRequest Slotd__V1__PromoteControllerVoterRequest;
 typedef struct Slotd__V1__DrainNodeRequest Slotd__V1__DrainNodeRequest;
 typedef struct Slotd__V1__RetryTaskRequest Slotd__V1__RetryTaskRequest;
+typedef struct Slotd__V1__MigrateHashSlotsRequest Slotd__V1__MigrateHashSlotsRequest;
 typedef struct Slotd__V1__ClusterStateRequest Slotd__V1__ClusterStateRequest;
 typedef struct Slotd__V1__ClusterStateResponse Slotd__V1__ClusterStateResponse;
 typedef struct Slotd__V1__JoinNodeRequest Slotd__V1__JoinNodeRequest;
@@ -111,6 +112,23 @@ struct  Slotd__V1__RetryTaskRequest
 #define SLOTD__V1__RETRY_TASK_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__retry_task_request__descriptor) \
     , 0, 0, 0 }
+
+
+struct  Slotd__V1__MigrateHashSlotsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * 1..256 distinct hash slots (0..255), all owned by one group other than to_group.
+   */
+  size_t n_hash_slots;
+  uint32_t *hash_slots;
+  uint32_t to_group;
+  uint64_t expected_revision;
+  protobuf_c_boolean no_forward;
+};
+#define SLOTD__V1__MIGRATE_HASH_SLOTS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__migrate_hash_slots_request__descriptor) \
+    , 0,NULL, 0, 0, 0 }
 
 
 struct  Slotd__V1__ClusterStateRequest
@@ -224,7 +242,7 @@ struct  Slotd__V1__ReportHealthRequest
 
 
 /*
- * A rejected command is a gRPC error (FAILED_PRECONDITION, or ABORTED for a stale
+ * A rejected command is a gRPC error (INVALID_ARGUMENT, or ABORTED for a stale
  * expected_revision) whose message gives the reason; nothing changed.
  */
 struct  Slotd__V1__AdminWriteResponse
@@ -344,6 +362,25 @@ Slotd__V1__RetryTaskRequest *
                       const uint8_t       *data);
 void   slotd__v1__retry_task_request__free_unpacked
                      (Slotd__V1__RetryTaskRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__MigrateHashSlotsRequest methods */
+void   slotd__v1__migrate_hash_slots_request__init
+                     (Slotd__V1__MigrateHashSlotsRequest         *message);
+size_t slotd__v1__migrate_hash_slots_request__get_packed_size
+                     (const Slotd__V1__MigrateHashSlotsRequest   *message);
+size_t slotd__v1__migrate_hash_slots_request__pack
+                     (const Slotd__V1__MigrateHashSlotsRequest   *message,
+                      uint8_t             *out);
+size_t slotd__v1__migrate_hash_slots_request__pack_to_buffer
+                     (const Slotd__V1__MigrateHashSlotsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__MigrateHashSlotsRequest *
+       slotd__v1__migrate_hash_slots_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__migrate_hash_slots_request__free_unpacked
+                     (Slotd__V1__MigrateHashSlotsRequest *message,
                       ProtobufCAllocator *allocator);
 /* Slotd__V1__ClusterStateRequest methods */
 void   slotd__v1__cluster_state_request__init
@@ -495,6 +532,9 @@ typedef void (*Slotd__V1__DrainNodeRequest_Closure)
 typedef void (*Slotd__V1__RetryTaskRequest_Closure)
                  (const Slotd__V1__RetryTaskRequest *message,
                   void *closure_data);
+typedef void (*Slotd__V1__MigrateHashSlotsRequest_Closure)
+                 (const Slotd__V1__MigrateHashSlotsRequest *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__ClusterStateRequest_Closure)
                  (const Slotd__V1__ClusterStateRequest *message,
                   void *closure_data);
@@ -563,6 +603,10 @@ struct Slotd__V1__Admin_Service
                      const Slotd__V1__RetryTaskRequest *input,
                      Slotd__V1__AdminWriteResponse_Closure closure,
                      void *closure_data);
+  void (*migrate_hash_slots)(Slotd__V1__Admin_Service *service,
+                             const Slotd__V1__MigrateHashSlotsRequest *input,
+                             Slotd__V1__AdminWriteResponse_Closure closure,
+                             void *closure_data);
 };
 typedef void (*Slotd__V1__Admin_ServiceDestroy)(Slotd__V1__Admin_Service *);
 void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
@@ -580,7 +624,8 @@ void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
       function_prefix__ ## transfer_leader,\
       function_prefix__ ## promote_controller_voter,\
       function_prefix__ ## drain_node,\
-      function_prefix__ ## retry_task  }
+      function_prefix__ ## retry_task,\
+      function_prefix__ ## migrate_hash_slots  }
 void slotd__v1__admin__cluster_state(ProtobufCService *service,
                                      const Slotd__V1__ClusterStateRequest *input,
                                      Slotd__V1__ClusterStateResponse_Closure closure,
@@ -621,6 +666,10 @@ void slotd__v1__admin__retry_task(ProtobufCService *service,
                                   const Slotd__V1__RetryTaskRequest *input,
                                   Slotd__V1__AdminWriteResponse_Closure closure,
                                   void *closure_data);
+void slotd__v1__admin__migrate_hash_slots(ProtobufCService *service,
+                                          const Slotd__V1__MigrateHashSlotsRequest *input,
+                                          Slotd__V1__AdminWriteResponse_Closure closure,
+                                          void *closure_data);
 
 /* --- descriptors --- */
 
@@ -630,6 +679,7 @@ extern const ProtobufCMessageDescriptor slotd__v1__transfer_leader_request__desc
 extern const ProtobufCMessageDescriptor slotd__v1__promote_controller_voter_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__drain_node_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__retry_task_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__migrate_hash_slots_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__cluster_state_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__cluster_state_response__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__join_node_request__descriptor;

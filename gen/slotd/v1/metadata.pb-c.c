@@ -6393,7 +6393,7 @@ const ProtobufCMessageDescriptor slotd__v1__node_info__descriptor =
   (ProtobufCMessageInit) slotd__v1__node_info__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__task_status_request__field_descriptors[1] =
+static const ProtobufCFieldDescriptor slotd__v1__task_status_request__field_descriptors[2] =
 {
   {
     "task_id",
@@ -6407,14 +6407,27 @@ static const ProtobufCFieldDescriptor slotd__v1__task_status_request__field_desc
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "active_only",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__TaskStatusRequest, active_only),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__task_status_request__field_indices_by_name[] = {
+  1,   /* field[1] = active_only */
   0,   /* field[0] = task_id */
 };
 static const ProtobufCIntRange slotd__v1__task_status_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor slotd__v1__task_status_request__descriptor =
 {
@@ -6424,14 +6437,14 @@ const ProtobufCMessageDescriptor slotd__v1__task_status_request__descriptor =
   "Slotd__V1__TaskStatusRequest",
   "slotd.v1",
   sizeof(Slotd__V1__TaskStatusRequest),
-  1,
+  2,
   slotd__v1__task_status_request__field_descriptors,
   slotd__v1__task_status_request__field_indices_by_name,
   1,  slotd__v1__task_status_request__number_ranges,
   (ProtobufCMessageInit) slotd__v1__task_status_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__task_status_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor slotd__v1__task_status_response__field_descriptors[3] =
 {
   {
     "task",
@@ -6445,14 +6458,40 @@ static const ProtobufCFieldDescriptor slotd__v1__task_status_response__field_des
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "tasks",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__TaskStatusResponse, n_tasks),
+    offsetof(Slotd__V1__TaskStatusResponse, tasks),
+    &slotd__v1__task__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "revision",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__TaskStatusResponse, revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__task_status_response__field_indices_by_name[] = {
+  2,   /* field[2] = revision */
   0,   /* field[0] = task */
+  1,   /* field[1] = tasks */
 };
 static const ProtobufCIntRange slotd__v1__task_status_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor slotd__v1__task_status_response__descriptor =
 {
@@ -6462,14 +6501,14 @@ const ProtobufCMessageDescriptor slotd__v1__task_status_response__descriptor =
   "Slotd__V1__TaskStatusResponse",
   "slotd.v1",
   sizeof(Slotd__V1__TaskStatusResponse),
-  1,
+  3,
   slotd__v1__task_status_response__field_descriptors,
   slotd__v1__task_status_response__field_indices_by_name,
   1,  slotd__v1__task_status_response__number_ranges,
   (ProtobufCMessageInit) slotd__v1__task_status_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__task__field_descriptors[19] =
+static const ProtobufCFieldDescriptor slotd__v1__task__field_descriptors[21] =
 {
   {
     "task_id",
@@ -6699,6 +6738,30 @@ static const ProtobufCFieldDescriptor slotd__v1__task__field_descriptors[19] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "to_group",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Task, to_group),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "hash_slots",
+    21,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT32,
+    offsetof(Slotd__V1__Task, n_hash_slots),
+    offsetof(Slotd__V1__Task, hash_slots),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__task__field_indices_by_name[] = {
   5,   /* field[5] = attempt */
@@ -6708,6 +6771,7 @@ static const unsigned slotd__v1__task__field_indices_by_name[] = {
   11,   /* field[11] = config_epoch */
   16,   /* field[16] = created_ms */
   3,   /* field[3] = group_id */
+  20,   /* field[20] = hash_slots */
   1,   /* field[1] = kind */
   6,   /* field[6] = last_error */
   10,   /* field[10] = participants */
@@ -6719,12 +6783,13 @@ static const unsigned slotd__v1__task__field_indices_by_name[] = {
   14,   /* field[14] = target_match */
   9,   /* field[9] = target_node */
   0,   /* field[0] = task_id */
+  19,   /* field[19] = to_group */
   17,   /* field[17] = updated_ms */
 };
 static const ProtobufCIntRange slotd__v1__task__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 19 }
+  { 0, 21 }
 };
 const ProtobufCMessageDescriptor slotd__v1__task__descriptor =
 {
@@ -6734,7 +6799,7 @@ const ProtobufCMessageDescriptor slotd__v1__task__descriptor =
   "Slotd__V1__Task",
   "slotd.v1",
   sizeof(Slotd__V1__Task),
-  19,
+  21,
   slotd__v1__task__field_descriptors,
   slotd__v1__task__field_indices_by_name,
   1,  slotd__v1__task__number_ranges,

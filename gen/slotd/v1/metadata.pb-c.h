@@ -647,21 +647,41 @@ struct  Slotd__V1__NodeInfo
 struct  Slotd__V1__TaskStatusRequest
 {
   ProtobufCMessage base;
+  /*
+   * The task to show; 0 lists every task the controller keeps (active ones and the bounded
+   * history of finished ones), oldest first.
+   */
   uint64_t task_id;
+  /*
+   * With task_id 0: only pending and running tasks.
+   */
+  protobuf_c_boolean active_only;
 };
 #define SLOTD__V1__TASK_STATUS_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__task_status_request__descriptor) \
-    , 0 }
+    , 0, 0 }
 
 
 struct  Slotd__V1__TaskStatusResponse
 {
   ProtobufCMessage base;
+  /*
+   * The task asked for by id (unset when listing).
+   */
   Slotd__V1__Task *task;
+  /*
+   * The listed tasks (task_id 0).
+   */
+  size_t n_tasks;
+  Slotd__V1__Task **tasks;
+  /*
+   * The controller revision the answer was read at.
+   */
+  uint64_t revision;
 };
 #define SLOTD__V1__TASK_STATUS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__task_status_response__descriptor) \
-    , NULL }
+    , NULL, 0,NULL, 0 }
 
 
 struct  Slotd__V1__Task
@@ -669,7 +689,7 @@ struct  Slotd__V1__Task
   ProtobufCMessage base;
   uint64_t task_id;
   /*
-   * replica_move, leader_transfer, controller_voter_promotion, node_drain
+   * replica_move, leader_transfer, hash_slot_migration, controller_voter_promotion, node_drain
    */
   char *kind;
   /*
@@ -705,10 +725,17 @@ struct  Slotd__V1__Task
    * The controller revision the answer was read at.
    */
   uint64_t revision;
+  /*
+   * hash_slot_migration: the group the slots move to (group_id is the source group) and the
+   * hash slots, ascending.
+   */
+  uint32_t to_group;
+  size_t n_hash_slots;
+  uint32_t *hash_slots;
 };
 #define SLOTD__V1__TASK__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__task__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0,NULL, 0, 0, 0, 0, 0, 0, 0, 0 }
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0,NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,NULL }
 
 
 /*

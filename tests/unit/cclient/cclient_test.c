@@ -1,9 +1,10 @@
-/* cclient_test.c - CUnit tests for libslotd (hash slots, route, errors, retries, options) and
- * slotctl's parser. */
+/* cclient_test.c - CUnit tests for libslotd (hash slots, route, errors, retries, options, admin
+ * and task encoding) and slotctl's parser. */
 #include "client_internal.h"
 #include "slotctl_cli.h"
 
 #include "google/rpc/status.pb-c.h"
+#include "slotd/v1/admin.pb-c.h"
 #include "slotd/v1/metadata.pb-c.h"
 
 #include <CUnit/Basic.h>
@@ -416,6 +417,255 @@ static void test_slotctl_args(void)
     CU_ASSERT_EQUAL(slotctl_exit_of(SLOTD_CLIENT_EMALFORMED), 6);
 }
 
+/* ---- admin task commands and TaskStatus ------------------------------------------------- */
+
+static void test_admin_task_encoding(void)
+{
+    uint8_t buf[SLOTD__ADMIN_REQUEST_MAX];
+    size_t len = 0;
+    const char *method = NULL, *op = NULL;
+    struct slotd_status st;
+
+    struct slotd_admin_write w = {.kind = SLOTD_ADMIN_MOVE_REPLICA,
+                                  .group_id = 3,
+                                  .from_node = 2,
+                                  .to_node = 5,
+                                  .expected_revision = 11};
+    slotd__admin_status_reset(&st);
+    CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st), SLOTD_CLIENT_OK);
+    CU_ASSERT_STRING_EQUAL(method, "/slotd.v1.Admin/MoveReplica");
+    CU_ASSERT_STRING_EQUAL(op, "move replica");
+    Slotd__V1__MoveReplicaRequest *mv = slotd__v1__move_replica_request__unpack(NULL, len, buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mv);
+    CU_ASSERT_EQUAL(mv->group_id, 3);
+    CU_ASSERT_EQUAL(mv->from_node, 2);
+    CU_ASSERT_EQUAL(mv->to_node, 5);
+    CU_ASSERT_EQUAL(mv->expected_revision, 11);
+    CU_ASSERT_FALSE(mv->no_forward);
+    slotd__v1__move_replica_request__free_unpacked(mv, NULL);
+
+    w = (struct slotd_admin_write){
+        .kind = SLOTD_ADMIN_TRANSFER_LEADER, .group_id = 4, .to_node = 1};
+    CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st), SLOTD_CLIENT_OK);
+    CU_ASSERT_STRING_EQUAL(method, "/slotd.v1.Admin/TransferLeader");
+    Slotd__V1__TransferLeaderRequest *tl =
+        slotd__v1__transfer_leader_request__unpack(NULL, len, buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tl);
+    CU_ASSERT_EQUAL(tl->group_id, 4);
+    CU_ASSERT_EQUAL(tl->to_node, 1);
+    slotd__v1__transfer_leader_request__free_unpacked(tl, NULL);
+
+    w = (struct slotd_admin_write){.kind = SLOTD_ADMIN_RETRY_TASK, .task_id = 42};
+    CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st), SLOTD_CLIENT_OK);
+    CU_ASSERT_STRING_EQUAL(method, "/slotd.v1.Admin/RetryTask");
+    Slotd__V1__RetryTaskRequest *rt = slotd__v1__retry_task_request__unpack(NULL, len, buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+    CU_ASSERT_EQUAL(rt->task_id, 42);
+    slotd__v1__retry_task_request__free_unpacked(rt, NULL);
+
+    w = (struct slotd_admin_write){.kind = SLOTD_ADMIN_DRAIN_NODE, .node_id = 5};
+    CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st), SLOTD_CLIENT_OK);
+    CU_ASSERT_STRING_EQUAL(method, "/slotd.v1.Admin/DrainNode");
+    w.kind = SLOTD_ADMIN_PROMOTE_CONTROLLER_VOTER;
+    CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st), SLOTD_CLIENT_OK);
+    CU_ASSERT_STRING_EQUAL(method, "/slotd.v1.Admin/PromoteControllerVoter");
+    Slotd__V1__PromoteControllerVoterRequest *pv =
+        slotd__v1__promote_controller_voter_request__unpack(NULL, len, buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pv);
+    CU_ASSERT_EQUAL(pv->node_id, 5);
+    slotd__v1__promote_controller_voter_request__free_unpacked(pv, NULL);
+
+    /* all 256 hash slots, given in descending order: sent ascending, and they fit */
+    uint32_t slots[SLOTD_HASH_SLOTS];
+    for (uint32_t i = 0; i < SLOTD_HASH_SLOTS; i++)
+        slots[i] = SLOTD_HASH_SLOTS - 1 - i;
+    w = (struct slotd_admin_write){.kind = SLOTD_ADMIN_MIGRATE_HASH_SLOTS,
+                                   .hash_slots = slots,
+                                   .hash_slot_count = SLOTD_HASH_SLOTS,
+                                   .to_group = 9,
+                                   .expected_revision = 3};
+    CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st), SLOTD_CLIENT_OK);
+    CU_ASSERT_STRING_EQUAL(method, "/slotd.v1.Admin/MigrateHashSlots");
+    CU_ASSERT(len <= SLOTD__ADMIN_REQUEST_MAX);
+    Slotd__V1__MigrateHashSlotsRequest *mg =
+        slotd__v1__migrate_hash_slots_request__unpack(NULL, len, buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mg);
+    CU_ASSERT_EQUAL(mg->to_group, 9);
+    CU_ASSERT_EQUAL(mg->expected_revision, 3);
+    CU_ASSERT_EQUAL_FATAL(mg->n_hash_slots, SLOTD_HASH_SLOTS);
+    for (uint32_t i = 0; i < SLOTD_HASH_SLOTS; i++)
+        CU_ASSERT_EQUAL(mg->hash_slots[i], i);
+    slotd__v1__migrate_hash_slots_request__free_unpacked(mg, NULL);
+
+    /* bad lists: each names the field and the value, no bytes are produced */
+    static const struct {
+        uint32_t slots[3];
+        size_t n;
+        const char *msg;
+    } bad[] = {
+        {{1, 2, 256}, 3, "hash_slots: 256 not in 0..255"},
+        {{7, 1, 7}, 3, "hash_slots: 7 given twice"},
+        {{0}, 0, "hash_slots: 0 given, must be 1..256"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        w.hash_slots = bad[i].slots;
+        w.hash_slot_count = bad[i].n;
+        slotd__admin_status_reset(&st);
+        len = 0;
+        CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st),
+                        SLOTD_CLIENT_EINVAL);
+        CU_ASSERT_STRING_EQUAL(st.message, bad[i].msg);
+        CU_ASSERT_STRING_EQUAL(st.field, "hash_slots");
+        CU_ASSERT_EQUAL(st.limit, SLOTD_HASH_SLOTS);
+        CU_ASSERT_EQUAL(len, 0);
+    }
+    w.hash_slots = NULL;
+    w.hash_slot_count = 2;
+    CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st),
+                    SLOTD_CLIENT_EINVAL);
+    w.kind = (enum slotd_admin_kind)99;
+    CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(st.message, "unknown admin command kind 99");
+}
+
+/* Packs a TaskStatusResponse holding n tasks (listed) or one (by id) into a malloc'd buffer. */
+static uint8_t *task_response(size_t n, bool by_id, size_t participants, size_t *len)
+{
+    static uint64_t parts[SLOTD_TASK_PARTICIPANTS_MAX + 2];
+    static uint32_t slots[] = {3, 7, 10};
+    Slotd__V1__Task *tasks = calloc(n, sizeof(*tasks));
+    Slotd__V1__Task **ptrs = calloc(n, sizeof(*ptrs));
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+        parts[i] = i + 1;
+    for (size_t i = 0; i < n; i++) {
+        slotd__v1__task__init(&tasks[i]);
+        tasks[i].task_id = i + 1;
+        tasks[i].kind = (char *)(i ? "replica_move" : "hash_slot_migration");
+        tasks[i].status = (char *)"running";
+        tasks[i].phase = (char *)"catch_up";
+        tasks[i].phase_index = 1;
+        tasks[i].attempt = 2;
+        tasks[i].last_error = (char *)"slow";
+        tasks[i].group_id = 4;
+        tasks[i].source_node = 2;
+        tasks[i].target_node = 5;
+        tasks[i].n_participants = participants;
+        tasks[i].participants = parts;
+        tasks[i].bytes_sent = 10;
+        tasks[i].bytes_total = 20;
+        tasks[i].target_match = 30;
+        tasks[i].commit = 40;
+        tasks[i].created_ms = 50;
+        tasks[i].updated_ms = 60;
+        tasks[i].revision = 70;
+        tasks[i].to_group = i ? 0 : 6;
+        tasks[i].n_hash_slots = i ? 0 : 3;
+        tasks[i].hash_slots = slots;
+        ptrs[i] = &tasks[i];
+    }
+    Slotd__V1__TaskStatusResponse resp = SLOTD__V1__TASK_STATUS_RESPONSE__INIT;
+    resp.revision = 77;
+    if (by_id) {
+        resp.task = n ? ptrs[0] : NULL;
+    } else {
+        resp.n_tasks = n;
+        resp.tasks = ptrs;
+    }
+    *len = slotd__v1__task_status_response__get_packed_size(&resp);
+    uint8_t *buf = malloc(*len + 1);
+    slotd__v1__task_status_response__pack(&resp, buf);
+    free(ptrs);
+    free(tasks);
+    return buf;
+}
+
+static void test_task_status_decode(void)
+{
+    struct slotd_task_status ts;
+    size_t len;
+    uint8_t *buf = task_response(1, true, 2, &len);
+    memset(&ts, 0, sizeof(ts));
+    CU_ASSERT_EQUAL(slotd__task_status_decode(buf, len, true, &ts), SLOTD_CLIENT_OK);
+    free(buf);
+    CU_ASSERT_EQUAL_FATAL(ts.task_count, 1);
+    CU_ASSERT_EQUAL(ts.revision, 77);
+    const struct slotd_task *t = &ts.tasks[0];
+    CU_ASSERT_EQUAL(t->task_id, 1);
+    CU_ASSERT_STRING_EQUAL(t->kind, "hash_slot_migration");
+    CU_ASSERT_STRING_EQUAL(t->status, "running");
+    CU_ASSERT_STRING_EQUAL(t->phase, "catch_up");
+    CU_ASSERT_STRING_EQUAL(t->last_error, "slow");
+    CU_ASSERT_EQUAL(t->phase_index, 1);
+    CU_ASSERT_EQUAL(t->attempt, 2);
+    CU_ASSERT_EQUAL(t->group_id, 4);
+    CU_ASSERT_EQUAL(t->source_node, 2);
+    CU_ASSERT_EQUAL(t->target_node, 5);
+    CU_ASSERT_EQUAL(t->participant_count, 2);
+    CU_ASSERT_EQUAL(t->participants[1], 2);
+    CU_ASSERT_EQUAL(t->bytes_sent, 10);
+    CU_ASSERT_EQUAL(t->bytes_total, 20);
+    CU_ASSERT_EQUAL(t->target_match, 30);
+    CU_ASSERT_EQUAL(t->commit, 40);
+    CU_ASSERT_EQUAL(t->created_ms, 50);
+    CU_ASSERT_EQUAL(t->updated_ms, 60);
+    CU_ASSERT_EQUAL(t->revision, 70);
+    CU_ASSERT_EQUAL(t->to_group, 6);
+    CU_ASSERT_EQUAL(t->hash_slot_count, 3);
+    CU_ASSERT_EQUAL(t->hash_slots[2], 10);
+    CU_ASSERT_FALSE(slotd_task_finished(t));
+    slotd_task_status_free(&ts);
+    CU_ASSERT_PTR_NULL(ts.tasks);
+    CU_ASSERT_EQUAL(ts.status.grpc_status, -1);
+
+    /* a full list (the controller keeps at most 64), oldest first */
+    buf = task_response(SLOTD_TASKS_MAX, false, 1, &len);
+    memset(&ts, 0, sizeof(ts));
+    CU_ASSERT_EQUAL(slotd__task_status_decode(buf, len, false, &ts), SLOTD_CLIENT_OK);
+    free(buf);
+    CU_ASSERT_EQUAL(ts.task_count, SLOTD_TASKS_MAX);
+    CU_ASSERT_EQUAL(ts.tasks[SLOTD_TASKS_MAX - 1].task_id, SLOTD_TASKS_MAX);
+    CU_ASSERT_STRING_EQUAL(ts.tasks[1].kind, "replica_move");
+    slotd_task_status_free(&ts);
+    buf = task_response(0, false, 0, &len); /* no tasks */
+    memset(&ts, 0, sizeof(ts));
+    CU_ASSERT_EQUAL(slotd__task_status_decode(buf, len, false, &ts), SLOTD_CLIENT_OK);
+    free(buf);
+    CU_ASSERT_EQUAL(ts.task_count, 0);
+    CU_ASSERT_EQUAL(ts.revision, 77);
+    slotd_task_status_free(&ts);
+
+    /* bounds and shape errors name what is wrong and leave nothing allocated */
+    static const struct {
+        size_t n;
+        bool by_id;
+        size_t participants;
+        const char *msg;
+    } bad[] = {
+        {SLOTD_TASKS_MAX + 1, false, 0, "tasks: 65 listed, more than 64"},
+        {1, false, SLOTD_TASK_PARTICIPANTS_MAX + 1, "task 1: 17 participants exceed 16"},
+        {0, true, 0, "task: missing from the answer"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        buf = task_response(bad[i].n, bad[i].by_id, bad[i].participants, &len);
+        memset(&ts, 0, sizeof(ts));
+        CU_ASSERT_EQUAL(slotd__task_status_decode(buf, len, bad[i].by_id, &ts),
+                        SLOTD_CLIENT_EMALFORMED);
+        free(buf);
+        CU_ASSERT_STRING_EQUAL(ts.status.message, bad[i].msg);
+        CU_ASSERT_PTR_NULL(ts.tasks);
+        CU_ASSERT_EQUAL(ts.task_count, 0);
+    }
+    static const uint8_t junk[] = {0xff, 0xff, 0xff};
+    memset(&ts, 0, sizeof(ts));
+    CU_ASSERT_EQUAL(slotd__task_status_decode(junk, sizeof(junk), true, &ts),
+                    SLOTD_CLIENT_EMALFORMED);
+    CU_ASSERT_STRING_EQUAL(ts.status.message, "response is not a TaskStatusResponse");
+    struct slotd_task done = {.status = "done"}, failed = {.status = "failed"};
+    CU_ASSERT_TRUE(slotd_task_finished(&done));
+    CU_ASSERT_TRUE(slotd_task_finished(&failed));
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -429,6 +679,8 @@ int main(void)
     CU_add_test(s, "endpoints and options", test_endpoints_and_options);
     CU_add_test(s, "unreachable endpoint: bounded retries", test_client_unreachable);
     CU_add_test(s, "slotctl arguments and exit codes", test_slotctl_args);
+    CU_add_test(s, "admin task commands encode", test_admin_task_encoding);
+    CU_add_test(s, "TaskStatus decode and bounds", test_task_status_decode);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed() + CU_get_number_of_failures();

@@ -439,7 +439,7 @@ static void test_mutated_commands(void)
     uint64_t rng = seed;
     struct ctl_state *s = ctl_test_fixture(4), *before = malloc(sizeof(*before));
     struct ctl_state *start = malloc(sizeof(*start));
-    char *seeds[7], buf[512];
+    char *seeds[8], buf[512];
     const size_t n_seeds = sizeof(seeds) / sizeof(seeds[0]);
     *start = *s;
     CU_ASSERT_EQUAL_FATAL(ctl_cmd_join_node(6, "10.0.0.6:7700", 20, 0, &seeds[0]), CTL_OK);
@@ -453,6 +453,9 @@ static void test_mutated_commands(void)
     struct ctl_task_spec spec = {CTL_TASK_LEADER_TRANSFER, 2, 0, 2, 0};
     CU_ASSERT_EQUAL_FATAL(ctl_cmd_task_create(&spec, 60, 0, &seeds[5]), CTL_OK);
     CU_ASSERT_EQUAL_FATAL(ctl_cmd_task_retry(9, 70, 0, &seeds[6]), CTL_OK);
+    struct ctl_task_spec migration = {.kind = CTL_TASK_HASH_SLOT_MIGRATION, .to_group = 4};
+    migration.hash_slots[130 / 8] = 0x0C; /* hash slots 130, 131: group 3 */
+    CU_ASSERT_EQUAL_FATAL(ctl_cmd_task_create(&migration, 80, 0, &seeds[7]), CTL_OK);
     for (size_t k = 4; k < n_seeds; k++) { /* unmutated, each task seed applies */
         struct ctl_result res;
         *before = *start;

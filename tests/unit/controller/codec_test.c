@@ -328,12 +328,14 @@ static double now_s(void)
 
 /* Task g of the full state: every kind in turn, 8 participants, 7 voters and 7 learners in the
  * proof, 7 previous voters for promotions, every number at its bound. Only one promotion is active
- * and drains are failed, so the one-active rules hold. */
+ * and drains are failed, so the one-active rules hold. Migrations have no nodes: task 2 is active
+ * at phase copy, moving the 4 slots its group owns (slot h maps to group 1 + h % 64) to group 4
+ * (task 3's group is 0); the other migrations are done and name all 256 slots. */
 static void fill_full_task(const struct ctl_state *s, uint32_t g, struct ctl_task *t)
 {
     enum ctl_task_kind kind = (enum ctl_task_kind)(g % 5);
     bool by_group = kind <= CTL_TASK_HASH_SLOT_MIGRATION;
-    static const uint32_t phase[] = {3, 0, CTL_TASK_PHASES_MAX - 1, 3, 0};
+    static const uint32_t phase[] = {3, 0, CTL_PHASE_MIGRATION_DONE, 3, 0};
     *t = (struct ctl_task){.id = g + 1,
                            .kind = kind,
                            .group = by_group ? g + 1 : 0,
@@ -357,6 +359,17 @@ static void fill_full_task(const struct ctl_state *s, uint32_t g, struct ctl_tas
     if (kind == CTL_TASK_NODE_DRAIN) {
         t->status = CTL_TASK_FAILED;
     }
+    if (kind == CTL_TASK_HASH_SLOT_MIGRATION) {
+        t->source = t->target = 0;
+        t->to_group = g == 2 ? 4 : 1 + (g + 1) % CTL_GROUPS_MAX;
+        t->status = g == 2 ? CTL_TASK_RUNNING : CTL_TASK_DONE;
+        t->phase_index = g == 2 ? CTL_PHASE_MIGRATION_COPY : CTL_PHASE_MIGRATION_DONE;
+        for (uint32_t h = 0; h < CTL_HASH_SLOTS; h++) {
+            if (g != 2 || h % CTL_GROUPS_MAX == g) {
+                t->hash_slots[h / 8] |= (uint8_t)(1u << (h % 8));
+            }
+        }
+    }
     t->proof = (struct ctl_task_proof){.config_index = CTL_U64_JSON_MAX,
                                        .n_voters = CTL_REPLICAS_MAX,
                                        .n_learners = CTL_REPLICAS_MAX,
@@ -369,9 +382,10 @@ static void fill_full_task(const struct ctl_state *s, uint32_t g, struct ctl_tas
     }
     t->progress = (struct ctl_task_progress){CTL_U64_JSON_MAX, CTL_U64_JSON_MAX, CTL_U64_JSON_MAX,
                                              CTL_U64_JSON_MAX};
-    for (uint32_t k = 0; k < CTL_PARTICIPANTS_MAX; k++) {
+    for (uint32_t k = 0; k < CTL_PARTICIPANTS_MAX && kind != CTL_TASK_HASH_SLOT_MIGRATION; k++) {
         t->participants[k] = s->nodes[k * 8].id;
     }
+    t->n_participants = kind == CTL_TASK_HASH_SLOT_MIGRATION ? 0 : CTL_PARTICIPANTS_MAX;
 }
 
 /* A state at every bound: 64 nodes with 127-byte addresses, 64 groups of 7 peers, 256 one-slot

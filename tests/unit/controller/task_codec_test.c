@@ -71,9 +71,8 @@ static json_t *task_obj(json_t *root, size_t i)
     return json_array_get(json_object_get(root, "tasks"), i);
 }
 
-/* Decodes s's encoding after mutate(root) with the checksum fixed; checks rc and message. */
-static void expect_task_decode(const struct ctl_state *s, void (*mutate)(json_t *), int want_rc,
-                               const char *want)
+void task_expect_decode(const struct ctl_state *s, void (*mutate)(json_t *), int want_rc,
+                        const char *want)
 {
     char *text = ctl_test_encode(s), err[256] = "";
     json_t *root = json_loads(text, 0, NULL);
@@ -156,29 +155,29 @@ static void m_two_drains(json_t *r)
 static void test_task_decode_rejects(void)
 {
     struct ctl_state *s = tasks_state();
-    expect_task_decode(s, m_proof_field, CTL_EDECODE, "tasks[0].proof: unknown field \"term\"");
-    expect_task_decode(s, m_progress_missing, CTL_EDECODE,
+    task_expect_decode(s, m_proof_field, CTL_EDECODE, "tasks[0].proof: unknown field \"term\"");
+    task_expect_decode(s, m_progress_missing, CTL_EDECODE,
                        "tasks[3].progress: missing field \"commit\"");
-    expect_task_decode(s, m_no_next_task_id, CTL_EDECODE,
+    task_expect_decode(s, m_no_next_task_id, CTL_EDECODE,
                        "top level: missing field \"next_task_id\"");
-    expect_task_decode(s, m_next_task_id_low, CTL_ESTATE,
+    task_expect_decode(s, m_next_task_id_low, CTL_ESTATE,
                        "tasks[3].id: 13 not below next_task_id 13");
-    expect_task_decode(s, m_next_task_id_zero, CTL_ESTATE,
+    task_expect_decode(s, m_next_task_id_zero, CTL_ESTATE,
                        "next_task_id: 0 not in 1..9223372036854775807");
-    expect_task_decode(s, m_voters_unsorted, CTL_ESTATE,
+    task_expect_decode(s, m_voters_unsorted, CTL_ESTATE,
                        "tasks[2].proof.voters[3]: 1 is not a node id above the previous entry");
-    expect_task_decode(s, m_previous_voters_on_move, CTL_ESTATE,
+    task_expect_decode(s, m_previous_voters_on_move, CTL_ESTATE,
                        "tasks[0].previous_voters: only a controller_voter_promotion has them");
-    expect_task_decode(s, m_phase_beyond_done, CTL_ESTATE,
+    task_expect_decode(s, m_phase_beyond_done, CTL_ESTATE,
                        "tasks[0].phase_index: 5 not in 0..4 (replica_move)");
-    expect_task_decode(s, m_done_early, CTL_ESTATE,
+    task_expect_decode(s, m_done_early, CTL_ESTATE,
                        "tasks[0].status: done at phase 2, a replica_move task is done exactly at "
                        "phase 4");
-    expect_task_decode(s, m_source_unknown, CTL_ESTATE, "tasks[3].source: 99 is not an existing");
-    expect_task_decode(s, m_target_string, CTL_EDECODE, "tasks[1].target: expected an integer");
-    expect_task_decode(s, m_two_promotions, CTL_ESTATE,
+    task_expect_decode(s, m_source_unknown, CTL_ESTATE, "tasks[3].source: 99 is not an existing");
+    task_expect_decode(s, m_target_string, CTL_EDECODE, "tasks[1].target: expected an integer");
+    task_expect_decode(s, m_two_promotions, CTL_ESTATE,
                        "tasks[4]: controller_voter_promotion 12 is already active (one at a time)");
-    expect_task_decode(s, m_two_drains, CTL_ESTATE,
+    task_expect_decode(s, m_two_drains, CTL_ESTATE,
                        "tasks[4]: node_drain 13 of node 5 is already active (one per node)");
     /* The empty state has no next_task_id. */
     struct ctl_state *e = malloc(sizeof(*e));
@@ -204,10 +203,17 @@ static void test_task_builders(void)
     CU_ASSERT_STRING_EQUAL(cmd, "{\"expected_revision\":8,\"kind\":\"controller_voter_promotion\","
                                 "\"node\":9,\"now_ms\":5,\"op\":\"task_create\"}");
     ctl_free(cmd);
-    spec = (struct ctl_task_spec){CTL_TASK_HASH_SLOT_MIGRATION, 3, 0, 0, 0};
+    /* A migration writes hash_slots (sorted) and to_group, never group, source, target, node. */
+    spec = (struct ctl_task_spec){CTL_TASK_HASH_SLOT_MIGRATION, 3, 1, 2, 9, 2, {0}};
+    spec.hash_slots[0] = 0x28;       /* hash slots 3, 5 */
+    spec.hash_slots[255 / 8] = 0x80; /* hash slot 255 */
     CU_ASSERT_EQUAL(ctl_cmd_task_create(&spec, 5, 0, &cmd), CTL_OK);
-    CU_ASSERT_STRING_EQUAL(cmd, "{\"group\":3,\"kind\":\"hash_slot_migration\",\"now_ms\":5,"
-                                "\"op\":\"task_create\"}");
+    CU_ASSERT_STRING_EQUAL(cmd, "{\"hash_slots\":[3,5,255],\"kind\":\"hash_slot_migration\","
+                                "\"now_ms\":5,\"op\":\"task_create\",\"to_group\":2}");
+    ctl_free(cmd);
+    memset(spec.hash_slots, 0, sizeof(spec.hash_slots)); /* empty: built, rejected by ctl_apply */
+    CU_ASSERT_EQUAL(ctl_cmd_task_create(&spec, 5, 0, &cmd), CTL_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(cmd, "\"hash_slots\":[],"));
     ctl_free(cmd);
     uint64_t v[3] = {3, 1, 2}, l = 4;
     struct ctl_task_proof p = task_proof(v, 3, &l, 1, 1, 3, 0);
@@ -313,7 +319,8 @@ static struct ctl_task_proof plausible_proof(const struct ctl_state *s, const st
 }
 
 /* A task_create that is often valid: real peers and outsiders of a random group, nodes 4 and 5
- * for promotions and drains; sometimes any ids. */
+ * for promotions and drains, 0..3 consecutive hash slots (which may span two owners) for
+ * migrations; sometimes any ids. */
 static char *random_create(const struct ctl_state *s, uint64_t *rng, uint64_t now_ms)
 {
     char *cmd = NULL;
@@ -324,6 +331,14 @@ static char *random_create(const struct ctl_state *s, uint64_t *rng, uint64_t no
     spec.target = g->desired_peers[rng_next(rng) % g->n_peers];
     if (spec.kind == CTL_TASK_REPLICA_MOVE) {
         spec.target = 1 + rng_next(rng) % 5;
+    }
+    if (spec.kind == CTL_TASK_HASH_SLOT_MIGRATION) {
+        uint32_t first = (uint32_t)(rng_next(rng) % CTL_HASH_SLOTS), n = rng_next(rng) % 4;
+        spec.to_group = (uint32_t)(1 + rng_next(rng) % 4);
+        for (uint32_t k = 0; k < n; k++) {
+            uint32_t h = (first + k * (1 + first % 3)) % CTL_HASH_SLOTS;
+            spec.hash_slots[h / 8] |= (uint8_t)(1u << (h % 8));
+        }
     }
     if (rng_next(rng) % 8 == 0) {
         spec.group = (uint32_t)(rng_next(rng) % 6);
@@ -416,9 +431,10 @@ static void test_task_determinism(void)
         counts[ra.outcome]++;
         ctl_free(ta), ctl_free(tb), ctl_free(tc), ctl_free(cmd);
     }
-    int done = 0;
+    int done = 0, migrations = 0;
     for (uint32_t i = 0; i < a->n_tasks; i++) {
         done += a->tasks[i].status == CTL_TASK_DONE;
+        migrations += a->tasks[i].kind == CTL_TASK_HASH_SLOT_MIGRATION;
     }
     if (mismatches != 0 || invalid != 0) {
         printf("\n  task determinism failed; replay: CTL_TEST_SEED=0x%llx bin/controller_test\n",
@@ -426,12 +442,15 @@ static void test_task_determinism(void)
     }
     CU_ASSERT_EQUAL(mismatches, 0);
     CU_ASSERT_EQUAL(invalid, 0);
-    printf("\n  task outcomes: %d changed, %d updated, %d noop, %d rejected; %u tasks, %d done\n",
+    printf("\n  task outcomes: %d changed, %d updated, %d noop, %d rejected; %u tasks, %d done, "
+           "%d migrations, table version %llu\n",
            counts[CTL_OUTCOME_CHANGED], counts[CTL_OUTCOME_UPDATED], counts[CTL_OUTCOME_NOOP],
-           counts[CTL_OUTCOME_REJECTED], a->n_tasks, done);
+           counts[CTL_OUTCOME_REJECTED], a->n_tasks, done, migrations,
+           (unsigned long long)a->table.version);
     CU_ASSERT_TRUE(counts[CTL_OUTCOME_CHANGED] > 30 && counts[CTL_OUTCOME_UPDATED] > 5 &&
                    counts[CTL_OUTCOME_NOOP] > 10 && counts[CTL_OUTCOME_REJECTED] > 30);
     CU_ASSERT_TRUE(done >= 3);
+    CU_ASSERT_TRUE(migrations >= 1);
     free(a), free(b), free(c);
 }
 

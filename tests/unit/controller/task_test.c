@@ -155,6 +155,10 @@ static void test_phase_names(void)
         {CTL_TASK_CONTROLLER_VOTER_PROMOTION, 3, "done"},
         {CTL_TASK_NODE_DRAIN, 0, "moving_replicas"},
         {CTL_TASK_NODE_DRAIN, 1, "done"},
+        {CTL_TASK_HASH_SLOT_MIGRATION, CTL_PHASE_MIGRATION_FENCE, "fence"},
+        {CTL_TASK_HASH_SLOT_MIGRATION, CTL_PHASE_MIGRATION_COPY, "copy"},
+        {CTL_TASK_HASH_SLOT_MIGRATION, CTL_PHASE_MIGRATION_RELEASE, "release"},
+        {CTL_TASK_HASH_SLOT_MIGRATION, CTL_PHASE_MIGRATION_DONE, "done"},
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         const char *got = ctl_task_phase_name(want[i].kind, want[i].phase);
@@ -163,10 +167,12 @@ static void test_phase_names(void)
     }
     CU_ASSERT_PTR_NULL(ctl_task_phase_name(CTL_TASK_REPLICA_MOVE, 5));
     CU_ASSERT_PTR_NULL(ctl_task_phase_name(CTL_TASK_LEADER_TRANSFER, 2));
-    CU_ASSERT_PTR_NULL(ctl_task_phase_name(CTL_TASK_HASH_SLOT_MIGRATION, 0));
+    CU_ASSERT_PTR_NULL(ctl_task_phase_name(CTL_TASK_HASH_SLOT_MIGRATION, 4));
     CU_ASSERT_PTR_NULL(ctl_task_phase_name((enum ctl_task_kind)9, 0));
     CU_ASSERT_EQUAL(CTL_PHASE_MOVE_DONE, 4);
     CU_ASSERT_EQUAL(CTL_PHASE_PROMOTION_DONE, 3);
+    CU_ASSERT_EQUAL(CTL_PHASE_MIGRATION_FENCE, 0);
+    CU_ASSERT_EQUAL(CTL_PHASE_MIGRATION_DONE, 3);
 }
 
 static void test_replica_move_happy_path(void)
@@ -295,10 +301,13 @@ static void test_replica_move_create_rejects(void)
     snprintf(want, sizeof(want), "group: 2 already has active task %llu (replica_move)",
              (unsigned long long)id);
     expect(s, OK(ctl_cmd_task_create(&spec, 1, 0, cmd)), CTL_OUTCOME_REJECTED, want);
+    /* A migration into the busy group is refused too (it would occupy group 2). */
+    spec = (struct ctl_task_spec){.kind = CTL_TASK_HASH_SLOT_MIGRATION, .to_group = 2};
+    spec.hash_slots[200 / 8] = 1u << (200 % 8); /* hash slot 200: group 4 */
+    snprintf(want, sizeof(want), "to_group: 2 already has active task %llu (replica_move)",
+             (unsigned long long)id);
+    expect(s, OK(ctl_cmd_task_create(&spec, 1, 0, cmd)), CTL_OUTCOME_REJECTED, want);
     /* Kinds, fields. */
-    spec = (struct ctl_task_spec){CTL_TASK_HASH_SLOT_MIGRATION, 3, 0, 0, 0};
-    expect(s, OK(ctl_cmd_task_create(&spec, 1, 0, cmd)), CTL_OUTCOME_REJECTED,
-           "hash-slot migration is not available in this build");
     static const struct {
         const char *cmd, *reason;
     } bad[] = {
@@ -927,4 +936,5 @@ void ctl_test_add_task(void)
     CU_add_test(s, "task_retry refuses a removed target", test_retry_after_target_removed);
     CU_add_test(s, "history eviction and the active bound", test_eviction);
     ctl_test_add_task_codec();
+    ctl_test_add_migration();
 }

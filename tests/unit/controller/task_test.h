@@ -2,6 +2,8 @@
 #ifndef SLOTD_CTL_TASK_TEST_H
 #define SLOTD_CTL_TASK_TEST_H
 
+#include <jansson.h>
+
 #include "controller.h"
 
 /* ctl_test_fixture(groups) without its hand-written tasks (next_task_id stays 10). Caller frees
@@ -32,6 +34,12 @@ uint64_t task_outsider(const struct ctl_state *s, uint32_t group, uint64_t skip)
 /* Runs replica move id through its four phases with right proofs; asserts each CHANGED. */
 void task_run_move(struct ctl_state *s, uint64_t id, uint64_t now_ms);
 
+/* Decodes s's encoding (s borrowed for the call) after mutate(root) with the checksum fixed;
+ * checks the return code and that the message contains want. */
+void task_expect_decode(const struct ctl_state *s, void (*mutate)(json_t *), int want_rc,
+                        const char *want);
+
 void ctl_test_add_task_codec(void);
+void ctl_test_add_migration(void);
 
 #endif

@@ -338,23 +338,38 @@ void slotd_admin_cluster_state_free(struct slotd_cluster_state *s);
 int slotd_admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
                               const char *known_checksum, struct slotd_cluster_state *out);
 
-/* Admin commands. */
+/* Admin commands. The task commands (MOVE_REPLICA .. MIGRATE_HASH_SLOTS) answer the new task's
+ * id in slotd_admin_result.task_id; follow it with slotd_task_status(). */
 enum slotd_admin_kind {
-    SLOTD_ADMIN_JOIN_NODE,            /* node_id, address, weight (0 = the server's 100) */
-    SLOTD_ADMIN_ACTIVATE_NODE,        /* node_id */
-    SLOTD_ADMIN_SET_PREFERRED_LEADER, /* group_id, node_id */
+    SLOTD_ADMIN_JOIN_NODE,                /* node_id, address, weight (0 = the server's 100) */
+    SLOTD_ADMIN_ACTIVATE_NODE,            /* node_id */
+    SLOTD_ADMIN_SET_PREFERRED_LEADER,     /* group_id, node_id */
+    SLOTD_ADMIN_MOVE_REPLICA,             /* group_id, from_node, to_node (Admin/MoveReplica) */
+    SLOTD_ADMIN_TRANSFER_LEADER,          /* group_id, to_node (the Admin/TransferLeader task) */
+    SLOTD_ADMIN_PROMOTE_CONTROLLER_VOTER, /* node_id */
+    SLOTD_ADMIN_DRAIN_NODE,               /* node_id */
+    SLOTD_ADMIN_RETRY_TASK,               /* task_id */
+    SLOTD_ADMIN_MIGRATE_HASH_SLOTS,       /* hash_slots[0..hash_slot_count), to_group */
 };
 
 /* One Admin command. Pointers are borrowed for the call. */
 struct slotd_admin_write {
     enum slotd_admin_kind kind;
-    uint64_t node_id;
+    uint64_t node_id;    /* JOIN/ACTIVATE/SET_PREFERRED_LEADER/PROMOTE_CONTROLLER_VOTER/DRAIN */
     const char *address; /* JOIN_NODE: "host:port" others reach the node at */
     uint32_t weight;     /* JOIN_NODE: 1..1000, 0 = default */
-    uint32_t group_id;   /* SET_PREFERRED_LEADER */
+    uint32_t group_id;   /* SET_PREFERRED_LEADER, MOVE_REPLICA, TRANSFER_LEADER */
     /* 0 = unconditional; else the command is refused (SLOTD_CLIENT_ESTALE_REVISION, gRPC
      * ABORTED) unless the controller's revision equals it */
     uint64_t expected_revision;
+    uint64_t from_node; /* MOVE_REPLICA: the node giving up its replica */
+    uint64_t to_node;   /* MOVE_REPLICA, TRANSFER_LEADER */
+    uint64_t task_id;   /* RETRY_TASK */
+    /* MIGRATE_HASH_SLOTS: 1..SLOTD_HASH_SLOTS distinct hash slots, each 0..255 (checked before
+     * any call: SLOTD_CLIENT_EINVAL with status.field "hash_slots"), moved to to_group */
+    const uint32_t *hash_slots;
+    size_t hash_slot_count;
+    uint32_t to_group;
 };
 
 /* slotd.v1.Outcome values. */
@@ -373,6 +388,7 @@ struct slotd_admin_result {
     char reason[SLOTD_STATUS_MESSAGE_LEN];
     uint64_t revision;      /* controller revision after the command */
     uint64_t applied_index; /* controller raft index of the entry that carried it */
+    uint64_t task_id;       /* the task a task command made (0 for the other commands) */
     unsigned attempts;
     struct slotd_status status;
 };
@@ -390,6 +406,75 @@ struct slotd_admin_result {
  */
 int slotd_admin_write(struct slotd_client *c, const struct slotd_admin_write *w,
                       struct slotd_admin_result *out);
+
+/* ---- tasks: slotd.v1.Metadata/TaskStatus ---------------------------------------------------- */
+
+/* Bounds of a decoded task list and of one task's arrays (the controller keeps at most 64
+ * tasks); a larger answer is SLOTD_CLIENT_EMALFORMED naming the field and the bound. */
+#define SLOTD_TASKS_MAX 64
+#define SLOTD_TASK_PARTICIPANTS_MAX 16
+#define SLOTD_TASK_NAME_LEN 32        /* kind, status and phase names */
+#define SLOTD_TASK_LAST_ERROR_LEN 512 /* last_error, cut to this many bytes */
+
+/* One slotd.v1.Task. */
+struct slotd_task {
+    uint64_t task_id;
+    /* replica_move, leader_transfer, hash_slot_migration, controller_voter_promotion,
+     * node_drain */
+    char kind[SLOTD_TASK_NAME_LEN];
+    char status[SLOTD_TASK_NAME_LEN]; /* pending, running, failed, done */
+    char phase[SLOTD_TASK_NAME_LEN];  /* add_learner, catch_up, ..., done ("" when unnamed) */
+    uint32_t phase_index;
+    uint32_t attempt;
+    uint32_t group_id;                          /* 0 for tasks without a group (promotion, drain) */
+    char last_error[SLOTD_TASK_LAST_ERROR_LEN]; /* "" = none */
+    uint64_t source_node;
+    uint64_t target_node;
+    uint64_t participants[SLOTD_TASK_PARTICIPANTS_MAX];
+    unsigned participant_count;
+    uint64_t config_epoch;
+    /* last reported progress: snapshot/copy bytes, and the target's match index against the
+     * group's commit index (catch-up) */
+    uint64_t bytes_sent;
+    uint64_t bytes_total;
+    uint64_t target_match;
+    uint64_t commit;
+    uint64_t created_ms;
+    uint64_t updated_ms;
+    uint64_t revision; /* the controller revision the task was read at */
+    /* hash_slot_migration: the group the slots move to (group_id is the source) and the hash
+     * slots, ascending */
+    uint32_t to_group;
+    uint32_t hash_slots[SLOTD_HASH_SLOTS];
+    unsigned hash_slot_count;
+};
+
+/* A TaskStatus answer: one task (asked by id) or the list (task_id 0). */
+struct slotd_task_status {
+    uint64_t revision;        /* the controller revision the answer was read at */
+    struct slotd_task *tasks; /* malloc'd, task_count entries (oldest first when listing) */
+    size_t task_count;        /* by id: 1; listing: 0..SLOTD_TASKS_MAX */
+    char source[SLOTD_ADDRESS_LEN + 1]; /* the endpoint that answered */
+    unsigned attempts;
+    struct slotd_status status;
+};
+
+/* s: borrowed for the call. Frees s->tasks and clears s. */
+void slotd_task_status_free(struct slotd_task_status *s);
+
+/* t: borrowed for the call. True when t->status is "done" or "failed" (final until a retry). */
+bool slotd_task_finished(const struct slotd_task *t);
+
+/*
+ * c, out: borrowed for the call; free out with slotd_task_status_free() whatever the return
+ * value. task_id > 0: that task (SLOTD_CLIENT_ENOTFOUND when the answering node's copy of the
+ * cluster state does not hold it; a mirror's copy may lag about 500 ms behind a new task).
+ * task_id 0: every task the controller keeps, oldest first (active_only: pending and running
+ * ones). Asks the endpoints in turn like slotd_admin_cluster_state(): one pass, skipping a node
+ * that is UNAVAILABLE, past its deadline or overloaded.
+ */
+int slotd_task_status(struct slotd_client *c, uint64_t task_id, bool active_only,
+                      struct slotd_task_status *out);
 
 #ifdef __cplusplus
 }

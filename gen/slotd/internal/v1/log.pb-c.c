@@ -52,6 +52,276 @@ void   slotd__internal__v1__log_command__free_unpacked
   assert(message->base.descriptor == &slotd__internal__v1__log_command__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__internal__v1__migration_fence__init
+                     (Slotd__Internal__V1__MigrationFence         *message)
+{
+  static const Slotd__Internal__V1__MigrationFence init_value = SLOTD__INTERNAL__V1__MIGRATION_FENCE__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__migration_fence__get_packed_size
+                     (const Slotd__Internal__V1__MigrationFence *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_fence__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__migration_fence__pack
+                     (const Slotd__Internal__V1__MigrationFence *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_fence__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__migration_fence__pack_to_buffer
+                     (const Slotd__Internal__V1__MigrationFence *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_fence__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__MigrationFence *
+       slotd__internal__v1__migration_fence__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__MigrationFence *)
+     protobuf_c_message_unpack (&slotd__internal__v1__migration_fence__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__migration_fence__free_unpacked
+                     (Slotd__Internal__V1__MigrationFence *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__migration_fence__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__internal__v1__migration_row__init
+                     (Slotd__Internal__V1__MigrationRow         *message)
+{
+  static const Slotd__Internal__V1__MigrationRow init_value = SLOTD__INTERNAL__V1__MIGRATION_ROW__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__migration_row__get_packed_size
+                     (const Slotd__Internal__V1__MigrationRow *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_row__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__migration_row__pack
+                     (const Slotd__Internal__V1__MigrationRow *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_row__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__migration_row__pack_to_buffer
+                     (const Slotd__Internal__V1__MigrationRow *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_row__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__MigrationRow *
+       slotd__internal__v1__migration_row__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__MigrationRow *)
+     protobuf_c_message_unpack (&slotd__internal__v1__migration_row__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__migration_row__free_unpacked
+                     (Slotd__Internal__V1__MigrationRow *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__migration_row__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__internal__v1__migration_rows__init
+                     (Slotd__Internal__V1__MigrationRows         *message)
+{
+  static const Slotd__Internal__V1__MigrationRows init_value = SLOTD__INTERNAL__V1__MIGRATION_ROWS__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__migration_rows__get_packed_size
+                     (const Slotd__Internal__V1__MigrationRows *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_rows__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__migration_rows__pack
+                     (const Slotd__Internal__V1__MigrationRows *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_rows__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__migration_rows__pack_to_buffer
+                     (const Slotd__Internal__V1__MigrationRows *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_rows__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__MigrationRows *
+       slotd__internal__v1__migration_rows__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__MigrationRows *)
+     protobuf_c_message_unpack (&slotd__internal__v1__migration_rows__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__migration_rows__free_unpacked
+                     (Slotd__Internal__V1__MigrationRows *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__migration_rows__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__internal__v1__migration_accept__init
+                     (Slotd__Internal__V1__MigrationAccept         *message)
+{
+  static const Slotd__Internal__V1__MigrationAccept init_value = SLOTD__INTERNAL__V1__MIGRATION_ACCEPT__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__migration_accept__get_packed_size
+                     (const Slotd__Internal__V1__MigrationAccept *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_accept__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__migration_accept__pack
+                     (const Slotd__Internal__V1__MigrationAccept *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_accept__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__migration_accept__pack_to_buffer
+                     (const Slotd__Internal__V1__MigrationAccept *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_accept__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__MigrationAccept *
+       slotd__internal__v1__migration_accept__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__MigrationAccept *)
+     protobuf_c_message_unpack (&slotd__internal__v1__migration_accept__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__migration_accept__free_unpacked
+                     (Slotd__Internal__V1__MigrationAccept *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__migration_accept__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__internal__v1__migration_release__init
+                     (Slotd__Internal__V1__MigrationRelease         *message)
+{
+  static const Slotd__Internal__V1__MigrationRelease init_value = SLOTD__INTERNAL__V1__MIGRATION_RELEASE__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__migration_release__get_packed_size
+                     (const Slotd__Internal__V1__MigrationRelease *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_release__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__migration_release__pack
+                     (const Slotd__Internal__V1__MigrationRelease *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_release__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__migration_release__pack_to_buffer
+                     (const Slotd__Internal__V1__MigrationRelease *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_release__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__MigrationRelease *
+       slotd__internal__v1__migration_release__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__MigrationRelease *)
+     protobuf_c_message_unpack (&slotd__internal__v1__migration_release__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__migration_release__free_unpacked
+                     (Slotd__Internal__V1__MigrationRelease *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__migration_release__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__internal__v1__migration_abort__init
+                     (Slotd__Internal__V1__MigrationAbort         *message)
+{
+  static const Slotd__Internal__V1__MigrationAbort init_value = SLOTD__INTERNAL__V1__MIGRATION_ABORT__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__migration_abort__get_packed_size
+                     (const Slotd__Internal__V1__MigrationAbort *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_abort__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__migration_abort__pack
+                     (const Slotd__Internal__V1__MigrationAbort *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_abort__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__migration_abort__pack_to_buffer
+                     (const Slotd__Internal__V1__MigrationAbort *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_abort__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__MigrationAbort *
+       slotd__internal__v1__migration_abort__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__MigrationAbort *)
+     protobuf_c_message_unpack (&slotd__internal__v1__migration_abort__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__migration_abort__free_unpacked
+                     (Slotd__Internal__V1__MigrationAbort *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__migration_abort__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__internal__v1__group_init__init
                      (Slotd__Internal__V1__GroupInit         *message)
 {
@@ -142,7 +412,7 @@ void   slotd__internal__v1__hash_slot_range__free_unpacked
   assert(message->base.descriptor == &slotd__internal__v1__hash_slot_range__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_descriptors[33] =
+static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_descriptors[38] =
 {
   {
     "hash_slot",
@@ -540,6 +810,66 @@ static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_de
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "migration_fence",
+    70,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, migration_fence),
+    &slotd__internal__v1__migration_fence__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "migration_rows",
+    71,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, migration_rows),
+    &slotd__internal__v1__migration_rows__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "migration_accept",
+    72,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, migration_accept),
+    &slotd__internal__v1__migration_accept__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "migration_release",
+    73,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, migration_release),
+    &slotd__internal__v1__migration_release__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "migration_abort",
+    74,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, migration_abort),
+    &slotd__internal__v1__migration_abort__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__internal__v1__log_command__field_indices_by_name[] = {
   24,   /* field[24] = ack_cmd */
@@ -561,6 +891,11 @@ static const unsigned slotd__internal__v1__log_command__field_indices_by_name[] 
   18,   /* field[18] = join_channel */
   19,   /* field[19] = leave_channel */
   20,   /* field[20] = mark_read */
+  37,   /* field[37] = migration_abort */
+  35,   /* field[35] = migration_accept */
+  33,   /* field[33] = migration_fence */
+  36,   /* field[36] = migration_release */
+  34,   /* field[34] = migration_rows */
   2,   /* field[2] = put */
   7,   /* field[7] = put_device */
   29,   /* field[29] = put_migration_task */
@@ -576,7 +911,7 @@ static const unsigned slotd__internal__v1__log_command__field_indices_by_name[] 
   27,   /* field[27] = update_runtime_meta */
   6,   /* field[6] = update_user */
 };
-static const ProtobufCIntRange slotd__internal__v1__log_command__number_ranges[9 + 1] =
+static const ProtobufCIntRange slotd__internal__v1__log_command__number_ranges[10 + 1] =
 {
   { 1, 0 },
   { 10, 2 },
@@ -587,7 +922,8 @@ static const ProtobufCIntRange slotd__internal__v1__log_command__number_ranges[9
   { 55, 29 },
   { 60, 30 },
   { 65, 32 },
-  { 0, 33 }
+  { 70, 33 },
+  { 0, 38 }
 };
 const ProtobufCMessageDescriptor slotd__internal__v1__log_command__descriptor =
 {
@@ -597,11 +933,395 @@ const ProtobufCMessageDescriptor slotd__internal__v1__log_command__descriptor =
   "Slotd__Internal__V1__LogCommand",
   "slotd.internal.v1",
   sizeof(Slotd__Internal__V1__LogCommand),
-  33,
+  38,
   slotd__internal__v1__log_command__field_descriptors,
   slotd__internal__v1__log_command__field_indices_by_name,
-  9,  slotd__internal__v1__log_command__number_ranges,
+  10,  slotd__internal__v1__log_command__number_ranges,
   (ProtobufCMessageInit) slotd__internal__v1__log_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__internal__v1__migration_fence__field_descriptors[2] =
+{
+  {
+    "task_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationFence, task_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "hash_slots",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationFence, hash_slots),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__migration_fence__field_indices_by_name[] = {
+  1,   /* field[1] = hash_slots */
+  0,   /* field[0] = task_id */
+};
+static const ProtobufCIntRange slotd__internal__v1__migration_fence__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__migration_fence__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.MigrationFence",
+  "MigrationFence",
+  "Slotd__Internal__V1__MigrationFence",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__MigrationFence),
+  2,
+  slotd__internal__v1__migration_fence__field_descriptors,
+  slotd__internal__v1__migration_fence__field_indices_by_name,
+  1,  slotd__internal__v1__migration_fence__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__migration_fence__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__internal__v1__migration_row__field_descriptors[2] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationRow, key),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationRow, value),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__migration_row__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  1,   /* field[1] = value */
+};
+static const ProtobufCIntRange slotd__internal__v1__migration_row__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__migration_row__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.MigrationRow",
+  "MigrationRow",
+  "Slotd__Internal__V1__MigrationRow",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__MigrationRow),
+  2,
+  slotd__internal__v1__migration_row__field_descriptors,
+  slotd__internal__v1__migration_row__field_indices_by_name,
+  1,  slotd__internal__v1__migration_row__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__migration_row__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__internal__v1__migration_rows__field_descriptors[5] =
+{
+  {
+    "task_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationRows, task_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "source_group",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationRows, source_group),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "hash_slots",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationRows, hash_slots),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "seq",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationRows, seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "rows",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__MigrationRows, n_rows),
+    offsetof(Slotd__Internal__V1__MigrationRows, rows),
+    &slotd__internal__v1__migration_row__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__migration_rows__field_indices_by_name[] = {
+  2,   /* field[2] = hash_slots */
+  4,   /* field[4] = rows */
+  3,   /* field[3] = seq */
+  1,   /* field[1] = source_group */
+  0,   /* field[0] = task_id */
+};
+static const ProtobufCIntRange slotd__internal__v1__migration_rows__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__migration_rows__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.MigrationRows",
+  "MigrationRows",
+  "Slotd__Internal__V1__MigrationRows",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__MigrationRows),
+  5,
+  slotd__internal__v1__migration_rows__field_descriptors,
+  slotd__internal__v1__migration_rows__field_indices_by_name,
+  1,  slotd__internal__v1__migration_rows__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__migration_rows__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__internal__v1__migration_accept__field_descriptors[5] =
+{
+  {
+    "task_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationAccept, task_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "hash_slots",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationAccept, hash_slots),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "chunks",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationAccept, chunks),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "rows",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationAccept, rows),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "checksum",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationAccept, checksum),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__migration_accept__field_indices_by_name[] = {
+  4,   /* field[4] = checksum */
+  2,   /* field[2] = chunks */
+  1,   /* field[1] = hash_slots */
+  3,   /* field[3] = rows */
+  0,   /* field[0] = task_id */
+};
+static const ProtobufCIntRange slotd__internal__v1__migration_accept__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__migration_accept__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.MigrationAccept",
+  "MigrationAccept",
+  "Slotd__Internal__V1__MigrationAccept",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__MigrationAccept),
+  5,
+  slotd__internal__v1__migration_accept__field_descriptors,
+  slotd__internal__v1__migration_accept__field_indices_by_name,
+  1,  slotd__internal__v1__migration_accept__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__migration_accept__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__internal__v1__migration_release__field_descriptors[2] =
+{
+  {
+    "task_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationRelease, task_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "hash_slots",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationRelease, hash_slots),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__migration_release__field_indices_by_name[] = {
+  1,   /* field[1] = hash_slots */
+  0,   /* field[0] = task_id */
+};
+static const ProtobufCIntRange slotd__internal__v1__migration_release__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__migration_release__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.MigrationRelease",
+  "MigrationRelease",
+  "Slotd__Internal__V1__MigrationRelease",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__MigrationRelease),
+  2,
+  slotd__internal__v1__migration_release__field_descriptors,
+  slotd__internal__v1__migration_release__field_indices_by_name,
+  1,  slotd__internal__v1__migration_release__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__migration_release__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__internal__v1__migration_abort__field_descriptors[2] =
+{
+  {
+    "task_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationAbort, task_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "hash_slots",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationAbort, hash_slots),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__migration_abort__field_indices_by_name[] = {
+  1,   /* field[1] = hash_slots */
+  0,   /* field[0] = task_id */
+};
+static const ProtobufCIntRange slotd__internal__v1__migration_abort__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__migration_abort__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.MigrationAbort",
+  "MigrationAbort",
+  "Slotd__Internal__V1__MigrationAbort",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__MigrationAbort),
+  2,
+  slotd__internal__v1__migration_abort__field_descriptors,
+  slotd__internal__v1__migration_abort__field_indices_by_name,
+  1,  slotd__internal__v1__migration_abort__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__migration_abort__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor slotd__internal__v1__group_init__field_descriptors[2] =

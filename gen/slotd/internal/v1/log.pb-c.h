@@ -17,6 +17,12 @@ PROTOBUF_C__BEGIN_DECLS
 #include "slotd/v1/metadata.pb-c.h"
 
 typedef struct Slotd__Internal__V1__LogCommand Slotd__Internal__V1__LogCommand;
+typedef struct Slotd__Internal__V1__MigrationFence Slotd__Internal__V1__MigrationFence;
+typedef struct Slotd__Internal__V1__MigrationRow Slotd__Internal__V1__MigrationRow;
+typedef struct Slotd__Internal__V1__MigrationRows Slotd__Internal__V1__MigrationRows;
+typedef struct Slotd__Internal__V1__MigrationAccept Slotd__Internal__V1__MigrationAccept;
+typedef struct Slotd__Internal__V1__MigrationRelease Slotd__Internal__V1__MigrationRelease;
+typedef struct Slotd__Internal__V1__MigrationAbort Slotd__Internal__V1__MigrationAbort;
 typedef struct Slotd__Internal__V1__GroupInit Slotd__Internal__V1__GroupInit;
 typedef struct Slotd__Internal__V1__HashSlotRange Slotd__Internal__V1__HashSlotRange;
 
@@ -58,7 +64,12 @@ typedef enum {
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_PUT_MIGRATION_TASK = 55,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_BIND_PLUGIN = 60,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_UNBIND_PLUGIN = 61,
-  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_APPEND_EVENT = 65
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_APPEND_EVENT = 65,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_FENCE = 70,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_ROWS = 71,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_ACCEPT = 72,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_RELEASE = 73,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_ABORT = 74
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND__CASE)
 } Slotd__Internal__V1__LogCommand__CommandCase;
 
@@ -111,11 +122,117 @@ struct  Slotd__Internal__V1__LogCommand
     Slotd__V1__BindPluginCommand *bind_plugin;
     Slotd__V1__UnbindPluginCommand *unbind_plugin;
     Slotd__V1__AppendEventCommand *append_event;
+    /*
+     * Hash-slot migration (service/runtime/migrate.c); LogCommand.hash_slot is 0 and unused.
+     */
+    Slotd__Internal__V1__MigrationFence *migration_fence;
+    Slotd__Internal__V1__MigrationRows *migration_rows;
+    Slotd__Internal__V1__MigrationAccept *migration_accept;
+    Slotd__Internal__V1__MigrationRelease *migration_release;
+    Slotd__Internal__V1__MigrationAbort *migration_abort;
   };
 };
 #define SLOTD__INTERNAL__V1__LOG_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__log_command__descriptor) \
     , 0, {0,NULL}, SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND__NOT_SET, {0} }
+
+
+/*
+ * Source group: writes to these hash slots are refused (HASH_SLOT_FENCED) from this entry on;
+ * reads go on. Every slot must be owned by the group.
+ */
+struct  Slotd__Internal__V1__MigrationFence
+{
+  ProtobufCMessage base;
+  uint64_t task_id;
+  ProtobufCBinaryData hash_slots;
+};
+#define SLOTD__INTERNAL__V1__MIGRATION_FENCE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__migration_fence__descriptor) \
+    , 0, {0,NULL} }
+
+
+/*
+ * One row of the fsm keyspace: the full key ([hash_slot u16][table u8]...) and its value.
+ */
+struct  Slotd__Internal__V1__MigrationRow
+{
+  ProtobufCMessage base;
+  ProtobufCBinaryData key;
+  ProtobufCBinaryData value;
+};
+#define SLOTD__INTERNAL__V1__MIGRATION_ROW__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__migration_row__descriptor) \
+    , {0,NULL}, {0,NULL} }
+
+
+/*
+ * Target group: a chunk of the source's rows of hash_slots. Chunks of one copy are numbered
+ * from 0; chunk 0 first drops every row an earlier attempt left in those slots. No slot may be
+ * owned by the group.
+ */
+struct  Slotd__Internal__V1__MigrationRows
+{
+  ProtobufCMessage base;
+  uint64_t task_id;
+  uint32_t source_group;
+  ProtobufCBinaryData hash_slots;
+  uint32_t seq;
+  size_t n_rows;
+  Slotd__Internal__V1__MigrationRow **rows;
+};
+#define SLOTD__INTERNAL__V1__MIGRATION_ROWS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__migration_rows__descriptor) \
+    , 0, 0, {0,NULL}, 0, 0,NULL }
+
+
+/*
+ * Target group: the copy is complete; the group owns hash_slots from this entry on. Refused
+ * unless the chunks, rows and checksum (slot_migration_row_crc chained over every row in
+ * order) equal what the group received for task_id.
+ */
+struct  Slotd__Internal__V1__MigrationAccept
+{
+  ProtobufCMessage base;
+  uint64_t task_id;
+  ProtobufCBinaryData hash_slots;
+  uint32_t chunks;
+  uint64_t rows;
+  uint32_t checksum;
+};
+#define SLOTD__INTERNAL__V1__MIGRATION_ACCEPT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__migration_accept__descriptor) \
+    , 0, {0,NULL}, 0, 0, 0 }
+
+
+/*
+ * Source group, after the table switch: the group stops owning hash_slots and deletes its
+ * rows of them.
+ */
+struct  Slotd__Internal__V1__MigrationRelease
+{
+  ProtobufCMessage base;
+  uint64_t task_id;
+  ProtobufCBinaryData hash_slots;
+};
+#define SLOTD__INTERNAL__V1__MIGRATION_RELEASE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__migration_release__descriptor) \
+    , 0, {0,NULL} }
+
+
+/*
+ * A migration that failed before the switch: the source lifts its fence, the target drops the
+ * rows it received (each group does the part that applies to it).
+ */
+struct  Slotd__Internal__V1__MigrationAbort
+{
+  ProtobufCMessage base;
+  uint64_t task_id;
+  ProtobufCBinaryData hash_slots;
+};
+#define SLOTD__INTERNAL__V1__MIGRATION_ABORT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__migration_abort__descriptor) \
+    , 0, {0,NULL} }
 
 
 /*
@@ -166,6 +283,120 @@ Slotd__Internal__V1__LogCommand *
 void   slotd__internal__v1__log_command__free_unpacked
                      (Slotd__Internal__V1__LogCommand *message,
                       ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__MigrationFence methods */
+void   slotd__internal__v1__migration_fence__init
+                     (Slotd__Internal__V1__MigrationFence         *message);
+size_t slotd__internal__v1__migration_fence__get_packed_size
+                     (const Slotd__Internal__V1__MigrationFence   *message);
+size_t slotd__internal__v1__migration_fence__pack
+                     (const Slotd__Internal__V1__MigrationFence   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__migration_fence__pack_to_buffer
+                     (const Slotd__Internal__V1__MigrationFence   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__MigrationFence *
+       slotd__internal__v1__migration_fence__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__migration_fence__free_unpacked
+                     (Slotd__Internal__V1__MigrationFence *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__MigrationRow methods */
+void   slotd__internal__v1__migration_row__init
+                     (Slotd__Internal__V1__MigrationRow         *message);
+size_t slotd__internal__v1__migration_row__get_packed_size
+                     (const Slotd__Internal__V1__MigrationRow   *message);
+size_t slotd__internal__v1__migration_row__pack
+                     (const Slotd__Internal__V1__MigrationRow   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__migration_row__pack_to_buffer
+                     (const Slotd__Internal__V1__MigrationRow   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__MigrationRow *
+       slotd__internal__v1__migration_row__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__migration_row__free_unpacked
+                     (Slotd__Internal__V1__MigrationRow *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__MigrationRows methods */
+void   slotd__internal__v1__migration_rows__init
+                     (Slotd__Internal__V1__MigrationRows         *message);
+size_t slotd__internal__v1__migration_rows__get_packed_size
+                     (const Slotd__Internal__V1__MigrationRows   *message);
+size_t slotd__internal__v1__migration_rows__pack
+                     (const Slotd__Internal__V1__MigrationRows   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__migration_rows__pack_to_buffer
+                     (const Slotd__Internal__V1__MigrationRows   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__MigrationRows *
+       slotd__internal__v1__migration_rows__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__migration_rows__free_unpacked
+                     (Slotd__Internal__V1__MigrationRows *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__MigrationAccept methods */
+void   slotd__internal__v1__migration_accept__init
+                     (Slotd__Internal__V1__MigrationAccept         *message);
+size_t slotd__internal__v1__migration_accept__get_packed_size
+                     (const Slotd__Internal__V1__MigrationAccept   *message);
+size_t slotd__internal__v1__migration_accept__pack
+                     (const Slotd__Internal__V1__MigrationAccept   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__migration_accept__pack_to_buffer
+                     (const Slotd__Internal__V1__MigrationAccept   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__MigrationAccept *
+       slotd__internal__v1__migration_accept__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__migration_accept__free_unpacked
+                     (Slotd__Internal__V1__MigrationAccept *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__MigrationRelease methods */
+void   slotd__internal__v1__migration_release__init
+                     (Slotd__Internal__V1__MigrationRelease         *message);
+size_t slotd__internal__v1__migration_release__get_packed_size
+                     (const Slotd__Internal__V1__MigrationRelease   *message);
+size_t slotd__internal__v1__migration_release__pack
+                     (const Slotd__Internal__V1__MigrationRelease   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__migration_release__pack_to_buffer
+                     (const Slotd__Internal__V1__MigrationRelease   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__MigrationRelease *
+       slotd__internal__v1__migration_release__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__migration_release__free_unpacked
+                     (Slotd__Internal__V1__MigrationRelease *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__MigrationAbort methods */
+void   slotd__internal__v1__migration_abort__init
+                     (Slotd__Internal__V1__MigrationAbort         *message);
+size_t slotd__internal__v1__migration_abort__get_packed_size
+                     (const Slotd__Internal__V1__MigrationAbort   *message);
+size_t slotd__internal__v1__migration_abort__pack
+                     (const Slotd__Internal__V1__MigrationAbort   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__migration_abort__pack_to_buffer
+                     (const Slotd__Internal__V1__MigrationAbort   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__MigrationAbort *
+       slotd__internal__v1__migration_abort__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__migration_abort__free_unpacked
+                     (Slotd__Internal__V1__MigrationAbort *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__Internal__V1__GroupInit methods */
 void   slotd__internal__v1__group_init__init
                      (Slotd__Internal__V1__GroupInit         *message);
@@ -209,6 +440,24 @@ void   slotd__internal__v1__hash_slot_range__free_unpacked
 typedef void (*Slotd__Internal__V1__LogCommand_Closure)
                  (const Slotd__Internal__V1__LogCommand *message,
                   void *closure_data);
+typedef void (*Slotd__Internal__V1__MigrationFence_Closure)
+                 (const Slotd__Internal__V1__MigrationFence *message,
+                  void *closure_data);
+typedef void (*Slotd__Internal__V1__MigrationRow_Closure)
+                 (const Slotd__Internal__V1__MigrationRow *message,
+                  void *closure_data);
+typedef void (*Slotd__Internal__V1__MigrationRows_Closure)
+                 (const Slotd__Internal__V1__MigrationRows *message,
+                  void *closure_data);
+typedef void (*Slotd__Internal__V1__MigrationAccept_Closure)
+                 (const Slotd__Internal__V1__MigrationAccept *message,
+                  void *closure_data);
+typedef void (*Slotd__Internal__V1__MigrationRelease_Closure)
+                 (const Slotd__Internal__V1__MigrationRelease *message,
+                  void *closure_data);
+typedef void (*Slotd__Internal__V1__MigrationAbort_Closure)
+                 (const Slotd__Internal__V1__MigrationAbort *message,
+                  void *closure_data);
 typedef void (*Slotd__Internal__V1__GroupInit_Closure)
                  (const Slotd__Internal__V1__GroupInit *message,
                   void *closure_data);
@@ -222,6 +471,12 @@ typedef void (*Slotd__Internal__V1__HashSlotRange_Closure)
 /* --- descriptors --- */
 
 extern const ProtobufCMessageDescriptor slotd__internal__v1__log_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__migration_fence__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__migration_row__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__migration_rows__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__migration_accept__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__migration_release__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__migration_abort__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__group_init__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__hash_slot_range__descriptor;
 

@@ -7,6 +7,51 @@
 #endif
 
 #include "slotd/internal/v1/peer.pb-c.h"
+void   slotd__internal__v1__migration_propose_request__init
+                     (Slotd__Internal__V1__MigrationProposeRequest         *message)
+{
+  static const Slotd__Internal__V1__MigrationProposeRequest init_value = SLOTD__INTERNAL__V1__MIGRATION_PROPOSE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__migration_propose_request__get_packed_size
+                     (const Slotd__Internal__V1__MigrationProposeRequest *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_propose_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__migration_propose_request__pack
+                     (const Slotd__Internal__V1__MigrationProposeRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_propose_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__migration_propose_request__pack_to_buffer
+                     (const Slotd__Internal__V1__MigrationProposeRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__migration_propose_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__MigrationProposeRequest *
+       slotd__internal__v1__migration_propose_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__MigrationProposeRequest *)
+     protobuf_c_message_unpack (&slotd__internal__v1__migration_propose_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__migration_propose_request__free_unpacked
+                     (Slotd__Internal__V1__MigrationProposeRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__migration_propose_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__internal__v1__controller_command_request__init
                      (Slotd__Internal__V1__ControllerCommandRequest         *message)
 {
@@ -547,6 +592,57 @@ void   slotd__internal__v1__group_leader__free_unpacked
   assert(message->base.descriptor == &slotd__internal__v1__group_leader__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+static const ProtobufCFieldDescriptor slotd__internal__v1__migration_propose_request__field_descriptors[2] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationProposeRequest, group_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "entry",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__MigrationProposeRequest, entry),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__migration_propose_request__field_indices_by_name[] = {
+  1,   /* field[1] = entry */
+  0,   /* field[0] = group_id */
+};
+static const ProtobufCIntRange slotd__internal__v1__migration_propose_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__migration_propose_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.MigrationProposeRequest",
+  "MigrationProposeRequest",
+  "Slotd__Internal__V1__MigrationProposeRequest",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__MigrationProposeRequest),
+  2,
+  slotd__internal__v1__migration_propose_request__field_descriptors,
+  slotd__internal__v1__migration_propose_request__field_indices_by_name,
+  1,  slotd__internal__v1__migration_propose_request__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__migration_propose_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor slotd__internal__v1__controller_command_request__field_descriptors[2] =
 {
   {
@@ -1431,16 +1527,18 @@ const ProtobufCMessageDescriptor slotd__internal__v1__group_leader__descriptor =
   (ProtobufCMessageInit) slotd__internal__v1__group_leader__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor slotd__internal__v1__peer__method_descriptors[4] =
+static const ProtobufCMethodDescriptor slotd__internal__v1__peer__method_descriptors[5] =
 {
   { "Raft", &slotd__internal__v1__raft_batch__descriptor, &slotd__internal__v1__raft_batch_ack__descriptor },
   { "Snapshot", &slotd__internal__v1__snapshot_chunk__descriptor, &slotd__internal__v1__snapshot_ack__descriptor },
   { "GroupStatus", &slotd__internal__v1__group_status_request__descriptor, &slotd__internal__v1__group_status_response__descriptor },
   { "ControllerCommand", &slotd__internal__v1__controller_command_request__descriptor, &slotd__v1__admin_write_response__descriptor },
+  { "MigrationPropose", &slotd__internal__v1__migration_propose_request__descriptor, &slotd__v1__propose_response__descriptor },
 };
 const unsigned slotd__internal__v1__peer__method_indices_by_name[] = {
   3,        /* ControllerCommand */
   2,        /* GroupStatus */
+  4,        /* MigrationPropose */
   0,        /* Raft */
   1         /* Snapshot */
 };
@@ -1451,7 +1549,7 @@ const ProtobufCServiceDescriptor slotd__internal__v1__peer__descriptor =
   "Peer",
   "Slotd__Internal__V1__Peer",
   "slotd.internal.v1",
-  4,
+  5,
   slotd__internal__v1__peer__method_descriptors,
   slotd__internal__v1__peer__method_indices_by_name
 };
@@ -1486,6 +1584,14 @@ void slotd__internal__v1__peer__controller_command(ProtobufCService *service,
 {
   assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
   service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void slotd__internal__v1__peer__migration_propose(ProtobufCService *service,
+                                                  const Slotd__Internal__V1__MigrationProposeRequest *input,
+                                                  Slotd__V1__ProposeResponse_Closure closure,
+                                                  void *closure_data)
+{
+  assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
+  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__internal__v1__peer__init (Slotd__Internal__V1__Peer_Service *service,
                                       Slotd__Internal__V1__Peer_ServiceDestroy destroy)

@@ -15,7 +15,9 @@ PROTOBUF_C__BEGIN_DECLS
 #endif
 
 #include "slotd/v1/admin.pb-c.h"
+#include "slotd/v1/metadata.pb-c.h"
 
+typedef struct Slotd__Internal__V1__MigrationProposeRequest Slotd__Internal__V1__MigrationProposeRequest;
 typedef struct Slotd__Internal__V1__ControllerCommandRequest Slotd__Internal__V1__ControllerCommandRequest;
 typedef struct Slotd__Internal__V1__RaftBatch Slotd__Internal__V1__RaftBatch;
 typedef struct Slotd__Internal__V1__RaftBatchAck Slotd__Internal__V1__RaftBatchAck;
@@ -34,6 +36,21 @@ typedef struct Slotd__Internal__V1__GroupLeader Slotd__Internal__V1__GroupLeader
 
 
 /* --- messages --- */
+
+struct  Slotd__Internal__V1__MigrationProposeRequest
+{
+  ProtobufCMessage base;
+  uint32_t group_id;
+  /*
+   * A packed slotd.internal.v1.LogCommand whose command is one of migration_fence,
+   * migration_rows, migration_accept, migration_release, migration_abort.
+   */
+  ProtobufCBinaryData entry;
+};
+#define SLOTD__INTERNAL__V1__MIGRATION_PROPOSE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__migration_propose_request__descriptor) \
+    , 0, {0,NULL} }
+
 
 struct  Slotd__Internal__V1__ControllerCommandRequest
 {
@@ -212,6 +229,25 @@ struct  Slotd__Internal__V1__GroupLeader
     , 0, 0, 0, 0,NULL, 0,NULL, 0, 0 }
 
 
+/* Slotd__Internal__V1__MigrationProposeRequest methods */
+void   slotd__internal__v1__migration_propose_request__init
+                     (Slotd__Internal__V1__MigrationProposeRequest         *message);
+size_t slotd__internal__v1__migration_propose_request__get_packed_size
+                     (const Slotd__Internal__V1__MigrationProposeRequest   *message);
+size_t slotd__internal__v1__migration_propose_request__pack
+                     (const Slotd__Internal__V1__MigrationProposeRequest   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__migration_propose_request__pack_to_buffer
+                     (const Slotd__Internal__V1__MigrationProposeRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__MigrationProposeRequest *
+       slotd__internal__v1__migration_propose_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__migration_propose_request__free_unpacked
+                     (Slotd__Internal__V1__MigrationProposeRequest *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__Internal__V1__ControllerCommandRequest methods */
 void   slotd__internal__v1__controller_command_request__init
                      (Slotd__Internal__V1__ControllerCommandRequest         *message);
@@ -442,6 +478,9 @@ void   slotd__internal__v1__group_leader__free_unpacked
                       ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
+typedef void (*Slotd__Internal__V1__MigrationProposeRequest_Closure)
+                 (const Slotd__Internal__V1__MigrationProposeRequest *message,
+                  void *closure_data);
 typedef void (*Slotd__Internal__V1__ControllerCommandRequest_Closure)
                  (const Slotd__Internal__V1__ControllerCommandRequest *message,
                   void *closure_data);
@@ -501,6 +540,10 @@ struct Slotd__Internal__V1__Peer_Service
                              const Slotd__Internal__V1__ControllerCommandRequest *input,
                              Slotd__V1__AdminWriteResponse_Closure closure,
                              void *closure_data);
+  void (*migration_propose)(Slotd__Internal__V1__Peer_Service *service,
+                            const Slotd__Internal__V1__MigrationProposeRequest *input,
+                            Slotd__V1__ProposeResponse_Closure closure,
+                            void *closure_data);
 };
 typedef void (*Slotd__Internal__V1__Peer_ServiceDestroy)(Slotd__Internal__V1__Peer_Service *);
 void slotd__internal__v1__peer__init (Slotd__Internal__V1__Peer_Service *service,
@@ -512,7 +555,8 @@ void slotd__internal__v1__peer__init (Slotd__Internal__V1__Peer_Service *service
       function_prefix__ ## raft,\
       function_prefix__ ## snapshot,\
       function_prefix__ ## group_status,\
-      function_prefix__ ## controller_command  }
+      function_prefix__ ## controller_command,\
+      function_prefix__ ## migration_propose  }
 void slotd__internal__v1__peer__raft(ProtobufCService *service,
                                      const Slotd__Internal__V1__RaftBatch *input,
                                      Slotd__Internal__V1__RaftBatchAck_Closure closure,
@@ -529,9 +573,14 @@ void slotd__internal__v1__peer__controller_command(ProtobufCService *service,
                                                    const Slotd__Internal__V1__ControllerCommandRequest *input,
                                                    Slotd__V1__AdminWriteResponse_Closure closure,
                                                    void *closure_data);
+void slotd__internal__v1__peer__migration_propose(ProtobufCService *service,
+                                                  const Slotd__Internal__V1__MigrationProposeRequest *input,
+                                                  Slotd__V1__ProposeResponse_Closure closure,
+                                                  void *closure_data);
 
 /* --- descriptors --- */
 
+extern const ProtobufCMessageDescriptor slotd__internal__v1__migration_propose_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__controller_command_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__raft_batch__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__raft_batch_ack__descriptor;
