@@ -418,7 +418,11 @@ class SingleNodeTest(h.SlotdTestCase):
         self.assertStoredUnchanged()
 
     def test_task_status_not_found(self):
-        for task_id in (0, 1, 42, (1 << 64) - 1):
+        # task_id 0 lists the kept tasks: none on a fresh single node.
+        listing = self.stub.TaskStatus(pb.TaskStatusRequest(task_id=0), timeout=10)
+        self.assertEqual(list(listing.tasks), [])
+        self.assertFalse(listing.HasField("task"))
+        for task_id in (1, 42, (1 << 64) - 1):
             self.assertRpcError(
                 lambda: self.stub.TaskStatus(pb.TaskStatusRequest(task_id=task_id), timeout=10),
                 grpc.StatusCode.NOT_FOUND, pb.ERROR_CODE_NOT_FOUND)

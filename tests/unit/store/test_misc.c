@@ -310,7 +310,9 @@ static void *conc_reader(void *arg)
     do {
         conc_read_once(c, &last_seen);
         c->reads++;
-    } while (c->writers_done < 2 && c->reads < CONC_READS_MAX);
+        /* at least two rounds: how many overlap the writes is up to the scheduler (a loaded
+         * machine may finish both writers during the first round) */
+    } while ((c->writers_done < 2 || c->reads < 2) && c->reads < CONC_READS_MAX);
     return NULL;
 }
 
