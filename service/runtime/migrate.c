@@ -163,8 +163,7 @@ static int take_reply(struct runtime *rt, struct rt_migration *m, uint64_t *inde
         return 0;
     }
     if (status != GRPC_STATUS_OK) {
-        snprintf(m->error, sizeof(m->error), "node %llu: %s", (unsigned long long)m->call_to,
-                 msg);
+        snprintf(m->error, sizeof(m->error), "node %llu: %s", (unsigned long long)m->call_to, msg);
         return -1;
     }
     return 1;
@@ -218,13 +217,13 @@ static int send_simple(struct runtime *rt, struct rt_migration *m, const struct 
     return send_command(rt, m, group, to, &c);
 }
 
-/* Rows of t's slots from (m->slot, m->key) on, in key order: calls cb for each until it returns
- * non-zero (then returns 1) or the rows end (returns 0); -1 on a store error. */
+/* Rows of t's slots from slot from_slot, after the key `after` (NULL: from the slot's start), in
+ * key order: calls cb for each until it returns non-zero (then returns 1) or the rows end
+ * (returns 0); -1 on a store error. */
 typedef int (*row_cb)(void *arg, const void *k, size_t kl, const void *v, size_t vl);
 
 static int scan_rows(struct runtime *rt, const struct ctl_task *t, unsigned from_slot,
-                     const uint8_t *after, size_t after_len, row_cb cb, void *arg,
-                     unsigned *stopped_slot)
+                     const uint8_t *after, size_t after_len, row_cb cb, void *arg)
 {
     for (unsigned s = from_slot; s < CTL_HASH_SLOTS; s++) {
         if (!slot_in(t->hash_slots, s))
@@ -252,10 +251,8 @@ static int scan_rows(struct runtime *rt, const struct ctl_task *t, unsigned from
         store_iter_free(it);
         if (st != 0)
             return -1;
-        if (rc != 0) {
-            *stopped_slot = s;
+        if (rc != 0)
             return 1;
-        }
     }
     return 0;
 }
@@ -327,9 +324,8 @@ static int send_chunk(struct runtime *rt, struct rt_migration *m, const struct c
         snprintf(m->error, sizeof(m->error), "out of memory");
         return -1;
     }
-    unsigned stopped = 0;
     int rc = scan_rows(rt, t, m->cursor_slot, m->cursor_len ? m->cursor : NULL, m->cursor_len,
-                       add_row, &c, &stopped);
+                       add_row, &c);
     if (rc < 0 || c.oom) {
         chunk_free(&c);
         snprintf(m->error, sizeof(m->error), "reading the source rows: %s",
@@ -424,8 +420,7 @@ static void enter(struct rt_migration *m, const struct ctl_task *t)
     reset_copy(m);
 }
 
-static void report(struct runtime *rt, struct rt_migration *m, const struct ctl_task *t,
-                   bool now)
+static void report(struct runtime *rt, struct rt_migration *m, const struct ctl_task *t, bool now)
 {
     if (!now && rt_now_ms() < m->next_progress_ms)
         return;
@@ -436,8 +431,8 @@ static void report(struct runtime *rt, struct rt_migration *m, const struct ctl_
     rt_ctl_submit(rt, cmd, "task_progress");
 }
 
-static void prove(struct runtime *rt, struct rt_group *g, const struct ctl_task *t,
-                  uint64_t index, uint64_t leader)
+static void prove(struct runtime *rt, struct rt_group *g, const struct ctl_task *t, uint64_t index,
+                  uint64_t leader)
 {
     struct raft_status st;
     raft_status(g->raft, &st);
@@ -475,18 +470,16 @@ static void step_copy(struct runtime *rt, struct rt_migration *m, struct rt_grou
     if (r > 0 && !m->fenced_here) {
         /* The fence applied here: the slots' rows are final; count them once. */
         m->fenced_here = true;
-        unsigned stopped;
-        if (scan_rows(rt, t, 0, NULL, 0, count_row, m, &stopped) < 0) {
+        if (scan_rows(rt, t, 0, NULL, 0, count_row, m) < 0) {
             snprintf(m->error, sizeof(m->error), "reading the source rows: %s",
                      store_errmsg(rt->store));
             reset_copy(m);
             retry_later(m, t, "count");
             return;
         }
-        RT_LOG("info",
-               "msg=\"migration copy starts\" task=%llu from=%u to=%u rows=%llu bytes=%llu",
-               (unsigned long long)t->id, t->group, t->to_group,
-               (unsigned long long)m->rows_total, (unsigned long long)m->bytes_total);
+        RT_LOG("info", "msg=\"migration copy starts\" task=%llu from=%u to=%u rows=%llu bytes=%llu",
+               (unsigned long long)t->id, t->group, t->to_group, (unsigned long long)m->rows_total,
+               (unsigned long long)m->bytes_total);
     } else if (r > 0 && !m->copy_done) {
         m->seq++;
         m->rows += m->pending_rows;
