@@ -136,6 +136,19 @@ raft_index raft__log_last_index(struct raft__log *l)
     return i;
 }
 
+raft_index raft__log_stable_last(struct raft__log *l)
+{
+    raft_index i = 0;
+    if (l->st->last_index(l->st->ctx, &i) != 0) {
+        l->storage_err = RAFT_ESTORAGE;
+        return 0;
+    }
+    if (l->u.n > 0 && l->u.offset - 1 < i) {
+        i = l->u.offset - 1; /* stored entries from offset on are being replaced */
+    }
+    return i;
+}
+
 int raft__log_term(struct raft__log *l, raft_index i, raft_term *out)
 {
     *out = 0;

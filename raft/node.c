@@ -311,6 +311,34 @@ static void raft__ready_states(struct raft *r, struct raft_ready *rd)
     }
 }
 
+/* Only a leader sends these, and none depends on what the ready persists: the commit index they
+ * carry never counts the leader's unsynced entries (raft__self_persisted). A ready that changes
+ * the term or vote sends everything after the sync: a message of a term this node could forget
+ * in a crash must not leave it. Stable partition in place: early messages first. */
+static bool raft__msg_early(const struct raft_msg *m)
+{
+    return m->type == RAFT_MSG_APPEND || m->type == RAFT_MSG_HEARTBEAT ||
+           m->type == RAFT_MSG_TIMEOUT_NOW;
+}
+
+static size_t raft__partition_early(struct raft_msg *msgs, size_t n)
+{
+    size_t early = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!raft__msg_early(&msgs[i])) {
+            continue;
+        }
+        if (i != early) {
+            /* rotate msgs[early..i] right by one: keeps both groups in order */
+            struct raft_msg m = msgs[i];
+            memmove(&msgs[early + 1], &msgs[early], (i - early) * sizeof(m));
+            msgs[early] = m;
+        }
+        early++;
+    }
+    return early;
+}
+
 int raft_ready(struct raft *r, struct raft_ready *rd)
 {
     if (r->ready_out) {
@@ -350,6 +378,7 @@ int raft_ready(struct raft *r, struct raft_ready *rd)
         r->rdy_last_term = ents[u->n - 1].term;
     }
     raft__ready_states(r, rd);
+    bool term_or_vote_changed = rd->must_sync; /* set by raft__ready_states only for those */
     if (u->snap != NULL) {
         rd->has_snapshot = true;
         rd->snapshot = *u->snap;
@@ -371,6 +400,9 @@ int raft_ready(struct raft *r, struct raft_ready *rd)
     r->mcache = NULL;
     rd->msgs = r->rdy.msgs;
     rd->n_msgs = r->rdy.n_msgs;
+    if (!term_or_vote_changed && !rd->has_snapshot) {
+        rd->n_msgs_early = raft__partition_early(rd->msgs, rd->n_msgs);
+    }
     rd->reads = r->rdy.reads;
     rd->n_reads = r->rdy.n_reads;
     rd->read_failures = r->rdy.fails;
@@ -399,6 +431,7 @@ void raft_advance(struct raft *r, const struct raft_ready *rd)
     }
     if (r->rdy_last_index != 0) {
         raft__log_stable_to(l, r->rdy_last_index, r->rdy_last_term);
+        raft__self_persisted(r, r->rdy_last_index, r->rdy_last_term);
     }
     if (r->rdy_applied > l->applied) {
         l->applied = r->rdy_applied;
@@ -478,8 +511,11 @@ int raft_check_invariants(const struct raft *cr)
         }
         for (uint32_t i = 0; i < r->n_prs; i++) {
             const struct raft__progress *p = &r->prs[i];
-            if (p->match >= p->next || p->next > last + 1 || (p->id == r->id && p->match != last)) {
+            if (p->match >= p->next || p->next > last + 1) {
                 return RAFT_EINVAL;
+            }
+            if (p->id == r->id && p->match > raft__log_stable_last(l)) {
+                return RAFT_EINVAL; /* the leader counts only its durable entries */
             }
         }
     }

@@ -122,6 +122,10 @@ static void raft__reset(struct raft *r, raft_term term)
     r->n_reads = 0;
     r->uncommitted_bytes = 0;
     r->mcache = NULL;
+    struct raft__progress *self = raft__progress_get(r, r->id);
+    if (self != NULL) {
+        self->match = raft__log_stable_last(&r->log); /* only what is durable here counts */
+    }
 }
 
 void raft__become_follower(struct raft *r, raft_term term, raft_id lead)
@@ -400,6 +404,22 @@ bool raft__maybe_commit(struct raft *r)
     return true;
 }
 
+/* thesis 10.2.1: the leader writes its log in parallel with replicating it; its own copy counts
+ * towards a commit once durable, like a follower's acknowledgement. */
+void raft__self_persisted(struct raft *r, raft_index i, raft_term t)
+{
+    if (r->role != RAFT_LEADER || !raft__log_match_term(&r->log, i, t)) {
+        return;
+    }
+    struct raft__progress *self = raft__progress_get(r, r->id);
+    if (self == NULL || !raft__progress_maybe_update(self, i)) {
+        return;
+    }
+    if (raft__maybe_commit(r)) {
+        raft__bcast_append(r);
+    }
+}
+
 int raft__append_entries(struct raft *r, uint8_t type, const struct raft_buf *data, size_t n,
                          raft_index *first)
 {
@@ -421,8 +441,8 @@ int raft__append_entries(struct raft *r, uint8_t type, const struct raft_buf *da
         return rv;
     }
     r->uncommitted_bytes += bytes;
-    raft__progress_maybe_update(raft__progress_get(r, r->id), idx + n - 1);
-    raft__maybe_commit(r);
+    /* the leader's own match moves when the host reports the append durable
+     * (raft__self_persisted), so the entries go out now and commit on durable copies only */
     raft__bcast_append(r);
     if (first != NULL) {
         *first = idx;

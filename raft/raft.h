@@ -16,13 +16,19 @@
  *      rd.has_hard_state) and rd.entries (an append that replaces every stored
  *      entry with index >= rd.entries[0].index). Persisting must be synced when
  *      rd.must_sync is true.
- *   3. Only after step 2 is durable: send rd.msgs. (Messages may depend on
- *      the persisted state: a vote granted, an append acknowledged.)
+ *   3. rd.msgs[0 .. rd.n_msgs_early) may be sent at once, in parallel with
+ *      step 2 (thesis 10.2.1: a leader's APPEND, HEARTBEAT and TIMEOUT_NOW
+ *      depend on nothing this ready persists). The rest only after step 2 is
+ *      durable: they may depend on the persisted state (a vote granted, an
+ *      append acknowledged). Sending the early ones late is always allowed.
  *   4. Apply rd.committed in order. A committed entry of type
  *      RAFT_ENTRY_CONF_CHANGE is applied with raft_apply_conf_change(), which
  *      returns the new configuration to persist with the applied index.
  *      Serve rd.reads once the applied index is >= read.index.
  *   5. raft_advance(r, &rd). Everything rd points to stays valid until then.
+ *      A leader counts its own copy of an entry towards the commit quorum
+ *      only from here on (its append is durable), so an entry never commits
+ *      on a majority that includes the leader's unsynced write.
  * Between raft_ready() and raft_advance() the host may keep calling raft_step,
  * raft_tick, raft_propose* and raft_read_index (pipelining: proposals collected
  * while a batch syncs go into the next ready). It must not call raft_ready()
@@ -242,8 +248,9 @@ struct raft_ready {
     size_t n_entries; /* to persist (step 2 of the contract) */
     struct raft_entry *entries;
 
-    size_t n_msgs; /* to send after persisting */
+    size_t n_msgs; /* to send after persisting ... */
     struct raft_msg *msgs;
+    size_t n_msgs_early; /* ... except msgs[0 .. n_msgs_early): any time (contract step 3) */
 
     size_t n_committed; /* to apply, in order */
     struct raft_entry *committed;

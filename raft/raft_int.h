@@ -81,6 +81,8 @@ int raft__log_init(struct raft__log *l, const struct raft_storage *st, raft_inde
 void raft__log_free(struct raft__log *l);
 raft_index raft__log_first_index(struct raft__log *l);
 raft_index raft__log_last_index(struct raft__log *l);
+/* The last index persisted by the host (what storage holds and the unstable part keeps). */
+raft_index raft__log_stable_last(struct raft__log *l);
 raft_term raft__log_last_term(struct raft__log *l);
 /* 0, RAFT_ECOMPACTED, RAFT_EUNAVAILABLE or RAFT_ESTORAGE. */
 int raft__log_term(struct raft__log *l, raft_index i, raft_term *out);
@@ -240,6 +242,8 @@ bool raft__promotable(const struct raft *r);
 void raft__become_follower(struct raft *r, raft_term term, raft_id lead);
 void raft__bcast_append(struct raft *r);
 bool raft__maybe_commit(struct raft *r);
+/* raft_advance: the host persisted the log through (i, t); a leader counts itself from now on. */
+void raft__self_persisted(struct raft *r, raft_index i, raft_term t);
 void raft__rebuild_progress(struct raft *r);
 bool raft__committed_in_term(struct raft *r);
 void raft__abort_transfer(struct raft *r);

@@ -438,7 +438,9 @@ void rt_wire_scratch_free(struct rt_wire_scratch *scratch);
 int rt_wire_msg_from_pb(const Slotd__Internal__V1__RaftMessage *pb, struct raft_msg *m);
 
 /* peer.c: messages out and in, group status, snapshots */
-void rt_send_msgs(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd);
+/* Sends rd->msgs[from .. to) through the transport (queued until transport_flush). */
+void rt_send_msgs(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd, size_t from,
+                  size_t to);
 void rt_handle_peer_request(struct runtime *rt, struct rt_request *r);
 void rt_poll_peers(struct runtime *rt);
 void rt_snap_captured(struct runtime *rt, struct rt_snap_send *send);

@@ -388,7 +388,7 @@ static void after_persist(struct runtime *rt, struct rt_group *g)
         g->first_index = g->compact_to + 1;
         g->compact_to = 0;
     }
-    rt_send_msgs(rt, g, rd);
+    rt_send_msgs(rt, g, rd, rd->n_msgs_early, rd->n_msgs); /* the early ones left in take_ready */
     if (!g->committed_handed)
         hand_committed(rt, g, rd);
     raft_advance(g->raft, rd);
@@ -460,6 +460,7 @@ static void storage_work(uv_work_t *w)
          in = in->next)
         rt->storage_rc = rt_snap_install_rows(rt, in->g, in);
     if (rt->storage_rc == 0) {
+        SLOTD_CRASH_POINT("loop_before_log_sync"); /* the leader's early messages are out */
         double start = metrics_now_seconds();
         rt->storage_rc = store_log_write(rt->store, rt->log_batch, true);
         metrics_histogram_observe(rt->metrics.write_synced_s, metrics_now_seconds() - start);
@@ -539,7 +540,7 @@ static void storage_done(uv_work_t *w, int status)
     rt->storage_busy = false;
     if (rt->storage_rc != 0)
         storage_failed(rt);
-    SLOTD_CRASH_POINT("loop_after_log_sync"); /* durable, no message of the batch sent yet */
+    SLOTD_CRASH_POINT("loop_after_log_sync"); /* durable; only the early messages were sent */
     store_log_batch_clear(rt->log_batch);
     free_installs(rt);
     if (rt->ctl_installed != NULL) {
@@ -575,6 +576,9 @@ static void take_ready(struct runtime *rt, struct rt_group *g, bool *must_sync)
     hand_reads(rt, g, rd);
     add_ready_to_batch(rt, g);
     *must_sync = *must_sync || rd->must_sync;
+    /* A leader's appends and heartbeats go out now, while its own write syncs (raft.h, step 3):
+     * a follower's sync overlaps the leader's instead of following it. */
+    rt_send_msgs(rt, g, rd, 0, rd->n_msgs_early);
 }
 
 /* Collects the ready of every group into one raftlog batch, written off the
@@ -615,6 +619,8 @@ void rt_pump(struct runtime *rt)
         submit_building(rt);
         if (!any)
             return;
+        if (rt->transport != NULL)
+            transport_flush(rt->transport);    /* the early messages */
         if (must_sync || rt->installs != NULL) /* this batch will be synced */
             metrics_histogram_observe(rt->metrics.batch_entries, (double)batch_entries);
         if (rt->installs != NULL && installs_blocked(rt)) {

@@ -17,9 +17,10 @@ static void start_snapshot(struct runtime *rt, struct rt_group *g, const struct 
 
 /* ---- Raft messages out ---- */
 
-void rt_send_msgs(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd)
+void rt_send_msgs(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd, size_t from,
+                  size_t to)
 {
-    for (size_t i = 0; i < rd->n_msgs; i++) {
+    for (size_t i = from; i < to; i++) {
         const struct raft_msg *m = &rd->msgs[i];
         if (rt->transport == NULL) {
             metrics_counter_add(rt->metrics.dropped_outbound, 1);

@@ -20,7 +20,7 @@ DOWN_S = 0.5               # time the crashed node stays down
 AFTER_RESTART_S = 2.0      # load after the restart, before the checks
 OPS_MAX = 20000            # per client: more than the run can use (ops are time-bound)
 # Hits before the crash: enough that the cluster is under load, few enough to come quickly.
-HITS = {"loop_after_log_sync": 300, "apply_after_fsm_commit": 300,
+HITS = {"loop_before_log_sync": 300, "loop_after_log_sync": 300, "apply_after_fsm_commit": 300,
         # controller entries are rarer: bootstrap, then every node's health report every 3 s
         "controller_before_state_save": 4}
 # Snapshot test: a tiny compaction threshold so the leaders compact past the stopped node.
@@ -84,6 +84,11 @@ class CrashPointTest(faultnet.FaultTestCase):
             work.stop()
             raise
         self._check(c, work, keys, rng, t0, name)
+
+    def test_loop_before_log_sync(self):
+        """Node 1 leads some groups: its appends left before its own write, which it never
+        makes. An entry must not commit on a quorum that counts that write."""
+        self._crash_under_load("loop_before_log_sync")
 
     def test_loop_after_log_sync(self):
         self._crash_under_load("loop_after_log_sync")

@@ -75,6 +75,7 @@ struct sim_replica {
     struct raft *core; /* NULL when down or absent */
     uint32_t inc;      /* incarnation: unique per raft_new in a run */
     bool ready_out;    /* rd is waiting for its sync event */
+    size_t msgs_sent;  /* rd.msgs[0 .. msgs_sent) already sent (the early ones) */
     struct raft_ready rd;
     uint64_t ready_seq;
     bool lc_pending; /* leader completeness check due at the next sync of a newer ready */

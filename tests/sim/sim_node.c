@@ -216,7 +216,7 @@ static void sim__replica_finish(struct sim_cluster *c, unsigned node, unsigned g
 {
     struct sim_replica *rep = sim__rep(c, node, group);
     struct raft_ready *rd = &rep->rd;
-    for (size_t i = 0; i < rd->n_msgs && !c->failed; i++)
+    for (size_t i = rep->msgs_sent; i < rd->n_msgs && !c->failed; i++)
         sim__net_send(c, group, &rd->msgs[i]);
     for (size_t i = 0; i < rd->n_committed && !c->failed; i++)
         sim__replica_apply(c, node, group, &rd->committed[i]);
@@ -292,7 +292,12 @@ void sim__replica_pump(struct sim_cluster *c, unsigned node, unsigned group)
         }
         rep->ready_seq++;
         rep->ready_out = true;
+        rep->msgs_sent = 0;
         if (rep->rd.has_snapshot || rep->rd.has_hard_state || rep->rd.n_entries) {
+            /* contract step 3: the early messages leave while the write is pending; a crash
+             * before the sync loses the write but not them */
+            for (; rep->msgs_sent < rep->rd.n_msgs_early && !c->failed; rep->msgs_sent++)
+                sim__net_send(c, group, &rep->rd.msgs[rep->msgs_sent]);
             struct sim_event ev = {.kind = SIM_EV_SYNC,
                                    .node = (uint8_t)node,
                                    .group = (uint8_t)group,

@@ -619,6 +619,9 @@ static void test_single_node_and_restart(void)
     CU_ASSERT_EQUAL(raft_propose_batch(h_raft(c, 1), five, 5, &idx), 0);
     CU_ASSERT_EQUAL(idx, 2);
     size_t before = c->nodes[1].n_applied;
+    h_process(c); /* persists them: the leader's own copy counts from its advance on */
+    CU_ASSERT_EQUAL(c->nodes[1].n_applied - before, 0);
+    CU_ASSERT_EQUAL(h_commit(c, 1), 6);
     h_process(c);
     CU_ASSERT_EQUAL(c->nodes[1].n_applied - before, 2);
     h_process(c);
@@ -671,6 +674,89 @@ static void test_pipelining(void)
     h_tick_all(c, 2);
     CU_ASSERT_EQUAL(h_commit(c, 2), 3);
     CU_ASSERT_STRING_EQUAL(c->nodes[2].log[2].data, "two");
+    h_cluster_free(c);
+}
+
+/* A follower takes the messages of one ready addressed to it, persists its own ready and
+ * returns its answer to the leader (an APPEND_RESP, stepped into the leader). */
+static void follower_round(struct h_cluster *c, raft_id id, const struct raft_ready *lead_rd)
+{
+    struct raft *f = h_raft(c, id);
+    for (size_t i = 0; i < lead_rd->n_msgs; i++)
+        if (lead_rd->msgs[i].to == id)
+            CU_ASSERT_EQUAL(raft_step(f, &lead_rd->msgs[i]), 0);
+    struct raft_ready rd;
+    CU_ASSERT_EQUAL_FATAL(raft_ready(f, &rd), 0);
+    CU_ASSERT_EQUAL(rd.n_msgs_early, 0); /* a follower's answers wait for its sync */
+    if (rd.has_hard_state)
+        raft_mem_storage_set_hard_state(c->nodes[id].ms, &rd.hard_state);
+    CU_ASSERT_EQUAL(raft_mem_storage_append(c->nodes[id].ms, rd.entries, rd.n_entries), 0);
+    struct raft_msg resp[8];
+    size_t n = 0;
+    for (size_t i = 0; i < rd.n_msgs && n < 8; i++)
+        resp[n++] = rd.msgs[i]; /* APPEND_RESP: no entries, a shallow copy is enough */
+    raft_advance(f, &rd);
+    for (size_t i = 0; i < n; i++)
+        CU_ASSERT_EQUAL(raft_step(h_raft(c, 1), &resp[i]), 0);
+}
+
+/* Thesis 10.2.1: a leader's appends may leave before its own write is durable; its own copy
+ * then counts towards the commit only from raft_advance on. */
+static void test_leader_writes_in_parallel(void)
+{
+    struct h_cluster *c = h_cluster_new(3, 0, NULL);
+    CU_ASSERT_EQUAL(h_campaign(c, 1), RAFT_LEADER);
+    struct raft *r = h_raft(c, 1);
+    raft_index commit0 = h_commit(c, 1);
+    CU_ASSERT_EQUAL(h_propose(c, 1, "one"), 0);
+    struct raft_ready rd;
+    CU_ASSERT_EQUAL_FATAL(raft_ready(r, &rd), 0);
+    CU_ASSERT_EQUAL(rd.n_entries, 1);
+    CU_ASSERT_EQUAL(rd.n_msgs, 2);
+    CU_ASSERT_EQUAL(rd.n_msgs_early, 2);
+    raft_index idx = rd.entries[0].index;
+    /* one follower has it durably, the leader not yet: no majority of durable copies */
+    follower_round(c, 2, &rd);
+    struct raft_status st;
+    raft_status(r, &st);
+    CU_ASSERT_EQUAL(st.commit, commit0);
+    /* the leader's write completes: leader + follower 2 */
+    CU_ASSERT_EQUAL(raft_mem_storage_append(c->nodes[1].ms, rd.entries, rd.n_entries), 0);
+    raft_advance(r, &rd);
+    raft_status(r, &st);
+    CU_ASSERT_EQUAL(st.commit, idx);
+    CU_ASSERT_EQUAL(raft_check_invariants(r), 0);
+    h_pump(c);
+
+    /* two followers durable commit without the leader's write */
+    commit0 = h_commit(c, 1);
+    CU_ASSERT_EQUAL(h_propose(c, 1, "two"), 0);
+    CU_ASSERT_EQUAL_FATAL(raft_ready(r, &rd), 0);
+    CU_ASSERT_EQUAL(rd.n_msgs_early, 2);
+    idx = rd.entries[0].index;
+    follower_round(c, 2, &rd);
+    raft_status(r, &st);
+    CU_ASSERT_EQUAL(st.commit, commit0);
+    follower_round(c, 3, &rd);
+    raft_status(r, &st);
+    CU_ASSERT_EQUAL(st.commit, idx);
+    CU_ASSERT_EQUAL(raft_mem_storage_append(c->nodes[1].ms, rd.entries, rd.n_entries), 0);
+    raft_advance(r, &rd);
+    h_pump(c);
+    CU_ASSERT_STRING_EQUAL(c->nodes[1].log[c->nodes[1].n_applied - 1].data, "two");
+
+    h_cluster_free(c);
+
+    /* a ready that changes the term or vote sends nothing early, not even a leader's appends:
+     * a single voter elects itself and appends to its learner within one ready */
+    c = h_cluster_new(1, 1, NULL);
+    r = h_raft(c, 1);
+    CU_ASSERT_EQUAL(raft_campaign(r), 0);
+    CU_ASSERT_EQUAL_FATAL(raft_ready(r, &rd), 0);
+    CU_ASSERT_TRUE(rd.has_hard_state && rd.hard_state.term == 1 && rd.hard_state.vote == 1);
+    CU_ASSERT_TRUE(rd.n_msgs > 0 && rd.msgs[0].type == RAFT_MSG_APPEND);
+    CU_ASSERT_EQUAL(rd.n_msgs_early, 0);
+    raft_advance(r, &rd);
     h_cluster_free(c);
 }
 
@@ -826,5 +912,6 @@ void tests_scenarios_add(CU_pSuite s)
     CU_add_test(s, "proposal errors append nothing", test_proposal_errors);
     CU_add_test(s, "single node, paging, restart", test_single_node_and_restart);
     CU_add_test(s, "pipelining between ready and advance", test_pipelining);
+    CU_add_test(s, "leader writes in parallel with replication", test_leader_writes_in_parallel);
     CU_add_test(s, "randomized: safety under drops, partitions, restarts", test_randomized);
 }
