@@ -6,7 +6,7 @@ SEEDS   ?= 500
 STEPS   ?= 10000
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build run test gen gen-check sim sim-bugs asan e2e bench bench-cluster bench-etcd fault torture clean
+.PHONY: all deps configure build run test gen gen-check sim sim-bugs asan e2e bench bench-single bench-cluster bench-etcd fault torture clean
 
 all: build
 
@@ -60,16 +60,20 @@ torture: build
 	SLOTD_BIN=$(CURDIR)/$(BUILD)/bin/slotd SLOTD_FAULT_BIN=$(CURDIR)/build-fault/bin/slotd /usr/bin/python3 tests/fault/torture.py \
 	  --net --seed $(TORTURE_SEED) --rounds $(TORTURE_ROUNDS) --runs $(TORTURE_RUNS) --out torture-report.md
 
+# slotd vs etcd (installs etcd-server if missing), 1 and 3 nodes, A/B rounds, ratios per row.
 bench: build
+	@scripts/bench/compare-etcd.sh
+
+bench-etcd: bench
+
+# slotd alone, one node: durable Propose/s and linearizable Get/s at 1/16/64/256 in flight.
+bench-single: build
 	@scripts/bench.sh
 
 # 3 nodes on loopback: Propose/s and linearizable Get/s direct to leaders vs through forwarding.
 bench-cluster: build
 	@scripts/bench_cluster.sh
 
-# slotd vs etcd (installs etcd-server if missing), 1 and 3 nodes, A/B rounds, ratios per row.
-bench-etcd: build
-	@scripts/bench/compare-etcd.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN) build-bug-*

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/bench.sh - `make bench`: single-node slotd, durable Propose/s and linearizable Get/s at
+# scripts/bench.sh - `make bench-single`: single-node slotd, durable Propose/s and linearizable Get/s at
 # 1, 16, 64 and 256 in flight, ROUNDS rounds each, medians with p50/p99 (slotbench, C gRPC client).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +38,7 @@ common=(--endpoints 127.0.0.1:"$port" --keys 10000 --key-size 64 --value-size 25
 "$bin"/slotbench "${common[@]}" --op put --concurrency 64 --duration 1 --populate >/dev/null
 
 echo "# slotd single node, $(nproc) cores, ${DURATION}s per run, $ROUNDS rounds, medians"
-echo "# command: make bench ROUNDS=$ROUNDS DURATION=$DURATION"
+echo "# command: make bench-single ROUNDS=$ROUNDS DURATION=$DURATION"
 for op in put get; do
   for c in $CONCS; do
     for r in $(seq "$ROUNDS"); do
