@@ -298,14 +298,16 @@ print("| nodes | op | in flight | slotd client | slotd ops/s | etcd ops/s | slot
       "| client CPU % slotd/etcd |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 summary = {}
+p99_rows = []  # (row name, slotd p99 <= etcd p99) for the rows the targets use
 for nodes, op, c, var, mode in rows:
     base = f"{op}_c{c}_{nodes}n"
     s, e = load(f"{base}-{var}"), load(f"{base}-etcd")
     s_ops, e_ops = med(s, lambda r: r["ops_per_s"]), med(e, lambda r: r["ops_per_s"])
     q = ratio(s_ops, e_ops)
+    p = lambda runs, k: med(runs, lambda r: r["latency_us"][k]) / 1000
     if var in ("slotd", "slotd-ra"):
         summary[base] = q
-    p = lambda runs, k: med(runs, lambda r: r["latency_us"][k]) / 1000
+        p99_rows.append((base, p(s, "p99") <= p(e, "p99")))
     errs = lambda runs: sum(r["errors_total"] for r in runs)
     cpu = lambda runs: med(runs, lambda r: r["client_cpu_pct"])
     label = "put (durable)" if op == "put" else "get (linearizable)"
@@ -313,6 +315,14 @@ for nodes, op, c, var, mode in rows:
           f"| {p(s, 'p50'):.2f} | {p(e, 'p50'):.2f} | {p(s, 'p99'):.2f} | {p(e, 'p99'):.2f} "
           f"| {errs(s)}/{errs(e)} | {cpu(s):.0f}/{cpu(e):.0f} |")
 print()
+# Issue 9's targets: put >= 2x etcd at 64 and 256 in flight (1 and 3 nodes), linearizable get >= 2x
+# at 256, slotd p99 <= etcd p99 on every row (3 nodes: the route-aware rows).
+want = ["put_c64_1n", "put_c256_1n", "put_c64_3n", "put_c256_3n", "get_c256_1n", "get_c256_3n"]
+print("targets (>= 2.00): " + " ".join(
+    f"{k}={summary[k]:.2f}:{'met' if summary[k] >= 2.0 else 'not met'}" for k in want))
+late = [b for b, ok in p99_rows if not ok]
+print(f"targets (p99 <= etcd): {len(p99_rows) - len(late)} of {len(p99_rows)} rows"
+      + (": not met at " + " ".join(late) if late else ""))
 print("ratio " + " ".join(f"{k}={summary[k]:.2f}" for k in
                           ("put_c256_1n", "get_c256_1n", "put_c256_3n", "get_c256_3n")))
 PYEOF
