@@ -78,6 +78,18 @@ void rt_list_push(struct rt_list *l, struct rt_request *r);
 struct rt_request *rt_list_pop(struct rt_list *l);
 void rt_list_concat(struct rt_list *dst, struct rt_list *src);
 
+/* Proposals waiting for their index to commit (pending.c), kept in index order. A proposal is
+ * decided only by what commits at its index: the same term is this proposal, another term (or a
+ * conf change, passed as term 0) means it certainly did not commit. */
+void rt_pending_add(struct rt_list *l, struct rt_request *r);
+/* The committed entry (index, term): returns the proposal it is, if any; moves the proposals it
+ * rules out to lost, and those whose index was passed unseen (only a snapshot skips indexes) to
+ * unknown. */
+struct rt_request *rt_pending_match(struct rt_list *l, uint64_t index, uint64_t term,
+                                    struct rt_list *lost, struct rt_list *unknown);
+/* A snapshot through index replaced the log: proposals at or below it may or may not be in it. */
+void rt_pending_passed(struct rt_list *l, uint64_t index, struct rt_list *unknown);
+
 /* LINEARIZABLE reads of one group waiting for one ReadIndex round. */
 struct rt_read_round {
     struct rt_read_round *next;

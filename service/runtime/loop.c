@@ -79,7 +79,7 @@ static void propose_run(struct runtime *rt, struct rt_group *g, struct rt_reques
     for (size_t i = 0; i < n; i++) {
         run[i]->index = first + i;
         run[i]->term = term;
-        rt_list_push(&g->proposals, run[i]);
+        rt_pending_add(&g->proposals, run[i]);
     }
 }
 
@@ -276,18 +276,21 @@ static struct rt_read_round *take_round(struct rt_group *g, uint64_t ctx)
 
 /* ---- After the batch is durable: messages, committed entries, reads ---- */
 
-/* Matches committed entries with waiting proposals (both in index order). */
-static struct rt_request *waiter_for(struct rt_group *g, const struct raft_entry *e)
+/* Answers the proposals a committed entry decides; returns the one it is, if any. A conf change
+ * is nobody's proposal here (term 0 matches none). */
+static struct rt_request *waiter_for(struct rt_group *g, uint64_t index, uint64_t term)
 {
-    while (g->proposals.head != NULL && g->proposals.head->index <= e->index) {
-        struct rt_request *p = rt_list_pop(&g->proposals);
-        if (p->index == e->index && p->term == e->term)
-            return p;
-        /* Another entry committed at this index: ours certainly did not. */
+    struct rt_list lost = {0}, unknown = {0};
+    struct rt_request *w = rt_pending_match(&g->proposals, index, term, &lost, &unknown);
+    struct rt_request *p;
+    while ((p = rt_list_pop(&lost)) != NULL)
         rt_fail(p, SLOTD_ENOT_LEADER, "group %u: proposal at index %llu was superseded", g->id,
                 (unsigned long long)p->index);
-    }
-    return NULL;
+    while ((p = rt_list_pop(&unknown)) != NULL)
+        rt_fail(p, SLOTD_EUNKNOWN_OUTCOME,
+                "group %u: index %llu of the proposal was passed unseen; it may have committed",
+                g->id, (unsigned long long)p->index);
+    return w;
 }
 
 static void hand_committed(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd)
@@ -299,13 +302,14 @@ static void hand_committed(struct runtime *rt, struct rt_group *g, const struct 
         if (e->type == RAFT_ENTRY_CONF_CHANGE) {
             /* Applied in the core now, in log order; the apply stage records
              * the membership for snapshots taken at this index. */
+            waiter_for(g, e->index, 0);
             raft_apply_conf_change(g->raft, e, &cs);
             struct store_conf_state scs = {.n_voters = cs.n_voters, .n_learners = cs.n_learners};
             memcpy(scs.voters, cs.voters, cs.n_voters * sizeof(uint64_t));
             memcpy(scs.learners, cs.learners, cs.n_learners * sizeof(uint64_t));
             store_log_batch_put_conf_state(rt->log_batch, g->id, &scs);
         } else {
-            w = waiter_for(g, e);
+            w = waiter_for(g, e->index, e->term);
         }
         if (rt_apply_job_add(rt->building, g, e, w,
                              e->type == RAFT_ENTRY_CONF_CHANGE ? &cs : NULL) != 0) {
@@ -365,6 +369,10 @@ static void after_persist(struct runtime *rt, struct rt_group *g)
         /* The rows are installed; the core's storage only needs the position. */
         struct raft_snapshot pos = {.meta = rd->snapshot.meta};
         raft_mem_storage_apply_snapshot(g->mem, &pos);
+        struct rt_list unknown = {0};
+        rt_pending_passed(&g->proposals, pos.meta.index, &unknown);
+        rt_fail_list(&unknown, SLOTD_EUNKNOWN_OUTCOME,
+                     "a snapshot replaced the log here; the proposal may or may not be in it");
         if (pos.meta.index > g->applied_submitted)
             g->applied_submitted = pos.meta.index;
         if (pos.meta.index > g->applied)

@@ -660,7 +660,9 @@ static int delete_owned(struct runtime *rt, struct store_fsm_batch *b, const uin
 void rt_group_close_removed(struct runtime *rt, struct rt_group *g)
 {
     __atomic_store_n(&g->hosted, false, __ATOMIC_RELEASE);
-    rt_fail_list(&g->proposals, SLOTD_ENOT_LEADER, "the replica left this node");
+    /* Appended proposals may still commit on the replicas that stay. */
+    rt_fail_list(&g->proposals, SLOTD_EUNKNOWN_OUTCOME,
+                 "the replica left this node; the proposal may or may not commit");
     rt_fail_list(&g->waiting_reads, SLOTD_ENOT_LEADER, "the replica left this node");
     while (g->rounds != NULL) {
         struct rt_read_round *r = g->rounds;
