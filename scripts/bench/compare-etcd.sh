@@ -203,10 +203,20 @@ PYEOF
 
 # --- measuring ------------------------------------------------------------------------------
 
-# run_one FILE TARGET ENDPOINTS OP CONC [extra]: one measured slotbench run appended to FILE.
+# cpu_ticks PIDS...: user+system clock ticks the pids have used so far.
+cpu_ticks() {
+  local t=0 p
+  for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+  echo "$t"
+}
+
+# run_one FILE TARGET ENDPOINTS OP CONC [extra]: one measured slotbench run appended to FILE;
+# the server CPU it took (ticks over warm-up and run, all of the target's processes) to FILE.cpu.
 run_one() {
-  local file=$1 target=$2 eps=$3 op=$4 conc=$5
+  local file=$1 target=$2 eps=$3 op=$4 conc=$5 t0
   shift 5
+  local -n server_pids="${target}_pids"
+  t0=$(cpu_ticks "${server_pids[@]}")
   "$bin"/slotbench --target "$target" --endpoints "$eps" --keys $KEYS --key-size 64 \
     --value-size 256 --op "$op" --concurrency "$conc" --duration "$DURATION" \
     --warmup "$WARMUP" --json "$@" >>"$file" 2>"$dir/run.err" || {
@@ -214,6 +224,7 @@ run_one() {
     die "slotbench failed: $target $op at $conc in flight"
   }
   echo >>"$file"
+  echo $(($(cpu_ticks "${server_pids[@]}") - t0)) >>"$file.cpu"
 }
 
 # scenario NODES OP CONC: ROUNDS rounds; in each the systems run one after the other (A B A B).
@@ -247,6 +258,8 @@ idle_1n_slotd=$(idle_cpu 2 "${slotd_pids[@]}")
 for op in put get; do
   for c in 1 16 64 256; do scenario 1 "$op" "$c"; done
 done
+# The ceiling of the request path: a local (serializable) read does no raft or disk work.
+scenario 1 get-local 256
 stop_pids "${etcd_pids[@]}" "${slotd_pids[@]}"
 pids=()
 
@@ -275,14 +288,22 @@ echo "# $KEYS keys x 64 B, values 256 B, populated first; both fsync before ackn
   "data dirs under /tmp; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# idle CPU of the system not being measured (% of one core): 1 node slotd $idle_1n_slotd," \
   "etcd $idle_1n_etcd; 3 nodes slotd $idle_3n_slotd, etcd $idle_3n_etcd"
+echo "# server CPU per request: CPU of all the system's processes over warm-up and run, divided by" \
+  "ops/s x (warm-up + run) s; the get-local row is a serializable read (no raft, no disk)"
 echo
-$PY - "$dir/res" <<'PYEOF'
+$PY - "$dir/res" "$DURATION" "$WARMUP" "$(getconf CLK_TCK)" <<'PYEOF'
 import json, statistics, sys
-d = sys.argv[1]
+d, run_s, warm_s, hz = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 
 def load(name):
     with open(f"{d}/{name}.json") as f:
-        return [json.loads(l)["run"] for l in f if l.strip()]
+        runs = [json.loads(l)["run"] for l in f if l.strip()]
+    with open(f"{d}/{name}.json.cpu") as f:
+        ticks = [int(l) for l in f if l.strip()]
+    for r, t in zip(runs, ticks):
+        ops = r["ops_per_s"] * (run_s + warm_s)
+        r["server_cpu_us"] = t / hz * 1e6 / ops if ops > 0 else float("nan")
+    return runs
 
 def med(runs, f):
     return statistics.median(f(r) for r in runs)
@@ -291,12 +312,13 @@ def ratio(a, b):
     return a / b if b > 0 else float("nan")
 
 rows = [(1, op, c, "slotd", "-") for op in ("put", "get") for c in (1, 16, 64, 256)]
+rows += [(1, "get-local", 256, "slotd", "-")]
 rows += [(3, op, c, v, m) for op in ("put", "get") for c in (16, 64, 256)
          for v, m in (("slotd-ra", "route-aware"), ("slotd-rr", "round robin"))]
 print("| nodes | op | in flight | slotd client | slotd ops/s | etcd ops/s | slotd/etcd "
       "| slotd p50 ms | etcd p50 ms | slotd p99 ms | etcd p99 ms | errors slotd/etcd "
-      "| client CPU % slotd/etcd |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "| client CPU % slotd/etcd | server CPU us/op slotd/etcd |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 summary = {}
 p99_rows = []  # (row name, slotd p99 <= etcd p99) for the rows the targets use
 for nodes, op, c, var, mode in rows:
@@ -310,10 +332,12 @@ for nodes, op, c, var, mode in rows:
         p99_rows.append((base, p(s, "p99") <= p(e, "p99")))
     errs = lambda runs: sum(r["errors_total"] for r in runs)
     cpu = lambda runs: med(runs, lambda r: r["client_cpu_pct"])
-    label = "put (durable)" if op == "put" else "get (linearizable)"
+    scpu = lambda runs: med(runs, lambda r: r["server_cpu_us"])
+    label = {"put": "put (durable)", "get": "get (linearizable)",
+             "get-local": "get (serializable)"}[op]
     print(f"| {nodes} | {label} | {c} | {mode} | {s_ops:.0f} | {e_ops:.0f} | {q:.2f} "
           f"| {p(s, 'p50'):.2f} | {p(e, 'p50'):.2f} | {p(s, 'p99'):.2f} | {p(e, 'p99'):.2f} "
-          f"| {errs(s)}/{errs(e)} | {cpu(s):.0f}/{cpu(e):.0f} |")
+          f"| {errs(s)}/{errs(e)} | {cpu(s):.0f}/{cpu(e):.0f} | {scpu(s):.0f}/{scpu(e):.0f} |")
 print()
 # Issue 9's targets: put >= 2x etcd at 64 and 256 in flight (1 and 3 nodes), linearizable get >= 2x
 # at 256, slotd p99 <= etcd p99 on every row (3 nodes: the route-aware rows).
