@@ -184,31 +184,25 @@ if r["populated_keys"] != r["keys"] or r["populate"]["errors_total"]:
 PYEOF
 }
 
+# cpu_ticks PIDS...: user+system clock ticks the pids have used so far (utime and stime, the
+# 12th and 13th fields after the parenthesised command name of /proc/PID/stat).
+cpu_ticks() {
+  local t=0 p
+  for p in "$@"; do t=$((t + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13}'))); done
+  echo "$t"
+}
+
 # idle_cpu SECONDS PIDS...: CPU the pids used while nothing loaded them, in % of one core.
 idle_cpu() {
-  $PY - "$@" <<'PYEOF'
-import os, sys, time
-secs, pids = float(sys.argv[1]), sys.argv[2:]
-def ticks():
-    t = 0
-    for p in pids:
-        with open(f"/proc/{p}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        t += int(fields[11]) + int(fields[12])  # utime, stime
-    return t
-a = ticks(); time.sleep(secs); b = ticks()
-print(f"{100.0 * (b - a) / os.sysconf('SC_CLK_TCK') / secs:.0f}")
-PYEOF
+  local secs=$1 t0
+  shift
+  t0=$(cpu_ticks "$@")
+  sleep "$secs"
+  awk -v d=$(($(cpu_ticks "$@") - t0)) -v hz="$(getconf CLK_TCK)" -v s="$secs" \
+    'BEGIN { printf "%.0f\n", 100 * d / hz / s }'
 }
 
 # --- measuring ------------------------------------------------------------------------------
-
-# cpu_ticks PIDS...: user+system clock ticks the pids have used so far.
-cpu_ticks() {
-  local t=0 p
-  for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
-  echo "$t"
-}
 
 # run_one FILE TARGET ENDPOINTS OP CONC [extra]: one measured slotbench run appended to FILE;
 # the server CPU it took (ticks over warm-up and run, all of the target's processes) to FILE.cpu.
