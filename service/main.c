@@ -10,6 +10,7 @@
 
 #include "service/config.h"
 #include "service/metrics/metrics.h"
+#include "service/net/net.h"
 #include "service/node/api.h"
 #include "service/route/route.h"
 #include "service/rpc/rpc.h"
@@ -180,6 +181,12 @@ int main(int argc, char **argv)
     struct runtime *rt = NULL;
     struct metrics_registry *metrics = NULL;
     struct metrics_http *metrics_http = NULL;
+    /* Before anything is opened: a port another process serves is one line and exit 1, and the
+     * data directory is left as it was. */
+    if (net_listen_check(f.listen, err, sizeof(err)) != 0) {
+        fprintf(stderr, "slotd: --listen: %s\n", err);
+        return 1;
+    }
     struct tls_pems pems;
     if (tls_pems_load(&f, &pems, err, sizeof(err)) != 0) {
         fprintf(stderr, "slotd: %s\n", err);

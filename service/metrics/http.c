@@ -1,14 +1,12 @@
 /* http.c - GET /metrics over HTTP/1.1 with libmicrohttpd (one internal polling thread). */
-#include <errno.h>
-#include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
 
 #include "metrics_internal.h"
+#include "service/net/net.h"
 
 #define METRICS_HTTP_BACKLOG 16
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
@@ -60,79 +58,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return rc;
 }
 
-/* "host:port" or "[v6]:port" into host and port strings; -1 when malformed. */
-static int split_listen(const char *addr, char *host, size_t hostlen, char *port, size_t portlen)
-{
-    const char *colon = strrchr(addr, ':');
-    if (colon == NULL || colon[1] == '\0' || strlen(colon + 1) >= portlen)
-        return -1;
-    const char *h = addr;
-    size_t n = (size_t)(colon - addr);
-    if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
-        h++;
-        n -= 2;
-    }
-    if (n >= hostlen)
-        return -1;
-    memcpy(host, h, n);
-    host[n] = '\0';
-    snprintf(port, portlen, "%s", colon + 1);
-    for (const char *p = port; *p; p++)
-        if (*p < '0' || *p > '9')
-            return -1;
-    return 0;
-}
-
-/* A listening TCP socket on addr, or -1 (-2: malformed address) with err set. *port gets the bound
- * port. */
-static int listen_socket(const char *addr, int *port, char *err, size_t errlen)
-{
-    char host[256], portstr[8];
-    if (split_listen(addr, host, sizeof(host), portstr, sizeof(portstr)) != 0) {
-        snprintf(err, errlen, "metrics listen address '%s' is not HOST:PORT", addr);
-        return -2;
-    }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    int gai = getaddrinfo(host[0] ? host : NULL, portstr, &hints, &res);
-    if (gai != 0) {
-        snprintf(err, errlen, "metrics listen address '%s': %s", addr, gai_strerror(gai));
-        return -2;
-    }
-    int fd = -1, saved = 0;
-    for (struct addrinfo *ai = res; ai != NULL && fd < 0; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-        if (fd < 0) {
-            saved = errno;
-            continue;
-        }
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, METRICS_HTTP_BACKLOG) != 0) {
-            saved = errno;
-            close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(res);
-    if (fd < 0) {
-        snprintf(err, errlen, "metrics listen %s: %s", addr, strerror(saved));
-        return -1;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    *port = 0;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET)
-            *port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-        else if (ss.ss_family == AF_INET6)
-            *port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    }
-    return fd;
-}
-
 int metrics_http_start(struct metrics_registry *r, const char *addr, struct metrics_http **out,
                        int *port, char *err, size_t errlen)
 {
@@ -142,8 +67,11 @@ int metrics_http_start(struct metrics_registry *r, const char *addr, struct metr
         errlen = sizeof(scratch);
     }
     int bound = 0;
-    int fd = listen_socket(addr, &bound, err, errlen);
-    if (fd == -2)
+    char why[400];
+    int fd = net_listen(addr, METRICS_HTTP_BACKLOG, &bound, why, sizeof(why));
+    if (fd < 0)
+        snprintf(err, errlen, "metrics %s", why);
+    if (fd == NET_EMALFORMED)
         return METRICS_EINVALID;
     if (fd < 0)
         return METRICS_ELISTEN;

@@ -12,6 +12,7 @@
 
 #include "descset.h"
 #include "rpc_internal.h"
+#include "service/net/net.h"
 #include "slotd/v1/metadata.pb-c.h"
 
 #define RPC__DEFAULT_MAX_INFLIGHT 4096
@@ -690,11 +691,21 @@ static void cq_drain_and_destroy(struct rpc_server *s)
 /* Creates the grpc_server, registers the methods and binds: the port, or -1 with err set. */
 static int server_create(struct rpc_server *s, char *err, size_t errlen)
 {
-    grpc_arg arg;
-    arg.type = GRPC_ARG_INTEGER;
-    arg.key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    arg.value.integer = (int)(2 * s->opts.max_request_bytes);
-    grpc_channel_args args = {1, &arg};
+    /* The port is this process's alone: a second slotd on it fails to bind instead of sharing
+     * the connections (gRPC sets SO_REUSEPORT by default). net_listen_check names the error. */
+    char why[400];
+    if (net_listen_check(s->listen_addr, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "rpc: %s", why);
+        return -1;
+    }
+    grpc_arg arg[2];
+    arg[0].type = GRPC_ARG_INTEGER;
+    arg[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    arg[0].value.integer = (int)(2 * s->opts.max_request_bytes);
+    arg[1].type = GRPC_ARG_INTEGER;
+    arg[1].key = GRPC_ARG_ALLOW_REUSEPORT;
+    arg[1].value.integer = 0;
+    grpc_channel_args args = {2, arg};
     s->server = grpc_server_create(&args, NULL);
     if (s->server == NULL) {
         snprintf(err, errlen, "rpc: grpc_server_create failed");

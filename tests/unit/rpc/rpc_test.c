@@ -983,8 +983,26 @@ static void test_start_failure(void)
     CU_ASSERT_EQUAL_FATAL(rpc_server_new(&o, &s), SLOTD_OK);
     char err[256] = "";
     CU_ASSERT_EQUAL(rpc_server_start(s, NULL, err, sizeof(err)), SLOTD_EINTERNAL);
-    CU_ASSERT_STRING_EQUAL(err, "rpc: cannot listen on 256.0.0.1:1");
+    CU_ASSERT_STRING_EQUAL(err, "rpc: listen address '256.0.0.1:1': Name or service not known");
     rpc_server_free(s);
+
+    /* A port another server holds is not shared (no SO_REUSEPORT): the second start fails and
+     * says why. */
+    o.listen_addr = "127.0.0.1:0";
+    struct rpc_server *first = NULL;
+    CU_ASSERT_EQUAL_FATAL(rpc_server_new(&o, &first), SLOTD_OK);
+    int port = 0;
+    CU_ASSERT_EQUAL_FATAL(rpc_server_start(first, &port, err, sizeof(err)), SLOTD_OK);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    o.listen_addr = addr;
+    CU_ASSERT_EQUAL_FATAL(rpc_server_new(&o, &s), SLOTD_OK);
+    CU_ASSERT_EQUAL(rpc_server_start(s, NULL, err, sizeof(err)), SLOTD_EINTERNAL);
+    char want[128];
+    snprintf(want, sizeof(want), "rpc: cannot listen on %s: Address already in use", addr);
+    CU_ASSERT_STRING_EQUAL(err, want);
+    rpc_server_free(s);
+    rpc_server_free(first);
 
     o.cq_threads = 1000;
     CU_ASSERT_EQUAL(rpc_server_new(&o, &s), SLOTD_EINVALID_FIELD);
