@@ -4,9 +4,10 @@
 
 #include <stddef.h>
 
-#define NET_ELISTEN -1    /* the address could not be bound or listened on; err says why */
-#define NET_EMALFORMED -2 /* the text is not HOST:PORT or [V6]:PORT, or the host does not resolve  \
-                           */
+/* Errors: the address could not be bound or listened on (err says why); the text is not
+ * HOST:PORT or [V6]:PORT, or its host does not resolve. */
+#define NET_ELISTEN -1
+#define NET_EMALFORMED -2
 
 /* Splits "host:port" or "[v6]:port" (addr borrowed for the call) into host and port strings.
  * Returns 0, or NET_EMALFORMED when there is no numeric port or a buffer is too small. */

@@ -81,6 +81,13 @@ static void relay_done(void *arg, int status, const char *message, const uint8_t
     struct relay *f = arg;
     if (status == GRPC_STATUS_OK) {
         rpc_call_reply_bytes(f->call, resp ? resp : (const uint8_t *)"", resp ? resp_len : 0);
+    } else if (details == NULL && transport_reply_unsent(status, message)) {
+        struct slotd_error err;
+        slotd_error_set(&err, SLOTD_ENO_LEADER,
+                        "controller: the leader cannot be reached (%s); the command was not sent",
+                        message);
+        err.retry_after_ms = 200;
+        rpc_call_fail(f->call, &err);
     } else if (details == NULL &&
                (status == GRPC_STATUS_UNAVAILABLE || status == GRPC_STATUS_DEADLINE_EXCEEDED ||
                 status == GRPC_STATUS_CANCELLED)) {

@@ -135,8 +135,13 @@ static void forward_done(void *arg, int status, const char *message, const uint8
     if (details == NULL &&
         (status == GRPC_STATUS_UNAVAILABLE || status == GRPC_STATUS_DEADLINE_EXCEEDED ||
          status == GRPC_STATUS_CANCELLED)) {
-        /* The leader did not answer: a write may or may not have reached it. */
-        if (f->propose)
+        /* The leader did not answer: a write may or may not have reached it, unless gRPC never
+         * sent it (nothing could be connected to): then it is a definite, retryable failure. */
+        if (transport_reply_unsent(status, message))
+            slotd_error_set(&err, SLOTD_ENO_LEADER,
+                            "group %u: node %llu cannot be reached (%s); the request was not sent",
+                            f->group, (unsigned long long)f->to, message);
+        else if (f->propose)
             slotd_error_set(&err, SLOTD_EUNKNOWN_OUTCOME,
                             "group %u: forwarded to node %llu: %s; the write may or may not "
                             "have been applied",

@@ -218,6 +218,13 @@ static int user_call(struct transport *t, bool by_peer, uint64_t peer, const cha
     return rc;
 }
 
+bool transport_reply_unsent(int status, const char *message)
+{
+    static const char pick_failed[] = "failed to connect to all addresses";
+    return status == GRPC_STATUS_UNAVAILABLE && message != NULL &&
+           strncmp(message, pick_failed, sizeof(pick_failed) - 1) == 0;
+}
+
 int transport_call(struct transport *t, uint64_t peer, const char *method, const void *req,
                    size_t len, int64_t deadline_ms, transport_reply_cb cb, void *arg)
 {

@@ -137,6 +137,13 @@ int transport_call_addr(struct transport *t, const char *address, const char *me
                         const void *req, size_t len, int64_t deadline_ms, transport_reply_cb cb,
                         void *arg);
 
+/* True when a reply with status and message (borrowed for the call) says the call was never sent:
+ * gRPC failed the call at its pick of a connection (UNAVAILABLE "failed to connect to all
+ * addresses": refused, unreachable, or a TLS handshake that failed), so the peer cannot have seen
+ * the request. A failure after a connection was picked (reset, GOAWAY, deadline) is false: the
+ * request may have arrived. */
+bool transport_reply_unsent(int status, const char *message);
+
 struct transport_peer_stats {
     uint64_t sent_msgs;      /* messages in batches the peer answered OK */
     uint64_t sent_batches;   /* batches answered OK */

@@ -778,6 +778,13 @@ static void test_call_relays_status(void)
     CU_ASSERT_EQUAL(r[4].status, GRPC_STATUS_UNAVAILABLE);
     CU_ASSERT(r[4].at_ms - t_dead < 2000);
     CU_ASSERT_FALSE(r[4].has_resp);
+    /* ... and says it was never sent; answers of a server that got the call never do. */
+    CU_ASSERT(transport_reply_unsent(r[4].status, r[4].message));
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_FALSE(transport_reply_unsent(r[i].status, r[i].message));
+    }
+    CU_ASSERT_FALSE(transport_reply_unsent(GRPC_STATUS_UNAVAILABLE, "Socket closed"));
+    CU_ASSERT_FALSE(transport_reply_unsent(GRPC_STATUS_UNAVAILABLE, NULL));
     for (int i = 0; i < 5; i++) {
         CU_ASSERT_EQUAL(r[i].runs, 1);
     }
@@ -807,6 +814,7 @@ static void test_deadline(void)
     CU_ASSERT_EQUAL(r[1].status, GRPC_STATUS_DEADLINE_EXCEEDED);
     CU_ASSERT_FALSE(r[1].has_resp);
     CU_ASSERT(r[1].at_ms - t0 < 500);
+    CU_ASSERT_FALSE(transport_reply_unsent(r[0].status, r[0].message)); /* the server holds it */
     printf("\n    200 ms deadline fired after %lld ms\n", (long long)(r[0].at_ms - t0));
     CU_ASSERT(server_wait_held(&peer_a, 1));
     held_release(&peer_a);
