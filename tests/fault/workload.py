@@ -9,7 +9,9 @@ down. Every op is recorded as a ``lincheck.Op`` with time.monotonic() invoke/com
 
     success                      -> output recorded
     write failing with a definite code (INVALID_ARGUMENT, FAILED_PRECONDITION, RESOURCE_EXHAUSTED,
-    ABORTED, NOT_FOUND, UNIMPLEMENTED; detail not UNKNOWN_OUTCOME/NO_LEADER) -> dropped
+    ABORTED, NOT_FOUND, UNIMPLEMENTED; detail not UNKNOWN_OUTCOME/NO_LEADER), or a NO_LEADER
+    whose message says "the request was not sent" (a forward gRPC could connect nowhere: the
+    checker holds slotd to that claim)                                          -> dropped
     any other write failure (UNAVAILABLE incl. NO_LEADER/UNKNOWN_OUTCOME, DEADLINE_EXCEEDED,
     UNKNOWN, INTERNAL, ...)      -> the same request (same request id) is retried through random
                                     targets for up to SETTLE_BOUND_S; the first answer is the
@@ -43,6 +45,8 @@ DEFINITE_CODES = frozenset({
     grpc.StatusCode.UNIMPLEMENTED,
 })
 UNKNOWN_DETAILS = frozenset({pb.ERROR_CODE_UNKNOWN_OUTCOME, pb.ERROR_CODE_NO_LEADER})
+# service/node/api.c's answer to a forward that gRPC failed before it had a connection.
+NOT_SENT_TEXT = "the request was not sent"
 
 OP_TIMEOUT_S = 1.0
 OPS_MAX_PER_CLIENT = 400
@@ -63,11 +67,14 @@ def error_name(err):
 
 def write_failure_is_definite(err):
     """True when the failed write certainly did not happen (dropped from the history)."""
-    if err.code() not in DEFINITE_CODES:
-        return False
     try:
         detail = h.error_detail(err)
     except AssertionError:
+        return False
+    if err.code() == grpc.StatusCode.UNAVAILABLE:
+        return (detail is not None and detail.code == pb.ERROR_CODE_NO_LEADER and
+                NOT_SENT_TEXT in (err.details() or ""))
+    if err.code() not in DEFINITE_CODES:
         return False
     return detail is None or detail.code not in UNKNOWN_DETAILS
 
