@@ -30,6 +30,10 @@ class RefusedForwardTest(h.SlotdTestCase):
         first = h.put(cluster.stub(follower), key, b"before")  # forwarded to the leader
         cluster.pause(third)
         cluster.kill(leader)
+        # Long enough for the follower's gRPC to see the killed leader's connection close (a
+        # call written onto it before then may have arrived: UNKNOWN_OUTCOME would be right),
+        # well inside the 1 s election timeout, so the follower still routes to the dead node.
+        time.sleep(0.2)
         answers = []
         for i in range(ATTEMPTS):
             try:
