@@ -692,12 +692,7 @@ static void cq_drain_and_destroy(struct rpc_server *s)
 static int server_create(struct rpc_server *s, char *err, size_t errlen)
 {
     /* The port is this process's alone: a second slotd on it fails to bind instead of sharing
-     * the connections (gRPC sets SO_REUSEPORT by default). net_listen_check names the error. */
-    char why[400];
-    if (net_listen_check(s->listen_addr, why, sizeof(why)) != 0) {
-        snprintf(err, errlen, "rpc: %s", why);
-        return -1;
-    }
+     * the connections (gRPC sets SO_REUSEPORT by default). */
     grpc_arg arg[2];
     arg[0].type = GRPC_ARG_INTEGER;
     arg[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -742,6 +737,11 @@ static int server_create(struct rpc_server *s, char *err, size_t errlen)
     }
     int port = grpc_server_add_http2_port(s->server, s->listen_addr, creds);
     grpc_server_credentials_release(creds);
+    char why[400];
+    if (port == 0 && net_listen_check(s->listen_addr, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "rpc: %s", why); /* gRPC logs its reason; this names it for us */
+        return -1;
+    }
     if (port == 0) {
         snprintf(err, errlen,
                  s->tls_cert_pem != NULL
