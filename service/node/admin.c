@@ -69,6 +69,43 @@ static void on_cluster_state(void *ctx, struct rpc_call *call, const uint8_t *re
     free(buf);
 }
 
+static void on_controller_status(void *ctx, struct rpc_call *call, const uint8_t *req,
+                                 size_t len)
+{
+    struct node_api *api = ctx;
+    Slotd__V1__ControllerStatusRequest *r =
+        slotd__v1__controller_status_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.ControllerStatusRequest");
+        return;
+    }
+    slotd__v1__controller_status_request__free_unpacked(r, NULL);
+    struct runtime_ctl_status st;
+    runtime_ctl_status(api->rt, &st);
+    Slotd__V1__ControllerStatusResponse q = SLOTD__V1__CONTROLLER_STATUS_RESPONSE__INIT;
+    q.node_id = api->node_id;
+    q.role = (char *)st.role;
+    q.term = st.term;
+    q.commit_index = st.commit_index;
+    q.revision = st.revision;
+    q.applied_index = st.applied_index;
+    q.snapshot_index = st.snapshot_index;
+    q.state_file_revision = st.file_revision;
+    q.state_file_age_ms = st.file_age_ms;
+    q.mirror_lag_ms = st.mirror_age_ms;
+    q.leader = st.leader;
+    uint8_t buf[256];
+    size_t n = slotd__v1__controller_status_response__get_packed_size(&q);
+    if (n > sizeof(buf)) {
+        struct slotd_error e;
+        slotd_error_set(&e, SLOTD_EINTERNAL, "controller status: %zu bytes", n);
+        rpc_call_fail(call, &e);
+        return;
+    }
+    slotd__v1__controller_status_response__pack(&q, buf);
+    rpc_call_reply_bytes(call, buf, n);
+}
+
 /* ---- Relaying a write to the controller leader ---- */
 
 struct relay {
@@ -682,6 +719,7 @@ int node_admin_register(struct node_api *api, struct rpc_server *s)
         rpc_unary_cb cb;
     } methods[] = {
         {"/slotd.v1.Admin/ClusterState", on_cluster_state},
+        {"/slotd.v1.Admin/ControllerStatus", on_controller_status},
         {"/slotd.v1.Admin/JoinNode", on_join_node},
         {"/slotd.v1.Admin/ActivateNode", on_activate_node},
         {"/slotd.v1.Admin/SetPreferredLeader", on_set_preferred_leader},

@@ -160,7 +160,7 @@ static void apply_work(uv_work_t *w)
         }
         if (ag->n_entries == 0)
             continue;
-        if (g->id == 0) /* the controller's applied index lives in cluster-state.json */
+        if (g->id == 0) /* the controller saves its state and applied index itself, synced */
             rc = rc ? rc : rt_ctl_apply_finish(rt, &job->ctl_pub);
         else
             slot_fsm_set_applied(rt->fsm, g->id, ag->entries[ag->n_entries - 1].index);
@@ -207,7 +207,7 @@ static void apply_done(uv_work_t *w, int status)
     if (job->sync_fsm) /* every fsm write so far is on disk: all applied indexes are durable */
         for (size_t i = 1; i < RT_GROUP_SLOTS(rt); i++)
             rt->groups[i].durable_applied = rt->groups[i].applied;
-    rt->groups[0].durable_applied = rt->groups[0].applied; /* cluster-state.json is synced */
+    rt->groups[0].durable_applied = rt->groups[0].applied; /* its state save is synced */
     if (job->capture != NULL) {
         rt_snap_captured(rt, job->capture);
         rt_snap_kick(rt);

@@ -60,7 +60,7 @@ int rt_ctl_apply_entry(struct runtime *rt, uint64_t index, const uint8_t *data, 
 {
     struct ctl_state *s = rt->ctl_apply;
     if (index <= s->applied_raft_index)
-        return 0; /* already in the file (replayed after a restart) */
+        return 0; /* already in the stored state (replayed after a restart) */
     if (len == 0) {
         /* a new leader's empty entry */
         s->applied_raft_index = index;
@@ -90,17 +90,109 @@ void rt_ctl_apply_conf(struct runtime *rt, uint64_t index)
         rt->ctl_apply->applied_raft_index = index;
 }
 
-/* After a job's controller entries: one atomic save, then a copy to publish on the loop. */
-int rt_ctl_apply_finish(struct runtime *rt, struct ctl_state **pub)
+/* ---- The controller state in the store ----
+ * The fsm db holds the state machine itself: [0xFFFF][0][SLOT_GROUP_META_CTL_STATE] ->
+ * [1][canonical JSON], written in one batch with group 0's applied index, so the state and the
+ * index it reflects never disagree. A restart loads it and replays the log after it; a follower
+ * behind a compaction gets it as the raft snapshot. cluster-state.json is only an export of it,
+ * written after each save, and never read back as state. */
+
+static int state_put(struct store_fsm_batch *b, const struct ctl_state *s, bool with_applied)
+{
+    char *buf;
+    size_t n;
+    if (ctl_state_encode(s, &buf, &n) != CTL_OK)
+        return STORE_ENOMEM;
+    uint8_t *v = malloc(n + 1);
+    if (v == NULL) {
+        ctl_free(buf);
+        return STORE_ENOMEM;
+    }
+    v[0] = STORE_VALUE_VERSION;
+    memcpy(v + 1, buf, n);
+    ctl_free(buf);
+    uint8_t k[STORE_GROUP_META_KEY_LEN];
+    store_key_group_meta(k, 0, SLOT_GROUP_META_CTL_STATE);
+    store_fsm_batch_put(b, k, sizeof(k), v, n + 1);
+    free(v);
+    if (with_applied)
+        store_fsm_batch_set_applied(b, 0, s->applied_raft_index);
+    return store_fsm_batch_error(b);
+}
+
+/* One synced write of s (with group 0's applied index when with_applied: voters). */
+static int state_save(struct runtime *rt, const struct ctl_state *s, bool with_applied)
+{
+    struct store_fsm_batch *b;
+    int rc = store_fsm_batch_new(&b);
+    if (rc != 0)
+        return rc;
+    rc = state_put(b, s, with_applied);
+    if (rc == 0)
+        rc = store_fsm_write(rt->store, b, true);
+    store_fsm_batch_free(b);
+    return rc;
+}
+
+/* *found = false when the store holds no controller state. A value that does not decode is an
+ * error: the store is the truth, and a damaged truth must not be replaced by a guess. */
+static int state_load(struct runtime *rt, struct ctl_state *s, bool *found, char *err,
+                      size_t errlen)
+{
+    uint8_t k[STORE_GROUP_META_KEY_LEN];
+    store_key_group_meta(k, 0, SLOT_GROUP_META_CTL_STATE);
+    void *v = NULL;
+    size_t vl = 0;
+    *found = false;
+    int rc = store_fsm_get(rt->store, k, sizeof(k), &v, &vl);
+    if (rc == STORE_ENOTFOUND)
+        return 0;
+    if (rc != 0) {
+        snprintf(err, errlen, "controller state: %s: %s", store_strerror(rc),
+                 store_errmsg(rt->store));
+        return -1;
+    }
+    char derr[256] = "";
+    if (vl < 2 || ((uint8_t *)v)[0] != STORE_VALUE_VERSION ||
+        ctl_state_decode((uint8_t *)v + 1, vl - 1, s, derr, sizeof(derr)) != CTL_OK) {
+        snprintf(err, errlen, "controller state in the store does not decode (%zu bytes): %s", vl,
+                 derr[0] ? derr : "bad version byte");
+        free(v);
+        return -1;
+    }
+    free(v);
+    *found = true;
+    return 0;
+}
+
+/* Writes the export; a failure is logged, never fatal (the store already holds the state). */
+static void export_file(struct runtime *rt, const struct ctl_state *s)
 {
     char err[256];
-    /* applied (and committed) but not yet in the file: a restart replays the log suffix */
-    SLOTD_CRASH_POINT("controller_before_state_save");
-    if (ctl_file_save(rt->opts.state_path, rt->ctl_apply, err, sizeof(err)) != CTL_OK) {
-        RT_LOG("fatal", "msg=\"cannot save the cluster state\" path=%s err=\"%s\"",
+    if (ctl_file_save(rt->opts.state_path, s, err, sizeof(err)) != CTL_OK) {
+        RT_LOG("error", "msg=\"cannot export the cluster state\" path=%s err=\"%s\"",
                rt->opts.state_path, err);
+        return;
+    }
+    pthread_mutex_lock(&rt->ctl_mu);
+    rt->ctl_view.file_revision = s->revision;
+    rt->ctl_view.file_age_ms = rt_now_ms(); /* a stamp here; an age in runtime_ctl_status */
+    pthread_mutex_unlock(&rt->ctl_mu);
+}
+
+/* After a job's controller entries: one synced write of the state with its applied index, then
+ * the export, then a copy to publish on the loop. */
+int rt_ctl_apply_finish(struct runtime *rt, struct ctl_state **pub)
+{
+    /* applied (and committed) but not yet in the store: a restart replays the log suffix */
+    SLOTD_CRASH_POINT("controller_before_state_save");
+    int rc = state_save(rt, rt->ctl_apply, true);
+    if (rc != 0) {
+        RT_LOG("fatal", "msg=\"cannot save the controller state\" err=\"%s\" detail=\"%s\"",
+               store_strerror(rc), store_errmsg(rt->store));
         abort(); /* a voter that cannot record what it applied must not go on */
     }
+    export_file(rt, rt->ctl_apply);
     *pub = malloc(sizeof(**pub));
     if (*pub == NULL)
         return STORE_ENOMEM;
@@ -127,8 +219,9 @@ int rt_ctl_capture(struct runtime *rt, uint8_t **data, size_t *len)
 }
 
 /* Storage stage: installs a controller snapshot (the apply stage holds no job of group 0). The
- * snapshot's raft position goes to the fsm db first (synced), then the file, so a restart that
- * finds the file ahead of the raft log can rebuild the position (group.c). */
+ * state, its applied index and the snapshot's raft position go to the fsm db in one synced
+ * batch before the raftlog records the snapshot, so a restart in between rebuilds the position
+ * (group.c); then the export. */
 int rt_ctl_install(struct runtime *rt, struct rt_group *g, const uint8_t *data, size_t len,
                    const struct raft_snapshot_meta *meta)
 {
@@ -154,19 +247,17 @@ int rt_ctl_install(struct runtime *rt, struct rt_group *g, const uint8_t *data, 
     store_put_u64(pv + 1, meta->index);
     store_put_u64(pv + 9, meta->term);
     store_fsm_batch_put(b, pk, sizeof(pk), pv, sizeof(pv));
-    store_fsm_batch_set_applied(b, 0, meta->index);
-    rc = store_fsm_write(rt->store, b, true);
+    rc = state_put(b, s, true); /* also group 0's applied index = meta->index */
+    if (rc == 0)
+        rc = store_fsm_write(rt->store, b, true);
     store_fsm_batch_free(b);
     if (rc == 0)
         SLOTD_FAULT_NOTE_FSM_SYNCED(rt->data_dir);
-    if (rc == 0 && ctl_file_save(rt->opts.state_path, s, err, sizeof(err)) != CTL_OK) {
-        RT_LOG("error", "msg=\"cannot save the installed cluster state\" err=\"%s\"", err);
-        rc = STORE_EIO;
-    }
     if (rc != 0) {
         free(s);
         return rc;
     }
+    export_file(rt, s);
     *rt->ctl_apply = *s;
     free(rt->ctl_installed);
     rt->ctl_installed = s; /* published by the loop after the batch */
@@ -280,6 +371,28 @@ static void open_placed_groups(struct runtime *rt, const struct ctl_state *s)
     }
 }
 
+/* A node started with --join that the state lists as a controller voter, but that hosts no
+ * controller log (its store lost it): it follows group 0 again from empty, and the leader fills
+ * it with its log or snapshot, as for a promotion. */
+static void rejoin_ctl(struct runtime *rt, const struct ctl_state *s)
+{
+    const struct ctl_node *self = ctl_state_node(s, rt->opts.node_id);
+    if (rt->ctl_voter || rt->groups[0].hosted || self == NULL ||
+        !(self->roles & CTL_ROLE_CONTROLLER_VOTER) || rt->opts.join == NULL ||
+        rt->opts.join[0] == '\0')
+        return;
+    char err[256];
+    if (rt_group_open_joining(rt, &rt->groups[0], err, sizeof(err)) != 0) {
+        RT_LOG("error", "msg=\"cannot reopen the controller group\" err=\"%s\"", err);
+        return;
+    }
+    rt->ctl_voter = true;
+    RT_LOG("warn",
+           "msg=\"rejoining the controller group with an empty log; the leader sends its log or "
+           "snapshot\" revision=%llu",
+           (unsigned long long)s->revision);
+}
+
 void rt_ctl_publish(struct runtime *rt, struct ctl_state *s)
 {
     if (rt->ctl != NULL && s->revision < rt->ctl->revision) {
@@ -305,6 +418,7 @@ void rt_ctl_publish(struct runtime *rt, struct ctl_state *s)
         metrics_gauge_set(rt->metrics.controller_tasks[i], by_status[i]);
     if (!changed)
         return;
+    rejoin_ctl(rt, s);
     if (rt->transport != NULL)
         for (uint32_t i = 0; i < s->n_nodes; i++)
             if (s->nodes[i].id != rt->opts.node_id &&
@@ -346,6 +460,63 @@ static int bootstrap_ctl(struct runtime *rt, char *err, size_t errlen)
     return rc;
 }
 
+/* Compares cluster-state.json with the state the store holds and rewrites it when it is not an
+ * exact export of it, logging one line that says what was found and what was done. */
+static void reconcile_file(struct runtime *rt, const struct ctl_state *s, bool voter)
+{
+    const char *path = rt->opts.state_path;
+    struct ctl_state *f = malloc(sizeof(*f));
+    char ferr[256] = "";
+    char found[320];
+    if (f == NULL)
+        return;
+    int rc = ctl_file_load(path, f, ferr, sizeof(ferr));
+    uint32_t want = 0, have = 0;
+    if (rc == CTL_ENOT_FOUND) {
+        snprintf(found, sizeof(found), "missing");
+    } else if (rc != CTL_OK) {
+        snprintf(found, sizeof(found), "unreadable: %s", ferr);
+    } else if (ctl_state_checksum(s, &want) != CTL_OK || ctl_state_checksum(f, &have) != CTL_OK) {
+        free(f);
+        return;
+    } else if (f->revision == s->revision && f->applied_raft_index == s->applied_raft_index &&
+               want == have) {
+        free(f); /* an exact export: its age is unknown (written by an earlier run) */
+        pthread_mutex_lock(&rt->ctl_mu);
+        rt->ctl_view.file_revision = s->revision;
+        pthread_mutex_unlock(&rt->ctl_mu);
+        return;
+    } else {
+        bool newer = f->applied_raft_index > s->applied_raft_index;
+        snprintf(found, sizeof(found), "%s: revision %llu at applied index %llu",
+                 newer ? "ahead of the store (ignored)" : "older", (unsigned long long)f->revision,
+                 (unsigned long long)f->applied_raft_index);
+    }
+    free(f);
+    RT_LOG("warn",
+           "msg=\"cluster-state.json is not the controller state; rewritten from the store\" "
+           "found=\"%s\" revision=%llu applied=%llu source=%s",
+           found, (unsigned long long)s->revision, (unsigned long long)s->applied_raft_index,
+           voter ? "raft_snapshot_and_log" : "mirrored_copy");
+    export_file(rt, s);
+}
+
+/* True when cluster-state.json shows a bootstrapped cluster in which this node is a controller
+ * voter: evidence that it was a member, though its store holds no controller log. */
+static bool file_names_self_voter(struct runtime *rt, uint64_t *revision)
+{
+    struct ctl_state *f = malloc(sizeof(*f));
+    char ferr[256];
+    bool yes = false;
+    if (f != NULL && ctl_file_load(rt->opts.state_path, f, ferr, sizeof(ferr)) == CTL_OK) {
+        const struct ctl_node *n = ctl_state_node(f, rt->opts.node_id);
+        yes = f->revision > 0 && n != NULL && (n->roles & CTL_ROLE_CONTROLLER_VOTER);
+        *revision = f->revision;
+    }
+    free(f);
+    return yes;
+}
+
 int rt_ctl_open(struct runtime *rt, char *err, size_t errlen)
 {
     const struct runtime_options *o = &rt->opts;
@@ -357,40 +528,79 @@ int rt_ctl_open(struct runtime *rt, char *err, size_t errlen)
         return -1;
     }
     ctl_state_init(rt->ctl_apply);
-    char lerr[256];
-    int rc = ctl_file_load(o->state_path, rt->ctl_apply, lerr, sizeof(lerr));
-    if (rc != CTL_OK && rc != CTL_ENOT_FOUND) {
-        snprintf(err, errlen, "%s: %s", o->state_path, lerr);
+    bool have_state;
+    if (state_load(rt, rt->ctl_apply, &have_state, err, errlen) != 0)
+        return -1;
+    struct store_group_state st;
+    int rc = store_log_load(rt->store, 0, &st);
+    if (rc != 0 && rc != STORE_ENOTFOUND) {
+        snprintf(err, errlen, "controller raft log: %s: %s", store_strerror(rc),
+                 store_errmsg(rt->store));
         return -1;
     }
-    bool have_file = rc == CTL_OK;
+    bool stored = rc == 0;
     bool initial_voter = o->join == NULL || o->join[0] == '\0';
-    bool stored = false;
     uint32_t *ids = NULL;
     size_t n_ids = 0;
     if (store_log_groups(rt->store, &ids, &n_ids) != 0) {
         snprintf(err, errlen, "controller group: %s", store_errmsg(rt->store));
         return -1;
     }
-    for (size_t i = 0; i < n_ids; i++)
-        stored = stored || ids[i] == 0;
     bool slot_groups_stored = n_ids > (stored ? 1u : 0u);
     free(ids);
-    if (!stored && slot_groups_stored && !have_file && initial_voter) {
+    const struct ctl_node *self = ctl_state_node(rt->ctl_apply, o->node_id);
+    bool was_voter = have_state && self != NULL && (self->roles & CTL_ROLE_CONTROLLER_VOTER);
+    uint64_t file_rev = 0;
+    if (!stored && initial_voter) {
+        /* Never start an empty controller where a member was: it could vote again in a term it
+         * already voted in and elect a leader without the committed log. */
+        if (was_voter || (!have_state && file_names_self_voter(rt, &file_rev))) {
+            snprintf(err, errlen,
+                     "this node was a controller voter (cluster state at revision %llu) but its "
+                     "store holds no controller raft log; it must not start as an empty "
+                     "controller: start it with --join HOST:PORT of a live node to be re-added "
+                     "from the leader's snapshot",
+                     (unsigned long long)(have_state ? rt->ctl_apply->revision : file_rev));
+            return -1;
+        }
+        if (slot_groups_stored) {
+            snprintf(err, errlen,
+                     "the data directory holds slot groups but no controller raft log; "
+                     "start with a new data directory");
+            return -1;
+        }
+        if (have_state) {
+            snprintf(err, errlen,
+                     "the data directory holds a mirrored cluster state but no controller raft "
+                     "log; it belongs to a node that joined: start it with --join");
+            return -1;
+        }
+        if (bootstrap_ctl(rt, err, errlen) != 0)
+            return -1;
+        stored = true;
+    }
+    if (stored && !have_state && st.has_snapshot) {
         snprintf(err, errlen,
-                 "the data directory holds slot groups from before the controller existed; "
-                 "start with a new data directory");
+                 "the controller raft log is compacted to index %llu but the store holds no "
+                 "controller state to start from (a data directory of an older slotd, or a "
+                 "damaged one): move it away and start this node with --join",
+                 (unsigned long long)st.snapshot.index);
         return -1;
     }
-    if (!stored && initial_voter && !have_file && bootstrap_ctl(rt, err, errlen) != 0)
-        return -1;
-    if (stored || (initial_voter && !have_file)) {
+    if (stored) {
         rt->ctl_voter = true;
         if (rt_group_open_ctl(rt, &rt->groups[0], rt->ctl_apply->applied_raft_index, err,
                               errlen) != 0)
             return -1;
     }
-    if (have_file) {
+    if (have_state) {
+        RT_LOG("info",
+               "msg=\"controller state loaded from the store\" revision=%llu applied=%llu "
+               "replay=%s",
+               (unsigned long long)rt->ctl_apply->revision,
+               (unsigned long long)rt->ctl_apply->applied_raft_index,
+               stored ? "log_suffix" : "none_mirror");
+        reconcile_file(rt, rt->ctl_apply, stored);
         struct ctl_state *pub = malloc(sizeof(*pub));
         if (pub == NULL) {
             snprintf(err, errlen, "out of memory");
@@ -398,6 +608,9 @@ int rt_ctl_open(struct runtime *rt, char *err, size_t errlen)
         }
         *pub = *rt->ctl_apply;
         rt->ctl_pending = pub; /* published when the loop starts */
+    } else if (stored) {
+        RT_LOG("info", "msg=\"no controller state in the store yet; the raft log is replayed "
+                       "from index 1\"");
     }
     return 0;
 }
@@ -425,6 +638,11 @@ static void on_state_reply(void *arg, int status, const char *message, const uin
     struct runtime *rt = arg;
     (void)details;
     (void)details_len;
+    if (status == 0) {
+        pthread_mutex_lock(&rt->ctl_mu);
+        rt->ctl_view.mirror_age_ms = rt_now_ms(); /* a stamp here */
+        pthread_mutex_unlock(&rt->ctl_mu);
+    }
     if (status == 0 && resp != NULL)
         runtime_submit_ctl_state(rt, resp, resp_len);
     else if (status != 0)
@@ -472,11 +690,15 @@ void rt_ctl_mirror_reply(struct runtime *rt, const uint8_t *data, size_t len)
         return;
     }
     slotd__v1__cluster_state_response__free_unpacked(r, NULL);
-    if (ctl_file_save(rt->opts.state_path, s, err, sizeof(err)) != CTL_OK) {
-        RT_LOG("error", "msg=\"cannot save the mirrored cluster state\" err=\"%s\"", err);
+    /* A mirror keeps its copy in the store too (no applied index: it hosts no group 0). */
+    int rc = state_save(rt, s, false);
+    if (rc != 0) {
+        RT_LOG("error", "msg=\"cannot save the mirrored cluster state\" err=\"%s\"",
+               store_strerror(rc));
         free(s);
         return;
     }
+    export_file(rt, s);
     RT_LOG("info", "msg=\"cluster state mirrored\" revision=%llu", (unsigned long long)s->revision);
     rt_ctl_publish(rt, s);
 }
@@ -816,4 +1038,46 @@ size_t runtime_ctl_voters(struct runtime *rt, uint64_t *out, size_t max)
 uint64_t runtime_ctl_leader(struct runtime *rt)
 {
     return rt->ctl_voter ? __atomic_load_n(&rt->groups[0].leader, __ATOMIC_RELAXED) : 0;
+}
+
+/* ---- Admin.ControllerStatus ---- */
+
+void rt_ctl_view_refresh(struct runtime *rt)
+{
+    struct rt_group *g = &rt->groups[0];
+    const char *role = rt->ctl != NULL ? "mirror" : "none";
+    uint64_t term = 0, commit = 0, leader = 0, snap = 0;
+    if (g->hosted) {
+        struct raft_status st;
+        raft_status(g->raft, &st);
+        role = raft_role_name(st.role);
+        for (size_t i = 0; i < st.conf.n_learners; i++)
+            if (st.conf.learners[i] == rt->opts.node_id)
+                role = "learner";
+        term = st.term;
+        commit = st.commit;
+        leader = st.leader;
+        snap = g->first_index > 0 ? g->first_index - 1 : 0;
+    }
+    pthread_mutex_lock(&rt->ctl_mu);
+    rt->ctl_view.role = role;
+    rt->ctl_view.term = term;
+    rt->ctl_view.commit_index = commit;
+    rt->ctl_view.leader = leader;
+    rt->ctl_view.snapshot_index = snap;
+    pthread_mutex_unlock(&rt->ctl_mu);
+}
+
+void runtime_ctl_status(struct runtime *rt, struct runtime_ctl_status *out)
+{
+    int64_t now = rt_now_ms();
+    pthread_mutex_lock(&rt->ctl_mu);
+    *out = rt->ctl_view;
+    out->revision = rt->ctl_json != NULL ? rt->ctl_revision : 0;
+    out->applied_index = rt->ctl_json != NULL ? rt->ctl_applied : 0;
+    pthread_mutex_unlock(&rt->ctl_mu);
+    if (out->role == NULL)
+        out->role = "none";
+    out->file_age_ms = out->file_age_ms > 0 ? now - out->file_age_ms : -1;
+    out->mirror_age_ms = out->mirror_age_ms > 0 ? now - out->mirror_age_ms : -1;
 }

@@ -349,6 +349,7 @@ struct runtime {
     char ctl_checksum[9];
     size_t ctl_n_voters;
     uint64_t ctl_voters[RUNTIME_NODES_MAX];
+    struct runtime_ctl_status ctl_view; /* Admin.ControllerStatus; ages held as stamps here */
     struct rt_metrics metrics;
 };
 
@@ -396,6 +397,8 @@ int rt_ctl_install(struct runtime *rt, struct rt_group *g, const uint8_t *data, 
 void rt_ctl_publish(struct runtime *rt, struct ctl_state *s);
 void rt_ctl_mirror_reply(struct runtime *rt, const uint8_t *data, size_t len);
 void rt_ctl_poll(struct runtime *rt);
+/* Loop thread, every tick: refreshes ctl_view from group 0's raft core. */
+void rt_ctl_view_refresh(struct runtime *rt);
 void rt_ctl_converge(struct runtime *rt);
 void rt_ctl_liveness(struct runtime *rt);
 /* Sends a controller command (ownership of cmd transfers; NULL is a no-op): proposed here when

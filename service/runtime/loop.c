@@ -225,6 +225,7 @@ void rt_tick(struct runtime *rt)
         raft_tick(g->raft);
         expire_requests(&rt->groups[i], now);
     }
+    rt_ctl_view_refresh(rt);
 }
 
 /* ---- Leadership facts ---- */

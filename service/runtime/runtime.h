@@ -138,6 +138,17 @@ bool runtime_ctl_voter(const struct runtime *rt);
 size_t runtime_ctl_voters(struct runtime *rt, uint64_t *out, size_t max);
 /* The controller leader this voter observes (0 = unknown or not a voter). */
 uint64_t runtime_ctl_leader(struct runtime *rt);
+/* This node's own view of the controller (Admin.ControllerStatus), without a quorum. */
+struct runtime_ctl_status {
+    const char *role; /* a raft role name (voters, learners), "mirror", or "none" */
+    uint64_t term, commit_index, leader; /* group 0's raft core (voters) */
+    uint64_t snapshot_index;             /* the controller log starts after it (voters) */
+    uint64_t revision, applied_index;    /* the published cluster state (0 = none yet) */
+    uint64_t file_revision;              /* of the last cluster-state.json export (0 = none) */
+    int64_t file_age_ms;                 /* since that export (-1 = none this run) */
+    int64_t mirror_age_ms; /* mirrors: since a voter last answered a poll (-1 = never) */
+};
+void runtime_ctl_status(struct runtime *rt, struct runtime_ctl_status *out);
 
 /* True when this node hosts a replica of the group (group 0: the controller). */
 bool runtime_hosts_group(const struct runtime *rt, uint32_t group);

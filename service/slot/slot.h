@@ -62,6 +62,9 @@ enum slot_table {
 /* -> [ver][fenced 32][incoming 32][task u64][chunks u32][rows u64][crc u32] (absent = all 0) */
 #define SLOT_GROUP_META_MIGRATION 3
 #define SLOT_GROUP_META_MIGRATION_LEN 89
+/* Group 0 only: -> [ver][canonical cluster-state JSON], the controller state machine at the
+ * applied index stored in the same batch (service/runtime/ctl.c). */
+#define SLOT_GROUP_META_CTL_STATE 4
 /* Rows one migration entry may delete (hash slots wiped by MigrationRows seq 0, release, abort);
  * an entry over it is refused (INVALID_FIELD hash_slots) and changes nothing. */
 #define SLOT_MIGRATION_WIPE_ROWS_MAX ((size_t)1 << 24)

@@ -98,8 +98,9 @@ class CrashPointTest(faultnet.FaultTestCase):
 
     def test_controller_before_state_save(self):
         """Node 1 (a controller voter) dies after applying controller entries and before saving
-        cluster-state.json; restarted, it replays the controller log suffix and its file matches
-        the other voters' byte for byte (revision, checksum, applied index)."""
+        the controller state to its store; restarted, it replays the controller log suffix and
+        its exported cluster-state.json matches the other voters' byte for byte (revision,
+        checksum, applied index)."""
         point = "controller_before_state_save"
         self._crash_under_load(point)
         c = self._last_cluster

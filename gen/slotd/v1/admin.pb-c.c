@@ -322,6 +322,96 @@ void   slotd__v1__cluster_state_request__free_unpacked
   assert(message->base.descriptor == &slotd__v1__cluster_state_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__v1__controller_status_request__init
+                     (Slotd__V1__ControllerStatusRequest         *message)
+{
+  static const Slotd__V1__ControllerStatusRequest init_value = SLOTD__V1__CONTROLLER_STATUS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__controller_status_request__get_packed_size
+                     (const Slotd__V1__ControllerStatusRequest *message)
+{
+  assert(message->base.descriptor == &slotd__v1__controller_status_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__controller_status_request__pack
+                     (const Slotd__V1__ControllerStatusRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__controller_status_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__controller_status_request__pack_to_buffer
+                     (const Slotd__V1__ControllerStatusRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__controller_status_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ControllerStatusRequest *
+       slotd__v1__controller_status_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ControllerStatusRequest *)
+     protobuf_c_message_unpack (&slotd__v1__controller_status_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__controller_status_request__free_unpacked
+                     (Slotd__V1__ControllerStatusRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__controller_status_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__controller_status_response__init
+                     (Slotd__V1__ControllerStatusResponse         *message)
+{
+  static const Slotd__V1__ControllerStatusResponse init_value = SLOTD__V1__CONTROLLER_STATUS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__controller_status_response__get_packed_size
+                     (const Slotd__V1__ControllerStatusResponse *message)
+{
+  assert(message->base.descriptor == &slotd__v1__controller_status_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__controller_status_response__pack
+                     (const Slotd__V1__ControllerStatusResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__controller_status_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__controller_status_response__pack_to_buffer
+                     (const Slotd__V1__ControllerStatusResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__controller_status_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ControllerStatusResponse *
+       slotd__v1__controller_status_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ControllerStatusResponse *)
+     protobuf_c_message_unpack (&slotd__v1__controller_status_response__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__controller_status_response__free_unpacked
+                     (Slotd__V1__ControllerStatusResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__controller_status_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__v1__cluster_state_response__init
                      (Slotd__V1__ClusterStateResponse         *message)
 {
@@ -1085,6 +1175,192 @@ const ProtobufCMessageDescriptor slotd__v1__cluster_state_request__descriptor =
   (ProtobufCMessageInit) slotd__v1__cluster_state_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+#define slotd__v1__controller_status_request__field_descriptors NULL
+#define slotd__v1__controller_status_request__field_indices_by_name NULL
+#define slotd__v1__controller_status_request__number_ranges NULL
+const ProtobufCMessageDescriptor slotd__v1__controller_status_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ControllerStatusRequest",
+  "ControllerStatusRequest",
+  "Slotd__V1__ControllerStatusRequest",
+  "slotd.v1",
+  sizeof(Slotd__V1__ControllerStatusRequest),
+  0,
+  slotd__v1__controller_status_request__field_descriptors,
+  slotd__v1__controller_status_request__field_indices_by_name,
+  0,  slotd__v1__controller_status_request__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__controller_status_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__controller_status_response__field_descriptors[11] =
+{
+  {
+    "node_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ControllerStatusResponse, node_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "role",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ControllerStatusResponse, role),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "term",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ControllerStatusResponse, term),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "commit_index",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ControllerStatusResponse, commit_index),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "revision",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ControllerStatusResponse, revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "applied_index",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ControllerStatusResponse, applied_index),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "snapshot_index",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ControllerStatusResponse, snapshot_index),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "state_file_revision",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ControllerStatusResponse, state_file_revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "state_file_age_ms",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ControllerStatusResponse, state_file_age_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "mirror_lag_ms",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ControllerStatusResponse, mirror_lag_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "leader",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ControllerStatusResponse, leader),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__controller_status_response__field_indices_by_name[] = {
+  5,   /* field[5] = applied_index */
+  3,   /* field[3] = commit_index */
+  10,   /* field[10] = leader */
+  9,   /* field[9] = mirror_lag_ms */
+  0,   /* field[0] = node_id */
+  4,   /* field[4] = revision */
+  1,   /* field[1] = role */
+  6,   /* field[6] = snapshot_index */
+  8,   /* field[8] = state_file_age_ms */
+  7,   /* field[7] = state_file_revision */
+  2,   /* field[2] = term */
+};
+static const ProtobufCIntRange slotd__v1__controller_status_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 11 }
+};
+const ProtobufCMessageDescriptor slotd__v1__controller_status_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ControllerStatusResponse",
+  "ControllerStatusResponse",
+  "Slotd__V1__ControllerStatusResponse",
+  "slotd.v1",
+  sizeof(Slotd__V1__ControllerStatusResponse),
+  11,
+  slotd__v1__controller_status_response__field_descriptors,
+  slotd__v1__controller_status_response__field_indices_by_name,
+  1,  slotd__v1__controller_status_response__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__controller_status_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor slotd__v1__cluster_state_response__field_descriptors[6] =
 {
   {
@@ -1609,9 +1885,10 @@ const ProtobufCEnumDescriptor slotd__v1__outcome__descriptor =
   slotd__v1__outcome__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[11] =
+static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[12] =
 {
   { "ClusterState", &slotd__v1__cluster_state_request__descriptor, &slotd__v1__cluster_state_response__descriptor },
+  { "ControllerStatus", &slotd__v1__controller_status_request__descriptor, &slotd__v1__controller_status_response__descriptor },
   { "JoinNode", &slotd__v1__join_node_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "ActivateNode", &slotd__v1__activate_node_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "SetPreferredLeader", &slotd__v1__set_preferred_leader_request__descriptor, &slotd__v1__admin_write_response__descriptor },
@@ -1624,17 +1901,18 @@ static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[11] 
   { "MigrateHashSlots", &slotd__v1__migrate_hash_slots_request__descriptor, &slotd__v1__admin_write_response__descriptor },
 };
 const unsigned slotd__v1__admin__method_indices_by_name[] = {
-  2,        /* ActivateNode */
+  3,        /* ActivateNode */
   0,        /* ClusterState */
-  8,        /* DrainNode */
-  1,        /* JoinNode */
-  10,        /* MigrateHashSlots */
-  5,        /* MoveReplica */
-  7,        /* PromoteControllerVoter */
-  4,        /* ReportHealth */
-  9,        /* RetryTask */
-  3,        /* SetPreferredLeader */
-  6         /* TransferLeader */
+  1,        /* ControllerStatus */
+  9,        /* DrainNode */
+  2,        /* JoinNode */
+  11,        /* MigrateHashSlots */
+  6,        /* MoveReplica */
+  8,        /* PromoteControllerVoter */
+  5,        /* ReportHealth */
+  10,        /* RetryTask */
+  4,        /* SetPreferredLeader */
+  7         /* TransferLeader */
 };
 const ProtobufCServiceDescriptor slotd__v1__admin__descriptor =
 {
@@ -1643,7 +1921,7 @@ const ProtobufCServiceDescriptor slotd__v1__admin__descriptor =
   "Admin",
   "Slotd__V1__Admin",
   "slotd.v1",
-  11,
+  12,
   slotd__v1__admin__method_descriptors,
   slotd__v1__admin__method_indices_by_name
 };
@@ -1655,13 +1933,21 @@ void slotd__v1__admin__cluster_state(ProtobufCService *service,
   assert(service->descriptor == &slotd__v1__admin__descriptor);
   service->invoke(service, 0, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void slotd__v1__admin__controller_status(ProtobufCService *service,
+                                         const Slotd__V1__ControllerStatusRequest *input,
+                                         Slotd__V1__ControllerStatusResponse_Closure closure,
+                                         void *closure_data)
+{
+  assert(service->descriptor == &slotd__v1__admin__descriptor);
+  service->invoke(service, 1, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void slotd__v1__admin__join_node(ProtobufCService *service,
                                  const Slotd__V1__JoinNodeRequest *input,
                                  Slotd__V1__AdminWriteResponse_Closure closure,
                                  void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 1, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 2, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__activate_node(ProtobufCService *service,
                                      const Slotd__V1__ActivateNodeRequest *input,
@@ -1669,7 +1955,7 @@ void slotd__v1__admin__activate_node(ProtobufCService *service,
                                      void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 2, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__set_preferred_leader(ProtobufCService *service,
                                             const Slotd__V1__SetPreferredLeaderRequest *input,
@@ -1677,7 +1963,7 @@ void slotd__v1__admin__set_preferred_leader(ProtobufCService *service,
                                             void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__report_health(ProtobufCService *service,
                                      const Slotd__V1__ReportHealthRequest *input,
@@ -1685,7 +1971,7 @@ void slotd__v1__admin__report_health(ProtobufCService *service,
                                      void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__move_replica(ProtobufCService *service,
                                     const Slotd__V1__MoveReplicaRequest *input,
@@ -1693,7 +1979,7 @@ void slotd__v1__admin__move_replica(ProtobufCService *service,
                                     void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__transfer_leader(ProtobufCService *service,
                                        const Slotd__V1__TransferLeaderRequest *input,
@@ -1701,7 +1987,7 @@ void slotd__v1__admin__transfer_leader(ProtobufCService *service,
                                        void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__promote_controller_voter(ProtobufCService *service,
                                                 const Slotd__V1__PromoteControllerVoterRequest *input,
@@ -1709,7 +1995,7 @@ void slotd__v1__admin__promote_controller_voter(ProtobufCService *service,
                                                 void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__drain_node(ProtobufCService *service,
                                   const Slotd__V1__DrainNodeRequest *input,
@@ -1717,7 +2003,7 @@ void slotd__v1__admin__drain_node(ProtobufCService *service,
                                   void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__retry_task(ProtobufCService *service,
                                   const Slotd__V1__RetryTaskRequest *input,
@@ -1725,7 +2011,7 @@ void slotd__v1__admin__retry_task(ProtobufCService *service,
                                   void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__migrate_hash_slots(ProtobufCService *service,
                                           const Slotd__V1__MigrateHashSlotsRequest *input,
@@ -1733,7 +2019,7 @@ void slotd__v1__admin__migrate_hash_slots(ProtobufCService *service,
                                           void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
                              Slotd__V1__Admin_ServiceDestroy destroy)

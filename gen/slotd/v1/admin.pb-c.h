@@ -22,6 +22,8 @@ typedef struct Slotd__V1__DrainNodeRequest Slotd__V1__DrainNodeRequest;
 typedef struct Slotd__V1__RetryTaskRequest Slotd__V1__RetryTaskRequest;
 typedef struct Slotd__V1__MigrateHashSlotsRequest Slotd__V1__MigrateHashSlotsRequest;
 typedef struct Slotd__V1__ClusterStateRequest Slotd__V1__ClusterStateRequest;
+typedef struct Slotd__V1__ControllerStatusRequest Slotd__V1__ControllerStatusRequest;
+typedef struct Slotd__V1__ControllerStatusResponse Slotd__V1__ControllerStatusResponse;
 typedef struct Slotd__V1__ClusterStateResponse Slotd__V1__ClusterStateResponse;
 typedef struct Slotd__V1__JoinNodeRequest Slotd__V1__JoinNodeRequest;
 typedef struct Slotd__V1__ActivateNodeRequest Slotd__V1__ActivateNodeRequest;
@@ -143,6 +145,59 @@ struct  Slotd__V1__ClusterStateRequest
 #define SLOTD__V1__CLUSTER_STATE_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__cluster_state_request__descriptor) \
     , 0, (char *)protobuf_c_empty_string }
+
+
+struct  Slotd__V1__ControllerStatusRequest
+{
+  ProtobufCMessage base;
+};
+#define SLOTD__V1__CONTROLLER_STATUS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__controller_status_request__descriptor) \
+     }
+
+
+struct  Slotd__V1__ControllerStatusResponse
+{
+  ProtobufCMessage base;
+  uint64_t node_id;
+  /*
+   * "leader", "follower", "pre_candidate", "candidate" or "learner" on a node that hosts the
+   * controller group; "mirror" on one that copies the state from voters; "none" before either.
+   */
+  char *role;
+  /*
+   * Group 0's raft term and commit index (0 on mirrors).
+   */
+  uint64_t term;
+  uint64_t commit_index;
+  /*
+   * The published cluster state: its revision and the raft index it reflects (0: none yet).
+   */
+  uint64_t revision;
+  uint64_t applied_index;
+  /*
+   * The controller log starts after this index (a compaction or an installed snapshot); 0 when
+   * the whole log is kept or on mirrors.
+   */
+  uint64_t snapshot_index;
+  /*
+   * Revision of the last cluster-state.json export this process wrote or found exact at start
+   * (0: none), and its age in ms (-1: not written by this process).
+   */
+  uint64_t state_file_revision;
+  int64_t state_file_age_ms;
+  /*
+   * Mirrors: ms since a voter last answered this node's poll (-1: never).
+   */
+  int64_t mirror_lag_ms;
+  /*
+   * The controller leader this node believes in (0: unknown).
+   */
+  uint64_t leader;
+};
+#define SLOTD__V1__CONTROLLER_STATUS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__controller_status_response__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 
 struct  Slotd__V1__ClusterStateResponse
@@ -401,6 +456,44 @@ Slotd__V1__ClusterStateRequest *
 void   slotd__v1__cluster_state_request__free_unpacked
                      (Slotd__V1__ClusterStateRequest *message,
                       ProtobufCAllocator *allocator);
+/* Slotd__V1__ControllerStatusRequest methods */
+void   slotd__v1__controller_status_request__init
+                     (Slotd__V1__ControllerStatusRequest         *message);
+size_t slotd__v1__controller_status_request__get_packed_size
+                     (const Slotd__V1__ControllerStatusRequest   *message);
+size_t slotd__v1__controller_status_request__pack
+                     (const Slotd__V1__ControllerStatusRequest   *message,
+                      uint8_t             *out);
+size_t slotd__v1__controller_status_request__pack_to_buffer
+                     (const Slotd__V1__ControllerStatusRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ControllerStatusRequest *
+       slotd__v1__controller_status_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__controller_status_request__free_unpacked
+                     (Slotd__V1__ControllerStatusRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ControllerStatusResponse methods */
+void   slotd__v1__controller_status_response__init
+                     (Slotd__V1__ControllerStatusResponse         *message);
+size_t slotd__v1__controller_status_response__get_packed_size
+                     (const Slotd__V1__ControllerStatusResponse   *message);
+size_t slotd__v1__controller_status_response__pack
+                     (const Slotd__V1__ControllerStatusResponse   *message,
+                      uint8_t             *out);
+size_t slotd__v1__controller_status_response__pack_to_buffer
+                     (const Slotd__V1__ControllerStatusResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ControllerStatusResponse *
+       slotd__v1__controller_status_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__controller_status_response__free_unpacked
+                     (Slotd__V1__ControllerStatusResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__V1__ClusterStateResponse methods */
 void   slotd__v1__cluster_state_response__init
                      (Slotd__V1__ClusterStateResponse         *message);
@@ -538,6 +631,12 @@ typedef void (*Slotd__V1__MigrateHashSlotsRequest_Closure)
 typedef void (*Slotd__V1__ClusterStateRequest_Closure)
                  (const Slotd__V1__ClusterStateRequest *message,
                   void *closure_data);
+typedef void (*Slotd__V1__ControllerStatusRequest_Closure)
+                 (const Slotd__V1__ControllerStatusRequest *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ControllerStatusResponse_Closure)
+                 (const Slotd__V1__ControllerStatusResponse *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__ClusterStateResponse_Closure)
                  (const Slotd__V1__ClusterStateResponse *message,
                   void *closure_data);
@@ -567,6 +666,10 @@ struct Slotd__V1__Admin_Service
                         const Slotd__V1__ClusterStateRequest *input,
                         Slotd__V1__ClusterStateResponse_Closure closure,
                         void *closure_data);
+  void (*controller_status)(Slotd__V1__Admin_Service *service,
+                            const Slotd__V1__ControllerStatusRequest *input,
+                            Slotd__V1__ControllerStatusResponse_Closure closure,
+                            void *closure_data);
   void (*join_node)(Slotd__V1__Admin_Service *service,
                     const Slotd__V1__JoinNodeRequest *input,
                     Slotd__V1__AdminWriteResponse_Closure closure,
@@ -616,6 +719,7 @@ void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
 #define SLOTD__V1__ADMIN__INIT(function_prefix__) \
     { SLOTD__V1__ADMIN__BASE_INIT,\
       function_prefix__ ## cluster_state,\
+      function_prefix__ ## controller_status,\
       function_prefix__ ## join_node,\
       function_prefix__ ## activate_node,\
       function_prefix__ ## set_preferred_leader,\
@@ -630,6 +734,10 @@ void slotd__v1__admin__cluster_state(ProtobufCService *service,
                                      const Slotd__V1__ClusterStateRequest *input,
                                      Slotd__V1__ClusterStateResponse_Closure closure,
                                      void *closure_data);
+void slotd__v1__admin__controller_status(ProtobufCService *service,
+                                         const Slotd__V1__ControllerStatusRequest *input,
+                                         Slotd__V1__ControllerStatusResponse_Closure closure,
+                                         void *closure_data);
 void slotd__v1__admin__join_node(ProtobufCService *service,
                                  const Slotd__V1__JoinNodeRequest *input,
                                  Slotd__V1__AdminWriteResponse_Closure closure,
@@ -681,6 +789,8 @@ extern const ProtobufCMessageDescriptor slotd__v1__drain_node_request__descripto
 extern const ProtobufCMessageDescriptor slotd__v1__retry_task_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__migrate_hash_slots_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__cluster_state_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__controller_status_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__controller_status_response__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__cluster_state_response__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__join_node_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__activate_node_request__descriptor;
