@@ -121,6 +121,20 @@ int64_t rpc_call_deadline_ms(const struct rpc_call *c);
 /* The method path, e.g. "/slotd.v1.Metadata/Propose". Borrowed from the server. */
 const char *rpc_call_method(const struct rpc_call *c);
 
+/* While the handler runs (the rpc_unary_cb call; NULL afterwards and for local calls): the value
+ * of request metadata key (lowercase ASCII, borrowed for the call), not NUL-terminated, its length
+ * in *len; NULL when the request has no such key. */
+const char *rpc_call_header(const struct rpc_call *c, const char *key, size_t *len);
+
+#define RPC_PEER_NAME_MAX 128 /* bytes of one certificate name incl. NUL */
+
+/* The names in the client certificate the TLS handshake verified against tls_ca_pem: the
+ * subject's common name first, then its subject alternative names, at most max of them into
+ * names (NUL-terminated; names of RPC_PEER_NAME_MAX bytes or more are skipped). Returns how many;
+ * 0 when the call came without a verified certificate (plaintext, TLS without client auth, local
+ * calls). Any time before the call is finished. */
+size_t rpc_call_peer_names(const struct rpc_call *c, char (*names)[RPC_PEER_NAME_MAX], size_t max);
+
 /* Calls currently handed to handlers and not yet finished (the max_inflight_calls count). */
 size_t rpc_server_inflight(const struct rpc_server *s);
 

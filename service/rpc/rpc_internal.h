@@ -74,6 +74,7 @@ struct rpc_call {
     char path_buf[RPC_METHOD_PATH_MAX];
     struct rpc__method_metrics *metrics; /* NULL: the server counts nothing */
     double start_s;                      /* metrics_now_seconds() at dispatch */
+    const grpc_metadata_array *md;       /* request metadata while the handler runs, else NULL */
     rpc_local_cb local_cb;               /* non-NULL: a local call (rpc_call_new_local) */
     void *local_arg;
 };

@@ -577,6 +577,52 @@ static void call_dispatch(struct rpc_server *s, const struct rpc__method *m, str
     grpc_slice_unref(body);
 }
 
+const char *rpc_call_header(const struct rpc_call *c, const char *key, size_t *len)
+{
+    if (c->md == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < c->md->count; i++) {
+        if (grpc_slice_str_cmp(c->md->metadata[i].key, key) == 0) {
+            *len = GRPC_SLICE_LENGTH(c->md->metadata[i].value);
+            return (const char *)GRPC_SLICE_START_PTR(c->md->metadata[i].value);
+        }
+    }
+    return NULL;
+}
+
+size_t rpc_call_peer_names(const struct rpc_call *c, char (*names)[RPC_PEER_NAME_MAX], size_t max)
+{
+    if (c->call == NULL || max == 0) {
+        return 0;
+    }
+    grpc_auth_context *ctx = grpc_call_auth_context(c->call);
+    if (ctx == NULL) {
+        return 0;
+    }
+    size_t n = 0;
+    if (grpc_auth_context_peer_is_authenticated(ctx)) {
+        /* The common name first, then every subject alternative name. */
+        static const char *const props[] = {GRPC_X509_CN_PROPERTY_NAME,
+                                            GRPC_X509_SAN_PROPERTY_NAME};
+        for (size_t k = 0; k < 2 && n < max; k++) {
+            grpc_auth_property_iterator it = grpc_auth_context_find_properties_by_name(ctx, props[k]);
+            const grpc_auth_property *p;
+            while (n < max && (p = grpc_auth_property_iterator_next(&it)) != NULL) {
+                if (p->value_length == 0 || p->value_length >= RPC_PEER_NAME_MAX ||
+                    memchr(p->value, '\0', p->value_length) != NULL) {
+                    continue; /* not a name slotd could have issued */
+                }
+                memcpy(names[n], p->value, p->value_length);
+                names[n][p->value_length] = '\0';
+                n++;
+            }
+        }
+    }
+    grpc_auth_context_release(ctx);
+    return n;
+}
+
 /* A request tag came back: re-arm first, then build the call and dispatch it. */
 static void request_on_event(struct rpc__request *r, bool ok)
 {
@@ -618,6 +664,7 @@ static void request_on_event(struct rpc__request *r, bool ok)
         c->path = c->path_buf;
         c->deadline_ms = deadline_to_ms(r->details.deadline);
     }
+    c->md = &r->md; /* for rpc_call_header, while the handler runs */
     call_dispatch(s, r->method, c, r->payload, shutting_down);
     request_free(r);
 

@@ -85,6 +85,10 @@ grpc_status_code slotd_error_grpc_code(int code)
         return GRPC_STATUS_DEADLINE_EXCEEDED;
     case SLOTD_EUNIMPLEMENTED:
         return GRPC_STATUS_UNIMPLEMENTED;
+    case SLOTD_EUNAUTHENTICATED:
+        return GRPC_STATUS_UNAUTHENTICATED;
+    case SLOTD_EPRECONDITION:
+        return GRPC_STATUS_FAILED_PRECONDITION;
     }
     return GRPC_STATUS_INTERNAL;
 }
@@ -122,6 +126,8 @@ int slotd_error_detail_code(int code)
     case SLOTD_ETIMEOUT:
     case SLOTD_EINTERNAL:
     case SLOTD_EUNIMPLEMENTED:
+    case SLOTD_EUNAUTHENTICATED:
+    case SLOTD_EPRECONDITION:
         break;
     }
     return SLOTD__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED;

@@ -26,7 +26,9 @@
     X(SLOTD_ESTORAGE, 13, "storage error")                                                         \
     X(SLOTD_ETIMEOUT, 14, "deadline exceeded")                                                     \
     X(SLOTD_EINTERNAL, 15, "internal error")                                                       \
-    X(SLOTD_EUNIMPLEMENTED, 16, "unimplemented")
+    X(SLOTD_EUNIMPLEMENTED, 16, "unimplemented")                                                  \
+    X(SLOTD_EUNAUTHENTICATED, 17, "unauthenticated")                                              \
+    X(SLOTD_EPRECONDITION, 18, "precondition failed")
 
 enum slotd_err {
 #define SLOTD__ENUM(name, value, msg) name = value,

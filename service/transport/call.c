@@ -23,8 +23,35 @@ static void call_free(struct transport__call *c)
     }
     grpc_metadata_array_destroy(&c->init_md);
     grpc_metadata_array_destroy(&c->trail_md);
+    if (c->has_proof) {
+        grpc_slice_unref(c->proof.key);
+        grpc_slice_unref(c->proof.value);
+    }
     grpc_slice_unref(c->status_details);
     free(c);
+}
+
+/* Signs c's request when the transport signs this method (see transport_options.sign). */
+static void call_sign(struct transport *t, struct transport__call *c, const char *method)
+{
+    const struct transport_options *o = &t->opts;
+    if (o->sign == NULL || strncmp(method, o->sign_prefix, strlen(o->sign_prefix)) != 0) {
+        return;
+    }
+    grpc_byte_buffer_reader reader;
+    if (c->send == NULL || !grpc_byte_buffer_reader_init(&reader, c->send)) {
+        return;
+    }
+    grpc_slice body = grpc_byte_buffer_reader_readall(&reader);
+    grpc_byte_buffer_reader_destroy(&reader);
+    char proof[TRANSPORT_PROOF_MAX];
+    if (o->sign(o->sign_ctx, method, GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), proof,
+                sizeof(proof)) == 0) {
+        c->proof.key = grpc_slice_from_static_string(o->sign_header);
+        c->proof.value = grpc_slice_from_copied_string(proof);
+        c->has_proof = true;
+    }
+    grpc_slice_unref(body);
 }
 
 int transport__call_start(struct transport *t, struct transport__call *c, grpc_channel *channel,
@@ -35,6 +62,7 @@ int transport__call_start(struct transport *t, struct transport__call *c, grpc_c
     grpc_metadata_array_init(&c->trail_md);
     c->status = GRPC_STATUS_UNKNOWN;
     c->status_details = grpc_empty_slice();
+    call_sign(t, c, method);
     grpc_slice path = grpc_slice_from_copied_string(method);
     c->call = grpc_channel_create_call(channel, NULL, GRPC_PROPAGATE_DEFAULTS, t->cq, path, NULL,
                                        deadline, NULL);
@@ -47,6 +75,10 @@ int transport__call_start(struct transport *t, struct transport__call *c, grpc_c
     grpc_op ops[6];
     memset(ops, 0, sizeof(ops));
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (c->has_proof) {
+        ops[0].data.send_initial_metadata.count = 1;
+        ops[0].data.send_initial_metadata.metadata = &c->proof;
+    }
     ops[1].op = GRPC_OP_SEND_MESSAGE;
     ops[1].data.send_message.send_message = c->send;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;

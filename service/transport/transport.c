@@ -117,6 +117,13 @@ static bool options_resolve(const struct transport_options *o, struct transport_
     out->tls_cert_pem = o->tls_cert_pem;
     out->tls_key_pem = o->tls_key_pem;
     out->tls_server_name = o->tls_server_name;
+    out->sign = o->sign;
+    out->sign_ctx = o->sign_ctx;
+    out->sign_header = o->sign_header;
+    out->sign_prefix = o->sign_prefix;
+    if (o->sign != NULL && (o->sign_header == NULL || o->sign_prefix == NULL)) {
+        return false;
+    }
     if ((o->tls_cert_pem == NULL) != (o->tls_key_pem == NULL) ||
         (o->tls_server_name != NULL && strlen(o->tls_server_name) >= TRANSPORT_ADDRESS_MAX)) {
         return false;

@@ -31,6 +31,7 @@ const char *transport_strerror(int code);
 #define TRANSPORT_ADDRESS_MAX 256  /* "host:port" incl. NUL */
 #define TRANSPORT_METHOD_MAX 128   /* "/package.Service/Method" incl. NUL */
 #define TRANSPORT_RAFT_METHOD "/slotd.internal.v1.Peer/Raft"
+#define TRANSPORT_PROOF_MAX 256 /* bytes of one signature value incl. NUL */
 
 struct transport_options {
     uint64_t node_id;         /* this node; must not be 0 */
@@ -51,6 +52,17 @@ struct transport_options {
     const char *tls_cert_pem;
     const char *tls_key_pem;
     const char *tls_server_name; /* shorter than TRANSPORT_ADDRESS_MAX */
+    /* Proof of this node's identity on every call whose method starts with sign_prefix (NULL:
+     * no call is signed). sign writes a NUL-terminated value of at most TRANSPORT_PROOF_MAX bytes
+     * for request metadata key sign_header (lowercase; borrowed, must outlive the transport)
+     * and returns 0; nonzero sends the call unsigned (the peer then refuses it). It runs on any
+     * thread that starts a call, with the transport's lock held: thread-safe, short, and it must
+     * not call the transport. */
+    int (*sign)(void *ctx, const char *method, const uint8_t *body, size_t len, char *out,
+                size_t outlen);
+    void *sign_ctx;
+    const char *sign_header;
+    const char *sign_prefix;
 };
 
 /* Fills o (borrowed for the call) with the defaults; node_id 0 (the caller must set it). */

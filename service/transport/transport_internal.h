@@ -52,6 +52,8 @@ struct transport__call {
     grpc_call *call;
     grpc_byte_buffer *send, *recv;
     grpc_metadata_array init_md, trail_md;
+    grpc_metadata proof;          /* sent when has_proof; its slices live until call_free */
+    bool has_proof;
     grpc_status_code status;
     grpc_slice status_details;
     struct transport__peer *peer; /* RAFT */

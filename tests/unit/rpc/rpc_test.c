@@ -90,6 +90,8 @@ static void test_error_mapping(void)
         {SLOTD_ETIMEOUT, GRPC_STATUS_DEADLINE_EXCEEDED, 0},
         {SLOTD_EINTERNAL, GRPC_STATUS_INTERNAL, 0},
         {SLOTD_EUNIMPLEMENTED, GRPC_STATUS_UNIMPLEMENTED, 0},
+        {SLOTD_EUNAUTHENTICATED, GRPC_STATUS_UNAUTHENTICATED, 0},
+        {SLOTD_EPRECONDITION, GRPC_STATUS_FAILED_PRECONDITION, 0},
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         CU_ASSERT_EQUAL(slotd_error_grpc_code(table[i].code), table[i].grpc);
