@@ -469,6 +469,7 @@ void raft_status(const struct raft *cr, struct raft_status *out)
     out->last_index = raft__log_last_index(&r->log);
     out->first_index = raft__log_first_index(&r->log);
     out->transfer_target = r->transferee;
+    out->leader_silent_ticks = r->role == RAFT_LEADER ? 0 : r->leader_silent;
     out->uncommitted_bytes = r->uncommitted_bytes;
     out->conf = r->conf;
     if (r->role != RAFT_LEADER) {

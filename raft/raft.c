@@ -1,5 +1,6 @@
 /* raft.c - the protocol: roles, elections, log replication, commit, transfer and snapshots. */
 #include "raft_int.h"
+#include <limits.h>
 
 enum raft__campaign { RAFT__CAMPAIGN_PRE, RAFT__CAMPAIGN_ELECTION, RAFT__CAMPAIGN_TRANSFER };
 
@@ -465,6 +466,22 @@ static void raft__handle_append_reject(struct raft *r, struct raft__progress *p,
         raft_term t = 0;
         raft__log_find_conflict_by_term(&r->log, m->reject_hint, m->log_term, &next_probe, &t);
     }
+    if (p->state == RAFT_PROGRESS_PROBE && m->index == p->next - 1 && m->reject_hint < p->match) {
+        /* The probe we sent last, at or above the follower's acknowledged match, was rejected
+         * by a log that ends below that match: it lost entries (its replica was deleted and
+         * opened empty again, as after a replaced disk). Raft assumes a follower keeps what it
+         * acknowledged, so the probe would never go below match and it would never catch up:
+         * forget its match and probe from its log. Only the probe sent last counts (a replicate
+         * state's rejection first falls back to a probe at match): rejections of pipelined
+         * appends arrive reordered behind later acks, and taking each as a loss would reset the
+         * follower again for every one of them. */
+        raft__progress_become_probe(p);
+        p->match = 0;
+        p->next = next_probe + 1;
+        p->probe_sent = false;
+        raft__send_append(r, p, true);
+        return;
+    }
     if (raft__progress_maybe_decr_to(p, m->index, next_probe)) {
         if (p->state == RAFT_PROGRESS_REPLICATE) {
             raft__progress_become_probe(p);
@@ -655,6 +672,7 @@ static int raft__step_follower(struct raft *r, const struct raft_msg *m)
     case RAFT_MSG_HEARTBEAT:
     case RAFT_MSG_SNAPSHOT:
         r->election_elapsed = 0;
+        r->leader_silent = 0;
         r->lead = m->from;
         if (m->type == RAFT_MSG_APPEND) {
             return raft__handle_append(r, m);
@@ -743,6 +761,9 @@ static bool raft__quorum_active(struct raft *r)
 void raft__tick_impl(struct raft *r)
 {
     if (r->role != RAFT_LEADER) {
+        if (r->leader_silent < UINT_MAX) {
+            r->leader_silent++;
+        }
         /* thesis 3.4: a follower that hears nothing for an election timeout campaigns */
         r->election_elapsed++;
         if (raft__promotable(r) && r->election_elapsed >= r->randomized_timeout) {

@@ -414,6 +414,9 @@ struct raft_status {
     raft_index last_index;
     raft_index first_index;
     raft_id transfer_target; /* 0 if none */
+    /* Not on a leader: ticks since a leader's APPEND, HEARTBEAT or SNAPSHOT reached this node.
+     * A replica no leader tracks (removed from the configuration) stops hearing any. */
+    unsigned leader_silent_ticks;
     size_t uncommitted_bytes;
     struct raft_conf_state conf;
     size_t n_progress; /* filled on the leader only */

@@ -203,6 +203,7 @@ struct raft {
     size_t uncommitted_bytes;      /* leader: data bytes appended and not yet handed out */
 
     unsigned election_elapsed;
+    unsigned leader_silent; /* ticks since a leader's message (not on a leader); see raft_status */
     unsigned heartbeat_elapsed;
     unsigned randomized_timeout; /* in [election_tick, 2 * election_tick) */
     uint64_t rng;

@@ -1,4 +1,4 @@
-// index.js - a small slotd.v1.Metadata client for Node.js (@grpc/grpc-js + @grpc/proto-loader).
+// index.js - a small slotd.v1 Metadata and Admin client for Node.js (@grpc/grpc-js, proto-loader).
 'use strict';
 
 const fs = require('fs');
@@ -9,6 +9,27 @@ const protoLoader = require('@grpc/proto-loader');
 // The .proto files come straight from the repo's api/ folder (or SLOTD_API_DIR / options.apiDir).
 const DEFAULT_API_DIR = process.env.SLOTD_API_DIR || path.join(__dirname, '..', '..', 'api');
 const DEFAULT_DEADLINE_MS = 5000;
+const DEFAULT_MAX_RETRIES = 4;
+const BACKOFF_FIRST_MS = 50;
+const BACKOFF_MAX_MS = 1000;
+const PROTO_FILES = ['slotd/v1/metadata.proto', 'slotd/v1/admin.proto'];
+const ERROR_DETAIL_TYPE_URL = 'type.googleapis.com/slotd.v1.ErrorDetail';
+// The ErrorDetail.field of an UNAVAILABLE whose min_revision the node did not reach in time.
+const MIN_REVISION_FIELD = 'min_revision';
+
+// Codes after which taskStatus, clusterState and route ask the next endpoint, and the one after
+// which admin writes do (down, or no controller leader: the command was not sent, or a repeat
+// answers NOOP). An UNAVAILABLE naming min_revision is never skipped.
+const SKIP_READ_CODES = new Set([
+  grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED, grpc.status.RESOURCE_EXHAUSTED,
+]);
+const SKIP_WRITE_CODES = new Set([grpc.status.UNAVAILABLE]);
+
+// protobufjs as @grpc/proto-loader resolves it (its dependency, so the same copy), to decode the
+// google.rpc.Status in a grpc-status-details-bin trailer.
+const protobuf = require(require.resolve('protobufjs', {
+  paths: [path.dirname(require.resolve('@grpc/proto-loader/package.json'))],
+}));
 
 // bytes fields are Buffers (proto-loader's default); uint64 fields are decimal strings so no
 // precision is lost; enums are their names; unset scalars come back as their defaults.
@@ -20,12 +41,76 @@ const LOADER_OPTIONS = {
   oneofs: true,
 };
 
-function loadMetadataService(apiDir) {
-  const definition = protoLoader.loadSync('slotd/v1/metadata.proto', {
+// {Metadata, Admin}: the service client constructors.
+function loadServices(apiDir) {
+  const definition = protoLoader.loadSync(PROTO_FILES, {
     ...LOADER_OPTIONS,
     includeDirs: [apiDir],
   });
-  return grpc.loadPackageDefinition(definition).slotd.v1.Metadata;
+  const v1 = grpc.loadPackageDefinition(definition).slotd.v1;
+  return { Metadata: v1.Metadata, Admin: v1.Admin };
+}
+
+function loadMetadataService(apiDir) {
+  return loadServices(apiDir).Metadata;
+}
+
+// google.rpc.Status and slotd.v1.ErrorDetail from apiDir (google/protobuf/any.proto is bundled
+// with protobufjs), loaded once per directory.
+const errorTypesByDir = new Map();
+function errorTypes(apiDir) {
+  let types = errorTypesByDir.get(apiDir);
+  if (!types) {
+    const root = new protobuf.Root();
+    const resolvePath = root.resolvePath;
+    root.resolvePath = (origin, target) => {
+      const inApi = path.join(apiDir, target);
+      return !path.isAbsolute(target) && fs.existsSync(inApi) ? inApi : resolvePath(origin, target);
+    };
+    root.loadSync(['google/rpc/status.proto', 'slotd/v1/metadata.proto'], { keepCase: true });
+    types = {
+      Status: root.lookupType('google.rpc.Status'),
+      ErrorDetail: root.lookupType('slotd.v1.ErrorDetail'),
+    };
+    errorTypesByDir.set(apiDir, types);
+  }
+  return types;
+}
+
+// The slotd.v1.ErrorDetail (a plain object shaped like the responses: enums as names, uint64 as
+// decimal strings) in a ServiceError's grpc-status-details-bin trailer, or null.
+function errorDetail(err, apiDir = DEFAULT_API_DIR) {
+  const values = err && err.metadata ? err.metadata.get('grpc-status-details-bin') : [];
+  if (values.length === 0) return null;
+  const { Status, ErrorDetail } = errorTypes(apiDir);
+  try {
+    const status = Status.decode(values[0]);
+    const any = status.details.find((d) => d.type_url === ERROR_DETAIL_TYPE_URL);
+    return any ? ErrorDetail.toObject(ErrorDetail.decode(any.value), LOADER_OPTIONS) : null;
+  } catch (decodeError) {
+    return null; // a trailer that does not decode carries no usable detail
+  }
+}
+
+// A controller revision as a BigInt, from a BigInt, a non-negative integer Number or a decimal
+// string (how uint64 fields arrive).
+function toRevision(value, what) {
+  if (typeof value === 'bigint' && value >= 0n) return value;
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return BigInt(value);
+  if (typeof value === 'string' && /^[0-9]+$/.test(value)) return BigInt(value);
+  throw new TypeError(`${what} must be a non-negative integer (BigInt, Number or decimal string)`);
+}
+
+function endpointsOf(addr) {
+  const list = (Array.isArray(addr) ? addr : String(addr).split(','))
+    .map((a) => String(a).trim())
+    .filter((a) => a !== '');
+  if (list.length === 0) throw new TypeError('createClient needs at least one endpoint');
+  return list;
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => { setTimeout(resolve, ms); });
 }
 
 function toBuffer(value, what) {
@@ -63,22 +148,106 @@ function channelSetup(options) {
   return { creds: grpc.credentials.createSsl(rootCerts, privateKey, certChain), channelOptions };
 }
 
-// createClient(addr, {deadlineMs, apiDir, rootCerts, privateKey, certChain, serverName})
-//   -> {put, get, close}.
-// One channel to addr; the node forwards requests for groups it does not lead. Every call has a
-// deadline and returns a Promise that rejects with the grpc-js ServiceError (err.code,
-// err.details). TLS options: see channelSetup.
+// createClient(addr, {deadlineMs, maxRetries, apiDir, rootCerts, privateKey, certChain,
+//   serverName}) -> {put, get, route, taskStatus, clusterState, admin, lastRevision,
+//   observeRevision, close}.
+// addr: "host:port", a comma-separated list of them, or an array. put and get go to the first
+// one, which forwards requests for groups it does not lead; route, taskStatus, clusterState and
+// admin go to the endpoints in turn (the one that answered last first). Every call has a deadline
+// and returns a Promise that rejects with the grpc-js ServiceError (err.code, err.details), plus
+// err.detail (the decoded slotd.v1.ErrorDetail or null), err.address and err.attempts. TLS
+// options: see channelSetup.
+//
+// Read your admin writes: the client keeps the highest controller revision it has seen (admin
+// write answers, cluster states, task status answers, routes) and sends it as min_revision on
+// route, taskStatus and clusterState unless the call passes its own minRevision.
 function createClient(addr, options = {}) {
   const deadlineMs = options.deadlineMs || DEFAULT_DEADLINE_MS;
-  const Metadata = loadMetadataService(options.apiDir || DEFAULT_API_DIR);
+  const maxRetries = options.maxRetries === undefined ? DEFAULT_MAX_RETRIES : options.maxRetries;
+  if (!Number.isInteger(maxRetries) || maxRetries < 0) {
+    throw new TypeError('maxRetries must be an integer >= 0');
+  }
+  const apiDir = options.apiDir || DEFAULT_API_DIR;
+  const endpoints = endpointsOf(addr);
+  const { Metadata, Admin } = loadServices(apiDir);
   const { creds, channelOptions } = channelSetup(options);
-  const stub = new Metadata(addr, creds, channelOptions);
+  const channels = new Map(); // address -> {channel, metadata, admin}, opened on first use
+  let preferred = 0; // index into endpoints: the one that answered last
+  let lastRevision = 0n; // the highest controller revision seen
 
-  function unary(method, request) {
+  function stubs(address) {
+    let entry = channels.get(address);
+    if (!entry) {
+      const channel = new grpc.Channel(address, creds, channelOptions);
+      entry = {
+        channel,
+        metadata: new Metadata(address, creds, { channelOverride: channel }),
+        admin: new Admin(address, creds, { channelOverride: channel }),
+      };
+      channels.set(address, entry);
+    }
+    return entry;
+  }
+
+  function unary(address, service, method, request) {
     return new Promise((resolve, reject) => {
       const deadline = new Date(Date.now() + deadlineMs);
-      stub[method](request, { deadline }, (err, response) => (err ? reject(err) : resolve(response)));
+      stubs(address)[service][method](request, { deadline }, (err, response) => {
+        if (!err) {
+          resolve(response);
+          return;
+        }
+        err.detail = errorDetail(err, apiDir);
+        err.address = address;
+        err.attempts = 1;
+        reject(err);
+      });
     });
+  }
+
+  function observe(revision) {
+    const r = toRevision(revision, 'revision');
+    if (r > lastRevision) lastRevision = r;
+    return lastRevision.toString();
+  }
+
+  // The min_revision to send: lastRevision when minRevision is undefined or null.
+  function minRevisionOf(minRevision) {
+    if (minRevision === undefined || minRevision === null) return lastRevision.toString();
+    return toRevision(minRevision, 'minRevision').toString();
+  }
+
+  // service.method(request) on the endpoints in turn. A code in skipCodes moves on to the next
+  // endpoint, unless it is an UNAVAILABLE naming min_revision (the node did not reach the
+  // revision asked for in its 3 s wait), which rejects at once; after a whole pass of skipped
+  // endpoints the client backs off and makes at most passes - 1 more.
+  async function anyEndpoint(service, method, request, skipCodes, passes = 1) {
+    const order = endpoints.slice(preferred).concat(endpoints.slice(0, preferred));
+    let attempts = 0;
+    let backoff = BACKOFF_FIRST_MS;
+    let last = null;
+    for (let pass = 0; pass < passes; pass += 1) {
+      if (pass > 0) {
+        const hinted = last.detail && last.detail.retry_after_ms;
+        await sleep(Math.min(hinted || backoff, BACKOFF_MAX_MS));
+        backoff = Math.min(backoff * 2, BACKOFF_MAX_MS);
+      }
+      for (const address of order) {
+        attempts += 1;
+        try {
+          const response = await unary(address, service, method, request);
+          preferred = endpoints.indexOf(address);
+          return response;
+        } catch (err) {
+          err.attempts = attempts;
+          const notReached = err.code === grpc.status.UNAVAILABLE && err.detail !== null &&
+            err.detail.field === MIN_REVISION_FIELD;
+          if (!skipCodes.has(err.code) || notReached) throw err;
+          last = err;
+        }
+      }
+    }
+    throw last;
   }
 
   return {
@@ -89,18 +258,82 @@ function createClient(addr, options = {}) {
         put: { key: toBuffer(key, 'key'), value: toBuffer(value, 'value') },
       };
       if (requestId !== undefined) request.request_id = toBuffer(requestId, 'requestId');
-      return unary('Propose', request);
+      return unary(endpoints[0], 'metadata', 'Propose', request);
     },
     // Resolves to the ReadResponse: {group_id, applied_index, get: {found, value, version}}.
     // consistency: 'CONSISTENCY_LINEARIZABLE' (default), 'CONSISTENCY_LEADER_LOCAL' or
     // 'CONSISTENCY_LOCAL'.
     get(key, { consistency = 'CONSISTENCY_LINEARIZABLE' } = {}) {
-      return unary('Read', { consistency, get: { key: toBuffer(key, 'key') } });
+      return unary(endpoints[0], 'metadata', 'Read',
+        { consistency, get: { key: toBuffer(key, 'key') } });
+    },
+    // Resolves to the RouteSnapshotResponse {route_revision, hash_slot_table, groups, nodes},
+    // built from lastRevision or later.
+    async route() {
+      const response = await anyEndpoint('metadata', 'RouteSnapshot',
+        { min_revision: lastRevision.toString() }, SKIP_READ_CODES);
+      observe(response.route_revision);
+      return response;
+    },
+    // Resolves to the TaskStatusResponse {task, tasks, revision}: task taskId, or with 0 every
+    // kept task (activeOnly: pending and running ones). minRevision (BigInt, Number or decimal
+    // string; 0 included) replaces lastRevision for this call. A node that has not reached it
+    // within 3 s rejects with UNAVAILABLE and err.detail.field 'min_revision'.
+    async taskStatus(taskId = 0, { minRevision, activeOnly = false } = {}) {
+      const response = await anyEndpoint('metadata', 'TaskStatus', {
+        task_id: toRevision(taskId, 'taskId').toString(),
+        active_only: activeOnly,
+        min_revision: minRevisionOf(minRevision),
+      }, SKIP_READ_CODES);
+      observe(response.revision);
+      return response;
+    },
+    // Resolves to the ClusterStateResponse {not_modified, revision, checksum, applied_raft_index,
+    // state_json (Buffer), from_voter}; minRevision as in taskStatus.
+    async clusterState({ minRevision, knownRevision = 0, knownChecksum = '' } = {}) {
+      const response = await anyEndpoint('admin', 'ClusterState', {
+        known_revision: toRevision(knownRevision, 'knownRevision').toString(),
+        known_checksum: knownChecksum,
+        min_revision: minRevisionOf(minRevision),
+      }, SKIP_READ_CODES);
+      observe(response.revision);
+      return response;
+    },
+    // An Admin write by name with its request object, e.g. admin('SetPreferredLeader',
+    // {group_id: 1, node_id: 2}) or admin('MoveReplica', {group_id, from_node, to_node}).
+    // Resolves to the AdminWriteResponse {outcome, reason, revision, applied_index, task_id}.
+    // Endpoints answering UNAVAILABLE are skipped, with at most maxRetries more passes after
+    // back-off; nothing else is retried (a timed-out command may have been applied).
+    async admin(method, request) {
+      const spec = Object.prototype.hasOwnProperty.call(Admin.service, method) ?
+        Admin.service[method] : null;
+      if (spec === null || spec.responseType.type.name !== 'AdminWriteResponse') {
+        throw new TypeError(`${method} is not an Admin write method (one answering ` +
+                            'AdminWriteResponse)');
+      }
+      const response = await anyEndpoint('admin', method, request, SKIP_WRITE_CODES,
+        1 + maxRetries);
+      observe(response.revision);
+      return response;
+    },
+    // The highest controller revision this client has seen, a decimal string ('0': none yet).
+    get lastRevision() {
+      return lastRevision.toString();
+    },
+    // Raises lastRevision to revision (never lowers it), e.g. one another client saw; returns
+    // the new lastRevision.
+    observeRevision(revision) {
+      return observe(revision);
     },
     close() {
-      stub.close();
+      for (const { metadata, admin, channel } of channels.values()) {
+        metadata.close();
+        admin.close();
+        channel.close();
+      }
+      channels.clear();
     },
   };
 }
 
-module.exports = { createClient, loadMetadataService, grpc };
+module.exports = { createClient, errorDetail, loadMetadataService, loadServices, grpc };

@@ -186,6 +186,28 @@ static json_t *json_u64_array(const uint64_t *v, unsigned n)
     return arr;
 }
 
+static const char *replica_role_name(enum slotd_replica_role role)
+{
+    switch (role) {
+    case SLOTD_REPLICA_VOTER:
+        return "voter";
+    case SLOTD_REPLICA_LEARNER:
+        return "learner";
+    default:
+        return "none";
+    }
+}
+
+/* "1,2,3" or "-" into buf. */
+static const char *id_list(char *buf, size_t len, const uint64_t *v, unsigned n)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (unsigned i = 0; i < n && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%llu", i ? "," : "", (unsigned long long)v[i]);
+    return n ? buf : "-";
+}
+
 static json_t *json_route(const struct slotd_route *r)
 {
     json_t *j = json_object();
@@ -202,6 +224,25 @@ static json_t *json_route(const struct slotd_route *r)
         json_object_set_new(o, "group_id", json_integer(g->group_id));
         json_object_set_new(o, "voters", json_u64_array(g->voters, g->voter_count));
         json_object_set_new(o, "learners", json_u64_array(g->learners, g->learner_count));
+        json_object_set_new(o, "intended_voters",
+                            json_u64_array(g->intended_voters, g->intended_voter_count));
+        json_object_set_new(o, "intended_learners",
+                            json_u64_array(g->intended_learners, g->intended_learner_count));
+        json_object_set_new(o, "agrees", json_boolean(slotd_route_group_agrees(g)));
+        json_t *reps = json_array();
+        for (unsigned k = 0; k < g->replica_count; k++) {
+            const struct slotd_route_replica *x = &g->replicas[k];
+            json_t *rj = json_object();
+            json_object_set_new(rj, "node_id", json_integer((json_int_t)x->node_id));
+            json_object_set_new(rj, "role", json_string(replica_role_name(x->role)));
+            json_object_set_new(rj, "leader", json_integer((json_int_t)x->leader));
+            json_object_set_new(rj, "term", json_integer((json_int_t)x->term));
+            json_object_set_new(rj, "commit_index", json_integer((json_int_t)x->commit_index));
+            json_object_set_new(rj, "applied_index", json_integer((json_int_t)x->applied_index));
+            json_object_set_new(rj, "age_ms", json_integer((json_int_t)x->age_ms));
+            json_array_append_new(reps, rj);
+        }
+        json_object_set_new(o, "replicas", reps);
         json_object_set_new(o, "config_epoch", json_integer((json_int_t)g->config_epoch));
         json_object_set_new(o, "preferred_leader", json_integer((json_int_t)g->preferred_leader));
         json_object_set_new(o, "leader", json_integer((json_int_t)g->leader));
@@ -244,6 +285,38 @@ static void print_route_table(const struct slotd_route *r)
     }
 }
 
+/* Per group: what the group has next to what the controller intends ("*" where they differ),
+ * then each replica's own answer. */
+static void print_route_groups(const struct slotd_route *r)
+{
+    printf("\n%-5s  %-11s  %-11s  %-15s  %-17s  %s\n", "GROUP", "VOTERS", "LEARNERS",
+           "INTENDED VOTERS", "INTENDED LEARNERS", "REPLICAS (node role term commit/applied age)");
+    unsigned differ = 0;
+    for (size_t i = 0; i < r->group_count; i++) {
+        const struct slotd_route_group *g = &r->groups[i];
+        char v[96], l[96], iv[96], il[96];
+        int agrees = slotd_route_group_agrees(g);
+        differ += !agrees;
+        printf("%-5u  %-11s  %-11s  %-15s  %-17s %s", g->group_id,
+               id_list(v, sizeof(v), g->voters, g->voter_count),
+               id_list(l, sizeof(l), g->learners, g->learner_count),
+               id_list(iv, sizeof(iv), g->intended_voters, g->intended_voter_count),
+               id_list(il, sizeof(il), g->intended_learners, g->intended_learner_count),
+               agrees ? " " : "*");
+        for (unsigned k = 0; k < g->replica_count; k++) {
+            const struct slotd_route_replica *x = &g->replicas[k];
+            printf(" %llu:%s%s t%llu %llu/%llu %llums", (unsigned long long)x->node_id,
+                   replica_role_name(x->role), x->leader == x->node_id ? "(leader)" : "",
+                   (unsigned long long)x->term, (unsigned long long)x->commit_index,
+                   (unsigned long long)x->applied_index, (unsigned long long)x->age_ms);
+        }
+        printf("\n");
+    }
+    if (differ)
+        printf("\n* %u group(s): the group's members are not the controller's intent yet (a move "
+               "running, or one that failed half-way)\n", differ);
+}
+
 static int cmd_route(struct slotd_client *c, const struct slotctl_args *a)
 {
     struct slotd_route *r;
@@ -258,6 +331,7 @@ static int cmd_route(struct slotd_client *c, const struct slotctl_args *a)
         slotctl_json_print(j);
     } else {
         print_route_table(r);
+        print_route_groups(r);
     }
     slotd_route_free(r);
     return SLOTCTL_EXIT_OK;
@@ -413,6 +487,9 @@ int main(int argc, char **argv)
         break;
     case SLOTCTL_CMD_TASK_STATUS:
         code = slotctl_task_status_run(c, &a);
+        break;
+    case SLOTCTL_CMD_STATUS:
+        code = slotctl_status_run(c, &a);
         break;
     default:
         code = cmd_write(c, &a);

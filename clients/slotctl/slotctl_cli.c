@@ -55,6 +55,7 @@ static const struct {
     {"retry", SLOTCTL_CMD_RETRY, 0, 0},
     {"migrate-slots", SLOTCTL_CMD_MIGRATE_SLOTS, 0, 0},
     {"task", SLOTCTL_CMD_TASK_STATUS, 1, 2}, /* task status [TASK_ID] */
+    {"status", SLOTCTL_CMD_STATUS, 0, 0},
 };
 
 #define CLI_N_CMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
@@ -528,6 +529,10 @@ void slotctl_usage(FILE *out)
         "  cluster                             the controller's cluster state: nodes, groups\n"
         "                                      (observed vs preferred leaders), hash slots, tasks\n"
         "  health                              grpc.health.v1 status of every node\n"
+        "  status                              every endpoint's own view of the controller\n"
+        "                                      (role, term, indexes, revision, state file,\n"
+        "                                      mirror lag, leader), all asked at once, and\n"
+        "                                      where their revisions or leaders differ\n"
         "  transfer-leader --group G --to NODE [--expected-revision R] [--wait S] [--as-task]\n"
         "                                      make NODE G's preferred leader; --wait S polls\n"
         "                                      the route until NODE leads G (1..%d s);\n"

@@ -15,7 +15,8 @@
     X(SLOTCTL_EXIT_NOT_FOUND, 1, "get: the key does not exist; task status: no such task")         \
     X(SLOTCTL_EXIT_USAGE, 2, "usage error (bad command line)")                                     \
     X(SLOTCTL_EXIT_PRECONDITION, 3, "failed precondition (CAS version mismatch, ...)")             \
-    X(SLOTCTL_EXIT_UNAVAILABLE, 4, "unavailable, deadline exceeded, overloaded, not healthy")      \
+    X(SLOTCTL_EXIT_UNAVAILABLE, 4,                                                                 \
+      "unavailable, deadline exceeded, overloaded; health: not healthy; status: no answer")        \
     X(SLOTCTL_EXIT_INVALID, 5, "invalid argument (the message names the field)")                   \
     X(SLOTCTL_EXIT_OTHER, 6, "any other error")                                                    \
     X(SLOTCTL_EXIT_WAIT_TIMEOUT, 7,                                                                \
@@ -47,6 +48,7 @@ enum slotctl_cmd {
     SLOTCTL_CMD_RETRY,
     SLOTCTL_CMD_MIGRATE_SLOTS,
     SLOTCTL_CMD_TASK_STATUS,
+    SLOTCTL_CMD_STATUS,
 };
 
 #define SLOTCTL_ENDPOINTS_DEFAULT "127.0.0.1:7700"

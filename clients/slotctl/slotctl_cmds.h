@@ -1,4 +1,4 @@
-/* slotctl_cmds.h - slotctl's output helpers and its admin (slotctl_admin.c) and task commands. */
+/* slotctl_cmds.h - slotctl's output helpers, admin, status and task commands (slotctl_*.c). */
 #ifndef SLOTD_SLOTCTL_CMDS_H
 #define SLOTD_SLOTCTL_CMDS_H
 
@@ -14,6 +14,10 @@ void slotctl_json_print(json_t *j);
 /* a, st: borrowed for the call. Reports a failed command (a sentence on stderr and, with --json,
  * an error object on stdout); returns the exit code for rc (enum slotd_client_err). */
 int slotctl_error_report(const struct slotctl_args *a, int rc, const struct slotd_status *st);
+
+/* st: borrowed for the call. A failed call's gRPC status and ErrorDetail as a JSON object
+ * (grpc_status, address, detail); caller owns it. */
+json_t *slotctl_call_status_json(const struct slotd_status *st);
 
 /* Static name of a command ("transfer-leader"); "" when out of range. */
 const char *slotctl_cmd_name(int cmd);
@@ -80,5 +84,53 @@ json_t *slotctl_task_json(const struct slotd_task *t);
  * Writes the human tables of `cluster` to out; now_ms is the wall clock used for health ages. */
 void slotctl_cluster_print(FILE *out, json_t *state, const struct slotd_cluster_state *cs,
                            const struct slotd_route *route, int64_t now_ms);
+
+/* ---- status (slotctl_status.c) ---- */
+
+/* Longest disagreement line: 16 endpoints of "node N at R, " fit. */
+#define SLOTCTL_STATUS_LINE_LEN 1024
+
+/* One endpoint's row of `status`. */
+struct slotctl_status_row {
+    char endpoint[SLOTD_ADDRESS_LEN + 1];
+    int rc;                            /* enum slotd_client_err of its ControllerStatus call */
+    struct slotd_controller_status cs; /* the answer when rc is 0, else cs.status says why */
+};
+
+/* What the rows that answered say together. */
+struct slotctl_status_verdict {
+    unsigned asked, answered;
+    /* true when at least one endpoint answered, all that answered report one revision and no
+     * two name different controller leaders (0 = unknown is ignored) */
+    bool agree;
+    uint64_t revision; /* the most common revision (ties: the highest); 0 when none answered */
+    uint64_t leader;   /* the most common leader named (ties: the highest id); 0: none named */
+    /* "revisions differ: node 4 at 31, others at 33" and "leaders differ: node 4 names node 2,
+     * others name node 1"; "" when they do not differ */
+    char revisions[SLOTCTL_STATUS_LINE_LEN];
+    char leaders[SLOTCTL_STATUS_LINE_LEN];
+};
+
+/* c, endpoints, rows: borrowed for the call. Splits endpoints ("h:p,h:p", as the client
+ * accepted them) into rows[0..n) (at most max) and asks each its ControllerStatus at once (one
+ * thread per endpoint, so it takes at most one deadline); returns n. */
+size_t slotctl_status_collect(struct slotd_client *c, const char *endpoints,
+                              struct slotctl_status_row *rows, size_t max);
+
+/* rows, v: borrowed for the call. Compares the rows that answered. */
+void slotctl_status_judge(const struct slotctl_status_row *rows, size_t n,
+                          struct slotctl_status_verdict *v);
+
+/* out, rows: borrowed for the call. The `status` table, a blank line, then the disagreement
+ * lines or one "agree: ..." line, and "N of M endpoints answered" when some did not. */
+void slotctl_status_print(FILE *out, const struct slotctl_status_row *rows, size_t n);
+
+/* rows: borrowed for the call. The `--json` object (command, ok, nodes, agree, disagreements,
+ * exit_code); caller owns it. */
+json_t *slotctl_status_json(const struct slotctl_status_row *rows, size_t n, int code);
+
+/* c, a: borrowed for the call. `status`: every endpoint's ControllerStatus; exit 0, or
+ * SLOTCTL_EXIT_UNAVAILABLE when any endpoint did not answer. */
+int slotctl_status_run(struct slotd_client *c, const struct slotctl_args *a);
 
 #endif /* SLOTD_SLOTCTL_CMDS_H */

@@ -9,7 +9,7 @@ static const char *const cmd_names[] = {
     "",      "put",           "get",          "delete", "cas",
     "route", "cluster",       "health",       "bench",  "transfer-leader",
     "join",  "activate",      "move-replica", "drain",  "promote",
-    "retry", "migrate-slots", "task status",
+    "retry", "migrate-slots", "task status",  "status",
 };
 
 const char *slotctl_cmd_name(int cmd)
@@ -29,7 +29,7 @@ void slotctl_json_print(json_t *j)
     json_decref(j);
 }
 
-static json_t *json_status(const struct slotd_status *st)
+json_t *slotctl_call_status_json(const struct slotd_status *st)
 {
     json_t *j = json_object();
     json_object_set_new(j, "grpc_status", json_string(slotd_grpc_status_name(st->grpc_status)));
@@ -68,7 +68,7 @@ int slotctl_error_report(const struct slotctl_args *a, int rc, const struct slot
         json_object_set_new(j, "message", json_string(msg));
         json_object_set_new(j, "exit_code", json_integer(code));
         if (st->grpc_status >= 0)
-            json_object_set_new(j, "status", json_status(st));
+            json_object_set_new(j, "status", slotctl_call_status_json(st));
         slotctl_json_print(j);
     }
     fprintf(stderr, "slotctl: %s\n", msg);

@@ -39,34 +39,56 @@ static void fail_malformed(struct rpc_call *call, const char *what)
     rpc_call_fail(call, &e);
 }
 
+static void answer_cluster_state(const struct node_gated *g)
+{
+    struct slotd_error err;
+    uint8_t *buf = NULL;
+    size_t blen = 0;
+    int rc = runtime_ctl_state(g->api->rt, g->known_checksum, g->known_revision, &buf, &blen);
+    if (rc == 1) {
+        slotd_error_set(&err, SLOTD_EROUTE_NOT_READY,
+                        "node %llu holds no cluster state yet (bootstrapping or joining)",
+                        (unsigned long long)g->api->node_id);
+        err.retry_after_ms = 200;
+        rpc_call_fail(g->call, &err);
+        return;
+    }
+    if (rc != 0) {
+        slotd_error_set(&err, SLOTD_EINTERNAL, "out of memory");
+        rpc_call_fail(g->call, &err);
+        return;
+    }
+    rpc_call_reply_bytes(g->call, buf, blen);
+    free(buf);
+}
+
 static void on_cluster_state(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
-    struct node_api *api = ctx;
-    struct slotd_error err;
     Slotd__V1__ClusterStateRequest *r = slotd__v1__cluster_state_request__unpack(NULL, len, req);
     if (r == NULL) {
         fail_malformed(call, "slotd.v1.ClusterStateRequest");
         return;
     }
-    uint8_t *buf = NULL;
-    size_t blen = 0;
-    int rc = runtime_ctl_state(api->rt, r->known_checksum, r->known_revision, &buf, &blen);
+    struct node_gated g = {.api = ctx,
+                           .call = call,
+                           .min_revision = r->min_revision,
+                           .answer = answer_cluster_state,
+                           .known_revision = r->known_revision};
+    const char *sum = r->known_checksum != NULL ? r->known_checksum : "";
+    bool fits = strlen(sum) < sizeof(g.known_checksum);
+    if (fits)
+        snprintf(g.known_checksum, sizeof(g.known_checksum), "%s", sum);
     slotd__v1__cluster_state_request__free_unpacked(r, NULL);
-    if (rc == 1) {
-        slotd_error_set(&err, SLOTD_EROUTE_NOT_READY,
-                        "node %llu holds no cluster state yet (bootstrapping or joining)",
-                        (unsigned long long)api->node_id);
-        err.retry_after_ms = 200;
+    if (!fits) {
+        struct slotd_error err;
+        slotd_error_field(&err, "known_checksum", sizeof(g.known_checksum) - 1,
+                          "known_checksum: longer than %zu bytes (a checksum from a "
+                          "ClusterStateResponse)",
+                          sizeof(g.known_checksum) - 1);
         rpc_call_fail(call, &err);
         return;
     }
-    if (rc != 0) {
-        slotd_error_set(&err, SLOTD_EINTERNAL, "out of memory");
-        rpc_call_fail(call, &err);
-        return;
-    }
-    rpc_call_reply_bytes(call, buf, blen);
-    free(buf);
+    node_gate(&g);
 }
 
 static void on_controller_status(void *ctx, struct rpc_call *call, const uint8_t *req,

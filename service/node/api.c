@@ -38,7 +38,29 @@ struct target {
     uint64_t leader; /* observed; 0 = unknown */
     uint64_t term;
     char leader_address[128];
+    uint64_t ask; /* no leader known: a voter to ask (it names its leader), 0 = none */
 };
+
+/* The voter of g other than self whose own answer is the newest (else the first listed): with
+ * no leader known here, it is asked, and its NOT_LEADER hint is followed. A node that dropped
+ * an expired or unreachable leader thus finds the next one at once instead of failing until
+ * its next GroupStatus poll. */
+static uint64_t voter_to_ask(const struct route_group *g, uint64_t self)
+{
+    uint64_t best = 0;
+    int64_t heard = -1;
+    for (uint32_t i = 0; i < g->n_replicas; i++) {
+        const struct route_replica *r = &g->replicas[i];
+        if (r->node != self && r->role == ROUTE_ROLE_VOTER && r->heard_ms > heard) {
+            best = r->node;
+            heard = r->heard_ms;
+        }
+    }
+    for (uint32_t i = 0; best == 0 && i < g->n_voters; i++)
+        if (g->voters[i] != self)
+            best = g->voters[i];
+    return best;
+}
 
 static int resolve(struct node_api *api, const ProtobufCBinaryData *key, struct target *t,
                    struct slotd_error *err)
@@ -57,6 +79,8 @@ static int resolve(struct node_api *api, const ProtobufCBinaryData *key, struct 
     t->group = g->id;
     t->leader = g->leader;
     t->term = g->leader_term;
+    if (g->leader == 0)
+        t->ask = voter_to_ask(g, api->node_id);
     const struct route_node *n = g->leader ? route_snapshot_node(s, g->leader) : NULL;
     if (n != NULL)
         snprintf(t->leader_address, sizeof(t->leader_address), "%s", n->address);
@@ -137,11 +161,13 @@ static void forward_done(void *arg, int status, const char *message, const uint8
          status == GRPC_STATUS_CANCELLED)) {
         /* The leader did not answer: a write may or may not have reached it, unless gRPC never
          * sent it (nothing could be connected to): then it is a definite, retryable failure. */
-        if (transport_reply_unsent(status, message))
+        bool unsent = transport_reply_unsent(status, message);
+        if (unsent) {
+            runtime_peer_unreachable(f->api->rt, f->to); /* drop it from the route at once */
             slotd_error_set(&err, SLOTD_ENO_LEADER,
                             "group %u: node %llu cannot be reached (%s); the request was not sent",
                             f->group, (unsigned long long)f->to, message);
-        else if (f->propose)
+        } else if (f->propose)
             slotd_error_set(&err, SLOTD_EUNKNOWN_OUTCOME,
                             "group %u: forwarded to node %llu: %s; the write may or may not "
                             "have been applied",
@@ -191,7 +217,7 @@ static int forward(struct node_api *api, struct rpc_call *call, const char *meth
     f->method = method;
     f->propose = propose;
     f->group = t->group;
-    f->to = t->leader;
+    f->to = t->leader != 0 ? t->leader : t->ask;
     int64_t d = rpc_call_deadline_ms(call);
     f->deadline_ms =
         d == INT64_MAX ? now_ms() + NODE_FORWARD_DEFAULT_MS : d - NODE_FORWARD_MARGIN_MS;
@@ -210,7 +236,8 @@ static int route_request(struct node_api *api, struct rpc_call *call, const char
     bool hosted = runtime_hosts_group(api->rt, t->group);
     if (hosted && (t->leader == api->node_id || local_ok))
         return 1;
-    if (t->leader == 0 || t->leader == api->node_id) {
+    bool ask = t->leader == 0 && !hosted && t->ask != 0 && !no_forward;
+    if (!ask && (t->leader == 0 || t->leader == api->node_id)) {
         no_leader(err, t);
         return -1;
     }
@@ -302,20 +329,60 @@ fail:
     rpc_call_fail(call, &err);
 }
 
-static void on_route_snapshot(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+/* ---- Read-your-admin-writes gate ---- */
+
+static void gate_done(void *arg, bool reached, uint64_t revision)
 {
-    struct node_api *api = ctx;
+    struct node_gated *g = arg;
+    if (reached) {
+        g->answer(g);
+    } else {
+        struct slotd_error err;
+        slotd_error_set(&err, SLOTD_EROUTE_NOT_READY,
+                        "min_revision %llu not reached within %u ms: node %llu is at controller "
+                        "revision %llu",
+                        (unsigned long long)g->min_revision, RUNTIME_CTL_WAIT_MS,
+                        (unsigned long long)g->api->node_id, (unsigned long long)revision);
+        snprintf(err.field, sizeof(err.field), "min_revision");
+        err.retry_after_ms = 200;
+        rpc_call_fail(g->call, &err);
+    }
+    free(g);
+}
+
+void node_gate(const struct node_gated *g)
+{
     struct slotd_error err;
-    Slotd__V1__RouteSnapshotRequest *r = slotd__v1__route_snapshot_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.RouteSnapshotRequest");
+    if (g->min_revision == 0) {
+        g->answer(g);
         return;
     }
-    slotd__v1__route_snapshot_request__free_unpacked(r, NULL);
-    struct route_snapshot *s = route_table_acquire(api->routes);
+    struct node_gated *held = malloc(sizeof(*held));
+    if (held == NULL) {
+        slotd_error_set(&err, SLOTD_EINTERNAL, "out of memory");
+        rpc_call_fail(g->call, &err);
+        return;
+    }
+    *held = *g;
+    int rc = runtime_ctl_wait(g->api->rt, g->min_revision, gate_done, held, &err);
+    if (rc == 0)
+        return; /* gate_done answers and frees it */
+    free(held);
+    if (rc == 1)
+        g->answer(g);
+    else
+        rpc_call_fail(g->call, &err);
+}
+
+/* ---- Route and tasks ---- */
+
+static void answer_route(const struct node_gated *g)
+{
+    struct slotd_error err;
+    struct route_snapshot *s = route_table_acquire(g->api->routes);
     if (s == NULL) {
         slotd_error_set(&err, SLOTD_EROUTE_NOT_READY, "route not ready");
-        rpc_call_fail(call, &err);
+        rpc_call_fail(g->call, &err);
         return;
     }
     uint8_t *buf = NULL;
@@ -324,11 +391,29 @@ static void on_route_snapshot(void *ctx, struct rpc_call *call, const uint8_t *r
     route_snapshot_release(s);
     if (rc != 0) {
         slotd_error_set(&err, SLOTD_EINTERNAL, "route encode: %s", route_strerror(rc));
-        rpc_call_fail(call, &err);
+        rpc_call_fail(g->call, &err);
         return;
     }
-    rpc_call_reply_bytes(call, buf, blen);
+    rpc_call_reply_bytes(g->call, buf, blen);
     free(buf);
+}
+
+static void on_route_snapshot(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    Slotd__V1__RouteSnapshotRequest *r = slotd__v1__route_snapshot_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.RouteSnapshotRequest");
+        return;
+    }
+    struct node_gated g = {
+        .api = ctx, .call = call, .min_revision = r->min_revision, .answer = answer_route};
+    slotd__v1__route_snapshot_request__free_unpacked(r, NULL);
+    node_gate(&g);
+}
+
+static void answer_task_status(const struct node_gated *g)
+{
+    node_admin_task_status(g->api, g->call, g->task_id, g->active_only);
 }
 
 static void on_task_status(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
@@ -338,8 +423,14 @@ static void on_task_status(void *ctx, struct rpc_call *call, const uint8_t *req,
         fail_malformed(call, "slotd.v1.TaskStatusRequest");
         return;
     }
-    node_admin_task_status(ctx, call, r->task_id, r->active_only);
+    struct node_gated g = {.api = ctx,
+                           .call = call,
+                           .min_revision = r->min_revision,
+                           .answer = answer_task_status,
+                           .task_id = r->task_id,
+                           .active_only = r->active_only};
     slotd__v1__task_status_request__free_unpacked(r, NULL);
+    node_gate(&g);
 }
 
 /* ---- slotd.internal.v1.Peer ---- */
@@ -348,7 +439,7 @@ static void on_peer_raft(void *ctx, struct rpc_call *call, const uint8_t *req, s
 {
     struct node_api *api = ctx;
     struct slotd_error err;
-    if (runtime_submit_raft_batch(api->rt, req, len, &err) != 0) {
+    if (runtime_submit_raft_batch(api->rt, req, len, 0, &err) != 0) {
         rpc_call_fail(call, &err);
         return;
     }

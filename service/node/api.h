@@ -27,4 +27,22 @@ int node_admin_register(struct node_api *api, struct rpc_server *s);
 void node_admin_task_status(struct node_api *api, struct rpc_call *call, uint64_t task_id,
                             bool active_only);
 
+/* A read of the cluster state held until this node serves min_revision or later (read your
+ * admin writes on any node). The fields are the decoded request's, copied. */
+struct node_gated {
+    struct node_api *api;
+    struct rpc_call *call;
+    uint64_t min_revision;
+    void (*answer)(const struct node_gated *g); /* answers g->call from the state held */
+    uint64_t task_id;                           /* TaskStatus */
+    bool active_only;                           /* TaskStatus */
+    uint64_t known_revision;                    /* ClusterState */
+    char known_checksum[72];                    /* ClusterState */
+};
+/* g: copied. Answers now when min_revision is 0 or reached; else holds the call (at most
+ * RUNTIME_CTL_WAIT_MS, on a heap copy) and answers it from the loop thread when the state gets
+ * there, or fails it UNAVAILABLE (ROUTE_NOT_READY, field min_revision) naming the revision
+ * reached. A full wait list fails it RESOURCE_EXHAUSTED. */
+void node_gate(const struct node_gated *g);
+
 #endif /* SLOTD_NODE_API_H */

@@ -116,7 +116,9 @@ int route_snapshot_validate(const struct route_snapshot *s)
     for (size_t i = 0; i < s->n_groups; i++) {
         const struct route_group *g = &s->groups[i];
         if (g->id == 0 || (i > 0 && s->groups[i - 1].id >= g->id) ||
-            g->n_voters > ROUTE_MEMBERS_MAX || g->n_learners > ROUTE_MEMBERS_MAX) {
+            g->n_voters > ROUTE_MEMBERS_MAX || g->n_learners > ROUTE_MEMBERS_MAX ||
+            g->n_intended_voters > ROUTE_MEMBERS_MAX ||
+            g->n_intended_learners > ROUTE_MEMBERS_MAX || g->n_replicas > ROUTE_MEMBERS_MAX) {
             return ROUTE_EINVALID;
         }
     }

@@ -56,12 +56,28 @@ struct route_range {
 size_t route_ranges_of(const uint32_t slot_group[ROUTE_HASH_SLOTS], uint32_t group,
                        struct route_range *out, size_t max);
 
+enum route_role { ROUTE_ROLE_NONE = 0, ROUTE_ROLE_VOTER = 1, ROUTE_ROLE_LEARNER = 2 };
+
+/* What one replica last said about itself. */
+struct route_replica {
+    uint64_t node;
+    uint8_t role; /* enum route_role, in the replica's own configuration */
+    uint64_t leader, term, commit, applied;
+    int64_t heard_ms; /* CLOCK_MONOTONIC ms when it was heard (encode reports the age) */
+};
+
 struct route_group {
-    uint32_t id;                   /* >= 1 */
-    uint32_t n_voters, n_learners; /* invariant: each <= ROUTE_MEMBERS_MAX */
+    uint32_t id; /* >= 1 */
+    /* observed configuration (the intent until a replica reports); invariant: each count
+     * <= ROUTE_MEMBERS_MAX, as for every array below */
+    uint32_t n_voters, n_learners;
     uint64_t voters[ROUTE_MEMBERS_MAX], learners[ROUTE_MEMBERS_MAX];
     uint64_t config_epoch, preferred_leader; /* controller intent */
     uint64_t leader, leader_term;            /* observed fact; leader 0 = unknown */
+    uint32_t n_intended_voters, n_intended_learners; /* controller intent */
+    uint64_t intended_voters[ROUTE_MEMBERS_MAX], intended_learners[ROUTE_MEMBERS_MAX];
+    uint32_t n_replicas;
+    struct route_replica replicas[ROUTE_MEMBERS_MAX]; /* sorted by node */
 };
 
 struct route_node {

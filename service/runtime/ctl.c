@@ -277,8 +277,26 @@ static bool has_peer(const struct ctl_group *cg, uint64_t node)
     return false;
 }
 
-/* The route a state describes: its table, groups (desired peers, epoch, preferred leader) and
- * nodes; observed leaders are filled in by rt_publish_route. */
+/* A running replica move is part of the intent: its target is a learner until the promote
+ * phase is proven, then a voter beside the source until the move is done. */
+static void intend_move(const struct ctl_state *s, struct route_group *g)
+{
+    for (uint32_t i = 0; i < s->n_tasks; i++) {
+        const struct ctl_task *t = &s->tasks[i];
+        if (t->kind != CTL_TASK_REPLICA_MOVE || t->group != g->id ||
+            t->status != CTL_TASK_RUNNING)
+            continue;
+        if (t->phase_index <= CTL_PHASE_MOVE_PROMOTE) {
+            if (g->n_intended_learners < ROUTE_MEMBERS_MAX)
+                g->intended_learners[g->n_intended_learners++] = t->target;
+        } else if (g->n_intended_voters < ROUTE_MEMBERS_MAX) {
+            g->intended_voters[g->n_intended_voters++] = t->target;
+        }
+    }
+}
+
+/* The route a state describes: its table, groups (intent: desired peers and moves, epoch,
+ * preferred leader) and nodes; observed facts are filled in by rt_publish_route. */
 static int build_route_base(struct runtime *rt, const struct ctl_state *s)
 {
     size_t n_nodes = 0;
@@ -296,8 +314,13 @@ static int build_route_base(struct runtime *rt, const struct ctl_state *s)
         const struct ctl_group *cg = &s->groups[i];
         struct route_group *g = &r->groups[i];
         g->id = cg->id;
-        g->n_voters = cg->n_peers;
-        memcpy(g->voters, cg->desired_peers, cg->n_peers * sizeof(uint64_t));
+        g->n_intended_voters = cg->n_peers;
+        memcpy(g->intended_voters, cg->desired_peers, cg->n_peers * sizeof(uint64_t));
+        intend_move(s, g);
+        g->n_voters = g->n_intended_voters; /* until a replica reports */
+        memcpy(g->voters, g->intended_voters, g->n_voters * sizeof(uint64_t));
+        g->n_learners = g->n_intended_learners;
+        memcpy(g->learners, g->intended_learners, g->n_learners * sizeof(uint64_t));
         g->config_epoch = cg->config_epoch;
         g->preferred_leader = cg->preferred_leader;
     }
@@ -430,6 +453,7 @@ void rt_ctl_publish(struct runtime *rt, struct ctl_state *s)
         return;
     }
     rt_publish_route(rt);
+    rt_ctl_waiters_run(rt, false); /* state and route are at s->revision now */
 }
 
 /* ---- Start-up ---- */
@@ -1076,8 +1100,76 @@ void runtime_ctl_status(struct runtime *rt, struct runtime_ctl_status *out)
     out->revision = rt->ctl_json != NULL ? rt->ctl_revision : 0;
     out->applied_index = rt->ctl_json != NULL ? rt->ctl_applied : 0;
     pthread_mutex_unlock(&rt->ctl_mu);
+    /* the view is refreshed every tick, the applied index on every apply: what is applied is
+     * committed, so the view's commit index never reads below it */
+    if (out->term > 0 && out->commit_index < out->applied_index)
+        out->commit_index = out->applied_index;
     if (out->role == NULL)
         out->role = "none";
     out->file_age_ms = out->file_age_ms > 0 ? now - out->file_age_ms : -1;
     out->mirror_age_ms = out->mirror_age_ms > 0 ? now - out->mirror_age_ms : -1;
+}
+
+/* ---- min_revision: read your admin writes ---- */
+
+int runtime_ctl_wait(struct runtime *rt, uint64_t min_revision, runtime_revision_cb fn, void *arg,
+                     struct slotd_error *err)
+{
+    pthread_mutex_lock(&rt->ctl_mu);
+    if (rt->ctl_gate_revision >= min_revision) {
+        pthread_mutex_unlock(&rt->ctl_mu);
+        return 1;
+    }
+    if (rt->ctl_waiters_closed) {
+        pthread_mutex_unlock(&rt->ctl_mu);
+        slotd_error_set(err, SLOTD_ESHUTTING_DOWN, "node is shutting down");
+        return -1;
+    }
+    if (rt->ctl_n_waiters >= RUNTIME_CTL_WAITERS_MAX) {
+        uint64_t have = rt->ctl_gate_revision;
+        pthread_mutex_unlock(&rt->ctl_mu);
+        slotd_error_set(err, SLOTD_EQUEUE_FULL,
+                        "min_revision: %u calls already wait for a newer cluster state (limit "
+                        "%u); this node is at revision %llu",
+                        RUNTIME_CTL_WAITERS_MAX, RUNTIME_CTL_WAITERS_MAX,
+                        (unsigned long long)have);
+        err->retry_after_ms = 100;
+        return -1;
+    }
+    rt->ctl_waiters[rt->ctl_n_waiters++] = (struct rt_ctl_waiter){
+        .min_revision = min_revision,
+        .deadline_ms = rt_now_ms() + RUNTIME_CTL_WAIT_MS,
+        .fn = fn,
+        .arg = arg};
+    pthread_mutex_unlock(&rt->ctl_mu);
+    return 0;
+}
+
+void rt_ctl_waiters_run(struct runtime *rt, bool shutdown)
+{
+    struct rt_ctl_waiter due[RUNTIME_CTL_WAITERS_MAX];
+    bool reached[RUNTIME_CTL_WAITERS_MAX];
+    size_t n = 0;
+    int64_t now = rt_now_ms();
+    pthread_mutex_lock(&rt->ctl_mu);
+    if (rt->ctl != NULL && rt->ctl->revision > rt->ctl_gate_revision)
+        rt->ctl_gate_revision = rt->ctl->revision; /* the route was published from it too */
+    uint64_t have = rt->ctl_gate_revision;
+    if (shutdown)
+        rt->ctl_waiters_closed = true;
+    size_t k = 0;
+    for (size_t i = 0; i < rt->ctl_n_waiters; i++) {
+        struct rt_ctl_waiter *w = &rt->ctl_waiters[i];
+        bool ok = w->min_revision <= have;
+        if (ok || shutdown || now >= w->deadline_ms) {
+            reached[n] = ok;
+            due[n++] = *w;
+        } else {
+            rt->ctl_waiters[k++] = *w;
+        }
+    }
+    rt->ctl_n_waiters = k;
+    pthread_mutex_unlock(&rt->ctl_mu);
+    for (size_t i = 0; i < n; i++)
+        due[i].fn(due[i].arg, reached[i], have);
 }

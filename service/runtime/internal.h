@@ -213,6 +213,15 @@ struct rt_group {
     /* observed facts (loop thread) */
     raft_id leader;
     raft_term term;
+    int64_t leader_seen_ms; /* not hosted: when a peer last confirmed leader (rt_now_ms) */
+    /* what other replicas said about themselves in GroupStatus answers (sorted by node), and
+     * the configuration the leader (else the newest term) reported, for groups hosted elsewhere */
+    uint32_t n_obs;
+    struct route_replica obs[ROUTE_MEMBERS_MAX];
+    uint32_t n_obs_voters, n_obs_learners;
+    uint64_t obs_voters[ROUTE_MEMBERS_MAX], obs_learners[ROUTE_MEMBERS_MAX];
+    uint64_t obs_conf_term;
+    int64_t obs_conf_ms;
     uint8_t role;
     bool in_batch;         /* rd is in the in-flight storage batch */
     bool committed_handed; /* rd's committed entries already went to the apply stage */
@@ -350,6 +359,15 @@ struct runtime {
     size_t ctl_n_voters;
     uint64_t ctl_voters[RUNTIME_NODES_MAX];
     struct runtime_ctl_status ctl_view; /* Admin.ControllerStatus; ages held as stamps here */
+    uint64_t ctl_gate_revision;         /* state and route published up to it (min_revision) */
+    bool ctl_waiters_closed;            /* shutdown: no new waiters */
+    size_t ctl_n_waiters;
+    struct rt_ctl_waiter {
+        uint64_t min_revision;
+        int64_t deadline_ms;
+        runtime_revision_cb fn;
+        void *arg;
+    } ctl_waiters[RUNTIME_CTL_WAITERS_MAX];
     struct rt_metrics metrics;
 };
 
@@ -399,6 +417,9 @@ void rt_ctl_mirror_reply(struct runtime *rt, const uint8_t *data, size_t len);
 void rt_ctl_poll(struct runtime *rt);
 /* Loop thread, every tick: refreshes ctl_view from group 0's raft core. */
 void rt_ctl_view_refresh(struct runtime *rt);
+/* Loop thread: calls the min_revision waiters that are due (reached, expired, or all at
+ * shutdown). */
+void rt_ctl_waiters_run(struct runtime *rt, bool shutdown);
 void rt_ctl_converge(struct runtime *rt);
 void rt_ctl_liveness(struct runtime *rt);
 /* Sends a controller command (ownership of cmd transfers; NULL is a no-op): proposed here when
@@ -458,6 +479,9 @@ void rt_send_msgs(struct runtime *rt, struct rt_group *g, const struct raft_read
                   size_t to);
 void rt_handle_peer_request(struct runtime *rt, struct rt_request *r);
 void rt_poll_peers(struct runtime *rt);
+/* Loop thread, every tick: drops leaders of groups hosted elsewhere not confirmed first-hand
+ * for two election timeouts, so calls get NO_LEADER instead of waiting on a dead node. */
+void rt_expire_leaders(struct runtime *rt, int64_t now);
 void rt_snap_captured(struct runtime *rt, struct rt_snap_send *send);
 void rt_snap_install_ready(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd);
 void rt_snap_free_all(struct runtime *rt);

@@ -225,7 +225,9 @@ void rt_tick(struct runtime *rt)
         raft_tick(g->raft);
         expire_requests(&rt->groups[i], now);
     }
+    rt_expire_leaders(rt, now);
     rt_ctl_view_refresh(rt);
+    rt_ctl_waiters_run(rt, false); /* the expired ones */
 }
 
 /* ---- Leadership facts ---- */
@@ -655,6 +657,7 @@ void rt_pump(struct runtime *rt)
 /* Shutdown: every call still held gets an answer. */
 void rt_fail_everything(struct runtime *rt)
 {
+    rt_ctl_waiters_run(rt, true);
     for (size_t i = 0; i < RT_GROUP_SLOTS(rt); i++) {
         struct rt_group *g = &rt->groups[i];
         if (!g->hosted)

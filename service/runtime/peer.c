@@ -11,6 +11,8 @@
 #define PEER_METHOD_GROUP_STATUS "/slotd.internal.v1.Peer/GroupStatus"
 #define SNAP_CHUNK_TIMEOUT_MS 30000
 #define STATUS_TIMEOUT_MS 1000
+/* A configuration reported by a follower is replaced by an older term's after this long. */
+#define OBS_CONF_TTL_MS 2000
 #define SNAP_DELETE_KEYS_MAX ((size_t)1 << 26)
 
 static void start_snapshot(struct runtime *rt, struct rt_group *g, const struct raft_msg *m);
@@ -48,18 +50,27 @@ void rt_send_msgs(struct runtime *rt, struct rt_group *g, const struct raft_read
 
 /* ---- Raft messages in ---- */
 
-static void step_batch(struct runtime *rt, const uint8_t *data, size_t len)
+/* caller: the node the Peer/Raft call was authenticated as, 0 when peers are not authenticated
+ * (the handler checked the batch's from_node against it). */
+static void step_batch(struct runtime *rt, const uint8_t *data, size_t len, uint64_t caller)
 {
     Slotd__Internal__V1__RaftBatch *b = slotd__internal__v1__raft_batch__unpack(NULL, len, data);
     if (b == NULL) {
         RT_LOG("warn", "msg=\"undecodable raft batch dropped\" bytes=%zu", len);
         return;
     }
+    if (caller != 0 && b->from_node != caller) {
+        RT_LOG("warn", "msg=\"raft batch from another node than its caller dropped\" caller=%llu "
+               "from_node=%llu", (unsigned long long)caller, (unsigned long long)b->from_node);
+        metrics_counter_add(rt->metrics.dropped_inbound, b->n_messages);
+        slotd__internal__v1__raft_batch__free_unpacked(b, NULL);
+        return;
+    }
     for (size_t i = 0; i < b->n_messages; i++) {
         const Slotd__Internal__V1__RaftMessage *pb = b->messages[i];
         if (!runtime_hosts_group(rt, pb->group_id) || pb->to != rt->opts.node_id ||
-            pb->type == RAFT_MSG_SNAPSHOT) {
-            /* snapshots arrive through Peer/Snapshot only */
+            pb->from != b->from_node || pb->type == RAFT_MSG_SNAPSHOT) {
+            /* a node speaks for itself only; snapshots arrive through Peer/Snapshot only */
             metrics_counter_add(rt->metrics.dropped_inbound, 1);
             continue;
         }
@@ -86,13 +97,10 @@ static void on_status_reply(void *arg, int status, const char *message, const ui
 
 void rt_poll_peers(struct runtime *rt)
 {
-    if (rt->transport == NULL)
+    if (rt->transport == NULL || rt->route_base == NULL)
         return;
-    bool remote = false;
-    for (size_t i = 0; i < RT_GROUP_SLOTS(rt) && !remote; i++)
-        remote = !rt->groups[i].hosted;
-    if (!remote)
-        return;
+    /* every peer, also when this node hosts every group: the route shows each replica's own
+     * answer (RouteSnapshot replicas) */
     Slotd__Internal__V1__GroupStatusRequest req = SLOTD__INTERNAL__V1__GROUP_STATUS_REQUEST__INIT;
     uint8_t buf[16];
     size_t len = slotd__internal__v1__group_status_request__pack(&req, buf);
@@ -105,7 +113,73 @@ void rt_poll_peers(struct runtime *rt)
     }
 }
 
-/* A higher term always wins; an unknown leader stays unknown. */
+/* A peer hosting a group names its leader. A higher term replaces what this node knows; the
+ * leader itself saying so confirms it (first-hand). A follower naming the same leader confirms
+ * nothing: it may not have noticed yet that the leader died. A leader not confirmed first-hand
+ * for two election timeouts expires (rt_expire_leaders); so does one this node cannot reach. */
+static bool listed(const uint64_t *ids, size_t n, uint64_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == id)
+            return true;
+    return false;
+}
+
+/* The reporter's own replica of the group, as it said; kept sorted by node (when full, the
+ * oldest answer makes room). */
+static void observe_replica(struct rt_group *g, uint64_t node,
+                            const Slotd__Internal__V1__GroupLeader *gl, int64_t now)
+{
+    struct route_replica r = {
+        .node = node,
+        .role = listed(gl->voters, gl->n_voters, node)       ? ROUTE_ROLE_VOTER
+                : listed(gl->learners, gl->n_learners, node) ? ROUTE_ROLE_LEARNER
+                                                             : ROUTE_ROLE_NONE,
+        .leader = gl->leader,
+        .term = gl->term,
+        .commit = gl->commit,
+        .applied = gl->applied,
+        .heard_ms = now};
+    uint32_t at = 0;
+    while (at < g->n_obs && g->obs[at].node < node)
+        at++;
+    if (at < g->n_obs && g->obs[at].node == node) {
+        g->obs[at] = r;
+        return;
+    }
+    if (g->n_obs == ROUTE_MEMBERS_MAX) {
+        uint32_t oldest = 0;
+        for (uint32_t i = 1; i < g->n_obs; i++)
+            if (g->obs[i].heard_ms < g->obs[oldest].heard_ms)
+                oldest = i;
+        memmove(&g->obs[oldest], &g->obs[oldest + 1], (g->n_obs - oldest - 1) * sizeof(r));
+        g->n_obs--;
+        if (oldest < at)
+            at--;
+    }
+    memmove(&g->obs[at + 1], &g->obs[at], (g->n_obs - at) * sizeof(r));
+    g->obs[at] = r;
+    g->n_obs++;
+}
+
+/* A group hosted elsewhere: the configuration its leader reported, else the newest term's. */
+static void observe_conf(struct rt_group *g, uint64_t node,
+                         const Slotd__Internal__V1__GroupLeader *gl, int64_t now)
+{
+    bool from_leader = gl->leader != 0 && gl->leader == node;
+    if (!from_leader && gl->term <= g->obs_conf_term && now - g->obs_conf_ms < OBS_CONF_TTL_MS)
+        return;
+    g->n_obs_voters = gl->n_voters < ROUTE_MEMBERS_MAX ? (uint32_t)gl->n_voters : ROUTE_MEMBERS_MAX;
+    if (g->n_obs_voters > 0) /* protobuf-c leaves an empty repeated field NULL */
+        memcpy(g->obs_voters, gl->voters, g->n_obs_voters * sizeof(uint64_t));
+    g->n_obs_learners =
+        gl->n_learners < ROUTE_MEMBERS_MAX ? (uint32_t)gl->n_learners : ROUTE_MEMBERS_MAX;
+    if (g->n_obs_learners > 0)
+        memcpy(g->obs_learners, gl->learners, g->n_obs_learners * sizeof(uint64_t));
+    g->obs_conf_term = gl->term;
+    g->obs_conf_ms = now;
+}
+
 static void merge_group_status(struct runtime *rt, const uint8_t *data, size_t len)
 {
     Slotd__Internal__V1__GroupStatusResponse *r =
@@ -113,20 +187,70 @@ static void merge_group_status(struct runtime *rt, const uint8_t *data, size_t l
     if (r == NULL)
         return;
     bool changed = false;
+    int64_t now = rt_now_ms();
     for (size_t i = 0; i < r->n_groups; i++) {
         const Slotd__Internal__V1__GroupLeader *gl = r->groups[i];
-        if (gl->group_id > rt->n_groups || gl->leader == 0)
+        if (gl->group_id == 0 || gl->group_id > rt->n_groups || r->node_id == rt->opts.node_id)
             continue;
         struct rt_group *g = &rt->groups[gl->group_id];
-        if (g->hosted || gl->term < g->term || (gl->term == g->term && g->leader == gl->leader))
+        observe_replica(g, r->node_id, gl, now);
+        changed = true; /* the route shows the answer's age */
+        if (g->hosted)
             continue;
+        observe_conf(g, r->node_id, gl, now);
+        if (gl->leader == 0 || gl->term < g->term)
+            continue;
+        bool first_hand = r->node_id == gl->leader;
+        if (gl->term == g->term && !first_hand && (g->leader == gl->leader || g->leader == 0))
+            continue; /* confirms nothing; an expired leader stays out until it speaks */
+        if (first_hand)
+            g->leader_seen_ms = now;
+        else if (g->leader != gl->leader)
+            g->leader_seen_ms = now; /* a new leader named: it has two timeouts to speak */
         g->leader = gl->leader;
         g->term = gl->term;
-        changed = true;
     }
     slotd__internal__v1__group_status_response__free_unpacked(r, NULL);
     if (changed)
         rt_publish_route(rt);
+}
+
+/* Every tick: the leaders of groups hosted elsewhere that no longer confirm themselves. */
+void rt_expire_leaders(struct runtime *rt, int64_t now)
+{
+    int64_t ttl = 2 * (int64_t)rt->opts.election_tick * (int64_t)rt->opts.tick_ms;
+    bool changed = false;
+    for (size_t i = 1; i < RT_GROUP_SLOTS(rt); i++) {
+        struct rt_group *g = &rt->groups[i];
+        if (g->hosted || g->leader == 0 || now - g->leader_seen_ms <= ttl)
+            continue;
+        RT_LOG("info", "msg=\"observed leader expired\" group=%u leader=%llu term=%llu silent_ms=%lld",
+               g->id, (unsigned long long)g->leader, (unsigned long long)g->term,
+               (long long)(now - g->leader_seen_ms));
+        g->leader = 0;
+        changed = true;
+    }
+    if (changed)
+        rt_publish_route(rt);
+}
+
+/* A peer could not be reached (a raft batch or a forward found nothing to connect to): the
+ * groups hosted elsewhere that it leads have no known leader until it speaks again. */
+static void drop_unreachable_leader(struct runtime *rt, uint64_t peer)
+{
+    bool changed = false;
+    for (size_t i = 1; i < RT_GROUP_SLOTS(rt); i++) {
+        struct rt_group *g = &rt->groups[i];
+        if (g->hosted || g->leader != peer)
+            continue;
+        g->leader = 0;
+        changed = true;
+    }
+    if (changed) {
+        RT_LOG("info", "msg=\"leader unreachable: dropped from the route\" node=%llu",
+               (unsigned long long)peer);
+        rt_publish_route(rt);
+    }
 }
 
 int runtime_group_status(struct runtime *rt, uint8_t **buf, size_t *len)
@@ -536,7 +660,7 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
     metrics_counter_add(rt->metrics.snap_received_bytes, c->data.len);
     if (c->last) {
         struct raft_msg m;
-        if (rcv->len != rcv->total || c->message == NULL ||
+        if (rcv->len != rcv->total || c->message == NULL || c->message->from != c->from_node ||
             rt_wire_msg_from_pb(c->message, &m) != 0 || m.type != RAFT_MSG_SNAPSHOT) {
             err = "last chunk is incomplete";
             goto done;
@@ -844,12 +968,13 @@ void rt_handle_peer_request(struct runtime *rt, struct rt_request *r)
 {
     switch (r->kind) {
     case RT_RAFT_BATCH:
-        step_batch(rt, r->data, r->len);
+        step_batch(rt, r->data, r->len, r->min_applied);
         break;
     case RT_UNREACHABLE:
         for (size_t i = 0; i < RT_GROUP_SLOTS(rt); i++)
             if (rt->groups[i].hosted)
                 raft_report_unreachable(rt->groups[i].raft, r->min_applied);
+        drop_unreachable_leader(rt, r->min_applied);
         break;
     case RT_SNAP_CHUNK:
         recv_chunk(rt, r);

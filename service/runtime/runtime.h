@@ -100,10 +100,12 @@ int runtime_submit_read(struct runtime *rt, uint32_t group, uint16_t hash_slot, 
 
 /* ---- Peer traffic (service/node's Peer handlers and the transport). ---- */
 
-/* A RaftBatch from a peer (bytes borrowed for the call, copied). Errors:
- * queue full / shutting down (err filled). */
+/* A RaftBatch from a peer (bytes borrowed for the call, copied). caller: the node the call was
+ * authenticated as (0: peers are not authenticated); a batch whose from_node differs is dropped,
+ * and so is every message whose from is not the batch's from_node. Errors: queue full / shutting
+ * down (err filled). */
 int runtime_submit_raft_batch(struct runtime *rt, const uint8_t *batch, size_t len,
-                              struct slotd_error *err);
+                              uint64_t caller, struct slotd_error *err);
 /* A peer could not be reached: its groups' progress goes back to probing. Any thread. */
 void runtime_peer_unreachable(struct runtime *rt, uint64_t peer);
 /* One snapshot chunk from a peer (SnapshotChunk bytes borrowed for the call). The call is
@@ -149,6 +151,17 @@ struct runtime_ctl_status {
     int64_t mirror_age_ms; /* mirrors: since a voter last answered a poll (-1 = never) */
 };
 void runtime_ctl_status(struct runtime *rt, struct runtime_ctl_status *out);
+/* Read-your-admin-writes gate. Returns 1 when the published cluster state (and the route built
+ * from it) is at min_revision or later: fn is not called, the caller answers now. Returns 0 when
+ * fn(arg, reached, revision) will be called once, on the loop thread: reached when the state gets
+ * there, not reached after RUNTIME_CTL_WAIT_MS or at shutdown (revision = the one reached).
+ * Returns -1 with err (SLOTD_EQUEUE_FULL) when RUNTIME_CTL_WAITERS_MAX calls already wait, or
+ * SLOTD_ESHUTTING_DOWN. */
+#define RUNTIME_CTL_WAIT_MS 3000
+#define RUNTIME_CTL_WAITERS_MAX 256
+typedef void (*runtime_revision_cb)(void *arg, bool reached, uint64_t revision);
+int runtime_ctl_wait(struct runtime *rt, uint64_t min_revision, runtime_revision_cb fn, void *arg,
+                     struct slotd_error *err);
 
 /* True when this node hosts a replica of the group (group 0: the controller). */
 bool runtime_hosts_group(const struct runtime *rt, uint32_t group);

@@ -142,6 +142,12 @@ static uint64_t caught_up_voter(const struct raft_status *st, uint64_t not, uint
     return any;
 }
 
+/* The leader's own progress shows the target holding everything committed. */
+static bool caught_up(const struct ctl_task_proof *p)
+{
+    return p->target_match >= p->commit && p->commit > 0;
+}
+
 /* Steps shared by a replica move (slot group) and a controller voter promotion (group 0):
  * learner, catch-up, promote. Returns true when the task's phase is past them. */
 static bool add_and_promote(struct runtime *rt, struct rt_group *g, const struct ctl_task *t,
@@ -158,16 +164,21 @@ static bool add_and_promote(struct runtime *rt, struct rt_group *g, const struct
             conf_change(rt, g, RAFT_CC_ADD_LEARNER, node);
         return false;
     case 1: /* catch_up */
-        if (learner && p->target_match >= p->commit && p->commit > 0)
+        if (learner && caught_up(p))
             advance(rt, t, p, 0);
         else if (due(rt, t))
             report_progress(rt, t, p);
         return false;
     case 2: /* promote */
+        /* The leader promotes on its own progress only, never on the proof the task carries: a
+         * task pushed to this phase by a forged or stale command would otherwise make a learner
+         * that has nothing (or a dead node) a voter, and the group could lose its quorum. */
         if (voter && !learner)
             advance(rt, t, p, promote_revision);
-        else if (learner && due(rt, t))
+        else if (learner && caught_up(p) && due(rt, t))
             conf_change(rt, g, RAFT_CC_PROMOTE, node);
+        else if (learner && due(rt, t))
+            report_progress(rt, t, p);
         return false;
     default:
         return true;
@@ -363,6 +374,16 @@ static void close_removed(struct runtime *rt)
             busy = t->group == cg->id &&
                    (t->status == CTL_TASK_RUNNING || t->status == CTL_TASK_PENDING ||
                     t->status == CTL_TASK_FAILED);
+        }
+        if (!busy && g->raft != NULL) {
+            /* The state here may trail the controller (a mirror polls it): a move may already
+             * have added this node back. A leader sends to every replica it tracks at least
+             * every heartbeat; only one no leader has reached for two election timeouts is
+             * surely out of every configuration, so only that one is deleted. */
+            struct raft_status st;
+            raft_status(g->raft, &st);
+            busy = st.role == RAFT_LEADER ||
+                   st.leader_silent_ticks < 2 * (unsigned)rt->opts.election_tick;
         }
         if (!busy)
             rt_group_close_removed(rt, g);

@@ -8,16 +8,25 @@
   group's leader (no NOT_LEADER redirect), a cached leader pointing at a non-leader is corrected
   from the NOT_LEADER hint, and a retried request-id write whose first copy committed is applied
   once (``deduplicated``, same index and version).
+* Read your admin writes on the same 3 nodes, for the Python client and for the Node client
+  (clients/node/index.js driven by a small script under ``node``): an admin write raises
+  last_revision to the revision it answers, TaskStatus / ClusterState / RouteSnapshot through
+  other endpoints answer at that revision or later, and a min_revision 1000 ahead (given
+  explicitly, or carried in last_revision and sent by default) fails UNAVAILABLE naming
+  "min_revision" after the node's 3 s wait, without trying the other endpoints.
 * ``node clients/node/example.js --addr`` against one node (``npm ci`` first when
   clients/node/node_modules is missing); its output is checked and the value read back here.
   Skipped only when node or npm is not installed.
 """
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -26,11 +35,15 @@ import slotd_harness as h  # noqa: E402
 
 sys.path.insert(0, str(h.REPO / "clients" / "python"))
 import grpc  # noqa: E402
-from slotd_client import Client, SlotdError  # noqa: E402
+from slotd_client import Client, SlotdError, admin_pb  # noqa: E402
 
 NODE_DIR = h.REPO / "clients" / "node"
 NPM_TIMEOUT_S = 180
 NODE_TIMEOUT_S = 30
+# A min_revision this far past the last one seen is never reached: the node waits 3 s, then fails.
+FAR_REVISIONS = 1000
+NOT_REACHED_WAIT_MIN_S = 2.5
+NOT_REACHED_WAIT_MAX_S = 6.0
 
 
 def dead_address():
@@ -38,12 +51,92 @@ def dead_address():
     return "127.0.0.1:%d" % h.free_port()
 
 
+def node_tools():
+    """(node, npm) paths, after `npm ci` in clients/node when node_modules is missing. Raises
+    unittest.SkipTest when node or npm is not installed."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        raise unittest.SkipTest("node or npm is not installed (node 18+ needed for clients/node)")
+    if not (NODE_DIR / "node_modules" / "@grpc" / "grpc-js").is_dir():
+        proc = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=str(NODE_DIR),
+                              capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+        if proc.returncode != 0:
+            raise AssertionError("npm ci in %s failed (%d):\n%s%s"
+                                 % (NODE_DIR, proc.returncode, proc.stdout, proc.stderr))
+    return node, npm
+
+
+# Run by `node -e` with argv: index.js path, the writer's endpoint, the reader's endpoints
+# (comma-separated), group id, node id. Prints one JSON object (uint64 values as strings).
+NODE_REVISION_SCRIPT = r"""
+'use strict';
+const [indexPath, writerAddr, readerAddrs, groupId, nodeId] = process.argv.slice(1);
+const { createClient } = require(indexPath);
+
+async function failure(call) {
+  const t0 = Date.now();
+  try {
+    await call();
+    return { ok: true };
+  } catch (err) {
+    return { code: err.code, field: err.detail ? err.detail.field : null, details: err.details,
+             attempts: err.attempts, ms: Date.now() - t0 };
+  }
+}
+
+async function main() {
+  const out = {};
+  const writer = createClient(writerAddr);
+  const reader = createClient(readerAddrs.split(','));
+  const carrier = createClient(writerAddr);
+  try {
+    out.initial = writer.lastRevision;
+    const w = await writer.admin('SetPreferredLeader',
+                                 { group_id: Number(groupId), node_id: nodeId });
+    out.write = { outcome: w.outcome, revision: w.revision, last: writer.lastRevision };
+    out.observed = reader.observeRevision(writer.lastRevision);
+    out.task_status = (await reader.taskStatus()).revision;
+    out.cluster_state = (await reader.clusterState()).revision;
+    out.route = (await reader.route()).route_revision;
+    out.reader_last = reader.lastRevision;
+    const far = BigInt(reader.lastRevision) + 1000n;
+    carrier.observeRevision(far);
+    out.far = far.toString();
+    const router = createClient(writerAddr);
+    router.observeRevision(far);
+    [out.explicit, out.by_default, out.route_by_default] = await Promise.all([
+      failure(() => reader.taskStatus(0, { minRevision: far })),
+      failure(() => carrier.clusterState()),
+      failure(() => router.route()),
+    ]);
+    router.close();
+    out.explicit_zero = (await carrier.taskStatus(0, { minRevision: 0 })).revision;
+    out.reader_last_after = reader.lastRevision;
+    let threw = null;
+    try { await writer.admin('ClusterState', {}); } catch (err) { threw = err.name; }
+    out.not_a_write = threw;
+  } finally {
+    writer.close();
+    reader.close();
+    carrier.close();
+  }
+  console.log(JSON.stringify(out));
+}
+
+main().catch((err) => {
+  console.error(`node revision script: ${err.code !== undefined ? `${err.code}: ` : ''}` +
+                `${err.details || err.stack}`);
+  process.exit(1);
+});
+"""
+
+
 class ClientChecks:
     """Checks shared by the single-node and cluster classes (cls.endpoints set by setUpClass)."""
 
-    def client(self, **kwargs):
+    def client(self, endpoints=None, **kwargs):
         kwargs.setdefault("deadline", 5.0)
-        client = Client(self.endpoints, **kwargs)
+        client = Client(endpoints if endpoints is not None else self.endpoints, **kwargs)
         self.addCleanup(client.close)
         return client
 
@@ -230,21 +323,119 @@ class PythonClientClusterTest(ClientChecks, h.SlotdTestCase):
         self.assertEqual((r.get.value, r.get.version), (b"hinted", w.put.version))
         self.assertEqual(c.stats["retries"], 0)
 
+    def preferred_leader(self, c):
+        """(group id, preferred leader) of the first group in the cluster state c reads: setting
+        it again is a NOOP that still answers the controller revision, so the class's cluster
+        keeps its leaders."""
+        group = json.loads(c.cluster_state().state_json)["groups"][0]
+        return group["id"], group["preferred_leader"]
+
+    def assertNotReached(self, err, far, waited):
+        """err: the failure of a call with min_revision far, which took waited seconds."""
+        self.assertEqual(err.code, grpc.StatusCode.UNAVAILABLE, err)
+        self.assertEqual(err.detail.field, "min_revision", err)
+        self.assertEqual(err.error_code, "ERROR_CODE_ROUTE_NOT_READY")
+        self.assertRegex(err.message, r"^min_revision %d not reached within 3000 ms: node [123] "
+                         r"is at controller revision \d+$" % far)
+        self.assertEqual(err.attempts, 1, "a min_revision failure went on to other endpoints")
+        self.assertGreater(waited, NOT_REACHED_WAIT_MIN_S)
+        self.assertLess(waited, NOT_REACHED_WAIT_MAX_S)
+
+    def test_read_your_admin_writes(self):
+        writer = self.client()
+        self.assertEqual(writer.last_revision, 0)
+        group, node = self.preferred_leader(writer)
+        w = writer.admin("SetPreferredLeader",
+                         admin_pb.SetPreferredLeaderRequest(group_id=group, node_id=node))
+        self.assertEqual(w.outcome, admin_pb.OUTCOME_NOOP)
+        self.assertGreater(w.revision, 0)
+        self.assertEqual(writer.last_revision, w.revision)
+        with self.assertRaises(AttributeError):
+            writer.last_revision = 0  # read-only
+        with self.assertRaises(ValueError):
+            writer.admin("ClusterState", admin_pb.ClusterStateRequest())
+        # Other endpoints (a dead one first), the revision carried over: answers at it or later.
+        reader = self.client([dead_address(), self.cluster.addr(2), self.cluster.addr(3)])
+        self.assertEqual(reader.observe_revision(writer.last_revision), w.revision)
+        self.assertEqual(reader.observe_revision(1), w.revision)  # never lowered
+        self.assertGreaterEqual(reader.task_status().revision, w.revision)
+        self.assertGreaterEqual(reader.cluster_state().revision, w.revision)
+        self.assertGreaterEqual(reader.route(refresh=True).route_revision, w.revision)
+        self.assertGreaterEqual(reader.last_revision, w.revision)
+        # A revision no node reaches, passed explicitly (reader) and carried in last_revision,
+        # sent by default (carrier, router), at once: each fails after the node's 3 s wait.
+        far = reader.last_revision + FAR_REVISIONS
+        carrier = self.client([self.cluster.addr(3)])
+        carrier.observe_revision(far)
+        router = self.client([self.cluster.addr(1)])
+        router.observe_revision(far)
+        outcomes = {}
+
+        def expect_failure(name, call):
+            t0 = time.monotonic()
+            try:
+                call()
+                outcomes[name] = (None, time.monotonic() - t0)
+            except SlotdError as err:
+                outcomes[name] = (err, time.monotonic() - t0)
+
+        threads = [threading.Thread(target=expect_failure, args=args) for args in (
+            ("explicit", lambda: reader.task_status(min_revision=far)),
+            ("by default", carrier.cluster_state),
+            ("route", router.route))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(NOT_REACHED_WAIT_MAX_S * 2)
+        for name in ("explicit", "by default", "route"):
+            err, waited = outcomes[name]
+            self.assertIsNotNone(err, "%s: min_revision %d answered" % (name, far))
+            with self.subTest(name):
+                self.assertNotReached(err, far, waited)
+        self.assertLess(reader.last_revision, far)  # a failure raises nothing
+        # An explicit 0 replaces last_revision for one call.
+        self.assertGreaterEqual(carrier.task_status(min_revision=0).revision, w.revision)
+        self.assertEqual(carrier.last_revision, far)
+
+    def test_node_read_your_admin_writes(self):
+        """The same through clients/node/index.js (createClient, admin, taskStatus, clusterState,
+        route, lastRevision, observeRevision)."""
+        node, _ = node_tools()
+        group, leader = self.preferred_leader(self.client())
+        proc = subprocess.run(
+            [node, "-e", NODE_REVISION_SCRIPT, str(NODE_DIR / "index.js"), self.cluster.addr(1),
+             ",".join([dead_address(), self.cluster.addr(2), self.cluster.addr(3)]), str(group),
+             str(leader)], capture_output=True, text=True, timeout=NODE_TIMEOUT_S)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        out = json.loads(proc.stdout)
+        self.assertEqual(out["initial"], "0")
+        revision = int(out["write"]["revision"])
+        self.assertEqual(out["write"]["outcome"], "OUTCOME_NOOP")
+        self.assertGreater(revision, 0)
+        self.assertEqual(out["write"]["last"], out["write"]["revision"])
+        self.assertEqual(out["observed"], out["write"]["revision"])
+        for name in ("task_status", "cluster_state", "route", "reader_last", "explicit_zero"):
+            self.assertGreaterEqual(int(out[name]), revision, name)
+        far = int(out["far"])
+        self.assertEqual(far, int(out["reader_last"]) + FAR_REVISIONS)
+        for name in ("explicit", "by_default", "route_by_default"):
+            with self.subTest(name):
+                failed = out[name]
+                self.assertEqual(failed.get("code"), grpc.StatusCode.UNAVAILABLE.value[0], failed)
+                self.assertEqual(failed["field"], "min_revision")
+                self.assertRegex(failed["details"], r"^min_revision %d not reached within 3000 ms: "
+                                 r"node [123] is at controller revision \d+$" % far)
+                self.assertEqual(failed["attempts"], 1)
+                self.assertGreater(failed["ms"] / 1000.0, NOT_REACHED_WAIT_MIN_S)
+                self.assertLess(failed["ms"] / 1000.0, NOT_REACHED_WAIT_MAX_S)
+        self.assertEqual(out["reader_last_after"], out["reader_last"])
+        self.assertEqual(out["not_a_write"], "TypeError")
+
 
 class NodeExampleTest(h.SlotdTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.node = shutil.which("node")
-        cls.npm = shutil.which("npm")
-        if cls.node is None or cls.npm is None:
-            raise unittest.SkipTest("node or npm is not installed (node 18+ needed for "
-                                    "clients/node)")
-        if not (NODE_DIR / "node_modules" / "@grpc" / "grpc-js").is_dir():
-            proc = subprocess.run([cls.npm, "ci", "--no-audit", "--no-fund"], cwd=str(NODE_DIR),
-                                  capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
-            if proc.returncode != 0:
-                raise AssertionError("npm ci in %s failed (%d):\n%s%s"
-                                     % (NODE_DIR, proc.returncode, proc.stdout, proc.stderr))
+        cls.node, cls.npm = node_tools()
         cls.server = cls.new_class_server()
 
     def run_example(self, *args):

@@ -4,7 +4,8 @@ RouteSnapshot fetched by Python; `transfer-leader` with --wait (success, and exi
 target node is paused so it cannot take over), its outcomes (CHANGED then NOOP) and errors
 (stale --expected-revision exit 3, bad group or non-peer exit 5, usage exit 2); `join` and
 `activate` (CHANGED, then NOOP on a repeat); endpoint failover past a dead first endpoint;
-and the exit code 4 when no endpoint answers.
+the exit code 4 when no endpoint answers; `status` (table and --json) compared with every
+node's Admin.ClusterState, and with one node killed (its row an error, exit 4).
 
 slotctl is ``$SLOTCTL_BIN`` when set, else ``slotctl`` next to the slotd binary the harness uses."""
 
@@ -49,6 +50,18 @@ def cluster_state(addr):
                               request_serializer=admin_pb2.ClusterStateRequest.SerializeToString,
                               response_deserializer=admin_pb2.ClusterStateResponse.FromString)
         return call(admin_pb2.ClusterStateRequest(), timeout=h.RPC_TIMEOUT_S)
+
+
+def controller_status(addr):
+    with grpc.insecure_channel(addr) as ch:
+        call = ch.unary_unary(
+            "/slotd.v1.Admin/ControllerStatus",
+            request_serializer=admin_pb2.ControllerStatusRequest.SerializeToString,
+            response_deserializer=admin_pb2.ControllerStatusResponse.FromString)
+        return call(admin_pb2.ControllerStatusRequest(), timeout=h.RPC_TIMEOUT_S)
+
+
+STATUS_TRIES = 10    # `status` rounds until no admin change lands between it and ClusterState
 
 
 class SlotctlClusterTest(h.SlotdTestCase):
@@ -140,6 +153,109 @@ class SlotctlClusterTest(h.SlotdTestCase):
         code, j, err = slotctl_json(dead + "," + self.cluster.addr(2), "cluster")
         self.assertEqual(code, 0, err)
         self.assertEqual(j["served_by"], self.cluster.addr(2))
+
+    # ---- status ----------------------------------------------------------------------------
+
+    def status_settled(self, endpoints):
+        """`status --json` on endpoints, repeated until every node's revision equals the one its
+        Admin.ClusterState reports just before and just after (the controller may apply admin
+        changes meanwhile), one node is the controller leader and slotctl finds no
+        disagreement. Returns (code, json, err)."""
+        last = None
+        for _ in range(STATUS_TRIES):
+            ids = [n for n in self.ids if self.cluster.addr(n) in endpoints.split(",")]
+            before = {n: cluster_state(self.cluster.addr(n)).revision for n in ids}
+            code, j, err = slotctl_json(endpoints, "status")
+            after = {n: cluster_state(self.cluster.addr(n)).revision for n in ids}
+            got = {r["node_id"]: r["revision"] for r in j["nodes"] if r["ok"]}
+            roles = [r["role"] for r in j["nodes"] if r["ok"]]
+            last = (before, got, after, roles, err)
+            if before == got == after and roles.count("leader") == 1 and j["agree"]:
+                return code, j, err
+            time.sleep(0.5)
+        self.fail("status never matched ClusterState (before, status, after, roles, stderr): "
+                  "%r" % (last,))
+
+    def test_status_every_node_then_one_killed(self):
+        code, j, err = self.status_settled(self.endpoints)
+        self.assertEqual((code, j["command"], j["ok"], j["exit_code"]), (0, "status", True, 0),
+                         err)
+        self.assertTrue(j["agree"], j)
+        self.assertEqual(j["disagreements"], [])
+        rows = j["nodes"]
+        self.assertEqual([r["endpoint"] for r in rows], self.endpoints.split(","))
+        self.assertEqual([r["node_id"] for r in rows], self.ids)
+        leader = [r["node_id"] for r in rows if r["role"] == "leader"]
+        self.assertEqual(len(leader), 1, rows)
+        for r in rows:
+            self.assertTrue(r["ok"], r)
+            if r["node_id"] != leader[0]:
+                self.assertIn(r["role"], ("follower", "mirror"))
+            self.assertEqual(r["leader"], leader[0])  # every node names the same leader
+            self.assertGreater(r["term"], 0)         # all three are controller voters
+            # (commit_index comes from a view the node refreshes every tick, so it may trail
+            # applied_index for a moment; not compared here)
+            self.assertEqual(r["mirror_lag_ms"], -1)
+            self.assertLessEqual(r["state_file_revision"], r["revision"])
+            # the node's own answer, not a relayed one
+            st = controller_status(r["endpoint"])
+            self.assertEqual((st.node_id, st.leader), (r["node_id"], r["leader"]))
+
+        # The table: one row per endpoint, then the agreement line (retried like the JSON: an
+        # admin change landing mid-command shows as "revisions differ", which is correct).
+        for _ in range(STATUS_TRIES):
+            code, out, err = slotctl(self.endpoints, "status")
+            if "\nagree: " in out:
+                break
+            time.sleep(0.5)
+        self.assertEqual(code, 0, out + err)
+        lines = out.splitlines()
+        self.assertRegex(lines[0], r"^ENDPOINT +NODE  ROLE +TERM +COMMIT +APPLIED +REVISION +"
+                                   r"SNAPSHOT +FILE REV +FILE AGE +MIRROR LAG +LEADER$")
+        agree = re.search(r"\n\nagree: revision (\d+), leader node (\d+)\n$", out)
+        self.assertIsNotNone(agree, out)
+        rev, lead = int(agree.group(1)), int(agree.group(2))
+        self.assertEqual(lead, leader[0])
+        for n, line in zip(self.ids, lines[1:1 + len(self.ids)]):
+            self.assertRegex(line, r"^%s +%d  (leader|follower) +\d+ +\d+ +\d+ +%d +\d+ +(\d+|-) "
+                                   r"+(\d+\.\d s|-) +- +%d$"
+                             % (re.escape(self.cluster.addr(n)), n, rev, lead))
+
+        # One node killed (a follower: the controller keeps its leader): its row is the error,
+        # the others still answer, exit 4. Restarted after: the class shares the cluster.
+        victim = [r["node_id"] for r in rows if r["role"] != "leader"][-1]
+        victim_addr = self.cluster.addr(victim)
+        self.assertIsNone(self.cluster.kill(victim))
+        try:
+            code, out, err = slotctl(self.endpoints, "status")
+            self.assertEqual(code, 4, out + err)
+            row = [ln for ln in out.splitlines() if ln.startswith(victim_addr + " ")]
+            self.assertEqual(len(row), 1, out)
+            self.assertRegex(row[0], r"^%s +-  error: controller status: UNAVAILABLE: .*\[%s, 1 "
+                                     r"attempt\]$" % (re.escape(victim_addr),
+                                                      re.escape(victim_addr)))
+            self.assertIn("\n%d of %d endpoints answered\n" % (len(self.ids) - 1, len(self.ids)),
+                          out)
+            self.assertIn("slotctl status: 1 of %d endpoints did not answer: %s"
+                          % (len(self.ids), victim_addr), err)
+            code, j, err = slotctl_json(self.endpoints, "status")
+            self.assertEqual((code, j["ok"], j["exit_code"]), (4, False, 4), err)
+            by_addr = {r["endpoint"]: r for r in j["nodes"]}
+            dead = by_addr[victim_addr]
+            self.assertEqual((dead["ok"], dead["error"], dead["status"]["grpc_status"]),
+                             (False, "unavailable", "UNAVAILABLE"))
+            self.assertIn("controller status: UNAVAILABLE", dead["message"])
+            self.assertNotIn("node_id", dead)
+            for n in self.ids:
+                if n != victim:
+                    r = by_addr[self.cluster.addr(n)]
+                    self.assertTrue(r["ok"], r)
+                    self.assertEqual(r["node_id"], n)
+        finally:
+            self.cluster.restart(victim)
+        self.cluster.wait_leaders()
+        code, j, err = self.status_settled(self.endpoints)  # the restarted node answers again
+        self.assertEqual((code, [r["node_id"] for r in j["nodes"]]), (0, self.ids), err)
 
     # ---- transfer-leader -------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """test_tasks.py - controller tasks on a 5-node cluster (3 controller voters + 2 joined data
 nodes): replica moves under a concurrent writer, leader transfer, node drain, controller voter
 promotion, failure and retry, TaskStatus."""
+import json
 import random
 import threading
 import time
@@ -10,15 +11,37 @@ import grpc
 
 import slotd_harness as h
 import test_controller as tc
+import test_slotctl as ts
 from slotd.v1 import admin_pb2, metadata_pb2
 
 TASK_WAIT_S = 60
 
 
-def task_status(server, task_id):
+def task_status_response(server, task_id, min_revision=0, timeout=h.RPC_TIMEOUT_S):
     raw = h.raw_unary(server.channel, "/slotd.v1.Metadata/TaskStatus",
-                      metadata_pb2.TaskStatusRequest(task_id=task_id).SerializeToString())
-    return metadata_pb2.TaskStatusResponse.FromString(raw).task
+                      metadata_pb2.TaskStatusRequest(
+                          task_id=task_id, min_revision=min_revision).SerializeToString(),
+                      timeout=timeout)
+    return metadata_pb2.TaskStatusResponse.FromString(raw)
+
+
+def task_status(server, task_id, min_revision=0, timeout=h.RPC_TIMEOUT_S):
+    return task_status_response(server, task_id, min_revision, timeout).task
+
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def controller_command_request(command):
+    """slotd.internal.v1.ControllerCommandRequest{command} encoded by hand (the harness generates
+    only the public protos): field 1, length-delimited."""
+    return b"\x0a" + _varint(len(command)) + command
 
 
 class Writer:
@@ -233,9 +256,35 @@ class TaskTest(tc.ControllerClusterCase):
         self.nodes[target].kill()  # the target is down: the learner can never catch up
         task_id = self.create("MoveReplica", admin_pb2.MoveReplicaRequest(
             group_id=4, from_node=source, to_node=target))
+        # Intent and fact side by side: the target is a learner in both while the task runs...
+        def route4():
+            return [r for r in tc.route(self.nodes[source]).groups if r.group_id == 4][0]
+        r = tc.wait_for("route shows the learner", lambda: (lambda x: x if list(x.learners) ==
+                        [target] else None)(route4()))
+        self.assertEqual(list(r.intended_learners), [target])
+        self.assertNotIn(target, [x.node_id for x in r.replicas if x.age_ms < 1500])  # down
         t, _ = self.wait_task(task_id, status="failed", timeout=40)
         self.assertTrue(t.last_error)
         self.assertEqual(self.group(4)["desired_peers"], g["desired_peers"])
+        # ...and once it failed the intent no longer has it while the group still does.
+        r = tc.wait_for("intent drops the learner", lambda: (lambda x: x if not
+                        x.intended_learners else None)(route4()))
+        self.assertEqual(list(r.learners), [target])
+        self.assertEqual(sorted(r.intended_voters), sorted(g["desired_peers"]))
+        # slotctl route shows both and marks the group whose members are not the intent.
+        code, j, err = ts.slotctl_json(self.nodes[source].addr, "route")
+        self.assertEqual(code, 0, err)
+        g4 = [x for x in j["groups"] if x["group_id"] == 4][0]
+        self.assertEqual((g4["learners"], g4["intended_learners"], g4["agrees"]),
+                         ([target], [], False))
+        self.assertTrue(all(x["agrees"] for x in j["groups"] if x["group_id"] != 4), j["groups"])
+        self.assertIn(source, [x["node_id"] for x in g4["replicas"]])
+        code, out, err = ts.slotctl(self.nodes[source].addr, "route")
+        self.assertEqual(code, 0, err)
+        rows = {line.split()[0]: line for line in out.splitlines()[1:] if line[:1].isdigit()
+                and "-" not in line.split()[0]}
+        self.assertIn("*", rows["4"])
+        self.assertIn("* 1 group(s)", out)
         self.nodes[target].start()
         r = tc.admin_call(self.nodes[1], "RetryTask", admin_pb2.RetryTaskRequest(task_id=task_id),
                           admin_pb2.AdminWriteResponse)
@@ -243,6 +292,153 @@ class TaskTest(tc.ControllerClusterCase):
         t, _ = self.wait_task(task_id)
         self.assertEqual(t.attempt, 2)
         self.assertIn(target, self.group(4)["desired_peers"])
+
+    def test_forged_catch_up_proof_promotes_nothing(self):
+        """A task_advance with a made-up catch-up proof (the target is down, it has nothing)
+        moves the task to promote, but the group leader promotes on its own progress only: the
+        down target never becomes a voter, the group keeps taking writes, and the task fails at
+        the phase timeout with the membership as it was."""
+        self.start_cluster(extra_args=["--task-phase-timeout-ms", "4000"])
+        tc.wait_for("converged", self.converged)
+        g = self.group(4)
+        target = [n for n in (1, 2, 3, 4, 5) if n not in g["desired_peers"]][0]
+        source = [p for p in g["desired_peers"] if p != target][0]
+        self.nodes[target].kill()
+        task_id = self.create("MoveReplica", admin_pb2.MoveReplicaRequest(
+            group_id=4, from_node=source, to_node=target))
+        t = tc.wait_for("catch_up", lambda: (lambda x: x if x.phase == "catch_up" else None)(
+            task_status(self.nodes[1], task_id)))
+        leader = {r.group_id: r.leader for r in tc.route(self.nodes[1]).groups}[4]
+        forged = {"op": "task_advance", "task": task_id, "now_ms": int(time.time() * 1000),
+                  "group": 4, "config_epoch": t.config_epoch, "attempt": t.attempt,
+                  "phase": t.phase_index, "replicas_on_node": 0, "leading": 0,
+                  "proof": {"config_index": 10 ** 6, "voters": g["desired_peers"],
+                            "learners": [target], "leader": leader, "commit": 10 ** 6,
+                            "target_match": 10 ** 6}}
+        h.raw_unary(self.nodes[2].channel, "/slotd.internal.v1.Peer/ControllerCommand",
+                    controller_command_request(json.dumps(forged).encode()))
+        tc.wait_for("the forged proof moved the task to promote",
+                    lambda: task_status(self.nodes[1], task_id).phase == "promote")
+        writer = Writer([s for i, s in self.nodes.items() if i != target],
+                        h.expected_hash_slot_table(tc.SLOT_GROUPS), 4, seed=17).start()
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:  # the leader never promotes the down learner
+            r = [x for x in tc.route(self.nodes[source]).groups if x.group_id == 4][0]
+            self.assertNotIn(target, list(r.voters))
+            time.sleep(0.2)
+        t, _ = self.wait_task(task_id, status="failed", timeout=40)
+        writer.finish()
+        self.assertEqual(t.phase, "promote", t)
+        r = [x for x in tc.route(self.nodes[source]).groups if x.group_id == 4][0]
+        self.assertEqual(sorted(r.voters), sorted(g["desired_peers"]))
+        self.assertEqual(self.group(4)["desired_peers"], g["desired_peers"])
+        self.assertGreater(writer.n_acked, 0)
+        self.check_acked(writer)
+
+    def test_read_your_admin_writes_on_another_node(self):
+        """MoveReplica through one node, then TaskStatus(min_revision = the write's revision)
+        through another finds the task: 100 times in a row, 8 groups moving at once. ClusterState
+        and RouteSnapshot honour min_revision too; one never reached fails UNAVAILABLE naming
+        the revision the node is at, after the bounded wait."""
+        self.start_cluster()
+        tc.wait_for("converged", self.converged)
+        rounds, found, failures = 100, [], []
+        lock = threading.Lock()
+
+        def mover(gid):
+            rng = random.Random(gid)
+            seen = 0  # the highest controller revision this mover has been answered at
+            while True:
+                with lock:
+                    if len(found) + len(failures) >= rounds:
+                        return
+                try:
+                    # Read at least what the last round saw done, or node 1 may still hold the
+                    # placement from before it and pick a target that is already a peer.
+                    cs = tc.admin_call(self.nodes[1], "ClusterState",
+                                       admin_pb2.ClusterStateRequest(min_revision=seen),
+                                       admin_pb2.ClusterStateResponse)
+                    g = [x for x in json.loads(cs.state_json)["groups"] if x["id"] == gid][0]
+                    leader = {r.group_id: r.leader for r in tc.route(self.nodes[1]).groups}[gid]
+                    source = rng.choice([p for p in g["desired_peers"] if p != leader])
+                    target = rng.choice([n for n in self.nodes if n not in g["desired_peers"]])
+                    via = rng.choice(list(self.nodes))
+                    other = rng.choice([n for n in self.nodes if n != via])
+                    resp = tc.admin_call(self.nodes[via], "MoveReplica",
+                                         admin_pb2.MoveReplicaRequest(
+                                             group_id=gid, from_node=source, to_node=target),
+                                         admin_pb2.AdminWriteResponse, timeout=10)
+                    t = task_status(self.nodes[other], resp.task_id,
+                                    min_revision=resp.revision, timeout=5)
+                    with lock:
+                        found.append((gid, via, other, resp.task_id, t.task_id))
+                    done = tc.wait_for("task %d done" % t.task_id, lambda: (
+                        lambda r: r if r.task.status == "done" else None)(task_status_response(
+                            self.nodes[other], t.task_id)), timeout=TASK_WAIT_S)
+                    seen = max(seen, done.revision)
+                except grpc.RpcError as err:
+                    with lock:
+                        failures.append((gid, err.code().name, err.details()))
+                    return
+                except Exception as err:  # noqa: BLE001 - reported by the main thread
+                    with lock:
+                        failures.append((gid, type(err).__name__, str(err)))
+                    return
+
+        threads = [threading.Thread(target=mover, args=(gid,), daemon=True)
+                   for gid in range(1, tc.SLOT_GROUPS + 1)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        self.assertEqual(failures, [])
+        self.assertGreaterEqual(len(found), rounds)
+        for gid, via, other, created, got in found:
+            self.assertEqual(created, got, (gid, via, other))
+        print("\n  %d MoveReplica + TaskStatus(min_revision) on another node in %.1f s"
+              % (len(found), time.monotonic() - t0))
+
+        # ClusterState and RouteSnapshot: answered at the revision asked for, or later.
+        resp = tc.admin_call(self.nodes[2], "SetPreferredLeader", admin_pb2.SetPreferredLeaderRequest(
+            group_id=1, node_id=self.group(1)["desired_peers"][1]), admin_pb2.AdminWriteResponse)
+        for n in self.nodes.values():
+            cs = tc.admin_call(n, "ClusterState",
+                               admin_pb2.ClusterStateRequest(min_revision=resp.revision),
+                               admin_pb2.ClusterStateResponse)
+            self.assertGreaterEqual(cs.revision, resp.revision)
+            raw = h.raw_unary(n.channel, "/slotd.v1.Metadata/RouteSnapshot",
+                              metadata_pb2.RouteSnapshotRequest(
+                                  min_revision=resp.revision).SerializeToString())
+            self.assertGreaterEqual(metadata_pb2.RouteSnapshotResponse.FromString(raw).route_revision,
+                                    resp.revision)
+
+        # A revision no node reaches: UNAVAILABLE after the 3 s wait, naming where it is.
+        far = resp.revision + 1000
+        t0 = time.monotonic()
+        with self.assertRaises(grpc.RpcError) as cm:
+            task_status(self.nodes[4], 0, min_revision=far, timeout=10)
+        waited = time.monotonic() - t0
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertEqual(h.error_detail(cm.exception).field, "min_revision")
+        self.assertRegex(cm.exception.details(), r"min_revision %d not reached within 3000 ms: "
+                         r"node 4 is at controller revision \d+" % far)
+        self.assertGreater(waited, 2.5)
+        self.assertLess(waited, 6)
+
+        # The wait list is bounded (256 per node): 300 such calls at once, the ones over the
+        # bound fail RESOURCE_EXHAUSTED at once, the rest UNAVAILABLE after the wait.
+        call = self.nodes[5].channel.unary_unary("/slotd.v1.Metadata/TaskStatus",
+                                                 request_serializer=None,
+                                                 response_deserializer=None)
+        payload = metadata_pb2.TaskStatusRequest(min_revision=far).SerializeToString()
+        futures = [call.future(payload, timeout=10) for _ in range(300)]
+        codes = {}
+        for f in futures:
+            code = f.exception().code() if f.exception() is not None else grpc.StatusCode.OK
+            codes[code] = codes.get(code, 0) + 1
+        self.assertEqual(codes.get(grpc.StatusCode.UNAVAILABLE, 0), 256, codes)
+        self.assertEqual(codes.get(grpc.StatusCode.RESOURCE_EXHAUSTED, 0), 44, codes)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ struct slotd_client {
     bool route_stale;          /* a call failed in a way a newer route may fix */
     size_t next_endpoint;      /* endpoint that answered the latest fetch */
     struct slotd_status last_error;
+    uint64_t last_revision; /* atomic: the highest controller revision seen (any thread) */
     uint64_t rng;
 };
 
@@ -210,6 +211,20 @@ void slotd_client_last_error(struct slotd_client *c, struct slotd_status *out)
     pthread_mutex_lock(&c->lock);
     *out = c->last_error;
     pthread_mutex_unlock(&c->lock);
+}
+
+uint64_t slotd_client_last_revision(const struct slotd_client *c)
+{
+    return __atomic_load_n(&c->last_revision, __ATOMIC_ACQUIRE);
+}
+
+void slotd_client_observe_revision(struct slotd_client *c, uint64_t revision)
+{
+    uint64_t have = __atomic_load_n(&c->last_revision, __ATOMIC_ACQUIRE);
+    while (revision > have && !__atomic_compare_exchange_n(&c->last_revision, &have, revision,
+                                                           true, __ATOMIC_ACQ_REL,
+                                                           __ATOMIC_ACQUIRE)) {
+    }
 }
 
 static void client_record_error(struct slotd_client *c, const struct slotd_status *st)
@@ -431,9 +446,14 @@ static int client_route_refresh(struct slotd_client *c, struct slotd_route **cop
     size_t n = client_route_sources(c, sources, CLIENT_CHANNELS_MAX);
     int rc = SLOTD_CLIENT_EUNAVAILABLE;
     char failures[SLOTD_STATUS_MESSAGE_LEN] = "";
+    /* a route built from the newest cluster state this client has seen, or later */
+    Slotd__V1__RouteSnapshotRequest req = SLOTD__V1__ROUTE_SNAPSHOT_REQUEST__INIT;
+    req.min_revision = slotd_client_last_revision(c);
+    uint8_t req_buf[16];
+    size_t req_len = slotd__v1__route_snapshot_request__pack(&req, req_buf);
     for (size_t i = 0; i < n; i++) {
         grpc_slice body;
-        rc = client_unary(c, sources[i], CLIENT_METHOD_ROUTE, NULL, 0, &body, st);
+        rc = client_unary(c, sources[i], CLIENT_METHOD_ROUTE, req_buf, req_len, &body, st);
         if (rc == SLOTD_CLIENT_OK) {
             struct slotd_route *r = NULL;
             rc = slotd__route_decode(GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), &r,
@@ -441,6 +461,7 @@ static int client_route_refresh(struct slotd_client *c, struct slotd_route **cop
             grpc_slice_unref(body);
             if (rc == SLOTD_CLIENT_OK) {
                 snprintf(r->source, sizeof(r->source), "%s", sources[i]);
+                slotd_client_observe_revision(c, r->revision);
                 if (copy && !(*copy = slotd__route_copy(r)))
                     rc = SLOTD_CLIENT_ENOMEM;
                 client_route_install(c, r);

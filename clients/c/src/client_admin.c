@@ -1,4 +1,4 @@
-/* client_admin.c - libslotd's slotd.v1.Admin calls: ClusterState and the controller commands. */
+/* client_admin.c - libslotd's slotd.v1.Admin calls: ClusterState, ControllerStatus, commands. */
 #include "client_internal.h"
 
 #include "slotd/v1/admin.pb-c.h"
@@ -11,6 +11,7 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
 #define ADMIN_METHOD_STATE "/slotd.v1.Admin/ClusterState"
+#define ADMIN_METHOD_CONTROLLER_STATUS "/slotd.v1.Admin/ControllerStatus"
 #define ADMIN_METHOD_JOIN "/slotd.v1.Admin/JoinNode"
 #define ADMIN_METHOD_ACTIVATE "/slotd.v1.Admin/ActivateNode"
 #define ADMIN_METHOD_PREFERRED "/slotd.v1.Admin/SetPreferredLeader"
@@ -131,13 +132,14 @@ int slotd_admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
     Slotd__V1__ClusterStateRequest req = SLOTD__V1__CLUSTER_STATE_REQUEST__INIT;
     req.known_revision = known_revision;
     req.known_checksum = (char *)(known_checksum ? known_checksum : "");
+    req.min_revision = slotd_client_last_revision(c);
     if (strlen(req.known_checksum) > ADMIN_CHECKSUM_LEN_MAX) {
         snprintf(st->message, sizeof(st->message), "known_checksum longer than %d characters",
                  ADMIN_CHECKSUM_LEN_MAX);
         slotd__admin_fail_text(c, "cluster state", SLOTD_CLIENT_EINVAL, 0, st);
         return SLOTD_CLIENT_EINVAL;
     }
-    uint8_t buf[64];
+    uint8_t buf[96]; /* known_checksum plus two varints */
     size_t len = slotd__v1__cluster_state_request__pack(&req, buf);
     char endpoints[SLOTD_CLIENT_ENDPOINTS_MAX][SLOTD_ADDRESS_LEN + 1];
     size_t n = slotd__client_endpoints(c, endpoints, SLOTD_CLIENT_ENDPOINTS_MAX);
@@ -151,8 +153,10 @@ int slotd_admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
         if (rc == SLOTD_CLIENT_OK) {
             rc = admin_state_decode(body, body_len, out);
             free(body);
-            if (rc == SLOTD_CLIENT_OK)
+            if (rc == SLOTD_CLIENT_OK) {
                 snprintf(out->source, sizeof(out->source), "%s", endpoints[i]);
+                slotd_client_observe_revision(c, out->revision);
+            }
             break;
         }
         if (!slotd__admin_skippable(rc))
@@ -160,6 +164,62 @@ int slotd_admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
     }
     if (rc != SLOTD_CLIENT_OK)
         slotd__admin_fail_text(c, "cluster state", rc, out->attempts, st);
+    return rc;
+}
+
+int slotd__controller_status_decode(const uint8_t *buf, size_t len,
+                                    struct slotd_controller_status *out)
+{
+    Slotd__V1__ControllerStatusResponse *m =
+        slotd__v1__controller_status_response__unpack(NULL, len, buf);
+    if (!m) {
+        snprintf(out->status.message, sizeof(out->status.message),
+                 "response is not a ControllerStatusResponse");
+        return SLOTD_CLIENT_EMALFORMED;
+    }
+    out->node_id = m->node_id;
+    snprintf(out->role, sizeof(out->role), "%s", m->role ? m->role : "");
+    out->term = m->term;
+    out->commit_index = m->commit_index;
+    out->revision = m->revision;
+    out->applied_index = m->applied_index;
+    out->snapshot_index = m->snapshot_index;
+    out->state_file_revision = m->state_file_revision;
+    out->state_file_age_ms = m->state_file_age_ms;
+    out->mirror_lag_ms = m->mirror_lag_ms;
+    out->leader = m->leader;
+    slotd__v1__controller_status_response__free_unpacked(m, NULL);
+    return SLOTD_CLIENT_OK;
+}
+
+int slotd_controller_status(struct slotd_client *c, const char *address,
+                            struct slotd_controller_status *out)
+{
+    memset(out, 0, sizeof(*out));
+    slotd__admin_status_reset(&out->status);
+    struct slotd_status *st = &out->status;
+    /* exactly one node: a list would make the answer ambiguous, so it is refused */
+    if (!address || !*address || strlen(address) > SLOTD_ADDRESS_LEN || strchr(address, ',')) {
+        snprintf(st->message, sizeof(st->message), "address must be one host:port of 1..%d bytes",
+                 SLOTD_ADDRESS_LEN);
+        slotd__admin_fail_text(c, "controller status", SLOTD_CLIENT_EINVAL, 0, st);
+        return SLOTD_CLIENT_EINVAL;
+    }
+    snprintf(out->source, sizeof(out->source), "%s", address);
+    Slotd__V1__ControllerStatusRequest req = SLOTD__V1__CONTROLLER_STATUS_REQUEST__INIT;
+    uint8_t buf[16];
+    size_t len = slotd__v1__controller_status_request__pack(&req, buf);
+    uint8_t *body;
+    size_t body_len;
+    out->attempts = 1;
+    int rc = slotd__client_unary(c, address, ADMIN_METHOD_CONTROLLER_STATUS, buf, len, &body,
+                                 &body_len, st);
+    if (rc == SLOTD_CLIENT_OK) {
+        rc = slotd__controller_status_decode(body, body_len, out);
+        free(body);
+    }
+    if (rc != SLOTD_CLIENT_OK)
+        slotd__admin_fail_text(c, "controller status", rc, out->attempts, st);
     return rc;
 }
 
@@ -372,6 +432,8 @@ int slotd_admin_write(struct slotd_client *c, const struct slotd_admin_write *w,
             if (rc == SLOTD_CLIENT_OK) {
                 rc = admin_write_decode(body, body_len, out);
                 free(body);
+                if (rc == SLOTD_CLIENT_OK)
+                    slotd_client_observe_revision(c, out->revision);
             }
             if (rc != SLOTD_CLIENT_EUNAVAILABLE)
                 goto done;

@@ -115,4 +115,10 @@ int slotd__admin_write_encode(const struct slotd_admin_write *w, uint8_t *buf, s
 int slotd__task_status_decode(const uint8_t *buf, size_t len, bool by_id,
                               struct slotd_task_status *out);
 
+/* buf, out: borrowed for the call. Fills out's answer fields from a ControllerStatusResponse
+ * (role cut to SLOTD_CONTROLLER_ROLE_LEN - 1 bytes); SLOTD_CLIENT_EMALFORMED with a sentence in
+ * out->status.message when the bytes do not decode. */
+int slotd__controller_status_decode(const uint8_t *buf, size_t len,
+                                    struct slotd_controller_status *out);
+
 #endif /* SLOTD_CLIENT_INTERNAL_H */

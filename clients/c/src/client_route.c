@@ -80,10 +80,13 @@ static int route_fill_groups(struct slotd_route *r, const Slotd__V1__RouteSnapsh
     for (size_t i = 0; i < m->n_groups; i++) {
         const Slotd__V1__GroupRoute *g = m->groups[i];
         struct slotd_route_group *o = &r->groups[i];
-        if (g->n_voters > SLOTD_ROUTE_REPLICAS_MAX || g->n_learners > SLOTD_ROUTE_REPLICAS_MAX)
+        if (g->n_voters > SLOTD_ROUTE_REPLICAS_MAX || g->n_learners > SLOTD_ROUTE_REPLICAS_MAX ||
+            g->n_intended_voters > SLOTD_ROUTE_REPLICAS_MAX ||
+            g->n_intended_learners > SLOTD_ROUTE_REPLICAS_MAX ||
+            g->n_replicas > SLOTD_ROUTE_REPLICAS_MAX)
             return route_fail(err, errlen,
-                              "route snapshot: group %u has more than %d voters or "
-                              "learners",
+                              "route snapshot: group %u has more than %d voters, learners or "
+                              "replicas",
                               g->group_id, SLOTD_ROUTE_REPLICAS_MAX);
         o->group_id = g->group_id;
         o->voter_count = (unsigned)g->n_voters;
@@ -92,6 +95,28 @@ static int route_fill_groups(struct slotd_route *r, const Slotd__V1__RouteSnapsh
         o->learner_count = (unsigned)g->n_learners;
         if (g->n_learners)
             memcpy(o->learners, g->learners, g->n_learners * sizeof(uint64_t));
+        o->intended_voter_count = (unsigned)g->n_intended_voters;
+        if (g->n_intended_voters)
+            memcpy(o->intended_voters, g->intended_voters,
+                   g->n_intended_voters * sizeof(uint64_t));
+        o->intended_learner_count = (unsigned)g->n_intended_learners;
+        if (g->n_intended_learners)
+            memcpy(o->intended_learners, g->intended_learners,
+                   g->n_intended_learners * sizeof(uint64_t));
+        o->replica_count = (unsigned)g->n_replicas;
+        for (size_t k = 0; k < g->n_replicas; k++) {
+            const Slotd__V1__ReplicaStatus *rs = g->replicas[k];
+            struct slotd_route_replica *x = &o->replicas[k];
+            x->node_id = rs->node_id;
+            x->role = strcmp(rs->role, "voter") == 0     ? SLOTD_REPLICA_VOTER
+                      : strcmp(rs->role, "learner") == 0 ? SLOTD_REPLICA_LEARNER
+                                                          : SLOTD_REPLICA_NONE;
+            x->leader = rs->leader;
+            x->term = rs->term;
+            x->commit_index = rs->commit_index;
+            x->applied_index = rs->applied_index;
+            x->age_ms = rs->age_ms;
+        }
         o->config_epoch = g->config_epoch;
         o->preferred_leader = g->preferred_leader;
         o->leader = g->leader;
@@ -197,6 +222,28 @@ struct slotd_route *slotd__route_copy(const struct slotd_route *r)
 uint32_t slotd_route_group_of(const struct slotd_route *r, const void *key, size_t klen)
 {
     return r->hash_slot_table[slotd_hash_slot(key, klen)];
+}
+
+/* Every id of a (at most SLOTD_ROUTE_REPLICAS_MAX ids) is in b, and the counts match. */
+static int same_set(const uint64_t *a, unsigned na, const uint64_t *b, unsigned nb)
+{
+    if (na != nb)
+        return 0;
+    for (unsigned i = 0; i < na; i++) {
+        unsigned j = 0;
+        while (j < nb && b[j] != a[i])
+            j++;
+        if (j == nb)
+            return 0;
+    }
+    return 1;
+}
+
+int slotd_route_group_agrees(const struct slotd_route_group *g)
+{
+    return same_set(g->voters, g->voter_count, g->intended_voters, g->intended_voter_count) &&
+           same_set(g->learners, g->learner_count, g->intended_learners,
+                    g->intended_learner_count);
 }
 
 const struct slotd_route_group *slotd_route_group_find(const struct slotd_route *r,

@@ -121,7 +121,8 @@ int slotd_task_status(struct slotd_client *c, uint64_t task_id, bool active_only
     Slotd__V1__TaskStatusRequest req = SLOTD__V1__TASK_STATUS_REQUEST__INIT;
     req.task_id = task_id;
     req.active_only = active_only;
-    uint8_t buf[32];
+    req.min_revision = slotd_client_last_revision(c);
+    uint8_t buf[48];
     size_t len = slotd__v1__task_status_request__pack(&req, buf);
     char endpoints[SLOTD_CLIENT_ENDPOINTS_MAX][SLOTD_ADDRESS_LEN + 1];
     size_t n = slotd__client_endpoints(c, endpoints, SLOTD_CLIENT_ENDPOINTS_MAX);
@@ -135,8 +136,10 @@ int slotd_task_status(struct slotd_client *c, uint64_t task_id, bool active_only
         if (rc == SLOTD_CLIENT_OK) {
             rc = slotd__task_status_decode(body, body_len, task_id != 0, out);
             free(body);
-            if (rc == SLOTD_CLIENT_OK)
+            if (rc == SLOTD_CLIENT_OK) {
                 snprintf(out->source, sizeof(out->source), "%s", endpoints[i]);
+                slotd_client_observe_revision(c, out->revision);
+            }
             break;
         }
         if (!slotd__admin_skippable(rc))

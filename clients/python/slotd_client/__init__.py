@@ -6,12 +6,14 @@
         w = c.put(b"k", b"v")                # ProposeResponse: w.put.version, w.group_id
         r = c.get(b"k")                      # ReadResponse: r.get.found, r.get.value
 
-The generated protobuf modules are re-exported as ``pb`` (slotd.v1) and ``pb_grpc``.
+The generated protobuf modules are re-exported as ``pb`` (slotd.v1 metadata), ``pb_grpc``,
+``admin_pb`` (slotd.v1 admin) and ``admin_pb_grpc``.
 """
 
 from .client import (  # noqa: F401
-    CONSISTENCY, Client, SlotdError, error_detail, hash_slot, pb, pb_grpc, status_pb2,
+    CONSISTENCY, Client, SlotdError, admin_pb, admin_pb_grpc, error_detail, hash_slot, pb,
+    pb_grpc, status_pb2,
 )
 
-__all__ = ["CONSISTENCY", "Client", "SlotdError", "error_detail", "hash_slot", "pb", "pb_grpc",
-           "status_pb2"]
+__all__ = ["CONSISTENCY", "Client", "SlotdError", "admin_pb", "admin_pb_grpc", "error_detail",
+           "hash_slot", "pb", "pb_grpc", "status_pb2"]

@@ -16,6 +16,14 @@ sends the request there with ``no_forward = True``:
 * Each attempt has its own deadline (``deadline`` seconds), so one call takes at most
   ``(1 + max_retries + max_redirects) * deadline`` plus back-off.
 
+Read your admin writes: the client keeps ``last_revision``, the highest controller revision it has
+seen (``AdminWriteResponse.revision``, ``ClusterStateResponse.revision``,
+``TaskStatusResponse.revision``, ``RouteSnapshotResponse.route_revision``), and sends it as
+``min_revision`` on RouteSnapshot, TaskStatus and ClusterState, so the node asked answers only once
+it has applied that revision (it waits up to 3 s, then fails UNAVAILABLE with an ErrorDetail whose
+field is "min_revision"). ``task_status``, ``cluster_state`` and ``admin`` go to the seed endpoints
+in turn, skipping one that is down or UNAVAILABLE; a min_revision failure is raised at once.
+
 Failures raise ``SlotdError`` (gRPC code, decoded ErrorDetail, address, attempts).
 """
 
@@ -35,6 +43,8 @@ if str(gen.GEN_DIR) not in sys.path:
 
 from slotd.v1 import metadata_pb2 as pb  # noqa: E402
 from slotd.v1 import metadata_pb2_grpc as pb_grpc  # noqa: E402
+from slotd.v1 import admin_pb2 as admin_pb  # noqa: E402
+from slotd.v1 import admin_pb2_grpc as admin_pb_grpc  # noqa: E402
 from google.rpc import status_pb2  # noqa: E402
 
 HASH_SLOTS = 256
@@ -43,6 +53,8 @@ ERROR_DETAIL_TYPE_URL = "type.googleapis.com/slotd.v1.ErrorDetail"
 CHANNELS_MAX = 64
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 1.0
+# The ErrorDetail.field of an UNAVAILABLE whose min_revision the node did not reach in time.
+MIN_REVISION_FIELD = "min_revision"
 
 CONSISTENCY = {
     "linearizable": pb.CONSISTENCY_LINEARIZABLE,
@@ -60,6 +72,16 @@ RETRIABLE_CODES = frozenset({
     grpc.StatusCode.UNKNOWN,
     grpc.StatusCode.ABORTED,
 })
+
+# Codes after which task_status and cluster_state ask the next endpoint (C client: the same), and
+# the one after which admin writes do (down, or no controller leader: the command was not sent or
+# a repeat answers NOOP). A min_revision UNAVAILABLE is never skipped.
+ENDPOINT_SKIP_READ_CODES = frozenset({
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+})
+ENDPOINT_SKIP_WRITE_CODES = frozenset({grpc.StatusCode.UNAVAILABLE})
 
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 16 * 1024 * 1024),
@@ -189,6 +211,7 @@ class Client:
         self._leaders = {}           # group_id -> node_id (0 = unknown)
         self._addresses = {}         # node_id -> address
         self._preferred_endpoint = 0
+        self._last_revision = 0      # the highest controller revision seen (read your admin writes)
         # Counters, for callers and tests: calls sent, NOT_LEADER redirects followed, retries
         # after a retriable code, route fetches.
         self.stats = {"attempts": 0, "redirects": 0, "retries": 0, "route_fetches": 0}
@@ -198,7 +221,7 @@ class Client:
     def close(self):
         with self._lock:
             channels, self._channels = self._channels, {}
-        for channel, _ in channels.values():
+        for channel, _, _ in channels.values():
             channel.close()
 
     def __enter__(self):
@@ -209,28 +232,64 @@ class Client:
 
     # -- channels --
 
-    def _stub(self, address):
+    def _entry(self, address):
+        """(channel, Metadata stub, Admin stub) for address, opened on first use."""
         with self._lock:
             entry = self._channels.get(address)
             if entry is None:
                 if len(self._channels) >= CHANNELS_MAX:
-                    _, (old, _) = self._channels.popitem()
+                    _, (old, _, _) = self._channels.popitem()
                     old.close()
                 if self._credentials is None:
                     channel = grpc.insecure_channel(address, options=self._options)
                 else:
                     channel = grpc.secure_channel(address, self._credentials,
                                                   options=self._options)
-                entry = (channel, pb_grpc.MetadataStub(channel))
+                entry = (channel, pb_grpc.MetadataStub(channel), admin_pb_grpc.AdminStub(channel))
                 self._channels[address] = entry
-            return entry[1]
+            return entry
+
+    def _stub(self, address):
+        return self._entry(address)[1]
+
+    def _admin_stub(self, address):
+        return self._entry(address)[2]
+
+    # -- controller revision (read your admin writes) --
+
+    @property
+    def last_revision(self):
+        """The highest controller revision this client has seen (0: none yet)."""
+        with self._lock:
+            return self._last_revision
+
+    def observe_revision(self, revision):
+        """Raises last_revision to revision (never lowers it), e.g. one another client saw.
+        Returns the new last_revision."""
+        revision = int(revision)
+        if revision < 0:
+            raise ValueError("revision must be >= 0")
+        with self._lock:
+            if revision > self._last_revision:
+                self._last_revision = revision
+            return self._last_revision
+
+    def _min_revision(self, min_revision):
+        """The min_revision to send: last_revision for None, else the caller's value."""
+        if min_revision is None:
+            return self.last_revision
+        if int(min_revision) < 0:
+            raise ValueError("min_revision must be >= 0")
+        return int(min_revision)
 
     # -- route --
 
     def route(self, refresh=False):
         """The cached RouteSnapshotResponse, fetched first when there is none, it is stale or
         refresh is true. Tries the endpoint that answered last, the other endpoints, then every
-        node the cached route names. Raises SlotdError when none answers."""
+        node the cached route names, asking for a route built from last_revision or later
+        (min_revision); raises last_revision to its route_revision. Raises SlotdError when none
+        answers."""
         with self._lock:
             expired = (self.route_refresh is not None and
                        time.monotonic() - self._route_at > self.route_refresh)
@@ -239,12 +298,13 @@ class Client:
             order = self.endpoints[self._preferred_endpoint:] + \
                 self.endpoints[:self._preferred_endpoint]
             order += [a for a in self._addresses.values() if a not in order]
+            # a route built from the newest cluster state this client has seen, or later
+            request = pb.RouteSnapshotRequest(min_revision=self._last_revision)
         last = None
         for address in order:
             self.stats["route_fetches"] += 1
             try:
-                route = self._stub(address).RouteSnapshot(pb.RouteSnapshotRequest(),
-                                                          timeout=self.deadline)
+                route = self._stub(address).RouteSnapshot(request, timeout=self.deadline)
             except grpc.RpcError as err:
                 last = (err, address)
                 continue
@@ -259,6 +319,7 @@ class Client:
             self._route = route
             self._route_at = time.monotonic()
             self._route_stale = False
+            self._last_revision = max(self._last_revision, route.route_revision)
             self._leaders = {g.group_id: g.leader for g in route.groups}
             self._addresses = {n.node_id: n.address for n in route.nodes}
             if address in self.endpoints:
@@ -364,6 +425,45 @@ class Client:
             return req
         return self._call(op, key, "Propose", build, idempotent=bool(request_id))
 
+    def _any_endpoint(self, op, invoke, skip_codes, passes=1):
+        """invoke(address) on the seed endpoints in turn, the one that answered last first. A code
+        in skip_codes moves on to the next endpoint, unless it is an UNAVAILABLE naming
+        min_revision (the node did not reach the revision asked for in its 3 s wait), which is
+        raised at once; after a whole pass of skipped endpoints the client backs off and makes at
+        most passes - 1 more. Anything else raises SlotdError."""
+        with self._lock:
+            order = self.endpoints[self._preferred_endpoint:] + \
+                self.endpoints[:self._preferred_endpoint]
+        attempts = 0
+        backoff = BACKOFF_FIRST_S
+        last = None
+        for pass_index in range(passes):
+            if pass_index > 0:
+                self.stats["retries"] += 1
+                wait = backoff
+                if last[2] is not None and last[2].retry_after_ms:
+                    wait = last[2].retry_after_ms / 1000.0
+                time.sleep(min(wait, BACKOFF_MAX_S))
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+            for address in order:
+                attempts += 1
+                self.stats["attempts"] += 1
+                try:
+                    response = invoke(address)
+                except grpc.RpcError as err:
+                    code, message, detail = err.code(), err.details(), error_detail(err)
+                    not_reached = (code == grpc.StatusCode.UNAVAILABLE and detail is not None and
+                                   detail.field == MIN_REVISION_FIELD)
+                    if code in skip_codes and not not_reached:
+                        last = (code, message, detail, address)
+                        continue
+                    raise SlotdError(op, code, message, detail, address, attempts)
+                with self._lock:
+                    self._preferred_endpoint = self.endpoints.index(address)
+                return response
+        code, message, detail, address = last
+        raise SlotdError(op, code, message, detail, address, attempts)
+
     # -- the API --
 
     def put(self, key, value, request_id=None):
@@ -407,6 +507,58 @@ class Client:
                                   no_forward=no_forward, get=pb.GetQuery(key=key))
         return self._call("get", key, "Read", build, idempotent=True)
 
+    # -- controller: tasks, cluster state, admin writes (any seed endpoint) --
 
-__all__ = ["CONSISTENCY", "Client", "SlotdError", "error_detail", "hash_slot", "pb", "pb_grpc",
-           "status_pb2"]
+    def task_status(self, task_id=0, min_revision=None, active_only=False):
+        """Metadata.TaskStatus: the task task_id (.task), or with 0 every kept task (.tasks; only
+        pending and running ones with active_only). min_revision: None sends last_revision, a
+        number (0 included) is sent instead. Returns the TaskStatusResponse and raises
+        last_revision to its .revision. A node that has not reached min_revision within 3 s:
+        SlotdError UNAVAILABLE, detail.field "min_revision"."""
+        request = pb.TaskStatusRequest(task_id=int(task_id), active_only=bool(active_only),
+                                       min_revision=self._min_revision(min_revision))
+        response = self._any_endpoint(
+            "task_status", lambda address: self._stub(address).TaskStatus(
+                request, timeout=self.deadline), ENDPOINT_SKIP_READ_CODES)
+        self.observe_revision(response.revision)
+        return response
+
+    def cluster_state(self, min_revision=None, known_revision=0, known_checksum=""):
+        """Admin.ClusterState: the controller state the answering node holds (.revision,
+        .checksum, .state_json; .not_modified when known_revision and known_checksum match it).
+        min_revision as in task_status. Returns the ClusterStateResponse and raises
+        last_revision to its .revision."""
+        request = admin_pb.ClusterStateRequest(known_revision=int(known_revision),
+                                               known_checksum=known_checksum,
+                                               min_revision=self._min_revision(min_revision))
+        response = self._any_endpoint(
+            "cluster_state", lambda address: self._admin_stub(address).ClusterState(
+                request, timeout=self.deadline), ENDPOINT_SKIP_READ_CODES)
+        self.observe_revision(response.revision)
+        return response
+
+    def admin(self, method, request):
+        """An Admin write RPC by name, e.g. admin("SetPreferredLeader",
+        admin_pb.SetPreferredLeaderRequest(group_id=1, node_id=2)) or admin("MoveReplica",
+        admin_pb.MoveReplicaRequest(...)). Endpoints answering UNAVAILABLE are skipped, with at
+        most max_retries more passes after back-off; nothing else is retried (a timed-out command
+        may have been applied). Returns the AdminWriteResponse (.outcome, .reason, .revision,
+        .task_id) and raises last_revision to its .revision."""
+        service = admin_pb.DESCRIPTOR.services_by_name["Admin"]
+        spec = service.methods_by_name.get(method)
+        if spec is None or spec.output_type.full_name != "slotd.v1.AdminWriteResponse":
+            raise ValueError("%r is not an Admin write method (one answering "
+                             "AdminWriteResponse)" % (method,))
+        if request.DESCRIPTOR.full_name != spec.input_type.full_name:
+            raise TypeError("Admin.%s takes a %s, not a %s" % (
+                method, spec.input_type.full_name, request.DESCRIPTOR.full_name))
+        response = self._any_endpoint(
+            method, lambda address: getattr(self._admin_stub(address), method)(
+                request, timeout=self.deadline), ENDPOINT_SKIP_WRITE_CODES,
+            passes=1 + self.max_retries)
+        self.observe_revision(response.revision)
+        return response
+
+
+__all__ = ["CONSISTENCY", "Client", "SlotdError", "admin_pb", "admin_pb_grpc", "error_detail",
+           "hash_slot", "pb", "pb_grpc", "status_pb2"]

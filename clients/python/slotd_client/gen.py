@@ -2,10 +2,11 @@
 """Stub generation for slotd_client.
 
 ``python -m slotd_client.gen [--api DIR] [--force]`` runs ``grpc_tools.protoc`` (Debian's
-python3-grpc-tools) on ``slotd/v1/metadata.proto`` and ``google/rpc/status.proto`` from the api
-directory (default: ``<repo>/api``, found relative to this file, or ``$SLOTD_API_DIR``) and writes
-the modules into ``slotd_client/_gen/``. ``ensure()`` does the same on import when the stubs are
-missing or older than a source .proto; several processes may call it at once (a file lock).
+python3-grpc-tools) on ``slotd/v1/metadata.proto``, ``slotd/v1/admin.proto`` and
+``google/rpc/status.proto`` from the api directory (default: ``<repo>/api``, found relative to
+this file, or ``$SLOTD_API_DIR``) and writes the modules into ``slotd_client/_gen/``.
+``ensure()`` does the same on import when the stubs are missing or older than a source .proto;
+several processes may call it at once (a file lock).
 """
 
 import argparse
@@ -18,7 +19,7 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent
 GEN_DIR = PACKAGE_DIR / "_gen"
 STAMP = GEN_DIR / ".stamp"
-PROTOS = ("slotd/v1/metadata.proto", "google/rpc/status.proto")
+PROTOS = ("slotd/v1/metadata.proto", "slotd/v1/admin.proto", "google/rpc/status.proto")
 PROTOC_TIMEOUT_S = 60
 
 

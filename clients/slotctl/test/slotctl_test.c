@@ -1,4 +1,4 @@
-/* slotctl_test.c - CUnit test of slotctl admin and task commands: parser, tables, admin calls. */
+/* slotctl_test.c - CUnit test of slotctl admin, status and task commands: parser, tables, calls. */
 #include "slotctl_cli.h"
 #include "slotctl_cmds.h"
 
@@ -701,6 +701,262 @@ static void test_task_calls_without_server(void)
     slotd_client_free(c);
 }
 
+/* ---- status: parser, table, disagreements, JSON, calls without a server -------------------- */
+
+static void test_parse_status(void)
+{
+    struct slotctl_args a;
+    char err[256];
+    CU_ASSERT_EQUAL(parse(ARGV("--json", "status"), &a, err, sizeof(err)), SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_STATUS);
+    CU_ASSERT_TRUE(a.json);
+    CU_ASSERT_STRING_EQUAL(slotctl_cmd_name(a.cmd), "status");
+    CU_ASSERT_EQUAL(parse(ARGV("status", "extra"), &a, err, sizeof(err)), SLOTCTL_EXIT_USAGE);
+    CU_ASSERT_STRING_EQUAL(err, "status: takes 0 arguments, got 1");
+    CU_ASSERT_EQUAL(parse(ARGV("status", "--node", "1"), &a, err, sizeof(err)), SLOTCTL_EXIT_USAGE);
+    CU_ASSERT_STRING_EQUAL(err, "--node: only for drain, promote");
+}
+
+/* An answering row (the fields in table order). */
+static struct slotctl_status_row status_ok(const char *endpoint, uint64_t node, const char *role,
+                                           uint64_t term, uint64_t commit, uint64_t applied,
+                                           uint64_t revision, uint64_t snapshot,
+                                           uint64_t file_revision, int64_t file_age_ms,
+                                           int64_t mirror_lag_ms, uint64_t leader)
+{
+    struct slotctl_status_row r;
+    memset(&r, 0, sizeof(r));
+    snprintf(r.endpoint, sizeof(r.endpoint), "%s", endpoint);
+    r.rc = SLOTD_CLIENT_OK;
+    r.cs = (struct slotd_controller_status){.node_id = node,
+                                            .term = term,
+                                            .commit_index = commit,
+                                            .applied_index = applied,
+                                            .revision = revision,
+                                            .snapshot_index = snapshot,
+                                            .state_file_revision = file_revision,
+                                            .state_file_age_ms = file_age_ms,
+                                            .mirror_lag_ms = mirror_lag_ms,
+                                            .leader = leader,
+                                            .attempts = 1};
+    snprintf(r.cs.role, sizeof(r.cs.role), "%s", role);
+    snprintf(r.cs.source, sizeof(r.cs.source), "%s", endpoint);
+    return r;
+}
+
+static struct slotctl_status_row status_failed(const char *endpoint)
+{
+    struct slotctl_status_row r;
+    memset(&r, 0, sizeof(r));
+    snprintf(r.endpoint, sizeof(r.endpoint), "%s", endpoint);
+    r.rc = SLOTD_CLIENT_EUNAVAILABLE;
+    r.cs.status.grpc_status = 14;
+    snprintf(r.cs.status.address, sizeof(r.cs.status.address), "%s", endpoint);
+    snprintf(r.cs.status.message, sizeof(r.cs.status.message),
+             "controller status: UNAVAILABLE: connection refused [%s, 1 attempt]", endpoint);
+    return r;
+}
+
+/* Three voters and a mirror: node 4's mirror lags two revisions and names another leader,
+ * node 9 does not answer. */
+static size_t status_fixture(struct slotctl_status_row *rows)
+{
+    rows[0] = status_ok("127.0.0.1:7701", 1, "leader", 3, 120, 120, 33, 100, 33, 1200, -1, 1);
+    rows[1] = status_ok("127.0.0.1:7702", 2, "follower", 3, 120, 118, 33, 0, 33, 800, -1, 1);
+    rows[2] = status_ok("127.0.0.1:7704", 4, "mirror", 0, 0, 110, 31, 0, 0, -1, 450, 2);
+    rows[3] = status_failed("node9.example:7700");
+    rows[4] = status_ok("127.0.0.1:7703", 3, "candidate", 4, 120, 120, 33, 0, 33, 61000, -1, 0);
+    return 5;
+}
+
+static char *render_status(const struct slotctl_status_row *rows, size_t n)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    slotctl_status_print(out, rows, n);
+    fclose(out);
+    return buf;
+}
+
+static void check_text(const char *got, const char *want)
+{
+    if (strcmp(got, want) != 0)
+        fprintf(stderr, "\n--- got ---\n%s--- want ---\n%s", got, want);
+    CU_ASSERT_STRING_EQUAL(got, want);
+}
+
+static void test_status_table(void)
+{
+    struct slotctl_status_row rows[SLOTD_CLIENT_ENDPOINTS_MAX];
+    size_t n = status_fixture(rows);
+    char *got = render_status(rows, n);
+    check_text(got, "ENDPOINT            NODE  ROLE             TERM   COMMIT  APPLIED  REVISION  "
+                    "SNAPSHOT  FILE REV  FILE AGE  MIRROR LAG  LEADER\n"
+                    "127.0.0.1:7701         1  leader              3      120      120        33  "
+                    "     100        33     1.2 s           -       1\n"
+                    "127.0.0.1:7702         2  follower            3      120      118        33  "
+                    "       0        33     0.8 s           -       1\n"
+                    "127.0.0.1:7704         4  mirror              0        0      110        31  "
+                    "       0         -         -       0.5 s       2\n"
+                    "node9.example:7700     -  error: controller status: UNAVAILABLE: connection "
+                    "refused [node9.example:7700, 1 attempt]\n"
+                    "127.0.0.1:7703         3  candidate           4      120      120        33  "
+                    "       0        33    61.0 s           -       -\n"
+                    "\n"
+                    "revisions differ: node 4 at 31, others at 33\n"
+                    "leaders differ: node 4 names node 2, others name node 1\n"
+                    "4 of 5 endpoints answered\n");
+    free(got);
+
+    /* the voters alone agree (node 3 names no leader: it neither agrees nor disagrees) */
+    struct slotctl_status_row agree[3] = {rows[0], rows[1], rows[4]};
+    got = render_status(agree, 3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(got, "\n\nagree: revision 33, leader node 1\n"));
+    CU_ASSERT_PTR_NULL(strstr(got, "differ"));
+    CU_ASSERT_PTR_NULL(strstr(got, "endpoints answered"));
+    free(got);
+    got = render_status(&rows[4], 1);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(got, "\n\nagree: revision 33, no node names a controller leader\n"));
+    free(got);
+    got = render_status(&rows[3], 1);
+    check_text(got, "ENDPOINT            NODE  ROLE             TERM   COMMIT  APPLIED  REVISION  "
+                    "SNAPSHOT  FILE REV  FILE AGE  MIRROR LAG  LEADER\n"
+                    "node9.example:7700     -  error: controller status: UNAVAILABLE: "
+                    "connection refused [node9.example:7700, 1 attempt]\n"
+                    "\n"
+                    "no endpoint answered (1 asked)\n");
+    free(got);
+}
+
+static void test_status_judge(void)
+{
+    struct slotctl_status_row rows[SLOTD_CLIENT_ENDPOINTS_MAX];
+    size_t n = status_fixture(rows);
+    struct slotctl_status_verdict v;
+    slotctl_status_judge(rows, n, &v);
+    CU_ASSERT_EQUAL(v.asked, 5);
+    CU_ASSERT_EQUAL(v.answered, 4);
+    CU_ASSERT_FALSE(v.agree);
+    CU_ASSERT_EQUAL(v.revision, 33);
+    CU_ASSERT_EQUAL(v.leader, 1);
+
+    /* two nodes, one each: the tie goes to the higher value, named as a node, not "others" */
+    struct slotctl_status_row two[2] = {rows[2], rows[0]};
+    slotctl_status_judge(two, 2, &v);
+    CU_ASSERT_EQUAL(v.revision, 33);
+    CU_ASSERT_STRING_EQUAL(v.revisions, "revisions differ: node 4 at 31, node 1 at 33");
+    CU_ASSERT_STRING_EQUAL(v.leaders, "leaders differ: node 1 names node 1, node 4 names node 2");
+    CU_ASSERT_EQUAL(v.leader, 2);
+    CU_ASSERT_FALSE(v.agree);
+
+    /* three revisions, the most common one last; a minority leader named by two nodes */
+    struct slotctl_status_row many[5] = {rows[0], rows[1], rows[2], rows[4], rows[0]};
+    many[1].cs.revision = 30;
+    many[3].cs.leader = 2;
+    many[4].cs.node_id = 5;
+    slotctl_status_judge(many, 5, &v);
+    CU_ASSERT_STRING_EQUAL(v.revisions, "revisions differ: node 2 at 30, node 4 at 31, others at "
+                                        "33");
+    CU_ASSERT_STRING_EQUAL(v.leaders, "leaders differ: node 4 names node 2, node 3 names node 2, "
+                                      "others name node 1");
+    CU_ASSERT_EQUAL(v.leader, 1);
+
+    /* nothing answered: no agreement to claim */
+    slotctl_status_judge(&rows[3], 1, &v);
+    CU_ASSERT_EQUAL(v.answered, 0);
+    CU_ASSERT_FALSE(v.agree);
+    CU_ASSERT_STRING_EQUAL(v.revisions, "");
+    slotctl_status_judge(rows, 0, &v);
+    CU_ASSERT_FALSE(v.agree);
+    CU_ASSERT_EQUAL(v.asked, 0);
+}
+
+static void test_status_json(void)
+{
+    struct slotctl_status_row rows[2] = {
+        status_ok("127.0.0.1:7704", 4, "mirror", 0, 0, 110, 31, 0, 0, -1, 450, 2),
+        status_failed("127.0.0.1:7709")};
+    json_t *j = slotctl_status_json(rows, 2, SLOTCTL_EXIT_UNAVAILABLE);
+    char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    CU_ASSERT_STRING_EQUAL(
+        s, "{\"agree\":true,\"command\":\"status\",\"disagreements\":[],\"exit_code\":4,"
+           "\"nodes\":[{\"applied_index\":110,\"commit_index\":0,\"endpoint\":\"127.0.0.1:7704\","
+           "\"leader\":2,\"mirror_lag_ms\":450,\"node_id\":4,\"ok\":true,\"revision\":31,"
+           "\"role\":\"mirror\",\"snapshot_index\":0,\"state_file_age_ms\":-1,"
+           "\"state_file_revision\":0,\"term\":0},"
+           "{\"endpoint\":\"127.0.0.1:7709\",\"error\":\"unavailable\",\"message\":\"controller "
+           "status: UNAVAILABLE: connection refused [127.0.0.1:7709, 1 attempt]\",\"ok\":false,"
+           "\"status\":{\"address\":\"127.0.0.1:7709\",\"grpc_status\":\"UNAVAILABLE\"}}],"
+           "\"ok\":false}");
+    free(s);
+    json_decref(j);
+
+    struct slotctl_status_row fx[SLOTD_CLIENT_ENDPOINTS_MAX];
+    size_t n = status_fixture(fx);
+    j = slotctl_status_json(fx, n, SLOTCTL_EXIT_UNAVAILABLE);
+    CU_ASSERT_TRUE(json_is_false(json_object_get(j, "agree")));
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(j, "nodes")), 5);
+    json_t *d = json_object_get(j, "disagreements");
+    CU_ASSERT_EQUAL_FATAL(json_array_size(d), 2);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(d, 0)),
+                           "revisions differ: node 4 at 31, others at 33");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(d, 1)),
+                           "leaders differ: node 4 names node 2, others name node 1");
+    json_decref(j);
+}
+
+static void test_status_without_server(void)
+{
+    struct slotd_client *c = dead_client(3);
+    struct slotd_controller_status cs;
+    /* an address the client was not given: asked as is, once, and no endpoint is tried */
+    CU_ASSERT_EQUAL(slotd_controller_status(c, "127.0.0.1:3", &cs), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_EQUAL(cs.attempts, 1);
+    CU_ASSERT_EQUAL(cs.status.grpc_status, 14);
+    CU_ASSERT_STRING_EQUAL(cs.status.address, "127.0.0.1:3");
+    CU_ASSERT_STRING_EQUAL(cs.source, "127.0.0.1:3");
+    CU_ASSERT_EQUAL(cs.node_id, 0);
+    CU_ASSERT_STRING_EQUAL(cs.role, "");
+    CU_ASSERT_PTR_NOT_NULL(strstr(cs.status.message, "controller status: UNAVAILABLE: "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(cs.status.message, "[127.0.0.1:3, 1 attempt]"));
+    struct slotd_status last;
+    slotd_client_last_error(c, &last);
+    CU_ASSERT_STRING_EQUAL(last.message, cs.status.message);
+
+    /* not one host:port: no call */
+    const char *bad[] = {NULL, "", "127.0.0.1:1,127.0.0.1:2"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CU_ASSERT_EQUAL(slotd_controller_status(c, bad[i], &cs), SLOTD_CLIENT_EINVAL);
+        CU_ASSERT_EQUAL(cs.attempts, 0);
+        CU_ASSERT_EQUAL(cs.status.grpc_status, -1);
+        CU_ASSERT_STRING_EQUAL(cs.status.message,
+                               "controller status: no call: address must be one host:port of "
+                               "1..255 bytes [no endpoint, 0 attempts]");
+    }
+
+    /* slotctl status: each endpoint asked on its own, each row with its own error */
+    struct slotctl_status_row rows[SLOTD_CLIENT_ENDPOINTS_MAX];
+    size_t n = slotctl_status_collect(c, "127.0.0.1:1,127.0.0.1:2", rows, 16);
+    CU_ASSERT_EQUAL_FATAL(n, 2);
+    for (size_t i = 0; i < n; i++) {
+        char want[32];
+        snprintf(want, sizeof(want), "127.0.0.1:%zu", i + 1);
+        CU_ASSERT_STRING_EQUAL(rows[i].endpoint, want);
+        CU_ASSERT_EQUAL(rows[i].rc, SLOTD_CLIENT_EUNAVAILABLE);
+        CU_ASSERT_EQUAL(rows[i].cs.attempts, 1);
+        CU_ASSERT_STRING_EQUAL(rows[i].cs.status.address, want);
+    }
+    char *got = render_status(rows, n);
+    CU_ASSERT_PTR_NOT_NULL(strstr(got, "\n127.0.0.1:1     -  error: controller status: "
+                                       "UNAVAILABLE: "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(got, "\n\nno endpoint answered (2 asked)\n"));
+    free(got);
+    slotd_client_free(c);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -722,6 +978,11 @@ int main(void)
     CU_add_test(s, "task table", test_task_table);
     CU_add_test(s, "task detail and JSON", test_task_detail_and_json);
     CU_add_test(s, "task calls without a server", test_task_calls_without_server);
+    CU_add_test(s, "parse status", test_parse_status);
+    CU_add_test(s, "status table and disagreement lines", test_status_table);
+    CU_add_test(s, "status verdicts", test_status_judge);
+    CU_add_test(s, "status JSON", test_status_json);
+    CU_add_test(s, "status calls without a server", test_status_without_server);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed();

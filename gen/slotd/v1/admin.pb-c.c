@@ -1124,7 +1124,7 @@ const ProtobufCMessageDescriptor slotd__v1__migrate_hash_slots_request__descript
   (ProtobufCMessageInit) slotd__v1__migrate_hash_slots_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__cluster_state_request__field_descriptors[2] =
+static const ProtobufCFieldDescriptor slotd__v1__cluster_state_request__field_descriptors[3] =
 {
   {
     "known_revision",
@@ -1150,15 +1150,28 @@ static const ProtobufCFieldDescriptor slotd__v1__cluster_state_request__field_de
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "min_revision",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ClusterStateRequest, min_revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__cluster_state_request__field_indices_by_name[] = {
   1,   /* field[1] = known_checksum */
   0,   /* field[0] = known_revision */
+  2,   /* field[2] = min_revision */
 };
 static const ProtobufCIntRange slotd__v1__cluster_state_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor slotd__v1__cluster_state_request__descriptor =
 {
@@ -1168,7 +1181,7 @@ const ProtobufCMessageDescriptor slotd__v1__cluster_state_request__descriptor =
   "Slotd__V1__ClusterStateRequest",
   "slotd.v1",
   sizeof(Slotd__V1__ClusterStateRequest),
-  2,
+  3,
   slotd__v1__cluster_state_request__field_descriptors,
   slotd__v1__cluster_state_request__field_indices_by_name,
   1,  slotd__v1__cluster_state_request__number_ranges,

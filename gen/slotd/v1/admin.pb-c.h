@@ -141,10 +141,16 @@ struct  Slotd__V1__ClusterStateRequest
    */
   uint64_t known_revision;
   char *known_checksum;
+  /*
+   * Answer only once this node serves a cluster state at this revision or later (the revision
+   * of an AdminWriteResponse: read your own admin writes on any node). Waits at most 3 s, then
+   * UNAVAILABLE (ROUTE_NOT_READY) naming the revision this node has reached.
+   */
+  uint64_t min_revision;
 };
 #define SLOTD__V1__CLUSTER_STATE_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__cluster_state_request__descriptor) \
-    , 0, (char *)protobuf_c_empty_string }
+    , 0, (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Slotd__V1__ControllerStatusRequest

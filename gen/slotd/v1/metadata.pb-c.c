@@ -682,6 +682,51 @@ void   slotd__v1__group_route__free_unpacked
   assert(message->base.descriptor == &slotd__v1__group_route__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__v1__replica_status__init
+                     (Slotd__V1__ReplicaStatus         *message)
+{
+  static const Slotd__V1__ReplicaStatus init_value = SLOTD__V1__REPLICA_STATUS__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__replica_status__get_packed_size
+                     (const Slotd__V1__ReplicaStatus *message)
+{
+  assert(message->base.descriptor == &slotd__v1__replica_status__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__replica_status__pack
+                     (const Slotd__V1__ReplicaStatus *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__replica_status__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__replica_status__pack_to_buffer
+                     (const Slotd__V1__ReplicaStatus *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__replica_status__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ReplicaStatus *
+       slotd__v1__replica_status__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ReplicaStatus *)
+     protobuf_c_message_unpack (&slotd__v1__replica_status__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__replica_status__free_unpacked
+                     (Slotd__V1__ReplicaStatus *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__replica_status__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__v1__node_info__init
                      (Slotd__V1__NodeInfo         *message)
 {
@@ -6131,9 +6176,29 @@ const ProtobufCMessageDescriptor slotd__v1__get_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__get_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-#define slotd__v1__route_snapshot_request__field_descriptors NULL
-#define slotd__v1__route_snapshot_request__field_indices_by_name NULL
-#define slotd__v1__route_snapshot_request__number_ranges NULL
+static const ProtobufCFieldDescriptor slotd__v1__route_snapshot_request__field_descriptors[1] =
+{
+  {
+    "min_revision",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RouteSnapshotRequest, min_revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__route_snapshot_request__field_indices_by_name[] = {
+  0,   /* field[0] = min_revision */
+};
+static const ProtobufCIntRange slotd__v1__route_snapshot_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
 const ProtobufCMessageDescriptor slotd__v1__route_snapshot_request__descriptor =
 {
   PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
@@ -6142,10 +6207,10 @@ const ProtobufCMessageDescriptor slotd__v1__route_snapshot_request__descriptor =
   "Slotd__V1__RouteSnapshotRequest",
   "slotd.v1",
   sizeof(Slotd__V1__RouteSnapshotRequest),
-  0,
+  1,
   slotd__v1__route_snapshot_request__field_descriptors,
   slotd__v1__route_snapshot_request__field_indices_by_name,
-  0,  slotd__v1__route_snapshot_request__number_ranges,
+  1,  slotd__v1__route_snapshot_request__number_ranges,
   (ProtobufCMessageInit) slotd__v1__route_snapshot_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -6226,7 +6291,7 @@ const ProtobufCMessageDescriptor slotd__v1__route_snapshot_response__descriptor 
   (ProtobufCMessageInit) slotd__v1__route_snapshot_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__group_route__field_descriptors[7] =
+static const ProtobufCFieldDescriptor slotd__v1__group_route__field_descriptors[10] =
 {
   {
     "group_id",
@@ -6312,20 +6377,59 @@ static const ProtobufCFieldDescriptor slotd__v1__group_route__field_descriptors[
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "intended_voters",
+    8,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Slotd__V1__GroupRoute, n_intended_voters),
+    offsetof(Slotd__V1__GroupRoute, intended_voters),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "intended_learners",
+    9,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Slotd__V1__GroupRoute, n_intended_learners),
+    offsetof(Slotd__V1__GroupRoute, intended_learners),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "replicas",
+    10,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__GroupRoute, n_replicas),
+    offsetof(Slotd__V1__GroupRoute, replicas),
+    &slotd__v1__replica_status__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__group_route__field_indices_by_name[] = {
   3,   /* field[3] = config_epoch */
   0,   /* field[0] = group_id */
+  8,   /* field[8] = intended_learners */
+  7,   /* field[7] = intended_voters */
   5,   /* field[5] = leader */
   6,   /* field[6] = leader_term */
   2,   /* field[2] = learners */
   4,   /* field[4] = preferred_leader */
+  9,   /* field[9] = replicas */
   1,   /* field[1] = voters */
 };
 static const ProtobufCIntRange slotd__v1__group_route__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor slotd__v1__group_route__descriptor =
 {
@@ -6335,11 +6439,127 @@ const ProtobufCMessageDescriptor slotd__v1__group_route__descriptor =
   "Slotd__V1__GroupRoute",
   "slotd.v1",
   sizeof(Slotd__V1__GroupRoute),
-  7,
+  10,
   slotd__v1__group_route__field_descriptors,
   slotd__v1__group_route__field_indices_by_name,
   1,  slotd__v1__group_route__number_ranges,
   (ProtobufCMessageInit) slotd__v1__group_route__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__replica_status__field_descriptors[7] =
+{
+  {
+    "node_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ReplicaStatus, node_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "role",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ReplicaStatus, role),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "leader",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ReplicaStatus, leader),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "term",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ReplicaStatus, term),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "commit_index",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ReplicaStatus, commit_index),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "applied_index",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ReplicaStatus, applied_index),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "age_ms",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ReplicaStatus, age_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__replica_status__field_indices_by_name[] = {
+  6,   /* field[6] = age_ms */
+  5,   /* field[5] = applied_index */
+  4,   /* field[4] = commit_index */
+  2,   /* field[2] = leader */
+  0,   /* field[0] = node_id */
+  1,   /* field[1] = role */
+  3,   /* field[3] = term */
+};
+static const ProtobufCIntRange slotd__v1__replica_status__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor slotd__v1__replica_status__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ReplicaStatus",
+  "ReplicaStatus",
+  "Slotd__V1__ReplicaStatus",
+  "slotd.v1",
+  sizeof(Slotd__V1__ReplicaStatus),
+  7,
+  slotd__v1__replica_status__field_descriptors,
+  slotd__v1__replica_status__field_indices_by_name,
+  1,  slotd__v1__replica_status__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__replica_status__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor slotd__v1__node_info__field_descriptors[2] =
@@ -6393,7 +6613,7 @@ const ProtobufCMessageDescriptor slotd__v1__node_info__descriptor =
   (ProtobufCMessageInit) slotd__v1__node_info__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__task_status_request__field_descriptors[2] =
+static const ProtobufCFieldDescriptor slotd__v1__task_status_request__field_descriptors[3] =
 {
   {
     "task_id",
@@ -6419,15 +6639,28 @@ static const ProtobufCFieldDescriptor slotd__v1__task_status_request__field_desc
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "min_revision",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__TaskStatusRequest, min_revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__task_status_request__field_indices_by_name[] = {
   1,   /* field[1] = active_only */
+  2,   /* field[2] = min_revision */
   0,   /* field[0] = task_id */
 };
 static const ProtobufCIntRange slotd__v1__task_status_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor slotd__v1__task_status_request__descriptor =
 {
@@ -6437,7 +6670,7 @@ const ProtobufCMessageDescriptor slotd__v1__task_status_request__descriptor =
   "Slotd__V1__TaskStatusRequest",
   "slotd.v1",
   sizeof(Slotd__V1__TaskStatusRequest),
-  2,
+  3,
   slotd__v1__task_status_request__field_descriptors,
   slotd__v1__task_status_request__field_indices_by_name,
   1,  slotd__v1__task_status_request__number_ranges,

@@ -30,6 +30,7 @@ typedef struct Slotd__V1__GetResult Slotd__V1__GetResult;
 typedef struct Slotd__V1__RouteSnapshotRequest Slotd__V1__RouteSnapshotRequest;
 typedef struct Slotd__V1__RouteSnapshotResponse Slotd__V1__RouteSnapshotResponse;
 typedef struct Slotd__V1__GroupRoute Slotd__V1__GroupRoute;
+typedef struct Slotd__V1__ReplicaStatus Slotd__V1__ReplicaStatus;
 typedef struct Slotd__V1__NodeInfo Slotd__V1__NodeInfo;
 typedef struct Slotd__V1__TaskStatusRequest Slotd__V1__TaskStatusRequest;
 typedef struct Slotd__V1__TaskStatusResponse Slotd__V1__TaskStatusResponse;
@@ -584,10 +585,14 @@ struct  Slotd__V1__GetResult
 struct  Slotd__V1__RouteSnapshotRequest
 {
   ProtobufCMessage base;
+  /*
+   * As in TaskStatusRequest: answer with a route built from this controller revision or later.
+   */
+  uint64_t min_revision;
 };
 #define SLOTD__V1__ROUTE_SNAPSHOT_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__route_snapshot_request__descriptor) \
-     }
+    , 0 }
 
 
 struct  Slotd__V1__RouteSnapshotResponse
@@ -616,6 +621,10 @@ struct  Slotd__V1__GroupRoute
 {
   ProtobufCMessage base;
   uint32_t group_id;
+  /*
+   * Observed: the raft configuration the group reports (this node's replica when it hosts one,
+   * else the leader's own answer, else the freshest replica's); the intent until one reports.
+   */
   size_t n_voters;
   uint64_t *voters;
   size_t n_learners;
@@ -627,10 +636,50 @@ struct  Slotd__V1__GroupRoute
    */
   uint64_t leader;
   uint64_t leader_term;
+  /*
+   * Controller intent: the desired peers, and the target of a replica move that has not been
+   * promoted yet.
+   */
+  size_t n_intended_voters;
+  uint64_t *intended_voters;
+  size_t n_intended_learners;
+  uint64_t *intended_learners;
+  /*
+   * What each replica last said about itself (first-hand), with the age of that answer.
+   */
+  size_t n_replicas;
+  Slotd__V1__ReplicaStatus **replicas;
 };
 #define SLOTD__V1__GROUP_ROUTE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__group_route__descriptor) \
-    , 0, 0,NULL, 0,NULL, 0, 0, 0, 0 }
+    , 0, 0,NULL, 0,NULL, 0, 0, 0, 0, 0,NULL, 0,NULL, 0,NULL }
+
+
+struct  Slotd__V1__ReplicaStatus
+{
+  ProtobufCMessage base;
+  uint64_t node_id;
+  /*
+   * "voter" or "learner" in the replica's own configuration, "none" when it lists itself in
+   * neither (removed, or not yet added).
+   */
+  char *role;
+  /*
+   * The leader and term the replica believes in (0 = none).
+   */
+  uint64_t leader;
+  uint64_t term;
+  uint64_t commit_index;
+  uint64_t applied_index;
+  /*
+   * Milliseconds since the node answering heard this from the replica (its own replica: since
+   * it last published its route, which it does at every change and every peer answer).
+   */
+  uint64_t age_ms;
+};
+#define SLOTD__V1__REPLICA_STATUS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__replica_status__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0 }
 
 
 struct  Slotd__V1__NodeInfo
@@ -656,10 +705,16 @@ struct  Slotd__V1__TaskStatusRequest
    * With task_id 0: only pending and running tasks.
    */
   protobuf_c_boolean active_only;
+  /*
+   * Answer only once this node serves a cluster state at this revision or later (the revision
+   * of the AdminWriteResponse that created the task: read your own admin writes on any node).
+   * Waits at most 3 s, then UNAVAILABLE (ROUTE_NOT_READY) naming the revision reached.
+   */
+  uint64_t min_revision;
 };
 #define SLOTD__V1__TASK_STATUS_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__task_status_request__descriptor) \
-    , 0, 0 }
+    , 0, 0, 0 }
 
 
 struct  Slotd__V1__TaskStatusResponse
@@ -2072,6 +2127,25 @@ Slotd__V1__GroupRoute *
                       const uint8_t       *data);
 void   slotd__v1__group_route__free_unpacked
                      (Slotd__V1__GroupRoute *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ReplicaStatus methods */
+void   slotd__v1__replica_status__init
+                     (Slotd__V1__ReplicaStatus         *message);
+size_t slotd__v1__replica_status__get_packed_size
+                     (const Slotd__V1__ReplicaStatus   *message);
+size_t slotd__v1__replica_status__pack
+                     (const Slotd__V1__ReplicaStatus   *message,
+                      uint8_t             *out);
+size_t slotd__v1__replica_status__pack_to_buffer
+                     (const Slotd__V1__ReplicaStatus   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ReplicaStatus *
+       slotd__v1__replica_status__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__replica_status__free_unpacked
+                     (Slotd__V1__ReplicaStatus *message,
                       ProtobufCAllocator *allocator);
 /* Slotd__V1__NodeInfo methods */
 void   slotd__v1__node_info__init
@@ -3621,6 +3695,9 @@ typedef void (*Slotd__V1__RouteSnapshotResponse_Closure)
 typedef void (*Slotd__V1__GroupRoute_Closure)
                  (const Slotd__V1__GroupRoute *message,
                   void *closure_data);
+typedef void (*Slotd__V1__ReplicaStatus_Closure)
+                 (const Slotd__V1__ReplicaStatus *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__NodeInfo_Closure)
                  (const Slotd__V1__NodeInfo *message,
                   void *closure_data);
@@ -3931,6 +4008,7 @@ extern const ProtobufCMessageDescriptor slotd__v1__get_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__route_snapshot_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__route_snapshot_response__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__group_route__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__replica_status__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__node_info__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__task_status_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__task_status_response__descriptor;

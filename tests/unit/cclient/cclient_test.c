@@ -1,5 +1,5 @@
 /* cclient_test.c - CUnit tests for libslotd (hash slots, route, errors, retries, options, admin
- * and task encoding) and slotctl's parser. */
+ * and task encoding, ControllerStatus decoding) and slotctl's parser. */
 #include "client_internal.h"
 #include "slotctl_cli.h"
 
@@ -42,9 +42,36 @@ static uint8_t *route_bytes(size_t *len, size_t table_len)
     g1.preferred_leader = 1;
     g1.leader = 2;
     g1.leader_term = 7;
+    /* group 1 mid-move: the group has learner 4, the controller intends 4 as a voter */
+    uint64_t learners1[] = {4}, intended1[] = {1, 2, 3, 4};
+    g1.n_learners = 1;
+    g1.learners = learners1;
+    g1.n_intended_voters = 4;
+    g1.intended_voters = intended1;
+    Slotd__V1__ReplicaStatus r2 = SLOTD__V1__REPLICA_STATUS__INIT,
+                             r4 = SLOTD__V1__REPLICA_STATUS__INIT;
+    r2.node_id = 2;
+    r2.role = "voter";
+    r2.leader = 2;
+    r2.term = 7;
+    r2.commit_index = 90;
+    r2.applied_index = 88;
+    r2.age_ms = 120;
+    r4.node_id = 4;
+    r4.role = "learner";
+    r4.leader = 2;
+    r4.term = 7;
+    r4.commit_index = 60;
+    r4.applied_index = 60;
+    r4.age_ms = 400;
+    Slotd__V1__ReplicaStatus *reps1[] = {&r2, &r4};
+    g1.n_replicas = 2;
+    g1.replicas = reps1;
     g2.group_id = 2;
     g2.n_voters = 3;
     g2.voters = voters2;
+    g2.n_intended_voters = 3;
+    g2.intended_voters = voters1; /* the same set in another order */
     Slotd__V1__GroupRoute *groups[] = {&g2, &g1}; /* unsorted on purpose */
     Slotd__V1__NodeInfo n1 = SLOTD__V1__NODE_INFO__INIT, n2 = SLOTD__V1__NODE_INFO__INIT,
                         n3 = SLOTD__V1__NODE_INFO__INIT;
@@ -94,6 +121,20 @@ static void test_route_decode_and_leader(void)
     CU_ASSERT_EQUAL(r->groups[0].group_id, 1); /* sorted */
     CU_ASSERT_EQUAL(r->groups[0].hash_slot_count, 128);
     CU_ASSERT_EQUAL(r->groups[1].voter_count, 3);
+    /* intent and fact: group 1 differs (learner 4 intended as a voter), group 2 agrees */
+    CU_ASSERT_EQUAL(r->groups[0].learner_count, 1);
+    CU_ASSERT_EQUAL(r->groups[0].intended_voter_count, 4);
+    CU_ASSERT_EQUAL(r->groups[0].intended_voters[3], 4);
+    CU_ASSERT_FALSE(slotd_route_group_agrees(&r->groups[0]));
+    CU_ASSERT_TRUE(slotd_route_group_agrees(&r->groups[1]));
+    CU_ASSERT_EQUAL_FATAL(r->groups[0].replica_count, 2);
+    CU_ASSERT_EQUAL(r->groups[0].replicas[0].role, SLOTD_REPLICA_VOTER);
+    CU_ASSERT_EQUAL(r->groups[0].replicas[0].commit_index, 90);
+    CU_ASSERT_EQUAL(r->groups[0].replicas[0].applied_index, 88);
+    CU_ASSERT_EQUAL(r->groups[0].replicas[1].node_id, 4);
+    CU_ASSERT_EQUAL(r->groups[0].replicas[1].role, SLOTD_REPLICA_LEARNER);
+    CU_ASSERT_EQUAL(r->groups[0].replicas[1].leader, 2);
+    CU_ASSERT_EQUAL(r->groups[0].replicas[1].age_ms, 400);
     CU_ASSERT_EQUAL(r->node_count, 3);
     CU_ASSERT_EQUAL(r->nodes[0].node_id, 1);
     CU_ASSERT_STRING_EQUAL(slotd_route_node_address(r, 3), "127.0.0.1:7703");
@@ -313,6 +354,27 @@ static void test_endpoints_and_options(void)
 }
 
 /* A client pointed at a closed port fails fast with UNAVAILABLE after bounded retries. */
+/* The last revision only rises; a failed call leaves it where it was. */
+static void test_last_revision(void)
+{
+    struct slotd_client *c = NULL;
+    char err[256];
+    struct slotd_client_options o = {.deadline_ms = 200, .max_retries = 0};
+    CU_ASSERT_EQUAL_FATAL(slotd_client_new("127.0.0.1:1", &o, &c, err, sizeof(err)),
+                          SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(slotd_client_last_revision(c), 0);
+    slotd_client_observe_revision(c, 31);
+    slotd_client_observe_revision(c, 12);
+    CU_ASSERT_EQUAL(slotd_client_last_revision(c), 31);
+    struct slotd_task_status ts;
+    CU_ASSERT_NOT_EQUAL(slotd_task_status(c, 7, false, &ts), SLOTD_CLIENT_OK);
+    slotd_task_status_free(&ts);
+    CU_ASSERT_EQUAL(slotd_client_last_revision(c), 31);
+    slotd_client_observe_revision(c, 32);
+    CU_ASSERT_EQUAL(slotd_client_last_revision(c), 32);
+    slotd_client_free(c);
+}
+
 static void test_client_unreachable(void)
 {
     struct slotd_client *c = NULL;
@@ -666,6 +728,60 @@ static void test_task_status_decode(void)
     CU_ASSERT_TRUE(slotd_task_finished(&failed));
 }
 
+static void test_controller_status_decode(void)
+{
+    Slotd__V1__ControllerStatusResponse m = SLOTD__V1__CONTROLLER_STATUS_RESPONSE__INIT;
+    m.node_id = 4;
+    m.role = (char *)"mirror";
+    m.term = 0;
+    m.commit_index = 0;
+    m.revision = 31;
+    m.applied_index = 110;
+    m.snapshot_index = 7;
+    m.state_file_revision = 30;
+    m.state_file_age_ms = -1;
+    m.mirror_lag_ms = 450;
+    m.leader = 2;
+    uint8_t buf[256];
+    size_t len = slotd__v1__controller_status_response__pack(&m, buf);
+    struct slotd_controller_status cs;
+    memset(&cs, 0, sizeof(cs));
+    CU_ASSERT_EQUAL(slotd__controller_status_decode(buf, len, &cs), SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(cs.node_id, 4);
+    CU_ASSERT_STRING_EQUAL(cs.role, "mirror");
+    CU_ASSERT_EQUAL(cs.term, 0);
+    CU_ASSERT_EQUAL(cs.revision, 31);
+    CU_ASSERT_EQUAL(cs.applied_index, 110);
+    CU_ASSERT_EQUAL(cs.snapshot_index, 7);
+    CU_ASSERT_EQUAL(cs.state_file_revision, 30);
+    CU_ASSERT_EQUAL(cs.state_file_age_ms, -1);
+    CU_ASSERT_EQUAL(cs.mirror_lag_ms, 450);
+    CU_ASSERT_EQUAL(cs.leader, 2);
+
+    /* a voter's answer; a role longer than the buffer is cut, not overrun */
+    char role[64];
+    memset(role, 'r', sizeof(role) - 1);
+    role[sizeof(role) - 1] = '\0';
+    m.role = role;
+    m.term = 9;
+    m.commit_index = 120;
+    m.mirror_lag_ms = -1;
+    len = slotd__v1__controller_status_response__pack(&m, buf);
+    memset(&cs, 0, sizeof(cs));
+    CU_ASSERT_EQUAL(slotd__controller_status_decode(buf, len, &cs), SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(strlen(cs.role), SLOTD_CONTROLLER_ROLE_LEN - 1);
+    CU_ASSERT_EQUAL(cs.term, 9);
+    CU_ASSERT_EQUAL(cs.commit_index, 120);
+    CU_ASSERT_EQUAL(cs.mirror_lag_ms, -1);
+
+    static const uint8_t junk[] = {0xff, 0xff, 0xff};
+    memset(&cs, 0, sizeof(cs));
+    CU_ASSERT_EQUAL(slotd__controller_status_decode(junk, sizeof(junk), &cs),
+                    SLOTD_CLIENT_EMALFORMED);
+    CU_ASSERT_STRING_EQUAL(cs.status.message, "response is not a ControllerStatusResponse");
+    CU_ASSERT_EQUAL(cs.node_id, 0);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -678,9 +794,11 @@ int main(void)
     CU_add_test(s, "retry policy, backoff, error names", test_retry_policy);
     CU_add_test(s, "endpoints and options", test_endpoints_and_options);
     CU_add_test(s, "unreachable endpoint: bounded retries", test_client_unreachable);
+    CU_add_test(s, "last revision only rises", test_last_revision);
     CU_add_test(s, "slotctl arguments and exit codes", test_slotctl_args);
     CU_add_test(s, "admin task commands encode", test_admin_task_encoding);
     CU_add_test(s, "TaskStatus decode and bounds", test_task_status_decode);
+    CU_add_test(s, "ControllerStatus decode", test_controller_status_decode);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed() + CU_get_number_of_failures();

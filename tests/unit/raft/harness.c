@@ -77,6 +77,21 @@ void h_restart(struct h_cluster *c, raft_id id)
     h_start(c, id);
 }
 
+void h_wipe(struct h_cluster *c, raft_id id, const struct raft_conf_state *cs)
+{
+    struct h_node *nd = &c->nodes[id];
+    raft_free(nd->r);
+    raft_mem_storage_free(nd->ms);
+    nd->applied = 0;
+    nd->n_applied = 0;
+    nd->snapshot_index = 0;
+    CU_ASSERT_EQUAL_FATAL(raft_mem_storage_new(&nd->ms), 0);
+    if (cs != NULL) {
+        raft_mem_storage_set_conf_state(nd->ms, cs);
+    }
+    h_start(c, id);
+}
+
 static void h_msg_free(struct raft_msg *m)
 {
     for (size_t i = 0; i < m->n_entries; i++) {

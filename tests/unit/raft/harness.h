@@ -64,6 +64,10 @@ void h_add_node(struct h_cluster *c, raft_id id, const struct raft_conf_state *c
 /* Rebuilds node `id`'s core from its storage (a restart that keeps what was persisted). */
 void h_restart(struct h_cluster *c, raft_id id);
 
+/* Replaces node `id`'s storage with an empty one holding membership cs (may be NULL) and
+ * starts it again: its replica was deleted and opened empty, as after a lost disk. */
+void h_wipe(struct h_cluster *c, raft_id id, const struct raft_conf_state *cs);
+
 struct raft *h_raft(struct h_cluster *c, raft_id id);
 void h_status(struct h_cluster *c, raft_id id, struct raft_status *st);
 raft_term h_term(struct h_cluster *c, raft_id id);

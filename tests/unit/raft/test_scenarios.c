@@ -288,6 +288,37 @@ static void test_learner(void)
     h_cluster_free(c);
 }
 
+/* A learner whose replica is deleted and reopened empty (its node dropped it on a stale view of
+ * the cluster while the leader counted its match) rejects every append; the leader takes its
+ * shorter log as lost, forgets the match and fills it again instead of ignoring it forever. */
+static void test_follower_lost_its_log(void)
+{
+    struct h_cluster *c = h_cluster_new(3, 1, NULL);
+    CU_ASSERT_EQUAL(h_campaign(c, 1), RAFT_LEADER);
+    for (int i = 0; i < 5; i++) {
+        CU_ASSERT_EQUAL(h_propose(c, 1, "v"), 0);
+    }
+    h_pump(c);
+    raft_index last = h_last(c, 1);
+    CU_ASSERT_EQUAL(h_last(c, 4), last);
+    struct raft_status st;
+    h_status(c, 1, &st);
+    CU_ASSERT_EQUAL(st.progress[3].match, last);
+    struct raft_conf_state none;
+    memset(&none, 0, sizeof(none));
+    h_wipe(c, 4, &none);
+    CU_ASSERT_EQUAL(h_last(c, 4), 0);
+    CU_ASSERT_EQUAL(h_propose(c, 1, "after"), 0);
+    h_tick_all(c, 5); /* heartbeats reach it too */
+    h_pump(c);
+    CU_ASSERT_EQUAL(h_last(c, 4), last + 1);
+    CU_ASSERT_EQUAL(h_commit(c, 4), last + 1);
+    h_status(c, 1, &st);
+    CU_ASSERT_EQUAL(st.progress[3].match, last + 1);
+    CU_ASSERT_EQUAL(raft_check_invariants(h_raft(c, 1)), 0);
+    h_cluster_free(c);
+}
+
 /* thesis 9.6: a node cut off keeps pre-campaigning without raising its term; on return it does
  * not disrupt the leader. */
 static void test_prevote_rejoin(void)
@@ -902,6 +933,7 @@ void tests_scenarios_add(CU_pSuite s)
     CU_add_test(s, "figure 8: old-term entries commit only with a current-term entry",
                 test_figure8);
     CU_add_test(s, "learner never votes or campaigns", test_learner);
+    CU_add_test(s, "a follower that lost its log is filled again", test_follower_lost_its_log);
     CU_add_test(s, "pre-vote: a rejoining node does not disrupt", test_prevote_rejoin);
     CU_add_test(s, "check-quorum: an isolated leader steps down", test_check_quorum);
     CU_add_test(s, "transfer to a lagging node", test_transfer_lagging);

@@ -342,6 +342,16 @@ static void test_encode_round_trip(void)
 {
     struct route_snapshot *s = make_snapshot(3, 42);
     route_snapshot_group_mut(s, 2)->leader = 0;
+    struct route_group *g3 = route_snapshot_group_mut(s, 3);
+    g3->n_intended_voters = 2;
+    g3->intended_voters[0] = 1;
+    g3->intended_voters[1] = 2;
+    g3->n_intended_learners = 1;
+    g3->intended_learners[0] = 4;
+    g3->n_replicas = 2;
+    g3->replicas[0] = (struct route_replica){.node = 1, .role = ROUTE_ROLE_VOTER, .leader = 1,
+                                             .term = 3, .commit = 9, .applied = 8, .heard_ms = 0};
+    g3->replicas[1] = (struct route_replica){.node = 4, .role = ROUTE_ROLE_NONE, .heard_ms = 0};
     uint8_t *buf = NULL;
     size_t len = 0;
     CU_ASSERT_EQUAL_FATAL(route_snapshot_encode(s, &buf, &len), ROUTE_OK);
@@ -366,6 +376,20 @@ static void test_encode_round_trip(void)
         CU_ASSERT_EQUAL(r->leader_term, g->leader_term);
     }
     CU_ASSERT_EQUAL(m->groups[1]->leader, 0);
+    CU_ASSERT_EQUAL(m->groups[0]->n_replicas, 0);
+    const Slotd__V1__GroupRoute *r3 = m->groups[2];
+    CU_ASSERT_EQUAL_FATAL(r3->n_intended_voters, 2);
+    CU_ASSERT_EQUAL(r3->intended_voters[1], 2);
+    CU_ASSERT_EQUAL_FATAL(r3->n_intended_learners, 1);
+    CU_ASSERT_EQUAL(r3->intended_learners[0], 4);
+    CU_ASSERT_EQUAL_FATAL(r3->n_replicas, 2);
+    CU_ASSERT_EQUAL(r3->replicas[0]->node_id, 1);
+    CU_ASSERT_STRING_EQUAL(r3->replicas[0]->role, "voter");
+    CU_ASSERT_EQUAL(r3->replicas[0]->term, 3);
+    CU_ASSERT_EQUAL(r3->replicas[0]->commit_index, 9);
+    CU_ASSERT_EQUAL(r3->replicas[0]->applied_index, 8);
+    CU_ASSERT(r3->replicas[0]->age_ms > 0); /* heard at monotonic time 0: long ago */
+    CU_ASSERT_STRING_EQUAL(r3->replicas[1]->role, "none");
     CU_ASSERT_EQUAL_FATAL(m->n_nodes, 3);
     CU_ASSERT_EQUAL(m->nodes[2]->node_id, 3);
     CU_ASSERT_STRING_EQUAL(m->nodes[2]->address, "10.0.0.3:7700");

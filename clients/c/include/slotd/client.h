@@ -133,6 +133,18 @@ void slotd_client_free(struct slotd_client *c);
  * (any thread); grpc_status -1 when no call has failed yet. */
 void slotd_client_last_error(struct slotd_client *c, struct slotd_status *out);
 
+/* ---- read your admin writes ----------------------------------------------------------------- */
+
+/* c: borrowed for the call. The highest controller revision this client has seen (0: none):
+ * from admin writes, cluster states, task lists and routes it received. Its RouteSnapshot,
+ * ClusterState and TaskStatus calls send it as min_revision, so the node asked answers only
+ * from that cluster state or a newer one (it waits up to 3 s, then the call fails
+ * SLOTD_CLIENT_EUNAVAILABLE naming the revision it reached). */
+uint64_t slotd_client_last_revision(const struct slotd_client *c);
+/* c: borrowed for the call. Raises the client's last revision to revision (never lowers it):
+ * carries what another client or process saw to this one. */
+void slotd_client_observe_revision(struct slotd_client *c, uint64_t revision);
+
 /* ---- writes --------------------------------------------------------------------------------- */
 
 enum slotd_write_kind { SLOTD_WRITE_PUT, SLOTD_WRITE_DELETE, SLOTD_WRITE_CAS };
@@ -233,12 +245,38 @@ int slotd_get(struct slotd_client *c, const void *key, size_t klen, int consiste
 #define SLOTD_ROUTE_REPLICAS_MAX 16
 #define SLOTD_ROUTE_GROUPS_MAX 4096
 
+/* One replica's own answer to the serving node (RouteSnapshot ReplicaStatus). */
+enum slotd_replica_role {
+    SLOTD_REPLICA_NONE = 0, /* answered, but not in the configuration it reported */
+    SLOTD_REPLICA_VOTER = 1,
+    SLOTD_REPLICA_LEARNER = 2
+};
+
+struct slotd_route_replica {
+    uint64_t node_id;
+    enum slotd_replica_role role;
+    uint64_t leader; /* the leader this replica believes in, 0 = none */
+    uint64_t term;
+    uint64_t commit_index;
+    uint64_t applied_index;
+    uint64_t age_ms; /* how old the answer was when the route was served */
+};
+
 struct slotd_route_group {
     uint32_t group_id;
+    /* Observed: the configuration the group itself has (the leader's, as the serving node last
+     * heard it); the controller's intent is intended_*. They differ while a move runs and when
+     * one failed half-way. */
     uint64_t voters[SLOTD_ROUTE_REPLICAS_MAX];
     unsigned voter_count;
     uint64_t learners[SLOTD_ROUTE_REPLICAS_MAX];
     unsigned learner_count;
+    uint64_t intended_voters[SLOTD_ROUTE_REPLICAS_MAX];
+    unsigned intended_voter_count;
+    uint64_t intended_learners[SLOTD_ROUTE_REPLICAS_MAX];
+    unsigned intended_learner_count;
+    struct slotd_route_replica replicas[SLOTD_ROUTE_REPLICAS_MAX]; /* sorted by node_id */
+    unsigned replica_count;
     uint64_t config_epoch;
     uint64_t preferred_leader;
     uint64_t leader; /* observed leader node, 0 = unknown */
@@ -278,6 +316,10 @@ unsigned slotd_hash_slot(const void *key, size_t klen);
 
 /* r, key: borrowed for the call. The group owning key's hash slot. */
 uint32_t slotd_route_group_of(const struct slotd_route *r, const void *key, size_t klen);
+
+/* g: borrowed for the call. 1 when the observed voters and learners are the intended ones (as
+ * sets), 0 when they disagree. */
+int slotd_route_group_agrees(const struct slotd_route_group *g);
 
 /* r: borrowed for the call. The group's entry, or NULL when the route does not list it. */
 const struct slotd_route_group *slotd_route_group_find(const struct slotd_route *r,
@@ -406,6 +448,43 @@ struct slotd_admin_result {
  */
 int slotd_admin_write(struct slotd_client *c, const struct slotd_admin_write *w,
                       struct slotd_admin_result *out);
+
+/* ---- controller status: slotd.v1.Admin/ControllerStatus ------------------------------------ */
+
+#define SLOTD_CONTROLLER_ROLE_LEN 32 /* role names, cut to this many bytes with the NUL */
+
+/* One node's own view of the controller (an Admin.ControllerStatus answer), read from that
+ * node's local state without a quorum: it answers during an election and when cut off. */
+struct slotd_controller_status {
+    uint64_t node_id; /* the node that answered */
+    /* "leader", "follower", "pre_candidate", "candidate" or "learner" on a node hosting the
+     * controller group; "mirror" on one copying the state from voters; "none" before either */
+    char role[SLOTD_CONTROLLER_ROLE_LEN];
+    uint64_t term;                /* group 0's raft term (0 on mirrors) */
+    uint64_t commit_index;        /* group 0's commit index (0 on mirrors) */
+    uint64_t revision;            /* the published cluster state's revision (0: none yet) */
+    uint64_t applied_index;       /* the controller raft index that state reflects */
+    uint64_t snapshot_index;      /* the log starts after it (0: whole log kept, or a mirror) */
+    uint64_t state_file_revision; /* last cluster-state.json written or found exact (0: none) */
+    int64_t state_file_age_ms;    /* its age (-1: not written by this process) */
+    int64_t mirror_lag_ms;        /* mirrors: since a voter last answered its poll (-1: never) */
+    uint64_t leader;              /* the controller leader this node believes in (0: unknown) */
+    char source[SLOTD_ADDRESS_LEN + 1]; /* the endpoint asked ("" when the address was bad) */
+    unsigned attempts;                  /* 1, or 0 when no call was made */
+    struct slotd_status status;
+};
+
+/*
+ * c, address, out: borrowed for the call; out owns no memory (nothing to free). One
+ * Admin.ControllerStatus call to address (one "host:port", any node, not necessarily one of
+ * the client's endpoints), bounded by the client's deadline. It is never routed, retried or
+ * sent to another node: the answer describes the node asked. Returns SLOTD_CLIENT_OK,
+ * SLOTD_CLIENT_EINVAL (address empty, longer than SLOTD_ADDRESS_LEN or a list; no call made),
+ * SLOTD_CLIENT_EMALFORMED or the call's error, with out->status describing it
+ * ("controller status: UNAVAILABLE: ... [127.0.0.1:7701, 1 attempt]").
+ */
+int slotd_controller_status(struct slotd_client *c, const char *address,
+                            struct slotd_controller_status *out);
 
 /* ---- tasks: slotd.v1.Metadata/TaskStatus ---------------------------------------------------- */
 
