@@ -18,7 +18,7 @@ RUN apt-get update \
       libgrpc29 libabsl20220623 libc-ares2 libre2-9 libssl3 zlib1g \
       libprotobuf-c1 libuv1 libleveldb1d libsnappy1v5 libstdc++6 libgcc-s1 \
       libmicrohttpd12 libgnutls30 libnettle8 libhogweed6 libgmp10 libtasn1-6 libp11-kit0 \
-      libffi8 libidn2-0 libunistring2 libjansson4 \
+      libffi8 libidn2-0 libunistring2 libjansson4 libsodium23 \
  && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 slotd \
  && useradd --system --uid 10001 --gid slotd --home-dir /var/lib/slotd --no-create-home \

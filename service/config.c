@@ -65,6 +65,9 @@ static const struct opt opts[] = {
     U64(tls_client_auth, 0, 1, "0",
         "1: require and verify client certificates (mTLS; needs tls_ca); nodes present tls_cert"),
     STR(tls_server_name, "", "name expected in peer nodes' certificates (empty: their host)"),
+    STR(cluster_secret_file, "",
+        "file holding the cluster secret (16..4096 bytes, the same on every node): every peer "
+        "call carries a proof of it (empty: peers are not authenticated by a secret)"),
 };
 #define N_OPTS (sizeof(opts) / sizeof(opts[0]))
 

@@ -11,13 +11,14 @@ struct slotd_config {
     char listen[256];
     char data_dir[1024];
     char peers[4096];
-    char metrics_listen[256]; /* "" disables /metrics */
-    char tls_cert[1024];      /* server certificate chain PEM file; "" = plaintext */
-    char tls_key[1024];       /* its private key PEM file */
-    char tls_ca[1024];        /* CA bundle PEM file verifying peers (and clients with auth) */
-    char tls_server_name[256]; /* name checked in peers' certificates; "" = the peer's host */
-    char join[256];            /* host:port of a member to join through; "" = bootstrap */
-    char cluster_id[65];       /* the cluster's name, set at bootstrap */
+    char metrics_listen[256];       /* "" disables /metrics */
+    char tls_cert[1024];            /* server certificate chain PEM file; "" = plaintext */
+    char tls_key[1024];             /* its private key PEM file */
+    char tls_ca[1024];              /* CA bundle PEM file verifying peers (and clients with auth) */
+    char tls_server_name[256];      /* name checked in peers' certificates; "" = the peer's host */
+    char join[256];                 /* host:port of a member to join through; "" = bootstrap */
+    char cluster_secret_file[1024]; /* the cluster secret proven on peer calls; "" = none */
+    char cluster_id[65];            /* the cluster's name, set at bootstrap */
     uint64_t node_id;
     uint64_t slot_groups;
     uint64_t max_request_bytes;
@@ -25,9 +26,9 @@ struct slotd_config {
     uint64_t replicas; /* 0 = min(3, nodes) */
     uint64_t compact_entries;
     uint64_t compact_tail;
-    uint64_t tls_client_auth; /* 1: require and verify client certificates (mTLS) */
-    uint64_t bootstrap_expect; /* active data nodes before placement; 0 = the --peers count */
-    uint64_t weight;           /* capacity weight for placement */
+    uint64_t tls_client_auth;       /* 1: require and verify client certificates (mTLS) */
+    uint64_t bootstrap_expect;      /* active data nodes before placement; 0 = the --peers count */
+    uint64_t weight;                /* capacity weight for placement */
     uint64_t task_phase_timeout_ms; /* a task phase without progress fails after this long */
     uint64_t enable_hash_slot_migration; /* 1: Admin.MigrateHashSlots accepted here */
 };

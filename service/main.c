@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "service/auth/auth.h"
 #include "service/config.h"
 #include "service/metrics/metrics.h"
 #include "service/net/net.h"
@@ -181,6 +182,8 @@ int main(int argc, char **argv)
     struct runtime *rt = NULL;
     struct metrics_registry *metrics = NULL;
     struct metrics_http *metrics_http = NULL;
+    struct auth_key *secret = NULL;
+    struct auth_verifier *verifier = NULL;
     /* Before anything is opened: a port another process serves is one line and exit 1, and the
      * data directory is left as it was. */
     if (net_listen_check(f.listen, err, sizeof(err)) != 0) {
@@ -191,6 +194,14 @@ int main(int argc, char **argv)
     if (tls_pems_load(&f, &pems, err, sizeof(err)) != 0) {
         fprintf(stderr, "slotd: %s\n", err);
         return 2;
+    }
+    if (f.cluster_secret_file[0] != '\0' &&
+        (auth_key_load(f.cluster_secret_file, &secret, err, sizeof(err)) != AUTH_OK ||
+         auth_verifier_new(secret, &verifier) != AUTH_OK)) {
+        fprintf(stderr, "slotd: --cluster-secret-file: %s\n",
+                err[0] != '\0' ? err : "out of memory");
+        code = 2;
+        goto err_after_pems;
     }
     if (mkdir(f.data_dir, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "slotd: data dir %s: %s\n", f.data_dir, strerror(errno));
@@ -243,7 +254,15 @@ int main(int argc, char **argv)
         ro.compact_tail = f.compact_tail;
     if (f.peers[0] != '\0' && parse_peers(f.peers, &ro) != 0)
         goto err_after_server;
+    struct auth_signer signer = {.key = secret, .node = f.node_id};
+    bool peer_mtls = pems.cert != NULL && f.tls_client_auth;
     if (ro.n_nodes > 1 || f.join[0] != '\0') {
+        if (secret == NULL && !peer_mtls)
+            fprintf(stderr,
+                    "level=warn component=main msg=\"PEERS ARE NOT AUTHENTICATED: any client "
+                    "that reaches this node's port can act as a node; set --cluster-secret-file "
+                    "on every node, or TLS with --tls-client-auth 1 and node-<id> "
+                    "certificates\"\n");
         struct transport_options to;
         transport_options_default(&to);
         to.node_id = f.node_id;
@@ -252,6 +271,12 @@ int main(int argc, char **argv)
         to.tls_cert_pem = pems.cert;
         to.tls_key_pem = pems.key;
         to.tls_server_name = f.tls_server_name;
+        if (secret != NULL) {
+            to.sign = auth_signer_sign;
+            to.sign_ctx = &signer;
+            to.sign_header = AUTH_PROOF_HEADER;
+            to.sign_prefix = "/slotd.internal.v1.Peer/";
+        }
         struct transport_callbacks cb = {.peer_unreachable = on_peer_unreachable};
         if (transport_new(&to, &cb, &transport) != 0) {
             fprintf(stderr, "slotd: cannot create the peer transport\n");
@@ -271,8 +296,12 @@ int main(int argc, char **argv)
         goto err_after_transport;
     }
     g_runtime = rt;
-    struct node_api api = {
-        .rt = rt, .routes = routes, .transport = transport, .node_id = f.node_id};
+    struct node_api api = {.rt = rt,
+                           .routes = routes,
+                           .transport = transport,
+                           .node_id = f.node_id,
+                           .peer_verifier = verifier,
+                           .peer_mtls = peer_mtls};
     if (node_api_register(&api, server) != 0) {
         fprintf(stderr, "slotd: cannot register the API\n");
         goto err_after_runtime;
@@ -294,20 +323,23 @@ int main(int argc, char **argv)
     }
     fprintf(stderr,
             "level=info component=main msg=\"slotd serving\" node=%llu listen=%s port=%d "
-            "data_dir=%s slot_groups=%llu tls=%s\n",
+            "data_dir=%s slot_groups=%llu tls=%s peer_auth=%s\n",
             (unsigned long long)f.node_id, f.listen, port, f.data_dir,
             (unsigned long long)f.slot_groups,
             pems.cert == NULL   ? "off"
             : f.tls_client_auth ? "mtls"
-                                : "on");
+                                : "on",
+            secret != NULL && peer_mtls ? "secret+mtls"
+            : secret != NULL            ? "secret"
+            : peer_mtls                 ? "mtls"
+                                        : "none");
     start_metrics_http(metrics, f.metrics_listen, &metrics_http);
 
     int sig = wait_signal(&set);
     fprintf(stderr, "level=info component=main msg=\"shutting down\" signal=%d\n", sig);
     metrics_http_stop(metrics_http);
     metrics_http = NULL;
-    size_t still =
-        transport != NULL ? runtime_transfer_leadership(rt, SHUTDOWN_TRANSFER_MS) : 0;
+    size_t still = transport != NULL ? runtime_transfer_leadership(rt, SHUTDOWN_TRANSFER_MS) : 0;
     if (still > 0)
         fprintf(stderr, "level=warn component=main msg=\"groups still led at shutdown\" n=%zu\n",
                 still);
@@ -335,6 +367,8 @@ err_after_store:
     store_close(store);
 err_after_pems:
     tls_pems_free(&pems);
+    auth_verifier_free(verifier);
+    auth_key_free(secret);
     if (code == 0)
         fprintf(stderr, "level=info component=main msg=\"stopped\"\n");
     return code;

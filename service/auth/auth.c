@@ -197,20 +197,22 @@ static void put_le64(uint8_t out[8], uint64_t v)
 }
 
 /* HMAC-SHA-256 with k over MAC_CONTEXT | u32 LE len(method) | method | u64 LE node |
- * i64 LE wall_ms | nonce | BLAKE2b-256(body). The only variable-length field is
+ * u64 LE to | i64 LE wall_ms | nonce | BLAKE2b-256(body). The only variable-length field is
  * length-prefixed, so no two distinct inputs encode alike. method_len fits in 32 bits. */
 static void mac_compute(const struct auth_key *k, const char *method, size_t method_len,
-                        uint64_t node, int64_t wall_ms, const uint8_t nonce[AUTH__NONCE_BYTES],
-                        const uint8_t *body, size_t len, uint8_t mac[MAC_BYTES])
+                        uint64_t node, uint64_t to, int64_t wall_ms,
+                        const uint8_t nonce[AUTH__NONCE_BYTES], const uint8_t *body, size_t len,
+                        uint8_t mac[MAC_BYTES])
 {
     static const uint8_t empty[1];
-    uint8_t digest[DIGEST_BYTES], fixed[8 + 8], mlen[4];
+    uint8_t digest[DIGEST_BYTES], fixed[8 + 8 + 8], mlen[4];
     crypto_generichash(digest, sizeof(digest), len > 0 ? body : empty, len, NULL, 0);
     for (int i = 0; i < 4; i++) {
         mlen[i] = (uint8_t)((uint64_t)method_len >> (8 * i));
     }
     put_le64(fixed, node);
-    put_le64(fixed + 8, (uint64_t)wall_ms);
+    put_le64(fixed + 8, to);
+    put_le64(fixed + 16, (uint64_t)wall_ms);
 
     crypto_auth_hmacsha256_state st;
     crypto_auth_hmacsha256_init(&st, k->bytes, sizeof(k->bytes));
@@ -226,8 +228,8 @@ static void mac_compute(const struct auth_key *k, const char *method, size_t met
 
 /* ---- Making proofs ----------------------------------------------------------------------- */
 
-int auth_proof_make(const struct auth_key *k, const char *method, uint64_t node, int64_t wall_ms,
-                    const uint8_t *body, size_t len, char *out, size_t outlen)
+int auth_proof_make(const struct auth_key *k, const char *method, uint64_t node, uint64_t to,
+                    int64_t wall_ms, const uint8_t *body, size_t len, char *out, size_t outlen)
 {
     assert(k != NULL && method != NULL && out != NULL);
     assert(body != NULL || len == 0);
@@ -241,7 +243,7 @@ int auth_proof_make(const struct auth_key *k, const char *method, uint64_t node,
     uint8_t nonce[AUTH__NONCE_BYTES], mac[MAC_BYTES];
     char nonce_hex[2 * AUTH__NONCE_BYTES + 1], mac_hex[2 * MAC_BYTES + 1];
     randombytes_buf(nonce, sizeof(nonce));
-    mac_compute(k, method, method_len, node, wall_ms, nonce, body, len, mac);
+    mac_compute(k, method, method_len, node, to, wall_ms, nonce, body, len, mac);
     sodium_bin2hex(nonce_hex, sizeof(nonce_hex), nonce, sizeof(nonce));
     sodium_bin2hex(mac_hex, sizeof(mac_hex), mac, sizeof(mac));
     int n = snprintf(out, outlen, "v1.%" PRIu64 ".%" PRId64 ".%s.%s", node, wall_ms, nonce_hex,
@@ -258,14 +260,14 @@ int64_t auth_now_wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int auth_signer_sign(void *ctx, const char *method, const uint8_t *body, size_t len, char *out,
-                     size_t outlen)
+int auth_signer_sign(void *ctx, const char *method, uint64_t to, const uint8_t *body, size_t len,
+                     char *out, size_t outlen)
 {
     const struct auth_signer *s = ctx;
     if (s == NULL || s->key == NULL) {
         return AUTH_EINVALID;
     }
-    return auth_proof_make(s->key, method, s->node, auth_now_wall_ms(), body, len, out, outlen);
+    return auth_proof_make(s->key, method, s->node, to, auth_now_wall_ms(), body, len, out, outlen);
 }
 
 /* ---- Parsing ----------------------------------------------------------------------------- */
@@ -454,9 +456,9 @@ static int check_replay(struct auth_verifier *v, const struct proof *p, int64_t 
     return rc;
 }
 
-int auth_verify(struct auth_verifier *v, const char *method, const char *proof, size_t proof_len,
-                const uint8_t *body, size_t len, int64_t now_wall_ms, bool remember,
-                uint64_t *node_out, char *why, size_t whylen)
+int auth_verify(struct auth_verifier *v, const char *method, uint64_t self, const char *proof,
+                size_t proof_len, const uint8_t *body, size_t len, int64_t now_wall_ms,
+                bool remember, uint64_t *node_out, char *why, size_t whylen)
 {
     assert(v != NULL && method != NULL && node_out != NULL);
     assert(body != NULL || len == 0);
@@ -486,13 +488,13 @@ int auth_verify(struct auth_verifier *v, const char *method, const char *proof, 
         return AUTH_EINVALID; /* auth_proof_make makes no proof for such a method */
     }
     uint8_t mac[MAC_BYTES];
-    mac_compute(v->key, method, method_len, p.node, p.wall_ms, p.nonce, body, len, mac);
+    mac_compute(v->key, method, method_len, p.node, self, p.wall_ms, p.nonce, body, len, mac);
     if (sodium_memcmp(mac, p.mac, sizeof(mac)) != 0) {
         if (why != NULL) {
             snprintf(why, whylen,
                      "proof claiming node %" PRIu64 " does not match the request (another "
-                     "cluster secret, method or body)",
-                     p.node);
+                     "cluster secret, method, body or receiving node than %" PRIu64 ")",
+                     p.node, self);
         }
         return AUTH_EBADPROOF;
     }

@@ -67,18 +67,20 @@ void auth_key_free(struct auth_key *k);
 /* ---- Making proofs ----------------------------------------------------------------------- */
 
 /* Writes the proof "v1.<node>.<wall_ms>.<nonce>.<mac>" (NUL-terminated) into out, for a call of
- * method (borrowed for the call, e.g. "/slotd.internal.v1.Peer/Raft") made by node at wall-clock
+ * method (borrowed for the call, e.g. "/slotd.internal.v1.Peer/Raft") made by node to node `to`
+ * (the receiver; it is not in the text, the receiver puts its own id in the MAC, so a proof
+ * made for one node is refused by every other; 0 when the receiver is unknown) at wall-clock
  * time wall_ms (ms since the Unix epoch) with request body (len bytes, borrowed for the call;
  * NULL is allowed when len is 0). node and wall_ms are decimal without sign or leading zeros,
  * nonce is 16 fresh random bytes (randombytes_buf) as 32 lowercase hex digits, and mac is
  *   HMAC-SHA-256(key, "slotd-peer-v1" | u32 LE strlen(method) | method | u64 LE node
- *                     | i64 LE wall_ms | nonce | BLAKE2b-256(body))
+ *                     | u64 LE to | i64 LE wall_ms | nonce | BLAKE2b-256(body))
  * as 64 lowercase hex digits. The secret never appears in the text.
  * Returns AUTH_OK, or AUTH_EINVALID when node is 0, wall_ms is negative, method is longer than
  * UINT32_MAX bytes or outlen < AUTH_PROOF_MAX (out is then "" when outlen > 0).
  * Thread-safe: k is only read. */
-int auth_proof_make(const struct auth_key *k, const char *method, uint64_t node, int64_t wall_ms,
-                    const uint8_t *body, size_t len, char *out, size_t outlen);
+int auth_proof_make(const struct auth_key *k, const char *method, uint64_t node, uint64_t to,
+                    int64_t wall_ms, const uint8_t *body, size_t len, char *out, size_t outlen);
 
 /* The wall clock (CLOCK_REALTIME) in ms since the Unix epoch, as auth_signer_sign and the
  * receiver's now_wall_ms use it. Thread-safe. */
@@ -91,11 +93,11 @@ struct auth_signer {
 };
 
 /* A sign callback in the shape of transport_options.sign: ctx is a struct auth_signer
- * (borrowed for the call). Makes the proof for (method, body) at auth_now_wall_ms(); method,
+ * (borrowed for the call). Makes the proof for (method, to, body) at auth_now_wall_ms(); method,
  * body and out are borrowed for the call. Returns 0 or an auth_err as auth_proof_make does.
  * Thread-safe, short, no locks. */
-int auth_signer_sign(void *ctx, const char *method, const uint8_t *body, size_t len, char *out,
-                     size_t outlen);
+int auth_signer_sign(void *ctx, const char *method, uint64_t to, const uint8_t *body, size_t len,
+                     char *out, size_t outlen);
 
 /* ---- Verifying proofs -------------------------------------------------------------------- */
 
@@ -111,13 +113,13 @@ int auth_verifier_new(const struct auth_key *k, struct auth_verifier **out);
 void auth_verifier_free(struct auth_verifier *v);
 
 /* Checks proof (proof_len bytes, borrowed for the call, need not be NUL-terminated) for a call
- * of method (borrowed for the call) with request body (len bytes, borrowed; NULL when len is 0)
- * at the receiver's wall clock now_wall_ms. Checks, in this order:
+ * of method (borrowed for the call) received by node self with request body (len bytes, borrowed;
+ * NULL when len is 0) at the receiver's wall clock now_wall_ms. Checks, in this order:
  *   AUTH_EMISSING   proof is NULL or proof_len is 0;
  *   AUTH_EMALFORMED the text is not exactly v1.<node>.<ms>.<nonce>.<mac> (canonical decimals,
  *                   node 1..UINT64_MAX, ms 0..INT64_MAX, lowercase hex, < AUTH_PROOF_MAX bytes);
- *   AUTH_EBADPROOF  the MAC differs (other secret, method, body, node, time or nonce), compared
- *                   in constant time (sodium_memcmp);
+ *   AUTH_EBADPROOF  the MAC differs (other secret, method, body, node, receiver, time or nonce),
+ *                   compared in constant time (sodium_memcmp);
  *   AUTH_ESKEW      |now_wall_ms - proof time| > AUTH_WINDOW_MS; with remember, also a proof
  *                   older than the replay memory's horizon (this node's clock went back);
  *   AUTH_EREPLAY    remember is true and (node, ms, nonce) was already accepted with remember;
@@ -131,9 +133,9 @@ void auth_verifier_free(struct auth_verifier *v);
  * the key or the expected MAC, and never echoes the proof text (only its parsed node and time).
  * AUTH_EINVALID when method is longer than UINT32_MAX bytes (no proof can be made for it).
  * Thread-safe. */
-int auth_verify(struct auth_verifier *v, const char *method, const char *proof, size_t proof_len,
-                const uint8_t *body, size_t len, int64_t now_wall_ms, bool remember,
-                uint64_t *node_out, char *why, size_t whylen);
+int auth_verify(struct auth_verifier *v, const char *method, uint64_t self, const char *proof,
+                size_t proof_len, const uint8_t *body, size_t len, int64_t now_wall_ms,
+                bool remember, uint64_t *node_out, char *why, size_t whylen);
 
 /* Proofs the replay memory holds now (live or not yet forgotten). Thread-safe. */
 size_t auth_verifier_remembered(struct auth_verifier *v);

@@ -91,8 +91,7 @@ static void on_cluster_state(void *ctx, struct rpc_call *call, const uint8_t *re
     node_gate(&g);
 }
 
-static void on_controller_status(void *ctx, struct rpc_call *call, const uint8_t *req,
-                                 size_t len)
+static void on_controller_status(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
     Slotd__V1__ControllerStatusRequest *r =
@@ -202,8 +201,7 @@ static int submit_command(struct node_api *api, struct rpc_call *call, const cha
     if (runtime_ctl_voter(api->rt)) {
         uint64_t leader = runtime_ctl_leader(api->rt);
         if (leader == api->node_id)
-            return runtime_submit_propose(api->rt, 0, (const uint8_t *)cmd, strlen(cmd), call,
-                                          err);
+            return runtime_submit_propose(api->rt, 0, (const uint8_t *)cmd, strlen(cmd), call, err);
         if (leader == 0 || api->transport == NULL) {
             slotd_error_set(err, SLOTD_ENO_LEADER, "controller: no leader known");
             err->retry_after_ms = 200;
@@ -213,8 +211,8 @@ static int submit_command(struct node_api *api, struct rpc_call *call, const cha
             slotd_error_set(err, SLOTD_ENOT_LEADER,
                             "controller: node %llu is not the leader; node %llu is",
                             (unsigned long long)api->node_id, (unsigned long long)leader);
-            slotd_error_leader_hint(err, leader, transport_peer_address(api->transport, leader),
-                                    0, 0);
+            slotd_error_leader_hint(err, leader, transport_peer_address(api->transport, leader), 0,
+                                    0);
             return -1;
         }
         *no_forward = 1;
@@ -499,8 +497,8 @@ static void on_retry_task(void *ctx, struct rpc_call *call, const uint8_t *req, 
     }
     char *cmd = NULL;
     int rc = node_field(r->task_id, "task_id", &err);
-    if (rc == 0 && (rc = ctl_cmd_task_retry(r->task_id, wall_ms(), r->expected_revision,
-                                            &cmd)) != CTL_OK)
+    if (rc == 0 &&
+        (rc = ctl_cmd_task_retry(r->task_id, wall_ms(), r->expected_revision, &cmd)) != CTL_OK)
         rc = build_failed(rc, &err);
     else if (rc == 0)
         rc = submit_command(api, call, "/slotd.v1.Admin/RetryTask", cmd, &r->base, &r->no_forward,
@@ -618,8 +616,7 @@ static int hash_slots_field(const uint32_t *v, size_t n, uint8_t bitmap[32],
     return 0;
 }
 
-static void on_migrate_hash_slots(void *ctx, struct rpc_call *call, const uint8_t *req,
-                                  size_t len)
+static void on_migrate_hash_slots(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
     struct slotd_error err;
@@ -649,20 +646,28 @@ static void on_migrate_hash_slots(void *ctx, struct rpc_call *call, const uint8_
     }
     if (rc == 0) {
         spec.to_group = r->to_group;
-        rc = create_task(api, call, "/slotd.v1.Admin/MigrateHashSlots", &spec,
-                         r->expected_revision, &r->base, &r->no_forward, &err);
+        rc = create_task(api, call, "/slotd.v1.Admin/MigrateHashSlots", &spec, r->expected_revision,
+                         &r->base, &r->no_forward, &err);
     }
     if (rc != 0)
         rpc_call_fail(call, &err);
     slotd__v1__migrate_hash_slots_request__free_unpacked(r, NULL);
 }
 
-/* slotd.internal.v1.Peer/ControllerCommand: a node's task executor or liveness report. */
-static void on_controller_command(void *ctx, struct rpc_call *call, const uint8_t *req,
-                                  size_t len)
+#define PEER_CONTROLLER_COMMAND "/slotd.internal.v1.Peer/ControllerCommand"
+#define PEER_MIGRATION_PROPOSE "/slotd.internal.v1.Peer/MigrationPropose"
+
+/* slotd.internal.v1.Peer/ControllerCommand: a node's task executor or liveness report, from an
+ * authenticated node when the cluster authenticates peers. */
+static void on_controller_command(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
     struct slotd_error err;
+    uint64_t caller;
+    if (node_peer_caller(api, call, PEER_CONTROLLER_COMMAND, req, len, true, &caller, &err) != 0) {
+        rpc_call_fail(call, &err);
+        return;
+    }
     Slotd__Internal__V1__ControllerCommandRequest *r =
         slotd__internal__v1__controller_command_request__unpack(NULL, len, req);
     if (r == NULL) {
@@ -680,8 +685,8 @@ static void on_controller_command(void *ctx, struct rpc_call *call, const uint8_
     } else {
         memcpy(cmd, r->command.data, r->command.len);
         cmd[r->command.len] = '\0';
-        rc = submit_command(api, call, "/slotd.internal.v1.Peer/ControllerCommand", cmd,
-                            &r->base, &r->no_forward, &err);
+        rc =
+            submit_command(api, call, PEER_CONTROLLER_COMMAND, cmd, &r->base, &r->no_forward, &err);
     }
     free(cmd);
     if (rc != 0)
@@ -692,11 +697,15 @@ static void on_controller_command(void *ctx, struct rpc_call *call, const uint8_
 /* slotd.internal.v1.Peer/MigrationPropose: a migration executor's entry for a group this node
  * should lead (service/runtime/migrate.c). Only migration commands pass; the FSM checks the
  * rest when the entry applies. */
-static void on_migration_propose(void *ctx, struct rpc_call *call, const uint8_t *req,
-                                 size_t len)
+static void on_migration_propose(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
     struct slotd_error err;
+    uint64_t caller;
+    if (node_peer_caller(api, call, PEER_MIGRATION_PROPOSE, req, len, true, &caller, &err) != 0) {
+        rpc_call_fail(call, &err);
+        return;
+    }
     Slotd__Internal__V1__MigrationProposeRequest *r =
         slotd__internal__v1__migration_propose_request__unpack(NULL, len, req);
     if (r == NULL) {
@@ -752,8 +761,8 @@ int node_admin_register(struct node_api *api, struct rpc_server *s)
         {"/slotd.v1.Admin/DrainNode", on_drain_node},
         {"/slotd.v1.Admin/RetryTask", on_retry_task},
         {"/slotd.v1.Admin/MigrateHashSlots", on_migrate_hash_slots},
-        {"/slotd.internal.v1.Peer/ControllerCommand", on_controller_command},
-        {"/slotd.internal.v1.Peer/MigrationPropose", on_migration_propose},
+        {PEER_CONTROLLER_COMMAND, on_controller_command},
+        {PEER_MIGRATION_PROPOSE, on_migration_propose},
     };
     int rc = rpc_server_add_service(s, &slotd__v1__admin__descriptor);
     for (size_t i = 0; rc == 0 && i < sizeof(methods) / sizeof(methods[0]); i++)

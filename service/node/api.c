@@ -435,11 +435,37 @@ static void on_task_status(void *ctx, struct rpc_call *call, const uint8_t *req,
 
 /* ---- slotd.internal.v1.Peer ---- */
 
+#define PEER_RAFT "/slotd.internal.v1.Peer/Raft"
+#define PEER_SNAPSHOT "/slotd.internal.v1.Peer/Snapshot"
+#define PEER_GROUP_STATUS "/slotd.internal.v1.Peer/GroupStatus"
+
+/* The authenticated caller of a Peer call whose body (of message type, field 1 from_node) names
+ * its sender: 0 with *caller set, or -1 with err filled (no proof, a bad one, or a sender that is
+ * not the caller). */
+static int peer_sender(struct node_api *api, struct rpc_call *call, const char *method,
+                       const char *type, const uint8_t *req, size_t len, uint64_t *caller,
+                       struct slotd_error *err)
+{
+    uint64_t from = 0;
+    if (node_peer_caller(api, call, method, req, len, false, caller, err) != 0)
+        return -1;
+    if (*caller == 0)
+        return 0; /* not authenticated: the runtime checks messages against from_node only */
+    if (node_peer_from_node(req, len, &from) != 0) {
+        slotd_error_set(err, SLOTD_EMALFORMED, "request is not a valid %s", type);
+        return -1;
+    }
+    return node_peer_sender(api, method, *caller, from, err);
+}
+
 static void on_peer_raft(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
     struct slotd_error err;
-    if (runtime_submit_raft_batch(api->rt, req, len, 0, &err) != 0) {
+    uint64_t caller = 0;
+    if (peer_sender(api, call, PEER_RAFT, "slotd.internal.v1.RaftBatch", req, len, &caller, &err) !=
+            0 ||
+        runtime_submit_raft_batch(api->rt, req, len, caller, &err) != 0) {
         rpc_call_fail(call, &err);
         return;
     }
@@ -447,11 +473,15 @@ static void on_peer_raft(void *ctx, struct rpc_call *call, const uint8_t *req, s
     rpc_call_reply(call, &ack.base);
 }
 
+/* The runtime checks the chunk's raft message against from_node (which is the caller here). */
 static void on_peer_snapshot(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
     struct slotd_error err;
-    if (runtime_submit_snapshot_chunk(api->rt, req, len, call, &err) != 0)
+    uint64_t caller = 0;
+    if (peer_sender(api, call, PEER_SNAPSHOT, "slotd.internal.v1.SnapshotChunk", req, len, &caller,
+                    &err) != 0 ||
+        runtime_submit_snapshot_chunk(api->rt, req, len, call, &err) != 0)
         rpc_call_fail(call, &err);
 }
 
@@ -461,6 +491,11 @@ static void on_peer_group_status(void *ctx, struct rpc_call *call, const uint8_t
     struct slotd_error err;
     uint8_t *buf;
     size_t blen;
+    uint64_t caller;
+    if (node_peer_caller(api, call, PEER_GROUP_STATUS, req, len, false, &caller, &err) != 0) {
+        rpc_call_fail(call, &err);
+        return;
+    }
     if (runtime_group_status(api->rt, &buf, &blen) != 0) {
         slotd_error_set(&err, SLOTD_EINTERNAL, "out of memory");
         rpc_call_fail(call, &err);
@@ -480,9 +515,9 @@ int node_api_register(struct node_api *api, struct rpc_server *s)
         {"/slotd.v1.Metadata/Read", on_read},
         {"/slotd.v1.Metadata/RouteSnapshot", on_route_snapshot},
         {"/slotd.v1.Metadata/TaskStatus", on_task_status},
-        {"/slotd.internal.v1.Peer/Raft", on_peer_raft},
-        {"/slotd.internal.v1.Peer/Snapshot", on_peer_snapshot},
-        {"/slotd.internal.v1.Peer/GroupStatus", on_peer_group_status},
+        {PEER_RAFT, on_peer_raft},
+        {PEER_SNAPSHOT, on_peer_snapshot},
+        {PEER_GROUP_STATUS, on_peer_group_status},
     };
     int rc = rpc_server_add_service(s, &slotd__v1__metadata__descriptor);
     if (rc == 0)

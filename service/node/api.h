@@ -11,12 +11,37 @@
 /* Times a forwarded request follows a NOT_LEADER hint to a newer leader. */
 #define NODE_FORWARD_HOPS_MAX 3
 
+struct auth_verifier;
+
 struct node_api {
     struct runtime *rt;          /* borrowed */
     struct route_table *routes;  /* borrowed */
     struct transport *transport; /* borrowed; NULL on a single node */
     uint64_t node_id;
+    /* Peer authentication (peer_auth.c). peer_verifier (borrowed; NULL: no
+     * --cluster-secret-file) checks the proof every Peer call carries; peer_mtls: the peers'
+     * verified client certificates name them ("node-<id>"). Neither: Peer calls are not
+     * authenticated (one node, or a cluster started with a warning). */
+    struct auth_verifier *peer_verifier;
+    bool peer_mtls;
 };
+
+/* The node calling Peer method (its path, borrowed) with request body req (len bytes, borrowed):
+ * *caller is the node the cluster-secret proof and/or the client certificate prove, 0 when this
+ * node authenticates no peer. remember: the proof is refused when replayed (state-changing, low
+ * rate methods; raft traffic tolerates duplicates). Returns 0, or -1 with err UNAUTHENTICATED
+ * (or RESOURCE_EXHAUSTED when the replay memory is full) naming what failed. Any thread. */
+int node_peer_caller(struct node_api *api, struct rpc_call *call, const char *method,
+                     const uint8_t *req, size_t len, bool remember, uint64_t *caller,
+                     struct slotd_error *err);
+/* 0 when caller is 0 (no authentication) or the sender the body claims (claimed) is caller;
+ * else -1 with err UNAUTHENTICATED naming both. */
+int node_peer_sender(struct node_api *api, const char *method, uint64_t caller, uint64_t claimed,
+                     struct slotd_error *err);
+/* Field 1 (from_node, a varint) of the encoded top-level message msg (len bytes, borrowed),
+ * without decoding nested messages: *from is 0 when absent. Returns 0, -1 when msg is not a
+ * well-formed protobuf message at the top level. */
+int node_peer_from_node(const uint8_t *msg, size_t len, uint64_t *from);
 
 /* Registers slotd.v1.Metadata and slotd.internal.v1.Peer on s (before
  * rpc_server_start). api is borrowed for the server's lifetime. */

@@ -32,7 +32,8 @@ static void call_free(struct transport__call *c)
 }
 
 /* Signs c's request when the transport signs this method (see transport_options.sign). */
-static void call_sign(struct transport *t, struct transport__call *c, const char *method)
+static void call_sign(struct transport *t, struct transport__call *c, const char *method,
+                      uint64_t to)
 {
     const struct transport_options *o = &t->opts;
     if (o->sign == NULL || strncmp(method, o->sign_prefix, strlen(o->sign_prefix)) != 0) {
@@ -45,7 +46,7 @@ static void call_sign(struct transport *t, struct transport__call *c, const char
     grpc_slice body = grpc_byte_buffer_reader_readall(&reader);
     grpc_byte_buffer_reader_destroy(&reader);
     char proof[TRANSPORT_PROOF_MAX];
-    if (o->sign(o->sign_ctx, method, GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), proof,
+    if (o->sign(o->sign_ctx, method, to, GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), proof,
                 sizeof(proof)) == 0) {
         c->proof.key = grpc_slice_from_static_string(o->sign_header);
         c->proof.value = grpc_slice_from_copied_string(proof);
@@ -55,14 +56,14 @@ static void call_sign(struct transport *t, struct transport__call *c, const char
 }
 
 int transport__call_start(struct transport *t, struct transport__call *c, grpc_channel *channel,
-                          const char *method, gpr_timespec deadline)
+                          const char *method, uint64_t to, gpr_timespec deadline)
 {
     assert(t->state == TRANSPORT__RUNNING);
     grpc_metadata_array_init(&c->init_md);
     grpc_metadata_array_init(&c->trail_md);
     c->status = GRPC_STATUS_UNKNOWN;
     c->status_details = grpc_empty_slice();
-    call_sign(t, c, method);
+    call_sign(t, c, method, to);
     grpc_slice path = grpc_slice_from_copied_string(method);
     c->call = grpc_channel_create_call(channel, NULL, GRPC_PROPAGATE_DEFAULTS, t->cq, path, NULL,
                                        deadline, NULL);
@@ -234,7 +235,8 @@ static int user_call(struct transport *t, bool by_peer, uint64_t peer, const cha
         return rc;
     }
     /* On failure transport__call_start frees c and its buffer. */
-    rc = transport__call_start(t, c, channel, method, deadline_from_ms(deadline_ms));
+    rc = transport__call_start(t, c, channel, method, by_peer ? peer : 0,
+                               deadline_from_ms(deadline_ms));
     if (rc == TRANSPORT_OK && deadline_ms != INT64_MAX && deadline_ms <= transport__now_ms()) {
         /* gRPC's deadline timer would race a fast reply (measured: a past deadline came back OK
          * from a local server); a deadline that has passed fails every time. c->call stays valid

@@ -175,8 +175,8 @@ static void raft_start(struct transport *t, struct transport__peer *p)
     gpr_timespec deadline =
         gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                      gpr_time_from_millis((int64_t)t->opts.call_timeout_ms, GPR_TIMESPAN));
-    if (transport__call_start(t, c, p->chan->channel, TRANSPORT_RAFT_METHOD, deadline) !=
-        TRANSPORT_OK) {
+    if (transport__call_start(t, c, p->chan->channel, TRANSPORT_RAFT_METHOD, p->node_id,
+                              deadline) != TRANSPORT_OK) {
         p->failed_batches++; /* out of memory in gRPC: the batch is lost, raft retransmits */
         return;
     }

@@ -55,11 +55,11 @@ struct transport_options {
     /* Proof of this node's identity on every call whose method starts with sign_prefix (NULL:
      * no call is signed). sign writes a NUL-terminated value of at most TRANSPORT_PROOF_MAX bytes
      * for request metadata key sign_header (lowercase; borrowed, must outlive the transport)
-     * and returns 0; nonzero sends the call unsigned (the peer then refuses it). It runs on any
-     * thread that starts a call, with the transport's lock held: thread-safe, short, and it must
-     * not call the transport. */
-    int (*sign)(void *ctx, const char *method, const uint8_t *body, size_t len, char *out,
-                size_t outlen);
+     * of a call to node `to` (0 for transport_call_addr) and returns 0; nonzero sends the call
+     * unsigned (the peer then refuses it). It runs on any thread that starts a call, with the
+     * transport's lock held: thread-safe, short, and it must not call the transport. */
+    int (*sign)(void *ctx, const char *method, uint64_t to, const uint8_t *body, size_t len,
+                char *out, size_t outlen);
     void *sign_ctx;
     const char *sign_header;
     const char *sign_prefix;

@@ -93,11 +93,12 @@ int transport__channel_get(struct transport *t, const char *address,
 struct transport__peer *transport__peer_find(struct transport *t, uint64_t node_id);
 
 /* Starts c (allocated by the caller, kind and kind fields set, send owned by c from now on) on
- * channel with method and deadline: one batch of the six unary client ops. Under t->mu, state
+ * channel with method and deadline, to node `to` (0: an address with no known node; only what the
+ * sign callback binds a proof to): one batch of the six unary client ops. Under t->mu, state
  * RUNNING. On TRANSPORT_OK c is linked into t->calls and completes on the CQ thread; otherwise c
  * and send are freed. Returns TRANSPORT_OK or TRANSPORT_ENOMEM. */
 int transport__call_start(struct transport *t, struct transport__call *c, grpc_channel *channel,
-                          const char *method, gpr_timespec deadline);
+                          const char *method, uint64_t to, gpr_timespec deadline);
 
 /* The CQ thread's handling of a completed call tag (success as reported by the queue): runs the
  * kind's completion, then unlinks and frees c. Takes t->mu itself. */

@@ -13,12 +13,15 @@ from fractions import Fraction
 import ctypes
 import faulthandler
 import fcntl
+import hashlib
+import hmac
 import math
 import os
 import random
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -168,10 +171,45 @@ def error_detail(rpc_error):
     return None
 
 
-def raw_unary(channel, path, payload, timeout=RPC_TIMEOUT_S):
+def raw_unary(channel, path, payload, timeout=RPC_TIMEOUT_S, metadata=None):
     """Sends payload (bytes, sent as is) to method path; returns the raw response bytes."""
     call = channel.unary_unary(path, request_serializer=None, response_deserializer=None)
-    return call(payload, timeout=timeout)
+    return call(payload, timeout=timeout, metadata=metadata)
+
+
+# ---- the cluster secret and peer proofs (service/auth/auth.h) -----------------------------------
+
+# Every multi-node process the harness starts (--peers or --join) proves this secret on its peer
+# calls (--cluster-secret-file), unless its arguments already name a secret file.
+CLUSTER_SECRET = b"slotd e2e cluster secret, not for production"
+PROOF_HEADER = "slotd-peer-proof"
+
+
+def cluster_secret_file(workdir, secret=CLUSTER_SECRET):
+    """The path of a file in workdir holding secret (written once)."""
+    path = Path(workdir) / ("cluster-%s.secret" % hashlib.sha256(secret).hexdigest()[:8])
+    if not path.exists():
+        path.write_bytes(secret + b"\n")
+    return path
+
+
+def peer_proof(method, body, node, to, secret=CLUSTER_SECRET, wall_ms=None, nonce=None):
+    """The slotd-peer-proof value node makes for a call of method with body to node `to`: the
+    format auth.h documents, computed here with hashlib and hmac only."""
+    key = hashlib.blake2b(b"slotd peer proof v1" + secret, digest_size=32).digest()
+    wall_ms = int(time.time() * 1000) if wall_ms is None else wall_ms
+    nonce = os.urandom(16) if nonce is None else nonce
+    m = method.encode()
+    msg = (b"slotd-peer-v1" + struct.pack("<I", len(m)) + m + struct.pack("<QQq", node, to, wall_ms)
+           + nonce + hashlib.blake2b(body, digest_size=32).digest())
+    mac = hmac.new(key, msg, hashlib.sha256).hexdigest()
+    return "v1.%d.%d.%s.%s" % (node, wall_ms, nonce.hex(), mac)
+
+
+def peer_unary(channel, path, payload, node, to, secret=CLUSTER_SECRET, timeout=RPC_TIMEOUT_S):
+    """raw_unary of a Peer method signed as node (secret None: unsigned) for receiver `to`."""
+    md = None if secret is None else [(PROOF_HEADER, peer_proof(path, payload, node, to, secret))]
+    return raw_unary(channel, path, payload, timeout=timeout, metadata=md)
 
 
 # ---- one slotd process ------------------------------------------------------------------------
@@ -251,6 +289,19 @@ class SlotdServer:
     def addr(self):
         return "127.0.0.1:%d" % self.port
 
+    @property
+    def node_id(self):
+        """The --node-id this process is started with (1, slotd's default, when none)."""
+        args = self.extra_args
+        return int(args[args.index("--node-id") + 1]) if "--node-id" in args else 1
+
+    def peer_call(self, path, payload, node=None, secret=CLUSTER_SECRET, timeout=RPC_TIMEOUT_S):
+        """A Peer method on this process, signed with secret as node (default: some other node id)
+        for this node."""
+        me = self.node_id
+        node = node if node is not None else (1 if me != 1 else 2)
+        return peer_unary(self.channel, path, payload, node, me, secret=secret, timeout=timeout)
+
     def running(self):
         return self.proc is not None and self.proc.poll() is None
 
@@ -259,6 +310,8 @@ class SlotdServer:
         if self.slot_groups is not None:
             cmd += ["--slot-groups", str(self.slot_groups)]
         cmd += self.extra_args
+        if ("--peers" in cmd or "--join" in cmd) and "--cluster-secret-file" not in cmd:
+            cmd += ["--cluster-secret-file", str(cluster_secret_file(self.data_dir.parent))]
         with open(self.log_path, "ab") as log:
             log.write(b"=== harness: start %d: %s\n" % (self.starts + 1, " ".join(cmd).encode()))
             log.flush()
@@ -499,13 +552,15 @@ class SlotdCluster:
     and the route from the first node shows a leader for every group."""
 
     def __init__(self, workdir, size=3, name="cluster", slot_groups=None, replicas=None,
-                 extra_args=()):
+                 extra_args=(), node_args=None):
         self.node_ids = list(range(1, size + 1))
         self.slot_groups = slot_groups if slot_groups is not None else DEFAULT_SLOT_GROUPS
         self.replicas = replicas if replicas is not None else min(3, size)
         self.group_ids = list(range(1, self.slot_groups + 1))
         self._replicas_flag = replicas
         self._extra_args = [str(a) for a in extra_args]
+        # {node_id: [args]}: arguments of one node only, after extra_args.
+        self._node_args = {n: [str(a) for a in v] for n, v in (node_args or {}).items()}
         self.servers = {n: SlotdServer(workdir, name="%s-node%d" % (name, n),
                                        slot_groups=slot_groups)
                         for n in self.node_ids}
@@ -526,7 +581,8 @@ class SlotdCluster:
             args = ["--node-id", str(node_id), "--peers", self.peers_flag()]
             if self._replicas_flag is not None:
                 args += ["--replicas", str(self._replicas_flag)]
-            self.servers[node_id].extra_args = args + self._extra_args
+            self.servers[node_id].extra_args = (args + self._extra_args
+                                                + self._node_args.get(node_id, []))
 
     def voters(self, group_id):
         return placement_voters(self.node_ids, group_id, self.replicas)

@@ -1,4 +1,6 @@
-# test_security.py - trust-boundary checks on real processes: a port slotd serves is its own.
+# test_security.py - trust-boundary checks on real processes: a port slotd serves is its own, and
+# Peer calls need a proof of the cluster secret made by the node the body names, for the receiver.
+import json
 import os
 import subprocess
 import sys
@@ -6,8 +8,11 @@ import tempfile
 import time
 import unittest
 
+import grpc
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import slotd_harness as h  # noqa: E402
+from slotd.v1 import admin_pb2  # noqa: E402
 
 EXIT_WITHIN_S = 3.0
 
@@ -50,6 +55,174 @@ class BoundPortTest(unittest.TestCase):
             resp = h.get(self.first.stub, key)
             self.assertTrue(resp.get.found)
             self.assertEqual(resp.get.value, b"first")
+
+
+
+# ---- hand-encoded slotd.internal.v1 messages (the harness generates only the public protos) ----
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _u(field, v):
+    return _varint(field << 3) + _varint(v)
+
+
+def _b(field, data):
+    return _varint((field << 3) | 2) + _varint(len(data)) + data
+
+
+RAFT_MSG_APPEND = 0
+RAFT_MSG_HEARTBEAT = 6
+RAFT_MSG_SNAPSHOT = 8
+HUGE_TERM = 10 ** 12
+
+
+def raft_message(group, mtype, frm, to, term, index=0, log_term=0, commit=0, entries=()):
+    """slotd.internal.v1.RaftMessage."""
+    m = _u(1, group) + _u(2, mtype) + _u(3, frm) + _u(4, to) + _u(5, term)
+    m += _u(6, log_term) + _u(7, index) + _u(8, commit)
+    for term_, index_ in entries:
+        m += _b(12, _u(1, term_) + _u(2, index_) + _u(3, 0) + _b(4, b"forged"))
+    return m
+
+
+def raft_batch(from_node, to_node, messages):
+    """slotd.internal.v1.RaftBatch."""
+    return _u(1, from_node) + _u(2, to_node) + b"".join(_b(3, m) for m in messages)
+
+
+def snapshot_chunk(from_node, group, message):
+    """slotd.internal.v1.SnapshotChunk: one whole (last) chunk of 6 bytes with its message."""
+    return (_u(1, from_node) + _u(2, group) + _u(3, 77) + _u(4, 0) + _u(5, 6) + _b(6, b"forged")
+            + _u(7, 1) + _b(8, message))
+
+
+def controller_command(command):
+    """slotd.internal.v1.ControllerCommandRequest."""
+    return _b(1, command)
+
+
+class PeerAuthTest(h.SlotdTestCase):
+    """A 3-node cluster started with --cluster-secret-file (the harness gives every multi-node
+    process one). Forged Peer calls without a proof, with a proof of another secret, made for
+    another receiver, replayed, or whose body names another sender than the proof are refused with
+    UNAUTHENTICATED; no group's term moves, the cluster state's revision stays, and every group
+    keeps taking writes, read back through another node."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.cluster = cls.new_class_cluster(size=3)
+
+    def terms(self):
+        """{(group, node): term} every replica reports, through node 1."""
+        route = self.cluster.route(via=1)
+        return {(g.group_id, r.node_id): r.term for g in route.groups for r in g.replicas}
+
+    def revision(self, node_id):
+        raw = h.raw_unary(self.cluster.server(node_id).channel, "/slotd.v1.Admin/ClusterState",
+                          admin_pb2.ClusterStateRequest().SerializeToString())
+        return admin_pb2.ClusterStateResponse.FromString(raw).revision
+
+    def assertUnauthenticated(self, fn, needle):
+        with self.assertRaises(grpc.RpcError) as ctx:
+            fn()
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNAUTHENTICATED,
+                         ctx.exception.details())
+        self.assertIn(needle, ctx.exception.details())
+        return ctx.exception.details()
+
+    def assertWritesEverywhere(self, tag):
+        """Every group takes a write through node 1 and node 3 reads it back."""
+        for g in self.cluster.group_ids:
+            key = h.key_in_group(self.cluster.table, g, "security/%s/g%d" % (tag, g))
+            h.put_retrying(self.cluster.stub(1), key, b"v", request_id=key)
+            got = h.get(self.cluster.stub(3), key)
+            self.assertTrue(got.get.found, (tag, g))
+
+    def test_forged_raft_refused(self):
+        before, rev = self.terms(), self.revision(2)
+        self.assertTrue(before)
+        raft = "/slotd.internal.v1.Peer/Raft"
+        node2 = self.cluster.server(2)
+        for g in self.cluster.group_ids:
+            beat = raft_message(g, RAFT_MSG_HEARTBEAT, 1, 2, HUGE_TERM, commit=HUGE_TERM)
+            # An APPEND at a huge term that would truncate node 2's log from index 1.
+            append = raft_message(g, RAFT_MSG_APPEND, 1, 2, HUGE_TERM, index=0, log_term=0,
+                                  commit=1, entries=[(HUGE_TERM, 1)])
+            batch = raft_batch(1, 2, [beat, append])
+            # No proof at all, as any client of the port could send it.
+            self.assertUnauthenticated(
+                lambda: h.raw_unary(node2.channel, raft, batch), "has no slotd-peer-proof header")
+            # A proof of another secret.
+            self.assertUnauthenticated(
+                lambda: node2.peer_call(raft, batch, node=1, secret=b"not the cluster's secret!"),
+                "does not match")
+            # A proof made for node 3, sent to node 2.
+            self.assertUnauthenticated(
+                lambda: h.peer_unary(node2.channel, raft, batch, 1, 3), "receiving node")
+            # A valid identity (node 3) whose batch claims to come from node 1.
+            self.assertUnauthenticated(lambda: node2.peer_call(raft, batch, node=3),
+                                       "from_node 1 is not the calling node 3")
+            # A valid node 3 batch carrying messages that claim node 1: dropped by the runtime.
+            node2.peer_call(raft, raft_batch(3, 2, [beat, append]), node=3)
+            # A snapshot chunk without a proof, and one whose sender is not the caller.
+            chunk = snapshot_chunk(1, g, raft_message(g, RAFT_MSG_SNAPSHOT, 1, 2, HUGE_TERM))
+            self.assertUnauthenticated(
+                lambda: h.raw_unary(node2.channel, "/slotd.internal.v1.Peer/Snapshot", chunk),
+                "has no slotd-peer-proof header")
+            self.assertUnauthenticated(
+                lambda: node2.peer_call("/slotd.internal.v1.Peer/Snapshot", chunk, node=3),
+                "from_node 1 is not the calling node 3")
+        time.sleep(0.5)
+        after = self.terms()
+        for k, term in after.items():
+            self.assertLess(term, HUGE_TERM, k)
+            self.assertLessEqual(term, before.get(k, term) + 2, k)  # no jump, at most an election
+        self.assertWritesEverywhere("raft")
+        self.assertEqual(self.revision(2), rev)
+        self.assertLess(max(self.terms().values()), HUGE_TERM)
+
+    def test_forged_controller_command_refused(self):
+        path = "/slotd.internal.v1.Peer/ControllerCommand"
+        rev = self.revision(1)
+        cmd = controller_command(json.dumps(
+            {"op": "node_state", "node": 2, "state": "drained"}).encode())
+        node1 = self.cluster.server(1)
+        self.assertUnauthenticated(lambda: h.raw_unary(node1.channel, path, cmd),
+                                   "has no slotd-peer-proof header")
+        self.assertUnauthenticated(
+            lambda: node1.peer_call(path, cmd, node=2, secret=b"a guessed cluster secret"),
+            "does not match")
+        # One proof, sent twice: the second is a replay.
+        bad = controller_command(b"{}")  # a valid proof of a command the controller refuses
+        proof = h.peer_proof(path, bad, 2, 1)
+        try:
+            h.raw_unary(node1.channel, path, bad, metadata=[(h.PROOF_HEADER, proof)])
+        except grpc.RpcError as e:  # the controller refuses "{}", the proof itself was good
+            self.assertNotEqual(e.code(), grpc.StatusCode.UNAUTHENTICATED, e.details())
+        self.assertUnauthenticated(
+            lambda: h.raw_unary(node1.channel, path, bad, metadata=[(h.PROOF_HEADER, proof)]),
+            "was already used (a replay)")
+        # A proof far from this node's clock.
+        old = h.peer_proof(path, cmd, 2, 1, wall_ms=int(time.time() * 1000) - 120000)
+        self.assertUnauthenticated(
+            lambda: h.raw_unary(node1.channel, path, cmd, metadata=[(h.PROOF_HEADER, old)]),
+            "behind this node's clock")
+        self.assertEqual(self.revision(1), rev)
+        self.assertEqual(self.revision(3), rev)
+        self.assertWritesEverywhere("ctl")
+
+    def test_started_with_peer_auth(self):
+        for n in self.cluster.node_ids:
+            self.assertIn("peer_auth=secret", self.cluster.server(n).log_text())
+            self.assertNotIn("PEERS ARE NOT AUTHENTICATED", self.cluster.server(n).log_text())
 
 
 if __name__ == "__main__":

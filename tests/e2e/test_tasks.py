@@ -315,8 +315,9 @@ class TaskTest(tc.ControllerClusterCase):
                   "proof": {"config_index": 10 ** 6, "voters": g["desired_peers"],
                             "learners": [target], "leader": leader, "commit": 10 ** 6,
                             "target_match": 10 ** 6}}
-        h.raw_unary(self.nodes[2].channel, "/slotd.internal.v1.Peer/ControllerCommand",
-                    controller_command_request(json.dumps(forged).encode()))
+        # Sent as node 3 with the cluster secret: a valid node identity carrying a forged proof.
+        self.nodes[2].peer_call("/slotd.internal.v1.Peer/ControllerCommand",
+                                controller_command_request(json.dumps(forged).encode()), node=3)
         tc.wait_for("the forged proof moved the task to promote",
                     lambda: task_status(self.nodes[1], task_id).phase == "promote")
         writer = Writer([s for i, s in self.nodes.items() if i != target],

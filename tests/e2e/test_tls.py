@@ -9,8 +9,11 @@ client (clients/python, root_certificates/private_key/certificate_chain) and the
 CA (no client certificate) and over plaintext; bad TLS options are usage errors (exit 2).
 
 Certificates are made per test class in a temp dir with Debian's openssl CLI: a CA, a server
-certificate (SAN IP:127.0.0.1 and DNS:localhost; serverAuth and clientAuth, since nodes present it
-to each other) and a client certificate. The harness polls health over plaintext, so TlsServer
+certificate (SAN IP:127.0.0.1 and DNS:localhost), one certificate per cluster node (the same SANs
+plus DNS:node-<id>; serverAuth and clientAuth, since nodes present them to each other and the peer
+plane checks the node-<id> name) and a client certificate. In the mTLS cluster a CA-signed
+certificate without a node name, or one whose node disagrees with the cluster-secret proof, is
+refused on Peer methods (UNAUTHENTICATED). The harness polls health over plaintext, so TlsServer
 overrides its channel to use TLS credentials."""
 
 import json
@@ -36,6 +39,7 @@ sys.path.insert(0, str(h.REPO / "clients" / "python"))
 from slotd_client import Client, SlotdError  # noqa: E402
 REFUSED_TIMEOUT_S = 3.0
 RUN_TIMEOUT_S = 30.0
+NODE_CERTS = (1, 2, 3)  # node-<id> certificates make_certs makes
 
 
 def _openssl(workdir, *args):
@@ -58,7 +62,13 @@ def make_certs(workdir):
     (d / "client.ext").write_text(
         "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
         "extendedKeyUsage=clientAuth\nsubjectAltName=DNS:slotd-test-client\n")
-    for name, cn in (("server", "localhost"), ("client", "slotd-test-client")):
+    for n in NODE_CERTS:  # one per cluster node: the peer plane checks the node-<id> name
+        (d / ("node-%d.ext" % n)).write_text(
+            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+            "extendedKeyUsage=serverAuth,clientAuth\n"
+            "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:node-%d\n" % n)
+    named = [("server", "localhost"), ("client", "slotd-test-client")]
+    for name, cn in named + [("node-%d" % n, "node-%d" % n) for n in NODE_CERTS]:
         _openssl(d, "req", "-new", *ec, "-keyout", name + ".key", "-out", name + ".csr",
                  "-subj", "/CN=" + cn)
         _openssl(d, "x509", "-req", "-in", name + ".csr", "-CA", "ca.pem", "-CAkey", "ca.key",
@@ -67,8 +77,9 @@ def make_certs(workdir):
     # A self-signed client certificate no CA of ours vouches for.
     _openssl(d, "req", "-x509", *ec, "-keyout", "rogue.key", "-out", "rogue.pem", "-days", "2",
              "-subj", "/CN=rogue", "-addext", "extendedKeyUsage=clientAuth")
-    return {n: d / n for n in ("ca.pem", "server.pem", "server.key", "client.pem", "client.key",
-                               "rogue.pem", "rogue.key")}
+    names = ["ca.pem", "server.pem", "server.key", "client.pem", "client.key", "rogue.pem",
+             "rogue.key"] + ["node-%d.%s" % (n, x) for n in NODE_CERTS for x in ("pem", "key")]
+    return {n: d / n for n in names}
 
 
 def creds(certs, client=None, ca="ca.pem"):
@@ -82,8 +93,8 @@ def creds(certs, client=None, ca="ca.pem"):
                                         certificate_chain=certs[client + ".pem"].read_bytes())
 
 
-def tls_args(certs, client_auth=False):
-    args = ["--tls-cert", str(certs["server.pem"]), "--tls-key", str(certs["server.key"]),
+def tls_args(certs, client_auth=False, cert="server"):
+    args = ["--tls-cert", str(certs[cert + ".pem"]), "--tls-key", str(certs[cert + ".key"]),
             "--tls-ca", str(certs["ca.pem"])]
     return args + (["--tls-client-auth", "1"] if client_auth else [])
 
@@ -238,8 +249,10 @@ class TlsTest(h.SlotdTestCase):
     def check_cluster_mtls(self, more_args):
         if getattr(self, "_workdir", None) is None:
             self._workdir = tempfile.mkdtemp(prefix="slotd-e2e-")
+        node_args = {n: tls_args(self.certs, client_auth=True, cert="node-%d" % n) + more_args
+                     for n in NODE_CERTS}
         cluster = h.SlotdCluster(self._workdir, name="tls%d" % len(self._servers),
-                                 extra_args=tls_args(self.certs, client_auth=True) + more_args)
+                                 node_args=node_args)
         for node_id in cluster.node_ids:
             cluster.servers[node_id] = TlsServer(self._workdir, creds(self.certs, client="client"),
                                                  name=cluster.servers[node_id].name)
@@ -255,10 +268,25 @@ class TlsTest(h.SlotdTestCase):
                 forwarded += leaders[group_id] != node_id
         self.assertGreater(forwarded, 0, "every write went to its leader: nothing was forwarded")
         for node_id in cluster.node_ids:
-            self.assertIn("tls=mtls", cluster.server(node_id).log_text())
+            self.assertIn("tls=mtls peer_auth=secret+mtls", cluster.server(node_id).log_text())
         # The peers' mTLS port refuses a node-less plaintext client as well.
         self.assertRefused(h.open_channel(cluster.addr(1)))
-
+        # A client certificate the CA signed but that names no node is not a node, even with a
+        # valid proof of the cluster secret.
+        with self.assertRaises(grpc.RpcError) as ctx:
+            cluster.server(1).peer_call("/slotd.internal.v1.Peer/GroupStatus", b"", node=2)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        self.assertIn("names no node", ctx.exception.details())
+        # A node-2 certificate with a proof claiming node 3: the two identities disagree.
+        channel = grpc.secure_channel(cluster.addr(1), creds(self.certs, client="node-2"))
+        try:
+            with self.assertRaises(grpc.RpcError) as ctx:
+                h.peer_unary(channel, "/slotd.internal.v1.Peer/GroupStatus", b"", 3, 1)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+            self.assertIn("certificate names node 2", ctx.exception.details())
+            h.peer_unary(channel, "/slotd.internal.v1.Peer/GroupStatus", b"", 2, 1)  # agrees
+        finally:
+            channel.close()
 
 
 @unittest.skipIf(OPENSSL is None, "the openssl CLI is not installed")

@@ -141,7 +141,7 @@ def group_status(server):
     """Peer.GroupStatus of one node (slotd.internal.v1, decoded by hand: the harness generates
     only the public protos): {group_id: {"leader", "voters", "learners", "commit"}} for the
     groups it hosts."""
-    raw = h.raw_unary(server.channel, "/slotd.internal.v1.Peer/GroupStatus", b"", timeout=RPC_S)
+    raw = server.peer_call("/slotd.internal.v1.Peer/GroupStatus", b"", timeout=RPC_S)
     groups = {}
     for field, value in _fields(raw):
         if field != 2:

@@ -16,6 +16,7 @@
 #define OTHER_SECRET "correct horse battery staple, cluster two"
 #define METHOD "/slotd.internal.v1.Peer/Propose"
 #define T0 1714564800000LL /* 2024-05-01 12:00:00.000 UTC */
+#define SELF 2             /* the receiving node of the proofs made here */
 
 static const uint8_t BODY[] = "propose: key=a value=b";
 
@@ -48,16 +49,16 @@ static struct auth_verifier *verifier_of(const struct auth_key *k)
 static void make(const struct auth_key *k, const char *method, uint64_t node, int64_t ms,
                  const uint8_t *body, size_t len, char out[AUTH_PROOF_MAX])
 {
-    CU_ASSERT_EQUAL_FATAL(auth_proof_make(k, method, node, ms, body, len, out, AUTH_PROOF_MAX),
-                          AUTH_OK);
+    CU_ASSERT_EQUAL_FATAL(
+        auth_proof_make(k, method, node, SELF, ms, body, len, out, AUTH_PROOF_MAX), AUTH_OK);
 }
 
 /* auth_verify of a NUL-terminated proof for METHOD and BODY; why into why (may be NULL). */
 static int verify_at(struct auth_verifier *v, const char *proof, int64_t now, bool remember,
                      uint64_t *node, char *why, size_t whylen)
 {
-    return auth_verify(v, METHOD, proof, proof == NULL ? 0 : strlen(proof), BODY, sizeof(BODY), now,
-                       remember, node, why, whylen);
+    return auth_verify(v, METHOD, SELF, proof, proof == NULL ? 0 : strlen(proof), BODY,
+                       sizeof(BODY), now, remember, node, why, whylen);
 }
 
 static void test_round_trip(void)
@@ -84,15 +85,16 @@ static void test_round_trip(void)
 
     /* Empty body (NULL, 0) and the extremes of node and time. */
     CU_ASSERT_EQUAL(
-        auth_proof_make(k, METHOD, UINT64_MAX, INT64_MAX, NULL, 0, proof, sizeof(proof)), AUTH_OK);
+        auth_proof_make(k, METHOD, UINT64_MAX, SELF, INT64_MAX, NULL, 0, proof, sizeof(proof)),
+        AUTH_OK);
     CU_ASSERT(strlen(proof) == 141 && strlen(proof) < AUTH_PROOF_MAX);
-    CU_ASSERT_EQUAL(auth_verify(v, METHOD, proof, strlen(proof), NULL, 0, INT64_MAX, true, &node,
-                                why, sizeof(why)),
+    CU_ASSERT_EQUAL(auth_verify(v, METHOD, SELF, proof, strlen(proof), NULL, 0, INT64_MAX, true,
+                                &node, why, sizeof(why)),
                     AUTH_OK);
     CU_ASSERT_EQUAL(node, UINT64_MAX);
-    CU_ASSERT_EQUAL(auth_proof_make(k, "", 1, 0, NULL, 0, proof, sizeof(proof)), AUTH_OK);
-    CU_ASSERT_EQUAL(auth_verify(v, "", proof, strlen(proof), NULL, 0, 0, false, &node, NULL, 0),
-                    AUTH_OK);
+    CU_ASSERT_EQUAL(auth_proof_make(k, "", 1, SELF, 0, NULL, 0, proof, sizeof(proof)), AUTH_OK);
+    CU_ASSERT_EQUAL(
+        auth_verify(v, "", SELF, proof, strlen(proof), NULL, 0, 0, false, &node, NULL, 0), AUTH_OK);
     CU_ASSERT_EQUAL(node, 1);
     /* A NUL-free proof that is not NUL-terminated: only proof_len bytes are read. */
     char padded[AUTH_PROOF_MAX + 8];
@@ -100,7 +102,7 @@ static void test_round_trip(void)
     size_t plen = strlen(padded);
     memset(padded + plen, 'x', 8);
     CU_ASSERT_EQUAL(
-        auth_verify(v, METHOD, padded, plen, BODY, sizeof(BODY), T0, false, &node, NULL, 0),
+        auth_verify(v, METHOD, SELF, padded, plen, BODY, sizeof(BODY), T0, false, &node, NULL, 0),
         AUTH_OK);
     CU_ASSERT_EQUAL(node, 9);
     auth_verifier_free(v);
@@ -130,7 +132,7 @@ static void test_known_format(void)
     crypto_generichash_final(&st, key, sizeof(key));
     crypto_generichash(digest, sizeof(digest), BODY, sizeof(BODY), NULL, 0);
     CU_ASSERT_EQUAL_FATAL(sodium_hex2bin(nonce, sizeof(nonce), nonce_hex, 32, NULL, NULL, NULL), 0);
-    uint8_t msg[13 + 4 + sizeof(METHOD) - 1 + 8 + 8 + 16 + 32], *p = msg;
+    uint8_t msg[13 + 4 + sizeof(METHOD) - 1 + 8 + 8 + 8 + 16 + 32], *p = msg;
     memcpy(p, "slotd-peer-v1", 13);
     p += 13;
     uint32_t mlen = (uint32_t)strlen(METHOD);
@@ -141,6 +143,9 @@ static void test_known_format(void)
     p += mlen;
     for (int i = 0; i < 8; i++) {
         *p++ = (uint8_t)(42ull >> (8 * i));
+    }
+    for (int i = 0; i < 8; i++) {
+        *p++ = (uint8_t)((uint64_t)SELF >> (8 * i));
     }
     for (int i = 0; i < 8; i++) {
         *p++ = (uint8_t)((uint64_t)T0 >> (8 * i));
@@ -173,23 +178,32 @@ static void test_bad_proofs(void)
     CU_ASSERT_PTR_NULL(strstr(why, "horse"));
     CU_ASSERT_EQUAL(node, 99); /* untouched on error */
 
+    /* A proof made for node SELF is refused by any other receiver (no relay to a third node). */
+    make(k, METHOD, 7, T0, BODY, sizeof(BODY), proof);
+    CU_ASSERT_EQUAL(auth_verify(v, METHOD, SELF + 1, proof, strlen(proof), BODY, sizeof(BODY), T0,
+                                false, &node, why, sizeof(why)),
+                    AUTH_EBADPROOF);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "receiving node"));
+    CU_ASSERT_EQUAL(verify_at(v, proof, T0, false, &node, NULL, 0), AUTH_OK);
+    node = 99;
+
     make(k, METHOD, 7, T0, BODY, sizeof(BODY), proof);
     uint8_t body[sizeof(BODY)];
     for (size_t i = 0; i < sizeof(BODY); i += 5) {
         memcpy(body, BODY, sizeof(BODY));
         body[i] ^= 0x01;
-        CU_ASSERT_EQUAL(auth_verify(v, METHOD, proof, strlen(proof), body, sizeof(body), T0, false,
-                                    &node, NULL, 0),
+        CU_ASSERT_EQUAL(auth_verify(v, METHOD, SELF, proof, strlen(proof), body, sizeof(body), T0,
+                                    false, &node, NULL, 0),
                         AUTH_EBADPROOF);
     }
-    CU_ASSERT_EQUAL(auth_verify(v, METHOD, proof, strlen(proof), BODY, sizeof(BODY) - 1, T0, false,
-                                &node, NULL, 0),
+    CU_ASSERT_EQUAL(auth_verify(v, METHOD, SELF, proof, strlen(proof), BODY, sizeof(BODY) - 1, T0,
+                                false, &node, NULL, 0),
                     AUTH_EBADPROOF);
-    CU_ASSERT_EQUAL(auth_verify(v, "/slotd.internal.v1.Peer/Raft", proof, strlen(proof), BODY,
+    CU_ASSERT_EQUAL(auth_verify(v, "/slotd.internal.v1.Peer/Raft", SELF, proof, strlen(proof), BODY,
                                 sizeof(BODY), T0, false, &node, NULL, 0),
                     AUTH_EBADPROOF);
-    CU_ASSERT_EQUAL(auth_verify(v, METHOD "x", proof, strlen(proof), BODY, sizeof(BODY), T0, false,
-                                &node, NULL, 0),
+    CU_ASSERT_EQUAL(auth_verify(v, METHOD "x", SELF, proof, strlen(proof), BODY, sizeof(BODY), T0,
+                                false, &node, NULL, 0),
                     AUTH_EBADPROOF);
 
     /* Each field edited in the text: node, time, nonce, mac. */
@@ -247,8 +261,8 @@ static void check_malformed(struct auth_verifier *v, const char *text, size_t le
 {
     char why[256];
     uint64_t node = 99;
-    int rc =
-        auth_verify(v, METHOD, text, len, BODY, sizeof(BODY), T0, true, &node, why, sizeof(why));
+    int rc = auth_verify(v, METHOD, SELF, text, len, BODY, sizeof(BODY), T0, true, &node, why,
+                         sizeof(why));
     CU_ASSERT(rc == AUTH_EMALFORMED || rc == AUTH_EMISSING);
     if (rc != AUTH_EMALFORMED && rc != AUTH_EMISSING) {
         printf("\n    accepted %zu bytes \"%.*s\": %s\n", len, (int)len, text, auth_strerror(rc));
@@ -269,8 +283,9 @@ static void test_malformed(void)
 
     CU_ASSERT_EQUAL(verify_at(v, NULL, T0, false, &node, why, sizeof(why)), AUTH_EMISSING);
     CU_ASSERT_STRING_EQUAL(why, "the request has no slotd-peer-proof header");
-    CU_ASSERT_EQUAL(auth_verify(v, METHOD, proof, 0, BODY, sizeof(BODY), T0, false, &node, NULL, 0),
-                    AUTH_EMISSING);
+    CU_ASSERT_EQUAL(
+        auth_verify(v, METHOD, SELF, proof, 0, BODY, sizeof(BODY), T0, false, &node, NULL, 0),
+        AUTH_EMISSING);
     CU_ASSERT_EQUAL(verify_at(v, "7.1714564800000.00.00", T0, false, &node, why, sizeof(why)),
                     AUTH_EMALFORMED);
     CU_ASSERT_STRING_EQUAL(why, "proof header is not v1.<node>.<ms>.<nonce>.<mac>: it has fewer "
@@ -339,8 +354,8 @@ static void test_malformed(void)
     memcpy(t, "v1.", 3);
     check_malformed(v, t, AUTH_PROOF_MAX);
     check_malformed(v, t, sizeof(t));
-    CU_ASSERT_EQUAL(auth_verify(v, METHOD, t, sizeof(t), BODY, sizeof(BODY), T0, false, &node, why,
-                                sizeof(why)),
+    CU_ASSERT_EQUAL(auth_verify(v, METHOD, SELF, t, sizeof(t), BODY, sizeof(BODY), T0, false, &node,
+                                why, sizeof(why)),
                     AUTH_EMALFORMED);
     CU_ASSERT_STRING_EQUAL(why, "proof header is not v1.<node>.<ms>.<nonce>.<mac>: it is too long");
 
@@ -361,8 +376,8 @@ static void test_malformed(void)
         if (memcmp(t, proof, n) == 0) {
             continue;
         }
-        int rc =
-            auth_verify(v, METHOD, t, n, BODY, sizeof(BODY), T0, false, &node, why, sizeof(why));
+        int rc = auth_verify(v, METHOD, SELF, t, n, BODY, sizeof(BODY), T0, false, &node, why,
+                             sizeof(why));
         accepted += rc == AUTH_OK;
         CU_ASSERT(rc == AUTH_EMALFORMED || rc == AUTH_EBADPROOF);
     }
@@ -714,8 +729,8 @@ static void test_no_secret_on_wire(void)
             char proof[AUTH_PROOF_MAX];
             uint64_t node = 0;
             make(k, METHOD, 1 + (uint64_t)i, T0 + i, (const uint8_t *)secret, slen, proof);
-            int rc = auth_verify(v, METHOD, proof, strlen(proof), (const uint8_t *)secret, slen, T0,
-                                 true, &node, why, sizeof(why));
+            int rc = auth_verify(v, METHOD, SELF, proof, strlen(proof), (const uint8_t *)secret,
+                                 slen, T0, true, &node, why, sizeof(why));
             CU_ASSERT_EQUAL(rc, AUTH_EBADPROOF);
             const char *texts[] = {proof, why};
             for (int t = 0; t < 2; t++) {
@@ -745,25 +760,26 @@ static void test_make_args_and_signer(void)
     struct auth_verifier *v = verifier_of(k);
     char proof[AUTH_PROOF_MAX], small[AUTH_PROOF_MAX - 1];
     memset(proof, 'x', sizeof(proof));
-    CU_ASSERT_EQUAL(auth_proof_make(k, METHOD, 0, T0, NULL, 0, proof, sizeof(proof)),
+    CU_ASSERT_EQUAL(auth_proof_make(k, METHOD, 0, SELF, T0, NULL, 0, proof, sizeof(proof)),
                     AUTH_EINVALID);
     CU_ASSERT_STRING_EQUAL(proof, "");
-    CU_ASSERT_EQUAL(auth_proof_make(k, METHOD, 1, -1, NULL, 0, proof, sizeof(proof)),
+    CU_ASSERT_EQUAL(auth_proof_make(k, METHOD, 1, SELF, -1, NULL, 0, proof, sizeof(proof)),
                     AUTH_EINVALID);
-    CU_ASSERT_EQUAL(auth_proof_make(k, METHOD, 1, T0, NULL, 0, small, sizeof(small)),
+    CU_ASSERT_EQUAL(auth_proof_make(k, METHOD, 1, SELF, T0, NULL, 0, small, sizeof(small)),
                     AUTH_EINVALID);
 
     struct auth_signer s = {.key = k, .node = 11};
-    CU_ASSERT_EQUAL(auth_signer_sign(&s, METHOD, BODY, sizeof(BODY), proof, sizeof(proof)), 0);
+    CU_ASSERT_EQUAL(auth_signer_sign(&s, METHOD, SELF, BODY, sizeof(BODY), proof, sizeof(proof)),
+                    0);
     uint64_t node = 0;
     int64_t now = auth_now_wall_ms();
     CU_ASSERT(now > T0);
     CU_ASSERT_EQUAL(verify_at(v, proof, now, true, &node, NULL, 0), AUTH_OK);
     CU_ASSERT_EQUAL(node, 11);
-    CU_ASSERT_EQUAL(auth_signer_sign(NULL, METHOD, BODY, sizeof(BODY), proof, sizeof(proof)),
+    CU_ASSERT_EQUAL(auth_signer_sign(NULL, METHOD, SELF, BODY, sizeof(BODY), proof, sizeof(proof)),
                     AUTH_EINVALID);
     s.node = 0;
-    CU_ASSERT_EQUAL(auth_signer_sign(&s, METHOD, BODY, sizeof(BODY), proof, sizeof(proof)),
+    CU_ASSERT_EQUAL(auth_signer_sign(&s, METHOD, SELF, BODY, sizeof(BODY), proof, sizeof(proof)),
                     AUTH_EINVALID);
     auth_verifier_free(v);
     auth_verifier_free(NULL);
