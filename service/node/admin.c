@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include <grpc/grpc.h>
+#include <jansson.h>
 
 #include "service/controller/controller.h"
 #include "service/node/api.h"
@@ -657,8 +658,59 @@ static void on_migrate_hash_slots(void *ctx, struct rpc_call *call, const uint8_
 #define PEER_CONTROLLER_COMMAND "/slotd.internal.v1.Peer/ControllerCommand"
 #define PEER_MIGRATION_PROPOSE "/slotd.internal.v1.Peer/MigrationPropose"
 
+/* The controller commands nodes send on Peer/ControllerCommand (service/runtime's task executor,
+ * drain and liveness report); every other command has its Admin method. */
+static const char *const peer_ops[] = {"health_report", "task_advance", "task_progress",
+                                       "task_fail", "task_create"};
+
+/* Whether the command cmd (NUL-terminated JSON) may come from caller (0: peers are not
+ * authenticated) on Peer/ControllerCommand, relayed (no_forward) or first-hand: its op is one
+ * nodes send; a relayed command comes from a controller voter (only voters relay to the leader);
+ * a first-hand health report is the caller's own. Returns 0 or -1 with err naming the fact. */
+static int peer_command_allowed(struct node_api *api, const char *cmd, uint64_t caller,
+                                bool no_forward, struct slotd_error *err)
+{
+    json_t *j = json_loads(cmd, 0, NULL);
+    const char *op = json_string_value(json_object_get(j, "op"));
+    int rc = -1;
+    bool known = false;
+    for (size_t i = 0; op != NULL && i < sizeof(peer_ops) / sizeof(peer_ops[0]); i++)
+        known = known || strcmp(op, peer_ops[i]) == 0;
+    if (j == NULL || op == NULL) {
+        slotd_error_field(err, "command", 0, "command: a JSON object with a string \"op\"");
+    } else if (!known) {
+        slotd_error_set(err, SLOTD_EPRECONDITION,
+                        "command: op \"%.64s\" is not one nodes send on Peer/ControllerCommand "
+                        "(health_report, task_advance, task_progress, task_fail, task_create)",
+                        op);
+    } else if (caller == 0) {
+        rc = 0;
+    } else if (no_forward) {
+        uint64_t voters[64];
+        size_t n = runtime_ctl_voters(api->rt, voters, 64);
+        for (size_t i = 0; i < n && rc != 0; i++)
+            rc = voters[i] == caller ? 0 : -1;
+        if (rc != 0)
+            slotd_error_set(err, SLOTD_EPRECONDITION,
+                            "command: relayed (no_forward) by node %llu, which is not a "
+                            "controller voter",
+                            (unsigned long long)caller);
+    } else if (strcmp(op, "health_report") == 0 &&
+               json_integer_value(json_object_get(j, "node")) != (json_int_t)caller) {
+        slotd_error_set(err, SLOTD_EPRECONDITION,
+                        "command: a health report for node %lld sent by node %llu (a node "
+                        "reports only itself)",
+                        (long long)json_integer_value(json_object_get(j, "node")),
+                        (unsigned long long)caller);
+    } else {
+        rc = 0;
+    }
+    json_decref(j);
+    return rc;
+}
+
 /* slotd.internal.v1.Peer/ControllerCommand: a node's task executor or liveness report, from an
- * authenticated node when the cluster authenticates peers. */
+ * authenticated node when the cluster authenticates peers (peer_command_allowed). */
 static void on_controller_command(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
@@ -685,8 +737,10 @@ static void on_controller_command(void *ctx, struct rpc_call *call, const uint8_
     } else {
         memcpy(cmd, r->command.data, r->command.len);
         cmd[r->command.len] = '\0';
-        rc =
-            submit_command(api, call, PEER_CONTROLLER_COMMAND, cmd, &r->base, &r->no_forward, &err);
+        rc = peer_command_allowed(api, cmd, caller, r->no_forward, &err);
+        if (rc == 0)
+            rc = submit_command(api, call, PEER_CONTROLLER_COMMAND, cmd, &r->base, &r->no_forward,
+                                &err);
     }
     free(cmd);
     if (rc != 0)

@@ -103,9 +103,9 @@ def snapshot_chunk(from_node, group, message):
             + _u(7, 1) + _b(8, message))
 
 
-def controller_command(command):
+def controller_command(command, no_forward=False):
     """slotd.internal.v1.ControllerCommandRequest."""
-    return _b(1, command)
+    return _b(1, command) + (_u(2, 1) if no_forward else b"")
 
 
 class PeerAuthTest(h.SlotdTestCase):
@@ -218,6 +218,39 @@ class PeerAuthTest(h.SlotdTestCase):
         self.assertEqual(self.revision(1), rev)
         self.assertEqual(self.revision(3), rev)
         self.assertWritesEverywhere("ctl")
+
+    def test_commands_checked_against_the_caller(self):
+        """Authenticated nodes still send only what nodes send: an Admin-only op, a health report
+        for another node, or a relay (no_forward) from a node that is not a controller voter
+        answer FAILED_PRECONDITION naming the fact, and the cluster state does not change."""
+        path = "/slotd.internal.v1.Peer/ControllerCommand"
+        rev = self.revision(1)
+        now = int(time.time() * 1000)
+        cases = [
+            ({"op": "set_node_status", "node": 3, "status": "draining"}, False, 2,
+             'op "set_node_status" is not one nodes send'),
+            ({"op": "health_report", "node": 3, "now_ms": now, "ttl_ms": 60000}, False, 2,
+             "a health report for node 3 sent by node 2"),
+            ({"op": "health_report", "node": 7, "now_ms": now, "ttl_ms": 60000}, True, 7,
+             "relayed (no_forward) by node 7, which is not a controller voter"),
+        ]
+        for command, no_forward, sender, needle in cases:
+            for n in self.cluster.node_ids:
+                if n == sender:
+                    continue
+                with self.assertRaises(grpc.RpcError) as ctx:
+                    self.cluster.server(n).peer_call(
+                        path, controller_command(json.dumps(command).encode(), no_forward),
+                        node=sender)
+                self.assertEqual(ctx.exception.code(), grpc.StatusCode.FAILED_PRECONDITION,
+                                 ctx.exception.details())
+                self.assertIn(needle, ctx.exception.details())
+        self.assertEqual(self.revision(1), rev)
+        self.assertEqual(self.revision(2), rev)
+        # A node's own report, first-hand, is taken.
+        report = {"op": "health_report", "node": 2, "now_ms": now, "ttl_ms": 60000}
+        self.cluster.server(1).peer_call(path, controller_command(json.dumps(report).encode()),
+                                         node=2)
 
     def test_started_with_peer_auth(self):
         for n in self.cluster.node_ids:
