@@ -58,6 +58,32 @@ class BoundPortTest(unittest.TestCase):
 
 
 
+class SecretFileTest(unittest.TestCase):
+    """A --cluster-secret-file slotd cannot use stops it at once: exit 2, one line naming the flag,
+    the file and the limit, no data directory made, and the secret never printed."""
+
+    def test_unusable_secret_files_refused(self):
+        with tempfile.TemporaryDirectory(prefix="slotd-secret-") as tmp:
+            short = os.path.join(tmp, "short.secret")
+            with open(short, "w") as f:
+                f.write("tiny-secret\n")
+            data = os.path.join(tmp, "data")
+            for path, needle in ((os.path.join(tmp, "missing"), "No such file"),
+                                 (short, "it must hold at least 16")):
+                proc = subprocess.run([str(h.SLOTD_BIN), "--listen", "127.0.0.1:0", "--data-dir",
+                                       data, "--metrics-listen", "", "--cluster-secret-file",
+                                       path], stdin=subprocess.DEVNULL, capture_output=True,
+                                      text=True, timeout=10)
+                self.assertEqual(proc.returncode, 2, proc.stderr)
+                lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+                self.assertEqual(len(lines), 1, lines)
+                self.assertIn("--cluster-secret-file", lines[0])
+                self.assertIn(path, lines[0])
+                self.assertIn(needle, lines[0])
+                self.assertNotIn("tiny-secret", lines[0])
+                self.assertFalse(os.path.exists(data))
+
+
 # ---- hand-encoded slotd.internal.v1 messages (the harness generates only the public protos) ----
 
 def _varint(n):
