@@ -1,12 +1,13 @@
 # Makefile - the two commands (make run, make test) and the developer targets around them.
 BUILD   ?= build
 ASAN    ?= build-asan
+TSAN    ?= build-tsan
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 SEEDS   ?= 500
 STEPS   ?= 10000
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build run test gen gen-check sim sim-bugs asan e2e bench bench-single bench-cluster bench-etcd fault torture clean
+.PHONY: all deps configure build run test gen gen-check sim sim-bugs asan tsan e2e bench bench-single bench-cluster bench-etcd fault torture clean
 
 all: build
 
@@ -25,7 +26,8 @@ build: configure
 run: build
 	exec $(BUILD)/bin/slotd
 
-# Every suite: generated-code freshness, unit, simulation, injected bugs, end-to-end, sanitizers.
+# Every suite: generated-code freshness, unit, simulation, injected bugs, end-to-end, fault, deploy,
+# ASan+UBSan and ThreadSanitizer (scripts/test.sh runs e2e with sim and sim-bugs side by side).
 test: build
 	@scripts/test.sh
 
@@ -43,6 +45,11 @@ sim-bugs: build
 
 asan: deps
 	@scripts/test.sh asan
+
+# ThreadSanitizer build in $(TSAN): the unit suites and a 3-node smoke with a leader kill
+# (tests/tsan/README.md); any report fails.
+tsan: deps
+	@TSAN=$(TSAN) scripts/test.sh tsan
 
 e2e: build
 	@scripts/test.sh e2e
@@ -76,4 +83,4 @@ bench-cluster: build
 
 
 clean:
-	rm -rf $(BUILD) $(ASAN) build-bug-*
+	rm -rf $(BUILD) $(ASAN) $(TSAN) build-bug-*

@@ -13,6 +13,7 @@ static bool raft__ids_has(const raft_id *ids, uint32_t n, raft_id id)
 
 static void raft__ids_remove(raft_id *ids, uint32_t *n, raft_id id)
 {
+    RAFT_ASSERT(*n <= RAFT_MEMBERS_MAX);
     for (uint32_t i = 0; i < *n; i++) {
         if (ids[i] == id) {
             memmove(ids + i, ids + i + 1, (*n - i - 1) * sizeof(*ids));
@@ -77,8 +78,10 @@ int raft__conf_check(const struct raft_conf_state *cs, const struct raft_conf_ch
     }
 }
 
+/* Applies a change raft__conf_check accepted. */
 static void raft__conf_apply(struct raft_conf_state *cs, const struct raft_conf_change *cc)
 {
+    RAFT_ASSERT(raft__conf_check(cs, cc) == 0);
     switch (cc->type) {
     case RAFT_CC_ADD_VOTER:
         cs->voters[cs->n_voters++] = cc->node;
@@ -95,9 +98,11 @@ static void raft__conf_apply(struct raft_conf_state *cs, const struct raft_conf_
         raft__ids_remove(cs->learners, &cs->n_learners, cc->node);
         break;
     }
+    RAFT_ASSERT(raft__conf_validate(cs) == 0 && cs->n_voters > 0);
 }
 
-int raft_propose_conf_change(struct raft *r, const struct raft_conf_change *cc, raft_index *index)
+static int raft__propose_conf_change(struct raft *r, const struct raft_conf_change *cc,
+                                     raft_index *index)
 {
     if (r->role != RAFT_LEADER) {
         return r->lead == 0 ? RAFT_ENOLEADER : RAFT_ENOTLEADER;
@@ -129,6 +134,14 @@ int raft_propose_conf_change(struct raft *r, const struct raft_conf_change *cc, 
     return 0;
 }
 
+int raft_propose_conf_change(struct raft *r, const struct raft_conf_change *cc, raft_index *index)
+{
+    RAFT_ASSERT(r != NULL && cc != NULL);
+    int rv = raft__propose_conf_change(r, cc, index);
+    RAFT__CHECK_CALL(r, "raft_propose_conf_change");
+    return rv;
+}
+
 /* The leader's reaction to a new configuration: quorums changed, members came or went. */
 static void raft__conf_leader_update(struct raft *r)
 {
@@ -145,8 +158,8 @@ static void raft__conf_leader_update(struct raft *r)
     raft__bcast_append(r);
 }
 
-int raft_apply_conf_change(struct raft *r, const struct raft_entry *entry,
-                           struct raft_conf_state *out)
+static int raft__apply_conf_change(struct raft *r, const struct raft_entry *entry,
+                                   struct raft_conf_state *out)
 {
     struct raft_conf_change cc;
     int rv = RAFT_EINVAL;
@@ -178,5 +191,16 @@ int raft_apply_conf_change(struct raft *r, const struct raft_entry *entry,
     if (out != NULL) {
         *out = r->conf;
     }
+    return rv;
+}
+
+int raft_apply_conf_change(struct raft *r, const struct raft_entry *entry,
+                           struct raft_conf_state *out)
+{
+    RAFT_ASSERT(r != NULL && entry != NULL);
+    /* host contract step 4: only committed conf change entries are applied here */
+    RAFT_ASSERT(entry->type == RAFT_ENTRY_CONF_CHANGE && entry->index <= r->log.committed);
+    int rv = raft__apply_conf_change(r, entry, out);
+    RAFT__CHECK_CALL(r, "raft_apply_conf_change");
     return rv;
 }

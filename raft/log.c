@@ -39,6 +39,7 @@ static bool raft__unstable_term(const struct raft__unstable *u, raft_index i, ra
 static int raft__unstable_truncate_append(struct raft__unstable *u, const struct raft_entry *ents,
                                           size_t n)
 {
+    RAFT_ASSERT(n > 0 && ents[0].index > 0);
     raft_index after = ents[0].index - 1;
     size_t keep = 0;
     if (after >= u->offset) {
@@ -60,6 +61,7 @@ static int raft__unstable_truncate_append(struct raft__unstable *u, const struct
     }
     u->n = keep;
     for (size_t i = 0; i < n; i++) {
+        RAFT_ASSERT(ents[i].index == u->offset + u->n); /* contiguous after what is kept */
         struct raft_entry *e = &u->ents[u->n++];
         *e = ents[i];
         e->data.base = raft__chunks_put(&u->data, ents[i].data.base, ents[i].data.len, e->index);
@@ -218,9 +220,8 @@ int raft__log_append(struct raft__log *l, const struct raft_entry *ents, size_t 
     }
     /* thesis 3.5: never overwrite committed entries (callers check conflicts first) */
     raft_index last = raft__log_last_index(l);
-    (void)last;
-    assert(ents[0].index > l->committed);
-    assert(ents[0].index <= last + 1);
+    RAFT_ASSERT(ents[0].index > l->committed);
+    RAFT_ASSERT(ents[0].index <= last + 1);
     return raft__unstable_truncate_append(&l->u, ents, n);
 }
 
@@ -229,13 +230,15 @@ int raft__log_append_new(struct raft__log *l, raft_term term, uint8_t type,
 {
     struct raft__unstable *u = &l->u;
     raft_index next = raft__log_last_index(l) + 1;
+    /* thesis 3.6.2: a leader appends in its own term, never below the terms it holds */
+    RAFT_ASSERT(n > 0 && term >= raft__log_last_term(l));
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
         bytes += data[i].len;
     }
     if (u->n == 0 && u->offset != next) {
         /* nothing unstable: the next entry starts the unstable part */
-        assert(u->snap == NULL || u->snap->meta.index + 1 == next);
+        RAFT_ASSERT(u->snap == NULL || u->snap->meta.index + 1 == next);
         u->offset = next;
     }
     int rv = raft__grow((void **)&u->ents, &u->cap, u->n + n, sizeof(*u->ents));
@@ -264,6 +267,7 @@ int raft__log_maybe_append(struct raft__log *l, raft_index index, raft_term log_
                            raft_index *last_new)
 {
     *ok = false;
+    RAFT_ASSERT(n == 0 || ents[0].index == index + 1); /* raft_step checked the message */
     /* thesis 3.5: the follower refuses entries unless it holds the preceding entry */
     if (!raft__log_match_term(l, index, log_term)) {
         return 0;
@@ -274,6 +278,7 @@ int raft__log_maybe_append(struct raft__log *l, raft_index index, raft_term log_
         if (ci <= l->committed) {
             return RAFT_EINVAL; /* a committed entry conflicts: the sender is broken */
         }
+        RAFT_ASSERT(ci > index && ci <= lastn);
         /* thesis 3.5: delete the conflicting entry and all that follow it, then append */
         int rv = raft__log_append(l, ents + (ci - index - 1), n - (size_t)(ci - index - 1));
         if (rv != 0) {
@@ -341,6 +346,7 @@ static int raft__slice_storage(struct raft__log *l, raft_index lo, raft_index hi
 int raft__log_slice(struct raft__log *l, raft_index lo, raft_index hi, size_t max_bytes,
                     struct raft__arena *a, bool copy_unstable, struct raft_entry **out, size_t *n)
 {
+    RAFT_ASSERT(out != NULL && n != NULL && max_bytes > 0);
     *out = NULL;
     *n = 0;
     if (lo >= hi) {
@@ -373,6 +379,7 @@ int raft__log_slice(struct raft__log *l, raft_index lo, raft_index hi, size_t ma
         }
     }
     for (raft_index i = lo > u->offset ? lo : u->offset; i < hi; i++) {
+        RAFT_ASSERT(i - u->offset < u->n);
         const struct raft_entry *e = &u->ents[i - u->offset];
         if (k > 0 && bytes + e->data.len > max_bytes) {
             break;
@@ -398,9 +405,7 @@ done:
 void raft__log_commit_to(struct raft__log *l, raft_index c)
 {
     if (c > l->committed) {
-        raft_index last = raft__log_last_index(l);
-        (void)last;
-        assert(c <= last);
+        RAFT_ASSERT(c <= raft__log_last_index(l)); /* invariant: committed <= last index */
         l->committed = c;
     }
 }
@@ -422,6 +427,7 @@ bool raft__log_maybe_commit(struct raft__log *l, raft_index max_index, raft_term
 
 int raft__log_restore(struct raft__log *l, const struct raft_snapshot *s)
 {
+    RAFT_ASSERT(s->meta.index > l->committed); /* an older snapshot is ignored by the caller */
     struct raft_snapshot *copy = malloc(sizeof(*copy) + s->data.len);
     if (copy == NULL) {
         return RAFT_ENOMEM;
@@ -448,6 +454,7 @@ void raft__log_stable_to(struct raft__log *l, raft_index i, raft_term t)
         return; /* the entry was replaced after it was handed out: it stays unstable */
     }
     size_t drop = (size_t)(i - u->offset + 1);
+    RAFT_ASSERT(drop <= u->n);
     memmove(u->ents, u->ents + drop, (u->n - drop) * sizeof(*u->ents));
     u->n -= drop;
     u->offset = i + 1;

@@ -35,6 +35,7 @@ static int raft__ms_entries(void *ctx, raft_index lo, raft_index hi, size_t max_
                             const struct raft_entry **out, size_t *n_out)
 {
     struct raft_mem_storage *s = ctx;
+    RAFT_ASSERT(lo < hi && out != NULL && n_out != NULL);
     if (lo <= s->base) {
         return RAFT_ECOMPACTED;
     }
@@ -133,6 +134,10 @@ void raft_mem_storage_set_conf_state(struct raft_mem_storage *s, const struct ra
 
 int raft_mem_storage_append(struct raft_mem_storage *s, const struct raft_entry *entries, size_t n)
 {
+    RAFT_ASSERT(s != NULL && (n == 0 || entries != NULL));
+    for (size_t i = 1; i < n; i++) {
+        RAFT_ASSERT(entries[i].index == entries[0].index + i); /* one slice of a ready */
+    }
     size_t skip = 0;
     while (skip < n && entries[skip].index <= s->base) {
         skip++; /* already compacted */
@@ -172,6 +177,7 @@ int raft_mem_storage_append(struct raft_mem_storage *s, const struct raft_entry 
 /* Drops entries <= index (base <= index <= last). */
 static void raft__ms_drop_to(struct raft_mem_storage *s, raft_index index, raft_term term)
 {
+    RAFT_ASSERT(index >= s->base);
     size_t drop = (size_t)(index - s->base);
     if (drop > s->n) {
         drop = s->n;
@@ -221,6 +227,7 @@ static int raft__ms_set_snapshot(struct raft_mem_storage *s, const struct raft_s
 
 int raft_mem_storage_apply_snapshot(struct raft_mem_storage *s, const struct raft_snapshot *snap)
 {
+    RAFT_ASSERT(s != NULL && snap != NULL);
     if (snap->meta.index < s->snap.index) {
         return RAFT_ESTALE;
     }

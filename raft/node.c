@@ -1,6 +1,9 @@
-/* node.c - the public face of the core (etcd's rawnode.go): create, step, propose, ready/advance.
- */
+/* node.c - the public face of the core (etcd's rawnode.go): create, step, propose, ready/advance,
+ * invariant checks. */
 #include "raft_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
 
 static void raft__config_fill(struct raft_config *c)
 {
@@ -19,11 +22,14 @@ static void raft__config_fill(struct raft_config *c)
 
 int raft_new(const struct raft_config *cfg, struct raft **out)
 {
-    if (cfg == NULL || out == NULL || cfg->id == 0 || cfg->storage == NULL ||
-        cfg->election_tick == 0 || cfg->heartbeat_tick == 0 ||
-        cfg->heartbeat_tick >= cfg->election_tick) {
+    RAFT_ASSERT(cfg != NULL && out != NULL);
+    if (cfg->id == 0 || cfg->storage == NULL || cfg->election_tick == 0 ||
+        cfg->heartbeat_tick == 0 || cfg->heartbeat_tick >= cfg->election_tick) {
         return RAFT_EINVAL;
     }
+    const struct raft_storage *st = cfg->storage;
+    RAFT_ASSERT(st->initial_state != NULL && st->entries != NULL && st->term != NULL &&
+                st->first_index != NULL && st->last_index != NULL && st->snapshot != NULL);
     struct raft_hard_state hs = {0};
     struct raft_conf_state cs;
     memset(&cs, 0, sizeof(cs));
@@ -57,6 +63,7 @@ int raft_new(const struct raft_config *cfg, struct raft **out)
     r->prev_hard.commit = r->log.committed;
     r->prev_soft.leader = 0;
     r->prev_soft.role = RAFT_FOLLOWER;
+    RAFT__CHECK_CALL(r, "raft_new");
     *out = r;
     return 0;
 
@@ -91,9 +98,11 @@ void raft_free(struct raft *r)
 
 void raft_tick(struct raft *r)
 {
+    RAFT_ASSERT(r != NULL);
     r->ticks++;
     raft__read_tick(r);
     raft__tick_impl(r);
+    RAFT__CHECK_CALL(r, "raft_tick");
 }
 
 /* Term rules applied to every message before the role sees it. Returns true if m goes on. */
@@ -140,6 +149,9 @@ static bool raft__step_term(struct raft *r, const struct raft_msg *m)
 
 static void raft__step_vote(struct raft *r, const struct raft_msg *m)
 {
+    RAFT_ASSERT(m->type == RAFT_MSG_VOTE || m->type == RAFT_MSG_PRE_VOTE);
+    /* raft__step_term let it through: a vote is of our term, a pre-vote of ours or later */
+    RAFT_ASSERT(m->term == r->term || (m->type == RAFT_MSG_PRE_VOTE && m->term > r->term));
     bool pre = m->type == RAFT_MSG_PRE_VOTE;
     /* thesis 3.4: at most one vote per term, first come first served */
     bool can_vote =
@@ -154,6 +166,7 @@ static void raft__step_vote(struct raft *r, const struct raft_msg *m)
     if (can_vote && log_ok) {
         resp.term = m->term;
         if (!pre) {
+            RAFT_ASSERT(r->vote == 0 || r->vote == m->from); /* one vote per term (3.4) */
             r->election_elapsed = 0;
             r->vote = m->from;
         }
@@ -164,7 +177,33 @@ static void raft__step_vote(struct raft *r, const struct raft_msg *m)
     raft__send(r, &resp);
 }
 
-int raft_step(struct raft *r, const struct raft_msg *m)
+/* A message comes from the network: what the core relies on is checked here and a message that
+ * breaks it is refused (an operating error, not an assert). An APPEND's entries follow its
+ * (index, log_term) without gaps, in non-decreasing terms no higher than the message's; a
+ * snapshot is of a term no higher than the message's. */
+static bool raft__msg_well_formed(const struct raft_msg *m)
+{
+    if (m->n_entries > 0 && (m->type != RAFT_MSG_APPEND || m->entries == NULL)) {
+        return false;
+    }
+    raft_term prev = m->log_term;
+    for (size_t i = 0; i < m->n_entries; i++) {
+        const struct raft_entry *e = &m->entries[i];
+        if (e->index != m->index + 1 + i || e->term < prev || e->term > m->term ||
+            (e->data.len > 0 && e->data.base == NULL)) {
+            return false;
+        }
+        prev = e->term;
+    }
+    if (m->type == RAFT_MSG_SNAPSHOT &&
+        (m->snapshot.meta.term > m->term ||
+         (m->snapshot.data.len > 0 && m->snapshot.data.base == NULL))) {
+        return false;
+    }
+    return true;
+}
+
+static int raft__step(struct raft *r, const struct raft_msg *m)
 {
     if (r->log.storage_err != 0) {
         return r->log.storage_err;
@@ -172,6 +211,9 @@ int raft_step(struct raft *r, const struct raft_msg *m)
     if (m->type >= RAFT_MSG_TYPE_COUNT_ || m->from == 0 || m->from == r->id ||
         (m->to != 0 && m->to != r->id)) {
         return 0;
+    }
+    if (!raft__msg_well_formed(m)) {
+        return RAFT_EINVAL;
     }
     if (!raft__step_term(r, m)) {
         return 0;
@@ -183,11 +225,20 @@ int raft_step(struct raft *r, const struct raft_msg *m)
     return raft__step_role(r, m);
 }
 
+int raft_step(struct raft *r, const struct raft_msg *m)
+{
+    RAFT_ASSERT(r != NULL && m != NULL);
+    int rv = raft__step(r, m);
+    RAFT__CHECK_CALL(r, "raft_step");
+    return rv;
+}
+
 int raft_propose_batch(struct raft *r, const struct raft_buf *data, size_t n,
                        raft_index *first_index)
 {
-    if (n == 0 || data == NULL) {
-        return RAFT_EINVAL;
+    RAFT_ASSERT(r != NULL && data != NULL && n > 0);
+    for (size_t i = 0; i < n; i++) {
+        RAFT_ASSERT(data[i].len == 0 || data[i].base != NULL);
     }
     if (r->role != RAFT_LEADER) {
         return r->lead == 0 ? RAFT_ENOLEADER : RAFT_ENOTLEADER;
@@ -196,17 +247,21 @@ int raft_propose_batch(struct raft *r, const struct raft_buf *data, size_t n,
     if (r->transferee != 0) {
         return RAFT_ETRANSFER;
     }
-    return raft__append_entries(r, RAFT_ENTRY_NORMAL, data, n, first_index);
+    int rv = raft__append_entries(r, RAFT_ENTRY_NORMAL, data, n, first_index);
+    RAFT__CHECK_CALL(r, "raft_propose_batch");
+    return rv;
 }
 
 int raft_propose(struct raft *r, const void *data, size_t len, raft_index *index)
 {
+    RAFT_ASSERT(len == 0 || data != NULL);
     struct raft_buf b = {.base = data, .len = len};
     return raft_propose_batch(r, &b, 1, index);
 }
 
 int raft_transfer_leader(struct raft *r, raft_id target)
 {
+    RAFT_ASSERT(r != NULL);
     if (r->role != RAFT_LEADER) {
         return RAFT_ENOTLEADER;
     }
@@ -219,34 +274,42 @@ int raft_transfer_leader(struct raft *r, raft_id target)
     r->transferee = target;
     r->election_elapsed = 0; /* the transfer gets one election timeout */
     struct raft__progress *p = raft__progress_get(r, target);
+    RAFT_ASSERT(p != NULL); /* every voter has a progress */
     if (p->match == raft__log_last_index(&r->log)) {
         struct raft_msg m = {.type = RAFT_MSG_TIMEOUT_NOW, .to = target};
         raft__send(r, &m);
     } else {
         raft__bcast_append(r);
     }
+    RAFT__CHECK_CALL(r, "raft_transfer_leader");
     return 0;
 }
 
 int raft_campaign(struct raft *r)
 {
+    RAFT_ASSERT(r != NULL);
     if (r->role == RAFT_LEADER || !raft__promotable(r)) {
         return RAFT_EINVAL;
     }
     raft__hup(r, false);
+    RAFT__CHECK_CALL(r, "raft_campaign");
     return 0;
 }
 
+/* Both reports may name a member that left meanwhile (the transport answers late): ignored. */
 void raft_report_unreachable(struct raft *r, raft_id to)
 {
+    RAFT_ASSERT(r != NULL);
     struct raft__progress *p = raft__progress_get(r, to);
     if (r->role == RAFT_LEADER && p != NULL && p->state == RAFT_PROGRESS_REPLICATE) {
         raft__progress_become_probe(p);
     }
+    RAFT__CHECK_CALL(r, "raft_report_unreachable");
 }
 
 void raft_report_snapshot(struct raft *r, raft_id to, bool ok)
 {
+    RAFT_ASSERT(r != NULL);
     struct raft__progress *p = raft__progress_get(r, to);
     if (r->role != RAFT_LEADER || p == NULL || p->state != RAFT_PROGRESS_SNAPSHOT) {
         return;
@@ -256,6 +319,7 @@ void raft_report_snapshot(struct raft *r, raft_id to, bool ok)
     }
     raft__progress_become_probe(p);
     p->probe_sent = true; /* wait for the follower's answer or a heartbeat answer */
+    RAFT__CHECK_CALL(r, "raft_report_snapshot");
 }
 
 void raft_compacted(struct raft *r, raft_index index)
@@ -277,6 +341,7 @@ static raft_index raft__apply_lo(struct raft *r)
 
 bool raft_has_ready(const struct raft *cr)
 {
+    RAFT_ASSERT(cr != NULL);
     struct raft *r = (struct raft *)cr; /* log lookups only read storage */
     if (r->ready_out) {
         return false;
@@ -341,9 +406,9 @@ static size_t raft__partition_early(struct raft_msg *msgs, size_t n)
 
 int raft_ready(struct raft *r, struct raft_ready *rd)
 {
-    if (r->ready_out) {
-        return RAFT_EINVAL;
-    }
+    RAFT_ASSERT(r != NULL && rd != NULL);
+    /* host contract: one ready at a time; raft_has_ready() is false while one is out */
+    RAFT_ASSERT(!r->ready_out);
     if (r->log.storage_err != 0) {
         return r->log.storage_err;
     }
@@ -408,15 +473,20 @@ int raft_ready(struct raft *r, struct raft_ready *rd)
     rd->read_failures = r->rdy.fails;
     rd->n_read_failures = r->rdy.n_fails;
     r->ready_out = true;
+    RAFT__CHECK_CALL(r, "raft_ready");
     return 0;
 }
 
 void raft_advance(struct raft *r, const struct raft_ready *rd)
 {
-    (void)rd; /* everything needed was recorded by raft_ready() */
-    if (!r->ready_out) {
-        return;
-    }
+    RAFT_ASSERT(r != NULL && rd != NULL);
+    /* host contract: advance exactly the ready the last raft_ready() handed out (everything
+     * needed was recorded then; these fields only show that rd is that ready) */
+    RAFT_ASSERT(r->ready_out);
+    RAFT_ASSERT(rd->msgs == r->rdy.msgs && rd->n_msgs == r->rdy.n_msgs &&
+                rd->n_reads == r->rdy.n_reads && rd->n_read_failures == r->rdy.n_fails);
+    RAFT_ASSERT(rd->n_entries == 0 || rd->entries[rd->n_entries - 1].index == r->rdy_last_index);
+    RAFT_ASSERT(rd->n_committed == 0 || rd->committed[rd->n_committed - 1].index == r->rdy_applied);
     struct raft__log *l = &r->log;
     if (l->snap_in_ready != NULL) {
         struct raft_snapshot *s = l->snap_in_ready;
@@ -446,17 +516,20 @@ void raft_advance(struct raft *r, const struct raft_ready *rd)
     r->rdy_applied = 0;
     r->rdy_snap_index = 0;
     r->ready_out = false;
+    RAFT__CHECK_CALL(r, "raft_advance");
 }
 
 /* ---- introspection ---- */
 
 raft_term raft_current_term(const struct raft *r)
 {
+    RAFT_ASSERT(r != NULL);
     return r->term;
 }
 
 void raft_status(const struct raft *cr, struct raft_status *out)
 {
+    RAFT_ASSERT(cr != NULL && out != NULL);
     struct raft *r = (struct raft *)cr;
     memset(out, 0, sizeof(*out));
     out->id = r->id;
@@ -488,40 +561,228 @@ void raft_status(const struct raft *cr, struct raft_status *out)
     }
 }
 
-int raft_check_invariants(const struct raft *cr)
+/* ---- invariants ---- */
+
+/* Fills *rep (if any) for the broken invariant `name`; returns RAFT_EINVAL. */
+static int raft__broken(const struct raft *r, struct raft_invariant_report *rep, const char *name,
+                        raft_index index, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static int raft__broken(const struct raft *r, struct raft_invariant_report *rep, const char *name,
+                        raft_index index, const char *fmt, ...)
 {
-    struct raft *r = (struct raft *)cr;
+    if (rep != NULL) {
+        rep->name = name;
+        rep->node = r->id;
+        rep->term = r->term;
+        rep->index = index;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(rep->detail, sizeof(rep->detail), fmt, ap);
+        va_end(ap);
+    }
+    return RAFT_EINVAL;
+}
+
+#define RAFT__ULL(v) ((unsigned long long)(v))
+
+/* The log: commit and applied within it, terms bounded and ordered, unstable part placed. */
+static int raft__check_log(struct raft *r, struct raft_invariant_report *rep)
+{
     struct raft__log *l = &r->log;
     raft_index last = raft__log_last_index(l);
-    if (l->committed > last || l->applied > l->committed) {
-        return RAFT_EINVAL;
+    if (l->committed > last) {
+        return raft__broken(r, rep, "commit_le_last", l->committed,
+                            "commit %llu is above the last index %llu", RAFT__ULL(l->committed),
+                            RAFT__ULL(last));
     }
-    if (raft__log_last_term(l) > r->term || raft__conf_validate(&r->conf) != 0 ||
-        r->n_prs != r->conf.n_voters + r->conf.n_learners) {
-        return RAFT_EINVAL;
+    if (l->applied > l->committed) {
+        return raft__broken(r, rep, "applied_le_commit", l->applied,
+                            "applied %llu is above commit %llu", RAFT__ULL(l->applied),
+                            RAFT__ULL(l->committed));
     }
-    for (size_t i = 0; i < l->u.n; i++) {
-        if (l->u.ents[i].index != l->u.offset + i ||
-            (i > 0 && l->u.ents[i].term < l->u.ents[i - 1].term)) {
-            return RAFT_EINVAL;
+    raft_term last_term = raft__log_term_or_zero(l, last);
+    if (last_term > r->term) {
+        return raft__broken(r, rep, "entry_term_le_term", last,
+                            "the last entry has term %llu above the current term",
+                            RAFT__ULL(last_term));
+    }
+    const struct raft__unstable *u = &l->u;
+    raft_index stable_last = u->n > 0 ? 0 : last; /* nothing unstable: storage holds the last */
+    if (u->snap != NULL ? u->offset != u->snap->meta.index + 1
+                        : ((u->n == 0 || l->st->last_index(l->st->ctx, &stable_last) == 0) &&
+                           u->offset > stable_last + 1)) {
+        return raft__broken(r, rep, "unstable_offset", u->offset,
+                            "unstable entries start at %llu (pending snapshot %llu, storage last "
+                            "%llu)",
+                            RAFT__ULL(u->offset), RAFT__ULL(u->snap ? u->snap->meta.index : 0),
+                            RAFT__ULL(stable_last));
+    }
+    for (size_t i = 0; i < u->n; i++) {
+        const struct raft_entry *e = &u->ents[i];
+        if (e->index != u->offset + i) {
+            return raft__broken(r, rep, "unstable_contiguous", u->offset + i,
+                                "unstable entry %zu has index %llu, expected %llu", i,
+                                RAFT__ULL(e->index), RAFT__ULL(u->offset + i));
         }
-    }
-    if (r->role == RAFT_LEADER) {
-        if (r->lead != r->id || r->vote != r->id || !raft__promotable(r)) {
-            return RAFT_EINVAL;
+        if (i > 0 && e->term < u->ents[i - 1].term) {
+            return raft__broken(r, rep, "entry_terms_ordered", e->index,
+                                "entry %llu has term %llu below its predecessor's %llu",
+                                RAFT__ULL(e->index), RAFT__ULL(e->term),
+                                RAFT__ULL(u->ents[i - 1].term));
         }
-        for (uint32_t i = 0; i < r->n_prs; i++) {
-            const struct raft__progress *p = &r->prs[i];
-            if (p->match >= p->next || p->next > last + 1) {
-                return RAFT_EINVAL;
-            }
-            if (p->id == r->id && p->match > raft__log_stable_last(l)) {
-                return RAFT_EINVAL; /* the leader counts only its durable entries */
-            }
-        }
-    }
-    if (r->n_reads + r->n_fwd > r->cfg.read_queue_max) {
-        return RAFT_EINVAL;
     }
     return 0;
 }
+
+/* Membership: a valid configuration with one progress per member, in configuration order. */
+static int raft__check_conf(struct raft *r, struct raft_invariant_report *rep)
+{
+    if (raft__conf_validate(&r->conf) != 0) {
+        return raft__broken(r, rep, "conf_valid", r->conf_index,
+                            "the configuration (%u voters, %u learners) has a zero, duplicate or "
+                            "overlapping id or too many members",
+                            r->conf.n_voters, r->conf.n_learners);
+    }
+    if (r->n_prs != r->conf.n_voters + r->conf.n_learners) {
+        return raft__broken(r, rep, "progress_per_member", r->conf_index,
+                            "%u progress entries for %u voters and %u learners", r->n_prs,
+                            r->conf.n_voters, r->conf.n_learners);
+    }
+    for (uint32_t i = 0; i < r->n_prs; i++) {
+        bool learner = i >= r->conf.n_voters;
+        raft_id id = learner ? r->conf.learners[i - r->conf.n_voters] : r->conf.voters[i];
+        if (r->prs[i].id != id || r->prs[i].learner != learner) {
+            return raft__broken(r, rep, "progress_per_member", r->conf_index,
+                                "progress %u is for node %llu%s, the configuration has node "
+                                "%llu%s there",
+                                i, RAFT__ULL(r->prs[i].id), r->prs[i].learner ? " (learner)" : "",
+                                RAFT__ULL(id), learner ? " (learner)" : "");
+        }
+    }
+    return 0;
+}
+
+/* One member's replication state as the leader sees it. */
+static int raft__check_progress(struct raft *r, const struct raft__progress *p, raft_index last,
+                                struct raft_invariant_report *rep)
+{
+    if (p->match >= p->next || p->next > last + 1) {
+        return raft__broken(r, rep, "progress_match_lt_next", p->match,
+                            "node %llu has match %llu, next %llu, last index %llu",
+                            RAFT__ULL(p->id), RAFT__ULL(p->match), RAFT__ULL(p->next),
+                            RAFT__ULL(last));
+    }
+    if (p->id == r->id && p->match > raft__log_stable_last(&r->log)) {
+        /* thesis 10.2.1: the leader's own copy counts towards a commit once durable */
+        return raft__broken(r, rep, "leader_self_durable", p->match,
+                            "the leader counts its own match %llu above its durable last index "
+                            "%llu",
+                            RAFT__ULL(p->match), RAFT__ULL(raft__log_stable_last(&r->log)));
+    }
+    if (p->ins.count > p->ins.max || (p->ins.count > 0 && p->state != RAFT_PROGRESS_REPLICATE)) {
+        return raft__broken(r, rep, "inflights_bounded", p->next,
+                            "node %llu has %zu appends in flight (window %zu) in state %u",
+                            RAFT__ULL(p->id), p->ins.count, p->ins.max, p->state);
+    }
+    if ((p->probe_sent && p->state != RAFT_PROGRESS_PROBE) ||
+        (p->pending_snapshot != 0 && p->state != RAFT_PROGRESS_SNAPSHOT)) {
+        return raft__broken(r, rep, "progress_state", p->next,
+                            "node %llu in state %u has probe_sent %d, pending snapshot %llu",
+                            RAFT__ULL(p->id), p->state, p->probe_sent,
+                            RAFT__ULL(p->pending_snapshot));
+    }
+    return 0;
+}
+
+/* The leader: leads and voted for itself, is a voter, commits only entries of its term. */
+static int raft__check_leader(struct raft *r, struct raft_invariant_report *rep)
+{
+    struct raft__log *l = &r->log;
+    if (r->lead != r->id || r->vote != r->id || !raft__promotable(r)) {
+        return raft__broken(r, rep, "leader_self", 0,
+                            "a leader with lead %llu, vote %llu, voter %d", RAFT__ULL(r->lead),
+                            RAFT__ULL(r->vote), raft__promotable(r));
+    }
+    raft_term ct = 0;
+    if (l->committed != r->lead_commit0 && raft__log_term(l, l->committed, &ct) == 0 &&
+        ct != r->term) {
+        /* thesis 3.6.2: only an entry of the leader's term commits by counting replicas */
+        return raft__broken(r, rep, "leader_commit_in_term", l->committed,
+                            "the leader moved commit from %llu to %llu, an entry of term %llu",
+                            RAFT__ULL(r->lead_commit0), RAFT__ULL(l->committed), RAFT__ULL(ct));
+    }
+    raft_index last = raft__log_last_index(l);
+    for (uint32_t i = 0; i < r->n_prs; i++) {
+        int rv = raft__check_progress(r, &r->prs[i], last, rep);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    return 0;
+}
+
+/* State that only some roles hold, and the bounds on queues. */
+static int raft__check_roles(struct raft *r, struct raft_invariant_report *rep)
+{
+    bool leader = r->role == RAFT_LEADER;
+    if (r->role > RAFT_LEADER) {
+        return raft__broken(r, rep, "role_valid", 0, "role %u", r->role);
+    }
+    if (!leader && (r->n_reads > 0 || r->transferee != 0 || r->uncommitted_bytes > 0)) {
+        return raft__broken(r, rep, "leader_only_state", 0,
+                            "a %s holds %zu leader reads, transfer target %llu, %zu uncommitted "
+                            "bytes",
+                            raft_role_name(r->role), r->n_reads, RAFT__ULL(r->transferee),
+                            r->uncommitted_bytes);
+    }
+    if (leader && r->n_fwd > 0) {
+        return raft__broken(r, rep, "leader_no_forwarded_reads", 0,
+                            "a leader holds %zu reads forwarded to another leader", r->n_fwd);
+    }
+    if (r->n_reads + r->n_fwd > r->cfg.read_queue_max) {
+        return raft__broken(r, rep, "reads_bounded", 0, "%zu reads queued, at most %zu",
+                            r->n_reads + r->n_fwd, r->cfg.read_queue_max);
+    }
+    if (r->randomized_timeout < r->cfg.election_tick ||
+        r->randomized_timeout >= 2 * r->cfg.election_tick) {
+        return raft__broken(r, rep, "election_timeout_range", 0,
+                            "randomized election timeout %u outside [%u, %u)",
+                            r->randomized_timeout, r->cfg.election_tick, 2 * r->cfg.election_tick);
+    }
+    return 0;
+}
+
+int raft_check_invariants(const struct raft *cr, struct raft_invariant_report *rep)
+{
+    RAFT_ASSERT(cr != NULL);
+    struct raft *r = (struct raft *)cr; /* log lookups only read storage */
+    if (rep != NULL) {
+        memset(rep, 0, sizeof(*rep));
+    }
+    int rv = raft__check_log(r, rep);
+    if (rv == 0) {
+        rv = raft__check_conf(r, rep);
+    }
+    if (rv == 0) {
+        rv = raft__check_roles(r, rep);
+    }
+    if (rv == 0 && r->role == RAFT_LEADER) {
+        rv = raft__check_leader(r, rep);
+    }
+    return rv;
+}
+
+#ifdef SLOTD_RAFT_CHECK_CALLS
+void raft__check_call(const struct raft *r, const char *call)
+{
+    struct raft_invariant_report rep;
+    if (raft_check_invariants(r, &rep) != 0) {
+        fprintf(stderr, "raft: invariant %s broken after %s: node %llu term %llu index %llu: %s\n",
+                rep.name, call, RAFT__ULL(rep.node), RAFT__ULL(rep.term), RAFT__ULL(rep.index),
+                rep.detail);
+        fflush(stderr);
+        abort();
+    }
+}
+#endif

@@ -12,6 +12,8 @@ bool raft__inflights_full(const struct raft__inflights *in)
  * not recorded: the window is advisory flow control, so this only loosens it. */
 static void raft__inflights_add(struct raft__inflights *in, raft_index last)
 {
+    RAFT_ASSERT(in->count < in->max); /* the sender checked raft__progress_paused */
+    RAFT_ASSERT(in->count == 0 || in->buf[(in->start + in->count - 1) % in->cap] < last);
     if (in->count == in->cap) {
         size_t ncap = in->cap ? in->cap * 2 : 8;
         if (ncap > in->max) {
@@ -61,6 +63,7 @@ static void raft__inflights_reset(struct raft__inflights *in)
 
 void raft__progress_reset(struct raft__progress *p, raft_index last, bool self)
 {
+    RAFT_ASSERT(p->ins.max > 0);
     p->state = RAFT_PROGRESS_PROBE;
     p->probe_sent = false;
     p->match = self ? last : 0;
@@ -115,12 +118,14 @@ void raft__progress_become_probe(struct raft__progress *p)
 
 void raft__progress_become_replicate(struct raft__progress *p)
 {
+    RAFT_ASSERT(p->state != RAFT_PROGRESS_SNAPSHOT); /* a snapshot ends in probe first */
     raft__progress_reset_state(p, RAFT_PROGRESS_REPLICATE);
     p->next = p->match + 1;
 }
 
 void raft__progress_become_snapshot(struct raft__progress *p, raft_index snap_index)
 {
+    RAFT_ASSERT(snap_index > 0);
     raft__progress_reset_state(p, RAFT_PROGRESS_SNAPSHOT);
     p->pending_snapshot = snap_index;
 }
@@ -137,6 +142,7 @@ bool raft__progress_maybe_update(struct raft__progress *p, raft_index n)
     if (p->next < n + 1) {
         p->next = n + 1;
     }
+    RAFT_ASSERT(p->match < p->next);
     return updated;
 }
 
@@ -158,6 +164,7 @@ bool raft__progress_maybe_decr_to(struct raft__progress *p, raft_index rejected,
     raft_index n = match_hint + 1 < rejected ? match_hint + 1 : rejected;
     p->next = n > p->match + 1 ? n : p->match + 1;
     p->probe_sent = false;
+    RAFT_ASSERT(p->match < p->next && p->next >= 1);
     return true;
 }
 
@@ -176,6 +183,7 @@ void raft__progress_sent(struct raft__progress *p, raft_index last, size_t n_ent
 
 uint64_t raft__quorum_value(uint64_t *vals, size_t n)
 {
+    RAFT_ASSERT(n <= RAFT_MEMBERS_MAX);
     if (n == 0) {
         return 0;
     }

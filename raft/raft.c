@@ -14,6 +14,7 @@ static bool raft__is_vote_type(uint8_t t)
  * protocol tolerates lost messages, and the sender retries on its timers. */
 void raft__send(struct raft *r, struct raft_msg *m)
 {
+    RAFT_ASSERT(m->type < RAFT_MSG_TYPE_COUNT_ && m->to != 0 && m->to != r->id);
     m->from = r->id;
     if (!raft__is_vote_type(m->type)) {
         m->term = r->term; /* vote messages carry the term they are about, set by the caller */
@@ -53,6 +54,7 @@ bool raft__committed_in_term(struct raft *r)
 
 static void raft__reset_timeout(struct raft *r)
 {
+    RAFT_ASSERT(r->cfg.election_tick > 0);
     r->randomized_timeout =
         r->cfg.election_tick + (unsigned)(raft__rand_next(&r->rng) % r->cfg.election_tick);
 }
@@ -66,6 +68,7 @@ void raft__rebuild_progress(struct raft *r)
     memcpy(old, r->prs, sizeof(old));
     raft_index last = raft__log_last_index(&r->log);
     r->n_prs = 0;
+    RAFT_ASSERT(r->conf.n_voters + r->conf.n_learners <= RAFT_MEMBERS_MAX);
     for (uint32_t k = 0; k < r->conf.n_voters + r->conf.n_learners; k++) {
         bool learner = k >= r->conf.n_voters;
         raft_id id = learner ? r->conf.learners[k - r->conf.n_voters] : r->conf.voters[k];
@@ -101,6 +104,7 @@ void raft__abort_transfer(struct raft *r)
 /* Shared by every role change: a new term forgets the vote (thesis 3.3, Figure 3.1). */
 static void raft__reset(struct raft *r, raft_term term)
 {
+    RAFT_ASSERT(term >= r->term); /* terms never go back (thesis 3.3) */
     bool was_leader = r->role == RAFT_LEADER;
     if (r->term != term) {
         r->term = term;
@@ -138,6 +142,7 @@ void raft__become_follower(struct raft *r, raft_term term, raft_id lead)
 
 static void raft__become_pre_candidate(struct raft *r)
 {
+    RAFT_ASSERT(r->role != RAFT_LEADER && raft__promotable(r));
     /* thesis 9.6: a pre-candidate keeps its term and vote until a majority would vote for it */
     if (r->n_fwd > 0) {
         raft__read_fail_all(r, RAFT_ENOTLEADER);
@@ -151,6 +156,7 @@ static void raft__become_pre_candidate(struct raft *r)
 
 static void raft__become_candidate(struct raft *r)
 {
+    RAFT_ASSERT(r->role != RAFT_LEADER && raft__promotable(r));
     /* thesis 3.4: increment the term, vote for self */
     raft__reset(r, r->term + 1);
     r->vote = r->id;
@@ -159,10 +165,14 @@ static void raft__become_candidate(struct raft *r)
 
 static void raft__become_leader(struct raft *r)
 {
+    /* thesis 3.4: only a candidate that won the votes of its term leads */
+    RAFT_ASSERT(r->role == RAFT_CANDIDATE && r->vote == r->id && raft__promotable(r));
     raft__reset(r, r->term);
     r->role = RAFT_LEADER;
     r->lead = r->id;
+    r->lead_commit0 = r->log.committed;
     struct raft__progress *self = raft__progress_get(r, r->id);
+    RAFT_ASSERT(self != NULL && !self->learner);
     raft__progress_become_replicate(self);
     self->recent_active = true;
     /* any conf change in the log may still be pending: wait until it is applied */
@@ -192,6 +202,7 @@ static int raft__poll(struct raft *r, raft_id id, bool granted)
         no += r->prs[i].vote == RAFT__VOTE_REJECTED;
     }
     uint32_t q = r->conf.n_voters / 2 + 1;
+    RAFT_ASSERT(yes + no <= r->conf.n_voters);
     if (yes >= q) {
         return 1;
     }
@@ -281,6 +292,7 @@ void raft__hup(struct raft *r, bool transfer)
 static int raft__msg_entries(struct raft *r, raft_index lo, raft_index hi, struct raft_entry **out,
                              size_t *n)
 {
+    RAFT_ASSERT(lo < hi);
     if (r->mcache == NULL || lo < r->mcache_lo || lo >= r->mcache_hi) {
         size_t k = 0;
         int rv = raft__log_slice(&r->log, lo, hi, r->cfg.max_msg_bytes, &r->out.arena, true,
@@ -292,6 +304,7 @@ static int raft__msg_entries(struct raft *r, raft_index lo, raft_index hi, struc
         r->mcache_lo = lo;
         r->mcache_hi = lo + k;
     }
+    RAFT_ASSERT(r->mcache_lo <= lo && lo < r->mcache_hi);
     struct raft_entry *e = r->mcache + (lo - r->mcache_lo);
     size_t avail = (size_t)((hi < r->mcache_hi ? hi : r->mcache_hi) - lo);
     size_t k = 0;
@@ -333,6 +346,7 @@ static bool raft__send_snapshot(struct raft *r, struct raft__progress *p)
 /* thesis 3.5: AppendEntries with the preceding entry's index and term. Returns true if sent. */
 static bool raft__send_append(struct raft *r, struct raft__progress *p, bool send_if_empty)
 {
+    RAFT_ASSERT(r->role == RAFT_LEADER && p->id != r->id && p->next > 0);
     if (raft__progress_paused(p)) {
         return false;
     }
@@ -391,6 +405,7 @@ static void raft__bcast_heartbeat(struct raft *r)
  * an entry of the current term commits by counting (checked in raft__log_maybe_commit). */
 bool raft__maybe_commit(struct raft *r)
 {
+    RAFT_ASSERT(r->role == RAFT_LEADER);
     uint64_t match[RAFT_MEMBERS_MAX];
     size_t n = 0;
     for (uint32_t i = 0; i < r->n_prs; i++) {
@@ -424,6 +439,7 @@ void raft__self_persisted(struct raft *r, raft_index i, raft_term t)
 int raft__append_entries(struct raft *r, uint8_t type, const struct raft_buf *data, size_t n,
                          raft_index *first)
 {
+    RAFT_ASSERT(r->role == RAFT_LEADER && n > 0);
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++) {
         if (data[i].len > r->cfg.max_entry_bytes) {
@@ -496,6 +512,7 @@ static void raft__handle_append_resp(struct raft *r, const struct raft_msg *m)
     if (p == NULL) {
         return;
     }
+    RAFT_ASSERT(m->term == r->term); /* raft__step_term dropped the others */
     p->recent_active = true;
     if (m->reject) {
         raft__handle_append_reject(r, p, m);
@@ -581,6 +598,7 @@ static void raft__append_resp(struct raft *r, raft_id to, raft_index index)
 
 static int raft__handle_append(struct raft *r, const struct raft_msg *m)
 {
+    RAFT_ASSERT(r->role == RAFT_FOLLOWER && r->lead == m->from && m->term == r->term);
     if (m->index < r->log.committed) {
         raft__append_resp(r, m->from, r->log.committed);
         return 0;
@@ -640,6 +658,7 @@ static int raft__restore(struct raft *r, const struct raft_snapshot *s, bool *re
     if (rv != 0) {
         return rv;
     }
+    RAFT_ASSERT(r->log.committed == s->meta.index && r->log.u.offset == s->meta.index + 1);
     r->conf = s->meta.conf;
     r->conf_index = s->meta.index;
     raft__rebuild_progress(r);
@@ -730,6 +749,7 @@ static int raft__step_candidate(struct raft *r, const struct raft_msg *m)
 
 int raft__step_role(struct raft *r, const struct raft_msg *m)
 {
+    RAFT_ASSERT(m->term >= r->term); /* raft__step_term dropped lower terms */
     switch (r->role) {
     case RAFT_LEADER:
         return raft__step_leader(r, m);

@@ -32,7 +32,14 @@
  * Between raft_ready() and raft_advance() the host may keep calling raft_step,
  * raft_tick, raft_propose* and raft_read_index (pipelining: proposals collected
  * while a batch syncs go into the next ready). It must not call raft_ready()
- * again before raft_advance().
+ * again before raft_advance(), nor raft_advance() without a ready out or with
+ * another ready than the one handed out.
+ *
+ * Misuse is a programmer error, not an error code: a broken rule of this
+ * contract (above), a NULL where a pointer is required, or an argument a
+ * function's comment rules out stops the process with RAFT_ASSERT (on in every
+ * build; raft/README.md). Bad input from the network and state-dependent
+ * refusals are return codes.
  *
  * The host makes stable storage (struct raft_storage) reflect what it has
  * persisted: after step 2 it appends rd.entries / applies rd.snapshot /
@@ -174,8 +181,10 @@ const char *raft_msg_type_name(int type);
  * on the wire. Field use by type:
  *   APPEND:         log_term/index = entry preceding entries; entries; commit
  *   APPEND_RESP:    index = last matching index (accept) or rejected index;
- *                   reject, reject_hint (follower's last index), log_term
- *                   (term at reject_hint, for fast back-off)
+ *                   reject, reject_hint (the follower's last index capped at
+ *                   the rejected index, moved back past entries of a term
+ *                   above the APPEND's log_term), log_term (term at
+ *                   reject_hint, for fast back-off)
  *   VOTE/PRE_VOTE:  log_term/index = candidate's last entry; term (for
  *                   PRE_VOTE: the term the candidate would campaign in);
  *                   context = 1 when forced by a leadership transfer
@@ -310,9 +319,11 @@ void raft_config_default(struct raft_config *cfg);
 
 struct raft;
 
-/* Creates a core from stable storage. On success *out is owned by the
- * caller; free with raft_free(). Errors: RAFT_EINVAL, RAFT_ENOMEM,
- * RAFT_ESTORAGE. */
+/* Creates a core from stable storage. cfg is borrowed for the call (cfg->storage
+ * for the core's lifetime; every function of it must be set). On success *out is
+ * owned by the caller; free with raft_free(). Errors: RAFT_EINVAL (id 0, no
+ * storage, bad ticks, applied above the commit index), RAFT_ENOMEM,
+ * RAFT_ESTORAGE (storage failed or holds an invalid configuration). */
 int raft_new(const struct raft_config *cfg, struct raft **out);
 void raft_free(struct raft *r);
 
@@ -324,11 +335,16 @@ void raft_tick(struct raft *r);
  * node) are ignored and return 0; answers from non-members are ignored, but
  * a leader's APPEND/HEARTBEAT/SNAPSHOT is accepted from any sender so that a
  * joining node can catch up. Errors: RAFT_ENOMEM (the message is dropped
- * as if lost; a term update it carried stays), RAFT_EINVAL (an APPEND conflicts with committed entries, or a
- * snapshot carries an invalid configuration), RAFT_ESTORAGE. */
+ * as if lost; a term update it carried stays), RAFT_EINVAL (a malformed
+ * message, refused before it changes anything: APPEND entries that do not
+ * follow (index, log_term) contiguously in non-decreasing terms at most
+ * m->term, entries on another type, a snapshot of a term above m->term; or an
+ * APPEND that conflicts with committed entries, or a snapshot with an invalid
+ * configuration), RAFT_ESTORAGE (a sticky storage failure). */
 int raft_step(struct raft *r, const struct raft_msg *m);
 
-/* Proposes n normal entries; data is copied (borrowed for the call).
+/* Proposes n >= 1 normal entries (data not NULL; an entry of len > 0 has a
+ * base); data is copied (borrowed for the call).
  * On success *first_index (if not NULL) gets the index of the first entry,
  * the rest follow consecutively, all in the current term (raft_status().term).
  * Errors: RAFT_ENOTLEADER / RAFT_ENOLEADER, RAFT_ETRANSFER, RAFT_EBUDGET,
@@ -343,7 +359,8 @@ int raft_propose(struct raft *r, const void *data, size_t len, raft_index *index
 int raft_propose_conf_change(struct raft *r, const struct raft_conf_change *cc,
                              raft_index *index);
 
-/* Applies a committed conf change entry's data to the core's
+/* Applies a committed entry of type RAFT_ENTRY_CONF_CHANGE (index at most the
+ * commit index; anything else is misuse) to the core's
  * configuration (step 4 of the host contract) and returns the resulting
  * configuration in *out (may be NULL; filled on error too). Errors:
  * RAFT_EINVAL (bad data, or a change that is not valid for the current
@@ -358,7 +375,7 @@ int raft_apply_conf_change(struct raft *r, const struct raft_entry *entry,
  * ready as a raft_read_state with the same context, or as a read_failure.
  * On a leader that has not yet committed an entry in its term the request
  * waits for that commit. On a follower it is forwarded to the leader.
- * Errors: RAFT_ENOLEADER, RAFT_EREADFULL. */
+ * Errors: RAFT_ENOLEADER, RAFT_EREADFULL, RAFT_ENOMEM. */
 int raft_read_index(struct raft *r, uint64_t context);
 
 /* Starts a leadership transfer to `target` (thesis 3.10). The leader stops
@@ -367,24 +384,31 @@ int raft_read_index(struct raft *r, uint64_t context);
  * RAFT_EINVAL (target is not a voter or is self). */
 int raft_transfer_leader(struct raft *r, raft_id target);
 
-/* Makes a follower campaign now (testing, bootstrap). */
+/* Makes a follower campaign now (testing, bootstrap): pre-vote unless disabled.
+ * Does nothing (and returns 0) while a committed conf change is not applied.
+ * Errors: RAFT_EINVAL (this node leads already or is not a voter). */
 int raft_campaign(struct raft *r);
 
-/* The host could not deliver to `to` (resets its progress to probe). */
+/* The host could not deliver to `to`: on a leader, a member in the replicate
+ * state goes back to probe. Ignored for a node that is not a member. */
 void raft_report_unreachable(struct raft *r, raft_id to);
-/* Outcome of sending a snapshot to `to`. */
+/* Outcome of sending a snapshot to `to`: on a leader, a member in the snapshot
+ * state goes back to probe (from the snapshot's index if ok). Ignored otherwise. */
 void raft_report_snapshot(struct raft *r, raft_id to, bool ok);
 
 /* False while a ready is out (between raft_ready() and raft_advance()). */
 bool raft_has_ready(const struct raft *r);
-/* Fills *rd (see the host contract). Returns RAFT_EINVAL if a previous
- * ready has not been advanced, RAFT_ENOMEM, RAFT_ESTORAGE. */
+/* Fills *rd (see the host contract). Only when no ready is out (call
+ * raft_has_ready() first; a second raft_ready() before raft_advance() is
+ * misuse). Errors: RAFT_ENOMEM, RAFT_ESTORAGE; nothing is handed out then. */
 int raft_ready(struct raft *r, struct raft_ready *rd);
-/* Acknowledges that rd (from the last raft_ready) was fully handled. */
+/* Acknowledges that rd, the ready the last raft_ready() filled, was fully
+ * handled (without a ready out, or with another one, is misuse). */
 void raft_advance(struct raft *r, const struct raft_ready *rd);
 
-/* The host compacted its storage up to `index`; the core drops caches
- * below it. Purely informational; storage is the source of truth. */
+/* The host compacted its storage up to `index`. Purely informational: the core
+ * keeps no copy of stable entries (it reads them from storage on demand), so
+ * this does nothing. */
 void raft_compacted(struct raft *r, raft_index index);
 
 enum raft_progress_state {
@@ -428,9 +452,22 @@ void raft_status(const struct raft *r, struct raft_status *out);
 /* The current term (cheap; raft_status copies much more). Proposals accepted now carry it. */
 raft_term raft_current_term(const struct raft *r);
 
-/* Checks internal invariants; returns 0 or a RAFT_E* code (debug builds and
- * the simulator call it after every step). */
-int raft_check_invariants(const struct raft *r);
+/* Which invariant raft_check_invariants() found broken, where. */
+struct raft_invariant_report {
+    /* static, e.g. "applied_le_commit" (raft/README.md lists them); NULL if none broke */
+    const char *name;
+    raft_id node;     /* the core's id */
+    raft_term term;   /* its current term */
+    raft_index index; /* the log index the invariant is about (0 when none) */
+    char detail[192]; /* the values that broke it, as a sentence */
+};
+
+/* Checks the core's invariants (O(members + unstable entries), reads storage). Returns 0 when
+ * all hold, else RAFT_EINVAL and, if report is not NULL, fills *report (borrowed for the call)
+ * with the first broken one. Debug and sanitizer builds of the core call it after every public
+ * call that changes the core and abort on a failure; the simulator calls it after every input
+ * to a core; the unit harness after every step and advance. */
+int raft_check_invariants(const struct raft *r, struct raft_invariant_report *report);
 
 /* ---- In-memory stable storage (for tests, the simulator and as a log
  * cache). Implements struct raft_storage. */
@@ -442,8 +479,9 @@ void raft_mem_storage_free(struct raft_mem_storage *s);
 const struct raft_storage *raft_mem_storage_get(struct raft_mem_storage *s);
 void raft_mem_storage_set_hard_state(struct raft_mem_storage *s, const struct raft_hard_state *hs);
 void raft_mem_storage_set_conf_state(struct raft_mem_storage *s, const struct raft_conf_state *cs);
-/* Appends entries (copied), replacing any stored entries at index >=
- * entries[0].index. Entries below the first index are ignored. */
+/* Appends n entries with consecutive indexes (copied), replacing any stored
+ * entries at index >= entries[0].index. Entries below the first index are
+ * ignored. RAFT_EINVAL if entries[0] would leave a gap after the last index. */
 int raft_mem_storage_append(struct raft_mem_storage *s, const struct raft_entry *entries, size_t n);
 /* Replaces everything with the snapshot (data copied). RAFT_ESTALE if older
  * than the current snapshot. */

@@ -8,9 +8,34 @@
  * says otherwise; memory they return belongs to the structure it came from (arena, chunk FIFO,
  * log) and lives as long as that structure's rules say (see raft/README.md, "Memory"). */
 
-#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- assertions (util.c) --------------------------------------------------------------------- */
+
+/* RAFT_ASSERT(cond): a programmer error (an argument the contract rules out, misuse of the host
+ * contract, a broken invariant) stops the process with the condition, file, line and function.
+ * Operating errors (bad input from the network, full queues, storage failures) are return codes.
+ * On in every build, like the rest of slotd's asserts (NDEBUG does not turn it off): each one is
+ * a compare and a predicted branch on a value already at hand, and the measurement in
+ * raft/README.md shows no throughput cost. O(n) checks live in raft_check_invariants(), which
+ * only debug and sanitizer builds run after every call (RAFT__CHECK_CALL below). */
+#define RAFT_ASSERT(cond)                                                                          \
+    (__builtin_expect(!!(cond), 1) ? (void)0                                                       \
+                                   : raft__assert_fail(#cond, __FILE__, __LINE__, __func__))
+void raft__assert_fail(const char *cond, const char *file, int line, const char *func)
+    __attribute__((noreturn, cold));
+
+/* RAFT__CHECK_CALL(r, call): with SLOTD_RAFT_CHECK_CALLS (raft/CMakeLists.txt: Debug and sanitizer
+ * builds) every public entry point that changes r ends with raft_check_invariants() and stops the
+ * process naming the invariant, node, term, index and the call; otherwise it compiles to nothing.
+ */
+#ifdef SLOTD_RAFT_CHECK_CALLS
+void raft__check_call(const struct raft *r, const char *call);
+#define RAFT__CHECK_CALL(r, call) raft__check_call((r), (call))
+#else
+#define RAFT__CHECK_CALL(r, call) ((void)0)
+#endif
 
 /* ---- memory (util.c) ------------------------------------------------------------------------ */
 
@@ -63,7 +88,9 @@ struct raft__unstable {
     struct raft_entry *ents;    /* ents[i].index == offset + i; data lives in `data` */
     size_t n;
     size_t cap;
-    raft_index offset; /* invariant: offset == storage last index + 1 unless snap is set */
+    /* invariant: offset == snap->meta.index + 1 while snap is set, else offset <= storage last
+     * index + 1 (below it when these entries replace stored ones that conflicted) */
+    raft_index offset;
     struct raft__chunks data;
 };
 
@@ -90,7 +117,7 @@ raft_term raft__log_term_or_zero(struct raft__log *l, raft_index i);
 bool raft__log_match_term(struct raft__log *l, raft_index i, raft_term t);
 bool raft__log_up_to_date(struct raft__log *l, raft_index lasti, raft_term term);
 /* Appends after a consistency check (thesis 3.5). *ok false if (index, log_term) does not match.
- * Returns 0, RAFT_ENOMEM (nothing changed) or RAFT_ECONF (a committed entry conflicts). */
+ * Returns 0, RAFT_ENOMEM (nothing changed) or RAFT_EINVAL (a committed entry conflicts). */
 int raft__log_maybe_append(struct raft__log *l, raft_index index, raft_term log_term,
                            raft_index commit, const struct raft_entry *ents, size_t n, bool *ok,
                            raft_index *last_new);
@@ -130,7 +157,7 @@ struct raft__progress {
     bool recent_active;
     bool probe_sent; /* probe: an APPEND is out, wait for its answer or a heartbeat answer */
     uint8_t vote;
-    raft_index match; /* invariant: match < next */
+    raft_index match; /* invariant (on the leader): match < next <= last index + 1 */
     raft_index next;
     raft_index pending_snapshot;
     uint64_t read_ack; /* highest read-index round this member acknowledged */
@@ -200,7 +227,10 @@ struct raft {
 
     raft_id transferee;
     raft_index pending_conf_index; /* leader: index of the last conf change it may have to apply */
-    size_t uncommitted_bytes;      /* leader: data bytes appended and not yet handed out */
+    /* leader: commit index when it was elected. invariant: the leader's commit is this or an
+     * entry of its own term (thesis 3.6.2: it never commits an earlier term's entry by counting) */
+    raft_index lead_commit0;
+    size_t uncommitted_bytes; /* leader: data bytes appended and not yet handed out */
 
     unsigned election_elapsed;
     unsigned leader_silent; /* ticks since a leader's message (not on a leader); see raft_status */

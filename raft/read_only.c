@@ -16,7 +16,7 @@ int raft__read_reserve(struct raft *r, struct raft__outbox *o, size_t extra)
 static void raft__read_respond(struct raft *r, const struct raft__read *rd)
 {
     if (rd->from == 0 || rd->from == r->id) {
-        assert(r->out.n_reads < r->out.cap_reads);
+        RAFT_ASSERT(r->out.n_reads < r->out.cap_reads); /* raft__read_reserve */
         struct raft_read_state *s = &r->out.reads[r->out.n_reads++];
         s->index = rd->index;
         s->context = rd->context;
@@ -38,6 +38,7 @@ static bool raft__read_single_voter(const struct raft *r)
  * those heartbeats are still in the outbox: every answer then postdates the read. */
 static uint64_t raft__read_round(struct raft *r)
 {
+    RAFT_ASSERT(r->role == RAFT_LEADER);
     if (r->read_round != 0 && r->read_round_gen == r->out_gen) {
         return r->read_round;
     }
@@ -70,6 +71,7 @@ static bool raft__read_may_serve(struct raft *r)
 
 int raft__read_leader(struct raft *r, uint64_t context, raft_id from)
 {
+    RAFT_ASSERT(r->role == RAFT_LEADER);
     if (r->n_reads + r->n_fwd >= r->cfg.read_queue_max) {
         return RAFT_EREADFULL;
     }
@@ -134,6 +136,7 @@ void raft__read_on_ack(struct raft *r, raft_id from, uint64_t round)
     }
     uint64_t confirmed = raft__quorum_value(acks, n);
     size_t k = 0;
+    RAFT_ASSERT(confirmed <= r->read_round);
     while (k < r->n_reads && r->reads[k].round != 0 && r->reads[k].round <= confirmed) {
         raft__read_respond(r, &r->reads[k]);
         k++;
@@ -146,7 +149,7 @@ void raft__read_on_ack(struct raft *r, raft_id from, uint64_t round)
 
 static void raft__read_fail(struct raft *r, uint64_t context, int err)
 {
-    assert(r->out.n_fails < r->out.cap_fails);
+    RAFT_ASSERT(r->out.n_fails < r->out.cap_fails); /* raft__read_reserve */
     struct raft_read_failure *f = &r->out.fails[r->out.n_fails++];
     f->context = context;
     f->err = err;
@@ -177,7 +180,7 @@ void raft__read_fwd_resp(struct raft *r, const struct raft_msg *m)
         if (m->reject) {
             raft__read_fail(r, m->context, RAFT_ENOTLEADER);
         } else {
-            assert(r->out.n_reads < r->out.cap_reads);
+            RAFT_ASSERT(r->out.n_reads < r->out.cap_reads); /* raft__read_reserve */
             struct raft_read_state *s = &r->out.reads[r->out.n_reads++];
             s->index = m->index;
             s->context = m->context;
@@ -210,7 +213,7 @@ uint64_t raft__read_heartbeat_context(const struct raft *r)
     return 0;
 }
 
-int raft_read_index(struct raft *r, uint64_t context)
+static int raft__read_index(struct raft *r, uint64_t context)
 {
     if (r->role == RAFT_LEADER) {
         return raft__read_leader(r, context, 0);
@@ -234,4 +237,12 @@ int raft_read_index(struct raft *r, uint64_t context)
     struct raft_msg m = {.type = RAFT_MSG_READ_INDEX, .to = r->lead, .context = context};
     raft__send(r, &m);
     return 0;
+}
+
+int raft_read_index(struct raft *r, uint64_t context)
+{
+    RAFT_ASSERT(r != NULL);
+    int rv = raft__read_index(r, context);
+    RAFT__CHECK_CALL(r, "raft_read_index");
+    return rv;
 }

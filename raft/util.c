@@ -1,5 +1,15 @@
-/* util.c - raft core helpers: error and name tables, config defaults, arenas, chunk FIFO, PRNG. */
+/* util.c - raft core helpers: asserts, error and name tables, config defaults, arenas, chunk FIFO,
+ * PRNG. */
 #include "raft_int.h"
+
+#include <stdio.h>
+
+void raft__assert_fail(const char *cond, const char *file, int line, const char *func)
+{
+    fprintf(stderr, "raft: assertion failed: %s (%s:%d, %s)\n", cond, file, line, func);
+    fflush(stderr);
+    abort();
+}
 
 #define RAFT__ERR_TEXT(name, code, text) [(code)] = (text),
 static const char *const raft__err_text[] = {RAFT_ERRORS(RAFT__ERR_TEXT)};
@@ -57,6 +67,7 @@ void raft_config_default(struct raft_config *cfg)
 void raft_conf_change_encode(const struct raft_conf_change *cc,
                              uint8_t out[RAFT_CONF_CHANGE_ENCODED_LEN])
 {
+    RAFT_ASSERT(cc != NULL && out != NULL);
     out[0] = cc->type;
     for (int i = 0; i < 8; i++) {
         out[1 + i] = (uint8_t)(cc->node >> (56 - 8 * i));
@@ -65,6 +76,7 @@ void raft_conf_change_encode(const struct raft_conf_change *cc,
 
 int raft_conf_change_decode(const void *data, size_t len, struct raft_conf_change *out)
 {
+    RAFT_ASSERT(out != NULL);
     const uint8_t *p = data;
     if (p == NULL || len != RAFT_CONF_CHANGE_ENCODED_LEN || p[0] > RAFT_CC_REMOVE) {
         return RAFT_EINVAL;
@@ -85,6 +97,9 @@ int raft_conf_change_decode(const void *data, size_t len, struct raft_conf_chang
 
 static struct raft__chunk *raft__chunk_new(size_t cap)
 {
+    if (cap > SIZE_MAX - sizeof(struct raft__chunk)) {
+        return NULL;
+    }
     struct raft__chunk *c = malloc(sizeof(*c) + cap);
     if (c == NULL) {
         return NULL;
@@ -98,6 +113,9 @@ static struct raft__chunk *raft__chunk_new(size_t cap)
 
 void *raft__arena_alloc(struct raft__arena *a, size_t n)
 {
+    if (n > SIZE_MAX - 15u - sizeof(struct raft__chunk)) {
+        return NULL; /* no such block fits in memory */
+    }
     n = (n + 15u) & ~(size_t)15u;
     if (n == 0) {
         n = 16;
@@ -122,6 +140,7 @@ void *raft__arena_alloc(struct raft__arena *a, size_t n)
         }
         a->cur = c;
     }
+    RAFT_ASSERT(a->cur->used + n <= a->cur->cap);
     void *p = a->cur->data + a->cur->used;
     a->cur->used += n;
     return p;
@@ -192,7 +211,7 @@ void *raft__chunks_put(struct raft__chunks *c, const void *data, size_t len, raf
         return NULL;
     }
     struct raft__chunk *k = c->tail;
-    assert(k != NULL && k->cap - k->used >= len); /* caller reserved */
+    RAFT_ASSERT(k != NULL && k->cap - k->used >= len); /* caller reserved */
     void *p = k->data + k->used;
     memcpy(p, data, len);
     k->used += len;
@@ -232,12 +251,16 @@ void raft__chunks_free(struct raft__chunks *c)
 
 int raft__grow(void **arr, size_t *cap, size_t need, size_t size)
 {
+    RAFT_ASSERT(size > 0);
     if (need <= *cap) {
         return 0;
     }
     size_t ncap = *cap ? *cap * 2 : 16;
-    while (ncap < need) {
+    while (ncap < need && ncap <= SIZE_MAX / 2) {
         ncap *= 2;
+    }
+    if (ncap < need || ncap > SIZE_MAX / size) {
+        return RAFT_ENOMEM; /* the array could not be addressed */
     }
     void *p = realloc(*arr, ncap * size);
     if (p == NULL) {

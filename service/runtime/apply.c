@@ -127,6 +127,7 @@ static void apply_work(uv_work_t *w)
 {
     struct rt_apply_job *job = w->data;
     struct runtime *rt = job->rt;
+    RT_ASSERT_NOT_LOOP(rt);
     size_t n_waiting = 0;
     for (size_t i = 0; i < job->n_groups; i++)
         for (size_t j = 0; j < job->groups[i].n_entries; j++)
@@ -191,6 +192,7 @@ static void apply_done(uv_work_t *w, int status)
 {
     struct rt_apply_job *job = w->data;
     struct runtime *rt = job->rt;
+    RT_ASSERT_LOOP(rt);
     rt->apply_running = NULL;
     size_t entries = 0;
     for (size_t i = 0; i < job->n_groups; i++) {
@@ -232,6 +234,7 @@ static void apply_done(uv_work_t *w, int status)
  * index order and a read runs after every entry submitted before it. */
 void rt_apply_submit(struct runtime *rt, struct rt_apply_job *job)
 {
+    RT_ASSERT_LOOP(rt);
     for (size_t i = 0; i < job->n_groups; i++) {
         struct rt_apply_group *ag = &job->groups[i];
         ag->g->apply_jobs++;

@@ -371,7 +371,7 @@ static void open_placed_groups(struct runtime *rt, const struct ctl_state *s)
     if (s->n_groups == 0 || s->table.version == 0)
         return;
     if (rt->n_groups == 0)
-        __atomic_store_n(&rt->n_groups, (size_t)s->n_groups, __ATOMIC_RELEASE);
+        atomic_store_explicit(&rt->n_groups, (size_t)s->n_groups, memory_order_release);
     uint32_t slot_group[256] = {0};
     for (uint32_t i = 0; i < s->table.n_ranges; i++)
         for (uint32_t h = s->table.ranges[i].first; h <= s->table.ranges[i].last; h++)
@@ -1061,7 +1061,7 @@ size_t runtime_ctl_voters(struct runtime *rt, uint64_t *out, size_t max)
 
 uint64_t runtime_ctl_leader(struct runtime *rt)
 {
-    return rt->ctl_voter ? __atomic_load_n(&rt->groups[0].leader, __ATOMIC_RELAXED) : 0;
+    return rt->ctl_voter ? atomic_load_explicit(&rt->groups[0].leader, memory_order_relaxed) : 0;
 }
 
 /* ---- Admin.ControllerStatus ---- */

@@ -219,7 +219,7 @@ static int open_group(struct runtime *rt, struct rt_group *g, uint64_t applied, 
     else if (campaign)
         g->campaign_in_ticks = RT_FIRST_CAMPAIGN_TICKS;
     rt_metrics_group_register(rt, g);
-    __atomic_store_n(&g->hosted, true, __ATOMIC_RELEASE);
+    atomic_store_explicit(&g->hosted, true, memory_order_release); /* after the rest of g */
     return 0;
 
 err_after_mem:

@@ -2,8 +2,10 @@
 #ifndef SLOTD_RUNTIME_INTERNAL_H
 #define SLOTD_RUNTIME_INTERNAL_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <uv.h>
 
@@ -204,14 +206,29 @@ struct rt_metrics {
     struct metrics_family *fam_decisions; /* preferred-leader convergence, by reason */
 };
 
+/* Threads (runtime.h): the LOOP thread (loop_main, libuv), gRPC handler threads and the transport
+ * thread (GRPC), the STORAGE stage and the APPLY stage (libuv threadpool, started and finished by
+ * the loop, so everything the loop wrote before uv_queue_work happens before the work, and the
+ * work before its after-work callback on the loop). Each field names the thread that writes it;
+ * a field any other thread reads while it may change is _Atomic or guarded by a named lock. */
 struct rt_group {
-    uint32_t id;
-    bool hosted; /* this node holds a replica; the rest is NULL/0 otherwise */
+    /* -- read by other threads while the loop changes them: atomics, written on the loop -- */
+    uint32_t id; /* fixed by rt_groups_open before any thread starts */
+    /* loop (main before the loop starts): this node holds a replica; the loop-owned rest is
+     * NULL/0 otherwise. Read by GRPC (runtime_hosts_group, GroupStatus) and by the APPLY and
+     * STORAGE stages (other groups' claims on hash slots). */
+    _Atomic bool hosted;
+    /* loop: the observed leader (this replica's, or a peer's report); read by GRPC
+     * (runtime_ctl_leader). */
+    _Atomic raft_id leader;
+    _Atomic uint64_t commit; /* loop: last commit index seen in a ready; read by GRPC */
+    /* loop (apply_done): highest index the apply stage finished; read by GRPC (GroupStatus).
+     * invariant: applied <= applied_submitted */
+    _Atomic uint64_t applied;
+
+    /* -- loop thread -- (rt_group_close_removed zeroes from here on, keeping metrics) */
     struct raft *raft;
     struct raft_mem_storage *mem;
-    struct slot_group_state fsm_state; /* touched by the apply stage only */
-    /* observed facts (loop thread) */
-    raft_id leader;
     raft_term term;
     int64_t leader_seen_ms; /* not hosted: when a peer last confirmed leader (rt_now_ms) */
     /* what other replicas said about themselves in GroupStatus answers (sorted by node), and
@@ -225,29 +242,38 @@ struct rt_group {
     uint8_t role;
     bool in_batch;         /* rd is in the in-flight storage batch */
     bool committed_handed; /* rd's committed entries already went to the apply stage */
-    struct raft_ready rd;
-    uint64_t stored_last; /* last raft index in the raftlog db */
-    uint64_t first_index; /* first raft index in the raftlog db */
-    uint64_t compact_to;  /* compaction queued in the in-flight batch (0 none) */
+    struct raft_ready rd;  /* the last ready taken */
+    uint64_t stored_last;  /* last raft index in the raftlog db */
+    uint64_t first_index;  /* first raft index in the raftlog db */
+    uint64_t compact_to;   /* compaction queued in the in-flight batch (0 none) */
     struct raft_conf_state compact_conf;
     struct rt_list proposals;     /* appended, waiting for commit, by index */
     struct rt_read_round *rounds; /* ReadIndex rounds in flight */
     struct rt_list waiting_reads; /* confirmed or LOCAL reads waiting for apply */
     uint64_t applied_submitted;   /* highest index handed to the apply stage */
-    uint64_t applied;             /* highest index the apply stage finished */
     uint64_t durable_applied;     /* applied index known on disk (a synced fsm write covered it) */
-    uint64_t commit;              /* last commit index seen in a ready */
     unsigned apply_jobs;          /* apply jobs in flight or queued with entries of this group */
     struct rt_snap_recv snap_recv;
     bool transferring;          /* leadership transfer started at shutdown */
     unsigned campaign_in_ticks; /* fresh cluster: the preferred voter campaigns then (0 = no) */
     int64_t converge_after_ms;  /* preferred-leader convergence cooldown (ctl.c) */
-    struct rt_group_metrics metrics;
-    /* apply stage only: state as of the last applied entry, for snapshots */
-    uint64_t apply_index;
+    struct rt_group_metrics metrics; /* set when the group opens; the series are atomics */
+
+    /* -- the fsm side: the APPLY stage, and the STORAGE stage's snapshot install
+     * (rt_snap_install_rows, rt_ctl_install), which starts only when no apply job runs or waits
+     * (installs_blocked in loop.c) and no job starts before it ends (storage_done). The loop
+     * writes them while the group is not hosted: at open (before hosted is set; the stages skip
+     * groups not hosted) and at close (rt_group_close_removed, with no apply job and no install
+     * in progress). The apply stage (rt_slot_claimed_elsewhere, serve_read) and the install
+     * (snap_yields) also read other hosted groups' fsm_state, under the same rule. */
+    struct slot_group_state fsm_state;
+    uint64_t apply_index; /* state as of the last applied entry, for snapshots */
     uint64_t apply_term;
     struct raft_conf_state apply_conf;
 };
+/* rt_group_close_removed zeroes from raft on and resets the atomics one by one. */
+_Static_assert(offsetof(struct rt_group, raft) > offsetof(struct rt_group, applied),
+               "the cross-thread fields of struct rt_group come before raft");
 
 struct rt_wire_scratch {
     Slotd__Internal__V1__RaftEntry *entries;
@@ -294,63 +320,73 @@ struct rt_apply_job {
 };
 
 struct runtime {
+    /* -- fixed in runtime_new (main thread, before any other thread starts): read anywhere -- */
     struct runtime_options opts;
     char data_dir[1024]; /* the directory of opts.state_path (fault builds note fsm syncs there) */
-    struct store *store;
-    struct route_table *routes;
+    struct store *store; /* thread-safe (LevelDB) */
+    struct route_table *routes; /* thread-safe: published by the loop, acquired by GRPC */
     struct rpc_server *server;
-    struct transport *transport;          /* NULL on a single node */
+    struct transport *transport;          /* NULL on a single node; thread-safe */
     uint64_t node_ids[RUNTIME_NODES_MAX]; /* sorted */
     size_t n_nodes;
-    struct route_snapshot *route_base; /* table + members; leaders filled at publish */
-    size_t n_groups;         /* slot groups (0 until a cluster state places them) */
-    struct rt_group *groups; /* RT_GROUPS_CAP entries, index = group id */
+    struct rt_group *groups; /* RT_GROUPS_CAP entries, index = group id (fields: struct rt_group) */
+    struct slot_fsm *fsm;    /* APPLY stage; the loop only loads group state through it
+                                (slot_fsm_load_group reads the store, not the fsm's batch) */
+    _Atomic size_t n_groups; /* loop (once, 0 -> N, ctl.c): slot groups placed by the cluster
+                                state; read by GRPC and the APPLY/STORAGE stages */
+    _Atomic size_t led_groups; /* loop: groups this node leads; read by main at shutdown */
 
-    /* inbound queue (gRPC threads -> loop) */
+    /* -- inbound queue, GRPC and transport threads -> loop: guarded by mu -- */
     pthread_mutex_t mu;
     struct rt_list inbound;
     size_t client_len, client_bytes; /* bounded by opts.queue_*_max */
     size_t peer_len, peer_bytes;     /* bounded by RT_PEER_QUEUE_*_MAX */
     bool stopping;
 
-    /* loop thread state */
+    /* -- main thread (runtime_start / runtime_stop) -- */
     pthread_t thread;
     bool started;
+    _Atomic bool loop_running; /* loop: set when loop_main starts (RT_ASSERT_LOOP) */
+    pthread_t loop_thread;     /* loop: itself, written before loop_running */
+
+    /* -- loop thread (libuv handles: uv_async_send on wake and stop_async from any thread) -- */
     uv_loop_t loop;
     uv_async_t wake;
     uv_async_t stop_async;
     uv_timer_t ticker;
+    uv_timer_t poller;                 /* GroupStatus polling of peers */
+    struct route_snapshot *route_base; /* table + members; leaders filled at publish */
     uint64_t next_read_ctx;
     bool storage_busy;
     uv_work_t storage_work;
-    struct store_log_batch *log_batch;
-    int storage_rc;
+    struct store_log_batch *log_batch; /* the STORAGE stage writes it out while storage_busy */
+    int storage_rc;                    /* STORAGE stage -> loop (storage_done) */
     struct rt_apply_job *apply_running;
     struct rt_apply_job *apply_queue_head, *apply_queue_tail;
     struct rt_apply_job *building; /* job collecting entries this turn */
-    struct slot_fsm *fsm;          /* used by the apply stage only */
     bool health_serving;
-    bool bootstrapped;                /* the groups were created by this start */
-    uv_timer_t poller;                /* GroupStatus polling of peers */
     struct rt_snap_send *snap_sends;  /* in progress */
-    struct rt_snap_install *installs; /* in the batch being written */
+    struct rt_snap_install *installs; /* in the batch being written (STORAGE reads them) */
     bool batch_waiting;               /* batch built, waiting for apply jobs of installed groups */
     uint64_t next_transfer_id;
-    _Atomic size_t led_groups; /* groups this node leads (read by other threads) */
 
-    /* controller (ctl.c) */
-    bool ctl_voter;                 /* hosts group 0 */
-    struct ctl_state *ctl_apply;    /* apply stage (voters): the state machine */
-    struct ctl_state *ctl;          /* loop thread: the published state, NULL = none yet */
-    struct ctl_state *ctl_installed; /* storage stage -> loop: an installed snapshot */
-    struct ctl_state *ctl_pending;  /* loaded at start, published when the loop starts */
-    size_t ctl_poll_next;           /* mirrors: round robin over voters */
-    int64_t ctl_next_report_ms;     /* liveness report due */
-    int64_t ctl_next_status_ms;     /* leader: next node-status reconciliation */
-    struct rt_task_pace task_pace[RT_TASK_PACE_MAX];
-    struct rt_migration migrations[RT_MIGRATIONS_MAX];
-    _Atomic bool ctl_join_inflight;
-    pthread_mutex_t ctl_mu; /* guards the copies below (read by gRPC threads) */
+    /* -- controller (ctl.c) -- */
+    _Atomic bool ctl_voter;          /* loop (main before the loop starts): hosts group 0; read
+                                        by GRPC (runtime_ctl_voter, runtime_ctl_leader) */
+    struct ctl_state *ctl_apply;     /* APPLY stage (voters): the state machine; the STORAGE
+                                        stage overwrites it in rt_ctl_install (no apply job then) */
+    struct ctl_state *ctl_installed; /* STORAGE stage -> loop (storage_done): installed snapshot */
+    struct ctl_state *ctl;           /* loop: the published state, NULL = none yet */
+    struct ctl_state *ctl_pending;   /* main (rt_ctl_open) -> loop: published when it starts */
+    size_t ctl_poll_next;            /* loop: mirrors, round robin over voters */
+    int64_t ctl_next_report_ms;      /* loop: liveness report due */
+    int64_t ctl_next_status_ms;      /* loop: leader, next node-status reconciliation */
+    struct rt_task_pace task_pace[RT_TASK_PACE_MAX];   /* loop */
+    struct rt_migration migrations[RT_MIGRATIONS_MAX]; /* loop, reply fields under their mu */
+    _Atomic bool ctl_join_inflight; /* loop sets, the transport thread clears (on_join_reply) */
+    /* guards the copies below: written by the loop, by the APPLY and STORAGE stages
+     * (export_file) and by GRPC (waiters); read by GRPC */
+    pthread_mutex_t ctl_mu;
     struct ctl_state *ctl_shared; /* a copy of the published state for TaskStatus */
     char *ctl_json;
     size_t ctl_json_len;
@@ -368,8 +404,20 @@ struct runtime {
         runtime_revision_cb fn;
         void *arg;
     } ctl_waiters[RUNTIME_CTL_WAITERS_MAX];
+    /* -- series: set up by main (rt_metrics_init) and the loop (per group); updates are atomic
+     * from any thread -- */
     struct rt_metrics metrics;
 };
+
+/* Builds with asserts on (all of ours): RT_ASSERT_LOOP, the caller is the loop thread or no loop
+ * thread runs (runtime_new before it starts, runtime_free after it ended); RT_ASSERT_NOT_LOOP,
+ * the caller is a storage or apply stage job on the threadpool while the loop runs. */
+#define RT_ASSERT_LOOP(rt)                                                                         \
+    assert(!atomic_load_explicit(&(rt)->loop_running, memory_order_acquire) ||                     \
+           pthread_equal(pthread_self(), (rt)->loop_thread))
+#define RT_ASSERT_NOT_LOOP(rt)                                                                     \
+    assert(atomic_load_explicit(&(rt)->loop_running, memory_order_acquire) &&                      \
+           !pthread_equal(pthread_self(), (rt)->loop_thread))
 
 int64_t rt_now_ms(void);
 void rt_fail(struct rt_request *r, int code, const char *fmt, ...);
@@ -442,7 +490,8 @@ void rt_migration_step(struct runtime *rt, const struct ctl_task *t);
 void rt_migrations_init(struct runtime *rt);
 void rt_migrations_destroy(struct runtime *rt);
 /* peer.c: true when a hosted group other than `group` owns hash slot s or is receiving it (their
- * rows are shared on this node). Apply stage, or with no apply job running. */
+ * rows are shared on this node). Apply stage, or the loop with no apply job running or queued and
+ * no install staged (rt_group_close_removed). */
 bool rt_slot_claimed_elsewhere(struct runtime *rt, uint32_t group, uint16_t s);
 int rt_group_open_joining(struct runtime *rt, struct rt_group *g, char *err, size_t errlen);
 void rt_group_close_removed(struct runtime *rt, struct rt_group *g);
@@ -486,8 +535,10 @@ void rt_snap_captured(struct runtime *rt, struct rt_snap_send *send);
 void rt_snap_install_ready(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd);
 void rt_snap_free_all(struct runtime *rt);
 void rt_snap_kick(struct runtime *rt);
-/* apply-thread halves */
+/* Apply stage: captures the rows of each send (after the job's entries). */
 int rt_snap_capture_rows(struct runtime *rt, struct rt_snap_send *send);
+/* Storage stage (storage_work, before the raftlog batch), with no apply job running or queued:
+ * installs the rows and sets g's fsm_state and apply position. */
 int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_install *in);
 
 #endif /* SLOTD_RUNTIME_INTERNAL_H */

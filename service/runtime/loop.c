@@ -139,6 +139,7 @@ static void handle_read(struct runtime *rt, struct rt_group *g, struct rt_reques
 /* Requests drained from the inbound queue, in arrival order per group. */
 void rt_handle_requests(struct runtime *rt, struct rt_list *reqs)
 {
+    RT_ASSERT_LOOP(rt);
     struct rt_list *lin = calloc(RT_GROUPS_CAP, sizeof(*lin));
     struct rt_request *run[PROPOSE_BATCH_MAX];
     struct rt_group *run_group = NULL;
@@ -215,6 +216,7 @@ static void expire_requests(struct rt_group *g, int64_t now)
 
 void rt_tick(struct runtime *rt)
 {
+    RT_ASSERT_LOOP(rt);
     int64_t now = rt_now_ms();
     for (size_t i = 0; i < RT_GROUP_SLOTS(rt); i++) {
         struct rt_group *g = &rt->groups[i];
@@ -466,6 +468,9 @@ static void storage_done(uv_work_t *w, int status);
 static void storage_work(uv_work_t *w)
 {
     struct runtime *rt = w->data;
+    RT_ASSERT_NOT_LOOP(rt);
+    /* installs write fsm state the apply stage owns otherwise: no apply job may run meanwhile */
+    assert(rt->installs == NULL || (rt->apply_running == NULL && rt->apply_queue_head == NULL));
     rt->storage_rc = 0;
     for (struct rt_snap_install *in = rt->installs; in != NULL && rt->storage_rc == 0;
          in = in->next)
@@ -548,6 +553,7 @@ static void storage_failed(struct runtime *rt)
 static void storage_done(uv_work_t *w, int status)
 {
     struct runtime *rt = w->data;
+    RT_ASSERT_LOOP(rt);
     rt->storage_busy = false;
     if (rt->storage_rc != 0)
         storage_failed(rt);
@@ -598,6 +604,7 @@ static void take_ready(struct runtime *rt, struct rt_group *g, bool *must_sync)
  * sync (only a commit index moved) is written inline. */
 void rt_pump(struct runtime *rt)
 {
+    RT_ASSERT_LOOP(rt);
     if (rt->batch_waiting) {
         if (installs_blocked(rt))
             return;

@@ -1,5 +1,6 @@
 /* peer.c - traffic with peers: raft messages out and in, observed leaders of remote groups,
  * snapshot transfers. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -258,14 +259,14 @@ int runtime_group_status(struct runtime *rt, uint8_t **buf, size_t *len)
     struct route_snapshot *s = route_table_acquire(rt->routes);
     size_t n = 0;
     /* n_groups is set once by the loop thread (0 -> N); read it once. */
-    size_t slots = __atomic_load_n(&rt->n_groups, __ATOMIC_ACQUIRE) + 1;
+    size_t slots = atomic_load_explicit(&rt->n_groups, memory_order_acquire) + 1;
     Slotd__Internal__V1__GroupLeader *gl = calloc(slots, sizeof(*gl));
     Slotd__Internal__V1__GroupLeader **glp = calloc(slots, sizeof(*glp));
     int rc = gl && glp ? 0 : -1;
     for (size_t i = 0; rc == 0 && s != NULL && i < slots; i++) {
         const struct rt_group *g = &rt->groups[i];
         const struct route_group *rg = route_snapshot_group(s, g->id);
-        if (!__atomic_load_n(&g->hosted, __ATOMIC_ACQUIRE) || rg == NULL)
+        if (!atomic_load_explicit(&g->hosted, memory_order_acquire) || rg == NULL)
             continue;
         slotd__internal__v1__group_leader__init(&gl[n]);
         gl[n].group_id = g->id;
@@ -275,8 +276,8 @@ int runtime_group_status(struct runtime *rt, uint8_t **buf, size_t *len)
         gl[n].voters = (uint64_t *)rg->voters;
         gl[n].n_learners = rg->n_learners;
         gl[n].learners = (uint64_t *)rg->learners;
-        gl[n].commit = __atomic_load_n(&g->commit, __ATOMIC_RELAXED);
-        gl[n].applied = __atomic_load_n(&g->applied, __ATOMIC_RELAXED);
+        gl[n].commit = atomic_load_explicit(&g->commit, memory_order_relaxed);
+        gl[n].applied = atomic_load_explicit(&g->applied, memory_order_relaxed);
         glp[n] = &gl[n];
         n++;
     }
@@ -780,10 +781,14 @@ static int delete_owned(struct runtime *rt, struct store_fsm_batch *b, const uin
 
 /* Closes a replica this node no longer holds (a finished replica move took it away) and
  * deletes its rows, group metadata and raft log, so a later replica of the group here starts
- * empty. Loop thread; the caller checked that no batch, apply job or snapshot uses g. */
+ * empty. Loop thread; the caller checked that no batch or snapshot uses g and that no apply job
+ * runs or waits and no snapshot install is staged (those read every hosted group's fsm_state,
+ * which this reads and zeroes). */
 void rt_group_close_removed(struct runtime *rt, struct rt_group *g)
 {
-    __atomic_store_n(&g->hosted, false, __ATOMIC_RELEASE);
+    RT_ASSERT_LOOP(rt);
+    assert(rt->apply_running == NULL && rt->installs == NULL && g->apply_jobs == 0);
+    atomic_store_explicit(&g->hosted, false, memory_order_release);
     /* Appended proposals may still commit on the replicas that stay. */
     rt_fail_list(&g->proposals, SLOTD_EUNKNOWN_OUTCOME,
                  "the replica left this node; the proposal may or may not commit");
@@ -829,19 +834,26 @@ void rt_group_close_removed(struct runtime *rt, struct rt_group *g)
         RT_LOG("error", "msg=\"removed replica: deleting its data failed\" group=%u err=\"%s\"",
                g->id, store_strerror(rc));
     metrics_gauge_set(g->metrics.is_leader, 0);
+    /* GRPC threads that saw hosted before it was cleared may still read the atomics: they are
+     * reset atomically; the rest only this thread touches now. id stays. */
+    atomic_store_explicit(&g->leader, 0, memory_order_relaxed);
+    atomic_store_explicit(&g->commit, 0, memory_order_relaxed);
+    atomic_store_explicit(&g->applied, 0, memory_order_relaxed);
     struct rt_group_metrics m = g->metrics;
-    uint32_t id = g->id;
-    memset(g, 0, sizeof(*g));
-    g->id = id;
+    memset(&g->raft, 0, sizeof(*g) - offsetof(struct rt_group, raft));
     g->metrics = m;
+    uint32_t id = g->id;
     RT_LOG("info", "msg=\"replica removed from this node\" node=%llu group=%u",
            (unsigned long long)rt->opts.node_id, id);
 }
 
 /* Storage stage: replaces the group's rows with the snapshot's in one synced
- * batch carrying the applied index and the snapshot's raft position. */
+ * batch carrying the applied index and the snapshot's raft position, then sets the group's
+ * fsm_state and apply position (struct rt_group: the storage stage writes them here because
+ * installs_blocked kept every apply job out, and none starts until storage_done). */
 int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_install *in)
 {
+    RT_ASSERT_NOT_LOOP(rt);
     if (g->id == 0)
         return rt_ctl_install(rt, g, in->data, in->len, &in->meta);
     const uint8_t *p = in->data, *end = in->data + in->len;
@@ -966,6 +978,7 @@ static void transfer_all(struct runtime *rt)
 
 void rt_handle_peer_request(struct runtime *rt, struct rt_request *r)
 {
+    RT_ASSERT_LOOP(rt);
     switch (r->kind) {
     case RT_RAFT_BATCH:
         step_batch(rt, r->data, r->len, r->min_applied);

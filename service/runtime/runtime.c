@@ -203,6 +203,7 @@ static void fill_observed(struct runtime *rt, struct rt_group *g, struct route_g
 
 void rt_publish_route(struct runtime *rt)
 {
+    RT_ASSERT_LOOP(rt);
     int64_t now = rt_now_ms();
     struct route_snapshot *s;
     if (route_snapshot_clone(rt->route_base, &s) != 0) {
@@ -479,6 +480,8 @@ static void on_stop(uv_async_t *h)
 static void *loop_main(void *arg)
 {
     struct runtime *rt = arg;
+    rt->loop_thread = pthread_self();
+    atomic_store_explicit(&rt->loop_running, true, memory_order_release);
     struct ctl_state *pending = rt->ctl_pending;
     rt->ctl_pending = NULL;
     if (pending != NULL)
@@ -486,6 +489,7 @@ static void *loop_main(void *arg)
     rt_publish_route(rt);
     rt_pump(rt);
     uv_run(&rt->loop, UV_RUN_DEFAULT);
+    atomic_store_explicit(&rt->loop_running, false, memory_order_release); /* main takes over */
     return NULL;
 }
 
@@ -604,7 +608,8 @@ void runtime_free(struct runtime *rt)
 
 bool runtime_hosts_group(const struct runtime *rt, uint32_t group)
 {
-    return group < RT_GROUPS_CAP && __atomic_load_n(&rt->groups[group].hosted, __ATOMIC_ACQUIRE);
+    return group < RT_GROUPS_CAP &&
+           atomic_load_explicit(&rt->groups[group].hosted, memory_order_acquire);
 }
 
 uint64_t runtime_node_id(const struct runtime *rt)

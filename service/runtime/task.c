@@ -366,7 +366,10 @@ static void close_removed(struct runtime *rt)
         struct rt_group *g = &rt->groups[cg->id];
         if (!g->hosted || has(cg->desired_peers, cg->n_peers, rt->opts.node_id))
             continue;
-        bool busy = g->in_batch || g->apply_jobs > 0 || g->snap_recv.data != NULL;
+        /* Any apply job or staged install reads every hosted group's fsm_state, which closing
+         * zeroes (rt_group_close_removed): wait for a turn without either. */
+        bool busy = g->in_batch || g->apply_jobs > 0 || g->snap_recv.data != NULL ||
+                    rt->apply_running != NULL || rt->installs != NULL;
         for (struct rt_snap_send *x = rt->snap_sends; x != NULL && !busy; x = x->next)
             busy = x->g == g;
         for (uint32_t k = 0; k < s->n_tasks && !busy; k++) {

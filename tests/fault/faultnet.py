@@ -159,6 +159,28 @@ class FaultCluster(h.SlotdCluster):
         self.net_extra = ""
         self._publish()
 
+    def wait_net(self, timeout=5.0):
+        """Returns once every running node logged the faults published last as in force
+        ("fault: network faults now ... blocked=0x<mask>"); fails after timeout. Use it when a
+        test needs the cut in force, not just likely (_publish waits APPLY_WAIT_S only)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            behind = []
+            for n in self.node_ids:
+                server = self.servers[n]
+                if not server.running():
+                    continue
+                mask = "blocked=0x%x" % sum(1 << b for b in self.net[n])
+                lines = server.log_lines("fault: network faults now", current_run_only=True)
+                if not lines or not lines[-1].rstrip().endswith(mask):
+                    behind.append(n)
+            if not behind:
+                return
+            if time.monotonic() >= deadline:
+                raise AssertionError("nodes %s did not log their network faults (%s) within "
+                                     "%.0f s" % (behind, self.describe_net(), timeout))
+            time.sleep(0.02)
+
     def describe_net(self):
         cuts = ["%d->%d" % (s, d) for s in self.node_ids for d in sorted(self.net[s])]
         return "cut %s%s" % (",".join(cuts) or "none",

@@ -1,4 +1,4 @@
-# test_faults.py - randomized kill -9 / SIGSTOP schedules on a 3-node cluster, checked for linearizability.
+# test_faults.py - randomized kill -9 / SIGSTOP schedules checked for linearizability; the stale-read proof.
 import os
 import random
 import sys
@@ -9,6 +9,7 @@ import unittest
 import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import faultnet  # noqa: E402
 import lincheck  # noqa: E402
 import schedule  # noqa: E402
 import workload as wl  # noqa: E402
@@ -19,9 +20,8 @@ SEED = int(os.environ.get("SLOTD_FAULT_SEED", "0")) or random.randrange(1, 1 << 
 ROUNDS = int(os.environ.get("SLOTD_FAULT_ROUNDS", "2"))
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-STALE_ATTEMPTS = 3
-STALE_FILLER_WRITES = 400
-STALE_READS_AFTER_RESUME = 200
+STALE_READS = 20          # LOCAL reads from the cut-off follower: every one must be stale
+WRITE_BOUND_S = 15.0      # a put (same request id on retries) is acknowledged within this
 
 
 def _dump(result_or_report, name):
@@ -62,81 +62,80 @@ class FaultScheduleTest(h.SlotdTestCase):
         self.assertEqual(sum(result.stats.faults.values()), len(schedule.KINDS) * ROUNDS)
 
 
-class StaleLocalReadTest(h.SlotdTestCase):
-    """Proof that the suite can fail: a deliberately wrong client reads with CONSISTENCY_LOCAL
-    (no min_applied_index) from a follower that was SIGSTOPped while the key was overwritten, as
-    soon as it is resumed. Those reads may return the old value after the new write was
-    acknowledged; the checker must call that a violation."""
+class StaleLocalReadTest(faultnet.FaultTestCase):
+    """Proof that the suite can fail, on every run: a deliberately wrong client reads with
+    CONSISTENCY_LOCAL (no min_applied_index) from a follower that has applied the key's old value
+    and is then cut off from both peers (the fault build's peer filter, both ways) before the new
+    value is written through the majority side. The cut-off follower cannot learn the new value,
+    so every one of its answers is the old value after the new write was acknowledged; the test
+    requires all STALE_READS of them to be stale and the checker to report a violation with a
+    sub-history of at most 4 ops (it is 3: put old, put new, get old). It never skips: without a
+    fault build it fails (the other fault-build tests skip unless SLOTD_FAULT_REQUIRED=1)."""
 
-    def test_local_reads_from_resumed_follower_are_flagged(self):
-        c = self.new_cluster(size=3, slot_groups=2)
+    def setUp(self):
+        problem = faultnet.fault_bin_problem()
+        if problem:
+            self.fail("the stale-read proof needs the fault build: %s" % problem)
+
+    def test_local_reads_from_cut_off_follower_are_flagged(self):
+        c = self.new_fault_cluster(size=3, slot_groups=2)
         rng = random.Random("stale/%d" % SEED)
-        for attempt in range(STALE_ATTEMPTS):
-            history, stale = self._attempt(c, rng, attempt)
-            rep = lincheck.check(history)
-            sys.stderr.write("\n  attempt %d: %d stale LOCAL reads observed; %s\n"
-                             % (attempt, stale, rep.summary()))
-            if stale:
-                self.assertTrue(rep.violations, "stale reads not flagged: %s" % rep.summary())
-                _dump(rep, "stale-local")
-                for ops in rep.violations.values():
-                    self.assertLessEqual(len(ops), 4)
-                return
-            # no stale read: the history must then be accepted
-            self.assertTrue(rep.ok, rep.summary())
-        self.skipTest("no stale LOCAL read observed in %d attempts (timing)" % STALE_ATTEMPTS)
-
-    def _attempt(self, c, rng, attempt):
-        route = c.wait_leaders()
         group_id = 1
-        leader = c.leaders(route)[group_id]
+        leader = c.leaders(c.wait_leaders())[group_id]
         follower = [n for n in c.voters(group_id) if n != leader][0]
-        key = h.key_in_group(c.table, group_id, "stale%d" % attempt, rng)
+        majority = [n for n in c.node_ids if n != follower]
+        key = h.key_in_group(c.table, group_id, "stale", rng)
         history = []
 
-        def write(value, record=True):
-            t0 = time.monotonic()
-            resp = h.put(c.stub(leader), key, value)
-            if record:
-                history.append(Op("put", key, {"value": value},
-                                  {"version": resp.put.version}, t0, time.monotonic()))
+        def write(node, value):
+            t0, resp = _put_until_acked(c.stub(node), key, value, b"stale-" + value, WRITE_BOUND_S)
+            self.assertIsNotNone(resp, "put %r through node %d not acknowledged within %.0f s"
+                                 % (value, node, WRITE_BOUND_S))
+            history.append(Op("put", key, {"value": value}, {"version": resp.put.version}, t0,
+                              time.monotonic()))
             return resp
 
-        old = write(b"old")
-        # the follower has applied the old value
+        old = write(leader, b"old")
+        # the follower has applied the old value (a correct LOCAL read waits for it)
         h.get(c.stub(follower), key, consistency=pb.CONSISTENCY_LOCAL,
               min_applied_index=old.applied_index)
-        c.pause(follower)
-        new = write(b"new")
-        filler = h.key_in_group(c.table, group_id, "filler%d" % attempt, rng)
-        futures = [c.stub(leader).Propose.future(
-            pb.ProposeRequest(put=pb.PutCommand(key=filler, value=b"x" * 512)), timeout=10)
-            for _ in range(STALE_FILLER_WRITES)]
-        for f in futures:
-            f.result()
-        # reads queued on the stopped follower, then more right after SIGCONT
-        t_queue = time.monotonic()
-        queued = [c.stub(follower).Read.future(pb.ReadRequest(
-            consistency=pb.CONSISTENCY_LOCAL, get=pb.GetQuery(key=key)), timeout=5)
-            for _ in range(20)]
-        c.resume(follower)
-        reads = [(t_queue, f) for f in queued]
-        for _ in range(STALE_READS_AFTER_RESUME):
-            t0 = time.monotonic()
-            reads.append((t0, c.stub(follower).Read.future(pb.ReadRequest(
-                consistency=pb.CONSISTENCY_LOCAL, get=pb.GetQuery(key=key)), timeout=5)))
-        stale = 0
-        for t0, f in reads:
-            try:
-                resp = f.result()
-            except grpc.RpcError:
-                continue
-            g = resp.get
-            history.append(Op("get", key, {}, {"found": g.found, "value": g.value,
-                                               "version": g.version}, t0, time.monotonic()))
-            stale += (g.value != b"new")
+        c.isolate(follower)
+        c.wait_net()  # every node logged the cut: nothing of the new write reaches the follower
+        new = write(majority[0], b"new")
         self.assertGreater(new.put.version, old.put.version)
-        return history, stale
+        stale = 0
+        req = pb.ReadRequest(consistency=pb.CONSISTENCY_LOCAL, get=pb.GetQuery(key=key))
+        for _ in range(STALE_READS):
+            t0 = time.monotonic()
+            g = c.stub(follower).Read(req, timeout=5).get  # a LOCAL read always answers
+            history.append(Op("get", key, {}, {"found": g.found,
+                                               "value": g.value if g.found else None,
+                                               "version": g.version}, t0, time.monotonic()))
+            stale += g.value != b"new"
+        c.heal_net()
+        rep = lincheck.check(history)
+        sys.stderr.write("\n  follower %d cut off: %d of %d LOCAL reads stale; %s\n"
+                         % (follower, stale, STALE_READS, rep.summary()))
+        self.assertEqual(stale, STALE_READS, "a cut-off follower answered the new value")
+        self.assertEqual(rep.results.get(key), lincheck.VIOLATION,
+                         "stale reads not flagged: %s" % rep.summary())
+        _dump(rep, "stale-local")
+        for ops in rep.violations.values():
+            self.assertLessEqual(len(ops), 4)
+            self.assertEqual(sorted(op.kind for op in ops), ["get", "put", "put"])
+
+
+def _put_until_acked(stub, key, value, request_id, bound_s):
+    """Puts with one request id through stub until answered: (invoke time, response) or
+    (invoke time, None) after bound_s. Retries reuse the request id (the server dedupes)."""
+    t0 = time.monotonic()
+    req = pb.ProposeRequest(request_id=request_id, put=pb.PutCommand(key=key, value=value))
+    while time.monotonic() - t0 < bound_s:
+        try:
+            return t0, stub.Propose(req, timeout=1.0)
+        except grpc.RpcError:
+            time.sleep(0.05)
+    return t0, None
 
 
 if __name__ == "__main__":

@@ -378,21 +378,26 @@ void sim__check_observe(struct sim_cluster *c, unsigned node, unsigned group)
     rep->term = st.term;
 }
 
+/* raft_check_invariants on one live core: a failure names the invariant, node, term and index. */
+void sim__check_core(struct sim_cluster *c, unsigned node, unsigned group)
+{
+    struct sim_replica *rep = sim__rep(c, node, group);
+    struct raft_invariant_report ir;
+    if (rep->core == NULL || raft_check_invariants(rep->core, &ir) == RAFT_OK)
+        return;
+    sim__fail(c,
+              "raft_check_invariants: invariant %s broken on node %u group %u term %llu index "
+              "%llu: %s",
+              ir.name, node + 1, group, (unsigned long long)ir.term, (unsigned long long)ir.index,
+              ir.detail);
+}
+
 void sim__check_all_cores(struct sim_cluster *c)
 {
     for (unsigned n = 0; n < c->opt.n_nodes && !c->failed; n++) {
         if (!c->nodes[n].up)
             continue;
-        for (unsigned g = 0; g < c->opt.n_groups; g++) {
-            struct sim_replica *rep = sim__rep(c, n, g);
-            if (rep->core == NULL)
-                continue;
-            int rc = raft_check_invariants(rep->core);
-            if (rc != RAFT_OK) {
-                sim__fail(c, "node %u group %u: raft_check_invariants: %s", n + 1, g,
-                          raft_strerror(rc));
-                return;
-            }
-        }
+        for (unsigned g = 0; g < c->opt.n_groups && !c->failed; g++)
+            sim__check_core(c, n, g);
     }
 }

@@ -253,6 +253,8 @@ void sim__check_snapshot(struct sim_cluster *c, unsigned node, unsigned group,
                          const struct raft_snapshot *snap, const struct sim_sm *sm);
 void sim__check_read(struct sim_cluster *c, unsigned node, unsigned group,
                      const struct sim_read *rd);
+/* raft_check_invariants on one core / on every live core (sim__fail names the invariant). */
+void sim__check_core(struct sim_cluster *c, unsigned node, unsigned group);
 void sim__check_all_cores(struct sim_cluster *c);
 
 /* sim_workload.c */

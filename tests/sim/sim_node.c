@@ -280,6 +280,7 @@ void sim__replica_pump(struct sim_cluster *c, unsigned node, unsigned group)
         if (c->failed || rep->core == NULL)
             return;
         sim__check_observe(c, node, group);
+        sim__check_core(c, node, group); /* after every input, so a failure names the input */
         if (c->failed || rep->ready_out || !raft_has_ready(rep->core))
             return;
         int rc = raft_ready(rep->core, &rep->rd);

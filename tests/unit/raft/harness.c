@@ -2,9 +2,12 @@
 #include "harness.h"
 
 #include <CUnit/CUnit.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void *h_xmalloc(size_t n)
 {
@@ -210,7 +213,64 @@ static void h_handle_ready(struct h_cluster *c, struct h_node *nd)
         nd->fails[nd->n_fails++] = rd.read_failures[i];
     }
     raft_advance(nd->r, &rd);
-    CU_ASSERT_EQUAL(raft_check_invariants(nd->r), 0);
+    h_invariants_ok(nd->r);
+}
+
+bool h_invariants_ok(const struct raft *r)
+{
+    struct raft_invariant_report rep;
+    if (raft_check_invariants(r, &rep) == 0) {
+        return true;
+    }
+    fprintf(stderr, "\ninvariant %s broken on node %llu term %llu index %llu: %s\n", rep.name,
+            (unsigned long long)rep.node, (unsigned long long)rep.term,
+            (unsigned long long)rep.index, rep.detail);
+    CU_FAIL("raft_check_invariants");
+    return false;
+}
+
+bool h_aborts_with(void (*fn)(void *), void *arg, const char *needle)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        return false;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return false;
+    }
+    if (pid == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        signal(SIGABRT, SIG_DFL);
+        fn(arg);
+        _exit(0); /* no abort: the caller's check fails */
+    }
+    close(fds[1]);
+    char out[2048];
+    size_t len = 0;
+    ssize_t k;
+    while ((k = read(fds[0], out + len, sizeof(out) - 1 - len)) > 0) {
+        len += (size_t)k;
+        if (len == sizeof(out) - 1) {
+            break;
+        }
+    }
+    out[len] = '\0';
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    bool aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+    if (!aborted || strstr(out, needle) == NULL) {
+        fprintf(stderr, "\nexpected an abort naming \"%s\"; status %d, stderr: %s\n", needle,
+                status, out);
+        return false;
+    }
+    return true;
 }
 
 bool h_process(struct h_cluster *c)
@@ -244,7 +304,7 @@ void h_deliver(struct h_cluster *c)
             c->n_delivered++;
             int rv = raft_step(c->nodes[m->to].r, m);
             CU_ASSERT_EQUAL(rv, 0);
-            CU_ASSERT_EQUAL(raft_check_invariants(c->nodes[m->to].r), 0);
+            h_invariants_ok(c->nodes[m->to].r);
         }
         h_msg_free(m);
     }

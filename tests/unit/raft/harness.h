@@ -78,6 +78,13 @@ raft_id h_leader_of(struct h_cluster *c, raft_id id);
 /* Term of entry i in node id's storage, or 0. */
 raft_term h_stored_term(struct h_cluster *c, raft_id id, raft_index i);
 
+/* Checks r's invariants; on a failure prints the invariant, node, term, index and detail and
+ * fails the current test. Returns true when they hold. */
+bool h_invariants_ok(const struct raft *r);
+/* Runs fn(arg) in a child process and returns true if it aborted (SIGABRT) and its stderr
+ * contains `needle`: a host-contract misuse must stop the process with a RAFT_ASSERT. */
+bool h_aborts_with(void (*fn)(void *), void *arg, const char *needle);
+
 /* Handles every pending ready once (persist, queue messages, apply, advance). */
 bool h_process(struct h_cluster *c);
 /* Delivers every queued message once (cuts, down nodes and the filter drop some). */

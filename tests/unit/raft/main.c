@@ -17,6 +17,7 @@ int main(void)
     tests_storage_add(storage);
     tests_scenarios_add(scenarios);
     tests_conf_snapshot_add(scenarios);
+    tests_contract_add(scenarios);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed();

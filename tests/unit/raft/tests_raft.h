@@ -7,5 +7,6 @@
 void tests_storage_add(CU_pSuite s);
 void tests_scenarios_add(CU_pSuite s);
 void tests_conf_snapshot_add(CU_pSuite s);
+void tests_contract_add(CU_pSuite s);
 
 #endif /* SLOTD_TESTS_RAFT_H */
