@@ -31,10 +31,12 @@ COPY deploy/entrypoint.sh /usr/local/bin/slotd-entrypoint
 RUN chmod 0755 /usr/local/bin/slotd-entrypoint
 USER 10001:10001
 VOLUME ["/var/lib/slotd"]
-EXPOSE 7700
+# 7700: clients (Metadata, Admin, health); 7701: the other nodes (slotd.internal.v1.Peer)
+EXPOSE 7700 7701
 # SERVING once every slot group this node hosts has a leader (grpc.health.v1, service "").
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
   CMD ["slotd-health", "127.0.0.1:7700"]
-# The entrypoint runs slotd with these flags, adding --node-id and --peers when SLOTD_CLUSTER_SIZE is
-# set (Kubernetes StatefulSet); arguments after the image name are appended (`--slot-groups 16`).
-ENTRYPOINT ["/usr/local/bin/slotd-entrypoint", "slotd", "--listen", "0.0.0.0:7700", "--data-dir", "/var/lib/slotd"]
+# The entrypoint runs slotd with these flags, adding --node-id, --peers and the advertised addresses
+# when SLOTD_CLUSTER_SIZE is set (Kubernetes StatefulSet); arguments after the image name are
+# appended (`--slot-groups 16`).
+ENTRYPOINT ["/usr/local/bin/slotd-entrypoint", "slotd", "--listen", "0.0.0.0:7700", "--peer-listen", "0.0.0.0:7701", "--data-dir", "/var/lib/slotd"]

@@ -1,10 +1,13 @@
 #!/bin/sh
 # deploy/entrypoint.sh - container entrypoint: `slotd-entrypoint PROGRAM [ARGS...]` runs PROGRAM
-# (slotd), adding --node-id and --peers when it runs as a pod of the slotd StatefulSet.
+# (slotd), adding --node-id, --peers, --advertise and --peer-advertise when it runs as a pod of the
+# slotd StatefulSet.
 #
 # Without SLOTD_CLUSTER_SIZE it runs `PROGRAM ARGS...` unchanged (a single node, e.g. `docker run`).
 # With it, the pod name's ordinal N (HOSTNAME=<set>-N) gives --node-id N+1, and --peers lists
-# K+1=<set>-K.<headless service>.<namespace>.svc.<cluster domain>:<port> for K in 0..SLOTD_CLUSTER_SIZE-1.
+# K+1=<set>-K.<headless service>.<namespace>.svc.<cluster domain>:<peer port> for K in
+# 0..SLOTD_CLUSTER_SIZE-1; the pod's own DNS name with the client and peer ports is what it
+# advertises (--advertise, --peer-advertise), since it listens on 0.0.0.0.
 #
 # Environment (StatefulSet mode):
 #   SLOTD_CLUSTER_SIZE         the StatefulSet's replica count (required for this mode), 1..64;
@@ -13,7 +16,8 @@
 #   HOSTNAME               the pod name, <set>-<ordinal> (Kubernetes sets it)
 #   SLOTD_HEADLESS_SERVICE the headless Service's name (default slotd-headless)
 #   SLOTD_CLUSTER_DOMAIN   the cluster's DNS domain (default cluster.local)
-#   SLOTD_PEER_PORT        the port every pod listens on (default 7700)
+#   SLOTD_CLIENT_PORT      the client port every pod listens on (default 7700)
+#   SLOTD_PEER_PORT        the peer port every pod listens on (default 7701)
 set -eu
 
 die() {
@@ -58,7 +62,8 @@ ordinal=$((ordinal + 0))
 
 service=${SLOTD_HEADLESS_SERVICE:-slotd-headless}
 domain=${SLOTD_CLUSTER_DOMAIN:-cluster.local}
-port=${SLOTD_PEER_PORT:-7700}
+client_port=${SLOTD_CLIENT_PORT:-7700}
+port=${SLOTD_PEER_PORT:-7701}
 
 peers=
 k=0
@@ -67,7 +72,9 @@ while [ "$k" -lt "$replicas" ]; do
   peers=${peers:+$peers,}$peer
   k=$((k + 1))
 done
+self=${set_name}-${ordinal}.${service}.${POD_NAMESPACE}.svc.${domain}
 
 # SLOTD_CLUSTER_SIZE is not a slotd option; keep it out of slotd's environment all the same.
 unset SLOTD_CLUSTER_SIZE
-exec "$program" --node-id "$((ordinal + 1))" --peers "$peers" "$@"
+exec "$program" --node-id "$((ordinal + 1))" --peers "$peers" \
+  --advertise "$self:$client_port" --peer-advertise "$self:$port" "$@"

@@ -19,7 +19,7 @@ done
 
 read -r -a ports <<<"$($PY -c '
 import socket
-socks = [socket.socket() for _ in range(3)]
+socks = [socket.socket() for _ in range(6)]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in socks))')"
 dir=$(mktemp -d /tmp/slotd-bench-cluster.XXXXXX)
@@ -41,11 +41,12 @@ endpoints=""
 addrs=()
 for n in $(seq $NODES); do
   addrs+=("127.0.0.1:${ports[n-1]}")
-  peers+="${peers:+,}$n=127.0.0.1:${ports[n-1]}"
+  peers+="${peers:+,}$n=127.0.0.1:${ports[n+2]}"
   endpoints+="${endpoints:+,}127.0.0.1:${ports[n-1]}"
 done
 for n in $(seq $NODES); do
-  "$bin"/slotd --node-id "$n" --listen 127.0.0.1:"${ports[n-1]}" --data-dir "$dir/data$n" \
+  "$bin"/slotd --node-id "$n" --listen 127.0.0.1:"${ports[n-1]}" \
+    --peer-listen 127.0.0.1:"${ports[n+2]}" --data-dir "$dir/data$n" \
     --peers "$peers" >"$dir/slotd$n.log" 2>&1 &
   pids+=($!)
 done

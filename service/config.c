@@ -34,13 +34,23 @@ struct opt {
     }
 
 static const struct opt opts[] = {
-    STR(listen, "127.0.0.1:7700", "gRPC listen address"),
+    STR(listen, "127.0.0.1:7700",
+        "client port: slotd.v1.Metadata, slotd.v1.Admin, health and reflection"),
+    STR(peer_listen, "",
+        "peer port: slotd.internal.v1.Peer only, what --peers and --join name (empty: the "
+        "--listen host with its port + 1, e.g. 127.0.0.1:7701)"),
+    STR(advertise, "",
+        "HOST:PORT clients are given for this node in routes and leader hints (empty: --listen; "
+        "set it when --listen is 0.0.0.0 or behind NAT)"),
+    STR(peer_advertise, "",
+        "HOST:PORT other nodes reach this node's peer port at (empty: --peer-listen)"),
     STR(data_dir, "./slotd-data", "data directory (raftlog/ and fsm/ LevelDB databases)"),
     U64(node_id, 1, UINT64_MAX >> 1, "1", "this node's id"),
     U64(slot_groups, 1, 64, "8", "slot groups the 256 hash slots are split over (at bootstrap)"),
     STR(peers, "",
-        "the initial controller voters incl. this node, ID=HOST:PORT,... (empty: one node)"),
-    STR(join, "", "host:port of any member: register as a data node instead of bootstrapping"),
+        "the initial controller voters incl. this node, ID=HOST:PEER_PORT,... (their "
+        "--peer-listen; empty: one node)"),
+    STR(join, "", "host:peer_port of any member: register as a data node instead of bootstrapping"),
     STR(cluster_id, "slotd", "the cluster's name (at bootstrap)"),
     U64(bootstrap_expect, 0, 64, "0",
         "active data nodes before slot groups are placed (0: the --peers count)"),

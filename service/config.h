@@ -8,7 +8,10 @@
 #include <stdio.h>
 
 struct slotd_config {
-    char listen[256];
+    char listen[256];         /* the client port: Metadata, Admin, health, reflection */
+    char peer_listen[256];    /* the peer port: slotd.internal.v1.Peer; "" = listen's port + 1 */
+    char advertise[256];      /* client address clients are given; "" = listen */
+    char peer_advertise[256]; /* peer address other nodes are given; "" = peer_listen */
     char data_dir[1024];
     char peers[4096];
     char metrics_listen[256];       /* "" disables /metrics */

@@ -153,6 +153,32 @@ static int tls_pems_load(const struct slotd_config *f, struct tls_pems *p, char 
     return 0;
 }
 
+/* --peer-listen's default: the --listen host with its port + 1 (port 0 stays 0: any free port).
+ * Returns 0, or -1 with err set. */
+static int default_peer_listen(const char *listen, char *out, size_t len, char *err, size_t errlen)
+{
+    char host[256], port[16];
+    char *end = NULL;
+    if (net_addr_split(listen, host, sizeof(host), port, sizeof(port)) != 0) {
+        snprintf(err, errlen, "--listen: \"%s\" is not HOST:PORT", listen);
+        return -1;
+    }
+    unsigned long p = strtoul(port, &end, 10);
+    if (end == port || *end != '\0' || p >= 65535) {
+        snprintf(err, errlen,
+                 "--listen: port %s leaves no port + 1 for the peer port; set "
+                 "--peer-listen",
+                 port);
+        return -1;
+    }
+    int n = snprintf(out, len, strchr(host, ':') ? "[%s]:%lu" : "%s:%lu", host, p ? p + 1 : 0);
+    if (n < 0 || (size_t)n >= len) {
+        snprintf(err, errlen, "--listen: \"%s\" is too long", listen);
+        return -1;
+    }
+    return 0;
+}
+
 extern char **environ;
 
 int main(int argc, char **argv)
@@ -178,16 +204,34 @@ int main(int argc, char **argv)
     struct store *store = NULL;
     struct route_table *routes = NULL;
     struct rpc_server *server = NULL;
+    struct rpc_server *peer_server = NULL;
     struct transport *transport = NULL;
     struct runtime *rt = NULL;
     struct metrics_registry *metrics = NULL;
     struct metrics_http *metrics_http = NULL;
     struct auth_key *secret = NULL;
     struct auth_verifier *verifier = NULL;
+    if (f.peer_listen[0] == '\0' &&
+        default_peer_listen(f.listen, f.peer_listen, sizeof(f.peer_listen), err, sizeof(err)) !=
+            0) {
+        fprintf(stderr, "slotd: %s\n", err);
+        return 2;
+    }
+    size_t ll = strlen(f.listen); /* port 0 twice is two free ports */
+    if (strcmp(f.peer_listen, f.listen) == 0 &&
+        !(ll >= 2 && strcmp(f.listen + ll - 2, ":0") == 0)) {
+        fprintf(stderr, "slotd: --peer-listen: %s is also --listen; the planes need two ports\n",
+                f.listen);
+        return 2;
+    }
     /* Before anything is opened: a port another process serves is one line and exit 1, and the
      * data directory is left as it was. */
     if (net_listen_check(f.listen, err, sizeof(err)) != 0) {
         fprintf(stderr, "slotd: --listen: %s\n", err);
+        return 1;
+    }
+    if (net_listen_check(f.peer_listen, err, sizeof(err)) != 0) {
+        fprintf(stderr, "slotd: --peer-listen: %s\n", err);
         return 1;
     }
     struct tls_pems pems;
@@ -230,13 +274,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "slotd: cannot create the gRPC server\n");
         goto err_after_metrics;
     }
+    /* The peer plane: the same limits and TLS, only slotd.internal.v1.Peer. */
+    so.listen_addr = f.peer_listen;
+    so.peer_plane = true;
+    if (rpc_server_new(&so, &peer_server) != 0) {
+        fprintf(stderr, "slotd: cannot create the peer gRPC server\n");
+        goto err_after_server;
+    }
     rpc_server_set_health(server, "", 2); /* NOT_SERVING until every group has a leader */
 
     struct runtime_options ro;
     runtime_options_default(&ro);
     ro.node_id = f.node_id;
     ro.n_groups = (unsigned)f.slot_groups;
-    ro.advertise = f.listen;
+    ro.advertise = f.advertise[0] != '\0' ? f.advertise : f.listen;
+    ro.peer_advertise = f.peer_advertise[0] != '\0' ? f.peer_advertise : f.peer_listen;
     ro.replicas = (unsigned)f.replicas;
     ro.metrics = metrics;
     char state_path[1100];
@@ -252,6 +304,16 @@ int main(int argc, char **argv)
         ro.compact_entries = f.compact_entries;
     if (f.compact_tail)
         ro.compact_tail = f.compact_tail;
+    const char *pa = ro.peer_advertise;
+    if (f.join[0] != '\0' &&
+        (strncmp(pa, "0.0.0.0:", 8) == 0 || strncmp(pa, "[::]:", 5) == 0 || pa[0] == ':')) {
+        fprintf(stderr,
+                "slotd: --join: this node's peer address %s is no address other nodes "
+                "can dial; set --peer-advertise HOST:PORT\n",
+                pa);
+        code = 2;
+        goto err_after_server;
+    }
     if (f.peers[0] != '\0' && parse_peers(f.peers, &ro) != 0)
         goto err_after_server;
     struct auth_signer signer = {.key = secret, .node = f.node_id};
@@ -299,32 +361,41 @@ int main(int argc, char **argv)
     struct node_api api = {.rt = rt,
                            .routes = routes,
                            .transport = transport,
+                           .client = server,
                            .node_id = f.node_id,
                            .peer_verifier = verifier,
                            .peer_mtls = peer_mtls};
-    if (node_api_register(&api, server) != 0) {
+    if (node_api_register(&api, server, peer_server) != 0) {
         fprintf(stderr, "slotd: cannot register the API\n");
         goto err_after_runtime;
     }
-    int port = 0;
+    int port = 0, peer_port = 0;
+    /* the client port first: Peer/Forward hands calls to its handlers */
     if (rpc_server_start(server, &port, err, sizeof(err)) != 0) {
         fprintf(stderr, "slotd: listen %s: %s\n", f.listen, err);
+        goto err_after_runtime;
+    }
+    if (rpc_server_start(peer_server, &peer_port, err, sizeof(err)) != 0) {
+        fprintf(stderr, "slotd: --peer-listen %s: %s\n", f.peer_listen, err);
+        rpc_server_shutdown(server);
         goto err_after_runtime;
     }
     if (transport != NULL && transport_start(transport) != 0) {
         fprintf(stderr, "slotd: cannot start the peer transport\n");
         rpc_server_shutdown(server);
+        rpc_server_shutdown(peer_server);
         goto err_after_runtime;
     }
     if (runtime_start(rt) != 0) {
         fprintf(stderr, "slotd: cannot start the runtime thread\n");
         rpc_server_shutdown(server);
+        rpc_server_shutdown(peer_server);
         goto err_after_runtime;
     }
     fprintf(stderr,
             "level=info component=main msg=\"slotd serving\" node=%llu listen=%s port=%d "
-            "data_dir=%s slot_groups=%llu tls=%s peer_auth=%s\n",
-            (unsigned long long)f.node_id, f.listen, port, f.data_dir,
+            "peer_listen=%s peer_port=%d data_dir=%s slot_groups=%llu tls=%s peer_auth=%s\n",
+            (unsigned long long)f.node_id, f.listen, port, f.peer_listen, peer_port, f.data_dir,
             (unsigned long long)f.slot_groups,
             pems.cert == NULL   ? "off"
             : f.tls_client_auth ? "mtls"
@@ -347,6 +418,7 @@ int main(int argc, char **argv)
     if (transport != NULL)
         transport_stop(transport); /* forwarded calls get theirs */
     rpc_server_shutdown(server);   /* then no call is left in flight */
+    rpc_server_shutdown(peer_server);
     code = 0;
 
 err_after_runtime:
@@ -358,6 +430,7 @@ err_after_runtime:
 err_after_transport:
     transport_free(transport);
 err_after_server:
+    rpc_server_free(peer_server);
     rpc_server_free(server);
 err_after_metrics:
     metrics_registry_free(metrics); /* after every user of its series */

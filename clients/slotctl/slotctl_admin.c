@@ -87,8 +87,9 @@ static json_t *js_health_of(json_t *state, uint64_t id)
 
 static void cluster_print_nodes(FILE *out, json_t *state, int64_t now_ms)
 {
-    fprintf(out, "\nNODES\n%6s  %-22s  %-21s  %-8s  %-7s  %6s  %s\n", "NODE", "ADDRESS", "ROLES",
-            "JOIN", "STATUS", "WEIGHT", "LAST HEALTH REPORT");
+    fprintf(out, "\nNODES\n%6s  %-22s  %-22s  %-21s  %-8s  %-7s  %6s  %s\n", "NODE",
+            "CLIENT ADDRESS", "PEER ADDRESS", "ROLES", "JOIN", "STATUS", "WEIGHT",
+            "LAST HEALTH REPORT");
     size_t i;
     json_t *n;
     json_array_foreach(js_arr(state, "nodes"), i, n)
@@ -100,9 +101,10 @@ static void cluster_print_nodes(FILE *out, json_t *state, int64_t now_ms)
             int64_t ms = now_ms - (int64_t)js_u64(h, "reported_at_ms");
             snprintf(age, sizeof(age), "%.1f s ago", (double)(ms > 0 ? ms : 0) / 1000.0);
         }
-        fprintf(out, "%6" PRIu64 "  %-22s  %-21s  %-8s  %-7s  %6" PRIu64 "  %s\n", js_u64(n, "id"),
-                js_str(n, "address"), roles, js_str(n, "join_state"), js_str(n, "status"),
-                js_u64(n, "weight"), age);
+        const char *client = js_str(n, "client_address");
+        fprintf(out, "%6" PRIu64 "  %-22s  %-22s  %-21s  %-8s  %-7s  %6" PRIu64 "  %s\n",
+                js_u64(n, "id"), client[0] ? client : "-", js_str(n, "address"), roles,
+                js_str(n, "join_state"), js_str(n, "status"), js_u64(n, "weight"), age);
     }
 }
 

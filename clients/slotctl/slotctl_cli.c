@@ -308,7 +308,7 @@ static int cli_admin_check(struct slotctl_args *a, char *err, size_t errlen)
         break;
     case SLOTCTL_CMD_JOIN:
         if (!a->node_id || !a->address)
-            return cli_fail(err, errlen, "join: needs --node-id N and --address HOST:PORT");
+            return cli_fail(err, errlen, "join: needs --node-id N and --address HOST:PEER_PORT");
         break;
     case SLOTCTL_CMD_ACTIVATE:
         if (!a->node_id)

@@ -65,24 +65,26 @@ trap 'exit 130' INT TERM
 # 9 free loopback ports: 1 node = slotd 1 + etcd client/peer 2; 3 nodes = slotd 3 + etcd 6.
 read -r -a ports <<<"$($PY -c '
 import socket
-socks = [socket.socket() for _ in range(9)]
+socks = [socket.socket() for _ in range(12)]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in socks))')"
 
 # --- starting and waiting -------------------------------------------------------------------
 
-# start_slotd N: N slotd nodes on ports[0..N-1] (single node without --peers).
+# start_slotd N: N slotd nodes, client ports ports[0..N-1], peer ports ports[9..] (single node
+# without --peers).
 # Sets slotd_pids, slotd_eps (comma list), slotd_addrs (array).
 start_slotd() {
   local n=$1 i peers=""
   slotd_pids=() slotd_addrs=()
   for i in $(seq "$n"); do
     slotd_addrs+=("127.0.0.1:${ports[i - 1]}")
-    peers+="${peers:+,}$i=127.0.0.1:${ports[i - 1]}"
+    peers+="${peers:+,}$i=127.0.0.1:${ports[i + 8]}"
   done
   slotd_eps=$(IFS=,; echo "${slotd_addrs[*]}")
   for i in $(seq "$n"); do
-    local args=(--node-id "$i" --listen "${slotd_addrs[i - 1]}" --data-dir "$dir/slotd-${n}n-$i")
+    local args=(--node-id "$i" --listen "${slotd_addrs[i - 1]}"
+      --peer-listen "127.0.0.1:${ports[i + 8]}" --data-dir "$dir/slotd-${n}n-$i")
     ((n > 1)) && args+=(--peers "$peers")
     "$bin"/slotd "${args[@]}" >"$dir/slotd-${n}n-$i.log" 2>&1 &
     pids+=($!) slotd_pids+=($!)

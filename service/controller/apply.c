@@ -60,6 +60,37 @@ static const struct ctl_node *node_by_address(const struct ctl_state *s, const c
     return NULL;
 }
 
+/* The node other than except whose client address is address ("" matches none). */
+static const struct ctl_node *node_by_client_address(const struct ctl_state *s, const char *address,
+                                                     uint64_t except)
+{
+    for (uint32_t i = 0; i < s->n_nodes && address[0] != '\0'; i++) {
+        if (s->nodes[i].id != except && strcmp(s->nodes[i].client_address, address) == 0) {
+            return &s->nodes[i];
+        }
+    }
+    return NULL;
+}
+
+/* cmd's host:port field key (at most CTL_ADDRESS_MAX bytes; "" allowed when may_be_empty) into
+ * out. Returns true; false with r rejected on a bad value. */
+static bool read_address(const json_t *cmd, const char *path, const char *key, bool may_be_empty,
+                         char *out, struct ctl_result *r)
+{
+    if (ctl__json_str(cmd, key, path, CTL_ADDRESS_MAX, out, RS(r)) != CTL_OK) {
+        r->outcome = CTL_OUTCOME_REJECTED;
+        return false;
+    }
+    if ((out[0] != '\0' || !may_be_empty) && !ctl__address_ok(out)) {
+        char fp[CTL__PATH_MAX];
+        ctl__json_path(fp, path, key);
+        REJECT(r, "%s: \"%s\" is not host:port (port 1..65535, at most %u bytes)", fp, out,
+               CTL_ADDRESS_MAX);
+        return false;
+    }
+    return true;
+}
+
 /* Inserts n keeping nodes sorted by id; the caller checked the id is new and there is room. */
 static void node_insert(struct ctl_state *s, const struct ctl_node *n)
 {
@@ -78,12 +109,10 @@ static int read_new_node(const json_t *o, const char *path, struct ctl_node *n,
 {
     memset(n, 0, sizeof(*n));
     READ(r, ctl__json_u64(o, "id", path, 1, CTL_U64_JSON_MAX, &n->id, RS(r)));
-    READ(r, ctl__json_str(o, "address", path, CTL_ADDRESS_MAX, n->address, RS(r)));
-    if (!ctl__address_ok(n->address)) {
-        char fp[CTL__PATH_MAX];
-        ctl__json_path(fp, path, "address");
-        return REJECT(r, "%s: \"%s\" is not host:port (port 1..65535, at most %u bytes)", fp,
-                      n->address, CTL_ADDRESS_MAX);
+    if (!read_address(o, path, "address", false, n->address, r) ||
+        (json_object_get(o, "client_address") != NULL &&
+         !read_address(o, path, "client_address", true, n->client_address, r))) {
+        return CTL_OK;
     }
     n->weight = CTL_WEIGHT_DEFAULT;
     if (json_object_get(o, "weight") != NULL) {
@@ -109,7 +138,7 @@ static int place_if_ready(struct ctl_state *s, struct ctl_result *r)
 
 static int read_bootstrap_nodes(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
-    static const char *const req[] = {"id", "address"}, *const opt[] = {"weight"};
+    static const char *const req[] = {"id", "address"}, *const opt[] = {"weight", "client_address"};
     json_t *arr;
     READ(r, ctl__json_array(cmd, "nodes", "", CTL_NODES_MAX, &arr, RS(r)));
     if (json_array_size(arr) == 0) {
@@ -129,6 +158,9 @@ static int read_bootstrap_nodes(struct ctl_state *s, const json_t *cmd, struct c
         }
         if (node_by_address(s, n.address) != NULL) {
             return REJECT(r, "%s.address: %s is listed twice", path, n.address);
+        }
+        if (node_by_client_address(s, n.client_address, n.id) != NULL) {
+            return REJECT(r, "%s.client_address: %s is listed twice", path, n.client_address);
         }
         n.roles = CTL_ROLE_CONTROLLER_VOTER | CTL_ROLE_DATA;
         n.join_state = CTL_JOIN_ACTIVE;
@@ -182,6 +214,11 @@ static int op_join_node(struct ctl_state *s, const json_t *cmd, struct ctl_resul
     const struct ctl_node *same_address = node_by_address(s, n.address);
     if (same_address != NULL) {
         return REJECT(r, "address %s is already used by node %llu", n.address,
+                      ULL(same_address->id));
+    }
+    same_address = node_by_client_address(s, n.client_address, n.id);
+    if (same_address != NULL) {
+        return REJECT(r, "client_address %s is already used by node %llu", n.client_address,
                       ULL(same_address->id));
     }
     if (s->n_nodes >= CTL_NODES_MAX) {
@@ -276,6 +313,37 @@ static int op_set_node_status(struct ctl_state *s, const json_t *cmd, struct ctl
     return CTL_OK;
 }
 
+/* A node's own report of its peer and client addresses (it sends this when the state differs
+ * from the ports it serves; Peer/ControllerCommand takes it only about the calling node). */
+static int op_node_address(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
+{
+    char address[CTL_ADDRESS_MAX + 1], client[CTL_ADDRESS_MAX + 1];
+    struct ctl_node *n = existing_node(s, cmd, "id", r);
+    if (n == NULL) {
+        return CTL_OK;
+    }
+    if (!read_address(cmd, "", "address", false, address, r) ||
+        !read_address(cmd, "", "client_address", false, client, r)) {
+        return CTL_OK;
+    }
+    if (strcmp(n->address, address) == 0 && strcmp(n->client_address, client) == 0) {
+        return NOOP(r, "node %llu already has address %s and client_address %s", ULL(n->id),
+                    address, client);
+    }
+    const struct ctl_node *other = node_by_address(s, address);
+    if (other != NULL && other->id != n->id) {
+        return REJECT(r, "address %s is already used by node %llu", address, ULL(other->id));
+    }
+    other = node_by_client_address(s, client, n->id);
+    if (other != NULL) {
+        return REJECT(r, "client_address %s is already used by node %llu", client, ULL(other->id));
+    }
+    snprintf(n->address, sizeof(n->address), "%s", address);
+    snprintf(n->client_address, sizeof(n->client_address), "%s", client);
+    r->outcome = CTL_OUTCOME_CHANGED;
+    return CTL_OK;
+}
+
 static int op_health_report(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
     struct ctl_health h;
@@ -337,7 +405,8 @@ struct op_def {
 
 static const struct op_def ops[] = {
     {"bootstrap", {"cluster_id", "config", "nodes"}, {NULL}, false, op_bootstrap},
-    {"join_node", {"id", "address"}, {"weight"}, false, op_join_node},
+    {"join_node", {"id", "address"}, {"weight", "client_address"}, false, op_join_node},
+    {"node_address", {"id", "address", "client_address"}, {NULL}, false, op_node_address},
     {"activate_node", {"id"}, {NULL}, false, op_activate_node},
     {"set_preferred_leader", {"group", "node"}, {NULL}, false, op_set_preferred_leader},
     {"set_node_status", {"id", "status"}, {NULL}, false, op_set_node_status},

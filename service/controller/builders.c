@@ -48,7 +48,8 @@ static json_t *op_new(const char *op)
     return cmd;
 }
 
-static json_t *node_obj(uint64_t id, const char *address, uint32_t weight)
+static json_t *node_obj(uint64_t id, const char *address, const char *client_address,
+                        uint32_t weight)
 {
     json_t *o = json_object();
     if (o == NULL) {
@@ -56,6 +57,9 @@ static json_t *node_obj(uint64_t id, const char *address, uint32_t weight)
     }
     int bad = ctl__json_set(o, "id", json_integer((json_int_t)id));
     bad |= ctl__json_set(o, "address", json_string(address));
+    if (client_address != NULL && client_address[0] != '\0') {
+        bad |= ctl__json_set(o, "client_address", json_string(client_address));
+    }
     if (weight != 0) {
         bad |= ctl__json_set(o, "weight", json_integer(weight));
     }
@@ -74,14 +78,16 @@ int ctl_cmd_bootstrap(const char *cluster_id, const struct ctl_config *config,
         return CTL_EINVALID;
     }
     for (size_t i = 0; i < n_nodes; i++) {
-        if (!string_ok(nodes[i].address) || nodes[i].id > CTL_U64_JSON_MAX) {
+        if (!string_ok(nodes[i].address) || nodes[i].id > CTL_U64_JSON_MAX ||
+            (nodes[i].client_address != NULL && !string_ok(nodes[i].client_address))) {
             return CTL_EINVALID;
         }
     }
     json_t *cmd = op_new("bootstrap"), *list = json_array();
     int bad = list == NULL;
     for (size_t i = 0; !bad && i < n_nodes; i++) {
-        bad |= ctl__json_push(list, node_obj(nodes[i].id, nodes[i].address, nodes[i].weight));
+        bad |= ctl__json_push(list, node_obj(nodes[i].id, nodes[i].address, nodes[i].client_address,
+                                             nodes[i].weight));
     }
     if (bad) {
         json_decref(list);
@@ -101,13 +107,14 @@ int ctl_cmd_bootstrap(const char *cluster_id, const struct ctl_config *config,
     return finish(cmd, bad, expected_revision, out);
 }
 
-int ctl_cmd_join_node(uint64_t id, const char *address, uint32_t weight, uint64_t expected_revision,
-                      char **out)
+int ctl_cmd_join_node(uint64_t id, const char *address, const char *client_address, uint32_t weight,
+                      uint64_t expected_revision, char **out)
 {
-    if (!string_ok(address) || id > CTL_U64_JSON_MAX) {
+    if (!string_ok(address) || id > CTL_U64_JSON_MAX ||
+        (client_address != NULL && !string_ok(client_address))) {
         return CTL_EINVALID;
     }
-    json_t *cmd = op_new("join_node"), *node = node_obj(id, address, weight);
+    json_t *cmd = op_new("join_node"), *node = node_obj(id, address, client_address, weight);
     int bad = 0;
     if (cmd != NULL && node != NULL) {
         bad |= json_object_update(cmd, node);
@@ -115,6 +122,22 @@ int ctl_cmd_join_node(uint64_t id, const char *address, uint32_t weight, uint64_
         bad = -1;
     }
     json_decref(node);
+    return finish(cmd, bad, expected_revision, out);
+}
+
+int ctl_cmd_node_address(uint64_t id, const char *address, const char *client_address,
+                         uint64_t expected_revision, char **out)
+{
+    if (!string_ok(address) || !string_ok(client_address) || id > CTL_U64_JSON_MAX) {
+        return CTL_EINVALID;
+    }
+    json_t *cmd = op_new("node_address");
+    int bad = cmd == NULL;
+    if (!bad) {
+        bad |= ctl__json_set(cmd, "id", json_integer((json_int_t)id));
+        bad |= ctl__json_set(cmd, "address", json_string(address));
+        bad |= ctl__json_set(cmd, "client_address", json_string(client_address));
+    }
     return finish(cmd, bad, expected_revision, out);
 }
 

@@ -36,6 +36,9 @@ static json_t *encode_node(const struct ctl_node *n)
         roles = NULL;
         bad |= ctl__json_set(o, "id", ctl__json_u64_new(n->id));
         bad |= ctl__json_set(o, "address", json_string(n->address));
+        if (n->client_address[0] != '\0') {
+            bad |= ctl__json_set(o, "client_address", json_string(n->client_address));
+        }
         bad |= ctl__json_set(o, "join_state", json_string(ctl_join_state_name(n->join_state)));
         bad |= ctl__json_set(o, "status", json_string(ctl_node_status_name(n->status)));
         bad |= ctl__json_set(o, "weight", json_integer(n->weight));

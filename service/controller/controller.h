@@ -89,8 +89,11 @@ struct ctl_config {
 
 struct ctl_node {
     uint64_t id;                       /* >= 1, unique */
-    char address[CTL_ADDRESS_MAX + 1]; /* NUL-terminated "host:port", unique */
-    uint32_t roles;                    /* non-empty set of enum ctl_role bits */
+    char address[CTL_ADDRESS_MAX + 1]; /* peer port (--peer-listen) "host:port", unique */
+    /* client port (--listen) "host:port" clients reach, unique when set; "" until known (the
+     * node reports it itself: node_address) */
+    char client_address[CTL_ADDRESS_MAX + 1];
+    uint32_t roles; /* non-empty set of enum ctl_role bits */
     enum ctl_join_state join_state;
     enum ctl_node_status status;
     uint32_t weight; /* capacity weight, CTL_WEIGHT_MIN..CTL_WEIGHT_MAX */
@@ -301,7 +304,9 @@ struct ctl_result {
  * and the call returns CTL_OK.
  * Commands (field "op"; each may also carry "expected_revision" and "now_ms"):
  *   bootstrap {cluster_id, config{slot_groups,replicas,bootstrap_expect}, nodes[{id,address,
- *     weight?}]}, join_node {id,address,weight?}, activate_node {id}, set_preferred_leader
+ *     client_address?,weight?}]}, join_node {id,address,client_address?,weight?},
+ *   node_address {id,address,client_address} (a node's own report of where it serves),
+ *   activate_node {id}, set_preferred_leader
  *   {group,node}, set_node_status {id,status}, health_report {node,now_ms,ttl_ms},
  *   set_weight {id,weight}, and the task commands task_create, task_advance, task_progress,
  *   task_fail, task_retry (see "tasks" below and README.md). Unknown fields, wrong types and
@@ -321,8 +326,9 @@ int ctl_apply(struct ctl_state *state, uint64_t raft_index, const void *cmd, siz
  * borrowed for the call. */
 struct ctl_cmd_node {
     uint64_t id;
-    const char *address; /* borrowed */
-    uint32_t weight;     /* 0 = default */
+    const char *address;        /* peer address, borrowed */
+    uint32_t weight;            /* 0 = default */
+    const char *client_address; /* borrowed; NULL or "" = not known yet (field omitted) */
 };
 
 /* config->hash_slots is not part of the command (it is always CTL_HASH_SLOTS). config and nodes
@@ -330,8 +336,10 @@ struct ctl_cmd_node {
 int ctl_cmd_bootstrap(const char *cluster_id, const struct ctl_config *config,
                       const struct ctl_cmd_node *nodes, size_t n_nodes, uint64_t expected_revision,
                       char **out);
-int ctl_cmd_join_node(uint64_t id, const char *address, uint32_t weight, uint64_t expected_revision,
-                      char **out);
+int ctl_cmd_join_node(uint64_t id, const char *address, const char *client_address, uint32_t weight,
+                      uint64_t expected_revision, char **out);
+int ctl_cmd_node_address(uint64_t id, const char *address, const char *client_address,
+                         uint64_t expected_revision, char **out);
 int ctl_cmd_activate_node(uint64_t id, uint64_t expected_revision, char **out);
 int ctl_cmd_set_preferred_leader(uint32_t group, uint64_t node, uint64_t expected_revision,
                                  char **out);

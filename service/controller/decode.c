@@ -64,10 +64,16 @@ static int decode_node(const json_t *o, const char *path, struct ctl_node *n, ch
 {
     static const char *const fields[] = {"id",         "address", "roles",
                                          "join_state", "status",  "weight"};
+    static const char *const optional[] = {"client_address"};
     int v;
-    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
+    TRY(ctl__json_fields(o, path, fields, N(fields), optional, N(optional), err, errlen));
     TRY(ctl__json_u64(o, "id", path, 0, CTL_U64_JSON_MAX, &n->id, err, errlen));
     TRY(ctl__json_str(o, "address", path, CTL_ADDRESS_MAX, n->address, err, errlen));
+    n->client_address[0] = '\0';
+    if (json_object_get(o, "client_address") != NULL) {
+        TRY(ctl__json_str(o, "client_address", path, CTL_ADDRESS_MAX, n->client_address, err,
+                          errlen));
+    }
     TRY(decode_roles(o, path, &n->roles, err, errlen));
     TRY(ctl__json_enum(o, "join_state", path, ctl__join_state_names, ctl__n_join_state_names, &v,
                        err, errlen));

@@ -372,6 +372,17 @@ static int validate_node(const struct ctl_state *s, uint32_t i, char *err, size_
                  (unsigned long long)s->nodes[k].id);
         }
     }
+    if (memchr(n->client_address, '\0', sizeof(n->client_address)) == NULL ||
+        (n->client_address[0] != '\0' && !ctl__address_ok(n->client_address))) {
+        FAIL("nodes[%u].client_address: not empty or \"host:port\" of at most %u bytes", i,
+             CTL_ADDRESS_MAX);
+    }
+    for (uint32_t k = 0; k < i && n->client_address[0] != '\0'; k++) {
+        if (strcmp(s->nodes[k].client_address, n->client_address) == 0) {
+            FAIL("nodes[%u].client_address: %s is also the client address of node %llu", i,
+                 n->client_address, (unsigned long long)s->nodes[k].id);
+        }
+    }
     if (n->roles == 0 || (n->roles & ~(uint32_t)(CTL_ROLE_CONTROLLER_VOTER | CTL_ROLE_DATA))) {
         FAIL("nodes[%u].roles: must be a non-empty set of controller_voter, data", i);
     }

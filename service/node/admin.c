@@ -180,7 +180,11 @@ static int relay(struct node_api *api, struct rpc_call *call, const char *method
     int64_t d = rpc_call_deadline_ms(call);
     int64_t deadline =
         d == INT64_MAX ? now_ms() + ADMIN_FORWARD_DEFAULT_MS : d - ADMIN_FORWARD_MARGIN_MS;
-    int rc = transport_call(api->transport, to, method, buf, len, deadline, relay_done, f);
+    /* Admin commands travel as Peer/Forward; a relayed Peer/ControllerCommand as itself */
+    bool peer = strncmp(method, "/slotd.internal.v1.Peer/", 24) == 0;
+    int rc = peer
+                 ? transport_call(api->transport, to, method, buf, len, deadline, relay_done, f)
+                 : transport_forward(api->transport, to, method, buf, len, deadline, relay_done, f);
     free(buf);
     if (rc != 0) {
         free(f);
@@ -212,8 +216,9 @@ static int submit_command(struct node_api *api, struct rpc_call *call, const cha
             slotd_error_set(err, SLOTD_ENOT_LEADER,
                             "controller: node %llu is not the leader; node %llu is",
                             (unsigned long long)api->node_id, (unsigned long long)leader);
-            slotd_error_leader_hint(err, leader, transport_peer_address(api->transport, leader), 0,
-                                    0);
+            char address[128];
+            slotd_error_leader_hint(
+                err, leader, node_client_address(api, leader, address, sizeof(address)), 0, 0);
             return -1;
         }
         *no_forward = 1;
@@ -283,12 +288,18 @@ static void on_join_node(void *ctx, struct rpc_call *call, const uint8_t *req, s
         ; /* err names the field */
     else if (alen == 0 || alen > CTL_ADDRESS_MAX || strchr(r->address, ':') == NULL)
         slotd_error_field(&err, "address", CTL_ADDRESS_MAX,
-                          "address: \"host:port\" of 1..%u bytes required", CTL_ADDRESS_MAX);
+                          "address: \"host:port\" of 1..%u bytes required (the node's peer port)",
+                          CTL_ADDRESS_MAX);
+    else if (strlen(r->client_address) > CTL_ADDRESS_MAX ||
+             (r->client_address[0] != '\0' && strchr(r->client_address, ':') == NULL))
+        slotd_error_field(&err, "client_address", CTL_ADDRESS_MAX,
+                          "client_address: empty or \"host:port\" of at most %u bytes",
+                          CTL_ADDRESS_MAX);
     else if (r->weight > CTL_WEIGHT_MAX)
         slotd_error_field(&err, "weight", CTL_WEIGHT_MAX, "weight: %u not in 0..%u", r->weight,
                           CTL_WEIGHT_MAX);
-    else if ((rc = ctl_cmd_join_node(r->node_id, r->address, r->weight, r->expected_revision,
-                                     &cmd)) != CTL_OK)
+    else if ((rc = ctl_cmd_join_node(r->node_id, r->address, r->client_address, r->weight,
+                                     r->expected_revision, &cmd)) != CTL_OK)
         rc = build_failed(rc, &err);
     else
         rc = submit_command(api, call, "/slotd.v1.Admin/JoinNode", cmd, &r->base, &r->no_forward,
@@ -660,8 +671,8 @@ static void on_migrate_hash_slots(void *ctx, struct rpc_call *call, const uint8_
 
 /* The controller commands nodes send on Peer/ControllerCommand (service/runtime's task executor,
  * drain and liveness report); every other command has its Admin method. */
-static const char *const peer_ops[] = {"health_report", "task_advance", "task_progress",
-                                       "task_fail", "task_create"};
+static const char *const peer_ops[] = {"health_report", "node_address", "task_advance",
+                                       "task_progress", "task_fail",    "task_create"};
 
 /* Whether the command cmd (NUL-terminated JSON) may come from caller (0: peers are not
  * authenticated) on Peer/ControllerCommand, relayed (no_forward) or first-hand: its op is one
@@ -681,7 +692,8 @@ static int peer_command_allowed(struct node_api *api, const char *cmd, uint64_t 
     } else if (!known) {
         slotd_error_set(err, SLOTD_EPRECONDITION,
                         "command: op \"%.64s\" is not one nodes send on Peer/ControllerCommand "
-                        "(health_report, task_advance, task_progress, task_fail, task_create)",
+                        "(health_report, node_address, task_advance, task_progress, task_fail, "
+                        "task_create)",
                         op);
     } else if (caller == 0) {
         rc = 0;
@@ -701,6 +713,13 @@ static int peer_command_allowed(struct node_api *api, const char *cmd, uint64_t 
                         "command: a health report for node %lld sent by node %llu (a node "
                         "reports only itself)",
                         (long long)json_integer_value(json_object_get(j, "node")),
+                        (unsigned long long)caller);
+    } else if (strcmp(op, "node_address") == 0 &&
+               json_integer_value(json_object_get(j, "id")) != (json_int_t)caller) {
+        slotd_error_set(err, SLOTD_EPRECONDITION,
+                        "command: the addresses of node %lld sent by node %llu (a node reports "
+                        "only its own)",
+                        (long long)json_integer_value(json_object_get(j, "id")),
                         (unsigned long long)caller);
     } else {
         rc = 0;
@@ -797,7 +816,7 @@ static void on_migration_propose(void *ctx, struct rpc_call *call, const uint8_t
     slotd__internal__v1__migration_propose_request__free_unpacked(r, NULL);
 }
 
-int node_admin_register(struct node_api *api, struct rpc_server *s)
+int node_admin_register(struct node_api *api, struct rpc_server *client, struct rpc_server *peer)
 {
     static const struct {
         const char *path;
@@ -815,11 +834,13 @@ int node_admin_register(struct node_api *api, struct rpc_server *s)
         {"/slotd.v1.Admin/DrainNode", on_drain_node},
         {"/slotd.v1.Admin/RetryTask", on_retry_task},
         {"/slotd.v1.Admin/MigrateHashSlots", on_migrate_hash_slots},
-        {PEER_CONTROLLER_COMMAND, on_controller_command},
-        {PEER_MIGRATION_PROPOSE, on_migration_propose},
     };
-    int rc = rpc_server_add_service(s, &slotd__v1__admin__descriptor);
+    int rc = rpc_server_add_service(client, &slotd__v1__admin__descriptor);
     for (size_t i = 0; rc == 0 && i < sizeof(methods) / sizeof(methods[0]); i++)
-        rc = rpc_server_add_unary(s, methods[i].path, methods[i].cb, api);
+        rc = rpc_server_add_unary(client, methods[i].path, methods[i].cb, api);
+    if (rc == 0)
+        rc = rpc_server_add_unary(peer, PEER_CONTROLLER_COMMAND, on_controller_command, api);
+    if (rc == 0)
+        rc = rpc_server_add_unary(peer, PEER_MIGRATION_PROPOSE, on_migration_propose, api);
     return rc;
 }

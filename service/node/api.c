@@ -1,4 +1,5 @@
 /* api.c - the slotd.v1.Metadata handlers: decode, validate, route, hand to the runtime. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,8 +187,8 @@ static void forward_done(void *arg, int status, const char *message, const uint8
 
 static void forward_send(struct forward *f)
 {
-    int rc = transport_call(f->api->transport, f->to, f->method, f->req, f->len, f->deadline_ms,
-                            forward_done, f);
+    int rc = transport_forward(f->api->transport, f->to, f->method, f->req, f->len, f->deadline_ms,
+                               forward_done, f);
     if (rc != 0) {
         struct slotd_error err;
         slotd_error_set(&err, SLOTD_ENO_LEADER, "group %u: cannot forward to node %llu: %s",
@@ -505,24 +506,121 @@ static void on_peer_group_status(void *ctx, struct rpc_call *call, const uint8_t
     free(buf);
 }
 
-int node_api_register(struct node_api *api, struct rpc_server *s)
+#define PEER_FORWARD "/slotd.internal.v1.Peer/Forward"
+#define METADATA_PREFIX "/slotd.v1.Metadata/"
+#define ADMIN_PREFIX "/slotd.v1.Admin/"
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* What a joining node sends before it knows any member by id (transport_forward_addr), so its
+ * proof names no receiver: idempotent (a replayed JoinNode or ActivateNode is a no-op). */
+static bool unaddressed_ok(const char *method)
+{
+    return strcmp(method, ADMIN_PREFIX "JoinNode") == 0 ||
+           strcmp(method, ADMIN_PREFIX "ActivateNode") == 0 ||
+           strcmp(method, ADMIN_PREFIX "ClusterState") == 0;
+}
+
+/* Admin calls that change nothing; every other Admin call is a command. */
+static bool admin_read(const char *method)
+{
+    return strcmp(method, ADMIN_PREFIX "ClusterState") == 0 ||
+           strcmp(method, ADMIN_PREFIX "ControllerStatus") == 0;
+}
+
+/* The inner call's answer, wrapped for the node that forwarded it. */
+static void on_forward_done(void *arg, int status, const char *message, const uint8_t *resp,
+                            size_t resp_len, const uint8_t *details, size_t details_len)
+{
+    struct rpc_call *call = arg;
+    if (status != GRPC_STATUS_OK) {
+        rpc_call_fail_raw(call, status, message, details, details_len);
+        return;
+    }
+    Slotd__Internal__V1__ForwardResponse r = SLOTD__INTERNAL__V1__FORWARD_RESPONSE__INIT;
+    r.response.data = (uint8_t *)resp;
+    r.response.len = resp_len;
+    rpc_call_reply(call, &r.base);
+}
+
+/* slotd.internal.v1.Peer/Forward: a Metadata or Admin request another node passes on (a write
+ * or read for a group this node leads, an Admin command for the controller leader, a mirror's
+ * ClusterState poll, a joining node's JoinNode). From an authenticated node when the cluster
+ * authenticates peers; served by this node's client-port handler as a local call. Admin
+ * commands are replay-checked; reads and Metadata traffic are not (their rate is a client's). */
+static void on_peer_forward(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    uint64_t caller;
+    Slotd__Internal__V1__ForwardRequest *r =
+        slotd__internal__v1__forward_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        slotd_error_set(&err, SLOTD_EMALFORMED, "request is not a valid %s",
+                        "slotd.internal.v1.ForwardRequest");
+        rpc_call_fail(call, &err);
+        return;
+    }
+    bool admin = has_prefix(r->method, ADMIN_PREFIX);
+    bool remember = admin && !admin_read(r->method);
+    int rc = -1;
+    if (!admin && !has_prefix(r->method, METADATA_PREFIX))
+        slotd_error_field(&err, "method", RPC_METHOD_PATH_MAX,
+                          "method: \"%.*s\" is not a slotd.v1.Metadata or slotd.v1.Admin method",
+                          RPC_METHOD_PATH_MAX, r->method);
+    else if (unaddressed_ok(r->method))
+        rc = node_peer_caller_unaddressed(api, call, PEER_FORWARD, req, len, remember, &caller,
+                                          &err);
+    else
+        rc = node_peer_caller(api, call, PEER_FORWARD, req, len, remember, &caller, &err);
+    if (rc == 0) {
+        rc = rpc_server_call_local(api->client, r->method, rpc_call_deadline_ms(call),
+                                   r->request.data, r->request.len, on_forward_done, call);
+        if (rc == SLOTD_EUNIMPLEMENTED)
+            slotd_error_set(&err, SLOTD_EUNIMPLEMENTED, "method %.*s is not served here",
+                            RPC_METHOD_PATH_MAX, r->method);
+        else if (rc != 0)
+            slotd_error_set(&err, SLOTD_EINTERNAL, "out of memory");
+    }
+    if (rc != 0)
+        rpc_call_fail(call, &err);
+    slotd__internal__v1__forward_request__free_unpacked(r, NULL);
+}
+
+const char *node_client_address(struct node_api *api, uint64_t id, char *buf, size_t len)
+{
+    struct route_snapshot *s = route_table_acquire(api->routes);
+    const struct route_node *n = s != NULL ? route_snapshot_node(s, id) : NULL;
+    snprintf(buf, len, "%s", n != NULL ? n->address : "");
+    route_snapshot_release(s);
+    return buf;
+}
+
+int node_api_register(struct node_api *api, struct rpc_server *client, struct rpc_server *peer)
 {
     static const struct {
+        bool peer;
         const char *path;
         rpc_unary_cb cb;
     } methods[] = {
-        {"/slotd.v1.Metadata/Propose", on_propose},
-        {"/slotd.v1.Metadata/Read", on_read},
-        {"/slotd.v1.Metadata/RouteSnapshot", on_route_snapshot},
-        {"/slotd.v1.Metadata/TaskStatus", on_task_status},
-        {PEER_RAFT, on_peer_raft},
-        {PEER_SNAPSHOT, on_peer_snapshot},
-        {PEER_GROUP_STATUS, on_peer_group_status},
+        {false, "/slotd.v1.Metadata/Propose", on_propose},
+        {false, "/slotd.v1.Metadata/Read", on_read},
+        {false, "/slotd.v1.Metadata/RouteSnapshot", on_route_snapshot},
+        {false, "/slotd.v1.Metadata/TaskStatus", on_task_status},
+        {true, PEER_RAFT, on_peer_raft},
+        {true, PEER_SNAPSHOT, on_peer_snapshot},
+        {true, PEER_GROUP_STATUS, on_peer_group_status},
+        {true, PEER_FORWARD, on_peer_forward},
     };
-    int rc = rpc_server_add_service(s, &slotd__v1__metadata__descriptor);
+    assert(api->client == client);
+    int rc = rpc_server_add_service(client, &slotd__v1__metadata__descriptor);
     if (rc == 0)
-        rc = rpc_server_add_service(s, &slotd__internal__v1__peer__descriptor);
+        rc = rpc_server_add_service(peer, &slotd__internal__v1__peer__descriptor);
     for (size_t i = 0; rc == 0 && i < sizeof(methods) / sizeof(methods[0]); i++)
-        rc = rpc_server_add_unary(s, methods[i].path, methods[i].cb, api);
-    return rc == 0 ? node_admin_register(api, s) : rc;
+        rc = rpc_server_add_unary(methods[i].peer ? peer : client, methods[i].path, methods[i].cb,
+                                  api);
+    return rc == 0 ? node_admin_register(api, client, peer) : rc;
 }

@@ -17,6 +17,7 @@ struct node_api {
     struct runtime *rt;          /* borrowed */
     struct route_table *routes;  /* borrowed */
     struct transport *transport; /* borrowed; NULL on a single node */
+    struct rpc_server *client;   /* borrowed: the client port, where Peer/Forward calls land */
     uint64_t node_id;
     /* Peer authentication (peer_auth.c). peer_verifier (borrowed; NULL: no
      * --cluster-secret-file) checks the proof every Peer call carries; peer_mtls: the peers'
@@ -34,6 +35,11 @@ struct node_api {
 int node_peer_caller(struct node_api *api, struct rpc_call *call, const char *method,
                      const uint8_t *req, size_t len, bool remember, uint64_t *caller,
                      struct slotd_error *err);
+/* Same, also accepting a proof made for no particular receiver (transport_forward_addr: a
+ * joining node that knows only an address). Only for idempotent calls (see on_peer_forward). */
+int node_peer_caller_unaddressed(struct node_api *api, struct rpc_call *call, const char *method,
+                                 const uint8_t *req, size_t len, bool remember, uint64_t *caller,
+                                 struct slotd_error *err);
 /* 0 when caller is 0 (no authentication) or the sender the body claims (claimed) is caller;
  * else -1 with err UNAUTHENTICATED naming both. */
 int node_peer_sender(struct node_api *api, const char *method, uint64_t caller, uint64_t claimed,
@@ -43,11 +49,17 @@ int node_peer_sender(struct node_api *api, const char *method, uint64_t caller, 
  * well-formed protobuf message at the top level. */
 int node_peer_from_node(const uint8_t *msg, size_t len, uint64_t *from);
 
-/* Registers slotd.v1.Metadata and slotd.internal.v1.Peer on s (before
- * rpc_server_start). api is borrowed for the server's lifetime. */
-int node_api_register(struct node_api *api, struct rpc_server *s);
-/* Registers slotd.v1.Admin (admin.c); node_api_register calls it. */
-int node_admin_register(struct node_api *api, struct rpc_server *s);
+/* The client address ("host:port" clients dial) of node id as this node's route has it, copied
+ * into buf (len bytes); "" when unknown. Returns buf. Any thread. */
+const char *node_client_address(struct node_api *api, uint64_t id, char *buf, size_t len);
+
+/* Registers slotd.v1.Metadata and slotd.v1.Admin on the client port `client`, and
+ * slotd.internal.v1.Peer on the peer port `peer` (a server made with peer_plane), before either
+ * starts; api->client must be `client`. api is borrowed for the servers' lifetime. */
+int node_api_register(struct node_api *api, struct rpc_server *client, struct rpc_server *peer);
+/* Registers slotd.v1.Admin on client and Peer/ControllerCommand and Peer/MigrationPropose on peer
+ * (admin.c); node_api_register calls it. */
+int node_admin_register(struct node_api *api, struct rpc_server *client, struct rpc_server *peer);
 /* Answers slotd.v1.Metadata/TaskStatus from the cluster state this node holds (admin.c). */
 void node_admin_task_status(struct node_api *api, struct rpc_call *call, uint64_t task_id,
                             bool active_only);

@@ -44,9 +44,27 @@ static uint64_t call_cert_node(struct rpc_call *call)
     return found;
 }
 
+static int peer_caller(struct node_api *api, struct rpc_call *call, const char *method,
+                       const uint8_t *req, size_t len, bool remember, bool unaddressed,
+                       uint64_t *caller, struct slotd_error *err);
+
 int node_peer_caller(struct node_api *api, struct rpc_call *call, const char *method,
                      const uint8_t *req, size_t len, bool remember, uint64_t *caller,
                      struct slotd_error *err)
+{
+    return peer_caller(api, call, method, req, len, remember, false, caller, err);
+}
+
+int node_peer_caller_unaddressed(struct node_api *api, struct rpc_call *call, const char *method,
+                                 const uint8_t *req, size_t len, bool remember, uint64_t *caller,
+                                 struct slotd_error *err)
+{
+    return peer_caller(api, call, method, req, len, remember, true, caller, err);
+}
+
+static int peer_caller(struct node_api *api, struct rpc_call *call, const char *method,
+                       const uint8_t *req, size_t len, bool remember, bool unaddressed,
+                       uint64_t *caller, struct slotd_error *err)
 {
     *caller = 0;
     if (api->peer_verifier != NULL) {
@@ -54,8 +72,12 @@ int node_peer_caller(struct node_api *api, struct rpc_call *call, const char *me
         const char *proof = rpc_call_header(call, AUTH_PROOF_HEADER, &plen);
         char why[256];
         uint64_t node = 0;
-        int rc = auth_verify(api->peer_verifier, method, api->node_id, proof, plen, req, len,
-                             auth_now_wall_ms(), remember, &node, why, sizeof(why));
+        int64_t now = auth_now_wall_ms();
+        int rc = auth_verify(api->peer_verifier, method, api->node_id, proof, plen, req, len, now,
+                             remember, &node, why, sizeof(why));
+        if (rc == AUTH_EBADPROOF && unaddressed) /* made for receiver 0: no node known by id */
+            rc = auth_verify(api->peer_verifier, method, 0, proof, plen, req, len, now, remember,
+                             &node, why, sizeof(why));
         if (rc != AUTH_OK) {
             slotd_error_set(err, rc == AUTH_EFULL ? SLOTD_EQUEUE_FULL : SLOTD_EUNAUTHENTICATED,
                             "%s refused: %s (this node requires a proof of the cluster secret, "

@@ -38,6 +38,10 @@ struct rpc_server_options {
     const char *tls_key_pem;  /* its private key */
     const char *tls_ca_pem;
     bool tls_client_auth; /* needs tls_ca_pem */
+    /* false (default): a client port, with slotd.v1.Metadata (UNIMPLEMENTED until handlers are
+     * added), health and reflection built in. true: a peer port, serving only what is added with
+     * rpc_server_add_service / rpc_server_add_unary (every other path answers UNIMPLEMENTED). */
+    bool peer_plane;
 };
 
 /* Fills o (borrowed for the call) with the defaults; listen_addr "127.0.0.1:7700". */
@@ -52,10 +56,11 @@ struct rpc_call;
 typedef void (*rpc_unary_cb)(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len);
 
 /* Creates a server (calls grpc_init). o (borrowed for the call) may be NULL for the defaults;
- * zero fields take the defaults. Registers every method of slotd.v1.Metadata (answering
- * UNIMPLEMENTED until a handler is added), grpc.health.v1.Health with service "" SERVING, and
- * grpc.reflection.v1 and v1alpha ServerReflection (from the FileDescriptorSet embedded at build
- * time; list_services names every service registered on the server).
+ * zero fields take the defaults. Unless o->peer_plane, registers every method of
+ * slotd.v1.Metadata (answering UNIMPLEMENTED until a handler is added), grpc.health.v1.Health
+ * with service "" SERVING, and grpc.reflection.v1 and v1alpha ServerReflection (from the
+ * FileDescriptorSet embedded at build time; list_services names every service registered on the
+ * server).
  * *out: caller frees with rpc_server_free(). Returns SLOTD_OK, SLOTD_EINVALID_FIELD (bad option:
  * only one of tls_cert_pem / tls_key_pem, or tls_client_auth without tls_cert_pem, tls_key_pem
  * and tls_ca_pem) or SLOTD_EINTERNAL. The PEM text is checked by rpc_server_start. */
@@ -98,6 +103,15 @@ typedef void (*rpc_local_cb)(void *arg, int status, const char *message, const u
 struct rpc_call *rpc_call_new_local(const char *path, int64_t deadline_ms, rpc_local_cb cb,
                                     void *arg);
 
+/* Runs the handler registered on s for path (borrowed for the call) with a local call (see
+ * rpc_call_new_local: cb(arg, ...) gets the answer, on the thread that finishes it) and request
+ * req (len bytes, borrowed for the call), as if a client had called path on s's port: how a
+ * node serves a request another node forwarded to it on the peer plane. After start; any
+ * thread. Returns SLOTD_OK (cb runs exactly once), SLOTD_EUNIMPLEMENTED (no handler for path on
+ * s) or SLOTD_EINTERNAL (out of memory); on an error cb never runs. */
+int rpc_server_call_local(struct rpc_server *s, const char *path, int64_t deadline_ms,
+                          const uint8_t *req, size_t len, rpc_local_cb cb, void *arg);
+
 /* Finishes the call with OK and msg (borrowed for the call) as the response. Any thread; the call
  * is freed later by a completion-queue thread and must not be touched again. */
 void rpc_call_reply(struct rpc_call *c, const ProtobufCMessage *msg);
@@ -112,8 +126,8 @@ void rpc_call_fail(struct rpc_call *c, const struct slotd_error *e);
 /* Finishes c with a status relayed from another server (forwarding): gRPC status code `status`
  * (not OK), its message, and the raw grpc-status-details-bin bytes (NULL for none). All pointers
  * are borrowed for the call. Any thread; exactly once per call, like rpc_call_fail(). */
-void rpc_call_fail_raw(struct rpc_call *c, int status, const char *message,
-                       const uint8_t *details, size_t details_len);
+void rpc_call_fail_raw(struct rpc_call *c, int status, const char *message, const uint8_t *details,
+                       size_t details_len);
 
 /* The call's deadline in CLOCK_MONOTONIC milliseconds, INT64_MAX if the client set none. */
 int64_t rpc_call_deadline_ms(const struct rpc_call *c);

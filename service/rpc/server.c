@@ -42,6 +42,7 @@ void rpc_server_options_default(struct rpc_server_options *o)
     o->tls_key_pem = NULL;
     o->tls_ca_pem = NULL;
     o->tls_client_auth = false;
+    o->peer_plane = false;
 }
 
 /* *dst = a copy of src (NULL stays NULL); false on ENOMEM. */
@@ -192,6 +193,7 @@ int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out)
         opts.tls_key_pem = o->tls_key_pem;
         opts.tls_ca_pem = o->tls_ca_pem;
         opts.tls_client_auth = o->tls_client_auth;
+        opts.peer_plane = o->peer_plane;
     }
     if (opts.cq_threads > RPC__CQ_THREADS_MAX || opts.max_request_bytes > INT_MAX / 2) {
         return SLOTD_EINVALID_FIELD;
@@ -230,8 +232,9 @@ int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out)
         goto err_after_mutex;
     }
     metrics_families_new(s);
-    if (rpc_server_add_service(s, &slotd__v1__metadata__descriptor) != SLOTD_OK ||
-        rpc__health_register(s) != SLOTD_OK || rpc__reflection_register(s) != SLOTD_OK) {
+    if (!opts.peer_plane &&
+        (rpc_server_add_service(s, &slotd__v1__metadata__descriptor) != SLOTD_OK ||
+         rpc__health_register(s) != SLOTD_OK || rpc__reflection_register(s) != SLOTD_OK)) {
         goto err_after_cond;
     }
     grpc_init();
@@ -414,6 +417,22 @@ struct rpc_call *rpc_call_new_local(const char *path, int64_t deadline_ms, rpc_l
     return c;
 }
 
+int rpc_server_call_local(struct rpc_server *s, const char *path, int64_t deadline_ms,
+                          const uint8_t *req, size_t len, rpc_local_cb cb, void *arg)
+{
+    assert(s->started);
+    const struct rpc__method *m = method_find(s, path); /* the table is fixed after start */
+    if (m == NULL || m->kind != RPC__METHOD_UNARY || m->cb == NULL) {
+        return SLOTD_EUNIMPLEMENTED;
+    }
+    struct rpc_call *c = rpc_call_new_local(m->path, deadline_ms, cb, arg);
+    if (c == NULL) {
+        return SLOTD_EINTERNAL;
+    }
+    m->cb(m->ctx, c, req, len);
+    return SLOTD_OK;
+}
+
 /* Finishes a local call: the answer goes to its callback. */
 static void local_finish(struct rpc_call *c, int status, const char *message, const void *resp,
                          size_t len, const uint8_t *details, size_t details_len)
@@ -474,8 +493,8 @@ void rpc_call_fail(struct rpc_call *c, const struct slotd_error *e)
     free(details);
 }
 
-void rpc_call_fail_raw(struct rpc_call *c, int status, const char *message,
-                       const uint8_t *details, size_t details_len)
+void rpc_call_fail_raw(struct rpc_call *c, int status, const char *message, const uint8_t *details,
+                       size_t details_len)
 {
     assert(status != GRPC_STATUS_OK);
     if (c->local_cb != NULL) {
@@ -606,7 +625,8 @@ size_t rpc_call_peer_names(const struct rpc_call *c, char (*names)[RPC_PEER_NAME
         static const char *const props[] = {GRPC_X509_CN_PROPERTY_NAME,
                                             GRPC_X509_SAN_PROPERTY_NAME};
         for (size_t k = 0; k < 2 && n < max; k++) {
-            grpc_auth_property_iterator it = grpc_auth_context_find_properties_by_name(ctx, props[k]);
+            grpc_auth_property_iterator it =
+                grpc_auth_context_find_properties_by_name(ctx, props[k]);
             const grpc_auth_property *p;
             while (n < max && (p = grpc_auth_property_iterator_next(&it)) != NULL) {
                 if (p->value_length == 0 || p->value_length >= RPC_PEER_NAME_MAX ||

@@ -283,8 +283,7 @@ static void intend_move(const struct ctl_state *s, struct route_group *g)
 {
     for (uint32_t i = 0; i < s->n_tasks; i++) {
         const struct ctl_task *t = &s->tasks[i];
-        if (t->kind != CTL_TASK_REPLICA_MOVE || t->group != g->id ||
-            t->status != CTL_TASK_RUNNING)
+        if (t->kind != CTL_TASK_REPLICA_MOVE || t->group != g->id || t->status != CTL_TASK_RUNNING)
             continue;
         if (t->phase_index <= CTL_PHASE_MOVE_PROMOTE) {
             if (g->n_intended_learners < ROUTE_MEMBERS_MAX)
@@ -329,7 +328,9 @@ static int build_route_base(struct runtime *rt, const struct ctl_state *s)
         if (s->nodes[i].join_state == CTL_JOIN_REMOVED)
             continue;
         r->nodes[k].id = s->nodes[i].id;
-        snprintf(r->nodes[k].address, sizeof(r->nodes[k].address), "%s", s->nodes[i].address);
+        /* clients dial the client port; "" until the node has reported it */
+        snprintf(r->nodes[k].address, sizeof(r->nodes[k].address), "%s",
+                 s->nodes[i].client_address);
         k++;
     }
     route_snapshot_release(rt->route_base);
@@ -383,8 +384,7 @@ static void open_placed_groups(struct runtime *rt, const struct ctl_state *s)
             continue;
         char err[256];
         if (rt_group_open_placed(rt, g, cg->desired_peers, cg->n_peers, slot_group,
-                                 cg->preferred_leader == rt->opts.node_id, err,
-                                 sizeof(err)) != 0) {
+                                 cg->preferred_leader == rt->opts.node_id, err, sizeof(err)) != 0) {
             RT_LOG("error", "msg=\"cannot open a placed slot group\" group=%u err=\"%s\"", cg->id,
                    err);
             continue;
@@ -444,8 +444,7 @@ void rt_ctl_publish(struct runtime *rt, struct ctl_state *s)
     rejoin_ctl(rt, s);
     if (rt->transport != NULL)
         for (uint32_t i = 0; i < s->n_nodes; i++)
-            if (s->nodes[i].id != rt->opts.node_id &&
-                s->nodes[i].join_state != CTL_JOIN_REMOVED)
+            if (s->nodes[i].id != rt->opts.node_id && s->nodes[i].join_state != CTL_JOIN_REMOVED)
                 transport_add_peer(rt->transport, s->nodes[i].id, s->nodes[i].address);
     open_placed_groups(rt, s);
     if (build_route_base(rt, s) != 0) {
@@ -456,6 +455,16 @@ void rt_ctl_publish(struct runtime *rt, struct ctl_state *s)
     rt_ctl_waiters_run(rt, false); /* state and route are at s->revision now */
 }
 
+/* Whether "host:port" has an empty or any-address host (0.0.0.0, [::], ::). */
+static bool wildcard_host(const char *address)
+{
+    const char *colon = strrchr(address, ':');
+    size_t n = colon ? (size_t)(colon - address) : strlen(address);
+    return n == 0 || (n == 7 && strncmp(address, "0.0.0.0", 7) == 0) ||
+           (n == 4 && strncmp(address, "[::]", 4) == 0) ||
+           (n == 2 && strncmp(address, "::", 2) == 0);
+}
+
 /* ---- Start-up ---- */
 
 static int bootstrap_ctl(struct runtime *rt, char *err, size_t errlen)
@@ -463,12 +472,16 @@ static int bootstrap_ctl(struct runtime *rt, char *err, size_t errlen)
     const struct runtime_options *o = &rt->opts;
     struct ctl_cmd_node nodes[RUNTIME_NODES_MAX];
     for (size_t i = 0; i < o->n_nodes; i++)
-        nodes[i] = (struct ctl_cmd_node){o->nodes[i].id, o->nodes[i].address, o->weight};
+        /* the same bytes on every initial voter: no client address (each reports its own),
+         * except a cluster of one, whose bootstrap only it writes */
+        nodes[i] = (struct ctl_cmd_node){
+            o->nodes[i].id, o->nodes[i].address, o->weight,
+            o->n_nodes == 1 && !wildcard_host(o->advertise) ? o->advertise : NULL};
     struct ctl_config cfg = {.slot_groups = o->n_groups,
                              .hash_slots = CTL_HASH_SLOTS,
                              .replicas = o->replicas,
-                             .bootstrap_expect = o->bootstrap_expect ? o->bootstrap_expect
-                                                                     : (uint32_t)o->n_nodes};
+                             .bootstrap_expect =
+                                 o->bootstrap_expect ? o->bootstrap_expect : (uint32_t)o->n_nodes};
     char *cmd = NULL;
     int rc = ctl_cmd_bootstrap(o->cluster_id, &cfg, nodes, o->n_nodes, 0, &cmd);
     if (rc != CTL_OK) {
@@ -613,8 +626,8 @@ int rt_ctl_open(struct runtime *rt, char *err, size_t errlen)
     }
     if (stored) {
         rt->ctl_voter = true;
-        if (rt_group_open_ctl(rt, &rt->groups[0], rt->ctl_apply->applied_raft_index, err,
-                              errlen) != 0)
+        if (rt_group_open_ctl(rt, &rt->groups[0], rt->ctl_apply->applied_raft_index, err, errlen) !=
+            0)
             return -1;
     }
     if (have_state) {
@@ -691,8 +704,7 @@ static void on_join_reply(void *arg, int status, const char *message, const uint
 /* A mirror's copy arrived (loop thread): strict decode, newer only, atomic save, publish. */
 void rt_ctl_mirror_reply(struct runtime *rt, const uint8_t *data, size_t len)
 {
-    Slotd__V1__ClusterStateResponse *r =
-        slotd__v1__cluster_state_response__unpack(NULL, len, data);
+    Slotd__V1__ClusterStateResponse *r = slotd__v1__cluster_state_response__unpack(NULL, len, data);
     if (r == NULL)
         return;
     /* Newer: a higher revision, or the same revision at a later applied index. */
@@ -705,8 +717,8 @@ void rt_ctl_mirror_reply(struct runtime *rt, const uint8_t *data, size_t len)
     }
     struct ctl_state *s = malloc(sizeof(*s));
     char err[256];
-    if (s == NULL || ctl_state_decode(r->state_json.data, r->state_json.len, s, err,
-                                      sizeof(err)) != CTL_OK) {
+    if (s == NULL ||
+        ctl_state_decode(r->state_json.data, r->state_json.len, s, err, sizeof(err)) != CTL_OK) {
         if (s != NULL)
             RT_LOG("warn", "msg=\"mirrored cluster state rejected\" err=\"%s\"", err);
         free(s);
@@ -743,13 +755,15 @@ static void send_join(struct runtime *rt, const char *address, bool activate)
     } else {
         Slotd__V1__JoinNodeRequest q = SLOTD__V1__JOIN_NODE_REQUEST__INIT;
         q.node_id = rt->opts.node_id;
-        q.address = (char *)rt->opts.advertise;
+        q.address = (char *)rt->opts.peer_advertise;
+        q.client_address = (char *)rt->opts.advertise;
         q.weight = rt->opts.weight;
         len = slotd__v1__join_node_request__pack(&q, buf);
     }
     atomic_store(&rt->ctl_join_inflight, true);
-    if (transport_call_addr(rt->transport, address, activate ? ADMIN_ACTIVATE_NODE : ADMIN_JOIN_NODE,
-                            buf, len, rt_now_ms() + CTL_CALL_TIMEOUT_MS, on_join_reply, rt) != 0)
+    if (transport_forward_addr(rt->transport, address,
+                               activate ? ADMIN_ACTIVATE_NODE : ADMIN_JOIN_NODE, buf, len,
+                               rt_now_ms() + CTL_CALL_TIMEOUT_MS, on_join_reply, rt) != 0)
         atomic_store(&rt->ctl_join_inflight, false);
     else
         RT_LOG("info", "msg=\"%s\" via=%s", activate ? "asking to be activated" : "joining",
@@ -803,11 +817,11 @@ void rt_ctl_poll(struct runtime *rt)
     size_t len = slotd__v1__cluster_state_request__pack(&q, buf);
     int64_t deadline = rt_now_ms() + CTL_CALL_TIMEOUT_MS;
     if (voter != 0)
-        transport_call(rt->transport, voter, ADMIN_CLUSTER_STATE, buf, len, deadline,
-                       on_state_reply, rt);
+        transport_forward(rt->transport, voter, ADMIN_CLUSTER_STATE, buf, len, deadline,
+                          on_state_reply, rt);
     else
-        transport_call_addr(rt->transport, address, ADMIN_CLUSTER_STATE, buf, len, deadline,
-                            on_state_reply, rt);
+        transport_forward_addr(rt->transport, address, ADMIN_CLUSTER_STATE, buf, len, deadline,
+                               on_state_reply, rt);
 }
 
 /* ---- Liveness (loop thread) ---- */
@@ -887,6 +901,20 @@ static void report_health(struct runtime *rt, int64_t now)
     char *cmd = NULL;
     ctl_cmd_health_report(rt->opts.node_id, rt_wall_ms(), CTL_REPORT_TTL_MS, 0, &cmd);
     rt_ctl_submit(rt, cmd, "health_report");
+    /* where this node serves, when the state says otherwise (the other voters' client
+     * addresses at bootstrap, a restart on other ports); a wildcard host (--listen 0.0.0.0:...
+     * without --advertise) is nobody's address to dial and is never reported */
+    const struct ctl_node *me = self_node(rt);
+    const char *peer =
+        wildcard_host(rt->opts.peer_advertise) ? me->address : rt->opts.peer_advertise;
+    const char *client =
+        wildcard_host(rt->opts.advertise) ? me->client_address : rt->opts.advertise;
+    if (client[0] != '\0' &&
+        (strcmp(me->address, peer) != 0 || strcmp(me->client_address, client) != 0)) {
+        cmd = NULL;
+        ctl_cmd_node_address(rt->opts.node_id, peer, client, 0, &cmd);
+        rt_ctl_submit(rt, cmd, "node_address");
+    }
 }
 
 /* The controller leader: a node's status follows the age of its last report. Nodes that never
@@ -1131,16 +1159,15 @@ int runtime_ctl_wait(struct runtime *rt, uint64_t min_revision, runtime_revision
         slotd_error_set(err, SLOTD_EQUEUE_FULL,
                         "min_revision: %u calls already wait for a newer cluster state (limit "
                         "%u); this node is at revision %llu",
-                        RUNTIME_CTL_WAITERS_MAX, RUNTIME_CTL_WAITERS_MAX,
-                        (unsigned long long)have);
+                        RUNTIME_CTL_WAITERS_MAX, RUNTIME_CTL_WAITERS_MAX, (unsigned long long)have);
         err->retry_after_ms = 100;
         return -1;
     }
-    rt->ctl_waiters[rt->ctl_n_waiters++] = (struct rt_ctl_waiter){
-        .min_revision = min_revision,
-        .deadline_ms = rt_now_ms() + RUNTIME_CTL_WAIT_MS,
-        .fn = fn,
-        .arg = arg};
+    rt->ctl_waiters[rt->ctl_n_waiters++] =
+        (struct rt_ctl_waiter){.min_revision = min_revision,
+                               .deadline_ms = rt_now_ms() + RUNTIME_CTL_WAIT_MS,
+                               .fn = fn,
+                               .arg = arg};
     pthread_mutex_unlock(&rt->ctl_mu);
     return 0;
 }

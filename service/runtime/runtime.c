@@ -12,6 +12,7 @@ void runtime_options_default(struct runtime_options *o)
     o->node_id = 1;
     o->n_groups = 8;
     o->advertise = "127.0.0.1:7700";
+    o->peer_advertise = "127.0.0.1:7701";
     o->tick_ms = 100;
     o->election_tick = 10;
     o->heartbeat_tick = 1;
@@ -109,7 +110,7 @@ static int init_nodes(struct runtime *rt, char *err, size_t errlen)
     if (o->n_nodes == 0 && !joining) {
         o->n_nodes = 1;
         o->nodes[0].id = o->node_id;
-        snprintf(o->nodes[0].address, sizeof(o->nodes[0].address), "%s", o->advertise);
+        snprintf(o->nodes[0].address, sizeof(o->nodes[0].address), "%s", o->peer_advertise);
     }
     qsort(o->nodes, o->n_nodes, sizeof(o->nodes[0]), cmp_peer);
     bool self = joining;
@@ -320,8 +321,8 @@ static int submit_internal(struct runtime *rt, uint8_t kind, const void *data, s
     return 0;
 }
 
-int runtime_submit_raft_batch(struct runtime *rt, const uint8_t *batch, size_t len,
-                              uint64_t caller, struct slotd_error *err)
+int runtime_submit_raft_batch(struct runtime *rt, const uint8_t *batch, size_t len, uint64_t caller,
+                              struct slotd_error *err)
 {
     return submit_internal(rt, RT_RAFT_BATCH, batch, len, NULL, caller, err);
 }

@@ -42,7 +42,11 @@ struct runtime_options {
     struct runtime_peer nodes[RUNTIME_NODES_MAX]; /* sorted by id by runtime_new */
     unsigned replicas;                            /* voters per group; 0 = min(3, nodes) */
     unsigned n_groups;                            /* slot groups 1..n_groups; default 8 */
-    const char *advertise;   /* this node's address in the route; default "127.0.0.1:7700" */
+    /* this node's client port (--listen) as route snapshots give it; default "127.0.0.1:7700" */
+    const char *advertise;
+    /* this node's peer port (--peer-listen), where other nodes reach it; default
+     * "127.0.0.1:7701". nodes[] and join name peer addresses. */
+    const char *peer_advertise;
     unsigned tick_ms;        /* raft tick; default 100 */
     unsigned election_tick;  /* default 10 (1 s) */
     unsigned heartbeat_tick; /* default 1 */
@@ -54,11 +58,11 @@ struct runtime_options {
     uint64_t seed;       /* raft election randomness; default from the node id */
     /* Controller (ctl.c). nodes[] above are the initial controller voters; a node started with
      * `join` set bootstraps nothing and registers itself through that address instead. */
-    const char *state_path;    /* cluster-state.json (required) */
-    const char *cluster_id;    /* bootstrap; default "slotd" */
-    unsigned bootstrap_expect; /* active data nodes before placement; 0 = the initial voters */
-    const char *join;          /* host:port of any member; NULL/"" = bootstrap with nodes[] */
-    unsigned weight;           /* this node's capacity weight; default 100 */
+    const char *state_path;         /* cluster-state.json (required) */
+    const char *cluster_id;         /* bootstrap; default "slotd" */
+    unsigned bootstrap_expect;      /* active data nodes before placement; 0 = the initial voters */
+    const char *join;               /* host:port of any member; NULL/"" = bootstrap with nodes[] */
+    unsigned weight;                /* this node's capacity weight; default 100 */
     unsigned task_phase_timeout_ms; /* a task phase without progress fails; default 60000 */
     bool enable_hash_slot_migration; /* Admin.MigrateHashSlots accepted here; default false */
     /* Where the runtime's series live (service/metrics/README.md); NULL (default): none.
@@ -70,7 +74,6 @@ void runtime_options_default(struct runtime_options *o);
 
 struct runtime;
 struct transport;
-
 
 /* Opens (bootstrapping if the store is empty) every slot group. store,
  * routes and server are borrowed for the runtime's lifetime. On error
@@ -104,8 +107,8 @@ int runtime_submit_read(struct runtime *rt, uint32_t group, uint16_t hash_slot, 
  * authenticated as (0: peers are not authenticated); a batch whose from_node differs is dropped,
  * and so is every message whose from is not the batch's from_node. Errors: queue full / shutting
  * down (err filled). */
-int runtime_submit_raft_batch(struct runtime *rt, const uint8_t *batch, size_t len,
-                              uint64_t caller, struct slotd_error *err);
+int runtime_submit_raft_batch(struct runtime *rt, const uint8_t *batch, size_t len, uint64_t caller,
+                              struct slotd_error *err);
 /* A peer could not be reached: its groups' progress goes back to probing. Any thread. */
 void runtime_peer_unreachable(struct runtime *rt, uint64_t peer);
 /* One snapshot chunk from a peer (SnapshotChunk bytes borrowed for the call). The call is

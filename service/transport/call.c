@@ -1,4 +1,5 @@
-/* call.c - unary gRPC client calls: start, completion, and transport_call / transport_call_addr. */
+/* call.c - unary gRPC client calls: start, completion, transport_call / transport_call_addr and
+ * the Peer/Forward wrapper (transport_forward / transport_forward_addr). */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include <grpc/support/time.h>
 
 #include "service/fault/fault.h"
+#include "slotd/internal/v1/peer.pb-c.h"
 #include "transport_internal.h"
 
 #define TRANSPORT__DETAILS_KEY "grpc-status-details-bin"
@@ -273,4 +275,83 @@ int transport_call_addr(struct transport *t, const char *address, const char *me
         return TRANSPORT_EINVAL;
     }
     return user_call(t, false, 0, address, method, req, len, deadline_ms, cb, arg);
+}
+
+/* ---- Forward: a client-plane call passed on to another node on the peer plane ---- */
+
+#define TRANSPORT__FORWARD_METHOD "/slotd.internal.v1.Peer/Forward"
+
+struct forward {
+    transport_reply_cb cb;
+    void *arg;
+};
+
+/* Unwraps the ForwardResponse of an OK answer; any other status is the inner call's own. */
+static void forward_done(void *arg, int status, const char *message, const uint8_t *resp,
+                         size_t resp_len, const uint8_t *details, size_t details_len)
+{
+    struct forward f = *(struct forward *)arg;
+    free(arg);
+    if (status != GRPC_STATUS_OK) {
+        f.cb(f.arg, status, message, NULL, 0, details, details_len);
+        return;
+    }
+    Slotd__Internal__V1__ForwardResponse *r =
+        slotd__internal__v1__forward_response__unpack(NULL, resp_len, resp);
+    if (r == NULL) {
+        f.cb(f.arg, GRPC_STATUS_INTERNAL,
+             "transport: Peer/Forward answered OK with a malformed ForwardResponse", NULL, 0, NULL,
+             0);
+        return;
+    }
+    f.cb(f.arg, GRPC_STATUS_OK, message, r->response.len ? r->response.data : (const uint8_t *)"",
+         r->response.len, details, details_len);
+    slotd__internal__v1__forward_response__free_unpacked(r, NULL);
+}
+
+static int forward_call(struct transport *t, bool by_id, uint64_t peer, const char *address,
+                        const char *method, const void *req, size_t len, int64_t deadline_ms,
+                        transport_reply_cb cb, void *arg)
+{
+    if (method == NULL || method[0] != '/' || (req == NULL && len > 0)) {
+        return TRANSPORT_EINVAL;
+    }
+    Slotd__Internal__V1__ForwardRequest q = SLOTD__INTERNAL__V1__FORWARD_REQUEST__INIT;
+    q.method = (char *)method;
+    q.request.data = (uint8_t *)req;
+    q.request.len = len;
+    size_t n = slotd__internal__v1__forward_request__get_packed_size(&q);
+    uint8_t *buf = malloc(n ? n : 1);
+    struct forward *f = malloc(sizeof(*f));
+    if (buf == NULL || f == NULL) {
+        free(buf);
+        free(f);
+        return TRANSPORT_ENOMEM;
+    }
+    slotd__internal__v1__forward_request__pack(&q, buf);
+    f->cb = cb;
+    f->arg = arg;
+    int rc = user_call(t, by_id, peer, address, TRANSPORT__FORWARD_METHOD, buf, n, deadline_ms,
+                       forward_done, f);
+    free(buf);
+    if (rc != TRANSPORT_OK) {
+        free(f);
+    }
+    return rc;
+}
+
+int transport_forward(struct transport *t, uint64_t peer, const char *method, const void *req,
+                      size_t len, int64_t deadline_ms, transport_reply_cb cb, void *arg)
+{
+    return forward_call(t, true, peer, NULL, method, req, len, deadline_ms, cb, arg);
+}
+
+int transport_forward_addr(struct transport *t, const char *address, const char *method,
+                           const void *req, size_t len, int64_t deadline_ms, transport_reply_cb cb,
+                           void *arg)
+{
+    if (address == NULL) {
+        return TRANSPORT_EINVAL;
+    }
+    return forward_call(t, false, 0, address, method, req, len, deadline_ms, cb, arg);
 }

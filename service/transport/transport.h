@@ -149,6 +149,21 @@ int transport_call_addr(struct transport *t, const char *address, const char *me
                         const void *req, size_t len, int64_t deadline_ms, transport_reply_cb cb,
                         void *arg);
 
+/* A slotd.v1.Metadata or slotd.v1.Admin call (method, e.g. "/slotd.v1.Metadata/Propose",
+ * borrowed for the call) passed on to peer on the peer plane: sent as Peer/Forward with req
+ * wrapped in a ForwardRequest (signed like every Peer call), answered by cb with the inner
+ * method's response unwrapped. Otherwise as transport_call (same returns; also TRANSPORT_ENOMEM
+ * when the wrapper cannot be made). */
+int transport_forward(struct transport *t, uint64_t peer, const char *method, const void *req,
+                      size_t len, int64_t deadline_ms, transport_reply_cb cb, void *arg);
+
+/* Same, to address (borrowed for the call), as transport_call_addr: the receiver is not known
+ * by id, so the proof names none (service/node accepts such a proof only for JoinNode,
+ * ActivateNode and ClusterState, what a joining node sends before it knows the members). */
+int transport_forward_addr(struct transport *t, const char *address, const char *method,
+                           const void *req, size_t len, int64_t deadline_ms, transport_reply_cb cb,
+                           void *arg);
+
 /* True when a reply with status and message (borrowed for the call) says the call was never sent:
  * gRPC failed the call at its pick of a connection (UNAVAILABLE "failed to connect to all
  * addresses": refused, unreachable, or a TLS handshake that failed), so the peer cannot have seen

@@ -19,6 +19,7 @@ KUBE_DIR = os.path.join(REPO, "deploy", "kubernetes")
 ENTRYPOINT = os.path.join(REPO, "deploy", "entrypoint.sh")
 DATA_DIR = "/var/lib/slotd"
 PORT = 7700
+PEER_PORT = 7701
 HEALTH_POLL_S = 20.0  # bound on waiting for a fresh slotd to report SERVING
 
 
@@ -135,12 +136,13 @@ class DockerfileTest(unittest.TestCase):
         health = [a for w, a in ins if w == "HEALTHCHECK"]
         self.assertEqual(len(health), 1)
         self.assertIn('CMD ["slotd-health", "127.0.0.1:7700"]', health[0])
-        self.assertIn(("EXPOSE", str(PORT)), ins)
+        self.assertIn(("EXPOSE", "%d %d" % (PORT, PEER_PORT)), ins)
         self.assertIn(("VOLUME", json.dumps([DATA_DIR])), ins)
         entry = [json.loads(a) for w, a in ins if w == "ENTRYPOINT"]
         self.assertEqual(len(entry), 1)
         self.assertEqual(entry[0], ["/usr/local/bin/slotd-entrypoint", "slotd", "--listen",
-                                    "0.0.0.0:%d" % PORT, "--data-dir", DATA_DIR])
+                                    "0.0.0.0:%d" % PORT, "--peer-listen", "0.0.0.0:%d" % PEER_PORT,
+                                    "--data-dir", DATA_DIR])
         copies = [a for w, a in ins if w == "COPY"]
         self.assertIn("deploy/entrypoint.sh /usr/local/bin/slotd-entrypoint", copies)
         self.assertIn("--from=build /src/build/bin/slotd /usr/local/bin/slotd", copies)
@@ -223,8 +225,10 @@ class ManifestTest(unittest.TestCase):
         self.assertIs(h["spec"]["publishNotReadyAddresses"], True)
         self.assertEqual(sts["spec"]["serviceName"], h["metadata"]["name"])
         self.assertEqual(c["spec"].get("type", "ClusterIP"), "ClusterIP")
+        # clients reach the client port only; the pods reach each other's peer port by name
+        self.assertEqual([p["port"] for p in c["spec"]["ports"]], [PORT])
+        self.assertEqual([p["port"] for p in h["spec"]["ports"]], [PORT, PEER_PORT])
         for svc in (h, c):
-            self.assertEqual([p["port"] for p in svc["spec"]["ports"]], [PORT])
             for k, v in svc["spec"]["selector"].items():
                 self.assertEqual(pod_labels.get(k), v)
 
@@ -262,6 +266,7 @@ class ManifestTest(unittest.TestCase):
     def test_probes_are_grpc_on_7700(self):
         c = self.container()
         self.assertIn({"name": "grpc", "containerPort": PORT, "protocol": "TCP"}, c["ports"])
+        self.assertIn({"name": "peer", "containerPort": PEER_PORT, "protocol": "TCP"}, c["ports"])
         for probe in ("readinessProbe", "livenessProbe"):
             p = c[probe]
             self.assertEqual(p["grpc"]["port"], PORT, probe)
@@ -304,10 +309,12 @@ class EntrypointTest(unittest.TestCase):
     def test_statefulset_pod_2_of_3(self):
         r = self.run_entry({"HOSTNAME": "slotd-2", "SLOTD_CLUSTER_SIZE": "3", "POD_NAMESPACE": "ns"})
         self.assertEqual(r.returncode, 0, r.stderr)
-        peers = ",".join("%d=slotd-%d.slotd-headless.ns.svc.cluster.local:7700" % (k + 1, k)
+        peers = ",".join("%d=slotd-%d.slotd-headless.ns.svc.cluster.local:7701" % (k + 1, k)
                          for k in range(3))
+        me = "slotd-2.slotd-headless.ns.svc.cluster.local"
         self.assertEqual(r.stdout.splitlines(),
-                         ["--node-id", "3", "--peers", peers, "--listen", "0.0.0.0:7700",
+                         ["--node-id", "3", "--peers", peers, "--advertise", me + ":7700",
+                          "--peer-advertise", me + ":7701", "--listen", "0.0.0.0:7700",
                           "--data-dir", DATA_DIR])
         # SLOTD_CLUSTER_SIZE is consumed by the entrypoint and not passed on.
         self.assertEqual(r.stderr.strip(), "SLOTD_CLUSTER_SIZE=unset")
@@ -318,7 +325,7 @@ class EntrypointTest(unittest.TestCase):
         out = r.stdout.splitlines()
         self.assertEqual(out[:2], ["--node-id", "1"])
         self.assertEqual(out[3].split(",")[4],
-                         "5=slotd-4.slotd-headless.prod.svc.cluster.local:7700")
+                         "5=slotd-4.slotd-headless.prod.svc.cluster.local:7701")
 
     def test_single_node_without_replicas(self):
         r = self.run_entry({"HOSTNAME": "4f2a9c"})
@@ -374,8 +381,9 @@ class HealthProbeTest(unittest.TestCase):
     def start_slotd(self, *extra):
         port = free_port()
         data = os.path.join(self.tmp, "data-%d" % port)
-        p = subprocess.Popen([slotd_bin(), "--listen", "127.0.0.1:%d" % port, "--data-dir", data,
-                              *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        p = subprocess.Popen([slotd_bin(), "--listen", "127.0.0.1:%d" % port, "--peer-listen",
+                              "127.0.0.1:%d" % free_port(), "--data-dir", data, *extra],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.procs.append(p)
         return p, port
 
@@ -417,10 +425,11 @@ class HealthProbeTest(unittest.TestCase):
         # Node 1 of 2 alone: its slot groups (2 voters each) cannot elect a leader.
         absent = free_port()
         port = free_port()
+        peer = free_port()
         data = os.path.join(self.tmp, "data-q")
-        p = subprocess.Popen([slotd_bin(), "--listen", "127.0.0.1:%d" % port, "--data-dir", data,
-                              "--node-id", "1", "--peers",
-                              "1=127.0.0.1:%d,2=127.0.0.1:%d" % (port, absent)],
+        p = subprocess.Popen([slotd_bin(), "--listen", "127.0.0.1:%d" % port, "--peer-listen",
+                              "127.0.0.1:%d" % peer, "--data-dir", data, "--node-id", "1",
+                              "--peers", "1=127.0.0.1:%d,2=127.0.0.1:%d" % (peer, absent)],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.procs.append(p)
         r = self.poll_until("NOT_SERVING", "127.0.0.1:%d" % port)

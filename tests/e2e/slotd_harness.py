@@ -277,8 +277,10 @@ class SlotdServer:
         self.slot_groups = slot_groups
         self.extra_args = list(extra_args)
         self.port = None
+        self.peer_port = None  # --peer-listen's port (chosen with port unless given)
         self.proc = None
         self.channel = None
+        self.peer_channel = None  # to the peer port: slotd.internal.v1.Peer only
         self.stub = None
         self.health = None
         self.starts = 0
@@ -288,6 +290,16 @@ class SlotdServer:
     @property
     def addr(self):
         return "127.0.0.1:%d" % self.port
+
+    @property
+    def peer_addr(self):
+        """The peer port (--peer-listen) other nodes, --peers and --join use."""
+        args = self.extra_args
+        if "--peer-listen" in args:
+            return args[args.index("--peer-listen") + 1]
+        if self.peer_port is None:
+            self.peer_port = free_port()
+        return "127.0.0.1:%d" % self.peer_port
 
     @property
     def node_id(self):
@@ -300,13 +312,16 @@ class SlotdServer:
         for this node."""
         me = self.node_id
         node = node if node is not None else (1 if me != 1 else 2)
-        return peer_unary(self.channel, path, payload, node, me, secret=secret, timeout=timeout)
+        return peer_unary(self.peer_channel, path, payload, node, me, secret=secret,
+                          timeout=timeout)
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None
 
     def _spawn(self):
         cmd = [str(SLOTD_BIN), "--listen", self.addr, "--data-dir", str(self.data_dir)]
+        if "--peer-listen" not in self.extra_args:
+            cmd += ["--peer-listen", self.peer_addr]
         if self.slot_groups is not None:
             cmd += ["--slot-groups", str(self.slot_groups)]
         cmd += self.extra_args
@@ -323,13 +338,16 @@ class SlotdServer:
 
     def _open_channel(self):
         self.channel = open_channel(self.addr)
+        self.peer_channel = open_channel(self.peer_addr)
         self.stub = pb_grpc.MetadataStub(self.channel)
         self.health = health_pb2_grpc.HealthStub(self.channel)
 
     def _close_channel(self):
         if self.channel is not None:
             self.channel.close()
-        self.channel = self.stub = self.health = None
+        if self.peer_channel is not None:
+            self.peer_channel.close()
+        self.channel = self.stub = self.health = self.peer_channel = None
 
     def _wait_serving(self, timeout):
         deadline = time.monotonic() + timeout
@@ -364,7 +382,7 @@ class SlotdServer:
                               % SLOTD_BIN)
         assert not self.running(), "already running"
         if self.port is None:
-            self.port = free_port()
+            self.port, self.peer_port = free_ports(2)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._spawn()
         self._open_channel()
@@ -416,7 +434,7 @@ class SlotdServer:
         problem = None
         for _ in range(attempts):
             if first_start:
-                self.port = free_port()
+                self.port, self.peer_port = free_ports(2)
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self._spawn()
             self._open_channel()
@@ -571,12 +589,17 @@ class SlotdCluster:
     def addr(self, node_id):
         return self.servers[node_id].addr
 
+    def peer_addr(self, node_id):
+        return self.servers[node_id].peer_addr
+
     def peers_flag(self):
-        return ",".join("%d=%s" % (n, self.addr(n)) for n in self.node_ids)
+        return ",".join("%d=%s" % (n, self.peer_addr(n)) for n in self.node_ids)
 
     def _configure(self, ports):
-        for node_id, port in zip(self.node_ids, ports):
-            self.servers[node_id].port = port
+        n = len(self.node_ids)
+        for i, node_id in enumerate(self.node_ids):
+            self.servers[node_id].port = ports[i]
+            self.servers[node_id].peer_port = ports[n + i]
         for node_id in self.node_ids:
             args = ["--node-id", str(node_id), "--peers", self.peers_flag()]
             if self._replicas_flag is not None:
@@ -594,7 +617,7 @@ class SlotdCluster:
         group. A node exiting during startup (e.g. its port was taken meanwhile) retries once on
         new ports with empty data directories. Raises ServerError."""
         for attempt in range(2):
-            self._configure(free_ports(len(self.node_ids)))
+            self._configure(free_ports(2 * len(self.node_ids)))
             for server in self.servers.values():
                 server.launch()
             problem = self._wait_all_serving(timeout)
@@ -608,9 +631,31 @@ class SlotdCluster:
                 raise ServerError("cluster did not start: %s\n%s" % (problem, tails))
             for server in self.servers.values():
                 shutil.rmtree(server.data_dir, ignore_errors=True)
-        route = self.wait_leaders(timeout=timeout)
+        self.wait_leaders(timeout=timeout)
+        route = self.wait_client_addresses(timeout=timeout)
         self.table = list(route.hash_slot_table)
         return self
+
+    def wait_client_addresses(self, via=None, timeout=ROUTE_CONVERGE_S + 10):
+        """Polls RouteSnapshot on node via until it gives every node of the cluster at its client
+        port (each node reports its own once it serves). Returns that route."""
+        via = via if via is not None else self.live_ids()[0]
+        want = {n: self.addr(n) for n in self.node_ids}
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        while True:
+            try:
+                route = self.route(via, timeout=1.0)
+                got = {n.node_id: n.address for n in route.nodes}
+                if all(got.get(n) == a for n, a in want.items()):
+                    return route
+                last = "nodes %s" % sorted(got.items())
+            except grpc.RpcError as err:
+                last = "RouteSnapshot: %s" % err.code()
+            if time.monotonic() >= deadline:
+                raise AssertionError("node %d: route does not give every client address %s after "
+                                     "%.1f s: %s" % (via, sorted(want.items()), timeout, last))
+            time.sleep(0.05)
 
     def _wait_all_serving(self, timeout):
         deadline = time.monotonic() + timeout

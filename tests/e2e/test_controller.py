@@ -55,25 +55,37 @@ class ControllerClusterCase(h.SlotdTestCase):
         import tempfile
         self._workdir = tempfile.mkdtemp(prefix="slotd-e2e-ctl-")
         self._servers = []
-        ports = h.free_ports(5)
+        ports = h.free_ports(10)
         self.nodes = {}
-        for i, port in enumerate(ports, start=1):
+        for i, port in enumerate(ports[:5], start=1):
             s = h.SlotdServer(self._workdir, name="n%d" % i, slot_groups=SLOT_GROUPS)
-            s.port = port
+            s.port, s.peer_port = port, ports[4 + i]
             self.nodes[i] = s
             self._servers.append(s)
-        peers = ",".join("%d=%s" % (i, self.nodes[i].addr) for i in (1, 2, 3))
+        peers = ",".join("%d=%s" % (i, self.nodes[i].peer_addr) for i in (1, 2, 3))
         for i in (1, 2, 3):
             self.nodes[i].extra_args = ["--node-id", str(i), "--peers", peers,
                                         "--bootstrap-expect", "5"] + list(extra_args)
         for i in (4, 5):
-            self.nodes[i].extra_args = (["--node-id", str(i), "--join", self.nodes[1 + i % 3].addr]
-                                        + list(extra_args))
+            self.nodes[i].extra_args = (["--node-id", str(i), "--join",
+                                         self.nodes[1 + i % 3].peer_addr] + list(extra_args))
         for s in self.nodes.values():
             s.launch()
         for s in self.nodes.values():
             problem = s._wait_serving(WAIT_S)
             self.assertIsNone(problem, "%s: %s" % (s.name, problem))
+        self.wait_client_addresses()
+
+    def wait_client_addresses(self):
+        """Until the state every running node holds gives each node its client address (each
+        reports its own after the start: one CHANGED command per bootstrap voter)."""
+        want = {i: s.addr for i, s in self.nodes.items()}
+
+        def settled():
+            views = [st for _, st in self.voter_states().values()]
+            return views and all(
+                {n["id"]: n.get("client_address") for n in st["nodes"]} == want for st in views)
+        wait_for("every node's client address in every node's cluster state", settled)
 
     def voter_states(self):
         return {i: cluster_state(self.nodes[i]) for i in self.nodes if self.nodes[i].running()}
@@ -91,7 +103,7 @@ class ControllerClusterCase(h.SlotdTestCase):
                 continue
             try:
                 admin_call(self.nodes[i], "JoinNode",
-                           admin_pb2.JoinNodeRequest(node_id=4, address=self.nodes[4].addr,
+                           admin_pb2.JoinNodeRequest(node_id=4, address=self.nodes[4].peer_addr,
                                                      no_forward=True),
                            admin_pb2.AdminWriteResponse, timeout=3)
                 leaders.add(i)
@@ -204,7 +216,7 @@ class ControllerTest(ControllerClusterCase):
         def controller_write():
             try:
                 return admin_call(self.nodes[survivors[0]], "JoinNode",
-                                  admin_pb2.JoinNodeRequest(node_id=4, address=self.nodes[4].addr),
+                                  admin_pb2.JoinNodeRequest(node_id=4, address=self.nodes[4].peer_addr),
                                   admin_pb2.AdminWriteResponse, timeout=3)
             except grpc.RpcError as err:
                 codes.add(err.code())

@@ -157,7 +157,7 @@ class ControllerRecoveryTest(ControllerClusterCase):
             # ... and with --join it is re-added from the leader's snapshot.
             args = list(s.extra_args)
             at = args.index("--peers")
-            s.extra_args = args[:at] + ["--join", self.nodes[1].addr] + args[at + 2:]
+            s.extra_args = args[:at] + ["--join", self.nodes[1].peer_addr] + args[at + 2:]
             s.start()
             want = self.leader_status().revision
             wait_for("the rejoined voter follows the controller at revision %d" % want,

@@ -20,7 +20,6 @@ REFLECTION_PROTO = "/usr/share/grpc-proto/grpc/reflection/v1/reflection.proto"
 EXPECTED_SERVICES = {
     "slotd.v1.Metadata",
     "slotd.v1.Admin",
-    "slotd.internal.v1.Peer",
     "grpc.health.v1.Health",
     "grpc.reflection.v1.ServerReflection",
     "grpc.reflection.v1alpha.ServerReflection",

@@ -56,6 +56,23 @@ class BoundPortTest(unittest.TestCase):
             self.assertTrue(resp.get.found)
             self.assertEqual(resp.get.value, b"first")
 
+    def test_second_slotd_on_bound_peer_port_exits(self):
+        second_dir = os.path.join(self.tmp.name, "second-peer-data")
+        t0 = time.monotonic()
+        proc = subprocess.run([str(h.SLOTD_BIN), "--listen", "127.0.0.1:%d" % h.free_port(),
+                               "--peer-listen", self.first.peer_addr, "--data-dir", second_dir],
+                              stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=EXIT_WITHIN_S + 10)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertLess(time.monotonic() - t0, EXIT_WITHIN_S)
+        lines = [ln for ln in proc.stderr.decode().splitlines() if ln.strip()]
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("--peer-listen", lines[0])
+        self.assertIn(self.first.peer_addr, lines[0])
+        self.assertIn("Address already in use", lines[0])
+        self.assertFalse(os.path.exists(second_dir), "the second slotd created its data dir")
+        self.assertIn("peer_listen=%s" % self.first.peer_addr, self.first.log_text())
+
 
 
 class SecretFileTest(unittest.TestCase):
@@ -134,6 +151,15 @@ def controller_command(command, no_forward=False):
     return _b(1, command) + (_u(2, 1) if no_forward else b"")
 
 
+def forward_request(method, request):
+    """slotd.internal.v1.ForwardRequest."""
+    return _b(1, method.encode()) + _b(2, request)
+
+
+PEER_METHODS = ["Raft", "Snapshot", "GroupStatus", "ControllerCommand", "MigrationPropose",
+                "Forward"]
+
+
 class PeerAuthTest(h.SlotdTestCase):
     """A 3-node cluster started with --cluster-secret-file (the harness gives every multi-node
     process one). Forged Peer calls without a proof, with a proof of another secret, made for
@@ -185,14 +211,14 @@ class PeerAuthTest(h.SlotdTestCase):
             batch = raft_batch(1, 2, [beat, append])
             # No proof at all, as any client of the port could send it.
             self.assertUnauthenticated(
-                lambda: h.raw_unary(node2.channel, raft, batch), "has no slotd-peer-proof header")
+                lambda: h.raw_unary(node2.peer_channel, raft, batch), "has no slotd-peer-proof header")
             # A proof of another secret.
             self.assertUnauthenticated(
                 lambda: node2.peer_call(raft, batch, node=1, secret=b"not the cluster's secret!"),
                 "does not match")
             # A proof made for node 3, sent to node 2.
             self.assertUnauthenticated(
-                lambda: h.peer_unary(node2.channel, raft, batch, 1, 3), "receiving node")
+                lambda: h.peer_unary(node2.peer_channel, raft, batch, 1, 3), "receiving node")
             # A valid identity (node 3) whose batch claims to come from node 1.
             self.assertUnauthenticated(lambda: node2.peer_call(raft, batch, node=3),
                                        "from_node 1 is not the calling node 3")
@@ -201,7 +227,7 @@ class PeerAuthTest(h.SlotdTestCase):
             # A snapshot chunk without a proof, and one whose sender is not the caller.
             chunk = snapshot_chunk(1, g, raft_message(g, RAFT_MSG_SNAPSHOT, 1, 2, HUGE_TERM))
             self.assertUnauthenticated(
-                lambda: h.raw_unary(node2.channel, "/slotd.internal.v1.Peer/Snapshot", chunk),
+                lambda: h.raw_unary(node2.peer_channel, "/slotd.internal.v1.Peer/Snapshot", chunk),
                 "has no slotd-peer-proof header")
             self.assertUnauthenticated(
                 lambda: node2.peer_call("/slotd.internal.v1.Peer/Snapshot", chunk, node=3),
@@ -221,7 +247,7 @@ class PeerAuthTest(h.SlotdTestCase):
         cmd = controller_command(json.dumps(
             {"op": "node_state", "node": 2, "state": "drained"}).encode())
         node1 = self.cluster.server(1)
-        self.assertUnauthenticated(lambda: h.raw_unary(node1.channel, path, cmd),
+        self.assertUnauthenticated(lambda: h.raw_unary(node1.peer_channel, path, cmd),
                                    "has no slotd-peer-proof header")
         self.assertUnauthenticated(
             lambda: node1.peer_call(path, cmd, node=2, secret=b"a guessed cluster secret"),
@@ -230,16 +256,16 @@ class PeerAuthTest(h.SlotdTestCase):
         bad = controller_command(b"{}")  # a valid proof of a command the controller refuses
         proof = h.peer_proof(path, bad, 2, 1)
         try:
-            h.raw_unary(node1.channel, path, bad, metadata=[(h.PROOF_HEADER, proof)])
+            h.raw_unary(node1.peer_channel, path, bad, metadata=[(h.PROOF_HEADER, proof)])
         except grpc.RpcError as e:  # the controller refuses "{}", the proof itself was good
             self.assertNotEqual(e.code(), grpc.StatusCode.UNAUTHENTICATED, e.details())
         self.assertUnauthenticated(
-            lambda: h.raw_unary(node1.channel, path, bad, metadata=[(h.PROOF_HEADER, proof)]),
+            lambda: h.raw_unary(node1.peer_channel, path, bad, metadata=[(h.PROOF_HEADER, proof)]),
             "was already used (a replay)")
         # A proof far from this node's clock.
         old = h.peer_proof(path, cmd, 2, 1, wall_ms=int(time.time() * 1000) - 120000)
         self.assertUnauthenticated(
-            lambda: h.raw_unary(node1.channel, path, cmd, metadata=[(h.PROOF_HEADER, old)]),
+            lambda: h.raw_unary(node1.peer_channel, path, cmd, metadata=[(h.PROOF_HEADER, old)]),
             "behind this node's clock")
         self.assertEqual(self.revision(1), rev)
         self.assertEqual(self.revision(3), rev)
@@ -259,6 +285,9 @@ class PeerAuthTest(h.SlotdTestCase):
              "a health report for node 3 sent by node 2"),
             ({"op": "health_report", "node": 7, "now_ms": now, "ttl_ms": 60000}, True, 7,
              "relayed (no_forward) by node 7, which is not a controller voter"),
+            ({"op": "node_address", "id": 3, "address": "127.0.0.1:1",
+              "client_address": "127.0.0.1:2"}, False, 2,
+             "the addresses of node 3 sent by node 2"),
         ]
         for command, no_forward, sender, needle in cases:
             for n in self.cluster.node_ids:
@@ -277,6 +306,54 @@ class PeerAuthTest(h.SlotdTestCase):
         report = {"op": "health_report", "node": 2, "now_ms": now, "ttl_ms": 60000}
         self.cluster.server(1).peer_call(path, controller_command(json.dumps(report).encode()),
                                          node=2)
+
+    def test_planes_are_separate(self):
+        """Peer methods on the client port and client methods on the peer port answer
+        UNIMPLEMENTED; a Forward (a node passing a client request on) needs a node's proof and a
+        Metadata or Admin method. Nothing forged is stored, read back through another node."""
+        for n in self.cluster.node_ids:
+            server = self.cluster.server(n)
+            for m in PEER_METHODS:
+                path = "/slotd.internal.v1.Peer/" + m
+                with self.assertRaises(grpc.RpcError) as ctx:  # even with a valid proof
+                    h.raw_unary(server.channel, path, b"", metadata=[
+                        (h.PROOF_HEADER, h.peer_proof(path, b"", 3 if n != 3 else 1, n))])
+                self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNIMPLEMENTED, path)
+            for path in ("/slotd.v1.Metadata/Read", "/slotd.v1.Admin/ClusterState",
+                         "/grpc.health.v1.Health/Check"):
+                with self.assertRaises(grpc.RpcError) as ctx:
+                    h.raw_unary(server.peer_channel, path, b"")
+                self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNIMPLEMENTED, path)
+        key = h.unique_key("security/forward")
+        put = h.pb.ProposeRequest(put=h.pb.PutCommand(key=key, value=b"forged"),
+                                  no_forward=True).SerializeToString()
+        fwd = forward_request("/slotd.v1.Metadata/Propose", put)
+        node2 = self.cluster.server(2)
+        path = "/slotd.internal.v1.Peer/Forward"
+        self.assertUnauthenticated(lambda: h.raw_unary(node2.peer_channel, path, fwd),
+                                   "has no slotd-peer-proof header")
+        self.assertUnauthenticated(lambda: node2.peer_call(path, fwd, secret=b"x" * 32),
+                                   "does not match")
+        with self.assertRaises(grpc.RpcError) as ctx:
+            node2.peer_call(path, forward_request("/slotd.internal.v1.Peer/Raft", b""), node=3)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("is not a slotd.v1.Metadata or slotd.v1.Admin method",
+                      ctx.exception.details())
+        self.assertFalse(h.get(self.cluster.stub(3), key).get.found)
+        # From a node, the forward is served like a client call on node 2's client port (a
+        # write there is answered NOT_LEADER unless node 2 leads the key's group: no_forward).
+        get = h.pb.ReadRequest(get=h.pb.GetQuery(key=key)).SerializeToString()
+        raw = node2.peer_call(path, forward_request("/slotd.v1.Metadata/Read", get), node=3)
+        self.assertEqual(raw[:1], b"\n", raw)  # ForwardResponse.response (field 1)
+        n, at = 0, 1
+        for shift in range(0, 64, 7):
+            n |= (raw[at] & 0x7F) << shift
+            at += 1
+            if not raw[at - 1] & 0x80:
+                break
+        answer = h.pb.ReadResponse.FromString(raw[at:at + n])
+        self.assertEqual(answer.group_id, self.cluster.table[h.hash_slot(key)])
+        self.assertFalse(answer.get.found)
 
     def test_started_with_peer_auth(self):
         for n in self.cluster.node_ids:

@@ -132,8 +132,10 @@ class SlotctlClusterTest(h.SlotdTestCase):
             self.assertIn("\n" + section + "\n", out)
         self.assertIn("TASKS\nnone", out)
         for n in self.ids:
-            self.assertRegex(out, r"\n +%d  %s +controller_voter,data  active +alive +100  "
-                                  r"(\d+\.\d s ago|never)\n" % (n, re.escape(self.cluster.addr(n))))
+            self.assertRegex(out, r"\n +%d  %s +%s +controller_voter,data  active +alive +100  "
+                                  r"(\d+\.\d s ago|never)\n"
+                             % (n, re.escape(self.cluster.addr(n)),
+                                re.escape(self.cluster.peer_addr(n))))
         slot_rows = re.findall(r"\n(\d+)-(\d+) +(\d+)(?=\n)", out)
         self.assertEqual(sum(int(b) - int(a) + 1 for a, b, _ in slot_rows), h.HASH_SLOTS)
         group_rows = re.findall(r"\n +(\d+)  ([\d,]+) +(\d+) +(\d+) +(\S+) +(\S+)", out)

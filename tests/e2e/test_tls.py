@@ -109,6 +109,8 @@ class TlsServer(h.SlotdServer):
     def _open_channel(self):
         self.channel = grpc.secure_channel(self.addr, self.channel_creds,
                                            options=h.CHANNEL_OPTIONS)
+        self.peer_channel = grpc.secure_channel(self.peer_addr, self.channel_creds,
+                                                options=h.CHANNEL_OPTIONS)
         self.stub = h.pb_grpc.MetadataStub(self.channel)
         self.health = h.health_pb2_grpc.HealthStub(self.channel)
 
@@ -270,7 +272,7 @@ class TlsTest(h.SlotdTestCase):
         for node_id in cluster.node_ids:
             self.assertIn("tls=mtls peer_auth=secret+mtls", cluster.server(node_id).log_text())
         # The peers' mTLS port refuses a node-less plaintext client as well.
-        self.assertRefused(h.open_channel(cluster.addr(1)))
+        self.assertRefused(h.open_channel(cluster.peer_addr(1)))
         # A client certificate the CA signed but that names no node is not a node, even with a
         # valid proof of the cluster secret.
         with self.assertRaises(grpc.RpcError) as ctx:
@@ -278,7 +280,7 @@ class TlsTest(h.SlotdTestCase):
         self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
         self.assertIn("names no node", ctx.exception.details())
         # A node-2 certificate with a proof claiming node 3: the two identities disagree.
-        channel = grpc.secure_channel(cluster.addr(1), creds(self.certs, client="node-2"))
+        channel = grpc.secure_channel(cluster.peer_addr(1), creds(self.certs, client="node-2"))
         try:
             with self.assertRaises(grpc.RpcError) as ctx:
                 h.peer_unary(channel, "/slotd.internal.v1.Peer/GroupStatus", b"", 3, 1)

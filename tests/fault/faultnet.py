@@ -62,6 +62,8 @@ class FaultServer(h.SlotdServer):
     def _spawn(self):
         # Same as SlotdServer._spawn, with the fault binary and environment.
         cmd = [FAULT_BIN, "--listen", self.addr, "--data-dir", str(self.data_dir)]
+        if "--peer-listen" not in self.extra_args:
+            cmd += ["--peer-listen", self.peer_addr]
         if self.slot_groups is not None:
             cmd += ["--slot-groups", str(self.slot_groups)]
         cmd += self.extra_args

@@ -118,7 +118,7 @@ def inject_net(cluster, work, rng, kind, stats, t0, seed):
 def _admin_join_noop(cluster, node, via, no_forward, timeout=2.0):
     """A controller write that changes nothing (JoinNode of an existing node, same address)."""
     from slotd.v1 import admin_pb2
-    req = admin_pb2.JoinNodeRequest(node_id=node, address=cluster.addr(node),
+    req = admin_pb2.JoinNodeRequest(node_id=node, address=cluster.peer_addr(node),
                                     no_forward=no_forward)
     raw = h.raw_unary(cluster.server(via).channel, "/slotd.v1.Admin/JoinNode",
                       req.SerializeToString(), timeout=timeout)

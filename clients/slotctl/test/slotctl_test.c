@@ -82,7 +82,7 @@ static void test_parse_admin_errors(void)
           NULL},
          "--expected-revision: 'x' is not an integer >= 1"},
         {{"slotctl", "join", "--node-id", "4", NULL},
-         "join: needs --node-id N and --address HOST:PORT"},
+         "join: needs --node-id N and --address HOST:PEER_PORT"},
         {{"slotctl", "join", "--node-id", "4", "--address", "a:1,b:2", NULL},
          "--address: 'a:1,b:2' is not one host:port of 1..255 bytes"},
         {{"slotctl", "join", "--node-id", "4", "--address", "a:1", "--weight", "0", NULL},
@@ -138,12 +138,14 @@ static const char *const fixture_json =
     "\"version\":2},"
     "\"health\":[{\"node\":1,\"reported_at_ms\":1799999998500,\"ttl_ms\":10000},"
     "{\"node\":3,\"reported_at_ms\":1799999970000,\"ttl_ms\":10000}],"
-    "\"nodes\":[{\"address\":\"10.0.0.1:7700\",\"id\":1,\"join_state\":\"active\","
-    "\"roles\":[\"controller_voter\",\"data\"],\"status\":\"alive\",\"weight\":100},"
-    "{\"address\":\"10.0.0.2:7700\",\"id\":2,\"join_state\":\"joining\",\"roles\":[\"data\"],"
+    "\"nodes\":[{\"address\":\"10.0.0.1:7701\",\"client_address\":\"10.0.0.1:7700\",\"id\":1,"
+    "\"join_state\":\"active\",\"roles\":[\"controller_voter\",\"data\"],\"status\":\"alive\","
+    "\"weight\":100},"
+    "{\"address\":\"10.0.0.2:7701\",\"id\":2,\"join_state\":\"joining\",\"roles\":[\"data\"],"
     "\"status\":\"alive\",\"weight\":50},"
-    "{\"address\":\"10.0.0.3:7700\",\"id\":3,\"join_state\":\"active\","
-    "\"roles\":[\"controller_voter\",\"data\"],\"status\":\"suspect\",\"weight\":100}],"
+    "{\"address\":\"10.0.0.3:7701\",\"client_address\":\"10.0.0.3:7700\",\"id\":3,"
+    "\"join_state\":\"active\",\"roles\":[\"controller_voter\",\"data\"],\"status\":\"suspect\","
+    "\"weight\":100}],"
     "\"revision\":12,\"schema_version\":1,"
     "\"tasks\":[{\"attempt\":2,\"config_epoch\":2,\"created_ms\":1,\"group\":2,\"id\":5,"
     "\"kind\":\"replica_move\",\"last_error\":\"node 3 unreachable\",\"participants\":[2,3],"
@@ -157,12 +159,14 @@ static const char *const fixture_head =
     "127.0.0.1:7702 (mirror)\n"
     "\n"
     "NODES\n"
-    "  NODE  ADDRESS                 ROLES                  JOIN      STATUS   WEIGHT  LAST "
-    "HEALTH REPORT\n"
-    "     1  10.0.0.1:7700           controller_voter,data  active    alive       100  1.5 s ago\n"
-    "     2  10.0.0.2:7700           data                   joining   alive        50  never\n"
-    "     3  10.0.0.3:7700           controller_voter,data  active    suspect     100  30.0 s "
-    "ago\n"
+    "  NODE  CLIENT ADDRESS          PEER ADDRESS            ROLES                  JOIN      "
+    "STATUS   WEIGHT  LAST HEALTH REPORT\n"
+    "     1  10.0.0.1:7700           10.0.0.1:7701           controller_voter,data  active    "
+    "alive       100  1.5 s ago\n"
+    "     2  -                       10.0.0.2:7701           data                   joining   "
+    "alive        50  never\n"
+    "     3  10.0.0.3:7700           10.0.0.3:7701           controller_voter,data  active    "
+    "suspect     100  30.0 s ago\n"
     "\n"
     "GROUPS\n"
     "GROUP  DESIRED PEERS   EPOCH  PREFERRED  OBSERVED   TERM\n";

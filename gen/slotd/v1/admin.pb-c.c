@@ -1477,7 +1477,7 @@ const ProtobufCMessageDescriptor slotd__v1__cluster_state_response__descriptor =
   (ProtobufCMessageInit) slotd__v1__cluster_state_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__join_node_request__field_descriptors[5] =
+static const ProtobufCFieldDescriptor slotd__v1__join_node_request__field_descriptors[6] =
 {
   {
     "node_id",
@@ -1528,6 +1528,18 @@ static const ProtobufCFieldDescriptor slotd__v1__join_node_request__field_descri
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "client_address",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__JoinNodeRequest, client_address),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "no_forward",
     15,
     PROTOBUF_C_LABEL_NONE,
@@ -1542,16 +1554,17 @@ static const ProtobufCFieldDescriptor slotd__v1__join_node_request__field_descri
 };
 static const unsigned slotd__v1__join_node_request__field_indices_by_name[] = {
   1,   /* field[1] = address */
+  4,   /* field[4] = client_address */
   3,   /* field[3] = expected_revision */
-  4,   /* field[4] = no_forward */
+  5,   /* field[5] = no_forward */
   0,   /* field[0] = node_id */
   2,   /* field[2] = weight */
 };
 static const ProtobufCIntRange slotd__v1__join_node_request__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 15, 4 },
-  { 0, 5 }
+  { 15, 5 },
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor slotd__v1__join_node_request__descriptor =
 {
@@ -1561,7 +1574,7 @@ const ProtobufCMessageDescriptor slotd__v1__join_node_request__descriptor =
   "Slotd__V1__JoinNodeRequest",
   "slotd.v1",
   sizeof(Slotd__V1__JoinNodeRequest),
-  5,
+  6,
   slotd__v1__join_node_request__field_descriptors,
   slotd__v1__join_node_request__field_indices_by_name,
   2,  slotd__v1__join_node_request__number_ranges,

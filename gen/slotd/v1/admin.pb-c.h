@@ -235,7 +235,7 @@ struct  Slotd__V1__JoinNodeRequest
   ProtobufCMessage base;
   uint64_t node_id;
   /*
-   * host:port other nodes and clients reach it at.
+   * host:port of its peer port (--peer-listen): other nodes reach it there.
    */
   char *address;
   /*
@@ -247,13 +247,18 @@ struct  Slotd__V1__JoinNodeRequest
    */
   uint64_t expected_revision;
   /*
+   * host:port of its client port (--listen), as route snapshots give it to clients; empty: the
+   * node reports it itself once it serves.
+   */
+  char *client_address;
+  /*
    * Set by a node relaying the request to the controller leader (not by clients).
    */
   protobuf_c_boolean no_forward;
 };
 #define SLOTD__V1__JOIN_NODE_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__join_node_request__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, 0, 0, 0 }
+    , 0, (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Slotd__V1__ActivateNodeRequest

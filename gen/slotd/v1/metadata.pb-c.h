@@ -686,6 +686,9 @@ struct  Slotd__V1__NodeInfo
 {
   ProtobufCMessage base;
   uint64_t node_id;
+  /*
+   * host:port of the node's client port (--listen); empty until the node has reported it.
+   */
   char *address;
 };
 #define SLOTD__V1__NODE_INFO__INIT \

@@ -31,7 +31,7 @@ static void test_bootstrap(void)
     struct ctl_config cfg = {.slot_groups = 4, .replicas = 3, .bootstrap_expect = 3};
     struct ctl_cmd_node nodes[] = {{2, "b:1", 0}, {1, "a:1", 0}};
     /* Not bootstrapped yet: other commands are refused. */
-    expect(s, OK(ctl_cmd_join_node(9, "z:9", 0, 0, &cmd)), CTL_OUTCOME_REJECTED,
+    expect(s, OK(ctl_cmd_join_node(9, "z:9", NULL, 0, 0, &cmd)), CTL_OUTCOME_REJECTED,
            "cluster not bootstrapped");
     cfg.replicas = 9;
     expect(s, OK(ctl_cmd_bootstrap("c1", &cfg, nodes, 2, 0, &cmd)), CTL_OUTCOME_REJECTED,
@@ -58,7 +58,7 @@ static void test_bootstrap(void)
     expect(s, OK(ctl_cmd_bootstrap("c1", &cfg, nodes, 2, 0, &cmd)), CTL_OUTCOME_REJECTED,
            "cluster already bootstrapped (revision 1)");
     /* A third node joins; activating it reaches bootstrap_expect and places in the same apply. */
-    expect(s, OK(ctl_cmd_join_node(3, "c:1", 0, 0, &cmd)), CTL_OUTCOME_CHANGED, "");
+    expect(s, OK(ctl_cmd_join_node(3, "c:1", NULL, 0, 0, &cmd)), CTL_OUTCOME_CHANGED, "");
     CU_ASSERT_EQUAL(s->n_groups, 0);
     expect(s, OK(ctl_cmd_activate_node(3, 0, &cmd)), CTL_OUTCOME_CHANGED, "");
     CU_ASSERT_EQUAL(s->revision, 3);
@@ -77,35 +77,84 @@ static void test_bootstrap(void)
     free(s);
 }
 
+/* Client addresses: carried by join_node, reported by the node itself with node_address, unique,
+ * kept across an encode/decode of the state. */
+static void test_node_addresses(void)
+{
+    struct ctl_state *s = ctl_test_fixture(4);
+    char *cmd;
+    expect(s, OK(ctl_cmd_join_node(6, "10.0.0.6:7701", "10.0.0.6:7700", 0, 0, &cmd)),
+           CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_STRING_EQUAL(ctl_state_node(s, 6)->client_address, "10.0.0.6:7700");
+    expect(s, OK(ctl_cmd_join_node(7, "10.0.0.7:7701", "10.0.0.6:7700", 0, 0, &cmd)),
+           CTL_OUTCOME_REJECTED, "client_address 10.0.0.6:7700 is already used by node 6");
+    expect(s, OK(ctl_cmd_join_node(7, "10.0.0.7:7701", "10.0.0.7", 0, 0, &cmd)),
+           CTL_OUTCOME_REJECTED, "client_address: \"10.0.0.7\" is not host:port");
+    CU_ASSERT_PTR_NULL(ctl_state_node(s, 7));
+    CU_ASSERT_STRING_EQUAL(ctl_state_node(s, 1)->client_address, "");
+    expect(s, OK(ctl_cmd_node_address(1, "10.0.0.1:7700", "10.0.0.1:7800", 0, &cmd)),
+           CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_STRING_EQUAL(ctl_state_node(s, 1)->client_address, "10.0.0.1:7800");
+    expect(s, OK(ctl_cmd_node_address(1, "10.0.0.1:7700", "10.0.0.1:7800", 0, &cmd)),
+           CTL_OUTCOME_NOOP, "already has address");
+    uint64_t rev = s->revision;
+    expect(s, OK(ctl_cmd_node_address(2, "10.0.0.2:7700", "10.0.0.1:7800", 0, &cmd)),
+           CTL_OUTCOME_REJECTED, "client_address 10.0.0.1:7800 is already used by node 1");
+    expect(s, OK(ctl_cmd_node_address(2, "10.0.0.1:7700", "10.0.0.2:7800", 0, &cmd)),
+           CTL_OUTCOME_REJECTED, "address 10.0.0.1:7700 is already used by node 1");
+    expect(s, OK(ctl_cmd_node_address(2, "10.0.0.2:7700", "", 0, &cmd)), CTL_OUTCOME_REJECTED,
+           "client_address: \"\" is not host:port");
+    expect(s, OK(ctl_cmd_node_address(99, "10.0.0.99:7700", "10.0.0.99:7800", 0, &cmd)),
+           CTL_OUTCOME_REJECTED, "id: node 99 is unknown");
+    CU_ASSERT_EQUAL(s->revision, rev);
+    CU_ASSERT_STRING_EQUAL(ctl_state_node(s, 2)->client_address, "");
+    /* a peer port move is reported the same way */
+    expect(s, OK(ctl_cmd_node_address(2, "10.0.0.2:7711", "10.0.0.2:7800", 0, &cmd)),
+           CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_STRING_EQUAL(ctl_state_node(s, 2)->address, "10.0.0.2:7711");
+    char *json = NULL;
+    size_t len = 0;
+    CU_ASSERT_EQUAL_FATAL(ctl_state_encode(s, &json, &len), CTL_OK);
+    struct ctl_state *d = malloc(sizeof(*d));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(ctl_state_decode(json, len, d, err, sizeof(err)), CTL_OK);
+    CU_ASSERT_STRING_EQUAL(ctl_state_node(d, 1)->client_address, "10.0.0.1:7800");
+    CU_ASSERT_STRING_EQUAL(ctl_state_node(d, 3)->client_address, "");
+    ctl_free(json);
+    free(d);
+    free(s);
+}
+
 static void test_join_node(void)
 {
     struct ctl_state *s = ctl_test_fixture(4);
     char *cmd;
-    expect(s, OK(ctl_cmd_join_node(6, "10.0.0.6:7700", 0, 0, &cmd)), CTL_OUTCOME_CHANGED, "");
+    expect(s, OK(ctl_cmd_join_node(6, "10.0.0.6:7700", NULL, 0, 0, &cmd)), CTL_OUTCOME_CHANGED, "");
     const struct ctl_node *n = ctl_state_node(s, 6);
     CU_ASSERT_PTR_NOT_NULL_FATAL(n);
     CU_ASSERT_EQUAL(n->roles, CTL_ROLE_DATA);
     CU_ASSERT_EQUAL(n->join_state, CTL_JOIN_JOINING);
     CU_ASSERT_EQUAL(n->status, CTL_STATUS_ALIVE);
     CU_ASSERT_EQUAL(n->weight, 100);
-    expect(s, OK(ctl_cmd_join_node(6, "10.0.0.6:7700", 0, 0, &cmd)), CTL_OUTCOME_NOOP,
+    expect(s, OK(ctl_cmd_join_node(6, "10.0.0.6:7700", NULL, 0, 0, &cmd)), CTL_OUTCOME_NOOP,
            "already joined");
-    expect(s, OK(ctl_cmd_join_node(6, "10.0.0.66:7700", 0, 0, &cmd)), CTL_OUTCOME_REJECTED,
+    expect(s, OK(ctl_cmd_join_node(6, "10.0.0.66:7700", NULL, 0, 0, &cmd)), CTL_OUTCOME_REJECTED,
            "node 6 already joined with another address (10.0.0.6:7700)");
-    expect(s, OK(ctl_cmd_join_node(7, "10.0.0.6:7700", 0, 0, &cmd)), CTL_OUTCOME_REJECTED,
+    expect(s, OK(ctl_cmd_join_node(7, "10.0.0.6:7700", NULL, 0, 0, &cmd)), CTL_OUTCOME_REJECTED,
            "address 10.0.0.6:7700 is already used by node 6");
-    expect(s, OK(ctl_cmd_join_node(7, "10.0.0.7", 0, 0, &cmd)), CTL_OUTCOME_REJECTED,
+    expect(s, OK(ctl_cmd_join_node(7, "10.0.0.7", NULL, 0, 0, &cmd)), CTL_OUTCOME_REJECTED,
            "address: \"10.0.0.7\" is not host:port");
-    expect(s, OK(ctl_cmd_join_node(7, "10.0.0.7:1", 1001, 0, &cmd)), CTL_OUTCOME_REJECTED,
+    expect(s, OK(ctl_cmd_join_node(7, "10.0.0.7:1", NULL, 1001, 0, &cmd)), CTL_OUTCOME_REJECTED,
            "weight: 1001 not in 1..1000");
-    expect(s, OK(ctl_cmd_join_node(0, "10.0.0.7:1", 0, 0, &cmd)), CTL_OUTCOME_REJECTED,
+    expect(s, OK(ctl_cmd_join_node(0, "10.0.0.7:1", NULL, 0, 0, &cmd)), CTL_OUTCOME_REJECTED,
            "id: 0 not in 1..");
     for (uint64_t id = 7; s->n_nodes < CTL_NODES_MAX; id++) {
         char addr[32];
         snprintf(addr, sizeof(addr), "10.0.1.%llu:7700", (unsigned long long)id);
-        expect(s, OK(ctl_cmd_join_node(id, addr, 0, 0, &cmd)), CTL_OUTCOME_CHANGED, "");
+        expect(s, OK(ctl_cmd_join_node(id, addr, NULL, 0, 0, &cmd)), CTL_OUTCOME_CHANGED, "");
     }
-    expect(s, OK(ctl_cmd_join_node(1000, "10.9.9.9:1", 0, 0, &cmd)), CTL_OUTCOME_REJECTED,
+    expect(s, OK(ctl_cmd_join_node(1000, "10.9.9.9:1", NULL, 0, 0, &cmd)), CTL_OUTCOME_REJECTED,
            "nodes: already 64, the limit (CTL_NODES_MAX)");
     free(s);
 }
@@ -114,14 +163,14 @@ static void test_activate_node(void)
 {
     struct ctl_state *s = ctl_test_fixture(4);
     char *cmd;
-    expect(s, OK(ctl_cmd_join_node(6, "10.0.0.6:7700", 0, 0, &cmd)), CTL_OUTCOME_CHANGED, "");
+    expect(s, OK(ctl_cmd_join_node(6, "10.0.0.6:7700", NULL, 0, 0, &cmd)), CTL_OUTCOME_CHANGED, "");
     expect(s, OK(ctl_cmd_activate_node(6, 0, &cmd)), CTL_OUTCOME_CHANGED, "");
     CU_ASSERT_EQUAL(ctl_state_node(s, 6)->join_state, CTL_JOIN_ACTIVE);
     expect(s, OK(ctl_cmd_activate_node(6, 0, &cmd)), CTL_OUTCOME_NOOP, "node 6 is already active");
     expect(s, OK(ctl_cmd_activate_node(42, 0, &cmd)), CTL_OUTCOME_REJECTED,
            "id: node 42 is unknown");
     /* No command sets leaving/removed yet: write them by hand (still valid states). */
-    expect(s, OK(ctl_cmd_join_node(8, "10.0.0.8:7700", 0, 0, &cmd)), CTL_OUTCOME_CHANGED, "");
+    expect(s, OK(ctl_cmd_join_node(8, "10.0.0.8:7700", NULL, 0, 0, &cmd)), CTL_OUTCOME_CHANGED, "");
     ((struct ctl_node *)ctl_state_node(s, 8))->join_state = CTL_JOIN_LEAVING;
     expect(s, OK(ctl_cmd_activate_node(8, 0, &cmd)), CTL_OUTCOME_REJECTED,
            "node 8 is leaving, only a joining node can be activated");
@@ -129,7 +178,7 @@ static void test_activate_node(void)
     expect(s, OK(ctl_cmd_activate_node(8, 0, &cmd)), CTL_OUTCOME_REJECTED, "node 8 is removed");
     /* An existing placement is not redone by later activations. */
     struct ctl_group g1 = s->groups[0];
-    expect(s, OK(ctl_cmd_join_node(9, "10.0.0.9:7700", 0, 0, &cmd)), CTL_OUTCOME_CHANGED, "");
+    expect(s, OK(ctl_cmd_join_node(9, "10.0.0.9:7700", NULL, 0, 0, &cmd)), CTL_OUTCOME_CHANGED, "");
     expect(s, OK(ctl_cmd_activate_node(9, 0, &cmd)), CTL_OUTCOME_CHANGED, "");
     CU_ASSERT_EQUAL(memcmp(&g1, &s->groups[0], sizeof(g1)), 0);
     free(s);
@@ -301,7 +350,7 @@ static void test_bad_commands(void)
 static void test_builders(void)
 {
     char *cmd;
-    CU_ASSERT_EQUAL(ctl_cmd_join_node(4, "h:1", 0, 7, &cmd), CTL_OK);
+    CU_ASSERT_EQUAL(ctl_cmd_join_node(4, "h:1", NULL, 0, 7, &cmd), CTL_OK);
     CU_ASSERT_STRING_EQUAL(cmd, "{\"address\":\"h:1\",\"expected_revision\":7,\"id\":4,"
                                 "\"op\":\"join_node\"}");
     ctl_free(cmd);
@@ -316,8 +365,8 @@ static void test_builders(void)
                                 "\"a:1\",\"id\":1,\"weight\":5}],\"op\":\"bootstrap\"}");
     ctl_free(cmd);
     cmd = NULL;
-    CU_ASSERT_EQUAL(ctl_cmd_join_node(1, NULL, 0, 0, &cmd), CTL_EINVALID);
-    CU_ASSERT_EQUAL(ctl_cmd_join_node(1, "\xff:1", 0, 0, &cmd), CTL_EINVALID);
+    CU_ASSERT_EQUAL(ctl_cmd_join_node(1, NULL, NULL, 0, 0, &cmd), CTL_EINVALID);
+    CU_ASSERT_EQUAL(ctl_cmd_join_node(1, "\xff:1", NULL, 0, 0, &cmd), CTL_EINVALID);
     CU_ASSERT_EQUAL(ctl_cmd_activate_node(CTL_U64_JSON_MAX + 1, 0, &cmd), CTL_EINVALID);
     CU_ASSERT_EQUAL(ctl_cmd_set_weight(1, 5, CTL_U64_JSON_MAX + 1, &cmd), CTL_EINVALID);
     CU_ASSERT_EQUAL(ctl_cmd_set_node_status(1, (enum ctl_node_status)7, 0, &cmd), CTL_EINVALID);
@@ -345,7 +394,8 @@ static char *random_command(uint64_t *rng, uint64_t revision)
     switch (rng_next(rng) % 9) {
     case 0:
         CU_ASSERT_EQUAL(
-            ctl_cmd_join_node(id, addr, (uint32_t)(rng_next(rng) % 300), expected, &cmd), CTL_OK);
+            ctl_cmd_join_node(id, addr, NULL, (uint32_t)(rng_next(rng) % 300), expected, &cmd),
+            CTL_OK);
         break;
     case 1:
     case 2:
@@ -442,7 +492,7 @@ static void test_mutated_commands(void)
     char *seeds[8], buf[512];
     const size_t n_seeds = sizeof(seeds) / sizeof(seeds[0]);
     *start = *s;
-    CU_ASSERT_EQUAL_FATAL(ctl_cmd_join_node(6, "10.0.0.6:7700", 20, 0, &seeds[0]), CTL_OK);
+    CU_ASSERT_EQUAL_FATAL(ctl_cmd_join_node(6, "10.0.0.6:7700", NULL, 20, 0, &seeds[0]), CTL_OK);
     CU_ASSERT_EQUAL_FATAL(ctl_cmd_set_preferred_leader(1, 2, 0, &seeds[1]), CTL_OK);
     CU_ASSERT_EQUAL_FATAL(ctl_cmd_health_report(3, 77, 99, 0, &seeds[2]), CTL_OK);
     CU_ASSERT_EQUAL_FATAL(ctl_cmd_set_node_status(4, CTL_STATUS_DOWN, 0, &seeds[3]), CTL_OK);
@@ -526,6 +576,7 @@ void ctl_test_add_apply(void)
     CU_pSuite s = CU_add_suite("controller apply", NULL, NULL);
     CU_add_test(s, "bootstrap and placement at bootstrap_expect", test_bootstrap);
     CU_add_test(s, "join_node", test_join_node);
+    CU_add_test(s, "client and peer addresses (node_address)", test_node_addresses);
     CU_add_test(s, "activate_node", test_activate_node);
     CU_add_test(s, "set_preferred_leader", test_set_preferred_leader);
     CU_add_test(s, "set_node_status and set_weight", test_set_node_status_and_weight);

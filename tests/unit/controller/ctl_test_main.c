@@ -75,7 +75,7 @@ struct ctl_state *ctl_test_fixture(uint32_t slot_groups)
     for (uint64_t id = 4; id <= 5; id++) {
         char addr[32];
         snprintf(addr, sizeof(addr), "10.0.0.%llu:7700", (unsigned long long)id);
-        ctl_test_expect(s, cmd_or_die(ctl_cmd_join_node(id, addr, 50, 0, &c), &c),
+        ctl_test_expect(s, cmd_or_die(ctl_cmd_join_node(id, addr, NULL, 50, 0, &c), &c),
                         CTL_OUTCOME_CHANGED);
         ctl_test_expect(s, cmd_or_die(ctl_cmd_activate_node(id, 0, &c), &c), CTL_OUTCOME_CHANGED);
     }

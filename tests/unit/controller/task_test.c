@@ -286,7 +286,7 @@ static void test_replica_move_create_rejects(void)
     spec.source = 0;
     expect(s, OK(ctl_cmd_task_create(&spec, 1, 0, cmd)), CTL_OUTCOME_REJECTED, "source: 0 not in");
     /* A joining, a down target. */
-    expect(s, OK(ctl_cmd_join_node(6, "10.0.0.6:7700", 0, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    expect(s, OK(ctl_cmd_join_node(6, "10.0.0.6:7700", NULL, 0, 0, cmd)), CTL_OUTCOME_CHANGED, "");
     spec = (struct ctl_task_spec){CTL_TASK_REPLICA_MOVE, 2, in, 6, 0};
     expect(s, OK(ctl_cmd_task_create(&spec, 1, 0, cmd)), CTL_OUTCOME_REJECTED,
            "target: node 6 is joining, a replica moves only to an active data node");
@@ -543,7 +543,7 @@ static void test_voter_promotion(void)
 {
     struct ctl_state *s = task_fixture(4);
     char *cmd[1];
-    expect(s, OK(ctl_cmd_join_node(6, "10.0.0.6:7700", 0, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    expect(s, OK(ctl_cmd_join_node(6, "10.0.0.6:7700", NULL, 0, 0, cmd)), CTL_OUTCOME_CHANGED, "");
     struct ctl_task_spec spec = {CTL_TASK_CONTROLLER_VOTER_PROMOTION, 0, 0, 0, 1};
     expect(s, OK(ctl_cmd_task_create(&spec, 1, 0, cmd)), CTL_OUTCOME_REJECTED,
            "node: node 1 is already a controller voter");
@@ -607,7 +607,7 @@ static void test_voter_promotion(void)
     for (uint64_t idn = 7; idn <= 8; idn++) {
         char addr[32];
         snprintf(addr, sizeof(addr), "10.0.0.%llu:7700", (unsigned long long)idn);
-        expect(s, OK(ctl_cmd_join_node(idn, addr, 0, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+        expect(s, OK(ctl_cmd_join_node(idn, addr, NULL, 0, 0, cmd)), CTL_OUTCOME_CHANGED, "");
         expect(s, OK(ctl_cmd_activate_node(idn, 0, cmd)), CTL_OUTCOME_CHANGED, "");
     }
     for (uint64_t idn = 5; idn <= 7; idn++) {
@@ -633,7 +633,7 @@ static void test_node_drain(void)
     struct ctl_task_spec spec = {CTL_TASK_NODE_DRAIN, 0, 0, 0, 2};
     expect(s, OK(ctl_cmd_task_create(&spec, 1, 0, cmd)), CTL_OUTCOME_REJECTED,
            "node: node 2 is a controller voter: demote it first");
-    expect(s, OK(ctl_cmd_join_node(6, "10.0.0.6:7700", 0, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    expect(s, OK(ctl_cmd_join_node(6, "10.0.0.6:7700", NULL, 0, 0, cmd)), CTL_OUTCOME_CHANGED, "");
     spec.node = 6;
     expect(s, OK(ctl_cmd_task_create(&spec, 1, 0, cmd)), CTL_OUTCOME_REJECTED,
            "node: node 6 is joining, only an active or leaving node can be drained");
@@ -729,7 +729,7 @@ static void test_node_drain(void)
     const struct ctl_node *n5 = ctl_state_node(s, 5);
     CU_ASSERT_PTR_NOT_NULL_FATAL(n5);
     CU_ASSERT_EQUAL(n5->join_state, CTL_JOIN_REMOVED);
-    expect(s, OK(ctl_cmd_join_node(9, "10.0.0.5:7700", 0, 0, cmd)), CTL_OUTCOME_REJECTED,
+    expect(s, OK(ctl_cmd_join_node(9, "10.0.0.5:7700", NULL, 0, 0, cmd)), CTL_OUTCOME_REJECTED,
            "address 10.0.0.5:7700 is already used by node 5");
     expect(s, OK(ctl_cmd_activate_node(5, 0, cmd)), CTL_OUTCOME_REJECTED, "node 5 is removed");
     spec.node = 5;

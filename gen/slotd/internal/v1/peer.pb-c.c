@@ -7,6 +7,96 @@
 #endif
 
 #include "slotd/internal/v1/peer.pb-c.h"
+void   slotd__internal__v1__forward_request__init
+                     (Slotd__Internal__V1__ForwardRequest         *message)
+{
+  static const Slotd__Internal__V1__ForwardRequest init_value = SLOTD__INTERNAL__V1__FORWARD_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__forward_request__get_packed_size
+                     (const Slotd__Internal__V1__ForwardRequest *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__forward_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__forward_request__pack
+                     (const Slotd__Internal__V1__ForwardRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__forward_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__forward_request__pack_to_buffer
+                     (const Slotd__Internal__V1__ForwardRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__forward_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__ForwardRequest *
+       slotd__internal__v1__forward_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__ForwardRequest *)
+     protobuf_c_message_unpack (&slotd__internal__v1__forward_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__forward_request__free_unpacked
+                     (Slotd__Internal__V1__ForwardRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__forward_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__internal__v1__forward_response__init
+                     (Slotd__Internal__V1__ForwardResponse         *message)
+{
+  static const Slotd__Internal__V1__ForwardResponse init_value = SLOTD__INTERNAL__V1__FORWARD_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__forward_response__get_packed_size
+                     (const Slotd__Internal__V1__ForwardResponse *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__forward_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__forward_response__pack
+                     (const Slotd__Internal__V1__ForwardResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__forward_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__forward_response__pack_to_buffer
+                     (const Slotd__Internal__V1__ForwardResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__forward_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__ForwardResponse *
+       slotd__internal__v1__forward_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__ForwardResponse *)
+     protobuf_c_message_unpack (&slotd__internal__v1__forward_response__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__forward_response__free_unpacked
+                     (Slotd__Internal__V1__ForwardResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__forward_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__internal__v1__migration_propose_request__init
                      (Slotd__Internal__V1__MigrationProposeRequest         *message)
 {
@@ -592,6 +682,95 @@ void   slotd__internal__v1__group_leader__free_unpacked
   assert(message->base.descriptor == &slotd__internal__v1__group_leader__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+static const ProtobufCFieldDescriptor slotd__internal__v1__forward_request__field_descriptors[2] =
+{
+  {
+    "method",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__ForwardRequest, method),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "request",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__ForwardRequest, request),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__forward_request__field_indices_by_name[] = {
+  0,   /* field[0] = method */
+  1,   /* field[1] = request */
+};
+static const ProtobufCIntRange slotd__internal__v1__forward_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__forward_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.ForwardRequest",
+  "ForwardRequest",
+  "Slotd__Internal__V1__ForwardRequest",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__ForwardRequest),
+  2,
+  slotd__internal__v1__forward_request__field_descriptors,
+  slotd__internal__v1__forward_request__field_indices_by_name,
+  1,  slotd__internal__v1__forward_request__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__forward_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__internal__v1__forward_response__field_descriptors[1] =
+{
+  {
+    "response",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__ForwardResponse, response),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__forward_response__field_indices_by_name[] = {
+  0,   /* field[0] = response */
+};
+static const ProtobufCIntRange slotd__internal__v1__forward_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__forward_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.ForwardResponse",
+  "ForwardResponse",
+  "Slotd__Internal__V1__ForwardResponse",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__ForwardResponse),
+  1,
+  slotd__internal__v1__forward_response__field_descriptors,
+  slotd__internal__v1__forward_response__field_indices_by_name,
+  1,  slotd__internal__v1__forward_response__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__forward_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor slotd__internal__v1__migration_propose_request__field_descriptors[2] =
 {
   {
@@ -1527,16 +1706,18 @@ const ProtobufCMessageDescriptor slotd__internal__v1__group_leader__descriptor =
   (ProtobufCMessageInit) slotd__internal__v1__group_leader__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor slotd__internal__v1__peer__method_descriptors[5] =
+static const ProtobufCMethodDescriptor slotd__internal__v1__peer__method_descriptors[6] =
 {
   { "Raft", &slotd__internal__v1__raft_batch__descriptor, &slotd__internal__v1__raft_batch_ack__descriptor },
   { "Snapshot", &slotd__internal__v1__snapshot_chunk__descriptor, &slotd__internal__v1__snapshot_ack__descriptor },
   { "GroupStatus", &slotd__internal__v1__group_status_request__descriptor, &slotd__internal__v1__group_status_response__descriptor },
   { "ControllerCommand", &slotd__internal__v1__controller_command_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "MigrationPropose", &slotd__internal__v1__migration_propose_request__descriptor, &slotd__v1__propose_response__descriptor },
+  { "Forward", &slotd__internal__v1__forward_request__descriptor, &slotd__internal__v1__forward_response__descriptor },
 };
 const unsigned slotd__internal__v1__peer__method_indices_by_name[] = {
   3,        /* ControllerCommand */
+  5,        /* Forward */
   2,        /* GroupStatus */
   4,        /* MigrationPropose */
   0,        /* Raft */
@@ -1549,7 +1730,7 @@ const ProtobufCServiceDescriptor slotd__internal__v1__peer__descriptor =
   "Peer",
   "Slotd__Internal__V1__Peer",
   "slotd.internal.v1",
-  5,
+  6,
   slotd__internal__v1__peer__method_descriptors,
   slotd__internal__v1__peer__method_indices_by_name
 };
@@ -1592,6 +1773,14 @@ void slotd__internal__v1__peer__migration_propose(ProtobufCService *service,
 {
   assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
   service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void slotd__internal__v1__peer__forward(ProtobufCService *service,
+                                        const Slotd__Internal__V1__ForwardRequest *input,
+                                        Slotd__Internal__V1__ForwardResponse_Closure closure,
+                                        void *closure_data)
+{
+  assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
+  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__internal__v1__peer__init (Slotd__Internal__V1__Peer_Service *service,
                                       Slotd__Internal__V1__Peer_ServiceDestroy destroy)

@@ -17,6 +17,8 @@ PROTOBUF_C__BEGIN_DECLS
 #include "slotd/v1/admin.pb-c.h"
 #include "slotd/v1/metadata.pb-c.h"
 
+typedef struct Slotd__Internal__V1__ForwardRequest Slotd__Internal__V1__ForwardRequest;
+typedef struct Slotd__Internal__V1__ForwardResponse Slotd__Internal__V1__ForwardResponse;
 typedef struct Slotd__Internal__V1__MigrationProposeRequest Slotd__Internal__V1__MigrationProposeRequest;
 typedef struct Slotd__Internal__V1__ControllerCommandRequest Slotd__Internal__V1__ControllerCommandRequest;
 typedef struct Slotd__Internal__V1__RaftBatch Slotd__Internal__V1__RaftBatch;
@@ -36,6 +38,36 @@ typedef struct Slotd__Internal__V1__GroupLeader Slotd__Internal__V1__GroupLeader
 
 
 /* --- messages --- */
+
+struct  Slotd__Internal__V1__ForwardRequest
+{
+  ProtobufCMessage base;
+  /*
+   * "/slotd.v1.Metadata/<Method>" or "/slotd.v1.Admin/<Method>".
+   */
+  char *method;
+  /*
+   * The packed request of that method.
+   */
+  ProtobufCBinaryData request;
+};
+#define SLOTD__INTERNAL__V1__FORWARD_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__forward_request__descriptor) \
+    , (char *)protobuf_c_empty_string, {0,NULL} }
+
+
+struct  Slotd__Internal__V1__ForwardResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The packed response of that method.
+   */
+  ProtobufCBinaryData response;
+};
+#define SLOTD__INTERNAL__V1__FORWARD_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__forward_response__descriptor) \
+    , {0,NULL} }
+
 
 struct  Slotd__Internal__V1__MigrationProposeRequest
 {
@@ -229,6 +261,44 @@ struct  Slotd__Internal__V1__GroupLeader
     , 0, 0, 0, 0,NULL, 0,NULL, 0, 0 }
 
 
+/* Slotd__Internal__V1__ForwardRequest methods */
+void   slotd__internal__v1__forward_request__init
+                     (Slotd__Internal__V1__ForwardRequest         *message);
+size_t slotd__internal__v1__forward_request__get_packed_size
+                     (const Slotd__Internal__V1__ForwardRequest   *message);
+size_t slotd__internal__v1__forward_request__pack
+                     (const Slotd__Internal__V1__ForwardRequest   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__forward_request__pack_to_buffer
+                     (const Slotd__Internal__V1__ForwardRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__ForwardRequest *
+       slotd__internal__v1__forward_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__forward_request__free_unpacked
+                     (Slotd__Internal__V1__ForwardRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__ForwardResponse methods */
+void   slotd__internal__v1__forward_response__init
+                     (Slotd__Internal__V1__ForwardResponse         *message);
+size_t slotd__internal__v1__forward_response__get_packed_size
+                     (const Slotd__Internal__V1__ForwardResponse   *message);
+size_t slotd__internal__v1__forward_response__pack
+                     (const Slotd__Internal__V1__ForwardResponse   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__forward_response__pack_to_buffer
+                     (const Slotd__Internal__V1__ForwardResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__ForwardResponse *
+       slotd__internal__v1__forward_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__forward_response__free_unpacked
+                     (Slotd__Internal__V1__ForwardResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__Internal__V1__MigrationProposeRequest methods */
 void   slotd__internal__v1__migration_propose_request__init
                      (Slotd__Internal__V1__MigrationProposeRequest         *message);
@@ -478,6 +548,12 @@ void   slotd__internal__v1__group_leader__free_unpacked
                       ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
+typedef void (*Slotd__Internal__V1__ForwardRequest_Closure)
+                 (const Slotd__Internal__V1__ForwardRequest *message,
+                  void *closure_data);
+typedef void (*Slotd__Internal__V1__ForwardResponse_Closure)
+                 (const Slotd__Internal__V1__ForwardResponse *message,
+                  void *closure_data);
 typedef void (*Slotd__Internal__V1__MigrationProposeRequest_Closure)
                  (const Slotd__Internal__V1__MigrationProposeRequest *message,
                   void *closure_data);
@@ -544,6 +620,10 @@ struct Slotd__Internal__V1__Peer_Service
                             const Slotd__Internal__V1__MigrationProposeRequest *input,
                             Slotd__V1__ProposeResponse_Closure closure,
                             void *closure_data);
+  void (*forward)(Slotd__Internal__V1__Peer_Service *service,
+                  const Slotd__Internal__V1__ForwardRequest *input,
+                  Slotd__Internal__V1__ForwardResponse_Closure closure,
+                  void *closure_data);
 };
 typedef void (*Slotd__Internal__V1__Peer_ServiceDestroy)(Slotd__Internal__V1__Peer_Service *);
 void slotd__internal__v1__peer__init (Slotd__Internal__V1__Peer_Service *service,
@@ -556,7 +636,8 @@ void slotd__internal__v1__peer__init (Slotd__Internal__V1__Peer_Service *service
       function_prefix__ ## snapshot,\
       function_prefix__ ## group_status,\
       function_prefix__ ## controller_command,\
-      function_prefix__ ## migration_propose  }
+      function_prefix__ ## migration_propose,\
+      function_prefix__ ## forward  }
 void slotd__internal__v1__peer__raft(ProtobufCService *service,
                                      const Slotd__Internal__V1__RaftBatch *input,
                                      Slotd__Internal__V1__RaftBatchAck_Closure closure,
@@ -577,9 +658,15 @@ void slotd__internal__v1__peer__migration_propose(ProtobufCService *service,
                                                   const Slotd__Internal__V1__MigrationProposeRequest *input,
                                                   Slotd__V1__ProposeResponse_Closure closure,
                                                   void *closure_data);
+void slotd__internal__v1__peer__forward(ProtobufCService *service,
+                                        const Slotd__Internal__V1__ForwardRequest *input,
+                                        Slotd__Internal__V1__ForwardResponse_Closure closure,
+                                        void *closure_data);
 
 /* --- descriptors --- */
 
+extern const ProtobufCMessageDescriptor slotd__internal__v1__forward_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__forward_response__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__migration_propose_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__controller_command_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__raft_batch__descriptor;
