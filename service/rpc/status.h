@@ -28,7 +28,8 @@
     X(SLOTD_EINTERNAL, 15, "internal error")                                                       \
     X(SLOTD_EUNIMPLEMENTED, 16, "unimplemented")                                                  \
     X(SLOTD_EUNAUTHENTICATED, 17, "unauthenticated")                                              \
-    X(SLOTD_EPRECONDITION, 18, "precondition failed")
+    X(SLOTD_EPRECONDITION, 18, "precondition failed")                                             \
+    X(SLOTD_EPERMISSION_DENIED, 19, "permission denied")
 
 enum slotd_err {
 #define SLOTD__ENUM(name, value, msg) name = value,
