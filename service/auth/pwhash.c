@@ -29,18 +29,18 @@ struct auth_pwhash_pool {
     char dummy[AUTH_PWHASH_STR_MAX]; /* hash of a random password: the missing user's cost */
 };
 
-static void run(struct auth_pwhash_pool *p, struct job *j)
+/* Runs j's hash or check; *rc gets the answer, out the new hash (hash jobs). */
+static void run(struct auth_pwhash_pool *p, struct job *j, int *rc, char out[AUTH_PWHASH_STR_MAX])
 {
     if (!j->verify) {
-        char out[AUTH_PWHASH_STR_MAX];
-        int rc = crypto_pwhash_str(out, j->password, j->len, AUTH_PWHASH_OPSLIMIT,
-                                   AUTH_PWHASH_MEMLIMIT);
-        j->cb(j->arg, rc == 0 ? AUTH_OK : AUTH_ESYS, rc == 0 ? out : NULL);
+        int r = crypto_pwhash_str(out, j->password, j->len, AUTH_PWHASH_OPSLIMIT,
+                                  AUTH_PWHASH_MEMLIMIT);
+        *rc = r == 0 ? AUTH_OK : AUTH_ESYS;
         return;
     }
     const char *h = j->has_hash ? j->hash : p->dummy;
-    int rc = crypto_pwhash_str_verify(h, j->password, j->len);
-    j->cb(j->arg, rc == 0 && j->has_hash ? AUTH_OK : AUTH_EBADPROOF, NULL);
+    int r = crypto_pwhash_str_verify(h, j->password, j->len);
+    *rc = r == 0 && j->has_hash ? AUTH_OK : AUTH_EBADPROOF;
 }
 
 static void *worker(void *arg)
@@ -62,11 +62,17 @@ static void *worker(void *arg)
         p->n_queued--;
         p->n_running++;
         pthread_mutex_unlock(&p->mu);
-        run(p, j);
+        int rc;
+        char out[AUTH_PWHASH_STR_MAX];
+        run(p, j, &rc, out);
+        pthread_mutex_lock(&p->mu);
+        p->n_running--; /* before the callback: a caller it wakes sees the job gone */
+        pthread_mutex_unlock(&p->mu);
+        j->cb(j->arg, rc, !j->verify && rc == AUTH_OK ? out : NULL);
+        sodium_memzero(out, sizeof(out));
         sodium_memzero(j, sizeof(*j));
         free(j);
         pthread_mutex_lock(&p->mu);
-        p->n_running--;
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
