@@ -517,6 +517,41 @@ class RbacTest(h.SlotdTestCase):
             self.assertNotIn(ROOT_PASSWORD, log)
             self.assertIn("auth=on", log)
 
+    def test_mirror_checks_too(self):
+        """A node that joins later (a mirror: not a controller voter) copies the users and roles
+        with the cluster state and checks every call the same way."""
+        args = ["--node-id", "4", "--join", self.cluster.addr(1), "--auth", "1"]
+        mirror = h.SlotdServer(self._class_workdir, name="rbac-mirror", extra_args=args)
+        self._class_servers.append(mirror)
+        mirror.start()
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                got = admin_pb2_grpc.AdminStub(mirror.channel).AuthList(
+                    admin_pb2.AuthListRequest(min_revision=self.rev), timeout=h.RPC_TIMEOUT_S,
+                    metadata=self.root)
+                break
+            except grpc.RpcError as err:
+                if time.monotonic() > deadline:
+                    raise AssertionError("mirror: %s %s" % (err.code(), err.details()))
+                time.sleep(0.1)
+        self.assertIn("bob", [u.name for u in got.users])
+        self.assertIn("mirrored", mirror.log_text())
+        self.assertRefused(DENIED, lambda: mirror.stub.Propose(h.pb.ProposeRequest(
+            put=h.pb.PutCommand(key=self.b_key, value=b"via mirror")), timeout=h.RPC_TIMEOUT_S,
+            metadata=self.bob), 'user bob has read key_prefix "b/"')
+        self.assertRefused(UNAUTH, lambda: h.put(mirror.stub, self.b_key, b"no token"),
+                           "no credentials")
+        key = h.unique_key("a/mirror")
+        mirror.stub.Propose(h.pb.ProposeRequest(put=h.pb.PutCommand(key=key, value=b"m")),
+                            timeout=h.RPC_TIMEOUT_S, metadata=self.alice)  # forwarded
+        self.assertStored(key, b"m", via=1)
+        self.assertStored(self.b_key, via=2)
+        token = admin_pb2_grpc.AdminStub(mirror.channel).Authenticate(
+            admin_pb2.AuthenticateRequest(user="bob", password="bob password"),
+            timeout=h.RPC_TIMEOUT_S).token
+        self.assertEqual(self.get(3, self.b_key, bearer(token)).get.value, b"root wrote this")
+
     def test_slotctl(self):
         slotctl = h.REPO / "build" / "bin" / "slotctl"
         if not slotctl.exists():
