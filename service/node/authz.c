@@ -380,8 +380,12 @@ int node_authz_caller(struct node_api *api, struct rpc_call *call, const char *m
         return rc > 0 ? 0 : -1;
     }
     struct node_authz_snap *snap = node_authz_snap_acquire(api->authz);
-    char cn[RPC_PEER_NAME_MAX];
-    if (caller_by_cert(api, call, snap, c, cn, sizeof(cn)) == 1) {
+    size_t hlen = 0;
+    const char *hdr = rpc_call_header(call, AUTH_TOKEN_HEADER, &hlen);
+    bool token = hdr != NULL && hlen > 0;
+    char cn[RPC_PEER_NAME_MAX] = "";
+    /* A token, when sent, names the caller; else a certificate may (a node's, or a user's CN) */
+    if (!token && caller_by_cert(api, call, snap, c, cn, sizeof(cn)) == 1) {
         if (c->kind == NODE_CALLER_USER) {
             c->snap = snap;
         } else {
@@ -389,8 +393,6 @@ int node_authz_caller(struct node_api *api, struct rpc_call *call, const char *m
         }
         return 0;
     }
-    size_t hlen = 0;
-    const char *hdr = rpc_call_header(call, AUTH_TOKEN_HEADER, &hlen);
     if (snap == NULL || !snap->auth.enabled) {
         slotd_error_set(err, SLOTD_EUNAUTHENTICATED,
                         "auth is on but this node holds no users yet (controller revision "
@@ -400,7 +402,7 @@ int node_authz_caller(struct node_api *api, struct rpc_call *call, const char *m
         node_authz_snap_release(snap);
         return -1;
     }
-    if (hdr == NULL || hlen == 0) {
+    if (!token) {
         if (cn[0] != '\0') {
             slotd_error_set(err, SLOTD_EUNAUTHENTICATED,
                             "client certificate CN \"%.64s\" is not a user, and no token was "

@@ -65,10 +65,11 @@ struct node_caller {
     const struct ctl_user *user;  /* USER: borrowed from snap */
 };
 
-/* Who made call (method: its path; req, len: its body, for the peer proof). A node is proven by
- * a slotd-peer-proof header (--cluster-secret-file) or, with --tls-client-auth, a certificate
- * naming node-<id>; a user by a client certificate whose CN is a user name, or by the token in
- * "authorization: Bearer <token>" (MAC, expiry and the user's current revision checked). Returns
+/* Who made call (method: its path; req, len: its body, for the peer proof), in this order: a node is proven by
+ * a slotd-peer-proof header (--cluster-secret-file); a user by the token in "authorization:
+ * Bearer <token>" when one is sent (MAC, expiry and the user's current revision checked); else,
+ * with --tls-client-auth, a certificate naming node-<id> is that node and one whose CN is a user
+ * name is that user. Returns
  * 0 with *c filled (release it), or -1 with err UNAUTHENTICATED naming what failed. Any thread. */
 int node_authz_caller(struct node_api *api, struct rpc_call *call, const char *method,
                       const uint8_t *req, size_t len, struct node_caller *c,

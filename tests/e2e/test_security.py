@@ -610,5 +610,69 @@ class RbacGeneratedRootTest(h.SlotdTestCase):
         self.assertEqual(ctx.exception.code(), UNAUTH)
 
 
+
+@unittest.skipIf(__import__("shutil").which("openssl") is None, "the openssl CLI is not installed")
+class RbacCertificateTest(h.SlotdTestCase):
+    """--auth 1 with --tls-client-auth 1: a verified client certificate whose CN is a user's name
+    is that user, without a token; a CN that is no user is UNAUTHENTICATED."""
+
+    def test_certificate_cn_is_the_user(self):
+        import test_tls as t  # certificates made with openssl (test_tls.py)
+        certdir = tempfile.mkdtemp(prefix="slotd-e2e-certs-")
+        self.addCleanup(__import__("shutil").rmtree, certdir, True)
+        certs = t.make_certs(certdir)
+        if getattr(self, "_workdir", None) is None:
+            self._workdir = tempfile.mkdtemp(prefix="slotd-e2e-")
+        pw = os.path.join(self._workdir, "root.password")
+        with open(pw, "w") as f:
+            f.write(ROOT_PASSWORD)
+        server = t.TlsServer(self._workdir, t.creds(certs, client="client"), name="rbac-mtls",
+                             extra_args=t.tls_args(certs, client_auth=True)
+                             + ["--auth", "1", "--root-password-file", pw])
+        self._servers.append(server)
+        server.start()
+        admin = admin_pb2_grpc.AdminStub(server.channel)
+        deadline = time.monotonic() + 10
+        while True:  # auth_init applies right after the first election
+            try:
+                root = bearer(admin.Authenticate(admin_pb2.AuthenticateRequest(
+                    user="root", password=ROOT_PASSWORD), timeout=h.RPC_TIMEOUT_S).token)
+                break
+            except grpc.RpcError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        key_a, key_b = h.unique_key("a/mtls"), h.unique_key("b/mtls")
+        with self.assertRaises(grpc.RpcError) as ctx:
+            h.put(server.stub, key_a, b"cert only")
+        self.assertEqual(ctx.exception.code(), UNAUTH)
+        self.assertIn('client certificate CN "slotd-test-client" is not a user',
+                      ctx.exception.details())
+        role = admin_pb2.RoleWriteRequest(op=admin_pb2.ROLE_OP_ADD, name="certrole")
+        admin.RoleWrite(role, timeout=h.RPC_TIMEOUT_S, metadata=root)
+        role = admin_pb2.RoleWriteRequest(op=admin_pb2.ROLE_OP_GRANT, name="certrole")
+        role.permission.type, role.permission.access, role.permission.value = \
+            "key_prefix", "readwrite", "a/"
+        admin.RoleWrite(role, timeout=h.RPC_TIMEOUT_S, metadata=root)
+        admin.UserWrite(admin_pb2.UserWriteRequest(op=admin_pb2.USER_OP_ADD,
+                                                   name="slotd-test-client", password="unused"),
+                        timeout=h.RPC_TIMEOUT_S, metadata=root)
+        rev = admin.UserWrite(admin_pb2.UserWriteRequest(
+            op=admin_pb2.USER_OP_GRANT_ROLE, name="slotd-test-client", role="certrole"),
+            timeout=h.RPC_TIMEOUT_S, metadata=root).revision
+        admin.AuthList(admin_pb2.AuthListRequest(min_revision=rev), timeout=h.RPC_TIMEOUT_S,
+                       metadata=root)
+        h.put(server.stub, key_a, b"cert only")  # no token: the certificate names the user
+        self.assertEqual(h.get(server.stub, key_a).get.value, b"cert only")
+        with self.assertRaises(grpc.RpcError) as ctx:
+            h.put(server.stub, key_b, b"cert only")
+        self.assertEqual(ctx.exception.code(), DENIED)
+        self.assertIn('user slotd-test-client has readwrite key_prefix "a/"',
+                      ctx.exception.details())
+        got = server.stub.Read(h.pb.ReadRequest(get=h.pb.GetQuery(key=key_b)),
+                               timeout=h.RPC_TIMEOUT_S, metadata=root)
+        self.assertFalse(got.get.found)
+
+
 if __name__ == "__main__":
     unittest.main()
