@@ -48,8 +48,7 @@ static int slotbench_token_load(struct bench_opts *o)
     o->token[n] = '\0';
     o->token[strcspn(o->token, "\r\n")] = '\0';
     if (o->token[0] == '\0') {
-        fprintf(stderr, "slotbench: --token-file %s: no token on the first line\n",
-                o->token_file);
+        fprintf(stderr, "slotbench: --token-file %s: no token on the first line\n", o->token_file);
         return -1;
     }
     return 0;

@@ -1,4 +1,4 @@
-/* slotctl_auth.c - slotctl's users and roles: --user/--password-file login, user and role commands. */
+/* slotctl_auth.c - slotctl users and roles: --user/--password-file login, user, role. */
 #include "slotctl_cmds.h"
 
 #include <inttypes.h>
@@ -92,8 +92,7 @@ static int list_run(struct slotd_client *c, const struct slotctl_args *a)
         slotctl_json_print(j);
         return SLOTCTL_EXIT_OK;
     }
-    printf("auth %s  revision %" PRIu64 "\n", l.enabled ? "enabled" : "not enabled",
-           l.revision);
+    printf("auth %s  revision %" PRIu64 "\n", l.enabled ? "enabled" : "not enabled", l.revision);
     if (a->cmd == SLOTCTL_CMD_USER) {
         printf("%-32s  %-10s  %s\n", "USER", "REVISION", "ROLES");
         for (size_t i = 0; i < l.n_users; i++)
@@ -147,8 +146,8 @@ static int user_run(struct slotd_client *c, const struct slotctl_args *a)
 static int role_run(struct slotd_client *c, const struct slotctl_args *a)
 {
     const char *sub = a->pos[0], *name = a->pos_count > 1 ? a->pos[1] : NULL;
-    struct slotd_auth_write w = {.role = true, .name = name,
-                                 .expected_revision = a->expected_revision};
+    struct slotd_auth_write w = {
+        .role = true, .name = name, .expected_revision = a->expected_revision};
     char what[256];
     int n = a->pos_count;
     if (strcmp(sub, "list") == 0 && n == 1)

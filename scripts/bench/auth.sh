@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# scripts/bench/auth.sh - durable put/s on one node with --auth 1 (a token on every call) against
-# --auth 0, same client (slotbench), both servers up at once, runs alternating, medians side by side.
+# scripts/bench/auth.sh - put/s on one node, --auth 1 (token per call) vs --auth 0, medians.
+# Same client (slotbench), both servers up at once, runs alternating, medians side by side.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}

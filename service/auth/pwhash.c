@@ -33,8 +33,8 @@ struct auth_pwhash_pool {
 static void run(struct auth_pwhash_pool *p, struct job *j, int *rc, char out[AUTH_PWHASH_STR_MAX])
 {
     if (!j->verify) {
-        int r = crypto_pwhash_str(out, j->password, j->len, AUTH_PWHASH_OPSLIMIT,
-                                  AUTH_PWHASH_MEMLIMIT);
+        int r =
+            crypto_pwhash_str(out, j->password, j->len, AUTH_PWHASH_OPSLIMIT, AUTH_PWHASH_MEMLIMIT);
         *rc = r == 0 ? AUTH_OK : AUTH_ESYS;
         return;
     }

@@ -1,4 +1,4 @@
-/* token.c - client tokens: t1.<user>.<user_revision>.<expires_ms>.<HMAC-SHA-256>, made and checked. */
+/* token.c - client tokens t1.<user>.<revision>.<expires_ms>.<HMAC-SHA-256>: make, check. */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* token.h - client tokens (MAC over user, user revision, expiry) and the bounded password-hash pool. */
+/* token.h - client tokens (MAC over user, revision, expiry) and the password-hash pool. */
 #ifndef SLOTD_AUTH_TOKEN_H
 #define SLOTD_AUTH_TOKEN_H
 

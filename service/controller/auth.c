@@ -1,4 +1,4 @@
-/* auth.c - users and roles in the controller state: rules, JSON section, commands, permission check. */
+/* auth.c - users and roles in the controller state: rules, JSON, commands, permission check. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +46,8 @@ static bool name_ok(const char *s)
     if (!ctl__cluster_id_ok(s) || strlen(s) > CTL_AUTH_NAME_MAX) {
         return false;
     }
-    if (strncmp(s, "node-", 5) == 0 && s[5] != '\0' && strspn(s + 5, "0123456789") == strlen(s + 5)) {
+    if (strncmp(s, "node-", 5) == 0 && s[5] != '\0' &&
+        strspn(s + 5, "0123456789") == strlen(s + 5)) {
         return false;
     }
     return true;
@@ -268,8 +269,8 @@ static int validate_role(const struct ctl_auth_role *r, uint32_t i, char *err, s
     return CTL_OK;
 }
 
-static int validate_user(const struct ctl_state *s, const struct ctl_user *u, uint32_t i,
-                         char *err, size_t errlen)
+static int validate_user(const struct ctl_state *s, const struct ctl_user *u, uint32_t i, char *err,
+                         size_t errlen)
 {
     const struct ctl_auth *a = &s->auth;
     if (!name_ok(u->name)) {
@@ -389,8 +390,9 @@ static json_t *encode_user(const struct ctl_user *u)
     for (uint32_t i = 0; !bad && i < u->n_roles; i++) {
         bad |= ctl__json_push(roles, json_string(u->roles[i]));
     }
-    json_t *o = bad ? NULL : json_pack("{s:s,s:o,s:o}", "name", u->name, "revision",
-                                       ctl__json_u64_new(u->revision), "roles", roles);
+    json_t *o = bad ? NULL
+                    : json_pack("{s:s,s:o,s:o}", "name", u->name, "revision",
+                                ctl__json_u64_new(u->revision), "roles", roles);
     if (o == NULL) {
         json_decref(bad ? roles : NULL);
         return NULL;
@@ -563,8 +565,9 @@ static int read_hash(const json_t *cmd, char *out, struct ctl_result *r)
 {
     READ(r, json_text(cmd, "password_hash", "", CTL_PASSWORD_HASH_MAX, out, RS(r)));
     if (!hash_ok(out)) {
-        return REJECT(r, "password_hash: not a crypto_pwhash_str Argon2id string of at most %u "
-                         "bytes",
+        return REJECT(r,
+                      "password_hash: not a crypto_pwhash_str Argon2id string of at most %u "
+                      "bytes",
                       CTL_PASSWORD_HASH_MAX);
     }
     r->outcome = CTL_OUTCOME_CHANGED;
@@ -777,7 +780,7 @@ int ctl__op_role_add(struct ctl_state *s, const json_t *cmd, struct ctl_result *
 
 /* The existing, non built-in role cmd[key] names, or NULL with r REJECTED. */
 static struct ctl_auth_role *existing_role(struct ctl_state *s, const json_t *cmd, const char *key,
-                                      struct ctl_result *r)
+                                           struct ctl_result *r)
 {
     char name[CTL_AUTH_NAME_MAX + 1];
     if (!enabled_or_reject(s, r) || read_name(cmd, key, name, r) != CTL_OK ||
@@ -806,8 +809,8 @@ int ctl__op_role_delete(struct ctl_state *s, const json_t *cmd, struct ctl_resul
     for (uint32_t i = 0; i < a->n_users; i++) {
         for (uint32_t j = 0; j < a->users[i].n_roles; j++) {
             if (strcmp(a->users[i].roles[j], role->name) == 0) {
-                return REJECT(r, "name: role %s is granted to user %s; revoke it first",
-                              role->name, a->users[i].name);
+                return REJECT(r, "name: role %s is granted to user %s; revoke it first", role->name,
+                              a->users[i].name);
             }
         }
     }
@@ -911,9 +914,9 @@ int ctl_cmd_auth_init(const uint8_t token_key[CTL_TOKEN_KEY_BYTES], const char *
         return CTL_EINVALID;
     }
     hex_encode(token_key, CTL_TOKEN_KEY_BYTES, hex);
-    return dump(json_pack("{s:s,s:s,s:s}", "op", "auth_init", "token_key", hex, "password_hash",
-                          root_hash),
-                0, out);
+    return dump(
+        json_pack("{s:s,s:s,s:s}", "op", "auth_init", "token_key", hex, "password_hash", root_hash),
+        0, out);
 }
 
 int ctl_cmd_user(const char *op, const char *name, const char *password_hash,
@@ -937,8 +940,8 @@ int ctl_cmd_user_role(const char *op, const char *name, const char *role,
     if (!text_ok(op) || !text_ok(name) || !text_ok(role)) {
         return CTL_EINVALID;
     }
-    return dump(json_pack("{s:s,s:s,s:s}", "op", op, "name", name, "role", role),
-                expected_revision, out);
+    return dump(json_pack("{s:s,s:s,s:s}", "op", op, "name", name, "role", role), expected_revision,
+                out);
 }
 
 int ctl_cmd_role(const char *op, const char *name, const struct ctl_perm *perm,

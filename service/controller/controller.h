@@ -246,8 +246,8 @@ struct ctl_auth_role {
 };
 
 struct ctl_user {
-    char name[CTL_AUTH_NAME_MAX + 1];                /* unique */
-    char password_hash[CTL_PASSWORD_HASH_MAX + 1];   /* "$argon2id$..." */
+    char name[CTL_AUTH_NAME_MAX + 1];              /* unique */
+    char password_hash[CTL_PASSWORD_HASH_MAX + 1]; /* "$argon2id$..." */
     uint64_t revision; /* the state revision of the user's last change: tokens carry it */
     uint32_t n_roles;
     char roles[CTL_USER_ROLES_MAX][CTL_AUTH_NAME_MAX + 1]; /* sorted; "root" or existing roles */
@@ -283,9 +283,10 @@ struct ctl_need {
 int ctl_auth_check(const struct ctl_auth *a, const struct ctl_user *u, const struct ctl_need *need,
                    char *why, size_t whylen);
 
-/* The whole controller state (about 160 KiB with the auth section). Plain data: copy with memcpy or assignment.
- * revision == 0 means "not bootstrapped": then cluster_id is "", config is all zeros and every
- * list is empty. Every u64 is <= CTL_U64_JSON_MAX. Arrays that are sets are kept sorted. */
+/* The whole controller state (about 160 KiB with the auth section). Plain data: copy with memcpy or
+ * assignment. revision == 0 means "not bootstrapped": then cluster_id is "", config is all zeros
+ * and every list is empty. Every u64 is <= CTL_U64_JSON_MAX. Arrays that are sets are kept sorted.
+ */
 struct ctl_state {
     uint32_t schema_version; /* CTL_SCHEMA_VERSION */
     char cluster_id[CTL_CLUSTER_ID_MAX + 1];

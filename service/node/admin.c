@@ -56,13 +56,13 @@ static bool has_auth_section(const uint8_t *p, size_t n)
 
 static int redact_secrets(uint8_t **buf, size_t *len)
 {
-    Slotd__V1__ClusterStateResponse *r = slotd__v1__cluster_state_response__unpack(NULL, *len, *buf);
+    Slotd__V1__ClusterStateResponse *r =
+        slotd__v1__cluster_state_response__unpack(NULL, *len, *buf);
     if (r == NULL)
         return -1;
     int rc = 0;
     json_t *root = NULL;
-    if (r->state_json.len > 0 &&
-        has_auth_section(r->state_json.data, r->state_json.len)) {
+    if (r->state_json.len > 0 && has_auth_section(r->state_json.data, r->state_json.len)) {
         rc = -1;
         root = json_loadb((const char *)r->state_json.data, r->state_json.len, 0, NULL);
         json_t *auth = root ? json_object_get(root, "auth") : NULL;
@@ -137,8 +137,8 @@ static void on_cluster_state(void *ctx, struct rpc_call *call, const uint8_t *re
     struct slotd_error aerr;
     if (node_authz_caller(ctx, call, "/slotd.v1.Admin/ClusterState", req, len, &caller, &aerr) !=
             0 ||
-        node_authz_allowed(&caller, &(struct ctl_need){.type = CTL_PERM_ADMIN,
-                                                      .access = CTL_ACCESS_READ},
+        node_authz_allowed(&caller,
+                           &(struct ctl_need){.type = CTL_PERM_ADMIN, .access = CTL_ACCESS_READ},
                            &aerr) != 0) {
         node_caller_release(&caller);
         slotd__v1__cluster_state_request__free_unpacked(r, NULL);
@@ -372,7 +372,7 @@ static void on_join_node(void *ctx, struct rpc_call *call, const uint8_t *req, s
         rc = build_failed(rc, &err);
     else
         rc = node_admin_submit(api, call, "/slotd.v1.Admin/JoinNode", cmd, &r->base, &r->no_forward,
-                            &err);
+                               &err);
     finish(call, rc, cmd, &err);
     slotd__v1__join_node_request__free_unpacked(r, NULL);
 }
@@ -394,7 +394,7 @@ static void on_activate_node(void *ctx, struct rpc_call *call, const uint8_t *re
         rc = build_failed(rc, &err);
     else
         rc = node_admin_submit(api, call, "/slotd.v1.Admin/ActivateNode", cmd, &r->base,
-                            &r->no_forward, &err);
+                               &r->no_forward, &err);
     finish(call, rc, cmd, &err);
     slotd__v1__activate_node_request__free_unpacked(r, NULL);
 }
@@ -419,7 +419,7 @@ static void on_set_preferred_leader(void *ctx, struct rpc_call *call, const uint
         rc = build_failed(rc, &err);
     else
         rc = node_admin_submit(api, call, "/slotd.v1.Admin/SetPreferredLeader", cmd, &r->base,
-                            &r->no_forward, &err);
+                               &r->no_forward, &err);
     finish(call, rc, cmd, &err);
     slotd__v1__set_preferred_leader_request__free_unpacked(r, NULL);
 }
@@ -445,7 +445,7 @@ static void on_report_health(void *ctx, struct rpc_call *call, const uint8_t *re
         rc = build_failed(rc, &err);
     else
         rc = node_admin_submit(api, call, "/slotd.v1.Admin/ReportHealth", cmd, &r->base,
-                            &r->no_forward, &err);
+                               &r->no_forward, &err);
     finish(call, rc, cmd, &err);
     slotd__v1__report_health_request__free_unpacked(r, NULL);
 }
@@ -582,8 +582,8 @@ static void on_retry_task(void *ctx, struct rpc_call *call, const uint8_t *req, 
         (rc = ctl_cmd_task_retry(r->task_id, wall_ms(), r->expected_revision, &cmd)) != CTL_OK)
         rc = build_failed(rc, &err);
     else if (rc == 0)
-        rc = node_admin_submit(api, call, "/slotd.v1.Admin/RetryTask", cmd, &r->base, &r->no_forward,
-                            &err);
+        rc = node_admin_submit(api, call, "/slotd.v1.Admin/RetryTask", cmd, &r->base,
+                               &r->no_forward, &err);
     finish(call, rc, cmd, &err);
     slotd__v1__retry_task_request__free_unpacked(r, NULL);
 }
@@ -819,8 +819,8 @@ static void on_controller_command(void *ctx, struct rpc_call *call, const uint8_
         cmd[r->command.len] = '\0';
         rc = peer_command_allowed(api, cmd, caller, r->no_forward, &err);
         if (rc == 0)
-            rc = node_admin_submit(api, call, PEER_CONTROLLER_COMMAND, cmd, &r->base, &r->no_forward,
-                                &err);
+            rc = node_admin_submit(api, call, PEER_CONTROLLER_COMMAND, cmd, &r->base,
+                                   &r->no_forward, &err);
     }
     free(cmd);
     if (rc != 0)

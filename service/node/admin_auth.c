@@ -256,16 +256,17 @@ static void on_user_write(void *ctx, struct rpc_call *call, const uint8_t *req, 
     }
     if (node_authz_caller(api, call, M_USER_WRITE, req, len, &caller, &err) != 0)
         goto fail;
-    int rc = node_authz_allowed(&caller, &(struct ctl_need){.type = CTL_PERM_ADMIN,
-                                                             .access = CTL_ACCESS_WRITE},
-                                &err);
+    int rc = node_authz_allowed(
+        &caller, &(struct ctl_need){.type = CTL_PERM_ADMIN, .access = CTL_ACCESS_WRITE}, &err);
     bool from_node = caller.kind == NODE_CALLER_NODE;
     node_caller_release(&caller);
     if (rc != 0)
         goto fail;
     if (user_op_name(r->op) == NULL) {
-        slotd_error_field(&err, "op", 5, "op: %d is not ADD, DELETE, PASSWD, GRANT_ROLE or "
-                                         "REVOKE_ROLE", (int)r->op);
+        slotd_error_field(&err, "op", 5,
+                          "op: %d is not ADD, DELETE, PASSWD, GRANT_ROLE or "
+                          "REVOKE_ROLE",
+                          (int)r->op);
         goto fail;
     }
     bool with_password =
@@ -357,8 +358,7 @@ static void on_role_write(void *ctx, struct rpc_call *call, const uint8_t *req, 
         slotd__v1__role_write_request__free_unpacked(r, NULL);
         return;
     }
-    static const char *const ops[] = {NULL, "role_add", "role_delete", "role_grant",
-                                      "role_revoke"};
+    static const char *const ops[] = {NULL, "role_add", "role_delete", "role_grant", "role_revoke"};
     struct ctl_perm perm;
     char *cmd = NULL;
     int rc = -1;
@@ -368,8 +368,8 @@ static void on_role_write(void *ctx, struct rpc_call *call, const uint8_t *req, 
         slotd_error_field(&err, "op", 4, "op: %d is not ADD, DELETE, GRANT or REVOKE", (int)r->op);
     else if (with_perm && perm_of(r->permission, &perm, &err) != 0)
         ; /* err names the field */
-    else if ((rc = ctl_cmd_role(ops[r->op], r->name, with_perm ? &perm : NULL,
-                                r->expected_revision, &cmd)) != CTL_OK) {
+    else if ((rc = ctl_cmd_role(ops[r->op], r->name, with_perm ? &perm : NULL, r->expected_revision,
+                                &cmd)) != CTL_OK) {
         slotd_error_set(&err, rc == CTL_EINVALID ? SLOTD_EINVALID_FIELD : SLOTD_EINTERNAL,
                         rc == CTL_EINVALID ? "request: a value is not UTF-8 text"
                                            : "out of memory");

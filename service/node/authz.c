@@ -1,4 +1,4 @@
-/* authz.c - client-port authentication and permission checks, users and roles per node, auth_init. */
+/* authz.c - client-port authentication and permission checks, per-node users, auth_init. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -162,8 +162,9 @@ static void init_done(void *arg, int status, const char *message, const uint8_t 
         fprintf(stderr, "level=info component=auth msg=\"auth enabled; user root was created "
                         "with the password of --root-password-file\"\n");
     } else {
-        fprintf(stderr, "level=info component=auth msg=\"auth_init not applied\" status=%d "
-                        "err=\"%s\"\n",
+        fprintf(stderr,
+                "level=info component=auth msg=\"auth_init not applied\" status=%d "
+                "err=\"%s\"\n",
                 status, message ? message : "");
     }
     if (!a->root_from_file) {
@@ -296,9 +297,8 @@ static uint64_t cert_node(const char *name)
 }
 
 /* 1 when the client certificate names a node or a user (c filled), 0 when it names neither. */
-static int caller_by_cert(struct node_api *api, struct rpc_call *call,
-                          struct node_authz_snap *snap, struct node_caller *c, char *cn,
-                          size_t cnlen)
+static int caller_by_cert(struct node_api *api, struct rpc_call *call, struct node_authz_snap *snap,
+                          struct node_caller *c, char *cn, size_t cnlen)
 {
     char names[8][RPC_PEER_NAME_MAX];
     size_t n = rpc_call_peer_names(call, names, 8);
@@ -338,8 +338,9 @@ static int caller_by_token(struct node_authz_snap *snap, const char *hdr, size_t
     int rc = auth_token_verify(snap->auth.token_key, hdr + sl, hlen - sl,
                                (uint64_t)auth_now_wall_ms(), &t);
     if (rc == AUTH_EMALFORMED || rc == AUTH_EMISSING) {
-        slotd_error_set(err, SLOTD_EUNAUTHENTICATED, "token: malformed (expected "
-                                                     "t1.<user>.<revision>.<expires_ms>.<mac>)");
+        slotd_error_set(err, SLOTD_EUNAUTHENTICATED,
+                        "token: malformed (expected "
+                        "t1.<user>.<revision>.<expires_ms>.<mac>)");
         return -1;
     }
     if (rc == AUTH_EBADPROOF) {
@@ -433,8 +434,7 @@ bool node_authz_is_node(struct node_api *api, struct rpc_call *call, const char 
     memset(&c, 0, sizeof(c));
     if (caller_by_proof(api, call, method, req, len, &c, &err) == 1)
         return true;
-    return caller_by_cert(api, call, NULL, &c, cn, sizeof(cn)) == 1 &&
-           c.kind == NODE_CALLER_NODE;
+    return caller_by_cert(api, call, NULL, &c, cn, sizeof(cn)) == 1 && c.kind == NODE_CALLER_NODE;
 }
 
 void node_caller_release(struct node_caller *c)

@@ -60,17 +60,17 @@ enum node_caller_kind {
 
 struct node_caller {
     enum node_caller_kind kind;
-    uint64_t node;               /* NODE */
+    uint64_t node;                /* NODE */
     struct node_authz_snap *snap; /* USER: held until node_caller_release */
     const struct ctl_user *user;  /* USER: borrowed from snap */
 };
 
-/* Who made call (method: its path; req, len: its body, for the peer proof), in this order: a node is proven by
- * a slotd-peer-proof header (--cluster-secret-file); a user by the token in "authorization:
- * Bearer <token>" when one is sent (MAC, expiry and the user's current revision checked); else,
- * with --tls-client-auth, a certificate naming node-<id> is that node and one whose CN is a user
- * name is that user. Returns
- * 0 with *c filled (release it), or -1 with err UNAUTHENTICATED naming what failed. Any thread. */
+/* Who made call (method: its path; req, len: its body, for the peer proof), in this order: a node
+ * is proven by a slotd-peer-proof header (--cluster-secret-file); a user by the token in
+ * "authorization: Bearer <token>" when one is sent (MAC, expiry and the user's current revision
+ * checked); else, with --tls-client-auth, a certificate naming node-<id> is that node and one whose
+ * CN is a user name is that user. Returns 0 with *c filled (release it), or -1 with err
+ * UNAUTHENTICATED naming what failed. Any thread. */
 int node_authz_caller(struct node_api *api, struct rpc_call *call, const char *method,
                       const uint8_t *req, size_t len, struct node_caller *c,
                       struct slotd_error *err);

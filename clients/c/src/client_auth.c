@@ -1,4 +1,4 @@
-/* client_auth.c - libslotd's users-and-roles calls: Authenticate, UserWrite, RoleWrite, AuthList. */
+/* client_auth.c - libslotd users and roles: Authenticate, UserWrite, RoleWrite, AuthList. */
 #include "client_internal.h"
 
 #include "slotd/v1/admin.pb-c.h"
@@ -182,9 +182,9 @@ static void list_fill(const Slotd__V1__AuthListResponse *m, struct slotd_auth_li
                 at += (size_t)snprintf(r->permissions + at, sizeof(r->permissions) - at, "%sadmin",
                                        j ? ", " : "");
             else
-                at += (size_t)snprintf(r->permissions + at, sizeof(r->permissions) - at,
-                                       "%s%s %s \"%s\"", j ? ", " : "", p->access, p->type,
-                                       p->value);
+                at +=
+                    (size_t)snprintf(r->permissions + at, sizeof(r->permissions) - at,
+                                     "%s%s %s \"%s\"", j ? ", " : "", p->access, p->type, p->value);
         }
     }
 }
@@ -205,7 +205,8 @@ int slotd_admin_auth_list(struct slotd_client *c, struct slotd_auth_list *out,
     unsigned attempts = 0;
     int rc = call_endpoints(c, AUTH_METHOD_LIST, req, len, false, &body, &body_len, &attempts, st);
     if (rc == SLOTD_CLIENT_OK) {
-        Slotd__V1__AuthListResponse *m = slotd__v1__auth_list_response__unpack(NULL, body_len, body);
+        Slotd__V1__AuthListResponse *m =
+            slotd__v1__auth_list_response__unpack(NULL, body_len, body);
         free(body);
         if (m == NULL) {
             rc = SLOTD_CLIENT_EMALFORMED;

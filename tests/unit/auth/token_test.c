@@ -78,8 +78,15 @@ static void test_malformed(void)
     mac[64] = '\0';
     char buf[AUTH_TOKEN_MAX * 2];
     const char *bad[] = {
-        "t1.bob.1.2", "t2.bob.1.2.", "bob.1.2.", "t1..1.2.", "t1.bob.01.2.", "t1.bob.1.-2.",
-        "t1.bob.1.99999999999999999999.", "t1.b b.1.2.", "t1.bob.1.2.ABCD",
+        "t1.bob.1.2",
+        "t2.bob.1.2.",
+        "bob.1.2.",
+        "t1..1.2.",
+        "t1.bob.01.2.",
+        "t1.bob.1.-2.",
+        "t1.bob.1.99999999999999999999.",
+        "t1.b b.1.2.",
+        "t1.bob.1.2.ABCD",
     };
     CU_ASSERT_EQUAL(auth_token_verify(KEY, "", 0, T0, &t), AUTH_EMISSING);
     CU_ASSERT_EQUAL(auth_token_verify(KEY, NULL, 0, T0, &t), AUTH_EMISSING);
@@ -100,12 +107,12 @@ static void test_malformed(void)
     CU_ASSERT_EQUAL(auth_token_make(KEY, "", 1, 2, out, sizeof(out)), AUTH_EINVALID);
     CU_ASSERT_EQUAL(auth_token_make(KEY, "a/b", 1, 2, out, sizeof(out)), AUTH_EINVALID);
     CU_ASSERT_EQUAL(auth_token_make(KEY, "ok", 1, 2, out, 10), AUTH_EINVALID);
-    CU_ASSERT_EQUAL(auth_token_make(KEY, "abcdefghijklmnopqrstuvwxyz0123456", 1, 2, out,
-                                    sizeof(out)),
-                    AUTH_EINVALID);
+    CU_ASSERT_EQUAL(
+        auth_token_make(KEY, "abcdefghijklmnopqrstuvwxyz0123456", 1, 2, out, sizeof(out)),
+        AUTH_EINVALID);
     /* the longest token fits */
-    CU_ASSERT_EQUAL(auth_token_make(KEY, "abcdefghijklmnopqrstuvwxyz012345", UINT64_MAX,
-                                    UINT64_MAX, out, sizeof(out)),
+    CU_ASSERT_EQUAL(auth_token_make(KEY, "abcdefghijklmnopqrstuvwxyz012345", UINT64_MAX, UINT64_MAX,
+                                    out, sizeof(out)),
                     AUTH_OK);
     CU_ASSERT_EQUAL(verify(KEY, out, T0, &t), AUTH_OK);
 }

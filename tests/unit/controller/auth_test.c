@@ -1,4 +1,4 @@
-/* auth_test.c - users and roles in the controller state: commands, limits, JSON, permission check. */
+/* auth_test.c - controller users and roles: commands, limits, JSON, permission check. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,9 +8,9 @@
 #define HASH "$argon2id$v=19$m=32768,t=2,p=1$c2FsdHNhbHRzYWx0$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNo"
 #define HASH2 "$argon2id$v=19$m=32768,t=2,p=1$b3RoZXJzYWx0c2FsdA$b3RoZXJoYXNob3RoZXJoYXNob3RoZXI"
 
-static const uint8_t KEY[CTL_TOKEN_KEY_BYTES] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
-                                                 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29,
-                                                 30, 31, 32};
+static const uint8_t KEY[CTL_TOKEN_KEY_BYTES] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+                                                 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
+                                                 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
 
 static char *built(int rc, char **cmd)
 {
@@ -80,7 +80,8 @@ static void test_users(void)
     ctl_test_check(s, user("user_add", "bob", HASH), CTL_OUTCOME_CHANGED, "");
     uint64_t rev = ctl_auth_user(&s->auth, "bob")->revision;
     CU_ASSERT_EQUAL(rev, s->revision);
-    ctl_test_check(s, user("user_add", "bob", HASH), CTL_OUTCOME_REJECTED, "user bob already exists");
+    ctl_test_check(s, user("user_add", "bob", HASH), CTL_OUTCOME_REJECTED,
+                   "user bob already exists");
     ctl_test_check(s, user("user_add", "node-7", HASH), CTL_OUTCOME_REJECTED, "not node-<digits>");
     ctl_test_check(s, user("user_add", "a/b", HASH), CTL_OUTCOME_REJECTED, "is not 1..32");
     ctl_test_check(s, user("user_add", "abcdefghijklmnopqrstuvwxyz0123456", HASH),
@@ -168,21 +169,27 @@ static void test_check(void)
     ctl_test_check(s, role("role_add", "b", 0, 0, ""), CTL_OUTCOME_CHANGED, "");
     ctl_test_check(s, role("role_grant", "b", CTL_PERM_KEY_PREFIX, CTL_ACCESS_READ, "b/"),
                    CTL_OUTCOME_CHANGED, "");
-    ctl_test_check(s, role("role_grant", "b", CTL_PERM_KIND, CTL_ACCESS_READ | CTL_ACCESS_WRITE,
-                           "channel"),
-                   CTL_OUTCOME_CHANGED, "");
+    ctl_test_check(
+        s, role("role_grant", "b", CTL_PERM_KIND, CTL_ACCESS_READ | CTL_ACCESS_WRITE, "channel"),
+        CTL_OUTCOME_CHANGED, "");
     ctl_test_check(s, user_role("user_grant_role", "bob", "b"), CTL_OUTCOME_CHANGED, "");
     const struct ctl_user *bob = ctl_auth_user(&s->auth, "bob");
     const struct ctl_user *root = ctl_auth_user(&s->auth, "root");
     char why[256];
-    struct ctl_need rd = {.type = CTL_PERM_KEY_PREFIX, .access = CTL_ACCESS_READ,
-                          .key = (const uint8_t *)"b/x", .key_len = 3};
+    struct ctl_need rd = {.type = CTL_PERM_KEY_PREFIX,
+                          .access = CTL_ACCESS_READ,
+                          .key = (const uint8_t *)"b/x",
+                          .key_len = 3};
     struct ctl_need wr = rd;
     wr.access = CTL_ACCESS_WRITE;
-    struct ctl_need other = {.type = CTL_PERM_KEY_PREFIX, .access = CTL_ACCESS_WRITE,
-                             .key = (const uint8_t *)"a/1", .key_len = 3};
-    struct ctl_need shorter = {.type = CTL_PERM_KEY_PREFIX, .access = CTL_ACCESS_READ,
-                               .key = (const uint8_t *)"b", .key_len = 1};
+    struct ctl_need other = {.type = CTL_PERM_KEY_PREFIX,
+                             .access = CTL_ACCESS_WRITE,
+                             .key = (const uint8_t *)"a/1",
+                             .key_len = 3};
+    struct ctl_need shorter = {.type = CTL_PERM_KEY_PREFIX,
+                               .access = CTL_ACCESS_READ,
+                               .key = (const uint8_t *)"b",
+                               .key_len = 1};
     struct ctl_need chan = {.type = CTL_PERM_KIND, .access = CTL_ACCESS_WRITE, .kind = "channel"};
     struct ctl_need usr = {.type = CTL_PERM_KIND, .access = CTL_ACCESS_READ, .kind = "user"};
     struct ctl_need admin = {.type = CTL_PERM_ADMIN, .access = CTL_ACCESS_WRITE};
@@ -213,8 +220,10 @@ static void test_check(void)
     ctl_test_check(s, role("role_revoke", "b", CTL_PERM_KEY_PREFIX, CTL_ACCESS_WRITE, ""),
                    CTL_OUTCOME_CHANGED, "");
     bob = ctl_auth_user(&s->auth, "bob");
-    struct ctl_need bin = {.type = CTL_PERM_KEY_PREFIX, .access = CTL_ACCESS_WRITE,
-                           .key = (const uint8_t *)"\x00\xff\"", .key_len = 3};
+    struct ctl_need bin = {.type = CTL_PERM_KEY_PREFIX,
+                           .access = CTL_ACCESS_WRITE,
+                           .key = (const uint8_t *)"\x00\xff\"",
+                           .key_len = 3};
     CU_ASSERT_EQUAL(ctl_auth_check(&s->auth, bob, &bin, why, sizeof(why)), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "\"\\x00\\xff\\x22\""));
     free(s);

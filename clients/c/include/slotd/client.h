@@ -476,15 +476,19 @@ enum slotd_user_op {
     SLOTD_USER_GRANT_ROLE = 4,
     SLOTD_USER_REVOKE_ROLE = 5,
 };
-enum slotd_role_op { SLOTD_ROLE_ADD = 1, SLOTD_ROLE_DELETE = 2, SLOTD_ROLE_GRANT = 3,
-                     SLOTD_ROLE_REVOKE = 4 };
+enum slotd_role_op {
+    SLOTD_ROLE_ADD = 1,
+    SLOTD_ROLE_DELETE = 2,
+    SLOTD_ROLE_GRANT = 3,
+    SLOTD_ROLE_REVOKE = 4
+};
 
 /* One Admin.UserWrite / Admin.RoleWrite; strings borrowed for the call, NULL = "". */
 struct slotd_auth_write {
-    bool role;           /* false: UserWrite (op is a slotd_user_op); true: RoleWrite */
+    bool role; /* false: UserWrite (op is a slotd_user_op); true: RoleWrite */
     int op;
-    const char *name;     /* the user or the role */
-    const char *password; /* SLOTD_USER_ADD, SLOTD_USER_PASSWD */
+    const char *name;      /* the user or the role */
+    const char *password;  /* SLOTD_USER_ADD, SLOTD_USER_PASSWD */
     const char *role_name; /* SLOTD_USER_GRANT_ROLE, SLOTD_USER_REVOKE_ROLE */
     const char *perm_type, *perm_access, *perm_value; /* SLOTD_ROLE_GRANT, SLOTD_ROLE_REVOKE */
     uint64_t expected_revision;
