@@ -76,6 +76,7 @@ static int redact_secrets(uint8_t **buf, size_t *len)
         }
         uint8_t *out = NULL;
         if (text != NULL) {
+            ProtobufCBinaryData full = r->state_json; /* freed with r below */
             r->state_json.data = (uint8_t *)text;
             r->state_json.len = strlen(text);
             size_t n = slotd__v1__cluster_state_response__get_packed_size(r);
@@ -87,8 +88,7 @@ static int redact_secrets(uint8_t **buf, size_t *len)
                 *len = n;
                 rc = 0;
             }
-            r->state_json.data = NULL; /* the unpacked buffer lives inside r's allocation */
-            r->state_json.len = 0;
+            r->state_json = full;
             free(text);
         }
     }
