@@ -279,8 +279,14 @@ static void on_propose(void *ctx, struct rpc_call *call, const uint8_t *req, siz
 {
     struct node_api *api = ctx;
     struct slotd_error err;
+    struct node_caller caller; /* before decoding: no validation answers without credentials */
+    if (node_authz_caller(api, call, "/slotd.v1.Metadata/Propose", req, len, &caller, &err) != 0) {
+        rpc_call_fail(call, &err);
+        return;
+    }
     Slotd__V1__ProposeRequest *p = slotd__v1__propose_request__unpack(NULL, len, req);
     if (p == NULL) {
+        node_caller_release(&caller);
         fail_malformed(call, "slotd.v1.ProposeRequest");
         return;
     }
@@ -291,8 +297,7 @@ static void on_propose(void *ctx, struct rpc_call *call, const uint8_t *req, siz
     if (slot_validate_propose(p, &key, &err) != 0)
         goto fail;
     struct ctl_need need = need_of((unsigned)p->command_case, CTL_ACCESS_WRITE, key);
-    if (node_authz_require(api, call, "/slotd.v1.Metadata/Propose", req, len, &need, &err) != 0 ||
-        resolve(api, key, &t, &err) != 0)
+    if (node_authz_allowed(&caller, &need, &err) != 0 || resolve(api, key, &t, &err) != 0)
         goto fail;
     bool no_forward = p->no_forward;
     p->no_forward = true; /* a forwarded request is forwarded at most once */
@@ -309,11 +314,13 @@ static void on_propose(void *ctx, struct rpc_call *call, const uint8_t *req, siz
     if (runtime_submit_propose(api->rt, t.group, entry, entry_len, call, &err) != 0)
         goto fail;
 done:
+    node_caller_release(&caller);
     free(entry);
     slotd__v1__propose_request__free_unpacked(p, NULL);
     return;
 
 fail:
+    node_caller_release(&caller);
     free(entry);
     slotd__v1__propose_request__free_unpacked(p, NULL);
     rpc_call_fail(call, &err);
@@ -323,8 +330,14 @@ static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
 {
     struct node_api *api = ctx;
     struct slotd_error err;
+    struct node_caller caller; /* before decoding: no validation answers without credentials */
+    if (node_authz_caller(api, call, "/slotd.v1.Metadata/Read", req, len, &caller, &err) != 0) {
+        rpc_call_fail(call, &err);
+        return;
+    }
     Slotd__V1__ReadRequest *r = slotd__v1__read_request__unpack(NULL, len, req);
     if (r == NULL) {
+        node_caller_release(&caller);
         fail_malformed(call, "slotd.v1.ReadRequest");
         return;
     }
@@ -333,8 +346,7 @@ static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
     if (slot_validate_read(r, &key, &err) != 0)
         goto fail;
     struct ctl_need need = need_of((unsigned)r->query_case, CTL_ACCESS_READ, key);
-    if (node_authz_require(api, call, "/slotd.v1.Metadata/Read", req, len, &need, &err) != 0 ||
-        resolve(api, key, &t, &err) != 0)
+    if (node_authz_allowed(&caller, &need, &err) != 0 || resolve(api, key, &t, &err) != 0)
         goto fail;
     bool local = r->consistency == SLOTD__V1__CONSISTENCY__CONSISTENCY_LOCAL;
     bool no_forward = r->no_forward;
@@ -347,10 +359,12 @@ static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
         runtime_submit_read(api->rt, t.group, t.hash_slot, req, len, (int)r->consistency,
                             r->min_applied_index, call, &err) != 0)
         goto fail;
+    node_caller_release(&caller);
     slotd__v1__read_request__free_unpacked(r, NULL);
     return;
 
 fail:
+    node_caller_release(&caller);
     slotd__v1__read_request__free_unpacked(r, NULL);
     rpc_call_fail(call, &err);
 }

@@ -417,6 +417,10 @@ class RbacTest(h.SlotdTestCase):
                                "signature does not match")
             self.assertRefused(UNAUTH, lambda: self.put(n, self.a_key, b"x", bearer("garbage")),
                                "token: malformed")
+            # a request that does not decode learns nothing either: credentials come first
+            self.assertRefused(UNAUTH, lambda: h.raw_unary(
+                self.cluster.server(n).channel, "/slotd.v1.Metadata/Propose", b"\xff\xff\xff"),
+                "no credentials")
             self.assertRefused(UNAUTH, lambda: self.admin(n).ClusterState(
                 admin_pb2.ClusterStateRequest(), timeout=h.RPC_TIMEOUT_S), "no credentials")
             self.assertRefused(UNAUTH, lambda: self.admin(n).UserWrite(admin_pb2.UserWriteRequest(
