@@ -18,6 +18,16 @@
 #define AUTHZ_INIT_RETRY_MS 2000
 #define AUTHZ_INIT_TIMEOUT_MS 5000
 #define AUTHZ_ROOT_GENERATED_BYTES 18 /* 24 base64 characters */
+#define AUTHZ_TOKEN_CACHE 256         /* verified tokens remembered per node (direct-mapped) */
+
+/* A token whose MAC this node verified: the same bytes later skip the MAC; the expiry and the
+ * user's revision are still checked on every call. */
+struct token_entry {
+    uint64_t key_gen; /* node_authz.key_gen when verified; 0 = empty */
+    size_t len;
+    char text[AUTH_TOKEN_MAX];
+    struct auth_token t;
+};
 
 struct node_authz {
     bool enabled;
@@ -34,6 +44,13 @@ struct node_authz {
     bool root_from_file;
     char root_password[AUTH_PASSWORD_MAX + 1]; /* the file's, or the generated one */
     size_t root_password_len;
+    /* token key generation: + 1 whenever a published state's token key differs (under mu;
+     * copied into each snapshot) */
+    uint64_t key_gen;
+    uint8_t key[CTL_TOKEN_KEY_BYTES]; /* the key of key_gen (under mu) */
+    pthread_mutex_t cache_mu;
+    uint8_t cache_hash_key[crypto_shorthash_KEYBYTES]; /* SipHash key of the cache index */
+    struct token_entry cache[AUTHZ_TOKEN_CACHE];       /* under cache_mu */
 };
 
 static int64_t mono_ms(void)
@@ -67,7 +84,14 @@ int node_authz_new(const struct node_authz_options *o, struct node_authz **out, 
         snprintf(err, errlen, "auth: cannot create a mutex");
         goto err_after_a;
     }
-    if (auth_pwhash_pool_new(1, AUTHZ_PWHASH_QUEUE_MAX, &a->pool) != AUTH_OK) {
+    if (pthread_mutex_init(&a->cache_mu, NULL) != 0) {
+        snprintf(err, errlen, "auth: cannot create a mutex");
+        pthread_mutex_destroy(&a->mu);
+        goto err_after_a;
+    }
+    if (auth_pwhash_pool_new(1, AUTHZ_PWHASH_QUEUE_MAX, &a->pool) == AUTH_OK) {
+        randombytes_buf(a->cache_hash_key, sizeof(a->cache_hash_key)); /* sodium_init ran */
+    } else {
         snprintf(err, errlen, "auth: cannot start the password-hash worker");
         goto err_after_mu;
     }
@@ -75,6 +99,7 @@ int node_authz_new(const struct node_authz_options *o, struct node_authz **out, 
     return 0;
 
 err_after_mu:
+    pthread_mutex_destroy(&a->cache_mu);
     pthread_mutex_destroy(&a->mu);
 err_after_a:
     sodium_memzero(a, sizeof(*a));
@@ -95,6 +120,7 @@ void node_authz_free(struct node_authz *a)
     }
     auth_pwhash_pool_free(a->pool);
     node_authz_snap_release(a->snap);
+    pthread_mutex_destroy(&a->cache_mu);
     pthread_mutex_destroy(&a->mu);
     sodium_memzero(a, sizeof(*a));
     free(a);
@@ -239,6 +265,11 @@ void node_authz_on_ctl_state(void *ctx, const struct ctl_state *s)
         n->revision = s->revision;
         n->auth = s->auth;
         pthread_mutex_lock(&a->mu);
+        if (a->key_gen == 0 || sodium_memcmp(a->key, s->auth.token_key, sizeof(a->key)) != 0) {
+            memcpy(a->key, s->auth.token_key, sizeof(a->key));
+            a->key_gen++; /* cached verifications under another key no longer match */
+        }
+        n->key_gen = a->key_gen;
         struct node_authz_snap *old = a->snap;
         a->snap = n;
         pthread_mutex_unlock(&a->mu);
@@ -324,8 +355,39 @@ static int caller_by_cert(struct node_api *api, struct rpc_call *call, struct no
     return 1;
 }
 
-static int caller_by_token(struct node_authz_snap *snap, const char *hdr, size_t hlen,
-                           struct node_caller *c, struct slotd_error *err)
+/* auth_token_verify, with the MAC skipped for a token verified before under the same key. */
+static int verify_cached(struct node_authz *a, const struct node_authz_snap *snap, const char *tok,
+                         size_t len, uint64_t now, struct auth_token *t)
+{
+    if (len == 0 || len >= AUTH_TOKEN_MAX) {
+        return auth_token_verify(snap->auth.token_key, tok, len, now, t);
+    }
+    uint8_t h[crypto_shorthash_BYTES];
+    crypto_shorthash(h, (const uint8_t *)tok, len, a->cache_hash_key);
+    struct token_entry *e = &a->cache[(h[0] | (unsigned)h[1] << 8) % AUTHZ_TOKEN_CACHE];
+    pthread_mutex_lock(&a->cache_mu);
+    bool hit = e->key_gen == snap->key_gen && e->len == len && memcmp(e->text, tok, len) == 0;
+    if (hit) {
+        *t = e->t;
+    }
+    pthread_mutex_unlock(&a->cache_mu);
+    if (hit) {
+        return now >= t->expires_ms ? AUTH_ESKEW : AUTH_OK;
+    }
+    int rc = auth_token_verify(snap->auth.token_key, tok, len, now, t);
+    if (rc == AUTH_OK) {
+        pthread_mutex_lock(&a->cache_mu);
+        e->key_gen = snap->key_gen;
+        e->len = len;
+        memcpy(e->text, tok, len);
+        e->t = *t;
+        pthread_mutex_unlock(&a->cache_mu);
+    }
+    return rc;
+}
+
+static int caller_by_token(struct node_authz *a, struct node_authz_snap *snap, const char *hdr,
+                           size_t hlen, struct node_caller *c, struct slotd_error *err)
 {
     size_t sl = strlen(AUTH_TOKEN_SCHEME);
     if (hlen < sl || strncasecmp(hdr, AUTH_TOKEN_SCHEME, sl) != 0) {
@@ -335,8 +397,7 @@ static int caller_by_token(struct node_authz_snap *snap, const char *hdr, size_t
         return -1;
     }
     struct auth_token t;
-    int rc = auth_token_verify(snap->auth.token_key, hdr + sl, hlen - sl,
-                               (uint64_t)auth_now_wall_ms(), &t);
+    int rc = verify_cached(a, snap, hdr + sl, hlen - sl, (uint64_t)auth_now_wall_ms(), &t);
     if (rc == AUTH_EMALFORMED || rc == AUTH_EMISSING) {
         slotd_error_set(err, SLOTD_EUNAUTHENTICATED,
                         "token: malformed (expected "
@@ -417,7 +478,7 @@ int node_authz_caller(struct node_api *api, struct rpc_call *call, const char *m
         node_authz_snap_release(snap);
         return -1;
     }
-    if (caller_by_token(snap, hdr, hlen, c, err) != 0) {
+    if (caller_by_token(api->authz, snap, hdr, hlen, c, err) != 0) {
         node_authz_snap_release(snap);
         return -1;
     }

@@ -45,6 +45,7 @@ uint64_t node_authz_token_ttl_ms(const struct node_authz *a);
 struct node_authz_snap {
     _Atomic unsigned refs;
     uint64_t revision; /* the controller revision it was copied from */
+    uint64_t key_gen;  /* which token key auth.token_key is (authz.c's verified-token cache) */
     struct ctl_auth auth;
 };
 /* The current snapshot (a reference: release with node_authz_snap_release), NULL before the
