@@ -49,6 +49,27 @@ static void test_round_trip(void)
     CU_ASSERT_EQUAL(verify(OTHER, tok, T0, &t), AUTH_EBADPROOF);
 }
 
+/* What one check costs here (printed; the e2e bench measures the whole call). */
+static void test_verify_cost(void)
+{
+    char tok[AUTH_TOKEN_MAX];
+    struct auth_token t;
+    CU_ASSERT_EQUAL_FATAL(auth_token_make(KEY, "bench-user", 9, T0 + 3600000, tok, sizeof(tok)),
+                          AUTH_OK);
+    size_t len = strlen(tok);
+    enum { N = 20000 };
+    struct timespec a, b;
+    int ok = 0;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int i = 0; i < N; i++) {
+        ok += auth_token_verify(KEY, tok, len, T0, &t) == AUTH_OK;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double ns = ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / N;
+    printf("\n  auth_token_verify (parse + HMAC-SHA-256): %.0f ns per token\n", ns);
+    CU_ASSERT_EQUAL(ok, N);
+}
+
 /* Editing any field of a token (user, revision, expiry, one MAC digit) breaks the MAC. */
 static void test_edits_refused(void)
 {
@@ -213,6 +234,7 @@ int main(void)
     CU_pSuite suite = CU_add_suite("auth_token", init_keys, NULL);
     CU_add_test(suite, "token round trip, expiry, other key", test_round_trip);
     CU_add_test(suite, "edited user, revision, expiry or MAC -> EBADPROOF", test_edits_refused);
+    CU_add_test(suite, "cost of one token check", test_verify_cost);
     CU_add_test(suite, "malformed tokens and make arguments", test_malformed);
     CU_add_test(suite, "password pool: hash, verify, missing user, bound", test_pool);
     CU_basic_set_mode(CU_BRM_VERBOSE);
