@@ -69,40 +69,55 @@ PYEOF
 done
 [[ -s $dir/token ]] || die "no token from the --auth node: $(tail -3 "$dir/on.log")"
 
-run() { # run MODE PORT [slotbench args]: one measured run into $dir/MODE.N.json
-  local mode=$1 port=$2 n=$3
-  shift 3
+cpu_ticks() { # utime + stime of pid $1 (clock ticks)
+  awk '{print $14 + $15}' "/proc/$1/stat"
+}
+
+run() { # run MODE PORT PID N [slotbench args]: one measured run into $dir/MODE.N.json, and the
+  # server's CPU ticks over warm-up and run into $dir/MODE.N.cpu
+  local mode=$1 port=$2 pid=$3 n=$4 t0
+  shift 4
+  t0=$(cpu_ticks "$pid")
   "$bin"/slotbench --endpoints 127.0.0.1:$port --op put --concurrency "$CONCURRENCY" \
     --duration "$DURATION" --warmup "$WARMUP" --keys 10000 --json "$@" >"$dir/$mode.$n.json" ||
     die "slotbench $mode failed"
+  echo $(($(cpu_ticks "$pid") - t0)) >"$dir/$mode.$n.cpu"
 }
 
 for n in $(seq "$ROUNDS"); do
   log "round $n/$ROUNDS"
-  run off "$port_off" "$n"
-  run on "$port_on" "$n" --token-file "$dir/token"
+  run off "$port_off" "${pids[0]}" "$n"
+  run on "$port_on" "${pids[1]}" "$n" --token-file "$dir/token"
 done
 
-$PY - "$dir" "$ROUNDS" "$CONCURRENCY" <<'PYEOF'
+$PY - "$dir" "$ROUNDS" "$CONCURRENCY" "$(getconf CLK_TCK)" "$WARMUP" <<'PYEOF'
 import json, statistics, sys
-d, rounds, conc = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+d, rounds, conc, hz, warmup = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
 rows = {}
 for mode in ("off", "on"):
     runs = [json.load(open("%s/%s.%d.json" % (d, mode, n)))["run"] for n in range(1, rounds + 1)]
+    cpu = [int(open("%s/%s.%d.cpu" % (d, mode, n)).read()) for n in range(1, rounds + 1)]
+    # server CPU per put: ticks over warm-up and run, divided by the calls of both (warm-up
+    # calls counted at the run's rate)
+    us_per_op = [c * 1e6 / hz / (r["ops_per_s"] * (r["elapsed_s"] + warmup))
+                 for c, r in zip(cpu, runs)]
     rows[mode] = {
+        "cpu": statistics.median(us_per_op),
         "ops": statistics.median(r["ops_per_s"] for r in runs),
         "p50": statistics.median(r["latency_us"]["p50"] for r in runs) / 1000,
         "p99": statistics.median(r["latency_us"]["p99"] for r in runs) / 1000,
         "errors": sum(r["errors_total"] for r in runs),
         "all": " / ".join("%.0f" % r["ops_per_s"] for r in runs),
     }
-print("| --auth | op | in flight | put/s (median of %d) | p50 ms | p99 ms | errors | every run put/s |"
+print("| --auth | op | in flight | put/s (median of %d) | p50 ms | p99 ms | server CPU us/put | errors | every run put/s |"
       % rounds)
-print("|---|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|---|")
 for mode, label in (("off", "0 (no token)"), ("on", "1 (token per call)")):
     r = rows[mode]
-    print("| %s | put (durable) | %s | %.0f | %.2f | %.2f | %d | %s |"
-          % (label, conc, r["ops"], r["p50"], r["p99"], r["errors"], r["all"]))
+    print("| %s | put (durable) | %s | %.0f | %.2f | %.2f | %.1f | %d | %s |"
+          % (label, conc, r["ops"], r["p50"], r["p99"], r["cpu"], r["errors"], r["all"]))
 cost = 1 - rows["on"]["ops"] / rows["off"]["ops"]
-print("\nauth cost: %.1f %% of put/s (the target is < 10 %%)" % (cost * 100))
+cpu = rows["on"]["cpu"] / rows["off"]["cpu"] - 1
+print("\nauth cost: %.1f %% of put/s (the target is < 10 %%); server CPU per put %+.1f %%"
+      % (cost * 100, cpu * 100))
 PYEOF
