@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <grpc/grpc.h>
 #include <sodium.h>
 
 #include "service/auth/auth.h"
@@ -187,6 +188,14 @@ static void init_done(void *arg, int status, const char *message, const uint8_t 
     } else if (changed) {
         fprintf(stderr, "level=info component=auth msg=\"auth enabled; user root was created "
                         "with the password of --root-password-file\"\n");
+    } else if (status == GRPC_STATUS_UNAVAILABLE && !a->root_from_file) {
+        /* The proposal may have been applied: this may be root's password, so it is shown; a
+         * later attempt (the state then still has no users) shows its own. */
+        fprintf(stderr,
+                "level=warn component=auth msg=\"auth_init outcome unknown; if it was applied, "
+                "user root's generated password is this one, shown once\" err=\"%s\" "
+                "root_password=%.*s\n",
+                message ? message : "", (int)a->root_password_len, a->root_password);
     } else {
         fprintf(stderr,
                 "level=info component=auth msg=\"auth_init not applied\" status=%d "
