@@ -7,7 +7,7 @@ SEEDS   ?= 500
 STEPS   ?= 10000
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build run test gen gen-check sim sim-bugs asan tsan e2e bench bench-single bench-cluster bench-etcd fault torture clean
+.PHONY: all deps configure build run test gen gen-check sim sim-bugs asan tsan e2e bench bench-single bench-cluster bench-etcd bench-auth fault torture clean
 
 all: build
 
@@ -74,6 +74,10 @@ bench: build
 bench-etcd: bench
 
 # slotd alone, one node: durable Propose/s and linearizable Get/s at 1/16/64/256 in flight.
+# Durable put/s on one node with --auth 1 (a token on every call) vs --auth 0, medians side by side.
+bench-auth: build
+	@scripts/bench/auth.sh
+
 bench-single: build
 	@scripts/bench.sh
 

@@ -60,6 +60,13 @@ static const struct opt opts[] = {
     U64(enable_hash_slot_migration, 0, 1, "0",
         "1: this node accepts Admin.MigrateHashSlots (the node called and the controller leader "
         "it relays to both check it)"),
+    U64(auth, 0, 1, "0",
+        "1: clients must authenticate (users and roles, docs/security.md; required in "
+        "production; several nodes also need cluster_secret_file or tls_client_auth)"),
+    STR(root_password_file, "",
+        "file holding user root's password, read when this node enables auth (empty: a random "
+        "one is printed once to the log)"),
+    U64(auth_token_ttl_s, 1, 604800, "3600", "lifetime of a token from Admin.Authenticate"),
     U64(replicas, 0, 7, "0", "voters per slot group (0: min(3, data nodes))"),
     U64(max_request_bytes, 1024, 1ull << 30, "4194304", "largest accepted request"),
     U64(max_inflight_calls, 1, 1u << 20, "4096", "calls in progress before RESOURCE_EXHAUSTED"),

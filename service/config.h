@@ -34,6 +34,9 @@ struct slotd_config {
     uint64_t weight;                /* capacity weight for placement */
     uint64_t task_phase_timeout_ms; /* a task phase without progress fails after this long */
     uint64_t enable_hash_slot_migration; /* 1: Admin.MigrateHashSlots accepted here */
+    uint64_t auth;                       /* 1: clients authenticate (service/node/authz.c) */
+    char root_password_file[1024];       /* user root's password at auth_init; "" = random */
+    uint64_t auth_token_ttl_s;           /* token lifetime */
 };
 
 /*

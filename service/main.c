@@ -9,10 +9,12 @@
 #include <sys/stat.h>
 
 #include "service/auth/auth.h"
+#include "service/auth/token.h"
 #include "service/config.h"
 #include "service/metrics/metrics.h"
 #include "service/net/net.h"
 #include "service/node/api.h"
+#include "service/node/authz.h"
 #include "service/route/route.h"
 #include "service/rpc/rpc.h"
 #include "service/runtime/runtime.h"
@@ -179,6 +181,52 @@ static int default_peer_listen(const char *listen, char *out, size_t len, char *
     return 0;
 }
 
+/* --auth: the users-and-roles state of this node (service/node/authz.c), NULL when off. A cluster
+ * of several nodes needs peer authentication too, or anyone could call as a node. Returns 0 or -1
+ * with err set. */
+static int auth_setup(const struct slotd_config *f, bool peers_authenticated, bool several,
+                      struct node_authz **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!f->auth)
+        return 0;
+    if (several && !peers_authenticated) {
+        snprintf(err, errlen,
+                 "--auth 1 on several nodes needs --cluster-secret-file or --tls-client-auth 1 "
+                 "(nodes call each other's client port; without peer proofs anyone could call "
+                 "as a node)");
+        return -1;
+    }
+    char pw[AUTH_PASSWORD_MAX + 3];
+    size_t n = 0;
+    if (f->root_password_file[0] != '\0') {
+        FILE *fp = fopen(f->root_password_file, "rb");
+        if (fp == NULL) {
+            snprintf(err, errlen, "--root-password-file %.200s: %s", f->root_password_file,
+                     strerror(errno));
+            return -1;
+        }
+        n = fread(pw, 1, sizeof(pw), fp);
+        fclose(fp);
+        if (n > 0 && pw[n - 1] == '\n')
+            n--;
+        if (n > 0 && pw[n - 1] == '\r')
+            n--;
+        if (n < 1 || n > AUTH_PASSWORD_MAX) {
+            snprintf(err, errlen, "--root-password-file %.200s: the password must be 1..%d bytes",
+                     f->root_password_file, AUTH_PASSWORD_MAX);
+            return -1;
+        }
+    }
+    struct node_authz_options ao = {.enabled = true,
+                                    .token_ttl_ms = f->auth_token_ttl_s * 1000,
+                                    .root_password = n > 0 ? pw : NULL,
+                                    .root_password_len = n};
+    int rc = node_authz_new(&ao, out, err, errlen);
+    memset(pw, 0, sizeof(pw));
+    return rc;
+}
+
 extern char **environ;
 
 int main(int argc, char **argv)
@@ -224,6 +272,7 @@ int main(int argc, char **argv)
                 f.listen);
         return 2;
     }
+    struct node_authz *authz = NULL;
     /* Before anything is opened: a port another process serves is one line and exit 1, and the
      * data directory is left as it was. */
     if (net_listen_check(f.listen, err, sizeof(err)) != 0) {
@@ -318,6 +367,14 @@ int main(int argc, char **argv)
         goto err_after_server;
     struct auth_signer signer = {.key = secret, .node = f.node_id};
     bool peer_mtls = pems.cert != NULL && f.tls_client_auth;
+    if (auth_setup(&f, secret != NULL || peer_mtls, ro.n_nodes > 1 || f.join[0] != '\0', &authz,
+                   err, sizeof(err)) != 0) {
+        fprintf(stderr, "slotd: %s\n", err);
+        code = 2;
+        goto err_after_server;
+    }
+    ro.on_ctl_state = authz != NULL ? node_authz_on_ctl_state : NULL;
+    ro.on_ctl_state_ctx = authz;
     if (ro.n_nodes > 1 || f.join[0] != '\0') {
         if (secret == NULL && !peer_mtls)
             fprintf(stderr,
@@ -337,6 +394,7 @@ int main(int argc, char **argv)
             to.sign = auth_signer_sign;
             to.sign_ctx = &signer;
             to.sign_header = AUTH_PROOF_HEADER;
+            /* every call: forwarded Metadata and relayed Admin calls prove the node too */
             to.sign_prefix = "/slotd.internal.v1.Peer/";
         }
         struct transport_callbacks cb = {.peer_unreachable = on_peer_unreachable};
@@ -358,13 +416,16 @@ int main(int argc, char **argv)
         goto err_after_transport;
     }
     g_runtime = rt;
+    if (authz != NULL)
+        node_authz_set_runtime(authz, rt, f.node_id);
     struct node_api api = {.rt = rt,
                            .routes = routes,
                            .transport = transport,
                            .client = server,
                            .node_id = f.node_id,
                            .peer_verifier = verifier,
-                           .peer_mtls = peer_mtls};
+                           .peer_mtls = peer_mtls,
+                           .authz = authz};
     if (node_api_register(&api, server, peer_server) != 0) {
         fprintf(stderr, "slotd: cannot register the API\n");
         goto err_after_runtime;
@@ -392,18 +453,20 @@ int main(int argc, char **argv)
         rpc_server_shutdown(peer_server);
         goto err_after_runtime;
     }
-    fprintf(stderr,
-            "level=info component=main msg=\"slotd serving\" node=%llu listen=%s port=%d "
-            "peer_listen=%s peer_port=%d data_dir=%s slot_groups=%llu tls=%s peer_auth=%s\n",
-            (unsigned long long)f.node_id, f.listen, port, f.peer_listen, peer_port, f.data_dir,
-            (unsigned long long)f.slot_groups,
-            pems.cert == NULL   ? "off"
-            : f.tls_client_auth ? "mtls"
-                                : "on",
-            secret != NULL && peer_mtls ? "secret+mtls"
-            : secret != NULL            ? "secret"
-            : peer_mtls                 ? "mtls"
-                                        : "none");
+    fprintf(
+        stderr,
+        "level=info component=main msg=\"slotd serving\" node=%llu listen=%s port=%d "
+        "peer_listen=%s peer_port=%d data_dir=%s slot_groups=%llu tls=%s peer_auth=%s auth=%s\n",
+        (unsigned long long)f.node_id, f.listen, port, f.peer_listen, peer_port, f.data_dir,
+        (unsigned long long)f.slot_groups,
+        pems.cert == NULL   ? "off"
+        : f.tls_client_auth ? "mtls"
+                            : "on",
+        secret != NULL && peer_mtls ? "secret+mtls"
+        : secret != NULL            ? "secret"
+        : peer_mtls                 ? "mtls"
+                                    : "none",
+        authz != NULL ? "on" : "off");
     start_metrics_http(metrics, f.metrics_listen, &metrics_http);
 
     int sig = wait_signal(&set);
@@ -423,6 +486,8 @@ int main(int argc, char **argv)
 
 err_after_runtime:
     runtime_stop(rt);
+    node_authz_free(authz); /* its worker's last jobs see a stopped runtime */
+    authz = NULL;
     if (transport != NULL)
         transport_stop(transport);
     g_runtime = NULL;
@@ -431,6 +496,7 @@ err_after_transport:
     transport_free(transport);
 err_after_server:
     rpc_server_free(peer_server);
+    node_authz_free(authz);
     rpc_server_free(server);
 err_after_metrics:
     metrics_registry_free(metrics); /* after every user of its series */

@@ -57,6 +57,7 @@ static const struct opt_def opt_defs[] = {
     {"tls-cert", OPT_STRING, OFF(tls.cert_file), 0, 0},
     {"tls-key", OPT_STRING, OFF(tls.key_file), 0, 0},
     {"tls-server-name", OPT_STRING, OFF(tls.server_name), 0, 0},
+    {"token-file", OPT_STRING, OFF(token_file), 0, 0},
 };
 
 static const char *const op_names[] = {
@@ -114,6 +115,9 @@ const char *bench_opts_usage(void)
            "  --tls-key FILE               TLS: private key PEM of --tls-cert\n"
            "  --tls-server-name NAME       TLS: name expected in the server certificates "
            "(default: host)\n"
+           "  --token-file F               send the token in F (first line, from "
+           "Admin.Authenticate)\n"
+           "                               as \"authorization: Bearer <token>\" on every call\n"
            "exit: 0 run completed (even with errors), 1 could not connect, 2 usage error\n";
 }
 

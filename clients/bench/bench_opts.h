@@ -34,6 +34,8 @@ enum bench_op {
 #define BENCH_DEADLINE_MS_MAX 600000u
 #define BENCH_CONNECT_TIMEOUT_MS_MAX 60000u
 
+#define BENCH_TOKEN_MAX 255 /* bytes of the token in --token-file */
+
 struct bench_opts {
     enum bench_target target;
     enum bench_op op;
@@ -61,6 +63,10 @@ struct bench_opts {
     struct client_tls_opts tls;
     /* the PEM text of tls, loaded by main() before the run (NULL: plaintext channels) */
     const struct client_tls_pem *tls_pem;
+    /* --token-file F (points into argv; NULL: none): a token from Admin.Authenticate, sent as
+     * "authorization: Bearer <token>" on every call (servers started with --auth 1) */
+    const char *token_file;
+    char token[BENCH_TOKEN_MAX + 1]; /* read by main() before the run; "" = none */
 };
 
 /* o: borrowed for the call. Fills the defaults (the values --help shows). */

@@ -87,6 +87,10 @@ struct run_shared {
     int64_t measure_start_ns;
     _Atomic int64_t measure_end_ns; /* set to 0 to stop early */
     _Atomic uint64_t issued;        /* measured calls issued (populate: next key index) */
+    /* "authorization: Bearer <token>" sent with every call when has_token (slices alive for
+     * the whole run, shared read-only by every call) */
+    bool has_token;
+    grpc_metadata token_md;
 };
 
 struct run_worker;
@@ -320,6 +324,10 @@ static void run_fetch_start(struct run_shared *s, struct run_fetch *f, grpc_comp
     grpc_op ops[6];
     memset(ops, 0, sizeof(ops));
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (s->has_token) {
+        ops[0].data.send_initial_metadata.count = 1;
+        ops[0].data.send_initial_metadata.metadata = &s->token_md;
+    }
     ops[1].op = GRPC_OP_SEND_MESSAGE;
     ops[1].data.send_message.send_message = f->send;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
@@ -490,6 +498,10 @@ static void run_issue(struct run_worker *w, struct run_call *c, int64_t now)
     grpc_op ops[6];
     memset(ops, 0, sizeof(ops));
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (s->has_token) {
+        ops[0].data.send_initial_metadata.count = 1;
+        ops[0].data.send_initial_metadata.metadata = &s->token_md;
+    }
     ops[1].op = GRPC_OP_SEND_MESSAGE;
     ops[1].data.send_message.send_message = c->send;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
@@ -914,6 +926,13 @@ int bench_run_execute(const struct bench_opts *o, struct bench_result *r, char *
     struct run_shared s;
     memset(&s, 0, sizeof(s));
     s.o = o;
+    char bearer[BENCH_TOKEN_MAX + 8];
+    if (o->token[0] != '\0') {
+        snprintf(bearer, sizeof(bearer), "Bearer %s", o->token);
+        s.has_token = true;
+        s.token_md.key = grpc_slice_from_static_string("authorization");
+        s.token_md.value = grpc_slice_from_static_string(bearer); /* lives until we return */
+    }
     for (int k = 0; k < RUN_REQ_KINDS; k++) {
         if (o->target == BENCH_TARGET_ETCD && k == BENCH_REQ_GET_LEADER_LOCAL)
             continue; /* never sent to etcd */

@@ -7,6 +7,7 @@
 #include <grpc/grpc.h>
 
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 
 /* Reads the --tls-* files into pem (free with client_tls_pem_free() whatever the return) and
@@ -34,6 +35,25 @@ static int slotbench_tls_load(struct bench_opts *o, struct client_tls_pem *pem)
     return 0;
 }
 
+/* Reads --token-file's first line into o->token. Returns 0, or -1 after printing why. */
+static int slotbench_token_load(struct bench_opts *o)
+{
+    FILE *f = fopen(o->token_file, "rb");
+    if (f == NULL) {
+        fprintf(stderr, "slotbench: --token-file %s: cannot open\n", o->token_file);
+        return -1;
+    }
+    size_t n = fread(o->token, 1, BENCH_TOKEN_MAX, f);
+    fclose(f);
+    o->token[n] = '\0';
+    o->token[strcspn(o->token, "\r\n")] = '\0';
+    if (o->token[0] == '\0') {
+        fprintf(stderr, "slotbench: --token-file %s: no token on the first line\n", o->token_file);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     char errmsg[512];
@@ -50,6 +70,10 @@ int main(int argc, char **argv)
     int code = slotbench_tls_load(&opts, &pem);
     if (code != 0)
         goto done;
+    if (opts.token_file != NULL && slotbench_token_load(&opts) != 0) {
+        code = 2;
+        goto done;
+    }
     code = 1;
     struct bench_result *r = malloc(sizeof(*r)); /* two histograms: ~116 KiB */
     if (!r) {

@@ -457,8 +457,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "slotctl: %s\n", err);
         return SLOTCTL_EXIT_USAGE;
     }
-    int code;
+    int code = slotctl_login(c, &a);
+    if (code != SLOTCTL_EXIT_OK) {
+        slotd_client_free(c);
+        return code;
+    }
     switch (a.cmd) {
+    case SLOTCTL_CMD_USER:
+    case SLOTCTL_CMD_ROLE:
+        code = slotctl_auth_run(c, &a);
+        break;
     case SLOTCTL_CMD_GET:
         code = cmd_get(c, &a);
         break;

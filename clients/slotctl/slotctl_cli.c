@@ -56,6 +56,8 @@ static const struct {
     {"migrate-slots", SLOTCTL_CMD_MIGRATE_SLOTS, 0, 0},
     {"task", SLOTCTL_CMD_TASK_STATUS, 1, 2}, /* task status [TASK_ID] */
     {"status", SLOTCTL_CMD_STATUS, 0, 0},
+    {"user", SLOTCTL_CMD_USER, 1, 3}, /* user SUB [NAME [ROLE]] */
+    {"role", SLOTCTL_CMD_ROLE, 1, 5}, /* role SUB [NAME [TYPE ACCESS [VALUE]]] */
 };
 
 #define CLI_N_CMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
@@ -391,6 +393,13 @@ static int cli_option(int argc, char **argv, int *i, struct slotctl_args *a, cha
                              : strcmp(opt, "--tls-key") == 0  ? &a->tls_key
                                                               : &a->tls_server_name;
         *field = val;
+    } else if (strcmp(opt, "--user") == 0 || strcmp(opt, "--password-file") == 0 ||
+               strcmp(opt, "--new-password-file") == 0) {
+        if (!*val)
+            return cli_fail(err, errlen, "%s: empty", opt);
+        *(strcmp(opt, "--user") == 0            ? &a->user
+          : strcmp(opt, "--password-file") == 0 ? &a->password_file
+                                                : &a->new_password_file) = val;
     } else if (strcmp(opt, "--consistency") == 0) {
         if (cli_consistency(val, &a->consistency) != 0)
             return cli_fail(err, errlen,
@@ -447,6 +456,10 @@ static int cli_check(struct slotctl_args *a, char *err, size_t errlen)
         return cli_fail(err, errlen, "--tls-cert and --tls-key: give both or neither");
     if (a->tls_server_name && !a->tls_ca && !a->tls_cert)
         return cli_fail(err, errlen, "--tls-server-name: needs --tls-ca or --tls-cert");
+    if ((a->user == NULL) != (a->password_file == NULL))
+        return cli_fail(err, errlen, "--user and --password-file: give both or neither");
+    if (a->new_password_file && a->cmd != SLOTCTL_CMD_USER)
+        return cli_fail(err, errlen, "--new-password-file: only for user add and user passwd");
     if (cli_admin_check(a, err, errlen) != 0)
         return SLOTCTL_EXIT_USAGE;
     uint64_t v;
@@ -558,6 +571,16 @@ void slotctl_usage(FILE *out)
         "                                      after S s, default %d)\n"
         "                                      task commands take --expected-revision R too;\n"
         "                                      --wait S watches the new task up to S s\n"
+        "  user add NAME --new-password-file F | user passwd NAME --new-password-file F\n"
+        "  user delete NAME | user grant NAME ROLE | user revoke NAME ROLE | user list\n"
+        "                                      users (servers started with --auth 1; ROLE may\n"
+        "                                      be root); list shows users and roles\n"
+        "  role add NAME | role delete NAME | role list\n"
+        "  role grant NAME TYPE ACCESS [VALUE] | role revoke NAME TYPE ACCESS [VALUE]\n"
+        "                                      TYPE key_prefix (VALUE the prefix), kind (VALUE\n"
+        "                                      user, channel, conversation, cmd, runtime_meta,\n"
+        "                                      migration_task, plugin, event) or admin;\n"
+        "                                      ACCESS read, write or readwrite\n"
         "  bench ARGS...                       runs slotbench ARGS... from slotctl's directory\n"
         "\n"
         "options:\n"
@@ -570,6 +593,9 @@ void slotctl_usage(FILE *out)
         "  --tls-cert FILE       TLS: client certificate PEM for servers requiring one (mTLS)\n"
         "  --tls-key FILE        TLS: private key PEM of --tls-cert\n"
         "  --tls-server-name N   TLS: name expected in the servers' certificates (default: host)\n"
+        "  --user NAME --password-file F\n"
+        "                        authenticate as NAME (password: F's first line) and send\n"
+        "                        the token with every call (servers with --auth 1)\n"
         "  --                    ends options (for keys or values starting with '-')\n"
         "\n"
         "exit codes:\n",

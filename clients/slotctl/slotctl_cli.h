@@ -49,10 +49,12 @@ enum slotctl_cmd {
     SLOTCTL_CMD_MIGRATE_SLOTS,
     SLOTCTL_CMD_TASK_STATUS,
     SLOTCTL_CMD_STATUS,
+    SLOTCTL_CMD_USER, /* user add|delete|passwd|grant|revoke|list */
+    SLOTCTL_CMD_ROLE, /* role add|delete|grant|revoke|list */
 };
 
 #define SLOTCTL_ENDPOINTS_DEFAULT "127.0.0.1:7700"
-#define SLOTCTL_POSITIONALS_MAX 3
+#define SLOTCTL_POSITIONALS_MAX 5
 /* --wait and --timeout bound (seconds) and join --weight bounds. */
 #define SLOTCTL_WAIT_S_MAX 3600
 #define SLOTCTL_WEIGHT_MAX 1000
@@ -101,6 +103,11 @@ struct slotctl_args {
     bool watch;
     int interval_ms; /* 0 = SLOTCTL_INTERVAL_MS_DEFAULT */
     int timeout_s;   /* 0 = SLOTCTL_WATCH_TIMEOUT_S_DEFAULT */
+    /* --user NAME --password-file F: authenticate first (Admin.Authenticate) and send the token;
+     * --new-password-file F: the password of user add / user passwd (point into argv) */
+    const char *user;
+    const char *password_file;
+    const char *new_password_file;
     int bench_argc;  /* bench: the arguments after "bench" */
     char **bench_argv;
 };

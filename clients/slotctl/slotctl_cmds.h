@@ -40,6 +40,15 @@ json_t *slotctl_admin_result_json(const struct slotctl_args *a, const struct slo
 /* r, what: borrowed for the call. Prints "CHANGED  what  revision R  applied index I". */
 void slotctl_admin_result_print(const struct slotd_admin_result *r, const char *what);
 
+/* ---- users and roles (slotctl_auth.c) ---- */
+
+/* c, a: borrowed for the call. With --user and --password-file: Admin.Authenticate, so every
+ * later call of c carries the token. Returns the exit code (0 when there is nothing to do). */
+int slotctl_login(struct slotd_client *c, const struct slotctl_args *a);
+
+/* c, a: borrowed for the call. `user ...` and `role ...`. Returns the exit code. */
+int slotctl_auth_run(struct slotd_client *c, const struct slotctl_args *a);
+
 /* ---- tasks (slotctl_task.c) ---- */
 
 /* c, a: borrowed for the call. move-replica, drain, promote, retry, migrate-slots and

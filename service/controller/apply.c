@@ -429,6 +429,16 @@ static const struct op_def ops[] = {
      ctl__op_task_progress},
     {"task_fail", {"task", "attempt", "phase", "error", "now_ms"}, {NULL}, true, ctl__op_task_fail},
     {"task_retry", {"task", "now_ms"}, {NULL}, false, ctl__op_task_retry},
+    {"auth_init", {"token_key", "password_hash"}, {NULL}, false, ctl__op_auth_init},
+    {"user_add", {"name", "password_hash"}, {NULL}, false, ctl__op_user_add},
+    {"user_delete", {"name"}, {NULL}, false, ctl__op_user_delete},
+    {"user_passwd", {"name", "password_hash"}, {NULL}, false, ctl__op_user_passwd},
+    {"user_grant_role", {"name", "role"}, {NULL}, false, ctl__op_user_grant_role},
+    {"user_revoke_role", {"name", "role"}, {NULL}, false, ctl__op_user_revoke_role},
+    {"role_add", {"name"}, {NULL}, false, ctl__op_role_add},
+    {"role_delete", {"name"}, {NULL}, false, ctl__op_role_delete},
+    {"role_grant", {"role", "type", "access", "value"}, {NULL}, false, ctl__op_role_grant},
+    {"role_revoke", {"role", "type", "access", "value"}, {NULL}, false, ctl__op_role_revoke},
 };
 
 /* Checks the op's fields and expected_revision, then runs it on s. */

@@ -208,9 +208,88 @@ struct ctl_health {
     uint64_t ttl_ms; /* 1..CTL_HEALTH_TTL_MS_MAX */
 };
 
-/* The whole controller state (about 60 KiB). Plain data: copy with memcpy or assignment.
- * revision == 0 means "not bootstrapped": then cluster_id is "", config is all zeros and every
- * list is empty. Every u64 is <= CTL_U64_JSON_MAX. Arrays that are sets are kept sorted. */
+/* ---- users and roles (RBAC, service/controller/auth.c) -------------------------------------
+ * The "auth" section exists once auth_init applied (enabled): the token key every node signs and
+ * checks client tokens with, the users (password hashes from crypto_pwhash_str) and the roles.
+ * Password hashes and the token key are secrets: ctl_state_encode writes them (the raft snapshot,
+ * the fsm copy, cluster-state.json in the data directory and the copy mirrors fetch as nodes);
+ * Admin.ClusterState answers clients without them (service/node/admin.c). */
+#define CTL_USERS_MAX 64
+#define CTL_AUTH_ROLES_MAX 32
+#define CTL_USER_ROLES_MAX 8
+#define CTL_ROLE_PERMS_MAX 16
+#define CTL_AUTH_NAME_MAX 32      /* bytes of a user or role name: [A-Za-z0-9._-], not node-<n> */
+#define CTL_KEY_PREFIX_MAX 128    /* bytes of a key prefix grant: printable ASCII 0x20..0x7e */
+#define CTL_PASSWORD_HASH_MAX 127 /* a crypto_pwhash_str string ("$argon2id$..."), NUL excluded */
+#define CTL_TOKEN_KEY_BYTES 32
+#define CTL_AUTH_ROOT "root" /* the built-in role (everything) and the user auth_init creates */
+/* Typed metadata kinds a role can be granted (ProposeRequest commands / ReadRequest queries
+ * 20..29 user, 30..39 channel, 40..44 conversation, 45..49 cmd, 51..54 runtime_meta,
+ * 55..59 migration_task, 60..64 plugin, 65.. event). */
+#define CTL_AUTH_KINDS                                                                             \
+    "user", "channel", "conversation", "cmd", "runtime_meta", "migration_task", "plugin", "event"
+
+enum ctl_perm_type { CTL_PERM_KEY_PREFIX, CTL_PERM_KIND, CTL_PERM_ADMIN };
+enum ctl_access { CTL_ACCESS_READ = 1u << 0, CTL_ACCESS_WRITE = 1u << 1 };
+
+/* "key_prefix", "kind", "admin" / "read", "write", "readwrite"; NULL out of range. */
+const char *ctl_perm_type_name(enum ctl_perm_type v);
+const char *ctl_access_name(uint32_t access);
+
+struct ctl_perm {
+    enum ctl_perm_type type;
+    uint32_t access;                    /* non-empty set of ctl_access bits; admin: both */
+    char value[CTL_KEY_PREFIX_MAX + 1]; /* key prefix ("" = every key), kind name, "" for admin */
+};
+
+struct ctl_auth_role {
+    char name[CTL_AUTH_NAME_MAX + 1]; /* unique, never "root" */
+    uint32_t n_perms;
+    struct ctl_perm perms[CTL_ROLE_PERMS_MAX]; /* sorted by (type, value), one per (type, value) */
+};
+
+struct ctl_user {
+    char name[CTL_AUTH_NAME_MAX + 1];              /* unique */
+    char password_hash[CTL_PASSWORD_HASH_MAX + 1]; /* "$argon2id$..." */
+    uint64_t revision; /* the state revision of the user's last change: tokens carry it */
+    uint32_t n_roles;
+    char roles[CTL_USER_ROLES_MAX][CTL_AUTH_NAME_MAX + 1]; /* sorted; "root" or existing roles */
+};
+
+struct ctl_auth {
+    bool enabled; /* auth_init applied: token_key set, user root exists */
+    uint8_t token_key[CTL_TOKEN_KEY_BYTES];
+    uint32_t n_users;
+    struct ctl_user users[CTL_USERS_MAX]; /* sorted by name */
+    uint32_t n_roles;
+    struct ctl_auth_role roles[CTL_AUTH_ROLES_MAX]; /* sorted by name */
+};
+
+/* User / role with this name, NULL if absent. Borrowed from a. */
+const struct ctl_user *ctl_auth_user(const struct ctl_auth *a, const char *name);
+const struct ctl_auth_role *ctl_auth_role(const struct ctl_auth *a, const char *name);
+
+/* What one call needs: access (one ctl_access bit) on a key (KEY_PREFIX: key[0..key_len)), on a
+ * kind (KIND: kind, one of CTL_AUTH_KINDS), or ADMIN. Borrowed for the call. */
+struct ctl_need {
+    enum ctl_perm_type type;
+    uint32_t access;
+    const uint8_t *key;
+    size_t key_len;
+    const char *kind;
+};
+
+/* 0 when user u (borrowed from a) holds the need through role root or a granted permission (a
+ * key_prefix grant covers every key starting with its prefix); else -1 with a sentence in why
+ * (borrowed, errlen > 0) naming what was needed and what the user has, e.g. 'write on key "a/1"
+ * needed (a key_prefix grant covering it); user bob has read key_prefix "b/"'. */
+int ctl_auth_check(const struct ctl_auth *a, const struct ctl_user *u, const struct ctl_need *need,
+                   char *why, size_t whylen);
+
+/* The whole controller state (about 160 KiB with the auth section). Plain data: copy with memcpy or
+ * assignment. revision == 0 means "not bootstrapped": then cluster_id is "", config is all zeros
+ * and every list is empty. Every u64 is <= CTL_U64_JSON_MAX. Arrays that are sets are kept sorted.
+ */
 struct ctl_state {
     uint32_t schema_version; /* CTL_SCHEMA_VERSION */
     char cluster_id[CTL_CLUSTER_ID_MAX + 1];
@@ -229,6 +308,7 @@ struct ctl_state {
     struct ctl_task tasks[CTL_TASKS_MAX];
     uint32_t n_health;
     struct ctl_health health[CTL_NODES_MAX]; /* sorted by node */
+    struct ctl_auth auth;                    /* users and roles; disabled = absent from JSON */
 };
 
 /* Resets *state (borrowed for the call) to the empty, not bootstrapped state. */
@@ -348,6 +428,24 @@ int ctl_cmd_set_node_status(uint64_t id, enum ctl_node_status status, uint64_t e
 int ctl_cmd_health_report(uint64_t node, uint64_t now_ms, uint64_t ttl_ms,
                           uint64_t expected_revision, char **out);
 int ctl_cmd_set_weight(uint64_t id, uint32_t weight, uint64_t expected_revision, char **out);
+
+/* Auth commands (auth.c). auth_init {token_key (64 hex digits), root_hash}: REJECTED once
+ * enabled; creates user root with role root. user_add {name, password_hash}, user_delete {name}
+ * (never root), user_passwd {name, password_hash}, user_grant_role / user_revoke_role {name,
+ * role}, role_add {name}, role_delete {name} (REJECTED while a user holds it), role_grant /
+ * role_revoke {role, type, access, value}. Every change to a user sets its revision to the new
+ * state revision (old tokens stop verifying). All are REJECTED before auth_init. */
+int ctl_cmd_auth_init(const uint8_t token_key[CTL_TOKEN_KEY_BYTES], const char *root_hash,
+                      char **out);
+/* op: "user_add", "user_passwd" (password_hash set) or "user_delete" (password_hash NULL). */
+int ctl_cmd_user(const char *op, const char *name, const char *password_hash,
+                 uint64_t expected_revision, char **out);
+/* op: "user_grant_role" or "user_revoke_role". */
+int ctl_cmd_user_role(const char *op, const char *name, const char *role,
+                      uint64_t expected_revision, char **out);
+/* op: "role_add" or "role_delete" (perm NULL), "role_grant" or "role_revoke" (perm set). */
+int ctl_cmd_role(const char *op, const char *name, const struct ctl_perm *perm,
+                 uint64_t expected_revision, char **out);
 
 /* ---- tasks ------------------------------------------------------------------------------------
  * A task moves through the phases of its kind. The executor proves each phase with live raft facts

@@ -143,4 +143,21 @@ struct ctl_task *ctl__task_fence(struct ctl_state *s, const json_t *cmd, bool wi
  * leader with a slower clock never moves updated_ms back. */
 uint64_t ctl__task_now(const struct ctl_task *t, const json_t *cmd);
 
+/* Users and roles (auth.c). The section's rules (ctl_state_validate calls it), its JSON ("auth",
+ * present only when enabled; NULL on allocation failure) and its strict decode (o borrowed; *a
+ * written). */
+int ctl__auth_validate(const struct ctl_state *s, char *err, size_t errlen);
+json_t *ctl__auth_encode(const struct ctl_auth *a);
+int ctl__auth_decode(const json_t *o, struct ctl_auth *a, char *err, size_t errlen);
+int ctl__op_auth_init(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_user_add(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_user_delete(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_user_passwd(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_user_grant_role(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_user_revoke_role(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_role_add(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_role_delete(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_role_grant(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_role_revoke(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+
 #endif

@@ -333,7 +333,7 @@ static int validate_empty(const struct ctl_state *s, char *err, size_t errlen)
     if (s->next_task_id != 0) {
         FAIL("next_task_id: must be 0 while revision is 0 (not bootstrapped)");
     }
-    return CTL_OK;
+    return ctl__auth_validate(s, err, errlen);
 }
 
 static int validate_config(const struct ctl_config *c, char *err, size_t errlen)
@@ -779,6 +779,9 @@ int ctl_state_validate(const struct ctl_state *s, char *err, size_t errlen)
     }
     if (rc == CTL_OK) {
         rc = validate_health(s, err, errlen);
+    }
+    if (rc == CTL_OK) {
+        rc = ctl__auth_validate(s, err, errlen);
     }
     return rc;
 }

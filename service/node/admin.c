@@ -10,6 +10,7 @@
 
 #include "service/controller/controller.h"
 #include "service/node/api.h"
+#include "service/node/authz.h"
 #include "slotd/internal/v1/log.pb-c.h"
 #include "slotd/internal/v1/peer.pb-c.h"
 #include "slotd/v1/admin.pb-c.h"
@@ -40,6 +41,62 @@ static void fail_malformed(struct rpc_call *call, const char *what)
     rpc_call_fail(call, &e);
 }
 
+/* The state without its secrets (auth.token_key, auth.users[].password_hash) for callers that
+ * are not nodes: *buf (a packed ClusterStateResponse, malloc'd) is replaced when its state has
+ * an auth section. "checksum" stays the full state's (clients send it back as known_checksum).
+ * Returns 0, -1 on allocation or decode failure. */
+static bool has_auth_section(const uint8_t *p, size_t n)
+{
+    static const char k[] = "\"auth\":";
+    for (size_t i = 0; i + sizeof(k) - 1 <= n; i++)
+        if (memcmp(p + i, k, sizeof(k) - 1) == 0)
+            return true;
+    return false;
+}
+
+static int redact_secrets(uint8_t **buf, size_t *len)
+{
+    Slotd__V1__ClusterStateResponse *r =
+        slotd__v1__cluster_state_response__unpack(NULL, *len, *buf);
+    if (r == NULL)
+        return -1;
+    int rc = 0;
+    json_t *root = NULL;
+    if (r->state_json.len > 0 && has_auth_section(r->state_json.data, r->state_json.len)) {
+        rc = -1;
+        root = json_loadb((const char *)r->state_json.data, r->state_json.len, 0, NULL);
+        json_t *auth = root ? json_object_get(root, "auth") : NULL;
+        json_t *users = auth ? json_object_get(auth, "users") : NULL;
+        char *text = NULL;
+        if (auth != NULL && json_is_array(users)) {
+            json_object_del(auth, "token_key");
+            for (size_t i = 0; i < json_array_size(users); i++)
+                json_object_del(json_array_get(users, i), "password_hash");
+            text = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT);
+        }
+        uint8_t *out = NULL;
+        if (text != NULL) {
+            ProtobufCBinaryData full = r->state_json; /* freed with r below */
+            r->state_json.data = (uint8_t *)text;
+            r->state_json.len = strlen(text);
+            size_t n = slotd__v1__cluster_state_response__get_packed_size(r);
+            out = malloc(n ? n : 1);
+            if (out != NULL) {
+                slotd__v1__cluster_state_response__pack(r, out);
+                free(*buf);
+                *buf = out;
+                *len = n;
+                rc = 0;
+            }
+            r->state_json = full;
+            free(text);
+        }
+    }
+    json_decref(root);
+    slotd__v1__cluster_state_response__free_unpacked(r, NULL);
+    return rc;
+}
+
 static void answer_cluster_state(const struct node_gated *g)
 {
     struct slotd_error err;
@@ -59,6 +116,12 @@ static void answer_cluster_state(const struct node_gated *g)
         rpc_call_fail(g->call, &err);
         return;
     }
+    if (!g->secrets && redact_secrets(&buf, &blen) != 0) {
+        free(buf);
+        slotd_error_set(&err, SLOTD_EINTERNAL, "cluster state: cannot leave out the secrets");
+        rpc_call_fail(g->call, &err);
+        return;
+    }
     rpc_call_reply_bytes(g->call, buf, blen);
     free(buf);
 }
@@ -70,11 +133,28 @@ static void on_cluster_state(void *ctx, struct rpc_call *call, const uint8_t *re
         fail_malformed(call, "slotd.v1.ClusterStateRequest");
         return;
     }
+    struct node_caller caller;
+    struct slotd_error aerr;
+    if (node_authz_caller(ctx, call, "/slotd.v1.Admin/ClusterState", req, len, &caller, &aerr) !=
+            0 ||
+        node_authz_allowed(&caller,
+                           &(struct ctl_need){.type = CTL_PERM_ADMIN, .access = CTL_ACCESS_READ},
+                           &aerr) != 0) {
+        node_caller_release(&caller);
+        slotd__v1__cluster_state_request__free_unpacked(r, NULL);
+        rpc_call_fail(call, &aerr);
+        return;
+    }
+    bool node = caller.kind == NODE_CALLER_NODE ||
+                (caller.kind == NODE_CALLER_OPEN &&
+                 node_authz_is_node(ctx, call, "/slotd.v1.Admin/ClusterState", req, len));
+    node_caller_release(&caller);
     struct node_gated g = {.api = ctx,
                            .call = call,
                            .min_revision = r->min_revision,
                            .answer = answer_cluster_state,
-                           .known_revision = r->known_revision};
+                           .known_revision = r->known_revision,
+                           .secrets = node};
     const char *sum = r->known_checksum != NULL ? r->known_checksum : "";
     bool fits = strlen(sum) < sizeof(g.known_checksum);
     if (fits)
@@ -199,9 +279,9 @@ static int relay(struct node_api *api, struct rpc_call *call, const char *method
 /* Proposes cmd on the controller leader. A voter that is the leader proposes; a voter that is
  * not relays once to the leader it observes (no_forward set); a mirror relays to a voter, which
  * relays to its leader. Returns 0 when the call is taken care of, -1 with err. */
-static int submit_command(struct node_api *api, struct rpc_call *call, const char *method,
-                          const char *cmd, ProtobufCMessage *msg, protobuf_c_boolean *no_forward,
-                          struct slotd_error *err)
+int node_admin_submit(struct node_api *api, struct rpc_call *call, const char *method,
+                      const char *cmd, ProtobufCMessage *msg, protobuf_c_boolean *no_forward,
+                      struct slotd_error *err)
 {
     if (runtime_ctl_voter(api->rt)) {
         uint64_t leader = runtime_ctl_leader(api->rt);
@@ -302,8 +382,8 @@ static void on_join_node(void *ctx, struct rpc_call *call, const uint8_t *req, s
                                      r->expected_revision, &cmd)) != CTL_OK)
         rc = build_failed(rc, &err);
     else
-        rc = submit_command(api, call, "/slotd.v1.Admin/JoinNode", cmd, &r->base, &r->no_forward,
-                            &err);
+        rc = node_admin_submit(api, call, "/slotd.v1.Admin/JoinNode", cmd, &r->base, &r->no_forward,
+                               &err);
     finish(call, rc, cmd, &err);
     slotd__v1__join_node_request__free_unpacked(r, NULL);
 }
@@ -324,8 +404,8 @@ static void on_activate_node(void *ctx, struct rpc_call *call, const uint8_t *re
     else if ((rc = ctl_cmd_activate_node(r->node_id, r->expected_revision, &cmd)) != CTL_OK)
         rc = build_failed(rc, &err);
     else
-        rc = submit_command(api, call, "/slotd.v1.Admin/ActivateNode", cmd, &r->base,
-                            &r->no_forward, &err);
+        rc = node_admin_submit(api, call, "/slotd.v1.Admin/ActivateNode", cmd, &r->base,
+                               &r->no_forward, &err);
     finish(call, rc, cmd, &err);
     slotd__v1__activate_node_request__free_unpacked(r, NULL);
 }
@@ -349,8 +429,8 @@ static void on_set_preferred_leader(void *ctx, struct rpc_call *call, const uint
                                                 &cmd)) != CTL_OK)
         rc = build_failed(rc, &err);
     else
-        rc = submit_command(api, call, "/slotd.v1.Admin/SetPreferredLeader", cmd, &r->base,
-                            &r->no_forward, &err);
+        rc = node_admin_submit(api, call, "/slotd.v1.Admin/SetPreferredLeader", cmd, &r->base,
+                               &r->no_forward, &err);
     finish(call, rc, cmd, &err);
     slotd__v1__set_preferred_leader_request__free_unpacked(r, NULL);
 }
@@ -375,8 +455,8 @@ static void on_report_health(void *ctx, struct rpc_call *call, const uint8_t *re
     else if ((rc = ctl_cmd_health_report(r->node_id, wall_ms(), r->ttl_ms, 0, &cmd)) != CTL_OK)
         rc = build_failed(rc, &err);
     else
-        rc = submit_command(api, call, "/slotd.v1.Admin/ReportHealth", cmd, &r->base,
-                            &r->no_forward, &err);
+        rc = node_admin_submit(api, call, "/slotd.v1.Admin/ReportHealth", cmd, &r->base,
+                               &r->no_forward, &err);
     finish(call, rc, cmd, &err);
     slotd__v1__report_health_request__free_unpacked(r, NULL);
 }
@@ -393,7 +473,7 @@ static int create_task(struct node_api *api, struct rpc_call *call, const char *
     if (rc != CTL_OK)
         rc = build_failed(rc, err);
     else
-        rc = submit_command(api, call, method, cmd, msg, no_forward, err);
+        rc = node_admin_submit(api, call, method, cmd, msg, no_forward, err);
     ctl_free(cmd);
     return rc;
 }
@@ -513,8 +593,8 @@ static void on_retry_task(void *ctx, struct rpc_call *call, const uint8_t *req, 
         (rc = ctl_cmd_task_retry(r->task_id, wall_ms(), r->expected_revision, &cmd)) != CTL_OK)
         rc = build_failed(rc, &err);
     else if (rc == 0)
-        rc = submit_command(api, call, "/slotd.v1.Admin/RetryTask", cmd, &r->base, &r->no_forward,
-                            &err);
+        rc = node_admin_submit(api, call, "/slotd.v1.Admin/RetryTask", cmd, &r->base,
+                               &r->no_forward, &err);
     finish(call, rc, cmd, &err);
     slotd__v1__retry_task_request__free_unpacked(r, NULL);
 }
@@ -758,8 +838,8 @@ static void on_controller_command(void *ctx, struct rpc_call *call, const uint8_
         cmd[r->command.len] = '\0';
         rc = peer_command_allowed(api, cmd, caller, r->no_forward, &err);
         if (rc == 0)
-            rc = submit_command(api, call, PEER_CONTROLLER_COMMAND, cmd, &r->base, &r->no_forward,
-                                &err);
+            rc = node_admin_submit(api, call, PEER_CONTROLLER_COMMAND, cmd, &r->base,
+                                   &r->no_forward, &err);
     }
     free(cmd);
     if (rc != 0)
@@ -816,6 +896,49 @@ static void on_migration_propose(void *ctx, struct rpc_call *call, const uint8_t
     slotd__internal__v1__migration_propose_request__free_unpacked(r, NULL);
 }
 
+int node_admin_gate(struct node_api *api, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct slotd_error err;
+    struct ctl_need need = {.type = CTL_PERM_ADMIN, .access = CTL_ACCESS_WRITE};
+    if (node_authz_require(api, call, rpc_call_method(call), req, len, &need, &err) == 0)
+        return 0;
+    rpc_call_fail(call, &err);
+    return -1;
+}
+
+/* Admin methods that need the admin permission (with --auth), served through on_gated. */
+static const struct {
+    const char *path;
+    rpc_unary_cb cb;
+} gated[] = {
+    {"/slotd.v1.Admin/ControllerStatus", on_controller_status},
+    {"/slotd.v1.Admin/JoinNode", on_join_node},
+    {"/slotd.v1.Admin/ActivateNode", on_activate_node},
+    {"/slotd.v1.Admin/SetPreferredLeader", on_set_preferred_leader},
+    {"/slotd.v1.Admin/ReportHealth", on_report_health},
+    {"/slotd.v1.Admin/MoveReplica", on_move_replica},
+    {"/slotd.v1.Admin/TransferLeader", on_transfer_leader},
+    {"/slotd.v1.Admin/PromoteControllerVoter", on_promote_voter},
+    {"/slotd.v1.Admin/DrainNode", on_drain_node},
+    {"/slotd.v1.Admin/RetryTask", on_retry_task},
+    {"/slotd.v1.Admin/MigrateHashSlots", on_migrate_hash_slots},
+};
+
+static void on_gated(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    const char *m = rpc_call_method(call);
+    for (size_t i = 0; i < sizeof(gated) / sizeof(gated[0]); i++) {
+        if (strcmp(gated[i].path, m) == 0) {
+            if (node_admin_gate(ctx, call, req, len) == 0)
+                gated[i].cb(ctx, call, req, len);
+            return;
+        }
+    }
+    struct slotd_error err;
+    slotd_error_set(&err, SLOTD_EINTERNAL, "%s: no handler", m);
+    rpc_call_fail(call, &err);
+}
+
 int node_admin_register(struct node_api *api, struct rpc_server *client, struct rpc_server *peer)
 {
     static const struct {
@@ -823,24 +946,15 @@ int node_admin_register(struct node_api *api, struct rpc_server *client, struct 
         rpc_unary_cb cb;
     } methods[] = {
         {"/slotd.v1.Admin/ClusterState", on_cluster_state},
-        {"/slotd.v1.Admin/ControllerStatus", on_controller_status},
-        {"/slotd.v1.Admin/JoinNode", on_join_node},
-        {"/slotd.v1.Admin/ActivateNode", on_activate_node},
-        {"/slotd.v1.Admin/SetPreferredLeader", on_set_preferred_leader},
-        {"/slotd.v1.Admin/ReportHealth", on_report_health},
-        {"/slotd.v1.Admin/MoveReplica", on_move_replica},
-        {"/slotd.v1.Admin/TransferLeader", on_transfer_leader},
-        {"/slotd.v1.Admin/PromoteControllerVoter", on_promote_voter},
-        {"/slotd.v1.Admin/DrainNode", on_drain_node},
-        {"/slotd.v1.Admin/RetryTask", on_retry_task},
-        {"/slotd.v1.Admin/MigrateHashSlots", on_migrate_hash_slots},
     };
     int rc = rpc_server_add_service(client, &slotd__v1__admin__descriptor);
     for (size_t i = 0; rc == 0 && i < sizeof(methods) / sizeof(methods[0]); i++)
         rc = rpc_server_add_unary(client, methods[i].path, methods[i].cb, api);
+    for (size_t i = 0; rc == 0 && i < sizeof(gated) / sizeof(gated[0]); i++)
+        rc = rpc_server_add_unary(client, gated[i].path, on_gated, api);
     if (rc == 0)
         rc = rpc_server_add_unary(peer, PEER_CONTROLLER_COMMAND, on_controller_command, api);
     if (rc == 0)
         rc = rpc_server_add_unary(peer, PEER_MIGRATION_PROPOSE, on_migration_propose, api);
-    return rc;
+    return rc == 0 ? node_admin_auth_register(api, client) : rc;
 }

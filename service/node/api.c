@@ -10,6 +10,7 @@
 
 #include "google/rpc/status.pb-c.h"
 #include "service/node/api.h"
+#include "service/node/authz.h"
 #include "service/slot/slot.h"
 #include "slotd/internal/v1/peer.pb-c.h"
 
@@ -30,6 +31,23 @@ static void fail_malformed(struct rpc_call *call, const char *what)
     slotd_error_set(&e, SLOTD_EMALFORMED, "request: does not decode as %s", what);
     snprintf(e.field, sizeof(e.field), "request");
     rpc_call_fail(call, &e);
+}
+
+/* What a Propose (write) or Read (read) of command / query field number f on key needs: the
+ * key's prefix for Put, Delete, CompareAndSet and Get, else the typed kind. */
+static struct ctl_need need_of(unsigned f, uint32_t access, const ProtobufCBinaryData *key)
+{
+    struct ctl_need n = {.access = access};
+    const char *kind = node_authz_kind(f);
+    if (kind != NULL) {
+        n.type = CTL_PERM_KIND;
+        n.kind = kind;
+    } else {
+        n.type = CTL_PERM_KEY_PREFIX;
+        n.key = key->data;
+        n.key_len = key->len;
+    }
+    return n;
 }
 
 /* Where a request for a key goes, resolved on one route snapshot. */
@@ -262,8 +280,14 @@ static void on_propose(void *ctx, struct rpc_call *call, const uint8_t *req, siz
 {
     struct node_api *api = ctx;
     struct slotd_error err;
+    struct node_caller caller; /* before decoding: no validation answers without credentials */
+    if (node_authz_caller(api, call, "/slotd.v1.Metadata/Propose", req, len, &caller, &err) != 0) {
+        rpc_call_fail(call, &err);
+        return;
+    }
     Slotd__V1__ProposeRequest *p = slotd__v1__propose_request__unpack(NULL, len, req);
     if (p == NULL) {
+        node_caller_release(&caller);
         fail_malformed(call, "slotd.v1.ProposeRequest");
         return;
     }
@@ -271,7 +295,10 @@ static void on_propose(void *ctx, struct rpc_call *call, const uint8_t *req, siz
     struct target t;
     uint8_t *entry = NULL;
     size_t entry_len = 0;
-    if (slot_validate_propose(p, &key, &err) != 0 || resolve(api, key, &t, &err) != 0)
+    if (slot_validate_propose(p, &key, &err) != 0)
+        goto fail;
+    struct ctl_need need = need_of((unsigned)p->command_case, CTL_ACCESS_WRITE, key);
+    if (node_authz_allowed(&caller, &need, &err) != 0 || resolve(api, key, &t, &err) != 0)
         goto fail;
     bool no_forward = p->no_forward;
     p->no_forward = true; /* a forwarded request is forwarded at most once */
@@ -288,11 +315,13 @@ static void on_propose(void *ctx, struct rpc_call *call, const uint8_t *req, siz
     if (runtime_submit_propose(api->rt, t.group, entry, entry_len, call, &err) != 0)
         goto fail;
 done:
+    node_caller_release(&caller);
     free(entry);
     slotd__v1__propose_request__free_unpacked(p, NULL);
     return;
 
 fail:
+    node_caller_release(&caller);
     free(entry);
     slotd__v1__propose_request__free_unpacked(p, NULL);
     rpc_call_fail(call, &err);
@@ -302,14 +331,23 @@ static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
 {
     struct node_api *api = ctx;
     struct slotd_error err;
+    struct node_caller caller; /* before decoding: no validation answers without credentials */
+    if (node_authz_caller(api, call, "/slotd.v1.Metadata/Read", req, len, &caller, &err) != 0) {
+        rpc_call_fail(call, &err);
+        return;
+    }
     Slotd__V1__ReadRequest *r = slotd__v1__read_request__unpack(NULL, len, req);
     if (r == NULL) {
+        node_caller_release(&caller);
         fail_malformed(call, "slotd.v1.ReadRequest");
         return;
     }
     const ProtobufCBinaryData *key = NULL;
     struct target t;
-    if (slot_validate_read(r, &key, &err) != 0 || resolve(api, key, &t, &err) != 0)
+    if (slot_validate_read(r, &key, &err) != 0)
+        goto fail;
+    struct ctl_need need = need_of((unsigned)r->query_case, CTL_ACCESS_READ, key);
+    if (node_authz_allowed(&caller, &need, &err) != 0 || resolve(api, key, &t, &err) != 0)
         goto fail;
     bool local = r->consistency == SLOTD__V1__CONSISTENCY__CONSISTENCY_LOCAL;
     bool no_forward = r->no_forward;
@@ -322,10 +360,12 @@ static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
         runtime_submit_read(api->rt, t.group, t.hash_slot, req, len, (int)r->consistency,
                             r->min_applied_index, call, &err) != 0)
         goto fail;
+    node_caller_release(&caller);
     slotd__v1__read_request__free_unpacked(r, NULL);
     return;
 
 fail:
+    node_caller_release(&caller);
     slotd__v1__read_request__free_unpacked(r, NULL);
     rpc_call_fail(call, &err);
 }
@@ -401,6 +441,12 @@ static void answer_route(const struct node_gated *g)
 
 static void on_route_snapshot(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
+    struct slotd_error err;
+    if (node_authz_require(ctx, call, "/slotd.v1.Metadata/RouteSnapshot", req, len, NULL, &err) !=
+        0) {
+        rpc_call_fail(call, &err);
+        return;
+    }
     Slotd__V1__RouteSnapshotRequest *r = slotd__v1__route_snapshot_request__unpack(NULL, len, req);
     if (r == NULL) {
         fail_malformed(call, "slotd.v1.RouteSnapshotRequest");
@@ -419,6 +465,11 @@ static void answer_task_status(const struct node_gated *g)
 
 static void on_task_status(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
+    struct slotd_error err;
+    if (node_authz_require(ctx, call, "/slotd.v1.Metadata/TaskStatus", req, len, NULL, &err) != 0) {
+        rpc_call_fail(call, &err);
+        return;
+    }
     Slotd__V1__TaskStatusRequest *r = slotd__v1__task_status_request__unpack(NULL, len, req);
     if (r == NULL) {
         fail_malformed(call, "slotd.v1.TaskStatusRequest");

@@ -25,6 +25,9 @@ struct node_api {
      * authenticated (one node, or a cluster started with a warning). */
     struct auth_verifier *peer_verifier;
     bool peer_mtls;
+    /* Users and roles (authz.c; borrowed, NULL = auth off and no Authenticate). With --auth,
+     * Metadata and Admin calls need a caller (node_authz_caller) with the grant. */
+    struct node_authz *authz;
 };
 
 /* The node calling Peer method (its path, borrowed) with request body req (len bytes, borrowed):
@@ -48,6 +51,18 @@ int node_peer_sender(struct node_api *api, const char *method, uint64_t caller, 
  * without decoding nested messages: *from is 0 when absent. Returns 0, -1 when msg is not a
  * well-formed protobuf message at the top level. */
 int node_peer_from_node(const uint8_t *msg, size_t len, uint64_t *from);
+
+/* Proposes cmd (borrowed) on the controller leader for call: proposes here when this node
+ * leads, else relays msg (the decoded request, packed again; no_forward set) once to the leader
+ * (voters) or to a voter (mirrors). Returns 0 when the call is taken care of, -1 with err. */
+int node_admin_submit(struct node_api *api, struct rpc_call *call, const char *method,
+                      const char *cmd, ProtobufCMessage *msg, protobuf_c_boolean *no_forward,
+                      struct slotd_error *err);
+/* 0 when the caller of this Admin call may use the Admin service (admin permission, a node, or
+ * auth off); else -1 after failing the call (UNAUTHENTICATED / PERMISSION_DENIED). */
+int node_admin_gate(struct node_api *api, struct rpc_call *call, const uint8_t *req, size_t len);
+/* Registers Admin.Authenticate, UserWrite, RoleWrite and AuthList (admin_auth.c). */
+int node_admin_auth_register(struct node_api *api, struct rpc_server *s);
 
 /* The client address ("host:port" clients dial) of node id as this node's route has it, copied
  * into buf (len bytes); "" when unknown. Returns buf. Any thread. */
@@ -75,6 +90,7 @@ struct node_gated {
     bool active_only;                           /* TaskStatus */
     uint64_t known_revision;                    /* ClusterState */
     char known_checksum[72];                    /* ClusterState */
+    bool secrets; /* ClusterState: the caller is a node (password hashes and token key kept) */
 };
 /* g: copied. Answers now when min_revision is 0 or reached; else holds the call (at most
  * RUNTIME_CTL_WAIT_MS, on a heap copy) and answers it from the loop thread when the state gets

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "authz.h"
 #include "service/auth/auth.h"
 
 #define NODE_CERT_PREFIX "node-"
@@ -67,6 +68,15 @@ static int peer_caller(struct node_api *api, struct rpc_call *call, const char *
                        uint64_t *caller, struct slotd_error *err)
 {
     *caller = 0;
+    if (api->peer_verifier == NULL && !api->peer_mtls && node_authz_enabled(api->authz)) {
+        /* one node with --auth (several need peer authentication to start): a Forward would
+         * otherwise pass users' requests in as the node's own */
+        slotd_error_set(err, SLOTD_EUNAUTHENTICATED,
+                        "%s refused: this node runs --auth without peer authentication "
+                        "(--cluster-secret-file or --tls-client-auth 1), so it takes no Peer call",
+                        method);
+        return -1;
+    }
     if (api->peer_verifier != NULL) {
         size_t plen = 0;
         const char *proof = rpc_call_header(call, AUTH_PROOF_HEADER, &plen);

@@ -112,6 +112,9 @@ struct rpc_call *rpc_call_new_local(const char *path, int64_t deadline_ms, rpc_l
 int rpc_server_call_local(struct rpc_server *s, const char *path, int64_t deadline_ms,
                           const uint8_t *req, size_t len, rpc_local_cb cb, void *arg);
 
+/* True for a call made with rpc_call_new_local or rpc_server_call_local (no network peer). */
+bool rpc_call_is_local(const struct rpc_call *c);
+
 /* Finishes the call with OK and msg (borrowed for the call) as the response. Any thread; the call
  * is freed later by a completion-queue thread and must not be touched again. */
 void rpc_call_reply(struct rpc_call *c, const ProtobufCMessage *msg);

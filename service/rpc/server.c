@@ -433,6 +433,11 @@ int rpc_server_call_local(struct rpc_server *s, const char *path, int64_t deadli
     return SLOTD_OK;
 }
 
+bool rpc_call_is_local(const struct rpc_call *c)
+{
+    return c->local_cb != NULL;
+}
+
 /* Finishes a local call: the answer goes to its callback. */
 static void local_finish(struct rpc_call *c, int status, const char *message, const void *resp,
                          size_t len, const uint8_t *details, size_t details_len)

@@ -89,6 +89,8 @@ grpc_status_code slotd_error_grpc_code(int code)
         return GRPC_STATUS_UNAUTHENTICATED;
     case SLOTD_EPRECONDITION:
         return GRPC_STATUS_FAILED_PRECONDITION;
+    case SLOTD_EPERMISSION_DENIED:
+        return GRPC_STATUS_PERMISSION_DENIED;
     }
     return GRPC_STATUS_INTERNAL;
 }
@@ -128,6 +130,7 @@ int slotd_error_detail_code(int code)
     case SLOTD_EUNIMPLEMENTED:
     case SLOTD_EUNAUTHENTICATED:
     case SLOTD_EPRECONDITION:
+    case SLOTD_EPERMISSION_DENIED:
         break;
     }
     return SLOTD__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED;

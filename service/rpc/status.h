@@ -26,9 +26,10 @@
     X(SLOTD_ESTORAGE, 13, "storage error")                                                         \
     X(SLOTD_ETIMEOUT, 14, "deadline exceeded")                                                     \
     X(SLOTD_EINTERNAL, 15, "internal error")                                                       \
-    X(SLOTD_EUNIMPLEMENTED, 16, "unimplemented")                                                  \
-    X(SLOTD_EUNAUTHENTICATED, 17, "unauthenticated")                                              \
-    X(SLOTD_EPRECONDITION, 18, "precondition failed")
+    X(SLOTD_EUNIMPLEMENTED, 16, "unimplemented")                                                   \
+    X(SLOTD_EUNAUTHENTICATED, 17, "unauthenticated")                                               \
+    X(SLOTD_EPRECONDITION, 18, "precondition failed")                                              \
+    X(SLOTD_EPERMISSION_DENIED, 19, "permission denied")
 
 enum slotd_err {
 #define SLOTD__ENUM(name, value, msg) name = value,

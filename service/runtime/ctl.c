@@ -439,6 +439,8 @@ void rt_ctl_publish(struct runtime *rt, struct ctl_state *s)
             by_status[s->tasks[i].status]++;
     for (int i = 0; i < 4; i++)
         metrics_gauge_set(rt->metrics.controller_tasks[i], by_status[i]);
+    if (rt->opts.on_ctl_state != NULL)
+        rt->opts.on_ctl_state(rt->opts.on_ctl_state_ctx, s);
     if (!changed)
         return;
     rejoin_ctl(rt, s);

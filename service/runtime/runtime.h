@@ -36,6 +36,8 @@ struct runtime_peer {
     char address[128];
 };
 
+struct ctl_state;
+
 struct runtime_options {
     uint64_t node_id; /* default 1 */
     size_t n_nodes;   /* cluster members incl. this node; 0 = single node */
@@ -68,6 +70,11 @@ struct runtime_options {
     /* Where the runtime's series live (service/metrics/README.md); NULL (default): none.
      * Borrowed; must outlive the runtime. */
     struct metrics_registry *metrics;
+    /* Called on the loop thread with every cluster state the runtime publishes (controller
+     * applies, mirrored copies, health updates included; state borrowed for the call), e.g. to
+     * refresh users and roles (service/node/authz.c). NULL: none. Must not block. */
+    void (*on_ctl_state)(void *ctx, const struct ctl_state *state);
+    void *on_ctl_state_ctx;
 };
 
 void runtime_options_default(struct runtime_options *o);

@@ -1,5 +1,6 @@
-# test_security.py - trust-boundary checks on real processes: a port slotd serves is its own, and
-# Peer calls need a proof of the cluster secret made by the node the body names, for the receiver.
+# test_security.py - trust-boundary checks on real processes: a port slotd serves is its own, Peer
+# calls need a proof of the cluster secret made by the node the body names, for the receiver, and
+# with --auth 1 client calls need a user (token) holding the grant.
 import json
 import os
 import subprocess
@@ -13,6 +14,7 @@ import grpc
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import slotd_harness as h  # noqa: E402
 from slotd.v1 import admin_pb2  # noqa: E402
+from slotd.v1 import admin_pb2_grpc  # noqa: E402
 
 EXIT_WITHIN_S = 3.0
 
@@ -359,6 +361,409 @@ class PeerAuthTest(h.SlotdTestCase):
         for n in self.cluster.node_ids:
             self.assertIn("peer_auth=secret", self.cluster.server(n).log_text())
             self.assertNotIn("PEERS ARE NOT AUTHENTICATED", self.cluster.server(n).log_text())
+
+
+# ---- users and roles (--auth 1) ---------------------------------------------------------------
+
+ROOT_PASSWORD = "e2e root password, not for production"
+UNAUTH = grpc.StatusCode.UNAUTHENTICATED
+DENIED = grpc.StatusCode.PERMISSION_DENIED
+
+
+def bearer(token):
+    return (("authorization", "Bearer " + token),)
+
+
+class AuthCluster(h.SlotdCluster):
+    """A SlotdCluster whose route polls (start, wait_leaders) authenticate as root first."""
+
+    root_token = None
+
+    def route(self, via=None, timeout=h.RPC_TIMEOUT_S):
+        via = via if via is not None else self.live_ids()[0]
+        if self.root_token is None:
+            admin = admin_pb2_grpc.AdminStub(self.server(via).channel)
+            self.root_token = admin.Authenticate(admin_pb2.AuthenticateRequest(
+                user="root", password=ROOT_PASSWORD), timeout=timeout).token
+        return self.stub(via).RouteSnapshot(h.pb.RouteSnapshotRequest(), timeout=timeout,
+                                            metadata=bearer(self.root_token))
+
+
+class RbacTest(h.SlotdTestCase):
+    """One 3-node cluster started with --auth 1 and --root-password-file (and the cluster secret
+    the harness gives every multi-node cluster). Users: bob (role breader: read on key prefix
+    "b/"), alice (role awriter: readwrite on "a/", write on kind "user"). Every refused call
+    answers UNAUTHENTICATED or PERMISSION_DENIED naming what is missing, and the stored value,
+    read back as root through another node, did not change."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls._class_workdir = tempfile.mkdtemp(prefix="slotd-e2e-")
+        cls._class_servers = []
+        pw = os.path.join(cls._class_workdir, "root.password")
+        with open(pw, "w") as f:
+            f.write(ROOT_PASSWORD + "\n")
+        cls.cluster = AuthCluster(cls._class_workdir, name="rbac", size=3,
+                                  extra_args=["--auth", "1", "--root-password-file", pw])
+        cls._class_servers.extend(cls.cluster.servers.values())
+        try:
+            cls.cluster.start()
+        except BaseException:
+            for server in cls.cluster.servers.values():
+                server.kill()
+            raise
+        cls.root = bearer(cls.cluster.root_token)
+        cls.rev = 0
+        for op, name, perm in [(admin_pb2.ROLE_OP_ADD, "breader", None),
+                               (admin_pb2.ROLE_OP_GRANT, "breader", ("key_prefix", "read", "b/")),
+                               (admin_pb2.ROLE_OP_ADD, "awriter", None),
+                               (admin_pb2.ROLE_OP_GRANT, "awriter", ("key_prefix", "readwrite",
+                                                                     "a/")),
+                               (admin_pb2.ROLE_OP_GRANT, "awriter", ("kind", "write", "user"))]:
+            req = admin_pb2.RoleWriteRequest(op=op, name=name)
+            if perm:
+                req.permission.type, req.permission.access, req.permission.value = perm
+            cls.rev = cls.admin(2).RoleWrite(req, timeout=h.RPC_TIMEOUT_S, metadata=cls.root).revision
+        for user, password, role in [("bob", "bob password", "breader"),
+                                     ("alice", "alice password", "awriter")]:
+            cls.user_write(admin_pb2.USER_OP_ADD, user, password=password)
+            cls.user_write(admin_pb2.USER_OP_GRANT_ROLE, user, role=role)
+        cls.wait_revision(cls.rev)
+        cls.bob = bearer(cls.login("bob", "bob password", via=3))
+        cls.alice = bearer(cls.login("alice", "alice password", via=1))
+        # values the refused calls must leave alone
+        cls.a_key, cls.b_key = h.unique_key("a/rbac"), h.unique_key("b/rbac")
+        for key in (cls.a_key, cls.b_key):
+            cls.cluster.stub(1).Propose(h.pb.ProposeRequest(put=h.pb.PutCommand(
+                key=key, value=b"root wrote this")), timeout=h.RPC_TIMEOUT_S, metadata=cls.root)
+
+    @classmethod
+    def admin(cls, node_id):
+        return admin_pb2_grpc.AdminStub(cls.cluster.server(node_id).channel)
+
+    @classmethod
+    def user_write(cls, op, name, password="", role="", via=2):
+        resp = cls.admin(via).UserWrite(admin_pb2.UserWriteRequest(
+            op=op, name=name, password=password, role=role), timeout=h.RPC_TIMEOUT_S,
+            metadata=cls.root)
+        cls.rev = max(cls.rev, resp.revision)
+        return resp
+
+    @classmethod
+    def wait_revision(cls, rev):
+        """Every node holds the users and roles of controller revision rev or later."""
+        for n in cls.cluster.node_ids:
+            got = cls.admin(n).AuthList(admin_pb2.AuthListRequest(min_revision=rev),
+                                        timeout=h.RPC_TIMEOUT_S, metadata=cls.root)
+            assert got.enabled and got.revision >= rev, (n, got.revision, rev)
+
+    @classmethod
+    def login(cls, user, password, via=1):
+        return cls.admin(via).Authenticate(admin_pb2.AuthenticateRequest(
+            user=user, password=password), timeout=h.RPC_TIMEOUT_S).token
+
+    def put(self, node_id, key, value, md):
+        return self.cluster.stub(node_id).Propose(h.pb.ProposeRequest(
+            put=h.pb.PutCommand(key=key, value=value)), timeout=h.RPC_TIMEOUT_S, metadata=md)
+
+    def get(self, node_id, key, md):
+        return self.cluster.stub(node_id).Read(h.pb.ReadRequest(get=h.pb.GetQuery(key=key)),
+                                               timeout=h.RPC_TIMEOUT_S, metadata=md)
+
+    def assertRefused(self, code, fn, needle=""):
+        with self.assertRaises(grpc.RpcError) as ctx:
+            fn()
+        self.assertEqual(ctx.exception.code(), code, ctx.exception.details())
+        self.assertIn(needle, ctx.exception.details())
+        return ctx.exception.details()
+
+    def assertStored(self, key, value=b"root wrote this", via=3):
+        got = self.get(via, key, self.root)
+        self.assertTrue(got.get.found, key)
+        self.assertEqual(got.get.value, value)
+
+    def test_no_token_unauthenticated(self):
+        for n in self.cluster.node_ids:
+            self.assertRefused(UNAUTH, lambda: self.put(n, self.a_key, b"x", ()),
+                               "no credentials")
+            self.assertRefused(UNAUTH, lambda: self.get(n, self.b_key, ()), "no credentials")
+            self.assertRefused(UNAUTH, lambda: self.put(n, self.a_key, b"x", bearer("t1.root.1.9"
+                                                                                 "99999999999999."
+                                                                                 + "0" * 64)),
+                               "signature does not match")
+            self.assertRefused(UNAUTH, lambda: self.put(n, self.a_key, b"x", bearer("garbage")),
+                               "token: malformed")
+            # a request that does not decode learns nothing either: credentials come first
+            self.assertRefused(UNAUTH, lambda: h.raw_unary(
+                self.cluster.server(n).channel, "/slotd.v1.Metadata/Propose", b"\xff\xff\xff"),
+                "no credentials")
+            self.assertRefused(UNAUTH, lambda: self.admin(n).ClusterState(
+                admin_pb2.ClusterStateRequest(), timeout=h.RPC_TIMEOUT_S), "no credentials")
+            self.assertRefused(UNAUTH, lambda: self.admin(n).UserWrite(admin_pb2.UserWriteRequest(
+                op=admin_pb2.USER_OP_ADD, name="mallory", password="x"),
+                timeout=h.RPC_TIMEOUT_S), "no credentials")
+        self.assertStored(self.a_key)
+        self.assertStored(self.b_key, via=1)
+        users = self.admin(3).AuthList(admin_pb2.AuthListRequest(), timeout=h.RPC_TIMEOUT_S,
+                                       metadata=self.root).users
+        self.assertNotIn("mallory", [u.name for u in users])
+
+    def test_wrong_prefix_permission_denied(self):
+        for n in self.cluster.node_ids:
+            why = self.assertRefused(DENIED, lambda: self.put(n, self.b_key, b"bob", self.bob),
+                                     'write on key "%s" needed' % self.b_key.decode())
+            self.assertIn('user bob has read key_prefix "b/"', why)
+            self.assertRefused(DENIED, lambda: self.put(n, self.a_key, b"bob", self.bob),
+                               "user bob has")
+            self.assertRefused(DENIED, lambda: self.get(n, self.b_key, self.alice),
+                               'read on key "%s" needed' % self.b_key.decode())
+            self.assertRefused(DENIED, lambda: self.cluster.stub(n).Propose(h.pb.ProposeRequest(
+                create_channel=h.pb.CreateChannelCommand(channel_id="c1", channel_type=1)),
+                timeout=h.RPC_TIMEOUT_S, metadata=self.alice), 'write on kind "channel" needed')
+            self.assertRefused(DENIED, lambda: self.admin(n).ClusterState(
+                admin_pb2.ClusterStateRequest(), timeout=h.RPC_TIMEOUT_S, metadata=self.bob),
+                "admin needed; user bob has")
+            self.assertRefused(DENIED, lambda: self.admin(n).UserWrite(admin_pb2.UserWriteRequest(
+                op=admin_pb2.USER_OP_GRANT_ROLE, name="bob", role="root"),
+                timeout=h.RPC_TIMEOUT_S, metadata=self.bob), "admin needed")
+        self.assertStored(self.a_key)
+        self.assertStored(self.b_key, via=2)
+        bob = [u for u in self.admin(1).AuthList(admin_pb2.AuthListRequest(),
+                                                  timeout=h.RPC_TIMEOUT_S,
+                                                  metadata=self.root).users if u.name == "bob"]
+        self.assertEqual(list(bob[0].roles), ["breader"])
+
+    def test_granted_ok(self):
+        key = h.unique_key("a/granted")
+        for n in self.cluster.node_ids:  # forwarded to the leader from the nodes that are not
+            self.put(n, key, b"alice %d" % n, self.alice)
+            self.assertEqual(self.get(n % 3 + 1, key, self.alice).get.value, b"alice %d" % n)
+        self.assertStored(key, b"alice 3", via=1)
+        self.assertEqual(self.get(2, self.b_key, self.bob).get.value, b"root wrote this")
+        uid = "u%d" % int(time.time() * 1000000)
+        self.cluster.stub(2).Propose(h.pb.ProposeRequest(create_user=h.pb.CreateUserCommand(
+            user=h.pb.User(uid=uid, token="t"))), timeout=h.RPC_TIMEOUT_S, metadata=self.alice)
+
+    def test_revoked_tokens_unauthenticated(self):
+        self.user_write(admin_pb2.USER_OP_ADD, "carol", password="carol one")
+        self.user_write(admin_pb2.USER_OP_GRANT_ROLE, "carol", role="awriter")
+        self.user_write(admin_pb2.USER_OP_ADD, "dave", password="dave one")
+        self.user_write(admin_pb2.USER_OP_GRANT_ROLE, "dave", role="awriter")
+        self.wait_revision(self.rev)
+        carol, dave = (bearer(self.login("carol", "carol one", via=2)),
+                       bearer(self.login("dave", "dave one", via=3)))
+        key = h.unique_key("a/revoked")
+        self.put(1, key, b"carol", carol)
+        self.put(3, key, b"dave", dave)
+        self.user_write(admin_pb2.USER_OP_PASSWD, "carol", password="carol two")
+        self.user_write(admin_pb2.USER_OP_DELETE, "dave")
+        self.wait_revision(self.rev)
+        for n in self.cluster.node_ids:
+            self.assertRefused(UNAUTH, lambda: self.put(n, key, b"carol again", carol),
+                               "user carol was changed")
+            self.assertRefused(UNAUTH, lambda: self.put(n, key, b"dave again", dave),
+                               "user dave was deleted")
+        self.assertStored(key, b"dave", via=2)
+        self.assertRefused(UNAUTH, lambda: self.login("carol", "carol one"), "wrong user or password")
+        self.put(2, key, b"carol two", bearer(self.login("carol", "carol two", via=1)))
+        self.assertStored(key, b"carol two", via=3)
+
+    def test_wrong_password_five_times(self):
+        for n in (1, 2, 3, 1, 2):
+            t0 = time.monotonic()
+            self.assertRefused(UNAUTH, lambda: self.login("bob", "not bob's password", via=n),
+                               "wrong user or password")
+            self.assertRefused(UNAUTH, lambda: self.login("nobody", "x", via=n),
+                               "wrong user or password")
+            self.assertLess(time.monotonic() - t0, 5.0)
+        for n in self.cluster.node_ids:
+            self.assertTrue(self.cluster.server(n).running())
+            self.assertEqual(self.cluster.server(n).poll_serving(), (True, None))
+        self.assertStored(self.b_key, via=1)
+        self.assertEqual(self.get(3, self.b_key, bearer(self.login("bob", "bob password", via=2)))
+                         .get.value, b"root wrote this")
+
+    def test_no_secrets_in_cluster_state_or_logs(self):
+        for n in self.cluster.node_ids:
+            resp = self.admin(n).ClusterState(admin_pb2.ClusterStateRequest(),
+                                              timeout=h.RPC_TIMEOUT_S, metadata=self.root)
+            state = json.loads(resp.state_json)
+            self.assertIn("bob", [u["name"] for u in state["auth"]["users"]])
+            self.assertNotIn(b"argon2", resp.state_json)
+            self.assertNotIn(b"token_key", resp.state_json)
+            self.assertNotIn(b"password_hash", resp.state_json)
+            log = self.cluster.server(n).log_text()
+            self.assertNotIn("argon2", log)
+            self.assertNotIn(ROOT_PASSWORD, log)
+            self.assertIn("auth=on", log)
+
+    def test_mirror_checks_too(self):
+        """A node that joins later (a mirror: not a controller voter) copies the users and roles
+        with the cluster state and checks every call the same way."""
+        args = ["--node-id", "4", "--join", self.cluster.peer_addr(1), "--auth", "1"]
+        mirror = h.SlotdServer(self._class_workdir, name="rbac-mirror", extra_args=args)
+        self._class_servers.append(mirror)
+        mirror.start()
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                got = admin_pb2_grpc.AdminStub(mirror.channel).AuthList(
+                    admin_pb2.AuthListRequest(min_revision=self.rev), timeout=h.RPC_TIMEOUT_S,
+                    metadata=self.root)
+                break
+            except grpc.RpcError as err:
+                if time.monotonic() > deadline:
+                    raise AssertionError("mirror: %s %s" % (err.code(), err.details()))
+                time.sleep(0.1)
+        self.assertIn("bob", [u.name for u in got.users])
+        self.assertIn("mirrored", mirror.log_text())
+        self.assertRefused(DENIED, lambda: mirror.stub.Propose(h.pb.ProposeRequest(
+            put=h.pb.PutCommand(key=self.b_key, value=b"via mirror")), timeout=h.RPC_TIMEOUT_S,
+            metadata=self.bob), 'user bob has read key_prefix "b/"')
+        self.assertRefused(UNAUTH, lambda: h.put(mirror.stub, self.b_key, b"no token"),
+                           "no credentials")
+        key = h.unique_key("a/mirror")
+        mirror.stub.Propose(h.pb.ProposeRequest(put=h.pb.PutCommand(key=key, value=b"m")),
+                            timeout=h.RPC_TIMEOUT_S, metadata=self.alice)  # forwarded
+        self.assertStored(key, b"m", via=1)
+        self.assertStored(self.b_key, via=2)
+        token = admin_pb2_grpc.AdminStub(mirror.channel).Authenticate(
+            admin_pb2.AuthenticateRequest(user="bob", password="bob password"),
+            timeout=h.RPC_TIMEOUT_S).token
+        self.assertEqual(self.get(3, self.b_key, bearer(token)).get.value, b"root wrote this")
+
+    def test_slotctl(self):
+        slotctl = h.REPO / "build" / "bin" / "slotctl"
+        if not slotctl.exists():
+            self.skipTest("no slotctl binary")
+        pw = os.path.join(self._class_workdir, "root.password")
+        bobpw = os.path.join(self._class_workdir, "bob.password")
+        with open(bobpw, "w") as f:
+            f.write("bob password\n")
+        base = [str(slotctl), "--endpoints", self.cluster.addr(2)]
+
+        def run(*args):
+            return subprocess.run(base + list(args), capture_output=True, text=True, timeout=30)
+        out = run("--user", "root", "--password-file", pw, "user", "list")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("breader", out.stdout)
+        out = run("--user", "bob", "--password-file", bobpw, "put", self.b_key.decode(), "x")
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("PERMISSION_DENIED", out.stderr)
+        out = run("put", self.b_key.decode(), "x")
+        self.assertIn("UNAUTHENTICATED", out.stderr)
+        self.assertStored(self.b_key)
+
+    def test_help_and_refused_starts(self):
+        out = subprocess.run([str(h.SLOTD_BIN), "--help"], capture_output=True, text=True,
+                             timeout=10)
+        self.assertIn("--auth", out.stdout + out.stderr)
+        self.assertIn("--root-password-file", out.stdout + out.stderr)
+        # several nodes, --auth, and nothing that proves a node: refused at start
+        d = os.path.join(self._class_workdir, "refused-data")
+        out = subprocess.run([str(h.SLOTD_BIN), "--listen", "127.0.0.1:%d" % h.free_port(),
+                              "--data-dir", d, "--peers", "1=127.0.0.1:1,2=127.0.0.1:2",
+                              "--auth", "1"], capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("--cluster-secret-file or --tls-client-auth 1", out.stderr)
+
+
+class RbacGeneratedRootTest(h.SlotdTestCase):
+    """--auth 1 without --root-password-file: root's password is printed once, and works."""
+
+    def test_generated_root_password(self):
+        server = self.new_server(extra_args=["--auth", "1"]).start()
+        deadline = time.monotonic() + 10
+        while not server.log_lines("root_password=") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        lines = server.log_lines("root_password=")
+        self.assertEqual(len(lines), 1, lines)
+        password = lines[0].split("root_password=")[1].split()[0]
+        admin = admin_pb2_grpc.AdminStub(server.channel)
+        token = admin.Authenticate(admin_pb2.AuthenticateRequest(user="root", password=password),
+                                   timeout=h.RPC_TIMEOUT_S).token
+        key = h.unique_key("generated")
+        server.stub.Propose(h.pb.ProposeRequest(put=h.pb.PutCommand(key=key, value=b"v")),
+                            timeout=h.RPC_TIMEOUT_S, metadata=bearer(token))
+        with self.assertRaises(grpc.RpcError) as ctx:
+            h.put(server.stub, key, b"no token")
+        self.assertEqual(ctx.exception.code(), UNAUTH)
+        # Its peer port is no way around the check: one node with --auth and no peer
+        # authentication takes no Peer call, a forwarded write included.
+        put = h.pb.ProposeRequest(put=h.pb.PutCommand(key=key, value=b"forwarded"),
+                                  no_forward=True).SerializeToString()
+        with self.assertRaises(grpc.RpcError) as ctx:
+            h.raw_unary(server.peer_channel, "/slotd.internal.v1.Peer/Forward",
+                        forward_request("/slotd.v1.Metadata/Propose", put))
+        self.assertEqual(ctx.exception.code(), UNAUTH)
+        self.assertIn("without peer authentication", ctx.exception.details())
+        got = server.stub.Read(h.pb.ReadRequest(get=h.pb.GetQuery(key=key)),
+                               timeout=h.RPC_TIMEOUT_S, metadata=bearer(token))
+        self.assertEqual(got.get.value, b"v")
+
+
+@unittest.skipIf(__import__("shutil").which("openssl") is None, "the openssl CLI is not installed")
+class RbacCertificateTest(h.SlotdTestCase):
+    """--auth 1 with --tls-client-auth 1: a verified client certificate whose CN is a user's name
+    is that user, without a token; a CN that is no user is UNAUTHENTICATED."""
+
+    def test_certificate_cn_is_the_user(self):
+        import test_tls as t  # certificates made with openssl (test_tls.py)
+        certdir = tempfile.mkdtemp(prefix="slotd-e2e-certs-")
+        self.addCleanup(__import__("shutil").rmtree, certdir, True)
+        certs = t.make_certs(certdir)
+        if getattr(self, "_workdir", None) is None:
+            self._workdir = tempfile.mkdtemp(prefix="slotd-e2e-")
+        pw = os.path.join(self._workdir, "root.password")
+        with open(pw, "w") as f:
+            f.write(ROOT_PASSWORD)
+        server = t.TlsServer(self._workdir, t.creds(certs, client="client"), name="rbac-mtls",
+                             extra_args=t.tls_args(certs, client_auth=True)
+                             + ["--auth", "1", "--root-password-file", pw])
+        self._servers.append(server)
+        server.start()
+        admin = admin_pb2_grpc.AdminStub(server.channel)
+        deadline = time.monotonic() + 10
+        while True:  # auth_init applies right after the first election
+            try:
+                root = bearer(admin.Authenticate(admin_pb2.AuthenticateRequest(
+                    user="root", password=ROOT_PASSWORD), timeout=h.RPC_TIMEOUT_S).token)
+                break
+            except grpc.RpcError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        key_a, key_b = h.unique_key("a/mtls"), h.unique_key("b/mtls")
+        with self.assertRaises(grpc.RpcError) as ctx:
+            h.put(server.stub, key_a, b"cert only")
+        self.assertEqual(ctx.exception.code(), UNAUTH)
+        self.assertIn('client certificate CN "slotd-test-client" is not a user',
+                      ctx.exception.details())
+        role = admin_pb2.RoleWriteRequest(op=admin_pb2.ROLE_OP_ADD, name="certrole")
+        admin.RoleWrite(role, timeout=h.RPC_TIMEOUT_S, metadata=root)
+        role = admin_pb2.RoleWriteRequest(op=admin_pb2.ROLE_OP_GRANT, name="certrole")
+        role.permission.type, role.permission.access, role.permission.value = \
+            "key_prefix", "readwrite", "a/"
+        admin.RoleWrite(role, timeout=h.RPC_TIMEOUT_S, metadata=root)
+        admin.UserWrite(admin_pb2.UserWriteRequest(op=admin_pb2.USER_OP_ADD,
+                                                   name="slotd-test-client", password="unused"),
+                        timeout=h.RPC_TIMEOUT_S, metadata=root)
+        rev = admin.UserWrite(admin_pb2.UserWriteRequest(
+            op=admin_pb2.USER_OP_GRANT_ROLE, name="slotd-test-client", role="certrole"),
+            timeout=h.RPC_TIMEOUT_S, metadata=root).revision
+        admin.AuthList(admin_pb2.AuthListRequest(min_revision=rev), timeout=h.RPC_TIMEOUT_S,
+                       metadata=root)
+        h.put(server.stub, key_a, b"cert only")  # no token: the certificate names the user
+        self.assertEqual(h.get(server.stub, key_a).get.value, b"cert only")
+        with self.assertRaises(grpc.RpcError) as ctx:
+            h.put(server.stub, key_b, b"cert only")
+        self.assertEqual(ctx.exception.code(), DENIED)
+        self.assertIn('user slotd-test-client has readwrite key_prefix "a/"',
+                      ctx.exception.details())
+        got = server.stub.Read(h.pb.ReadRequest(get=h.pb.GetQuery(key=key_b)),
+                               timeout=h.RPC_TIMEOUT_S, metadata=root)
+        self.assertFalse(got.get.found)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,8 @@ struct slotd_client {
     struct slotd_status last_error;
     uint64_t last_revision; /* atomic: the highest controller revision seen (any thread) */
     uint64_t rng;
+    /* "Bearer <token>" sent as "authorization" on every call; "" = none (guarded by lock) */
+    char authorization[SLOTD_CLIENT_TOKEN_MAX + 8];
 };
 
 static int64_t client_now_ns(void)
@@ -299,8 +301,11 @@ static void client_cq_destroy(grpc_completion_queue *cq)
 
 /* Runs the batch of one unary call; fills st (status, server text, detail) and *body. */
 static void client_call_run(grpc_call *call, grpc_completion_queue *cq, grpc_byte_buffer *send,
-                            int deadline_ms, grpc_byte_buffer **recv, struct slotd_status *st)
+                            int deadline_ms, const char *authorization, grpc_byte_buffer **recv,
+                            struct slotd_status *st)
 {
+    grpc_metadata md;
+    memset(&md, 0, sizeof(md));
     grpc_metadata_array initial_md, trailing_md;
     grpc_metadata_array_init(&initial_md);
     grpc_metadata_array_init(&trailing_md);
@@ -309,6 +314,12 @@ static void client_call_run(grpc_call *call, grpc_completion_queue *cq, grpc_byt
     grpc_op ops[6];
     memset(ops, 0, sizeof(ops));
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (authorization[0] != '\0') {
+        md.key = grpc_slice_from_static_string("authorization");
+        md.value = grpc_slice_from_copied_string(authorization);
+        ops[0].data.send_initial_metadata.count = 1;
+        ops[0].data.send_initial_metadata.metadata = &md;
+    }
     ops[1].op = GRPC_OP_SEND_MESSAGE;
     ops[1].data.send_message.send_message = send;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
@@ -344,6 +355,8 @@ static void client_call_run(grpc_call *call, grpc_completion_queue *cq, grpc_byt
         client_trailer_detail(&trailing_md, st);
 done:
     grpc_slice_unref(details);
+    if (authorization[0] != '\0')
+        grpc_slice_unref(md.value); /* the batch is complete (or never started) */
     grpc_metadata_array_destroy(&initial_md);
     grpc_metadata_array_destroy(&trailing_md);
 }
@@ -375,7 +388,12 @@ static int client_unary(struct slotd_client *c, const char *address, const char 
     grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&req_slice, 1);
     grpc_slice_unref(req_slice);
     grpc_byte_buffer *recv = NULL;
-    client_call_run(call, cq, send, c->o.deadline_ms, &recv, st);
+    char authorization[sizeof(c->authorization)];
+    pthread_mutex_lock(&c->lock);
+    memcpy(authorization, c->authorization, sizeof(authorization));
+    pthread_mutex_unlock(&c->lock);
+    client_call_run(call, cq, send, c->o.deadline_ms, authorization, &recv, st);
+    memset(authorization, 0, sizeof(authorization));
     grpc_byte_buffer_destroy(send);
     grpc_call_unref(call);
     client_cq_destroy(cq);
@@ -979,4 +997,21 @@ void slotd__client_record_error(struct slotd_client *c, const struct slotd_statu
 void slotd__sleep_ms(int ms)
 {
     client_sleep_ms(ms);
+}
+
+int slotd_client_set_token(struct slotd_client *c, const char *token)
+{
+    size_t n = token ? strlen(token) : 0;
+    if (n > SLOTD_CLIENT_TOKEN_MAX)
+        return SLOTD_CLIENT_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (token[i] < 0x21 || token[i] > 0x7e)
+            return SLOTD_CLIENT_EINVAL;
+    pthread_mutex_lock(&c->lock);
+    if (n == 0)
+        c->authorization[0] = '\0';
+    else
+        snprintf(c->authorization, sizeof(c->authorization), "Bearer %s", token);
+    pthread_mutex_unlock(&c->lock);
+    return SLOTD_CLIENT_OK;
 }

@@ -185,7 +185,7 @@ class Client:
 
     def __init__(self, endpoints, deadline=5.0, max_retries=4, max_redirects=8,
                  route_refresh=None, channel_options=None, root_certificates=None,
-                 private_key=None, certificate_chain=None, server_name=None):
+                 private_key=None, certificate_chain=None, server_name=None, token=None):
         if isinstance(endpoints, str):
             endpoints = [e for e in endpoints.split(",") if e]
         self.endpoints = [e.strip() for e in endpoints if e.strip()]
@@ -215,6 +215,9 @@ class Client:
         # Counters, for callers and tests: calls sent, NOT_LEADER redirects followed, retries
         # after a retriable code, route fetches.
         self.stats = {"attempts": 0, "redirects": 0, "retries": 0, "route_fetches": 0}
+        # Servers started with --auth 1: the token from authenticate() (or given), sent as
+        # "authorization: Bearer <token>" on every call.
+        self.token = token
 
     # -- life cycle --
 
@@ -245,6 +248,7 @@ class Client:
                 else:
                     channel = grpc.secure_channel(address, self._credentials,
                                                   options=self._options)
+                channel = grpc.intercept_channel(channel, _TokenInterceptor(self))
                 entry = (channel, pb_grpc.MetadataStub(channel), admin_pb_grpc.AdminStub(channel))
                 self._channels[address] = entry
             return entry
@@ -537,6 +541,17 @@ class Client:
         self.observe_revision(response.revision)
         return response
 
+    def authenticate(self, user, password):
+        """Admin.Authenticate on the endpoints in turn; keeps the token (self.token) so every
+        later call sends it. Returns the AuthenticateResponse (.token, .expires_at_ms,
+        .user_revision). A wrong user or password: SlotdError UNAUTHENTICATED."""
+        request = admin_pb.AuthenticateRequest(user=user, password=password)
+        response = self._any_endpoint(
+            "authenticate", lambda address: self._admin_stub(address).Authenticate(
+                request, timeout=self.deadline), ENDPOINT_SKIP_READ_CODES)
+        self.token = response.token
+        return response
+
     def admin(self, method, request):
         """An Admin write RPC by name, e.g. admin("SetPreferredLeader",
         admin_pb.SetPreferredLeaderRequest(group_id=1, node_id=2)) or admin("MoveReplica",
@@ -558,6 +573,32 @@ class Client:
             passes=1 + self.max_retries)
         self.observe_revision(response.revision)
         return response
+
+
+class _TokenInterceptor(grpc.UnaryUnaryClientInterceptor):
+    """Adds "authorization: Bearer <client.token>" to every unary call while a token is set."""
+
+    def __init__(self, client):
+        self._client = client
+
+    def intercept_unary_unary(self, continuation, details, request):
+        token = self._client.token
+        if token:
+            metadata = list(details.metadata or []) + [("authorization", "Bearer " + token)]
+            details = _CallDetails(details.method, details.timeout, metadata,
+                                   details.credentials, details.wait_for_ready,
+                                   details.compression)
+        return continuation(details, request)
+
+
+class _CallDetails(grpc.ClientCallDetails):
+    def __init__(self, method, timeout, metadata, credentials, wait_for_ready, compression):
+        self.method = method
+        self.timeout = timeout
+        self.metadata = metadata
+        self.credentials = credentials
+        self.wait_for_ready = wait_for_ready
+        self.compression = compression
 
 
 __all__ = ["CONSISTENCY", "Client", "SlotdError", "admin_pb", "admin_pb_grpc", "error_detail",

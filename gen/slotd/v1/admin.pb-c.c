@@ -7,6 +7,411 @@
 #endif
 
 #include "slotd/v1/admin.pb-c.h"
+void   slotd__v1__authenticate_request__init
+                     (Slotd__V1__AuthenticateRequest         *message)
+{
+  static const Slotd__V1__AuthenticateRequest init_value = SLOTD__V1__AUTHENTICATE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__authenticate_request__get_packed_size
+                     (const Slotd__V1__AuthenticateRequest *message)
+{
+  assert(message->base.descriptor == &slotd__v1__authenticate_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__authenticate_request__pack
+                     (const Slotd__V1__AuthenticateRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__authenticate_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__authenticate_request__pack_to_buffer
+                     (const Slotd__V1__AuthenticateRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__authenticate_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__AuthenticateRequest *
+       slotd__v1__authenticate_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__AuthenticateRequest *)
+     protobuf_c_message_unpack (&slotd__v1__authenticate_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__authenticate_request__free_unpacked
+                     (Slotd__V1__AuthenticateRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__authenticate_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__authenticate_response__init
+                     (Slotd__V1__AuthenticateResponse         *message)
+{
+  static const Slotd__V1__AuthenticateResponse init_value = SLOTD__V1__AUTHENTICATE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__authenticate_response__get_packed_size
+                     (const Slotd__V1__AuthenticateResponse *message)
+{
+  assert(message->base.descriptor == &slotd__v1__authenticate_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__authenticate_response__pack
+                     (const Slotd__V1__AuthenticateResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__authenticate_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__authenticate_response__pack_to_buffer
+                     (const Slotd__V1__AuthenticateResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__authenticate_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__AuthenticateResponse *
+       slotd__v1__authenticate_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__AuthenticateResponse *)
+     protobuf_c_message_unpack (&slotd__v1__authenticate_response__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__authenticate_response__free_unpacked
+                     (Slotd__V1__AuthenticateResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__authenticate_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__user_write_request__init
+                     (Slotd__V1__UserWriteRequest         *message)
+{
+  static const Slotd__V1__UserWriteRequest init_value = SLOTD__V1__USER_WRITE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__user_write_request__get_packed_size
+                     (const Slotd__V1__UserWriteRequest *message)
+{
+  assert(message->base.descriptor == &slotd__v1__user_write_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__user_write_request__pack
+                     (const Slotd__V1__UserWriteRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__user_write_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__user_write_request__pack_to_buffer
+                     (const Slotd__V1__UserWriteRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__user_write_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__UserWriteRequest *
+       slotd__v1__user_write_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__UserWriteRequest *)
+     protobuf_c_message_unpack (&slotd__v1__user_write_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__user_write_request__free_unpacked
+                     (Slotd__V1__UserWriteRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__user_write_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__permission__init
+                     (Slotd__V1__Permission         *message)
+{
+  static const Slotd__V1__Permission init_value = SLOTD__V1__PERMISSION__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__permission__get_packed_size
+                     (const Slotd__V1__Permission *message)
+{
+  assert(message->base.descriptor == &slotd__v1__permission__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__permission__pack
+                     (const Slotd__V1__Permission *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__permission__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__permission__pack_to_buffer
+                     (const Slotd__V1__Permission *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__permission__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__Permission *
+       slotd__v1__permission__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__Permission *)
+     protobuf_c_message_unpack (&slotd__v1__permission__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__permission__free_unpacked
+                     (Slotd__V1__Permission *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__permission__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__role_write_request__init
+                     (Slotd__V1__RoleWriteRequest         *message)
+{
+  static const Slotd__V1__RoleWriteRequest init_value = SLOTD__V1__ROLE_WRITE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__role_write_request__get_packed_size
+                     (const Slotd__V1__RoleWriteRequest *message)
+{
+  assert(message->base.descriptor == &slotd__v1__role_write_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__role_write_request__pack
+                     (const Slotd__V1__RoleWriteRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__role_write_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__role_write_request__pack_to_buffer
+                     (const Slotd__V1__RoleWriteRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__role_write_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__RoleWriteRequest *
+       slotd__v1__role_write_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__RoleWriteRequest *)
+     protobuf_c_message_unpack (&slotd__v1__role_write_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__role_write_request__free_unpacked
+                     (Slotd__V1__RoleWriteRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__role_write_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__auth_list_request__init
+                     (Slotd__V1__AuthListRequest         *message)
+{
+  static const Slotd__V1__AuthListRequest init_value = SLOTD__V1__AUTH_LIST_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__auth_list_request__get_packed_size
+                     (const Slotd__V1__AuthListRequest *message)
+{
+  assert(message->base.descriptor == &slotd__v1__auth_list_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__auth_list_request__pack
+                     (const Slotd__V1__AuthListRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__auth_list_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__auth_list_request__pack_to_buffer
+                     (const Slotd__V1__AuthListRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__auth_list_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__AuthListRequest *
+       slotd__v1__auth_list_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__AuthListRequest *)
+     protobuf_c_message_unpack (&slotd__v1__auth_list_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__auth_list_request__free_unpacked
+                     (Slotd__V1__AuthListRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__auth_list_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__auth_user__init
+                     (Slotd__V1__AuthUser         *message)
+{
+  static const Slotd__V1__AuthUser init_value = SLOTD__V1__AUTH_USER__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__auth_user__get_packed_size
+                     (const Slotd__V1__AuthUser *message)
+{
+  assert(message->base.descriptor == &slotd__v1__auth_user__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__auth_user__pack
+                     (const Slotd__V1__AuthUser *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__auth_user__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__auth_user__pack_to_buffer
+                     (const Slotd__V1__AuthUser *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__auth_user__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__AuthUser *
+       slotd__v1__auth_user__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__AuthUser *)
+     protobuf_c_message_unpack (&slotd__v1__auth_user__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__auth_user__free_unpacked
+                     (Slotd__V1__AuthUser *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__auth_user__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__auth_role__init
+                     (Slotd__V1__AuthRole         *message)
+{
+  static const Slotd__V1__AuthRole init_value = SLOTD__V1__AUTH_ROLE__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__auth_role__get_packed_size
+                     (const Slotd__V1__AuthRole *message)
+{
+  assert(message->base.descriptor == &slotd__v1__auth_role__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__auth_role__pack
+                     (const Slotd__V1__AuthRole *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__auth_role__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__auth_role__pack_to_buffer
+                     (const Slotd__V1__AuthRole *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__auth_role__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__AuthRole *
+       slotd__v1__auth_role__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__AuthRole *)
+     protobuf_c_message_unpack (&slotd__v1__auth_role__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__auth_role__free_unpacked
+                     (Slotd__V1__AuthRole *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__auth_role__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__auth_list_response__init
+                     (Slotd__V1__AuthListResponse         *message)
+{
+  static const Slotd__V1__AuthListResponse init_value = SLOTD__V1__AUTH_LIST_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__auth_list_response__get_packed_size
+                     (const Slotd__V1__AuthListResponse *message)
+{
+  assert(message->base.descriptor == &slotd__v1__auth_list_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__auth_list_response__pack
+                     (const Slotd__V1__AuthListResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__auth_list_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__auth_list_response__pack_to_buffer
+                     (const Slotd__V1__AuthListResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__auth_list_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__AuthListResponse *
+       slotd__v1__auth_list_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__AuthListResponse *)
+     protobuf_c_message_unpack (&slotd__v1__auth_list_response__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__auth_list_response__free_unpacked
+                     (Slotd__V1__AuthListResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__auth_list_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__v1__move_replica_request__init
                      (Slotd__V1__MoveReplicaRequest         *message)
 {
@@ -682,6 +1087,623 @@ void   slotd__v1__admin_write_response__free_unpacked
   assert(message->base.descriptor == &slotd__v1__admin_write_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+static const ProtobufCFieldDescriptor slotd__v1__authenticate_request__field_descriptors[2] =
+{
+  {
+    "user",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AuthenticateRequest, user),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "password",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AuthenticateRequest, password),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__authenticate_request__field_indices_by_name[] = {
+  1,   /* field[1] = password */
+  0,   /* field[0] = user */
+};
+static const ProtobufCIntRange slotd__v1__authenticate_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__authenticate_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.AuthenticateRequest",
+  "AuthenticateRequest",
+  "Slotd__V1__AuthenticateRequest",
+  "slotd.v1",
+  sizeof(Slotd__V1__AuthenticateRequest),
+  2,
+  slotd__v1__authenticate_request__field_descriptors,
+  slotd__v1__authenticate_request__field_indices_by_name,
+  1,  slotd__v1__authenticate_request__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__authenticate_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__authenticate_response__field_descriptors[3] =
+{
+  {
+    "token",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AuthenticateResponse, token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_at_ms",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AuthenticateResponse, expires_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_revision",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AuthenticateResponse, user_revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__authenticate_response__field_indices_by_name[] = {
+  1,   /* field[1] = expires_at_ms */
+  0,   /* field[0] = token */
+  2,   /* field[2] = user_revision */
+};
+static const ProtobufCIntRange slotd__v1__authenticate_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__authenticate_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.AuthenticateResponse",
+  "AuthenticateResponse",
+  "Slotd__V1__AuthenticateResponse",
+  "slotd.v1",
+  sizeof(Slotd__V1__AuthenticateResponse),
+  3,
+  slotd__v1__authenticate_response__field_descriptors,
+  slotd__v1__authenticate_response__field_indices_by_name,
+  1,  slotd__v1__authenticate_response__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__authenticate_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__user_write_request__field_descriptors[7] =
+{
+  {
+    "op",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UserWriteRequest, op),
+    &slotd__v1__user_op__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "name",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UserWriteRequest, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "password",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UserWriteRequest, password),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "role",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UserWriteRequest, role),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expected_revision",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UserWriteRequest, expected_revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "password_hash",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UserWriteRequest, password_hash),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "no_forward",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UserWriteRequest, no_forward),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__user_write_request__field_indices_by_name[] = {
+  4,   /* field[4] = expected_revision */
+  1,   /* field[1] = name */
+  6,   /* field[6] = no_forward */
+  0,   /* field[0] = op */
+  2,   /* field[2] = password */
+  5,   /* field[5] = password_hash */
+  3,   /* field[3] = role */
+};
+static const ProtobufCIntRange slotd__v1__user_write_request__number_ranges[2 + 1] =
+{
+  { 1, 0 },
+  { 14, 5 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor slotd__v1__user_write_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.UserWriteRequest",
+  "UserWriteRequest",
+  "Slotd__V1__UserWriteRequest",
+  "slotd.v1",
+  sizeof(Slotd__V1__UserWriteRequest),
+  7,
+  slotd__v1__user_write_request__field_descriptors,
+  slotd__v1__user_write_request__field_indices_by_name,
+  2,  slotd__v1__user_write_request__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__user_write_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__permission__field_descriptors[3] =
+{
+  {
+    "type",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Permission, type),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "access",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Permission, access),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Permission, value),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__permission__field_indices_by_name[] = {
+  1,   /* field[1] = access */
+  0,   /* field[0] = type */
+  2,   /* field[2] = value */
+};
+static const ProtobufCIntRange slotd__v1__permission__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__permission__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.Permission",
+  "Permission",
+  "Slotd__V1__Permission",
+  "slotd.v1",
+  sizeof(Slotd__V1__Permission),
+  3,
+  slotd__v1__permission__field_descriptors,
+  slotd__v1__permission__field_indices_by_name,
+  1,  slotd__v1__permission__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__permission__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__role_write_request__field_descriptors[5] =
+{
+  {
+    "op",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RoleWriteRequest, op),
+    &slotd__v1__role_op__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "name",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RoleWriteRequest, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "permission",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RoleWriteRequest, permission),
+    &slotd__v1__permission__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expected_revision",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RoleWriteRequest, expected_revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "no_forward",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RoleWriteRequest, no_forward),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__role_write_request__field_indices_by_name[] = {
+  3,   /* field[3] = expected_revision */
+  1,   /* field[1] = name */
+  4,   /* field[4] = no_forward */
+  0,   /* field[0] = op */
+  2,   /* field[2] = permission */
+};
+static const ProtobufCIntRange slotd__v1__role_write_request__number_ranges[2 + 1] =
+{
+  { 1, 0 },
+  { 15, 4 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor slotd__v1__role_write_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.RoleWriteRequest",
+  "RoleWriteRequest",
+  "Slotd__V1__RoleWriteRequest",
+  "slotd.v1",
+  sizeof(Slotd__V1__RoleWriteRequest),
+  5,
+  slotd__v1__role_write_request__field_descriptors,
+  slotd__v1__role_write_request__field_indices_by_name,
+  2,  slotd__v1__role_write_request__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__role_write_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__auth_list_request__field_descriptors[1] =
+{
+  {
+    "min_revision",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AuthListRequest, min_revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__auth_list_request__field_indices_by_name[] = {
+  0,   /* field[0] = min_revision */
+};
+static const ProtobufCIntRange slotd__v1__auth_list_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__auth_list_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.AuthListRequest",
+  "AuthListRequest",
+  "Slotd__V1__AuthListRequest",
+  "slotd.v1",
+  sizeof(Slotd__V1__AuthListRequest),
+  1,
+  slotd__v1__auth_list_request__field_descriptors,
+  slotd__v1__auth_list_request__field_indices_by_name,
+  1,  slotd__v1__auth_list_request__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__auth_list_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__auth_user__field_descriptors[3] =
+{
+  {
+    "name",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AuthUser, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "roles",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Slotd__V1__AuthUser, n_roles),
+    offsetof(Slotd__V1__AuthUser, roles),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "revision",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AuthUser, revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__auth_user__field_indices_by_name[] = {
+  0,   /* field[0] = name */
+  2,   /* field[2] = revision */
+  1,   /* field[1] = roles */
+};
+static const ProtobufCIntRange slotd__v1__auth_user__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__auth_user__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.AuthUser",
+  "AuthUser",
+  "Slotd__V1__AuthUser",
+  "slotd.v1",
+  sizeof(Slotd__V1__AuthUser),
+  3,
+  slotd__v1__auth_user__field_descriptors,
+  slotd__v1__auth_user__field_indices_by_name,
+  1,  slotd__v1__auth_user__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__auth_user__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__auth_role__field_descriptors[2] =
+{
+  {
+    "name",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AuthRole, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "permissions",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__AuthRole, n_permissions),
+    offsetof(Slotd__V1__AuthRole, permissions),
+    &slotd__v1__permission__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__auth_role__field_indices_by_name[] = {
+  0,   /* field[0] = name */
+  1,   /* field[1] = permissions */
+};
+static const ProtobufCIntRange slotd__v1__auth_role__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__auth_role__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.AuthRole",
+  "AuthRole",
+  "Slotd__V1__AuthRole",
+  "slotd.v1",
+  sizeof(Slotd__V1__AuthRole),
+  2,
+  slotd__v1__auth_role__field_descriptors,
+  slotd__v1__auth_role__field_indices_by_name,
+  1,  slotd__v1__auth_role__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__auth_role__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__auth_list_response__field_descriptors[4] =
+{
+  {
+    "enabled",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AuthListResponse, enabled),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "users",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__AuthListResponse, n_users),
+    offsetof(Slotd__V1__AuthListResponse, users),
+    &slotd__v1__auth_user__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "roles",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__AuthListResponse, n_roles),
+    offsetof(Slotd__V1__AuthListResponse, roles),
+    &slotd__v1__auth_role__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "revision",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AuthListResponse, revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__auth_list_response__field_indices_by_name[] = {
+  0,   /* field[0] = enabled */
+  3,   /* field[3] = revision */
+  2,   /* field[2] = roles */
+  1,   /* field[1] = users */
+};
+static const ProtobufCIntRange slotd__v1__auth_list_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor slotd__v1__auth_list_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.AuthListResponse",
+  "AuthListResponse",
+  "Slotd__V1__AuthListResponse",
+  "slotd.v1",
+  sizeof(Slotd__V1__AuthListResponse),
+  4,
+  slotd__v1__auth_list_response__field_descriptors,
+  slotd__v1__auth_list_response__field_indices_by_name,
+  1,  slotd__v1__auth_list_response__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__auth_list_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor slotd__v1__move_replica_request__field_descriptors[5] =
 {
   {
@@ -1879,6 +2901,76 @@ const ProtobufCMessageDescriptor slotd__v1__admin_write_response__descriptor =
   (ProtobufCMessageInit) slotd__v1__admin_write_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCEnumValue slotd__v1__user_op__enum_values_by_number[6] =
+{
+  { "USER_OP_UNSPECIFIED", "SLOTD__V1__USER_OP__USER_OP_UNSPECIFIED", 0 },
+  { "USER_OP_ADD", "SLOTD__V1__USER_OP__USER_OP_ADD", 1 },
+  { "USER_OP_DELETE", "SLOTD__V1__USER_OP__USER_OP_DELETE", 2 },
+  { "USER_OP_PASSWD", "SLOTD__V1__USER_OP__USER_OP_PASSWD", 3 },
+  { "USER_OP_GRANT_ROLE", "SLOTD__V1__USER_OP__USER_OP_GRANT_ROLE", 4 },
+  { "USER_OP_REVOKE_ROLE", "SLOTD__V1__USER_OP__USER_OP_REVOKE_ROLE", 5 },
+};
+static const ProtobufCIntRange slotd__v1__user_op__value_ranges[] = {
+{0, 0},{0, 6}
+};
+static const ProtobufCEnumValueIndex slotd__v1__user_op__enum_values_by_name[6] =
+{
+  { "USER_OP_ADD", 1 },
+  { "USER_OP_DELETE", 2 },
+  { "USER_OP_GRANT_ROLE", 4 },
+  { "USER_OP_PASSWD", 3 },
+  { "USER_OP_REVOKE_ROLE", 5 },
+  { "USER_OP_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor slotd__v1__user_op__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "slotd.v1.UserOp",
+  "UserOp",
+  "Slotd__V1__UserOp",
+  "slotd.v1",
+  6,
+  slotd__v1__user_op__enum_values_by_number,
+  6,
+  slotd__v1__user_op__enum_values_by_name,
+  1,
+  slotd__v1__user_op__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue slotd__v1__role_op__enum_values_by_number[5] =
+{
+  { "ROLE_OP_UNSPECIFIED", "SLOTD__V1__ROLE_OP__ROLE_OP_UNSPECIFIED", 0 },
+  { "ROLE_OP_ADD", "SLOTD__V1__ROLE_OP__ROLE_OP_ADD", 1 },
+  { "ROLE_OP_DELETE", "SLOTD__V1__ROLE_OP__ROLE_OP_DELETE", 2 },
+  { "ROLE_OP_GRANT", "SLOTD__V1__ROLE_OP__ROLE_OP_GRANT", 3 },
+  { "ROLE_OP_REVOKE", "SLOTD__V1__ROLE_OP__ROLE_OP_REVOKE", 4 },
+};
+static const ProtobufCIntRange slotd__v1__role_op__value_ranges[] = {
+{0, 0},{0, 5}
+};
+static const ProtobufCEnumValueIndex slotd__v1__role_op__enum_values_by_name[5] =
+{
+  { "ROLE_OP_ADD", 1 },
+  { "ROLE_OP_DELETE", 2 },
+  { "ROLE_OP_GRANT", 3 },
+  { "ROLE_OP_REVOKE", 4 },
+  { "ROLE_OP_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor slotd__v1__role_op__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "slotd.v1.RoleOp",
+  "RoleOp",
+  "Slotd__V1__RoleOp",
+  "slotd.v1",
+  5,
+  slotd__v1__role_op__enum_values_by_number,
+  5,
+  slotd__v1__role_op__enum_values_by_name,
+  1,
+  slotd__v1__role_op__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
 static const ProtobufCEnumValue slotd__v1__outcome__enum_values_by_number[4] =
 {
   { "OUTCOME_UNSPECIFIED", "SLOTD__V1__OUTCOME__OUTCOME_UNSPECIFIED", 0 },
@@ -1911,7 +3003,7 @@ const ProtobufCEnumDescriptor slotd__v1__outcome__descriptor =
   slotd__v1__outcome__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[12] =
+static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[16] =
 {
   { "ClusterState", &slotd__v1__cluster_state_request__descriptor, &slotd__v1__cluster_state_response__descriptor },
   { "ControllerStatus", &slotd__v1__controller_status_request__descriptor, &slotd__v1__controller_status_response__descriptor },
@@ -1925,9 +3017,15 @@ static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[12] 
   { "DrainNode", &slotd__v1__drain_node_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "RetryTask", &slotd__v1__retry_task_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "MigrateHashSlots", &slotd__v1__migrate_hash_slots_request__descriptor, &slotd__v1__admin_write_response__descriptor },
+  { "Authenticate", &slotd__v1__authenticate_request__descriptor, &slotd__v1__authenticate_response__descriptor },
+  { "UserWrite", &slotd__v1__user_write_request__descriptor, &slotd__v1__admin_write_response__descriptor },
+  { "RoleWrite", &slotd__v1__role_write_request__descriptor, &slotd__v1__admin_write_response__descriptor },
+  { "AuthList", &slotd__v1__auth_list_request__descriptor, &slotd__v1__auth_list_response__descriptor },
 };
 const unsigned slotd__v1__admin__method_indices_by_name[] = {
   3,        /* ActivateNode */
+  15,        /* AuthList */
+  12,        /* Authenticate */
   0,        /* ClusterState */
   1,        /* ControllerStatus */
   9,        /* DrainNode */
@@ -1937,8 +3035,10 @@ const unsigned slotd__v1__admin__method_indices_by_name[] = {
   8,        /* PromoteControllerVoter */
   5,        /* ReportHealth */
   10,        /* RetryTask */
+  14,        /* RoleWrite */
   4,        /* SetPreferredLeader */
-  7         /* TransferLeader */
+  7,        /* TransferLeader */
+  13         /* UserWrite */
 };
 const ProtobufCServiceDescriptor slotd__v1__admin__descriptor =
 {
@@ -1947,7 +3047,7 @@ const ProtobufCServiceDescriptor slotd__v1__admin__descriptor =
   "Admin",
   "Slotd__V1__Admin",
   "slotd.v1",
-  12,
+  16,
   slotd__v1__admin__method_descriptors,
   slotd__v1__admin__method_indices_by_name
 };
@@ -2046,6 +3146,38 @@ void slotd__v1__admin__migrate_hash_slots(ProtobufCService *service,
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
   service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void slotd__v1__admin__authenticate(ProtobufCService *service,
+                                    const Slotd__V1__AuthenticateRequest *input,
+                                    Slotd__V1__AuthenticateResponse_Closure closure,
+                                    void *closure_data)
+{
+  assert(service->descriptor == &slotd__v1__admin__descriptor);
+  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void slotd__v1__admin__user_write(ProtobufCService *service,
+                                  const Slotd__V1__UserWriteRequest *input,
+                                  Slotd__V1__AdminWriteResponse_Closure closure,
+                                  void *closure_data)
+{
+  assert(service->descriptor == &slotd__v1__admin__descriptor);
+  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void slotd__v1__admin__role_write(ProtobufCService *service,
+                                  const Slotd__V1__RoleWriteRequest *input,
+                                  Slotd__V1__AdminWriteResponse_Closure closure,
+                                  void *closure_data)
+{
+  assert(service->descriptor == &slotd__v1__admin__descriptor);
+  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void slotd__v1__admin__auth_list(ProtobufCService *service,
+                                 const Slotd__V1__AuthListRequest *input,
+                                 Slotd__V1__AuthListResponse_Closure closure,
+                                 void *closure_data)
+{
+  assert(service->descriptor == &slotd__v1__admin__descriptor);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
                              Slotd__V1__Admin_ServiceDestroy destroy)

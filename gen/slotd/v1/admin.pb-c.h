@@ -15,6 +15,15 @@ PROTOBUF_C__BEGIN_DECLS
 #endif
 
 
+typedef struct Slotd__V1__AuthenticateRequest Slotd__V1__AuthenticateRequest;
+typedef struct Slotd__V1__AuthenticateResponse Slotd__V1__AuthenticateResponse;
+typedef struct Slotd__V1__UserWriteRequest Slotd__V1__UserWriteRequest;
+typedef struct Slotd__V1__Permission Slotd__V1__Permission;
+typedef struct Slotd__V1__RoleWriteRequest Slotd__V1__RoleWriteRequest;
+typedef struct Slotd__V1__AuthListRequest Slotd__V1__AuthListRequest;
+typedef struct Slotd__V1__AuthUser Slotd__V1__AuthUser;
+typedef struct Slotd__V1__AuthRole Slotd__V1__AuthRole;
+typedef struct Slotd__V1__AuthListResponse Slotd__V1__AuthListResponse;
 typedef struct Slotd__V1__MoveReplicaRequest Slotd__V1__MoveReplicaRequest;
 typedef struct Slotd__V1__TransferLeaderRequest Slotd__V1__TransferLeaderRequest;
 typedef struct Slotd__V1__PromoteControllerVoterRequest Slotd__V1__PromoteControllerVoterRequest;
@@ -34,6 +43,23 @@ typedef struct Slotd__V1__AdminWriteResponse Slotd__V1__AdminWriteResponse;
 
 /* --- enums --- */
 
+typedef enum _Slotd__V1__UserOp {
+  SLOTD__V1__USER_OP__USER_OP_UNSPECIFIED = 0,
+  SLOTD__V1__USER_OP__USER_OP_ADD = 1,
+  SLOTD__V1__USER_OP__USER_OP_DELETE = 2,
+  SLOTD__V1__USER_OP__USER_OP_PASSWD = 3,
+  SLOTD__V1__USER_OP__USER_OP_GRANT_ROLE = 4,
+  SLOTD__V1__USER_OP__USER_OP_REVOKE_ROLE = 5
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__USER_OP)
+} Slotd__V1__UserOp;
+typedef enum _Slotd__V1__RoleOp {
+  SLOTD__V1__ROLE_OP__ROLE_OP_UNSPECIFIED = 0,
+  SLOTD__V1__ROLE_OP__ROLE_OP_ADD = 1,
+  SLOTD__V1__ROLE_OP__ROLE_OP_DELETE = 2,
+  SLOTD__V1__ROLE_OP__ROLE_OP_GRANT = 3,
+  SLOTD__V1__ROLE_OP__ROLE_OP_REVOKE = 4
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__ROLE_OP)
+} Slotd__V1__RoleOp;
 typedef enum _Slotd__V1__Outcome {
   SLOTD__V1__OUTCOME__OUTCOME_UNSPECIFIED = 0,
   /*
@@ -52,6 +78,162 @@ typedef enum _Slotd__V1__Outcome {
 } Slotd__V1__Outcome;
 
 /* --- messages --- */
+
+struct  Slotd__V1__AuthenticateRequest
+{
+  ProtobufCMessage base;
+  char *user;
+  /*
+   * 1..256 bytes.
+   */
+  char *password;
+};
+#define SLOTD__V1__AUTHENTICATE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__authenticate_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Slotd__V1__AuthenticateResponse
+{
+  ProtobufCMessage base;
+  /*
+   * "t1.<user>.<user revision>.<expires ms>.<mac>"
+   */
+  char *token;
+  /*
+   * Wall clock (ms since the Unix epoch) after which the token is refused.
+   */
+  uint64_t expires_at_ms;
+  /*
+   * The user's revision the token carries: changing the user (password, roles, delete) makes
+   * every older token invalid.
+   */
+  uint64_t user_revision;
+};
+#define SLOTD__V1__AUTHENTICATE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__authenticate_response__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0 }
+
+
+struct  Slotd__V1__UserWriteRequest
+{
+  ProtobufCMessage base;
+  Slotd__V1__UserOp op;
+  char *name;
+  /*
+   * ADD, PASSWD: 1..256 bytes; hashed (Argon2id) by the node that receives the call.
+   */
+  char *password;
+  /*
+   * GRANT_ROLE, REVOKE_ROLE: a role name or "root".
+   */
+  char *role;
+  uint64_t expected_revision;
+  /*
+   * Set by a node relaying the request (with password replaced by its hash; not by clients).
+   */
+  char *password_hash;
+  protobuf_c_boolean no_forward;
+};
+#define SLOTD__V1__USER_WRITE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__user_write_request__descriptor) \
+    , SLOTD__V1__USER_OP__USER_OP_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Slotd__V1__Permission
+{
+  ProtobufCMessage base;
+  /*
+   * "key_prefix", "kind" or "admin".
+   */
+  char *type;
+  /*
+   * "read", "write" or "readwrite" (admin: "readwrite").
+   */
+  char *access;
+  /*
+   * key_prefix: the prefix (printable ASCII, "" = every key); kind: user, channel,
+   * conversation, cmd, runtime_meta, migration_task, plugin or event; admin: "".
+   */
+  char *value;
+};
+#define SLOTD__V1__PERMISSION__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__permission__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Slotd__V1__RoleWriteRequest
+{
+  ProtobufCMessage base;
+  Slotd__V1__RoleOp op;
+  char *name;
+  /*
+   * GRANT, REVOKE.
+   */
+  Slotd__V1__Permission *permission;
+  uint64_t expected_revision;
+  protobuf_c_boolean no_forward;
+};
+#define SLOTD__V1__ROLE_WRITE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__role_write_request__descriptor) \
+    , SLOTD__V1__ROLE_OP__ROLE_OP_UNSPECIFIED, (char *)protobuf_c_empty_string, NULL, 0, 0 }
+
+
+struct  Slotd__V1__AuthListRequest
+{
+  ProtobufCMessage base;
+  /*
+   * Answer once this node holds at least this controller revision (0: now).
+   */
+  uint64_t min_revision;
+};
+#define SLOTD__V1__AUTH_LIST_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__auth_list_request__descriptor) \
+    , 0 }
+
+
+struct  Slotd__V1__AuthUser
+{
+  ProtobufCMessage base;
+  char *name;
+  size_t n_roles;
+  char **roles;
+  uint64_t revision;
+};
+#define SLOTD__V1__AUTH_USER__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__auth_user__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL, 0 }
+
+
+struct  Slotd__V1__AuthRole
+{
+  ProtobufCMessage base;
+  char *name;
+  size_t n_permissions;
+  Slotd__V1__Permission **permissions;
+};
+#define SLOTD__V1__AUTH_ROLE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__auth_role__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL }
+
+
+struct  Slotd__V1__AuthListResponse
+{
+  ProtobufCMessage base;
+  /*
+   * False until auth_init applied (no --auth controller leader yet).
+   */
+  protobuf_c_boolean enabled;
+  size_t n_users;
+  Slotd__V1__AuthUser **users;
+  size_t n_roles;
+  Slotd__V1__AuthRole **roles;
+  uint64_t revision;
+};
+#define SLOTD__V1__AUTH_LIST_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__auth_list_response__descriptor) \
+    , 0, 0,NULL, 0,NULL, 0 }
+
 
 struct  Slotd__V1__MoveReplicaRequest
 {
@@ -334,6 +516,177 @@ struct  Slotd__V1__AdminWriteResponse
     , SLOTD__V1__OUTCOME__OUTCOME_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, 0, 0 }
 
 
+/* Slotd__V1__AuthenticateRequest methods */
+void   slotd__v1__authenticate_request__init
+                     (Slotd__V1__AuthenticateRequest         *message);
+size_t slotd__v1__authenticate_request__get_packed_size
+                     (const Slotd__V1__AuthenticateRequest   *message);
+size_t slotd__v1__authenticate_request__pack
+                     (const Slotd__V1__AuthenticateRequest   *message,
+                      uint8_t             *out);
+size_t slotd__v1__authenticate_request__pack_to_buffer
+                     (const Slotd__V1__AuthenticateRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__AuthenticateRequest *
+       slotd__v1__authenticate_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__authenticate_request__free_unpacked
+                     (Slotd__V1__AuthenticateRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__AuthenticateResponse methods */
+void   slotd__v1__authenticate_response__init
+                     (Slotd__V1__AuthenticateResponse         *message);
+size_t slotd__v1__authenticate_response__get_packed_size
+                     (const Slotd__V1__AuthenticateResponse   *message);
+size_t slotd__v1__authenticate_response__pack
+                     (const Slotd__V1__AuthenticateResponse   *message,
+                      uint8_t             *out);
+size_t slotd__v1__authenticate_response__pack_to_buffer
+                     (const Slotd__V1__AuthenticateResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__AuthenticateResponse *
+       slotd__v1__authenticate_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__authenticate_response__free_unpacked
+                     (Slotd__V1__AuthenticateResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__UserWriteRequest methods */
+void   slotd__v1__user_write_request__init
+                     (Slotd__V1__UserWriteRequest         *message);
+size_t slotd__v1__user_write_request__get_packed_size
+                     (const Slotd__V1__UserWriteRequest   *message);
+size_t slotd__v1__user_write_request__pack
+                     (const Slotd__V1__UserWriteRequest   *message,
+                      uint8_t             *out);
+size_t slotd__v1__user_write_request__pack_to_buffer
+                     (const Slotd__V1__UserWriteRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__UserWriteRequest *
+       slotd__v1__user_write_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__user_write_request__free_unpacked
+                     (Slotd__V1__UserWriteRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__Permission methods */
+void   slotd__v1__permission__init
+                     (Slotd__V1__Permission         *message);
+size_t slotd__v1__permission__get_packed_size
+                     (const Slotd__V1__Permission   *message);
+size_t slotd__v1__permission__pack
+                     (const Slotd__V1__Permission   *message,
+                      uint8_t             *out);
+size_t slotd__v1__permission__pack_to_buffer
+                     (const Slotd__V1__Permission   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__Permission *
+       slotd__v1__permission__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__permission__free_unpacked
+                     (Slotd__V1__Permission *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__RoleWriteRequest methods */
+void   slotd__v1__role_write_request__init
+                     (Slotd__V1__RoleWriteRequest         *message);
+size_t slotd__v1__role_write_request__get_packed_size
+                     (const Slotd__V1__RoleWriteRequest   *message);
+size_t slotd__v1__role_write_request__pack
+                     (const Slotd__V1__RoleWriteRequest   *message,
+                      uint8_t             *out);
+size_t slotd__v1__role_write_request__pack_to_buffer
+                     (const Slotd__V1__RoleWriteRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__RoleWriteRequest *
+       slotd__v1__role_write_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__role_write_request__free_unpacked
+                     (Slotd__V1__RoleWriteRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__AuthListRequest methods */
+void   slotd__v1__auth_list_request__init
+                     (Slotd__V1__AuthListRequest         *message);
+size_t slotd__v1__auth_list_request__get_packed_size
+                     (const Slotd__V1__AuthListRequest   *message);
+size_t slotd__v1__auth_list_request__pack
+                     (const Slotd__V1__AuthListRequest   *message,
+                      uint8_t             *out);
+size_t slotd__v1__auth_list_request__pack_to_buffer
+                     (const Slotd__V1__AuthListRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__AuthListRequest *
+       slotd__v1__auth_list_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__auth_list_request__free_unpacked
+                     (Slotd__V1__AuthListRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__AuthUser methods */
+void   slotd__v1__auth_user__init
+                     (Slotd__V1__AuthUser         *message);
+size_t slotd__v1__auth_user__get_packed_size
+                     (const Slotd__V1__AuthUser   *message);
+size_t slotd__v1__auth_user__pack
+                     (const Slotd__V1__AuthUser   *message,
+                      uint8_t             *out);
+size_t slotd__v1__auth_user__pack_to_buffer
+                     (const Slotd__V1__AuthUser   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__AuthUser *
+       slotd__v1__auth_user__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__auth_user__free_unpacked
+                     (Slotd__V1__AuthUser *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__AuthRole methods */
+void   slotd__v1__auth_role__init
+                     (Slotd__V1__AuthRole         *message);
+size_t slotd__v1__auth_role__get_packed_size
+                     (const Slotd__V1__AuthRole   *message);
+size_t slotd__v1__auth_role__pack
+                     (const Slotd__V1__AuthRole   *message,
+                      uint8_t             *out);
+size_t slotd__v1__auth_role__pack_to_buffer
+                     (const Slotd__V1__AuthRole   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__AuthRole *
+       slotd__v1__auth_role__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__auth_role__free_unpacked
+                     (Slotd__V1__AuthRole *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__AuthListResponse methods */
+void   slotd__v1__auth_list_response__init
+                     (Slotd__V1__AuthListResponse         *message);
+size_t slotd__v1__auth_list_response__get_packed_size
+                     (const Slotd__V1__AuthListResponse   *message);
+size_t slotd__v1__auth_list_response__pack
+                     (const Slotd__V1__AuthListResponse   *message,
+                      uint8_t             *out);
+size_t slotd__v1__auth_list_response__pack_to_buffer
+                     (const Slotd__V1__AuthListResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__AuthListResponse *
+       slotd__v1__auth_list_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__auth_list_response__free_unpacked
+                     (Slotd__V1__AuthListResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__V1__MoveReplicaRequest methods */
 void   slotd__v1__move_replica_request__init
                      (Slotd__V1__MoveReplicaRequest         *message);
@@ -621,6 +974,33 @@ void   slotd__v1__admin_write_response__free_unpacked
                       ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
+typedef void (*Slotd__V1__AuthenticateRequest_Closure)
+                 (const Slotd__V1__AuthenticateRequest *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__AuthenticateResponse_Closure)
+                 (const Slotd__V1__AuthenticateResponse *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__UserWriteRequest_Closure)
+                 (const Slotd__V1__UserWriteRequest *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__Permission_Closure)
+                 (const Slotd__V1__Permission *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__RoleWriteRequest_Closure)
+                 (const Slotd__V1__RoleWriteRequest *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__AuthListRequest_Closure)
+                 (const Slotd__V1__AuthListRequest *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__AuthUser_Closure)
+                 (const Slotd__V1__AuthUser *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__AuthRole_Closure)
+                 (const Slotd__V1__AuthRole *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__AuthListResponse_Closure)
+                 (const Slotd__V1__AuthListResponse *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__MoveReplicaRequest_Closure)
                  (const Slotd__V1__MoveReplicaRequest *message,
                   void *closure_data);
@@ -721,6 +1101,22 @@ struct Slotd__V1__Admin_Service
                              const Slotd__V1__MigrateHashSlotsRequest *input,
                              Slotd__V1__AdminWriteResponse_Closure closure,
                              void *closure_data);
+  void (*authenticate)(Slotd__V1__Admin_Service *service,
+                       const Slotd__V1__AuthenticateRequest *input,
+                       Slotd__V1__AuthenticateResponse_Closure closure,
+                       void *closure_data);
+  void (*user_write)(Slotd__V1__Admin_Service *service,
+                     const Slotd__V1__UserWriteRequest *input,
+                     Slotd__V1__AdminWriteResponse_Closure closure,
+                     void *closure_data);
+  void (*role_write)(Slotd__V1__Admin_Service *service,
+                     const Slotd__V1__RoleWriteRequest *input,
+                     Slotd__V1__AdminWriteResponse_Closure closure,
+                     void *closure_data);
+  void (*auth_list)(Slotd__V1__Admin_Service *service,
+                    const Slotd__V1__AuthListRequest *input,
+                    Slotd__V1__AuthListResponse_Closure closure,
+                    void *closure_data);
 };
 typedef void (*Slotd__V1__Admin_ServiceDestroy)(Slotd__V1__Admin_Service *);
 void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
@@ -740,7 +1136,11 @@ void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
       function_prefix__ ## promote_controller_voter,\
       function_prefix__ ## drain_node,\
       function_prefix__ ## retry_task,\
-      function_prefix__ ## migrate_hash_slots  }
+      function_prefix__ ## migrate_hash_slots,\
+      function_prefix__ ## authenticate,\
+      function_prefix__ ## user_write,\
+      function_prefix__ ## role_write,\
+      function_prefix__ ## auth_list  }
 void slotd__v1__admin__cluster_state(ProtobufCService *service,
                                      const Slotd__V1__ClusterStateRequest *input,
                                      Slotd__V1__ClusterStateResponse_Closure closure,
@@ -789,10 +1189,37 @@ void slotd__v1__admin__migrate_hash_slots(ProtobufCService *service,
                                           const Slotd__V1__MigrateHashSlotsRequest *input,
                                           Slotd__V1__AdminWriteResponse_Closure closure,
                                           void *closure_data);
+void slotd__v1__admin__authenticate(ProtobufCService *service,
+                                    const Slotd__V1__AuthenticateRequest *input,
+                                    Slotd__V1__AuthenticateResponse_Closure closure,
+                                    void *closure_data);
+void slotd__v1__admin__user_write(ProtobufCService *service,
+                                  const Slotd__V1__UserWriteRequest *input,
+                                  Slotd__V1__AdminWriteResponse_Closure closure,
+                                  void *closure_data);
+void slotd__v1__admin__role_write(ProtobufCService *service,
+                                  const Slotd__V1__RoleWriteRequest *input,
+                                  Slotd__V1__AdminWriteResponse_Closure closure,
+                                  void *closure_data);
+void slotd__v1__admin__auth_list(ProtobufCService *service,
+                                 const Slotd__V1__AuthListRequest *input,
+                                 Slotd__V1__AuthListResponse_Closure closure,
+                                 void *closure_data);
 
 /* --- descriptors --- */
 
+extern const ProtobufCEnumDescriptor    slotd__v1__user_op__descriptor;
+extern const ProtobufCEnumDescriptor    slotd__v1__role_op__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__outcome__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__authenticate_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__authenticate_response__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__user_write_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__permission__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__role_write_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__auth_list_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__auth_user__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__auth_role__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__auth_list_response__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__move_replica_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__transfer_leader_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__promote_controller_voter_request__descriptor;

@@ -375,6 +375,32 @@ static void test_last_revision(void)
     slotd_client_free(c);
 }
 
+/* Tokens: printable and bounded; authenticate against nothing fails UNAVAILABLE, sets none. */
+static void test_token(void)
+{
+    struct slotd_client *c = NULL;
+    char err[256], big[SLOTD_CLIENT_TOKEN_MAX + 2];
+    struct slotd_client_options o = {.deadline_ms = 200, .max_retries = 0};
+    CU_ASSERT_EQUAL_FATAL(slotd_client_new("127.0.0.1:1", &o, &c, err, sizeof(err)),
+                          SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(slotd_client_set_token(c, "t1.bob.3.99.abcdef"), SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(slotd_client_set_token(c, "has space"), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(slotd_client_set_token(c, "new\nline"), SLOTD_CLIENT_EINVAL);
+    memset(big, 'a', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    CU_ASSERT_EQUAL(slotd_client_set_token(c, big), SLOTD_CLIENT_EINVAL);
+    big[SLOTD_CLIENT_TOKEN_MAX] = '\0';
+    CU_ASSERT_EQUAL(slotd_client_set_token(c, big), SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(slotd_client_set_token(c, NULL), SLOTD_CLIENT_OK);
+    struct slotd_status st;
+    uint64_t expires = 7;
+    CU_ASSERT_EQUAL(slotd_client_authenticate(c, "bob", "pw", &expires, &st),
+                    SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_EQUAL(expires, 7);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "authenticate: UNAVAILABLE"));
+    slotd_client_free(c);
+}
+
 static void test_client_unreachable(void)
 {
     struct slotd_client *c = NULL;
@@ -795,6 +821,7 @@ int main(void)
     CU_add_test(s, "endpoints and options", test_endpoints_and_options);
     CU_add_test(s, "unreachable endpoint: bounded retries", test_client_unreachable);
     CU_add_test(s, "last revision only rises", test_last_revision);
+    CU_add_test(s, "tokens: bounds, authenticate against nothing", test_token);
     CU_add_test(s, "slotctl arguments and exit codes", test_slotctl_args);
     CU_add_test(s, "admin task commands encode", test_admin_task_encoding);
     CU_add_test(s, "TaskStatus decode and bounds", test_task_status_decode);

@@ -453,6 +453,73 @@ int slotd_admin_write(struct slotd_client *c, const struct slotd_admin_write *w,
 
 #define SLOTD_CONTROLLER_ROLE_LEN 32 /* role names, cut to this many bytes with the NUL */
 
+/* ---- users and roles (servers started with --auth 1; docs/security.md) ----------------- */
+
+#define SLOTD_CLIENT_TOKEN_MAX 159 /* bytes of a token from Admin.Authenticate */
+
+/* Sends "authorization: Bearer <token>" on every later call of c (token borrowed for the call,
+ * copied; NULL or "" stops sending one). Returns SLOTD_CLIENT_OK or SLOTD_CLIENT_EINVAL (longer
+ * than SLOTD_CLIENT_TOKEN_MAX or not printable ASCII). Thread-safe. */
+int slotd_client_set_token(struct slotd_client *c, const char *token);
+
+/* Admin.Authenticate(user, password) on the endpoints in turn (UNAVAILABLE goes to the next);
+ * on success the token is set as by slotd_client_set_token and, when expires_at_ms is not NULL,
+ * *expires_at_ms gets its expiry (ms since the Unix epoch). A wrong user or password is
+ * SLOTD_CLIENT_ERPC with status UNAUTHENTICATED. All pointers borrowed for the call. */
+int slotd_client_authenticate(struct slotd_client *c, const char *user, const char *password,
+                              uint64_t *expires_at_ms, struct slotd_status *st);
+
+enum slotd_user_op {
+    SLOTD_USER_ADD = 1,
+    SLOTD_USER_DELETE = 2,
+    SLOTD_USER_PASSWD = 3,
+    SLOTD_USER_GRANT_ROLE = 4,
+    SLOTD_USER_REVOKE_ROLE = 5,
+};
+enum slotd_role_op {
+    SLOTD_ROLE_ADD = 1,
+    SLOTD_ROLE_DELETE = 2,
+    SLOTD_ROLE_GRANT = 3,
+    SLOTD_ROLE_REVOKE = 4
+};
+
+/* One Admin.UserWrite / Admin.RoleWrite; strings borrowed for the call, NULL = "". */
+struct slotd_auth_write {
+    bool role; /* false: UserWrite (op is a slotd_user_op); true: RoleWrite */
+    int op;
+    const char *name;      /* the user or the role */
+    const char *password;  /* SLOTD_USER_ADD, SLOTD_USER_PASSWD */
+    const char *role_name; /* SLOTD_USER_GRANT_ROLE, SLOTD_USER_REVOKE_ROLE */
+    const char *perm_type, *perm_access, *perm_value; /* SLOTD_ROLE_GRANT, SLOTD_ROLE_REVOKE */
+    uint64_t expected_revision;
+};
+
+/* Sends w like slotd_admin_write sends its commands (endpoints in turn, retries of
+ * UNAVAILABLE). out as for slotd_admin_write. */
+int slotd_admin_auth_write(struct slotd_client *c, const struct slotd_auth_write *w,
+                           struct slotd_admin_result *out);
+
+#define SLOTD_AUTH_USERS_MAX 64
+#define SLOTD_AUTH_ROLES_MAX 32
+struct slotd_auth_list {
+    bool enabled;
+    uint64_t revision;
+    size_t n_users, n_roles;
+    struct {
+        char name[33];
+        char roles[8 * 34]; /* comma-separated */
+        uint64_t revision;
+    } users[SLOTD_AUTH_USERS_MAX];
+    struct {
+        char name[33];
+        char permissions[16 * 150]; /* "read key_prefix \"b/\", ..." */
+    } roles[SLOTD_AUTH_ROLES_MAX];
+};
+
+/* Admin.AuthList from the first endpoint that answers; *out (borrowed) filled. */
+int slotd_admin_auth_list(struct slotd_client *c, struct slotd_auth_list *out,
+                          struct slotd_status *st);
+
 /* One node's own view of the controller (an Admin.ControllerStatus answer), read from that
  * node's local state without a quorum: it answers during an election and when cut off. */
 struct slotd_controller_status {

@@ -1,0 +1,221 @@
+/* client_auth.c - libslotd users and roles: Authenticate, UserWrite, RoleWrite, AuthList. */
+#include "client_internal.h"
+
+#include "slotd/v1/admin.pb-c.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+#define AUTH_METHOD_AUTHENTICATE "/slotd.v1.Admin/Authenticate"
+#define AUTH_METHOD_USER_WRITE "/slotd.v1.Admin/UserWrite"
+#define AUTH_METHOD_ROLE_WRITE "/slotd.v1.Admin/RoleWrite"
+#define AUTH_METHOD_LIST "/slotd.v1.Admin/AuthList"
+#define AUTH_REQUEST_MAX 2048
+
+static char *text(const char *s)
+{
+    return (char *)(s ? s : "");
+}
+
+/* One call on the endpoints in turn, UNAVAILABLE (and the other skippable failures) moving on;
+ * retries passes as slotd_admin_write does when retry is set. *body: caller frees. */
+static int call_endpoints(struct slotd_client *c, const char *method, const uint8_t *req,
+                          size_t len, bool retry, uint8_t **body, size_t *body_len,
+                          unsigned *attempts, struct slotd_status *st)
+{
+    char endpoints[SLOTD_CLIENT_ENDPOINTS_MAX][SLOTD_ADDRESS_LEN + 1];
+    size_t n = slotd__client_endpoints(c, endpoints, SLOTD_CLIENT_ENDPOINTS_MAX);
+    int retries = retry ? slotd__client_max_retries(c) : 0;
+    unsigned passes = 1 + (unsigned)(retries > 0 ? retries : 0);
+    int rc = SLOTD_CLIENT_EUNAVAILABLE;
+    for (unsigned pass = 0; pass < passes; pass++) {
+        if (pass > 0)
+            slotd__sleep_ms(slotd__backoff_ms(pass, st->retry_after_ms));
+        for (size_t i = 0; i < n; i++) {
+            (*attempts)++;
+            rc = slotd__client_unary(c, endpoints[i], method, req, len, body, body_len, st);
+            if (rc == SLOTD_CLIENT_OK || !slotd__admin_skippable(rc))
+                return rc;
+        }
+    }
+    return rc;
+}
+
+int slotd_client_authenticate(struct slotd_client *c, const char *user, const char *password,
+                              uint64_t *expires_at_ms, struct slotd_status *st)
+{
+    struct slotd_status local;
+    st = st ? st : &local;
+    slotd__admin_status_reset(st);
+    Slotd__V1__AuthenticateRequest q = SLOTD__V1__AUTHENTICATE_REQUEST__INIT;
+    q.user = text(user);
+    q.password = text(password);
+    size_t len = slotd__v1__authenticate_request__get_packed_size(&q);
+    if (len > AUTH_REQUEST_MAX) {
+        snprintf(st->message, sizeof(st->message), "authenticate: user or password too long");
+        return SLOTD_CLIENT_EINVAL;
+    }
+    uint8_t req[AUTH_REQUEST_MAX];
+    slotd__v1__authenticate_request__pack(&q, req);
+    uint8_t *body = NULL;
+    size_t body_len = 0;
+    unsigned attempts = 0;
+    int rc = call_endpoints(c, AUTH_METHOD_AUTHENTICATE, req, len, false, &body, &body_len,
+                            &attempts, st);
+    memset(req, 0, sizeof(req));
+    if (rc == SLOTD_CLIENT_OK) {
+        Slotd__V1__AuthenticateResponse *m =
+            slotd__v1__authenticate_response__unpack(NULL, body_len, body);
+        free(body);
+        if (m == NULL) {
+            rc = SLOTD_CLIENT_EMALFORMED;
+            snprintf(st->message, sizeof(st->message), "response does not decode");
+        } else {
+            rc = slotd_client_set_token(c, m->token);
+            if (expires_at_ms != NULL)
+                *expires_at_ms = m->expires_at_ms;
+            slotd__v1__authenticate_response__free_unpacked(m, NULL);
+        }
+    }
+    if (rc != SLOTD_CLIENT_OK)
+        slotd__admin_fail_text(c, "authenticate", rc, attempts, st);
+    return rc;
+}
+
+static int auth_write_encode(const struct slotd_auth_write *w, uint8_t *buf, size_t *len)
+{
+    if (!w->role) {
+        Slotd__V1__UserWriteRequest q = SLOTD__V1__USER_WRITE_REQUEST__INIT;
+        q.op = (Slotd__V1__UserOp)w->op;
+        q.name = text(w->name);
+        q.password = text(w->password);
+        q.role = text(w->role_name);
+        q.expected_revision = w->expected_revision;
+        *len = slotd__v1__user_write_request__get_packed_size(&q);
+        if (*len > AUTH_REQUEST_MAX)
+            return SLOTD_CLIENT_EINVAL;
+        slotd__v1__user_write_request__pack(&q, buf);
+        return SLOTD_CLIENT_OK;
+    }
+    Slotd__V1__RoleWriteRequest q = SLOTD__V1__ROLE_WRITE_REQUEST__INIT;
+    Slotd__V1__Permission p = SLOTD__V1__PERMISSION__INIT;
+    q.op = (Slotd__V1__RoleOp)w->op;
+    q.name = text(w->name);
+    q.expected_revision = w->expected_revision;
+    if (w->perm_type != NULL) {
+        p.type = text(w->perm_type);
+        p.access = text(w->perm_access);
+        p.value = text(w->perm_value);
+        q.permission = &p;
+    }
+    *len = slotd__v1__role_write_request__get_packed_size(&q);
+    if (*len > AUTH_REQUEST_MAX)
+        return SLOTD_CLIENT_EINVAL;
+    slotd__v1__role_write_request__pack(&q, buf);
+    return SLOTD_CLIENT_OK;
+}
+
+int slotd_admin_auth_write(struct slotd_client *c, const struct slotd_auth_write *w,
+                           struct slotd_admin_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    slotd__admin_status_reset(&out->status);
+    struct slotd_status *st = &out->status;
+    const char *op = w->role ? "role" : "user";
+    uint8_t req[AUTH_REQUEST_MAX];
+    size_t len = 0;
+    int rc = auth_write_encode(w, req, &len);
+    if (rc != SLOTD_CLIENT_OK) {
+        snprintf(st->message, sizeof(st->message), "request larger than %d bytes",
+                 AUTH_REQUEST_MAX);
+        slotd__admin_fail_text(c, op, rc, 0, st);
+        return rc;
+    }
+    uint8_t *body = NULL;
+    size_t body_len = 0;
+    rc = call_endpoints(c, w->role ? AUTH_METHOD_ROLE_WRITE : AUTH_METHOD_USER_WRITE, req, len,
+                        true, &body, &body_len, &out->attempts, st);
+    memset(req, 0, sizeof(req));
+    if (rc == SLOTD_CLIENT_OK) {
+        Slotd__V1__AdminWriteResponse *m =
+            slotd__v1__admin_write_response__unpack(NULL, body_len, body);
+        free(body);
+        if (m == NULL) {
+            rc = SLOTD_CLIENT_EMALFORMED;
+        } else {
+            out->outcome = (int)m->outcome;
+            snprintf(out->reason, sizeof(out->reason), "%s", m->reason);
+            out->revision = m->revision;
+            out->applied_index = m->applied_index;
+            slotd__v1__admin_write_response__free_unpacked(m, NULL);
+            slotd_client_observe_revision(c, out->revision);
+        }
+    }
+    if (rc != SLOTD_CLIENT_OK)
+        slotd__admin_fail_text(c, op, rc, out->attempts, st);
+    return rc;
+}
+
+static void list_fill(const Slotd__V1__AuthListResponse *m, struct slotd_auth_list *out)
+{
+    out->enabled = m->enabled;
+    out->revision = m->revision;
+    for (size_t i = 0; i < m->n_users && out->n_users < SLOTD_AUTH_USERS_MAX; i++) {
+        typeof(out->users[0]) *u = &out->users[out->n_users++];
+        snprintf(u->name, sizeof(u->name), "%s", m->users[i]->name);
+        u->revision = m->users[i]->revision;
+        size_t at = 0;
+        for (size_t j = 0; j < m->users[i]->n_roles && at < sizeof(u->roles); j++)
+            at += (size_t)snprintf(u->roles + at, sizeof(u->roles) - at, "%s%s", j ? "," : "",
+                                   m->users[i]->roles[j]);
+    }
+    for (size_t i = 0; i < m->n_roles && out->n_roles < SLOTD_AUTH_ROLES_MAX; i++) {
+        typeof(out->roles[0]) *r = &out->roles[out->n_roles++];
+        snprintf(r->name, sizeof(r->name), "%s", m->roles[i]->name);
+        size_t at = 0;
+        for (size_t j = 0; j < m->roles[i]->n_permissions && at < sizeof(r->permissions); j++) {
+            const Slotd__V1__Permission *p = m->roles[i]->permissions[j];
+            if (strcmp(p->type, "admin") == 0)
+                at += (size_t)snprintf(r->permissions + at, sizeof(r->permissions) - at, "%sadmin",
+                                       j ? ", " : "");
+            else
+                at +=
+                    (size_t)snprintf(r->permissions + at, sizeof(r->permissions) - at,
+                                     "%s%s %s \"%s\"", j ? ", " : "", p->access, p->type, p->value);
+        }
+    }
+}
+
+int slotd_admin_auth_list(struct slotd_client *c, struct slotd_auth_list *out,
+                          struct slotd_status *st)
+{
+    struct slotd_status local;
+    st = st ? st : &local;
+    slotd__admin_status_reset(st);
+    memset(out, 0, sizeof(*out));
+    Slotd__V1__AuthListRequest q = SLOTD__V1__AUTH_LIST_REQUEST__INIT;
+    q.min_revision = slotd_client_last_revision(c);
+    uint8_t req[32];
+    size_t len = slotd__v1__auth_list_request__pack(&q, req);
+    uint8_t *body = NULL;
+    size_t body_len = 0;
+    unsigned attempts = 0;
+    int rc = call_endpoints(c, AUTH_METHOD_LIST, req, len, false, &body, &body_len, &attempts, st);
+    if (rc == SLOTD_CLIENT_OK) {
+        Slotd__V1__AuthListResponse *m =
+            slotd__v1__auth_list_response__unpack(NULL, body_len, body);
+        free(body);
+        if (m == NULL) {
+            rc = SLOTD_CLIENT_EMALFORMED;
+        } else {
+            list_fill(m, out);
+            slotd__v1__auth_list_response__free_unpacked(m, NULL);
+        }
+    }
+    if (rc != SLOTD_CLIENT_OK)
+        slotd__admin_fail_text(c, "auth list", rc, attempts, st);
+    return rc;
+}
