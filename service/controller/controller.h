@@ -199,6 +199,17 @@ struct ctl_task {
     uint8_t hash_slots[CTL_HASH_SLOT_BYTES];
 };
 
+/* Cluster-wide switches, replicated like the rest of the state, so every node and the controller
+ * itself honour the same value whichever node a call goes through. Set by bootstrap's optional
+ * "features" and by set_feature. */
+struct ctl_features {
+    bool hash_slot_migration; /* Admin.MigrateHashSlots accepted; default false */
+};
+
+/* Names of the features set_feature takes ("hash_slot_migration"), in ctl_features order. */
+#define CTL_FEATURE_NAMES_MAX 1
+extern const char *const ctl_feature_names[CTL_FEATURE_NAMES_MAX];
+
 struct ctl_health {
     uint64_t node; /* an existing node; one entry per node at most */
     uint64_t reported_at_ms;
@@ -226,6 +237,7 @@ struct ctl_state {
     struct ctl_task tasks[CTL_TASKS_MAX];
     uint32_t n_health;
     struct ctl_health health[CTL_NODES_MAX]; /* sorted by node */
+    struct ctl_features features; /* all false until set (and in a state written before them) */
 };
 
 /* Resets *state (borrowed for the call) to the empty, not bootstrapped state. */
@@ -303,7 +315,8 @@ struct ctl_result {
  *   bootstrap {cluster_id, config{slot_groups,replicas,bootstrap_expect}, nodes[{id,address,
  *     weight?}]}, join_node {id,address,weight?}, activate_node {id}, set_preferred_leader
  *   {group,node}, set_node_status {id,status}, health_report {node,now_ms,ttl_ms},
- *   set_weight {id,weight}, and the task commands task_create, task_advance, task_progress,
+ *   set_weight {id,weight}, set_feature {name,enabled} (CHANGED, or NOOP when already so;
+ *   bootstrap takes an optional "features" {hash_slot_migration}), and the task commands task_create, task_advance, task_progress,
  *   task_fail, task_retry (see "tasks" below and README.md). Unknown fields, wrong types and
  *   unparseable bytes are REJECTED.
  * Errors leave *state untouched, applied_raft_index included: CTL_EORDER when raft_index <=
@@ -330,6 +343,14 @@ struct ctl_cmd_node {
 int ctl_cmd_bootstrap(const char *cluster_id, const struct ctl_config *config,
                       const struct ctl_cmd_node *nodes, size_t n_nodes, uint64_t expected_revision,
                       char **out);
+/* ctl_cmd_bootstrap with the cluster's initial features (features NULL: omitted, all off). */
+int ctl_cmd_bootstrap_features(const char *cluster_id, const struct ctl_config *config,
+                               const struct ctl_features *features,
+                               const struct ctl_cmd_node *nodes, size_t n_nodes,
+                               uint64_t expected_revision, char **out);
+/* set_feature: name is one of ctl_feature_names (borrowed for the call; others are REJECTED by
+ * ctl_apply, naming the known ones). */
+int ctl_cmd_set_feature(const char *name, bool enabled, uint64_t expected_revision, char **out);
 int ctl_cmd_join_node(uint64_t id, const char *address, uint32_t weight, uint64_t expected_revision,
                       char **out);
 int ctl_cmd_activate_node(uint64_t id, uint64_t expected_revision, char **out);

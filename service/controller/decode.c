@@ -268,7 +268,9 @@ static int decode_body(const json_t *root, struct ctl_state *s, char *err, size_
         "schema_version",  "cluster_id", "revision", "applied_raft_index",
         "next_task_id",    "config",     "nodes",    "groups",
         "hash_slot_table", "tasks",      "health",   "checksum"};
-    TRY(ctl__json_fields(root, "", fields, N(fields), NULL, 0, err, errlen));
+    /* "features" is optional: a state written before it existed has every feature off. */
+    static const char *const optional[] = {"features"};
+    TRY(ctl__json_fields(root, "", fields, N(fields), optional, N(optional), err, errlen));
     TRY(ctl__json_u32(root, "schema_version", "", 0, UINT32_MAX, &s->schema_version, err, errlen));
     if (s->schema_version != CTL_SCHEMA_VERSION) {
         ctl__errf(err, errlen, "schema_version: %u is not %u", s->schema_version,
@@ -287,6 +289,10 @@ static int decode_body(const json_t *root, struct ctl_state *s, char *err, size_
     TRY(decode_table(json_object_get(root, "hash_slot_table"), &s->table, err, errlen));
     DECODE_LIST(root, "tasks", CTL_TASKS_MAX, s->tasks, &s->n_tasks, decode_task);
     DECODE_LIST(root, "health", CTL_NODES_MAX, s->health, &s->n_health, decode_health);
+    if (json_object_get(root, "features") != NULL) {
+        TRY(ctl__features_read(json_object_get(root, "features"), "features", &s->features, err,
+                               errlen));
+    }
     return CTL_OK;
 }
 

@@ -32,9 +32,16 @@ static void fill_result(const struct ctl_state *s, const struct ctl_result *res,
     memset(out, 0, sizeof(*out));
     if (res->outcome == CTL_OUTCOME_REJECTED) {
         bool stale = strncmp(res->reason, "stale expected_revision", 23) == 0;
-        slotd_error_set(&out->err, stale ? SLOTD_ESTALE_FENCE : SLOTD_EINVALID_FIELD,
+        /* a fact that does not hold (a phase's live proof, the migration switch) is a failed
+         * precondition, not a malformed request */
+        bool fact = strncmp(res->reason, "proof:", 6) == 0 ||
+                    strncmp(res->reason, "hash-slot migration is off", 26) == 0;
+        slotd_error_set(&out->err,
+                        stale  ? SLOTD_ESTALE_FENCE
+                        : fact ? SLOTD_EPRECONDITION
+                               : SLOTD_EINVALID_FIELD,
                         "controller rejected the command: %s", res->reason);
-        if (!stale)
+        if (!stale && !fact)
             snprintf(out->err.field, sizeof(out->err.field), "command");
         return;
     }
@@ -469,8 +476,12 @@ static int bootstrap_ctl(struct runtime *rt, char *err, size_t errlen)
                              .replicas = o->replicas,
                              .bootstrap_expect = o->bootstrap_expect ? o->bootstrap_expect
                                                                      : (uint32_t)o->n_nodes};
+    /* --enable-hash-slot-migration seeds the replicated switch here, once; later only
+     * Admin.SetFeature changes it (docs/operations.md) */
+    struct ctl_features features = {.hash_slot_migration = o->enable_hash_slot_migration};
     char *cmd = NULL;
-    int rc = ctl_cmd_bootstrap(o->cluster_id, &cfg, nodes, o->n_nodes, 0, &cmd);
+    int rc = ctl_cmd_bootstrap_features(o->cluster_id, &cfg, &features, nodes, o->n_nodes, 0,
+                                        &cmd);
     if (rc != CTL_OK) {
         snprintf(err, errlen, "controller bootstrap command: %s", ctl_strerror(rc));
         return -1;
@@ -1038,11 +1049,6 @@ size_t runtime_ctl_tasks(struct runtime *rt, bool active_only, struct ctl_task *
     }
     pthread_mutex_unlock(&rt->ctl_mu);
     return n;
-}
-
-bool runtime_migration_enabled(const struct runtime *rt)
-{
-    return rt->opts.enable_hash_slot_migration;
 }
 
 bool runtime_ctl_voter(const struct runtime *rt)

@@ -15,6 +15,7 @@ PROTOBUF_C__BEGIN_DECLS
 #endif
 
 
+typedef struct Slotd__V1__SetFeatureRequest Slotd__V1__SetFeatureRequest;
 typedef struct Slotd__V1__MoveReplicaRequest Slotd__V1__MoveReplicaRequest;
 typedef struct Slotd__V1__TransferLeaderRequest Slotd__V1__TransferLeaderRequest;
 typedef struct Slotd__V1__PromoteControllerVoterRequest Slotd__V1__PromoteControllerVoterRequest;
@@ -52,6 +53,22 @@ typedef enum _Slotd__V1__Outcome {
 } Slotd__V1__Outcome;
 
 /* --- messages --- */
+
+struct  Slotd__V1__SetFeatureRequest
+{
+  ProtobufCMessage base;
+  /*
+   * "hash_slot_migration" (INVALID_ARGUMENT names the known features otherwise).
+   */
+  char *name;
+  protobuf_c_boolean enabled;
+  uint64_t expected_revision;
+  protobuf_c_boolean no_forward;
+};
+#define SLOTD__V1__SET_FEATURE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__set_feature_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, 0 }
+
 
 struct  Slotd__V1__MoveReplicaRequest
 {
@@ -329,6 +346,25 @@ struct  Slotd__V1__AdminWriteResponse
     , SLOTD__V1__OUTCOME__OUTCOME_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, 0, 0 }
 
 
+/* Slotd__V1__SetFeatureRequest methods */
+void   slotd__v1__set_feature_request__init
+                     (Slotd__V1__SetFeatureRequest         *message);
+size_t slotd__v1__set_feature_request__get_packed_size
+                     (const Slotd__V1__SetFeatureRequest   *message);
+size_t slotd__v1__set_feature_request__pack
+                     (const Slotd__V1__SetFeatureRequest   *message,
+                      uint8_t             *out);
+size_t slotd__v1__set_feature_request__pack_to_buffer
+                     (const Slotd__V1__SetFeatureRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__SetFeatureRequest *
+       slotd__v1__set_feature_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__set_feature_request__free_unpacked
+                     (Slotd__V1__SetFeatureRequest *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__V1__MoveReplicaRequest methods */
 void   slotd__v1__move_replica_request__init
                      (Slotd__V1__MoveReplicaRequest         *message);
@@ -616,6 +652,9 @@ void   slotd__v1__admin_write_response__free_unpacked
                       ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
+typedef void (*Slotd__V1__SetFeatureRequest_Closure)
+                 (const Slotd__V1__SetFeatureRequest *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__MoveReplicaRequest_Closure)
                  (const Slotd__V1__MoveReplicaRequest *message,
                   void *closure_data);
@@ -716,6 +755,10 @@ struct Slotd__V1__Admin_Service
                              const Slotd__V1__MigrateHashSlotsRequest *input,
                              Slotd__V1__AdminWriteResponse_Closure closure,
                              void *closure_data);
+  void (*set_feature)(Slotd__V1__Admin_Service *service,
+                      const Slotd__V1__SetFeatureRequest *input,
+                      Slotd__V1__AdminWriteResponse_Closure closure,
+                      void *closure_data);
 };
 typedef void (*Slotd__V1__Admin_ServiceDestroy)(Slotd__V1__Admin_Service *);
 void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
@@ -735,7 +778,8 @@ void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
       function_prefix__ ## promote_controller_voter,\
       function_prefix__ ## drain_node,\
       function_prefix__ ## retry_task,\
-      function_prefix__ ## migrate_hash_slots  }
+      function_prefix__ ## migrate_hash_slots,\
+      function_prefix__ ## set_feature  }
 void slotd__v1__admin__cluster_state(ProtobufCService *service,
                                      const Slotd__V1__ClusterStateRequest *input,
                                      Slotd__V1__ClusterStateResponse_Closure closure,
@@ -784,10 +828,15 @@ void slotd__v1__admin__migrate_hash_slots(ProtobufCService *service,
                                           const Slotd__V1__MigrateHashSlotsRequest *input,
                                           Slotd__V1__AdminWriteResponse_Closure closure,
                                           void *closure_data);
+void slotd__v1__admin__set_feature(ProtobufCService *service,
+                                   const Slotd__V1__SetFeatureRequest *input,
+                                   Slotd__V1__AdminWriteResponse_Closure closure,
+                                   void *closure_data);
 
 /* --- descriptors --- */
 
 extern const ProtobufCEnumDescriptor    slotd__v1__outcome__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__set_feature_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__move_replica_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__transfer_leader_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__promote_controller_voter_request__descriptor;
