@@ -23,6 +23,9 @@ struct slotd_config {
     uint64_t slot_groups;
     uint64_t max_request_bytes;
     uint64_t max_inflight_calls;
+    uint64_t max_streams_per_conn; /* calls in progress on one connection */
+    uint64_t max_connections;      /* connections served at once */
+    uint64_t conn_idle_ms;         /* a connection without calls is closed after this */
     uint64_t replicas; /* 0 = min(3, nodes) */
     uint64_t compact_entries;
     uint64_t compact_tail;

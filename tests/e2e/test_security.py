@@ -284,5 +284,94 @@ class PeerAuthTest(h.SlotdTestCase):
             self.assertNotIn("PEERS ARE NOT AUTHENTICATED", self.cluster.server(n).log_text())
 
 
+class ConnectionLimitTest(h.SlotdTestCase):
+    """One node with small connection limits: --max-streams-per-conn 4, --max-connections 4,
+    --conn-idle-ms 2000. A client holding more calls on one connection gets RESOURCE_EXHAUSTED
+    at once for the excess while another client is served; one connection more than the limit is
+    refused, and served again once the idle connections are gone."""
+
+    STREAMS = 4
+    CONNS = 4
+    IDLE_MS = 2000
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.server = cls.new_class_server(extra_args=[
+            "--max-streams-per-conn", str(cls.STREAMS), "--max-connections", str(cls.CONNS),
+            "--conn-idle-ms", str(cls.IDLE_MS)])
+
+    def held_call(self, channel):
+        """A ClusterState waiting for a revision the node will not reach (held ~3 s)."""
+        fn = channel.unary_unary("/slotd.v1.Admin/ClusterState")
+        req = admin_pb2.ClusterStateRequest(min_revision=10**15).SerializeToString()
+        return fn.future(req, timeout=10)
+
+    def test_too_many_streams_on_one_connection(self):
+        greedy = h.open_channel(self.server.addr)
+        other = h.open_channel(self.server.addr)
+        try:
+            stub = h.pb_grpc.MetadataStub(other)
+            h.put(stub, b"conn/warm", b"v")  # the second client's connection exists already
+            start = time.monotonic()
+            calls = [self.held_call(greedy) for _ in range(3 * self.STREAMS)]
+            done_at = {}
+            for c in calls:
+                c.add_done_callback(lambda f: done_at.setdefault(id(f), time.monotonic()))
+            # While the greedy client's calls are held, the other client is served.
+            h.put(stub, b"conn/other", b"v", request_id=b"conn/other")
+            self.assertTrue(h.get(stub, b"conn/other").get.found)
+            codes, refused_after = [], []
+            for c in calls:
+                try:
+                    c.result()
+                    codes.append(grpc.StatusCode.OK)
+                except grpc.RpcError as e:
+                    codes.append(e.code())
+                    if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                        self.assertIn("the limit is %d (max_streams_per_conn)" % self.STREAMS,
+                                      e.details())
+                        refused_after.append(done_at[id(c)] - start)
+            held = codes.count(grpc.StatusCode.UNAVAILABLE)  # waited the 3 s for the revision
+            refused = codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertEqual(held + refused, len(calls), codes)
+            self.assertGreaterEqual(refused, self.STREAMS, codes)
+            self.assertGreaterEqual(held, self.STREAMS, codes)
+            self.assertLess(min(refused_after), 2.0)  # refused at once, not after the wait
+            # The greedy connection is served again once its calls are done.
+            h.put(h.pb_grpc.MetadataStub(greedy), b"conn/greedy", b"v")
+        finally:
+            greedy.close()
+            other.close()
+
+    def test_one_connection_too_many(self):
+        # Let the other test's connections age out of the table first.
+        time.sleep((self.IDLE_MS + 1500) / 1000.0)
+        channels = [h.open_channel(self.server.addr) for _ in range(self.CONNS + 1)]
+        try:
+            served = 0
+            for i, ch in enumerate(channels[:-1]):
+                try:
+                    h.put(h.pb_grpc.MetadataStub(ch), b"conn/many/%d" % i, b"v")
+                    served += 1
+                except grpc.RpcError as e:
+                    self.assertEqual(e.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, e.details())
+            # the harness's own connection may hold one entry still
+            self.assertGreaterEqual(served, self.CONNS - 1)
+            with self.assertRaises(grpc.RpcError) as ctx:
+                h.put(h.pb_grpc.MetadataStub(channels[-1]), b"conn/many/extra", b"v")
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertIn("(max_connections)", ctx.exception.details())
+            # Connections already served keep being served.
+            self.assertTrue(h.get(h.pb_grpc.MetadataStub(channels[0]), b"conn/many/0").get.found)
+        finally:
+            for ch in channels[:-1]:
+                ch.close()
+        # Once the closed connections are idle past --conn-idle-ms, the new one is served.
+        time.sleep((self.IDLE_MS + 1500) / 1000.0)
+        h.put(h.pb_grpc.MetadataStub(channels[-1]), b"conn/many/extra", b"v")
+        channels[-1].close()
+
+
 if __name__ == "__main__":
     unittest.main()
