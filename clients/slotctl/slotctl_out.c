@@ -9,7 +9,7 @@ static const char *const cmd_names[] = {
     "",      "put",           "get",          "delete", "cas",
     "route", "cluster",       "health",       "bench",  "transfer-leader",
     "join",  "activate",      "move-replica", "drain",  "promote",
-    "retry", "migrate-slots", "task status",  "status",
+    "retry", "migrate-slots", "task status",  "status", "feature",
 };
 
 const char *slotctl_cmd_name(int cmd)

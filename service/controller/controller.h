@@ -41,7 +41,8 @@
     X(CTL_ENOT_FOUND, 6, "cluster state file not found")                                           \
     X(CTL_ETOO_BIG, 7, "cluster state too big")                                                    \
     X(CTL_EIO, 8, "I/O error")                                                                     \
-    X(CTL_EORDER, 9, "raft index not after applied_raft_index")
+    X(CTL_EORDER, 9, "raft index not after applied_raft_index")                                   \
+    X(CTL_EFACT, 10, "a fact the controller leader observed does not hold")
 
 enum ctl_err {
 #define CTL__ENUM(name, value, msg) name = value,
@@ -430,6 +431,53 @@ int ctl_cmd_task_fail(uint64_t task, uint32_t attempt, uint32_t phase, const cha
                       uint64_t now_ms, uint64_t expected_revision, char **out);
 
 int ctl_cmd_task_retry(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out);
+
+/* ---- facts the controller leader observed (task_advance) ---------------------------------------
+ * A task_advance is checked on the controller leader, before it is proposed, against what that
+ * leader observed itself within max_age_ms; the proof the command carries is never trusted. The
+ * runtime answers `observe` from its own raft cores and the GroupStatus answers it collected;
+ * ctl_vet rebuilds the command with the observed proof (and, for node_drain, the observed
+ * replicas_on_node and leading), so the replicated entry records what the leader saw and
+ * ctl_apply's phase checks run on it. */
+
+/* One replica's own progress, paired with the leader commit index it has to reach. */
+struct ctl_obs_member {
+    uint64_t node;
+    bool known;         /* false: no pair of observations yet */
+    bool from_progress; /* match is the observer's own raft progress (it leads the group) */
+    uint64_t match;  /* the group leader's match index of it (the observer leads the group), else
+                      * the applied index it reported itself */
+    uint64_t commit; /* the leader's commit index observed no later than match was */
+    uint64_t age_ms; /* age of the older of the two observations */
+};
+
+/* A raft group as the controller leader observed it (group 0: the controller group, which the
+ * controller leader leads itself). */
+struct ctl_obs_group {
+    bool known;      /* a configuration was observed */
+    uint64_t age_ms; /* age of the configuration and leader facts */
+    uint32_t n_voters, n_learners;
+    uint64_t voters[CTL_REPLICAS_MAX], learners[CTL_REPLICAS_MAX]; /* any order */
+    uint64_t leader;         /* 0 = none observed */
+    uint64_t commit;         /* the leader's commit index, 0 = unknown */
+    uint64_t leader_applied; /* the leader's applied index, 0 = unknown */
+    uint32_t n_members;
+    struct ctl_obs_member members[CTL_REPLICAS_MAX * 2];
+};
+
+/* Fills *out (zeroed by the caller) with what the observer knows of group. */
+typedef void (*ctl_observe_cb)(void *arg, uint32_t group, struct ctl_obs_group *out);
+
+/* Checks cmd[0..len) (borrowed) against state and the observer's facts no older than max_age_ms.
+ * Returns CTL_OK with *out NULL when the command goes to raft as it is (not a task_advance, or a
+ * fence that does not match the task: ctl_apply answers it), CTL_OK with *out a rebuilt
+ * task_advance (caller frees with ctl_free()) whose proof is the observed one, CTL_EFACT with a
+ * sentence naming the fact in why (e.g. "group 3: node 4 applied 12 < leader commit 57 as
+ * observed by the controller leader (node 1) 400 ms ago"), or CTL_ENOMEM. observer is the
+ * controller leader's node id (for the sentences). Reads no clock. */
+int ctl_vet(const struct ctl_state *state, const void *cmd, size_t len, ctl_observe_cb observe,
+            void *arg, uint64_t observer, uint64_t max_age_ms, char **out, char *why,
+            size_t whylen);
 
 /* ---- placement --------------------------------------------------------------------------------
  */

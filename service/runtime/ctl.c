@@ -840,8 +840,19 @@ static void propose_own(struct runtime *rt, char *cmd, const char *what)
 {
     if (cmd == NULL)
         return;
+    const uint8_t *data = (const uint8_t *)cmd;
+    size_t len = strlen(cmd);
+    char *vetted = NULL;
+    struct slotd_error err;
+    if (rt_ctl_vet(rt, &data, &len, &vetted, &err) != 0) {
+        RT_LOG("debug", "msg=\"controller proposal refused\" what=%s err=\"%s\"", what,
+               err.message);
+        ctl_free(cmd);
+        return;
+    }
     raft_index index;
-    int rc = raft_propose(rt->groups[0].raft, cmd, strlen(cmd), &index);
+    int rc = raft_propose(rt->groups[0].raft, data, len, &index);
+    ctl_free(vetted);
     if (rc != 0)
         RT_LOG("debug", "msg=\"controller proposal refused\" what=%s err=\"%s\"", what,
                raft_strerror(rc));

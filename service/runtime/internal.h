@@ -239,6 +239,10 @@ struct rt_group {
     uint64_t obs_voters[ROUTE_MEMBERS_MAX], obs_learners[ROUTE_MEMBERS_MAX];
     uint64_t obs_conf_term;
     int64_t obs_conf_ms;
+    /* the leader's commit index in its last two first-hand GroupStatus answers ([0] newest),
+     * paired with other replicas' answers by time in the controller leader's catch-up facts */
+    uint64_t obs_lc_commit[2];
+    int64_t obs_lc_ms[2];
     uint8_t role;
     bool in_batch;         /* rd is in the in-flight storage batch */
     bool committed_handed; /* rd's committed entries already went to the apply stage */
@@ -420,6 +424,18 @@ struct runtime {
            !pthread_equal(pthread_self(), (rt)->loop_thread))
 
 int64_t rt_now_ms(void);
+
+/* facts.c (loop thread): a GroupStatus answer in which the group's leader spoke for itself. */
+void rt_facts_leader_commit(struct rt_group *g, uint64_t commit, int64_t now);
+/* On the controller leader: checks a controller command against the facts this node observed
+ * (ctl_vet) before it is proposed. Returns 0 with *cmd / *len replaced by the rebuilt command
+ * when ctl_vet rebuilt it (*owned set: caller frees *cmd with ctl_free()), or -1 with err
+ * (FAILED_PRECONDITION naming the fact). Not leading group 0: 0, unchanged. */
+int rt_ctl_vet(struct runtime *rt, const uint8_t **cmd, size_t *len, char **owned,
+               struct slotd_error *err);
+/* rt_ctl_vet for a queued proposal of group 0: the request to propose (maybe reallocated), or
+ * NULL when it was answered (and freed). */
+struct rt_request *rt_ctl_vet_request(struct runtime *rt, struct rt_request *r);
 void rt_fail(struct rt_request *r, int code, const char *fmt, ...);
 void rt_fail_list(struct rt_list *l, int code, const char *msg);
 

@@ -195,10 +195,14 @@ static void merge_group_status(struct runtime *rt, const uint8_t *data, size_t l
             continue;
         struct rt_group *g = &rt->groups[gl->group_id];
         observe_replica(g, r->node_id, gl, now);
+        if (gl->leader == r->node_id)
+            rt_facts_leader_commit(g, gl->commit, now);
         changed = true; /* the route shows the answer's age */
+        /* also for hosted groups: a replica that is not the leader may be behind or removed,
+         * the controller leader's facts (facts.c) take the leader's report */
+        observe_conf(g, r->node_id, gl, now);
         if (g->hosted)
             continue;
-        observe_conf(g, r->node_id, gl, now);
         if (gl->leader == 0 || gl->term < g->term)
             continue;
         bool first_hand = r->node_id == gl->leader;

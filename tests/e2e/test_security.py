@@ -12,7 +12,7 @@ import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import slotd_harness as h  # noqa: E402
-from slotd.v1 import admin_pb2  # noqa: E402
+from slotd.v1 import admin_pb2, metadata_pb2  # noqa: E402
 
 EXIT_WITHIN_S = 3.0
 
@@ -135,16 +135,52 @@ def controller_command(command, no_forward=False):
 
 
 class PeerAuthTest(h.SlotdTestCase):
-    """A 3-node cluster started with --cluster-secret-file (the harness gives every multi-node
-    process one). Forged Peer calls without a proof, with a proof of another secret, made for
-    another receiver, replayed, or whose body names another sender than the proof are refused with
-    UNAUTHENTICATED; no group's term moves, the cluster state's revision stays, and every group
-    keeps taking writes, read back through another node."""
+    """A 4-node cluster (3 replicas per group) started with --cluster-secret-file (the harness
+    gives every multi-node process one). Forged Peer calls without a proof, with a proof of
+    another secret, made for another receiver, replayed, or whose body names another sender than
+    the proof are refused with UNAUTHENTICATED; forged task steps from a valid node identity are
+    refused with FAILED_PRECONDITION naming the fact the controller leader observed; no group's
+    term moves, the cluster state's revision stays, and every group keeps taking writes, read back
+    through another node. Nodes 1-3 take the writes; node 4 is the target of a replica move."""
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.cluster = cls.new_class_cluster(size=3)
+        cls.cluster = cls.new_class_cluster(size=4, replicas=3)
+
+    def admin(self, node_id, method, request, response_type, timeout=h.RPC_TIMEOUT_S):
+        raw = h.raw_unary(self.cluster.server(node_id).channel, "/slotd.v1.Admin/" + method,
+                          request.SerializeToString(), timeout=timeout)
+        return response_type.FromString(raw)
+
+    def state(self, node_id, min_revision=0):
+        resp = self.admin(node_id, "ClusterState",
+                          admin_pb2.ClusterStateRequest(min_revision=min_revision),
+                          admin_pb2.ClusterStateResponse)
+        return json.loads(resp.state_json)
+
+    def task(self, node_id, task_id):
+        raw = h.raw_unary(self.cluster.server(node_id).channel, "/slotd.v1.Metadata/TaskStatus",
+                          metadata_pb2.TaskStatusRequest(task_id=task_id).SerializeToString())
+        return metadata_pb2.TaskStatusResponse.FromString(raw).task
+
+    def wait(self, what, fn, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = fn()
+            if got:
+                return got
+            time.sleep(0.2)
+        self.fail("%s: not within %.0f s" % (what, timeout))
+
+    def assertPrecondition(self, fn, *needles):
+        with self.assertRaises(grpc.RpcError) as ctx:
+            fn()
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.FAILED_PRECONDITION,
+                         ctx.exception.details())
+        for needle in needles:
+            self.assertIn(needle, ctx.exception.details())
+        return ctx.exception.details()
 
     def terms(self):
         """{(group, node): term} every replica reports, through node 1."""
@@ -277,6 +313,109 @@ class PeerAuthTest(h.SlotdTestCase):
         report = {"op": "health_report", "node": 2, "now_ms": now, "ttl_ms": 60000}
         self.cluster.server(1).peer_call(path, controller_command(json.dumps(report).encode()),
                                          node=2)
+
+    def test_forged_task_advance_refused(self):
+        """A replica move to node 4 while node 4 is stopped waits at catch_up. Forged task steps
+        with made-up proofs, sent as node 2 (a valid identity) through every node, answer
+        FAILED_PRECONDITION naming the fact the controller leader observed itself: the catch-up
+        (node 4 holds nothing), the promote and remove-source phases (their configuration is not
+        what the leader saw). Nothing changes: revision, task phase, the group's voters, and every
+        group takes writes, read back through another node."""
+        path = "/slotd.internal.v1.Peer/ControllerCommand"
+        state = self.state(1)
+        g = [x for x in state["groups"] if 4 not in x["desired_peers"]][0]
+        gid, peers = g["id"], g["desired_peers"]
+        leader = {r.group_id: r.leader for r in self.cluster.route(via=1).groups}[gid]
+        source = [p for p in peers if p != leader][0]
+        self.cluster.pause(4)
+        try:
+            resp = self.admin(1, "MoveReplica", admin_pb2.MoveReplicaRequest(
+                group_id=gid, from_node=source, to_node=4), admin_pb2.AdminWriteResponse)
+            task_id = resp.task_id
+            t = self.wait("catch_up", lambda: (lambda x: x if x.phase == "catch_up" else None)(
+                self.task(1, task_id)))
+            rev = self.revision(1)
+            now = int(time.time() * 1000)
+            fence = {"op": "task_advance", "task": task_id, "now_ms": now, "group": gid,
+                     "config_epoch": t.config_epoch, "attempt": t.attempt,
+                     "replicas_on_node": 0, "leading": 0}
+            caught_up = dict(fence, phase=t.phase_index, proof={
+                "config_index": 10 ** 6, "voters": peers, "learners": [4], "leader": leader,
+                "commit": 10 ** 6, "target_match": 10 ** 6})
+            for via in (1, 2, 3):
+                details = self.assertPrecondition(
+                    lambda: self.cluster.server(via).peer_call(
+                        path, controller_command(json.dumps(caught_up).encode()), node=2),
+                    "group %d: node 4" % gid, "observed by the controller leader")
+            # e.g. "group 3: node 4 holds up to 0 < leader commit 57 as observed by the
+            # controller leader (node 1) 0 ms ago" or "... no progress of it observed ..."
+            self.assertTrue("< leader commit" in details or "no progress" in details, details)
+            self.assertEqual(self.task(1, task_id).phase, "catch_up")
+            self.assertEqual(self.revision(1), rev)
+            self.assertEqual(self.revision(3), rev)
+            r = [x for x in self.cluster.route(via=3).groups if x.group_id == gid][0]
+            self.assertEqual(sorted(r.voters), sorted(peers))
+            self.assertWritesEverywhere("advance")
+        finally:
+            self.cluster.resume(4)
+        # Node 4 back: the move completes on the facts themselves.
+        done = self.wait("move done", lambda: (lambda x: x if x.status == "done" else None)(
+            self.task(1, task_id)), timeout=60)
+        self.assertEqual(done.phase, "done")
+        self.assertIn(4, self.state(3, min_revision=done.revision)["groups"][gid - 1][
+            "desired_peers"])
+        self.assertWritesEverywhere("advance-after")
+
+    def test_migration_switch_is_replicated(self):
+        """hash-slot migration is off in the cluster state: MigrateHashSlots is refused through
+        every node (FAILED_PRECONDITION naming Admin.SetFeature), and so is a task_create sent as a
+        node on Peer/ControllerCommand. SetFeature on, through one node, shows in ClusterState on
+        every node; a migration through another node is then accepted and completes."""
+        state = self.state(1)
+        self.assertEqual(state["features"], {"hash_slot_migration": False})
+        rev = self.revision(1)
+        slot = [r for r in state["hash_slot_table"]["ranges"] if r["group"] == 1][0]["first"]
+        req = admin_pb2.MigrateHashSlotsRequest(hash_slots=[slot], to_group=2)
+        for n in self.cluster.node_ids:
+            self.assertPrecondition(
+                lambda: self.admin(n, "MigrateHashSlots", req, admin_pb2.AdminWriteResponse),
+                "hash-slot migration is off in the cluster state (Admin.SetFeature")
+        create = {"op": "task_create", "kind": "hash_slot_migration", "hash_slots": [slot],
+                  "to_group": 2, "now_ms": int(time.time() * 1000)}
+        self.assertPrecondition(
+            lambda: self.cluster.server(3).peer_call(
+                "/slotd.internal.v1.Peer/ControllerCommand",
+                controller_command(json.dumps(create).encode()), node=2),
+            "hash-slot migration is off")
+        self.assertEqual(self.revision(1), rev)
+        self.assertEqual(self.revision(4), rev)
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.admin(2, "SetFeature", admin_pb2.SetFeatureRequest(name="warp", enabled=True),
+                       admin_pb2.AdminWriteResponse)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("known: hash_slot_migration", ctx.exception.details())
+        on = self.admin(2, "SetFeature", admin_pb2.SetFeatureRequest(
+            name="hash_slot_migration", enabled=True), admin_pb2.AdminWriteResponse)
+        self.assertEqual(on.outcome, admin_pb2.OUTCOME_CHANGED)
+        for n in self.cluster.node_ids:
+            self.assertTrue(self.state(n, min_revision=on.revision)["features"][
+                "hash_slot_migration"], n)
+        again = self.admin(4, "SetFeature", admin_pb2.SetFeatureRequest(
+            name="hash_slot_migration", enabled=True), admin_pb2.AdminWriteResponse)
+        self.assertEqual(again.outcome, admin_pb2.OUTCOME_NOOP)
+        try:
+            resp = self.admin(3, "MigrateHashSlots", req, admin_pb2.AdminWriteResponse)
+            done = self.wait("migration done", lambda: (
+                lambda x: x if x.status in ("done", "failed") else None)(
+                    self.task(1, resp.task_id)), timeout=60)
+            self.assertEqual(done.status, "done", done)
+            table = self.state(4, min_revision=done.revision)["hash_slot_table"]["ranges"]
+            self.assertTrue(any(r["first"] <= slot <= r["last"] and r["group"] == 2
+                                for r in table), table)
+        finally:
+            self.admin(1, "SetFeature", admin_pb2.SetFeatureRequest(
+                name="hash_slot_migration", enabled=False), admin_pb2.AdminWriteResponse)
+        self.assertWritesEverywhere("migrated")
 
     def test_started_with_peer_auth(self):
         for n in self.cluster.node_ids:

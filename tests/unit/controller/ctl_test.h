@@ -38,5 +38,6 @@ void ctl_test_add_codec(void);
 void ctl_test_add_apply(void);
 void ctl_test_add_placement_file(void);
 void ctl_test_add_task(void);
+void ctl_test_add_vet(void);
 
 #endif
