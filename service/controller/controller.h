@@ -461,6 +461,11 @@ struct ctl_obs_group {
     uint64_t leader;         /* 0 = none observed */
     uint64_t commit;         /* the leader's commit index, 0 = unknown */
     uint64_t leader_applied; /* the leader's applied index, 0 = unknown */
+    /* the leader's applied hash-slot state (slot groups): owned and fenced bitmaps (as in
+     * struct ctl_task) and the task of its last migration fence or copy */
+    bool slots_known;
+    uint8_t owned[CTL_HASH_SLOT_BYTES], fenced[CTL_HASH_SLOT_BYTES];
+    uint64_t migration_task;
     uint32_t n_members;
     struct ctl_obs_member members[CTL_REPLICAS_MAX * 2];
 };

@@ -136,9 +136,62 @@ static bool drain_facts(const struct vet *v, uint64_t node, uint64_t *held, uint
     return true;
 }
 
-/* hash_slot_migration: the phase's entry index the command claims must be applied by the group's
- * observed leader (it cannot prove what an index held; the group's own FSM refuses entries out of
- * order, see docs/security.md). */
+/* The first slot of t for which want(bit of bits) fails, or -1. */
+static int slot_failing(const uint8_t *bits, const struct ctl_task *t, bool want)
+{
+    for (uint32_t s = 0; s < CTL_HASH_SLOTS; s++) {
+        if (CTL__SLOT_HAS(t->hash_slots, s) && CTL__SLOT_HAS(bits, s) != want) {
+            return (int)s;
+        }
+    }
+    return -1;
+}
+
+/* What the phase's entry changed in the group's applied hash-slot state, as its leader reported
+ * it: fence: the source fenced every slot; copy (accept): to_group owns every slot; release: the
+ * source holds none of them any more. */
+static bool migration_slots(const struct vet *v, const struct ctl_task *t, uint32_t gid,
+                            const struct ctl_obs_group *g)
+{
+    int bad;
+    const char *fact;
+    if (!g->slots_known) {
+        snprintf(v->why, v->whylen,
+                 "group %u: hash-slot state of leader %llu not observed by the controller leader "
+                 "(node %llu)",
+                 gid, ULL(g->leader), ULL(v->observer));
+        return false;
+    }
+    if (t->phase_index == CTL_PHASE_MIGRATION_FENCE) {
+        bad = slot_failing(g->fenced, t, true);
+        fact = "has not fenced";
+    } else if (t->phase_index == CTL_PHASE_MIGRATION_COPY) {
+        bad = slot_failing(g->owned, t, true);
+        fact = "does not own (the accept entry has not applied there)";
+    } else {
+        bad = slot_failing(g->owned, t, false);
+        fact = "still owns";
+    }
+    if (bad >= 0) {
+        snprintf(v->why, v->whylen,
+                 "group %u: leader %llu %s hash slot %d as observed by the controller leader "
+                 "(node %llu) %llu ms ago",
+                 gid, ULL(g->leader), fact, bad, ULL(v->observer), ULL(g->age_ms));
+        return false;
+    }
+    if (t->phase_index != CTL_PHASE_MIGRATION_RELEASE && g->migration_task != t->id) {
+        snprintf(v->why, v->whylen,
+                 "group %u: leader %llu applied migration task %llu last, not task %llu, as "
+                 "observed by the controller leader (node %llu) %llu ms ago",
+                 gid, ULL(g->leader), ULL(g->migration_task), ULL(t->id), ULL(v->observer),
+                 ULL(g->age_ms));
+        return false;
+    }
+    return true;
+}
+
+/* hash_slot_migration: the phase's entry changed the group's applied hash-slot state as its
+ * observed leader reports it, and the entry index the command claims is applied there. */
 static bool migration_facts(const struct vet *v, const json_t *cmd, const struct ctl_task *t,
                             uint32_t gid, const struct ctl_obs_group *g, struct ctl_task_proof *p)
 {
@@ -164,7 +217,7 @@ static bool migration_facts(const struct vet *v, const json_t *cmd, const struct
         return false;
     }
     p->config_index = index;
-    return true;
+    return migration_slots(v, t, gid, g);
 }
 
 /* The group whose facts t's current phase needs (node_drain: every group; this is its own). */

@@ -18,6 +18,51 @@ void rt_facts_leader_commit(struct rt_group *g, uint64_t commit, int64_t now)
     g->obs_lc_ms[0] = now;
 }
 
+void rt_facts_leader_slots(struct rt_group *g, uint64_t leader, const uint8_t *owned,
+                           size_t owned_len, const uint8_t *fenced, size_t fenced_len,
+                           uint64_t migration_task, int64_t now)
+{
+    if (owned_len != sizeof(g->obs_owned) || fenced_len != sizeof(g->obs_fenced))
+        return;
+    memcpy(g->obs_owned, owned, sizeof(g->obs_owned));
+    memcpy(g->obs_fenced, fenced, sizeof(g->obs_fenced));
+    g->obs_migration_task = migration_task;
+    g->obs_slots_leader = leader;
+    g->obs_slots_ms = now;
+}
+
+static uint64_t word_of(const uint8_t *bits, int w)
+{
+    uint64_t v;
+    memcpy(&v, bits + 8 * w, 8);
+    return v;
+}
+
+void rt_facts_publish_slots(struct rt_group *g)
+{
+    for (int w = 0; w < 4; w++) {
+        atomic_store_explicit(&g->pub_owned[w], word_of(g->fsm_state.owned, w),
+                              memory_order_relaxed);
+        atomic_store_explicit(&g->pub_fenced[w], word_of(g->fsm_state.fenced, w),
+                              memory_order_relaxed);
+    }
+    atomic_store_explicit(&g->pub_migration_task, g->fsm_state.migration_task,
+                          memory_order_relaxed);
+}
+
+void rt_facts_published_slots(const struct rt_group *g, uint8_t owned[32], uint8_t fenced[32],
+                              uint64_t *migration_task)
+{
+    struct rt_group *m = (struct rt_group *)g; /* atomic loads of a const object */
+    for (int w = 0; w < 4; w++) {
+        uint64_t o = atomic_load_explicit(&m->pub_owned[w], memory_order_relaxed);
+        uint64_t f = atomic_load_explicit(&m->pub_fenced[w], memory_order_relaxed);
+        memcpy(owned + 8 * w, &o, 8);
+        memcpy(fenced + 8 * w, &f, 8);
+    }
+    *migration_task = atomic_load_explicit(&m->pub_migration_task, memory_order_relaxed);
+}
+
 static void add_member(struct ctl_obs_group *o, const struct ctl_obs_member *m)
 {
     for (uint32_t i = 0; i < o->n_members; i++) {
@@ -74,6 +119,10 @@ static void observe(void *arg, uint32_t gid, struct ctl_obs_group *o)
             o->leader = st.leader;
             o->commit = st.commit;
             o->leader_applied = atomic_load_explicit(&g->applied, memory_order_relaxed);
+            if (gid != 0) {
+                o->slots_known = true;
+                rt_facts_published_slots(g, o->owned, o->fenced, &o->migration_task);
+            }
             for (size_t i = 0; i < st.n_progress; i++) {
                 struct ctl_obs_member m = {.node = st.progress[i].id,
                                            .known = true,
@@ -98,6 +147,15 @@ static void observe(void *arg, uint32_t gid, struct ctl_obs_group *o)
     o->leader = g->leader;
     if (!g->hosted && g->leader != 0 && (uint64_t)(now - g->leader_seen_ms) > o->age_ms) {
         o->age_ms = (uint64_t)(now - g->leader_seen_ms);
+    }
+    /* the leader's own hash-slot state, as fresh as the configuration */
+    if (gid != 0 && g->obs_slots_ms > 0 && g->obs_slots_leader == o->leader) {
+        o->slots_known = true;
+        memcpy(o->owned, g->obs_owned, sizeof(o->owned));
+        memcpy(o->fenced, g->obs_fenced, sizeof(o->fenced));
+        o->migration_task = g->obs_migration_task;
+        if ((uint64_t)(now - g->obs_slots_ms) > o->age_ms)
+            o->age_ms = (uint64_t)(now - g->obs_slots_ms);
     }
     for (uint32_t i = 0; i < g->n_obs; i++) {
         const struct route_replica *r = &g->obs[i];

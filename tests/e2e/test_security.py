@@ -159,9 +159,10 @@ class PeerAuthTest(h.SlotdTestCase):
                           admin_pb2.ClusterStateResponse)
         return json.loads(resp.state_json)
 
-    def task(self, node_id, task_id):
+    def task(self, node_id, task_id, min_revision=0):
         raw = h.raw_unary(self.cluster.server(node_id).channel, "/slotd.v1.Metadata/TaskStatus",
-                          metadata_pb2.TaskStatusRequest(task_id=task_id).SerializeToString())
+                          metadata_pb2.TaskStatusRequest(
+                              task_id=task_id, min_revision=min_revision).SerializeToString())
         return metadata_pb2.TaskStatusResponse.FromString(raw).task
 
     def wait(self, what, fn, timeout=30.0):
@@ -315,12 +316,14 @@ class PeerAuthTest(h.SlotdTestCase):
                                          node=2)
 
     def test_forged_task_advance_refused(self):
-        """A replica move to node 4 while node 4 is stopped waits at catch_up. Forged task steps
-        with made-up proofs, sent as node 2 (a valid identity) through every node, answer
-        FAILED_PRECONDITION naming the fact the controller leader observed itself: the catch-up
-        (node 4 holds nothing), the promote and remove-source phases (their configuration is not
-        what the leader saw). Nothing changes: revision, task phase, the group's voters, and every
-        group takes writes, read back through another node."""
+        """A replica move to node 4 while node 4 is stopped waits at catch_up. A forged
+        task_advance with a made-up catch-up proof (target_match = commit = 10^6), sent as node 2
+        (a valid identity) through nodes 1, 2 and 3, answers FAILED_PRECONDITION naming the fact
+        the controller leader observed itself (node 4 holds nothing). Nothing changes: revision
+        on two nodes, task phase, the group's voters, and the group takes writes, read back
+        through another node. Node 4 resumed, the move completes on the observed facts and every
+        group takes writes. (Forged drain and migration proofs: tests/unit/controller/
+        vet_test.c.)"""
         path = "/slotd.internal.v1.Peer/ControllerCommand"
         state = self.state(1)
         g = [x for x in state["groups"] if 4 not in x["desired_peers"]][0]
@@ -333,7 +336,7 @@ class PeerAuthTest(h.SlotdTestCase):
                 group_id=gid, from_node=source, to_node=4), admin_pb2.AdminWriteResponse)
             task_id = resp.task_id
             t = self.wait("catch_up", lambda: (lambda x: x if x.phase == "catch_up" else None)(
-                self.task(1, task_id)))
+                self.task(1, task_id, min_revision=resp.revision)))
             rev = self.revision(1)
             now = int(time.time() * 1000)
             fence = {"op": "task_advance", "task": task_id, "now_ms": now, "group": gid,
@@ -355,16 +358,19 @@ class PeerAuthTest(h.SlotdTestCase):
             self.assertEqual(self.revision(3), rev)
             r = [x for x in self.cluster.route(via=3).groups if x.group_id == gid][0]
             self.assertEqual(sorted(r.voters), sorted(peers))
-            self.assertWritesEverywhere("advance")
+            # The moved group (node 4 is not among its voters) keeps taking writes.
+            key = h.key_in_group(self.cluster.table, gid, "security/advance/g%d" % gid)
+            h.put_retrying(self.cluster.stub(1), key, b"v", request_id=key)
+            self.assertTrue(h.get(self.cluster.stub(3), key).get.found)
         finally:
             self.cluster.resume(4)
         # Node 4 back: the move completes on the facts themselves.
         done = self.wait("move done", lambda: (lambda x: x if x.status == "done" else None)(
-            self.task(1, task_id)), timeout=60)
+            self.task(1, task_id, min_revision=resp.revision)), timeout=60)
         self.assertEqual(done.phase, "done")
         self.assertIn(4, self.state(3, min_revision=done.revision)["groups"][gid - 1][
             "desired_peers"])
-        self.assertWritesEverywhere("advance-after")
+        self.assertWritesEverywhere("advance")
 
     def test_migration_switch_is_replicated(self):
         """hash-slot migration is off in the cluster state: MigrateHashSlots is refused through
@@ -374,14 +380,19 @@ class PeerAuthTest(h.SlotdTestCase):
         state = self.state(1)
         self.assertEqual(state["features"], {"hash_slot_migration": False})
         rev = self.revision(1)
-        slot = [r for r in state["hash_slot_table"]["ranges"] if r["group"] == 1][0]["first"]
-        req = admin_pb2.MigrateHashSlotsRequest(hash_slots=[slot], to_group=2)
+        busy = set()
+        for t in state["tasks"]:
+            if t["status"] in ("pending", "running"):
+                busy.update({t.get("group", 0), t.get("to_group", 0)})
+        src, dst = [g for g in self.cluster.group_ids if g not in busy][:2]
+        slot = [r for r in state["hash_slot_table"]["ranges"] if r["group"] == src][0]["first"]
+        req = admin_pb2.MigrateHashSlotsRequest(hash_slots=[slot], to_group=dst)
         for n in self.cluster.node_ids:
             self.assertPrecondition(
                 lambda: self.admin(n, "MigrateHashSlots", req, admin_pb2.AdminWriteResponse),
                 "hash-slot migration is off in the cluster state (Admin.SetFeature")
         create = {"op": "task_create", "kind": "hash_slot_migration", "hash_slots": [slot],
-                  "to_group": 2, "now_ms": int(time.time() * 1000)}
+                  "to_group": dst, "now_ms": int(time.time() * 1000)}
         self.assertPrecondition(
             lambda: self.cluster.server(3).peer_call(
                 "/slotd.internal.v1.Peer/ControllerCommand",
@@ -407,10 +418,10 @@ class PeerAuthTest(h.SlotdTestCase):
             resp = self.admin(3, "MigrateHashSlots", req, admin_pb2.AdminWriteResponse)
             done = self.wait("migration done", lambda: (
                 lambda x: x if x.status in ("done", "failed") else None)(
-                    self.task(1, resp.task_id)), timeout=60)
+                    self.task(1, resp.task_id, min_revision=resp.revision)), timeout=60)
             self.assertEqual(done.status, "done", done)
             table = self.state(4, min_revision=done.revision)["hash_slot_table"]["ranges"]
-            self.assertTrue(any(r["first"] <= slot <= r["last"] and r["group"] == 2
+            self.assertTrue(any(r["first"] <= slot <= r["last"] and r["group"] == dst
                                 for r in table), table)
         finally:
             self.admin(1, "SetFeature", admin_pb2.SetFeatureRequest(

@@ -220,6 +220,17 @@ static void test_migration(void)
     facts[1].leader = 0;
     vet(s, task_advance_cmd(s, id, &claim, 11), CTL_EFACT, "group 1: no leader");
     conf(1, g1->desired_peers, g1->n_peers, NULL, 0, 2, 950, 200);
+    /* The index is applied; what the fence changed is the source leader's hash-slot state. */
+    vet(s, task_advance_cmd(s, id, &claim, 11), CTL_EFACT,
+        "group 1: hash-slot state of leader 2 not observed");
+    facts[1].slots_known = true;
+    facts[1].owned[0] = 0xFF;
+    vet(s, task_advance_cmd(s, id, &claim, 11), CTL_EFACT,
+        "group 1: leader 2 has not fenced hash slot 0 as observed by the controller leader");
+    facts[1].fenced[0] = 0x01;
+    facts[1].migration_task = id + 1;
+    vet(s, task_advance_cmd(s, id, &claim, 11), CTL_EFACT, "applied migration task");
+    facts[1].migration_task = id;
     char *rebuilt = vet(s, task_advance_cmd(s, id, &claim, 11), CTL_OK, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(rebuilt);
     ctl_test_check(s, rebuilt, CTL_OUTCOME_CHANGED, "");
@@ -227,8 +238,30 @@ static void test_migration(void)
     CU_ASSERT_EQUAL(t->phase_index, CTL_PHASE_MIGRATION_COPY);
     CU_ASSERT_EQUAL(t->proof.leader, 2); /* observed, not the claimed 3 */
     CU_ASSERT_EQUAL(t->proof.config_index, 900);
-    /* copy: facts of to_group are needed */
+    /* copy: facts of to_group are needed, and it must own the slot (accepted) */
     vet(s, task_advance_cmd(s, id, &claim, 12), CTL_EFACT, "group 2: no configuration observed");
+    const struct ctl_group *g2 = ctl_state_group(s, 2);
+    claim.config_index = 30;
+    conf(2, g2->desired_peers, g2->n_peers, NULL, 0, 4, 31, 100);
+    facts[2].slots_known = true;
+    facts[2].migration_task = id;
+    vet(s, task_advance_cmd(s, id, &claim, 12), CTL_EFACT,
+        "group 2: leader 4 does not own (the accept entry has not applied there) hash slot 0");
+    facts[2].owned[0] = 0x01;
+    rebuilt = vet(s, task_advance_cmd(s, id, &claim, 12), CTL_OK, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rebuilt);
+    ctl_test_check(s, rebuilt, CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_EQUAL(t->phase_index, CTL_PHASE_MIGRATION_RELEASE);
+    /* release: the source must hold the slot no more */
+    claim.config_index = 960;
+    facts[1].leader_applied = 960;
+    vet(s, task_advance_cmd(s, id, &claim, 13), CTL_EFACT,
+        "group 1: leader 2 still owns hash slot 0");
+    facts[1].owned[0] = 0xFE;
+    rebuilt = vet(s, task_advance_cmd(s, id, &claim, 13), CTL_OK, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rebuilt);
+    ctl_test_check(s, rebuilt, CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_EQUAL(t->status, CTL_TASK_DONE);
     free(s);
 }
 
@@ -238,6 +271,6 @@ void ctl_test_add_vet(void)
                                NULL);
     CU_add_test(s, "replica_move: forged proofs refused, observed ones rebuilt", test_replica_move);
     CU_add_test(s, "node_drain: observed configurations and leaders", test_drain);
-    CU_add_test(s, "hash_slot_migration: claimed index applied by the observed leader",
+    CU_add_test(s, "hash_slot_migration: the observed leader applied the index and changed its slots",
                 test_migration);
 }
