@@ -33,7 +33,7 @@ struct slotd_config {
     uint64_t bootstrap_expect;      /* active data nodes before placement; 0 = the --peers count */
     uint64_t weight;                /* capacity weight for placement */
     uint64_t task_phase_timeout_ms; /* a task phase without progress fails after this long */
-    uint64_t enable_hash_slot_migration; /* 1: Admin.MigrateHashSlots accepted here */
+    uint64_t enable_hash_slot_migration; /* 1: seeds features.hash_slot_migration at bootstrap */
 };
 
 /*

@@ -191,16 +191,12 @@ static bool migration_slots(const struct vet *v, const struct ctl_task *t, uint3
 }
 
 /* hash_slot_migration: the phase's entry changed the group's applied hash-slot state as its
- * observed leader reports it, and the entry index the command claims is applied there. */
-static bool migration_facts(const struct vet *v, const json_t *cmd, const struct ctl_task *t,
-                            uint32_t gid, const struct ctl_obs_group *g, struct ctl_task_proof *p)
+ * observed leader reports it. The entry index a command claims is not used: an executor re-sends
+ * its (idempotent) entry until the advance goes through, so the newest index runs ahead of any
+ * observation; the proof records the leader's observed applied index, which covers the entry. */
+static bool migration_facts(const struct vet *v, const struct ctl_task *t, uint32_t gid,
+                            const struct ctl_obs_group *g, struct ctl_task_proof *p)
 {
-    static const char *const entry[] = {"fence", "accept", "release"};
-    const json_t *claim = json_object_get(json_object_get(cmd, "proof"), "config_index");
-    uint64_t index = json_is_integer(claim) && json_integer_value(claim) > 0
-                         ? (uint64_t)json_integer_value(claim)
-                         : 0;
-    const char *what = t->phase_index < 3 ? entry[t->phase_index] : "phase";
     if (g->leader == 0 || g->leader_applied == 0) {
         snprintf(v->why, v->whylen,
                  "group %u: no leader (or its applied index) observed by the controller leader "
@@ -208,15 +204,7 @@ static bool migration_facts(const struct vet *v, const json_t *cmd, const struct
                  gid, ULL(v->observer), ULL(v->max_age_ms));
         return false;
     }
-    if (index == 0 || index > g->leader_applied) {
-        snprintf(v->why, v->whylen,
-                 "group %u: leader %llu applied %llu < %llu, the index the command claims for "
-                 "its %s entry, as observed by the controller leader (node %llu) %llu ms ago",
-                 gid, ULL(g->leader), ULL(g->leader_applied), ULL(index), what, ULL(v->observer),
-                 ULL(g->age_ms));
-        return false;
-    }
-    p->config_index = index;
+    p->config_index = g->leader_applied;
     return migration_slots(v, t, gid, g);
 }
 
@@ -233,7 +221,7 @@ static uint32_t fact_group(const struct ctl_task *t)
 }
 
 /* The proof (and drain counts) of t's current phase from the observed facts. */
-static bool observed_proof(const struct vet *v, const json_t *cmd, const struct ctl_task *t,
+static bool observed_proof(const struct vet *v, const struct ctl_task *t,
                            struct ctl_task_proof *p, uint64_t *held, uint64_t *leading)
 {
     struct ctl_obs_group g;
@@ -254,7 +242,7 @@ static bool observed_proof(const struct vet *v, const json_t *cmd, const struct 
         return caught_up(v, gid, &g, t->target, p);
     }
     if (t->kind == CTL_TASK_HASH_SLOT_MIGRATION) {
-        return migration_facts(v, cmd, t, gid, &g, p);
+        return migration_facts(v, t, gid, &g, p);
     }
     return true;
 }
@@ -319,7 +307,7 @@ int ctl_vet(const struct ctl_state *state, const void *cmd, size_t len, ctl_obse
     uint64_t held, leading;
     if (t == NULL) {
         ; /* a stale or malformed fence: ctl_apply answers it */
-    } else if (!observed_proof(&v, root, t, &p, &held, &leading)) {
+    } else if (!observed_proof(&v, t, &p, &held, &leading)) {
         rc = CTL_EFACT;
     } else {
         rc = ctl_cmd_task_advance(t->id, t->group, t->config_epoch, t->attempt, t->phase_index, &p,

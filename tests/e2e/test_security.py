@@ -14,6 +14,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import slotd_harness as h  # noqa: E402
 from slotd.v1 import admin_pb2, metadata_pb2  # noqa: E402
 
+sys.path.insert(0, str(h.REPO / "clients" / "python"))
+from slotd_client import Client  # noqa: E402
+
 EXIT_WITHIN_S = 3.0
 
 
@@ -405,9 +408,16 @@ class PeerAuthTest(h.SlotdTestCase):
                        admin_pb2.AdminWriteResponse)
         self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("known: hash_slot_migration", ctx.exception.details())
-        on = self.admin(2, "SetFeature", admin_pb2.SetFeatureRequest(
-            name="hash_slot_migration", enabled=True), admin_pb2.AdminWriteResponse)
-        self.assertEqual(on.outcome, admin_pb2.OUTCOME_CHANGED)
+        # The Python client's set_feature / features, through node 2, then node 4.
+        client, client4 = Client([self.cluster.addr(2)]), Client([self.cluster.addr(4)])
+        try:
+            on = client.set_feature("hash_slot_migration", True)
+            self.assertEqual(on.outcome, admin_pb2.OUTCOME_CHANGED)
+            client4.observe_revision(on.revision)  # read your write on node 4
+            self.assertEqual(client4.features(), {"hash_slot_migration": True})
+        finally:
+            client.close()
+            client4.close()
         for n in self.cluster.node_ids:
             self.assertTrue(self.state(n, min_revision=on.revision)["features"][
                 "hash_slot_migration"], n)
