@@ -159,8 +159,8 @@ static int op_bootstrap(struct ctl_state *s, const json_t *cmd, struct ctl_resul
                           RS(r)));
     c->hash_slots = CTL_HASH_SLOTS;
     if (json_object_get(cmd, "features") != NULL) {
-        READ(r, ctl__features_read(json_object_get(cmd, "features"), "features", &s->features,
-                                   RS(r)));
+        READ(r,
+             ctl__features_read(json_object_get(cmd, "features"), "features", &s->features, RS(r)));
     }
     if (read_bootstrap_nodes(s, cmd, r) != CTL_OK || r->outcome == CTL_OUTCOME_REJECTED) {
         return CTL_OK;

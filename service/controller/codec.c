@@ -211,9 +211,9 @@ static json_t *encode_body(const struct ctl_state *s)
     bad |= ctl__json_set(o, "hash_slot_table", encode_table(&s->table));
     ENCODE_LIST(bad, o, "tasks", s->tasks, s->n_tasks, encode_task);
     ENCODE_LIST(bad, o, "health", s->health, s->n_health, encode_health);
-    bad |= ctl__json_set(o, "features",
-                         json_pack("{s:b}", "hash_slot_migration",
-                                   (int)s->features.hash_slot_migration));
+    bad |= ctl__json_set(
+        o, "features",
+        json_pack("{s:b}", "hash_slot_migration", (int)s->features.hash_slot_migration));
     if (bad) {
         json_decref(o);
         return NULL;

@@ -41,7 +41,7 @@
     X(CTL_ENOT_FOUND, 6, "cluster state file not found")                                           \
     X(CTL_ETOO_BIG, 7, "cluster state too big")                                                    \
     X(CTL_EIO, 8, "I/O error")                                                                     \
-    X(CTL_EORDER, 9, "raft index not after applied_raft_index")                                   \
+    X(CTL_EORDER, 9, "raft index not after applied_raft_index")                                    \
     X(CTL_EFACT, 10, "a fact the controller leader observed does not hold")
 
 enum ctl_err {
@@ -317,12 +317,12 @@ struct ctl_result {
  *     weight?}]}, join_node {id,address,weight?}, activate_node {id}, set_preferred_leader
  *   {group,node}, set_node_status {id,status}, health_report {node,now_ms,ttl_ms},
  *   set_weight {id,weight}, set_feature {name,enabled} (CHANGED, or NOOP when already so;
- *   bootstrap takes an optional "features" {hash_slot_migration}), and the task commands task_create, task_advance, task_progress,
- *   task_fail, task_retry (see "tasks" below and README.md). Unknown fields, wrong types and
- *   unparseable bytes are REJECTED.
- * Errors leave *state untouched, applied_raft_index included: CTL_EORDER when raft_index <=
- * state->applied_raft_index or raft_index > CTL_U64_JSON_MAX (replay only the log suffix),
- * CTL_ENOMEM (retry the same entry; never treat it as a rejection). */
+ *   bootstrap takes an optional "features" {hash_slot_migration}), and the task commands
+ *   task_create, task_advance, task_progress, task_fail, task_retry (see "tasks" below and
+ * README.md). Unknown fields, wrong types and unparseable bytes are REJECTED. Errors leave *state
+ * untouched, applied_raft_index included: CTL_EORDER when raft_index <= state->applied_raft_index
+ * or raft_index > CTL_U64_JSON_MAX (replay only the log suffix), CTL_ENOMEM (retry the same entry;
+ * never treat it as a rejection). */
 int ctl_apply(struct ctl_state *state, uint64_t raft_index, const void *cmd, size_t cmd_len,
               struct ctl_result *result);
 
@@ -445,10 +445,10 @@ struct ctl_obs_member {
     uint64_t node;
     bool known;         /* false: no pair of observations yet */
     bool from_progress; /* match is the observer's own raft progress (it leads the group) */
-    uint64_t match;  /* the group leader's match index of it (the observer leads the group), else
-                      * the applied index it reported itself */
-    uint64_t commit; /* the leader's commit index observed no later than match was */
-    uint64_t age_ms; /* age of the older of the two observations */
+    uint64_t match;     /* the group leader's match index of it (the observer leads the group), else
+                         * the applied index it reported itself */
+    uint64_t commit;    /* the leader's commit index observed no later than match was */
+    uint64_t age_ms;    /* age of the older of the two observations */
 };
 
 /* A raft group as the controller leader observed it (group 0: the controller group, which the
@@ -458,7 +458,7 @@ struct ctl_obs_group {
     uint64_t age_ms; /* age of the configuration and leader facts */
     uint32_t n_voters, n_learners;
     uint64_t voters[CTL_REPLICAS_MAX], learners[CTL_REPLICAS_MAX]; /* any order */
-    uint64_t leader;         /* 0 = none observed */
+    uint64_t leader;                                               /* 0 = none observed */
     uint64_t commit;         /* the leader's commit index, 0 = unknown */
     uint64_t leader_applied; /* the leader's applied index, 0 = unknown */
     /* the leader's applied hash-slot state (slot groups): owned and fenced bitmaps (as in

@@ -121,8 +121,8 @@ int ctl__features_read(const json_t *obj, const char *path, struct ctl_features 
                        size_t errlen)
 {
     memset(f, 0, sizeof(*f));
-    int rc = ctl__json_fields(obj, path, ctl_feature_names, CTL_FEATURE_NAMES_MAX, NULL, 0, err,
-                              errlen);
+    int rc =
+        ctl__json_fields(obj, path, ctl_feature_names, CTL_FEATURE_NAMES_MAX, NULL, 0, err, errlen);
     if (rc != CTL_OK) {
         return rc;
     }

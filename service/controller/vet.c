@@ -29,7 +29,8 @@ static const char *fmt_ids(char *buf, size_t len, const uint64_t *v, uint32_t n)
     return buf;
 }
 
-/* " as observed by the controller leader (node N) A ms ago (voters [..], learners [..], leader L)" */
+/* " as observed by the controller leader (node N) A ms ago (voters [..], learners [..], leader L)"
+ */
 static void seen(const struct vet *v, const struct ctl_obs_group *g, char *buf, size_t len)
 {
     char a[96], b[96];
@@ -221,8 +222,8 @@ static uint32_t fact_group(const struct ctl_task *t)
 }
 
 /* The proof (and drain counts) of t's current phase from the observed facts. */
-static bool observed_proof(const struct vet *v, const struct ctl_task *t,
-                           struct ctl_task_proof *p, uint64_t *held, uint64_t *leading)
+static bool observed_proof(const struct vet *v, const struct ctl_task *t, struct ctl_task_proof *p,
+                           uint64_t *held, uint64_t *leading)
 {
     struct ctl_obs_group g;
     *held = *leading = 0;
@@ -235,9 +236,10 @@ static bool observed_proof(const struct vet *v, const struct ctl_task *t,
         return false;
     }
     proof_of(&g, p);
-    bool catch_up = (t->kind == CTL_TASK_REPLICA_MOVE && t->phase_index == CTL_PHASE_MOVE_CATCH_UP) ||
-                    (t->kind == CTL_TASK_CONTROLLER_VOTER_PROMOTION &&
-                     t->phase_index == CTL_PHASE_PROMOTION_CATCH_UP);
+    bool catch_up =
+        (t->kind == CTL_TASK_REPLICA_MOVE && t->phase_index == CTL_PHASE_MOVE_CATCH_UP) ||
+        (t->kind == CTL_TASK_CONTROLLER_VOTER_PROMOTION &&
+         t->phase_index == CTL_PHASE_PROMOTION_CATCH_UP);
     if (catch_up) {
         return caught_up(v, gid, &g, t->target, p);
     }
@@ -282,8 +284,7 @@ static uint64_t u64_or_0(const json_t *cmd, const char *key)
 }
 
 int ctl_vet(const struct ctl_state *state, const void *cmd, size_t len, ctl_observe_cb observe,
-            void *arg, uint64_t observer, uint64_t max_age_ms, char **out, char *why,
-            size_t whylen)
+            void *arg, uint64_t observer, uint64_t max_age_ms, char **out, char *why, size_t whylen)
 {
     struct vet v = {state, observe, arg, observer, max_age_ms, why, whylen};
     *out = NULL;

@@ -135,9 +135,8 @@ static void observe(void *arg, uint32_t gid, struct ctl_obs_group *o)
         }
         /* A replica here that does not lead may be behind, or removed and not yet closed (its
          * configuration then never changes again): the leader's own reports decide. */
-        struct ctl_obs_member self =
-            pair(g, rt->opts.node_id, atomic_load_explicit(&g->applied, memory_order_relaxed),
-                 now, now);
+        struct ctl_obs_member self = pair(
+            g, rt->opts.node_id, atomic_load_explicit(&g->applied, memory_order_relaxed), now, now);
         add_member(o, &self);
     }
     o->known = g->obs_conf_ms > 0 && g->n_obs_voters > 0;
@@ -180,8 +179,8 @@ int rt_ctl_vet(struct runtime *rt, const uint8_t **cmd, size_t *len, char **owne
         return 0;
     }
     char why[CTL_REASON_MAX + 128];
-    int rc = ctl_vet(rt->ctl, *cmd, *len, observe, rt, rt->opts.node_id, RT_FACT_AGE_MAX_MS,
-                     owned, why, sizeof(why));
+    int rc = ctl_vet(rt->ctl, *cmd, *len, observe, rt, rt->opts.node_id, RT_FACT_AGE_MAX_MS, owned,
+                     why, sizeof(why));
     if (rc == CTL_EFACT) {
         slotd_error_set(err, SLOTD_EPRECONDITION, "controller: %s", why);
         return -1;

@@ -39,13 +39,11 @@ static void conf(uint32_t group, const uint64_t *voters, uint32_t nv, const uint
     g->leader_applied = commit;
 }
 
-static void member(uint32_t group, uint64_t node, uint64_t match, uint64_t commit,
-                   uint64_t age_ms)
+static void member(uint32_t group, uint64_t node, uint64_t match, uint64_t commit, uint64_t age_ms)
 {
     struct ctl_obs_group *g = &facts[group];
-    g->members[g->n_members++] =
-        (struct ctl_obs_member){.node = node, .known = true, .match = match, .commit = commit,
-                                .age_ms = age_ms};
+    g->members[g->n_members++] = (struct ctl_obs_member){
+        .node = node, .known = true, .match = match, .commit = commit, .age_ms = age_ms};
 }
 
 /* ctl_vet of cmd (freed here): want_rc, the reason (substring) for CTL_EFACT; returns the
@@ -53,8 +51,8 @@ static void member(uint32_t group, uint64_t node, uint64_t match, uint64_t commi
 static char *vet(const struct ctl_state *s, char *cmd, int want_rc, const char *reason)
 {
     char *out = NULL, why[512];
-    int rc = ctl_vet(s, cmd, strlen(cmd), observe, NULL, OBSERVER, MAX_AGE_MS, &out, why,
-                     sizeof(why));
+    int rc =
+        ctl_vet(s, cmd, strlen(cmd), observe, NULL, OBSERVER, MAX_AGE_MS, &out, why, sizeof(why));
     if (rc != want_rc || (reason != NULL && strstr(why, reason) == NULL)) {
         printf("\n  ctl_vet: rc %d want %d, why \"%s\", want \"%s\"\n", rc, want_rc, why,
                reason ? reason : "");
@@ -116,8 +114,8 @@ static void test_replica_move(void)
              "leader (node 1) 400 ms ago",
              (unsigned long long)dst);
     vet(s, task_advance_cmd(s, id, &forged, 1200), CTL_EFACT, want);
-    facts[1].members[0] = (struct ctl_obs_member){.node = dst, .known = true, .match = 57,
-                                                   .commit = 57, .age_ms = MAX_AGE_MS + 5};
+    facts[1].members[0] = (struct ctl_obs_member){
+        .node = dst, .known = true, .match = 57, .commit = 57, .age_ms = MAX_AGE_MS + 5};
     vet(s, task_advance_cmd(s, id, &forged, 1200), CTL_EFACT, "progress last observed");
     facts[1].members[0].age_ms = 300;
     rebuilt = vet(s, task_advance_cmd(s, id, &forged, 1200), CTL_OK, NULL);
@@ -137,9 +135,9 @@ static void test_replica_move(void)
     /* A stale fence passes untouched: ctl_apply answers it as a noop. */
     struct ctl_task_proof any = {0};
     char *stale = NULL;
-    CU_ASSERT_EQUAL(ctl_cmd_task_advance(id, 1, 1, 1, CTL_PHASE_MOVE_ADD_LEARNER, &any, 0, 0, 5, 0,
-                                         &stale),
-                    CTL_OK);
+    CU_ASSERT_EQUAL(
+        ctl_cmd_task_advance(id, 1, 1, 1, CTL_PHASE_MOVE_ADD_LEARNER, &any, 0, 0, 5, 0, &stale),
+        CTL_OK);
     CU_ASSERT_PTR_NULL(vet(s, stale, CTL_OK, NULL));
     /* Other commands pass untouched. */
     char *hr = NULL;
@@ -266,8 +264,8 @@ static void test_migration(void)
 
 void ctl_test_add_vet(void)
 {
-    CU_pSuite s = CU_add_suite("controller ctl_vet (facts the controller leader observed)", NULL,
-                               NULL);
+    CU_pSuite s =
+        CU_add_suite("controller ctl_vet (facts the controller leader observed)", NULL, NULL);
     CU_add_test(s, "replica_move: forged proofs refused, observed ones rebuilt", test_replica_move);
     CU_add_test(s, "node_drain: observed configurations and leaders", test_drain);
     CU_add_test(s, "hash_slot_migration: the observed leader's hash-slot state", test_migration);
