@@ -139,7 +139,10 @@ static void observe(void *arg, uint32_t gid, struct ctl_obs_group *o)
             g, rt->opts.node_id, atomic_load_explicit(&g->applied, memory_order_relaxed), now, now);
         add_member(o, &self);
     }
-    o->known = g->obs_conf_ms > 0 && g->n_obs_voters > 0;
+    /* only a leader speaking for itself: a follower's configuration may be behind, or that of
+     * a replica removed from the group */
+    o->known = g->obs_conf_ms > 0 && g->n_obs_voters > 0 && g->obs_conf_by != 0 &&
+               g->obs_conf_by == g->leader;
     o->age_ms = o->known ? (uint64_t)(now - g->obs_conf_ms) : 0;
     copy_ids(o->voters, &o->n_voters, g->obs_voters, g->n_obs_voters);
     copy_ids(o->learners, &o->n_learners, g->obs_learners, g->n_obs_learners);

@@ -244,6 +244,7 @@ struct rt_group {
     uint64_t obs_voters[ROUTE_MEMBERS_MAX], obs_learners[ROUTE_MEMBERS_MAX];
     uint64_t obs_conf_term;
     int64_t obs_conf_ms;
+    uint64_t obs_conf_by; /* the leader whose own answer gave them, 0 = a follower's */
     /* the leader's commit index in its last two first-hand GroupStatus answers ([0] newest),
      * paired with other replicas' answers by time in the controller leader's catch-up facts */
     uint64_t obs_lc_commit[2];

@@ -179,6 +179,7 @@ static void observe_conf(struct rt_group *g, uint64_t node,
         memcpy(g->obs_learners, gl->learners, g->n_obs_learners * sizeof(uint64_t));
     g->obs_conf_term = gl->term;
     g->obs_conf_ms = now;
+    g->obs_conf_by = from_leader ? node : 0;
 }
 
 static void merge_group_status(struct runtime *rt, const uint8_t *data, size_t len)
