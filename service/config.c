@@ -58,8 +58,8 @@ static const struct opt opts[] = {
     U64(task_phase_timeout_ms, 1000, 3600000, "60000",
         "a controller task phase this node drives fails after this long without progress"),
     U64(enable_hash_slot_migration, 0, 1, "0",
-        "1: this node accepts Admin.MigrateHashSlots (the node called and the controller leader "
-        "it relays to both check it)"),
+        "1: the cluster this node bootstraps starts with hash-slot migration on (read only at "
+        "bootstrap, the same on every initial node; later: Admin.SetFeature / slotctl feature)"),
     U64(auth, 0, 1, "0",
         "1: clients must authenticate (users and roles, docs/security.md; required in "
         "production; several nodes also need cluster_secret_file or tls_client_auth)"),
@@ -70,6 +70,11 @@ static const struct opt opts[] = {
     U64(replicas, 0, 7, "0", "voters per slot group (0: min(3, data nodes))"),
     U64(max_request_bytes, 1024, 1ull << 30, "4194304", "largest accepted request"),
     U64(max_inflight_calls, 1, 1u << 20, "4096", "calls in progress before RESOURCE_EXHAUSTED"),
+    U64(max_streams_per_conn, 1, 1u << 20, "1024",
+        "calls in progress on one connection before RESOURCE_EXHAUSTED"),
+    U64(max_connections, 1, 1u << 20, "1024",
+        "connections served at once; a call on one more gets RESOURCE_EXHAUSTED"),
+    U64(conn_idle_ms, 1000, 86400000, "60000", "a connection without calls is closed after this"),
     U64(compact_entries, 10, 1ull << 32, "10000",
         "compact a group's log after this many applied entries"),
     U64(compact_tail, 1, 1ull << 32, "1000", "entries kept behind the compaction point"),

@@ -26,6 +26,9 @@ struct slotd_config {
     uint64_t slot_groups;
     uint64_t max_request_bytes;
     uint64_t max_inflight_calls;
+    uint64_t max_streams_per_conn; /* calls in progress on one connection */
+    uint64_t max_connections;      /* connections served at once */
+    uint64_t conn_idle_ms;         /* a connection without calls is closed after this */
     uint64_t replicas; /* 0 = min(3, nodes) */
     uint64_t compact_entries;
     uint64_t compact_tail;
@@ -33,7 +36,7 @@ struct slotd_config {
     uint64_t bootstrap_expect;      /* active data nodes before placement; 0 = the --peers count */
     uint64_t weight;                /* capacity weight for placement */
     uint64_t task_phase_timeout_ms; /* a task phase without progress fails after this long */
-    uint64_t enable_hash_slot_migration; /* 1: Admin.MigrateHashSlots accepted here */
+    uint64_t enable_hash_slot_migration; /* 1: seeds features.hash_slot_migration at bootstrap */
     uint64_t auth;                       /* 1: clients authenticate (service/node/authz.c) */
     char root_password_file[1024];       /* user root's password at auth_init; "" = random */
     uint64_t auth_token_ttl_s;           /* token lifetime */

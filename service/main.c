@@ -314,6 +314,9 @@ int main(int argc, char **argv)
     so.listen_addr = f.listen;
     so.max_request_bytes = f.max_request_bytes;
     so.max_inflight_calls = f.max_inflight_calls;
+    so.max_streams_per_conn = f.max_streams_per_conn;
+    so.max_connections = f.max_connections;
+    so.conn_idle_ms = f.conn_idle_ms;
     so.metrics = metrics;
     so.tls_cert_pem = pems.cert;
     so.tls_key_pem = pems.key;

@@ -499,6 +499,9 @@ int main(int argc, char **argv)
     case SLOTCTL_CMD_STATUS:
         code = slotctl_status_run(c, &a);
         break;
+    case SLOTCTL_CMD_FEATURE:
+        code = slotctl_feature_run(c, &a);
+        break;
     default:
         code = cmd_write(c, &a);
         break;

@@ -1,4 +1,5 @@
-/* slotctl_admin.c - slotctl's controller commands: cluster, transfer-leader, join, activate. */
+/* slotctl_admin.c - slotctl's controller commands: cluster, transfer-leader, join, activate,
+ * feature. */
 #include "slotctl_cmds.h"
 
 #include <inttypes.h>
@@ -441,4 +442,76 @@ int slotctl_transfer_leader_run(struct slotd_client *c, const struct slotctl_arg
     if (!done)
         fprintf(stderr, "slotctl transfer-leader: %s\n", msg);
     return code;
+}
+
+/* ---- feature ------------------------------------------------------------------------------ */
+
+static int feature_list(struct slotd_client *c, const struct slotctl_args *a)
+{
+    struct slotd_cluster_state cs;
+    int rc = slotd_admin_cluster_state(c, 0, NULL, &cs);
+    int code = SLOTCTL_EXIT_OK;
+    json_t *state = NULL;
+    if (rc != SLOTD_CLIENT_OK) {
+        code = slotctl_error_report(a, rc, &cs.status);
+        goto done;
+    }
+    state = json_loadb(cs.state_json, cs.state_json_len, 0, NULL);
+    /* a state written before features existed has none: every feature is off */
+    json_t *features = json_object_get(state, "features");
+    if (!json_is_object(state) || (features != NULL && !json_is_object(features))) {
+        snprintf(cs.status.message, sizeof(cs.status.message),
+                 "cluster state from %s: \"features\" is not a JSON object", cs.source);
+        code = slotctl_error_report(a, SLOTD_CLIENT_EMALFORMED, &cs.status);
+        goto done;
+    }
+    if (a->json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "command", json_string("feature list"));
+        json_object_set_new(j, "ok", json_true());
+        json_object_set_new(j, "features", features ? json_incref(features) : json_object());
+        json_object_set_new(j, "revision", json_integer((json_int_t)cs.revision));
+        slotctl_json_print(j);
+    } else {
+        const char *name;
+        json_t *v;
+        printf("%-24s %s\n", "FEATURE", "VALUE");
+        json_object_foreach(features, name, v)
+        {
+            printf("%-24s %s\n", name, json_is_true(v) ? "on" : "off");
+        }
+        printf("(revision %" PRIu64 ", from %s)\n", cs.revision, cs.source);
+    }
+done:
+    json_decref(state);
+    slotd_admin_cluster_state_free(&cs);
+    return code;
+}
+
+int slotctl_feature_run(struct slotd_client *c, const struct slotctl_args *a)
+{
+    if (strcmp(a->pos[0], "list") == 0)
+        return feature_list(c, a);
+    struct slotd_admin_write w = {
+        .kind = SLOTD_ADMIN_SET_FEATURE,
+        .feature = a->pos[1],
+        .enabled = strcmp(a->pos[2], "on") == 0,
+        .expected_revision = a->expected_revision,
+    };
+    struct slotd_admin_result r;
+    int rc = slotd_admin_write(c, &w, &r);
+    if (rc != SLOTD_CLIENT_OK)
+        return slotctl_error_report(a, rc, &r.status);
+    if (a->json) {
+        json_t *j = slotctl_admin_result_json(a, &r);
+        json_object_set_new(j, "command", json_string("feature set"));
+        json_object_set_new(j, "feature", json_string(w.feature));
+        json_object_set_new(j, "enabled", json_boolean(w.enabled));
+        slotctl_json_print(j);
+    } else {
+        char what[128];
+        snprintf(what, sizeof(what), "feature %s %s", w.feature, w.enabled ? "on" : "off");
+        slotctl_admin_result_print(&r, what);
+    }
+    return SLOTCTL_EXIT_OK;
 }

@@ -58,6 +58,7 @@ static const struct {
     {"status", SLOTCTL_CMD_STATUS, 0, 0},
     {"user", SLOTCTL_CMD_USER, 1, 3}, /* user SUB [NAME [ROLE]] */
     {"role", SLOTCTL_CMD_ROLE, 1, 5}, /* role SUB [NAME [TYPE ACCESS [VALUE]]] */
+    {"feature", SLOTCTL_CMD_FEATURE, 1, 3}, /* feature list | feature set NAME on|off */
 };
 
 #define CLI_N_CMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
@@ -259,7 +260,8 @@ static int cli_admin_allowed(const struct slotctl_args *a, char *err, size_t err
          CLI_BIT(SLOTCTL_CMD_DRAIN) | CLI_BIT(SLOTCTL_CMD_PROMOTE)},
         {"--address", a->address != NULL, join},
         {"--weight", a->weight != 0, join},
-        {"--expected-revision", a->expected_revision != 0, tl | join | act | CLI_TASK_MAKERS},
+        {"--expected-revision", a->expected_revision != 0,
+         tl | join | act | CLI_TASK_MAKERS | CLI_BIT(SLOTCTL_CMD_FEATURE)},
         {"--wait", a->wait_s != 0, tl | CLI_TASK_MAKERS},
         {"--as-task", a->as_task, tl},
         {"--task", a->task_id != 0, CLI_BIT(SLOTCTL_CMD_RETRY)}, /* before TASK_ID is read */
@@ -335,6 +337,16 @@ static int cli_admin_check(struct slotctl_args *a, char *err, size_t errlen)
         break;
     case SLOTCTL_CMD_TASK_STATUS:
         return cli_task_check(a, err, errlen);
+    case SLOTCTL_CMD_FEATURE: {
+        bool list = a->pos_count == 1 && strcmp(a->pos[0], "list") == 0;
+        bool set = a->pos_count == 3 && strcmp(a->pos[0], "set") == 0 &&
+                   (strcmp(a->pos[2], "on") == 0 || strcmp(a->pos[2], "off") == 0);
+        if (!list && !set)
+            return cli_fail(err, errlen, "feature: usage: feature list | feature set NAME on|off");
+        if (list && a->expected_revision)
+            return cli_fail(err, errlen, "--expected-revision: only for feature set");
+        break;
+    }
     default:
         break;
     }
@@ -444,6 +456,8 @@ static int cli_check(struct slotctl_args *a, char *err, size_t errlen)
             min = max = a->cas_delete ? 2 : 3;
         if (a->cmd == SLOTCTL_CMD_TASK_STATUS && (a->pos_count < min || a->pos_count > max))
             return cli_fail(err, errlen, "task: usage: task status [TASK_ID]");
+        if (a->cmd == SLOTCTL_CMD_FEATURE && (a->pos_count < min || a->pos_count > max))
+            return cli_fail(err, errlen, "feature: usage: feature list | feature set NAME on|off");
         if (a->pos_count < min || a->pos_count > max) {
             if (a->cmd != SLOTCTL_CMD_BENCH)
                 return cli_fail(err, errlen, "%s: takes %d argument%s, got %d", cli_cmds[k].name,
@@ -562,8 +576,12 @@ void slotctl_usage(FILE *out)
         "  retry --task T [--wait S]           run failed task T again from its phase\n"
         "  migrate-slots --slots LIST --to-group G [--wait S]\n"
         "                                      task: move hash slots (e.g. 3,7,10-12) to G\n"
-        "                                      (needs nodes started with\n"
-        "                                      --enable-hash-slot-migration 1)\n"
+        "                                      (needs the cluster feature hash_slot_migration\n"
+        "                                      on: feature set hash_slot_migration on)\n"
+        "  feature list                        the cluster state's features and their values\n"
+        "  feature set NAME on|off [--expected-revision R]\n"
+        "                                      switch a feature in the replicated cluster\n"
+        "                                      state (Admin.SetFeature), for every node\n"
         "  task status [TASK_ID] [--active] [--watch [--interval-ms N] [--timeout S]]\n"
         "                                      one task, or every kept task (--active: pending\n"
         "                                      and running); --watch follows TASK_ID until done\n"

@@ -51,6 +51,7 @@ enum slotctl_cmd {
     SLOTCTL_CMD_STATUS,
     SLOTCTL_CMD_USER, /* user add|delete|passwd|grant|revoke|list */
     SLOTCTL_CMD_ROLE, /* role add|delete|grant|revoke|list */
+    SLOTCTL_CMD_FEATURE,
 };
 
 #define SLOTCTL_ENDPOINTS_DEFAULT "127.0.0.1:7700"

@@ -10,7 +10,7 @@ static const char *const cmd_names[] = {
     "route", "cluster",       "health",       "bench",  "transfer-leader",
     "join",  "activate",      "move-replica", "drain",  "promote",
     "retry", "migrate-slots", "task status",  "status", "user",
-    "role",
+    "role", "feature",
 };
 
 const char *slotctl_cmd_name(int cmd)

@@ -454,16 +454,16 @@ static void task_cmd_write(const struct slotctl_args *a, struct slotd_admin_writ
     }
 }
 
-/* migrate-slots refused because the nodes run without --enable-hash-slot-migration: make sure
- * the message says how to turn it on. */
+/* migrate-slots refused because the cluster state's hash_slot_migration feature is off: make
+ * sure the message says how to turn it on. */
 static void task_migration_hint(const struct slotctl_args *a, int rc, struct slotd_status *st)
 {
     if (a->cmd != SLOTCTL_CMD_MIGRATE_SLOTS || rc != SLOTD_CLIENT_EPRECONDITION ||
-        strstr(st->message, "--enable-hash-slot-migration"))
+        !strstr(st->message, "hash-slot migration is off"))
         return;
     size_t used = strlen(st->message);
     snprintf(st->message + used, sizeof(st->message) - used,
-             "; hash slot migration is off: start every node with --enable-hash-slot-migration 1");
+             "; turn it on for the whole cluster: slotctl feature set hash_slot_migration on");
 }
 
 int slotctl_task_cmd_run(struct slotd_client *c, const struct slotctl_args *a)

@@ -190,6 +190,10 @@ static int op_bootstrap(struct ctl_state *s, const json_t *cmd, struct ctl_resul
     READ(r, ctl__json_u32(cfg, "bootstrap_expect", "config", 1, CTL_NODES_MAX, &c->bootstrap_expect,
                           RS(r)));
     c->hash_slots = CTL_HASH_SLOTS;
+    if (json_object_get(cmd, "features") != NULL) {
+        READ(r,
+             ctl__features_read(json_object_get(cmd, "features"), "features", &s->features, RS(r)));
+    }
     if (read_bootstrap_nodes(s, cmd, r) != CTL_OK || r->outcome == CTL_OUTCOME_REJECTED) {
         return CTL_OK;
     }
@@ -391,6 +395,24 @@ static int op_set_weight(struct ctl_state *s, const json_t *cmd, struct ctl_resu
     return CTL_OK;
 }
 
+/* set_feature {name, enabled}: one cluster-wide switch (struct ctl_features). */
+static int op_set_feature(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
+{
+    char name[32];
+    bool enabled;
+    READ(r, ctl__json_str(cmd, "name", "", sizeof(name) - 1, name, RS(r)));
+    READ(r, ctl__json_bool(cmd, "enabled", "", &enabled, RS(r)));
+    if (strcmp(name, ctl_feature_names[0]) != 0) {
+        return REJECT(r, "name: \"%s\" is not a feature (known: %s)", name, ctl_feature_names[0]);
+    }
+    if (s->features.hash_slot_migration == enabled) {
+        return NOOP(r, "feature %s is already %s", name, enabled ? "on" : "off");
+    }
+    s->features.hash_slot_migration = enabled;
+    r->outcome = CTL_OUTCOME_CHANGED;
+    return CTL_OK;
+}
+
 typedef int (*op_fn)(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
 
 #define OP_FIELDS_MAX 8
@@ -404,7 +426,7 @@ struct op_def {
 };
 
 static const struct op_def ops[] = {
-    {"bootstrap", {"cluster_id", "config", "nodes"}, {NULL}, false, op_bootstrap},
+    {"bootstrap", {"cluster_id", "config", "nodes"}, {"features"}, false, op_bootstrap},
     {"join_node", {"id", "address"}, {"weight", "client_address"}, false, op_join_node},
     {"node_address", {"id", "address", "client_address"}, {NULL}, false, op_node_address},
     {"activate_node", {"id"}, {NULL}, false, op_activate_node},
@@ -412,6 +434,7 @@ static const struct op_def ops[] = {
     {"set_node_status", {"id", "status"}, {NULL}, false, op_set_node_status},
     {"health_report", {"node", "now_ms", "ttl_ms"}, {NULL}, false, op_health_report},
     {"set_weight", {"id", "weight"}, {NULL}, false, op_set_weight},
+    {"set_feature", {"name", "enabled"}, {NULL}, false, op_set_feature},
     {"task_create",
      {"kind", "now_ms"},
      {"group", "source", "target", "node", "hash_slots", "to_group"},

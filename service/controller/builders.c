@@ -74,6 +74,15 @@ int ctl_cmd_bootstrap(const char *cluster_id, const struct ctl_config *config,
                       const struct ctl_cmd_node *nodes, size_t n_nodes, uint64_t expected_revision,
                       char **out)
 {
+    return ctl_cmd_bootstrap_features(cluster_id, config, NULL, nodes, n_nodes, expected_revision,
+                                      out);
+}
+
+int ctl_cmd_bootstrap_features(const char *cluster_id, const struct ctl_config *config,
+                               const struct ctl_features *features,
+                               const struct ctl_cmd_node *nodes, size_t n_nodes,
+                               uint64_t expected_revision, char **out)
+{
     if (!string_ok(cluster_id) || config == NULL || (nodes == NULL && n_nodes > 0)) {
         return CTL_EINVALID;
     }
@@ -101,8 +110,27 @@ int ctl_cmd_bootstrap(const char *cluster_id, const struct ctl_config *config,
                                     "replicas", (json_int_t)config->replicas, "bootstrap_expect",
                                     (json_int_t)config->bootstrap_expect));
         bad |= ctl__json_set(cmd, "nodes", list);
+        if (features != NULL) {
+            bad |= ctl__json_set(
+                cmd, "features",
+                json_pack("{s:b}", "hash_slot_migration", (int)features->hash_slot_migration));
+        }
     } else {
         json_decref(list);
+    }
+    return finish(cmd, bad, expected_revision, out);
+}
+
+int ctl_cmd_set_feature(const char *name, bool enabled, uint64_t expected_revision, char **out)
+{
+    if (!string_ok(name)) {
+        return CTL_EINVALID;
+    }
+    json_t *cmd = op_new("set_feature");
+    int bad = 0;
+    if (cmd != NULL) {
+        bad |= ctl__json_set(cmd, "name", json_string(name));
+        bad |= ctl__json_set(cmd, "enabled", json_boolean(enabled));
     }
     return finish(cmd, bad, expected_revision, out);
 }

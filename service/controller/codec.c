@@ -217,6 +217,9 @@ static json_t *encode_body(const struct ctl_state *s)
     if (s->auth.enabled) {
         bad |= ctl__json_set(o, "auth", ctl__auth_encode(&s->auth));
     }
+    bad |= ctl__json_set(
+        o, "features",
+        json_pack("{s:b}", "hash_slot_migration", (int)s->features.hash_slot_migration));
     if (bad) {
         json_decref(o);
         return NULL;

@@ -41,7 +41,8 @@
     X(CTL_ENOT_FOUND, 6, "cluster state file not found")                                           \
     X(CTL_ETOO_BIG, 7, "cluster state too big")                                                    \
     X(CTL_EIO, 8, "I/O error")                                                                     \
-    X(CTL_EORDER, 9, "raft index not after applied_raft_index")
+    X(CTL_EORDER, 9, "raft index not after applied_raft_index")                                    \
+    X(CTL_EFACT, 10, "a fact the controller leader observed does not hold")
 
 enum ctl_err {
 #define CTL__ENUM(name, value, msg) name = value,
@@ -202,6 +203,17 @@ struct ctl_task {
     uint8_t hash_slots[CTL_HASH_SLOT_BYTES];
 };
 
+/* Cluster-wide switches, replicated like the rest of the state, so every node and the controller
+ * itself honour the same value whichever node a call goes through. Set by bootstrap's optional
+ * "features" and by set_feature. */
+struct ctl_features {
+    bool hash_slot_migration; /* Admin.MigrateHashSlots accepted; default false */
+};
+
+/* Names of the features set_feature takes ("hash_slot_migration"), in ctl_features order. */
+#define CTL_FEATURE_NAMES_MAX 1
+extern const char *const ctl_feature_names[CTL_FEATURE_NAMES_MAX];
+
 struct ctl_health {
     uint64_t node; /* an existing node; one entry per node at most */
     uint64_t reported_at_ms;
@@ -309,6 +321,7 @@ struct ctl_state {
     uint32_t n_health;
     struct ctl_health health[CTL_NODES_MAX]; /* sorted by node */
     struct ctl_auth auth;                    /* users and roles; disabled = absent from JSON */
+    struct ctl_features features; /* all false until set (and in a state written before them) */
 };
 
 /* Resets *state (borrowed for the call) to the empty, not bootstrapped state. */
@@ -388,12 +401,13 @@ struct ctl_result {
  *   node_address {id,address,client_address} (a node's own report of where it serves),
  *   activate_node {id}, set_preferred_leader
  *   {group,node}, set_node_status {id,status}, health_report {node,now_ms,ttl_ms},
- *   set_weight {id,weight}, and the task commands task_create, task_advance, task_progress,
- *   task_fail, task_retry (see "tasks" below and README.md). Unknown fields, wrong types and
- *   unparseable bytes are REJECTED.
- * Errors leave *state untouched, applied_raft_index included: CTL_EORDER when raft_index <=
- * state->applied_raft_index or raft_index > CTL_U64_JSON_MAX (replay only the log suffix),
- * CTL_ENOMEM (retry the same entry; never treat it as a rejection). */
+ *   set_weight {id,weight}, set_feature {name,enabled} (CHANGED, or NOOP when already so;
+ *   bootstrap takes an optional "features" {hash_slot_migration}), and the task commands
+ *   task_create, task_advance, task_progress, task_fail, task_retry (see "tasks" below and
+ * README.md). Unknown fields, wrong types and unparseable bytes are REJECTED. Errors leave *state
+ * untouched, applied_raft_index included: CTL_EORDER when raft_index <= state->applied_raft_index
+ * or raft_index > CTL_U64_JSON_MAX (replay only the log suffix), CTL_ENOMEM (retry the same entry;
+ * never treat it as a rejection). */
 int ctl_apply(struct ctl_state *state, uint64_t raft_index, const void *cmd, size_t cmd_len,
               struct ctl_result *result);
 
@@ -416,6 +430,14 @@ struct ctl_cmd_node {
 int ctl_cmd_bootstrap(const char *cluster_id, const struct ctl_config *config,
                       const struct ctl_cmd_node *nodes, size_t n_nodes, uint64_t expected_revision,
                       char **out);
+/* ctl_cmd_bootstrap with the cluster's initial features (features NULL: omitted, all off). */
+int ctl_cmd_bootstrap_features(const char *cluster_id, const struct ctl_config *config,
+                               const struct ctl_features *features,
+                               const struct ctl_cmd_node *nodes, size_t n_nodes,
+                               uint64_t expected_revision, char **out);
+/* set_feature: name is one of ctl_feature_names (borrowed for the call; others are REJECTED by
+ * ctl_apply, naming the known ones). */
+int ctl_cmd_set_feature(const char *name, bool enabled, uint64_t expected_revision, char **out);
 int ctl_cmd_join_node(uint64_t id, const char *address, const char *client_address, uint32_t weight,
                       uint64_t expected_revision, char **out);
 int ctl_cmd_node_address(uint64_t id, const char *address, const char *client_address,
@@ -515,6 +537,58 @@ int ctl_cmd_task_fail(uint64_t task, uint32_t attempt, uint32_t phase, const cha
                       uint64_t now_ms, uint64_t expected_revision, char **out);
 
 int ctl_cmd_task_retry(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out);
+
+/* ---- facts the controller leader observed (task_advance) ---------------------------------------
+ * A task_advance is checked on the controller leader, before it is proposed, against what that
+ * leader observed itself within max_age_ms; the proof the command carries is never trusted. The
+ * runtime answers `observe` from its own raft cores and the GroupStatus answers it collected;
+ * ctl_vet rebuilds the command with the observed proof (and, for node_drain, the observed
+ * replicas_on_node and leading), so the replicated entry records what the leader saw and
+ * ctl_apply's phase checks run on it. */
+
+/* One replica's own progress, paired with the leader commit index it has to reach. */
+struct ctl_obs_member {
+    uint64_t node;
+    bool known;         /* false: no pair of observations yet */
+    bool from_progress; /* match is the observer's own raft progress (it leads the group) */
+    uint64_t match;     /* the group leader's match index of it (the observer leads the group), else
+                         * the applied index it reported itself */
+    uint64_t commit;    /* the leader's commit index observed no later than match was */
+    uint64_t age_ms;    /* age of the older of the two observations */
+};
+
+/* A raft group as the controller leader observed it (group 0: the controller group, which the
+ * controller leader leads itself). */
+struct ctl_obs_group {
+    bool known;      /* a configuration was observed */
+    uint64_t age_ms; /* age of the configuration and leader facts */
+    uint32_t n_voters, n_learners;
+    uint64_t voters[CTL_REPLICAS_MAX], learners[CTL_REPLICAS_MAX]; /* any order */
+    uint64_t leader;                                               /* 0 = none observed */
+    uint64_t commit;         /* the leader's commit index, 0 = unknown */
+    uint64_t leader_applied; /* the leader's applied index, 0 = unknown */
+    /* the leader's applied hash-slot state (slot groups): owned and fenced bitmaps (as in
+     * struct ctl_task) and the task of its last migration fence or copy */
+    bool slots_known;
+    uint8_t owned[CTL_HASH_SLOT_BYTES], fenced[CTL_HASH_SLOT_BYTES];
+    uint64_t migration_task;
+    uint32_t n_members;
+    struct ctl_obs_member members[CTL_REPLICAS_MAX * 2];
+};
+
+/* Fills *out (zeroed by the caller) with what the observer knows of group. */
+typedef void (*ctl_observe_cb)(void *arg, uint32_t group, struct ctl_obs_group *out);
+
+/* Checks cmd[0..len) (borrowed) against state and the observer's facts no older than max_age_ms.
+ * Returns CTL_OK with *out NULL when the command goes to raft as it is (not a task_advance, or a
+ * fence that does not match the task: ctl_apply answers it), CTL_OK with *out a rebuilt
+ * task_advance (caller frees with ctl_free()) whose proof is the observed one, CTL_EFACT with a
+ * sentence naming the fact in why (e.g. "group 3: node 4 applied 12 < leader commit 57 as
+ * observed by the controller leader (node 1) 400 ms ago"), or CTL_ENOMEM. observer is the
+ * controller leader's node id (for the sentences). Reads no clock. */
+int ctl_vet(const struct ctl_state *state, const void *cmd, size_t len, ctl_observe_cb observe,
+            void *arg, uint64_t observer, uint64_t max_age_ms, char **out, char *why,
+            size_t whylen);
 
 /* ---- placement --------------------------------------------------------------------------------
  */

@@ -274,7 +274,7 @@ static int decode_body(const json_t *root, struct ctl_state *s, char *err, size_
         "schema_version",  "cluster_id", "revision", "applied_raft_index",
         "next_task_id",    "config",     "nodes",    "groups",
         "hash_slot_table", "tasks",      "health",   "checksum"};
-    static const char *const optional[] = {"auth"};
+    static const char *const optional[] = {"auth", "features"};
     TRY(ctl__json_fields(root, "", fields, N(fields), optional, N(optional), err, errlen));
     TRY(ctl__json_u32(root, "schema_version", "", 0, UINT32_MAX, &s->schema_version, err, errlen));
     if (s->schema_version != CTL_SCHEMA_VERSION) {
@@ -296,6 +296,10 @@ static int decode_body(const json_t *root, struct ctl_state *s, char *err, size_
     DECODE_LIST(root, "health", CTL_NODES_MAX, s->health, &s->n_health, decode_health);
     if (json_object_get(root, "auth") != NULL) {
         TRY(ctl__auth_decode(json_object_get(root, "auth"), &s->auth, err, errlen));
+    }
+    if (json_object_get(root, "features") != NULL) {
+        TRY(ctl__features_read(json_object_get(root, "features"), "features", &s->features, err,
+                               errlen));
     }
     return CTL_OK;
 }

@@ -48,6 +48,12 @@ int ctl__json_u32(const json_t *obj, const char *key, const char *path, uint32_t
 /* obj[key] is a string of at most max bytes without NUL; copied into out[0..max]. */
 int ctl__json_str(const json_t *obj, const char *key, const char *path, size_t max, char *out,
                   char *err, size_t errlen);
+/* obj[key] is true or false. */
+int ctl__json_bool(const json_t *obj, const char *key, const char *path, bool *out, char *err,
+                   size_t errlen);
+/* obj is {"hash_slot_migration": bool} (every feature present) into *f. */
+int ctl__features_read(const json_t *obj, const char *path, struct ctl_features *f, char *err,
+                       size_t errlen);
 /* obj[key] is one of names[0..n); *out = its index. */
 int ctl__json_enum(const json_t *obj, const char *key, const char *path, const char *const *names,
                    size_t n, int *out, char *err, size_t errlen);
@@ -112,6 +118,10 @@ bool ctl__task_active(const struct ctl_task *t);
 bool ctl__task_occupies(const struct ctl_task *t, uint32_t group);
 
 /* Hash-slot bitmaps (struct ctl_task.hash_slots): bit s%8 of byte s/8 is hash slot s. */
+/* The reason every command a disabled hash-slot migration refuses starts with. */
+#define CTL__MIGRATION_OFF                                                                         \
+    "hash-slot migration is off in the cluster state (Admin.SetFeature hash_slot_migration)"
+
 #define CTL__SLOT_HAS(bits, s) ((((bits)[(s) / 8] >> ((s) % 8)) & 1u) != 0)
 #define CTL__SLOT_ADD(bits, s) ((bits)[(s) / 8] |= (uint8_t)(1u << ((s) % 8)))
 

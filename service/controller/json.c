@@ -101,6 +101,34 @@ int ctl__json_str(const json_t *obj, const char *key, const char *path, size_t m
     return CTL_OK;
 }
 
+int ctl__json_bool(const json_t *obj, const char *key, const char *path, bool *out, char *err,
+                   size_t errlen)
+{
+    char fp[CTL__PATH_MAX];
+    ctl__json_path(fp, path, key);
+    const json_t *v = json_object_get(obj, key);
+    if (!json_is_boolean(v)) {
+        ctl__errf(err, errlen, "%s: expected true or false", fp);
+        return CTL_EDECODE;
+    }
+    *out = json_is_true(v);
+    return CTL_OK;
+}
+
+const char *const ctl_feature_names[CTL_FEATURE_NAMES_MAX] = {"hash_slot_migration"};
+
+int ctl__features_read(const json_t *obj, const char *path, struct ctl_features *f, char *err,
+                       size_t errlen)
+{
+    memset(f, 0, sizeof(*f));
+    int rc =
+        ctl__json_fields(obj, path, ctl_feature_names, CTL_FEATURE_NAMES_MAX, NULL, 0, err, errlen);
+    if (rc != CTL_OK) {
+        return rc;
+    }
+    return ctl__json_bool(obj, "hash_slot_migration", path, &f->hash_slot_migration, err, errlen);
+}
+
 int ctl__json_enum(const json_t *obj, const char *key, const char *path, const char *const *names,
                    size_t n, int *out, char *err, size_t errlen)
 {

@@ -405,6 +405,9 @@ int ctl__op_task_create(struct ctl_state *s, const json_t *cmd, struct ctl_resul
     if (!kind_fields_ok(cmd, (enum ctl_task_kind)kind, r)) {
         return CTL_OK;
     }
+    if (kind == CTL_TASK_HASH_SLOT_MIGRATION && !s->features.hash_slot_migration) {
+        return REJECT(r, "%s", CTL__MIGRATION_OFF);
+    }
     struct ctl_task t;
     memset(&t, 0, sizeof(t));
     t.kind = (enum ctl_task_kind)kind;
@@ -547,6 +550,9 @@ int ctl__op_task_retry(struct ctl_state *s, const json_t *cmd, struct ctl_result
                       "task %llu: the controller voters changed since the task was made; "
                       "create a new task",
                       ULL(id));
+    }
+    if (t->kind == CTL_TASK_HASH_SLOT_MIGRATION && !s->features.hash_slot_migration) {
+        return REJECT(r, "%s", CTL__MIGRATION_OFF);
     }
     if (t->kind == CTL_TASK_HASH_SLOT_MIGRATION && !migration_retry_ok(s, t, r)) {
         return CTL_OK;

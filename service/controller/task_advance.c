@@ -326,6 +326,11 @@ static bool check_migration(struct ctl_state *s, struct ctl_task *t, const struc
 {
     static const char *const entry[] = {"fence", "accept", "release"};
     uint32_t g = t->phase_index == CTL_PHASE_MIGRATION_COPY ? t->to_group : t->group;
+    /* Before the table switch the switch is honoured; a release finishes a switch already made
+     * (undoing it is never an option), so it completes whatever the feature says now. */
+    if (t->phase_index < CTL_PHASE_MIGRATION_RELEASE && !s->features.hash_slot_migration) {
+        return REJECT(r, "%s", CTL__MIGRATION_OFF), false;
+    }
     if (p->config_index == 0) {
         return REJECT(r,
                       "proof: config_index is 0, want the raft index at which group %u applied "

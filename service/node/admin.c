@@ -718,17 +718,8 @@ static void on_migrate_hash_slots(void *ctx, struct rpc_call *call, const uint8_
         fail_malformed(call, "slotd.v1.MigrateHashSlotsRequest");
         return;
     }
-    if (!runtime_migration_enabled(api->rt)) {
-        /* An operator switch, not a bad request: FAILED_PRECONDITION. */
-        char msg[160];
-        snprintf(msg, sizeof(msg),
-                 "hash-slot migration is disabled on node %llu: start it with "
-                 "--enable-hash-slot-migration 1",
-                 (unsigned long long)runtime_node_id(api->rt));
-        rpc_call_fail_raw(call, GRPC_STATUS_FAILED_PRECONDITION, msg, NULL, 0);
-        slotd__v1__migrate_hash_slots_request__free_unpacked(r, NULL);
-        return;
-    }
+    /* The switch is the cluster state's features.hash_slot_migration, checked by the controller
+     * state machine where the task is created (whichever node relays it). */
     struct ctl_task_spec spec = {.kind = CTL_TASK_HASH_SLOT_MIGRATION};
     int rc = hash_slots_field(r->hash_slots, r->n_hash_slots, spec.hash_slots, &err);
     if (rc == 0 && (r->to_group == 0 || r->to_group > CTL_GROUPS_MAX)) {
@@ -744,6 +735,32 @@ static void on_migrate_hash_slots(void *ctx, struct rpc_call *call, const uint8_
     if (rc != 0)
         rpc_call_fail(call, &err);
     slotd__v1__migrate_hash_slots_request__free_unpacked(r, NULL);
+}
+
+static void on_set_feature(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__SetFeatureRequest *r = slotd__v1__set_feature_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.SetFeatureRequest");
+        return;
+    }
+    char *cmd = NULL;
+    int rc = -1;
+    bool known = false;
+    for (size_t i = 0; i < CTL_FEATURE_NAMES_MAX; i++)
+        known = known || strcmp(r->name, ctl_feature_names[i]) == 0;
+    if (!known)
+        slotd_error_field(&err, "name", 0, "name: \"%.64s\" is not a feature (known: %s)", r->name,
+                          ctl_feature_names[0]);
+    else if ((rc = ctl_cmd_set_feature(r->name, r->enabled, r->expected_revision, &cmd)) != CTL_OK)
+        rc = build_failed(rc, &err);
+    else
+        rc = node_admin_submit(api, call, "/slotd.v1.Admin/SetFeature", cmd, &r->base,
+                               &r->no_forward, &err);
+    finish(call, rc, cmd, &err);
+    slotd__v1__set_feature_request__free_unpacked(r, NULL);
 }
 
 #define PEER_CONTROLLER_COMMAND "/slotd.internal.v1.Peer/ControllerCommand"
@@ -922,6 +939,7 @@ static const struct {
     {"/slotd.v1.Admin/DrainNode", on_drain_node},
     {"/slotd.v1.Admin/RetryTask", on_retry_task},
     {"/slotd.v1.Admin/MigrateHashSlots", on_migrate_hash_slots},
+    {"/slotd.v1.Admin/SetFeature", on_set_feature},
 };
 
 static void on_gated(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)

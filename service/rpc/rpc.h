@@ -42,7 +42,26 @@ struct rpc_server_options {
      * added), health and reflection built in. true: a peer port, serving only what is added with
      * rpc_server_add_service / rpc_server_add_unary (every other path answers UNIMPLEMENTED). */
     bool peer_plane;
+    /* Connection limits (conn.c; 0 = the default). A connection holding max_streams_per_conn
+     * calls gets RESOURCE_EXHAUSTED for more (HTTP/2 MAX_CONCURRENT_STREAMS is twice that, so
+     * the excess reaches the server and is refused instead of queueing in the client); a call on
+     * a new connection while max_connections are served gets RESOURCE_EXHAUSTED; a connection
+     * without calls for conn_idle_ms is closed by the server. */
+    size_t
+        max_streams_per_conn; /* default 1024 (a peer connection carries many clients' forwards) */
+    size_t max_connections;   /* default 1024 */
+    size_t conn_idle_ms;      /* default 60000 */
 };
+
+/* Keepalive enforcement of every server (rpc_server_start): the server pings a connection idle for
+ * RPC_KEEPALIVE_TIME_MS and closes it when no answer comes within RPC_KEEPALIVE_TIMEOUT_MS; a
+ * client pinging more often than every RPC_MIN_RECV_PING_INTERVAL_MS (without data) gets a strike,
+ * and after RPC_MAX_PING_STRIKES the connection is closed (GOAWAY too_many_pings). Peer channels
+ * ping every 10 s (service/transport). */
+#define RPC_KEEPALIVE_TIME_MS 30000
+#define RPC_KEEPALIVE_TIMEOUT_MS 10000
+#define RPC_MIN_RECV_PING_INTERVAL_MS 5000
+#define RPC_MAX_PING_STRIKES 2
 
 /* Fills o (borrowed for the call) with the defaults; listen_addr "127.0.0.1:7700". */
 void rpc_server_options_default(struct rpc_server_options *o);
@@ -154,6 +173,9 @@ size_t rpc_call_peer_names(const struct rpc_call *c, char (*names)[RPC_PEER_NAME
 
 /* Calls currently handed to handlers and not yet finished (the max_inflight_calls count). */
 size_t rpc_server_inflight(const struct rpc_server *s);
+/* Connections the server counts now (conn.c: with calls in flight, or idle for less than
+ * conn_idle_ms). */
+size_t rpc_server_connections(const struct rpc_server *s);
 
 /* Sets the grpc.health.v1 ServingStatus of service (borrowed for the call; "" = the whole server)
  * and notifies its Watch streams. A service beyond RPC_HEALTH_SERVICES_MAX names, or a name longer

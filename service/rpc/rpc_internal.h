@@ -77,6 +77,7 @@ struct rpc_call {
     const grpc_metadata_array *md;       /* request metadata while the handler runs, else NULL */
     rpc_local_cb local_cb;               /* non-NULL: a local call (rpc_call_new_local) */
     void *local_arg;
+    int32_t conn; /* its connection's entry + 1 in server->conns (conn.c); 0 = none */
 };
 
 struct rpc__watch;
@@ -112,6 +113,7 @@ struct rpc_server {
     size_t n_reflections;       /* invariant: <= RPC_REFLECTION_STREAMS_MAX */
 
     struct rpc_descset *descset; /* the embedded FileDescriptorSet; read-only after new */
+    struct rpc__conns *conns;    /* connections and their calls in flight (conn.c) */
 
     struct metrics_family *m_requests; /* NULL when opts.metrics is NULL */
     struct metrics_family *m_latency;
@@ -122,6 +124,17 @@ struct rpc_server {
 void rpc__call_free(struct rpc_call *c);
 /* Moves the grpc_call out of c and frees the shell (the caller took over the live-call count). */
 grpc_call *rpc__call_take(struct rpc_call *c);
+
+/* conn.c: the connection table (max_connections entries). */
+#define RPC__CONN_PEER_MAX 96 /* bytes of a peer address kept, NUL included */
+struct rpc__conns;
+int rpc__conns_new(size_t cap, struct rpc__conns **out);
+void rpc__conns_free(struct rpc__conns *t);
+/* Counts c (a call from gRPC, CQ thread) on its connection: 0, or -1 with err RESOURCE_EXHAUSTED
+ * (QUEUE_FULL) when its connection already has max_streams_per_conn calls, or it is a new one and
+ * max_connections are served. rpc__call_free releases it (rpc__conn_release). */
+int rpc__conn_acquire(struct rpc_server *s, struct rpc_call *c, struct slotd_error *err);
+void rpc__conn_release(struct rpc_server *s, struct rpc_call *c);
 
 /* health.c */
 int rpc__health_register(struct rpc_server *s);

@@ -17,6 +17,9 @@
 
 #define RPC__DEFAULT_MAX_INFLIGHT 4096
 #define RPC__DEFAULT_MAX_REQUEST_BYTES (4u << 20)
+#define RPC__DEFAULT_MAX_STREAMS_PER_CONN 1024
+#define RPC__DEFAULT_MAX_CONNECTIONS 1024
+#define RPC__DEFAULT_CONN_IDLE_MS 60000
 #define RPC__DETAILS_KEY "grpc-status-details-bin"
 
 /* An armed grpc_server_request_call / request_registered_call. */
@@ -37,6 +40,9 @@ void rpc_server_options_default(struct rpc_server_options *o)
     o->max_inflight_calls = RPC__DEFAULT_MAX_INFLIGHT;
     o->max_request_bytes = RPC__DEFAULT_MAX_REQUEST_BYTES;
     o->cq_threads = 1;
+    o->max_streams_per_conn = RPC__DEFAULT_MAX_STREAMS_PER_CONN;
+    o->max_connections = RPC__DEFAULT_MAX_CONNECTIONS;
+    o->conn_idle_ms = RPC__DEFAULT_CONN_IDLE_MS;
     o->metrics = NULL;
     o->tls_cert_pem = NULL;
     o->tls_key_pem = NULL;
@@ -188,6 +194,10 @@ int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out)
         if (o->cq_threads != 0) {
             opts.cq_threads = o->cq_threads;
         }
+        opts.max_streams_per_conn =
+            o->max_streams_per_conn ? o->max_streams_per_conn : opts.max_streams_per_conn;
+        opts.max_connections = o->max_connections ? o->max_connections : opts.max_connections;
+        opts.conn_idle_ms = o->conn_idle_ms ? o->conn_idle_ms : opts.conn_idle_ms;
         opts.metrics = o->metrics;
         opts.tls_cert_pem = o->tls_cert_pem;
         opts.tls_key_pem = o->tls_key_pem;
@@ -195,7 +205,9 @@ int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out)
         opts.tls_client_auth = o->tls_client_auth;
         opts.peer_plane = o->peer_plane;
     }
-    if (opts.cq_threads > RPC__CQ_THREADS_MAX || opts.max_request_bytes > INT_MAX / 2) {
+    if (opts.cq_threads > RPC__CQ_THREADS_MAX || opts.max_request_bytes > INT_MAX / 2 ||
+        opts.max_streams_per_conn > INT_MAX / 2 || opts.max_connections > INT_MAX / 4 ||
+        opts.conn_idle_ms > INT_MAX) {
         return SLOTD_EINVALID_FIELD;
     }
     bool tls = opts.tls_cert_pem != NULL;
@@ -223,6 +235,9 @@ int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out)
     s->opts.tls_key_pem = s->tls_key_pem;
     s->opts.tls_ca_pem = s->tls_ca_pem;
     atomic_init(&s->inflight, 0);
+    if (rpc__conns_new(opts.max_connections, &s->conns) != 0) {
+        goto err_after_tls;
+    }
     s->shutdown_tag.kind = RPC__TAG_SHUTDOWN;
     s->shutdown_tag.owner = s;
     if (pthread_mutex_init(&s->mu, NULL) != 0) {
@@ -247,6 +262,7 @@ err_after_cond:
 err_after_mutex:
     pthread_mutex_destroy(&s->mu);
 err_after_tls:
+    rpc__conns_free(s->conns); /* NULL when it was not made */
     tls_free(s);
     free(s);
 err:
@@ -344,6 +360,7 @@ void rpc__call_free(struct rpc_call *c)
     if (c->call != NULL) {
         grpc_call_unref(c->call);
     }
+    rpc__conn_release(s, c);
     free(c);
     pthread_mutex_lock(&s->mu);
     assert(s->live_calls > 0);
@@ -557,6 +574,10 @@ static void call_dispatch(struct rpc_server *s, const struct rpc__method *m, str
         rpc_call_fail(c, &e);
         return;
     }
+    if (c->call != NULL && rpc__conn_acquire(s, c, &e) != 0) {
+        rpc_call_fail(c, &e);
+        return;
+    }
     if (m->kind == RPC__METHOD_REFLECTION) {
         rpc__reflection_start(s, c); /* a stream: reads its own messages */
         return;
@@ -765,14 +786,29 @@ static int server_create(struct rpc_server *s, char *err, size_t errlen)
 {
     /* The port is this process's alone: a second slotd on it fails to bind instead of sharing
      * the connections (gRPC sets SO_REUSEPORT by default). */
-    grpc_arg arg[2];
-    arg[0].type = GRPC_ARG_INTEGER;
-    arg[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    arg[0].value.integer = (int)(2 * s->opts.max_request_bytes);
-    arg[1].type = GRPC_ARG_INTEGER;
-    arg[1].key = GRPC_ARG_ALLOW_REUSEPORT;
-    arg[1].value.integer = 0;
-    grpc_channel_args args = {2, arg};
+    /* Connection limits and keepalive enforcement (rpc.h): the transport lets twice
+     * max_streams_per_conn streams in, so the excess is refused by conn.c, not queued. */
+    struct {
+        const char *key;
+        size_t value;
+    } ints[] = {
+        {GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 2 * s->opts.max_request_bytes},
+        {GRPC_ARG_ALLOW_REUSEPORT, 0},
+        {GRPC_ARG_MAX_CONCURRENT_STREAMS, 2 * s->opts.max_streams_per_conn},
+        {GRPC_ARG_MAX_CONNECTION_IDLE_MS, s->opts.conn_idle_ms},
+        {GRPC_ARG_KEEPALIVE_TIME_MS, RPC_KEEPALIVE_TIME_MS},
+        {GRPC_ARG_KEEPALIVE_TIMEOUT_MS, RPC_KEEPALIVE_TIMEOUT_MS},
+        {GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1},
+        {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, RPC_MIN_RECV_PING_INTERVAL_MS},
+        {GRPC_ARG_HTTP2_MAX_PING_STRIKES, RPC_MAX_PING_STRIKES},
+    };
+    grpc_arg arg[sizeof(ints) / sizeof(ints[0])];
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+        arg[i].type = GRPC_ARG_INTEGER;
+        arg[i].key = (char *)ints[i].key;
+        arg[i].value.integer = (int)ints[i].value;
+    }
+    grpc_channel_args args = {sizeof(ints) / sizeof(ints[0]), arg};
     s->server = grpc_server_create(&args, NULL);
     if (s->server == NULL) {
         snprintf(err, errlen, "rpc: grpc_server_create failed");
@@ -920,6 +956,7 @@ void rpc_server_free(struct rpc_server *s)
     rpc_server_shutdown(s);
     assert(s->live_calls == 0 && s->watches == NULL && s->n_reflections == 0);
     rpc_descset_free(s->descset);
+    rpc__conns_free(s->conns);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->mu);
     tls_free(s);

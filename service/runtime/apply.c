@@ -165,6 +165,8 @@ static void apply_work(uv_work_t *w)
             rc = rc ? rc : rt_ctl_apply_finish(rt, &job->ctl_pub);
         else
             slot_fsm_set_applied(rt->fsm, g->id, ag->entries[ag->n_entries - 1].index);
+        if (g->id != 0)
+            rt_facts_publish_slots(g);
     }
     if (rc == 0)
         rc = slot_fsm_commit_sync(rt->fsm, job->sync_fsm);

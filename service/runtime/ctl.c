@@ -32,9 +32,16 @@ static void fill_result(const struct ctl_state *s, const struct ctl_result *res,
     memset(out, 0, sizeof(*out));
     if (res->outcome == CTL_OUTCOME_REJECTED) {
         bool stale = strncmp(res->reason, "stale expected_revision", 23) == 0;
-        slotd_error_set(&out->err, stale ? SLOTD_ESTALE_FENCE : SLOTD_EINVALID_FIELD,
+        /* a fact that does not hold (a phase's live proof, the migration switch) is a failed
+         * precondition, not a malformed request */
+        bool fact = strncmp(res->reason, "proof:", 6) == 0 ||
+                    strncmp(res->reason, "hash-slot migration is off", 26) == 0;
+        slotd_error_set(&out->err,
+                        stale  ? SLOTD_ESTALE_FENCE
+                        : fact ? SLOTD_EPRECONDITION
+                               : SLOTD_EINVALID_FIELD,
                         "controller rejected the command: %s", res->reason);
-        if (!stale)
+        if (!stale && !fact)
             snprintf(out->err.field, sizeof(out->err.field), "command");
         return;
     }
@@ -482,10 +489,14 @@ static int bootstrap_ctl(struct runtime *rt, char *err, size_t errlen)
     struct ctl_config cfg = {.slot_groups = o->n_groups,
                              .hash_slots = CTL_HASH_SLOTS,
                              .replicas = o->replicas,
-                             .bootstrap_expect =
-                                 o->bootstrap_expect ? o->bootstrap_expect : (uint32_t)o->n_nodes};
+                             .bootstrap_expect = o->bootstrap_expect ? o->bootstrap_expect
+                                                                     : (uint32_t)o->n_nodes};
+    /* --enable-hash-slot-migration seeds the replicated switch here, once; later only
+     * Admin.SetFeature changes it (docs/operations.md) */
+    struct ctl_features features = {.hash_slot_migration = o->enable_hash_slot_migration};
     char *cmd = NULL;
-    int rc = ctl_cmd_bootstrap(o->cluster_id, &cfg, nodes, o->n_nodes, 0, &cmd);
+    int rc = ctl_cmd_bootstrap_features(o->cluster_id, &cfg, &features, nodes, o->n_nodes, 0,
+                                        &cmd);
     if (rc != CTL_OK) {
         snprintf(err, errlen, "controller bootstrap command: %s", ctl_strerror(rc));
         return -1;
@@ -845,8 +856,19 @@ static void propose_own(struct runtime *rt, char *cmd, const char *what)
 {
     if (cmd == NULL)
         return;
+    const uint8_t *data = (const uint8_t *)cmd;
+    size_t len = strlen(cmd);
+    char *vetted = NULL;
+    struct slotd_error err;
+    if (rt_ctl_vet(rt, &data, &len, &vetted, &err) != 0) {
+        RT_LOG("debug", "msg=\"controller proposal refused\" what=%s err=\"%s\"", what,
+               err.message);
+        ctl_free(cmd);
+        return;
+    }
     raft_index index;
-    int rc = raft_propose(rt->groups[0].raft, cmd, strlen(cmd), &index);
+    int rc = raft_propose(rt->groups[0].raft, data, len, &index);
+    ctl_free(vetted);
     if (rc != 0)
         RT_LOG("debug", "msg=\"controller proposal refused\" what=%s err=\"%s\"", what,
                raft_strerror(rc));
@@ -1068,11 +1090,6 @@ size_t runtime_ctl_tasks(struct runtime *rt, bool active_only, struct ctl_task *
     }
     pthread_mutex_unlock(&rt->ctl_mu);
     return n;
-}
-
-bool runtime_migration_enabled(const struct runtime *rt)
-{
-    return rt->opts.enable_hash_slot_migration;
 }
 
 bool runtime_ctl_voter(const struct runtime *rt)

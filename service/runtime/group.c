@@ -266,6 +266,8 @@ int rt_group_open_placed(struct runtime *rt, struct rt_group *g, const uint64_t 
     int rc = slot_fsm_load_group(rt->fsm, g->id, &g->fsm_state);
     uint64_t applied = 0;
     if (rc == 0)
+        rt_facts_publish_slots(g);
+    if (rc == 0)
         rc = store_fsm_applied(rt->store, g->id, &applied);
     if (rc != 0) {
         snprintf(err, errlen, "group %u: load fsm state: %s", g->id, store_strerror(rc));
@@ -283,6 +285,8 @@ int rt_group_open_joining(struct runtime *rt, struct rt_group *g, char *err, siz
     int rc = 0;
     if (g->id != 0) {
         rc = slot_fsm_load_group(rt->fsm, g->id, &g->fsm_state);
+        if (rc == 0)
+            rt_facts_publish_slots(g);
         if (rc == 0)
             rc = store_fsm_applied(rt->store, g->id, &applied);
     }

@@ -225,6 +225,11 @@ struct rt_group {
     /* loop (apply_done): highest index the apply stage finished; read by GRPC (GroupStatus).
      * invariant: applied <= applied_submitted */
     _Atomic uint64_t applied;
+    /* apply stage and install (rt_facts_publish_slots): fsm_state's owned and fenced bitmaps and
+     * migration_task, word by word; read by GRPC (GroupStatus). Each word only moves forward
+     * within a migration, so a reader mixing words of two states sees no state a slot never had */
+    _Atomic uint64_t pub_owned[4], pub_fenced[4];
+    _Atomic uint64_t pub_migration_task;
 
     /* -- loop thread -- (rt_group_close_removed zeroes from here on, keeping metrics) */
     struct raft *raft;
@@ -239,6 +244,15 @@ struct rt_group {
     uint64_t obs_voters[ROUTE_MEMBERS_MAX], obs_learners[ROUTE_MEMBERS_MAX];
     uint64_t obs_conf_term;
     int64_t obs_conf_ms;
+    uint64_t obs_conf_by; /* the leader whose own answer gave them, 0 = a follower's */
+    /* the leader's commit index in its last two first-hand GroupStatus answers ([0] newest),
+     * paired with other replicas' answers by time in the controller leader's catch-up facts */
+    uint64_t obs_lc_commit[2];
+    int64_t obs_lc_ms[2];
+    /* the leader's hash-slot state in its last first-hand answer (obs_slots_ms 0 = none) */
+    uint8_t obs_owned[32], obs_fenced[32];
+    uint64_t obs_migration_task, obs_slots_leader;
+    int64_t obs_slots_ms;
     uint8_t role;
     bool in_batch;         /* rd is in the in-flight storage batch */
     bool committed_handed; /* rd's committed entries already went to the apply stage */
@@ -420,6 +434,29 @@ struct runtime {
            !pthread_equal(pthread_self(), (rt)->loop_thread))
 
 int64_t rt_now_ms(void);
+
+/* facts.c (loop thread): a GroupStatus answer in which the group's leader spoke for itself. */
+void rt_facts_leader_commit(struct rt_group *g, uint64_t commit, int64_t now);
+/* ... and its hash-slot state (GroupLeader owned, fenced: 32-byte bitmaps, borrowed; other
+ * lengths: an answer without them, ignored). */
+void rt_facts_leader_slots(struct rt_group *g, uint64_t leader, const uint8_t *owned,
+                           size_t owned_len, const uint8_t *fenced, size_t fenced_len,
+                           uint64_t migration_task, int64_t now);
+/* The thread that owns g's fsm_state (apply stage, install, open): publishes its owned and
+ * fenced bitmaps and migration_task for GroupStatus. */
+void rt_facts_publish_slots(struct rt_group *g);
+/* Copies what rt_facts_publish_slots published (any thread). */
+void rt_facts_published_slots(const struct rt_group *g, uint8_t owned[32], uint8_t fenced[32],
+                              uint64_t *migration_task);
+/* On the controller leader: checks a controller command against the facts this node observed
+ * (ctl_vet) before it is proposed. Returns 0 with *cmd / *len replaced by the rebuilt command
+ * when ctl_vet rebuilt it (*owned set: caller frees *cmd with ctl_free()), or -1 with err
+ * (FAILED_PRECONDITION naming the fact). Not leading group 0: 0, unchanged. */
+int rt_ctl_vet(struct runtime *rt, const uint8_t **cmd, size_t *len, char **owned,
+               struct slotd_error *err);
+/* rt_ctl_vet for a queued proposal of group 0: the request to propose (maybe reallocated), or
+ * NULL when it was answered (and freed). */
+struct rt_request *rt_ctl_vet_request(struct runtime *rt, struct rt_request *r);
 void rt_fail(struct rt_request *r, int code, const char *fmt, ...);
 void rt_fail_list(struct rt_list *l, int code, const char *msg);
 

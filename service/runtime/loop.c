@@ -162,6 +162,8 @@ void rt_handle_requests(struct runtime *rt, struct rt_list *reqs)
                 handle_read(rt, g, r, lin);
             continue;
         }
+        if (r->group == 0 && (r = rt_ctl_vet_request(rt, r)) == NULL)
+            continue; /* a controller command the leader's own facts refute (facts.c) */
         if (run_group != g || n_run == PROPOSE_BATCH_MAX) {
             if (n_run > 0)
                 propose_run(rt, run_group, run, n_run);

@@ -179,6 +179,7 @@ static void observe_conf(struct rt_group *g, uint64_t node,
         memcpy(g->obs_learners, gl->learners, g->n_obs_learners * sizeof(uint64_t));
     g->obs_conf_term = gl->term;
     g->obs_conf_ms = now;
+    g->obs_conf_by = from_leader ? node : 0;
 }
 
 static void merge_group_status(struct runtime *rt, const uint8_t *data, size_t len)
@@ -195,10 +196,17 @@ static void merge_group_status(struct runtime *rt, const uint8_t *data, size_t l
             continue;
         struct rt_group *g = &rt->groups[gl->group_id];
         observe_replica(g, r->node_id, gl, now);
+        if (gl->leader == r->node_id) {
+            rt_facts_leader_commit(g, gl->commit, now);
+            rt_facts_leader_slots(g, gl->leader, gl->owned.data, gl->owned.len, gl->fenced.data,
+                                  gl->fenced.len, gl->migration_task, now);
+        }
         changed = true; /* the route shows the answer's age */
+        /* also for hosted groups: a replica that is not the leader may be behind or removed,
+         * the controller leader's facts (facts.c) take the leader's report */
+        observe_conf(g, r->node_id, gl, now);
         if (g->hosted)
             continue;
-        observe_conf(g, r->node_id, gl, now);
         if (gl->leader == 0 || gl->term < g->term)
             continue;
         bool first_hand = r->node_id == gl->leader;
@@ -262,7 +270,8 @@ int runtime_group_status(struct runtime *rt, uint8_t **buf, size_t *len)
     size_t slots = atomic_load_explicit(&rt->n_groups, memory_order_acquire) + 1;
     Slotd__Internal__V1__GroupLeader *gl = calloc(slots, sizeof(*gl));
     Slotd__Internal__V1__GroupLeader **glp = calloc(slots, sizeof(*glp));
-    int rc = gl && glp ? 0 : -1;
+    uint8_t(*bits)[64] = calloc(slots, sizeof(*bits)); /* owned, fenced of each group */
+    int rc = gl && glp && bits ? 0 : -1;
     for (size_t i = 0; rc == 0 && s != NULL && i < slots; i++) {
         const struct rt_group *g = &rt->groups[i];
         const struct route_group *rg = route_snapshot_group(s, g->id);
@@ -278,6 +287,11 @@ int runtime_group_status(struct runtime *rt, uint8_t **buf, size_t *len)
         gl[n].learners = (uint64_t *)rg->learners;
         gl[n].commit = atomic_load_explicit(&g->commit, memory_order_relaxed);
         gl[n].applied = atomic_load_explicit(&g->applied, memory_order_relaxed);
+        if (g->id != 0) {
+            rt_facts_published_slots(g, bits[n], bits[n] + 32, &gl[n].migration_task);
+            gl[n].owned = (ProtobufCBinaryData){.len = 32, .data = bits[n]};
+            gl[n].fenced = (ProtobufCBinaryData){.len = 32, .data = bits[n] + 32};
+        }
         glp[n] = &gl[n];
         n++;
     }
@@ -297,6 +311,7 @@ int runtime_group_status(struct runtime *rt, uint8_t **buf, size_t *len)
     route_snapshot_release(s);
     free(gl);
     free(glp);
+    free(bits);
     return rc;
 }
 
@@ -948,6 +963,7 @@ int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_
     g->apply_index = in->meta.index;
     g->apply_term = in->meta.term;
     g->apply_conf = in->meta.conf;
+    rt_facts_publish_slots(g);
     return 0;
 }
 

@@ -66,7 +66,8 @@ struct runtime_options {
     const char *join;               /* host:port of any member; NULL/"" = bootstrap with nodes[] */
     unsigned weight;                /* this node's capacity weight; default 100 */
     unsigned task_phase_timeout_ms; /* a task phase without progress fails; default 60000 */
-    bool enable_hash_slot_migration; /* Admin.MigrateHashSlots accepted here; default false */
+    bool enable_hash_slot_migration; /* seeds the cluster state's features.hash_slot_migration
+                                      * when this node bootstraps the cluster; default false */
     /* Where the runtime's series live (service/metrics/README.md); NULL (default): none.
      * Borrowed; must outlive the runtime. */
     struct metrics_registry *metrics;
@@ -142,8 +143,6 @@ int runtime_ctl_task(struct runtime *rt, uint64_t id, struct ctl_task *out, uint
  * number copied (0 without a state). */
 size_t runtime_ctl_tasks(struct runtime *rt, bool active_only, struct ctl_task *out, size_t max,
                          uint64_t *revision);
-/* True when this node was started with --enable-hash-slot-migration 1. */
-bool runtime_migration_enabled(const struct runtime *rt);
 /* True when this node is a controller voter (hosts group 0). */
 bool runtime_ctl_voter(const struct runtime *rt);
 /* The controller voters of the published state (at most max, into out). */

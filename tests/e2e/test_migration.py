@@ -1,7 +1,8 @@
 """test_migration.py - hash-slot migration (Admin.MigrateHashSlots) on a 5-node cluster under a
 steady write load: no acknowledged write lost or applied twice, reads never see a moving slot
-empty, the hash-slot table changes once per migration, bad requests change nothing, and a node
-started without --enable-hash-slot-migration refuses."""
+empty, the hash-slot table changes once per migration, bad requests change nothing, and while the
+cluster state's hash_slot_migration feature is off every node refuses (Admin.SetFeature turns it
+on for all; --enable-hash-slot-migration 1 on the bootstrapping nodes seeds it on)."""
 import random
 import sys
 import threading
@@ -129,7 +130,8 @@ class Load:
 class MigrationTest(tc.ControllerClusterCase):
 
     def start_nodes(self, without_flag=()):
-        """The 5-node cluster with the migration switch on every node but those listed."""
+        """The 5-node cluster, started with --enable-hash-slot-migration 1 on every node but those
+        listed (it seeds the replicated switch when the controller voters bootstrap)."""
         orig = h.SlotdServer.launch
 
         def launch(server):
@@ -178,7 +180,7 @@ class MigrationTest(tc.ControllerClusterCase):
         return True
 
     def test_migrate_under_writes(self):
-        self.start_nodes(without_flag=(5,))
+        self.start_nodes(without_flag=(1, 2, 3, 4, 5))
         rng = random.Random(11)
         state = self.state()
         version0 = state["hash_slot_table"]["version"]
@@ -204,13 +206,19 @@ class MigrationTest(tc.ControllerClusterCase):
         load = Load(list(self.nodes.values()), moving + other, preloaded, seed=5).start()
         try:
             time.sleep(1.0)
-            # A node without the switch refuses, and nothing changes.
+            # The switch is off in the cluster state: refused through a voter and through a
+            # mirror, and nothing changes; SetFeature through the mirror turns it on for all.
             rev = tc.cluster_state(self.nodes[1])[0].revision
-            with self.assertRaises(grpc.RpcError) as cm:
-                self.migrate([5], 3, via=5)
-            self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
-            self.assertIn("--enable-hash-slot-migration", cm.exception.details())
+            for via in (1, 5):
+                with self.assertRaises(grpc.RpcError) as cm:
+                    self.migrate([5], 3, via=via)
+                self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+                self.assertIn("hash-slot migration is off in the cluster state",
+                              cm.exception.details())
             self.assertEqual(tc.cluster_state(self.nodes[1])[0].revision, rev)
+            on = tc.admin_call(self.nodes[5], "SetFeature", admin_pb2.SetFeatureRequest(
+                name="hash_slot_migration", enabled=True), admin_pb2.AdminWriteResponse)
+            self.assertEqual(on.outcome, admin_pb2.OUTCOME_CHANGED)
             for n, (slots, to_group) in enumerate(plans):
                 before = self.state()
                 source = owner_of(before, slots[0])
@@ -263,6 +271,7 @@ class MigrationTest(tc.ControllerClusterCase):
 
     def test_bad_requests_change_nothing(self):
         self.start_nodes()
+        self.assertTrue(self.state()["features"]["hash_slot_migration"])  # seeded at bootstrap
         rev = tc.cluster_state(self.nodes[1])[0].revision
         cases = [
             ([], 2, grpc.StatusCode.INVALID_ARGUMENT, "hash_slots"),

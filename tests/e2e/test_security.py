@@ -13,8 +13,11 @@ import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import slotd_harness as h  # noqa: E402
-from slotd.v1 import admin_pb2  # noqa: E402
+from slotd.v1 import admin_pb2, metadata_pb2  # noqa: E402
 from slotd.v1 import admin_pb2_grpc  # noqa: E402
+
+sys.path.insert(0, str(h.REPO / "clients" / "python"))
+from slotd_client import Client  # noqa: E402
 
 EXIT_WITHIN_S = 3.0
 
@@ -163,16 +166,53 @@ PEER_METHODS = ["Raft", "Snapshot", "GroupStatus", "ControllerCommand", "Migrati
 
 
 class PeerAuthTest(h.SlotdTestCase):
-    """A 3-node cluster started with --cluster-secret-file (the harness gives every multi-node
-    process one). Forged Peer calls without a proof, with a proof of another secret, made for
-    another receiver, replayed, or whose body names another sender than the proof are refused with
-    UNAUTHENTICATED; no group's term moves, the cluster state's revision stays, and every group
-    keeps taking writes, read back through another node."""
+    """A 4-node cluster (3 replicas per group) started with --cluster-secret-file (the harness
+    gives every multi-node process one). Forged Peer calls without a proof, with a proof of
+    another secret, made for another receiver, replayed, or whose body names another sender than
+    the proof are refused with UNAUTHENTICATED; forged task steps from a valid node identity are
+    refused with FAILED_PRECONDITION naming the fact the controller leader observed; no group's
+    term moves, the cluster state's revision stays, and every group keeps taking writes, read back
+    through another node. Nodes 1-3 take the writes; node 4 is the target of a replica move."""
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.cluster = cls.new_class_cluster(size=3)
+        cls.cluster = cls.new_class_cluster(size=4, replicas=3)
+
+    def admin(self, node_id, method, request, response_type, timeout=h.RPC_TIMEOUT_S):
+        raw = h.raw_unary(self.cluster.server(node_id).channel, "/slotd.v1.Admin/" + method,
+                          request.SerializeToString(), timeout=timeout)
+        return response_type.FromString(raw)
+
+    def state(self, node_id, min_revision=0):
+        resp = self.admin(node_id, "ClusterState",
+                          admin_pb2.ClusterStateRequest(min_revision=min_revision),
+                          admin_pb2.ClusterStateResponse)
+        return json.loads(resp.state_json)
+
+    def task(self, node_id, task_id, min_revision=0):
+        raw = h.raw_unary(self.cluster.server(node_id).channel, "/slotd.v1.Metadata/TaskStatus",
+                          metadata_pb2.TaskStatusRequest(
+                              task_id=task_id, min_revision=min_revision).SerializeToString())
+        return metadata_pb2.TaskStatusResponse.FromString(raw).task
+
+    def wait(self, what, fn, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = fn()
+            if got:
+                return got
+            time.sleep(0.2)
+        self.fail("%s: not within %.0f s" % (what, timeout))
+
+    def assertPrecondition(self, fn, *needles):
+        with self.assertRaises(grpc.RpcError) as ctx:
+            fn()
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.FAILED_PRECONDITION,
+                         ctx.exception.details())
+        for needle in needles:
+            self.assertIn(needle, ctx.exception.details())
+        return ctx.exception.details()
 
     def terms(self):
         """{(group, node): term} every replica reports, through node 1."""
@@ -356,6 +396,125 @@ class PeerAuthTest(h.SlotdTestCase):
         answer = h.pb.ReadResponse.FromString(raw[at:at + n])
         self.assertEqual(answer.group_id, self.cluster.table[h.hash_slot(key)])
         self.assertFalse(answer.get.found)
+    def test_forged_task_advance_refused(self):
+        """A replica move to node 4 while node 4 is stopped waits at catch_up. A forged
+        task_advance with a made-up catch-up proof (target_match = commit = 10^6), sent as node 2
+        (a valid identity) through nodes 1, 2 and 3, answers FAILED_PRECONDITION naming the fact
+        the controller leader observed itself (node 4 holds nothing). Nothing changes: revision
+        on two nodes, task phase, the group's voters, and the group takes writes, read back
+        through another node. Node 4 resumed, the move completes on the observed facts and every
+        group takes writes. (Forged drain and migration proofs: tests/unit/controller/
+        vet_test.c.)"""
+        path = "/slotd.internal.v1.Peer/ControllerCommand"
+        state = self.state(1)
+        g = [x for x in state["groups"] if 4 not in x["desired_peers"]][0]
+        gid, peers = g["id"], g["desired_peers"]
+        leader = {r.group_id: r.leader for r in self.cluster.route(via=1).groups}[gid]
+        source = [p for p in peers if p != leader][0]
+        self.cluster.pause(4)
+        try:
+            resp = self.admin(1, "MoveReplica", admin_pb2.MoveReplicaRequest(
+                group_id=gid, from_node=source, to_node=4), admin_pb2.AdminWriteResponse)
+            task_id = resp.task_id
+            t = self.wait("catch_up", lambda: (lambda x: x if x.phase == "catch_up" else None)(
+                self.task(1, task_id, min_revision=resp.revision)))
+            rev = self.revision(1)
+            now = int(time.time() * 1000)
+            fence = {"op": "task_advance", "task": task_id, "now_ms": now, "group": gid,
+                     "config_epoch": t.config_epoch, "attempt": t.attempt,
+                     "replicas_on_node": 0, "leading": 0}
+            caught_up = dict(fence, phase=t.phase_index, proof={
+                "config_index": 10 ** 6, "voters": peers, "learners": [4], "leader": leader,
+                "commit": 10 ** 6, "target_match": 10 ** 6})
+            for via in (1, 2, 3):
+                details = self.assertPrecondition(
+                    lambda: self.cluster.server(via).peer_call(
+                        path, controller_command(json.dumps(caught_up).encode()), node=2),
+                    "group %d: node 4" % gid, "observed by the controller leader")
+            # e.g. "group 3: node 4 holds up to 0 < leader commit 57 as observed by the
+            # controller leader (node 1) 0 ms ago" or "... no progress of it observed ..."
+            self.assertTrue("< leader commit" in details or "no progress" in details, details)
+            self.assertEqual(self.task(1, task_id).phase, "catch_up")
+            self.assertEqual(self.revision(1), rev)
+            self.assertEqual(self.revision(3), rev)
+            r = [x for x in self.cluster.route(via=3).groups if x.group_id == gid][0]
+            self.assertEqual(sorted(r.voters), sorted(peers))
+            # The moved group (node 4 is not among its voters) keeps taking writes.
+            key = h.key_in_group(self.cluster.table, gid, "security/advance/g%d" % gid)
+            h.put_retrying(self.cluster.stub(1), key, b"v", request_id=key)
+            self.assertTrue(h.get(self.cluster.stub(3), key).get.found)
+        finally:
+            self.cluster.resume(4)
+        # Node 4 back: the move completes on the facts themselves.
+        done = self.wait("move done", lambda: (lambda x: x if x.status == "done" else None)(
+            self.task(1, task_id, min_revision=resp.revision)), timeout=60)
+        self.assertEqual(done.phase, "done")
+        self.assertIn(4, self.state(3, min_revision=done.revision)["groups"][gid - 1][
+            "desired_peers"])
+        self.assertWritesEverywhere("advance")
+
+    def test_migration_switch_is_replicated(self):
+        """hash-slot migration is off in the cluster state: MigrateHashSlots is refused through
+        every node (FAILED_PRECONDITION naming Admin.SetFeature), and so is a task_create sent as a
+        node on Peer/ControllerCommand. SetFeature on, through one node, shows in ClusterState on
+        every node; a migration through another node is then accepted and completes."""
+        state = self.state(1)
+        self.assertEqual(state["features"], {"hash_slot_migration": False})
+        rev = self.revision(1)
+        busy = set()
+        for t in state["tasks"]:
+            if t["status"] in ("pending", "running"):
+                busy.update({t.get("group", 0), t.get("to_group", 0)})
+        src, dst = [g for g in self.cluster.group_ids if g not in busy][:2]
+        slot = [r for r in state["hash_slot_table"]["ranges"] if r["group"] == src][0]["first"]
+        req = admin_pb2.MigrateHashSlotsRequest(hash_slots=[slot], to_group=dst)
+        for n in self.cluster.node_ids:
+            self.assertPrecondition(
+                lambda: self.admin(n, "MigrateHashSlots", req, admin_pb2.AdminWriteResponse),
+                "hash-slot migration is off in the cluster state (Admin.SetFeature")
+        create = {"op": "task_create", "kind": "hash_slot_migration", "hash_slots": [slot],
+                  "to_group": dst, "now_ms": int(time.time() * 1000)}
+        self.assertPrecondition(
+            lambda: self.cluster.server(3).peer_call(
+                "/slotd.internal.v1.Peer/ControllerCommand",
+                controller_command(json.dumps(create).encode()), node=2),
+            "hash-slot migration is off")
+        self.assertEqual(self.revision(1), rev)
+        self.assertEqual(self.revision(4), rev)
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.admin(2, "SetFeature", admin_pb2.SetFeatureRequest(name="warp", enabled=True),
+                       admin_pb2.AdminWriteResponse)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("known: hash_slot_migration", ctx.exception.details())
+        # The Python client's set_feature / features, through node 2, then node 4.
+        client, client4 = Client([self.cluster.addr(2)]), Client([self.cluster.addr(4)])
+        try:
+            on = client.set_feature("hash_slot_migration", True)
+            self.assertEqual(on.outcome, admin_pb2.OUTCOME_CHANGED)
+            client4.observe_revision(on.revision)  # read your write on node 4
+            self.assertEqual(client4.features(), {"hash_slot_migration": True})
+        finally:
+            client.close()
+            client4.close()
+        for n in self.cluster.node_ids:
+            self.assertTrue(self.state(n, min_revision=on.revision)["features"][
+                "hash_slot_migration"], n)
+        again = self.admin(4, "SetFeature", admin_pb2.SetFeatureRequest(
+            name="hash_slot_migration", enabled=True), admin_pb2.AdminWriteResponse)
+        self.assertEqual(again.outcome, admin_pb2.OUTCOME_NOOP)
+        try:
+            resp = self.admin(3, "MigrateHashSlots", req, admin_pb2.AdminWriteResponse)
+            done = self.wait("migration done", lambda: (
+                lambda x: x if x.status in ("done", "failed") else None)(
+                    self.task(1, resp.task_id, min_revision=resp.revision)), timeout=60)
+            self.assertEqual(done.status, "done", done)
+            table = self.state(4, min_revision=done.revision)["hash_slot_table"]["ranges"]
+            self.assertTrue(any(r["first"] <= slot <= r["last"] and r["group"] == dst
+                                for r in table), table)
+        finally:
+            self.admin(1, "SetFeature", admin_pb2.SetFeatureRequest(
+                name="hash_slot_migration", enabled=False), admin_pb2.AdminWriteResponse)
+        self.assertWritesEverywhere("migrated")
 
     def test_started_with_peer_auth(self):
         for n in self.cluster.node_ids:
@@ -764,6 +923,95 @@ class RbacCertificateTest(h.SlotdTestCase):
         got = server.stub.Read(h.pb.ReadRequest(get=h.pb.GetQuery(key=key_b)),
                                timeout=h.RPC_TIMEOUT_S, metadata=root)
         self.assertFalse(got.get.found)
+
+
+class ConnectionLimitTest(h.SlotdTestCase):
+    """One node with small connection limits: --max-streams-per-conn 4, --max-connections 4,
+    --conn-idle-ms 2000. A client holding more calls on one connection gets RESOURCE_EXHAUSTED
+    at once for the excess while another client is served; one connection more than the limit is
+    refused, and served again once the idle connections are gone."""
+
+    STREAMS = 4
+    CONNS = 4
+    IDLE_MS = 2000
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.server = cls.new_class_server(extra_args=[
+            "--max-streams-per-conn", str(cls.STREAMS), "--max-connections", str(cls.CONNS),
+            "--conn-idle-ms", str(cls.IDLE_MS)])
+
+    def held_call(self, channel):
+        """A ClusterState waiting for a revision the node will not reach (held ~3 s)."""
+        fn = channel.unary_unary("/slotd.v1.Admin/ClusterState")
+        req = admin_pb2.ClusterStateRequest(min_revision=10**15).SerializeToString()
+        return fn.future(req, timeout=10)
+
+    def test_too_many_streams_on_one_connection(self):
+        greedy = h.open_channel(self.server.addr)
+        other = h.open_channel(self.server.addr)
+        try:
+            stub = h.pb_grpc.MetadataStub(other)
+            h.put(stub, b"conn/warm", b"v")  # the second client's connection exists already
+            start = time.monotonic()
+            calls = [self.held_call(greedy) for _ in range(3 * self.STREAMS)]
+            done_at = {}
+            for c in calls:
+                c.add_done_callback(lambda f: done_at.setdefault(id(f), time.monotonic()))
+            # While the greedy client's calls are held, the other client is served.
+            h.put(stub, b"conn/other", b"v", request_id=b"conn/other")
+            self.assertTrue(h.get(stub, b"conn/other").get.found)
+            codes, refused_after = [], []
+            for c in calls:
+                try:
+                    c.result()
+                    codes.append(grpc.StatusCode.OK)
+                except grpc.RpcError as e:
+                    codes.append(e.code())
+                    if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                        self.assertIn("the limit is %d (max_streams_per_conn)" % self.STREAMS,
+                                      e.details())
+                        refused_after.append(done_at[id(c)] - start)
+            held = codes.count(grpc.StatusCode.UNAVAILABLE)  # waited the 3 s for the revision
+            refused = codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertEqual(held + refused, len(calls), codes)
+            self.assertGreaterEqual(refused, self.STREAMS, codes)
+            self.assertGreaterEqual(held, self.STREAMS, codes)
+            self.assertLess(min(refused_after), 2.0)  # refused at once, not after the wait
+            # The greedy connection is served again once its calls are done.
+            h.put(h.pb_grpc.MetadataStub(greedy), b"conn/greedy", b"v")
+        finally:
+            greedy.close()
+            other.close()
+
+    def test_one_connection_too_many(self):
+        # Let the other test's connections age out of the table first.
+        time.sleep((self.IDLE_MS + 1500) / 1000.0)
+        channels = [h.open_channel(self.server.addr) for _ in range(self.CONNS + 1)]
+        try:
+            served = 0
+            for i, ch in enumerate(channels[:-1]):
+                try:
+                    h.put(h.pb_grpc.MetadataStub(ch), b"conn/many/%d" % i, b"v")
+                    served += 1
+                except grpc.RpcError as e:
+                    self.assertEqual(e.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, e.details())
+            # the harness's own connection may hold one entry still
+            self.assertGreaterEqual(served, self.CONNS - 1)
+            with self.assertRaises(grpc.RpcError) as ctx:
+                h.put(h.pb_grpc.MetadataStub(channels[-1]), b"conn/many/extra", b"v")
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertIn("(max_connections)", ctx.exception.details())
+            # Connections already served keep being served.
+            self.assertTrue(h.get(h.pb_grpc.MetadataStub(channels[0]), b"conn/many/0").get.found)
+        finally:
+            for ch in channels[:-1]:
+                ch.close()
+        # Once the closed connections are idle past --conn-idle-ms, the new one is served.
+        time.sleep((self.IDLE_MS + 1500) / 1000.0)
+        h.put(h.pb_grpc.MetadataStub(channels[-1]), b"conn/many/extra", b"v")
+        channels[-1].close()
 
 
 if __name__ == "__main__":

@@ -5,9 +5,10 @@ group's desired peers changed, seen through `slotctl cluster --json`), `task sta
 `task status ID --watch` following a live move (one line per change on a non-tty, exit 0),
 `drain --node 5 --wait`, the task table and `--active`, `task status` of an unknown id (exit 1),
 a move that fails (target killed: `--wait` and `--watch` exit 8) and `retry --task --wait`,
-`migrate-slots` on nodes without --enable-hash-slot-migration (exit 3, the message says how to
-enable it) and its usage errors (exit 2); and, gated on the server knowing the flag, a hash slot
-migration with `--wait` on nodes started with --enable-hash-slot-migration 1.
+`migrate-slots` while the cluster feature hash_slot_migration is off (exit 3, the message says
+how to turn it on) and its usage errors (exit 2), `feature list` / `feature set` (the switch in
+the replicated cluster state, seen through another node); and a hash slot migration with `--wait`
+on a cluster bootstrapped with --enable-hash-slot-migration 1 (which seeds the feature on).
 
 slotctl is ``$SLOTCTL_BIN`` when set, else ``slotctl`` next to the slotd binary the harness uses
 (``$SLOTD_BIN``)."""
@@ -174,16 +175,38 @@ class SlotctlTaskTest(tc.ControllerClusterCase):
         self.assertEqual(code, EXIT_NOT_FOUND, (out, err))
         self.assertIn("task status 99999: NOT_FOUND", err)
 
-        # migrate-slots without --enable-hash-slot-migration: exit 3, says how to enable it.
+        # migrate-slots while the cluster feature is off: exit 3, says how to turn it on.
         code, out, err = slotctl(eps4, "migrate-slots", "--slots", "3,7,10-12", "--to-group", 2)
         self.assertEqual(code, EXIT_PRECONDITION, (out, err))
         self.assertIn("FAILED_PRECONDITION", err)
-        self.assertIn("--enable-hash-slot-migration", err)
+        self.assertIn("hash-slot migration is off in the cluster state", err)
+        self.assertIn("slotctl feature set hash_slot_migration on", err)
         code, lines, err = slotctl_json_lines(eps4, "migrate-slots", "--slots", "3",
                                               "--to-group", 2)
         self.assertEqual((code, lines[-1]["exit_code"], lines[-1]["ok"]),
                          (EXIT_PRECONDITION, EXIT_PRECONDITION, False))
-        self.assertIn("--enable-hash-slot-migration", lines[-1]["message"])
+        self.assertIn("slotctl feature set hash_slot_migration on", lines[-1]["message"])
+        # feature list / set: the switch lives in the cluster state, seen through node 5.
+        eps5 = self.endpoints([5])
+        code, out, err = slotctl(eps5, "feature", "list")
+        self.assertEqual(code, 0, err)
+        self.assertRegex(out, r"(?m)^hash_slot_migration +off$")
+        code, out, err = slotctl(eps4, "feature", "set", "hash_slot_migration", "on")
+        self.assertEqual(code, 0, err)
+        self.assertRegex(out, r"(?m)^CHANGED  feature hash_slot_migration on  revision")
+        code, lines, err = slotctl_json_lines(eps4, "feature", "set", "hash_slot_migration",
+                                              "on")
+        self.assertEqual((code, lines[-1]["outcome"]), (0, "NOOP"), (lines, err))
+        tc.wait_for("feature on at node 5", lambda: slotctl_json_lines(
+            eps5, "feature", "list")[1][-1]["features"]["hash_slot_migration"] is True)
+        code, out, err = slotctl(eps4, "feature", "set", "hash_slot_migration", "off")
+        self.assertEqual(code, 0, err)
+        code, out, err = slotctl(eps4, "feature", "set", "warp_drive", "on")
+        self.assertNotEqual(code, 0, (out, err))
+        self.assertIn("warp_drive", err)
+        code, out, err = slotctl(eps4, "feature", "set", "hash_slot_migration", "maybe")
+        self.assertEqual(code, EXIT_USAGE, (out, err))
+        self.assertIn("feature set NAME on|off", err)
         # Bad lists never reach a server: usage errors naming the value.
         for slots, what in (("3,300", "hash slot 300 is out of range 0..255"),
                             ("3,7,5-8", "hash slot 7 given twice")):
@@ -228,10 +251,6 @@ class SlotctlTaskTest(tc.ControllerClusterCase):
         self.assertIn(target, self.group(4)["desired_peers"])
 
     def test_hash_slot_migration_when_enabled(self):
-        helptext = subprocess.run([str(h.SLOTD_BIN), "--help"], capture_output=True, text=True,
-                                  timeout=10)
-        if "--enable-hash-slot-migration" not in helptext.stdout + helptext.stderr:
-            self.skipTest("this slotd has no --enable-hash-slot-migration flag")
         self.start_cluster(extra_args=["--enable-hash-slot-migration", "1"])
         tc.wait_for("converged", self.converged)
         eps = self.endpoints()

@@ -294,8 +294,9 @@ class TaskTest(tc.ControllerClusterCase):
         self.assertIn(target, self.group(4)["desired_peers"])
 
     def test_forged_catch_up_proof_promotes_nothing(self):
-        """A task_advance with a made-up catch-up proof (the target is down, it has nothing)
-        moves the task to promote, but the group leader promotes on its own progress only: the
+        """A task_advance with a made-up catch-up proof (the target is down, it has nothing),
+        sent with a valid node identity, is refused by the controller leader with
+        FAILED_PRECONDITION naming the fact it observed itself: the task stays at catch_up, the
         down target never becomes a voter, the group keeps taking writes, and the task fails at
         the phase timeout with the membership as it was."""
         self.start_cluster(extra_args=["--task-phase-timeout-ms", "4000"])
@@ -316,10 +317,15 @@ class TaskTest(tc.ControllerClusterCase):
                             "learners": [target], "leader": leader, "commit": 10 ** 6,
                             "target_match": 10 ** 6}}
         # Sent as node 3 with the cluster secret: a valid node identity carrying a forged proof.
-        self.nodes[2].peer_call("/slotd.internal.v1.Peer/ControllerCommand",
-                                controller_command_request(json.dumps(forged).encode()), node=3)
-        tc.wait_for("the forged proof moved the task to promote",
-                    lambda: task_status(self.nodes[1], task_id).phase == "promote")
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.nodes[2].peer_call("/slotd.internal.v1.Peer/ControllerCommand",
+                                    controller_command_request(json.dumps(forged).encode()),
+                                    node=3)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.FAILED_PRECONDITION,
+                         ctx.exception.details())
+        self.assertIn("group 4: node %d" % target, ctx.exception.details())
+        self.assertIn("observed by the controller leader", ctx.exception.details())
+        self.assertEqual(task_status(self.nodes[1], task_id).phase, "catch_up")
         writer = Writer([s for i, s in self.nodes.items() if i != target],
                         h.expected_hash_slot_table(tc.SLOT_GROUPS), 4, seed=17).start()
         deadline = time.monotonic() + 3
@@ -329,7 +335,7 @@ class TaskTest(tc.ControllerClusterCase):
             time.sleep(0.2)
         t, _ = self.wait_task(task_id, status="failed", timeout=40)
         writer.finish()
-        self.assertEqual(t.phase, "promote", t)
+        self.assertEqual(t.phase, "catch_up", t)
         r = [x for x in tc.route(self.nodes[source]).groups if x.group_id == 4][0]
         self.assertEqual(sorted(r.voters), sorted(g["desired_peers"]))
         self.assertEqual(self.group(4)["desired_peers"], g["desired_peers"])

@@ -21,6 +21,8 @@
 #define ADMIN_METHOD_DRAIN "/slotd.v1.Admin/DrainNode"
 #define ADMIN_METHOD_RETRY "/slotd.v1.Admin/RetryTask"
 #define ADMIN_METHOD_MIGRATE "/slotd.v1.Admin/MigrateHashSlots"
+#define ADMIN_METHOD_SET_FEATURE "/slotd.v1.Admin/SetFeature"
+#define ADMIN_FEATURE_NAME_MAX 64
 #define ADMIN_CHECKSUM_LEN_MAX 15
 #define ADMIN_GRPC_ABORTED 10
 
@@ -368,6 +370,22 @@ int slotd__admin_write_encode(const struct slotd_admin_write *w, uint8_t *buf, s
         r.node_id = w->node_id;
         r.expected_revision = w->expected_revision;
         *len = slotd__v1__activate_node_request__pack(&r, buf);
+        return SLOTD_CLIENT_OK;
+    }
+    case SLOTD_ADMIN_SET_FEATURE: {
+        *method = ADMIN_METHOD_SET_FEATURE;
+        *op = "set feature";
+        if (!w->feature || !*w->feature || strlen(w->feature) > ADMIN_FEATURE_NAME_MAX) {
+            snprintf(st->message, sizeof(st->message), "feature must be 1..%d bytes",
+                     ADMIN_FEATURE_NAME_MAX);
+            snprintf(st->field, sizeof(st->field), "feature");
+            return SLOTD_CLIENT_EINVAL;
+        }
+        Slotd__V1__SetFeatureRequest r = SLOTD__V1__SET_FEATURE_REQUEST__INIT;
+        r.name = (char *)w->feature;
+        r.enabled = w->enabled;
+        r.expected_revision = w->expected_revision;
+        *len = slotd__v1__set_feature_request__pack(&r, buf);
         return SLOTD_CLIENT_OK;
     }
     case SLOTD_ADMIN_SET_PREFERRED_LEADER: {

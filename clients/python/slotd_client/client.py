@@ -27,6 +27,7 @@ in turn, skipping one that is down or UNAVAILABLE; a min_revision failure is rai
 Failures raise ``SlotdError`` (gRPC code, decoded ErrorDetail, address, attempts).
 """
 
+import json
 import os
 import sys
 import threading
@@ -573,6 +574,17 @@ class Client:
             passes=1 + self.max_retries)
         self.observe_revision(response.revision)
         return response
+
+    def set_feature(self, name, enabled):
+        """Admin.SetFeature: a switch in the replicated cluster state (name "hash_slot_migration"),
+        honoured by every node. Returns the AdminWriteResponse (OUTCOME_NOOP when already so)."""
+        return self.admin("SetFeature", admin_pb.SetFeatureRequest(name=name, enabled=enabled))
+
+    def features(self):
+        """The cluster state's features as a dict ({"hash_slot_migration": False}), from the
+        node answering cluster_state() (a state written before features existed: {})."""
+        state = json.loads(self.cluster_state().state_json)
+        return dict(state.get("features", {}))
 
 
 class _TokenInterceptor(grpc.UnaryUnaryClientInterceptor):

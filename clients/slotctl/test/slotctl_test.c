@@ -95,7 +95,7 @@ static void test_parse_admin_errors(void)
         {{"slotctl", "get", "k", "--node-id", "1", NULL}, "--node-id: only for join, activate"},
         {{"slotctl", "put", "k", "v", "--expected-revision", "3", NULL},
          "--expected-revision: only for transfer-leader, join, activate, move-replica, drain, "
-         "promote, retry, migrate-slots"},
+         "promote, retry, migrate-slots, feature"},
         {{"slotctl", "activate", "--node-id", "4", "extra", NULL},
          "activate: takes 0 arguments, got 1"},
     };
@@ -299,6 +299,15 @@ static void test_parse_task_commands(void)
     static const uint32_t want[] = {3, 7, 10, 11, 12};
     CU_ASSERT_EQUAL(memcmp(a.hash_slots, want, sizeof(want)), 0);
 
+    CU_ASSERT_EQUAL(parse(ARGV("feature", "list"), &a, err, sizeof(err)), SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_FEATURE);
+    CU_ASSERT_EQUAL(
+        parse(ARGV("feature", "set", "hash_slot_migration", "on", "--expected-revision", "9"), &a,
+              err, sizeof(err)),
+        SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.pos_count, 3);
+    CU_ASSERT_EQUAL(a.expected_revision, 9);
+
     CU_ASSERT_EQUAL(parse(ARGV("task", "status"), &a, err, sizeof(err)), SLOTCTL_EXIT_OK);
     CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_TASK_STATUS);
     CU_ASSERT_EQUAL(a.task_id, 0);
@@ -376,6 +385,13 @@ static void test_parse_task_errors(void)
          "--interval-ms: '49' is not an integer in 50..60000"},
         {{"slotctl", "task", "status", "--task", "3", NULL}, "--task: only for retry"},
         {{"slotctl", "get", "k", "--watch", NULL}, "--watch: only for task status"},
+        {{"slotctl", "feature", NULL}, "feature: usage: feature list | feature set NAME on|off"},
+        {{"slotctl", "feature", "set", "hash_slot_migration", "yes", NULL},
+         "feature: usage: feature list | feature set NAME on|off"},
+        {{"slotctl", "feature", "list", "--expected-revision", "3", NULL},
+         "--expected-revision: only for feature set"},
+        {{"slotctl", "feature", "list", "--wait", "3", NULL},
+         "--wait: only for transfer-leader, move-replica, drain, promote, retry, migrate-slots"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct slotctl_args a;

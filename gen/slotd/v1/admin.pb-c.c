@@ -412,6 +412,51 @@ void   slotd__v1__auth_list_response__free_unpacked
   assert(message->base.descriptor == &slotd__v1__auth_list_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__v1__set_feature_request__init
+                     (Slotd__V1__SetFeatureRequest         *message)
+{
+  static const Slotd__V1__SetFeatureRequest init_value = SLOTD__V1__SET_FEATURE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__set_feature_request__get_packed_size
+                     (const Slotd__V1__SetFeatureRequest *message)
+{
+  assert(message->base.descriptor == &slotd__v1__set_feature_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__set_feature_request__pack
+                     (const Slotd__V1__SetFeatureRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__set_feature_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__set_feature_request__pack_to_buffer
+                     (const Slotd__V1__SetFeatureRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__set_feature_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__SetFeatureRequest *
+       slotd__v1__set_feature_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__SetFeatureRequest *)
+     protobuf_c_message_unpack (&slotd__v1__set_feature_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__set_feature_request__free_unpacked
+                     (Slotd__V1__SetFeatureRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__set_feature_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__v1__move_replica_request__init
                      (Slotd__V1__MoveReplicaRequest         *message)
 {
@@ -1702,6 +1747,84 @@ const ProtobufCMessageDescriptor slotd__v1__auth_list_response__descriptor =
   slotd__v1__auth_list_response__field_indices_by_name,
   1,  slotd__v1__auth_list_response__number_ranges,
   (ProtobufCMessageInit) slotd__v1__auth_list_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__set_feature_request__field_descriptors[4] =
+{
+  {
+    "name",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SetFeatureRequest, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "enabled",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SetFeatureRequest, enabled),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expected_revision",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SetFeatureRequest, expected_revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "no_forward",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SetFeatureRequest, no_forward),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__set_feature_request__field_indices_by_name[] = {
+  1,   /* field[1] = enabled */
+  2,   /* field[2] = expected_revision */
+  0,   /* field[0] = name */
+  3,   /* field[3] = no_forward */
+};
+static const ProtobufCIntRange slotd__v1__set_feature_request__number_ranges[2 + 1] =
+{
+  { 1, 0 },
+  { 15, 3 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor slotd__v1__set_feature_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.SetFeatureRequest",
+  "SetFeatureRequest",
+  "Slotd__V1__SetFeatureRequest",
+  "slotd.v1",
+  sizeof(Slotd__V1__SetFeatureRequest),
+  4,
+  slotd__v1__set_feature_request__field_descriptors,
+  slotd__v1__set_feature_request__field_indices_by_name,
+  2,  slotd__v1__set_feature_request__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__set_feature_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor slotd__v1__move_replica_request__field_descriptors[5] =
@@ -3003,7 +3126,7 @@ const ProtobufCEnumDescriptor slotd__v1__outcome__descriptor =
   slotd__v1__outcome__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[16] =
+static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[17] =
 {
   { "ClusterState", &slotd__v1__cluster_state_request__descriptor, &slotd__v1__cluster_state_response__descriptor },
   { "ControllerStatus", &slotd__v1__controller_status_request__descriptor, &slotd__v1__controller_status_response__descriptor },
@@ -3017,6 +3140,7 @@ static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[16] 
   { "DrainNode", &slotd__v1__drain_node_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "RetryTask", &slotd__v1__retry_task_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "MigrateHashSlots", &slotd__v1__migrate_hash_slots_request__descriptor, &slotd__v1__admin_write_response__descriptor },
+  { "SetFeature", &slotd__v1__set_feature_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "Authenticate", &slotd__v1__authenticate_request__descriptor, &slotd__v1__authenticate_response__descriptor },
   { "UserWrite", &slotd__v1__user_write_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "RoleWrite", &slotd__v1__role_write_request__descriptor, &slotd__v1__admin_write_response__descriptor },
@@ -3024,8 +3148,8 @@ static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[16] 
 };
 const unsigned slotd__v1__admin__method_indices_by_name[] = {
   3,        /* ActivateNode */
-  15,        /* AuthList */
-  12,        /* Authenticate */
+  16,        /* AuthList */
+  13,        /* Authenticate */
   0,        /* ClusterState */
   1,        /* ControllerStatus */
   9,        /* DrainNode */
@@ -3035,10 +3159,11 @@ const unsigned slotd__v1__admin__method_indices_by_name[] = {
   8,        /* PromoteControllerVoter */
   5,        /* ReportHealth */
   10,        /* RetryTask */
-  14,        /* RoleWrite */
+  15,        /* RoleWrite */
+  12,        /* SetFeature */
   4,        /* SetPreferredLeader */
   7,        /* TransferLeader */
-  13         /* UserWrite */
+  14         /* UserWrite */
 };
 const ProtobufCServiceDescriptor slotd__v1__admin__descriptor =
 {
@@ -3047,7 +3172,7 @@ const ProtobufCServiceDescriptor slotd__v1__admin__descriptor =
   "Admin",
   "Slotd__V1__Admin",
   "slotd.v1",
-  16,
+  17,
   slotd__v1__admin__method_descriptors,
   slotd__v1__admin__method_indices_by_name
 };
@@ -3147,13 +3272,21 @@ void slotd__v1__admin__migrate_hash_slots(ProtobufCService *service,
   assert(service->descriptor == &slotd__v1__admin__descriptor);
   service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void slotd__v1__admin__set_feature(ProtobufCService *service,
+                                   const Slotd__V1__SetFeatureRequest *input,
+                                   Slotd__V1__AdminWriteResponse_Closure closure,
+                                   void *closure_data)
+{
+  assert(service->descriptor == &slotd__v1__admin__descriptor);
+  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void slotd__v1__admin__authenticate(ProtobufCService *service,
                                     const Slotd__V1__AuthenticateRequest *input,
                                     Slotd__V1__AuthenticateResponse_Closure closure,
                                     void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__user_write(ProtobufCService *service,
                                   const Slotd__V1__UserWriteRequest *input,
@@ -3161,7 +3294,7 @@ void slotd__v1__admin__user_write(ProtobufCService *service,
                                   void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__role_write(ProtobufCService *service,
                                   const Slotd__V1__RoleWriteRequest *input,
@@ -3169,7 +3302,7 @@ void slotd__v1__admin__role_write(ProtobufCService *service,
                                   void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__auth_list(ProtobufCService *service,
                                  const Slotd__V1__AuthListRequest *input,
@@ -3177,7 +3310,7 @@ void slotd__v1__admin__auth_list(ProtobufCService *service,
                                  void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
                              Slotd__V1__Admin_ServiceDestroy destroy)

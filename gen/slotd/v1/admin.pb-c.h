@@ -24,6 +24,7 @@ typedef struct Slotd__V1__AuthListRequest Slotd__V1__AuthListRequest;
 typedef struct Slotd__V1__AuthUser Slotd__V1__AuthUser;
 typedef struct Slotd__V1__AuthRole Slotd__V1__AuthRole;
 typedef struct Slotd__V1__AuthListResponse Slotd__V1__AuthListResponse;
+typedef struct Slotd__V1__SetFeatureRequest Slotd__V1__SetFeatureRequest;
 typedef struct Slotd__V1__MoveReplicaRequest Slotd__V1__MoveReplicaRequest;
 typedef struct Slotd__V1__TransferLeaderRequest Slotd__V1__TransferLeaderRequest;
 typedef struct Slotd__V1__PromoteControllerVoterRequest Slotd__V1__PromoteControllerVoterRequest;
@@ -233,6 +234,22 @@ struct  Slotd__V1__AuthListResponse
 #define SLOTD__V1__AUTH_LIST_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__auth_list_response__descriptor) \
     , 0, 0,NULL, 0,NULL, 0 }
+
+
+struct  Slotd__V1__SetFeatureRequest
+{
+  ProtobufCMessage base;
+  /*
+   * "hash_slot_migration" (INVALID_ARGUMENT names the known features otherwise).
+   */
+  char *name;
+  protobuf_c_boolean enabled;
+  uint64_t expected_revision;
+  protobuf_c_boolean no_forward;
+};
+#define SLOTD__V1__SET_FEATURE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__set_feature_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, 0 }
 
 
 struct  Slotd__V1__MoveReplicaRequest
@@ -687,6 +704,25 @@ Slotd__V1__AuthListResponse *
 void   slotd__v1__auth_list_response__free_unpacked
                      (Slotd__V1__AuthListResponse *message,
                       ProtobufCAllocator *allocator);
+/* Slotd__V1__SetFeatureRequest methods */
+void   slotd__v1__set_feature_request__init
+                     (Slotd__V1__SetFeatureRequest         *message);
+size_t slotd__v1__set_feature_request__get_packed_size
+                     (const Slotd__V1__SetFeatureRequest   *message);
+size_t slotd__v1__set_feature_request__pack
+                     (const Slotd__V1__SetFeatureRequest   *message,
+                      uint8_t             *out);
+size_t slotd__v1__set_feature_request__pack_to_buffer
+                     (const Slotd__V1__SetFeatureRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__SetFeatureRequest *
+       slotd__v1__set_feature_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__set_feature_request__free_unpacked
+                     (Slotd__V1__SetFeatureRequest *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__V1__MoveReplicaRequest methods */
 void   slotd__v1__move_replica_request__init
                      (Slotd__V1__MoveReplicaRequest         *message);
@@ -1001,6 +1037,9 @@ typedef void (*Slotd__V1__AuthRole_Closure)
 typedef void (*Slotd__V1__AuthListResponse_Closure)
                  (const Slotd__V1__AuthListResponse *message,
                   void *closure_data);
+typedef void (*Slotd__V1__SetFeatureRequest_Closure)
+                 (const Slotd__V1__SetFeatureRequest *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__MoveReplicaRequest_Closure)
                  (const Slotd__V1__MoveReplicaRequest *message,
                   void *closure_data);
@@ -1101,6 +1140,10 @@ struct Slotd__V1__Admin_Service
                              const Slotd__V1__MigrateHashSlotsRequest *input,
                              Slotd__V1__AdminWriteResponse_Closure closure,
                              void *closure_data);
+  void (*set_feature)(Slotd__V1__Admin_Service *service,
+                      const Slotd__V1__SetFeatureRequest *input,
+                      Slotd__V1__AdminWriteResponse_Closure closure,
+                      void *closure_data);
   void (*authenticate)(Slotd__V1__Admin_Service *service,
                        const Slotd__V1__AuthenticateRequest *input,
                        Slotd__V1__AuthenticateResponse_Closure closure,
@@ -1137,6 +1180,7 @@ void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
       function_prefix__ ## drain_node,\
       function_prefix__ ## retry_task,\
       function_prefix__ ## migrate_hash_slots,\
+      function_prefix__ ## set_feature,\
       function_prefix__ ## authenticate,\
       function_prefix__ ## user_write,\
       function_prefix__ ## role_write,\
@@ -1189,6 +1233,10 @@ void slotd__v1__admin__migrate_hash_slots(ProtobufCService *service,
                                           const Slotd__V1__MigrateHashSlotsRequest *input,
                                           Slotd__V1__AdminWriteResponse_Closure closure,
                                           void *closure_data);
+void slotd__v1__admin__set_feature(ProtobufCService *service,
+                                   const Slotd__V1__SetFeatureRequest *input,
+                                   Slotd__V1__AdminWriteResponse_Closure closure,
+                                   void *closure_data);
 void slotd__v1__admin__authenticate(ProtobufCService *service,
                                     const Slotd__V1__AuthenticateRequest *input,
                                     Slotd__V1__AuthenticateResponse_Closure closure,
@@ -1220,6 +1268,7 @@ extern const ProtobufCMessageDescriptor slotd__v1__auth_list_request__descriptor
 extern const ProtobufCMessageDescriptor slotd__v1__auth_user__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__auth_role__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__auth_list_response__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__set_feature_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__move_replica_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__transfer_leader_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__promote_controller_voter_request__descriptor;

@@ -19,8 +19,8 @@ const char *ctl_test_expect(struct ctl_state *s, char *cmd, enum ctl_outcome wan
 void ctl_test_check(struct ctl_state *s, char *cmd, enum ctl_outcome want, const char *reason);
 
 /* A bootstrapped state: nodes 1..3 (controller voters) and 4..5 (joined data nodes, active),
- * config {slot_groups, replicas 3, bootstrap_expect 3}, placement made, one health report and
- * two tasks. Caller frees with free(). */
+ * config {slot_groups, replicas 3, bootstrap_expect 3}, features.hash_slot_migration on (set by
+ * the bootstrap), placement made, one health report and two tasks. Caller frees with free(). */
 struct ctl_state *ctl_test_fixture(uint32_t slot_groups);
 
 /* Canonical encoding; asserts success. Caller frees with ctl_free(). */
@@ -39,5 +39,6 @@ void ctl_test_add_apply(void);
 void ctl_test_add_placement_file(void);
 void ctl_test_add_task(void);
 void ctl_test_add_auth(void);
+void ctl_test_add_vet(void);
 
 #endif

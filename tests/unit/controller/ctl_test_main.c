@@ -70,8 +70,11 @@ struct ctl_state *ctl_test_fixture(uint32_t slot_groups)
     struct ctl_cmd_node nodes[] = {
         {3, "10.0.0.3:7700", 0}, {1, "10.0.0.1:7700", 0}, {2, "10.0.0.2:7700", 200}};
     char *c;
-    ctl_test_expect(s, cmd_or_die(ctl_cmd_bootstrap("test-cluster", &cfg, nodes, 3, 0, &c), &c),
-                    CTL_OUTCOME_CHANGED);
+    /* hash-slot migration on from the bootstrap (the switch itself: migration_test.c) */
+    struct ctl_features on = {.hash_slot_migration = true};
+    ctl_test_expect(
+        s, cmd_or_die(ctl_cmd_bootstrap_features("test-cluster", &cfg, &on, nodes, 3, 0, &c), &c),
+        CTL_OUTCOME_CHANGED);
     for (uint64_t id = 4; id <= 5; id++) {
         char addr[32];
         snprintf(addr, sizeof(addr), "10.0.0.%llu:7700", (unsigned long long)id);
@@ -166,6 +169,7 @@ int main(void)
     ctl_test_add_placement_file();
     ctl_test_add_task();
     ctl_test_add_auth();
+    ctl_test_add_vet();
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     int failed = CU_get_number_of_tests_failed() != 0 || CU_get_error() != CUE_SUCCESS;

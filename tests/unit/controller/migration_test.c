@@ -119,7 +119,9 @@ static void test_create_rejects(void)
     ctl_state_init(bare);
     struct ctl_config cfg = {.slot_groups = 4, .replicas = 3, .bootstrap_expect = 5};
     struct ctl_cmd_node boot[] = {{1, "10.0.0.1:7700", 0}};
-    expect(bare, OK(ctl_cmd_bootstrap("bare", &cfg, boot, 1, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    struct ctl_features on = {.hash_slot_migration = true};
+    expect(bare, OK(ctl_cmd_bootstrap_features("bare", &cfg, &on, boot, 1, 0, cmd)),
+           CTL_OUTCOME_CHANGED, "");
     CU_ASSERT_EQUAL(bare->table.version, 0);
     expect(bare, migrate_cmd(mid, 1, 2, 1), CTL_OUTCOME_REJECTED,
            "hash_slots: no hash-slot table yet (version 0, placement not made)");
@@ -431,6 +433,87 @@ static void expect_invalid(const struct ctl_state *s, const char *want)
     CU_ASSERT_STRING_EQUAL(err, want);
 }
 
+/* The switch lives in the state: set_feature turns it on/off (noop when so, unknown names
+ * rejected); off refuses create, the fence and copy advances and a retry, never the release that
+ * finishes a switch already made; a state without "features" decodes with every feature off. */
+static void test_feature_switch(void)
+{
+    struct ctl_state *s = task_fixture(4);
+    char *cmd[1];
+    uint32_t slots[1] = {30};
+    CU_ASSERT_TRUE(s->features.hash_slot_migration);
+    expect(s, OK(ctl_cmd_set_feature("hash_slot_migration", true, 0, cmd)), CTL_OUTCOME_NOOP,
+           "feature hash_slot_migration is already on");
+    expect(s, OK(ctl_cmd_set_feature("warp_drive", true, 0, cmd)), CTL_OUTCOME_REJECTED,
+           "name: \"warp_drive\" is not a feature (known: hash_slot_migration)");
+    char *not_bool = strdup("{\"op\":\"set_feature\",\"name\":\"hash_slot_migration\","
+                            "\"enabled\":1}"); /* ctl_test_check frees it */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(not_bool);
+    expect(s, not_bool, CTL_OUTCOME_REJECTED, "enabled: expected true or false");
+    expect(s, OK(ctl_cmd_set_feature("hash_slot_migration", false, 0, cmd)), CTL_OUTCOME_CHANGED,
+           "");
+    CU_ASSERT_FALSE(s->features.hash_slot_migration);
+    char *json = ctl_test_encode(s);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"features\":{\"hash_slot_migration\":false}"));
+    ctl_free(json);
+    expect(s, migrate_cmd(slots, 1, 2, 5), CTL_OUTCOME_REJECTED,
+           "hash-slot migration is off in the cluster state (Admin.SetFeature");
+    /* On: a migration starts; off again: its fence and copy advances are refused. */
+    expect(s, OK(ctl_cmd_set_feature("hash_slot_migration", true, 0, cmd)), CTL_OUTCOME_CHANGED,
+           "");
+    uint64_t id = migrate(s, slots, 1, 2, 6);
+    const struct ctl_task *t = ctl_state_task(s, id);
+    expect(s, OK(ctl_cmd_set_feature("hash_slot_migration", false, 0, cmd)), CTL_OUTCOME_CHANGED,
+           "");
+    struct ctl_task_proof p = mproof(9, 1);
+    expect(s, task_advance_cmd(s, id, &p, 7), CTL_OUTCOME_REJECTED, "hash-slot migration is off");
+    CU_ASSERT_EQUAL(t->phase_index, CTL_PHASE_MIGRATION_FENCE);
+    expect(s, OK(ctl_cmd_set_feature("hash_slot_migration", true, 0, cmd)), CTL_OUTCOME_CHANGED,
+           "");
+    expect(s, task_advance_cmd(s, id, &p, 8), CTL_OUTCOME_CHANGED, "");
+    expect(s, OK(ctl_cmd_set_feature("hash_slot_migration", false, 0, cmd)), CTL_OUTCOME_CHANGED,
+           "");
+    p = mproof(4, 2);
+    expect(s, task_advance_cmd(s, id, &p, 9), CTL_OUTCOME_REJECTED, "hash-slot migration is off");
+    expect_table(s, FIXTURE_TABLE);
+    /* failed in copy, retried while off: refused */
+    expect(s, OK(ctl_cmd_task_fail(id, 1, 1, "copy: timeout", 10, 0, cmd)), CTL_OUTCOME_CHANGED,
+           "");
+    expect(s, OK(ctl_cmd_task_retry(id, 11, 0, cmd)), CTL_OUTCOME_REJECTED,
+           "hash-slot migration is off");
+    /* on again: retried, fenced, copied (switch), then off: the release still completes */
+    expect(s, OK(ctl_cmd_set_feature("hash_slot_migration", true, 0, cmd)), CTL_OUTCOME_CHANGED,
+           "");
+    expect(s, OK(ctl_cmd_task_retry(id, 12, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    p = mproof(20, 1);
+    expect(s, task_advance_cmd(s, id, &p, 13), CTL_OUTCOME_CHANGED, "");
+    p = mproof(5, 2);
+    expect(s, task_advance_cmd(s, id, &p, 14), CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_EQUAL(t->phase_index, CTL_PHASE_MIGRATION_RELEASE);
+    expect(s, OK(ctl_cmd_set_feature("hash_slot_migration", false, 0, cmd)), CTL_OUTCOME_CHANGED,
+           "");
+    p = mproof(21, 1);
+    expect(s, task_advance_cmd(s, id, &p, 15), CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_EQUAL(t->status, CTL_TASK_DONE);
+    /* A state encoded before "features" existed decodes with the feature off. */
+    struct ctl_state *old = malloc(sizeof(*old));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(old);
+    s->features.hash_slot_migration = true;
+    json = ctl_test_encode(s);
+    json_t *root = json_loads(json, 0, NULL);
+    ctl_free(json);
+    json_object_del(root, "features");
+    char err[256];
+    CU_ASSERT_EQUAL(ctl_test_decode_json(root, 1, old, err, sizeof(err)), CTL_OK);
+    CU_ASSERT_FALSE(old->features.hash_slot_migration);
+    json_object_set_new(root, "features", json_pack("{s:i}", "hash_slot_migration", 1));
+    CU_ASSERT_EQUAL(ctl_test_decode_json(root, 1, old, err, sizeof(err)), CTL_EDECODE);
+    CU_ASSERT_STRING_EQUAL(err, "features.hash_slot_migration: expected true or false");
+    json_decref(root);
+    free(old);
+    free(s);
+}
+
 static void test_validation(void)
 {
     struct ctl_state *s = task_fixture(4), *v = malloc(sizeof(*v));
@@ -650,6 +733,8 @@ void ctl_test_add_migration(void)
     CU_add_test(s, "stale fences are noops, proofs need config_index and leader",
                 test_fences_and_proofs);
     CU_add_test(s, "task_fail and task_retry by phase", test_fail_and_retry);
+    CU_add_test(s, "the replicated switch: set_feature, off refuses, release completes",
+                test_feature_switch);
     CU_add_test(s, "validation: table agrees with active migrations", test_validation);
     CU_add_test(s, "migration tasks round-trip", test_round_trip);
     CU_add_test(s, "decode rejects bad migration fields", test_decode_rejects);

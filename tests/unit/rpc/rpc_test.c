@@ -451,6 +451,9 @@ struct fixture {
 
 static struct fixture fx;
 
+/* Connection limits the next fixture_up gives its server (0: the defaults). */
+static size_t fixture_streams_per_conn, fixture_connections;
+
 static int fixture_up(struct fixture *f, size_t max_inflight, unsigned cq_threads)
 {
     memset(f, 0, sizeof(*f));
@@ -466,6 +469,8 @@ static int fixture_up(struct fixture *f, size_t max_inflight, unsigned cq_thread
     o.max_inflight_calls = max_inflight;
     o.max_request_bytes = 1024;
     o.cq_threads = cq_threads;
+    o.max_streams_per_conn = fixture_streams_per_conn;
+    o.max_connections = fixture_connections;
     if (rpc_server_new(&o, &f->server) != SLOTD_OK) {
         return -1;
     }
@@ -622,6 +627,78 @@ static void test_inflight_limit(void)
     c = unary(&fx.client, "/test.Echo/Echo", "c", 1);
     CU_ASSERT_EQUAL(c->status, GRPC_STATUS_OK);
     ccall_free(c);
+}
+
+/* Asserts c finished RESOURCE_EXHAUSTED (QUEUE_FULL with a retry hint) naming limit; frees c. */
+static void expect_exhausted(struct ccall *c, const char *limit)
+{
+    CU_ASSERT_EQUAL(c->status, GRPC_STATUS_RESOURCE_EXHAUSTED);
+    if (strstr(c->message, limit) == NULL) {
+        fprintf(stderr, "\n  message \"%s\", want \"%s\"\n", c->message, limit);
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(c->message, limit));
+    Google__Rpc__Status *st = NULL;
+    Slotd__V1__ErrorDetail *d = ccall_detail(c, &st);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    CU_ASSERT_EQUAL(d->code, SLOTD__V1__ERROR_CODE__ERROR_CODE_QUEUE_FULL);
+    CU_ASSERT_EQUAL(d->retry_after_ms, RPC_QUEUE_FULL_RETRY_MS);
+    slotd__v1__error_detail__free_unpacked(d, NULL);
+    google__rpc__status__free_unpacked(st, NULL);
+    ccall_free(c);
+}
+
+/* max_streams_per_conn 2, max_connections 2: a third call on a connection holding two is refused
+ * while another connection is served; a third connection is refused while the two are served;
+ * released calls free their connection's slots. */
+static void test_connection_limits(void)
+{
+    struct fixture f;
+    fixture_streams_per_conn = 2;
+    fixture_connections = 2;
+    int rc = fixture_up(&f, 100, 1);
+    fixture_streams_per_conn = fixture_connections = 0;
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    struct ccall *a = ccall_start(&f.client, "/test.Echo/Hold", "a", 1, WAIT_MS);
+    struct ccall *b = ccall_start(&f.client, "/test.Echo/Hold", "b", 1, WAIT_MS);
+    CU_ASSERT_FATAL(wait_held(&f.hold, 2));
+    expect_exhausted(unary(&f.client, "/test.Echo/Echo", "c", 1),
+                     "calls in flight on this connection");
+    CU_ASSERT_EQUAL(hold_count(&f.hold), 2);
+    CU_ASSERT_EQUAL(rpc_server_inflight(f.server), 2);
+
+    struct client other, third;
+    client_open(&other, f.port);
+    client_open(&third, f.port);
+    struct ccall *c = unary(&other, "/test.Echo/Echo", "o", 1);
+    CU_ASSERT_EQUAL(c->status, GRPC_STATUS_OK);
+    ccall_free(c);
+    CU_ASSERT_EQUAL(rpc_server_connections(f.server), 2);
+    expect_exhausted(unary(&third, "/test.Echo/Echo", "t", 1),
+                     "2 connections served, the limit is 2 (max_connections)");
+    c = unary(&other, "/test.Echo/Echo", "o", 1); /* the served ones keep being served */
+    CU_ASSERT_EQUAL(c->status, GRPC_STATUS_OK);
+    ccall_free(c);
+
+    hold_release(&f.hold, NULL);
+    CU_ASSERT(ccall_wait(&f.client, a));
+    CU_ASSERT(ccall_wait(&f.client, b));
+    CU_ASSERT_EQUAL(a->status, GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(b->status, GRPC_STATUS_OK);
+    ccall_free(a);
+    ccall_free(b);
+    for (int i = 0; i < 2; i++) { /* both slots of the first connection are free again */
+        a = ccall_start(&f.client, "/test.Echo/Hold", "a", 1, WAIT_MS);
+        b = ccall_start(&f.client, "/test.Echo/Hold", "b", 1, WAIT_MS);
+        CU_ASSERT_FATAL(wait_held(&f.hold, 2));
+        hold_release(&f.hold, NULL);
+        CU_ASSERT(ccall_wait(&f.client, a) && a->status == GRPC_STATUS_OK);
+        CU_ASSERT(ccall_wait(&f.client, b) && b->status == GRPC_STATUS_OK);
+        ccall_free(a);
+        ccall_free(b);
+    }
+    client_close(&other);
+    client_close(&third);
+    fixture_down(&f);
 }
 
 static void test_oversized_request(void)
@@ -1034,6 +1111,8 @@ int main(void)
     CU_add_test(down, "shutdown with calls in flight", test_shutdown_in_flight);
     CU_add_test(down, "bounded load, 32 in flight", test_load);
     CU_add_test(down, "start failure", test_start_failure);
+    CU_add_test(down, "max_streams_per_conn, max_connections -> RESOURCE_EXHAUSTED",
+                test_connection_limits);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     int failed = CU_get_number_of_tests_failed() != 0;

@@ -392,6 +392,7 @@ enum slotd_admin_kind {
     SLOTD_ADMIN_DRAIN_NODE,               /* node_id */
     SLOTD_ADMIN_RETRY_TASK,               /* task_id */
     SLOTD_ADMIN_MIGRATE_HASH_SLOTS,       /* hash_slots[0..hash_slot_count), to_group */
+    SLOTD_ADMIN_SET_FEATURE,              /* feature, enabled (Admin/SetFeature) */
 };
 
 /* One Admin command. Pointers are borrowed for the call. */
@@ -412,6 +413,8 @@ struct slotd_admin_write {
     const uint32_t *hash_slots;
     size_t hash_slot_count;
     uint32_t to_group;
+    const char *feature; /* SET_FEATURE: a cluster-state feature ("hash_slot_migration") */
+    bool enabled;        /* SET_FEATURE */
 };
 
 /* slotd.v1.Outcome values. */

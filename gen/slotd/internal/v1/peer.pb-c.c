@@ -1590,7 +1590,7 @@ const ProtobufCMessageDescriptor slotd__internal__v1__group_status_response__des
   (ProtobufCMessageInit) slotd__internal__v1__group_status_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__internal__v1__group_leader__field_descriptors[7] =
+static const ProtobufCFieldDescriptor slotd__internal__v1__group_leader__field_descriptors[10] =
 {
   {
     "group_id",
@@ -1676,20 +1676,59 @@ static const ProtobufCFieldDescriptor slotd__internal__v1__group_leader__field_d
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "owned",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__GroupLeader, owned),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fenced",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__GroupLeader, fenced),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "migration_task",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__GroupLeader, migration_task),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__internal__v1__group_leader__field_indices_by_name[] = {
   6,   /* field[6] = applied */
   5,   /* field[5] = commit */
+  8,   /* field[8] = fenced */
   0,   /* field[0] = group_id */
   1,   /* field[1] = leader */
   4,   /* field[4] = learners */
+  9,   /* field[9] = migration_task */
+  7,   /* field[7] = owned */
   2,   /* field[2] = term */
   3,   /* field[3] = voters */
 };
 static const ProtobufCIntRange slotd__internal__v1__group_leader__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor slotd__internal__v1__group_leader__descriptor =
 {
@@ -1699,7 +1738,7 @@ const ProtobufCMessageDescriptor slotd__internal__v1__group_leader__descriptor =
   "Slotd__Internal__V1__GroupLeader",
   "slotd.internal.v1",
   sizeof(Slotd__Internal__V1__GroupLeader),
-  7,
+  10,
   slotd__internal__v1__group_leader__field_descriptors,
   slotd__internal__v1__group_leader__field_indices_by_name,
   1,  slotd__internal__v1__group_leader__number_ranges,

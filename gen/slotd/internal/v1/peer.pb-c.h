@@ -255,10 +255,18 @@ struct  Slotd__Internal__V1__GroupLeader
   uint64_t *learners;
   uint64_t commit;
   uint64_t applied;
+  /*
+   * The replica's applied hash-slot state (256-bit bitmaps, bit s % 8 of byte s / 8): the slots
+   * it owns and the ones fenced for a migration, and the task of its last migration fence or
+   * copy. The controller leader checks migration phases against its leader's answer.
+   */
+  ProtobufCBinaryData owned;
+  ProtobufCBinaryData fenced;
+  uint64_t migration_task;
 };
 #define SLOTD__INTERNAL__V1__GROUP_LEADER__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__group_leader__descriptor) \
-    , 0, 0, 0, 0,NULL, 0,NULL, 0, 0 }
+    , 0, 0, 0, 0,NULL, 0,NULL, 0, 0, {0,NULL}, {0,NULL}, 0 }
 
 
 /* Slotd__Internal__V1__ForwardRequest methods */

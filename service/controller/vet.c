@@ -1,0 +1,327 @@
+/* vet.c - ctl_vet(): a task_advance checked on the controller leader against the facts it observed
+ * itself, and rebuilt with those facts as its proof, before it is proposed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define ULL(v) ((unsigned long long)(v))
+
+struct vet {
+    const struct ctl_state *s;
+    ctl_observe_cb observe;
+    void *arg;
+    uint64_t observer, max_age_ms;
+    char *why;
+    size_t whylen;
+};
+
+static const char *fmt_ids(char *buf, size_t len, const uint64_t *v, uint32_t n)
+{
+    size_t used = (size_t)snprintf(buf, len, "[");
+    for (uint32_t i = 0; i < n && used < len; i++) {
+        used += (size_t)snprintf(buf + used, len - used, "%s%llu", i ? "," : "", ULL(v[i]));
+    }
+    if (used < len) {
+        snprintf(buf + used, len - used, "]");
+    }
+    return buf;
+}
+
+/* " as observed by the controller leader (node N) A ms ago (voters [..], learners [..], leader L)"
+ */
+static void seen(const struct vet *v, const struct ctl_obs_group *g, char *buf, size_t len)
+{
+    char a[96], b[96];
+    snprintf(buf, len,
+             "as observed by the controller leader (node %llu) %llu ms ago (voters %s, learners "
+             "%s, leader %llu)",
+             ULL(v->observer), ULL(g->age_ms), fmt_ids(a, sizeof(a), g->voters, g->n_voters),
+             fmt_ids(b, sizeof(b), g->learners, g->n_learners), ULL(g->leader));
+}
+
+/* The group's facts, fresh enough: true, or false with v->why set. */
+static bool observe_fresh(const struct vet *v, uint32_t gid, struct ctl_obs_group *g)
+{
+    memset(g, 0, sizeof(*g));
+    v->observe(v->arg, gid, g);
+    if (!g->known) {
+        snprintf(v->why, v->whylen,
+                 "group %u: no configuration observed by the controller leader (node %llu)", gid,
+                 ULL(v->observer));
+        return false;
+    }
+    if (g->age_ms > v->max_age_ms) {
+        snprintf(v->why, v->whylen,
+                 "group %u: configuration last observed by the controller leader (node %llu) "
+                 "%llu ms ago, older than %llu ms",
+                 gid, ULL(v->observer), ULL(g->age_ms), ULL(v->max_age_ms));
+        return false;
+    }
+    if (g->n_voters > CTL_REPLICAS_MAX || g->n_learners > CTL_REPLICAS_MAX ||
+        g->n_members > CTL_REPLICAS_MAX * 2) {
+        snprintf(v->why, v->whylen, "group %u: observed configuration has too many members", gid);
+        return false;
+    }
+    return true;
+}
+
+static void proof_of(const struct ctl_obs_group *g, struct ctl_task_proof *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->config_index = g->commit;
+    p->n_voters = g->n_voters;
+    p->n_learners = g->n_learners;
+    memcpy(p->voters, g->voters, g->n_voters * sizeof(p->voters[0]));
+    memcpy(p->learners, g->learners, g->n_learners * sizeof(p->learners[0]));
+    p->leader = g->leader;
+    p->commit = g->commit;
+}
+
+/* Catch-up: node holds what the leader had committed, both observed within the bound. */
+static bool caught_up(const struct vet *v, uint32_t gid, const struct ctl_obs_group *g,
+                      uint64_t node, struct ctl_task_proof *p)
+{
+    const struct ctl_obs_member *m = NULL;
+    for (uint32_t i = 0; i < g->n_members; i++) {
+        m = g->members[i].node == node ? &g->members[i] : m;
+    }
+    if (m == NULL || !m->known) {
+        snprintf(v->why, v->whylen,
+                 "group %u: node %llu: no progress of it observed by the controller leader "
+                 "(node %llu)",
+                 gid, ULL(node), ULL(v->observer));
+        return false;
+    }
+    if (m->age_ms > v->max_age_ms) {
+        snprintf(v->why, v->whylen,
+                 "group %u: node %llu: progress last observed by the controller leader (node "
+                 "%llu) %llu ms ago, older than %llu ms",
+                 gid, ULL(node), ULL(v->observer), ULL(m->age_ms), ULL(v->max_age_ms));
+        return false;
+    }
+    if (m->commit == 0 || m->match < m->commit) {
+        snprintf(v->why, v->whylen,
+                 "group %u: node %llu %s %llu < leader commit %llu as observed by the "
+                 "controller leader (node %llu) %llu ms ago",
+                 gid, ULL(node), m->from_progress ? "holds up to" : "applied", ULL(m->match),
+                 ULL(m->commit), ULL(v->observer), ULL(m->age_ms));
+        return false;
+    }
+    p->commit = m->commit;
+    p->target_match = m->match;
+    return true;
+}
+
+/* node_drain: how many groups' observed configurations still hold node, and how many it leads. */
+static bool drain_facts(const struct vet *v, uint64_t node, uint64_t *held, uint64_t *leading)
+{
+    *held = *leading = 0;
+    for (uint32_t i = 0; i < v->s->n_groups; i++) {
+        struct ctl_obs_group g;
+        uint32_t gid = v->s->groups[i].id;
+        if (!observe_fresh(v, gid, &g)) {
+            return false;
+        }
+        bool in = ctl__set_has(g.voters, g.n_voters, node) ||
+                  ctl__set_has(g.learners, g.n_learners, node);
+        if (in || g.leader == node) {
+            char b[256];
+            seen(v, &g, b, sizeof(b));
+            snprintf(v->why, v->whylen, "group %u: node %llu is still %s %s", gid, ULL(node),
+                     g.leader == node ? "its leader" : "a replica", b);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The first slot of t for which want(bit of bits) fails, or -1. */
+static int slot_failing(const uint8_t *bits, const struct ctl_task *t, bool want)
+{
+    for (uint32_t s = 0; s < CTL_HASH_SLOTS; s++) {
+        if (CTL__SLOT_HAS(t->hash_slots, s) && CTL__SLOT_HAS(bits, s) != want) {
+            return (int)s;
+        }
+    }
+    return -1;
+}
+
+/* What the phase's entry changed in the group's applied hash-slot state, as its leader reported
+ * it: fence: the source fenced every slot; copy (accept): to_group owns every slot; release: the
+ * source holds none of them any more. */
+static bool migration_slots(const struct vet *v, const struct ctl_task *t, uint32_t gid,
+                            const struct ctl_obs_group *g)
+{
+    int bad;
+    const char *fact;
+    if (!g->slots_known) {
+        snprintf(v->why, v->whylen,
+                 "group %u: hash-slot state of leader %llu not observed by the controller leader "
+                 "(node %llu)",
+                 gid, ULL(g->leader), ULL(v->observer));
+        return false;
+    }
+    if (t->phase_index == CTL_PHASE_MIGRATION_FENCE) {
+        bad = slot_failing(g->fenced, t, true);
+        fact = "has not fenced";
+    } else if (t->phase_index == CTL_PHASE_MIGRATION_COPY) {
+        bad = slot_failing(g->owned, t, true);
+        fact = "does not own (the accept entry has not applied there)";
+    } else {
+        bad = slot_failing(g->owned, t, false);
+        fact = "still owns";
+    }
+    if (bad >= 0) {
+        snprintf(v->why, v->whylen,
+                 "group %u: leader %llu %s hash slot %d as observed by the controller leader "
+                 "(node %llu) %llu ms ago",
+                 gid, ULL(g->leader), fact, bad, ULL(v->observer), ULL(g->age_ms));
+        return false;
+    }
+    if (t->phase_index != CTL_PHASE_MIGRATION_RELEASE && g->migration_task != t->id) {
+        snprintf(v->why, v->whylen,
+                 "group %u: leader %llu applied migration task %llu last, not task %llu, as "
+                 "observed by the controller leader (node %llu) %llu ms ago",
+                 gid, ULL(g->leader), ULL(g->migration_task), ULL(t->id), ULL(v->observer),
+                 ULL(g->age_ms));
+        return false;
+    }
+    return true;
+}
+
+/* hash_slot_migration: the phase's entry changed the group's applied hash-slot state as its
+ * observed leader reports it. The entry index a command claims is not used: an executor re-sends
+ * its (idempotent) entry until the advance goes through, so the newest index runs ahead of any
+ * observation; the proof records the leader's observed applied index, which covers the entry. */
+static bool migration_facts(const struct vet *v, const struct ctl_task *t, uint32_t gid,
+                            const struct ctl_obs_group *g, struct ctl_task_proof *p)
+{
+    if (g->leader == 0 || g->leader_applied == 0) {
+        snprintf(v->why, v->whylen,
+                 "group %u: no leader (or its applied index) observed by the controller leader "
+                 "(node %llu) within %llu ms",
+                 gid, ULL(v->observer), ULL(v->max_age_ms));
+        return false;
+    }
+    p->config_index = g->leader_applied;
+    return migration_slots(v, t, gid, g);
+}
+
+/* The group whose facts t's current phase needs (node_drain: every group; this is its own). */
+static uint32_t fact_group(const struct ctl_task *t)
+{
+    if (t->kind == CTL_TASK_CONTROLLER_VOTER_PROMOTION) {
+        return 0;
+    }
+    if (t->kind == CTL_TASK_HASH_SLOT_MIGRATION && t->phase_index == CTL_PHASE_MIGRATION_COPY) {
+        return t->to_group;
+    }
+    return t->group;
+}
+
+/* The proof (and drain counts) of t's current phase from the observed facts. */
+static bool observed_proof(const struct vet *v, const struct ctl_task *t, struct ctl_task_proof *p,
+                           uint64_t *held, uint64_t *leading)
+{
+    struct ctl_obs_group g;
+    *held = *leading = 0;
+    memset(p, 0, sizeof(*p));
+    if (t->kind == CTL_TASK_NODE_DRAIN) {
+        return drain_facts(v, t->source, held, leading);
+    }
+    uint32_t gid = fact_group(t);
+    if (!observe_fresh(v, gid, &g)) {
+        return false;
+    }
+    proof_of(&g, p);
+    bool catch_up =
+        (t->kind == CTL_TASK_REPLICA_MOVE && t->phase_index == CTL_PHASE_MOVE_CATCH_UP) ||
+        (t->kind == CTL_TASK_CONTROLLER_VOTER_PROMOTION &&
+         t->phase_index == CTL_PHASE_PROMOTION_CATCH_UP);
+    if (catch_up) {
+        return caught_up(v, gid, &g, t->target, p);
+    }
+    if (t->kind == CTL_TASK_HASH_SLOT_MIGRATION) {
+        return migration_facts(v, t, gid, &g, p);
+    }
+    return true;
+}
+
+/* Applies the rebuilt command to a copy of the state: a proof the observed facts do not satisfy
+ * is answered here, with the facts, instead of becoming a rejected raft entry. */
+static int dry_run(const struct vet *v, const struct ctl_task *t, const char *cmd)
+{
+    struct ctl_state *copy = malloc(sizeof(*copy));
+    if (copy == NULL) {
+        return CTL_ENOMEM;
+    }
+    memcpy(copy, v->s, sizeof(*copy));
+    struct ctl_result r;
+    int rc = ctl_apply(copy, copy->applied_raft_index + 1, cmd, strlen(cmd), &r);
+    free(copy);
+    if (rc != CTL_OK) {
+        return rc;
+    }
+    if (r.outcome == CTL_OUTCOME_REJECTED && strncmp(r.reason, "proof:", 6) == 0) {
+        struct ctl_obs_group g;
+        uint32_t gid = fact_group(t);
+        char b[256] = "";
+        if (t->kind != CTL_TASK_NODE_DRAIN && observe_fresh(v, gid, &g)) {
+            seen(v, &g, b, sizeof(b));
+        }
+        snprintf(v->why, v->whylen, "group %u: %s %s", gid, r.reason + 7, b);
+        return CTL_EFACT;
+    }
+    return CTL_OK;
+}
+
+static uint64_t u64_or_0(const json_t *cmd, const char *key)
+{
+    const json_t *x = json_object_get(cmd, key);
+    return json_is_integer(x) && json_integer_value(x) > 0 ? (uint64_t)json_integer_value(x) : 0;
+}
+
+int ctl_vet(const struct ctl_state *state, const void *cmd, size_t len, ctl_observe_cb observe,
+            void *arg, uint64_t observer, uint64_t max_age_ms, char **out, char *why, size_t whylen)
+{
+    struct vet v = {state, observe, arg, observer, max_age_ms, why, whylen};
+    *out = NULL;
+    if (whylen > 0) {
+        why[0] = '\0';
+    }
+    if (len == 0 || len > CTL_CMD_BYTES_MAX) {
+        return CTL_OK; /* ctl_apply rejects it */
+    }
+    json_t *root = json_loadb(cmd, len, JSON_REJECT_DUPLICATES, NULL);
+    const char *op = json_string_value(json_object_get(root, "op"));
+    if (op == NULL || strcmp(op, "task_advance") != 0) {
+        json_decref(root);
+        return CTL_OK;
+    }
+    struct ctl_result r;
+    /* ctl__task_fence only reads the state */
+    const struct ctl_task *t = ctl__task_fence((struct ctl_state *)state, root, true, &r);
+    int rc = CTL_OK;
+    struct ctl_task_proof p;
+    uint64_t held, leading;
+    if (t == NULL) {
+        ; /* a stale or malformed fence: ctl_apply answers it */
+    } else if (!observed_proof(&v, t, &p, &held, &leading)) {
+        rc = CTL_EFACT;
+    } else {
+        rc = ctl_cmd_task_advance(t->id, t->group, t->config_epoch, t->attempt, t->phase_index, &p,
+                                  held, leading, u64_or_0(root, "now_ms"),
+                                  u64_or_0(root, "expected_revision"), out);
+        if (rc == CTL_OK) {
+            rc = dry_run(&v, t, *out);
+        }
+        if (rc != CTL_OK) {
+            ctl_free(*out);
+            *out = NULL;
+        }
+    }
+    json_decref(root);
+    return rc == CTL_EINVALID ? CTL_OK : rc; /* a value the builder refuses: ctl_apply rejects */
+}
