@@ -274,6 +274,7 @@ static int decode_body(const json_t *root, struct ctl_state *s, char *err, size_
         "schema_version",  "cluster_id", "revision", "applied_raft_index",
         "next_task_id",    "config",     "nodes",    "groups",
         "hash_slot_table", "tasks",      "health",   "checksum"};
+    /* "auth" and "features" are optional: a state written before them has them off. */
     static const char *const optional[] = {"auth", "features"};
     TRY(ctl__json_fields(root, "", fields, N(fields), optional, N(optional), err, errlen));
     TRY(ctl__json_u32(root, "schema_version", "", 0, UINT32_MAX, &s->schema_version, err, errlen));

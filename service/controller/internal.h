@@ -29,6 +29,9 @@ int ctl__name_index(const char *const *names, size_t n, const char *s);
 /* Value checks shared by validate and the command handlers (s borrowed for the call). */
 bool ctl__cluster_id_ok(const char *s);
 bool ctl__address_ok(const char *s);
+/* "[1,2,3]" of v[0..n) into buf (a reason fragment; cut when too long); returns buf
+ * (task_advance.c). */
+const char *ctl__fmt_ids(char *buf, size_t len, const uint64_t *v, uint32_t n);
 bool ctl__utf8_ok(const char *s);
 
 /* ---- strict JSON readers. path names the object being read for messages ("" = top level);

@@ -9,8 +9,7 @@
 #define RS CTL__RS
 #define ULL(v) ((unsigned long long)(v))
 
-/* "[1,2,3]" of v[0..n) into buf (a reason fragment; cut when too long). */
-static const char *fmt_set(char *buf, size_t len, const uint64_t *v, uint32_t n)
+const char *ctl__fmt_ids(char *buf, size_t len, const uint64_t *v, uint32_t n)
 {
     size_t used = (size_t)snprintf(buf, len, "[");
     for (uint32_t i = 0; i < n && used < len; i++) {
@@ -110,7 +109,7 @@ static bool is_learner(const struct ctl_task_proof *p, uint64_t node, struct ctl
     if (!ctl__set_has(p->learners, p->n_learners, node)) {
         char b[96];
         REJECT(r, "proof: node %llu is not a learner (learners %s)", ULL(node),
-               fmt_set(b, sizeof(b), p->learners, p->n_learners));
+               ctl__fmt_ids(b, sizeof(b), p->learners, p->n_learners));
         return false;
     }
     return true;
@@ -138,7 +137,7 @@ static bool is_voter(const struct ctl_task_proof *p, uint64_t node, struct ctl_r
     if (!ctl__set_has(p->voters, p->n_voters, node)) {
         char b[96];
         REJECT(r, "proof: node %llu is not a voter (voters %s)", ULL(node),
-               fmt_set(b, sizeof(b), p->voters, p->n_voters));
+               ctl__fmt_ids(b, sizeof(b), p->voters, p->n_voters));
         return false;
     }
     return true;
@@ -149,8 +148,9 @@ static bool voters_are(const struct ctl_task_proof *p, const uint64_t *want, uin
 {
     if (!same_set(p->voters, p->n_voters, want, n_want)) {
         char a[96], b[96];
-        REJECT(r, "proof: voters %s are not %s %s", fmt_set(a, sizeof(a), p->voters, p->n_voters),
-               what, fmt_set(b, sizeof(b), want, n_want));
+        REJECT(r, "proof: voters %s are not %s %s",
+               ctl__fmt_ids(a, sizeof(a), p->voters, p->n_voters), what,
+               ctl__fmt_ids(b, sizeof(b), want, n_want));
         return false;
     }
     return true;
@@ -174,7 +174,7 @@ static bool move_remove_source(struct ctl_group *g, const struct ctl_task *t,
     if (p->n_learners != 0) {
         char b[96];
         return REJECT(r, "proof: learners %s remain, want none",
-                      fmt_set(b, sizeof(b), p->learners, p->n_learners)),
+                      ctl__fmt_ids(b, sizeof(b), p->learners, p->n_learners)),
                false;
     }
     if (p->leader == t->source || !ctl__set_has(p->voters, p->n_voters, p->leader)) {

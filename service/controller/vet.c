@@ -17,18 +17,6 @@ struct vet {
     size_t whylen;
 };
 
-static const char *fmt_ids(char *buf, size_t len, const uint64_t *v, uint32_t n)
-{
-    size_t used = (size_t)snprintf(buf, len, "[");
-    for (uint32_t i = 0; i < n && used < len; i++) {
-        used += (size_t)snprintf(buf + used, len - used, "%s%llu", i ? "," : "", ULL(v[i]));
-    }
-    if (used < len) {
-        snprintf(buf + used, len - used, "]");
-    }
-    return buf;
-}
-
 /* " as observed by the controller leader (node N) A ms ago (voters [..], learners [..], leader L)"
  */
 static void seen(const struct vet *v, const struct ctl_obs_group *g, char *buf, size_t len)
@@ -37,8 +25,8 @@ static void seen(const struct vet *v, const struct ctl_obs_group *g, char *buf, 
     snprintf(buf, len,
              "as observed by the controller leader (node %llu) %llu ms ago (voters %s, learners "
              "%s, leader %llu)",
-             ULL(v->observer), ULL(g->age_ms), fmt_ids(a, sizeof(a), g->voters, g->n_voters),
-             fmt_ids(b, sizeof(b), g->learners, g->n_learners), ULL(g->leader));
+             ULL(v->observer), ULL(g->age_ms), ctl__fmt_ids(a, sizeof(a), g->voters, g->n_voters),
+             ctl__fmt_ids(b, sizeof(b), g->learners, g->n_learners), ULL(g->leader));
 }
 
 /* The group's facts, fresh enough: true, or false with v->why set. */

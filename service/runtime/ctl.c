@@ -489,14 +489,13 @@ static int bootstrap_ctl(struct runtime *rt, char *err, size_t errlen)
     struct ctl_config cfg = {.slot_groups = o->n_groups,
                              .hash_slots = CTL_HASH_SLOTS,
                              .replicas = o->replicas,
-                             .bootstrap_expect = o->bootstrap_expect ? o->bootstrap_expect
-                                                                     : (uint32_t)o->n_nodes};
+                             .bootstrap_expect =
+                                 o->bootstrap_expect ? o->bootstrap_expect : (uint32_t)o->n_nodes};
     /* --enable-hash-slot-migration seeds the replicated switch here, once; later only
      * Admin.SetFeature changes it (docs/operations.md) */
     struct ctl_features features = {.hash_slot_migration = o->enable_hash_slot_migration};
     char *cmd = NULL;
-    int rc = ctl_cmd_bootstrap_features(o->cluster_id, &cfg, &features, nodes, o->n_nodes, 0,
-                                        &cmd);
+    int rc = ctl_cmd_bootstrap_features(o->cluster_id, &cfg, &features, nodes, o->n_nodes, 0, &cmd);
     if (rc != CTL_OK) {
         snprintf(err, errlen, "controller bootstrap command: %s", ctl_strerror(rc));
         return -1;
