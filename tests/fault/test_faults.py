@@ -6,8 +6,6 @@ import tempfile
 import time
 import unittest
 
-import grpc
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import faultnet  # noqa: E402
 import lincheck  # noqa: E402
@@ -88,7 +86,8 @@ class StaleLocalReadTest(faultnet.FaultTestCase):
         history = []
 
         def write(node, value):
-            t0, resp = _put_until_acked(c.stub(node), key, value, b"stale-" + value, WRITE_BOUND_S)
+            t0, resp = wl.put_until_acked(c.stub(node), key, value, b"stale-" + value,
+                                          WRITE_BOUND_S)
             self.assertIsNotNone(resp, "put %r through node %d not acknowledged within %.0f s"
                                  % (value, node, WRITE_BOUND_S))
             history.append(Op("put", key, {"value": value}, {"version": resp.put.version}, t0,
@@ -124,18 +123,6 @@ class StaleLocalReadTest(faultnet.FaultTestCase):
             self.assertLessEqual(len(ops), 4)
             self.assertEqual(sorted(op.kind for op in ops), ["get", "put", "put"])
 
-
-def _put_until_acked(stub, key, value, request_id, bound_s):
-    """Puts with one request id through stub until answered: (invoke time, response) or
-    (invoke time, None) after bound_s. Retries reuse the request id (the server dedupes)."""
-    t0 = time.monotonic()
-    req = pb.ProposeRequest(request_id=request_id, put=pb.PutCommand(key=key, value=value))
-    while time.monotonic() - t0 < bound_s:
-        try:
-            return t0, stub.Propose(req, timeout=1.0)
-        except grpc.RpcError:
-            time.sleep(0.05)
-    return t0, None
 
 
 if __name__ == "__main__":

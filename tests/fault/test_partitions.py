@@ -99,18 +99,6 @@ class SplitTest(faultnet.FaultTestCase):
         self.assertGreater(rep.ops - rep.maybe_ops, 50, "too few completed ops to mean anything")
 
 
-def _put_until_acked(stub, key, value, request_id, bound_s):
-    """Puts with one request id through stub until answered: (invoke time, response) or
-    (invoke time, None) after bound_s. Retries reuse the request id (the server dedupes)."""
-    t0 = time.monotonic()
-    req = pb.ProposeRequest(request_id=request_id, put=pb.PutCommand(key=key, value=value))
-    while time.monotonic() - t0 < bound_s:
-        try:
-            return t0, stub.Propose(req, timeout=1.0)
-        except grpc.RpcError:
-            time.sleep(0.05)
-    return t0, None
-
 
 class UnsafeReadTest(faultnet.FaultTestCase):
     """Proof that the suite catches a wrong server: the fault build with
@@ -129,7 +117,7 @@ class UnsafeReadTest(faultnet.FaultTestCase):
         others = [n for n in c.node_ids if n != leader]
         key = h.key_in_group(c.table, group_id, "%s%d" % (tag, attempt), rng)
         history = []
-        t0, resp = _put_until_acked(c.stub(leader), key, b"old", b"%s-old-%d" % (tag.encode(),
+        t0, resp = wl.put_until_acked(c.stub(leader), key, b"old", b"%s-old-%d" % (tag.encode(),
                                                                                  attempt), 10.0)
         self.assertIsNotNone(resp, "put old through leader %d failed" % leader)
         history.append(Op("put", key, {"value": b"old"}, {"version": resp.put.version}, t0,
@@ -137,7 +125,7 @@ class UnsafeReadTest(faultnet.FaultTestCase):
         c.isolate(leader)
         c.pause(leader)
         try:
-            t0, resp = _put_until_acked(c.stub(others[0]), key, b"new",
+            t0, resp = wl.put_until_acked(c.stub(others[0]), key, b"new",
                                         b"%s-new-%d" % (tag.encode(), attempt), NEW_LEADER_BOUND_S)
             self.assertIsNotNone(resp, "the majority side %s did not take a write within %.0f s"
                                  % (others, NEW_LEADER_BOUND_S))

@@ -285,6 +285,19 @@ class Workload:
         return failed
 
 
+def put_until_acked(stub, key, value, request_id, bound_s):
+    """Puts with one request id through stub until answered: (invoke time, response) or
+    (invoke time, None) after bound_s. Retries reuse the request id (the server dedupes)."""
+    t0 = time.monotonic()
+    req = pb.ProposeRequest(request_id=request_id, put=pb.PutCommand(key=key, value=value))
+    while time.monotonic() - t0 < bound_s:
+        try:
+            return t0, stub.Propose(req, timeout=1.0)
+        except grpc.RpcError:
+            time.sleep(0.05)
+    return t0, None
+
+
 def probe_write(stub, key, bound_s, rpc_timeout=1.0, poll_s=0.02):
     """Puts key through stub until acknowledged: (seconds, response) or (None, last error)."""
     t0 = time.monotonic()
