@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config
       libgrpc-dev grpc-proto libprotobuf-dev protobuf-compiler protobuf-c-compiler libprotobuf-c-dev
       libuv1-dev libleveldb-dev libsnappy-dev libcunit1-dev libjansson-dev libmicrohttpd-dev libsodium-dev
-      python3-grpcio python3-grpc-tools python3-protobuf python3-yaml python3-prometheus-client openssl)
+      zlib1g-dev python3-grpcio python3-grpc-tools python3-protobuf python3-yaml python3-prometheus-client openssl)
 
 missing=()
 for p in "${pkgs[@]}"; do
