@@ -240,6 +240,98 @@ err_after_open:
     return -1;
 }
 
+#ifndef SLOTD_VERSION
+#define SLOTD_VERSION "unknown"
+#endif
+const char slotd_version[] = SLOTD_VERSION;
+
+const char *const slotd_config_foreign_env[] = {
+    "SLOTD_CONFIG",
+    "SLOTD_FAULT_",
+    "SLOTD_CRASH_AT",
+    "SLOTD_CLUSTER_SIZE",
+    "SLOTD_HEADLESS_SERVICE",
+    "SLOTD_CLUSTER_DOMAIN",
+    "SLOTD_PEER_PORT",
+    "SLOTD_CLIENT_PORT",
+    "SLOTD_BIN",
+    "SLOTD_E2E_",
+    "SLOTD_TSAN_",
+    "SLOTD_HEALTH_",
+    NULL,
+};
+
+/* Levenshtein distance of a[0..n) and b[0..m) (short names only: both under 64 bytes). */
+static size_t edit_distance(const char *a, size_t n, const char *b, size_t m)
+{
+    size_t row[64];
+    if (n >= 64 || m >= 64)
+        return SIZE_MAX;
+    for (size_t j = 0; j <= m; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= n; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= m; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[m];
+}
+
+/* One warning for each SLOTD_* variable of env that names no option. */
+static void warn_unknown_env(char **env, FILE *warn)
+{
+    for (char **e = env; warn != NULL && e != NULL && *e != NULL; e++) {
+        if (strncmp(*e, "SLOTD_", 6) != 0)
+            continue;
+        const char *eq = strchr(*e, '=');
+        size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+        bool known = false;
+        for (size_t i = 0; i < N_OPTS && !known; i++) {
+            char name[64];
+            env_name(&opts[i], name, sizeof(name));
+            known = strlen(name) == len && strncmp(name, *e, len) == 0;
+        }
+        for (size_t i = 0; slotd_config_foreign_env[i] != NULL && !known; i++) {
+            const char *f = slotd_config_foreign_env[i];
+            size_t fl = strlen(f);
+            known = f[fl - 1] == '_' ? len >= fl && strncmp(*e, f, fl) == 0
+                                     : fl == len && strncmp(*e, f, len) == 0;
+        }
+        if (known)
+            continue;
+        char best[64] = "";
+        size_t best_d = SIZE_MAX;
+        for (size_t i = 0; i < N_OPTS; i++) {
+            char name[64];
+            env_name(&opts[i], name, sizeof(name));
+            size_t d = edit_distance(*e, len, name, strlen(name));
+            if (d < best_d) {
+                best_d = d;
+                snprintf(best, sizeof(best), "%s", name);
+            }
+        }
+        if (best_d <= 3)
+            fprintf(warn,
+                    "level=warn component=config msg=\"environment variable %.*s is no option; "
+                    "ignored\" nearest=%s\n",
+                    (int)(len < 64 ? len : 64), *e, best);
+        else
+            fprintf(warn,
+                    "level=warn component=config msg=\"environment variable %.*s is no option; "
+                    "ignored (slotd --help lists them)\"\n",
+                    (int)(len < 64 ? len : 64), *e);
+    }
+}
+
 static const char *getenv_in(char **env, const char *name)
 {
     size_t n = strlen(name);
@@ -264,6 +356,12 @@ void slotd_config_usage(FILE *f)
     }
     fprintf(f, "  %-22s %-26s %s\n", "--config", "SLOTD_CONFIG", "config file (default none)");
     fprintf(f, "  %-22s %-26s %s\n", "--help", "", "this text");
+    fprintf(f, "  %-22s %-26s %s\n", "--version", "", "the version slotd was built from");
+}
+
+static bool name_is(const char *name, size_t len, const char *want)
+{
+    return strlen(want) == len && strncmp(name, want, len) == 0;
 }
 
 /* The value of "--name value" or "--name=value" at argv[*i]; advances *i. */
@@ -282,9 +380,14 @@ static int flag_value(int argc, char **argv, int *i, const char **name, size_t *
         *value = eq + 1;
         return 0;
     }
-    if (*name_len == 4 && strncmp(*name, "help", 4) == 0) {
+    if ((*name_len == 4 && strncmp(*name, "help", 4) == 0) ||
+        (*name_len == 7 && strncmp(*name, "version", 7) == 0)) {
         *value = NULL;
         return 0;
+    }
+    if (find(*name, *name_len) == NULL && !(*name_len == 6 && strncmp(*name, "config", 6) == 0)) {
+        snprintf(err, errlen, "unknown option '--%.*s' (see slotd --help)", (int)*name_len, *name);
+        return -1;
     }
     if (*i + 1 >= argc) {
         snprintf(err, errlen, "%s: missing value", a);
@@ -295,7 +398,7 @@ static int flag_value(int argc, char **argv, int *i, const char **name, size_t *
 }
 
 int slotd_config_load(int argc, char **argv, char **env, struct slotd_config *c, FILE *out,
-                      char *err, size_t errlen)
+                      FILE *warn, char *err, size_t errlen)
 {
     memset(c, 0, sizeof(*c));
     for (size_t i = 0; i < N_OPTS; i++)
@@ -308,6 +411,10 @@ int slotd_config_load(int argc, char **argv, char **env, struct slotd_config *c,
         size_t len;
         if (flag_value(argc, argv, &i, &name, &len, &value, err, errlen) != 0)
             return -1;
+        if (value == NULL && name_is(name, len, "version")) {
+            fprintf(out, "slotd %s\n", slotd_version);
+            return 1;
+        }
         if (value == NULL) {
             slotd_config_usage(out);
             return 1;
@@ -317,6 +424,7 @@ int slotd_config_load(int argc, char **argv, char **env, struct slotd_config *c,
     }
     if (file != NULL && *file != '\0' && load_file(c, file, err, errlen) != 0)
         return -1;
+    warn_unknown_env(env, warn);
     for (size_t i = 0; i < N_OPTS; i++) {
         char name[64], source[96];
         env_name(&opts[i], name, sizeof(name));
@@ -334,7 +442,7 @@ int slotd_config_load(int argc, char **argv, char **env, struct slotd_config *c,
             continue;
         const struct opt *o = find(name, len);
         if (o == NULL) {
-            snprintf(err, errlen, "unknown option '--%.*s' (see --help)", (int)len, name);
+            snprintf(err, errlen, "unknown option '--%.*s' (see slotd --help)", (int)len, name);
             return -1;
         }
         char source[64];

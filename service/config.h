@@ -29,7 +29,7 @@ struct slotd_config {
     uint64_t max_streams_per_conn; /* calls in progress on one connection */
     uint64_t max_connections;      /* connections served at once */
     uint64_t conn_idle_ms;         /* a connection without calls is closed after this */
-    uint64_t replicas; /* 0 = min(3, nodes) */
+    uint64_t replicas;             /* 0 = min(3, nodes) */
     uint64_t compact_entries;
     uint64_t compact_tail;
     uint64_t tls_client_auth;       /* 1: require and verify client certificates (mTLS) */
@@ -46,12 +46,23 @@ struct slotd_config {
  * Fills *c from, in increasing precedence: the defaults, the config file
  * (--config FILE or SLOTD_CONFIG; lines "name = value", '#' comments), the
  * environment (SLOTD_<NAME>, e.g. SLOTD_DATA_DIR) and the flags (--name
- * value or --name=value). Returns 0, 1 when --help was printed to out, or -1
- * with a sentence naming the option, its source and the allowed range in err.
- * argv and env are borrowed for the call; env may be NULL (no environment).
+ * value or --name=value). Returns 0, 1 when --help or --version was printed to
+ * out, or -1 with one sentence in err naming the option, its source and the
+ * allowed range (an unknown flag: its name and "see slotd --help"). An
+ * environment variable SLOTD_<X> that names no option (and is none of
+ * slotd_config_foreign_env) gets one warning line on warn (NULL: none), with the
+ * nearest option's variable when one is close. argv and env are borrowed for the
+ * call; env may be NULL (no environment).
  */
 int slotd_config_load(int argc, char **argv, char **env, struct slotd_config *c, FILE *out,
-                      char *err, size_t errlen);
+                      FILE *warn, char *err, size_t errlen);
+
+/* SLOTD_* variables that are not options but are read by someone else on purpose (the config
+ * file name, the fault build, deploy/entrypoint.sh, the test harnesses): no warning. NULL-ended. */
+extern const char *const slotd_config_foreign_env[];
+
+/* The version slotd was built from (`git describe` at configure time, "unknown" without git). */
+extern const char slotd_version[];
 
 /*
  * Reads the whole PEM file path (borrowed for the call; option names it in errors, e.g.

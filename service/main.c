@@ -233,7 +233,7 @@ int main(int argc, char **argv)
 {
     static struct slotd_config f;
     char err[512] = "";
-    int rc = slotd_config_load(argc, argv, environ, &f, stdout, err, sizeof(err));
+    int rc = slotd_config_load(argc, argv, environ, &f, stdout, stderr, err, sizeof(err));
     if (rc == 1)
         return 0;
     if (rc != 0) {

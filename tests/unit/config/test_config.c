@@ -10,7 +10,7 @@
 static int load(char **argv, int argc, char **env, struct slotd_config *c, char *err)
 {
     FILE *out = fopen("/dev/null", "w");
-    int rc = slotd_config_load(argc, argv, env, c, out, err, 256);
+    int rc = slotd_config_load(argc, argv, env, c, out, NULL, err, 256);
     fclose(out);
     return rc;
 }
@@ -85,6 +85,45 @@ static void test_errors(void)
     CU_ASSERT(load(a7, 2, NULL, &c, err) == -1);
 }
 
+/* Flags that are no option are one sentence naming them; --version answers 1; SLOTD_* variables
+ * that are no option get a warning naming the nearest one, foreign ones none. */
+static void test_unknown_flags_version_and_env(void)
+{
+    struct slotd_config c;
+    char err[256];
+    char *a1[] = {"slotd", "--bogus"};
+    CU_ASSERT(load(a1, 2, NULL, &c, err) == -1);
+    CU_ASSERT_STRING_EQUAL(err, "unknown option '--bogus' (see slotd --help)");
+    char *a2[] = {"slotd", "--lisen", "127.0.0.1:1"};
+    CU_ASSERT(load(a2, 3, NULL, &c, err) == -1);
+    CU_ASSERT(strstr(err, "'--lisen'") != NULL);
+    char *a3[] = {"slotd", "--version"};
+    CU_ASSERT(load(a3, 2, NULL, &c, err) == 1);
+    char *env[] = {"SLOTD_LISTN=127.0.0.1:9",
+                   "SLOTD_FAULT_NET=x",
+                   "SLOTD_CONFIG=",
+                   "SLOTD_ZZZZZZZZZZZZZZZZ=1",
+                   "SLOTD_DATA_DIR=/d",
+                   "HOME=/root",
+                   NULL};
+    char *a4[] = {"slotd"};
+    FILE *out = fopen("/dev/null", "w"), *warn = tmpfile();
+    CU_ASSERT_FATAL(out != NULL && warn != NULL);
+    CU_ASSERT(slotd_config_load(1, a4, env, &c, out, warn, err, sizeof(err)) == 0);
+    CU_ASSERT_STRING_EQUAL(c.data_dir, "/d");
+    CU_ASSERT_STRING_EQUAL(c.listen, "127.0.0.1:7700"); /* the misspelt one changed nothing */
+    char text[1024] = "";
+    rewind(warn);
+    size_t n = fread(text, 1, sizeof(text) - 1, warn);
+    text[n] = '\0';
+    CU_ASSERT(strstr(text, "SLOTD_LISTN is no option; ignored\" nearest=SLOTD_LISTEN\n") != NULL);
+    CU_ASSERT(strstr(text, "SLOTD_ZZZZZZZZZZZZZZZZ is no option; ignored (slotd --help") != NULL);
+    CU_ASSERT(strstr(text, "FAULT") == NULL && strstr(text, "SLOTD_CONFIG") == NULL);
+    CU_ASSERT(strstr(text, "DATA_DIR") == NULL);
+    fclose(out);
+    fclose(warn);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -93,6 +132,8 @@ int main(void)
     CU_add_test(s, "defaults", test_defaults);
     CU_add_test(s, "file < environment < flags", test_precedence);
     CU_add_test(s, "errors name the option and source", test_errors);
+    CU_add_test(s, "unknown flags, --version, unknown SLOTD_ variables",
+                test_unknown_flags_version_and_env);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed();
