@@ -78,6 +78,7 @@ static const struct opt opts[] = {
     U64(compact_entries, 10, 1ull << 32, "10000",
         "compact a group's log after this many applied entries"),
     U64(compact_tail, 1, 1ull << 32, "1000", "entries kept behind the compaction point"),
+    STR(log_level, "info", "lines below this level are not logged: debug, info, warn or error"),
     STR(metrics_listen, "127.0.0.1:9700",
         "Prometheus /metrics HTTP address (empty: disabled; a busy port is logged, not fatal)"),
     STR(tls_cert, "",
@@ -321,12 +322,12 @@ static void warn_unknown_env(char **env, FILE *warn)
         }
         if (best_d <= 3)
             fprintf(warn,
-                    "level=warn component=config msg=\"environment variable %.*s is no option; "
+                    "msg=\"environment variable %.*s is no option; "
                     "ignored\" nearest=%s\n",
                     (int)(len < 64 ? len : 64), *e, best);
         else
             fprintf(warn,
-                    "level=warn component=config msg=\"environment variable %.*s is no option; "
+                    "msg=\"environment variable %.*s is no option; "
                     "ignored (slotd --help lists them)\"\n",
                     (int)(len < 64 ? len : 64), *e);
     }

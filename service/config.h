@@ -15,6 +15,7 @@ struct slotd_config {
     char data_dir[1024];
     char peers[4096];
     char metrics_listen[256];       /* "" disables /metrics */
+    char log_level[8];              /* debug, info, warn or error */
     char tls_cert[1024];            /* server certificate chain PEM file; "" = plaintext */
     char tls_key[1024];             /* its private key PEM file */
     char tls_ca[1024];              /* CA bundle PEM file verifying peers (and clients with auth) */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "service/log/log.h"
 #include "service/auth/auth.h"
 #include "service/auth/token.h"
 #include "service/config.h"
@@ -99,16 +100,16 @@ static void start_metrics_http(struct metrics_registry *m, const char *listen,
     if (listen[0] == '\0')
         return;
     if (metrics_http_start(m, listen, out, &port, err, sizeof(err)) != METRICS_OK) {
-        fprintf(stderr,
-                "level=warn component=main msg=\"metrics listener not started\" "
-                "metrics_listen=%s err=\"%s\"\n",
-                listen, err);
+        slog("warn", "main",
+             "msg=\"metrics listener not started\" "
+             "metrics_listen=%s err=\"%s\"",
+             listen, err);
         return;
     }
-    fprintf(stderr,
-            "level=info component=main msg=\"metrics serving\" metrics_listen=%s port=%d "
-            "path=/metrics\n",
-            listen, port);
+    slog("info", "main",
+         "msg=\"metrics serving\" metrics_listen=%s port=%d "
+         "path=/metrics",
+         listen, port);
 }
 
 /* The PEM text of the TLS options, read once at startup. */
@@ -233,7 +234,26 @@ int main(int argc, char **argv)
 {
     static struct slotd_config f;
     char err[512] = "";
-    int rc = slotd_config_load(argc, argv, environ, &f, stdout, stderr, err, sizeof(err));
+    char *warnings = NULL;
+    size_t warnings_len = 0;
+    FILE *warn = open_memstream(&warnings, &warnings_len);
+    int rc = slotd_config_load(argc, argv, environ, &f, stdout, warn, err, sizeof(err));
+    if (warn != NULL)
+        fclose(warn);
+    enum slog_level level = SLOG_INFO;
+    if (rc == 0 && slog_level_parse(f.log_level, &level) != 0) {
+        snprintf(err, sizeof(err), "--log-level: \"%s\" is not debug, info, warn or error",
+                 f.log_level);
+        rc = -1;
+    }
+    slog_set_level(level);
+    for (char *line = warnings, *nl; rc == 0 && line != NULL && *line != '\0'; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (nl == NULL)
+            break;
+        slog("warn", "config", "%.*s", (int)(nl - line), line);
+    }
+    free(warnings);
     if (rc == 1)
         return 0;
     if (rc != 0) {
@@ -380,11 +400,11 @@ int main(int argc, char **argv)
     ro.on_ctl_state_ctx = authz;
     if (ro.n_nodes > 1 || f.join[0] != '\0') {
         if (secret == NULL && !peer_mtls)
-            fprintf(stderr,
-                    "level=warn component=main msg=\"PEERS ARE NOT AUTHENTICATED: any client "
-                    "that reaches this node's port can act as a node; set --cluster-secret-file "
-                    "on every node, or TLS with --tls-client-auth 1 and node-<id> "
-                    "certificates\"\n");
+            slog("warn", "main",
+                 "msg=\"PEERS ARE NOT AUTHENTICATED: any client "
+                 "that reaches this node's port can act as a node; set --cluster-secret-file "
+                 "on every node, or TLS with --tls-client-auth 1 and node-<id> "
+                 "certificates\"");
         struct transport_options to;
         transport_options_default(&to);
         to.node_id = f.node_id;
@@ -456,30 +476,28 @@ int main(int argc, char **argv)
         rpc_server_shutdown(peer_server);
         goto err_after_runtime;
     }
-    fprintf(
-        stderr,
-        "level=info component=main msg=\"slotd serving\" node=%llu listen=%s port=%d "
-        "peer_listen=%s peer_port=%d data_dir=%s slot_groups=%llu tls=%s peer_auth=%s auth=%s\n",
-        (unsigned long long)f.node_id, f.listen, port, f.peer_listen, peer_port, f.data_dir,
-        (unsigned long long)f.slot_groups,
-        pems.cert == NULL   ? "off"
-        : f.tls_client_auth ? "mtls"
-                            : "on",
-        secret != NULL && peer_mtls ? "secret+mtls"
-        : secret != NULL            ? "secret"
-        : peer_mtls                 ? "mtls"
-                                    : "none",
-        authz != NULL ? "on" : "off");
+    slog("info", "main",
+         "msg=\"slotd serving\" node=%llu listen=%s port=%d peer_listen=%s peer_port=%d "
+         "data_dir=%s slot_groups=%llu tls=%s peer_auth=%s auth=%s",
+         (unsigned long long)f.node_id, f.listen, port, f.peer_listen, peer_port, f.data_dir,
+         (unsigned long long)f.slot_groups,
+         pems.cert == NULL   ? "off"
+         : f.tls_client_auth ? "mtls"
+                             : "on",
+         secret != NULL && peer_mtls ? "secret+mtls"
+         : secret != NULL            ? "secret"
+         : peer_mtls                 ? "mtls"
+                                     : "none",
+         authz != NULL ? "on" : "off");
     start_metrics_http(metrics, f.metrics_listen, &metrics_http);
 
     int sig = wait_signal(&set);
-    fprintf(stderr, "level=info component=main msg=\"shutting down\" signal=%d\n", sig);
+    slog("info", "main", "msg=\"shutting down\" signal=%d", sig);
     metrics_http_stop(metrics_http);
     metrics_http = NULL;
     size_t still = transport != NULL ? runtime_transfer_leadership(rt, SHUTDOWN_TRANSFER_MS) : 0;
     if (still > 0)
-        fprintf(stderr, "level=warn component=main msg=\"groups still led at shutdown\" n=%zu\n",
-                still);
+        slog("warn", "main", "msg=\"groups still led at shutdown\" n=%zu", still);
     runtime_stop(rt); /* every call the runtime holds gets an answer */
     if (transport != NULL)
         transport_stop(transport); /* forwarded calls get theirs */
@@ -512,6 +530,6 @@ err_after_pems:
     auth_verifier_free(verifier);
     auth_key_free(secret);
     if (code == 0)
-        fprintf(stderr, "level=info component=main msg=\"stopped\"\n");
+        slog("info", "main", "msg=\"stopped\"");
     return code;
 }

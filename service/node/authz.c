@@ -10,6 +10,7 @@
 #include <grpc/grpc.h>
 #include <sodium.h>
 
+#include "service/log/log.h"
 #include "service/auth/auth.h"
 #include "service/auth/token.h"
 #include "service/node/api.h"
@@ -180,27 +181,28 @@ static void init_done(void *arg, int status, const char *message, const uint8_t 
     }
     if (changed && !a->root_from_file) {
         /* The one time this password is shown: auth_init applied with its hash. */
-        fprintf(stderr,
-                "level=warn component=auth msg=\"auth enabled; user root was created with a "
-                "generated password, shown once (change it: slotctl user passwd root)\" "
-                "root_password=%.*s\n",
-                (int)a->root_password_len, a->root_password);
+        slog("warn", "auth",
+             "msg=\"auth enabled; user root was created with a "
+             "generated password, shown once (change it: slotctl user passwd root)\" "
+             "root_password=%.*s",
+             (int)a->root_password_len, a->root_password);
     } else if (changed) {
-        fprintf(stderr, "level=info component=auth msg=\"auth enabled; user root was created "
-                        "with the password of --root-password-file\"\n");
+        slog("info", "auth",
+             "msg=\"auth enabled; user root was created "
+             "with the password of --root-password-file\"");
     } else if (status == GRPC_STATUS_UNAVAILABLE && !a->root_from_file) {
         /* The proposal may have been applied: this may be root's password, so it is shown; a
          * later attempt (the state then still has no users) shows its own. */
-        fprintf(stderr,
-                "level=warn component=auth msg=\"auth_init outcome unknown; if it was applied, "
-                "user root's generated password is this one, shown once\" err=\"%s\" "
-                "root_password=%.*s\n",
-                message ? message : "", (int)a->root_password_len, a->root_password);
+        slog("warn", "auth",
+             "msg=\"auth_init outcome unknown; if it was applied, "
+             "user root's generated password is this one, shown once\" err=\"%s\" "
+             "root_password=%.*s",
+             message ? message : "", (int)a->root_password_len, a->root_password);
     } else {
-        fprintf(stderr,
-                "level=info component=auth msg=\"auth_init not applied\" status=%d "
-                "err=\"%s\"\n",
-                status, message ? message : "");
+        slog("info", "auth",
+             "msg=\"auth_init not applied\" status=%d "
+             "err=\"%s\"",
+             status, message ? message : "");
     }
     if (!a->root_from_file) {
         sodium_memzero(a->root_password, sizeof(a->root_password));
@@ -266,8 +268,9 @@ void node_authz_on_ctl_state(void *ctx, const struct ctl_state *s)
     if (!same) {
         struct node_authz_snap *n = malloc(sizeof(*n));
         if (n == NULL) {
-            fprintf(stderr, "level=error component=auth msg=\"users and roles not refreshed: out "
-                            "of memory\"\n");
+            slog("error", "auth",
+                 "msg=\"users and roles not refreshed: out "
+                 "of memory\"");
             return;
         }
         atomic_init(&n->refs, 1);

@@ -10,6 +10,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
+#include "service/log/log.h"
 #include "descset.h"
 #include "rpc_internal.h"
 #include "service/net/net.h"
@@ -89,7 +90,7 @@ static void metrics_families_new(struct rpc_server *s)
             s->opts.metrics, "slotd_grpc_request_duration_seconds",
             "Time from dispatch to the final status of unary gRPC calls, by method.", 1, method,
             metrics_latency_bounds, metrics_latency_bounds_len, &s->m_latency) != METRICS_OK) {
-        fprintf(stderr, "level=warn component=rpc msg=\"grpc metrics not registered\"\n");
+        slog("warn", "rpc", "msg=\"grpc metrics not registered\"");
         s->m_requests = NULL;
         s->m_latency = NULL;
     }

@@ -12,14 +12,14 @@
 #include "raft/raft.h"
 #include "service/metrics/metrics.h"
 #include "service/runtime/runtime.h"
+#include "service/log/log.h"
 #include "service/slot/slot.h"
 #include "service/transport/transport.h"
 #include "store/keys.h"
 #include "slotd/internal/v1/peer.pb-c.h"
 
-/* logfmt lines on stderr: one per event. */
-#define RT_LOG(level, fmt, ...)                                                                    \
-    fprintf(stderr, "level=%s component=runtime " fmt "\n", level, ##__VA_ARGS__)
+/* One log line per event (service/log). */
+#define RT_LOG(level, fmt, ...) slog(level, "runtime", fmt, ##__VA_ARGS__)
 
 enum rt_request_kind {
     RT_PROPOSE = 1,
