@@ -141,6 +141,7 @@ struct rt_task_pace {
     uint64_t task;
     uint32_t attempt, phase;
     int64_t since_ms, next_ms;
+    bool advanced; /* this node sent the phase's task_advance at least once */
 };
 
 /* The hash-slot migration executor's memory of one task on this node (migrate.c; loop thread,

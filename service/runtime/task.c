@@ -80,7 +80,13 @@ static void proof_of(const struct raft_status *st, uint64_t target, struct ctl_t
 static void advance(struct runtime *rt, const struct ctl_task *t, const struct ctl_task_proof *p,
                     uint64_t expected_revision)
 {
-    SLOTD_CRASH_POINT("task_before_advance"); /* phase proven, nothing reported yet */
+    /* phase proven, nothing reported yet: the crash point counts each phase once, however often
+     * the controller leader refuses a step its own observations do not confirm yet */
+    struct rt_task_pace *pace = pace_of(rt, t);
+    if (!pace->advanced) {
+        pace->advanced = true;
+        SLOTD_CRASH_POINT("task_before_advance");
+    }
     char *cmd = NULL;
     ctl_cmd_task_advance(t->id, t->group, t->config_epoch, t->attempt, t->phase_index, p, 0, 0,
                          rt_wall_ms(), expected_revision, &cmd);

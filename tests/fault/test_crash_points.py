@@ -21,8 +21,9 @@ AFTER_RESTART_S = 2.0      # load after the restart, before the checks
 OPS_MAX = 20000            # per client: more than the run can use (ops are time-bound)
 # Hits before the crash: enough that the cluster is under load, few enough to come quickly.
 HITS = {"loop_before_log_sync": 300, "loop_after_log_sync": 300, "apply_after_fsm_commit": 300,
-        # controller entries are rarer: bootstrap, then every node's health report every 3 s
-        "controller_before_state_save": 4}
+        # controller entries are rarer: bootstrap, each node's address report, then every node's
+        # health report every 3 s (12: past the start, a few seconds into the load)
+        "controller_before_state_save": 12}
 # Snapshot test: a tiny compaction threshold so the leaders compact past the stopped node.
 COMPACT_ARGS = ["--compact-entries", "10", "--compact-tail", "1"]
 SNAPSHOT_WRITES_WHILE_DOWN_S = 2.0
