@@ -377,8 +377,7 @@ int main(int argc, char **argv)
     if (f.compact_tail)
         ro.compact_tail = f.compact_tail;
     const char *pa = ro.peer_advertise;
-    if (f.join[0] != '\0' &&
-        (strncmp(pa, "0.0.0.0:", 8) == 0 || strncmp(pa, "[::]:", 5) == 0 || pa[0] == ':')) {
+    if (f.join[0] != '\0' && net_addr_wildcard(pa)) {
         fprintf(stderr,
                 "slotd: --join: this node's peer address %s is no address other nodes "
                 "can dial; set --peer-advertise HOST:PORT\n",

@@ -98,3 +98,11 @@ int net_listen_check(const char *addr, char *err, size_t errlen)
     close(fd);
     return 0;
 }
+
+bool net_addr_wildcard(const char *addr)
+{
+    const char *colon = strrchr(addr, ':');
+    size_t n = colon ? (size_t)(colon - addr) : strlen(addr);
+    return n == 0 || (n == 7 && strncmp(addr, "0.0.0.0", 7) == 0) ||
+           (n == 4 && strncmp(addr, "[::]", 4) == 0) || (n == 2 && strncmp(addr, "::", 2) == 0);
+}

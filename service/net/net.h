@@ -2,6 +2,7 @@
 #ifndef SLOTD_NET_H
 #define SLOTD_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Errors: the address could not be bound or listened on (err says why); the text is not
@@ -25,5 +26,9 @@ int net_listen(const char *addr, int backlog, int *port, char *err, size_t errle
  * with err set. A process that then binds the port itself must not use SO_REUSEPORT, or a second
  * process could still share it. */
 int net_listen_check(const char *addr, char *err, size_t errlen);
+
+/* Whether "host:port" (borrowed for the call) has an empty or any-address host (0.0.0.0, [::],
+ * ::): an address to listen on, never one to give others to dial. */
+bool net_addr_wildcard(const char *addr);
 
 #endif /* SLOTD_NET_H */

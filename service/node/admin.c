@@ -146,8 +146,7 @@ static void on_cluster_state(void *ctx, struct rpc_call *call, const uint8_t *re
         return;
     }
     bool node = caller.kind == NODE_CALLER_NODE ||
-                (caller.kind == NODE_CALLER_OPEN &&
-                 node_authz_is_node(ctx, call, "/slotd.v1.Admin/ClusterState", req, len));
+                (caller.kind == NODE_CALLER_OPEN && node_authz_is_node(ctx, call));
     node_caller_release(&caller);
     struct node_gated g = {.api = ctx,
                            .call = call,

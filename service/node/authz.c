@@ -473,15 +473,11 @@ int node_authz_caller(struct node_api *api, struct rpc_call *call, const char *m
     return 0;
 }
 
-bool node_authz_is_node(struct node_api *api, struct rpc_call *call, const char *method,
-                        const uint8_t *req, size_t len)
+bool node_authz_is_node(struct node_api *api, struct rpc_call *call)
 {
     struct node_caller c;
     char cn[RPC_PEER_NAME_MAX];
     memset(&c, 0, sizeof(c));
-    (void)method;
-    (void)req;
-    (void)len;
     if (caller_local(call, &c) == 1)
         return true;
     return caller_by_cert(api, call, NULL, &c, cn, sizeof(cn)) == 1 && c.kind == NODE_CALLER_NODE;

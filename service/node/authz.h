@@ -76,10 +76,10 @@ int node_authz_caller(struct node_api *api, struct rpc_call *call, const char *m
                       const uint8_t *req, size_t len, struct node_caller *c,
                       struct slotd_error *err);
 void node_caller_release(struct node_caller *c);
-/* True when a peer proof or a node-<id> certificate proves call comes from a node, whether or
- * not --auth is on (ClusterState keeps its secrets only for nodes). */
-bool node_authz_is_node(struct node_api *api, struct rpc_call *call, const char *method,
-                        const uint8_t *req, size_t len);
+/* True when call comes from a node, whether or not --auth is on (ClusterState keeps its secrets
+ * only for nodes): a local call (this node's own, or one another node forwarded on the peer
+ * plane) or a node-<id> client certificate. */
+bool node_authz_is_node(struct node_api *api, struct rpc_call *call);
 
 /* 0 when c may do need (NULL: only being authenticated is needed); else -1 with err
  * PERMISSION_DENIED naming the missing permission and what the user has. */

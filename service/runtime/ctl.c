@@ -7,6 +7,7 @@
 
 #include "service/controller/controller.h"
 #include "service/fault/fault.h"
+#include "service/net/net.h"
 #include "service/runtime/internal.h"
 #include "slotd/v1/admin.pb-c.h"
 #include "store/keys.h"
@@ -464,16 +465,6 @@ void rt_ctl_publish(struct runtime *rt, struct ctl_state *s)
     rt_ctl_waiters_run(rt, false); /* state and route are at s->revision now */
 }
 
-/* Whether "host:port" has an empty or any-address host (0.0.0.0, [::], ::). */
-static bool wildcard_host(const char *address)
-{
-    const char *colon = strrchr(address, ':');
-    size_t n = colon ? (size_t)(colon - address) : strlen(address);
-    return n == 0 || (n == 7 && strncmp(address, "0.0.0.0", 7) == 0) ||
-           (n == 4 && strncmp(address, "[::]", 4) == 0) ||
-           (n == 2 && strncmp(address, "::", 2) == 0);
-}
-
 /* ---- Start-up ---- */
 
 static int bootstrap_ctl(struct runtime *rt, char *err, size_t errlen)
@@ -485,7 +476,7 @@ static int bootstrap_ctl(struct runtime *rt, char *err, size_t errlen)
          * except a cluster of one, whose bootstrap only it writes */
         nodes[i] = (struct ctl_cmd_node){
             o->nodes[i].id, o->nodes[i].address, o->weight,
-            o->n_nodes == 1 && !wildcard_host(o->advertise) ? o->advertise : NULL};
+            o->n_nodes == 1 && !net_addr_wildcard(o->advertise) ? o->advertise : NULL};
     struct ctl_config cfg = {.slot_groups = o->n_groups,
                              .hash_slots = CTL_HASH_SLOTS,
                              .replicas = o->replicas,
@@ -929,9 +920,9 @@ static void report_health(struct runtime *rt, int64_t now)
      * without --advertise) is nobody's address to dial and is never reported */
     const struct ctl_node *me = self_node(rt);
     const char *peer =
-        wildcard_host(rt->opts.peer_advertise) ? me->address : rt->opts.peer_advertise;
+        net_addr_wildcard(rt->opts.peer_advertise) ? me->address : rt->opts.peer_advertise;
     const char *client =
-        wildcard_host(rt->opts.advertise) ? me->client_address : rt->opts.advertise;
+        net_addr_wildcard(rt->opts.advertise) ? me->client_address : rt->opts.advertise;
     if (client[0] != '\0' &&
         (strcmp(me->address, peer) != 0 || strcmp(me->client_address, client) != 0)) {
         cmd = NULL;
