@@ -5,7 +5,9 @@
 # sim-bugs, those two run beside it at nice 10 (one core of deterministic simulation while the e2e
 # suites mostly wait on timers): each of the three buffers its output to a file, printed in stage
 # order once all have finished, with the same "=== stage NAME: ok (N s)" lines (N: that stage's
-# own wall time). SERIAL=1 runs every stage alone, in order.
+# own wall time). Once the simulation is done, the same niced job compiles the fault, ASan and TSan
+# builds (one compile at a time) until e2e ends, so those stages mostly find their build done.
+# SERIAL=1 runs every stage alone, in order.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -76,10 +78,13 @@ st_e2e() {
 
 # The fault stage also builds slotd with crash points, the peer-network filter and the unsafe-read
 # switch (-DSLOTD_FAULT=ON, service/fault/README.md) into $FAULT_BUILD.
-st_fault() {
-  [ -f "$FAULT_BUILD/CMakeCache.txt" ] ||
+build_fault() {
+  [ -f "$FAULT_BUILD/Makefile" ] ||
     cmake -S . -B "$FAULT_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLOTD_FAULT=ON >/dev/null || return 1
-  cmake --build "$FAULT_BUILD" -j "$JOBS" --target slotd -- --no-print-directory >/dev/null || return 1
+  cmake --build "$FAULT_BUILD" -j "$1" --target slotd -- --no-print-directory >/dev/null
+}
+st_fault() {
+  build_fault "$JOBS" || return 1
   SLOTD_FAULT_REQUIRED=1 SLOTD_BIN="$PWD/$BUILD/bin/slotd" SLOTD_FAULT_BIN="$PWD/$FAULT_BUILD/bin/slotd" \
     "$PY" -m unittest discover -s tests/fault -p 'test_*.py' -v
 }
@@ -88,10 +93,13 @@ st_deploy() {
   SLOTD_BIN="$PWD/$BUILD/bin/slotd" "$PY" -m unittest discover -s tests/deploy -v
 }
 
-st_asan() {
-  [ -f "$ASAN/CMakeCache.txt" ] ||
+build_asan() {
+  [ -f "$ASAN/Makefile" ] ||
     cmake -S . -B "$ASAN" -DCMAKE_BUILD_TYPE=Debug -DSLOTD_SANITIZE=ON >/dev/null || return 1
-  cmake --build "$ASAN" -j "$JOBS" -- --no-print-directory >/dev/null || return 1
+  cmake --build "$ASAN" -j "$1" -- --no-print-directory >/dev/null
+}
+st_asan() {
+  build_asan "$JOBS" || return 1
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   ctest --test-dir "$ASAN" --output-on-failure -L unit -j "$JOBS" || return 1
   if [ -x "$ASAN"/bin/raft-sim ]; then
@@ -105,10 +113,13 @@ st_asan() {
 
 # ThreadSanitizer (tests/tsan/README.md): the unit suites and a 3-node smoke with a leader kill,
 # built into $TSAN. Any report fails it: halt_on_error + exitcode, and the smoke greps node logs.
-st_tsan() {
-  [ -f "$TSAN/CMakeCache.txt" ] ||
+build_tsan() {
+  [ -f "$TSAN/Makefile" ] ||
     cmake -S . -B "$TSAN" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLOTD_TSAN=ON >/dev/null || return 1
-  cmake --build "$TSAN" -j "$JOBS" -- --no-print-directory >/dev/null || return 1
+  cmake --build "$TSAN" -j "$1" -- --no-print-directory >/dev/null
+}
+st_tsan() {
+  build_tsan "$JOBS" || return 1
   local -x TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1"
   TSAN_OPTIONS+=" second_deadlock_stack=1 suppressions=$PWD/tests/tsan/suppressions.txt"
   ctest --test-dir "$TSAN" --output-on-failure -L unit -j "$JOBS" || return 1
@@ -186,14 +197,27 @@ run_side_by_side() {
   bg_dir=$(mktemp -d)
   echo "=== stages ${side[*]} e2e: side by side (their output follows when all have finished)"
   # niced: the simulation takes the CPU the e2e processes leave idle, not what they need
+  # Once the simulation is done, the same niced job compiles the builds of the later stages
+  # (one job at a time): each stage then finds its build up to date. Not a stage: a failed
+  # build here is built again, and reported, by its own stage.
   (
     renice -n 10 -p "$BASHPID" >/dev/null
     for x in "${side[@]}"; do bg_run "$x" "$(stage_fn "$x")"; done
+    for x in fault asan tsan; do
+      if wanted "$x"; then "build_$x" 1 >"$bg_dir/build-$x.out" 2>&1; fi
+    done
   ) &
-  bg_pids+=($!)
+  local side_pid=$!
+  bg_pids+=($side_pid)
   (bg_run e2e st_e2e) &
   bg_pids+=($!)
-  wait "${bg_pids[@]}"
+  wait "${bg_pids[1]}"
+  # e2e is done: a build still compiling at one job is stopped (its stage finishes it with all
+  # cores); the simulation, if still running, is waited for.
+  local x done=1
+  for x in "${side[@]}"; do [ -f "$bg_dir/$x.rc" ] || done=0; done
+  [ $done -eq 0 ] || kill_tree "$side_pid"
+  wait "$side_pid"
   bg_pids=()
   for x in "${want[@]}"; do
     if in_side "$x" || [ "$x" = e2e ]; then bg_print "$x"; fi
