@@ -6,57 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct store_fsm_batch {
-    struct store__batch b;
-};
+STORE__BATCH_TYPE(store_fsm_batch)
 
 #define APPLIED_VALUE_LEN (1 + 8) /* ver, index */
 
 /* ---- batches ---- */
-
-int store_fsm_batch_new(struct store_fsm_batch **out)
-{
-    struct store_fsm_batch *b = malloc(sizeof(*b));
-    if (b == NULL)
-        goto err;
-    if (store__batch_init(&b->b) != STORE_OK)
-        goto err_after_alloc;
-    *out = b;
-    return STORE_OK;
-
-err_after_alloc:
-    free(b);
-err:
-    return STORE_ENOMEM;
-}
-
-void store_fsm_batch_free(struct store_fsm_batch *b)
-{
-    if (b == NULL)
-        return;
-    store__batch_destroy(&b->b);
-    free(b);
-}
-
-void store_fsm_batch_clear(struct store_fsm_batch *b)
-{
-    store__batch_clear(&b->b);
-}
-
-size_t store_fsm_batch_bytes(const struct store_fsm_batch *b)
-{
-    return b->b.bytes;
-}
-
-size_t store_fsm_batch_count(const struct store_fsm_batch *b)
-{
-    return b->b.count;
-}
-
-int store_fsm_batch_error(const struct store_fsm_batch *b)
-{
-    return b->b.err;
-}
 
 static bool fsm_key_ok(struct store_fsm_batch *b, const char *what, size_t kl)
 {

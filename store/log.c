@@ -5,9 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct store_log_batch {
-    struct store__batch b;
-};
+STORE__BATCH_TYPE(store_log_batch)
 
 #define ENTRY_HEADER_LEN (1 + 8 + 1)   /* ver, term, type */
 #define HARD_STATE_LEN (1 + 8 + 8 + 8) /* ver, term, vote, commit */
@@ -120,50 +118,6 @@ static int decode_entry(struct store *s, uint32_t group, uint64_t index, const u
 }
 
 /* ---- batches ---- */
-
-int store_log_batch_new(struct store_log_batch **out)
-{
-    struct store_log_batch *b = malloc(sizeof(*b));
-    if (b == NULL)
-        goto err;
-    if (store__batch_init(&b->b) != STORE_OK)
-        goto err_after_alloc;
-    *out = b;
-    return STORE_OK;
-
-err_after_alloc:
-    free(b);
-err:
-    return STORE_ENOMEM;
-}
-
-void store_log_batch_free(struct store_log_batch *b)
-{
-    if (b == NULL)
-        return;
-    store__batch_destroy(&b->b);
-    free(b);
-}
-
-void store_log_batch_clear(struct store_log_batch *b)
-{
-    store__batch_clear(&b->b);
-}
-
-size_t store_log_batch_bytes(const struct store_log_batch *b)
-{
-    return b->b.bytes;
-}
-
-size_t store_log_batch_count(const struct store_log_batch *b)
-{
-    return b->b.count;
-}
-
-int store_log_batch_error(const struct store_log_batch *b)
-{
-    return b->b.err;
-}
 
 void store_log_batch_put_entry(struct store_log_batch *b, uint32_t group,
                                const struct store_entry *e)
