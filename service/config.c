@@ -88,6 +88,9 @@ static const struct opt opts[] = {
     U64(tls_client_auth, 0, 1, "0",
         "1: require and verify client certificates (mTLS; needs tls_ca); nodes present tls_cert"),
     STR(tls_server_name, "", "name expected in peer nodes' certificates (empty: their host)"),
+    U64(echo_only, 0, 1, "0",
+        "1: serve only the echo ceiling (slotd.bench.v1.Echo/Echo, health, reflection) on "
+        "--listen: no data directory, raft or runtime (slotbench --target echo)"),
     STR(cluster_secret_file, "",
         "file holding the cluster secret (16..4096 bytes, the same on every node): every peer "
         "call carries a proof of it (empty: peers are not authenticated by a secret)"),

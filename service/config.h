@@ -41,6 +41,7 @@ struct slotd_config {
     uint64_t auth;                       /* 1: clients authenticate (service/node/authz.c) */
     char root_password_file[1024];       /* user root's password at auth_init; "" = random */
     uint64_t auth_token_ttl_s;           /* token lifetime */
+    uint64_t echo_only; /* 1: only the echo ceiling on listen (main.c run_echo_only) */
 };
 
 /*

@@ -228,6 +228,42 @@ static int auth_setup(const struct slotd_config *f, bool peers_authenticated, bo
     return rc;
 }
 
+/* --echo-only 1: the request path's ceiling. The client port's rpc server with the echo method
+ * (service/rpc/echo.c) and nothing behind it, until SIGINT/SIGTERM. Returns the exit code. */
+static int run_echo_only(const struct slotd_config *f, const sigset_t *set)
+{
+    char err[512] = "";
+    struct rpc_server_options o;
+    rpc_server_options_default(&o);
+    o.listen_addr = f->listen;
+    o.max_request_bytes = f->max_request_bytes;
+    o.max_inflight_calls = f->max_inflight_calls;
+    o.max_streams_per_conn = f->max_streams_per_conn;
+    o.max_connections = f->max_connections;
+    o.conn_idle_ms = f->conn_idle_ms;
+    struct rpc_server *server = NULL;
+    int port = 0;
+    int code = 1;
+    if (rpc_server_new(&o, &server) != SLOTD_OK) {
+        fprintf(stderr, "slotd: --echo-only: cannot create the gRPC server\n");
+        goto err_after_nothing;
+    }
+    if (rpc_server_add_echo(server) != SLOTD_OK ||
+        rpc_server_start(server, &port, err, sizeof(err)) != SLOTD_OK) {
+        fprintf(stderr, "slotd: --echo-only: --listen %s: %s\n", f->listen, err);
+        goto err_after_server;
+    }
+    slog("info", "main", "msg=\"echo only\" listen=%s port=%d method=%s", f->listen, port,
+         RPC_ECHO_METHOD);
+    int sig = wait_signal(set);
+    slog("info", "main", "msg=\"shutting down\" signal=%d", sig);
+    code = 0;
+err_after_server:
+    rpc_server_free(server);
+err_after_nothing:
+    return code;
+}
+
 extern char **environ;
 
 int main(int argc, char **argv)
@@ -267,6 +303,9 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+
+    if (f.echo_only)
+        return run_echo_only(&f, &set);
 
     int code = 1;
     struct store *store = NULL;

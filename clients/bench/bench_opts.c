@@ -75,13 +75,14 @@ const char *bench_op_name(enum bench_op op)
 
 const char *bench_target_name(enum bench_target target)
 {
-    return target == BENCH_TARGET_ETCD ? "etcd" : "slotd";
+    return target == BENCH_TARGET_ETCD ? "etcd" : target == BENCH_TARGET_ECHO ? "echo" : "slotd";
 }
 
 const char *bench_opts_usage(void)
 {
     return "usage: slotbench [options]\n"
-           "  --target slotd|etcd          service to load (default slotd)\n"
+           "  --target slotd|etcd|echo     service to load (default slotd; echo: slotd "
+           "--echo-only)\n"
            "  --endpoints H:P[,H:P...]     servers, requests spread round robin (default "
            "127.0.0.1:7700; etcd 127.0.0.1:2379)\n"
            "  --op put|get|get-linearizable|get-leader-local|get-local|mixed   (default put)\n"
@@ -247,8 +248,10 @@ static int opt_apply(const struct opt_def *d, const char *val, struct bench_opts
             o->target = BENCH_TARGET_SLOTD;
         else if (strcmp(val, "etcd") == 0)
             o->target = BENCH_TARGET_ETCD;
+        else if (strcmp(val, "echo") == 0)
+            o->target = BENCH_TARGET_ECHO;
         else
-            return opt_fail(errmsg, errmsg_len, "--target: '%s' is not slotd or etcd", val);
+            return opt_fail(errmsg, errmsg_len, "--target: '%s' is not slotd, etcd or echo", val);
         return 0;
     case OPT_OP:
         if (opt_parse_op(val, &o->op) != 0)
@@ -310,6 +313,9 @@ static int opt_check_combined(struct bench_opts *o, char *errmsg, size_t errmsg_
     if (o->target == BENCH_TARGET_ETCD && o->route_aware)
         return opt_fail(errmsg, errmsg_len,
                         "--route-aware: slotd only (etcd has no RouteSnapshot)");
+    if (o->target == BENCH_TARGET_ECHO && o->route_aware)
+        return opt_fail(errmsg, errmsg_len,
+                        "--route-aware: slotd only (the echo target has no RouteSnapshot)");
     if (client_tls_opts_check(&o->tls, errmsg, errmsg_len) != CLIENT_TLS_OK)
         return BENCH_EUSAGE;
     if (o->threads > o->concurrency)

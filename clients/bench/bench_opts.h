@@ -8,7 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum bench_target { BENCH_TARGET_SLOTD, BENCH_TARGET_ETCD };
+/* ECHO: slotd --echo-only (slotd.bench.v1.Echo/Echo answers the request bytes): the same slotd
+ * requests as SLOTD, each answered unchanged by the rpc layer alone, the request path's ceiling. */
+enum bench_target { BENCH_TARGET_SLOTD, BENCH_TARGET_ETCD, BENCH_TARGET_ECHO };
 
 /* What --op asks for. MIXED draws a read (--read-op) with probability --read-ratio. */
 enum bench_op {

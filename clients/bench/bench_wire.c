@@ -31,6 +31,8 @@ const char *bench_wire_method(enum bench_target target, enum bench_req req)
 {
     if (target == BENCH_TARGET_ETCD)
         return req == BENCH_REQ_PUT ? "/etcdserverpb.KV/Put" : "/etcdserverpb.KV/Range";
+    if (target == BENCH_TARGET_ECHO)
+        return BENCH_WIRE_ECHO_METHOD;
     return req == BENCH_REQ_PUT ? "/slotd.v1.Metadata/Propose" : "/slotd.v1.Metadata/Read";
 }
 
@@ -107,6 +109,9 @@ size_t bench_wire_request_encode(enum bench_target target, enum bench_req req, b
 static const ProtobufCMessageDescriptor *wire_response_descriptor(enum bench_target target,
                                                                   enum bench_req req)
 {
+    if (target == BENCH_TARGET_ECHO) /* the request itself comes back */
+        return req == BENCH_REQ_PUT ? &slotd__v1__propose_request__descriptor
+                                    : &slotd__v1__read_request__descriptor;
     if (target == BENCH_TARGET_ETCD)
         return req == BENCH_REQ_PUT ? &etcdserverpb__put_response__descriptor
                                     : &etcdserverpb__range_response__descriptor;
@@ -119,6 +124,15 @@ static bool wire_response_valid(enum bench_target target, enum bench_req req,
                                 const ProtobufCMessage *m, bool *found)
 {
     *found = true;
+    if (target == BENCH_TARGET_ECHO) {
+        if (req == BENCH_REQ_PUT) {
+            const Slotd__V1__ProposeRequest *p = (const Slotd__V1__ProposeRequest *)m;
+            return p->command_case == SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT &&
+                   p->put->key.len > 0;
+        }
+        const Slotd__V1__ReadRequest *r = (const Slotd__V1__ReadRequest *)m;
+        return r->query_case == SLOTD__V1__READ_REQUEST__QUERY_GET && r->get->key.len > 0;
+    }
     if (target == BENCH_TARGET_ETCD) {
         if (req != BENCH_REQ_PUT)
             *found = ((const Etcdserverpb__RangeResponse *)m)->n_kvs > 0;

@@ -19,6 +19,10 @@ enum bench_req {
 /* Maps a get-kind op (GET, GET_LEADER_LOCAL, GET_LOCAL) or PUT to its request kind. */
 enum bench_req bench_wire_req_of(enum bench_op op);
 
+/* slotd --echo-only's method (service/rpc/rpc.h RPC_ECHO_METHOD; clients/ does not include
+ * service/): every request kind of the echo target goes there and comes back unchanged. */
+#define BENCH_WIRE_ECHO_METHOD "/slotd.bench.v1.Echo/Echo"
+
 /* Static gRPC method path, e.g. "/slotd.v1.Metadata/Propose" or "/etcdserverpb.KV/Range". */
 const char *bench_wire_method(enum bench_target target, enum bench_req req);
 
@@ -43,7 +47,8 @@ size_t bench_wire_request_encode(enum bench_target target, enum bench_req req, b
 /*
  * buf, found: borrowed for the call. Decodes a response of status OK. Returns BENCH_OK, or
  * BENCH_EMALFORMED when the bytes are not the expected message (or a slotd response lacks
- * its result). For reads *found says whether the key existed; puts set it to true.
+ * its result; for the echo target: the slotd request of req with its key, as sent). For reads
+ * *found says whether the key existed; puts set it to true.
  */
 int bench_wire_response_check(enum bench_target target, enum bench_req req, const uint8_t *buf,
                               size_t len, bool *found);

@@ -2,6 +2,9 @@
 # scripts/bench/compare-etcd.sh - slotd against etcd on this machine, same client (slotbench),
 # same durability, same key space: put and linearizable get at 1/16/64/256 in flight on one node,
 # 16/64/256 on three nodes, runs alternating between the two, medians and slotd/etcd ratios.
+# First the echo ceiling: `slotd --echo-only 1` (service/rpc/echo.c, no runtime) driven by
+# `slotbench --target echo` at 1/16/64/256 in flight; every slotd row states slotd/echo at its
+# in-flight count.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -62,10 +65,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# 9 free loopback ports: 1 node = slotd 1 + etcd client/peer 2; 3 nodes = slotd 3 + etcd 6.
+# Free loopback ports: slotd client 0..2, etcd client 3..5 and peer 6..8, slotd peer 9..11, echo 12.
 read -r -a ports <<<"$($PY -c '
 import socket
-socks = [socket.socket() for _ in range(12)]
+socks = [socket.socket() for _ in range(13)]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in socks))')"
 
@@ -89,6 +92,13 @@ start_slotd() {
     "$bin"/slotd "${args[@]}" >"$dir/slotd-${n}n-$i.log" 2>&1 &
     pids+=($!) slotd_pids+=($!)
   done
+}
+
+# start_echo: slotd --echo-only 1 on ports[12]. Sets echo_pids, echo_eps.
+start_echo() {
+  echo_eps="127.0.0.1:${ports[12]}"
+  "$bin"/slotd --echo-only 1 --listen "$echo_eps" >"$dir/echo.log" 2>&1 &
+  pids+=($!) echo_pids=($!)
 }
 
 # start_etcd N: N etcd members; client ports ports[3..], peer ports ports[6..].
@@ -239,14 +249,26 @@ scenario() {
   done
 }
 
+# echo_scenario CONC: ROUNDS runs of the echo ceiling (a serializable read's request bytes).
+echo_scenario() {
+  local conc=$1
+  log "echo ceiling at $conc in flight ($ROUNDS rounds)"
+  for _ in $(seq "$ROUNDS"); do
+    run_one "$dir/res/echo_c${conc}_1n-echo.json" echo "$echo_eps" get-local "$conc"
+  done
+}
+
 etcd_version=$("$ETCD" --version 2>/dev/null | sed -n 's/^etcd Version: //p')
 
 # Single node.
-log "single node: starting etcd and slotd"
+log "single node: starting the echo ceiling, etcd and slotd"
+start_echo
 start_etcd 1
 start_slotd 1
+wait_for "slotd --echo-only" slotd_serving "$echo_eps"
 wait_for "etcd (1 member)" etcd_healthy "${etcd_addrs[@]}"
 wait_for "slotd (1 node)" slotd_serving "${slotd_addrs[@]}"
+for c in 1 16 64 256; do echo_scenario "$c"; done
 populate etcd "$etcd_eps"
 populate slotd "$slotd_eps"
 idle_1n_etcd=$(idle_cpu 2 "${etcd_pids[@]}")
@@ -256,7 +278,7 @@ for op in put get; do
 done
 # The ceiling of the request path: a local (serializable) read does no raft or disk work.
 scenario 1 get-local 256
-stop_pids "${etcd_pids[@]}" "${slotd_pids[@]}"
+stop_pids "${echo_pids[@]}" "${etcd_pids[@]}" "${slotd_pids[@]}"
 pids=()
 
 # Three nodes.
@@ -286,6 +308,9 @@ echo "# idle CPU of the system not being measured (% of one core): 1 node slotd 
   "etcd $idle_1n_etcd; 3 nodes slotd $idle_3n_slotd, etcd $idle_3n_etcd"
 echo "# server CPU per request: CPU of all the system's processes over warm-up and run, divided by" \
   "ops/s x (warm-up + run) s; the get-local row is a serializable read (no raft, no disk)"
+echo "# echo ceiling: slotd --echo-only 1 (rpc layer only, reply on the gRPC thread) loaded by" \
+  "slotbench --target echo with a serializable read's bytes; slotd/echo divides each slotd row" \
+  "by the echo median at the same in-flight count (measured on one node, also for 3-node rows)"
 echo
 $PY - "$dir/res" "$DURATION" "$WARMUP" "$(getconf CLK_TCK)" <<'PYEOF'
 import json, statistics, sys
@@ -311,10 +336,20 @@ rows = [(1, op, c, "slotd", "-") for op in ("put", "get") for c in (1, 16, 64, 2
 rows += [(1, "get-local", 256, "slotd", "-")]
 rows += [(3, op, c, v, m) for op in ("put", "get") for c in (16, 64, 256)
          for v, m in (("slotd-ra", "route-aware"), ("slotd-rr", "round robin"))]
-print("| nodes | op | in flight | slotd client | slotd ops/s | etcd ops/s | slotd/etcd "
+print("| nodes | op | in flight | slotd client | slotd ops/s | etcd ops/s | slotd/etcd | slotd/echo "
       "| slotd p50 ms | etcd p50 ms | slotd p99 ms | etcd p99 ms | errors slotd/etcd "
       "| client CPU % slotd/etcd | server CPU us/op slotd/etcd |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+echo = {}
+for c in (1, 16, 64, 256):
+    x = load(f"echo_c{c}_1n-echo")
+    echo[c] = med(x, lambda r: r["ops_per_s"])
+    p = lambda runs, k: med(runs, lambda r: r["latency_us"][k]) / 1000
+    print(f"| 1 | echo ceiling | {c} | - | {echo[c]:.0f} | - | - | 1.00 "
+          f"| {p(x, 'p50'):.2f} | - | {p(x, 'p99'):.2f} | - "
+          f"| {sum(r['errors_total'] for r in x)}/- "
+          f"| {med(x, lambda r: r['client_cpu_pct']):.0f}/- "
+          f"| {med(x, lambda r: r['server_cpu_us']):.0f}/- |")
 summary = {}
 p99_rows = []  # (row name, slotd p99 <= etcd p99) for the rows the targets use
 for nodes, op, c, var, mode in rows:
@@ -332,6 +367,7 @@ for nodes, op, c, var, mode in rows:
     label = {"put": "put (durable)", "get": "get (linearizable)",
              "get-local": "get (serializable)"}[op]
     print(f"| {nodes} | {label} | {c} | {mode} | {s_ops:.0f} | {e_ops:.0f} | {q:.2f} "
+          f"| {ratio(s_ops, echo[c]):.2f} "
           f"| {p(s, 'p50'):.2f} | {p(e, 'p50'):.2f} | {p(s, 'p99'):.2f} | {p(e, 'p99'):.2f} "
           f"| {errs(s)}/{errs(e)} | {cpu(s):.0f}/{cpu(e):.0f} | {scpu(s):.0f}/{scpu(e):.0f} |")
 print()
@@ -345,4 +381,5 @@ print(f"targets (p99 <= etcd): {len(p99_rows) - len(late)} of {len(p99_rows)} ro
       + (": not met at " + " ".join(late) if late else ""))
 print("ratio " + " ".join(f"{k}={summary[k]:.2f}" for k in
                           ("put_c256_1n", "get_c256_1n", "put_c256_3n", "get_c256_3n")))
+print("echo ceiling ops/s " + " ".join(f"c{c}={echo[c]:.0f}" for c in (1, 16, 64, 256)))
 PYEOF

@@ -356,6 +356,11 @@ static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
                               &r->base, &err);
     if (where < 0)
         goto fail;
+    /* A serializable read is served on this gRPC thread when the runtime can (read_local.c);
+     * otherwise, and for every other consistency, through the loop. */
+    if (where == 1 && local &&
+        runtime_read_local(api->rt, t.group, t.hash_slot, req, len, r->min_applied_index, call))
+        where = 0;
     if (where == 1 &&
         runtime_submit_read(api->rt, t.group, t.hash_slot, req, len, (int)r->consistency,
                             r->min_applied_index, call, &err) != 0)

@@ -95,6 +95,15 @@ int rpc_server_add_service(struct rpc_server *s, const ProtobufCServiceDescripto
  * SLOTD_EINVALID_FIELD when the path is too long or RPC_METHODS_MAX is reached. */
 int rpc_server_add_unary(struct rpc_server *s, const char *method, rpc_unary_cb cb, void *ctx);
 
+/* The echo ceiling's method (`slotd --echo-only`, `slotbench --target echo`): its response is
+ * the request's bytes, unchanged. No message type: any bytes up to max_request_bytes. */
+#define RPC_ECHO_METHOD "/slotd.bench.v1.Echo/Echo"
+
+/* Adds RPC_ECHO_METHOD to s, answered on the completion-queue thread that decoded the call with
+ * rpc_call_reply_bytes (the request path's cost without any back end). Before start only.
+ * Returns what rpc_server_add_unary returns. */
+int rpc_server_add_echo(struct rpc_server *s);
+
 /* Binds listen_addr (with TLS when configured), starts the completion-queue threads and arms every
  * method. *bound_port (may be NULL) receives the port. On failure err (NULL allowed) gets a
  * sentence and the server may only be freed. Returns SLOTD_OK or SLOTD_EINTERNAL. */

@@ -112,8 +112,8 @@ static void serve_read(struct runtime *rt, struct rt_request *r)
         return;
     }
     /* r->index: the group's applied index after this job */
-    if (slot_serve_read(rt->store, r->hash_slot, r->data, r->len, r->group, r->index, r->term,
-                        &buf, &blen, &err) != 0)
+    if (slot_serve_read(rt->store, r->hash_slot, r->data, r->len, r->group, r->index, r->term, &buf,
+                        &blen, &err) != 0)
         rpc_call_fail(r->call, &err);
     else
         rpc_call_reply_bytes(r->call, buf, blen);
@@ -138,9 +138,12 @@ static void apply_work(uv_work_t *w)
     int rc = results && waiters ? 0 : STORE_ENOMEM;
 
     slot_fsm_begin(rt->fsm);
+    uint8_t reseq[RT_GROUPS_CAP] = {0}; /* groups whose owned slots changed: read_seq is odd */
     for (size_t i = 0; i < job->n_groups && rc == 0; i++) {
         struct rt_apply_group *ag = &job->groups[i];
         struct rt_group *g = ag->g;
+        uint8_t owned_before[32];
+        memcpy(owned_before, g->fsm_state.owned, sizeof(owned_before));
         for (size_t j = 0; j < ag->n_entries && rc == 0; j++) {
             struct rt_apply_entry *e = &ag->entries[j];
             struct slot_result *out = e->waiter ? &results[k] : NULL;
@@ -165,11 +168,18 @@ static void apply_work(uv_work_t *w)
             rc = rc ? rc : rt_ctl_apply_finish(rt, &job->ctl_pub);
         else
             slot_fsm_set_applied(rt->fsm, g->id, ag->entries[ag->n_entries - 1].index);
+        if (g->id != 0 && memcmp(owned_before, g->fsm_state.owned, sizeof(owned_before)) != 0) {
+            atomic_fetch_add_explicit(&g->read_seq, 1, memory_order_seq_cst); /* odd */
+            reseq[g->id] = 1;
+        }
         if (g->id != 0)
             rt_facts_publish_slots(g);
     }
     if (rc == 0)
         rc = slot_fsm_commit_sync(rt->fsm, job->sync_fsm);
+    for (size_t i = 0; i < RT_GROUPS_CAP; i++) /* even: the rows are written (or we abort) */
+        if (reseq[i])
+            atomic_fetch_add_explicit(&rt->groups[i].read_seq, 1, memory_order_release);
     if (rc == 0 && job->sync_fsm)
         SLOTD_FAULT_NOTE_FSM_SYNCED(rt->data_dir);
     if (rc == 0 && job->capture != NULL && rt_snap_capture_rows(rt, job->capture) != 0)
@@ -245,8 +255,8 @@ void rt_apply_submit(struct runtime *rt, struct rt_apply_job *job)
          * compaction is due by the applied index but blocked by the durable one: about once
          * per compact_entries entries of a group. */
         uint64_t due = ag->g->first_index + rt->opts.compact_entries + rt->opts.compact_tail;
-        if (ag->n_entries > 0 && ag->g->id != 0 &&
-            ag->entries[ag->n_entries - 1].index >= due && ag->g->durable_applied < due)
+        if (ag->n_entries > 0 && ag->g->id != 0 && ag->entries[ag->n_entries - 1].index >= due &&
+            ag->g->durable_applied < due)
             job->sync_fsm = true;
         for (size_t j = 0; j < ag->n_entries; j++)
             ag->entries[j].data = job->arena + (uintptr_t)ag->entries[j].data;

@@ -199,6 +199,8 @@ struct rt_metrics {
     struct metrics_counter *snap_received_bytes;
     struct metrics_counter *dropped_outbound;
     struct metrics_counter *dropped_inbound;
+    struct metrics_counter *read_local_served; /* GRPC (read_local.c) */
+    struct metrics_counter *read_local_overlapped;
     struct metrics_gauge *route_revision;
     struct metrics_gauge *controller_revision;
     struct metrics_gauge *controller_tasks[4]; /* by enum ctl_task_status */
@@ -231,6 +233,17 @@ struct rt_group {
      * within a migration, so a reader mixing words of two states sees no state a slot never had */
     _Atomic uint64_t pub_owned[4], pub_fenced[4];
     _Atomic uint64_t pub_migration_task;
+    /* The seqlock of read_local.c (runtime_read_local, read by GRPC): odd while a writer may
+     * change what this group's keys read as other than by ordinary applies. Written by the
+     * apply stage (a job changing the group's owned hash slots: odd before rt_facts_publish_slots,
+     * even after the fsm commit), the storage stage (rt_snap_install_rows: odd before its batch,
+     * even after the publish) and the loop (rt_group_close_removed: odd after hosted is cleared,
+     * even after the rows are deleted). Those three never run at once (installs_blocked and
+     * rt_group_close_removed's assert). Never reset: it only grows. */
+    _Atomic uint64_t read_seq;
+    /* loop: g->term after each ready and leader change; read by GRPC (runtime_read_local's
+     * response term) */
+    _Atomic uint64_t pub_term;
 
     /* -- loop thread -- (rt_group_close_removed zeroes from here on, keeping metrics) */
     struct raft *raft;
@@ -350,6 +363,9 @@ struct runtime {
     _Atomic size_t n_groups; /* loop (once, 0 -> N, ctl.c): slot groups placed by the cluster
                                 state; read by GRPC and the APPLY/STORAGE stages */
     _Atomic size_t led_groups; /* loop: groups this node leads; read by main at shutdown */
+    /* GRPC (runtime_read_local): serializable reads answered on the gRPC thread, and those that
+     * saw a writer (read_seq moved) and went through the loop instead */
+    _Atomic uint64_t read_local_served, read_local_retried;
 
     /* -- inbound queue, GRPC and transport threads -> loop: guarded by mu -- */
     pthread_mutex_t mu;

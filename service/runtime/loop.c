@@ -246,6 +246,7 @@ static void on_soft_state(struct runtime *rt, struct rt_group *g, const struct r
     g->leader = ss->leader;
     g->role = ss->role;
     g->term = st.term;
+    atomic_store_explicit(&g->pub_term, g->term, memory_order_relaxed);
     RT_LOG("info", "msg=\"leader changed\" node=%llu group=%u leader=%llu term=%llu role=%s",
            (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)g->leader,
            (unsigned long long)g->term, raft_role_name(g->role));
@@ -475,8 +476,12 @@ static void storage_work(uv_work_t *w)
     assert(rt->installs == NULL || (rt->apply_running == NULL && rt->apply_queue_head == NULL));
     rt->storage_rc = 0;
     for (struct rt_snap_install *in = rt->installs; in != NULL && rt->storage_rc == 0;
-         in = in->next)
+         in = in->next) {
+        /* read_local.c's seqlock: odd while the group's rows and ownership are replaced */
+        atomic_fetch_add_explicit(&in->g->read_seq, 1, memory_order_seq_cst);
         rt->storage_rc = rt_snap_install_rows(rt, in->g, in);
+        atomic_fetch_add_explicit(&in->g->read_seq, 1, memory_order_release);
+    }
     if (rt->storage_rc == 0) {
         SLOTD_CRASH_POINT("loop_before_log_sync"); /* the leader's early messages are out */
         double start = metrics_now_seconds();
@@ -583,6 +588,7 @@ static void take_ready(struct runtime *rt, struct rt_group *g, bool *must_sync)
     if (rd->has_hard_state) {
         g->commit = rd->hard_state.commit;
         g->term = rd->hard_state.term;
+        atomic_store_explicit(&g->pub_term, g->term, memory_order_relaxed);
     }
     rt_metrics_group(rt, g);
     if (rd->has_snapshot)

@@ -38,6 +38,15 @@ static int node_families(struct metrics_registry *m, struct rt_metrics *out)
                   "Raft messages dropped: outbound could not be queued to a peer, inbound were for "
                   "a group not hosted here or did not decode.",
                   1, direction, &dr);
+    const char *outcome[] = {"outcome"};
+    struct metrics_family *rl = NULL;
+    rc = rc ? rc
+            : metrics_counter_family_new(
+                  m, "slotd_read_local_total",
+                  "Serializable (LOCAL) reads tried on the gRPC thread (read_local.c): "
+                  "outcome=\"served\" answered there, \"overlapped\" a snapshot install, replica "
+                  "close or ownership change ran meanwhile and the read went through the loop.",
+                  1, outcome, &rl);
     rc = rc ? rc
             : metrics_gauge_family_new(m, "slotd_route_revision",
                                        "Revision of the route snapshot last published.", 0, NULL,
@@ -58,6 +67,9 @@ static int node_families(struct metrics_registry *m, struct rt_metrics *out)
     out->dropped_outbound = metrics_counter_get(dr, outbound);
     out->dropped_inbound = metrics_counter_get(dr, inbound);
     out->route_revision = metrics_gauge_get(rr, NULL);
+    const char *served[] = {"served"}, *overlapped[] = {"overlapped"};
+    out->read_local_served = metrics_counter_get(rl, served);
+    out->read_local_overlapped = metrics_counter_get(rl, overlapped);
     return METRICS_OK;
 }
 
@@ -93,8 +105,8 @@ static int group_families(struct runtime *rt)
                   1, reason, &decisions);
     rc = rc ? rc
             : metrics_gauge_family_new(m, "slotd_controller_revision",
-                                       "Revision of the cluster state this node last published.",
-                                       0, NULL, &revision);
+                                       "Revision of the cluster state this node last published.", 0,
+                                       NULL, &revision);
     const char *status[] = {"status"};
     rc = rc ? rc
             : metrics_gauge_family_new(m, "slotd_controller_tasks",

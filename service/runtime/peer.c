@@ -61,8 +61,10 @@ static void step_batch(struct runtime *rt, const uint8_t *data, size_t len, uint
         return;
     }
     if (caller != 0 && b->from_node != caller) {
-        RT_LOG("warn", "msg=\"raft batch from another node than its caller dropped\" caller=%llu "
-               "from_node=%llu", (unsigned long long)caller, (unsigned long long)b->from_node);
+        RT_LOG("warn",
+               "msg=\"raft batch from another node than its caller dropped\" caller=%llu "
+               "from_node=%llu",
+               (unsigned long long)caller, (unsigned long long)b->from_node);
         metrics_counter_add(rt->metrics.dropped_inbound, b->n_messages);
         slotd__internal__v1__raft_batch__free_unpacked(b, NULL);
         return;
@@ -131,16 +133,16 @@ static bool listed(const uint64_t *ids, size_t n, uint64_t id)
 static void observe_replica(struct rt_group *g, uint64_t node,
                             const Slotd__Internal__V1__GroupLeader *gl, int64_t now)
 {
-    struct route_replica r = {
-        .node = node,
-        .role = listed(gl->voters, gl->n_voters, node)       ? ROUTE_ROLE_VOTER
-                : listed(gl->learners, gl->n_learners, node) ? ROUTE_ROLE_LEARNER
-                                                             : ROUTE_ROLE_NONE,
-        .leader = gl->leader,
-        .term = gl->term,
-        .commit = gl->commit,
-        .applied = gl->applied,
-        .heard_ms = now};
+    struct route_replica r = {.node = node,
+                              .role = listed(gl->voters, gl->n_voters, node) ? ROUTE_ROLE_VOTER
+                                      : listed(gl->learners, gl->n_learners, node)
+                                          ? ROUTE_ROLE_LEARNER
+                                          : ROUTE_ROLE_NONE,
+                              .leader = gl->leader,
+                              .term = gl->term,
+                              .commit = gl->commit,
+                              .applied = gl->applied,
+                              .heard_ms = now};
     uint32_t at = 0;
     while (at < g->n_obs && g->obs[at].node < node)
         at++;
@@ -233,7 +235,8 @@ void rt_expire_leaders(struct runtime *rt, int64_t now)
         struct rt_group *g = &rt->groups[i];
         if (g->hosted || g->leader == 0 || now - g->leader_seen_ms <= ttl)
             continue;
-        RT_LOG("info", "msg=\"observed leader expired\" group=%u leader=%llu term=%llu silent_ms=%lld",
+        RT_LOG("info",
+               "msg=\"observed leader expired\" group=%u leader=%llu term=%llu silent_ms=%lld",
                g->id, (unsigned long long)g->leader, (unsigned long long)g->term,
                (long long)(now - g->leader_seen_ms));
         g->leader = 0;
@@ -771,7 +774,7 @@ static void drop_claimed(struct runtime *rt, const struct rt_group *g, uint8_t s
         bool keep = for_snapshot ? snap_yields(rt, g, (uint16_t)s)
                                  : rt_slot_claimed_elsewhere(rt, g->id, (uint16_t)s);
         if (keep)
-            slots[s / 8] &= (uint8_t)~(1u << (s % 8));
+            slots[s / 8] &= (uint8_t) ~(1u << (s % 8));
     }
 }
 
@@ -803,7 +806,8 @@ void rt_group_close_removed(struct runtime *rt, struct rt_group *g)
 {
     RT_ASSERT_LOOP(rt);
     assert(rt->apply_running == NULL && rt->installs == NULL && g->apply_jobs == 0);
-    atomic_store_explicit(&g->hosted, false, memory_order_release);
+    atomic_store_explicit(&g->hosted, false, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&g->read_seq, 1, memory_order_seq_cst); /* odd: rows go */
     /* Appended proposals may still commit on the replicas that stay. */
     rt_fail_list(&g->proposals, SLOTD_EUNKNOWN_OUTCOME,
                  "the replica left this node; the proposal may or may not commit");
@@ -837,6 +841,7 @@ void rt_group_close_removed(struct runtime *rt, struct rt_group *g)
         rc = store_fsm_write(rt->store, b, true);
     }
     store_fsm_batch_free(b);
+    atomic_fetch_add_explicit(&g->read_seq, 1, memory_order_release); /* even: rows are gone */
     struct store_log_batch *lb = NULL;
     if (rc == 0)
         rc = store_log_batch_new(&lb);
@@ -854,6 +859,7 @@ void rt_group_close_removed(struct runtime *rt, struct rt_group *g)
     atomic_store_explicit(&g->leader, 0, memory_order_relaxed);
     atomic_store_explicit(&g->commit, 0, memory_order_relaxed);
     atomic_store_explicit(&g->applied, 0, memory_order_relaxed);
+    atomic_store_explicit(&g->pub_term, 0, memory_order_relaxed);
     struct rt_group_metrics m = g->metrics;
     memset(&g->raft, 0, sizeof(*g) - offsetof(struct rt_group, raft));
     g->metrics = m;
@@ -886,12 +892,12 @@ int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_
     uint8_t gk[STORE_GROUP_META_KEY_LEN];
     store_key_group_meta(gk, g->id, SLOT_GROUP_META_MIGRATION);
     const uint8_t *q = p + 8 + sizeof(mk) + 1 + sizeof(owned);
-    bool has_mig = end - q >= 8 && store_get_u32(q) == sizeof(gk) &&
-                   memcmp(q + 4, gk, sizeof(gk)) == 0;
-    if (has_mig && ((size_t)(end - q) < 8 + sizeof(gk) + SLOT_GROUP_META_MIGRATION_LEN ||
-                    store_get_u32(q + 4 + sizeof(gk)) != SLOT_GROUP_META_MIGRATION_LEN ||
-                    slot_group_migration_decode(q + 8 + sizeof(gk),
-                                                SLOT_GROUP_META_MIGRATION_LEN, &mig) != 0))
+    bool has_mig =
+        end - q >= 8 && store_get_u32(q) == sizeof(gk) && memcmp(q + 4, gk, sizeof(gk)) == 0;
+    if (has_mig &&
+        ((size_t)(end - q) < 8 + sizeof(gk) + SLOT_GROUP_META_MIGRATION_LEN ||
+         store_get_u32(q + 4 + sizeof(gk)) != SLOT_GROUP_META_MIGRATION_LEN ||
+         slot_group_migration_decode(q + 8 + sizeof(gk), SLOT_GROUP_META_MIGRATION_LEN, &mig) != 0))
         return STORE_ECORRUPT;
     uint8_t rows[32], snap_rows[32]; /* hash slots whose rows the snapshot carries / we write */
     for (size_t i = 0; i < sizeof(both); i++) {

@@ -109,7 +109,8 @@ class MetricsTest(h.SlotdTestCase):
                 "slotd_route_revision": "gauge",
                 "slotd_controller_revision": "gauge",
                 "slotd_controller_tasks": "gauge",
-                "slotd_preferred_leader_decisions_total": "counter"}
+                "slotd_preferred_leader_decisions_total": "counter",
+                "slotd_read_local_total": "counter"}
         for name, kind in want.items():
             self.assertEqual(s.types.get(name), kind, name)
             self.assertIn("# HELP %s " % name, s.text)
@@ -119,6 +120,28 @@ class MetricsTest(h.SlotdTestCase):
         for direction in ("sent", "received"):
             self.assertEqual(s.value("slotd_snapshot_bytes_total", direction=direction), 0)
         self.assertEqual(s.value("slotd_route_revision"), 1)
+
+    def test_serializable_reads_on_the_call_thread(self):
+        """LOCAL reads are answered on the gRPC thread (read_local.c) with the written value and
+        an applied index covering the write; linearizable reads do not take that path."""
+        key = h.unique_key(b"readlocal", self.rng)
+        put = h.put(self.stub, key, b"v1")
+        before = self.scrape().value("slotd_read_local_total", outcome="served") or 0
+        for _ in range(20):
+            r = h.get(self.stub, key, consistency=pb.CONSISTENCY_LOCAL,
+                      min_applied_index=put.applied_index)
+            self.assertTrue(r.get.found)
+            self.assertEqual(r.get.value, b"v1")
+            self.assertGreaterEqual(r.applied_index, put.applied_index)
+            self.assertGreaterEqual(r.term, 1)
+        r = h.get(self.stub, h.unique_key(b"readlocal-absent", self.rng),
+                  consistency=pb.CONSISTENCY_LOCAL)
+        self.assertFalse(r.get.found)
+        mid = self.scrape().value("slotd_read_local_total", outcome="served")
+        self.assertEqual(mid - before, 21)
+        for _ in range(5):
+            self.assertEqual(h.get(self.stub, key).get.value, b"v1")  # linearizable
+        self.assertEqual(self.scrape().value("slotd_read_local_total", outcome="served"), mid)
 
     def test_per_group_raft_gauges(self):
         h.put(self.stub, h.unique_key(b"pergroup", self.rng), b"v")

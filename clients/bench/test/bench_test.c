@@ -227,7 +227,8 @@ static void test_opts_errors(void)
     EXPECT_USAGE("--duration: 'nan'", "--duration", "nan");
     EXPECT_USAGE("--duration: '0'", "--duration", "0");
     EXPECT_USAGE("--value-size: '1048577'", "--value-size", "1048577");
-    EXPECT_USAGE("--target: 'redis' is not slotd or etcd", "--target", "redis");
+    EXPECT_USAGE("--target: 'redis' is not slotd, etcd or echo", "--target", "redis");
+    EXPECT_USAGE("--route-aware: slotd only (the echo target", "--target", "echo", "--route-aware");
     EXPECT_USAGE("--op: 'scan'", "--op", "scan");
     EXPECT_USAGE("--read-op: 'put'", "--read-op", "put");
     EXPECT_USAGE("--json takes no value", "--json=1");
@@ -270,6 +271,42 @@ static void test_wire_keys_and_methods(void)
                            "/etcdserverpb.KV/Put");
     CU_ASSERT_STRING_EQUAL(bench_wire_method(BENCH_TARGET_ETCD, BENCH_REQ_GET_LINEARIZABLE),
                            "/etcdserverpb.KV/Range");
+    CU_ASSERT_STRING_EQUAL(bench_wire_method(BENCH_TARGET_ECHO, BENCH_REQ_PUT),
+                           "/slotd.bench.v1.Echo/Echo");
+    CU_ASSERT_STRING_EQUAL(bench_wire_method(BENCH_TARGET_ECHO, BENCH_REQ_GET_LOCAL),
+                           "/slotd.bench.v1.Echo/Echo");
+    CU_ASSERT_STRING_EQUAL(bench_target_name(BENCH_TARGET_ECHO), "echo");
+}
+
+/* The echo target sends slotd's requests and accepts only the same request back. */
+static void test_wire_echo(void)
+{
+    uint8_t buf[512], other[512];
+    const uint8_t key[] = "key-0001";
+    const uint8_t value[] = "vvvv";
+    bool found = false;
+    for (int k = BENCH_REQ_PUT; k <= BENCH_REQ_GET_LOCAL; k++) {
+        size_t n = bench_wire_request_encode(BENCH_TARGET_ECHO, (enum bench_req)k, false, key, 8,
+                                             value, 4, buf, sizeof(buf));
+        size_t m = bench_wire_request_encode(BENCH_TARGET_SLOTD, (enum bench_req)k, false, key, 8,
+                                             value, 4, other, sizeof(other));
+        CU_ASSERT_EQUAL(n, m);
+        CU_ASSERT_EQUAL(memcmp(buf, other, n), 0);
+        found = false;
+        CU_ASSERT_EQUAL(
+            bench_wire_response_check(BENCH_TARGET_ECHO, (enum bench_req)k, buf, n, &found),
+            BENCH_OK);
+        CU_ASSERT_TRUE(found);
+        /* an empty answer is not the request */
+        CU_ASSERT_EQUAL(
+            bench_wire_response_check(BENCH_TARGET_ECHO, (enum bench_req)k, buf, 0, &found),
+            BENCH_EMALFORMED);
+    }
+    /* a read request answered to a put is not its echo */
+    size_t n = bench_wire_request_encode(BENCH_TARGET_ECHO, BENCH_REQ_GET_LOCAL, false, key, 8,
+                                         NULL, 0, buf, sizeof(buf));
+    CU_ASSERT_EQUAL(bench_wire_response_check(BENCH_TARGET_ECHO, BENCH_REQ_PUT, buf, n, &found),
+                    BENCH_EMALFORMED);
 }
 
 static void test_wire_slotd_requests(void)
@@ -983,6 +1020,7 @@ int main(void)
     CU_add_test(s, "wire slotd requests", test_wire_slotd_requests);
     CU_add_test(s, "wire etcd requests", test_wire_etcd_requests);
     CU_add_test(s, "wire responses", test_wire_responses);
+    CU_add_test(s, "wire echo", test_wire_echo);
     CU_add_test(s, "wire error detail", test_wire_error_detail);
     CU_add_test(s, "route crc32", test_route_crc32);
     CU_add_test(s, "route leader lookup", test_route_leader_lookup);

@@ -479,6 +479,9 @@ static int fixture_up(struct fixture *f, size_t max_inflight, unsigned cq_thread
     rpc_server_add_unary(f->server, "/test.Echo/Hold", hold_cb, &f->hold);
     rpc_server_add_unary(f->server, "/test.Echo/Deadline", deadline_cb, NULL);
     rpc_server_add_unary(f->server, "/test.Echo/FailField", fail_field_cb, NULL);
+    if (rpc_server_add_echo(f->server) != SLOTD_OK) {
+        return -1;
+    }
     char err[256];
     if (rpc_server_start(f->server, &f->port, err, sizeof(err)) != SLOTD_OK) {
         fprintf(stderr, "start: %s\n", err);
@@ -529,6 +532,26 @@ static void test_echo(void)
     CU_ASSERT_EQUAL(cc->status, GRPC_STATUS_OK);
     CU_ASSERT(cc->has_resp && cc->resp_len == 0);
     ccall_free(cc);
+}
+
+/* rpc_server_add_echo (slotd --echo-only): the request bytes come back unchanged, the request
+ * limits still apply. */
+static void test_echo_method(void)
+{
+    uint8_t req[300];
+    for (size_t i = 0; i < sizeof(req); i++)
+        req[i] = (uint8_t)(i * 7 + 1);
+    struct ccall *cc = unary(&fx.client, RPC_ECHO_METHOD, req, sizeof(req));
+    CU_ASSERT_EQUAL(cc->status, GRPC_STATUS_OK);
+    CU_ASSERT(cc->has_resp && cc->resp_len == sizeof(req) &&
+              memcmp(cc->resp, req, sizeof(req)) == 0);
+    ccall_free(cc);
+    uint8_t big[1025] = {0}; /* the fixture's max_request_bytes is 1024 */
+    cc = unary(&fx.client, RPC_ECHO_METHOD, big, sizeof(big));
+    CU_ASSERT_EQUAL(cc->status, GRPC_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_FALSE(cc->has_resp && cc->resp_len == sizeof(big));
+    ccall_free(cc);
+    CU_ASSERT_EQUAL(rpc_server_inflight(fx.server), 0);
 }
 
 static void test_reply_from_other_thread(void)
@@ -1098,6 +1121,7 @@ int main(void)
     CU_add_test(errs, "leader hint and retry details decode", test_error_details_leader_hint);
     CU_pSuite srv = CU_add_suite("rpc_server", suite_init, suite_clean);
     CU_add_test(srv, "echo", test_echo);
+    CU_add_test(srv, "rpc_server_add_echo: request bytes back", test_echo_method);
     CU_add_test(srv, "reply from another thread", test_reply_from_other_thread);
     CU_add_test(srv, "unknown and unimplemented methods", test_unimplemented);
     CU_add_test(srv, "max_inflight_calls -> RESOURCE_EXHAUSTED", test_inflight_limit);
