@@ -5,7 +5,8 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config
       libgrpc-dev grpc-proto libprotobuf-dev protobuf-compiler protobuf-c-compiler libprotobuf-c-dev
       libuv1-dev libleveldb-dev libsnappy-dev libcunit1-dev libjansson-dev libmicrohttpd-dev libsodium-dev
-      zlib1g-dev python3-grpcio python3-grpc-tools python3-protobuf python3-yaml python3-prometheus-client openssl)
+      zlib1g-dev python3-grpcio python3-grpc-tools python3-protobuf python3-yaml python3-prometheus-client openssl
+      prometheus)  # prometheus: only for promtool (tests/deploy); its service is kept off
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -30,4 +31,14 @@ if ! $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/tmp/s
     echo "deps: apt-get install failed (log: /tmp/slotd-deps.log)" >&2
     exit 1
   }
+fi
+# Debian's prometheus package enables (and where a service manager runs, starts) a Prometheus
+# server; slotd needs only its promtool, so the service is stopped and disabled again.
+if printf '%s\n' "${missing[@]}" | grep -qx prometheus; then
+  if [ -d /run/systemd/system ]; then
+    $sudo systemctl disable --now prometheus.service >>/tmp/slotd-deps.log 2>&1 || true
+  else
+    $sudo invoke-rc.d prometheus stop >>/tmp/slotd-deps.log 2>&1 || true
+    $sudo rm -f /etc/systemd/system/multi-user.target.wants/prometheus.service
+  fi
 fi

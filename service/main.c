@@ -367,6 +367,9 @@ int main(int argc, char **argv)
         goto err_after_store;
     if (metrics_registry_new(&metrics) != METRICS_OK)
         goto err_after_routes;
+    if (metrics_build_info_register(metrics, slotd_version, metrics_build_commit) != METRICS_OK ||
+        metrics_process_enable(metrics, f.data_dir) != METRICS_OK)
+        goto err_after_metrics;
 
     struct rpc_server_options so;
     rpc_server_options_default(&so);

@@ -137,6 +137,27 @@ double metrics_now_seconds(void);
  */
 int metrics_registry_render(struct metrics_registry *r, char **out, size_t *len);
 
+/* ---- Build and process metrics (process.c) ---- */
+
+/* The commit (`git rev-parse HEAD` when service/metrics was configured, "unknown" without git). */
+extern const char metrics_build_commit[];
+
+/* Registers gauge slotd_build_info{version,commit} = 1. version and commit are borrowed for the
+ * call (copied; each under METRICS_LABEL_VALUE_MAX bytes, else METRICS_EINVALID). */
+int metrics_build_info_register(struct metrics_registry *r, const char *version,
+                                const char *commit);
+
+/*
+ * From now on every render appends, read at that moment: process_cpu_seconds_total,
+ * process_resident_memory_bytes, process_start_time_seconds (/proc/self/stat, /proc/stat
+ * btime), process_open_fds (/proc/self/fd), process_max_fds (RLIMIT_NOFILE, left out when
+ * unlimited) and, when data_dir is not NULL or "", slotd_data_dir_available_bytes and
+ * slotd_data_dir_size_bytes (statvfs of data_dir). A value that cannot be read is left out of
+ * that scrape. data_dir is borrowed for the call (copied; under 1024 bytes, else
+ * METRICS_EINVALID).
+ */
+int metrics_process_enable(struct metrics_registry *r, const char *data_dir);
+
 /* Bucket layouts used by slotd. */
 extern const double metrics_latency_bounds[]; /* seconds: 100 us .. 10 s */
 extern const size_t metrics_latency_bounds_len;

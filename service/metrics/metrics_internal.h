@@ -3,6 +3,7 @@
 #define SLOTD_METRICS_INTERNAL_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "metrics.h"
@@ -36,8 +37,14 @@ struct metrics_registry {
     pthread_mutex_t mu; /* guards families[] and every family's series table */
     struct metrics_family *families[METRICS_FAMILIES_MAX];
     size_t n_families;
+    bool process;        /* guarded by mu: render appends process.c's scrape-time samples */
+    char data_dir[1024]; /* guarded by mu: statvfs target of slotd_data_dir_*; "" = none */
 };
 
 double metrics__bits_double(uint64_t u);
+/* Shortest decimal that reads back as d (render.c). */
+void metrics__format_double(double d, char *out, size_t n);
+/* process.c's samples, appended to a scrape; called with r->mu held. */
+void metrics__process_render(FILE *f, const struct metrics_registry *r);
 
 #endif /* SLOTD_METRICS_INTERNAL_H */

@@ -8,7 +8,7 @@
 #include "metrics_internal.h"
 
 /* Shortest decimal that reads back as d; "+Inf", "-Inf", "NaN" as the format spells them. */
-static void format_double(double d, char *out, size_t n)
+void metrics__format_double(double d, char *out, size_t n)
 {
     if (isnan(d)) {
         snprintf(out, n, "NaN");
@@ -82,7 +82,7 @@ static void render_histogram(FILE *f, const struct metrics_family *fam, struct m
     for (size_t b = 0; b <= fam->n_bounds; b++) {
         cumulative += atomic_load_explicit(&h->counts[b], memory_order_relaxed);
         if (b < fam->n_bounds)
-            format_double(fam->bounds[b], le, sizeof(le));
+            metrics__format_double(fam->bounds[b], le, sizeof(le));
         else
             snprintf(le, sizeof(le), "+Inf");
         fprintf(f, "%s_bucket", fam->name);
@@ -90,8 +90,9 @@ static void render_histogram(FILE *f, const struct metrics_family *fam, struct m
         fprintf(f, " %" PRIu64 "\n", cumulative);
     }
     char sum[40];
-    format_double(metrics__bits_double(atomic_load_explicit(&h->sum_bits, memory_order_relaxed)),
-                  sum, sizeof(sum));
+    metrics__format_double(
+        metrics__bits_double(atomic_load_explicit(&h->sum_bits, memory_order_relaxed)), sum,
+        sizeof(sum));
     fprintf(f, "%s_sum", fam->name);
     put_labels(f, fam, s, NULL);
     fprintf(f, " %s\n", sum);
@@ -136,6 +137,8 @@ int metrics_registry_render(struct metrics_registry *r, char **out, size_t *len)
     pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < r->n_families; i++)
         render_family(f, r->families[i]);
+    if (r->process)
+        metrics__process_render(f, r);
     pthread_mutex_unlock(&r->mu);
     bool failed = ferror(f) != 0;
     if (fclose(f) != 0 || failed)

@@ -110,7 +110,13 @@ class MetricsTest(h.SlotdTestCase):
                 "slotd_controller_revision": "gauge",
                 "slotd_controller_tasks": "gauge",
                 "slotd_preferred_leader_decisions_total": "counter",
-                "slotd_read_local_total": "counter"}
+                "slotd_read_local_total": "counter",
+                "slotd_build_info": "gauge",
+                "process_cpu_seconds_total": "counter",
+                "process_resident_memory_bytes": "gauge",
+                "process_start_time_seconds": "gauge", "process_open_fds": "gauge",
+                "process_max_fds": "gauge",
+                "slotd_data_dir_available_bytes": "gauge", "slotd_data_dir_size_bytes": "gauge"}
         for name, kind in want.items():
             self.assertEqual(s.types.get(name), kind, name)
             self.assertIn("# HELP %s " % name, s.text)

@@ -322,6 +322,71 @@ static void test_http(void)
     metrics_registry_free(r);
 }
 
+/* The value of the unlabelled sample name in text, or -1 when there is none. */
+static double sample_value(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = text; (p = strstr(p, name)) != NULL; p++)
+        if ((p == text || p[-1] == '\n') && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+    return -1;
+}
+
+static void test_build_and_process(void)
+{
+    struct metrics_registry *r = NULL;
+    CU_ASSERT_FATAL(metrics_registry_new(&r) == METRICS_OK);
+    char *text = render(r);
+    CU_ASSERT(strstr(text, "process_") == NULL); /* not enabled: nothing */
+    free(text);
+    char long_value[METRICS_LABEL_VALUE_MAX + 1];
+    memset(long_value, 'v', sizeof(long_value) - 1);
+    long_value[sizeof(long_value) - 1] = '\0';
+    CU_ASSERT(metrics_build_info_register(r, long_value, "c") == METRICS_EINVALID);
+    CU_ASSERT(metrics_build_info_register(r, "v1.2-3-gabc", "abc\"def") == METRICS_OK);
+    char long_dir[2048];
+    memset(long_dir, 'd', sizeof(long_dir) - 1);
+    long_dir[sizeof(long_dir) - 1] = '\0';
+    CU_ASSERT(metrics_process_enable(r, long_dir) == METRICS_EINVALID);
+    CU_ASSERT_FATAL(metrics_process_enable(r, "/") == METRICS_OK);
+    CU_ASSERT(strcmp(metrics_build_commit, "") != 0);
+
+    text = render(r);
+    CU_ASSERT(has_line(text, "# TYPE slotd_build_info gauge"));
+    CU_ASSERT(has_line(text, "slotd_build_info{version=\"v1.2-3-gabc\",commit=\"abc\\\"def\"} 1"));
+    CU_ASSERT(has_line(text, "# TYPE process_cpu_seconds_total counter"));
+    CU_ASSERT(has_line(text, "# TYPE process_open_fds gauge"));
+    CU_ASSERT(sample_value(text, "process_cpu_seconds_total") >= 0);
+    CU_ASSERT(sample_value(text, "process_resident_memory_bytes") > 1024 * 1024);
+    double start = sample_value(text, "process_start_time_seconds");
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    CU_ASSERT(start > (double)now.tv_sec - 600 && start <= (double)now.tv_sec + 1);
+    double fds = sample_value(text, "process_open_fds");
+    CU_ASSERT(fds >= 3);
+    double avail = sample_value(text, "slotd_data_dir_available_bytes");
+    double size = sample_value(text, "slotd_data_dir_size_bytes");
+    CU_ASSERT(avail >= 0 && size > 0 && avail <= size);
+    free(text);
+
+    /* Read at scrape time: four more descriptors show in the next scrape, CPU time grows. */
+    int p1[2], p2[2];
+    CU_ASSERT_FATAL(pipe(p1) == 0 && pipe(p2) == 0);
+    text = render(r);
+    CU_ASSERT(sample_value(text, "process_open_fds") == fds + 4);
+    double cpu0 = sample_value(text, "process_cpu_seconds_total");
+    free(text);
+    volatile unsigned long spin = 0;
+    double t0 = metrics_now_seconds();
+    while (metrics_now_seconds() - t0 < 0.1) /* bounded: 100 ms of CPU */
+        spin++;
+    text = render(r);
+    CU_ASSERT(sample_value(text, "process_cpu_seconds_total") > cpu0);
+    free(text);
+    close(p1[0]), close(p1[1]), close(p2[0]), close(p2[1]);
+    metrics_registry_free(r);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -333,6 +398,8 @@ int main(void)
     CU_add_test(s, "invalid names, bounds on families and series", test_invalid);
     CU_add_test(s, "concurrent updates and scrapes", test_concurrent_updates);
     CU_add_test(s, "HTTP /metrics, 404, 405, bind errors", test_http);
+    CU_add_test(s, "slotd_build_info and process metrics read at scrape time",
+                test_build_and_process);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed();
