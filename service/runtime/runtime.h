@@ -103,10 +103,10 @@ void runtime_free(struct runtime *rt);
  * and the caller fails the call. `entry` is borrowed for the call (copied). */
 int runtime_submit_propose(struct runtime *rt, uint32_t group, const uint8_t *entry, size_t len,
                            struct rpc_call *call, struct slotd_error *err);
-/* GRPC thread, for a validated CONSISTENCY_LOCAL ReadRequest `req` (borrowed for the call) of
- * hash_slot in group, after authorization and routing chose this node: serves it here from the
- * fsm's LevelDB (read_local.c) and finishes `call` (returns 1), when the group is hosted, owns
- * the slot, has applied min_applied_index and no install, close or ownership change overlapped
+/* GRPC thread, for a validated CONSISTENCY_LOCAL ReadRequest `req` with a Get query (borrowed for
+ * the call) of hash_slot in group, after authorization and routing chose this node: serves it here
+ * from the fsm's LevelDB (read_local.c) and finishes `call` (returns 1), when the group is hosted,
+ * owns the slot, has applied min_applied_index and no install, close or ownership change overlapped
  * the read. Returns 0 with `call` untouched otherwise: the caller submits it with
  * runtime_submit_read as before. */
 int runtime_read_local(struct runtime *rt, uint32_t group, uint16_t hash_slot, const void *req,
