@@ -3,6 +3,7 @@
 import glob
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -23,6 +24,12 @@ PORT = 7700
 PEER_PORT = 7701
 HEALTH_POLL_S = 20.0  # bound on waiting for a fresh slotd to report SERVING
 METRICS_POLL_S = 15.0  # bound on waiting for a fresh slotd's per-group series
+PROM_DIR = os.path.join(REPO, "deploy", "prometheus")
+DASHBOARD = os.path.join(REPO, "deploy", "grafana", "slotd-dashboard.json")
+# Series Prometheus makes itself for each scrape target; slotd does not export them.
+PROMETHEUS_SERIES = {"up"}
+PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset",
+                "and", "or", "unless", "inf", "nan"}
 
 
 def slotd_bin():
@@ -494,6 +501,56 @@ def sample(text, name):
     return None
 
 
+def promql_metric_names(expr):
+    """The metric names a PromQL expression selects: identifiers left once strings, label
+    matchers, range selectors, by/without clauses, function names, keywords and template
+    variables are taken out."""
+    e = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    e = re.sub(r"\{[^}]*\}", " ", e)
+    e = re.sub(r"\[[^\]]*\]", " ", e)
+    e = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", e)
+    e = re.sub(r"\$\w+", " ", e)
+    names = set()
+    for m in re.finditer(r"(?<![\w.])([a-zA-Z_:][a-zA-Z0-9_:]*)\b(\s*\()?", e):
+        word, call = m.group(1), m.group(2)
+        if call or word.lower() in PROMQL_WORDS:
+            continue
+        names.add(word)
+    return names
+
+
+def exported_series_names(text):
+    """Every sample name an exposition may hold: each family's name, and for histograms its
+    _bucket, _sum and _count."""
+    out = set()
+    for l in text.splitlines():
+        if l.startswith("# TYPE "):
+            _, _, name, kind = l.split()
+            out.add(name)
+            if kind == "histogram":
+                out |= {name + "_bucket", name + "_sum", name + "_count"}
+    return out
+
+
+def dashboard_exprs(dash):
+    exprs = []
+    for p in dash["panels"]:
+        for t in p.get("targets", []):
+            exprs.append(("panel %r" % p["title"], t["expr"]))
+    for v in dash["templating"]["list"]:
+        if v["type"] == "query":
+            q = v["query"]["query"]
+            inner = re.match(r"label_values\((.*),\s*\w+\)$", q)
+            exprs.append(("variable %r" % v["name"], inner.group(1) if inner else q))
+    return exprs
+
+
+def rule_exprs():
+    with open(os.path.join(PROM_DIR, "alerts.yml")) as f:
+        doc = yaml.safe_load(f)
+    return [(r["alert"], r["expr"]) for g in doc["groups"] for r in g["rules"]], doc
+
+
 class LiveMetricsTest(unittest.TestCase):
     """One real slotd with --metrics-listen on a free port for the whole class."""
 
@@ -566,6 +623,78 @@ class LiveMetricsTest(unittest.TestCase):
         st = os.statvfs(self.tmp)
         self.assertAlmostEqual(sample(self.text, "slotd_data_dir_available_bytes"),
                                st.f_bavail * st.f_frsize, delta=512 << 20)
+
+    def test_promtool_rules_and_config(self):
+        tool = promtool()
+        for args in (["check", "rules", "alerts.yml"], ["test", "rules", "alerts_test.yml"],
+                     ["check", "config", "prometheus.yml"]):
+            r = subprocess.run([tool, *args], cwd=PROM_DIR, capture_output=True, text=True,
+                               timeout=60)
+            self.assertEqual(r.returncode, 0, "promtool %s:\n%s%s" % (" ".join(args), r.stdout,
+                                                                      r.stderr))
+
+    def test_rules_and_dashboard_use_exported_metrics(self):
+        self.assertIn('slotd_raft_is_leader{group="0"} 1', self.text)
+        exported = exported_series_names(self.text)
+        with open(DASHBOARD) as f:
+            dash = json.load(f)
+        rules, _ = rule_exprs()
+        used = {}
+        for where, expr in rules + dashboard_exprs(dash):
+            names = promql_metric_names(expr)
+            self.assertTrue(names, "%s: no metric in %r" % (where, expr))
+            for n in names:
+                used.setdefault(n, []).append(where)
+        missing = {n: w for n, w in used.items()
+                   if n not in exported and n not in PROMETHEUS_SERIES}
+        self.assertEqual(missing, {}, "used but not exported by a running slotd")
+        # The check sees through label matchers, ranges and clauses, and would catch a typo.
+        self.assertEqual(promql_metric_names(
+            'histogram_quantile(0.99, sum by (le) (rate(slotd_x_bucket{a="b{c}"}[5m]))) > 0.5 '
+            'or on (instance) up{job="slotd"} - $foo'), {"slotd_x_bucket", "up"})
+        self.assertNotIn("slotd_raft_is_leadr", exported)
+
+    def test_rules_structure(self):
+        rules, doc = rule_exprs()
+        names = [a for a, _ in rules]
+        for want in ("SlotdGroupNoLeader", "SlotdControllerNoQuorum", "SlotdNodeDown",
+                     "SlotdQueueSaturated", "SlotdDiskNearlyFull"):
+            self.assertIn(want, names)
+        self.assertEqual(len(names), len(set(names)))
+        for g in doc["groups"]:
+            for r in g["rules"]:
+                self.assertIn(r["labels"]["severity"], ("critical", "warning"), r["alert"])
+                self.assertTrue(r["annotations"]["summary"], r["alert"])
+                self.assertIn("for", r, r["alert"])
+        no_leader = [r for g in doc["groups"] for r in g["rules"]
+                     if r["alert"] == "SlotdGroupNoLeader"][0]
+        self.assertEqual(no_leader["for"], "30s")
+
+    def test_dashboard_structure(self):
+        with open(DASHBOARD) as f:
+            dash = json.load(f)
+        ids = [p["id"] for p in dash["panels"]]
+        self.assertEqual(len(ids), len(set(ids)))
+        rows = [p["title"] for p in dash["panels"] if p["type"] == "row"]
+        self.assertEqual(rows, ["Cluster overview", "Node $instance", "Group $group"])
+        variables = {v["name"] for v in dash["templating"]["list"]}
+        self.assertEqual(variables, {"datasource", "instance", "group"})
+        cells = set()
+        for p in dash["panels"]:
+            g = p["gridPos"]
+            self.assertLessEqual(g["x"] + g["w"], 24, p["title"])
+            for dx in range(g["w"]):
+                for dy in range(g["h"]):
+                    cell = (g["x"] + dx, g["y"] + dy)
+                    self.assertNotIn(cell, cells, "panel %r overlaps another" % p["title"])
+                    cells.add(cell)
+            if p["type"] == "row":
+                continue
+            self.assertEqual(p["datasource"]["uid"], "${datasource}", p["title"])
+            self.assertTrue(p["targets"], p["title"])
+            for t in p["targets"]:
+                for var in re.findall(r"\$(\w+)", t["expr"]):
+                    self.assertIn(var, variables | {"__rate_interval"}, p["title"])
 
 
 if __name__ == "__main__":
