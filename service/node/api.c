@@ -276,6 +276,67 @@ static int route_request(struct node_api *api, struct rpc_call *call, const char
     return rc;
 }
 
+/* ---- Txn: every key in the first key's slot group, and allowed to the caller ---- */
+
+struct txn_keys {
+    struct node_caller *caller;
+    struct route_snapshot *snap;
+    const ProtobufCBinaryData *first;
+    uint32_t first_group;
+    uint16_t first_hash_slot;
+    struct slotd_error *err;
+};
+
+static int txn_key_check(void *ctx, const ProtobufCBinaryData *key, const char *field, bool writes)
+{
+    struct txn_keys *tk = ctx;
+    struct ctl_need need = {.type = CTL_PERM_KEY_PREFIX,
+                            .access = writes ? CTL_ACCESS_WRITE : CTL_ACCESS_READ,
+                            .key = key->data,
+                            .key_len = key->len};
+    if (node_authz_allowed(tk->caller, &need, tk->err) != 0)
+        return -1;
+    uint16_t hs = 0;
+    const struct route_group *g = NULL;
+    int rc = route_snapshot_lookup(tk->snap, key->data, key->len, &hs, &g);
+    if (rc == ROUTE_ENOT_READY || g == NULL) {
+        slotd_error_set(tk->err, SLOTD_EROUTE_NOT_READY, "%s: hash slot %u: route not ready", field,
+                        (unsigned)hs);
+        tk->err->retry_after_ms = 100;
+        return -1;
+    }
+    if (tk->first == NULL) {
+        tk->first = key;
+        tk->first_group = g->id;
+        tk->first_hash_slot = hs;
+        return 0;
+    }
+    if (g->id != tk->first_group) {
+        slotd_error_field(tk->err, field, 0,
+                          "%s: key \"%.*s\" (hash slot %u, group %u) and the first key \"%.*s\" "
+                          "(hash slot %u, group %u) are in different slot groups; a txn is "
+                          "atomic within one slot group only",
+                          field, (int)(key->len > 64 ? 64 : key->len), (const char *)key->data,
+                          (unsigned)hs, g->id, (int)(tk->first->len > 64 ? 64 : tk->first->len),
+                          (const char *)tk->first->data, (unsigned)tk->first_hash_slot,
+                          tk->first_group);
+        return -1;
+    }
+    return 0;
+}
+
+/* Checks every key of a validated txn on one route snapshot: the caller's grant (write for put
+ * and delete, read for compares and get) and the first key's slot group. 0, or -1 with err. */
+static int txn_check_keys(struct node_api *api, struct node_caller *caller,
+                          const Slotd__V1__TxnCommand *txn, struct slotd_error *err)
+{
+    struct txn_keys tk = {.caller = caller, .err = err};
+    tk.snap = route_table_acquire(api->routes);
+    int rc = slot_txn_each_key(txn, txn_key_check, &tk);
+    route_snapshot_release(tk.snap);
+    return rc != 0 ? -1 : 0;
+}
+
 static void on_propose(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
@@ -297,8 +358,12 @@ static void on_propose(void *ctx, struct rpc_call *call, const uint8_t *req, siz
     size_t entry_len = 0;
     if (slot_validate_propose(p, &key, &err) != 0)
         goto fail;
+    bool txn = p->command_case == SLOTD__V1__PROPOSE_REQUEST__COMMAND_TXN;
     struct ctl_need need = need_of((unsigned)p->command_case, CTL_ACCESS_WRITE, key);
-    if (node_authz_allowed(&caller, &need, &err) != 0 || resolve(api, key, &t, &err) != 0)
+    if (txn ? txn_check_keys(api, &caller, p->txn, &err) != 0
+            : node_authz_allowed(&caller, &need, &err) != 0)
+        goto fail;
+    if (resolve(api, key, &t, &err) != 0)
         goto fail;
     bool no_forward = p->no_forward;
     p->no_forward = true; /* a forwarded request is forwarded at most once */

@@ -1,6 +1,7 @@
 /* fsm.c - the slot state machine: applies a group's committed LogCommand entries into one fsm write
  * batch. */
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -394,6 +395,17 @@ static int kv_put(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t vers
 
 /* ---- Commands ---- */
 
+static int pack_response(const Slotd__V1__ProposeResponse *resp, uint8_t **buf, size_t *len)
+{
+    size_t n = slotd__v1__propose_response__get_packed_size(resp);
+    *buf = malloc(n ? n : 1);
+    if (*buf == NULL)
+        return STORE_ENOMEM;
+    slotd__v1__propose_response__pack(resp, *buf);
+    *len = n;
+    return 0;
+}
+
 static int apply_put(struct slot_fsm *f, uint16_t hs, uint64_t index,
                      const Slotd__V1__PutCommand *put, Slotd__V1__PutResult *res)
 {
@@ -446,6 +458,237 @@ static int apply_cas(struct slot_fsm *f, uint16_t hs, uint64_t index,
     }
     res->version = index;
     return kv_put(f, k, kl, index, &cas->value);
+}
+
+/* ---- Txn: compares, then one branch of put/delete/get ops, in one entry ---- */
+
+static size_t txn_kv_key(uint8_t *out, const ProtobufCBinaryData *key)
+{
+    return kv_key(out, route_hash_slot(key->data, key->len), key->data, key->len);
+}
+
+static int cmp_bytes(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+    size_t n = al < bl ? al : bl;
+    int c = n ? memcmp(a, b, n) : 0;
+    if (c != 0)
+        return c < 0 ? -1 : 1;
+    return al == bl ? 0 : (al < bl ? -1 : 1);
+}
+
+static bool cmp_holds(int c, Slotd__V1__TxnCompareOp op)
+{
+    switch (op) {
+    case SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_EQUAL:
+        return c == 0;
+    case SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_NOT_EQUAL:
+        return c != 0;
+    case SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_GREATER:
+        return c > 0;
+    case SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_LESS:
+        return c < 0;
+    default:
+        return false; /* refused by slot_validate_txn */
+    }
+}
+
+static int txn_compare(struct slot_fsm *f, const Slotd__V1__TxnCompare *c, bool *holds)
+{
+    uint8_t k[STORE_FSM_KEY_MAX];
+    size_t kl = txn_kv_key(k, &c->key);
+    bool want_value = c->target == SLOTD__V1__TXN_TARGET__TXN_TARGET_VALUE;
+    uint64_t version;
+    uint8_t *val = NULL;
+    size_t vl = 0;
+    int rc = kv_lookup(f, k, kl, &version, want_value ? &val : NULL, &vl);
+    if (rc != 0)
+        return rc;
+    switch (c->target) {
+    case SLOTD__V1__TXN_TARGET__TXN_TARGET_VERSION:
+        *holds = cmp_holds(version == c->version ? 0 : (version < c->version ? -1 : 1), c->op);
+        break;
+    case SLOTD__V1__TXN_TARGET__TXN_TARGET_VALUE:
+        *holds = version != 0 && cmp_holds(cmp_bytes(val, vl, c->value.data, c->value.len), c->op);
+        break;
+    case SLOTD__V1__TXN_TARGET__TXN_TARGET_EXISTS:
+        *holds = version != 0;
+        break;
+    default:
+        *holds = version == 0;
+        break;
+    }
+    free(val);
+    return 0;
+}
+
+static bool same_key(const ProtobufCBinaryData *a, const ProtobufCBinaryData *b)
+{
+    return a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
+}
+
+/* Checks that the value bytes the branch's get ops would return stay within
+ * SLOT_TXN_RESULT_BYTES_MAX, before anything is written: a get reads the last earlier put or
+ * delete of its key in the branch, else the stored value. Fills err when over. */
+static int txn_check_result_bytes(struct slot_fsm *f, Slotd__V1__TxnOp **ops, size_t n,
+                                  const char *branch, struct slotd_error *err)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i]->op_case != SLOTD__V1__TXN_OP__OP_GET)
+            continue;
+        const ProtobufCBinaryData *key = &ops[i]->get->key;
+        size_t j = i, len = 0;
+        bool known = false;
+        while (j-- > 0 && !known) {
+            if (ops[j]->op_case == SLOTD__V1__TXN_OP__OP_PUT && same_key(&ops[j]->put->key, key)) {
+                len = ops[j]->put->value.len;
+                known = true;
+            } else if (ops[j]->op_case == SLOTD__V1__TXN_OP__OP_DELETE &&
+                       same_key(&ops[j]->delete_->key, key))
+                known = true;
+        }
+        if (!known) {
+            uint8_t k[STORE_FSM_KEY_MAX];
+            size_t kl = txn_kv_key(k, key);
+            uint64_t version;
+            uint8_t *val;
+            int rc = kv_lookup(f, k, kl, &version, &val, &len);
+            if (rc != 0)
+                return rc;
+            free(val);
+        }
+        total += len;
+        if (total > SLOT_TXN_RESULT_BYTES_MAX) {
+            char field[64];
+            snprintf(field, sizeof(field), "txn.%s[%zu].get", branch, i);
+            slotd_error_field(err, field, SLOT_TXN_RESULT_BYTES_MAX,
+                              "%s: the txn's get ops would return more than %u value bytes; "
+                              "nothing was applied",
+                              field, SLOT_TXN_RESULT_BYTES_MAX);
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/* The results of one op: the TxnOpResult points at one of the others. */
+struct txn_op_out {
+    Slotd__V1__TxnOpResult r;
+    Slotd__V1__PutResult put;
+    Slotd__V1__DeleteResult del;
+    Slotd__V1__GetResult get; /* get.value.data is malloc'ed */
+};
+
+static int txn_apply_op(struct slot_fsm *f, uint64_t index, const Slotd__V1__TxnOp *op,
+                        struct txn_op_out *o)
+{
+    slotd__v1__txn_op_result__init(&o->r);
+    slotd__v1__put_result__init(&o->put);
+    slotd__v1__delete_result__init(&o->del);
+    slotd__v1__get_result__init(&o->get);
+    uint8_t k[STORE_FSM_KEY_MAX];
+    size_t kl;
+    switch (op->op_case) {
+    case SLOTD__V1__TXN_OP__OP_PUT:
+        o->r.result_case = SLOTD__V1__TXN_OP_RESULT__RESULT_PUT;
+        o->r.put = &o->put;
+        return apply_put(f, route_hash_slot(op->put->key.data, op->put->key.len), index, op->put,
+                         &o->put);
+    case SLOTD__V1__TXN_OP__OP_DELETE:
+        o->r.result_case = SLOTD__V1__TXN_OP_RESULT__RESULT_DELETE;
+        o->r.delete_ = &o->del;
+        return apply_delete(f, route_hash_slot(op->delete_->key.data, op->delete_->key.len),
+                            op->delete_, &o->del);
+    default:
+        o->r.result_case = SLOTD__V1__TXN_OP_RESULT__RESULT_GET;
+        o->r.get = &o->get;
+        kl = txn_kv_key(k, &op->get->key);
+        int rc = kv_lookup(f, k, kl, &o->get.version, &o->get.value.data, &o->get.value.len);
+        o->get.found = rc == 0 && o->get.version != 0;
+        if (!o->get.found) {
+            free(o->get.value.data);
+            o->get.value.data = NULL;
+            o->get.value.len = 0;
+        }
+        return rc;
+    }
+}
+
+/* Applies a validated txn whose keys the group owns; fills *buf with the packed response, or
+ * err when the txn is refused (then nothing was written). */
+static int apply_txn(struct slot_fsm *f, const struct slot_group_state *gs, uint64_t index,
+                     uint64_t term, const Slotd__V1__TxnCommand *txn, uint8_t **buf, size_t *len,
+                     struct slotd_error *err)
+{
+    bool holds = true;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && holds && i < txn->n_compares; i++)
+        rc = txn_compare(f, txn->compares[i], &holds);
+    size_t n = holds ? txn->n_success : txn->n_failure;
+    Slotd__V1__TxnOp **ops = holds ? txn->success : txn->failure;
+    if (rc == 0)
+        rc = txn_check_result_bytes(f, ops, n, holds ? "success" : "failure", err);
+    if (rc != 0 || err->code != SLOTD_OK)
+        return rc;
+    struct txn_op_out *outs = calloc(n ? n : 1, sizeof(*outs));
+    Slotd__V1__TxnOpResult **rp = calloc(n ? n : 1, sizeof(*rp));
+    if (outs == NULL || rp == NULL) {
+        rc = STORE_ENOMEM;
+        goto out;
+    }
+    size_t done = 0;
+    for (; rc == 0 && done < n; done++) {
+        rc = txn_apply_op(f, index, ops[done], &outs[done]);
+        rp[done] = &outs[done].r;
+    }
+    if (rc == 0) {
+        Slotd__V1__TxnResult res = SLOTD__V1__TXN_RESULT__INIT;
+        res.succeeded = holds;
+        res.n_results = n;
+        res.results = rp;
+        Slotd__V1__ProposeResponse resp = SLOTD__V1__PROPOSE_RESPONSE__INIT;
+        resp.applied_index = index;
+        resp.group_id = gs->group;
+        resp.term = term;
+        resp.result_case = SLOTD__V1__PROPOSE_RESPONSE__RESULT_TXN;
+        resp.txn = &res;
+        rc = pack_response(&resp, buf, len);
+    }
+    for (size_t i = 0; i < done; i++)
+        free(outs[i].get.value.data);
+out:
+    free(outs);
+    free(rp);
+    return rc;
+}
+
+struct txn_owned {
+    const struct slot_group_state *gs;
+    uint64_t index;
+    struct slotd_error *err;
+};
+
+/* Every key of a txn must be in a hash slot the group owns and that is not fenced. */
+static int txn_key_owned(void *ctx, const ProtobufCBinaryData *key, const char *field, bool writes)
+{
+    struct txn_owned *o = ctx;
+    uint16_t hs = route_hash_slot(key->data, key->len);
+    (void)writes;
+    if (!slot_group_owns(o->gs, hs)) {
+        slotd_error_set(o->err, SLOTD_EWRONG_GROUP,
+                        "group %u index %llu: %s: hash slot %u is not owned by this group; "
+                        "nothing of the txn was applied",
+                        o->gs->group, (unsigned long long)o->index, field, hs);
+        return 1;
+    }
+    if (slot_group_fenced(o->gs, hs)) {
+        slotd_error_set(o->err, SLOTD_EHASH_SLOT_FENCED,
+                        "group %u: %s: hash slot %u is fenced by hash-slot migration task %llu; "
+                        "retry after the route changes",
+                        o->gs->group, field, hs, (unsigned long long)o->gs->migration_task);
+        return 1;
+    }
+    return 0;
 }
 
 /* ---- Dedupe table: the last SLOT_DEDUPE_WINDOW request ids per hash slot. ---- */
@@ -598,6 +841,10 @@ static int command_key(const Slotd__Internal__V1__LogCommand *cmd, ProtobufCBina
     case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_COMPARE_AND_SET:
         k = &cmd->compare_and_set->key;
         break;
+    case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_TXN:
+        if (slot_validate_txn(cmd->txn, &k, err) != 0)
+            return -1;
+        break;
     default:
         if (slot__meta_is_command(cmd->command_case))
             return slot__meta_validate_command(
@@ -612,17 +859,6 @@ static int command_key(const Slotd__Internal__V1__LogCommand *cmd, ProtobufCBina
     return 0;
 }
 
-static int pack_response(const Slotd__V1__ProposeResponse *resp, uint8_t **buf, size_t *len)
-{
-    size_t n = slotd__v1__propose_response__get_packed_size(resp);
-    *buf = malloc(n ? n : 1);
-    if (*buf == NULL)
-        return STORE_ENOMEM;
-    slotd__v1__propose_response__pack(resp, *buf);
-    *len = n;
-    return 0;
-}
-
 /* Applies a typed metadata command: fills *buf with the packed response, or err when the
  * command fails its fence or invariant (then nothing was written). */
 static int apply_typed_command(struct slot_fsm *f, const struct slot_group_state *gs,
@@ -634,8 +870,8 @@ static int apply_typed_command(struct slot_fsm *f, const struct slot_group_state
     resp.applied_index = index;
     resp.group_id = gs->group;
     resp.term = term;
-    struct slot__apply a = {f, (uint16_t)cmd->hash_slot, index, cmd->command_case, &resp, NULL,
-                            0, err};
+    struct slot__apply a = {f,  (uint16_t)cmd->hash_slot, index, cmd->command_case, &resp, NULL, 0,
+                            err};
     int rc = slot__meta_apply(&a, slot__oneof_get(&cmd->base, cmd->command_case));
     if (rc != 0 || err->code != SLOTD_OK) {
         free(a.buf);
@@ -740,6 +976,13 @@ static int apply_command(struct slot_fsm *f, struct slot_group_state *gs, uint64
                             gs->group, hs, (unsigned long long)gs->migration_task);
         return 0;
     }
+    bool txn = cmd->command_case == SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_TXN;
+    struct txn_owned owned = {gs, index, &err};
+    if (txn && slot_txn_each_key(cmd->txn, txn_key_owned, &owned) != 0) {
+        if (out)
+            out->err = err;
+        return 0;
+    }
     uint8_t *buf = NULL;
     size_t len = 0;
     bool dup = false;
@@ -752,6 +995,8 @@ static int apply_command(struct slot_fsm *f, struct slot_group_state *gs, uint64
     if (rc == 0 && !dup) {
         if (slot__meta_is_command(cmd->command_case))
             rc = apply_typed_command(f, gs, index, term, cmd, &buf, &len, &err);
+        else if (txn)
+            rc = apply_txn(f, gs, index, term, cmd->txn, &buf, &len, &err);
         else
             rc = apply_kv_command(f, gs, index, term, cmd, &buf, &len);
         if (rc == 0 && err.code != SLOTD_OK) { /* failed its fence: nothing changed */

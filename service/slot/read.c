@@ -33,8 +33,8 @@ static int serve_get(struct store *store, uint16_t hash_slot, const Slotd__V1__G
     bool found;
     size_t vlen;
     uint64_t version;
-    int rc = slot_fsm_get(store, hash_slot, q->key.data, q->key.len, &found, value, &vlen,
-                          &version);
+    int rc =
+        slot_fsm_get(store, hash_slot, q->key.data, q->key.len, &found, value, &vlen, &version);
     if (rc != 0) {
         slotd_error_set(err, SLOTD_ESTORAGE, "read: %s", store_strerror(rc));
         return -1;

@@ -15,19 +15,24 @@
 #define SLOT_KEY_MAX 1024u
 #define SLOT_VALUE_MAX (1u << 20)
 #define SLOT_REQUEST_ID_MAX 64u
+/* Limits of a txn (api/slotd/v1/metadata.proto, "Txn"). */
+#define SLOT_TXN_COMPARES_MAX 16u
+#define SLOT_TXN_OPS_MAX 64u                 /* per branch: success, failure */
+#define SLOT_TXN_BYTES_MAX (1u << 20)        /* summed key and value bytes of compares and ops */
+#define SLOT_TXN_RESULT_BYTES_MAX (2u << 20) /* summed value bytes get ops return (at apply) */
 /* Request ids remembered per hash slot; the oldest is forgotten first. */
 #define SLOT_DEDUPE_WINDOW 4096u
 
 /* Limits of the typed metadata commands and queries (docs/api.md). */
-#define SLOT_UID_MAX 64u          /* uid: 1..64 bytes */
-#define SLOT_CHANNEL_ID_MAX 128u  /* channel_id: 1..128 bytes */
-#define SLOT_TOKEN_MAX 256u       /* token, last_error: <= 256 bytes */
-#define SLOT_NAME_MAX 64u         /* plugin_no, event_type: 1..64 bytes */
-#define SLOT_SMALL_INT_MAX 255u   /* device_flag, device_level, channel_type */
-#define SLOT_BATCH_UIDS_MAX 1000u /* uids per subscriber/allowlist/denylist command */
+#define SLOT_UID_MAX 64u                   /* uid: 1..64 bytes */
+#define SLOT_CHANNEL_ID_MAX 128u           /* channel_id: 1..128 bytes */
+#define SLOT_TOKEN_MAX 256u                /* token, last_error: <= 256 bytes */
+#define SLOT_NAME_MAX 64u                  /* plugin_no, event_type: 1..64 bytes */
+#define SLOT_SMALL_INT_MAX 255u            /* device_flag, device_level, channel_type */
+#define SLOT_BATCH_UIDS_MAX 1000u          /* uids per subscriber/allowlist/denylist command */
 #define SLOT_BATCH_BYTES_MAX (64u * 1024u) /* summed uid bytes per such command */
-#define SLOT_PAGE_MAX 1000u       /* list limit */
-#define SLOT_PAGE_DEFAULT 100u    /* list limit 0 */
+#define SLOT_PAGE_MAX 1000u                /* list limit */
+#define SLOT_PAGE_DEFAULT 100u             /* list limit 0 */
 #define SLOT_EVENT_CAPACITY_MAX 1000u
 #define SLOT_EVENT_CAPACITY_DEFAULT 100u
 #define SLOT_EVENT_PAYLOAD_MAX 4096u
@@ -77,6 +82,17 @@ enum slot_table {
  * calling thread's next slot_validate_propose()/slot_validate_read(). */
 int slot_validate_propose(const Slotd__V1__ProposeRequest *req, const ProtobufCBinaryData **key,
                           struct slotd_error *err);
+/* Validates a txn (borrowed for the call): counts, bytes, keys, values, enum values. *first is
+ * the routing key (borrowed from txn): the first compare's key, else the first success op's,
+ * else the first failure op's. Returns 0 or fills err. The FSM calls it again at apply. */
+int slot_validate_txn(const Slotd__V1__TxnCommand *txn, const ProtobufCBinaryData **first,
+                      struct slotd_error *err);
+/* Calls cb for every key of a validated txn (compares, then success, then failure ops) with the
+ * key (borrowed), its field name ("txn.compares[0].key") and whether the op writes it; stops and
+ * returns cb's first non-zero answer. */
+typedef int (*slot_txn_key_cb)(void *ctx, const ProtobufCBinaryData *key, const char *field,
+                               bool writes);
+int slot_txn_each_key(const Slotd__V1__TxnCommand *txn, slot_txn_key_cb cb, void *ctx);
 int slot_validate_read(const Slotd__V1__ReadRequest *req, const ProtobufCBinaryData **key,
                        struct slotd_error *err);
 

@@ -1,5 +1,6 @@
 /* validate.c - validation of public requests (every violation names the field and limit) and log
  * command encoding. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,155 @@ static int check_value(const ProtobufCBinaryData *v, const char *field, struct s
     return 0;
 }
 
+/* The key of a txn op, its field name in buf; NULL when no op is set. */
+static const ProtobufCBinaryData *txn_op_key(const Slotd__V1__TxnOp *op, const char *branch,
+                                             size_t i, char *buf, size_t n, bool *writes)
+{
+    switch (op->op_case) {
+    case SLOTD__V1__TXN_OP__OP_PUT:
+        snprintf(buf, n, "txn.%s[%zu].put.key", branch, i);
+        *writes = true;
+        return &op->put->key;
+    case SLOTD__V1__TXN_OP__OP_DELETE:
+        snprintf(buf, n, "txn.%s[%zu].delete.key", branch, i);
+        *writes = true;
+        return &op->delete_->key;
+    case SLOTD__V1__TXN_OP__OP_GET:
+        snprintf(buf, n, "txn.%s[%zu].get.key", branch, i);
+        *writes = false;
+        return &op->get->key;
+    default:
+        snprintf(buf, n, "txn.%s[%zu]", branch, i);
+        return NULL;
+    }
+}
+
+int slot_txn_each_key(const Slotd__V1__TxnCommand *txn, slot_txn_key_cb cb, void *ctx)
+{
+    char field[64];
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < txn->n_compares; i++) {
+        snprintf(field, sizeof(field), "txn.compares[%zu].key", i);
+        rc = cb(ctx, &txn->compares[i]->key, field, false);
+    }
+    for (int b = 0; b < 2; b++) {
+        size_t n = b ? txn->n_failure : txn->n_success;
+        Slotd__V1__TxnOp **ops = b ? txn->failure : txn->success;
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            bool writes = false;
+            const ProtobufCBinaryData *k =
+                txn_op_key(ops[i], b ? "failure" : "success", i, field, sizeof(field), &writes);
+            if (k != NULL)
+                rc = cb(ctx, k, field, writes);
+        }
+    }
+    return rc;
+}
+
+static int check_compare(const Slotd__V1__TxnCompare *c, size_t i, size_t *bytes,
+                         struct slotd_error *err)
+{
+    char field[64];
+    snprintf(field, sizeof(field), "txn.compares[%zu].key", i);
+    if (check_key(&c->key, field, err) != 0)
+        return -1;
+    snprintf(field, sizeof(field), "txn.compares[%zu].target", i);
+    if (c->target < SLOTD__V1__TXN_TARGET__TXN_TARGET_VERSION ||
+        c->target > SLOTD__V1__TXN_TARGET__TXN_TARGET_ABSENT) {
+        slotd_error_field(err, field, SLOTD__V1__TXN_TARGET__TXN_TARGET_ABSENT,
+                          "%s: unknown or unset value %d (known values are 1..%d)", field,
+                          (int)c->target, SLOTD__V1__TXN_TARGET__TXN_TARGET_ABSENT);
+        return -1;
+    }
+    bool needs_op = c->target == SLOTD__V1__TXN_TARGET__TXN_TARGET_VERSION ||
+                    c->target == SLOTD__V1__TXN_TARGET__TXN_TARGET_VALUE;
+    snprintf(field, sizeof(field), "txn.compares[%zu].op", i);
+    if ((unsigned)c->op > SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_LESS ||
+        (needs_op && c->op == SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_UNSPECIFIED)) {
+        slotd_error_field(err, field, SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_LESS,
+                          "%s: unknown or unset value %d (known values are 1..%d)", field,
+                          (int)c->op, SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_LESS);
+        return -1;
+    }
+    if (!needs_op && c->op != SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_UNSPECIFIED) {
+        slotd_error_field(err, field, 0, "%s: must be unset for target EXISTS or ABSENT", field);
+        return -1;
+    }
+    snprintf(field, sizeof(field), "txn.compares[%zu].value", i);
+    if (check_value(&c->value, field, err) != 0)
+        return -1;
+    *bytes += c->key.len + c->value.len;
+    return 0;
+}
+
+static int check_ops(Slotd__V1__TxnOp **ops, size_t n, const char *branch, size_t *bytes,
+                     struct slotd_error *err)
+{
+    char field[64];
+    if (n > SLOT_TXN_OPS_MAX) {
+        snprintf(field, sizeof(field), "txn.%s", branch);
+        slotd_error_field(err, field, SLOT_TXN_OPS_MAX, "%s: %zu ops exceeds the limit of %u",
+                          field, n, SLOT_TXN_OPS_MAX);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        bool writes;
+        const ProtobufCBinaryData *k = txn_op_key(ops[i], branch, i, field, sizeof(field), &writes);
+        if (k == NULL) {
+            slotd_error_field(err, field, 0, "%s: exactly one of put, delete, get must be set",
+                              field);
+            return -1;
+        }
+        if (check_key(k, field, err) != 0)
+            return -1;
+        *bytes += k->len;
+        if (ops[i]->op_case == SLOTD__V1__TXN_OP__OP_PUT) {
+            snprintf(field, sizeof(field), "txn.%s[%zu].put.value", branch, i);
+            if (check_value(&ops[i]->put->value, field, err) != 0)
+                return -1;
+            *bytes += ops[i]->put->value.len;
+        }
+    }
+    return 0;
+}
+
+int slot_validate_txn(const Slotd__V1__TxnCommand *txn, const ProtobufCBinaryData **first,
+                      struct slotd_error *err)
+{
+    size_t bytes = 0;
+    if (txn->n_compares > SLOT_TXN_COMPARES_MAX) {
+        slotd_error_field(err, "txn.compares", SLOT_TXN_COMPARES_MAX,
+                          "txn.compares: %zu compares exceeds the limit of %u", txn->n_compares,
+                          SLOT_TXN_COMPARES_MAX);
+        return -1;
+    }
+    for (size_t i = 0; i < txn->n_compares; i++)
+        if (check_compare(txn->compares[i], i, &bytes, err) != 0)
+            return -1;
+    if (check_ops(txn->success, txn->n_success, "success", &bytes, err) != 0 ||
+        check_ops(txn->failure, txn->n_failure, "failure", &bytes, err) != 0)
+        return -1;
+    if (bytes > SLOT_TXN_BYTES_MAX) {
+        slotd_error_field(err, "txn", SLOT_TXN_BYTES_MAX,
+                          "txn: %zu key and value bytes exceeds the limit of %u", bytes,
+                          SLOT_TXN_BYTES_MAX);
+        return -1;
+    }
+    bool w;
+    char field[64];
+    if (txn->n_compares > 0)
+        *first = &txn->compares[0]->key;
+    else if (txn->n_success > 0)
+        *first = txn_op_key(txn->success[0], "success", 0, field, sizeof(field), &w);
+    else if (txn->n_failure > 0)
+        *first = txn_op_key(txn->failure[0], "failure", 0, field, sizeof(field), &w);
+    else {
+        slotd_error_field(err, "txn", 0, "txn: needs at least one compare or op");
+        return -1;
+    }
+    return 0;
+}
+
 int slot_validate_propose(const Slotd__V1__ProposeRequest *req, const ProtobufCBinaryData **key,
                           struct slotd_error *err)
 {
@@ -49,6 +199,8 @@ int slot_validate_propose(const Slotd__V1__ProposeRequest *req, const ProtobufCB
     case SLOTD__V1__PROPOSE_REQUEST__COMMAND_DELETE:
         *key = &req->delete_->key;
         return check_key(*key, "delete.key", err);
+    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_TXN:
+        return slot_validate_txn(req->txn, key, err);
     case SLOTD__V1__PROPOSE_REQUEST__COMMAND_COMPARE_AND_SET:
         *key = &req->compare_and_set->key;
         if (check_key(*key, "compare_and_set.key", err) ||
@@ -129,6 +281,10 @@ int slot_encode_command(const Slotd__V1__ProposeRequest *req, uint16_t hash_slot
     case SLOTD__V1__PROPOSE_REQUEST__COMMAND_COMPARE_AND_SET:
         cmd.command_case = SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_COMPARE_AND_SET;
         cmd.compare_and_set = req->compare_and_set;
+        break;
+    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_TXN:
+        cmd.command_case = SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_TXN;
+        cmd.txn = req->txn;
         break;
     default: {
         /* A typed command travels at the same field number in LogCommand. */

@@ -693,6 +693,32 @@ class RbacTest(h.SlotdTestCase):
                                                   metadata=self.root).users if u.name == "bob"]
         self.assertEqual(list(bob[0].roles), ["breader"])
 
+    def test_txn_checks_every_key(self):
+        table = list(self.cluster.stub(1).RouteSnapshot(h.pb.RouteSnapshotRequest(),
+                                                        timeout=h.RPC_TIMEOUT_S,
+                                                        metadata=self.root).hash_slot_table)
+        group_id = table[h.hash_slot(self.b_key)]
+        a_key = h.key_in_group(table, group_id, "a/txn")
+        txn = h.pb.ProposeRequest(txn=h.pb.TxnCommand(
+            compares=[h.pb.TxnCompare(key=a_key, target=h.pb.TXN_TARGET_ABSENT)],
+            success=[h.pb.TxnOp(put=h.pb.PutCommand(key=a_key, value=b"alice")),
+                     h.pb.TxnOp(put=h.pb.PutCommand(key=self.b_key, value=b"alice"))]))
+        for n in self.cluster.node_ids:
+            # alice may write a/ but not b/; bob may read b/ but write nothing.
+            self.assertRefused(DENIED, lambda: self.cluster.stub(n).Propose(
+                txn, timeout=h.RPC_TIMEOUT_S, metadata=self.alice),
+                'write on key "%s" needed' % self.b_key.decode())
+            self.assertRefused(DENIED, lambda: self.cluster.stub(n).Propose(
+                txn, timeout=h.RPC_TIMEOUT_S, metadata=self.bob),
+                'read on key "%s" needed' % a_key.decode())
+        self.assertStored(self.b_key)
+        self.assertFalse(self.get(2, a_key, self.root).get.found)
+        ok = self.cluster.stub(3).Propose(txn, timeout=h.RPC_TIMEOUT_S, metadata=self.root)
+        self.assertTrue(ok.txn.succeeded)
+        self.assertStored(self.b_key, b"alice", via=1)
+        self.cluster.stub(1).Propose(h.pb.ProposeRequest(put=h.pb.PutCommand(
+            key=self.b_key, value=b"root wrote this")), timeout=h.RPC_TIMEOUT_S, metadata=self.root)
+
     def test_granted_ok(self):
         key = h.unique_key("a/granted")
         for n in self.cluster.node_ids:  # forwarded to the leader from the nodes that are not

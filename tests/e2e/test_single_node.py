@@ -219,6 +219,100 @@ class SingleNodeTest(h.SlotdTestCase):
         after = h.put(self.stub, key, b"c")
         self.assertEqual(after.put.prev_version, 0)
 
+    # ---- Txn ---------------------------------------------------------------------------------
+
+    def txn(self, compares=(), success=(), failure=(), timeout=h.RPC_TIMEOUT_S):
+        req = pb.ProposeRequest(txn=pb.TxnCommand(compares=list(compares), success=list(success),
+                                                  failure=list(failure)))
+        return self.stub.Propose(req, timeout=timeout)
+
+    def keys_in_one_group(self, n, tag):
+        group_id = self.table[h.hash_slot(self.key(tag))]
+        return group_id, [h.key_in_group(self.table, group_id, "%s/%s/%d" % (
+            self._testMethodName, tag, i), self.rng) for i in range(n)]
+
+    def test_txn_compare_then_branch(self):
+        group_id, (a, b, c) = self.keys_in_one_group(3, "txn")
+        first = h.put(self.stub, a, b"a1")
+        VERSION, VALUE, EXISTS, ABSENT = (pb.TXN_TARGET_VERSION, pb.TXN_TARGET_VALUE,
+                                          pb.TXN_TARGET_EXISTS, pb.TXN_TARGET_ABSENT)
+        EQ = pb.TXN_COMPARE_OP_EQUAL
+        # Every compare holds: the success ops run in order in one entry; a get sees the put
+        # before it.
+        ok = self.txn(
+            compares=[pb.TxnCompare(key=a, target=VERSION, op=EQ, version=first.applied_index),
+                      pb.TxnCompare(key=a, target=VALUE, op=EQ, value=b"a1"),
+                      pb.TxnCompare(key=a, target=EXISTS), pb.TxnCompare(key=b, target=ABSENT)],
+            success=[pb.TxnOp(put=pb.PutCommand(key=b, value=b"b1")),
+                     pb.TxnOp(get=pb.GetQuery(key=b)),
+                     pb.TxnOp(delete=pb.DeleteCommand(key=a)),
+                     pb.TxnOp(get=pb.GetQuery(key=a))],
+            failure=[pb.TxnOp(put=pb.PutCommand(key=c, value=b"never"))])
+        self.assertEqual(ok.WhichOneof("result"), "txn")
+        self.assertEqual(ok.group_id, group_id)
+        self.assertTrue(ok.txn.succeeded)
+        kinds = [r.WhichOneof("result") for r in ok.txn.results]
+        self.assertEqual(kinds, ["put", "get", "delete", "get"])
+        self.assertEqual((ok.txn.results[1].get.found, ok.txn.results[1].get.value,
+                          ok.txn.results[1].get.version), (True, b"b1", ok.applied_index))
+        self.assertFalse(ok.txn.results[3].get.found)
+        got = h.get(self.stub, b).get
+        self.assertEqual((got.value, got.version), (b"b1", ok.applied_index))
+        self.assertFalse(h.get(self.stub, a).get.found)
+        self.assertFalse(h.get(self.stub, c).get.found)
+        # One compare fails (a is now absent): the failure ops run, the success ops do not.
+        bad = self.txn(compares=[pb.TxnCompare(key=a, target=EXISTS),
+                                 pb.TxnCompare(key=b, target=VALUE, op=pb.TXN_COMPARE_OP_LESS,
+                                               value=b"b2")],
+                       success=[pb.TxnOp(delete=pb.DeleteCommand(key=b))],
+                       failure=[pb.TxnOp(put=pb.PutCommand(key=c, value=b"c1")),
+                                pb.TxnOp(get=pb.GetQuery(key=b))])
+        self.assertFalse(bad.txn.succeeded)
+        self.assertEqual([r.WhichOneof("result") for r in bad.txn.results], ["put", "get"])
+        self.assertEqual(bad.txn.results[1].get.value, b"b1")
+        self.assertEqual(h.get(self.stub, c).get.value, b"c1")
+        self.assertEqual(h.get(self.stub, b).get.version, ok.applied_index)
+        self.assertStoredUnchanged()
+
+    def test_txn_across_groups_refused(self):
+        ga, (a,) = self.keys_in_one_group(1, "a")
+        gb = next(g for g in sorted(set(self.table)) if g != ga)
+        b = h.key_in_group(self.table, gb, "%s/b" % self._testMethodName, self.rng)
+        h.put(self.stub, a, b"a0")
+        ops = [pb.TxnOp(put=pb.PutCommand(key=a, value=b"a1")),
+               pb.TxnOp(put=pb.PutCommand(key=b, value=b"b1"))]
+        self.assertRpcError(lambda: self.txn(success=ops), INVALID, IF, "txn.success[1].put.key")
+        self.assertEqual(h.get(self.stub, a).get.value, b"a0")
+        self.assertStoredUnchanged(absent_keys=[b])
+
+    def test_txn_bad_input(self):
+        _, (a, b) = self.keys_in_one_group(2, "bad")
+        put_b = pb.TxnOp(put=pb.PutCommand(key=b, value=b"x"))
+        cases = [
+            (dict(), "txn", None),
+            (dict(compares=[pb.TxnCompare(key=a, target=99)], success=[put_b]),
+             "txn.compares[0].target", None),
+            (dict(compares=[pb.TxnCompare(key=a, target=pb.TXN_TARGET_VERSION)],
+                  success=[put_b]), "txn.compares[0].op", None),
+            (dict(compares=[pb.TxnCompare(key=a, target=pb.TXN_TARGET_EXISTS,
+                                          op=pb.TXN_COMPARE_OP_EQUAL)], success=[put_b]),
+             "txn.compares[0].op", None),
+            (dict(compares=[pb.TxnCompare(key=b"", target=pb.TXN_TARGET_EXISTS)],
+                  success=[put_b]), "txn.compares[0].key", h.KEY_BYTES_MAX),
+            (dict(compares=[pb.TxnCompare(key=a, target=pb.TXN_TARGET_EXISTS)] * 17,
+                  success=[put_b]), "txn.compares", 16),
+            (dict(success=[put_b] * 65), "txn.success", 64),
+            (dict(success=[put_b, pb.TxnOp()]), "txn.success[1]", None),
+            (dict(failure=[pb.TxnOp(put=pb.PutCommand(key=b, value=b"v" * (h.VALUE_BYTES_MAX
+                                                                             + 1)))]),
+             "txn.failure[0].put.value", h.VALUE_BYTES_MAX),
+            (dict(success=[pb.TxnOp(put=pb.PutCommand(key=b, value=b"v" * (600 << 10)))] * 2),
+             "txn", 1 << 20),
+        ]
+        for kwargs, field, limit in cases:
+            self.assertRpcError(lambda: self.txn(**kwargs), INVALID, IF, field, limit)
+        self.assertStoredUnchanged(absent_keys=[a, b])
+
     def test_local_read_with_min_applied_index(self):
         key = self.key()
         last = None

@@ -367,6 +367,231 @@ void   slotd__v1__compare_and_set_result__free_unpacked
   assert(message->base.descriptor == &slotd__v1__compare_and_set_result__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__v1__txn_compare__init
+                     (Slotd__V1__TxnCompare         *message)
+{
+  static const Slotd__V1__TxnCompare init_value = SLOTD__V1__TXN_COMPARE__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__txn_compare__get_packed_size
+                     (const Slotd__V1__TxnCompare *message)
+{
+  assert(message->base.descriptor == &slotd__v1__txn_compare__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__txn_compare__pack
+                     (const Slotd__V1__TxnCompare *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__txn_compare__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__txn_compare__pack_to_buffer
+                     (const Slotd__V1__TxnCompare *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__txn_compare__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__TxnCompare *
+       slotd__v1__txn_compare__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__TxnCompare *)
+     protobuf_c_message_unpack (&slotd__v1__txn_compare__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__txn_compare__free_unpacked
+                     (Slotd__V1__TxnCompare *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__txn_compare__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__txn_op__init
+                     (Slotd__V1__TxnOp         *message)
+{
+  static const Slotd__V1__TxnOp init_value = SLOTD__V1__TXN_OP__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__txn_op__get_packed_size
+                     (const Slotd__V1__TxnOp *message)
+{
+  assert(message->base.descriptor == &slotd__v1__txn_op__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__txn_op__pack
+                     (const Slotd__V1__TxnOp *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__txn_op__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__txn_op__pack_to_buffer
+                     (const Slotd__V1__TxnOp *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__txn_op__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__TxnOp *
+       slotd__v1__txn_op__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__TxnOp *)
+     protobuf_c_message_unpack (&slotd__v1__txn_op__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__txn_op__free_unpacked
+                     (Slotd__V1__TxnOp *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__txn_op__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__txn_command__init
+                     (Slotd__V1__TxnCommand         *message)
+{
+  static const Slotd__V1__TxnCommand init_value = SLOTD__V1__TXN_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__txn_command__get_packed_size
+                     (const Slotd__V1__TxnCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__txn_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__txn_command__pack
+                     (const Slotd__V1__TxnCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__txn_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__txn_command__pack_to_buffer
+                     (const Slotd__V1__TxnCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__txn_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__TxnCommand *
+       slotd__v1__txn_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__TxnCommand *)
+     protobuf_c_message_unpack (&slotd__v1__txn_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__txn_command__free_unpacked
+                     (Slotd__V1__TxnCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__txn_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__txn_op_result__init
+                     (Slotd__V1__TxnOpResult         *message)
+{
+  static const Slotd__V1__TxnOpResult init_value = SLOTD__V1__TXN_OP_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__txn_op_result__get_packed_size
+                     (const Slotd__V1__TxnOpResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__txn_op_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__txn_op_result__pack
+                     (const Slotd__V1__TxnOpResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__txn_op_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__txn_op_result__pack_to_buffer
+                     (const Slotd__V1__TxnOpResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__txn_op_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__TxnOpResult *
+       slotd__v1__txn_op_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__TxnOpResult *)
+     protobuf_c_message_unpack (&slotd__v1__txn_op_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__txn_op_result__free_unpacked
+                     (Slotd__V1__TxnOpResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__txn_op_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__txn_result__init
+                     (Slotd__V1__TxnResult         *message)
+{
+  static const Slotd__V1__TxnResult init_value = SLOTD__V1__TXN_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__txn_result__get_packed_size
+                     (const Slotd__V1__TxnResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__txn_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__txn_result__pack
+                     (const Slotd__V1__TxnResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__txn_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__txn_result__pack_to_buffer
+                     (const Slotd__V1__TxnResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__txn_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__TxnResult *
+       slotd__v1__txn_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__TxnResult *)
+     protobuf_c_message_unpack (&slotd__v1__txn_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__txn_result__free_unpacked
+                     (Slotd__V1__TxnResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__txn_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__v1__read_request__init
                      (Slotd__V1__ReadRequest         *message)
 {
@@ -4282,7 +4507,7 @@ void   slotd__v1__list_events_result__free_unpacked
   assert(message->base.descriptor == &slotd__v1__list_events_result__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descriptors[32] =
+static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descriptors[33] =
 {
   {
     "request_id",
@@ -4340,6 +4565,18 @@ static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descript
     offsetof(Slotd__V1__ProposeRequest, command_case),
     offsetof(Slotd__V1__ProposeRequest, compare_and_set),
     &slotd__v1__compare_and_set_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "txn",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, txn),
+    &slotd__v1__txn_command__descriptor,
     NULL,
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -4670,51 +4907,52 @@ static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descript
   },
 };
 static const unsigned slotd__v1__propose_request__field_indices_by_name[] = {
-  24,   /* field[24] = ack_cmd */
-  22,   /* field[22] = activate_conversation */
-  14,   /* field[14] = add_allowlist */
-  16,   /* field[16] = add_denylist */
-  12,   /* field[12] = add_subscribers */
-  27,   /* field[27] = advance_retention */
-  31,   /* field[31] = append_event */
-  23,   /* field[23] = bind_cmd */
-  29,   /* field[29] = bind_plugin */
+  25,   /* field[25] = ack_cmd */
+  23,   /* field[23] = activate_conversation */
+  15,   /* field[15] = add_allowlist */
+  17,   /* field[17] = add_denylist */
+  13,   /* field[13] = add_subscribers */
+  28,   /* field[28] = advance_retention */
+  32,   /* field[32] = append_event */
+  24,   /* field[24] = bind_cmd */
+  30,   /* field[30] = bind_plugin */
   4,   /* field[4] = compare_and_set */
-  10,   /* field[10] = create_channel */
-  5,   /* field[5] = create_user */
+  11,   /* field[11] = create_channel */
+  6,   /* field[6] = create_user */
   3,   /* field[3] = delete */
-  21,   /* field[21] = hide_conversation */
-  18,   /* field[18] = join_channel */
-  19,   /* field[19] = leave_channel */
-  20,   /* field[20] = mark_read */
+  22,   /* field[22] = hide_conversation */
+  19,   /* field[19] = join_channel */
+  20,   /* field[20] = leave_channel */
+  21,   /* field[21] = mark_read */
   1,   /* field[1] = no_forward */
   2,   /* field[2] = put */
-  7,   /* field[7] = put_device */
-  28,   /* field[28] = put_migration_task */
-  15,   /* field[15] = remove_allowlist */
-  17,   /* field[17] = remove_denylist */
-  8,   /* field[8] = remove_device */
-  13,   /* field[13] = remove_subscribers */
+  8,   /* field[8] = put_device */
+  29,   /* field[29] = put_migration_task */
+  16,   /* field[16] = remove_allowlist */
+  18,   /* field[18] = remove_denylist */
+  9,   /* field[9] = remove_device */
+  14,   /* field[14] = remove_subscribers */
   0,   /* field[0] = request_id */
-  9,   /* field[9] = set_system_uid */
-  25,   /* field[25] = unbind_cmd */
-  30,   /* field[30] = unbind_plugin */
-  11,   /* field[11] = update_channel_flags */
-  26,   /* field[26] = update_runtime_meta */
-  6,   /* field[6] = update_user */
+  10,   /* field[10] = set_system_uid */
+  5,   /* field[5] = txn */
+  26,   /* field[26] = unbind_cmd */
+  31,   /* field[31] = unbind_plugin */
+  12,   /* field[12] = update_channel_flags */
+  27,   /* field[27] = update_runtime_meta */
+  7,   /* field[7] = update_user */
 };
 static const ProtobufCIntRange slotd__v1__propose_request__number_ranges[9 + 1] =
 {
   { 1, 0 },
   { 10, 2 },
-  { 20, 5 },
-  { 30, 10 },
-  { 40, 18 },
-  { 51, 26 },
-  { 55, 28 },
-  { 60, 29 },
-  { 65, 31 },
-  { 0, 32 }
+  { 20, 6 },
+  { 30, 11 },
+  { 40, 19 },
+  { 51, 27 },
+  { 55, 29 },
+  { 60, 30 },
+  { 65, 32 },
+  { 0, 33 }
 };
 const ProtobufCMessageDescriptor slotd__v1__propose_request__descriptor =
 {
@@ -4724,7 +4962,7 @@ const ProtobufCMessageDescriptor slotd__v1__propose_request__descriptor =
   "Slotd__V1__ProposeRequest",
   "slotd.v1",
   sizeof(Slotd__V1__ProposeRequest),
-  32,
+  33,
   slotd__v1__propose_request__field_descriptors,
   slotd__v1__propose_request__field_indices_by_name,
   9,  slotd__v1__propose_request__number_ranges,
@@ -4897,7 +5135,7 @@ const ProtobufCMessageDescriptor slotd__v1__compare_and_set_command__descriptor 
   (ProtobufCMessageInit) slotd__v1__compare_and_set_command__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__propose_response__field_descriptors[34] =
+static const ProtobufCFieldDescriptor slotd__v1__propose_response__field_descriptors[35] =
 {
   {
     "applied_index",
@@ -4979,6 +5217,18 @@ static const ProtobufCFieldDescriptor slotd__v1__propose_response__field_descrip
     offsetof(Slotd__V1__ProposeResponse, result_case),
     offsetof(Slotd__V1__ProposeResponse, compare_and_set),
     &slotd__v1__compare_and_set_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "txn",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, txn),
+    &slotd__v1__txn_result__descriptor,
     NULL,
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -5309,53 +5559,54 @@ static const ProtobufCFieldDescriptor slotd__v1__propose_response__field_descrip
   },
 };
 static const unsigned slotd__v1__propose_response__field_indices_by_name[] = {
-  26,   /* field[26] = ack_cmd */
-  24,   /* field[24] = activate_conversation */
-  16,   /* field[16] = add_allowlist */
-  18,   /* field[18] = add_denylist */
-  14,   /* field[14] = add_subscribers */
-  29,   /* field[29] = advance_retention */
-  33,   /* field[33] = append_event */
+  27,   /* field[27] = ack_cmd */
+  25,   /* field[25] = activate_conversation */
+  17,   /* field[17] = add_allowlist */
+  19,   /* field[19] = add_denylist */
+  15,   /* field[15] = add_subscribers */
+  30,   /* field[30] = advance_retention */
+  34,   /* field[34] = append_event */
   0,   /* field[0] = applied_index */
-  25,   /* field[25] = bind_cmd */
-  31,   /* field[31] = bind_plugin */
+  26,   /* field[26] = bind_cmd */
+  32,   /* field[32] = bind_plugin */
   6,   /* field[6] = compare_and_set */
-  12,   /* field[12] = create_channel */
-  7,   /* field[7] = create_user */
+  13,   /* field[13] = create_channel */
+  8,   /* field[8] = create_user */
   3,   /* field[3] = deduplicated */
   5,   /* field[5] = delete */
   1,   /* field[1] = group_id */
-  23,   /* field[23] = hide_conversation */
-  20,   /* field[20] = join_channel */
-  21,   /* field[21] = leave_channel */
-  22,   /* field[22] = mark_read */
+  24,   /* field[24] = hide_conversation */
+  21,   /* field[21] = join_channel */
+  22,   /* field[22] = leave_channel */
+  23,   /* field[23] = mark_read */
   4,   /* field[4] = put */
-  9,   /* field[9] = put_device */
-  30,   /* field[30] = put_migration_task */
-  17,   /* field[17] = remove_allowlist */
-  19,   /* field[19] = remove_denylist */
-  10,   /* field[10] = remove_device */
-  15,   /* field[15] = remove_subscribers */
-  11,   /* field[11] = set_system_uid */
+  10,   /* field[10] = put_device */
+  31,   /* field[31] = put_migration_task */
+  18,   /* field[18] = remove_allowlist */
+  20,   /* field[20] = remove_denylist */
+  11,   /* field[11] = remove_device */
+  16,   /* field[16] = remove_subscribers */
+  12,   /* field[12] = set_system_uid */
   2,   /* field[2] = term */
-  27,   /* field[27] = unbind_cmd */
-  32,   /* field[32] = unbind_plugin */
-  13,   /* field[13] = update_channel_flags */
-  28,   /* field[28] = update_runtime_meta */
-  8,   /* field[8] = update_user */
+  7,   /* field[7] = txn */
+  28,   /* field[28] = unbind_cmd */
+  33,   /* field[33] = unbind_plugin */
+  14,   /* field[14] = update_channel_flags */
+  29,   /* field[29] = update_runtime_meta */
+  9,   /* field[9] = update_user */
 };
 static const ProtobufCIntRange slotd__v1__propose_response__number_ranges[9 + 1] =
 {
   { 1, 0 },
   { 10, 4 },
-  { 20, 7 },
-  { 30, 12 },
-  { 40, 20 },
-  { 51, 28 },
-  { 55, 30 },
-  { 60, 31 },
-  { 65, 33 },
-  { 0, 34 }
+  { 20, 8 },
+  { 30, 13 },
+  { 40, 21 },
+  { 51, 29 },
+  { 55, 31 },
+  { 60, 32 },
+  { 65, 34 },
+  { 0, 35 }
 };
 const ProtobufCMessageDescriptor slotd__v1__propose_response__descriptor =
 {
@@ -5365,7 +5616,7 @@ const ProtobufCMessageDescriptor slotd__v1__propose_response__descriptor =
   "Slotd__V1__ProposeResponse",
   "slotd.v1",
   sizeof(Slotd__V1__ProposeResponse),
-  34,
+  35,
   slotd__v1__propose_response__field_descriptors,
   slotd__v1__propose_response__field_indices_by_name,
   9,  slotd__v1__propose_response__number_ranges,
@@ -5536,6 +5787,339 @@ const ProtobufCMessageDescriptor slotd__v1__compare_and_set_result__descriptor =
   slotd__v1__compare_and_set_result__field_indices_by_name,
   1,  slotd__v1__compare_and_set_result__number_ranges,
   (ProtobufCMessageInit) slotd__v1__compare_and_set_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__txn_compare__field_descriptors[5] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__TxnCompare, key),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "target",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__TxnCompare, target),
+    &slotd__v1__txn_target__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "op",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__TxnCompare, op),
+    &slotd__v1__txn_compare_op__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "version",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__TxnCompare, version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__TxnCompare, value),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__txn_compare__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  2,   /* field[2] = op */
+  1,   /* field[1] = target */
+  4,   /* field[4] = value */
+  3,   /* field[3] = version */
+};
+static const ProtobufCIntRange slotd__v1__txn_compare__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor slotd__v1__txn_compare__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.TxnCompare",
+  "TxnCompare",
+  "Slotd__V1__TxnCompare",
+  "slotd.v1",
+  sizeof(Slotd__V1__TxnCompare),
+  5,
+  slotd__v1__txn_compare__field_descriptors,
+  slotd__v1__txn_compare__field_indices_by_name,
+  1,  slotd__v1__txn_compare__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__txn_compare__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__txn_op__field_descriptors[3] =
+{
+  {
+    "put",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__TxnOp, op_case),
+    offsetof(Slotd__V1__TxnOp, put),
+    &slotd__v1__put_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "delete",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__TxnOp, op_case),
+    offsetof(Slotd__V1__TxnOp, delete_),
+    &slotd__v1__delete_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__TxnOp, op_case),
+    offsetof(Slotd__V1__TxnOp, get),
+    &slotd__v1__get_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__txn_op__field_indices_by_name[] = {
+  1,   /* field[1] = delete */
+  2,   /* field[2] = get */
+  0,   /* field[0] = put */
+};
+static const ProtobufCIntRange slotd__v1__txn_op__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__txn_op__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.TxnOp",
+  "TxnOp",
+  "Slotd__V1__TxnOp",
+  "slotd.v1",
+  sizeof(Slotd__V1__TxnOp),
+  3,
+  slotd__v1__txn_op__field_descriptors,
+  slotd__v1__txn_op__field_indices_by_name,
+  1,  slotd__v1__txn_op__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__txn_op__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__txn_command__field_descriptors[3] =
+{
+  {
+    "compares",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__TxnCommand, n_compares),
+    offsetof(Slotd__V1__TxnCommand, compares),
+    &slotd__v1__txn_compare__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "success",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__TxnCommand, n_success),
+    offsetof(Slotd__V1__TxnCommand, success),
+    &slotd__v1__txn_op__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "failure",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__TxnCommand, n_failure),
+    offsetof(Slotd__V1__TxnCommand, failure),
+    &slotd__v1__txn_op__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__txn_command__field_indices_by_name[] = {
+  0,   /* field[0] = compares */
+  2,   /* field[2] = failure */
+  1,   /* field[1] = success */
+};
+static const ProtobufCIntRange slotd__v1__txn_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__txn_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.TxnCommand",
+  "TxnCommand",
+  "Slotd__V1__TxnCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__TxnCommand),
+  3,
+  slotd__v1__txn_command__field_descriptors,
+  slotd__v1__txn_command__field_indices_by_name,
+  1,  slotd__v1__txn_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__txn_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__txn_op_result__field_descriptors[3] =
+{
+  {
+    "put",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__TxnOpResult, result_case),
+    offsetof(Slotd__V1__TxnOpResult, put),
+    &slotd__v1__put_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "delete",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__TxnOpResult, result_case),
+    offsetof(Slotd__V1__TxnOpResult, delete_),
+    &slotd__v1__delete_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "get",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__TxnOpResult, result_case),
+    offsetof(Slotd__V1__TxnOpResult, get),
+    &slotd__v1__get_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__txn_op_result__field_indices_by_name[] = {
+  1,   /* field[1] = delete */
+  2,   /* field[2] = get */
+  0,   /* field[0] = put */
+};
+static const ProtobufCIntRange slotd__v1__txn_op_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__txn_op_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.TxnOpResult",
+  "TxnOpResult",
+  "Slotd__V1__TxnOpResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__TxnOpResult),
+  3,
+  slotd__v1__txn_op_result__field_descriptors,
+  slotd__v1__txn_op_result__field_indices_by_name,
+  1,  slotd__v1__txn_op_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__txn_op_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__txn_result__field_descriptors[2] =
+{
+  {
+    "succeeded",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__TxnResult, succeeded),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "results",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__TxnResult, n_results),
+    offsetof(Slotd__V1__TxnResult, results),
+    &slotd__v1__txn_op_result__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__txn_result__field_indices_by_name[] = {
+  1,   /* field[1] = results */
+  0,   /* field[0] = succeeded */
+};
+static const ProtobufCIntRange slotd__v1__txn_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__txn_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.TxnResult",
+  "TxnResult",
+  "Slotd__V1__TxnResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__TxnResult),
+  2,
+  slotd__v1__txn_result__field_descriptors,
+  slotd__v1__txn_result__field_indices_by_name,
+  1,  slotd__v1__txn_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__txn_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor slotd__v1__read_request__field_descriptors[18] =
@@ -11539,6 +12123,74 @@ const ProtobufCMessageDescriptor slotd__v1__list_events_result__descriptor =
   1,  slotd__v1__list_events_result__number_ranges,
   (ProtobufCMessageInit) slotd__v1__list_events_result__init,
   NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCEnumValue slotd__v1__txn_target__enum_values_by_number[5] =
+{
+  { "TXN_TARGET_UNSPECIFIED", "SLOTD__V1__TXN_TARGET__TXN_TARGET_UNSPECIFIED", 0 },
+  { "TXN_TARGET_VERSION", "SLOTD__V1__TXN_TARGET__TXN_TARGET_VERSION", 1 },
+  { "TXN_TARGET_VALUE", "SLOTD__V1__TXN_TARGET__TXN_TARGET_VALUE", 2 },
+  { "TXN_TARGET_EXISTS", "SLOTD__V1__TXN_TARGET__TXN_TARGET_EXISTS", 3 },
+  { "TXN_TARGET_ABSENT", "SLOTD__V1__TXN_TARGET__TXN_TARGET_ABSENT", 4 },
+};
+static const ProtobufCIntRange slotd__v1__txn_target__value_ranges[] = {
+{0, 0},{0, 5}
+};
+static const ProtobufCEnumValueIndex slotd__v1__txn_target__enum_values_by_name[5] =
+{
+  { "TXN_TARGET_ABSENT", 4 },
+  { "TXN_TARGET_EXISTS", 3 },
+  { "TXN_TARGET_UNSPECIFIED", 0 },
+  { "TXN_TARGET_VALUE", 2 },
+  { "TXN_TARGET_VERSION", 1 },
+};
+const ProtobufCEnumDescriptor slotd__v1__txn_target__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "slotd.v1.TxnTarget",
+  "TxnTarget",
+  "Slotd__V1__TxnTarget",
+  "slotd.v1",
+  5,
+  slotd__v1__txn_target__enum_values_by_number,
+  5,
+  slotd__v1__txn_target__enum_values_by_name,
+  1,
+  slotd__v1__txn_target__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue slotd__v1__txn_compare_op__enum_values_by_number[5] =
+{
+  { "TXN_COMPARE_OP_UNSPECIFIED", "SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_UNSPECIFIED", 0 },
+  { "TXN_COMPARE_OP_EQUAL", "SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_EQUAL", 1 },
+  { "TXN_COMPARE_OP_NOT_EQUAL", "SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_NOT_EQUAL", 2 },
+  { "TXN_COMPARE_OP_GREATER", "SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_GREATER", 3 },
+  { "TXN_COMPARE_OP_LESS", "SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_LESS", 4 },
+};
+static const ProtobufCIntRange slotd__v1__txn_compare_op__value_ranges[] = {
+{0, 0},{0, 5}
+};
+static const ProtobufCEnumValueIndex slotd__v1__txn_compare_op__enum_values_by_name[5] =
+{
+  { "TXN_COMPARE_OP_EQUAL", 1 },
+  { "TXN_COMPARE_OP_GREATER", 3 },
+  { "TXN_COMPARE_OP_LESS", 4 },
+  { "TXN_COMPARE_OP_NOT_EQUAL", 2 },
+  { "TXN_COMPARE_OP_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor slotd__v1__txn_compare_op__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "slotd.v1.TxnCompareOp",
+  "TxnCompareOp",
+  "Slotd__V1__TxnCompareOp",
+  "slotd.v1",
+  5,
+  slotd__v1__txn_compare_op__enum_values_by_number,
+  5,
+  slotd__v1__txn_compare_op__enum_values_by_name,
+  1,
+  slotd__v1__txn_compare_op__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCEnumValue slotd__v1__consistency__enum_values_by_number[3] =
 {

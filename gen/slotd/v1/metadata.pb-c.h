@@ -23,6 +23,11 @@ typedef struct Slotd__V1__ProposeResponse Slotd__V1__ProposeResponse;
 typedef struct Slotd__V1__PutResult Slotd__V1__PutResult;
 typedef struct Slotd__V1__DeleteResult Slotd__V1__DeleteResult;
 typedef struct Slotd__V1__CompareAndSetResult Slotd__V1__CompareAndSetResult;
+typedef struct Slotd__V1__TxnCompare Slotd__V1__TxnCompare;
+typedef struct Slotd__V1__TxnOp Slotd__V1__TxnOp;
+typedef struct Slotd__V1__TxnCommand Slotd__V1__TxnCommand;
+typedef struct Slotd__V1__TxnOpResult Slotd__V1__TxnOpResult;
+typedef struct Slotd__V1__TxnResult Slotd__V1__TxnResult;
 typedef struct Slotd__V1__ReadRequest Slotd__V1__ReadRequest;
 typedef struct Slotd__V1__GetQuery Slotd__V1__GetQuery;
 typedef struct Slotd__V1__ReadResponse Slotd__V1__ReadResponse;
@@ -114,6 +119,48 @@ typedef struct Slotd__V1__ListEventsResult Slotd__V1__ListEventsResult;
 
 /* --- enums --- */
 
+/*
+ * What a compare reads of its key.
+ */
+typedef enum _Slotd__V1__TxnTarget {
+  /*
+   * refused
+   */
+  SLOTD__V1__TXN_TARGET__TXN_TARGET_UNSPECIFIED = 0,
+  /*
+   * The key's version: the raft index of its last write, 0 when absent (it is also the key's
+   * modification index; the FSM records no separate one).
+   */
+  SLOTD__V1__TXN_TARGET__TXN_TARGET_VERSION = 1,
+  /*
+   * The key's value, compared bytewise (memcmp, then the shorter is less). A VALUE compare on
+   * an absent key is false, whatever the operator.
+   */
+  SLOTD__V1__TXN_TARGET__TXN_TARGET_VALUE = 2,
+  /*
+   * The key exists (op must be unset).
+   */
+  SLOTD__V1__TXN_TARGET__TXN_TARGET_EXISTS = 3,
+  /*
+   * The key is absent (op must be unset).
+   */
+  SLOTD__V1__TXN_TARGET__TXN_TARGET_ABSENT = 4
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__TXN_TARGET)
+} Slotd__V1__TxnTarget;
+/*
+ * Operator of a VERSION or VALUE compare: current <op> given.
+ */
+typedef enum _Slotd__V1__TxnCompareOp {
+  /*
+   * only with EXISTS / ABSENT
+   */
+  SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_UNSPECIFIED = 0,
+  SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_EQUAL = 1,
+  SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_NOT_EQUAL = 2,
+  SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_GREATER = 3,
+  SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_LESS = 4
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__TXN_COMPARE_OP)
+} Slotd__V1__TxnCompareOp;
 typedef enum _Slotd__V1__Consistency {
   /*
    * Leader after a Raft ReadIndex round (default).
@@ -172,6 +219,7 @@ typedef enum {
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT = 10,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_DELETE = 11,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_COMPARE_AND_SET = 12,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_TXN = 13,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_CREATE_USER = 20,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_UPDATE_USER = 21,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT_DEVICE = 22,
@@ -221,6 +269,11 @@ struct  Slotd__V1__ProposeRequest
     Slotd__V1__PutCommand *put;
     Slotd__V1__DeleteCommand *delete_;
     Slotd__V1__CompareAndSetCommand *compare_and_set;
+    /*
+     * Compares, then success or failure ops, applied atomically in one raft entry of one slot
+     * group (see TxnCommand).
+     */
+    Slotd__V1__TxnCommand *txn;
     /*
      * Typed metadata commands (docs/api.md), routed by their natural key: the
      * uid for user-owned rows, the channel id for channel-owned rows. 50 is
@@ -309,6 +362,7 @@ typedef enum {
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_PUT = 10,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_DELETE = 11,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_COMPARE_AND_SET = 12,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_TXN = 13,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_CREATE_USER = 20,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_UPDATE_USER = 21,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_PUT_DEVICE = 22,
@@ -361,6 +415,7 @@ struct  Slotd__V1__ProposeResponse
     Slotd__V1__PutResult *put;
     Slotd__V1__DeleteResult *delete_;
     Slotd__V1__CompareAndSetResult *compare_and_set;
+    Slotd__V1__TxnResult *txn;
     /*
      * Results of typed commands, at the number of their command.
      */
@@ -442,6 +497,108 @@ struct  Slotd__V1__CompareAndSetResult
 #define SLOTD__V1__COMPARE_AND_SET_RESULT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__compare_and_set_result__descriptor) \
     , 0, 0, {0,NULL} }
+
+
+struct  Slotd__V1__TxnCompare
+{
+  ProtobufCMessage base;
+  ProtobufCBinaryData key;
+  Slotd__V1__TxnTarget target;
+  Slotd__V1__TxnCompareOp op;
+  /*
+   * For TXN_TARGET_VERSION.
+   */
+  uint64_t version;
+  /*
+   * For TXN_TARGET_VALUE (<= 1 MiB).
+   */
+  ProtobufCBinaryData value;
+};
+#define SLOTD__V1__TXN_COMPARE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__txn_compare__descriptor) \
+    , {0,NULL}, SLOTD__V1__TXN_TARGET__TXN_TARGET_UNSPECIFIED, SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_UNSPECIFIED, 0, {0,NULL} }
+
+
+typedef enum {
+  SLOTD__V1__TXN_OP__OP__NOT_SET = 0,
+  SLOTD__V1__TXN_OP__OP_PUT = 1,
+  SLOTD__V1__TXN_OP__OP_DELETE = 2,
+  SLOTD__V1__TXN_OP__OP_GET = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__TXN_OP__OP__CASE)
+} Slotd__V1__TxnOp__OpCase;
+
+/*
+ * One op of a txn branch: exactly one of put, delete, get.
+ */
+struct  Slotd__V1__TxnOp
+{
+  ProtobufCMessage base;
+  Slotd__V1__TxnOp__OpCase op_case;
+  union {
+    Slotd__V1__PutCommand *put;
+    Slotd__V1__DeleteCommand *delete_;
+    Slotd__V1__GetQuery *get;
+  };
+};
+#define SLOTD__V1__TXN_OP__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__txn_op__descriptor) \
+    , SLOTD__V1__TXN_OP__OP__NOT_SET, {0} }
+
+
+struct  Slotd__V1__TxnCommand
+{
+  ProtobufCMessage base;
+  size_t n_compares;
+  Slotd__V1__TxnCompare **compares;
+  size_t n_success;
+  Slotd__V1__TxnOp **success;
+  size_t n_failure;
+  Slotd__V1__TxnOp **failure;
+};
+#define SLOTD__V1__TXN_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__txn_command__descriptor) \
+    , 0,NULL, 0,NULL, 0,NULL }
+
+
+typedef enum {
+  SLOTD__V1__TXN_OP_RESULT__RESULT__NOT_SET = 0,
+  SLOTD__V1__TXN_OP_RESULT__RESULT_PUT = 1,
+  SLOTD__V1__TXN_OP_RESULT__RESULT_DELETE = 2,
+  SLOTD__V1__TXN_OP_RESULT__RESULT_GET = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__TXN_OP_RESULT__RESULT__CASE)
+} Slotd__V1__TxnOpResult__ResultCase;
+
+/*
+ * The result of one executed op, at the position of the op in its branch.
+ */
+struct  Slotd__V1__TxnOpResult
+{
+  ProtobufCMessage base;
+  Slotd__V1__TxnOpResult__ResultCase result_case;
+  union {
+    Slotd__V1__PutResult *put;
+    Slotd__V1__DeleteResult *delete_;
+    Slotd__V1__GetResult *get;
+  };
+};
+#define SLOTD__V1__TXN_OP_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__txn_op_result__descriptor) \
+    , SLOTD__V1__TXN_OP_RESULT__RESULT__NOT_SET, {0} }
+
+
+struct  Slotd__V1__TxnResult
+{
+  ProtobufCMessage base;
+  /*
+   * True when every compare held and the success ops were applied; false: the failure ops.
+   */
+  protobuf_c_boolean succeeded;
+  size_t n_results;
+  Slotd__V1__TxnOpResult **results;
+};
+#define SLOTD__V1__TXN_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__txn_result__descriptor) \
+    , 0, 0,NULL }
 
 
 typedef enum {
@@ -1997,6 +2154,101 @@ Slotd__V1__CompareAndSetResult *
                       const uint8_t       *data);
 void   slotd__v1__compare_and_set_result__free_unpacked
                      (Slotd__V1__CompareAndSetResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__TxnCompare methods */
+void   slotd__v1__txn_compare__init
+                     (Slotd__V1__TxnCompare         *message);
+size_t slotd__v1__txn_compare__get_packed_size
+                     (const Slotd__V1__TxnCompare   *message);
+size_t slotd__v1__txn_compare__pack
+                     (const Slotd__V1__TxnCompare   *message,
+                      uint8_t             *out);
+size_t slotd__v1__txn_compare__pack_to_buffer
+                     (const Slotd__V1__TxnCompare   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__TxnCompare *
+       slotd__v1__txn_compare__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__txn_compare__free_unpacked
+                     (Slotd__V1__TxnCompare *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__TxnOp methods */
+void   slotd__v1__txn_op__init
+                     (Slotd__V1__TxnOp         *message);
+size_t slotd__v1__txn_op__get_packed_size
+                     (const Slotd__V1__TxnOp   *message);
+size_t slotd__v1__txn_op__pack
+                     (const Slotd__V1__TxnOp   *message,
+                      uint8_t             *out);
+size_t slotd__v1__txn_op__pack_to_buffer
+                     (const Slotd__V1__TxnOp   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__TxnOp *
+       slotd__v1__txn_op__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__txn_op__free_unpacked
+                     (Slotd__V1__TxnOp *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__TxnCommand methods */
+void   slotd__v1__txn_command__init
+                     (Slotd__V1__TxnCommand         *message);
+size_t slotd__v1__txn_command__get_packed_size
+                     (const Slotd__V1__TxnCommand   *message);
+size_t slotd__v1__txn_command__pack
+                     (const Slotd__V1__TxnCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__txn_command__pack_to_buffer
+                     (const Slotd__V1__TxnCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__TxnCommand *
+       slotd__v1__txn_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__txn_command__free_unpacked
+                     (Slotd__V1__TxnCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__TxnOpResult methods */
+void   slotd__v1__txn_op_result__init
+                     (Slotd__V1__TxnOpResult         *message);
+size_t slotd__v1__txn_op_result__get_packed_size
+                     (const Slotd__V1__TxnOpResult   *message);
+size_t slotd__v1__txn_op_result__pack
+                     (const Slotd__V1__TxnOpResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__txn_op_result__pack_to_buffer
+                     (const Slotd__V1__TxnOpResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__TxnOpResult *
+       slotd__v1__txn_op_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__txn_op_result__free_unpacked
+                     (Slotd__V1__TxnOpResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__TxnResult methods */
+void   slotd__v1__txn_result__init
+                     (Slotd__V1__TxnResult         *message);
+size_t slotd__v1__txn_result__get_packed_size
+                     (const Slotd__V1__TxnResult   *message);
+size_t slotd__v1__txn_result__pack
+                     (const Slotd__V1__TxnResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__txn_result__pack_to_buffer
+                     (const Slotd__V1__TxnResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__TxnResult *
+       slotd__v1__txn_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__txn_result__free_unpacked
+                     (Slotd__V1__TxnResult *message,
                       ProtobufCAllocator *allocator);
 /* Slotd__V1__ReadRequest methods */
 void   slotd__v1__read_request__init
@@ -3677,6 +3929,21 @@ typedef void (*Slotd__V1__DeleteResult_Closure)
 typedef void (*Slotd__V1__CompareAndSetResult_Closure)
                  (const Slotd__V1__CompareAndSetResult *message,
                   void *closure_data);
+typedef void (*Slotd__V1__TxnCompare_Closure)
+                 (const Slotd__V1__TxnCompare *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__TxnOp_Closure)
+                 (const Slotd__V1__TxnOp *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__TxnCommand_Closure)
+                 (const Slotd__V1__TxnCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__TxnOpResult_Closure)
+                 (const Slotd__V1__TxnOpResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__TxnResult_Closure)
+                 (const Slotd__V1__TxnResult *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__ReadRequest_Closure)
                  (const Slotd__V1__ReadRequest *message,
                   void *closure_data);
@@ -3992,6 +4259,8 @@ void slotd__v1__metadata__task_status(ProtobufCService *service,
 
 /* --- descriptors --- */
 
+extern const ProtobufCEnumDescriptor    slotd__v1__txn_target__descriptor;
+extern const ProtobufCEnumDescriptor    slotd__v1__txn_compare_op__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__consistency__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__error_code__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__member_list__descriptor;
@@ -4004,6 +4273,11 @@ extern const ProtobufCMessageDescriptor slotd__v1__propose_response__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__put_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__delete_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__compare_and_set_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__txn_compare__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__txn_op__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__txn_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__txn_op_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__txn_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__read_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__get_query__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__read_response__descriptor;

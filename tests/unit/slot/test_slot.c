@@ -372,6 +372,284 @@ static void test_validation(void)
     CU_ASSERT(strcmp(err.field, "min_applied_index") == 0);
 }
 
+/* ---- Txn ---- */
+
+/* A txn under construction: ops point into the fixed arrays. */
+struct txn_build {
+    Slotd__V1__TxnCommand txn;
+    Slotd__V1__TxnCompare cmp[SLOT_TXN_COMPARES_MAX + 1];
+    Slotd__V1__TxnCompare *cmpp[SLOT_TXN_COMPARES_MAX + 1];
+    Slotd__V1__TxnOp op[2][SLOT_TXN_OPS_MAX + 1];
+    Slotd__V1__TxnOp *opp[2][SLOT_TXN_OPS_MAX + 1];
+    Slotd__V1__PutCommand put[2][SLOT_TXN_OPS_MAX + 1];
+    Slotd__V1__DeleteCommand del[2][SLOT_TXN_OPS_MAX + 1];
+    Slotd__V1__GetQuery get[2][SLOT_TXN_OPS_MAX + 1];
+    Slotd__V1__ProposeRequest req;
+};
+
+static void tb_init(struct txn_build *b)
+{
+    memset(b, 0, sizeof(*b));
+    slotd__v1__txn_command__init(&b->txn);
+    slotd__v1__propose_request__init(&b->req);
+    b->req.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_TXN;
+    b->req.txn = &b->txn;
+    b->txn.compares = b->cmpp;
+    b->txn.success = b->opp[0];
+    b->txn.failure = b->opp[1];
+}
+
+static void bin(ProtobufCBinaryData *d, const char *s)
+{
+    d->data = (uint8_t *)s;
+    d->len = strlen(s);
+}
+
+static Slotd__V1__TxnCompare *tb_cmp(struct txn_build *b, const char *key, int target, int op,
+                                     uint64_t version, const char *value)
+{
+    size_t i = b->txn.n_compares++;
+    Slotd__V1__TxnCompare *c = &b->cmp[i];
+    slotd__v1__txn_compare__init(c);
+    bin(&c->key, key);
+    c->target = (Slotd__V1__TxnTarget)target;
+    c->op = (Slotd__V1__TxnCompareOp)op;
+    c->version = version;
+    bin(&c->value, value ? value : "");
+    b->cmpp[i] = c;
+    return c;
+}
+
+/* Adds an op to branch br (0 success, 1 failure): 'p' put, 'd' delete, 'g' get. */
+static Slotd__V1__TxnOp *tb_op(struct txn_build *b, int br, char kind, const char *key,
+                               const char *value)
+{
+    size_t *n = br ? &b->txn.n_failure : &b->txn.n_success;
+    size_t i = (*n)++;
+    Slotd__V1__TxnOp *o = &b->op[br][i];
+    slotd__v1__txn_op__init(o);
+    if (kind == 'p') {
+        slotd__v1__put_command__init(&b->put[br][i]);
+        bin(&b->put[br][i].key, key);
+        bin(&b->put[br][i].value, value);
+        o->op_case = SLOTD__V1__TXN_OP__OP_PUT;
+        o->put = &b->put[br][i];
+    } else if (kind == 'd') {
+        slotd__v1__delete_command__init(&b->del[br][i]);
+        bin(&b->del[br][i].key, key);
+        o->op_case = SLOTD__V1__TXN_OP__OP_DELETE;
+        o->delete_ = &b->del[br][i];
+    } else {
+        slotd__v1__get_query__init(&b->get[br][i]);
+        bin(&b->get[br][i].key, key);
+        o->op_case = SLOTD__V1__TXN_OP__OP_GET;
+        o->get = &b->get[br][i];
+    }
+    b->opp[br][i] = o;
+    return o;
+}
+
+/* Validates b's request and expects field (and limit) in the error. */
+static void expect_invalid(struct txn_build *b, const char *field, uint64_t limit)
+{
+    const ProtobufCBinaryData *key;
+    struct slotd_error err;
+    memset(&err, 0, sizeof(err));
+    CU_ASSERT(slot_validate_propose(&b->req, &key, &err) != 0);
+    CU_ASSERT(err.code == SLOTD_EINVALID_FIELD);
+    CU_ASSERT_STRING_EQUAL(err.field, field);
+    CU_ASSERT(err.limit == limit);
+}
+
+static void test_txn_validation(void)
+{
+    static struct txn_build b;
+    static char big[SLOT_VALUE_MAX / 2 + 1];
+    memset(big, 'v', sizeof(big) - 1);
+    const ProtobufCBinaryData *key;
+    struct slotd_error err;
+    tb_init(&b);
+    expect_invalid(&b, "txn", 0); /* nothing in it */
+    tb_init(&b);
+    tb_op(&b, 0, 'p', "", "v");
+    expect_invalid(&b, "txn.success[0].put.key", SLOT_KEY_MAX);
+    tb_init(&b);
+    for (unsigned i = 0; i <= SLOT_TXN_COMPARES_MAX; i++)
+        tb_cmp(&b, "k", SLOTD__V1__TXN_TARGET__TXN_TARGET_EXISTS, 0, 0, NULL);
+    expect_invalid(&b, "txn.compares", SLOT_TXN_COMPARES_MAX);
+    tb_init(&b);
+    for (unsigned i = 0; i <= SLOT_TXN_OPS_MAX; i++)
+        tb_op(&b, 1, 'g', "k", NULL);
+    expect_invalid(&b, "txn.failure", SLOT_TXN_OPS_MAX);
+    tb_init(&b);
+    tb_cmp(&b, "k", 0, SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_EQUAL, 1, NULL);
+    expect_invalid(&b, "txn.compares[0].target", SLOTD__V1__TXN_TARGET__TXN_TARGET_ABSENT);
+    b.cmp[0].target = (Slotd__V1__TxnTarget)9;
+    expect_invalid(&b, "txn.compares[0].target", SLOTD__V1__TXN_TARGET__TXN_TARGET_ABSENT);
+    b.cmp[0].target = SLOTD__V1__TXN_TARGET__TXN_TARGET_VERSION;
+    b.cmp[0].op = (Slotd__V1__TxnCompareOp)7;
+    expect_invalid(&b, "txn.compares[0].op", SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_LESS);
+    b.cmp[0].op = SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_UNSPECIFIED;
+    expect_invalid(&b, "txn.compares[0].op", SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_LESS);
+    b.cmp[0].target = SLOTD__V1__TXN_TARGET__TXN_TARGET_ABSENT;
+    b.cmp[0].op = SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_EQUAL;
+    expect_invalid(&b, "txn.compares[0].op", 0);
+    b.cmp[0].op = SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_UNSPECIFIED;
+    CU_ASSERT(slot_validate_propose(&b.req, &key, &err) == 0);
+    CU_ASSERT(key == &b.cmp[0].key); /* routed by the first compare's key */
+    Slotd__V1__TxnOp *o = tb_op(&b, 0, 'g', "k", NULL);
+    o->op_case = SLOTD__V1__TXN_OP__OP__NOT_SET;
+    expect_invalid(&b, "txn.success[0]", 0);
+    /* Two puts of half the txn byte limit each: over it. */
+    tb_init(&b);
+    tb_op(&b, 0, 'p', "a", big);
+    CU_ASSERT(slot_validate_propose(&b.req, &key, &err) == 0);
+    CU_ASSERT(key == &b.put[0][0].key);
+    tb_op(&b, 1, 'p', "b", big);
+    expect_invalid(&b, "txn", SLOT_TXN_BYTES_MAX);
+}
+
+static Slotd__V1__ProposeResponse *apply_txn_req(struct txn_build *b, int *code)
+{
+    return apply_req(&b->req, code, true);
+}
+
+static void test_txn_apply(void)
+{
+    static struct txn_build b;
+    setup();
+    char a[32], c[32], d[32], v[64];
+    pick_key(true, 1, a);
+    pick_key(true, 2, c);
+    pick_key(true, 3, d);
+    int code;
+    Slotd__V1__ProposeResponse *r = put(a, "1", NULL, &code, true);
+    uint64_t v1 = r->put->version;
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    /* Compares hold: put, get of the put's value, delete of an absent key. */
+    tb_init(&b);
+    tb_cmp(&b, a, SLOTD__V1__TXN_TARGET__TXN_TARGET_VERSION,
+           SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_EQUAL, v1, NULL);
+    tb_cmp(&b, a, SLOTD__V1__TXN_TARGET__TXN_TARGET_VALUE,
+           SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_LESS, 0, "2");
+    tb_cmp(&b, c, SLOTD__V1__TXN_TARGET__TXN_TARGET_ABSENT, 0, 0, NULL);
+    tb_op(&b, 0, 'p', a, "2");
+    tb_op(&b, 0, 'g', a, NULL);
+    tb_op(&b, 0, 'd', c, NULL);
+    tb_op(&b, 1, 'p', d, "failure");
+    r = apply_txn_req(&b, &code);
+    CU_ASSERT_FATAL(code == SLOTD_OK && r != NULL);
+    CU_ASSERT_FATAL(r->result_case == SLOTD__V1__PROPOSE_RESPONSE__RESULT_TXN);
+    CU_ASSERT(r->txn->succeeded);
+    CU_ASSERT_FATAL(r->txn->n_results == 3);
+    CU_ASSERT(r->txn->results[0]->put->version == r->applied_index);
+    CU_ASSERT(r->txn->results[0]->put->prev_version == v1);
+    CU_ASSERT(r->txn->results[1]->get->found);
+    CU_ASSERT(r->txn->results[1]->get->value.len == 1 &&
+              r->txn->results[1]->get->value.data[0] == '2');
+    CU_ASSERT(r->txn->results[1]->get->version == r->applied_index);
+    CU_ASSERT(!r->txn->results[2]->delete_->deleted);
+    uint64_t v2 = r->applied_index;
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    CU_ASSERT(get(a, v) == v2);
+    CU_ASSERT_STRING_EQUAL(v, "2");
+    CU_ASSERT(get(d, v) == 0); /* the failure branch did not run */
+
+    /* A stale version: nothing of success, only the failure ops. */
+    b.cmp[0].version = v1;
+    b.put[0][0].value.data = (uint8_t *)"3";
+    b.put[0][2].key = b.put[0][0].key;
+    b.op[0][2] = b.op[0][0]; /* a second put in success */
+    b.op[1][0].op_case = SLOTD__V1__TXN_OP__OP_GET;
+    slotd__v1__get_query__init(&b.get[1][0]);
+    bin(&b.get[1][0].key, a);
+    b.op[1][0].get = &b.get[1][0];
+    r = apply_txn_req(&b, &code);
+    CU_ASSERT_FATAL(code == SLOTD_OK && r != NULL);
+    CU_ASSERT(!r->txn->succeeded);
+    CU_ASSERT_FATAL(r->txn->n_results == 1);
+    CU_ASSERT(r->txn->results[0]->result_case == SLOTD__V1__TXN_OP_RESULT__RESULT_GET);
+    CU_ASSERT(r->txn->results[0]->get->version == v2);
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    CU_ASSERT(get(a, v) == v2);
+    CU_ASSERT_STRING_EQUAL(v, "2");
+    CU_ASSERT(get(c, v) == 0);
+
+    /* VALUE on an absent key is false whatever the operator; EXISTS on a present key holds. */
+    tb_init(&b);
+    tb_cmp(&b, c, SLOTD__V1__TXN_TARGET__TXN_TARGET_VALUE,
+           SLOTD__V1__TXN_COMPARE_OP__TXN_COMPARE_OP_NOT_EQUAL, 0, "x");
+    tb_op(&b, 0, 'p', c, "yes");
+    r = apply_txn_req(&b, &code);
+    CU_ASSERT_FATAL(r != NULL);
+    CU_ASSERT(!r->txn->succeeded && r->txn->n_results == 0);
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    CU_ASSERT(get(c, v) == 0);
+    b.cmp[0].key = b.put[0][0].key;
+    bin(&b.cmp[0].key, a);
+    b.cmp[0].target = SLOTD__V1__TXN_TARGET__TXN_TARGET_EXISTS;
+    b.cmp[0].op = 0;
+    r = apply_txn_req(&b, &code);
+    CU_ASSERT_FATAL(r != NULL);
+    CU_ASSERT(r->txn->succeeded && r->txn->n_results == 1);
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    CU_ASSERT(get(c, v) != 0);
+    CU_ASSERT_STRING_EQUAL(v, "yes");
+    teardown();
+}
+
+/* A txn with one key outside the group, or gets over the result bound, changes nothing. */
+static void test_txn_refused(void)
+{
+    static struct txn_build b;
+    static char big[SLOT_VALUE_MAX + 1];
+    memset(big, 'v', SLOT_VALUE_MAX);
+    setup();
+    char a[32], c[32], out[32], v[64];
+    pick_key(true, 4, a);
+    pick_key(true, 6, c);
+    pick_key(false, 5, out);
+    int code;
+    tb_init(&b);
+    tb_op(&b, 0, 'p', a, "mine");
+    tb_op(&b, 0, 'p', out, "theirs");
+    Slotd__V1__ProposeResponse *r = apply_txn_req(&b, &code);
+    CU_ASSERT(r == NULL && code == SLOTD_EWRONG_GROUP);
+    CU_ASSERT(get(a, v) == 0);
+
+    r = put(a, big, NULL, &code, true);
+    CU_ASSERT_FATAL(r != NULL);
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    /* A get after a put of its key reads the put: 1 MiB + 5 bytes, within the bound. */
+    tb_init(&b);
+    tb_op(&b, 0, 'g', a, NULL);
+    tb_op(&b, 0, 'p', a, "small");
+    tb_op(&b, 0, 'g', a, NULL);
+    r = apply_txn_req(&b, &code);
+    CU_ASSERT_FATAL(r != NULL && r->txn->n_results == 3);
+    CU_ASSERT(r->txn->results[0]->get->value.len == SLOT_VALUE_MAX);
+    CU_ASSERT(r->txn->results[2]->get->value.len == 5);
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    r = put(a, big, NULL, &code, true);
+    CU_ASSERT_FATAL(r != NULL);
+    uint64_t vbig = r->put->version;
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    /* A put, then three gets of the stored MiB: over the bound, and the put is not applied. */
+    tb_init(&b);
+    tb_op(&b, 0, 'p', c, "lost");
+    tb_op(&b, 0, 'g', a, NULL);
+    tb_op(&b, 0, 'g', a, NULL);
+    tb_op(&b, 0, 'g', a, NULL);
+    const ProtobufCBinaryData *key;
+    struct slotd_error err;
+    CU_ASSERT(slot_validate_propose(&b.req, &key, &err) == 0);
+    r = apply_txn_req(&b, &code);
+    CU_ASSERT(r == NULL && code == SLOTD_EINVALID_FIELD);
+    CU_ASSERT(get(c, v) == 0);
+    CU_ASSERT(get(a, big) == vbig); /* big holds the 1 MiB value (+ NUL) */
+    teardown();
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -383,6 +661,9 @@ int main(void)
     CU_add_test(s, "wrong_group_and_bad_entries", test_wrong_group);
     CU_add_test(s, "dedupe_window", test_dedupe);
     CU_add_test(s, "validation", test_validation);
+    CU_add_test(s, "txn_validation", test_txn_validation);
+    CU_add_test(s, "txn_apply", test_txn_apply);
+    CU_add_test(s, "txn_refused", test_txn_refused);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed();

@@ -412,7 +412,7 @@ void   slotd__internal__v1__hash_slot_range__free_unpacked
   assert(message->base.descriptor == &slotd__internal__v1__hash_slot_range__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_descriptors[38] =
+static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_descriptors[39] =
 {
   {
     "hash_slot",
@@ -470,6 +470,18 @@ static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_de
     offsetof(Slotd__Internal__V1__LogCommand, command_case),
     offsetof(Slotd__Internal__V1__LogCommand, compare_and_set),
     &slotd__v1__compare_and_set_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "txn",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, txn),
+    &slotd__v1__txn_command__descriptor,
     NULL,
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -872,58 +884,59 @@ static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_de
   },
 };
 static const unsigned slotd__internal__v1__log_command__field_indices_by_name[] = {
-  24,   /* field[24] = ack_cmd */
-  22,   /* field[22] = activate_conversation */
-  14,   /* field[14] = add_allowlist */
-  16,   /* field[16] = add_denylist */
-  12,   /* field[12] = add_subscribers */
-  28,   /* field[28] = advance_retention */
-  32,   /* field[32] = append_event */
-  23,   /* field[23] = bind_cmd */
-  30,   /* field[30] = bind_plugin */
+  25,   /* field[25] = ack_cmd */
+  23,   /* field[23] = activate_conversation */
+  15,   /* field[15] = add_allowlist */
+  17,   /* field[17] = add_denylist */
+  13,   /* field[13] = add_subscribers */
+  29,   /* field[29] = advance_retention */
+  33,   /* field[33] = append_event */
+  24,   /* field[24] = bind_cmd */
+  31,   /* field[31] = bind_plugin */
   4,   /* field[4] = compare_and_set */
-  10,   /* field[10] = create_channel */
-  5,   /* field[5] = create_user */
+  11,   /* field[11] = create_channel */
+  6,   /* field[6] = create_user */
   3,   /* field[3] = delete */
-  26,   /* field[26] = group_init */
+  27,   /* field[27] = group_init */
   0,   /* field[0] = hash_slot */
-  21,   /* field[21] = hide_conversation */
-  18,   /* field[18] = join_channel */
-  19,   /* field[19] = leave_channel */
-  20,   /* field[20] = mark_read */
-  37,   /* field[37] = migration_abort */
-  35,   /* field[35] = migration_accept */
-  33,   /* field[33] = migration_fence */
-  36,   /* field[36] = migration_release */
-  34,   /* field[34] = migration_rows */
+  22,   /* field[22] = hide_conversation */
+  19,   /* field[19] = join_channel */
+  20,   /* field[20] = leave_channel */
+  21,   /* field[21] = mark_read */
+  38,   /* field[38] = migration_abort */
+  36,   /* field[36] = migration_accept */
+  34,   /* field[34] = migration_fence */
+  37,   /* field[37] = migration_release */
+  35,   /* field[35] = migration_rows */
   2,   /* field[2] = put */
-  7,   /* field[7] = put_device */
-  29,   /* field[29] = put_migration_task */
-  15,   /* field[15] = remove_allowlist */
-  17,   /* field[17] = remove_denylist */
-  8,   /* field[8] = remove_device */
-  13,   /* field[13] = remove_subscribers */
+  8,   /* field[8] = put_device */
+  30,   /* field[30] = put_migration_task */
+  16,   /* field[16] = remove_allowlist */
+  18,   /* field[18] = remove_denylist */
+  9,   /* field[9] = remove_device */
+  14,   /* field[14] = remove_subscribers */
   1,   /* field[1] = request_id */
-  9,   /* field[9] = set_system_uid */
-  25,   /* field[25] = unbind_cmd */
-  31,   /* field[31] = unbind_plugin */
-  11,   /* field[11] = update_channel_flags */
-  27,   /* field[27] = update_runtime_meta */
-  6,   /* field[6] = update_user */
+  10,   /* field[10] = set_system_uid */
+  5,   /* field[5] = txn */
+  26,   /* field[26] = unbind_cmd */
+  32,   /* field[32] = unbind_plugin */
+  12,   /* field[12] = update_channel_flags */
+  28,   /* field[28] = update_runtime_meta */
+  7,   /* field[7] = update_user */
 };
 static const ProtobufCIntRange slotd__internal__v1__log_command__number_ranges[10 + 1] =
 {
   { 1, 0 },
   { 10, 2 },
-  { 20, 5 },
-  { 30, 10 },
-  { 40, 18 },
-  { 50, 26 },
-  { 55, 29 },
-  { 60, 30 },
-  { 65, 32 },
-  { 70, 33 },
-  { 0, 38 }
+  { 20, 6 },
+  { 30, 11 },
+  { 40, 19 },
+  { 50, 27 },
+  { 55, 30 },
+  { 60, 31 },
+  { 65, 33 },
+  { 70, 34 },
+  { 0, 39 }
 };
 const ProtobufCMessageDescriptor slotd__internal__v1__log_command__descriptor =
 {
@@ -933,7 +946,7 @@ const ProtobufCMessageDescriptor slotd__internal__v1__log_command__descriptor =
   "Slotd__Internal__V1__LogCommand",
   "slotd.internal.v1",
   sizeof(Slotd__Internal__V1__LogCommand),
-  38,
+  39,
   slotd__internal__v1__log_command__field_descriptors,
   slotd__internal__v1__log_command__field_indices_by_name,
   10,  slotd__internal__v1__log_command__number_ranges,

@@ -37,6 +37,7 @@ typedef enum {
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_PUT = 10,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_DELETE = 11,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_COMPARE_AND_SET = 12,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_TXN = 13,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_GROUP_INIT = 50,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_CREATE_USER = 20,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_UPDATE_USER = 21,
@@ -90,6 +91,10 @@ struct  Slotd__Internal__V1__LogCommand
     Slotd__V1__PutCommand *put;
     Slotd__V1__DeleteCommand *delete_;
     Slotd__V1__CompareAndSetCommand *compare_and_set;
+    /*
+     * hash_slot is the first key's; every key's hash slot must be owned by the group.
+     */
+    Slotd__V1__TxnCommand *txn;
     Slotd__Internal__V1__GroupInit *group_init;
     /*
      * Typed metadata commands, at the number of their ProposeRequest.command
