@@ -412,6 +412,12 @@ static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
     if (slot_validate_read(r, &key, &err) != 0)
         goto fail;
     struct ctl_need need = need_of((unsigned)r->query_case, CTL_ACCESS_READ, key);
+    if (r->query_case == SLOTD__V1__READ_REQUEST__QUERY_RANGE) {
+        /* Every key the range can return: a prefix range needs read on the prefix; a [start,
+         * end) range (or all keys) needs a grant on the empty prefix, or admin. */
+        need.key = r->range->prefix.data;
+        need.key_len = r->range->prefix.len;
+    }
     if (node_authz_allowed(&caller, &need, &err) != 0 || resolve(api, key, &t, &err) != 0)
         goto fail;
     bool local = r->consistency == SLOTD__V1__CONSISTENCY__CONSISTENCY_LOCAL;

@@ -112,8 +112,8 @@ static void serve_read(struct runtime *rt, struct rt_request *r)
         return;
     }
     /* r->index: the group's applied index after this job */
-    if (slot_serve_read(rt->store, r->hash_slot, r->data, r->len, r->group, r->index, r->term, &buf,
-                        &blen, &err) != 0)
+    if (slot_serve_read(rt->store, rt->groups[r->group].fsm_state.owned, r->hash_slot, r->data,
+                        r->len, r->group, r->index, r->term, &buf, &blen, &err) != 0)
         rpc_call_fail(r->call, &err);
     else
         rpc_call_reply_bytes(r->call, buf, blen);

@@ -43,8 +43,8 @@ int runtime_read_local(struct runtime *rt, uint32_t group, uint16_t hash_slot, c
     struct slotd_error err;
     uint8_t *buf = NULL;
     size_t blen = 0;
-    int rc =
-        slot_serve_read(rt->store, hash_slot, req, len, group, applied, term, &buf, &blen, &err);
+    int rc = slot_serve_read(rt->store, NULL, hash_slot, req, len, group, applied, term, &buf,
+                             &blen, &err);
     atomic_thread_fence(memory_order_acquire); /* the Get before the second look */
     if (atomic_load_explicit(&g->read_seq, memory_order_relaxed) != seq ||
         !atomic_load_explicit(&g->hosted, memory_order_relaxed)) {

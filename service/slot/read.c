@@ -48,9 +48,9 @@ static int serve_get(struct store *store, uint16_t hash_slot, const Slotd__V1__G
     return 0;
 }
 
-int slot_serve_read(struct store *store, uint16_t hash_slot, const uint8_t *req, size_t len,
-                    uint32_t group, uint64_t applied_index, uint64_t term, uint8_t **out,
-                    size_t *out_len, struct slotd_error *err)
+int slot_serve_read(struct store *store, const uint8_t *owned, uint16_t hash_slot,
+                    const uint8_t *req, size_t len, uint32_t group, uint64_t applied_index,
+                    uint64_t term, uint8_t **out, size_t *out_len, struct slotd_error *err)
 {
     Slotd__V1__ReadRequest *r = slotd__v1__read_request__unpack(NULL, len, req);
     if (r == NULL) {
@@ -62,6 +62,7 @@ int slot_serve_read(struct store *store, uint16_t hash_slot, const uint8_t *req,
     resp.group_id = group;
     resp.term = term;
     Slotd__V1__GetResult get = SLOTD__V1__GET_RESULT__INIT;
+    Slotd__V1__RangeResult range = SLOTD__V1__RANGE_RESULT__INIT;
     void *value = NULL;
     int rc;
     if (slot__meta_is_query(r->query_case)) {
@@ -72,6 +73,11 @@ int slot_serve_read(struct store *store, uint16_t hash_slot, const uint8_t *req,
     switch (r->query_case) {
     case SLOTD__V1__READ_REQUEST__QUERY_GET:
         rc = serve_get(store, hash_slot, r->get, &resp, &get, &value, err);
+        break;
+    case SLOTD__V1__READ_REQUEST__QUERY_RANGE:
+        rc = slot_serve_range(store, owned, hash_slot, r->range, &range, err);
+        resp.result_case = SLOTD__V1__READ_RESPONSE__RESULT_RANGE;
+        resp.range = &range;
         break;
     default:
         slotd_error_set(err, SLOTD_EINVALID_FIELD, "query: not set or unknown");
@@ -89,6 +95,7 @@ int slot_serve_read(struct store *store, uint16_t hash_slot, const uint8_t *req,
         }
     }
     free(value);
+    slot_range_result_free(&range);
     slotd__v1__read_request__free_unpacked(r, NULL);
     return rc;
 }

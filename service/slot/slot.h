@@ -183,13 +183,34 @@ size_t slot_fsm_batch_bytes(const struct slot_fsm *f);
 int slot_fsm_get(struct store *store, uint16_t hash_slot, const void *key, size_t len, bool *found,
                  void **value, size_t *value_len, uint64_t *version);
 
+/* ---- Range (range.c). ---- */
+
+/* Key and value bytes of one Range page; the page stops before the entry that would pass it. */
+#define SLOT_RANGE_PAGE_BYTES (4u << 20)
+
+/* Validates a range query (borrowed): bounds, limit, cursor. *hash_slot is the hash slot the page
+ * starts at (the cursor's, else 0). Returns 0 or fills err (field range.*). */
+int slot_validate_range(const Slotd__V1__RangeQuery *q, uint16_t *hash_slot,
+                        struct slotd_error *err);
+/* Decodes q's cursor: its hash slot and last key (borrowed from q; empty = the hash slot's first
+ * key). An empty cursor is hash slot 0. Returns 0, or -1 when malformed or made for other bounds. */
+int slot_range_cursor_decode(const Slotd__V1__RangeQuery *q, uint16_t *hash_slot,
+                             ProtobufCBinaryData *last);
+/* Fills res with one page of q from hash slot hash_slot (the cursor's) through the contiguous run
+ * of hash slots set in owned (NULL: hash_slot alone). Free res with slot_range_result_free(). */
+int slot_serve_range(struct store *st, const uint8_t owned[32], uint16_t hash_slot,
+                     const Slotd__V1__RangeQuery *q, Slotd__V1__RangeResult *res,
+                     struct slotd_error *err);
+void slot_range_result_free(Slotd__V1__RangeResult *res);
+
 /* ---- Reads (read.c). ---- */
 
 /* Serves a packed, validated ReadRequest (borrowed for the call) against the applied state of
- * `group` at hash slot hash_slot. On success *out is a packed ReadResponse carrying group,
+ * `group` at hash slot hash_slot; a range query scans on through the run of hash slots set in
+ * owned (the group's owned bitmap, NULL = hash_slot alone). On success *out is a packed ReadResponse carrying group,
  * applied_index and term (caller frees with free()); on error err is filled. */
-int slot_serve_read(struct store *store, uint16_t hash_slot, const uint8_t *req, size_t len,
-                    uint32_t group, uint64_t applied_index, uint64_t term, uint8_t **out,
+int slot_serve_read(struct store *store, const uint8_t *owned, uint16_t hash_slot,
+                    const uint8_t *req, size_t len, uint32_t group, uint64_t applied_index, uint64_t term, uint8_t **out,
                     size_t *out_len, struct slotd_error *err);
 
 #endif /* SLOTD_SLOT_H */

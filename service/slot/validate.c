@@ -243,6 +243,16 @@ int slot_validate_read(const Slotd__V1__ReadRequest *req, const ProtobufCBinaryD
         *key = &routing_key;
         return 0;
     }
+    if (req->query_case == SLOTD__V1__READ_REQUEST__QUERY_RANGE) {
+        uint16_t hs;
+        if (slot_validate_range(req->range, &hs, err) != 0)
+            return -1;
+        slot__hash_slot_key(hs, routing_keybuf); /* routed like a Get of that hash slot */
+        routing_key.data = (uint8_t *)routing_keybuf;
+        routing_key.len = strlen(routing_keybuf);
+        *key = &routing_key;
+        return 0;
+    }
     if (req->query_case != SLOTD__V1__READ_REQUEST__QUERY_GET) {
         slotd_error_field(err, "query", 0, "query: exactly one query must be set");
         return -1;

@@ -772,6 +772,141 @@ void   slotd__v1__get_result__free_unpacked
   assert(message->base.descriptor == &slotd__v1__get_result__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__v1__range_query__init
+                     (Slotd__V1__RangeQuery         *message)
+{
+  static const Slotd__V1__RangeQuery init_value = SLOTD__V1__RANGE_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__range_query__get_packed_size
+                     (const Slotd__V1__RangeQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__range_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__range_query__pack
+                     (const Slotd__V1__RangeQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__range_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__range_query__pack_to_buffer
+                     (const Slotd__V1__RangeQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__range_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__RangeQuery *
+       slotd__v1__range_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__RangeQuery *)
+     protobuf_c_message_unpack (&slotd__v1__range_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__range_query__free_unpacked
+                     (Slotd__V1__RangeQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__range_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__range_entry__init
+                     (Slotd__V1__RangeEntry         *message)
+{
+  static const Slotd__V1__RangeEntry init_value = SLOTD__V1__RANGE_ENTRY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__range_entry__get_packed_size
+                     (const Slotd__V1__RangeEntry *message)
+{
+  assert(message->base.descriptor == &slotd__v1__range_entry__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__range_entry__pack
+                     (const Slotd__V1__RangeEntry *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__range_entry__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__range_entry__pack_to_buffer
+                     (const Slotd__V1__RangeEntry *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__range_entry__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__RangeEntry *
+       slotd__v1__range_entry__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__RangeEntry *)
+     protobuf_c_message_unpack (&slotd__v1__range_entry__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__range_entry__free_unpacked
+                     (Slotd__V1__RangeEntry *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__range_entry__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__range_result__init
+                     (Slotd__V1__RangeResult         *message)
+{
+  static const Slotd__V1__RangeResult init_value = SLOTD__V1__RANGE_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__range_result__get_packed_size
+                     (const Slotd__V1__RangeResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__range_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__range_result__pack
+                     (const Slotd__V1__RangeResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__range_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__range_result__pack_to_buffer
+                     (const Slotd__V1__RangeResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__range_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__RangeResult *
+       slotd__v1__range_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__RangeResult *)
+     protobuf_c_message_unpack (&slotd__v1__range_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__range_result__free_unpacked
+                     (Slotd__V1__RangeResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__range_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__v1__route_snapshot_request__init
                      (Slotd__V1__RouteSnapshotRequest         *message)
 {
@@ -6122,7 +6257,7 @@ const ProtobufCMessageDescriptor slotd__v1__txn_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__txn_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__read_request__field_descriptors[18] =
+static const ProtobufCFieldDescriptor slotd__v1__read_request__field_descriptors[19] =
 {
   {
     "consistency",
@@ -6168,6 +6303,18 @@ static const ProtobufCFieldDescriptor slotd__v1__read_request__field_descriptors
     offsetof(Slotd__V1__ReadRequest, query_case),
     offsetof(Slotd__V1__ReadRequest, get),
     &slotd__v1__get_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "range",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, range),
+    &slotd__v1__range_query__descriptor,
     NULL,
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -6342,38 +6489,39 @@ static const ProtobufCFieldDescriptor slotd__v1__read_request__field_descriptors
   },
 };
 static const unsigned slotd__v1__read_request__field_indices_by_name[] = {
-  9,   /* field[9] = check_member */
+  10,   /* field[10] = check_member */
   0,   /* field[0] = consistency */
   3,   /* field[3] = get */
-  7,   /* field[7] = get_channel */
-  12,   /* field[12] = get_cmd_binding */
-  5,   /* field[5] = get_device */
-  10,   /* field[10] = get_membership */
-  15,   /* field[15] = get_plugin_binding */
-  13,   /* field[13] = get_runtime_meta */
-  4,   /* field[4] = get_user */
-  6,   /* field[6] = is_system_uid */
-  11,   /* field[11] = list_conversations */
-  17,   /* field[17] = list_events */
-  8,   /* field[8] = list_members */
-  14,   /* field[14] = list_migration_tasks */
-  16,   /* field[16] = list_plugin_users */
+  8,   /* field[8] = get_channel */
+  13,   /* field[13] = get_cmd_binding */
+  6,   /* field[6] = get_device */
+  11,   /* field[11] = get_membership */
+  16,   /* field[16] = get_plugin_binding */
+  14,   /* field[14] = get_runtime_meta */
+  5,   /* field[5] = get_user */
+  7,   /* field[7] = is_system_uid */
+  12,   /* field[12] = list_conversations */
+  18,   /* field[18] = list_events */
+  9,   /* field[9] = list_members */
+  15,   /* field[15] = list_migration_tasks */
+  17,   /* field[17] = list_plugin_users */
   1,   /* field[1] = min_applied_index */
   2,   /* field[2] = no_forward */
+  4,   /* field[4] = range */
 };
 static const ProtobufCIntRange slotd__v1__read_request__number_ranges[10 + 1] =
 {
   { 1, 0 },
   { 10, 3 },
-  { 20, 4 },
-  { 30, 7 },
-  { 40, 10 },
-  { 45, 12 },
-  { 51, 13 },
-  { 55, 14 },
-  { 60, 15 },
-  { 65, 17 },
-  { 0, 18 }
+  { 20, 5 },
+  { 30, 8 },
+  { 40, 11 },
+  { 45, 13 },
+  { 51, 14 },
+  { 55, 15 },
+  { 60, 16 },
+  { 65, 18 },
+  { 0, 19 }
 };
 const ProtobufCMessageDescriptor slotd__v1__read_request__descriptor =
 {
@@ -6383,7 +6531,7 @@ const ProtobufCMessageDescriptor slotd__v1__read_request__descriptor =
   "Slotd__V1__ReadRequest",
   "slotd.v1",
   sizeof(Slotd__V1__ReadRequest),
-  18,
+  19,
   slotd__v1__read_request__field_descriptors,
   slotd__v1__read_request__field_indices_by_name,
   10,  slotd__v1__read_request__number_ranges,
@@ -6428,7 +6576,7 @@ const ProtobufCMessageDescriptor slotd__v1__get_query__descriptor =
   (ProtobufCMessageInit) slotd__v1__get_query__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__read_response__field_descriptors[18] =
+static const ProtobufCFieldDescriptor slotd__v1__read_response__field_descriptors[19] =
 {
   {
     "applied_index",
@@ -6474,6 +6622,18 @@ static const ProtobufCFieldDescriptor slotd__v1__read_response__field_descriptor
     offsetof(Slotd__V1__ReadResponse, result_case),
     offsetof(Slotd__V1__ReadResponse, get),
     &slotd__v1__get_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "range",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, range),
+    &slotd__v1__range_result__descriptor,
     NULL,
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -6649,37 +6809,38 @@ static const ProtobufCFieldDescriptor slotd__v1__read_response__field_descriptor
 };
 static const unsigned slotd__v1__read_response__field_indices_by_name[] = {
   0,   /* field[0] = applied_index */
-  9,   /* field[9] = check_member */
+  10,   /* field[10] = check_member */
   3,   /* field[3] = get */
-  7,   /* field[7] = get_channel */
-  12,   /* field[12] = get_cmd_binding */
-  5,   /* field[5] = get_device */
-  10,   /* field[10] = get_membership */
-  15,   /* field[15] = get_plugin_binding */
-  13,   /* field[13] = get_runtime_meta */
-  4,   /* field[4] = get_user */
+  8,   /* field[8] = get_channel */
+  13,   /* field[13] = get_cmd_binding */
+  6,   /* field[6] = get_device */
+  11,   /* field[11] = get_membership */
+  16,   /* field[16] = get_plugin_binding */
+  14,   /* field[14] = get_runtime_meta */
+  5,   /* field[5] = get_user */
   1,   /* field[1] = group_id */
-  6,   /* field[6] = is_system_uid */
-  11,   /* field[11] = list_conversations */
-  17,   /* field[17] = list_events */
-  8,   /* field[8] = list_members */
-  14,   /* field[14] = list_migration_tasks */
-  16,   /* field[16] = list_plugin_users */
+  7,   /* field[7] = is_system_uid */
+  12,   /* field[12] = list_conversations */
+  18,   /* field[18] = list_events */
+  9,   /* field[9] = list_members */
+  15,   /* field[15] = list_migration_tasks */
+  17,   /* field[17] = list_plugin_users */
+  4,   /* field[4] = range */
   2,   /* field[2] = term */
 };
 static const ProtobufCIntRange slotd__v1__read_response__number_ranges[10 + 1] =
 {
   { 1, 0 },
   { 10, 3 },
-  { 20, 4 },
-  { 30, 7 },
-  { 40, 10 },
-  { 45, 12 },
-  { 51, 13 },
-  { 55, 14 },
-  { 60, 15 },
-  { 65, 17 },
-  { 0, 18 }
+  { 20, 5 },
+  { 30, 8 },
+  { 40, 11 },
+  { 45, 13 },
+  { 51, 14 },
+  { 55, 15 },
+  { 60, 16 },
+  { 65, 18 },
+  { 0, 19 }
 };
 const ProtobufCMessageDescriptor slotd__v1__read_response__descriptor =
 {
@@ -6689,7 +6850,7 @@ const ProtobufCMessageDescriptor slotd__v1__read_response__descriptor =
   "Slotd__V1__ReadResponse",
   "slotd.v1",
   sizeof(Slotd__V1__ReadResponse),
-  18,
+  19,
   slotd__v1__read_response__field_descriptors,
   slotd__v1__read_response__field_indices_by_name,
   10,  slotd__v1__read_response__number_ranges,
@@ -6758,6 +6919,263 @@ const ProtobufCMessageDescriptor slotd__v1__get_result__descriptor =
   slotd__v1__get_result__field_indices_by_name,
   1,  slotd__v1__get_result__number_ranges,
   (ProtobufCMessageInit) slotd__v1__get_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__range_query__field_descriptors[7] =
+{
+  {
+    "prefix",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RangeQuery, prefix),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "start",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RangeQuery, start),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "end",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RangeQuery, end),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RangeQuery, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "keys_only",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RangeQuery, keys_only),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "count_only",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RangeQuery, count_only),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cursor",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RangeQuery, cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__range_query__field_indices_by_name[] = {
+  5,   /* field[5] = count_only */
+  6,   /* field[6] = cursor */
+  2,   /* field[2] = end */
+  4,   /* field[4] = keys_only */
+  3,   /* field[3] = limit */
+  0,   /* field[0] = prefix */
+  1,   /* field[1] = start */
+};
+static const ProtobufCIntRange slotd__v1__range_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor slotd__v1__range_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.RangeQuery",
+  "RangeQuery",
+  "Slotd__V1__RangeQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__RangeQuery),
+  7,
+  slotd__v1__range_query__field_descriptors,
+  slotd__v1__range_query__field_indices_by_name,
+  1,  slotd__v1__range_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__range_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__range_entry__field_descriptors[3] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RangeEntry, key),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RangeEntry, value),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "version",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RangeEntry, version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__range_entry__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  1,   /* field[1] = value */
+  2,   /* field[2] = version */
+};
+static const ProtobufCIntRange slotd__v1__range_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__range_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.RangeEntry",
+  "RangeEntry",
+  "Slotd__V1__RangeEntry",
+  "slotd.v1",
+  sizeof(Slotd__V1__RangeEntry),
+  3,
+  slotd__v1__range_entry__field_descriptors,
+  slotd__v1__range_entry__field_indices_by_name,
+  1,  slotd__v1__range_entry__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__range_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__range_result__field_descriptors[4] =
+{
+  {
+    "entries",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__RangeResult, n_entries),
+    offsetof(Slotd__V1__RangeResult, entries),
+    &slotd__v1__range_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "count",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RangeResult, count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "more",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RangeResult, more),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cursor",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RangeResult, cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__range_result__field_indices_by_name[] = {
+  1,   /* field[1] = count */
+  3,   /* field[3] = cursor */
+  0,   /* field[0] = entries */
+  2,   /* field[2] = more */
+};
+static const ProtobufCIntRange slotd__v1__range_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor slotd__v1__range_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.RangeResult",
+  "RangeResult",
+  "Slotd__V1__RangeResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__RangeResult),
+  4,
+  slotd__v1__range_result__field_descriptors,
+  slotd__v1__range_result__field_indices_by_name,
+  1,  slotd__v1__range_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__range_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor slotd__v1__route_snapshot_request__field_descriptors[1] =

@@ -32,6 +32,9 @@ typedef struct Slotd__V1__ReadRequest Slotd__V1__ReadRequest;
 typedef struct Slotd__V1__GetQuery Slotd__V1__GetQuery;
 typedef struct Slotd__V1__ReadResponse Slotd__V1__ReadResponse;
 typedef struct Slotd__V1__GetResult Slotd__V1__GetResult;
+typedef struct Slotd__V1__RangeQuery Slotd__V1__RangeQuery;
+typedef struct Slotd__V1__RangeEntry Slotd__V1__RangeEntry;
+typedef struct Slotd__V1__RangeResult Slotd__V1__RangeResult;
 typedef struct Slotd__V1__RouteSnapshotRequest Slotd__V1__RouteSnapshotRequest;
 typedef struct Slotd__V1__RouteSnapshotResponse Slotd__V1__RouteSnapshotResponse;
 typedef struct Slotd__V1__GroupRoute Slotd__V1__GroupRoute;
@@ -604,6 +607,7 @@ struct  Slotd__V1__TxnResult
 typedef enum {
   SLOTD__V1__READ_REQUEST__QUERY__NOT_SET = 0,
   SLOTD__V1__READ_REQUEST__QUERY_GET = 10,
+  SLOTD__V1__READ_REQUEST__QUERY_RANGE = 11,
   SLOTD__V1__READ_REQUEST__QUERY_GET_USER = 20,
   SLOTD__V1__READ_REQUEST__QUERY_GET_DEVICE = 21,
   SLOTD__V1__READ_REQUEST__QUERY_IS_SYSTEM_UID = 22,
@@ -634,6 +638,10 @@ struct  Slotd__V1__ReadRequest
   Slotd__V1__ReadRequest__QueryCase query_case;
   union {
     Slotd__V1__GetQuery *get;
+    /*
+     * One page of keys in hash-slot order (see RangeQuery).
+     */
+    Slotd__V1__RangeQuery *range;
     /*
      * Typed metadata queries (docs/api.md); 20..99 stay reserved.
      */
@@ -671,6 +679,7 @@ struct  Slotd__V1__GetQuery
 typedef enum {
   SLOTD__V1__READ_RESPONSE__RESULT__NOT_SET = 0,
   SLOTD__V1__READ_RESPONSE__RESULT_GET = 10,
+  SLOTD__V1__READ_RESPONSE__RESULT_RANGE = 11,
   SLOTD__V1__READ_RESPONSE__RESULT_GET_USER = 20,
   SLOTD__V1__READ_RESPONSE__RESULT_GET_DEVICE = 21,
   SLOTD__V1__READ_RESPONSE__RESULT_IS_SYSTEM_UID = 22,
@@ -700,6 +709,7 @@ struct  Slotd__V1__ReadResponse
   Slotd__V1__ReadResponse__ResultCase result_case;
   union {
     Slotd__V1__GetResult *get;
+    Slotd__V1__RangeResult *range;
     /*
      * Results of typed queries, at the number of their query.
      */
@@ -737,6 +747,81 @@ struct  Slotd__V1__GetResult
 #define SLOTD__V1__GET_RESULT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_result__descriptor) \
     , 0, {0,NULL}, 0 }
+
+
+/*
+ * One page of the keys that start with `prefix`, or lie in [start, end) (end empty: no upper
+ * bound); prefix and start/end are exclusive, none of them set = every key. Keys are hashed, so
+ * entries come in hash-slot order (0..255), then in byte order of the key within a hash slot:
+ * this is not global key order. A page is served by the one slot group owning the cursor's next
+ * hash slot (hash slot 0 without a cursor), routed, forwarded and consistent like a Get; it scans
+ * that group's contiguous run of owned hash slots from there and stops at `limit` entries, at
+ * SLOT_RANGE_PAGE_BYTES (4 MiB) of keys and values, or at the end of the run. Call again with
+ * `cursor` until `more` is false; a page can hold fewer than `limit` entries (even none) while
+ * `more` is true.
+ */
+struct  Slotd__V1__RangeQuery
+{
+  ProtobufCMessage base;
+  ProtobufCBinaryData prefix;
+  ProtobufCBinaryData start;
+  ProtobufCBinaryData end;
+  /*
+   * Entries per page: 0 = 100, at most 1000.
+   */
+  uint32_t limit;
+  /*
+   * Entries carry no value.
+   */
+  protobuf_c_boolean keys_only;
+  /*
+   * No entries: only `count` of the page.
+   */
+  protobuf_c_boolean count_only;
+  /*
+   * RangeResult.cursor of the previous page (opaque); empty = from the first hash slot. It must
+   * come with the same prefix/start/end.
+   */
+  ProtobufCBinaryData cursor;
+};
+#define SLOTD__V1__RANGE_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__range_query__descriptor) \
+    , {0,NULL}, {0,NULL}, {0,NULL}, 0, 0, 0, {0,NULL} }
+
+
+struct  Slotd__V1__RangeEntry
+{
+  ProtobufCMessage base;
+  ProtobufCBinaryData key;
+  ProtobufCBinaryData value;
+  /*
+   * Raft index that last wrote the key.
+   */
+  uint64_t version;
+};
+#define SLOTD__V1__RANGE_ENTRY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__range_entry__descriptor) \
+    , {0,NULL}, {0,NULL}, 0 }
+
+
+struct  Slotd__V1__RangeResult
+{
+  ProtobufCMessage base;
+  size_t n_entries;
+  Slotd__V1__RangeEntry **entries;
+  /*
+   * Entries of this page (also with count_only).
+   */
+  uint32_t count;
+  /*
+   * Whether more pages may follow; send `cursor` to get the next.
+   */
+  protobuf_c_boolean more;
+  ProtobufCBinaryData cursor;
+};
+#define SLOTD__V1__RANGE_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__range_result__descriptor) \
+    , 0,NULL, 0, 0, {0,NULL} }
 
 
 struct  Slotd__V1__RouteSnapshotRequest
@@ -2325,6 +2410,63 @@ Slotd__V1__GetResult *
                       const uint8_t       *data);
 void   slotd__v1__get_result__free_unpacked
                      (Slotd__V1__GetResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__RangeQuery methods */
+void   slotd__v1__range_query__init
+                     (Slotd__V1__RangeQuery         *message);
+size_t slotd__v1__range_query__get_packed_size
+                     (const Slotd__V1__RangeQuery   *message);
+size_t slotd__v1__range_query__pack
+                     (const Slotd__V1__RangeQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__range_query__pack_to_buffer
+                     (const Slotd__V1__RangeQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__RangeQuery *
+       slotd__v1__range_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__range_query__free_unpacked
+                     (Slotd__V1__RangeQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__RangeEntry methods */
+void   slotd__v1__range_entry__init
+                     (Slotd__V1__RangeEntry         *message);
+size_t slotd__v1__range_entry__get_packed_size
+                     (const Slotd__V1__RangeEntry   *message);
+size_t slotd__v1__range_entry__pack
+                     (const Slotd__V1__RangeEntry   *message,
+                      uint8_t             *out);
+size_t slotd__v1__range_entry__pack_to_buffer
+                     (const Slotd__V1__RangeEntry   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__RangeEntry *
+       slotd__v1__range_entry__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__range_entry__free_unpacked
+                     (Slotd__V1__RangeEntry *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__RangeResult methods */
+void   slotd__v1__range_result__init
+                     (Slotd__V1__RangeResult         *message);
+size_t slotd__v1__range_result__get_packed_size
+                     (const Slotd__V1__RangeResult   *message);
+size_t slotd__v1__range_result__pack
+                     (const Slotd__V1__RangeResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__range_result__pack_to_buffer
+                     (const Slotd__V1__RangeResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__RangeResult *
+       slotd__v1__range_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__range_result__free_unpacked
+                     (Slotd__V1__RangeResult *message,
                       ProtobufCAllocator *allocator);
 /* Slotd__V1__RouteSnapshotRequest methods */
 void   slotd__v1__route_snapshot_request__init
@@ -3956,6 +4098,15 @@ typedef void (*Slotd__V1__ReadResponse_Closure)
 typedef void (*Slotd__V1__GetResult_Closure)
                  (const Slotd__V1__GetResult *message,
                   void *closure_data);
+typedef void (*Slotd__V1__RangeQuery_Closure)
+                 (const Slotd__V1__RangeQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__RangeEntry_Closure)
+                 (const Slotd__V1__RangeEntry *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__RangeResult_Closure)
+                 (const Slotd__V1__RangeResult *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__RouteSnapshotRequest_Closure)
                  (const Slotd__V1__RouteSnapshotRequest *message,
                   void *closure_data);
@@ -4282,6 +4433,9 @@ extern const ProtobufCMessageDescriptor slotd__v1__read_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__get_query__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__read_response__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__get_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__range_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__range_entry__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__range_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__route_snapshot_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__route_snapshot_response__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__group_route__descriptor;

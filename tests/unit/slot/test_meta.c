@@ -170,7 +170,7 @@ static Slotd__V1__ReadResponse *query(unsigned num, const ProtobufCMessage *q,
     slotd__v1__read_request__pack(&req, buf);
     uint8_t *out = NULL;
     size_t out_len = 0;
-    int rc = slot_serve_read(st, hs, buf, len, 1, next_index - 1, 3, &out, &out_len, err);
+    int rc = slot_serve_read(st, NULL, hs, buf, len, 1, next_index - 1, 3, &out, &out_len, err);
     free(buf);
     if (rc != 0)
         return NULL;
