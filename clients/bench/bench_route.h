@@ -1,4 +1,4 @@
-/* bench_route.h - slotbench's view of slotd routing: CRC-32 hash slots and the leader table. */
+/* bench_route.h - slotbench's view of slotd routing: libslotd's route reduced to a leader table. */
 #ifndef SLOTD_BENCH_ROUTE_H
 #define SLOTD_BENCH_ROUTE_H
 
@@ -21,26 +21,21 @@ struct bench_route {
     char addresses[BENCH_ROUTE_ADDRESSES_MAX][BENCH_ENDPOINT_LEN_MAX + 1];
 };
 
-/* data: borrowed for the call. CRC-32/IEEE (reflected 0xEDB88320), equal to zlib's crc32(). */
-uint32_t bench_route_crc32(const void *data, size_t len);
-
-/* key: borrowed for the call. slotd's hash slot of a key: crc32(key) % 256. */
-unsigned bench_route_hash_slot(const void *key, size_t len);
-
 /*
- * r, buf, errmsg: borrowed for the call. Decodes a RouteSnapshotResponse into *r: for each hash
- * slot the group of hash_slot_table, that group's observed leader and the leader's address from
- * nodes[]. A slot whose group is not listed, whose leader is 0 or whose leader has no (or an
- * empty) address gets BENCH_ROUTE_NONE. Returns BENCH_OK, or BENCH_EMALFORMED with a sentence in
- * errmsg when the bytes do not decode, the table does not have 256 entries, an address is longer
- * than BENCH_ENDPOINT_LEN_MAX or more than BENCH_ROUTE_ADDRESSES_MAX distinct addresses lead.
+ * r, buf, errmsg: borrowed for the call. Decodes a RouteSnapshotResponse with libslotd's
+ * slotd__route_decode() into *r: for each hash slot the group of hash_slot_table, that group's
+ * observed leader and the leader's address from nodes[]. A slot whose group is not listed, whose
+ * leader is 0 or whose leader has no (or an empty) address gets BENCH_ROUTE_NONE. Returns
+ * BENCH_OK, or BENCH_EMALFORMED with libslotd's sentence in errmsg when the bytes do not decode,
+ * the table does not have 256 entries or a bound of libslotd is exceeded (an address longer than
+ * 255 bytes, more than 64 nodes, hence never more than BENCH_ROUTE_ADDRESSES_MAX leaders).
  */
 int bench_route_decode(struct bench_route *r, const uint8_t *buf, size_t len, char *errmsg,
                        size_t errmsg_len);
 
 /*
- * r, key: borrowed for the call. The address of the leader of the key's group, or NULL when it
- * is unknown. The string is r's (valid while r is).
+ * r, key: borrowed for the call. The address of the leader of the key's group (hash slot from
+ * libslotd's slotd_hash_slot()), or NULL when it is unknown. The string is r's (valid while r is).
  */
 const char *bench_route_leader_address(const struct bench_route *r, const void *key, size_t len);
 

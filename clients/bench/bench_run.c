@@ -4,6 +4,7 @@
 #include "bench_err.h"
 #include "bench_route.h"
 #include "bench_wire.h"
+#include "slotd/client.h"
 #include "slotd/v1/metadata.pb-c.h"
 
 #include <grpc/byte_buffer.h>
@@ -454,7 +455,7 @@ static struct run_channel *run_channel_of(struct run_worker *w, bool *direct)
     *direct = false;
     if (s->router) {
         run_route_sync(w);
-        uint16_t node = w->slot_node[bench_route_hash_slot(w->key, s->o->key_size)];
+        uint16_t node = w->slot_node[slotd_hash_slot(w->key, s->o->key_size)];
         if (node != BENCH_ROUTE_NONE) {
             *direct = true;
             return &s->router->nodes[node].channels[w->next_node_channel++ % s->o->connections];

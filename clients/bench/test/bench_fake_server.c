@@ -2,6 +2,7 @@
 #include "bench_fake_server.h"
 
 #include "bench_route.h"
+#include "slotd/client.h"
 
 #include "etcd_rpc.pb-c.h"
 #include "google/rpc/status.pb-c.h"
@@ -106,7 +107,7 @@ static void fake_count_route(struct fake_server *f, bool no_forward, const Proto
 {
     if (no_forward)
         f->stats.no_forward++;
-    unsigned slot = bench_route_hash_slot(key->data, key->len);
+    unsigned slot = slotd_hash_slot(key->data, key->len);
     if (f->cfg.slot_parity && slot % 2 != f->cfg.slot_parity - 1)
         f->stats.wrong_slot++;
 }

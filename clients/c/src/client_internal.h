@@ -8,9 +8,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* crc32_ieee of data (borrowed for the call), the same as zlib's crc32(). */
-uint32_t slotd__crc32(const void *data, size_t len);
-
 /*
  * buf, err: borrowed for the call. Decodes a RouteSnapshotResponse into *out (caller frees with
  * slotd_route_free()). SLOTD_CLIENT_EMALFORMED with a sentence in err when the bytes do not

@@ -1,41 +1,29 @@
-/* client_route.c - hash slots (crc32_ieee % 256), RouteSnapshotResponse decoding and lookups. */
+/* client_route.c - hash slots (zlib crc32 % 256), RouteSnapshotResponse decoding and lookups. */
 #include "client_internal.h"
 
 #include "slotd/v1/metadata.pb-c.h"
 
-#include <pthread.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t crc_table[256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-/* crc_table[i] = CRC of byte i through the reflected polynomial 0xEDB88320 (as zlib). */
-static void crc_table_build(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1u) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-        crc_table[i] = c;
-    }
-}
-
-uint32_t slotd__crc32(const void *data, size_t len)
-{
-    pthread_once(&crc_once, crc_table_build);
-    const uint8_t *p = data;
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < len; i++)
-        c = crc_table[(c ^ p[i]) & 0xffu] ^ (c >> 8);
-    return c ^ 0xffffffffu;
-}
+#include <zlib.h>
 
 unsigned slotd_hash_slot(const void *key, size_t klen)
 {
-    return slotd__crc32(key, klen) % SLOTD_HASH_SLOTS;
+    /* zlib's crc32() (CRC-32/IEEE), like the server's route_hash_slot(); an empty key must not
+     * reach it as a NULL buffer, for which zlib answers its initial value */
+    uLong crc = crc32(0L, Z_NULL, 0);
+    const Bytef *p = key;
+    while (klen > 0) {
+        uInt n = klen > UINT_MAX ? UINT_MAX : (uInt)klen;
+        crc = crc32(crc, p, n);
+        p += n;
+        klen -= n;
+    }
+    return (unsigned)(crc % SLOTD_HASH_SLOTS);
 }
 
 void slotd_route_free(struct slotd_route *r)
@@ -97,8 +85,7 @@ static int route_fill_groups(struct slotd_route *r, const Slotd__V1__RouteSnapsh
             memcpy(o->learners, g->learners, g->n_learners * sizeof(uint64_t));
         o->intended_voter_count = (unsigned)g->n_intended_voters;
         if (g->n_intended_voters)
-            memcpy(o->intended_voters, g->intended_voters,
-                   g->n_intended_voters * sizeof(uint64_t));
+            memcpy(o->intended_voters, g->intended_voters, g->n_intended_voters * sizeof(uint64_t));
         o->intended_learner_count = (unsigned)g->n_intended_learners;
         if (g->n_intended_learners)
             memcpy(o->intended_learners, g->intended_learners,
@@ -110,7 +97,7 @@ static int route_fill_groups(struct slotd_route *r, const Slotd__V1__RouteSnapsh
             x->node_id = rs->node_id;
             x->role = strcmp(rs->role, "voter") == 0     ? SLOTD_REPLICA_VOTER
                       : strcmp(rs->role, "learner") == 0 ? SLOTD_REPLICA_LEARNER
-                                                          : SLOTD_REPLICA_NONE;
+                                                         : SLOTD_REPLICA_NONE;
             x->leader = rs->leader;
             x->term = rs->term;
             x->commit_index = rs->commit_index;
@@ -242,8 +229,7 @@ static int same_set(const uint64_t *a, unsigned na, const uint64_t *b, unsigned 
 int slotd_route_group_agrees(const struct slotd_route_group *g)
 {
     return same_set(g->voters, g->voter_count, g->intended_voters, g->intended_voter_count) &&
-           same_set(g->learners, g->learner_count, g->intended_learners,
-                    g->intended_learner_count);
+           same_set(g->learners, g->learner_count, g->intended_learners, g->intended_learner_count);
 }
 
 const struct slotd_route_group *slotd_route_group_find(const struct slotd_route *r,

@@ -10,6 +10,7 @@
 #include <CUnit/Basic.h>
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,12 +18,17 @@
 
 static void test_crc32_known_values(void)
 {
-    /* zlib.crc32 values */
-    CU_ASSERT_EQUAL(slotd__crc32("", 0), 0u);
-    CU_ASSERT_EQUAL(slotd__crc32("123456789", 9), 0xcbf43926u);
-    CU_ASSERT_EQUAL(slotd__crc32("hello", 5), 0x3610a686u);
+    /* zlib.crc32(key) % 256 */
+    CU_ASSERT_EQUAL(slotd_hash_slot("", 0), 0u);
     CU_ASSERT_EQUAL(slotd_hash_slot("hello", 5), 0x3610a686u % 256);
-    CU_ASSERT_EQUAL(slotd_hash_slot("123456789", 9), 0x26u);
+    CU_ASSERT_EQUAL(slotd_hash_slot("123456789", 9), 0x26u); /* CRC-32 check value 0xcbf43926 */
+    CU_ASSERT_EQUAL(slotd_hash_slot("a", 1), 0xe8b7be43u % 256);
+    CU_ASSERT_EQUAL(slotd_hash_slot("The quick brown fox jumps over the lazy dog", 43),
+                    0x414fa339u % 256);
+    /* zlib.crc32(b"key-" + b"0" * 57 + b"123") % 256 == 140: slotbench's 64-byte key 123 */
+    char key[65];
+    snprintf(key, sizeof(key), "key-%060d", 123);
+    CU_ASSERT_EQUAL(slotd_hash_slot(key, 64), 140u);
 }
 
 /* ---- route ----------------------------------------------------------------------------- */
@@ -71,7 +77,7 @@ static uint8_t *route_bytes(size_t *len, size_t table_len)
     g2.n_voters = 3;
     g2.voters = voters2;
     g2.n_intended_voters = 3;
-    g2.intended_voters = voters1; /* the same set in another order */
+    g2.intended_voters = voters1;                 /* the same set in another order */
     Slotd__V1__GroupRoute *groups[] = {&g2, &g1}; /* unsorted on purpose */
     Slotd__V1__NodeInfo n1 = SLOTD__V1__NODE_INFO__INIT, n2 = SLOTD__V1__NODE_INFO__INIT,
                         n3 = SLOTD__V1__NODE_INFO__INIT;
@@ -813,7 +819,7 @@ int main(void)
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
     CU_pSuite s = CU_add_suite("cclient", NULL, NULL);
-    CU_add_test(s, "crc32 and hash slots match zlib", test_crc32_known_values);
+    CU_add_test(s, "hash slots match zlib crc32 % 256", test_crc32_known_values);
     CU_add_test(s, "route decode, leader lookup, hints", test_route_decode_and_leader);
     CU_add_test(s, "route decode rejects bad input", test_route_decode_rejects_bad_input);
     CU_add_test(s, "ErrorDetail decode", test_error_detail_decode);
