@@ -396,6 +396,9 @@ int main(int argc, char **argv)
         goto err_after_server;
     }
     rpc_server_set_health(server, "", 2); /* NOT_SERVING until every group has a leader */
+    /* "liveness": SERVING while the process serves calls, whatever its groups (a Kubernetes
+     * liveness probe must not restart a healthy node during an election). */
+    rpc_server_set_health(server, "liveness", 1);
 
     struct runtime_options ro;
     runtime_options_default(&ro);

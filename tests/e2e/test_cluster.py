@@ -562,6 +562,11 @@ class ClusterFailureTest(h.SlotdTestCase):
         slowest = max(done.values()) if done else float("nan")
         # Its groups lose their leaders (check-quorum, election timeouts): not SERVING.
         not_serving = _wait_health(c.server(lone), False, HEALTH_BOUND_S)
+        # ...while "liveness" stays SERVING: the process serves calls (a liveness probe must not
+        # restart it for having lost its peers).
+        live = c.server(lone).health.Check(h.health_pb2.HealthCheckRequest(service="liveness"),
+                                           timeout=5)
+        self.assertEqual(live.status, h.health_pb2.HealthCheckResponse.SERVING)
         sys.stderr.write("\n  node %d alone: %d calls answered, slowest after %.2f s: %s\n"
                          % (lone, len(done), slowest, seen))
 

@@ -55,6 +55,8 @@ def check_route_shape(test, route, slot_groups):
 def check_health(test, server):
     resp = server.health.Check(h.health_pb2.HealthCheckRequest(service=""), timeout=5)
     test.assertEqual(resp.status, h.health_pb2.HealthCheckResponse.SERVING)
+    live = server.health.Check(h.health_pb2.HealthCheckRequest(service="liveness"), timeout=5)
+    test.assertEqual(live.status, h.health_pb2.HealthCheckResponse.SERVING)
     # The health protocol: an unknown service name is NOT_FOUND.
     with test.assertRaises(grpc.RpcError) as ctx:
         server.health.Check(h.health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=5)

@@ -155,7 +155,8 @@ static int drain(Slotd__V1__RangeQuery *q, int counts[400], int *others, bool va
             *others += (int)r->range->count; /* counted, not listed */
         bool more = r->range->more;
         CU_ASSERT_FATAL(r->range->cursor.len <= sizeof(cur));
-        memcpy(cur, r->range->cursor.data, r->range->cursor.len);
+        if (r->range->cursor.len > 0)
+            memcpy(cur, r->range->cursor.data, r->range->cursor.len);
         q->cursor.data = cur;
         q->cursor.len = r->range->cursor.len;
         CU_ASSERT(more == (q->cursor.len > 0));
