@@ -18,6 +18,9 @@ static void raft__config_fill(struct raft_config *c)
                                            ? c->max_committed_bytes_per_ready
                                            : d.max_committed_bytes_per_ready;
     c->read_queue_max = c->read_queue_max ? c->read_queue_max : d.read_queue_max;
+    if (c->lease_drift_ticks == 0) {
+        c->lease_drift_ticks = c->election_tick / 10 > 0 ? c->election_tick / 10 : 1;
+    }
 }
 
 int raft_new(const struct raft_config *cfg, struct raft **out)
@@ -45,6 +48,11 @@ int raft_new(const struct raft_config *cfg, struct raft **out)
     }
     r->cfg = *cfg;
     raft__config_fill(&r->cfg);
+    if (r->cfg.lease && (r->cfg.disable_check_quorum ||
+                         r->cfg.election_tick <= 2 + r->cfg.lease_drift_ticks)) {
+        free(r);
+        return RAFT_EINVAL; /* a lease needs check-quorum and at least one tick of length */
+    }
     r->id = cfg->id;
     int rv = raft__log_init(&r->log, cfg->storage, hs.commit, cfg->applied);
     if (rv != 0) {
@@ -115,6 +123,12 @@ static bool raft__step_term(struct raft *r, const struct raft_msg *m)
             bool force = m->context == 1;
             bool in_lease = !r->cfg.disable_check_quorum && r->lead != 0 &&
                             r->election_elapsed < r->cfg.election_tick;
+            /* with leases, a replica that just started may have acknowledged a leader's
+             * heartbeat just before it stopped: it keeps that promise for a timeout */
+            if (r->cfg.lease && !r->cfg.disable_check_quorum &&
+                r->ticks < r->cfg.election_tick) {
+                in_lease = true;
+            }
             if (!force && in_lease) {
                 return false;
             }
@@ -160,6 +174,11 @@ static void raft__step_vote(struct raft *r, const struct raft_msg *m)
 #ifndef SLOTD_RAFT_BUG_VOTE_NO_LOG_CHECK
     /* thesis 3.6.1: only vote for a candidate whose log is at least as up-to-date as ours */
     log_ok = raft__log_up_to_date(&r->log, m->index, m->log_term);
+    /* a replica re-created empty votes as the log it held before its removal would */
+    if (log_ok && r->cfg.vote_floor_term != 0) {
+        log_ok = m->log_term > r->cfg.vote_floor_term ||
+                 (m->log_term == r->cfg.vote_floor_term && m->index >= r->cfg.vote_floor_index);
+    }
 #endif
     struct raft_msg resp = {.type = pre ? RAFT_MSG_PRE_VOTE_RESP : RAFT_MSG_VOTE_RESP,
                             .to = m->from};
@@ -272,6 +291,7 @@ int raft_transfer_leader(struct raft *r, raft_id target)
         return 0;
     }
     r->transferee = target;
+    r->lease_off_term = r->term; /* the target's forced election ignores leases */
     r->election_elapsed = 0; /* the transfer gets one election timeout */
     struct raft__progress *p = raft__progress_get(r, target);
     RAFT_ASSERT(p != NULL); /* every voter has a progress */
@@ -293,6 +313,17 @@ int raft_campaign(struct raft *r)
     }
     raft__hup(r, false);
     RAFT__CHECK_CALL(r, "raft_campaign");
+    return 0;
+}
+
+int raft_campaign_fresh(struct raft *r)
+{
+    RAFT_ASSERT(r != NULL);
+    if (r->role == RAFT_LEADER || !raft__promotable(r)) {
+        return RAFT_EINVAL;
+    }
+    raft__hup(r, true);
+    RAFT__CHECK_CALL(r, "raft_campaign_fresh");
     return 0;
 }
 

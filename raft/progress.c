@@ -70,6 +70,7 @@ void raft__progress_reset(struct raft__progress *p, raft_index last, bool self)
     p->next = last + 1;
     p->pending_snapshot = 0;
     p->read_ack = 0;
+    p->lease_tick = 0;
     p->vote = RAFT__VOTE_NONE;
     raft__inflights_reset(&p->ins);
 }

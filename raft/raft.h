@@ -80,7 +80,8 @@ typedef uint64_t raft_index; /* log index; 0 means "none / before the log" */
     X(RAFT_ESTORAGE, 12, "storage error")                                     \
     X(RAFT_ETOOBIG, 13, "entry larger than the maximum")                      \
     X(RAFT_ECONF, 14, "configuration change is not valid")                    \
-    X(RAFT_ESTALE, 15, "snapshot or request is out of date")
+    X(RAFT_ESTALE, 15, "snapshot or request is out of date")                 \
+    X(RAFT_ENOLEASE, 16, "this leader holds no valid lease")
 
 #define RAFT__ERR_ENUM(name, code, text) name = code,
 enum raft_err { RAFT_ERRORS(RAFT__ERR_ENUM) RAFT_ERR_COUNT_ };
@@ -312,6 +313,19 @@ struct raft_config {
     size_t max_entry_bytes;        /* one entry's data; default 8 MiB */
     size_t max_committed_bytes_per_ready; /* default 16 MiB */
     size_t read_queue_max;         /* pending read-index requests; default 4096 */
+    /* Leader leases (raft_read_lease). Needs check-quorum, and every replica of the group must
+     * set it: it also makes a replica refuse (pre-)votes for election_tick ticks after raft_new
+     * (it may have acknowledged a leader just before it stopped), as if it had just heard from
+     * a leader. */
+    bool lease;
+    unsigned lease_drift_ticks;    /* clock drift margin of a lease; default election_tick / 10,
+                                    * at least 1 */
+    /* A replica re-created empty after it was removed from the group: the last log position it
+     * held then (0, 0 for none). It votes only for a candidate whose log is at least as
+     * up-to-date as this floor, as if it still held that log (a removed replica that comes back
+     * empty must not become a vote that the log it lost would have refused). */
+    raft_index vote_floor_index;
+    raft_term vote_floor_term;
 };
 
 /* Fills defaults; the caller then sets id, storage, seed and overrides. */
@@ -378,6 +392,18 @@ int raft_apply_conf_change(struct raft *r, const struct raft_entry *entry,
  * Errors: RAFT_ENOLEADER, RAFT_EREADFULL, RAFT_ENOMEM. */
 int raft_read_index(struct raft *r, uint64_t context);
 
+/* A linearizable read without a message round (thesis 6.4.1): succeeds while this leader holds
+ * a lease, that is cfg.lease is set, it has committed an entry of its term, it has started no
+ * leadership transfer in this term, and a quorum of voters acknowledged a heartbeat that it sent
+ * less than election_tick - 2 - lease_drift_ticks ticks ago. Every voter that acknowledged it
+ * refuses (pre-)votes for election_tick of its own ticks after receiving it, so no other leader
+ * can exist before the lease ends (2 ticks cover both sides' tick granularity, lease_drift_ticks
+ * the clocks' drift). On success *index (if not NULL) is the commit index: state applied through
+ * it includes every write acknowledged before the call; *ticks_left (if not NULL) is how many
+ * more raft_tick() calls the lease survives without a new acknowledgement (>= 1).
+ * Errors: RAFT_ENOTLEADER, RAFT_ENOLEASE. */
+int raft_read_lease(const struct raft *r, raft_index *index, unsigned *ticks_left);
+
 /* Starts a leadership transfer to `target` (thesis 3.10). The leader stops
  * accepting proposals, brings the target up to date, then sends TIMEOUT_NOW.
  * The transfer aborts after an election timeout. Errors: RAFT_ENOTLEADER,
@@ -388,6 +414,12 @@ int raft_transfer_leader(struct raft *r, raft_id target);
  * Does nothing (and returns 0) while a committed conf change is not applied.
  * Errors: RAFT_EINVAL (this node leads already or is not a voter). */
 int raft_campaign(struct raft *r);
+/* The first campaign of a replica still at its group's bootstrap term, in which no replica led
+ * (a fresh cluster): an election at once whose vote requests are forced past leases and the
+ * restart hold of cfg.lease. Safe because a voter that follows a leader has that leader's term,
+ * above the bootstrap term, and refuses a request of bootstrap term + 1 as a second vote. Using
+ * it at a later term is misuse. Errors as raft_campaign. */
+int raft_campaign_fresh(struct raft *r);
 
 /* The host could not deliver to `to`: on a leader, a member in the replicate
  * state goes back to probe. Ignored for a node that is not a member. */

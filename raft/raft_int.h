@@ -161,6 +161,7 @@ struct raft__progress {
     raft_index next;
     raft_index pending_snapshot;
     uint64_t read_ack; /* highest read-index round this member acknowledged */
+    uint64_t lease_tick; /* leader: 1 + the tick the acknowledged round was sent at (0 none) */
     struct raft__inflights ins;
 };
 
@@ -210,6 +211,8 @@ struct raft__outbox {
     struct raft__arena arena; /* message entries and snapshots, ready arrays */
 };
 
+#define RAFT__ROUND_TICKS 64 /* rounds whose send tick a leader remembers (leases) */
+
 struct raft {
     struct raft_config cfg; /* copy with defaults filled */
     raft_id id;
@@ -244,6 +247,8 @@ struct raft {
     size_t cap_reads;
     uint64_t read_round;     /* last read round started */
     uint64_t read_round_gen; /* outbox generation that carries that round's first heartbeats */
+    uint64_t round_tick[RAFT__ROUND_TICKS]; /* leader: tick round k was sent at, at k % size */
+    raft_term lease_off_term; /* leader: a term in which a leadership transfer started */
     struct raft__fwd_read *fwd;
     size_t n_fwd;
     size_t cap_fwd;
@@ -292,7 +297,8 @@ void raft__read_on_ack(struct raft *r, raft_id from, uint64_t round);
 void raft__read_fail_all(struct raft *r, int err);
 void raft__read_fwd_resp(struct raft *r, const struct raft_msg *m);
 void raft__read_tick(struct raft *r);
-uint64_t raft__read_heartbeat_context(const struct raft *r);
+uint64_t raft__read_heartbeat_context(struct raft *r);
+unsigned raft__lease_ticks(const struct raft *r);
 
 /* conf.c */
 bool raft__conf_has_voter(const struct raft_conf_state *cs, raft_id id);

@@ -36,15 +36,22 @@ static bool raft__read_single_voter(const struct raft *r)
 
 /* A round's heartbeats leave with the next ready, so a read may join the latest round as long as
  * those heartbeats are still in the outbox: every answer then postdates the read. */
+static uint64_t raft__round_new(struct raft *r)
+{
+    RAFT_ASSERT(r->role == RAFT_LEADER);
+    r->read_round++;
+    r->read_round_gen = r->out_gen;
+    r->round_tick[r->read_round % RAFT__ROUND_TICKS] = r->ticks;
+    return r->read_round;
+}
+
 static uint64_t raft__read_round(struct raft *r)
 {
     RAFT_ASSERT(r->role == RAFT_LEADER);
     if (r->read_round != 0 && r->read_round_gen == r->out_gen) {
         return r->read_round;
     }
-    r->read_round++;
-    r->read_round_gen = r->out_gen;
-    uint64_t ctx = r->read_round;
+    uint64_t ctx = raft__round_new(r);
     for (uint32_t i = 0; i < r->n_prs; i++) {
         struct raft__progress *p = &r->prs[i];
         if (p->id == r->id) {
@@ -123,6 +130,13 @@ void raft__read_on_ack(struct raft *r, raft_id from, uint64_t round)
     struct raft__progress *p = raft__progress_get(r, from);
     if (p != NULL && round > p->read_ack && round <= r->read_round) {
         p->read_ack = round;
+        /* a lease counts from when the acknowledged round left, never from the answer */
+        if (r->read_round - round < RAFT__ROUND_TICKS) {
+            uint64_t sent = r->round_tick[round % RAFT__ROUND_TICKS] + 1;
+            if (sent > p->lease_tick) {
+                p->lease_tick = sent;
+            }
+        }
     }
     if (r->n_reads == 0 || r->reads[0].round == 0) {
         return;
@@ -205,10 +219,60 @@ void raft__read_tick(struct raft *r)
     }
 }
 
-uint64_t raft__read_heartbeat_context(const struct raft *r)
+uint64_t raft__read_heartbeat_context(struct raft *r)
 {
+    if (r->cfg.lease) {
+        /* every heartbeat is a round, so that its answers renew the lease; pending reads are
+         * confirmed by any later round's answers too */
+        if (r->read_round != 0 && r->read_round_gen == r->out_gen) {
+            return r->read_round;
+        }
+        return raft__round_new(r);
+    }
     if (r->n_reads > 0 && r->reads[r->n_reads - 1].round != 0) {
         return r->read_round;
+    }
+    return 0;
+}
+
+unsigned raft__lease_ticks(const struct raft *r)
+{
+    return r->cfg.election_tick - 2 - r->cfg.lease_drift_ticks;
+}
+
+int raft_read_lease(const struct raft *r, raft_index *index, unsigned *ticks_left)
+{
+    RAFT_ASSERT(r != NULL);
+    if (r->role != RAFT_LEADER) {
+        return RAFT_ENOTLEADER;
+    }
+    if (!r->cfg.lease || r->cfg.disable_check_quorum || r->lease_off_term == r->term ||
+        r->transferee != 0 || !raft__committed_in_term((struct raft *)r)) {
+        return RAFT_ENOLEASE;
+    }
+    uint64_t acks[RAFT_MEMBERS_MAX];
+    size_t n = 0;
+    for (uint32_t i = 0; i < r->n_prs; i++) {
+        if (!r->prs[i].learner) {
+            acks[n++] = r->prs[i].id == r->id ? r->ticks + 1 : r->prs[i].lease_tick;
+        }
+    }
+    uint64_t start = raft__quorum_value(acks, n); /* 1 + send tick a quorum acknowledged */
+#ifdef SLOTD_RAFT_BUG_LEASE_EXPIRED
+    start = start > 0 ? r->ticks + 1 : 0; /* the lease never runs out */
+#endif
+    if (start == 0) {
+        return RAFT_ENOLEASE;
+    }
+    uint64_t end = start - 1 + raft__lease_ticks(r);
+    if (r->ticks >= end) {
+        return RAFT_ENOLEASE;
+    }
+    if (index != NULL) {
+        *index = r->log.committed;
+    }
+    if (ticks_left != NULL) {
+        *ticks_left = (unsigned)(end - r->ticks);
     }
     return 0;
 }

@@ -17,6 +17,7 @@ extern "C" {
 #define STORE_LOG_KIND_HARD_STATE 2    /* [group][2] -> term, vote, commit */
 #define STORE_LOG_KIND_CONF_STATE 3    /* [group][3] -> voters, learners */
 #define STORE_LOG_KIND_SNAPSHOT_META 4 /* [group][4] -> index, term, conf state */
+#define STORE_LOG_KIND_TOMBSTONE 5     /* [group][5] -> term, vote, floor index, floor term */
 #define STORE_LOG_KEY_PREFIX_LEN 5     /* group u32 + kind u8 */
 #define STORE_LOG_ENTRY_KEY_LEN 13     /* group u32 + kind u8 + index u64 */
 

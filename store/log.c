@@ -9,11 +9,12 @@ STORE__BATCH_TYPE(store_log_batch)
 
 #define ENTRY_HEADER_LEN (1 + 8 + 1)   /* ver, term, type */
 #define HARD_STATE_LEN (1 + 8 + 8 + 8) /* ver, term, vote, commit */
+#define TOMBSTONE_LEN (1 + 8 + 8 + 8 + 8) /* ver, term, vote, floor index, floor term */
 #define CONF_BODY_MAX (4 + 8 * STORE_MEMBERS_MAX + 4 + 8 * STORE_MEMBERS_MAX)
 #define SNAPSHOT_HEADER_LEN (1 + 8 + 8) /* ver, index, term; conf body follows */
 
 static const char *const kind_names[] = {"", "entry", "hard state", "conf state",
-                                         "snapshot metadata"};
+                                         "snapshot metadata", "tombstone"};
 
 /* ---- value codecs ---- */
 
@@ -155,6 +156,19 @@ void store_log_batch_put_hard_state(struct store_log_batch *b, uint32_t group,
     store__batch_put(&b->b, key, sizeof(key), v, sizeof(v));
 }
 
+void store_log_batch_put_tombstone(struct store_log_batch *b, uint32_t group,
+                                   const struct store_tombstone *t)
+{
+    uint8_t key[STORE_LOG_KEY_PREFIX_LEN], v[TOMBSTONE_LEN];
+    store_key_log(key, group, STORE_LOG_KIND_TOMBSTONE);
+    v[0] = STORE_VALUE_VERSION;
+    store_put_u64(v + 1, t->term);
+    store_put_u64(v + 9, t->vote);
+    store_put_u64(v + 17, t->floor_index);
+    store_put_u64(v + 25, t->floor_term);
+    store__batch_put(&b->b, key, sizeof(key), v, sizeof(v));
+}
+
 static bool conf_state_ok(struct store_log_batch *b, uint32_t group, const char *what,
                           const struct store_conf_state *cs)
 {
@@ -291,6 +305,27 @@ bad_key:
                     group, kl, STORE_LOG_ENTRY_KEY_LEN);
     store__cursor_close(&c);
     return rc;
+}
+
+int store_log_load_tombstone(struct store *s, uint32_t group, struct store_tombstone *out)
+{
+    uint8_t *v = NULL;
+    size_t vl;
+    memset(out, 0, sizeof(*out));
+    int rc = log_get(s, group, STORE_LOG_KIND_TOMBSTONE, &v, &vl);
+    if (rc != STORE_OK)
+        return rc;
+    if (vl != TOMBSTONE_LEN || v[0] != STORE_VALUE_VERSION) {
+        rc = corrupt_value(s, group, STORE_LOG_KIND_TOMBSTONE, v, vl);
+        free(v);
+        return rc;
+    }
+    out->term = store_get_u64(v + 1);
+    out->vote = store_get_u64(v + 9);
+    out->floor_index = store_get_u64(v + 17);
+    out->floor_term = store_get_u64(v + 25);
+    free(v);
+    return STORE_OK;
 }
 
 int store_log_load(struct store *s, uint32_t group, struct store_group_state *out)

@@ -148,6 +148,21 @@ void store_log_batch_delete_group(struct store *s, struct store_log_batch *b, ui
  * Returns the batch's recorded error without writing, or STORE_EIO. */
 int store_log_write(struct store *s, struct store_log_batch *b, bool sync);
 
+/* What a node keeps of a replica it removed, in the raftlog keyspace of the group: the hard
+ * state's term and vote (a replica created here again never votes twice in a term) and the last
+ * log position it ever held (its vote floor: it never votes for a log that one would have
+ * refused). */
+struct store_tombstone {
+    uint64_t term, vote, floor_index, floor_term;
+};
+/* Records t for group. Put it after store_log_batch_delete_group() in the same batch, which
+ * deletes an older one. */
+void store_log_batch_put_tombstone(struct store_log_batch *b, uint32_t group,
+                                   const struct store_tombstone *t);
+/* Reads group's tombstone into *out: STORE_ENOTFOUND when the group was never removed here,
+ * STORE_ECORRUPT when the value does not decode. */
+int store_log_load_tombstone(struct store *s, uint32_t group, struct store_tombstone *out);
+
 /* What is durable for one group. */
 struct store_group_state {
     struct store_hard_state hs;

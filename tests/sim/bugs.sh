@@ -17,7 +17,7 @@ PARENT=$(dirname "$BUILD_DIR")
 JOBS=${JOBS:-2}
 BUG_SEEDS=${BUG_SEEDS:-2000} # bound on seeds tried per bug
 BUG_STEPS=${BUG_STEPS:-4000} # virtual ms per seed
-BUGS=(COMMIT_PREV_TERM VOTE_NO_LOG_CHECK READ_BEFORE_COMMIT)
+BUGS=(COMMIT_PREV_TERM VOTE_NO_LOG_CHECK READ_BEFORE_COMMIT LEASE_EXPIRED)
 # What the first violation must say (extended regex over the FAIL line). raft_check_invariants
 # failures read "invariant NAME broken on node N group G term T index I: ...".
 INVARIANT_RE='raft_check_invariants: invariant [a-z_]+ broken on node [0-9]+ group [0-9]+ term [0-9]+ index [0-9]+: '
@@ -25,6 +25,7 @@ declare -A EXPECT=(
   [COMMIT_PREV_TERM]="${INVARIANT_RE/\[a-z_\]+/leader_commit_in_term}"
   [VOTE_NO_LOG_CHECK]='leader completeness|state machine safety'
   [READ_BEFORE_COMMIT]='linearizability'
+  [LEASE_EXPIRED]='linearizability'
 )
 
 missed=0

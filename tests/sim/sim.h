@@ -38,6 +38,8 @@ struct sim_counters {
     uint64_t commits;   /* entries applied for the first time (per group index) */
     uint64_t proposals; /* entries accepted by raft_propose_batch */
     uint64_t reads;     /* ReadIndex reads served and checked */
+    uint64_t lease_reads; /* lease reads served and checked (raft_read_lease) */
+    uint64_t lease_refused; /* lease reads the leader refused (RAFT_ENOLEASE) */
     uint64_t read_failures;
     uint64_t crashes;
     uint64_t snapshots;    /* snapshots installed from a leader */

@@ -48,6 +48,7 @@ struct sim_read {
     raft_index acked_at_start; /* highest acknowledged write index when the read started */
     raft_index index;          /* read index, valid once has_index */
     bool has_index;
+    bool lease;          /* served by raft_read_lease, not ReadIndex */
     uint64_t started_ms; /* reads lost in the network expire after SIM_READ_EXPIRE_MS */
 };
 
@@ -71,6 +72,8 @@ struct sim_replica {
     uint32_t gen;              /* bumped when created or destroyed (see sim_msg) */
     raft_term tomb_term;       /* hard state kept when destroyed, so a re-added */
     raft_id tomb_vote;         /* replica never votes twice in one term */
+    raft_index floor_index;    /* and the last log position it ever held (its vote floor, */
+    raft_term floor_term;      /* raft_config.vote_floor_*), kept across removals */
     /* memory (lost on crash) */
     struct raft *core; /* NULL when down or absent */
     uint32_t inc;      /* incarnation: unique per raft_new in a run */

@@ -146,11 +146,11 @@ int main(int argc, char **argv)
     }
     printf("sim: %" PRIu64 " seeds x %" PRIu64 " steps, %s nodes: ok "
            "(groups %u, elections %" PRIu64 ", commits %" PRIu64 ", reads %" PRIu64
-           ", crashes %" PRIu64 ", snapshots %" PRIu64 ", compactions %" PRIu64
+           ", lease reads %" PRIu64 " (%" PRIu64 " refused), crashes %" PRIu64 ", snapshots %" PRIu64 ", compactions %" PRIu64
            ", conf changes %" PRIu64 ", transfers %" PRIu64 ", partitions %" PRIu64
            ", quiet phases %" PRIu64 ", msgs %" PRIu64 ", dropped %" PRIu64 "; %.1f s)\n",
            cli.seeds, cli.steps, nodes, (unsigned)cli.groups, cnt.elections, cnt.commits, cnt.reads,
-           cnt.crashes, cnt.snapshots, cnt.compactions, cnt.conf_changes, cnt.transfers,
+           cnt.lease_reads, cnt.lease_refused, cnt.crashes, cnt.snapshots, cnt.compactions, cnt.conf_changes, cnt.transfers,
            cnt.partitions, cnt.quiet_phases, cnt.msgs, cnt.dropped, secs);
     return 0;
 }

@@ -203,7 +203,10 @@ static void sim__replica_reads(struct sim_cluster *c, unsigned node, unsigned gr
         struct sim_read *r = &rep->reads[j];
         if (r->has_index && r->index <= rep->sm.applied) {
             sim__check_read(c, node, group, r);
-            c->cnt.reads++;
+            if (r->lease)
+                c->cnt.lease_reads++;
+            else
+                c->cnt.reads++;
             *r = rep->reads[--rep->n_reads];
         } else {
             j++;
@@ -360,6 +363,9 @@ static void sim__replica_start(struct sim_cluster *c, unsigned node, unsigned gr
     cfg.seed = sim_rand_next(&c->rand);
     cfg.election_tick = SIM_ELECTION_TICK;
     cfg.heartbeat_tick = SIM_HEARTBEAT_TICK;
+    cfg.lease = true;
+    cfg.vote_floor_index = rep->floor_index;
+    cfg.vote_floor_term = rep->floor_term;
     if (c->max_msg_bytes)
         cfg.max_msg_bytes = c->max_msg_bytes;
     if (c->max_inflight)
@@ -465,6 +471,15 @@ void sim__replica_destroy(struct sim_cluster *c, unsigned node, unsigned group)
     if (st->initial_state(st->ctx, &hs, &cs) == RAFT_OK) {
         rep->tomb_term = hs.term;
         rep->tomb_vote = hs.vote;
+    }
+    raft_index last = 0;
+    raft_term last_term = 0;
+    if (st->last_index(st->ctx, &last) == RAFT_OK && last > 0 &&
+        st->term(st->ctx, last, &last_term) == RAFT_OK &&
+        (last_term > rep->floor_term ||
+         (last_term == rep->floor_term && last > rep->floor_index))) {
+        rep->floor_index = last;
+        rep->floor_term = last_term;
     }
     raft_mem_storage_free(rep->disk);
     rep->disk = NULL;

@@ -250,6 +250,8 @@ int sim_run(const struct sim_options *opt, struct sim_counters *cnt, char *viola
     cnt->commits += k->commits;
     cnt->proposals += k->proposals;
     cnt->reads += k->reads;
+    cnt->lease_reads += k->lease_reads;
+    cnt->lease_refused += k->lease_refused;
     cnt->read_failures += k->read_failures;
     cnt->crashes += k->crashes;
     cnt->snapshots += k->snapshots;

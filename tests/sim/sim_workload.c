@@ -127,6 +127,26 @@ static void sim__read(struct sim_cluster *c, unsigned node, unsigned group)
     if (rep->n_reads == SIM_READS_MAX)
         return;
     uint64_t ctx = ++c->next_ctx;
+    if (sim_rand_ppm(&c->rand, 500000)) {
+        /* half the reads try the lease first, as the runtime does; served once applied */
+        raft_index index = 0;
+        int rc = raft_read_lease(rep->core, &index, NULL);
+        if (rc == RAFT_ENOLEASE)
+            c->cnt.lease_refused++; /* falls back to ReadIndex below */
+        else if (!sim__ok_or(c, rc, "raft_read_lease", node, group, RAFT_ENOTLEADER,
+                             RAFT_ENOTLEADER, RAFT_ENOTLEADER, RAFT_ENOTLEADER))
+            return;
+        else {
+            rep->reads[rep->n_reads++] = (struct sim_read){.ctx = ctx,
+                                                           .acked_at_start =
+                                                               c->groups[group].acked_max,
+                                                           .index = index,
+                                                           .has_index = true,
+                                                           .lease = true,
+                                                           .started_ms = c->now};
+            return;
+        }
+    }
     int rc = raft_read_index(rep->core, ctx);
     if (!sim__ok_or(c, rc, "raft_read_index", node, group, RAFT_ENOLEADER, RAFT_EREADFULL,
                     RAFT_ENOTLEADER, RAFT_OK))

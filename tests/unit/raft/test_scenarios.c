@@ -924,6 +924,127 @@ static void test_randomized(void)
     }
 }
 
+/* A vote request from node `from` at `term` for a log ending at (index, log_term), stepped
+ * straight into node `to`; returns whether `to` granted it (its recorded vote). */
+static bool vote_granted(struct h_cluster *c, raft_id to, raft_id from, raft_term term,
+                         raft_index index, raft_term log_term)
+{
+    struct raft_msg m = {.type = RAFT_MSG_VOTE, .from = from, .to = to, .term = term,
+                         .index = index, .log_term = log_term};
+    CU_ASSERT_EQUAL(raft_step(h_raft(c, to), &m), 0);
+    struct raft_status st;
+    h_status(c, to, &st);
+    return st.term == term && st.vote == from;
+}
+
+/* thesis 6.4.1: a leader lease from acknowledged heartbeats; it ends election_tick - 2 - drift
+ * ticks after the round a quorum acknowledged was sent, at once on a transfer, and a replica
+ * that just started keeps the promise a lease relies on. */
+static void test_read_lease(void)
+{
+    struct raft_config cfg = cfg_base();
+    cfg.lease = true;
+    struct h_cluster *c = h_cluster_new(3, 0, &cfg);
+    /* just started: every replica refuses votes for an election timeout */
+    CU_ASSERT_FALSE(vote_granted(c, 2, 1, 5, 1, 1));
+    CU_ASSERT_EQUAL(h_term(c, 2), 0);
+    raft_id ids[] = {1, 2, 3};
+    raft_id l = tick_until_leader(c, ids, 3);
+    h_pump(c);
+    raft_id f = l == 1 ? 2 : 1;
+    raft_index idx = 0;
+    unsigned left = 0;
+    CU_ASSERT_EQUAL(raft_read_lease(h_raft(c, f), &idx, &left), RAFT_ENOTLEADER);
+    /* elected, its no-op committed, no heartbeat answered yet */
+    CU_ASSERT_EQUAL(raft_read_lease(h_raft(c, l), &idx, &left), RAFT_ENOLEASE);
+    h_tick(c, l, 1);
+    h_pump(c);
+    CU_ASSERT_EQUAL(raft_read_lease(h_raft(c, l), &idx, &left), 0);
+    CU_ASSERT_EQUAL(idx, h_commit(c, l));
+    CU_ASSERT_EQUAL(left, 10 - 2 - 1); /* election_tick 10, drift 1 */
+    /* cut off: it keeps the lease for 7 more ticks, not one more */
+    h_isolate(c, l, true);
+    for (unsigned i = 1; i < 7; i++) {
+        h_tick(c, l, 1);
+        h_pump(c);
+        CU_ASSERT_EQUAL(raft_read_lease(h_raft(c, l), NULL, &left), 0);
+        CU_ASSERT_EQUAL(left, 7 - i);
+    }
+    h_tick(c, l, 1);
+    h_pump(c);
+    CU_ASSERT_EQUAL(h_role(c, l), RAFT_LEADER);
+    CU_ASSERT_EQUAL(raft_read_lease(h_raft(c, l), NULL, NULL), RAFT_ENOLEASE);
+    /* back: the next answered heartbeat renews it */
+    h_isolate(c, l, false);
+    h_tick(c, l, 1);
+    h_pump(c);
+    CU_ASSERT_EQUAL(raft_read_lease(h_raft(c, l), NULL, &left), 0);
+    /* a transfer ends it for the rest of the term (the target's election ignores leases) */
+    CU_ASSERT_EQUAL(raft_transfer_leader(h_raft(c, l), f), 0);
+    CU_ASSERT_EQUAL(raft_read_lease(h_raft(c, l), NULL, NULL), RAFT_ENOLEASE);
+    h_pump(c);
+    CU_ASSERT_EQUAL(h_role(c, f), RAFT_LEADER);
+    CU_ASSERT_EQUAL(raft_read_lease(h_raft(c, l), NULL, NULL), RAFT_ENOTLEADER);
+    h_tick(c, f, 1);
+    h_pump(c);
+    CU_ASSERT_EQUAL(raft_read_lease(h_raft(c, f), NULL, NULL), 0);
+
+    /* a restarted follower refuses votes for an election timeout, then votes again */
+    raft_id o = 6 - l - f;
+    h_restart(c, o);
+    h_isolate(c, o, true);
+    raft_term t = h_term(c, o);
+    raft_index last = h_last(c, o);
+    CU_ASSERT_FALSE(vote_granted(c, o, l, t + 1, last, t));
+    CU_ASSERT_EQUAL(h_term(c, o), t);
+    h_tick(c, o, 9);
+    CU_ASSERT_FALSE(vote_granted(c, o, l, t + 1, last, t));
+    h_tick(c, o, 1);
+    CU_ASSERT_TRUE(vote_granted(c, o, l, t + 1, last, t));
+    h_cluster_free(c);
+
+    struct raft_config bad = cfg_base();
+    bad.lease = true;
+    bad.disable_check_quorum = true;
+    struct raft_mem_storage *ms = NULL;
+    CU_ASSERT_EQUAL_FATAL(raft_mem_storage_new(&ms), 0);
+    bad.id = 1;
+    bad.storage = raft_mem_storage_get(ms);
+    struct raft *r = NULL;
+    CU_ASSERT_EQUAL(raft_new(&bad, &r), RAFT_EINVAL); /* a lease needs check-quorum */
+    raft_mem_storage_free(ms);
+}
+
+/* A replica re-created empty after its removal votes as the log it lost would have: a
+ * candidate behind that log gets no vote from it. */
+static void test_vote_floor(void)
+{
+    struct raft_config cfg = cfg_base();
+    struct h_cluster *c = h_cluster_new(3, 0, &cfg);
+    CU_ASSERT_EQUAL(h_campaign(c, 1), RAFT_LEADER);
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(h_propose(c, 1, "e"), 0);
+    }
+    h_pump(c);
+    raft_index last = h_last(c, 3);
+    raft_term t = h_term(c, 3);
+    CU_ASSERT(last >= 4); /* the no-op and three entries */
+    struct raft_status st;
+    h_status(c, 3, &st);
+    c->cfg.vote_floor_index = last;
+    c->cfg.vote_floor_term = t;
+    h_wipe(c, 3, &st.conf);
+    c->cfg.vote_floor_index = 0;
+    c->cfg.vote_floor_term = 0;
+    h_isolate(c, 3, true);
+    CU_ASSERT_EQUAL(h_last(c, 3), 0);
+    /* a stale candidate (log ending at index 2) is refused, an up-to-date one is not */
+    CU_ASSERT_FALSE(vote_granted(c, 3, 2, t + 1, 2, t));
+    CU_ASSERT_EQUAL(h_term(c, 3), t + 1); /* the term moved, the vote did not */
+    CU_ASSERT_TRUE(vote_granted(c, 3, 2, t + 2, last, t));
+    h_cluster_free(c);
+}
+
 void tests_scenarios_add(CU_pSuite s)
 {
     CU_add_test(s, "election with pre-vote", test_election);
@@ -946,4 +1067,6 @@ void tests_scenarios_add(CU_pSuite s)
     CU_add_test(s, "pipelining between ready and advance", test_pipelining);
     CU_add_test(s, "leader writes in parallel with replication", test_leader_writes_in_parallel);
     CU_add_test(s, "randomized: safety under drops, partitions, restarts", test_randomized);
+    CU_add_test(s, "leader lease: renewal, expiry, transfer, restart hold", test_read_lease);
+    CU_add_test(s, "a re-created replica votes by its old log", test_vote_floor);
 }

@@ -107,6 +107,40 @@ static void test_log_hard_state_only(void)
     test_close(s);
 }
 
+/* A removed group's keys go, its tombstone stays: put after the delete in one batch, it survives
+ * it, and a later removal replaces it. */
+static void test_log_tombstone(void)
+{
+    struct store *s = test_open();
+    struct store_log_batch *b;
+    struct store_tombstone t;
+    CU_ASSERT_EQUAL(store_log_load_tombstone(s, 3, &t), STORE_ENOTFOUND);
+    CU_ASSERT_FATAL(store_log_batch_new(&b) == STORE_OK);
+    struct store_hard_state hs = {.term = 4, .vote = 2, .commit = 9};
+    store_log_batch_put_hard_state(b, 3, &hs);
+    CU_ASSERT_EQUAL(store_log_write(s, b, false), STORE_OK);
+    for (uint64_t round = 1; round <= 2; round++) {
+        store_log_batch_clear(b);
+        store_log_batch_delete_group(s, b, 3);
+        struct store_tombstone put = {.term = 4 * round, .vote = 2, .floor_index = 9 * round,
+                                      .floor_term = 4 * round};
+        store_log_batch_put_tombstone(b, 3, &put);
+        CU_ASSERT_EQUAL(store_log_write(s, b, false), STORE_OK);
+        struct store_group_state gs;
+        CU_ASSERT_EQUAL(store_log_load(s, 3, &gs), STORE_ENOTFOUND); /* no hard state */
+        CU_ASSERT_EQUAL_FATAL(store_log_load_tombstone(s, 3, &t), STORE_OK);
+        CU_ASSERT(t.term == 4 * round && t.vote == 2 && t.floor_index == 9 * round &&
+                  t.floor_term == 4 * round);
+    }
+    uint32_t *groups = NULL;
+    size_t n = 0;
+    CU_ASSERT_EQUAL(store_log_groups(s, &groups, &n), STORE_OK);
+    CU_ASSERT_EQUAL(n, 0); /* a tombstone is not a hosted group */
+    free(groups);
+    store_log_batch_free(b);
+    test_close(s);
+}
+
 static void test_log_batch_across_groups(void)
 {
     enum { GROUPS = 50, ENTRIES = 20 };
@@ -406,6 +440,7 @@ void test_log_register(CU_pSuite suite)
 {
     TEST_ADD(suite, test_log_round_trip);
     TEST_ADD(suite, test_log_hard_state_only);
+    TEST_ADD(suite, test_log_tombstone);
     TEST_ADD(suite, test_log_batch_across_groups);
     TEST_ADD(suite, test_log_key_order);
     TEST_ADD(suite, test_log_iterate_bounds_and_stop);
