@@ -427,11 +427,13 @@ static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
                               &r->base, &err);
     if (where < 0)
         goto fail;
-    /* A serializable Get is served on this gRPC thread when the runtime can (read_local.c: one
-     * LevelDB get is atomic; typed queries read several rows and keep the loop's apply-stage
-     * view); otherwise, and for every other consistency, through the loop. */
-    if (where == 1 && local && r->query_case == SLOTD__V1__READ_REQUEST__QUERY_GET &&
-        runtime_read_local(api->rt, t.group, t.hash_slot, req, len, r->min_applied_index, call))
+    /* A Get is served on this gRPC thread when the runtime can (read_local.c: one LevelDB get is
+     * atomic; typed queries read several rows and keep the loop's apply-stage view): a
+     * serializable one from any replica, a linearizable one by a leader under its lease;
+     * otherwise through the loop (a linearizable one with a ReadIndex round). */
+    if (where == 1 && r->query_case == SLOTD__V1__READ_REQUEST__QUERY_GET &&
+        runtime_read_local(api->rt, t.group, t.hash_slot, req, len, r->min_applied_index, !local,
+                           call))
         where = 0;
     if (where == 1 &&
         runtime_submit_read(api->rt, t.group, t.hash_slot, req, len, (int)r->consistency,

@@ -1001,7 +1001,7 @@ static const char *converge_group(struct runtime *rt, struct rt_group *g, int64_
         return "target_inactive";
     if (p->match < st.commit)
         return "target_behind";
-    if (raft_transfer_leader(g->raft, target) != 0)
+    if (rt_transfer_leader(g, target) != 0)
         return "transfer_refused";
     g->converge_after_ms = now + CTL_CONVERGE_COOLDOWN_MS;
     RT_LOG("info", "msg=\"moving leadership to the preferred leader\" group=%u to=%llu", g->id,

@@ -201,6 +201,26 @@ static int open_group(struct runtime *rt, struct rt_group *g, uint64_t applied, 
     cfg.seed = rt->opts.seed * 1000003u + g->id;
     cfg.election_tick = rt->opts.election_tick;
     cfg.heartbeat_tick = rt->opts.heartbeat_tick;
+    cfg.lease = true; /* every node runs with leases (runtime_read_local) */
+    /* A replica of a group this node held before: vote as that one would have. */
+    struct store_tombstone tomb;
+    int trc = store_log_load_tombstone(rt->store, g->id, &tomb);
+    if (trc == 0) {
+        cfg.vote_floor_index = tomb.floor_index;
+        cfg.vote_floor_term = tomb.floor_term;
+        const struct raft_storage *ms = cfg.storage;
+        struct raft_hard_state hs;
+        struct raft_conf_state cs;
+        if (ms->initial_state(ms->ctx, &hs, &cs) == 0 && hs.term < tomb.term) {
+            hs.term = tomb.term;
+            hs.vote = tomb.vote;
+            raft_mem_storage_set_hard_state(g->mem, &hs);
+        }
+    } else if (trc != STORE_ENOTFOUND) {
+        snprintf(err, errlen, "group %u: load tombstone: %s: %s", g->id, store_strerror(trc),
+                 store_errmsg(rt->store));
+        goto err_after_mem;
+    }
     int rc = raft_new(&cfg, &g->raft);
     if (rc != 0) {
         snprintf(err, errlen, "group %u: raft: %s", g->id, raft_strerror(rc));

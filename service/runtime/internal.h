@@ -50,6 +50,8 @@ enum rt_request_kind {
 #define RT_DEPOSED_WAIT_MS 5000
 /* Fresh cluster: ticks before a group's preferred voter campaigns (< election_tick). */
 #define RT_FIRST_CAMPAIGN_TICKS 4
+/* Raft ticks whose time a group remembers: a lease older than this many ticks is not used. */
+#define RT_LEASE_TICKS 32
 
 /* One client request on its way through the runtime. One allocation holding
  * the entry (propose) or key (read) bytes. */
@@ -201,6 +203,8 @@ struct rt_metrics {
     struct metrics_counter *dropped_inbound;
     struct metrics_counter *read_local_served; /* GRPC (read_local.c) */
     struct metrics_counter *read_local_overlapped;
+    struct metrics_counter *read_lease_served; /* GRPC (read_local.c) */
+    struct metrics_counter *read_lease_missed;
     struct metrics_gauge *route_revision;
     struct metrics_gauge *controller_revision;
     struct metrics_gauge *controller_tasks[4]; /* by enum ctl_task_status */
@@ -244,6 +248,12 @@ struct rt_group {
     /* loop: g->term after each ready and leader change; read by GRPC (runtime_read_local's
      * response term) */
     _Atomic uint64_t pub_term;
+    /* loop (rt_lease_publish at each tick, rt_lease_clear): this replica's leader lease
+     * (raft_read_lease) as the rt_now_ms() time it ends (0 = none) and the commit index it was
+     * computed with; read by GRPC (runtime_read_local for linearizable reads). lease_index is
+     * stored before lease_until_ms (release) and read after it (acquire). */
+    _Atomic int64_t lease_until_ms;
+    _Atomic uint64_t lease_index;
 
     /* -- loop thread -- (rt_group_close_removed zeroes from here on, keeping metrics) */
     struct raft *raft;
@@ -284,6 +294,8 @@ struct rt_group {
     struct rt_snap_recv snap_recv;
     bool transferring;          /* leadership transfer started at shutdown */
     unsigned campaign_in_ticks; /* fresh cluster: the preferred voter campaigns then (0 = no) */
+    uint64_t raft_ticks; /* raft_tick calls since raft_new (the core's own tick count) */
+    int64_t tick_ms[RT_LEASE_TICKS]; /* rt_now_ms() of raft tick k, at k % RT_LEASE_TICKS */
     int64_t converge_after_ms;  /* preferred-leader convergence cooldown (ctl.c) */
     struct rt_group_metrics metrics; /* set when the group opens; the series are atomics */
 
@@ -451,6 +463,12 @@ struct runtime {
            !pthread_equal(pthread_self(), (rt)->loop_thread))
 
 int64_t rt_now_ms(void);
+/* Leases (loop.c): rt_lease_publish recomputes g's published lease after a tick; rt_lease_clear
+ * withdraws it (a transfer starts, leadership is lost, the replica closes);
+ * rt_transfer_leader is raft_transfer_leader after rt_lease_clear. Loop thread. */
+void rt_lease_publish(struct runtime *rt, struct rt_group *g);
+void rt_lease_clear(struct rt_group *g);
+int rt_transfer_leader(struct rt_group *g, raft_id to);
 
 /* facts.c (loop thread): a GroupStatus answer in which the group's leader spoke for itself. */
 void rt_facts_leader_commit(struct rt_group *g, uint64_t commit, int64_t now);

@@ -47,6 +47,14 @@ static int node_families(struct metrics_registry *m, struct rt_metrics *out)
                   "outcome=\"served\" answered there, \"overlapped\" a snapshot install, replica "
                   "close or ownership change ran meanwhile and the read went through the loop.",
                   1, outcome, &rl);
+    struct metrics_family *ls = NULL;
+    rc = rc ? rc
+            : metrics_counter_family_new(
+                  m, "slotd_read_lease_total",
+                  "Linearizable Get reads tried on the gRPC thread under the leader lease "
+                  "(read_local.c): outcome=\"served\" answered there, \"no_lease\" this replica "
+                  "held no valid lease and the read took a ReadIndex round through the loop.",
+                  1, outcome, &ls);
     rc = rc ? rc
             : metrics_gauge_family_new(m, "slotd_route_revision",
                                        "Revision of the route snapshot last published.", 0, NULL,
@@ -70,6 +78,9 @@ static int node_families(struct metrics_registry *m, struct rt_metrics *out)
     const char *served[] = {"served"}, *overlapped[] = {"overlapped"};
     out->read_local_served = metrics_counter_get(rl, served);
     out->read_local_overlapped = metrics_counter_get(rl, overlapped);
+    const char *no_lease[] = {"no_lease"};
+    out->read_lease_served = metrics_counter_get(ls, served);
+    out->read_lease_missed = metrics_counter_get(ls, no_lease);
     return METRICS_OK;
 }
 

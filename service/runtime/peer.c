@@ -811,12 +811,37 @@ void rt_group_close_removed(struct runtime *rt, struct rt_group *g)
     /* Appended proposals may still commit on the replicas that stay. */
     rt_fail_list(&g->proposals, SLOTD_EUNKNOWN_OUTCOME,
                  "the replica left this node; the proposal may or may not commit");
+    rt_lease_clear(g);
     rt_fail_list(&g->waiting_reads, SLOTD_ENOT_LEADER, "the replica left this node");
     while (g->rounds != NULL) {
         struct rt_read_round *r = g->rounds;
         g->rounds = r->next;
         rt_fail_list(&r->reads, SLOTD_ENOT_LEADER, "the replica left this node");
         free(r);
+    }
+    /* The tombstone (store_tombstone): the term and vote, and the last log position this
+     * replica ever held, so that a replica of the group created here again votes as this one
+     * would have (raft_config.vote_floor_*). */
+    struct store_tombstone tomb = {0};
+    if (store_log_load_tombstone(rt->store, g->id, &tomb) != 0)
+        memset(&tomb, 0, sizeof(tomb));
+    {
+        struct raft_status rs;
+        raft_status(g->raft, &rs);
+        const struct raft_storage *ms = raft_mem_storage_get(g->mem);
+        raft_index last = 0;
+        raft_term last_term = 0;
+        if (ms->last_index(ms->ctx, &last) != 0 || ms->term(ms->ctx, last, &last_term) != 0)
+            last = last_term = 0;
+        if (rs.term >= tomb.term) {
+            tomb.vote = rs.term > tomb.term || rs.vote != 0 ? rs.vote : tomb.vote;
+            tomb.term = rs.term;
+        }
+        if (last_term > tomb.floor_term ||
+            (last_term == tomb.floor_term && last > tomb.floor_index)) {
+            tomb.floor_index = last;
+            tomb.floor_term = last_term;
+        }
     }
     raft_free(g->raft);
     raft_mem_storage_free(g->mem);
@@ -847,6 +872,7 @@ void rt_group_close_removed(struct runtime *rt, struct rt_group *g)
         rc = store_log_batch_new(&lb);
     if (rc == 0) {
         store_log_batch_delete_group(rt->store, lb, g->id);
+        store_log_batch_put_tombstone(lb, g->id, &tomb);
         rc = store_log_write(rt->store, lb, true);
     }
     store_log_batch_free(lb);
@@ -993,7 +1019,7 @@ static void transfer_all(struct runtime *rt)
             if (ps->match == st.last_index)
                 break;
         }
-        if (best != 0 && raft_transfer_leader(g->raft, best) == 0)
+        if (best != 0 && rt_transfer_leader(g, best) == 0)
             g->transferring = true;
     }
 }

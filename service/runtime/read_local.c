@@ -1,4 +1,5 @@
-/* read_local.c - serializable (CONSISTENCY_LOCAL) reads served on the gRPC thread, no loop hop. */
+/* read_local.c - Get reads served on the gRPC thread, no loop hop: serializable ones, and
+ * linearizable ones under the leader lease. */
 #include <stdlib.h>
 
 #include "service/runtime/internal.h"
@@ -28,7 +29,8 @@ static bool published_owns(struct rt_group *g, uint16_t s)
  * for every handler call; no per-group handle exists that a close or install could free.
  */
 int runtime_read_local(struct runtime *rt, uint32_t group, uint16_t hash_slot, const void *req,
-                       size_t len, uint64_t min_applied_index, struct rpc_call *call)
+                       size_t len, uint64_t min_applied_index, bool linearizable,
+                       struct rpc_call *call)
 {
     if (group == 0 || group >= RT_GROUPS_CAP)
         return 0;
@@ -36,6 +38,21 @@ int runtime_read_local(struct runtime *rt, uint32_t group, uint16_t hash_slot, c
     uint64_t seq = atomic_load_explicit(&g->read_seq, memory_order_acquire);
     if (seq & 1 || !atomic_load_explicit(&g->hosted, memory_order_acquire))
         return 0;
+    if (linearizable) {
+        /* The leader lease (loop.c, rt_lease_publish): while it lasts no other leader exists,
+         * so every write acknowledged before now was applied here (acknowledged on apply, by
+         * this leader or by an earlier one whose entries this leader applied through
+         * lease_index). Now is the read's linearization point; after it the state only grows.
+         * Without a lease the read goes through the loop's ReadIndex. */
+        int64_t until = atomic_load_explicit(&g->lease_until_ms, memory_order_acquire);
+        uint64_t index = atomic_load_explicit(&g->lease_index, memory_order_relaxed);
+        if (until == 0 || rt_now_ms() >= until) {
+            metrics_counter_add(rt->metrics.read_lease_missed, 1);
+            return 0;
+        }
+        if (index > min_applied_index)
+            min_applied_index = index;
+    }
     uint64_t applied = atomic_load_explicit(&g->applied, memory_order_acquire);
     if (applied < min_applied_index || applied == 0 || !published_owns(g, hash_slot))
         return 0; /* the loop waits for the index / answers WRONG_GROUP with its wording */
@@ -59,7 +76,8 @@ int runtime_read_local(struct runtime *rt, uint32_t group, uint16_t hash_slot, c
         rpc_call_reply_bytes(call, buf, blen);
     free(buf);
     atomic_fetch_add_explicit(&rt->read_local_served, 1, memory_order_relaxed);
-    metrics_counter_add(rt->metrics.read_local_served, 1);
+    metrics_counter_add(linearizable ? rt->metrics.read_lease_served
+                                     : rt->metrics.read_local_served, 1);
     return 1;
 }
 

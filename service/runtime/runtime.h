@@ -103,14 +103,16 @@ void runtime_free(struct runtime *rt);
  * and the caller fails the call. `entry` is borrowed for the call (copied). */
 int runtime_submit_propose(struct runtime *rt, uint32_t group, const uint8_t *entry, size_t len,
                            struct rpc_call *call, struct slotd_error *err);
-/* GRPC thread, for a validated CONSISTENCY_LOCAL ReadRequest `req` with a Get query (borrowed for
- * the call) of hash_slot in group, after authorization and routing chose this node: serves it here
- * from the fsm's LevelDB (read_local.c) and finishes `call` (returns 1), when the group is hosted,
- * owns the slot, has applied min_applied_index and no install, close or ownership change overlapped
- * the read. Returns 0 with `call` untouched otherwise: the caller submits it with
- * runtime_submit_read as before. */
+/* GRPC thread, for a validated ReadRequest `req` with a Get query (borrowed for the call) of
+ * hash_slot in group, after authorization and routing chose this node: serves it here from the
+ * fsm's LevelDB (read_local.c) and finishes `call` (returns 1), when the group is hosted, owns
+ * the slot, has applied min_applied_index and no install, close or ownership change overlapped
+ * the read; a linearizable one (CONSISTENCY_LINEARIZABLE or LEADER_LOCAL) only while this replica
+ * leads under a valid leader lease and has applied the commit index the lease was published with.
+ * Returns 0 with `call` untouched otherwise: the caller submits it with runtime_submit_read. */
 int runtime_read_local(struct runtime *rt, uint32_t group, uint16_t hash_slot, const void *req,
-                       size_t len, uint64_t min_applied_index, struct rpc_call *call);
+                       size_t len, uint64_t min_applied_index, bool linearizable,
+                       struct rpc_call *call);
 /* Reads runtime_read_local served; *retried (may be NULL): those it handed back after a
  * writer overlapped them. Any thread. */
 uint64_t runtime_read_local_served(const struct runtime *rt, uint64_t *retried);

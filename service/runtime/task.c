@@ -228,7 +228,7 @@ static void step_replica_move(struct runtime *rt, const struct ctl_task *t)
         if (t->source == rt->opts.node_id) {
             uint64_t to = caught_up_voter(&st, t->source, t->target);
             if (to != 0)
-                raft_transfer_leader(g->raft, to);
+                rt_transfer_leader(g, to);
         } else {
             conf_change(rt, g, RAFT_CC_REMOVE, t->source);
         }
@@ -258,7 +258,7 @@ static void step_leader_transfer(struct runtime *rt, const struct ctl_task *t)
     bool late = rt_now_ms() - pace_of(rt, t)->since_ms > TASK_TRANSFER_FALLBACK_MS;
     uint64_t to = caught_up_voter(&st, t->source, t->target);
     if (to == t->target || (late && to != 0))
-        raft_transfer_leader(g->raft, to);
+        rt_transfer_leader(g, to);
     else if (stuck(rt, t))
         fail(rt, t, "no caught-up voter to hand leadership to");
 }

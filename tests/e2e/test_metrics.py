@@ -111,6 +111,7 @@ class MetricsTest(h.SlotdTestCase):
                 "slotd_controller_tasks": "gauge",
                 "slotd_preferred_leader_decisions_total": "counter",
                 "slotd_read_local_total": "counter",
+                "slotd_read_lease_total": "counter",
                 "slotd_build_info": "gauge",
                 "process_cpu_seconds_total": "counter",
                 "process_resident_memory_bytes": "gauge",
@@ -145,9 +146,14 @@ class MetricsTest(h.SlotdTestCase):
         self.assertFalse(r.get.found)
         mid = self.scrape().value("slotd_read_local_total", outcome="served")
         self.assertEqual(mid - before, 21)
+        lease0 = self.scrape().value("slotd_read_lease_total", outcome="served") or 0
         for _ in range(5):
             self.assertEqual(h.get(self.stub, key).get.value, b"v1")  # linearizable
         self.assertEqual(self.scrape().value("slotd_read_local_total", outcome="served"), mid)
+        # one voter: its lease holds as soon as it committed in its term, so every linearizable
+        # Get was answered on the gRPC thread, not through a ReadIndex round
+        self.assertEqual(self.scrape().value("slotd_read_lease_total", outcome="served") - lease0,
+                         5)
 
     def test_per_group_raft_gauges(self):
         h.put(self.stub, h.unique_key(b"pergroup", self.rng), b"v")
