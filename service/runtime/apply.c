@@ -191,6 +191,15 @@ static void apply_work(uv_work_t *w)
         abort();
     }
     SLOTD_CRASH_POINT("apply_after_fsm_commit"); /* rows written, nobody answered or published */
+    /* Publish the applied indexes before any answer: a caller told "applied at i" must not then
+     * read, on a gRPC thread (read_local.c), a group whose applied index is still below i. The
+     * loop stores the same values again in apply_done; removals and installs wait for no job. */
+    for (size_t i = 0; i < job->n_groups; i++) {
+        struct rt_apply_group *ag = &job->groups[i];
+        if (ag->n_entries > 0)
+            atomic_store_explicit(&ag->g->applied, ag->entries[ag->n_entries - 1].index,
+                                  memory_order_release);
+    }
     for (size_t i = 0; i < k; i++)
         finish_proposal(waiters[i], &results[i]);
     struct rt_request *r;

@@ -229,8 +229,9 @@ struct rt_group {
      * (runtime_ctl_leader). */
     _Atomic raft_id leader;
     _Atomic uint64_t commit; /* loop: last commit index seen in a ready; read by GRPC */
-    /* loop (apply_done): highest index the apply stage finished; read by GRPC (GroupStatus).
-     * invariant: applied <= applied_submitted */
+    /* apply stage (after its fsm commit, before it answers; apply_done stores it again), open,
+     * install, removal: highest index the apply stage finished; read by GRPC (GroupStatus,
+     * read_local.c). invariant: applied <= applied_submitted */
     _Atomic uint64_t applied;
     /* apply stage and install (rt_facts_publish_slots): fsm_state's owned and fenced bitmaps and
      * migration_task, word by word; read by GRPC (GroupStatus). Each word only moves forward
