@@ -58,6 +58,7 @@ struct target {
     uint64_t term;
     char leader_address[128];
     uint64_t ask; /* no leader known: a voter to ask (it names its leader), 0 = none */
+    uint64_t silent_term; /* no leader known: the term whose leader went silent here */
 };
 
 /* The voter of g other than self whose own answer is the newest (else the first listed): with
@@ -98,8 +99,10 @@ static int resolve(struct node_api *api, const ProtobufCBinaryData *key, struct 
     t->group = g->id;
     t->leader = g->leader;
     t->term = g->leader_term;
-    if (g->leader == 0)
+    if (g->leader == 0) {
         t->ask = voter_to_ask(g, api->node_id);
+        t->silent_term = g->silent_term;
+    }
     const struct route_node *n = g->leader ? route_snapshot_node(s, g->leader) : NULL;
     if (n != NULL)
         snprintf(t->leader_address, sizeof(t->leader_address), "%s", n->address);
@@ -129,6 +132,7 @@ struct forward {
     bool propose;
     uint32_t group;
     uint64_t to;
+    uint64_t silent_term; /* an ask: hints at this term or older name a leader dropped here */
     int hops;
     int64_t deadline_ms;
     size_t len;
@@ -137,10 +141,11 @@ struct forward {
 
 static void forward_send(struct forward *f);
 
-/* The NOT_LEADER hint in a relayed error, if any. */
-static uint64_t hinted_leader(const uint8_t *details, size_t len)
+/* The NOT_LEADER hint in a relayed error, if any, and its term. */
+static uint64_t hinted_leader(const uint8_t *details, size_t len, uint64_t *term)
 {
     uint64_t node = 0;
+    *term = 0;
     Google__Rpc__Status *st = details ? google__rpc__status__unpack(NULL, len, details) : NULL;
     if (st == NULL)
         return 0;
@@ -148,8 +153,10 @@ static uint64_t hinted_leader(const uint8_t *details, size_t len)
         Slotd__V1__ErrorDetail *d = slotd__v1__error_detail__unpack(NULL, st->details[i]->value.len,
                                                                     st->details[i]->value.data);
         if (d != NULL && d->code == SLOTD__V1__ERROR_CODE__ERROR_CODE_NOT_LEADER &&
-            d->leader_hint != NULL)
+            d->leader_hint != NULL) {
             node = d->leader_hint->node_id;
+            *term = d->leader_hint->term;
+        }
         if (d != NULL)
             slotd__v1__error_detail__free_unpacked(d, NULL);
     }
@@ -167,8 +174,24 @@ static void forward_done(void *arg, int status, const char *message, const uint8
         free(f);
         return;
     }
-    uint64_t hint =
-        status == GRPC_STATUS_FAILED_PRECONDITION ? hinted_leader(details, details_len) : 0;
+    uint64_t hint_term = 0;
+    uint64_t hint = status == GRPC_STATUS_FAILED_PRECONDITION
+                        ? hinted_leader(details, details_len, &hint_term)
+                        : 0;
+    if (hint != 0 && hint != f->to && f->silent_term != 0 && hint_term <= f->silent_term) {
+        /* The asked voter has not yet noticed what this node did: its leader went silent (a
+         * follower keeps its leader until its own election timeout). Following the hint would
+         * wait on a stopped node and turn a clean retryable failure into an unknown outcome. */
+        slotd_error_set(&err, SLOTD_ENO_LEADER,
+                        "group %u: node %llu names node %llu (term %llu) as leader, which went "
+                        "silent here; no leader known",
+                        f->group, (unsigned long long)f->to, (unsigned long long)hint,
+                        (unsigned long long)hint_term);
+        err.retry_after_ms = 100;
+        rpc_call_fail(f->call, &err);
+        free(f);
+        return;
+    }
     if (hint != 0 && hint != f->to && f->hops < NODE_FORWARD_HOPS_MAX) {
         f->to = hint;
         f->hops++;
@@ -237,6 +260,7 @@ static int forward(struct node_api *api, struct rpc_call *call, const char *meth
     f->propose = propose;
     f->group = t->group;
     f->to = t->leader != 0 ? t->leader : t->ask;
+    f->silent_term = t->leader != 0 ? 0 : t->silent_term;
     int64_t d = rpc_call_deadline_ms(call);
     f->deadline_ms =
         d == INT64_MAX ? now_ms() + NODE_FORWARD_DEFAULT_MS : d - NODE_FORWARD_MARGIN_MS;

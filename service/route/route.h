@@ -74,6 +74,8 @@ struct route_group {
     uint64_t voters[ROUTE_MEMBERS_MAX], learners[ROUTE_MEMBERS_MAX];
     uint64_t config_epoch, preferred_leader; /* controller intent */
     uint64_t leader, leader_term;            /* observed fact; leader 0 = unknown */
+    uint64_t silent_term; /* leader 0: the term whose leader this node stopped trusting (it
+                           * went silent or could not be reached), 0 = none; not encoded */
     uint32_t n_intended_voters, n_intended_learners; /* controller intent */
     uint64_t intended_voters[ROUTE_MEMBERS_MAX], intended_learners[ROUTE_MEMBERS_MAX];
     uint32_t n_replicas;

@@ -220,6 +220,7 @@ void rt_publish_route(struct runtime *rt)
             continue;
         rg->leader = g->leader;
         rg->leader_term = g->leader ? g->term : 0;
+        rg->silent_term = g->leader ? 0 : g->term;
         fill_observed(rt, g, rg, now);
         if (g->hosted) {
             all_led = all_led && g->leader != 0;
