@@ -4642,6 +4642,186 @@ void   slotd__v1__list_events_result__free_unpacked
   assert(message->base.descriptor == &slotd__v1__list_events_result__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__v1__watch_request__init
+                     (Slotd__V1__WatchRequest         *message)
+{
+  static const Slotd__V1__WatchRequest init_value = SLOTD__V1__WATCH_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__watch_request__get_packed_size
+                     (const Slotd__V1__WatchRequest *message)
+{
+  assert(message->base.descriptor == &slotd__v1__watch_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__watch_request__pack
+                     (const Slotd__V1__WatchRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__watch_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__watch_request__pack_to_buffer
+                     (const Slotd__V1__WatchRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__watch_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__WatchRequest *
+       slotd__v1__watch_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__WatchRequest *)
+     protobuf_c_message_unpack (&slotd__v1__watch_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__watch_request__free_unpacked
+                     (Slotd__V1__WatchRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__watch_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__watch_position__init
+                     (Slotd__V1__WatchPosition         *message)
+{
+  static const Slotd__V1__WatchPosition init_value = SLOTD__V1__WATCH_POSITION__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__watch_position__get_packed_size
+                     (const Slotd__V1__WatchPosition *message)
+{
+  assert(message->base.descriptor == &slotd__v1__watch_position__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__watch_position__pack
+                     (const Slotd__V1__WatchPosition *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__watch_position__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__watch_position__pack_to_buffer
+                     (const Slotd__V1__WatchPosition *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__watch_position__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__WatchPosition *
+       slotd__v1__watch_position__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__WatchPosition *)
+     protobuf_c_message_unpack (&slotd__v1__watch_position__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__watch_position__free_unpacked
+                     (Slotd__V1__WatchPosition *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__watch_position__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__watch_event__init
+                     (Slotd__V1__WatchEvent         *message)
+{
+  static const Slotd__V1__WatchEvent init_value = SLOTD__V1__WATCH_EVENT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__watch_event__get_packed_size
+                     (const Slotd__V1__WatchEvent *message)
+{
+  assert(message->base.descriptor == &slotd__v1__watch_event__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__watch_event__pack
+                     (const Slotd__V1__WatchEvent *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__watch_event__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__watch_event__pack_to_buffer
+                     (const Slotd__V1__WatchEvent *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__watch_event__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__WatchEvent *
+       slotd__v1__watch_event__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__WatchEvent *)
+     protobuf_c_message_unpack (&slotd__v1__watch_event__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__watch_event__free_unpacked
+                     (Slotd__V1__WatchEvent *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__watch_event__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__watch_response__init
+                     (Slotd__V1__WatchResponse         *message)
+{
+  static const Slotd__V1__WatchResponse init_value = SLOTD__V1__WATCH_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__watch_response__get_packed_size
+                     (const Slotd__V1__WatchResponse *message)
+{
+  assert(message->base.descriptor == &slotd__v1__watch_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__watch_response__pack
+                     (const Slotd__V1__WatchResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__watch_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__watch_response__pack_to_buffer
+                     (const Slotd__V1__WatchResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__watch_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__WatchResponse *
+       slotd__v1__watch_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__WatchResponse *)
+     protobuf_c_message_unpack (&slotd__v1__watch_response__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__watch_response__free_unpacked
+                     (Slotd__V1__WatchResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__watch_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descriptors[33] =
 {
   {
@@ -8041,7 +8221,7 @@ const ProtobufCMessageDescriptor slotd__v1__task__descriptor =
   (ProtobufCMessageInit) slotd__v1__task__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__error_detail__field_descriptors[7] =
+static const ProtobufCFieldDescriptor slotd__v1__error_detail__field_descriptors[8] =
 {
   {
     "code",
@@ -8127,9 +8307,22 @@ static const ProtobufCFieldDescriptor slotd__v1__error_detail__field_descriptors
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "compacted",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ErrorDetail, compacted),
+    &slotd__v1__watch_position__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__error_detail__field_indices_by_name[] = {
   0,   /* field[0] = code */
+  7,   /* field[7] = compacted */
   6,   /* field[6] = current_runtime_meta */
   5,   /* field[5] = current_version */
   1,   /* field[1] = field */
@@ -8140,7 +8333,7 @@ static const unsigned slotd__v1__error_detail__field_indices_by_name[] = {
 static const ProtobufCIntRange slotd__v1__error_detail__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor slotd__v1__error_detail__descriptor =
 {
@@ -8150,7 +8343,7 @@ const ProtobufCMessageDescriptor slotd__v1__error_detail__descriptor =
   "Slotd__V1__ErrorDetail",
   "slotd.v1",
   sizeof(Slotd__V1__ErrorDetail),
-  7,
+  8,
   slotd__v1__error_detail__field_descriptors,
   slotd__v1__error_detail__field_indices_by_name,
   1,  slotd__v1__error_detail__number_ranges,
@@ -12542,6 +12735,327 @@ const ProtobufCMessageDescriptor slotd__v1__list_events_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__list_events_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor slotd__v1__watch_request__field_descriptors[5] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__WatchRequest, key),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "prefix",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__WatchRequest, prefix),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "resume",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__WatchRequest, n_resume),
+    offsetof(Slotd__V1__WatchRequest, resume),
+    &slotd__v1__watch_position__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "progress_interval_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__WatchRequest, progress_interval_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "keys_only",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__WatchRequest, keys_only),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__watch_request__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  4,   /* field[4] = keys_only */
+  1,   /* field[1] = prefix */
+  3,   /* field[3] = progress_interval_ms */
+  2,   /* field[2] = resume */
+};
+static const ProtobufCIntRange slotd__v1__watch_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor slotd__v1__watch_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.WatchRequest",
+  "WatchRequest",
+  "Slotd__V1__WatchRequest",
+  "slotd.v1",
+  sizeof(Slotd__V1__WatchRequest),
+  5,
+  slotd__v1__watch_request__field_descriptors,
+  slotd__v1__watch_request__field_indices_by_name,
+  1,  slotd__v1__watch_request__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__watch_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__watch_position__field_descriptors[2] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__WatchPosition, group_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "index",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__WatchPosition, index),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__watch_position__field_indices_by_name[] = {
+  0,   /* field[0] = group_id */
+  1,   /* field[1] = index */
+};
+static const ProtobufCIntRange slotd__v1__watch_position__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__watch_position__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.WatchPosition",
+  "WatchPosition",
+  "Slotd__V1__WatchPosition",
+  "slotd.v1",
+  sizeof(Slotd__V1__WatchPosition),
+  2,
+  slotd__v1__watch_position__field_descriptors,
+  slotd__v1__watch_position__field_indices_by_name,
+  1,  slotd__v1__watch_position__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__watch_position__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__watch_event__field_descriptors[6] =
+{
+  {
+    "type",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__WatchEvent, type),
+    &slotd__v1__watch_event_type__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "key",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__WatchEvent, key),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__WatchEvent, value),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "version",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__WatchEvent, version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "group_id",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__WatchEvent, group_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "index",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__WatchEvent, index),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__watch_event__field_indices_by_name[] = {
+  4,   /* field[4] = group_id */
+  5,   /* field[5] = index */
+  1,   /* field[1] = key */
+  0,   /* field[0] = type */
+  2,   /* field[2] = value */
+  3,   /* field[3] = version */
+};
+static const ProtobufCIntRange slotd__v1__watch_event__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor slotd__v1__watch_event__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.WatchEvent",
+  "WatchEvent",
+  "Slotd__V1__WatchEvent",
+  "slotd.v1",
+  sizeof(Slotd__V1__WatchEvent),
+  6,
+  slotd__v1__watch_event__field_descriptors,
+  slotd__v1__watch_event__field_indices_by_name,
+  1,  slotd__v1__watch_event__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__watch_event__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__watch_response__field_descriptors[4] =
+{
+  {
+    "events",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__WatchResponse, n_events),
+    offsetof(Slotd__V1__WatchResponse, events),
+    &slotd__v1__watch_event__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "positions",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__WatchResponse, n_positions),
+    offsetof(Slotd__V1__WatchResponse, positions),
+    &slotd__v1__watch_position__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "created",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__WatchResponse, created),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "progress",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__WatchResponse, progress),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__watch_response__field_indices_by_name[] = {
+  2,   /* field[2] = created */
+  0,   /* field[0] = events */
+  1,   /* field[1] = positions */
+  3,   /* field[3] = progress */
+};
+static const ProtobufCIntRange slotd__v1__watch_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor slotd__v1__watch_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.WatchResponse",
+  "WatchResponse",
+  "Slotd__V1__WatchResponse",
+  "slotd.v1",
+  sizeof(Slotd__V1__WatchResponse),
+  4,
+  slotd__v1__watch_response__field_descriptors,
+  slotd__v1__watch_response__field_indices_by_name,
+  1,  slotd__v1__watch_response__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__watch_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue slotd__v1__txn_target__enum_values_by_number[5] =
 {
   { "TXN_TARGET_UNSPECIFIED", "SLOTD__V1__TXN_TARGET__TXN_TARGET_UNSPECIFIED", 0 },
@@ -12640,7 +13154,7 @@ const ProtobufCEnumDescriptor slotd__v1__consistency__descriptor =
   slotd__v1__consistency__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue slotd__v1__error_code__enum_values_by_number[14] =
+static const ProtobufCEnumValue slotd__v1__error_code__enum_values_by_number[15] =
 {
   { "ERROR_CODE_UNSPECIFIED", "SLOTD__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED", 0 },
   { "ERROR_CODE_INVALID_FIELD", "SLOTD__V1__ERROR_CODE__ERROR_CODE_INVALID_FIELD", 1 },
@@ -12656,12 +13170,14 @@ static const ProtobufCEnumValue slotd__v1__error_code__enum_values_by_number[14]
   { "ERROR_CODE_SHUTTING_DOWN", "SLOTD__V1__ERROR_CODE__ERROR_CODE_SHUTTING_DOWN", 11 },
   { "ERROR_CODE_STORAGE", "SLOTD__V1__ERROR_CODE__ERROR_CODE_STORAGE", 12 },
   { "ERROR_CODE_MALFORMED", "SLOTD__V1__ERROR_CODE__ERROR_CODE_MALFORMED", 13 },
+  { "ERROR_CODE_COMPACTED", "SLOTD__V1__ERROR_CODE__ERROR_CODE_COMPACTED", 14 },
 };
 static const ProtobufCIntRange slotd__v1__error_code__value_ranges[] = {
-{0, 0},{0, 14}
+{0, 0},{0, 15}
 };
-static const ProtobufCEnumValueIndex slotd__v1__error_code__enum_values_by_name[14] =
+static const ProtobufCEnumValueIndex slotd__v1__error_code__enum_values_by_name[15] =
 {
+  { "ERROR_CODE_COMPACTED", 14 },
   { "ERROR_CODE_HASH_SLOT_FENCED", 9 },
   { "ERROR_CODE_INVALID_FIELD", 1 },
   { "ERROR_CODE_MALFORMED", 13 },
@@ -12684,9 +13200,9 @@ const ProtobufCEnumDescriptor slotd__v1__error_code__descriptor =
   "ErrorCode",
   "Slotd__V1__ErrorCode",
   "slotd.v1",
-  14,
+  15,
   slotd__v1__error_code__enum_values_by_number,
-  14,
+  15,
   slotd__v1__error_code__enum_values_by_name,
   1,
   slotd__v1__error_code__value_ranges,
@@ -12758,18 +13274,50 @@ const ProtobufCEnumDescriptor slotd__v1__migration_status__descriptor =
   slotd__v1__migration_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor slotd__v1__metadata__method_descriptors[4] =
+static const ProtobufCEnumValue slotd__v1__watch_event_type__enum_values_by_number[3] =
+{
+  { "WATCH_EVENT_TYPE_UNSPECIFIED", "SLOTD__V1__WATCH_EVENT_TYPE__WATCH_EVENT_TYPE_UNSPECIFIED", 0 },
+  { "WATCH_EVENT_TYPE_PUT", "SLOTD__V1__WATCH_EVENT_TYPE__WATCH_EVENT_TYPE_PUT", 1 },
+  { "WATCH_EVENT_TYPE_DELETE", "SLOTD__V1__WATCH_EVENT_TYPE__WATCH_EVENT_TYPE_DELETE", 2 },
+};
+static const ProtobufCIntRange slotd__v1__watch_event_type__value_ranges[] = {
+{0, 0},{0, 3}
+};
+static const ProtobufCEnumValueIndex slotd__v1__watch_event_type__enum_values_by_name[3] =
+{
+  { "WATCH_EVENT_TYPE_DELETE", 2 },
+  { "WATCH_EVENT_TYPE_PUT", 1 },
+  { "WATCH_EVENT_TYPE_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor slotd__v1__watch_event_type__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "slotd.v1.WatchEventType",
+  "WatchEventType",
+  "Slotd__V1__WatchEventType",
+  "slotd.v1",
+  3,
+  slotd__v1__watch_event_type__enum_values_by_number,
+  3,
+  slotd__v1__watch_event_type__enum_values_by_name,
+  1,
+  slotd__v1__watch_event_type__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCMethodDescriptor slotd__v1__metadata__method_descriptors[5] =
 {
   { "Propose", &slotd__v1__propose_request__descriptor, &slotd__v1__propose_response__descriptor },
   { "Read", &slotd__v1__read_request__descriptor, &slotd__v1__read_response__descriptor },
   { "RouteSnapshot", &slotd__v1__route_snapshot_request__descriptor, &slotd__v1__route_snapshot_response__descriptor },
   { "TaskStatus", &slotd__v1__task_status_request__descriptor, &slotd__v1__task_status_response__descriptor },
+  { "Watch", &slotd__v1__watch_request__descriptor, &slotd__v1__watch_response__descriptor },
 };
 const unsigned slotd__v1__metadata__method_indices_by_name[] = {
   0,        /* Propose */
   1,        /* Read */
   2,        /* RouteSnapshot */
-  3         /* TaskStatus */
+  3,        /* TaskStatus */
+  4         /* Watch */
 };
 const ProtobufCServiceDescriptor slotd__v1__metadata__descriptor =
 {
@@ -12778,7 +13326,7 @@ const ProtobufCServiceDescriptor slotd__v1__metadata__descriptor =
   "Metadata",
   "Slotd__V1__Metadata",
   "slotd.v1",
-  4,
+  5,
   slotd__v1__metadata__method_descriptors,
   slotd__v1__metadata__method_indices_by_name
 };
@@ -12813,6 +13361,14 @@ void slotd__v1__metadata__task_status(ProtobufCService *service,
 {
   assert(service->descriptor == &slotd__v1__metadata__descriptor);
   service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void slotd__v1__metadata__watch(ProtobufCService *service,
+                                const Slotd__V1__WatchRequest *input,
+                                Slotd__V1__WatchResponse_Closure closure,
+                                void *closure_data)
+{
+  assert(service->descriptor == &slotd__v1__metadata__descriptor);
+  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__metadata__init (Slotd__V1__Metadata_Service *service,
                                 Slotd__V1__Metadata_ServiceDestroy destroy)

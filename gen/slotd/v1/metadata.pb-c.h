@@ -118,6 +118,10 @@ typedef struct Slotd__V1__ListPluginUsersQuery Slotd__V1__ListPluginUsersQuery;
 typedef struct Slotd__V1__ListPluginUsersResult Slotd__V1__ListPluginUsersResult;
 typedef struct Slotd__V1__ListEventsQuery Slotd__V1__ListEventsQuery;
 typedef struct Slotd__V1__ListEventsResult Slotd__V1__ListEventsResult;
+typedef struct Slotd__V1__WatchRequest Slotd__V1__WatchRequest;
+typedef struct Slotd__V1__WatchPosition Slotd__V1__WatchPosition;
+typedef struct Slotd__V1__WatchEvent Slotd__V1__WatchEvent;
+typedef struct Slotd__V1__WatchResponse Slotd__V1__WatchResponse;
 
 
 /* --- enums --- */
@@ -193,7 +197,12 @@ typedef enum _Slotd__V1__ErrorCode {
   SLOTD__V1__ERROR_CODE__ERROR_CODE_NOT_FOUND = 10,
   SLOTD__V1__ERROR_CODE__ERROR_CODE_SHUTTING_DOWN = 11,
   SLOTD__V1__ERROR_CODE__ERROR_CODE_STORAGE = 12,
-  SLOTD__V1__ERROR_CODE__ERROR_CODE_MALFORMED = 13
+  SLOTD__V1__ERROR_CODE__ERROR_CODE_MALFORMED = 13,
+  /*
+   * Watch: a resume position older than the oldest change a group still keeps
+   * (ErrorDetail.compacted names the group and that oldest position).
+   */
+  SLOTD__V1__ERROR_CODE__ERROR_CODE_COMPACTED = 14
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__ERROR_CODE)
 } Slotd__V1__ErrorCode;
 /*
@@ -214,6 +223,12 @@ typedef enum _Slotd__V1__MigrationStatus {
   SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_FAILED = 4
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__MIGRATION_STATUS)
 } Slotd__V1__MigrationStatus;
+typedef enum _Slotd__V1__WatchEventType {
+  SLOTD__V1__WATCH_EVENT_TYPE__WATCH_EVENT_TYPE_UNSPECIFIED = 0,
+  SLOTD__V1__WATCH_EVENT_TYPE__WATCH_EVENT_TYPE_PUT = 1,
+  SLOTD__V1__WATCH_EVENT_TYPE__WATCH_EVENT_TYPE_DELETE = 2
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__WATCH_EVENT_TYPE)
+} Slotd__V1__WatchEventType;
 
 /* --- messages --- */
 
@@ -1066,10 +1081,14 @@ struct  Slotd__V1__ErrorDetail
    * STALE_FENCE of update_runtime_meta: the channel's current runtime meta.
    */
   Slotd__V1__ChannelRuntimeMeta *current_runtime_meta;
+  /*
+   * COMPACTED: the group and the oldest position a watch can resume from in it.
+   */
+  Slotd__V1__WatchPosition *compacted;
 };
 #define SLOTD__V1__ERROR_DETAIL__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__error_detail__descriptor) \
-    , SLOTD__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, NULL, 0, 0, NULL }
+    , SLOTD__V1__ERROR_CODE__ERROR_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, NULL, 0, 0, NULL, NULL }
 
 
 struct  Slotd__V1__LeaderHint
@@ -2086,6 +2105,99 @@ struct  Slotd__V1__ListEventsResult
 #define SLOTD__V1__LIST_EVENTS_RESULT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_events_result__descriptor) \
     , 0,NULL, {0,NULL} }
+
+
+struct  Slotd__V1__WatchRequest
+{
+  ProtobufCMessage base;
+  /*
+   * One key; or (empty key) every key that starts with prefix; both empty: every key.
+   */
+  ProtobufCBinaryData key;
+  ProtobufCBinaryData prefix;
+  /*
+   * Where to continue: per group, the index through which changes were seen (the positions of
+   * the last WatchResponse received). A group not listed starts at its current changes.
+   */
+  size_t n_resume;
+  Slotd__V1__WatchPosition **resume;
+  /*
+   * An idle watch still receives a message (progress = true, the current positions) this often.
+   */
+  uint32_t progress_interval_ms;
+  /*
+   * Events without values.
+   */
+  protobuf_c_boolean keys_only;
+};
+#define SLOTD__V1__WATCH_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__watch_request__descriptor) \
+    , {0,NULL}, {0,NULL}, 0,NULL, 0, 0 }
+
+
+/*
+ * A slot group's position in its sequence of applied entries.
+ */
+struct  Slotd__V1__WatchPosition
+{
+  ProtobufCMessage base;
+  uint32_t group_id;
+  uint64_t index;
+};
+#define SLOTD__V1__WATCH_POSITION__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__watch_position__descriptor) \
+    , 0, 0 }
+
+
+struct  Slotd__V1__WatchEvent
+{
+  ProtobufCMessage base;
+  Slotd__V1__WatchEventType type;
+  ProtobufCBinaryData key;
+  /*
+   * PUT, unless keys_only
+   */
+  ProtobufCBinaryData value;
+  /*
+   * PUT: the key's new version (= index); DELETE: 0
+   */
+  uint64_t version;
+  uint32_t group_id;
+  /*
+   * the entry that made the change
+   */
+  uint64_t index;
+};
+#define SLOTD__V1__WATCH_EVENT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__watch_event__descriptor) \
+    , SLOTD__V1__WATCH_EVENT_TYPE__WATCH_EVENT_TYPE_UNSPECIFIED, {0,NULL}, {0,NULL}, 0, 0, 0 }
+
+
+struct  Slotd__V1__WatchResponse
+{
+  ProtobufCMessage base;
+  /*
+   * In each group's apply order; groups interleave.
+   */
+  size_t n_events;
+  Slotd__V1__WatchEvent **events;
+  /*
+   * Every watched group's position through this message: resume from these.
+   */
+  size_t n_positions;
+  Slotd__V1__WatchPosition **positions;
+  /*
+   * The first message: the positions the watch starts from (no events).
+   */
+  protobuf_c_boolean created;
+  /*
+   * A progress notification: no events, the positions moved (or not) since the last message.
+   */
+  protobuf_c_boolean progress;
+};
+#define SLOTD__V1__WATCH_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__watch_response__descriptor) \
+    , 0,NULL, 0,NULL, 0, 0 }
 
 
 /* Slotd__V1__ProposeRequest methods */
@@ -4045,6 +4157,82 @@ Slotd__V1__ListEventsResult *
 void   slotd__v1__list_events_result__free_unpacked
                      (Slotd__V1__ListEventsResult *message,
                       ProtobufCAllocator *allocator);
+/* Slotd__V1__WatchRequest methods */
+void   slotd__v1__watch_request__init
+                     (Slotd__V1__WatchRequest         *message);
+size_t slotd__v1__watch_request__get_packed_size
+                     (const Slotd__V1__WatchRequest   *message);
+size_t slotd__v1__watch_request__pack
+                     (const Slotd__V1__WatchRequest   *message,
+                      uint8_t             *out);
+size_t slotd__v1__watch_request__pack_to_buffer
+                     (const Slotd__V1__WatchRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__WatchRequest *
+       slotd__v1__watch_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__watch_request__free_unpacked
+                     (Slotd__V1__WatchRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__WatchPosition methods */
+void   slotd__v1__watch_position__init
+                     (Slotd__V1__WatchPosition         *message);
+size_t slotd__v1__watch_position__get_packed_size
+                     (const Slotd__V1__WatchPosition   *message);
+size_t slotd__v1__watch_position__pack
+                     (const Slotd__V1__WatchPosition   *message,
+                      uint8_t             *out);
+size_t slotd__v1__watch_position__pack_to_buffer
+                     (const Slotd__V1__WatchPosition   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__WatchPosition *
+       slotd__v1__watch_position__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__watch_position__free_unpacked
+                     (Slotd__V1__WatchPosition *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__WatchEvent methods */
+void   slotd__v1__watch_event__init
+                     (Slotd__V1__WatchEvent         *message);
+size_t slotd__v1__watch_event__get_packed_size
+                     (const Slotd__V1__WatchEvent   *message);
+size_t slotd__v1__watch_event__pack
+                     (const Slotd__V1__WatchEvent   *message,
+                      uint8_t             *out);
+size_t slotd__v1__watch_event__pack_to_buffer
+                     (const Slotd__V1__WatchEvent   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__WatchEvent *
+       slotd__v1__watch_event__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__watch_event__free_unpacked
+                     (Slotd__V1__WatchEvent *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__WatchResponse methods */
+void   slotd__v1__watch_response__init
+                     (Slotd__V1__WatchResponse         *message);
+size_t slotd__v1__watch_response__get_packed_size
+                     (const Slotd__V1__WatchResponse   *message);
+size_t slotd__v1__watch_response__pack
+                     (const Slotd__V1__WatchResponse   *message,
+                      uint8_t             *out);
+size_t slotd__v1__watch_response__pack_to_buffer
+                     (const Slotd__V1__WatchResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__WatchResponse *
+       slotd__v1__watch_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__watch_response__free_unpacked
+                     (Slotd__V1__WatchResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Slotd__V1__ProposeRequest_Closure)
@@ -4356,6 +4544,18 @@ typedef void (*Slotd__V1__ListEventsQuery_Closure)
 typedef void (*Slotd__V1__ListEventsResult_Closure)
                  (const Slotd__V1__ListEventsResult *message,
                   void *closure_data);
+typedef void (*Slotd__V1__WatchRequest_Closure)
+                 (const Slotd__V1__WatchRequest *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__WatchPosition_Closure)
+                 (const Slotd__V1__WatchPosition *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__WatchEvent_Closure)
+                 (const Slotd__V1__WatchEvent *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__WatchResponse_Closure)
+                 (const Slotd__V1__WatchResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -4379,6 +4579,10 @@ struct Slotd__V1__Metadata_Service
                       const Slotd__V1__TaskStatusRequest *input,
                       Slotd__V1__TaskStatusResponse_Closure closure,
                       void *closure_data);
+  void (*watch)(Slotd__V1__Metadata_Service *service,
+                const Slotd__V1__WatchRequest *input,
+                Slotd__V1__WatchResponse_Closure closure,
+                void *closure_data);
 };
 typedef void (*Slotd__V1__Metadata_ServiceDestroy)(Slotd__V1__Metadata_Service *);
 void slotd__v1__metadata__init (Slotd__V1__Metadata_Service *service,
@@ -4390,7 +4594,8 @@ void slotd__v1__metadata__init (Slotd__V1__Metadata_Service *service,
       function_prefix__ ## propose,\
       function_prefix__ ## read,\
       function_prefix__ ## route_snapshot,\
-      function_prefix__ ## task_status  }
+      function_prefix__ ## task_status,\
+      function_prefix__ ## watch  }
 void slotd__v1__metadata__propose(ProtobufCService *service,
                                   const Slotd__V1__ProposeRequest *input,
                                   Slotd__V1__ProposeResponse_Closure closure,
@@ -4407,6 +4612,10 @@ void slotd__v1__metadata__task_status(ProtobufCService *service,
                                       const Slotd__V1__TaskStatusRequest *input,
                                       Slotd__V1__TaskStatusResponse_Closure closure,
                                       void *closure_data);
+void slotd__v1__metadata__watch(ProtobufCService *service,
+                                const Slotd__V1__WatchRequest *input,
+                                Slotd__V1__WatchResponse_Closure closure,
+                                void *closure_data);
 
 /* --- descriptors --- */
 
@@ -4416,6 +4625,7 @@ extern const ProtobufCEnumDescriptor    slotd__v1__consistency__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__error_code__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__member_list__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__migration_status__descriptor;
+extern const ProtobufCEnumDescriptor    slotd__v1__watch_event_type__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__propose_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__put_command__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__delete_command__descriptor;
@@ -4519,6 +4729,10 @@ extern const ProtobufCMessageDescriptor slotd__v1__list_plugin_users_query__desc
 extern const ProtobufCMessageDescriptor slotd__v1__list_plugin_users_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__list_events_query__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__list_events_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__watch_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__watch_position__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__watch_event__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__watch_response__descriptor;
 extern const ProtobufCServiceDescriptor slotd__v1__metadata__descriptor;
 
 PROTOBUF_C__END_DECLS

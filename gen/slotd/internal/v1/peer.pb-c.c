@@ -682,6 +682,96 @@ void   slotd__internal__v1__group_leader__free_unpacked
   assert(message->base.descriptor == &slotd__internal__v1__group_leader__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__internal__v1__watch_poll_request__init
+                     (Slotd__Internal__V1__WatchPollRequest         *message)
+{
+  static const Slotd__Internal__V1__WatchPollRequest init_value = SLOTD__INTERNAL__V1__WATCH_POLL_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__watch_poll_request__get_packed_size
+                     (const Slotd__Internal__V1__WatchPollRequest *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__watch_poll_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__watch_poll_request__pack
+                     (const Slotd__Internal__V1__WatchPollRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__watch_poll_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__watch_poll_request__pack_to_buffer
+                     (const Slotd__Internal__V1__WatchPollRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__watch_poll_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__WatchPollRequest *
+       slotd__internal__v1__watch_poll_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__WatchPollRequest *)
+     protobuf_c_message_unpack (&slotd__internal__v1__watch_poll_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__watch_poll_request__free_unpacked
+                     (Slotd__Internal__V1__WatchPollRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__watch_poll_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__internal__v1__watch_poll_response__init
+                     (Slotd__Internal__V1__WatchPollResponse         *message)
+{
+  static const Slotd__Internal__V1__WatchPollResponse init_value = SLOTD__INTERNAL__V1__WATCH_POLL_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__watch_poll_response__get_packed_size
+                     (const Slotd__Internal__V1__WatchPollResponse *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__watch_poll_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__watch_poll_response__pack
+                     (const Slotd__Internal__V1__WatchPollResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__watch_poll_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__watch_poll_response__pack_to_buffer
+                     (const Slotd__Internal__V1__WatchPollResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__watch_poll_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__WatchPollResponse *
+       slotd__internal__v1__watch_poll_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__WatchPollResponse *)
+     protobuf_c_message_unpack (&slotd__internal__v1__watch_poll_response__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__watch_poll_response__free_unpacked
+                     (Slotd__Internal__V1__WatchPollResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__watch_poll_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor slotd__internal__v1__forward_request__field_descriptors[2] =
 {
   {
@@ -1745,7 +1835,187 @@ const ProtobufCMessageDescriptor slotd__internal__v1__group_leader__descriptor =
   (ProtobufCMessageInit) slotd__internal__v1__group_leader__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor slotd__internal__v1__peer__method_descriptors[6] =
+static const ProtobufCFieldDescriptor slotd__internal__v1__watch_poll_request__field_descriptors[8] =
+{
+  {
+    "group_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__WatchPollRequest, group_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "after_index",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__WatchPollRequest, after_index),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "from_now",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__WatchPollRequest, from_now),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "key",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__WatchPollRequest, key),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "prefix",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__WatchPollRequest, prefix),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "keys_only",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__WatchPollRequest, keys_only),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "wait_ms",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__WatchPollRequest, wait_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "max_bytes",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__WatchPollRequest, max_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__watch_poll_request__field_indices_by_name[] = {
+  1,   /* field[1] = after_index */
+  2,   /* field[2] = from_now */
+  0,   /* field[0] = group_id */
+  3,   /* field[3] = key */
+  5,   /* field[5] = keys_only */
+  7,   /* field[7] = max_bytes */
+  4,   /* field[4] = prefix */
+  6,   /* field[6] = wait_ms */
+};
+static const ProtobufCIntRange slotd__internal__v1__watch_poll_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 8 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__watch_poll_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.WatchPollRequest",
+  "WatchPollRequest",
+  "Slotd__Internal__V1__WatchPollRequest",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__WatchPollRequest),
+  8,
+  slotd__internal__v1__watch_poll_request__field_descriptors,
+  slotd__internal__v1__watch_poll_request__field_indices_by_name,
+  1,  slotd__internal__v1__watch_poll_request__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__watch_poll_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__internal__v1__watch_poll_response__field_descriptors[2] =
+{
+  {
+    "through_index",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__WatchPollResponse, through_index),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "events",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__WatchPollResponse, n_events),
+    offsetof(Slotd__Internal__V1__WatchPollResponse, events),
+    &slotd__v1__watch_event__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__watch_poll_response__field_indices_by_name[] = {
+  1,   /* field[1] = events */
+  0,   /* field[0] = through_index */
+};
+static const ProtobufCIntRange slotd__internal__v1__watch_poll_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__watch_poll_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.WatchPollResponse",
+  "WatchPollResponse",
+  "Slotd__Internal__V1__WatchPollResponse",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__WatchPollResponse),
+  2,
+  slotd__internal__v1__watch_poll_response__field_descriptors,
+  slotd__internal__v1__watch_poll_response__field_indices_by_name,
+  1,  slotd__internal__v1__watch_poll_response__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__watch_poll_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCMethodDescriptor slotd__internal__v1__peer__method_descriptors[7] =
 {
   { "Raft", &slotd__internal__v1__raft_batch__descriptor, &slotd__internal__v1__raft_batch_ack__descriptor },
   { "Snapshot", &slotd__internal__v1__snapshot_chunk__descriptor, &slotd__internal__v1__snapshot_ack__descriptor },
@@ -1753,6 +2023,7 @@ static const ProtobufCMethodDescriptor slotd__internal__v1__peer__method_descrip
   { "ControllerCommand", &slotd__internal__v1__controller_command_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "MigrationPropose", &slotd__internal__v1__migration_propose_request__descriptor, &slotd__v1__propose_response__descriptor },
   { "Forward", &slotd__internal__v1__forward_request__descriptor, &slotd__internal__v1__forward_response__descriptor },
+  { "WatchPoll", &slotd__internal__v1__watch_poll_request__descriptor, &slotd__internal__v1__watch_poll_response__descriptor },
 };
 const unsigned slotd__internal__v1__peer__method_indices_by_name[] = {
   3,        /* ControllerCommand */
@@ -1760,7 +2031,8 @@ const unsigned slotd__internal__v1__peer__method_indices_by_name[] = {
   2,        /* GroupStatus */
   4,        /* MigrationPropose */
   0,        /* Raft */
-  1         /* Snapshot */
+  1,        /* Snapshot */
+  6         /* WatchPoll */
 };
 const ProtobufCServiceDescriptor slotd__internal__v1__peer__descriptor =
 {
@@ -1769,7 +2041,7 @@ const ProtobufCServiceDescriptor slotd__internal__v1__peer__descriptor =
   "Peer",
   "Slotd__Internal__V1__Peer",
   "slotd.internal.v1",
-  6,
+  7,
   slotd__internal__v1__peer__method_descriptors,
   slotd__internal__v1__peer__method_indices_by_name
 };
@@ -1820,6 +2092,14 @@ void slotd__internal__v1__peer__forward(ProtobufCService *service,
 {
   assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
   service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void slotd__internal__v1__peer__watch_poll(ProtobufCService *service,
+                                           const Slotd__Internal__V1__WatchPollRequest *input,
+                                           Slotd__Internal__V1__WatchPollResponse_Closure closure,
+                                           void *closure_data)
+{
+  assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
+  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__internal__v1__peer__init (Slotd__Internal__V1__Peer_Service *service,
                                       Slotd__Internal__V1__Peer_ServiceDestroy destroy)

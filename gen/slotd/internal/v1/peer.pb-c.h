@@ -32,6 +32,8 @@ typedef struct Slotd__Internal__V1__SnapshotAck Slotd__Internal__V1__SnapshotAck
 typedef struct Slotd__Internal__V1__GroupStatusRequest Slotd__Internal__V1__GroupStatusRequest;
 typedef struct Slotd__Internal__V1__GroupStatusResponse Slotd__Internal__V1__GroupStatusResponse;
 typedef struct Slotd__Internal__V1__GroupLeader Slotd__Internal__V1__GroupLeader;
+typedef struct Slotd__Internal__V1__WatchPollRequest Slotd__Internal__V1__WatchPollRequest;
+typedef struct Slotd__Internal__V1__WatchPollResponse Slotd__Internal__V1__WatchPollResponse;
 
 
 /* --- enums --- */
@@ -267,6 +269,43 @@ struct  Slotd__Internal__V1__GroupLeader
 #define SLOTD__INTERNAL__V1__GROUP_LEADER__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__group_leader__descriptor) \
     , 0, 0, 0, 0,NULL, 0,NULL, 0, 0, {0,NULL}, {0,NULL}, 0 }
+
+
+/*
+ * A watch's next changes of one group, from this replica's in-memory history: the changes
+ * after after_index (from_now: none, just the current position), matching key or prefix,
+ * whole entries only, up to max_bytes. With nothing new it waits up to wait_ms for more.
+ */
+struct  Slotd__Internal__V1__WatchPollRequest
+{
+  ProtobufCMessage base;
+  uint32_t group_id;
+  uint64_t after_index;
+  protobuf_c_boolean from_now;
+  ProtobufCBinaryData key;
+  ProtobufCBinaryData prefix;
+  protobuf_c_boolean keys_only;
+  uint32_t wait_ms;
+  uint32_t max_bytes;
+};
+#define SLOTD__INTERNAL__V1__WATCH_POLL_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__watch_poll_request__descriptor) \
+    , 0, 0, 0, {0,NULL}, {0,NULL}, 0, 0, 0 }
+
+
+struct  Slotd__Internal__V1__WatchPollResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The events cover (after_index, through_index]: resume after through_index.
+   */
+  uint64_t through_index;
+  size_t n_events;
+  Slotd__V1__WatchEvent **events;
+};
+#define SLOTD__INTERNAL__V1__WATCH_POLL_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__watch_poll_response__descriptor) \
+    , 0, 0,NULL }
 
 
 /* Slotd__Internal__V1__ForwardRequest methods */
@@ -554,6 +593,44 @@ Slotd__Internal__V1__GroupLeader *
 void   slotd__internal__v1__group_leader__free_unpacked
                      (Slotd__Internal__V1__GroupLeader *message,
                       ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__WatchPollRequest methods */
+void   slotd__internal__v1__watch_poll_request__init
+                     (Slotd__Internal__V1__WatchPollRequest         *message);
+size_t slotd__internal__v1__watch_poll_request__get_packed_size
+                     (const Slotd__Internal__V1__WatchPollRequest   *message);
+size_t slotd__internal__v1__watch_poll_request__pack
+                     (const Slotd__Internal__V1__WatchPollRequest   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__watch_poll_request__pack_to_buffer
+                     (const Slotd__Internal__V1__WatchPollRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__WatchPollRequest *
+       slotd__internal__v1__watch_poll_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__watch_poll_request__free_unpacked
+                     (Slotd__Internal__V1__WatchPollRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__WatchPollResponse methods */
+void   slotd__internal__v1__watch_poll_response__init
+                     (Slotd__Internal__V1__WatchPollResponse         *message);
+size_t slotd__internal__v1__watch_poll_response__get_packed_size
+                     (const Slotd__Internal__V1__WatchPollResponse   *message);
+size_t slotd__internal__v1__watch_poll_response__pack
+                     (const Slotd__Internal__V1__WatchPollResponse   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__watch_poll_response__pack_to_buffer
+                     (const Slotd__Internal__V1__WatchPollResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__WatchPollResponse *
+       slotd__internal__v1__watch_poll_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__watch_poll_response__free_unpacked
+                     (Slotd__Internal__V1__WatchPollResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Slotd__Internal__V1__ForwardRequest_Closure)
@@ -601,6 +678,12 @@ typedef void (*Slotd__Internal__V1__GroupStatusResponse_Closure)
 typedef void (*Slotd__Internal__V1__GroupLeader_Closure)
                  (const Slotd__Internal__V1__GroupLeader *message,
                   void *closure_data);
+typedef void (*Slotd__Internal__V1__WatchPollRequest_Closure)
+                 (const Slotd__Internal__V1__WatchPollRequest *message,
+                  void *closure_data);
+typedef void (*Slotd__Internal__V1__WatchPollResponse_Closure)
+                 (const Slotd__Internal__V1__WatchPollResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -632,6 +715,10 @@ struct Slotd__Internal__V1__Peer_Service
                   const Slotd__Internal__V1__ForwardRequest *input,
                   Slotd__Internal__V1__ForwardResponse_Closure closure,
                   void *closure_data);
+  void (*watch_poll)(Slotd__Internal__V1__Peer_Service *service,
+                     const Slotd__Internal__V1__WatchPollRequest *input,
+                     Slotd__Internal__V1__WatchPollResponse_Closure closure,
+                     void *closure_data);
 };
 typedef void (*Slotd__Internal__V1__Peer_ServiceDestroy)(Slotd__Internal__V1__Peer_Service *);
 void slotd__internal__v1__peer__init (Slotd__Internal__V1__Peer_Service *service,
@@ -645,7 +732,8 @@ void slotd__internal__v1__peer__init (Slotd__Internal__V1__Peer_Service *service
       function_prefix__ ## group_status,\
       function_prefix__ ## controller_command,\
       function_prefix__ ## migration_propose,\
-      function_prefix__ ## forward  }
+      function_prefix__ ## forward,\
+      function_prefix__ ## watch_poll  }
 void slotd__internal__v1__peer__raft(ProtobufCService *service,
                                      const Slotd__Internal__V1__RaftBatch *input,
                                      Slotd__Internal__V1__RaftBatchAck_Closure closure,
@@ -670,6 +758,10 @@ void slotd__internal__v1__peer__forward(ProtobufCService *service,
                                         const Slotd__Internal__V1__ForwardRequest *input,
                                         Slotd__Internal__V1__ForwardResponse_Closure closure,
                                         void *closure_data);
+void slotd__internal__v1__peer__watch_poll(ProtobufCService *service,
+                                           const Slotd__Internal__V1__WatchPollRequest *input,
+                                           Slotd__Internal__V1__WatchPollResponse_Closure closure,
+                                           void *closure_data);
 
 /* --- descriptors --- */
 
@@ -688,6 +780,8 @@ extern const ProtobufCMessageDescriptor slotd__internal__v1__snapshot_ack__descr
 extern const ProtobufCMessageDescriptor slotd__internal__v1__group_status_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__group_status_response__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__group_leader__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__watch_poll_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__watch_poll_response__descriptor;
 extern const ProtobufCServiceDescriptor slotd__internal__v1__peer__descriptor;
 
 PROTOBUF_C__END_DECLS
