@@ -1,4 +1,4 @@
-/* rpc.h - slotd's gRPC core server: unary dispatch, limits, errors, health, server reflection. */
+/* rpc.h - slotd's gRPC core server: unary and server-streaming calls, limits, errors, health. */
 #ifndef SLOTD_RPC_H
 #define SLOTD_RPC_H
 
@@ -170,6 +170,63 @@ const char *rpc_call_method(const struct rpc_call *c);
  * of request metadata key (lowercase ASCII, borrowed for the call), not NUL-terminated, its length
  * in *len; NULL when the request has no such key. */
 const char *rpc_call_header(const struct rpc_call *c, const char *key, size_t *len);
+
+/* ---- server-streaming methods (stream.c) ------------------------------------------------- */
+
+struct rpc_stream;
+
+/* A server-streaming method's handler: called on a completion-queue thread with the one request
+ * message (req borrowed for the call; NULL when len is 0). The handler owns one reference to st
+ * and must call rpc_stream_finish exactly once (from any thread, possibly much later), after
+ * which it must not touch st. Must not block. */
+typedef void (*rpc_stream_cb)(void *ctx, struct rpc_stream *st, const uint8_t *req, size_t len);
+
+/* Sets the server-streaming handler of method ("/slotd.v1.Metadata/Watch", borrowed for the
+ * call; cb must not be NULL), registering the path if it is new. Before start only. A stream
+ * passes the same checks as a unary call before cb runs (shutdown, connection limits, request
+ * present and within max_request_bytes, max_inflight_calls) and holds its max_inflight_calls
+ * slot and its connection's count until it is freed. Returns SLOTD_EINVALID_FIELD when the path
+ * is too long or RPC_METHODS_MAX is reached. */
+int rpc_server_add_server_stream(struct rpc_server *s, const char *method, rpc_stream_cb cb,
+                                 void *ctx);
+
+#define RPC_STREAM_QUEUE_BYTES_DEFAULT (4u << 20) /* default bound of rpc_stream_queued_bytes */
+#define RPC_STREAM_EFULL 1 /* queued bytes would exceed the bound: nothing queued */
+#define RPC_STREAM_ECLOSED                                                                         \
+    2 /* finished, cancelled by the client, connection gone, or server                             \
+         shutting down: nothing queued, nothing more will be sent */
+
+/* Queues one serialized message (buf borrowed for the call: it is copied) for sending, from any
+ * thread; messages go out in the order queued, one send batch in flight at a time. Returns 0,
+ * RPC_STREAM_EFULL (a message larger than the bound never fits) or RPC_STREAM_ECLOSED. */
+int rpc_stream_send_bytes(struct rpc_stream *st, const void *buf, size_t len);
+/* Same with msg (borrowed for the call), packed into the queue. */
+int rpc_stream_send(struct rpc_stream *st, const ProtobufCMessage *msg);
+/* Bytes queued and not yet reported sent by gRPC (the message in flight included): for pacing.
+ * Any thread. */
+size_t rpc_stream_queued_bytes(const struct rpc_stream *st);
+/* Bound on queued bytes (default RPC_STREAM_QUEUE_BYTES_DEFAULT); set by the handler before
+ * sending. */
+void rpc_stream_set_queue_limit(struct rpc_stream *st, size_t bytes);
+/* cb(arg) is called exactly once when the stream can no longer deliver (client cancelled,
+ * deadline passed, connection closed, server shutdown) before rpc_stream_finish was called —
+ * from a gRPC thread, after the handler returned, never while st's lock is held (cb may call
+ * rpc_stream_send*, which return ECLOSED, and rpc_stream_finish), and never after
+ * rpc_stream_finish has returned: a finish racing with cb on another thread waits for cb to
+ * return. Set at most once, inside the handler (before it returns). */
+void rpc_stream_set_on_close(struct rpc_stream *st, void (*cb)(void *arg), void *arg);
+/* Ends the stream: the queued messages are sent first, then the status (e == NULL: OK; else
+ * e's gRPC code, message and ErrorDetail trailer exactly like rpc_call_fail; e borrowed for the
+ * call). If the stream already broke, the queue is dropped. Releases the handler's reference;
+ * st is freed once every gRPC batch of it completed. Any thread, exactly once. */
+void rpc_stream_finish(struct rpc_stream *st, const struct slotd_error *e);
+/* While the handler runs (NULL afterwards): the value of request metadata key (lowercase ASCII,
+ * borrowed for the call), not NUL-terminated, its length in *len; NULL when absent. */
+const char *rpc_stream_header(const struct rpc_stream *st, const char *key, size_t *len);
+/* The stream's deadline in CLOCK_MONOTONIC milliseconds, INT64_MAX if the client set none. */
+int64_t rpc_stream_deadline_ms(const struct rpc_stream *st);
+/* The method path, borrowed from the server. */
+const char *rpc_stream_method(const struct rpc_stream *st);
 
 #define RPC_PEER_NAME_MAX 128 /* bytes of one certificate name incl. NUL */
 

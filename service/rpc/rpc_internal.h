@@ -1,4 +1,4 @@
-/* rpc_internal.h - server internals shared by server.c, health.c and reflection.c (not API). */
+/* rpc_internal.h - server internals shared by the files of service/rpc (not API). */
 #ifndef SLOTD_RPC_INTERNAL_H
 #define SLOTD_RPC_INTERNAL_H
 
@@ -16,16 +16,19 @@
 
 /* Every completion-queue tag starts with this; owner is the object the event belongs to. */
 enum rpc__tag_kind {
-    RPC__TAG_REQUEST,      /* struct rpc__request: a new call arrived (or shutdown) */
-    RPC__TAG_CALL,         /* struct rpc_call: the final unary batch completed */
-    RPC__TAG_WATCH_SEND,   /* struct rpc__watch: a Health/Watch message was sent */
-    RPC__TAG_WATCH_CLOSE,  /* struct rpc__watch: the stream closed (client cancel / shutdown) */
-    RPC__TAG_WATCH_STATUS, /* struct rpc__watch: the final status batch completed */
-    RPC__TAG_REFL_RECV,    /* struct rpc__refl: a reflection request arrived (or the end) */
-    RPC__TAG_REFL_SEND,    /* struct rpc__refl: a reflection response was sent */
-    RPC__TAG_REFL_CLOSE,   /* struct rpc__refl: the stream closed (status sent or cancelled) */
-    RPC__TAG_REFL_STATUS,  /* struct rpc__refl: the final status batch completed */
-    RPC__TAG_SHUTDOWN,     /* struct rpc_server: grpc_server_shutdown_and_notify finished */
+    RPC__TAG_REQUEST,       /* struct rpc__request: a new call arrived (or shutdown) */
+    RPC__TAG_CALL,          /* struct rpc_call: the final unary batch completed */
+    RPC__TAG_WATCH_SEND,    /* struct rpc__watch: a Health/Watch message was sent */
+    RPC__TAG_WATCH_CLOSE,   /* struct rpc__watch: the stream closed (client cancel / shutdown) */
+    RPC__TAG_WATCH_STATUS,  /* struct rpc__watch: the final status batch completed */
+    RPC__TAG_REFL_RECV,     /* struct rpc__refl: a reflection request arrived (or the end) */
+    RPC__TAG_REFL_SEND,     /* struct rpc__refl: a reflection response was sent */
+    RPC__TAG_REFL_CLOSE,    /* struct rpc__refl: the stream closed (status sent or cancelled) */
+    RPC__TAG_REFL_STATUS,   /* struct rpc__refl: the final status batch completed */
+    RPC__TAG_STREAM_SEND,   /* struct rpc_stream: a queued message was sent (or failed) */
+    RPC__TAG_STREAM_CLOSE,  /* struct rpc_stream: the call closed (status sent, or cancelled) */
+    RPC__TAG_STREAM_STATUS, /* struct rpc_stream: the final status batch completed */
+    RPC__TAG_SHUTDOWN,      /* struct rpc_server: grpc_server_shutdown_and_notify finished */
 };
 
 struct rpc__tag {
@@ -34,10 +37,11 @@ struct rpc__tag {
 };
 
 enum rpc__method_kind {
-    RPC__METHOD_UNARY,        /* request message in, one response out, via cb */
-    RPC__METHOD_HEALTH_WATCH, /* grpc.health.v1.Health/Watch (server streaming, health.c) */
-    RPC__METHOD_REFLECTION,   /* ServerReflectionInfo (bidi streaming, reflection.c); registered
-                                 with GRPC_SRM_PAYLOAD_NONE */
+    RPC__METHOD_UNARY,         /* request message in, one response out, via cb */
+    RPC__METHOD_HEALTH_WATCH,  /* grpc.health.v1.Health/Watch (server streaming, health.c) */
+    RPC__METHOD_REFLECTION,    /* ServerReflectionInfo (bidi streaming, reflection.c); registered
+                                  with GRPC_SRM_PAYLOAD_NONE */
+    RPC__METHOD_SERVER_STREAM, /* one request in, messages out, via stream_cb (stream.c) */
 };
 
 #define RPC__GRPC_CODES 17 /* OK .. UNAUTHENTICATED */
@@ -52,7 +56,8 @@ struct rpc__method_metrics {
 struct rpc__method {
     char path[RPC_METHOD_PATH_MAX];
     enum rpc__method_kind kind;
-    rpc_unary_cb cb; /* NULL: answers UNIMPLEMENTED */
+    rpc_unary_cb cb;         /* NULL: answers UNIMPLEMENTED (unary kind) */
+    rpc_stream_cb stream_cb; /* RPC__METHOD_SERVER_STREAM only; never NULL there */
     void *ctx;
     bool counted; /* counts against max_inflight_calls (false for health) */
     void *handle; /* grpc_server_register_method result, set at start */
@@ -124,6 +129,13 @@ struct rpc_server {
 void rpc__call_free(struct rpc_call *c);
 /* Moves the grpc_call out of c and frees the shell (the caller took over the live-call count). */
 grpc_call *rpc__call_take(struct rpc_call *c);
+
+/* stream.c */
+/* Takes over call c (a server-streaming method m, its request req already checked and its
+ * max_inflight_calls slot taken): runs m's handler with a new stream, or fails c. CQ thread. */
+void rpc__stream_start(struct rpc_server *s, const struct rpc__method *m, struct rpc_call *c,
+                       const uint8_t *req, size_t len);
+void rpc__stream_on_event(struct rpc__tag *t, bool ok);
 
 /* conn.c: the connection table (max_connections entries). */
 #define RPC__CONN_PEER_MAX 96 /* bytes of a peer address kept, NUL included */

@@ -1,4 +1,4 @@
-/* server.c - gRPC core server: method table, completion-queue threads, unary dispatch, shutdown. */
+/* server.c - gRPC core server: method table, completion-queue threads, call dispatch, shutdown. */
 #include <assert.h>
 #include <limits.h>
 #include <stdio.h>
@@ -175,6 +175,22 @@ int rpc_server_add_unary(struct rpc_server *s, const char *method, rpc_unary_cb 
     m->kind = RPC__METHOD_UNARY;
     m->cb = cb;
     m->ctx = ctx;
+    return SLOTD_OK;
+}
+
+int rpc_server_add_server_stream(struct rpc_server *s, const char *method, rpc_stream_cb cb,
+                                 void *ctx)
+{
+    assert(cb != NULL);
+    struct rpc__method *m = method_get(s, method);
+    if (m == NULL) {
+        return SLOTD_EINVALID_FIELD;
+    }
+    m->kind = RPC__METHOD_SERVER_STREAM;
+    m->cb = NULL;
+    m->stream_cb = cb;
+    m->ctx = ctx;
+    m->counted = true;
     return SLOTD_OK;
 }
 
@@ -617,6 +633,8 @@ static void call_dispatch(struct rpc_server *s, const struct rpc__method *m, str
     const uint8_t *req = GRPC_SLICE_LENGTH(body) > 0 ? GRPC_SLICE_START_PTR(body) : NULL;
     if (m->kind == RPC__METHOD_HEALTH_WATCH) {
         rpc__health_watch_start(s, c, req, GRPC_SLICE_LENGTH(body));
+    } else if (m->kind == RPC__METHOD_SERVER_STREAM) {
+        rpc__stream_start(s, m, c, req, GRPC_SLICE_LENGTH(body));
     } else {
         m->cb(m->ctx, c, req, GRPC_SLICE_LENGTH(body));
     }
@@ -752,6 +770,11 @@ static void *cq_thread_main(void *arg)
         case RPC__TAG_REFL_CLOSE:
         case RPC__TAG_REFL_STATUS:
             rpc__reflection_on_event(t, ev.success != 0);
+            break;
+        case RPC__TAG_STREAM_SEND:
+        case RPC__TAG_STREAM_CLOSE:
+        case RPC__TAG_STREAM_STATUS:
+            rpc__stream_on_event(t, ev.success != 0);
             break;
         case RPC__TAG_SHUTDOWN:
             pthread_mutex_lock(&s->mu);

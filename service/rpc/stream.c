@@ -1,0 +1,416 @@
+/* stream.c - server-streaming calls: a bounded send queue, one send in flight, close notice. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc_internal.h"
+
+#define RPC__DETAILS_KEY "grpc-status-details-bin"
+
+/* One queued message. */
+struct rpc__stream_msg {
+    struct rpc__stream_msg *next;
+    grpc_byte_buffer *bb;
+    size_t len;
+};
+
+/* One server-streaming call. The close batch (RECV_CLOSE_ON_SERVER) is armed before the handler
+ * runs and tells of cancellation, a passed deadline, a lost connection or shutdown. Messages go
+ * out one send batch at a time from a FIFO queue; the status batch starts once the handler
+ * finished and nothing is in flight. st is freed when the last reference goes: the handler's
+ * (until rpc_stream_finish), the dispatcher's (while the handler runs) and one per batch given to
+ * gRPC and not yet completed. */
+struct rpc_stream {
+    struct rpc__tag send_tag, close_tag, status_tag;
+    struct rpc_server *server;
+    /* The call's shell: its grpc_call, its connection count, its max_inflight_calls slot
+     * (call->counted) and its live-call count; freed with st. */
+    struct rpc_call *call;
+    pthread_mutex_t mu;  /* guards everything below */
+    pthread_cond_t cond; /* signalled when the on_close callback returns */
+    unsigned refs;
+    struct rpc__stream_msg *head, *tail;
+    /* invariant: queued_bytes == out_len + the lens of the queue */
+    size_t queued_bytes;
+    size_t queue_limit;
+    grpc_byte_buffer *out; /* the message in flight, NULL if none */
+    size_t out_len;
+    bool in_handler;     /* the handler has not returned yet */
+    bool initial_sent;   /* initial metadata went with the first batch */
+    bool broken;         /* a send failed or the call closed: nothing more can be delivered */
+    bool closed;         /* the close batch completed */
+    bool finished;       /* rpc_stream_finish was called */
+    bool status_started; /* invariant: status_started implies finished and out == NULL */
+    bool close_notified; /* on_close was called (or will not be) */
+    bool in_close_cb;    /* on_close is running on close_thread */
+    pthread_t close_thread;
+    void (*on_close)(void *arg);
+    void *on_close_arg;
+    int cancelled; /* RECV_CLOSE_ON_SERVER output: alive until the batch completes */
+    grpc_status_code code;
+    grpc_slice status_details;
+    grpc_metadata trailer; /* grpc-status-details-bin */
+    bool has_trailer;
+};
+
+static void queue_drop_locked(struct rpc_stream *st)
+{
+    while (st->head != NULL) {
+        struct rpc__stream_msg *m = st->head;
+        st->head = m->next;
+        st->queued_bytes -= m->len;
+        grpc_byte_buffer_destroy(m->bb);
+        free(m);
+    }
+    st->tail = NULL;
+}
+
+static void stream_free(struct rpc_stream *st)
+{
+    struct rpc_call *c = st->call;
+    assert(st->head == NULL && st->out == NULL && st->queued_bytes == 0);
+    grpc_slice_unref(st->status_details);
+    if (st->has_trailer) {
+        grpc_slice_unref(st->trailer.value);
+    }
+    pthread_cond_destroy(&st->cond);
+    pthread_mutex_destroy(&st->mu);
+    free(st);
+    if (c->counted) {
+        c->counted = false;
+        atomic_fetch_sub_explicit(&c->server->inflight, 1, memory_order_relaxed);
+    }
+    rpc__call_free(c); /* last: shutdown may proceed once the live-call count drops */
+}
+
+/* Drops one reference and unlocks st->mu (held on entry); frees st with the last one. */
+static void stream_unlock_release(struct rpc_stream *st)
+{
+    assert(st->refs > 0);
+    bool last = --st->refs == 0;
+    pthread_mutex_unlock(&st->mu);
+    if (last) {
+        stream_free(st);
+    }
+}
+
+/* Starts a batch of ops[n] (with initial metadata in front if not sent yet) on tag. */
+static bool batch_start_locked(struct rpc_stream *st, grpc_op *ops, size_t n, struct rpc__tag *tag)
+{
+    grpc_op all[3];
+    size_t k = 0;
+    memset(all, 0, sizeof(all));
+    if (!st->initial_sent) {
+        all[k++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    }
+    assert(k + n <= sizeof(all) / sizeof(all[0]));
+    memcpy(&all[k], ops, n * sizeof(ops[0]));
+    grpc_call_error e = grpc_call_start_batch(st->call->call, all, k + n, tag, NULL);
+    /* Only misuse (two batches of one op type, ops after the status) can fail here. */
+    assert(e == GRPC_CALL_OK);
+    if (e != GRPC_CALL_OK) {
+        return false;
+    }
+    st->initial_sent = true;
+    st->refs++;
+    return true;
+}
+
+static void status_start_locked(struct rpc_stream *st)
+{
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    op.data.send_status_from_server.status = st->code;
+    op.data.send_status_from_server.status_details = &st->status_details;
+    op.data.send_status_from_server.trailing_metadata_count = st->has_trailer ? 1 : 0;
+    op.data.send_status_from_server.trailing_metadata = st->has_trailer ? &st->trailer : NULL;
+    st->status_started = true;
+    batch_start_locked(st, &op, 1, &st->status_tag);
+}
+
+/* Moves the stream on when nothing is in flight: the next queued message, else the status once
+ * finished. A broken stream drops its queue. */
+static void pump_locked(struct rpc_stream *st)
+{
+    if (st->out != NULL || st->status_started) {
+        return;
+    }
+    if (st->broken) {
+        queue_drop_locked(st);
+    }
+    if (st->head != NULL) {
+        struct rpc__stream_msg *m = st->head;
+        st->head = m->next;
+        if (st->head == NULL) {
+            st->tail = NULL;
+        }
+        st->out = m->bb;
+        st->out_len = m->len;
+        free(m);
+        grpc_op op;
+        memset(&op, 0, sizeof(op));
+        op.op = GRPC_OP_SEND_MESSAGE;
+        op.data.send_message.send_message = st->out;
+        if (!batch_start_locked(st, &op, 1, &st->send_tag)) {
+            grpc_byte_buffer_destroy(st->out);
+            st->out = NULL;
+            st->queued_bytes -= st->out_len;
+            st->broken = true;
+            queue_drop_locked(st);
+        }
+    }
+    if (st->out == NULL && st->finished) {
+        status_start_locked(st);
+    }
+}
+
+/* Calls on_close if the stream closed, the handler returned and is not finished. Under st->mu;
+ * unlocks it around the callback. */
+static void close_notify_locked(struct rpc_stream *st)
+{
+    if (!st->closed || st->in_handler || st->finished || st->close_notified ||
+        st->on_close == NULL) {
+        return;
+    }
+    st->close_notified = true;
+    st->in_close_cb = true;
+    st->close_thread = pthread_self();
+    pthread_mutex_unlock(&st->mu);
+    st->on_close(st->on_close_arg); /* our reference (a batch's or the dispatcher's) keeps st */
+    pthread_mutex_lock(&st->mu);
+    st->in_close_cb = false;
+    pthread_cond_broadcast(&st->cond);
+}
+
+void rpc__stream_start(struct rpc_server *s, const struct rpc__method *m, struct rpc_call *c,
+                       const uint8_t *req, size_t len)
+{
+    struct slotd_error e;
+    struct rpc_stream *st = calloc(1, sizeof(*st));
+    if (st == NULL) {
+        goto err;
+    }
+    if (pthread_mutex_init(&st->mu, NULL) != 0) {
+        goto err_after_alloc;
+    }
+    if (pthread_cond_init(&st->cond, NULL) != 0) {
+        goto err_after_mutex;
+    }
+    st->server = s;
+    st->call = c;
+    st->send_tag = (struct rpc__tag){RPC__TAG_STREAM_SEND, st};
+    st->close_tag = (struct rpc__tag){RPC__TAG_STREAM_CLOSE, st};
+    st->status_tag = (struct rpc__tag){RPC__TAG_STREAM_STATUS, st};
+    st->queue_limit = RPC_STREAM_QUEUE_BYTES_DEFAULT;
+    st->status_details = grpc_empty_slice();
+    st->refs = 2; /* the handler's and ours */
+    st->in_handler = true;
+
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &st->cancelled;
+    pthread_mutex_lock(&st->mu);
+    grpc_call_error ce = grpc_call_start_batch(c->call, &op, 1, &st->close_tag, NULL);
+    assert(ce == GRPC_CALL_OK);
+    if (ce == GRPC_CALL_OK) {
+        st->refs++;
+    } else {
+        st->broken = true; /* no close notice will come: refuse to send */
+    }
+    pthread_mutex_unlock(&st->mu);
+
+    m->stream_cb(m->ctx, st, req, len);
+
+    pthread_mutex_lock(&st->mu);
+    st->in_handler = false;
+    c->md = NULL; /* the request's metadata goes with the request */
+    close_notify_locked(st);
+    stream_unlock_release(st);
+    return;
+
+err_after_mutex:
+    pthread_mutex_destroy(&st->mu);
+err_after_alloc:
+    free(st);
+err:
+    slotd_error_set(&e, SLOTD_EINTERNAL, "stream: out of memory");
+    rpc_call_fail(c, &e);
+}
+
+void rpc__stream_on_event(struct rpc__tag *t, bool ok)
+{
+    struct rpc_stream *st = t->owner;
+    pthread_mutex_lock(&st->mu);
+    switch (t->kind) {
+    case RPC__TAG_STREAM_SEND:
+        grpc_byte_buffer_destroy(st->out);
+        st->out = NULL;
+        st->queued_bytes -= st->out_len;
+        st->out_len = 0;
+        if (!ok) {
+            st->broken = true; /* the close batch tells the owner */
+        }
+        pump_locked(st);
+        break;
+    case RPC__TAG_STREAM_CLOSE:
+        st->closed = true;
+        st->broken = true;
+        pump_locked(st);
+        close_notify_locked(st);
+        break;
+    default:
+        assert(t->kind == RPC__TAG_STREAM_STATUS);
+        break;
+    }
+    stream_unlock_release(st);
+}
+
+/* 0 when len more bytes may be queued now. Under st->mu. */
+static int send_check_locked(const struct rpc_stream *st, size_t len)
+{
+    if (st->finished || st->broken) {
+        return RPC_STREAM_ECLOSED;
+    }
+    if (len > st->queue_limit || st->queued_bytes > st->queue_limit - len) {
+        return RPC_STREAM_EFULL;
+    }
+    return 0;
+}
+
+static int send_check(struct rpc_stream *st, size_t len)
+{
+    pthread_mutex_lock(&st->mu);
+    int rc = send_check_locked(st, len);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+/* Queues slice (ownership transfers) as one message. */
+static int enqueue(struct rpc_stream *st, grpc_slice slice)
+{
+    size_t len = GRPC_SLICE_LENGTH(slice);
+    struct rpc__stream_msg *m = malloc(sizeof(*m));
+    if (m == NULL) {
+        grpc_slice_unref(slice);
+        return RPC_STREAM_EFULL; /* out of memory: nothing queued, the caller may retry later */
+    }
+    m->next = NULL;
+    m->len = len;
+    m->bb = grpc_raw_byte_buffer_create(&slice, 1);
+    grpc_slice_unref(slice);
+    pthread_mutex_lock(&st->mu);
+    int rc = send_check_locked(st, len); /* again: the state may have changed meanwhile */
+    if (rc == 0) {
+        if (st->tail != NULL) {
+            st->tail->next = m;
+        } else {
+            st->head = m;
+        }
+        st->tail = m;
+        st->queued_bytes += len;
+        pump_locked(st);
+    }
+    pthread_mutex_unlock(&st->mu);
+    if (rc != 0) {
+        grpc_byte_buffer_destroy(m->bb);
+        free(m);
+    }
+    return rc;
+}
+
+int rpc_stream_send_bytes(struct rpc_stream *st, const void *buf, size_t len)
+{
+    int rc = send_check(st, len);
+    if (rc != 0) {
+        return rc;
+    }
+    return enqueue(st, grpc_slice_from_copied_buffer(buf, len));
+}
+
+int rpc_stream_send(struct rpc_stream *st, const ProtobufCMessage *msg)
+{
+    size_t len = protobuf_c_message_get_packed_size(msg);
+    int rc = send_check(st, len);
+    if (rc != 0) {
+        return rc;
+    }
+    grpc_slice slice = grpc_slice_malloc(len);
+    protobuf_c_message_pack(msg, GRPC_SLICE_START_PTR(slice));
+    return enqueue(st, slice);
+}
+
+size_t rpc_stream_queued_bytes(const struct rpc_stream *st)
+{
+    struct rpc_stream *w = (struct rpc_stream *)st; /* the lock is not part of the value */
+    pthread_mutex_lock(&w->mu);
+    size_t n = w->queued_bytes;
+    pthread_mutex_unlock(&w->mu);
+    return n;
+}
+
+void rpc_stream_set_queue_limit(struct rpc_stream *st, size_t bytes)
+{
+    pthread_mutex_lock(&st->mu);
+    st->queue_limit = bytes;
+    pthread_mutex_unlock(&st->mu);
+}
+
+void rpc_stream_set_on_close(struct rpc_stream *st, void (*cb)(void *arg), void *arg)
+{
+    pthread_mutex_lock(&st->mu);
+    assert(st->in_handler && st->on_close == NULL);
+    st->on_close = cb;
+    st->on_close_arg = arg;
+    pthread_mutex_unlock(&st->mu);
+}
+
+void rpc_stream_finish(struct rpc_stream *st, const struct slotd_error *e)
+{
+    grpc_status_code code = GRPC_STATUS_OK;
+    const char *message = "";
+    uint8_t *details = NULL;
+    size_t details_len = 0;
+    if (e != NULL) {
+        assert(e->code != SLOTD_OK);
+        code = (grpc_status_code)slotd_error_grpc_code(e->code);
+        message = slotd_error_message(e);
+        /* Without memory for the details the status and message still go out. */
+        if (slotd_error_encode_details(e, &details, &details_len) != SLOTD_OK) {
+            details = NULL;
+        }
+    }
+    pthread_mutex_lock(&st->mu);
+    assert(!st->finished);
+    st->finished = true;
+    st->code = code;
+    st->status_details = grpc_slice_from_copied_string(message);
+    if (details != NULL) {
+        st->trailer.key = grpc_slice_from_static_string(RPC__DETAILS_KEY);
+        st->trailer.value = grpc_slice_from_copied_buffer((const char *)details, details_len);
+        st->has_trailer = true;
+    }
+    /* on_close never runs after we return: wait for one already running elsewhere. */
+    while (st->in_close_cb && !pthread_equal(st->close_thread, pthread_self())) {
+        pthread_cond_wait(&st->cond, &st->mu);
+    }
+    pump_locked(st);
+    stream_unlock_release(st);
+    free(details);
+}
+
+const char *rpc_stream_header(const struct rpc_stream *st, const char *key, size_t *len)
+{
+    return rpc_call_header(st->call, key, len);
+}
+
+int64_t rpc_stream_deadline_ms(const struct rpc_stream *st)
+{
+    return st->call->deadline_ms;
+}
+
+const char *rpc_stream_method(const struct rpc_stream *st)
+{
+    return st->call->path;
+}
