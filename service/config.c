@@ -78,6 +78,9 @@ static const struct opt opts[] = {
     U64(compact_entries, 10, 1ull << 32, "10000",
         "compact a group's log after this many applied entries"),
     U64(compact_tail, 1, 1ull << 32, "1000", "entries kept behind the compaction point"),
+    U64(watch_history_bytes, 0, 1ull << 32, "4194304",
+        "bytes of recent key changes each hosted slot group keeps for Watch (older ones: "
+        "COMPACTED; 0: Watch disabled)"),
     STR(log_level, "info", "lines below this level are not logged: debug, info, warn or error"),
     STR(metrics_listen, "127.0.0.1:9700",
         "Prometheus /metrics HTTP address (empty: disabled; a busy port is logged, not fatal)"),

@@ -45,6 +45,19 @@ void slotd_error_field(struct slotd_error *e, const char *field, uint64_t limit,
     e->limit = limit;
 }
 
+void slotd_error_compacted(struct slotd_error *e, uint32_t group, uint64_t oldest, const char *fmt,
+                           ...)
+{
+    memset(e, 0, sizeof(*e));
+    e->code = SLOTD_ECOMPACTED;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_end(ap);
+    e->compacted_group = group;
+    e->compacted_index = oldest;
+}
+
 void slotd_error_leader_hint(struct slotd_error *e, uint64_t node, const char *address,
                              uint32_t group, uint64_t term)
 {
@@ -91,6 +104,8 @@ grpc_status_code slotd_error_grpc_code(int code)
         return GRPC_STATUS_FAILED_PRECONDITION;
     case SLOTD_EPERMISSION_DENIED:
         return GRPC_STATUS_PERMISSION_DENIED;
+    case SLOTD_ECOMPACTED:
+        return GRPC_STATUS_OUT_OF_RANGE;
     }
     return GRPC_STATUS_INTERNAL;
 }
@@ -124,6 +139,8 @@ int slotd_error_detail_code(int code)
         return SLOTD__V1__ERROR_CODE__ERROR_CODE_SHUTTING_DOWN;
     case SLOTD_ESTORAGE:
         return SLOTD__V1__ERROR_CODE__ERROR_CODE_STORAGE;
+    case SLOTD_ECOMPACTED:
+        return SLOTD__V1__ERROR_CODE__ERROR_CODE_COMPACTED;
     case SLOTD_OK:
     case SLOTD_ETIMEOUT:
     case SLOTD_EINTERNAL:
@@ -163,6 +180,12 @@ int slotd_error_encode_details(const struct slotd_error *e, uint8_t **buf, size_
     if (e->current_runtime_meta_len > 0 && e->current_runtime_meta_len <= SLOTD_ERROR_CURRENT_MAX)
         detail.current_runtime_meta = slotd__v1__channel_runtime_meta__unpack(
             NULL, e->current_runtime_meta_len, e->current_runtime_meta);
+    Slotd__V1__WatchPosition compacted = SLOTD__V1__WATCH_POSITION__INIT;
+    if (e->compacted_group != 0) {
+        compacted.group_id = e->compacted_group;
+        compacted.index = e->compacted_index;
+        detail.compacted = &compacted;
+    }
     if (e->has_leader_hint) {
         hint.node_id = e->leader_node;
         hint.address = address;

@@ -29,7 +29,8 @@
     X(SLOTD_EUNIMPLEMENTED, 16, "unimplemented")                                                   \
     X(SLOTD_EUNAUTHENTICATED, 17, "unauthenticated")                                               \
     X(SLOTD_EPRECONDITION, 18, "precondition failed")                                              \
-    X(SLOTD_EPERMISSION_DENIED, 19, "permission denied")
+    X(SLOTD_EPERMISSION_DENIED, 19, "permission denied")                                          \
+    X(SLOTD_ECOMPACTED, 20, "compacted")
 
 enum slotd_err {
 #define SLOTD__ENUM(name, value, msg) name = value,
@@ -58,6 +59,10 @@ struct slotd_error {
     uint64_t current_version;
     size_t current_runtime_meta_len; /* 0 = none; else a packed slotd.v1.ChannelRuntimeMeta */
     uint8_t current_runtime_meta[SLOTD_ERROR_CURRENT_MAX];
+    /* COMPACTED: the group and the oldest position a watch can resume from in it
+     * (ErrorDetail.compacted); compacted_group 0 = none. */
+    uint32_t compacted_group;
+    uint64_t compacted_index;
 };
 
 /* Resets e (borrowed for the call) and sets code and a printf-style message (truncated to fit). */
@@ -68,6 +73,11 @@ void slotd_error_set(struct slotd_error *e, int code, const char *fmt, ...)
  * and its limit. e and field are borrowed for the call. */
 void slotd_error_field(struct slotd_error *e, const char *field, uint64_t limit, const char *fmt,
                        ...) __attribute__((format(printf, 4, 5)));
+
+/* slotd_error_set(e, SLOTD_ECOMPACTED, fmt, ...) plus the group and its oldest resumable
+ * position. */
+void slotd_error_compacted(struct slotd_error *e, uint32_t group, uint64_t oldest, const char *fmt,
+                           ...) __attribute__((format(printf, 4, 5)));
 
 /* Attaches a leader hint to e (typically NOT_LEADER). e and address (NULL = "") are borrowed for
  * the call; address is truncated to 127 bytes. */

@@ -191,6 +191,7 @@ static void apply_work(uv_work_t *w)
         abort();
     }
     SLOTD_CRASH_POINT("apply_after_fsm_commit"); /* rows written, nobody answered or published */
+    rt_watch_publish(rt, job); /* the changes, before any answer: a watcher sees an acked put */
     /* Publish the applied indexes before any answer: a caller told "applied at i" must not then
      * read, on a gRPC thread (read_local.c), a group whose applied index is still below i. The
      * loop stores the same values again in apply_done; removals and installs wait for no job. */

@@ -227,6 +227,8 @@ static int open_group(struct runtime *rt, struct rt_group *g, uint64_t applied, 
         goto err_after_mem;
     }
     g->applied = g->applied_submitted = applied;
+    if (g->id != 0)
+        rt_watch_reset(rt, g->id, applied, true);
     struct raft_status st;
     raft_status(g->raft, &st);
     g->apply_index = applied;

@@ -371,6 +371,8 @@ struct runtime {
     uint64_t node_ids[RUNTIME_NODES_MAX]; /* sorted */
     size_t n_nodes;
     struct rt_group *groups; /* RT_GROUPS_CAP entries, index = group id (fields: struct rt_group) */
+    struct rt_watch_ring *watch; /* RT_GROUPS_CAP watch histories (watch.c; each has its lock);
+                                    NULL when opts.watch_history_bytes is 0 */
     struct slot_fsm *fsm;    /* APPLY stage; the loop only loads group state through it
                                 (slot_fsm_load_group reads the store, not the fsm's batch) */
     _Atomic size_t n_groups; /* loop (once, 0 -> N, ctl.c): slot groups placed by the cluster
@@ -464,6 +466,15 @@ struct runtime {
            !pthread_equal(pthread_self(), (rt)->loop_thread))
 
 int64_t rt_now_ms(void);
+
+/* ---- watch.c: each hosted group's watch history ---- */
+#define RT_WATCH_WAITERS_MAX 4096u /* polls waiting on one group; more: QUEUE_FULL */
+int rt_watch_init(struct runtime *rt); /* after rt->fsm; turns the fsm's events on */
+void rt_watch_close(struct runtime *rt); /* waiting polls fail SHUTTING_DOWN */
+void rt_watch_free(struct runtime *rt);  /* close, then the memory (no poll may run) */
+void rt_watch_reset(struct runtime *rt, uint32_t group, uint64_t index, bool hosted);
+void rt_watch_publish(struct runtime *rt, struct rt_apply_job *job); /* APPLY, after commit */
+void rt_watch_expire(struct runtime *rt, int64_t now);               /* loop, every tick */
 /* Leases (loop.c): rt_lease_publish recomputes g's published lease after a tick; rt_lease_clear
  * withdraws it (a transfer starts, leadership is lost, the replica closes);
  * rt_transfer_leader is raft_transfer_leader after rt_lease_clear. Loop thread. */

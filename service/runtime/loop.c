@@ -234,6 +234,7 @@ void rt_tick(struct runtime *rt)
         expire_requests(&rt->groups[i], now);
     }
     rt_expire_leaders(rt, now);
+    rt_watch_expire(rt, now);
     rt_ctl_view_refresh(rt);
     rt_ctl_waiters_run(rt, false); /* the expired ones */
 }
@@ -432,6 +433,8 @@ static void after_persist(struct runtime *rt, struct rt_group *g)
             g->applied_submitted = pos.meta.index;
         if (pos.meta.index > g->applied)
             g->applied = pos.meta.index;
+        if (g->id != 0) /* the changes the snapshot replaced are not in its history */
+            rt_watch_reset(rt, g->id, pos.meta.index, true);
         rt_metrics_group(rt, g);
         RT_LOG("info", "msg=\"snapshot installed\" node=%llu group=%u index=%llu term=%llu",
                (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)pos.meta.index,

@@ -808,6 +808,7 @@ void rt_group_close_removed(struct runtime *rt, struct rt_group *g)
     assert(rt->apply_running == NULL && rt->installs == NULL && g->apply_jobs == 0);
     atomic_store_explicit(&g->hosted, false, memory_order_seq_cst);
     atomic_fetch_add_explicit(&g->read_seq, 1, memory_order_seq_cst); /* odd: rows go */
+    rt_watch_reset(rt, g->id, 0, false);
     /* Appended proposals may still commit on the replicas that stay. */
     rt_fail_list(&g->proposals, SLOTD_EUNKNOWN_OUTCOME,
                  "the replica left this node; the proposal may or may not commit");

@@ -20,6 +20,7 @@ void runtime_options_default(struct runtime_options *o)
     o->queue_bytes_max = (size_t)256 << 20;
     o->compact_entries = 10000;
     o->compact_tail = 1000;
+    o->watch_history_bytes = 4u << 20;
     o->task_phase_timeout_ms = 60000;
 }
 
@@ -541,6 +542,10 @@ int runtime_new(const struct runtime_options *o, struct store *store, struct rou
         goto err_after_alloc;
     }
     slot_fsm_set_claim_cb(rt->fsm, claimed_elsewhere, rt);
+    if (rt_watch_init(rt) != 0) {
+        snprintf(err, errlen, "out of memory");
+        goto err_after_alloc;
+    }
     if (rt_groups_open(rt, err, errlen) != 0)
         goto err_after_alloc;
     rt_metrics_init(rt);
@@ -560,6 +565,7 @@ int runtime_new(const struct runtime_options *o, struct store *store, struct rou
     return 0;
 
 err_after_alloc:
+    rt_watch_free(rt);
     rt_groups_close(rt);
     rt_ctl_close(rt);
     store_log_batch_free(rt->log_batch);
@@ -590,6 +596,7 @@ void runtime_stop(struct runtime *rt)
         return;
     uv_async_send(&rt->stop_async);
     pthread_join(rt->thread, NULL);
+    rt_watch_close(rt);
 }
 
 void runtime_free(struct runtime *rt)
@@ -599,6 +606,7 @@ void runtime_free(struct runtime *rt)
     if (rt->started)
         uv_loop_close(&rt->loop);
     rt_snap_free_all(rt);
+    rt_watch_free(rt);
     rt_groups_close(rt);
     rt_ctl_close(rt);
     store_log_batch_free(rt->log_batch);

@@ -10,6 +10,7 @@
 #include "service/route/route.h"
 #include "service/rpc/rpc.h"
 #include "service/rpc/status.h"
+#include "slotd/internal/v1/peer.pb-c.h"
 #include "store/store.h"
 
 /*
@@ -57,6 +58,9 @@ struct runtime_options {
     size_t
         compact_entries; /* compact a group's log after this many applied entries; default 10000 */
     size_t compact_tail; /* entries kept behind the compaction point; default 1000 */
+    /* Bytes of recent key changes each hosted group keeps for Watch (watch.c); 0 = Watch off
+     * (nothing recorded, polls answer UNIMPLEMENTED); default 4 MiB. */
+    size_t watch_history_bytes;
     uint64_t seed;       /* raft election randomness; default from the node id */
     /* Controller (ctl.c). nodes[] above are the initial controller voters; a node started with
      * `join` set bootstraps nothing and registers itself through that address instead. */
@@ -138,6 +142,34 @@ int runtime_submit_snapshot_chunk(struct runtime *rt, const uint8_t *chunk, size
                                   struct rpc_call *call, struct slotd_error *err);
 /* Fills a GroupStatusResponse for the groups hosted here (caller frees *buf with free()). */
 int runtime_group_status(struct runtime *rt, uint8_t **buf, size_t *len);
+
+/* ---- Watch history (watch.c) ---- */
+
+/* One long poll of a hosted group's watch history: the key changes of entries after `after`
+ * (from_now: none, only the current position) that match key (exactly) or prefix (both empty:
+ * every key), whole entries, at most max_bytes of keys and values but at least one entry. With
+ * nothing matching it waits up to wait_ms (0: answers at once). key and prefix are borrowed
+ * for the call. */
+struct runtime_watch_query {
+    uint32_t group;
+    uint64_t after;
+    bool from_now;
+    const uint8_t *key, *prefix;
+    size_t key_len, prefix_len;
+    bool keys_only;
+    uint32_t wait_ms;
+    uint32_t max_bytes;
+};
+/* The answer: err NULL and resp (events, through_index), or err (WRONG_GROUP: not hosted here
+ * (any more); COMPACTED: `after` is older than the history; SHUTTING_DOWN; INTERNAL). Called
+ * once, on the polling thread before runtime_watch_poll returns, or later on the apply or loop
+ * thread; resp and err are borrowed for the call. Must not block. */
+typedef void (*runtime_watch_cb)(void *arg, const struct slotd_error *err,
+                                 const Slotd__Internal__V1__WatchPollResponse *resp);
+/* 0: cb is or will be called. -1: err filled and cb never called (not hosted, COMPACTED, too
+ * many waiting polls: QUEUE_FULL, bad group, Watch disabled: UNIMPLEMENTED). Any thread. */
+int runtime_watch_poll(struct runtime *rt, const struct runtime_watch_query *q,
+                       runtime_watch_cb cb, void *arg, struct slotd_error *err);
 /* ---- Controller (ctl.c): any thread. ---- */
 
 /* A voter's ClusterStateResponse bytes for a mirror (borrowed for the call, copied). */

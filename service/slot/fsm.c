@@ -38,6 +38,11 @@ struct slot_fsm {
     uint8_t wiped[32];
     slot_claim_cb claimed; /* NULL: no other hosted group shares rows */
     void *claimed_ctx;
+    /* Key events (slot_fsm_set_events): recorded by the entry being applied, in apply order. */
+    bool events_on;
+    uint32_t ev_group;
+    uint64_t ev_index;
+    struct slot_event *ev_head, **ev_tail;
 };
 
 static uint32_t hash_bytes(const uint8_t *p, size_t n)
@@ -148,6 +153,7 @@ int slot_fsm_new(struct store *store, struct slot_fsm **out)
     if (f == NULL)
         return STORE_ENOMEM;
     f->store = store;
+    f->ev_tail = &f->ev_head;
     int rc = store_fsm_batch_new(&f->batch);
     if (rc != 0)
         goto err_after_alloc;
@@ -171,6 +177,7 @@ void slot_fsm_free(struct slot_fsm *f)
         return;
     overlay_clear(f);
     store_fsm_batch_free(f->batch);
+    slot_events_free(f->ev_head);
     free(f);
 }
 
@@ -378,6 +385,39 @@ static int kv_lookup(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t *
     return 0;
 }
 
+/* Records a change of the key row k (kl bytes: [hash slot][table][key]) for watchers. */
+static int kv_event(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t version,
+                    const ProtobufCBinaryData *value)
+{
+    if (!f->events_on)
+        return 0;
+    size_t vl = value != NULL ? value->len : 0;
+    struct slot_event *e = malloc(sizeof(*e) + (kl - 3) + vl);
+    if (e == NULL)
+        return STORE_ENOMEM;
+    e->next = NULL;
+    e->group = f->ev_group;
+    e->index = f->ev_index;
+    e->version = version;
+    e->deleted = value == NULL;
+    e->key_len = (uint32_t)(kl - 3);
+    e->value_len = (uint32_t)vl;
+    e->key = e->data;
+    e->value = e->data + e->key_len;
+    memcpy(e->key, k + 3, e->key_len);
+    if (vl > 0)
+        memcpy(e->value, value->data, vl);
+    *f->ev_tail = e;
+    f->ev_tail = &e->next;
+    return 0;
+}
+
+static int kv_delete(struct slot_fsm *f, const uint8_t *k, size_t kl)
+{
+    int rc = fsm_write(f, k, kl, NULL, 0);
+    return rc != 0 ? rc : kv_event(f, k, kl, 0, NULL);
+}
+
 static int kv_put(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t version,
                   const ProtobufCBinaryData *value)
 {
@@ -390,7 +430,7 @@ static int kv_put(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t vers
         memcpy(v + 9, value->data, value->len);
     int rc = fsm_write(f, k, kl, v, 9 + value->len);
     free(v);
-    return rc;
+    return rc != 0 ? rc : kv_event(f, k, kl, version, value);
 }
 
 /* ---- Commands ---- */
@@ -427,7 +467,7 @@ static int apply_delete(struct slot_fsm *f, uint16_t hs, const Slotd__V1__Delete
     if (rc != 0 || res->prev_version == 0)
         return rc;
     res->deleted = true;
-    return fsm_write(f, k, kl, NULL, 0);
+    return kv_delete(f, k, kl);
 }
 
 /* On failure res->current_value is malloc'ed (the caller frees it). */
@@ -454,7 +494,7 @@ static int apply_cas(struct slot_fsm *f, uint16_t hs, uint64_t index,
     res->succeeded = true;
     if (cas->delete_) {
         res->version = 0;
-        return cur == 0 ? 0 : fsm_write(f, k, kl, NULL, 0);
+        return cur == 0 ? 0 : kv_delete(f, k, kl);
     }
     res->version = index;
     return kv_put(f, k, kl, index, &cas->value);
@@ -938,6 +978,36 @@ static int mark_deduplicated(uint8_t **buf, size_t *len)
     return rc;
 }
 
+void slot_events_free(struct slot_event *e)
+{
+    while (e != NULL) {
+        struct slot_event *next = e->next;
+        free(e);
+        e = next;
+    }
+}
+
+/* Forgets the events recorded after *mark (an entry refused after it wrote nothing). */
+static void events_drop_after(struct slot_fsm *f, struct slot_event **mark)
+{
+    slot_events_free(*mark);
+    *mark = NULL;
+    f->ev_tail = mark;
+}
+
+void slot_fsm_set_events(struct slot_fsm *f, bool on)
+{
+    f->events_on = on;
+}
+
+struct slot_event *slot_fsm_take_events(struct slot_fsm *f)
+{
+    struct slot_event *e = f->ev_head;
+    f->ev_head = NULL;
+    f->ev_tail = &f->ev_head;
+    return e;
+}
+
 static void reject(struct slot_result *out, int code, const char *what, uint32_t group,
                    uint64_t index)
 {
@@ -992,6 +1062,7 @@ static int apply_command(struct slot_fsm *f, struct slot_group_state *gs, uint64
         if (rc == 0 && dup && out != NULL)
             rc = mark_deduplicated(&buf, &len);
     }
+    struct slot_event **ev_mark = f->ev_tail;
     if (rc == 0 && !dup) {
         if (slot__meta_is_command(cmd->command_case))
             rc = apply_typed_command(f, gs, index, term, cmd, &buf, &len, &err);
@@ -1000,6 +1071,7 @@ static int apply_command(struct slot_fsm *f, struct slot_group_state *gs, uint64
         else
             rc = apply_kv_command(f, gs, index, term, cmd, &buf, &len);
         if (rc == 0 && err.code != SLOTD_OK) { /* failed its fence: nothing changed */
+            events_drop_after(f, ev_mark);
             if (out)
                 out->err = err;
             return 0;
@@ -1032,6 +1104,8 @@ int slot_fsm_apply(struct slot_fsm *f, struct slot_group_state *gs, uint64_t ind
         return 0;
     }
     int rc;
+    f->ev_group = gs->group;
+    f->ev_index = index;
     if (cmd->command_case == SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_GROUP_INIT)
         rc = apply_group_init(f, gs, cmd->group_init, out);
     else if (slot__migration_is_command(cmd->command_case))

@@ -174,6 +174,24 @@ int slot_fsm_apply(struct slot_fsm *f, struct slot_group_state *gs, uint64_t ind
 void slot_fsm_set_applied(struct slot_fsm *f, uint32_t group, uint64_t index);
 /* Writes the batch (unsynced: the raft log is the durable record). */
 int slot_fsm_commit(struct slot_fsm *f);
+
+/* A change of a key row made by an applied entry (put, delete, cas, txn ops), for watchers.
+ * Typed metadata rows and migration rows make none. */
+struct slot_event {
+    struct slot_event *next;
+    uint32_t group;
+    uint64_t index;   /* the entry that made it; a txn makes several with one index */
+    uint64_t version; /* put: the new version (= index); delete: 0 */
+    bool deleted;
+    uint32_t key_len, value_len;
+    uint8_t *key, *value; /* into data */
+    uint8_t data[];
+};
+/* Off (the default): nothing is recorded. On: slot_fsm_apply records every key change. */
+void slot_fsm_set_events(struct slot_fsm *f, bool on);
+/* The events recorded since the last take, in apply order; the caller frees the list. */
+struct slot_event *slot_fsm_take_events(struct slot_fsm *f);
+void slot_events_free(struct slot_event *e);
 /* The same; with sync, the write (and every earlier fsm write) is on disk when it returns. */
 int slot_fsm_commit_sync(struct slot_fsm *f, bool sync);
 size_t slot_fsm_batch_bytes(const struct slot_fsm *f);
