@@ -552,6 +552,11 @@ int main(int argc, char **argv)
 
 err_after_runtime:
     runtime_stop(rt);
+    if (transport != NULL)
+        transport_stop(transport);
+    rpc_server_shutdown(server); /* idempotent: watch streams end before their thread stops */
+    rpc_server_shutdown(peer_server);
+    node_watch_stop(&api);
     node_authz_free(authz); /* its worker's last jobs see a stopped runtime */
     authz = NULL;
     if (transport != NULL)

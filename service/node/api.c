@@ -776,5 +776,7 @@ int node_api_register(struct node_api *api, struct rpc_server *client, struct rp
     for (size_t i = 0; rc == 0 && i < sizeof(methods) / sizeof(methods[0]); i++)
         rc = rpc_server_add_unary(methods[i].peer ? peer : client, methods[i].path, methods[i].cb,
                                   api);
+    if (rc == 0)
+        rc = node_watch_register(api, client, peer);
     return rc == 0 ? node_admin_register(api, client, peer) : rc;
 }

@@ -28,7 +28,14 @@ struct node_api {
     /* Users and roles (authz.c; borrowed, NULL = auth off and no Authenticate). With --auth,
      * Metadata and Admin calls need a caller (node_authz_caller) with the grant. */
     struct node_authz *authz;
+    struct node_watch *watch; /* watch.c: Metadata/Watch streams (node_watch_register) */
 };
+
+/* Metadata/Watch on the client port and Peer/WatchPoll on the peer port, and the thread that
+ * drives the streams (node_api_register calls it). */
+int node_watch_register(struct node_api *api, struct rpc_server *client, struct rpc_server *peer);
+/* After the servers are shut down: ends the streams left and stops the thread. */
+void node_watch_stop(struct node_api *api);
 
 /* The node calling Peer method (its path, borrowed) with request body req (len bytes, borrowed):
  * *caller is the node the cluster-secret proof and/or the client certificate prove, 0 when this

@@ -224,6 +224,9 @@ void rpc_stream_finish(struct rpc_stream *st, const struct slotd_error *e);
  * borrowed for the call), not NUL-terminated, its length in *len; NULL when absent. */
 const char *rpc_stream_header(const struct rpc_stream *st, const char *key, size_t *len);
 /* The stream's deadline in CLOCK_MONOTONIC milliseconds, INT64_MAX if the client set none. */
+/* The stream's call, for the accessors only (rpc_call_header, rpc_call_peer_names,
+ * rpc_call_is_local, rpc_call_method, rpc_call_deadline_ms): never reply or fail it. */
+struct rpc_call *rpc_stream_call(struct rpc_stream *st);
 int64_t rpc_stream_deadline_ms(const struct rpc_stream *st);
 /* The method path, borrowed from the server. */
 const char *rpc_stream_method(const struct rpc_stream *st);

@@ -405,6 +405,11 @@ const char *rpc_stream_header(const struct rpc_stream *st, const char *key, size
     return rpc_call_header(st->call, key, len);
 }
 
+struct rpc_call *rpc_stream_call(struct rpc_stream *st)
+{
+    return st->call;
+}
+
 int64_t rpc_stream_deadline_ms(const struct rpc_stream *st)
 {
     return st->call->deadline_ms;
