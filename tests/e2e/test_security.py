@@ -162,7 +162,7 @@ def forward_request(method, request):
 
 
 PEER_METHODS = ["Raft", "Snapshot", "GroupStatus", "ControllerCommand", "MigrationPropose",
-                "Forward"]
+                "Forward", "WatchPoll"]
 
 
 class PeerAuthTest(h.SlotdTestCase):
@@ -282,6 +282,21 @@ class PeerAuthTest(h.SlotdTestCase):
         self.assertWritesEverywhere("raft")
         self.assertEqual(self.revision(2), rev)
         self.assertLess(max(self.terms().values()), HUGE_TERM)
+
+    def test_forged_watch_poll_refused(self):
+        """Peer/WatchPoll reads a group's changes: without a proof, or with a proof of another
+        secret, it answers UNAUTHENTICATED and nothing; with a node's proof it answers."""
+        path = "/slotd.internal.v1.Peer/WatchPoll"
+        node2 = self.cluster.server(2)
+        g = [r.group_id for r in self.cluster.route().groups if 2 in r.voters][0]
+        req = _u(1, g) + _u(3, 1) + _u(8, 4096)  # WatchPollRequest{group_id, from_now, max_bytes}
+        self.assertUnauthenticated(lambda: h.raw_unary(node2.peer_channel, path, req),
+                                   "has no slotd-peer-proof header")
+        self.assertUnauthenticated(
+            lambda: node2.peer_call(path, req, node=1, secret=b"not the cluster's secret!"),
+            "does not match")
+        raw = node2.peer_call(path, req, node=1)
+        self.assertEqual(raw[:1], b"\x08")  # WatchPollResponse.through_index, > 0
 
     def test_forged_controller_command_refused(self):
         path = "/slotd.internal.v1.Peer/ControllerCommand"
@@ -692,6 +707,24 @@ class RbacTest(h.SlotdTestCase):
                                                   timeout=h.RPC_TIMEOUT_S,
                                                   metadata=self.root).users if u.name == "bob"]
         self.assertEqual(list(bob[0].roles), ["breader"])
+
+    def test_watch_needs_read_on_its_prefix(self):
+        """A watch is a read of every key it can return: bob (read on b/) may watch b/ and a key
+        under it, alice (a/) may not; no credentials: UNAUTHENTICATED."""
+        def first(n, md, **req):
+            call = self.cluster.stub(n).Watch(h.pb.WatchRequest(**req), timeout=10, metadata=md)
+            try:
+                return next(call)
+            finally:
+                call.cancel()
+        for n in self.cluster.node_ids:
+            self.assertRefused(UNAUTH, lambda: first(n, None, prefix=b"b/"), "no credentials")
+            self.assertRefused(DENIED, lambda: first(n, self.alice, prefix=b"b/"),
+                               'read on key "b/" needed')
+            self.assertRefused(DENIED, lambda: first(n, self.bob, prefix=b""),
+                               'read on key "" needed')
+            self.assertTrue(first(n, self.bob, prefix=b"b/").created)
+            self.assertTrue(first(n, self.bob, key=self.b_key).created)
 
     def test_txn_checks_every_key(self):
         table = list(self.cluster.stub(1).RouteSnapshot(h.pb.RouteSnapshotRequest(),
