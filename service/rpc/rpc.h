@@ -110,9 +110,10 @@ int rpc_server_add_echo(struct rpc_server *s);
 int rpc_server_start(struct rpc_server *s, int *bound_port, char *err, size_t errlen);
 
 /* Stops accepting, sets every health status to NOT_SERVING, cancels in-flight calls (so health
- * watches end) and returns once every call has finished and the completion-queue threads are
- * joined. Calls held by other threads must still be finished by them (a reply to a cancelled call
- * completes immediately); shutdown waits for that. Idempotent; no-op before start. */
+ * watches end and server streams get their on_close) and returns once every call and stream has
+ * finished and the completion-queue threads are joined. Calls held by other threads must still be
+ * finished by them (a reply to a cancelled call completes immediately); shutdown waits for that.
+ * Idempotent; no-op before start. */
 void rpc_server_shutdown(struct rpc_server *s);
 
 /* Shuts down if needed, frees s and calls grpc_shutdown. NULL is a no-op. */

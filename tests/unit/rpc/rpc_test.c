@@ -1,6 +1,5 @@
 /* rpc_test.c - unit tests for service/rpc: error mapping, and a live server on 127.0.0.1 called
- * through a gRPC core client channel (echo, cross-thread reply, limits, health, streams, shutdown).
- */
+ * through a gRPC core client (echo, cross-thread reply, limits, health, streams, shutdown). */
 #include <CUnit/Basic.h>
 #include <pthread.h>
 #include <stdatomic.h>
