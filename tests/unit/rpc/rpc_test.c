@@ -307,6 +307,8 @@ static struct {
     int64_t deadline_ms;
     pthread_t sender; /* the Count handler's sending thread */
     bool has_sender;
+    int sender_rc;    /* the sender's last rpc_stream_send_bytes result */
+    int count_closes; /* on_close calls of Count streams */
 } sh = {.mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 struct count_job {
@@ -327,6 +329,9 @@ static void *count_sender_main(void *arg)
                now_ms() < deadline) {
             sleep_ms(1);
         }
+        pthread_mutex_lock(&sh.mu);
+        sh.sender_rc = rc;
+        pthread_mutex_unlock(&sh.mu);
         if (rc != 0) {
             break;
         }
@@ -334,6 +339,13 @@ static void *count_sender_main(void *arg)
     rpc_stream_finish(job->st, NULL);
     free(job);
     return NULL;
+}
+
+static void count_on_close(void *arg)
+{
+    pthread_mutex_lock(&sh.mu);
+    sh.count_closes++;
+    pthread_mutex_unlock(&sh.mu);
 }
 
 static void count_cb(void *ctx, struct rpc_stream *st, const uint8_t *req, size_t len)
@@ -344,6 +356,7 @@ static void count_cb(void *ctx, struct rpc_stream *st, const uint8_t *req, size_
     job->st = st;
     job->n = atoi(text);
     rpc_stream_set_queue_limit(st, 4096); /* small: the sender paces on EFULL */
+    rpc_stream_set_on_close(st, count_on_close, NULL);
     pthread_mutex_lock(&sh.mu);
     CU_ASSERT_FATAL(!sh.has_sender);
     CU_ASSERT_FATAL(pthread_create(&sh.sender, NULL, count_sender_main, job) == 0);
@@ -1359,6 +1372,39 @@ static void test_stream_count(void)
     CU_ASSERT(wait_inflight(fx.server, 0));
 }
 
+/* The sender thread keeps sending while the client cancels: on_close once, the sender sees
+ * ECLOSED and finishes. */
+static void test_stream_cancel_while_sending(void)
+{
+    pthread_mutex_lock(&sh.mu);
+    sh.count_closes = 0;
+    sh.sender_rc = 0;
+    pthread_mutex_unlock(&sh.mu);
+    struct sclient w;
+    sc_open(&fx.client, &w, STREAM_COUNT_PATH, "100000000", NULL);
+    char buf[64], want[16];
+    for (int i = 0; i < 10; i++) {
+        CU_ASSERT_EQUAL(sc_next(&fx.client, &w, buf, sizeof(buf)), 10);
+        snprintf(want, sizeof(want), "msg-%06d", i);
+        CU_ASSERT_STRING_EQUAL(buf, want);
+    }
+    CU_ASSERT_EQUAL(sc_close(&fx.client, &w, true), GRPC_STATUS_CANCELLED);
+    pthread_mutex_lock(&sh.mu);
+    bool has = sh.has_sender;
+    pthread_t t = sh.sender;
+    sh.has_sender = false;
+    pthread_mutex_unlock(&sh.mu);
+    CU_ASSERT_FATAL(has);
+    int64_t t0 = now_ms();
+    pthread_join(t, NULL);
+    CU_ASSERT(now_ms() - t0 < WAIT_MS);
+    CU_ASSERT(wait_inflight(fx.server, 0));
+    pthread_mutex_lock(&sh.mu);
+    CU_ASSERT_EQUAL(sh.sender_rc, RPC_STREAM_ECLOSED);
+    CU_ASSERT_EQUAL(sh.count_closes, 1);
+    pthread_mutex_unlock(&sh.mu);
+}
+
 #define BOUND_LIMIT 65536
 #define BOUND_MSG 1024
 
@@ -1637,6 +1683,7 @@ int main(void)
     CU_add_test(srv, "health Watch streams changes", test_health_watch);
     CU_pSuite strm = CU_add_suite("rpc_stream", suite_init, suite_clean);
     CU_add_test(strm, "1000 messages from another thread, then OK", test_stream_count);
+    CU_add_test(strm, "client cancel while a thread sends", test_stream_cancel_while_sending);
     CU_add_test(strm, "queue bound: EFULL, nothing more queued", test_stream_queue_bound);
     CU_add_test(strm, "client cancel: on_close once, then ECLOSED", test_stream_client_cancel);
     CU_add_test(strm, "finish with an error: code and ErrorDetail", test_stream_fail);
