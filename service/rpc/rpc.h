@@ -110,9 +110,10 @@ int rpc_server_add_echo(struct rpc_server *s);
 int rpc_server_start(struct rpc_server *s, int *bound_port, char *err, size_t errlen);
 
 /* Stops accepting, sets every health status to NOT_SERVING, cancels in-flight calls (so health
- * watches end) and returns once every call has finished and the completion-queue threads are
- * joined. Calls held by other threads must still be finished by them (a reply to a cancelled call
- * completes immediately); shutdown waits for that. Idempotent; no-op before start. */
+ * watches end and server streams get their on_close) and returns once every call and stream has
+ * finished and the completion-queue threads are joined. Calls held by other threads must still be
+ * finished by them (a reply to a cancelled call completes immediately); shutdown waits for that.
+ * Idempotent; no-op before start. */
 void rpc_server_shutdown(struct rpc_server *s);
 
 /* Shuts down if needed, frees s and calls grpc_shutdown. NULL is a no-op. */
@@ -192,9 +193,8 @@ int rpc_server_add_server_stream(struct rpc_server *s, const char *method, rpc_s
 
 #define RPC_STREAM_QUEUE_BYTES_DEFAULT (4u << 20) /* default bound of rpc_stream_queued_bytes */
 #define RPC_STREAM_EFULL 1 /* queued bytes would exceed the bound: nothing queued */
-#define RPC_STREAM_ECLOSED                                                                         \
-    2 /* finished, cancelled by the client, connection gone, or server                             \
-         shutting down: nothing queued, nothing more will be sent */
+/* Finished, cancelled by the client, connection gone, or server shutting down: nothing queued. */
+#define RPC_STREAM_ECLOSED 2
 
 /* Queues one serialized message (buf borrowed for the call: it is copied) for sending, from any
  * thread; messages go out in the order queued, one send batch in flight at a time. Returns 0,
@@ -213,7 +213,9 @@ void rpc_stream_set_queue_limit(struct rpc_stream *st, size_t bytes);
  * from a gRPC thread, after the handler returned, never while st's lock is held (cb may call
  * rpc_stream_send*, which return ECLOSED, and rpc_stream_finish), and never after
  * rpc_stream_finish has returned: a finish racing with cb on another thread waits for cb to
- * return. Set at most once, inside the handler (before it returns). */
+ * return (so do not finish while holding a lock cb takes). Set at most once, inside the handler
+ * (before it returns). Without it an owner learns of the end only from RPC_STREAM_ECLOSED; one
+ * that keeps a stream open without sending would hold up rpc_server_shutdown. */
 void rpc_stream_set_on_close(struct rpc_stream *st, void (*cb)(void *arg), void *arg);
 /* Ends the stream: the queued messages are sent first, then the status (e == NULL: OK; else
  * e's gRPC code, message and ErrorDetail trailer exactly like rpc_call_fail; e borrowed for the

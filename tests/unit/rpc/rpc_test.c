@@ -1,5 +1,5 @@
 /* rpc_test.c - unit tests for service/rpc: error mapping, and a live server on 127.0.0.1 called
- * through a gRPC core client channel (echo, cross-thread reply, limits, health, shutdown). */
+ * through a gRPC core client (echo, cross-thread reply, limits, health, streams, shutdown). */
 #include <CUnit/Basic.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -284,6 +284,185 @@ static void hold_release(struct hold *h, const struct slotd_error *e)
     pthread_mutex_unlock(&h->mu);
 }
 
+/* ---- server-streaming handlers ------------------------------------------------------------ */
+
+#define STREAM_COUNT_PATH "/slotd.test.v1.Stream/Count"
+#define STREAM_HOLD_PATH "/slotd.test.v1.Stream/Hold"
+#define STREAM_FAIL_PATH "/slotd.test.v1.Stream/Fail"
+#define SHELD_MAX 4
+
+/* A stream held by the Hold handler until the test finishes it. */
+struct sheld {
+    struct rpc_stream *st; /* NULL once finished */
+    bool finish_on_close;  /* on_close finishes it itself */
+    int closes;            /* on_close calls */
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    struct sheld held[SHELD_MAX];
+    int n;
+    char header[64]; /* "x-test" metadata the last Hold handler saw */
+    int64_t deadline_ms;
+    pthread_t sender; /* the Count handler's sending thread */
+    bool has_sender;
+    int sender_rc;    /* the sender's last rpc_stream_send_bytes result */
+    int count_closes; /* on_close calls of Count streams */
+} sh = {.mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+struct count_job {
+    struct rpc_stream *st;
+    int n;
+};
+
+/* Sends "msg-%06d" for 0..n-1 from its own thread, pacing on EFULL, then finishes OK. */
+static void *count_sender_main(void *arg)
+{
+    struct count_job *job = arg;
+    int64_t deadline = now_ms() + 4 * WAIT_MS;
+    for (int i = 0; i < job->n && now_ms() < deadline; i++) {
+        char msg[16];
+        int len = snprintf(msg, sizeof(msg), "msg-%06d", i);
+        int rc;
+        while ((rc = rpc_stream_send_bytes(job->st, msg, (size_t)len)) == RPC_STREAM_EFULL &&
+               now_ms() < deadline) {
+            sleep_ms(1);
+        }
+        pthread_mutex_lock(&sh.mu);
+        sh.sender_rc = rc;
+        pthread_mutex_unlock(&sh.mu);
+        if (rc != 0) {
+            break;
+        }
+    }
+    rpc_stream_finish(job->st, NULL);
+    free(job);
+    return NULL;
+}
+
+static void count_on_close(void *arg)
+{
+    pthread_mutex_lock(&sh.mu);
+    sh.count_closes++;
+    pthread_mutex_unlock(&sh.mu);
+}
+
+static void count_cb(void *ctx, struct rpc_stream *st, const uint8_t *req, size_t len)
+{
+    char text[16];
+    snprintf(text, sizeof(text), "%.*s", (int)len, (const char *)req);
+    struct count_job *job = malloc(sizeof(*job));
+    job->st = st;
+    job->n = atoi(text);
+    rpc_stream_set_queue_limit(st, 4096); /* small: the sender paces on EFULL */
+    rpc_stream_set_on_close(st, count_on_close, NULL);
+    pthread_mutex_lock(&sh.mu);
+    CU_ASSERT_FATAL(!sh.has_sender);
+    CU_ASSERT_FATAL(pthread_create(&sh.sender, NULL, count_sender_main, job) == 0);
+    sh.has_sender = true;
+    pthread_mutex_unlock(&sh.mu);
+}
+
+static void hold_on_close(void *arg)
+{
+    struct sheld *h = arg;
+    pthread_mutex_lock(&sh.mu);
+    h->closes++;
+    struct rpc_stream *st = h->st;
+    bool fin = h->finish_on_close;
+    if (fin) {
+        h->st = NULL;
+    }
+    pthread_cond_broadcast(&sh.cond);
+    pthread_mutex_unlock(&sh.mu);
+    if (fin) {
+        CU_ASSERT_EQUAL(rpc_stream_send_bytes(st, "late", 4), RPC_STREAM_ECLOSED);
+        rpc_stream_finish(st, NULL);
+    }
+}
+
+/* Request "<queue limit> <f|k>": holds the stream (f: on_close finishes it) after sending
+ * "hello" from inside the handler. */
+static void hold_stream_cb(void *ctx, struct rpc_stream *st, const uint8_t *req, size_t len)
+{
+    char text[32], mode = 'k';
+    unsigned long limit = 0;
+    snprintf(text, sizeof(text), "%.*s", (int)len, (const char *)req);
+    sscanf(text, "%lu %c", &limit, &mode);
+    if (limit != 0) {
+        rpc_stream_set_queue_limit(st, limit);
+    }
+    pthread_mutex_lock(&sh.mu);
+    CU_ASSERT_FATAL(sh.n < SHELD_MAX);
+    struct sheld *h = &sh.held[sh.n++];
+    h->st = st;
+    h->finish_on_close = mode == 'f';
+    h->closes = 0;
+    size_t hl = 0;
+    const char *hv = rpc_stream_header(st, "x-test", &hl);
+    snprintf(sh.header, sizeof(sh.header), "%.*s", hv != NULL ? (int)hl : 0, hv != NULL ? hv : "");
+    sh.deadline_ms = rpc_stream_deadline_ms(st);
+    pthread_mutex_unlock(&sh.mu);
+    rpc_stream_set_on_close(st, hold_on_close, h);
+    CU_ASSERT_EQUAL(rpc_stream_send_bytes(st, "hello", 5), 0);
+}
+
+/* Sends "a" and "b", then fails with NOT_LEADER and a leader hint. */
+static void fail_stream_cb(void *ctx, struct rpc_stream *st, const uint8_t *req, size_t len)
+{
+    CU_ASSERT_EQUAL(rpc_stream_send_bytes(st, "a", 1), 0);
+    CU_ASSERT_EQUAL(rpc_stream_send_bytes(st, "b", 1), 0);
+    struct slotd_error e;
+    slotd_error_set(&e, SLOTD_ENOT_LEADER, "group %u: node 1 is not the leader", 7u);
+    slotd_error_leader_hint(&e, 3, "10.0.0.3:7700", 7, 12);
+    rpc_stream_finish(st, &e);
+}
+
+static void sheld_reset(void)
+{
+    pthread_mutex_lock(&sh.mu);
+    memset(sh.held, 0, sizeof(sh.held));
+    sh.n = 0;
+    sh.header[0] = '\0';
+    pthread_mutex_unlock(&sh.mu);
+}
+
+/* Waits (bounded) until held stream i exists and has seen `closes` on_close calls. */
+static bool sheld_wait(int i, int closes)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += WAIT_MS / 1000;
+    pthread_mutex_lock(&sh.mu);
+    while ((sh.n <= i || sh.held[i].closes < closes) &&
+           pthread_cond_timedwait(&sh.cond, &sh.mu, &until) == 0) {
+    }
+    bool ok = sh.n > i && sh.held[i].closes >= closes;
+    pthread_mutex_unlock(&sh.mu);
+    return ok;
+}
+
+/* Takes held stream i from the table (the caller finishes it). */
+static struct rpc_stream *sheld_take(int i)
+{
+    pthread_mutex_lock(&sh.mu);
+    struct rpc_stream *st = sh.n > i ? sh.held[i].st : NULL;
+    if (st != NULL) {
+        sh.held[i].st = NULL;
+    }
+    pthread_mutex_unlock(&sh.mu);
+    return st;
+}
+
+static int sheld_closes(int i)
+{
+    pthread_mutex_lock(&sh.mu);
+    int n = sh.held[i].closes;
+    pthread_mutex_unlock(&sh.mu);
+    return n;
+}
+
 /* ---- client ------------------------------------------------------------------------------ */
 
 struct client {
@@ -479,6 +658,9 @@ static int fixture_up(struct fixture *f, size_t max_inflight, unsigned cq_thread
     rpc_server_add_unary(f->server, "/test.Echo/Hold", hold_cb, &f->hold);
     rpc_server_add_unary(f->server, "/test.Echo/Deadline", deadline_cb, NULL);
     rpc_server_add_unary(f->server, "/test.Echo/FailField", fail_field_cb, NULL);
+    rpc_server_add_server_stream(f->server, STREAM_COUNT_PATH, count_cb, NULL);
+    rpc_server_add_server_stream(f->server, STREAM_HOLD_PATH, hold_stream_cb, NULL);
+    rpc_server_add_server_stream(f->server, STREAM_FAIL_PATH, fail_stream_cb, NULL);
     if (rpc_server_add_echo(f->server) != SLOTD_OK) {
         return -1;
     }
@@ -1033,6 +1215,374 @@ static void test_shutdown_in_flight(void)
     fixture_down(&f);
 }
 
+/* ---- server-streaming methods ------------------------------------------------------------- */
+
+/* A server-streaming client call. */
+struct sclient {
+    grpc_call *call;
+    grpc_byte_buffer *send, *recv;
+    grpc_metadata_array init_md, trail_md;
+    grpc_status_code status;
+    grpc_slice details;
+    const char *error_string;
+    int tag_start, tag_recv, tag_status;
+    /* results of sc_close */
+    uint8_t *status_bin;
+    size_t status_bin_len;
+    char message[256];
+};
+
+/* Opens a stream on method with request req and metadata x-test: header (NULL: none). */
+static void sc_open(struct client *c, struct sclient *w, const char *method, const char *req,
+                    const char *header)
+{
+    memset(w, 0, sizeof(*w));
+    w->call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
+                                       grpc_slice_from_static_string(method), NULL,
+                                       in_ms(4 * WAIT_MS), NULL);
+    grpc_metadata_array_init(&w->init_md);
+    grpc_metadata_array_init(&w->trail_md);
+    grpc_slice s = grpc_slice_from_copied_string(req);
+    w->send = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    grpc_metadata md;
+    memset(&md, 0, sizeof(md));
+    md.key = grpc_slice_from_static_string("x-test");
+    md.value = grpc_slice_from_static_string(header != NULL ? header : "");
+    grpc_op ops[4];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = header != NULL ? 1 : 0;
+    ops[0].data.send_initial_metadata.metadata = header != NULL ? &md : NULL;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = w->send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &w->init_md;
+    CU_ASSERT_EQUAL(grpc_call_start_batch(w->call, ops, 4, &w->tag_start, NULL), GRPC_CALL_OK);
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[0].data.recv_status_on_client.trailing_metadata = &w->trail_md;
+    ops[0].data.recv_status_on_client.status = &w->status;
+    ops[0].data.recv_status_on_client.status_details = &w->details;
+    ops[0].data.recv_status_on_client.error_string = &w->error_string;
+    CU_ASSERT_EQUAL(grpc_call_start_batch(w->call, ops, 1, &w->tag_status, NULL), GRPC_CALL_OK);
+    CU_ASSERT_EQUAL(grpc_completion_queue_pluck(c->cq, &w->tag_start, in_ms(WAIT_MS), NULL).type,
+                    GRPC_OP_COMPLETE);
+}
+
+/* Next message into buf (NUL-terminated, truncated to cap - 1): its length, or -1 when the stream
+ * ended or the wait timed out. */
+static long sc_next(struct client *c, struct sclient *w, char *buf, size_t cap)
+{
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &w->recv;
+    w->recv = NULL;
+    CU_ASSERT_EQUAL(grpc_call_start_batch(w->call, &op, 1, &w->tag_recv, NULL), GRPC_CALL_OK);
+    grpc_event ev = grpc_completion_queue_pluck(c->cq, &w->tag_recv, in_ms(WAIT_MS), NULL);
+    if (ev.type != GRPC_OP_COMPLETE) {
+        grpc_call_cancel(w->call, NULL);
+        grpc_completion_queue_pluck(c->cq, &w->tag_recv, in_ms(WAIT_MS), NULL);
+    }
+    if (w->recv == NULL) {
+        return -1;
+    }
+    grpc_byte_buffer_reader r;
+    grpc_byte_buffer_reader_init(&r, w->recv);
+    grpc_slice s = grpc_byte_buffer_reader_readall(&r);
+    grpc_byte_buffer_reader_destroy(&r);
+    long n = (long)GRPC_SLICE_LENGTH(s);
+    snprintf(buf, cap, "%.*s", (int)n, (const char *)GRPC_SLICE_START_PTR(s));
+    grpc_slice_unref(s);
+    grpc_byte_buffer_destroy(w->recv);
+    w->recv = NULL;
+    return n;
+}
+
+/* Cancels (when cancel), collects the final status (message and details trailer into w) and
+ * frees the call; returns the status. */
+static grpc_status_code sc_close(struct client *c, struct sclient *w, bool cancel)
+{
+    if (cancel) {
+        grpc_call_cancel(w->call, NULL);
+    }
+    grpc_event ev = grpc_completion_queue_pluck(c->cq, &w->tag_status, in_ms(WAIT_MS), NULL);
+    CU_ASSERT_EQUAL(ev.type, GRPC_OP_COMPLETE);
+    for (size_t i = 0; i < w->trail_md.count; i++) {
+        if (grpc_slice_str_cmp(w->trail_md.metadata[i].key, "grpc-status-details-bin") == 0) {
+            grpc_slice v = w->trail_md.metadata[i].value;
+            w->status_bin_len = GRPC_SLICE_LENGTH(v);
+            w->status_bin = malloc(w->status_bin_len + 1);
+            memcpy(w->status_bin, GRPC_SLICE_START_PTR(v), w->status_bin_len);
+        }
+    }
+    snprintf(w->message, sizeof(w->message), "%.*s", (int)GRPC_SLICE_LENGTH(w->details),
+             (const char *)GRPC_SLICE_START_PTR(w->details));
+    grpc_byte_buffer_destroy(w->send);
+    grpc_metadata_array_destroy(&w->init_md);
+    grpc_metadata_array_destroy(&w->trail_md);
+    grpc_slice_unref(w->details);
+    gpr_free((void *)w->error_string);
+    grpc_call_unref(w->call);
+    return w->status;
+}
+
+/* Waits (bounded) until s holds n calls in flight. */
+static bool wait_inflight(struct rpc_server *s, size_t n)
+{
+    int64_t deadline = now_ms() + WAIT_MS;
+    while (rpc_server_inflight(s) != n && now_ms() < deadline) {
+        sleep_ms(2);
+    }
+    return rpc_server_inflight(s) == n;
+}
+
+/* 1000 messages sent from another thread (pacing on EFULL with a 4 KiB bound), then OK. */
+static void test_stream_count(void)
+{
+    struct sclient w;
+    sc_open(&fx.client, &w, STREAM_COUNT_PATH, "1000", NULL);
+    int got = 0;
+    char buf[64], want[16];
+    for (int i = 0; i < 1000; i++) {
+        if (sc_next(&fx.client, &w, buf, sizeof(buf)) < 0) {
+            break;
+        }
+        snprintf(want, sizeof(want), "msg-%06d", i);
+        if (strcmp(buf, want) != 0) {
+            CU_FAIL("stream message out of order");
+            printf("\n    message %d: got \"%s\"\n", i, buf);
+            break;
+        }
+        got++;
+    }
+    CU_ASSERT_EQUAL(got, 1000);
+    CU_ASSERT_EQUAL(sc_next(&fx.client, &w, buf, sizeof(buf)), -1);
+    CU_ASSERT_EQUAL(sc_close(&fx.client, &w, false), GRPC_STATUS_OK);
+    CU_ASSERT_PTR_NULL(w.status_bin);
+    pthread_mutex_lock(&sh.mu);
+    bool joined = sh.has_sender;
+    pthread_t t = sh.sender;
+    sh.has_sender = false;
+    pthread_mutex_unlock(&sh.mu);
+    CU_ASSERT_FATAL(joined);
+    pthread_join(t, NULL);
+    CU_ASSERT(wait_inflight(fx.server, 0));
+}
+
+/* The sender thread keeps sending while the client cancels: on_close once, the sender sees
+ * ECLOSED and finishes. */
+static void test_stream_cancel_while_sending(void)
+{
+    pthread_mutex_lock(&sh.mu);
+    sh.count_closes = 0;
+    sh.sender_rc = 0;
+    pthread_mutex_unlock(&sh.mu);
+    struct sclient w;
+    sc_open(&fx.client, &w, STREAM_COUNT_PATH, "100000000", NULL);
+    char buf[64], want[16];
+    for (int i = 0; i < 10; i++) {
+        CU_ASSERT_EQUAL(sc_next(&fx.client, &w, buf, sizeof(buf)), 10);
+        snprintf(want, sizeof(want), "msg-%06d", i);
+        CU_ASSERT_STRING_EQUAL(buf, want);
+    }
+    CU_ASSERT_EQUAL(sc_close(&fx.client, &w, true), GRPC_STATUS_CANCELLED);
+    pthread_mutex_lock(&sh.mu);
+    bool has = sh.has_sender;
+    pthread_t t = sh.sender;
+    sh.has_sender = false;
+    pthread_mutex_unlock(&sh.mu);
+    CU_ASSERT_FATAL(has);
+    int64_t t0 = now_ms();
+    pthread_join(t, NULL);
+    CU_ASSERT(now_ms() - t0 < WAIT_MS);
+    CU_ASSERT(wait_inflight(fx.server, 0));
+    pthread_mutex_lock(&sh.mu);
+    CU_ASSERT_EQUAL(sh.sender_rc, RPC_STREAM_ECLOSED);
+    CU_ASSERT_EQUAL(sh.count_closes, 1);
+    pthread_mutex_unlock(&sh.mu);
+}
+
+#define BOUND_LIMIT 65536
+#define BOUND_MSG 1024
+
+/* Without a reader the queue fills to its bound: EFULL, nothing more queued; a reader then gets
+ * every accepted message in order, and finish sends the rest before OK. */
+static void test_stream_queue_bound(void)
+{
+    sheld_reset();
+    struct sclient w;
+    char buf[BOUND_MSG + 1], text[32];
+    snprintf(text, sizeof(text), "%d k", BOUND_LIMIT);
+    sc_open(&fx.client, &w, STREAM_HOLD_PATH, text, NULL);
+    CU_ASSERT_EQUAL(sc_next(&fx.client, &w, buf, sizeof(buf)), 5);
+    CU_ASSERT_FATAL(sheld_wait(0, 0));
+    struct rpc_stream *st = sheld_take(0);
+    CU_ASSERT_FATAL(st != NULL);
+
+    /* Fill until EFULL holds with the queue unchanged for 200 ms (gRPC's windows are full). */
+    char msg[BOUND_MSG];
+    int sent = 0, stable = 0;
+    size_t last = (size_t)-1;
+    int64_t deadline = now_ms() + 4 * WAIT_MS;
+    while (stable < 100 && now_ms() < deadline) {
+        memset(msg, 'x', sizeof(msg));
+        snprintf(msg, sizeof(msg), "%08d", sent);
+        int rc = rpc_stream_send_bytes(st, msg, sizeof(msg));
+        if (rc == 0) {
+            sent++;
+            stable = 0;
+            continue;
+        }
+        CU_ASSERT_EQUAL_FATAL(rc, RPC_STREAM_EFULL);
+        size_t q = rpc_stream_queued_bytes(st);
+        stable = q == last ? stable + 1 : 0;
+        last = q;
+        sleep_ms(2);
+    }
+    CU_ASSERT_EQUAL(stable, 100);
+    size_t q = rpc_stream_queued_bytes(st);
+    printf("\n    queue bound: %d messages accepted, %zu bytes queued at EFULL\n", sent, q);
+    CU_ASSERT(q <= BOUND_LIMIT && q + BOUND_MSG > BOUND_LIMIT);
+    CU_ASSERT_EQUAL(rpc_stream_send_bytes(st, msg, sizeof(msg)), RPC_STREAM_EFULL);
+    CU_ASSERT_EQUAL(rpc_stream_queued_bytes(st), q);
+    CU_ASSERT_EQUAL(rpc_stream_send_bytes(st, msg, BOUND_LIMIT + 1), RPC_STREAM_EFULL);
+
+    /* Finish with the queue full: the client still reads everything, then OK. */
+    rpc_stream_finish(st, NULL);
+    int got = 0;
+    long n;
+    while ((n = sc_next(&fx.client, &w, buf, sizeof(buf))) >= 0) {
+        char want[16];
+        snprintf(want, sizeof(want), "%08d", got);
+        if (n != BOUND_MSG || strncmp(buf, want, 8) != 0) {
+            CU_FAIL("queued message lost or out of order");
+            break;
+        }
+        got++;
+    }
+    CU_ASSERT_EQUAL(got, sent);
+    CU_ASSERT_EQUAL(sc_close(&fx.client, &w, false), GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(sheld_closes(0), 0); /* finished first: no close notice */
+    CU_ASSERT(wait_inflight(fx.server, 0));
+}
+
+/* The client cancels: on_close once, later sends ECLOSED, finish afterwards is fine. */
+static void test_stream_client_cancel(void)
+{
+    sheld_reset();
+    struct sclient w;
+    char buf[64];
+    int64_t opened = now_ms();
+    sc_open(&fx.client, &w, STREAM_HOLD_PATH, "0 k", "abc");
+    CU_ASSERT_EQUAL(sc_next(&fx.client, &w, buf, sizeof(buf)), 5);
+    CU_ASSERT_STRING_EQUAL(buf, "hello");
+    CU_ASSERT_FATAL(sheld_wait(0, 0));
+    pthread_mutex_lock(&sh.mu);
+    CU_ASSERT_STRING_EQUAL(sh.header, "abc");
+    int64_t left = sh.deadline_ms - opened;
+    pthread_mutex_unlock(&sh.mu);
+    CU_ASSERT(left > 4 * WAIT_MS - 2000 && left <= 4 * WAIT_MS + 100);
+    CU_ASSERT_EQUAL(rpc_server_inflight(fx.server), 1); /* a stream holds a slot */
+
+    CU_ASSERT_EQUAL(sc_close(&fx.client, &w, true), GRPC_STATUS_CANCELLED);
+    CU_ASSERT_FATAL(sheld_wait(0, 1));
+    struct rpc_stream *st = sheld_take(0);
+    CU_ASSERT_FATAL(st != NULL);
+    CU_ASSERT_EQUAL(rpc_stream_send_bytes(st, "x", 1), RPC_STREAM_ECLOSED);
+    Grpc__Health__V1__HealthCheckResponse m = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+    CU_ASSERT_EQUAL(rpc_stream_send(st, &m.base), RPC_STREAM_ECLOSED);
+    CU_ASSERT_EQUAL(rpc_stream_queued_bytes(st), 0);
+    CU_ASSERT_EQUAL(rpc_server_inflight(fx.server), 1); /* until the owner finishes */
+    rpc_stream_finish(st, NULL);
+    CU_ASSERT(wait_inflight(fx.server, 0));
+    sleep_ms(50);
+    CU_ASSERT_EQUAL(sheld_closes(0), 1);
+}
+
+/* Finish with an error after two messages: the code, message and ErrorDetail trailer. */
+static void test_stream_fail(void)
+{
+    struct sclient w;
+    char buf[64];
+    sc_open(&fx.client, &w, STREAM_FAIL_PATH, "", NULL);
+    CU_ASSERT_EQUAL(sc_next(&fx.client, &w, buf, sizeof(buf)), 1);
+    CU_ASSERT_STRING_EQUAL(buf, "a");
+    CU_ASSERT_EQUAL(sc_next(&fx.client, &w, buf, sizeof(buf)), 1);
+    CU_ASSERT_STRING_EQUAL(buf, "b");
+    CU_ASSERT_EQUAL(sc_next(&fx.client, &w, buf, sizeof(buf)), -1);
+    CU_ASSERT_EQUAL(sc_close(&fx.client, &w, false), GRPC_STATUS_FAILED_PRECONDITION);
+    CU_ASSERT_STRING_EQUAL(w.message, "group 7: node 1 is not the leader");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w.status_bin);
+    Google__Rpc__Status *st = NULL;
+    Slotd__V1__ErrorDetail *d = decode_detail(w.status_bin, w.status_bin_len, &st);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    CU_ASSERT_EQUAL(st->code, GRPC_STATUS_FAILED_PRECONDITION);
+    CU_ASSERT_EQUAL(d->code, SLOTD__V1__ERROR_CODE__ERROR_CODE_NOT_LEADER);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d->leader_hint);
+    CU_ASSERT_EQUAL(d->leader_hint->node_id, 3);
+    CU_ASSERT_STRING_EQUAL(d->leader_hint->address, "10.0.0.3:7700");
+    slotd__v1__error_detail__free_unpacked(d, NULL);
+    google__rpc__status__free_unpacked(st, NULL);
+    free(w.status_bin);
+
+    /* A request over max_request_bytes (1024) is refused before the handler runs. */
+    char big[2000];
+    memset(big, '7', sizeof(big));
+    struct ccall *cc = unary(&fx.client, STREAM_COUNT_PATH, big, sizeof(big));
+    CU_ASSERT_EQUAL(cc->status, GRPC_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT_FALSE(cc->has_resp);
+    ccall_free(cc);
+    pthread_mutex_lock(&sh.mu);
+    CU_ASSERT_FALSE(sh.has_sender);
+    pthread_mutex_unlock(&sh.mu);
+    CU_ASSERT(wait_inflight(fx.server, 0));
+}
+
+/* Shutdown with two open streams: on_close fires on both; one finishes inside on_close, the
+ * other is finished later by its owner, and only then does shutdown return. */
+static void test_stream_shutdown(void)
+{
+    struct fixture f;
+    CU_ASSERT_FATAL(fixture_up(&f, 2, 2) == 0);
+    sheld_reset();
+    struct sclient a, b;
+    char buf[64];
+    sc_open(&f.client, &a, STREAM_HOLD_PATH, "0 k", NULL);
+    CU_ASSERT_EQUAL(sc_next(&f.client, &a, buf, sizeof(buf)), 5);
+    sc_open(&f.client, &b, STREAM_HOLD_PATH, "0 f", NULL);
+    CU_ASSERT_EQUAL(sc_next(&f.client, &b, buf, sizeof(buf)), 5);
+    CU_ASSERT_FATAL(sheld_wait(1, 0));
+    CU_ASSERT_EQUAL(rpc_server_inflight(f.server), 2);
+
+    struct shutdown_arg sa = {.server = f.server};
+    atomic_init(&sa.done, false);
+    pthread_t t;
+    CU_ASSERT_FATAL(pthread_create(&t, NULL, shutdown_main, &sa) == 0);
+    CU_ASSERT(sheld_wait(0, 1));
+    CU_ASSERT(sheld_wait(1, 1));
+    sleep_ms(100);
+    CU_ASSERT_FALSE(atomic_load(&sa.done)); /* stream a is not finished yet */
+    struct rpc_stream *st = sheld_take(0);
+    CU_ASSERT_FATAL(st != NULL);
+    CU_ASSERT_EQUAL(rpc_stream_send_bytes(st, "x", 1), RPC_STREAM_ECLOSED);
+    rpc_stream_finish(st, NULL);
+    int64_t deadline = now_ms() + WAIT_MS;
+    while (!atomic_load(&sa.done) && now_ms() < deadline) {
+        sleep_ms(5);
+    }
+    CU_ASSERT_FATAL(atomic_load(&sa.done));
+    pthread_join(t, NULL);
+    CU_ASSERT_EQUAL(rpc_server_inflight(f.server), 0);
+    CU_ASSERT_NOT_EQUAL(sc_close(&f.client, &a, false), GRPC_STATUS_OK);
+    CU_ASSERT_NOT_EQUAL(sc_close(&f.client, &b, false), GRPC_STATUS_OK);
+    CU_ASSERT_EQUAL(sheld_closes(0), 1);
+    CU_ASSERT_EQUAL(sheld_closes(1), 1);
+    fixture_down(&f);
+}
+
 /* Bounded load: LOAD_CALLS calls, LOAD_WINDOW in flight, half echoed on the CQ thread and half
  * replied by the worker thread; every one must come back OK with its own payload. */
 #define LOAD_CALLS 4000
@@ -1131,8 +1681,15 @@ int main(void)
     CU_add_test(srv, "deadline", test_deadline);
     CU_add_test(srv, "health Check", test_health_check);
     CU_add_test(srv, "health Watch streams changes", test_health_watch);
+    CU_pSuite strm = CU_add_suite("rpc_stream", suite_init, suite_clean);
+    CU_add_test(strm, "1000 messages from another thread, then OK", test_stream_count);
+    CU_add_test(strm, "client cancel while a thread sends", test_stream_cancel_while_sending);
+    CU_add_test(strm, "queue bound: EFULL, nothing more queued", test_stream_queue_bound);
+    CU_add_test(strm, "client cancel: on_close once, then ECLOSED", test_stream_client_cancel);
+    CU_add_test(strm, "finish with an error: code and ErrorDetail", test_stream_fail);
     CU_pSuite down = CU_add_suite("rpc_shutdown", NULL, NULL);
     CU_add_test(down, "shutdown with calls in flight", test_shutdown_in_flight);
+    CU_add_test(down, "shutdown with open streams", test_stream_shutdown);
     CU_add_test(down, "bounded load, 32 in flight", test_load);
     CU_add_test(down, "start failure", test_start_failure);
     CU_add_test(down, "max_streams_per_conn, max_connections -> RESOURCE_EXHAUSTED",
