@@ -1,10 +1,12 @@
 #!/usr/bin/python3
-# smoke.py - ThreadSanitizer smoke: 3 TSan-built nodes, put/get load, a leader kill -9, a restart.
+# smoke.py - ThreadSanitizer smoke: 3 TSan-built nodes, put/get load with watchers, a leader kill -9, a restart.
 """Multi-node ThreadSanitizer smoke for `make tsan` (tests/tsan/README.md).
 
 Starts 3 slotd nodes from $SLOTD_BIN (default build-tsan/bin/slotd) on loopback with the e2e
 harness (tests/e2e/slotd_harness.py), runs LOAD_S seconds of puts and linearizable gets from
-WORKERS threads through every live node while /metrics is scraped, kills -9 the node leading the
+WORKERS threads through every live node while /metrics is scraped and one Watch per node streams
+the load's changes (the apply stage feeding watch histories, the watch thread, stream sends from
+several threads), kills -9 the node leading the
 most groups KILL_AT_S seconds in, keeps the load going, restarts the killed node (its groups
 compacted past its log meanwhile, so it catches up by snapshot) and waits until it has applied as
 far as every leader, then stops every node with SIGTERM.
@@ -130,6 +132,25 @@ def scraper(load, ports, deadline):
         load.stop.wait(1.0)
 
 
+def watcher(load, channel, deadline, seen):
+    """One Watch on the load's prefix until the deadline or its node dies: the (group, index, key)
+    of every event it got, counted once each (a repeat is a failure)."""
+    stub = h.pb_grpc.MetadataStub(channel)
+    try:
+        call = stub.Watch(h.pb.WatchRequest(prefix=b"tsan/", keys_only=True),
+                          timeout=max(1.0, deadline - time.monotonic()))
+        for msg in call:
+            for e in msg.events:
+                ident = (e.group_id, e.index, e.key)
+                seen["dup"] += ident in seen["ids"]
+                seen["ids"].add(ident)
+            if load.stop.is_set():
+                call.cancel()
+                break
+    except grpc.RpcError as err:
+        seen["end"] = err.code().name if err.code() else "NONE"
+
+
 def wait_caught_up(cluster, node, timeout):
     """True once node's own replica of every group it is a voter of has applied as far as the
     group's leader reported (its route shows both; the load has stopped). Bounded by timeout."""
@@ -203,6 +224,13 @@ def run(cluster, metrics_ports):
                                             daemon=True))
         threads.append(threading.Thread(target=scraper, args=(load, metrics_ports, deadline),
                                         daemon=True))
+        watches = {}
+        for n in cluster.node_ids:
+            ch = h.open_channel(cluster.addr(n))
+            channels.append(ch)
+            watches[n] = {"ids": set(), "dup": 0, "end": None}
+            threads.append(threading.Thread(target=watcher, args=(load, ch, deadline, watches[n]),
+                                            daemon=True))
         for t in threads:
             t.start()
         load.stop.wait(KILL_AT_S)
@@ -222,6 +250,14 @@ def run(cluster, metrics_ports):
             problems.append("a load thread did not finish within its bound")
         print("tsan smoke: load ok before kill %d, after kill %d, errors %s"
               % (load.ok_before, load.ok_after, dict(sorted(load.errors.items()))), flush=True)
+        print("tsan smoke: watch events per node %s, ends %s"
+              % ({n: len(w["ids"]) for n, w in watches.items()},
+                 {n: w["end"] for n, w in watches.items()}), flush=True)
+        for n, w in watches.items():
+            if w["dup"]:
+                problems.append("node %d's watch delivered %d events twice" % (n, w["dup"]))
+            if n != victim and len(w["ids"]) < MIN_OK_BEFORE_KILL:
+                problems.append("node %d's watch got only %d events" % (n, len(w["ids"])))
         if load.ok_before < MIN_OK_BEFORE_KILL:
             problems.append("only %d calls succeeded before the kill (want >= %d)"
                             % (load.ok_before, MIN_OK_BEFORE_KILL))
