@@ -14,6 +14,8 @@
   other endpoints answer at that revision or later, and a min_revision 1000 ahead (given
   explicitly, or carried in last_revision and sent by default) fails UNAVAILABLE naming
   "min_revision" after the node's 3 s wait, without trying the other endpoints.
+* ``Client.watch`` through 3 endpoints: a prefix watch keeps every acked put exactly once across
+  kill -9 of the node it streams from (it resumes on the next endpoint with its positions).
 * ``node clients/node/example.js --addr`` against one node (``npm ci`` first when
   clients/node/node_modules is missing); its output is checked and the value read back here.
   Skipped only when node or npm is not installed.
@@ -430,6 +432,52 @@ class PythonClientClusterTest(ClientChecks, h.SlotdTestCase):
                 self.assertLess(failed["ms"] / 1000.0, NOT_REACHED_WAIT_MAX_S)
         self.assertEqual(out["reader_last_after"], out["reader_last"])
         self.assertEqual(out["not_a_write"], "TypeError")
+
+
+class PythonClientWatchTest(h.SlotdTestCase):
+    """Client.watch resumes by itself: a prefix watch through three endpoints keeps every acked
+    put exactly once while the node it streams from is killed -9."""
+
+    def test_watch_resumes_on_the_next_endpoint(self):
+        cluster = self.new_cluster(size=3)
+        c = Client([cluster.addr(n) for n in (1, 2, 3)], deadline=3.0)
+        self.addCleanup(c.close)
+        w = c.watch(prefix=b"pyw/")
+        got, done = [], threading.Event()
+
+        def follow():
+            try:
+                for msg in w:
+                    got.extend((e.key, e.index) for e in msg.events)
+            except SlotdError as err:
+                got.append(("error", str(err)))
+            done.set()
+
+        t = threading.Thread(target=follow, daemon=True)
+        t.start()
+        writer = Client([cluster.addr(2), cluster.addr(3)], deadline=3.0)
+        self.addCleanup(writer.close)
+        deadline = time.monotonic() + 10
+        while not w.positions and time.monotonic() < deadline:  # the created message
+            time.sleep(0.05)
+        acked = [(b"pyw/a%d" % i, writer.put(b"pyw/a%d" % i, b"x").applied_index)
+                 for i in range(20)]
+        cluster.kill(1)  # the first endpoint: the one the watch streams from
+        for i in range(20):
+            for attempt in range(50):
+                try:
+                    acked.append((b"pyw/b%d" % i, writer.put(b"pyw/b%d" % i, b"y").applied_index))
+                    break
+                except SlotdError:
+                    time.sleep(0.1)
+        deadline = time.monotonic() + 20
+        while not set(acked) <= set(got) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        w.cancel()
+        done.wait(10)
+        self.assertTrue(set(acked) <= set(got), (sorted(set(acked) - set(got))[:5], got[-3:]))
+        self.assertEqual(len(got), len(set(got)), "an event came twice")
+        self.assertGreaterEqual(w.resumes, 1)
 
 
 class NodeExampleTest(h.SlotdTestCase):

@@ -11,9 +11,9 @@ The generated protobuf modules are re-exported as ``pb`` (slotd.v1 metadata), ``
 """
 
 from .client import (  # noqa: F401
-    CONSISTENCY, Client, SlotdError, admin_pb, admin_pb_grpc, error_detail, hash_slot, pb,
-    pb_grpc, status_pb2,
+    CONSISTENCY, WATCH_RESUME_CODES, Client, SlotdError, Watch, admin_pb, admin_pb_grpc,
+    error_detail, hash_slot, pb, pb_grpc, status_pb2,
 )
 
-__all__ = ["CONSISTENCY", "Client", "SlotdError", "admin_pb", "admin_pb_grpc", "error_detail",
+__all__ = ["CONSISTENCY", "WATCH_RESUME_CODES", "Client", "SlotdError", "Watch", "admin_pb", "admin_pb_grpc", "error_detail",
            "hash_slot", "pb", "pb_grpc", "status_pb2"]

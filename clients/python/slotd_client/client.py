@@ -514,6 +514,16 @@ class Client:
 
     # -- controller: tasks, cluster state, admin writes (any seed endpoint) --
 
+    def watch(self, key=b"", prefix=b"", resume=None, keys_only=False, progress_interval=None,
+              max_resumes=None):
+        """A Watch (see the class) of one key or of every key under prefix (both empty: every
+        key); resume: {group_id: index} from an earlier Watch's positions; progress_interval:
+        seconds between progress messages on an idle watch (None: none)."""
+        ms = 0 if progress_interval is None else int(progress_interval * 1000)
+        req = pb.WatchRequest(key=key, prefix=prefix, keys_only=keys_only,
+                              progress_interval_ms=ms)
+        return Watch(self, req, resume, max_resumes)
+
     def task_status(self, task_id=0, min_revision=None, active_only=False):
         """Metadata.TaskStatus: the task task_id (.task), or with 0 every kept task (.tasks; only
         pending and running ones with active_only). min_revision: None sends last_revision, a
@@ -587,20 +597,102 @@ class Client:
         return dict(state.get("features", {}))
 
 
-class _TokenInterceptor(grpc.UnaryUnaryClientInterceptor):
-    """Adds "authorization: Bearer <client.token>" to every unary call while a token is set."""
+class _TokenInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Adds "authorization: Bearer <client.token>" to every unary call and Watch stream while a
+    token is set."""
 
     def __init__(self, client):
         self._client = client
 
-    def intercept_unary_unary(self, continuation, details, request):
+    def _details(self, details):
         token = self._client.token
         if token:
             metadata = list(details.metadata or []) + [("authorization", "Bearer " + token)]
             details = _CallDetails(details.method, details.timeout, metadata,
                                    details.credentials, details.wait_for_ready,
                                    details.compression)
-        return continuation(details, request)
+        return details
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+
+# Stream ends a Watch resumes from (on the next endpoint): the node went away, or the client read
+# too slowly. Anything else (COMPACTED: OUT_OF_RANGE, INVALID_ARGUMENT, auth) is raised.
+WATCH_RESUME_CODES = frozenset({
+    grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.INTERNAL,
+})
+
+
+class Watch:
+    """A Metadata/Watch that resumes by itself: iterate it for WatchResponse messages (the
+    ``created`` one first, then events and progress). ``positions`` ({group_id: index}) is where
+    the last message received left every group; when a stream ends with a code in
+    WATCH_RESUME_CODES a new one starts on the next endpoint with ``resume`` = positions, so no
+    event is lost or repeated; at most ``max_resumes`` resumes in a row without a message in
+    between (None: unbounded). cancel() ends the iteration. Other ends raise SlotdError (a
+    resume behind a group's history: OUT_OF_RANGE, ``error_code`` COMPACTED, ``detail.compacted``
+    the oldest position)."""
+
+    def __init__(self, client, request, resume, max_resumes):
+        self._client = client
+        self._request = request
+        self.positions = dict(resume or {})
+        self.max_resumes = max_resumes
+        self.resumes = 0  # streams restarted so far
+        self._lock = threading.Lock()
+        self._call = None
+        self._cancelled = False
+
+    def cancel(self):
+        with self._lock:
+            self._cancelled = True
+            call = self._call
+        if call is not None:
+            call.cancel()
+
+    def __iter__(self):
+        client = self._client
+        with client._lock:
+            order = client.endpoints[client._preferred_endpoint:] + \
+                client.endpoints[:client._preferred_endpoint]
+        at, in_a_row, backoff = 0, 0, BACKOFF_FIRST_S
+        while True:
+            address = order[at % len(order)]
+            req = pb.WatchRequest()
+            req.CopyFrom(self._request)
+            req.resume.extend(pb.WatchPosition(group_id=g, index=i)
+                              for g, i in sorted(self.positions.items()))
+            with self._lock:
+                if self._cancelled:
+                    return
+                self._call = client._stub(address).Watch(req)
+                call = self._call
+            try:
+                for msg in call:
+                    in_a_row, backoff = 0, BACKOFF_FIRST_S
+                    for p in msg.positions:
+                        self.positions[p.group_id] = p.index
+                    yield msg
+                return
+            except grpc.RpcError as err:
+                with self._lock:
+                    if self._cancelled:
+                        return
+                code, message, detail = err.code(), err.details(), error_detail(err)
+                if code not in WATCH_RESUME_CODES or (
+                        self.max_resumes is not None and in_a_row >= self.max_resumes):
+                    raise SlotdError("watch", code, message, detail, address,
+                                     self.resumes + 1) from None
+                in_a_row += 1
+                self.resumes += 1
+                at += 1
+                time.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
 
 
 class _CallDetails(grpc.ClientCallDetails):
@@ -613,5 +705,5 @@ class _CallDetails(grpc.ClientCallDetails):
         self.compression = compression
 
 
-__all__ = ["CONSISTENCY", "Client", "SlotdError", "admin_pb", "admin_pb_grpc", "error_detail",
+__all__ = ["CONSISTENCY", "Client", "SlotdError", "Watch", "WATCH_RESUME_CODES", "admin_pb", "admin_pb_grpc", "error_detail",
            "hash_slot", "pb", "pb_grpc", "status_pb2"]
