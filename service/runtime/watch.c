@@ -439,7 +439,8 @@ static void append_group(struct runtime *rt, uint32_t group, struct slot_event *
         if (!rd->oom && rd->c.n == 0) {
             collect_free(&rd->c);
             free(rd);
-            w->q.after = through; /* checked through here */
+            if (through > w->q.after) /* checked through here (never back: a replica */
+                w->q.after = through;  /* behind the watch's position must not repeat) */
             pp = &w->next;
             continue;
         }
