@@ -153,6 +153,49 @@ class RangeClusterTest(RangeTestMixin, h.SlotdTestCase):
                 self.assertEqual(count, 120)
                 self.assertEqual(len(groups), len(set(c.server(ids[0]).route().hash_slot_table)))
 
+    def test_txn_counter_under_eight_clients(self):
+        """8 clients increment one key with compare-version-then-put txns through every node:
+        the final count is exactly the number of txns that reported success (no lost update),
+        and every failed compare returned the current value with its get op."""
+        import threading
+        c = self.cluster
+        key = h.unique_key("txn-counter", self.rng)
+        h.put(c.stub(1), key, b"0")
+        ids = sorted(c.running_ids())
+        wins, lock = [0], threading.Lock()
+
+        def client(k):
+            stub = c.stub(ids[k % len(ids)])
+            got = h.get(stub, key).get
+            value, version = int(got.value), got.version
+            done = 0
+            for _ in range(400):  # bounded: each client needs 10 wins
+                if done == 10:
+                    break
+                txn = pb.TxnCommand(
+                    compares=[pb.TxnCompare(key=key, target=pb.TXN_TARGET_VERSION,
+                                            op=pb.TXN_COMPARE_OP_EQUAL, version=version)],
+                    success=[pb.TxnOp(put=pb.PutCommand(key=key, value=b"%d" % (value + 1)))],
+                    failure=[pb.TxnOp(get=pb.GetQuery(key=key))])
+                r = stub.Propose(pb.ProposeRequest(txn=txn), timeout=h.RPC_TIMEOUT_S)
+                if r.txn.succeeded:
+                    done += 1
+                    value, version = value + 1, r.txn.results[0].put.version
+                else:
+                    cur = r.txn.results[0].get
+                    value, version = int(cur.value), cur.version
+            with lock:
+                wins[0] += done
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        self.assertEqual(wins[0], 80)
+        for node_id in ids:
+            self.assertEqual(h.get(c.stub(node_id), key).get.value, b"80")
+
 
 if __name__ == "__main__":
     unittest.main()
