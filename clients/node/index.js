@@ -24,6 +24,12 @@ const SKIP_READ_CODES = new Set([
   grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED, grpc.status.RESOURCE_EXHAUSTED,
 ]);
 const SKIP_WRITE_CODES = new Set([grpc.status.UNAVAILABLE]);
+// Stream ends a watch resumes from, on the next endpoint with its positions: the node went away,
+// or the client read too slowly. Anything else (COMPACTED: OUT_OF_RANGE, bad input, auth) ends it.
+const WATCH_RESUME_CODES = new Set([
+  grpc.status.UNAVAILABLE, grpc.status.RESOURCE_EXHAUSTED, grpc.status.UNKNOWN,
+  grpc.status.CANCELLED, grpc.status.DEADLINE_EXCEEDED, grpc.status.INTERNAL,
+]);
 
 // protobufjs as @grpc/proto-loader resolves it (its dependency, so the same copy), to decode the
 // google.rpc.Status in a grpc-status-details-bin trailer.
@@ -316,6 +322,81 @@ function createClient(addr, options = {}) {
       observe(response.revision);
       return response;
     },
+    // Metadata/Watch of key, or of every key under prefix (both empty: every key), that
+    // resumes by itself. onMessage(WatchResponse) gets the created message first, then events
+    // ({type, key, value, version, group_id, index}) and progress messages. Returns
+    // {positions, resumes, cancel(), done}: positions (Map group_id -> index as a decimal
+    // string) is where the last message left each group; a stream ending with a code in
+    // WATCH_RESUME_CODES starts again on the next endpoint with resume = positions, so no event
+    // is lost or repeated (at most maxResumes in a row without a message; default unbounded).
+    // done resolves after cancel(), and rejects with the error that ended the watch otherwise
+    // (err.detail: a COMPACTED one names detail.compacted).
+    watch({ key, prefix, resume, keysOnly = false, progressIntervalMs = 0,
+      maxResumes = Infinity } = {}, onMessage = () => {}) {
+      const positions = new Map(Object.entries(resume || {}).map(([g, i]) => [Number(g),
+        String(i)]));
+      const handle = { positions, resumes: 0, cancelled: false, call: null };
+      let at = preferred;
+      let inARow = 0;
+      let backoff = BACKOFF_FIRST_MS;
+      handle.done = new Promise((resolve, reject) => {
+        const start = () => {
+          if (handle.cancelled) {
+            resolve();
+            return;
+          }
+          const address = endpoints[at % endpoints.length];
+          const request = {
+            key: key === undefined ? Buffer.alloc(0) : toBuffer(key, 'key'),
+            prefix: prefix === undefined ? Buffer.alloc(0) : toBuffer(prefix, 'prefix'),
+            keys_only: keysOnly,
+            progress_interval_ms: progressIntervalMs,
+            resume: [...positions].map(([g, i]) => ({ group_id: g, index: i })),
+          };
+          const call = stubs(address).metadata.Watch(request);
+          handle.call = call;
+          let ended = false;
+          call.on('data', (msg) => {
+            inARow = 0;
+            backoff = BACKOFF_FIRST_MS;
+            for (const p of msg.positions) positions.set(p.group_id, String(p.index));
+            onMessage(msg);
+          });
+          const end = (err) => {
+            if (ended) return;
+            ended = true;
+            if (handle.cancelled) {
+              resolve();
+              return;
+            }
+            if (err && WATCH_RESUME_CODES.has(err.code) && inARow < maxResumes) {
+              inARow += 1;
+              handle.resumes += 1;
+              at += 1;
+              const wait = backoff;
+              backoff = Math.min(backoff * 2, BACKOFF_MAX_MS);
+              setTimeout(start, wait);
+              return;
+            }
+            if (err) {
+              err.detail = errorDetail(err, apiDir);
+              err.address = address;
+              reject(err);
+            } else {
+              resolve();
+            }
+          };
+          call.on('error', end);
+          call.on('end', () => end(null));
+        };
+        start();
+      });
+      handle.cancel = () => {
+        handle.cancelled = true;
+        if (handle.call) handle.call.cancel();
+      };
+      return handle;
+    },
     // The highest controller revision this client has seen, a decimal string ('0': none yet).
     get lastRevision() {
       return lastRevision.toString();
@@ -336,4 +417,6 @@ function createClient(addr, options = {}) {
   };
 }
 
-module.exports = { createClient, errorDetail, loadMetadataService, loadServices, grpc };
+module.exports = {
+  createClient, errorDetail, loadMetadataService, loadServices, grpc, WATCH_RESUME_CODES,
+};

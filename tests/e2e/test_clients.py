@@ -14,7 +14,7 @@
   other endpoints answer at that revision or later, and a min_revision 1000 ahead (given
   explicitly, or carried in last_revision and sent by default) fails UNAVAILABLE naming
   "min_revision" after the node's 3 s wait, without trying the other endpoints.
-* ``Client.watch`` through 3 endpoints: a prefix watch keeps every acked put exactly once across
+* ``Client.watch`` (Python) and ``watch()`` (Node) through 3 endpoints: a prefix watch keeps every acked put exactly once across
   kill -9 of the node it streams from (it resumes on the next endpoint with its positions).
 * ``node clients/node/example.js --addr`` against one node (``npm ci`` first when
   clients/node/node_modules is missing); its output is checked and the value read back here.
@@ -478,6 +478,71 @@ class PythonClientWatchTest(h.SlotdTestCase):
         self.assertTrue(set(acked) <= set(got), (sorted(set(acked) - set(got))[:5], got[-3:]))
         self.assertEqual(len(got), len(set(got)), "an event came twice")
         self.assertGreaterEqual(w.resumes, 1)
+
+
+# Run by `node -e` with argv: index.js path, endpoints (comma-separated), prefix, events wanted.
+# Prints "created" once the watch started, then one JSON line per event, then a summary line.
+NODE_WATCH_SCRIPT = r"""
+'use strict';
+const [indexPath, addrs, prefix, wanted] = process.argv.slice(1);
+const { createClient } = require(indexPath);
+const client = createClient(addrs.split(','));
+let n = 0;
+let created = false;
+const w = client.watch({ prefix }, (msg) => {
+  if (msg.created && !created) console.log('created'); // a resumed stream starts with one too
+  created = created || msg.created;
+  for (const e of msg.events) {
+    console.log(JSON.stringify({ key: e.key.toString(), index: String(e.index), type: e.type }));
+    n += 1;
+  }
+  if (n >= Number(wanted)) w.cancel();
+});
+const timer = setTimeout(() => w.cancel(), 60000);
+w.done.then(() => {
+  clearTimeout(timer);
+  console.log(JSON.stringify({ done: n, resumes: w.resumes }));
+  client.close();
+}, (err) => {
+  console.log(JSON.stringify({ error: err.code, details: err.details }));
+  client.close();
+  process.exit(1);
+});
+"""
+
+
+class NodeClientWatchTest(h.SlotdTestCase):
+    """clients/node watch() resumes by itself: every acked put once across kill -9 of the node
+    it streams from."""
+
+    def test_watch_resumes_on_the_next_endpoint(self):
+        node, _ = node_tools()
+        cluster = self.new_cluster(size=3)
+        addrs = ",".join(cluster.addr(n) for n in (1, 2, 3))
+        proc = subprocess.Popen([node, "-e", NODE_WATCH_SCRIPT, str(NODE_DIR / "index.js"), addrs,
+                                 "njs/", "40"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        self.assertEqual(proc.stdout.readline().strip(), "created")
+        writer = Client([cluster.addr(2), cluster.addr(3)], deadline=3.0)
+        self.addCleanup(writer.close)
+        acked = [("njs/a%d" % i, writer.put(b"njs/a%d" % i, b"x").applied_index)
+                 for i in range(20)]
+        cluster.kill(1)
+        for i in range(20):
+            for attempt in range(50):
+                try:
+                    acked.append(("njs/b%d" % i,
+                                  writer.put(b"njs/b%d" % i, b"y").applied_index))
+                    break
+                except SlotdError:
+                    time.sleep(0.1)
+        out, err = proc.communicate(timeout=70)
+        lines = [json.loads(line) for line in out.splitlines() if line.strip()]
+        self.assertEqual(proc.returncode, 0, (lines[-1:], err[-2000:]))
+        events = [(e["key"], int(e["index"])) for e in lines if "key" in e]
+        self.assertEqual(sorted(events), sorted(acked))
+        self.assertGreaterEqual(lines[-1]["resumes"], 1, lines[-1])
 
 
 class NodeExampleTest(h.SlotdTestCase):
