@@ -474,6 +474,9 @@ void rt_watch_close(struct runtime *rt); /* waiting polls fail SHUTTING_DOWN */
 void rt_watch_free(struct runtime *rt);  /* close, then the memory (no poll may run) */
 void rt_watch_reset(struct runtime *rt, uint32_t group, uint64_t index, bool hosted);
 void rt_watch_publish(struct runtime *rt, struct rt_apply_job *job); /* APPLY, after commit */
+/* One group's new changes (list consumed, in index order) through `through` (publish's step). */
+void rt_watch_append(struct runtime *rt, uint32_t group, struct slot_event *list,
+                     uint64_t through);
 void rt_watch_expire(struct runtime *rt, int64_t now);               /* loop, every tick */
 /* Leases (loop.c): rt_lease_publish recomputes g's published lease after a tick; rt_lease_clear
  * withdraws it (a transfer starts, leadership is lost, the replica closes);

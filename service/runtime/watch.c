@@ -400,8 +400,8 @@ static void ring_trim(struct rt_watch_ring *r, size_t max_bytes)
 
 /* Appends one group's new changes (list, possibly NULL; consumed) and moves its history to
  * `through`; answers the waiters the new changes match. */
-static void append_group(struct runtime *rt, uint32_t group, struct slot_event *list,
-                         uint64_t through)
+void rt_watch_append(struct runtime *rt, uint32_t group, struct slot_event *list,
+                     uint64_t through)
 {
     struct rt_watch_ring *r = &rt->watch[group];
     struct ready *ready = NULL;
@@ -494,7 +494,7 @@ void rt_watch_publish(struct runtime *rt, struct rt_apply_job *job)
                 pp = &e->next;
             }
         }
-        append_group(rt, id, mine, ag->entries[ag->n_entries - 1].index);
+        rt_watch_append(rt, id, mine, ag->entries[ag->n_entries - 1].index);
     }
     slot_events_free(all); /* none expected: every event's group is in the job */
 }
