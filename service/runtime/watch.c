@@ -431,19 +431,22 @@ void rt_watch_append(struct runtime *rt, uint32_t group, struct slot_event *list
     size_t new_from = old_n;
     for (struct rt_watch_waiter **pp = &r->waiters; *pp != NULL && r->n > new_from;) {
         struct rt_watch_waiter *w = *pp;
-        struct ready *rd = calloc(1, sizeof(*rd));
-        if (rd == NULL)
-            break; /* answered at its deadline instead */
-        rd->c.resp = (Slotd__Internal__V1__WatchPollResponse)SLOTD__INTERNAL__V1__WATCH_POLL_RESPONSE__INIT;
-        rd->oom = collect_range(&rd->c, r, new_from, r->n, &w->q) != 0;
-        if (!rd->oom && rd->c.n == 0) {
-            collect_free(&rd->c);
-            free(rd);
+        struct collect c = {.resp = SLOTD__INTERNAL__V1__WATCH_POLL_RESPONSE__INIT};
+        bool oom = collect_range(&c, r, new_from, r->n, &w->q) != 0; /* no match: no malloc */
+        if (!oom && c.n == 0) {
             if (through > w->q.after) /* checked through here (never back: a replica */
                 w->q.after = through;  /* behind the watch's position must not repeat) */
             pp = &w->next;
             continue;
         }
+        struct ready *rd = calloc(1, sizeof(*rd));
+        if (rd == NULL) {
+            collect_free(&c); /* answered at its deadline instead */
+            pp = &w->next;
+            continue;
+        }
+        rd->c = c;
+        rd->oom = oom;
         rd->w = w;
         rd->through = through;
         *pp = w->next;
