@@ -3,8 +3,11 @@ import os
 import re
 import shutil
 import subprocess
+import socket
 import tempfile
+import time
 import unittest
+import urllib.request
 
 import yaml
 
@@ -499,3 +502,51 @@ class EntrypointTest(unittest.TestCase):
                                          "slotd-0.slotd-headless.slotd.svc.cluster.local:%d"
                                          % r.ports["peer"])
                         self.assertNotIn("--peers", flags)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveProbeTest(unittest.TestCase):
+    """The dev overlay's args on a real slotd (ports moved to free ones on 127.0.0.1): its probes
+    answer SERVING and its metrics port serves /metrics."""
+
+    POLL_S = 20.0
+
+    def test_dev_probes_and_metrics_on_a_real_slotd(self):
+        slotd = ops.slotd_bin()
+        health = os.path.join(os.path.dirname(slotd), "slotd-health")
+        for b in (slotd, health):
+            if not os.access(b, os.X_OK):
+                self.skipTest("not built: %s (set SLOTD_BIN)" % b)
+        r = Rendered("dev")
+        moved = {r.ports[n]: free_port() for n in ("client", "peer", "metrics")}
+        tmp = tempfile.mkdtemp(prefix="slotd-k8s-")
+        self.addCleanup(shutil.rmtree, tmp)
+        args = []
+        for a in r.container["args"]:
+            if a.startswith("0.0.0.0:"):
+                a = "127.0.0.1:%d" % moved[port_of(a)]
+            args.append(os.path.join(tmp, "data") if a == DATA_DIR else a)
+        p = subprocess.Popen([slotd] + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(p.wait, 10)
+        self.addCleanup(p.kill)
+        for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+            g = r.container[kind]["grpc"]
+            addr = "127.0.0.1:%d" % moved[g["port"]]
+            deadline = time.monotonic() + self.POLL_S
+            while True:
+                h = subprocess.run([health, addr, g.get("service", "")], capture_output=True,
+                                   text=True, timeout=10)
+                if h.returncode == 0 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            self.assertEqual((h.returncode, h.stdout.strip()), (0, "SERVING"), kind)
+        sm_path = Rendered("prod").of_kind("ServiceMonitor")[0]["spec"]["endpoints"][0]["path"]
+        url = "http://127.0.0.1:%d%s" % (moved[METRICS_PORT], sm_path)
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            self.assertEqual(resp.status, 200)
+            self.assertIn("slotd_build_info", resp.read().decode())
