@@ -154,6 +154,7 @@ class DockerfileTest(unittest.TestCase):
         self.assertIn("--from=build /src/build/bin/slotd /usr/local/bin/slotd", copies)
         self.assertIn("--from=build /src/build/bin/slotd-health /usr/local/bin/slotd-health",
                       copies)
+        self.assertIn("--from=build /src/build/bin/slotctl /usr/local/bin/slotctl", copies)
 
     def runtime_packages(self):
         pkgs = set()
@@ -164,10 +165,11 @@ class DockerfileTest(unittest.TestCase):
         return pkgs
 
     def test_runtime_packages_cover_ldd(self):
-        """Every Debian package owning a library slotd or slotd-health links is installed in the
-        runtime stage (libc6 comes with the base image), and nothing else is."""
+        """Every Debian package owning a library slotd, slotd-health or slotctl links is installed
+        in the runtime stage (libc6 comes with the base image), and nothing else is."""
         needed = set()
-        for binary in (slotd_bin(), health_bin()):
+        slotctl = os.path.join(os.path.dirname(slotd_bin()), "slotctl")
+        for binary in (slotd_bin(), health_bin(), slotctl):
             self.assertTrue(os.access(binary, os.X_OK), "build it first: %s" % binary)
             out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True)
             if "libasan.so" in out.stdout:
