@@ -550,3 +550,78 @@ class LiveProbeTest(unittest.TestCase):
         with urllib.request.urlopen(url, timeout=5) as resp:
             self.assertEqual(resp.status, 200)
             self.assertIn("slotd_build_info", resp.read().decode())
+
+
+class DocsTest(unittest.TestCase):
+    """docs/kubernetes.md's commands against the rendered manifests and the programs' --help."""
+
+    @classmethod
+    def setUpClass(cls):
+        with open(K8S_MD) as f:
+            cls.text = f.read()
+        cls.code = "\n".join(b for lang, b in ops.code_blocks(K8S_MD) if lang == "sh")
+        cls.prod = Rendered("prod")
+
+    def test_first_line_and_index(self):
+        self.assertRegex(self.text.splitlines()[0], r"^<!-- docs/kubernetes\.md - ")
+        with open(os.path.join(REPO, "docs", "README.md")) as f:
+            self.assertIn("`kubernetes.md`", f.read())
+
+    def test_applied_overlays_exist(self):
+        applied = re.findall(r"kubectl -n (\S+) apply -k (\S+)", self.code)
+        self.assertEqual({os.path.basename(p) for _, p in applied}, set(overlays()))
+        for ns, path in applied:
+            self.assertTrue(os.path.isfile(os.path.join(REPO, path, "kustomization.yaml")), path)
+            self.assertIn("kubectl create namespace %s" % ns, self.code)
+
+    def test_secrets_created_are_the_ones_prod_mounts(self):
+        created = set()
+        for name, rest in re.findall(r"kubectl -n slotd create secret generic (\S+)((?: --from-file=\S+)+)",
+                                     self.code):
+            created |= {(name, k) for k in re.findall(r"--from-file=(\S+)", rest)}
+        self.assertEqual(created, PROD_SECRETS)
+        # The files the walkthrough's slotctl in a pod reads are the prod mounts.
+        for path in re.findall(r"(/etc/slotd/\S+)", self.code):
+            self.assertIsNotNone(secret_file(self.prod, path), path)
+
+    def test_certificate_sans_cover_the_names_used(self):
+        (ext,) = re.findall(r"subjectAltName=([^\\]+)\\n", self.code)
+        sans = {s.replace("DNS:", "") for s in ext.split(",")}
+        headless = self.prod.sts["spec"]["serviceName"]
+        self.assertIn("*.%s.%%s.svc.cluster.local" % headless, sans)
+        self.assertIn("localhost", sans)
+        for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+            cmd = self.prod.container[kind]["exec"]["command"]
+            self.assertEqual(cmd[cmd.index("--tls-server-name") + 1], "localhost")
+        self.assertIn("--tls-server-name localhost", self.code)
+
+    def test_slotctl_flags_exist(self):
+        known = ops.slotctl_flags()
+        uses = [(f, c) for p, f, c in ops.doc_flag_uses(K8S_MD) if p == "slotctl"]
+        self.assertGreater(len(uses), 5)
+        for flag, cmd in uses:
+            self.assertIn(flag, known, cmd)
+
+    def test_scale_down_drains_the_removed_ordinals_and_deletes_their_claims(self):
+        (vct,) = self.prod.sts["spec"]["volumeClaimTemplates"]
+        ups = [int(n) for n in re.findall(r"kubectl -n slotd scale statefulset/slotd --replicas (\d+)",
+                                         self.code)]
+        self.assertEqual(ups, [5, 3])
+        self.assertEqual(self.prod.sts["spec"]["replicas"], 3)
+        drained = [int(n) for n in re.findall(r" drain --node (\d+) --wait 600", self.code)]
+        # Node N+1 is ordinal N; scaling 5 -> 3 removes ordinals 4 and 3.
+        self.assertEqual(sorted(drained), [4, 5])
+        voters = int(self.prod.env_value("SLOTD_INITIAL_VOTERS"))
+        self.assertTrue(all(n > voters for n in drained))
+        self.assertLess(self.code.index("drain --node 4"), self.code.index("--replicas 3"))
+        (pvcs,) = re.findall(r"kubectl -n slotd delete pvc (.+)", self.code)
+        self.assertEqual(sorted(pvcs.split()),
+                         ["%s-%s-%d" % (vct["metadata"]["name"], self.prod.sts["metadata"]["name"],
+                                        n - 1) for n in sorted(drained)])
+        self.assertLess(self.code.index("--replicas 3"), self.code.index("delete pvc"))
+
+    def test_port_forward_uses_the_client_service_port(self):
+        for svc, local, remote in re.findall(r"port-forward svc/(\S+) (\d+):(\d+)", self.code):
+            ports = [p["port"] for p in self.prod.service(svc)["spec"]["ports"]]
+            self.assertEqual(ports, [int(remote)])
+            self.assertIn("--endpoints 127.0.0.1:%s" % local, self.code)
