@@ -27,6 +27,8 @@ RUN groupadd --system --gid 10001 slotd \
  && chown slotd:slotd /var/lib/slotd
 COPY --from=build /src/build/bin/slotd /usr/local/bin/slotd
 COPY --from=build /src/build/bin/slotd-health /usr/local/bin/slotd-health
+# slotctl, for `kubectl exec` (docs/kubernetes.md): its libraries are a subset of slotd's.
+COPY --from=build /src/build/bin/slotctl /usr/local/bin/slotctl
 COPY deploy/entrypoint.sh /usr/local/bin/slotd-entrypoint
 RUN chmod 0755 /usr/local/bin/slotd-entrypoint
 USER 10001:10001

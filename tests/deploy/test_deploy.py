@@ -1,6 +1,5 @@
-# test_deploy.py - checks the Dockerfile, deploy/kubernetes/ manifests, deploy/entrypoint.sh and
-# slotd-health without Docker or a cluster (run: /usr/bin/python3 -m unittest discover -s tests/deploy).
-import glob
+# test_deploy.py - checks the Dockerfile, slotd-health and deploy/prometheus, deploy/grafana without Docker
+# or a cluster; test_kubernetes.py has the manifests and the entrypoint (run: /usr/bin/python3 -m unittest discover -s tests/deploy).
 import json
 import os
 import re
@@ -17,8 +16,6 @@ import urllib.request
 import yaml
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-KUBE_DIR = os.path.join(REPO, "deploy", "kubernetes")
-ENTRYPOINT = os.path.join(REPO, "deploy", "entrypoint.sh")
 DATA_DIR = "/var/lib/slotd"
 PORT = 7700
 PEER_PORT = 7701
@@ -157,6 +154,7 @@ class DockerfileTest(unittest.TestCase):
         self.assertIn("--from=build /src/build/bin/slotd /usr/local/bin/slotd", copies)
         self.assertIn("--from=build /src/build/bin/slotd-health /usr/local/bin/slotd-health",
                       copies)
+        self.assertIn("--from=build /src/build/bin/slotctl /usr/local/bin/slotctl", copies)
 
     def runtime_packages(self):
         pkgs = set()
@@ -167,10 +165,11 @@ class DockerfileTest(unittest.TestCase):
         return pkgs
 
     def test_runtime_packages_cover_ldd(self):
-        """Every Debian package owning a library slotd or slotd-health links is installed in the
-        runtime stage (libc6 comes with the base image), and nothing else is."""
+        """Every Debian package owning a library slotd, slotd-health or slotctl links is installed
+        in the runtime stage (libc6 comes with the base image), and nothing else is."""
         needed = set()
-        for binary in (slotd_bin(), health_bin()):
+        slotctl = os.path.join(os.path.dirname(slotd_bin()), "slotctl")
+        for binary in (slotd_bin(), health_bin(), slotctl):
             self.assertTrue(os.access(binary, os.X_OK), "build it first: %s" % binary)
             out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True)
             if "libasan.so" in out.stdout:
@@ -197,171 +196,6 @@ class DockerfileTest(unittest.TestCase):
             self.assertIn(p, pats)
         for needed in ("gen", "scripts", "deploy", "api", "service", "clients", "tests"):
             self.assertNotIn(needed, pats)
-
-
-class ManifestTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.docs = []
-        cls.files = sorted(glob.glob(os.path.join(KUBE_DIR, "*.yaml")))
-        for path in cls.files:
-            with open(path) as f:
-                cls.docs += [d for d in yaml.safe_load_all(f) if d is not None]
-
-    def of_kind(self, kind):
-        return [d for d in self.docs if d.get("kind") == kind]
-
-    def test_kinds(self):
-        self.assertGreaterEqual(len(self.files), 1)
-        for d in self.docs:
-            self.assertIn("apiVersion", d)
-            self.assertIn("name", d["metadata"])
-        kinds = sorted(d["kind"] for d in self.docs)
-        self.assertEqual(kinds, ["PodDisruptionBudget", "Service", "Service", "StatefulSet"])
-
-    def sts(self):
-        (s,) = self.of_kind("StatefulSet")
-        return s
-
-    def test_services(self):
-        sts = self.sts()
-        pod_labels = sts["spec"]["template"]["metadata"]["labels"]
-        headless = [s for s in self.of_kind("Service") if s["spec"].get("clusterIP") == "None"]
-        client = [s for s in self.of_kind("Service") if s["spec"].get("clusterIP") != "None"]
-        self.assertEqual(len(headless), 1)
-        self.assertEqual(len(client), 1)
-        h, c = headless[0], client[0]
-        self.assertIs(h["spec"]["publishNotReadyAddresses"], True)
-        self.assertEqual(sts["spec"]["serviceName"], h["metadata"]["name"])
-        self.assertEqual(c["spec"].get("type", "ClusterIP"), "ClusterIP")
-        # clients reach the client port only; the pods reach each other's peer port by name
-        self.assertEqual([p["port"] for p in c["spec"]["ports"]], [PORT])
-        self.assertEqual([p["port"] for p in h["spec"]["ports"]], [PORT, PEER_PORT])
-        for svc in (h, c):
-            for k, v in svc["spec"]["selector"].items():
-                self.assertEqual(pod_labels.get(k), v)
-
-    def test_pdb(self):
-        (pdb,) = self.of_kind("PodDisruptionBudget")
-        self.assertEqual(pdb["apiVersion"], "policy/v1")
-        self.assertEqual(pdb["spec"]["maxUnavailable"], 1)
-        self.assertNotIn("minAvailable", pdb["spec"])
-        pod_labels = self.sts()["spec"]["template"]["metadata"]["labels"]
-        for k, v in pdb["spec"]["selector"]["matchLabels"].items():
-            self.assertEqual(pod_labels.get(k), v)
-
-    def container(self):
-        (c,) = self.sts()["spec"]["template"]["spec"]["containers"]
-        return c
-
-    def test_statefulset(self):
-        spec = self.sts()["spec"]
-        self.assertEqual(spec["replicas"], 3)
-        self.assertEqual(spec["podManagementPolicy"], "Parallel")
-        for k, v in spec["selector"]["matchLabels"].items():
-            self.assertEqual(spec["template"]["metadata"]["labels"].get(k), v)
-        env = {e["name"]: e for e in self.container()["env"]}
-        self.assertEqual(env["SLOTD_CLUSTER_SIZE"]["value"], str(spec["replicas"]))
-        self.assertEqual(env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"],
-                         "metadata.namespace")
-        headless = env.get("SLOTD_HEADLESS_SERVICE", {"value": "slotd-headless"})["value"]
-        self.assertEqual(headless, spec["serviceName"])
-        # The entrypoint derives <set>-<ordinal> from the pod name: the set's name is the prefix.
-        self.assertEqual(self.sts()["metadata"]["name"], "slotd")
-        sec = spec["template"]["spec"]["securityContext"]
-        self.assertIs(sec["runAsNonRoot"], True)
-        self.assertNotEqual(sec["runAsUser"], 0)
-
-    def test_probes_are_grpc_on_7700(self):
-        c = self.container()
-        self.assertIn({"name": "grpc", "containerPort": PORT, "protocol": "TCP"}, c["ports"])
-        self.assertIn({"name": "peer", "containerPort": PEER_PORT, "protocol": "TCP"}, c["ports"])
-        for probe in ("readinessProbe", "livenessProbe"):
-            p = c[probe]
-            self.assertEqual(p["grpc"]["port"], PORT, probe)
-            for other in ("httpGet", "tcpSocket", "exec"):
-                self.assertNotIn(other, p)
-
-    def test_data_volume(self):
-        (vct,) = self.sts()["spec"]["volumeClaimTemplates"]
-        mounts = {m["name"]: m["mountPath"] for m in self.container()["volumeMounts"]}
-        self.assertEqual(mounts[vct["metadata"]["name"]], DATA_DIR)
-        self.assertIn("ReadWriteOnce", vct["spec"]["accessModes"])
-        self.assertIn("storage", vct["spec"]["resources"]["requests"])
-        # The pod's own volumes must not shadow the claim template.
-        vols = self.sts()["spec"]["template"]["spec"].get("volumes", [])
-        self.assertNotIn(vct["metadata"]["name"], [v["name"] for v in vols])
-
-
-class EntrypointTest(unittest.TestCase):
-    """deploy/entrypoint.sh under /bin/sh with a fake slotd that prints its arguments."""
-
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="slotd-deploy-")
-        fake = os.path.join(self.tmp, "slotd")
-        with open(fake, "w") as f:
-            # Arguments on stdout, one a line; the SLOTD_CLUSTER_SIZE slotd would see on stderr.
-            f.write('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n'
-                    'echo "SLOTD_CLUSTER_SIZE=${SLOTD_CLUSTER_SIZE-unset}" >&2\n')
-        os.chmod(fake, 0o755)
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp)
-
-    def run_entry(self, env_extra, args=("slotd", "--listen", "0.0.0.0:7700", "--data-dir",
-                                         DATA_DIR)):
-        env = {"PATH": self.tmp + ":/usr/bin:/bin"}
-        env.update(env_extra)
-        return subprocess.run(["/bin/sh", ENTRYPOINT, *args], env=env, capture_output=True,
-                              text=True, timeout=10)
-
-    def test_statefulset_pod_2_of_3(self):
-        r = self.run_entry({"HOSTNAME": "slotd-2", "SLOTD_CLUSTER_SIZE": "3", "POD_NAMESPACE": "ns"})
-        self.assertEqual(r.returncode, 0, r.stderr)
-        peers = ",".join("%d=slotd-%d.slotd-headless.ns.svc.cluster.local:7701" % (k + 1, k)
-                         for k in range(3))
-        me = "slotd-2.slotd-headless.ns.svc.cluster.local"
-        self.assertEqual(r.stdout.splitlines(),
-                         ["--node-id", "3", "--peers", peers, "--advertise", me + ":7700",
-                          "--peer-advertise", me + ":7701", "--listen", "0.0.0.0:7700",
-                          "--data-dir", DATA_DIR])
-        # SLOTD_CLUSTER_SIZE is consumed by the entrypoint and not passed on.
-        self.assertEqual(r.stderr.strip(), "SLOTD_CLUSTER_SIZE=unset")
-
-    def test_pod_0_of_5_is_node_1(self):
-        r = self.run_entry({"HOSTNAME": "slotd-0", "SLOTD_CLUSTER_SIZE": "5", "POD_NAMESPACE": "prod"})
-        self.assertEqual(r.returncode, 0, r.stderr)
-        out = r.stdout.splitlines()
-        self.assertEqual(out[:2], ["--node-id", "1"])
-        self.assertEqual(out[3].split(",")[4],
-                         "5=slotd-4.slotd-headless.prod.svc.cluster.local:7701")
-
-    def test_single_node_without_replicas(self):
-        r = self.run_entry({"HOSTNAME": "4f2a9c"})
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout.splitlines(),
-                         ["--listen", "0.0.0.0:7700", "--data-dir", DATA_DIR])
-
-    def test_errors(self):
-        cases = [
-            ({"HOSTNAME": "slotd-3", "SLOTD_CLUSTER_SIZE": "3", "POD_NAMESPACE": "ns"},
-             "ordinal 3 is not below SLOTD_CLUSTER_SIZE=3"),
-            ({"HOSTNAME": "slotd-1", "SLOTD_CLUSTER_SIZE": "3"}, "POD_NAMESPACE is not set"),
-            ({"HOSTNAME": "slotd", "SLOTD_CLUSTER_SIZE": "3", "POD_NAMESPACE": "ns"},
-             "does not end in -<ordinal>"),
-            ({"HOSTNAME": "slotd-1", "SLOTD_CLUSTER_SIZE": "three", "POD_NAMESPACE": "ns"},
-             "is not a number"),
-            ({"HOSTNAME": "slotd-1", "SLOTD_CLUSTER_SIZE": "0", "POD_NAMESPACE": "ns"},
-             "is not in 1..64"),
-        ]
-        for env, msg in cases:
-            r = self.run_entry(env)
-            self.assertEqual(r.returncode, 2, env)
-            self.assertIn(msg, r.stderr)
-            self.assertEqual(r.stdout, "", env)
-        r = self.run_entry({}, args=())
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("usage:", r.stderr)
 
 
 def free_port():
