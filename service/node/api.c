@@ -132,7 +132,8 @@ struct forward {
     bool propose;
     uint32_t group;
     uint64_t to;
-    uint64_t silent_term; /* an ask: hints at this term or older name a leader dropped here */
+    uint64_t silent_term; /* a write's ask: hints at this term or older name a leader
+                           * dropped here (0 for reads) */
     int hops;
     int64_t deadline_ms;
     size_t len;
@@ -260,7 +261,11 @@ static int forward(struct node_api *api, struct rpc_call *call, const char *meth
     f->propose = propose;
     f->group = t->group;
     f->to = t->leader != 0 ? t->leader : t->ask;
-    f->silent_term = t->leader != 0 ? 0 : t->silent_term;
+    /* Only a write refuses a hint naming the leader that went silent here: following it could
+     * leave the write queued on a stopped node (an unknown outcome). A read has no such
+     * outcome, and the hinted leader may well be alive (this node was cut off from it, as in
+     * a healed partition), so a read follows the hint. */
+    f->silent_term = t->leader != 0 || !propose ? 0 : t->silent_term;
     int64_t d = rpc_call_deadline_ms(call);
     f->deadline_ms =
         d == INT64_MAX ? now_ms() + NODE_FORWARD_DEFAULT_MS : d - NODE_FORWARD_MARGIN_MS;

@@ -264,18 +264,31 @@ class Workload:
 
     # -- extra reads recorded into the same history --
 
-    def final_reads(self, via_nodes, timeout=5.0):
-        """One LINEARIZABLE read of every key (through via_nodes in turn), recorded. Returns the
-        keys whose read failed."""
+    def final_reads(self, via_nodes, timeout=5.0, attempts=3):
+        """One LINEARIZABLE read of every key (through via_nodes in turn), recorded. A read
+        refused with NO_LEADER / NOT_LEADER (a definite, retriable answer: a leadership transfer
+        to the preferred leader can be under way right after healing) is sent again, at most
+        `attempts` reads in all; a refused read has no effect, so only the answered one is
+        recorded. Returns the keys whose read failed, with the last error."""
         failed = []
         for i, key in enumerate(self.keys):
             node = via_nodes[i % len(via_nodes)]
-            t0 = time.monotonic()
-            try:
-                resp = self.cluster.stub(node).Read(pb.ReadRequest(get=pb.GetQuery(key=key)),
-                                                    timeout=timeout)
-            except grpc.RpcError as err:
-                failed.append((key, error_name(err)))
+            resp, last = None, None
+            for attempt in range(attempts):
+                t0 = time.monotonic()
+                try:
+                    resp = self.cluster.stub(node).Read(pb.ReadRequest(get=pb.GetQuery(key=key)),
+                                                        timeout=timeout)
+                    break
+                except grpc.RpcError as err:
+                    name = error_name(err)
+                    last = "%s via node %d: %s (read %d of %d)" % (name, node, err.details(),
+                                                                  attempt + 1, attempts)
+                    if not name.endswith(("/ERROR_CODE_NO_LEADER", "/ERROR_CODE_NOT_LEADER")):
+                        break
+                    time.sleep(0.1 * (attempt + 1))
+            if resp is None:
+                failed.append((key, last))
                 continue
             t1 = time.monotonic()
             g = resp.get
