@@ -1,4 +1,4 @@
-/* slotctl.c - slotctl: put/get/delete/cas, route and health over libslotd; main(). */
+/* slotctl.c - slotctl: put/get/delete/cas, route and health over libslotd; main() and dispatch. */
 #include "slotctl_cli.h"
 #include "slotctl_cmds.h"
 
@@ -6,7 +6,6 @@
 
 #include <jansson.h>
 
-#include <ctype.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,48 +14,16 @@
 
 #define SLOTCTL_HEX_MAX (2 * SLOTD_REQUEST_ID_LEN_MAX + 1)
 
-/* ---- output helpers -------------------------------------------------------------------- */
-
-static void hex_of(const uint8_t *b, size_t n, char *out)
-{
-    for (size_t i = 0; i < n; i++)
-        sprintf(out + 2 * i, "%02x", b[i]);
-    out[2 * n] = '\0';
-}
-
-static bool printable(const uint8_t *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isprint(b[i]) && b[i] != '\t')
-            return false;
-    return true;
-}
-
-/* Sets obj[name] to the bytes as a string when they are valid UTF-8, and name_hex always. */
-static void json_set_bytes(json_t *obj, const char *name, const uint8_t *b, size_t n)
-{
-    json_t *s = json_stringn(n ? (const char *)b : "", n);
-    json_object_set_new(obj, name, s ? s : json_null());
-    char *hex = malloc(2 * n + 1);
-    if (hex) {
-        hex_of(b, n, hex);
-        char key[64];
-        snprintf(key, sizeof(key), "%s_hex", name);
-        json_object_set_new(obj, key, json_string(hex));
-        free(hex);
-    }
-}
-
 /* ---- key-value commands ---------------------------------------------------------------- */
 
 static json_t *json_write_common(const struct slotctl_args *a, const struct slotd_write_result *r)
 {
     char hex[SLOTCTL_HEX_MAX];
-    hex_of(r->request_id, r->request_id_len, hex);
+    slotctl_hex_of(r->request_id, r->request_id_len, hex);
     json_t *j = json_object();
     json_object_set_new(j, "command", json_string(slotctl_cmd_name(a->cmd)));
     json_object_set_new(j, "ok", json_true());
-    json_set_bytes(j, "key", (const uint8_t *)a->pos[0], strlen(a->pos[0]));
+    slotctl_json_set_bytes(j, "key", (const uint8_t *)a->pos[0], strlen(a->pos[0]));
     json_object_set_new(j, "group_id", json_integer(r->group_id));
     json_object_set_new(j, "applied_index", json_integer((json_int_t)r->applied_index));
     json_object_set_new(j, "term", json_integer((json_int_t)r->term));
@@ -105,7 +72,7 @@ static int cmd_write(struct slotd_client *c, const struct slotctl_args *a)
             json_object_set_new(j, "expected_version", json_integer((json_int_t)expected));
             json_object_set_new(j, "version", json_integer((json_int_t)r.version));
             if (!r.cas_succeeded) {
-                json_set_bytes(j, "current_value", r.current_value, r.current_value_len);
+                slotctl_json_set_bytes(j, "current_value", r.current_value, r.current_value_len);
                 json_object_set_new(j, "exit_code", json_integer(code));
             }
         }
@@ -143,10 +110,10 @@ static int cmd_get(struct slotd_client *c, const struct slotctl_args *a)
         json_t *j = json_object();
         json_object_set_new(j, "command", json_string("get"));
         json_object_set_new(j, "ok", json_true());
-        json_set_bytes(j, "key", (const uint8_t *)a->pos[0], strlen(a->pos[0]));
+        slotctl_json_set_bytes(j, "key", (const uint8_t *)a->pos[0], strlen(a->pos[0]));
         json_object_set_new(j, "found", json_boolean(v.found));
         if (v.found) {
-            json_set_bytes(j, "value", v.value, v.value_len);
+            slotctl_json_set_bytes(j, "value", v.value, v.value_len);
             json_object_set_new(j, "version", json_integer((json_int_t)v.version));
         }
         json_object_set_new(j, "consistency",
@@ -159,8 +126,8 @@ static int cmd_get(struct slotd_client *c, const struct slotctl_args *a)
         slotctl_json_print(j);
     } else if (v.found) {
         char *hex = NULL;
-        if (!printable(v.value, v.value_len) && (hex = malloc(2 * v.value_len + 1)))
-            hex_of(v.value, v.value_len, hex);
+        if (!slotctl_printable(v.value, v.value_len) && (hex = malloc(2 * v.value_len + 1)))
+            slotctl_hex_of(v.value, v.value_len, hex);
         printf("KEY      %s\nVALUE    %s%.*s\nVERSION  %llu\nGROUP    %u\n", a->pos[0],
                hex ? "0x" : "", hex ? (int)strlen(hex) : (int)v.value_len,
                hex       ? hex
@@ -468,7 +435,13 @@ int main(int argc, char **argv)
         code = slotctl_auth_run(c, &a);
         break;
     case SLOTCTL_CMD_GET:
-        code = cmd_get(c, &a);
+        code = a.has_prefix ? slotctl_range_run(c, &a) : cmd_get(c, &a);
+        break;
+    case SLOTCTL_CMD_TXN:
+        code = slotctl_txn_run(c, &a);
+        break;
+    case SLOTCTL_CMD_WATCH:
+        code = slotctl_watch_run(c, &a);
         break;
     case SLOTCTL_CMD_ROUTE:
         code = cmd_route(c, &a);

@@ -39,7 +39,7 @@ static const struct {
     int pos_min, pos_max;
 } cli_cmds[] = {
     {"put", SLOTCTL_CMD_PUT, 2, 2},
-    {"get", SLOTCTL_CMD_GET, 1, 1},
+    {"get", SLOTCTL_CMD_GET, 0, 1}, /* get KEY | get --prefix P */
     {"delete", SLOTCTL_CMD_DELETE, 1, 1},
     {"cas", SLOTCTL_CMD_CAS, 2, 3},
     {"route", SLOTCTL_CMD_ROUTE, 0, 0},
@@ -59,6 +59,8 @@ static const struct {
     {"user", SLOTCTL_CMD_USER, 1, 3}, /* user SUB [NAME [ROLE]] */
     {"role", SLOTCTL_CMD_ROLE, 1, 5}, /* role SUB [NAME [TYPE ACCESS [VALUE]]] */
     {"feature", SLOTCTL_CMD_FEATURE, 1, 3}, /* feature list | feature set NAME on|off */
+    {"watch", SLOTCTL_CMD_WATCH, 0, 1},     /* watch KEY | watch --prefix P */
+    {"txn", SLOTCTL_CMD_TXN, 0, 0},
 };
 
 #define CLI_N_CMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
@@ -270,7 +272,13 @@ static int cli_admin_allowed(const struct slotctl_args *a, char *err, size_t err
         {"--active", a->active_only, task},
         {"--watch", a->watch, task},
         {"--interval-ms", a->interval_ms != 0, task},
-        {"--timeout", a->timeout_s != 0, task},
+        {"--timeout", a->timeout_s != 0, task | CLI_BIT(SLOTCTL_CMD_WATCH)},
+        {"--prefix", a->has_prefix, CLI_BIT(SLOTCTL_CMD_GET) | CLI_BIT(SLOTCTL_CMD_WATCH)},
+        {"--limit", a->limit != 0, CLI_BIT(SLOTCTL_CMD_GET)},
+        {"--count-only", a->count_only, CLI_BIT(SLOTCTL_CMD_GET)},
+        {"--keys-only", a->keys_only, CLI_BIT(SLOTCTL_CMD_GET) | CLI_BIT(SLOTCTL_CMD_WATCH)},
+        {"--resume", a->resume != NULL, CLI_BIT(SLOTCTL_CMD_WATCH)},
+        {"--count", a->count != 0, CLI_BIT(SLOTCTL_CMD_WATCH)},
     };
     for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
         if (opts[i].given && !(opts[i].cmds & CLI_BIT(a->cmd)))
@@ -337,6 +345,20 @@ static int cli_admin_check(struct slotctl_args *a, char *err, size_t errlen)
         break;
     case SLOTCTL_CMD_TASK_STATUS:
         return cli_task_check(a, err, errlen);
+    case SLOTCTL_CMD_GET:
+    case SLOTCTL_CMD_WATCH:
+        if (a->has_prefix == (a->pos_count == 1))
+            return cli_fail(err, errlen, "%s: give KEY or --prefix P (one of them)",
+                            cli_cmd_word(a->cmd));
+        if (a->cmd == SLOTCTL_CMD_GET && !a->has_prefix &&
+            (a->limit || a->keys_only || a->count_only))
+            return cli_fail(err, errlen, "--limit, --keys-only and --count-only: only with "
+                                         "get --prefix");
+        if (a->cmd == SLOTCTL_CMD_GET && a->has_prefix && a->min_applied_index)
+            return cli_fail(err, errlen, "--min-applied-index: only for get KEY");
+        if (a->keys_only && a->count_only)
+            return cli_fail(err, errlen, "--keys-only and --count-only: give one");
+        break;
     case SLOTCTL_CMD_FEATURE: {
         bool list = a->pos_count == 1 && strcmp(a->pos[0], "list") == 0;
         bool set = a->pos_count == 3 && strcmp(a->pos[0], "set") == 0 &&
@@ -370,6 +392,10 @@ static int cli_option(int argc, char **argv, int *i, struct slotctl_args *a, cha
     }
     if (strcmp(opt, "--delete") == 0) {
         a->cas_delete = true;
+        return 0;
+    }
+    if (strcmp(opt, "--keys-only") == 0 || strcmp(opt, "--count-only") == 0) {
+        *(strcmp(opt, "--keys-only") == 0 ? &a->keys_only : &a->count_only) = true;
         return 0;
     }
     if (strcmp(opt, "--as-task") == 0 || strcmp(opt, "--active") == 0 ||
@@ -418,6 +444,19 @@ static int cli_option(int argc, char **argv, int *i, struct slotctl_args *a, cha
                             "--consistency: '%s' is not linearizable, leader-local "
                             "or local",
                             val);
+    } else if (strcmp(opt, "--prefix") == 0) {
+        a->prefix = val;
+        a->has_prefix = true;
+    } else if (strcmp(opt, "--limit") == 0 || strcmp(opt, "--count") == 0) {
+        if (!cli_uint(val, 1, SLOTCTL_LIMIT_MAX, &n))
+            return cli_fail(err, errlen, "%s: '%s' is not an integer in 1..%d", opt, val,
+                            SLOTCTL_LIMIT_MAX);
+        *(strcmp(opt, "--limit") == 0 ? &a->limit : &a->count) = n;
+    } else if (strcmp(opt, "--resume") == 0) {
+        if (!*val || strlen(val) > SLOTCTL_RESUME_MAX)
+            return cli_fail(err, errlen, "--resume: empty or longer than %d bytes",
+                            SLOTCTL_RESUME_MAX);
+        a->resume = val;
     } else if (strcmp(opt, "--min-applied-index") == 0) {
         if (!cli_uint(val, 0, UINT64_MAX, &n))
             return cli_fail(err, errlen, "--min-applied-index: '%s' is not an integer", val);
@@ -549,9 +588,25 @@ void slotctl_usage(FILE *out)
         "  get KEY [--consistency C] [--min-applied-index N]\n"
         "                                      read KEY; C is linearizable (default),\n"
         "                                      leader-local or local\n"
+        "  get --prefix P [--limit N] [--keys-only | --count-only] [--consistency C]\n"
+        "                                      every key starting with P (\"\": all keys),\n"
+        "                                      in hash-slot order, paged; --limit N: stop\n"
+        "                                      after N entries\n"
         "  delete KEY                          remove KEY (no error when absent)\n"
         "  cas KEY EXPECTED_VERSION VALUE      write only if KEY's version is EXPECTED_VERSION\n"
         "  cas --delete KEY EXPECTED_VERSION   delete only if KEY's version matches (0 = absent)\n"
+        "  txn                                 reads a txn from stdin: compares, a blank\n"
+        "                                      line, success ops, a blank line, failure ops;\n"
+        "                                      compares value(\"K\") = \"V\", version(\"K\") > \"N\"\n"
+        "                                      (= != > <), exists(\"K\"), absent(\"K\"); ops\n"
+        "                                      put K V, del K, get K (quotes optional);\n"
+        "                                      prints SUCCESS or FAILURE (exit 3) and results\n"
+        "  watch KEY | watch --prefix P [--resume TOKEN] [--count N] [--timeout S] [--keys-only]\n"
+        "                                      prints changes as they commit (PUT/DELETE KEY\n"
+        "                                      VALUE), resuming by itself after a node loss;\n"
+        "                                      stops after N events (and the rest of their\n"
+        "                                      message) or S s, then prints\n"
+        "                                      \"RESUME TOKEN\" (GROUP:INDEX,...) to continue\n"
         "  route                               hash-slot ranges, their groups and leaders\n"
         "  cluster                             the controller's cluster state: nodes, groups\n"
         "                                      (observed vs preferred leaders), hash slots, tasks\n"

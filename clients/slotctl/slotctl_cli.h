@@ -52,6 +52,8 @@ enum slotctl_cmd {
     SLOTCTL_CMD_USER, /* user add|delete|passwd|grant|revoke|list */
     SLOTCTL_CMD_ROLE, /* role add|delete|grant|revoke|list */
     SLOTCTL_CMD_FEATURE,
+    SLOTCTL_CMD_WATCH, /* watch KEY | watch --prefix P */
+    SLOTCTL_CMD_TXN,   /* txn: compares and ops from stdin */
 };
 
 #define SLOTCTL_ENDPOINTS_DEFAULT "127.0.0.1:7700"
@@ -64,6 +66,9 @@ enum slotctl_cmd {
 #define SLOTCTL_INTERVAL_MS_MAX 60000
 #define SLOTCTL_INTERVAL_MS_DEFAULT 500
 #define SLOTCTL_WATCH_TIMEOUT_S_DEFAULT 600
+/* get --prefix --limit and watch --count bounds; longest --resume token */
+#define SLOTCTL_LIMIT_MAX 100000000
+#define SLOTCTL_RESUME_MAX 65536
 
 struct slotctl_args {
     const char *endpoints; /* points into argv or the environment */
@@ -109,6 +114,15 @@ struct slotctl_args {
     const char *user;
     const char *password_file;
     const char *new_password_file;
+    /* get --prefix P [--limit N] [--keys-only] [--count-only]; watch KEY | --prefix P
+     * [--resume TOKEN] [--count N] [--timeout S] [--keys-only] (point into argv) */
+    const char *prefix;
+    bool has_prefix; /* --prefix given (it may be empty: every key) */
+    uint64_t limit;  /* get --prefix: entries in all (0 = every one) */
+    bool keys_only;
+    bool count_only;
+    const char *resume; /* "GROUP:INDEX,..." */
+    uint64_t count;     /* watch: stop after this many events (0 = no limit) */
     int bench_argc;  /* bench: the arguments after "bench" */
     char **bench_argv;
 };

@@ -8,6 +8,19 @@
 
 #include <jansson.h>
 
+/* b, out: borrowed for the call. Writes n bytes as 2n hex digits and a NUL into out. */
+void slotctl_hex_of(const uint8_t *b, size_t n, char *out);
+
+/* Whether the n bytes at b are printable ASCII (tabs allowed). */
+bool slotctl_printable(const uint8_t *b, size_t n);
+
+/* Prints the bytes as they are when printable, else as 0x and hex digits. */
+void slotctl_bytes_print(FILE *out, const uint8_t *b, size_t n);
+
+/* obj, name, b: borrowed for the call. Sets obj[name] to the bytes as a string when they are
+ * valid UTF-8 (null otherwise), and obj[name + "_hex"] to their hex always. */
+void slotctl_json_set_bytes(json_t *obj, const char *name, const uint8_t *b, size_t n);
+
 /* j: ownership transfers. Prints j as one compact line on stdout. */
 void slotctl_json_print(json_t *j);
 
@@ -145,5 +158,46 @@ json_t *slotctl_status_json(const struct slotctl_status_row *rows, size_t n, int
 /* c, a: borrowed for the call. `status`: every endpoint's ControllerStatus; exit 0, or
  * SLOTCTL_EXIT_UNAVAILABLE when any endpoint did not answer. */
 int slotctl_status_run(struct slotd_client *c, const struct slotctl_args *a);
+
+/* ---- range, txn and watch (slotctl_kv.c) ---- */
+
+/* c, a: borrowed for the call. `get --prefix P`: every page of the range, printed as key and
+ * value lines (or keys, or the count), or one JSON object. Returns the exit code. */
+int slotctl_range_run(struct slotd_client *c, const struct slotctl_args *a);
+
+/* The compares and ops of a txn read by slotctl_txn_parse (keys and values point into the
+ * parsed text, which is rewritten in place). */
+struct slotctl_txn_text {
+    struct slotd_txn_compare compares[SLOTD_TXN_COMPARES_MAX];
+    struct slotd_txn_op success[SLOTD_TXN_OPS_MAX];
+    struct slotd_txn_op failure[SLOTD_TXN_OPS_MAX];
+    struct slotd_txn txn; /* points at the arrays above */
+};
+
+/* Longest txn text slotctl reads from stdin. */
+#define SLOTCTL_TXN_TEXT_MAX (2u << 20)
+
+/*
+ * text (NUL-terminated, rewritten in place: keys and values point into it), t, err: borrowed
+ * for the call. Parses etcdctl-style txn text: compare lines, a blank line, success op lines,
+ * a blank line, failure op lines. Compares: value("K") OP "V", version("K") OP "N" (mod is an
+ * alias), exists("K"), absent("K") with OP one of = == != > <; ops: put K V, del K (delete),
+ * get K. Words may be "quoted" (escapes \" \\ \n \t \xHH). Returns 0, or -1 with a
+ * sentence naming the line in err.
+ */
+int slotctl_txn_parse(char *text, struct slotctl_txn_text *t, char *err, size_t errlen);
+
+/* c, a: borrowed for the call. `txn`: reads stdin, runs it, prints SUCCESS/FAILURE and the
+ * results (exit 0 / SLOTCTL_EXIT_PRECONDITION) or one JSON object. */
+int slotctl_txn_run(struct slotd_client *c, const struct slotctl_args *a);
+
+/* s, out, count, err: borrowed for the call. Parses a resume token "GROUP:INDEX,..." into out
+ * (at most max positions). Returns 0, or -1 with a sentence in err. */
+int slotctl_resume_parse(const char *s, struct slotd_watch_position *out, size_t max,
+                         size_t *count, char *err, size_t errlen);
+
+/* c, a: borrowed for the call. `watch KEY | --prefix P`: prints every change until --count
+ * events, --timeout seconds or SIGINT/SIGTERM, then the resume token. Returns the exit code. */
+int slotctl_watch_run(struct slotd_client *c, const struct slotctl_args *a);
 
 #endif /* SLOTD_SLOTCTL_CMDS_H */

@@ -1,8 +1,10 @@
 /* slotctl_out.c - slotctl's shared output: command names, JSON printing and error reports. */
 #include "slotctl_cmds.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Indexed by enum slotctl_cmd. */
 static const char *const cmd_names[] = {
@@ -10,7 +12,7 @@ static const char *const cmd_names[] = {
     "route", "cluster",       "health",       "bench",  "transfer-leader",
     "join",  "activate",      "move-replica", "drain",  "promote",
     "retry", "migrate-slots", "task status",  "status", "user",
-    "role", "feature",
+    "role", "feature",       "watch",        "txn",
 };
 
 const char *slotctl_cmd_name(int cmd)
@@ -74,4 +76,44 @@ int slotctl_error_report(const struct slotctl_args *a, int rc, const struct slot
     }
     fprintf(stderr, "slotctl: %s\n", msg);
     return code;
+}
+
+void slotctl_hex_of(const uint8_t *b, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", b[i]);
+    out[2 * n] = '\0';
+}
+
+bool slotctl_printable(const uint8_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isprint(b[i]) && b[i] != '\t')
+            return false;
+    return true;
+}
+
+void slotctl_bytes_print(FILE *out, const uint8_t *b, size_t n)
+{
+    if (slotctl_printable(b, n)) {
+        fwrite(b, 1, n, out);
+        return;
+    }
+    fputs("0x", out);
+    for (size_t i = 0; i < n; i++)
+        fprintf(out, "%02x", b[i]);
+}
+
+void slotctl_json_set_bytes(json_t *obj, const char *name, const uint8_t *b, size_t n)
+{
+    json_t *s = json_stringn(n ? (const char *)b : "", n);
+    json_object_set_new(obj, name, s ? s : json_null());
+    char *hex = malloc(2 * n + 1);
+    if (hex) {
+        slotctl_hex_of(b, n, hex);
+        char key[64];
+        snprintf(key, sizeof(key), "%s_hex", name);
+        json_object_set_new(obj, key, json_string(hex));
+        free(hex);
+    }
 }

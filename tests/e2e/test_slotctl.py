@@ -1,7 +1,8 @@
 # test_slotctl.py - slotctl and libslotd against a real single node and a 3-node cluster.
 """slotctl end to end: put/get/delete/cas round trips (human and --json output), exit codes,
-route/cluster/health views, the bench alias, and a long-lived libslotd client
-(cclient_write_loop) that keeps writing while the leader of its key's group is SIGTERMed.
+route/cluster/health views, the bench alias, get --prefix paging, txn from stdin, watch with
+resume tokens (and across a kill -9 of the node it streams from), and a long-lived libslotd
+client (cclient_write_loop) that keeps writing while the leader of its key's group is SIGTERMed.
 
 slotctl is ``$SLOTCTL_BIN`` when set, else ``slotctl`` next to the slotd binary the harness uses;
 cclient_write_loop likewise (``$CCLIENT_WRITE_LOOP_BIN``)."""
@@ -172,6 +173,120 @@ class SlotctlChecks:
         self.assertIn("usage: slotbench", proc.stdout + proc.stderr)
 
 
+    # ---- get --prefix, txn, watch ----
+
+    def test_get_prefix_pages_every_group(self):
+        """get --prefix returns every key under the prefix once, across all groups (a page per
+        group run at least); --limit stops early with more true; --keys-only and --count-only
+        print what they say."""
+        prefix = self.key("range") + "/"
+        keys = set()
+        for g in self.group_ids:
+            for i in range(3):
+                k = h.key_in_group(self.table, g, prefix + "g%d" % g).decode()
+                code, out, err = slotctl(self.endpoints, "put", k, "v-" + k[-4:])
+                self.assertEqual(code, 0, err)
+                keys.add(k)
+        code, j, err = slotctl_json(self.endpoints, "get", "--prefix", prefix)
+        self.assertEqual(code, 0, err)
+        got = [e["key"] for e in j["entries"]]
+        self.assertEqual(sorted(got), sorted(keys))  # every key once
+        self.assertEqual(j["count"], len(keys))
+        self.assertFalse(j["more"])
+        self.assertGreaterEqual(j["pages"], len(self.group_ids) if self.node_count > 1 else 1)
+        self.assertTrue(all(e["value"] == "v-" + e["key"][-4:] for e in j["entries"]))
+        code, j, err = slotctl_json(self.endpoints, "get", "--prefix", prefix, "--limit", "5")
+        self.assertEqual(code, 0, err)
+        self.assertEqual((j["count"], len(j["entries"]), j["more"]), (5, 5, True))
+        code, out, err = slotctl(self.endpoints, "get", "--prefix", prefix, "--count-only")
+        self.assertEqual((code, out.strip()), (0, str(len(keys))), err)
+        code, out, err = slotctl(self.endpoints, "get", "--prefix", prefix, "--keys-only")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(sorted(out.split()), sorted(keys))
+        code, out, err = slotctl(self.endpoints, "get", "k", "--prefix", prefix)
+        self.assertEqual(code, 2, err)
+        self.assertIn("give KEY or --prefix P", err)
+
+    def test_txn_success_failure_and_cross_group(self):
+        """txn from stdin: the success branch when the compares hold (exit 0), the failure
+        branch otherwise (exit 3, nothing of the success branch written); keys in two groups
+        are refused (exit 5, the message names both groups) and change nothing."""
+        g = self.group_ids[0]
+        k1 = h.key_in_group(self.table, g, self.key("txn1")).decode()
+        k2 = h.key_in_group(self.table, g, self.key("txn2")).decode()
+        self.assertEqual(slotctl(self.endpoints, "put", k1, "v1")[0], 0)
+        text = 'value("%s") = "v1"\nabsent("%s")\n\nput %s "two words"\nget %s\n\nget %s\n' % (
+            k1, k2, k2, k1, k1)
+
+        def txn(body, json_out=False):
+            cmd = [SLOTCTL_BIN, "--endpoints", self.endpoints] + (["--json"] if json_out else []) + ["txn"]
+            proc = subprocess.run(cmd, input=body, capture_output=True, text=True,
+                                  timeout=RUN_TIMEOUT_S)
+            return proc.returncode, proc.stdout, proc.stderr
+
+        code, out, err = txn(text)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.splitlines()[0], "SUCCESS")
+        self.assertIn("version", out.splitlines()[2])
+        self.assertTrue(out.splitlines()[2].endswith(" v1"), out)
+        code, j, err = slotctl_json(self.endpoints, "get", k2)
+        self.assertEqual((code, j["value"]), (0, "two words"), err)
+        version = j["version"]
+        # Now k2 exists: the failure branch runs, the success branch's put is not applied.
+        code, out, err = txn(text, json_out=True)
+        self.assertEqual(code, 3, err)
+        r = json.loads(out)
+        self.assertFalse(r["succeeded"])
+        self.assertEqual([(x["op"], x["value"]) for x in r["results"]], [("get", "v1")])
+        code, j, err = slotctl_json(self.endpoints, "get", k2)
+        self.assertEqual((j["value"], j["version"]), ("two words", version))
+        if len(self.group_ids) > 1:
+            other = h.key_in_group(self.table, self.group_ids[1], self.key("txn3")).decode()
+            code, out, err = txn("\nput %s a\nput %s b\n" % (k1, other))
+            self.assertEqual(code, 5, err)
+            self.assertIn("different slot groups", err)
+            self.assertEqual(slotctl(self.endpoints, "get", other)[0], 1)  # not written
+            code, j, err = slotctl_json(self.endpoints, "get", k1)
+            self.assertEqual(j["value"], "v1")
+        code, out, err = txn('value("%s") ~ "x"\n' % k1)
+        self.assertEqual(code, 2, err)
+        self.assertIn("line 1: compare operator", err)
+
+    def test_watch_count_then_resume_without_gap_or_duplicate(self):
+        """A watch's RESUME token continues exactly after what it printed: the changes made
+        between two watches are all seen by the second (puts and a delete, in order), none
+        twice, and a third watch from the second's token sees nothing."""
+        prefix = self.key("watch") + "/"
+        code, out, err = slotctl(self.endpoints, "watch", "--prefix", prefix, "--timeout", "1")
+        self.assertEqual(code, 0, err)
+        token = out.split()[-1]
+        self.assertEqual(out.split()[0], "RESUME")
+        keys = [h.key_in_group(self.table, g, prefix).decode() for g in self.group_ids]
+        for k in keys:
+            self.assertEqual(slotctl(self.endpoints, "put", k, "a")[0], 0)
+        self.assertEqual(slotctl(self.endpoints, "put", keys[0], "b")[0], 0)
+        self.assertEqual(slotctl(self.endpoints, "delete", keys[0])[0], 0)
+        want = len(keys) + 2
+        code, out, err = slotctl(self.endpoints, "--json", "watch", "--prefix", prefix,
+                                 "--resume", token, "--count", str(want), "--timeout", "20")
+        self.assertEqual(code, 0, err)
+        lines = [json.loads(x) for x in out.splitlines()]
+        events, result = lines[:-1], lines[-1]
+        self.assertEqual(result["events"], want)
+        self.assertEqual(sorted((e["key"], e["type"], e.get("value")) for e in events),
+                         sorted([(k, "put", "a") for k in keys] +
+                                [(keys[0], "put", "b"), (keys[0], "delete", None)]))
+        first = [(e["type"], e.get("value")) for e in events if e["key"] == keys[0]]
+        self.assertEqual(first, [("put", "a"), ("put", "b"), ("delete", None)])  # key order
+        code, out, err = slotctl(self.endpoints, "watch", "--prefix", prefix, "--resume",
+                                 result["resume"], "--timeout", "1")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.splitlines(), ["RESUME " + result["resume"]])
+        code, out, err = slotctl(self.endpoints, "watch", "--prefix", prefix, "--resume", "1:x")
+        self.assertEqual(code, 2, err)
+        self.assertIn("--resume", err)
+
+
 class TestSlotctlSingleNode(SlotctlChecks, h.SlotdTestCase):
     @classmethod
     def setUpClass(cls):
@@ -220,6 +335,49 @@ class TestSlotctlCluster(SlotctlChecks, h.SlotdTestCase):
             self.assertEqual(code, 0, err)
             self.assertEqual(j["group_id"], group_id)
             self.assertEqual(j["attempts"], 1, "group %d leader %d" % (group_id, leaders[group_id]))
+
+
+    def test_watch_resumes_across_kill_of_its_node(self):
+        """libslotd's watch (slotctl watch) keeps going when the node it streams from is
+        killed (-9): it resumes on the next endpoint from its positions, so every acked put is
+        printed exactly once, in per-key order. The node is restarted after (shared cluster)."""
+        victim = self.cluster.node_ids[0]
+        order = [victim] + [n for n in self.cluster.node_ids if n != victim]
+        endpoints = ",".join(self.cluster.addr(n) for n in order)
+        others = ",".join(self.cluster.addr(n) for n in order[1:])
+        prefix = self.key("watchkill") + "/"
+        code, out, err = slotctl(endpoints, "watch", "--prefix", prefix, "--timeout", "1")
+        self.assertEqual(code, 0, err)
+        token = out.split()[-1]
+        keys = [h.key_in_group(self.table, g, prefix).decode() for g in self.group_ids]
+        rounds = 4
+        proc = subprocess.Popen([SLOTCTL_BIN, "--endpoints", endpoints, "--json", "watch",
+                                 "--prefix", prefix, "--resume", token, "--count",
+                                 str(rounds * len(keys)), "--timeout", "90"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        acked = []
+        try:
+            for r in range(rounds):
+                if r == rounds // 2:
+                    self.cluster.kill(victim)
+                for k in keys:
+                    code, j, err = slotctl_json(others, "--max-retries", "20", "put", k,
+                                                "r%d" % r)
+                    self.assertEqual(code, 0, err)
+                    acked.append((k, "r%d" % r))
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+            self.cluster.restart(victim)
+        self.assertEqual(proc.returncode, 0, err)
+        lines = [json.loads(x) for x in out.splitlines()]
+        seen = [(e["key"], e["value"]) for e in lines[:-1]]
+        self.assertEqual(sorted(seen), sorted(acked))  # every acked put, once
+        for k in keys:
+            self.assertEqual([v for kk, v in seen if kk == k], ["r%d" % r for r in range(rounds)])
+        self.assertGreaterEqual(lines[-1]["resumes"], 1)
 
 
 class TestClientFollowsLeaderChange(h.SlotdTestCase):

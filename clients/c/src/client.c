@@ -510,7 +510,8 @@ static bool client_route_due(struct slotd_client *c, int64_t now)
 }
 
 /* Writes into address where a call for key goes: its group's leader per the route (fetched
- * or refreshed when due), else an endpoint chosen round robin. */
+ * or refreshed when due), else (no route, or key NULL: a call any node serves) an endpoint
+ * chosen round robin. */
 static void client_pick_address(struct slotd_client *c, const void *key, size_t klen, char *address)
 {
     int64_t now = client_now_ns();
@@ -524,7 +525,7 @@ static void client_pick_address(struct slotd_client *c, const void *key, size_t 
         client_route_refresh(c, NULL, &ignored); /* the call itself reports what fails */
     }
     pthread_mutex_lock(&c->lock);
-    const char *leader = c->route ? slotd_route_leader_address(c->route, key, klen) : NULL;
+    const char *leader = c->route && key ? slotd_route_leader_address(c->route, key, klen) : NULL;
     if (leader)
         snprintf(address, SLOTD_ADDRESS_LEN + 1, "%s", leader);
     else
@@ -565,9 +566,9 @@ int slotd_route_fetch(struct slotd_client *c, struct slotd_route **out, struct s
 
 /* ---- routed calls ---------------------------------------------------------------------- */
 
-/* Sends req (borrowed) to the leader of key's group with redirects and retries. On success
- * *body holds the response (caller frees with grpc_slice_unref()). op names the call in
- * messages ("put"). */
+/* Sends req (borrowed) to the leader of key's group (key NULL: to an endpoint) with redirects
+ * and retries. On success *body holds the response (caller frees with grpc_slice_unref()). op
+ * names the call in messages ("put"). */
 static int client_routed_call(struct slotd_client *c, const char *op, const char *method,
                               const void *key, size_t klen, const uint8_t *req, size_t req_len,
                               bool idempotent, grpc_slice *body, unsigned *attempts,
@@ -1014,4 +1015,42 @@ int slotd_client_set_token(struct slotd_client *c, const char *token)
         snprintf(c->authorization, sizeof(c->authorization), "Bearer %s", token);
     pthread_mutex_unlock(&c->lock);
     return SLOTD_CLIENT_OK;
+}
+
+/* ---- what client_kv.c and client_watch.c use from client.c ---- */
+
+void slotd__status_reset(struct slotd_status *st)
+{
+    status_reset(st);
+}
+
+int slotd__client_routed_call(struct slotd_client *c, const char *op, const char *method,
+                              const void *key, size_t klen, const uint8_t *req, size_t req_len,
+                              bool idempotent, grpc_slice *body, unsigned *attempts,
+                              struct slotd_status *st)
+{
+    return client_routed_call(c, op, method, key, klen, req, req_len, idempotent, body, attempts,
+                              st);
+}
+
+void slotd__client_request_id(struct slotd_client *c, uint8_t *id, size_t len)
+{
+    client_request_id(c, id, len);
+}
+
+grpc_channel *slotd__client_channel(struct slotd_client *c, const char *address)
+{
+    return client_channel(c, address);
+}
+
+void slotd__client_authorization(struct slotd_client *c, char *out, size_t len)
+{
+    pthread_mutex_lock(&c->lock);
+    snprintf(out, len, "%s", c->authorization);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void slotd__client_trailer_detail(const grpc_metadata_array *md, struct slotd_status *st)
+{
+    client_trailer_detail(md, st);
 }

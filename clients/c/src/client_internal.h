@@ -4,6 +4,8 @@
 
 #include "slotd/client.h"
 
+#include <grpc/grpc.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -117,5 +119,32 @@ int slotd__task_status_decode(const uint8_t *buf, size_t len, bool by_id,
  * out->status.message when the bytes do not decode. */
 int slotd__controller_status_decode(const uint8_t *buf, size_t len,
                                     struct slotd_controller_status *out);
+
+/* ---- what client_kv.c and client_watch.c use from client.c ---- */
+
+/* Clears st: no call made yet (grpc_status -1). */
+void slotd__status_reset(struct slotd_status *st);
+
+/* c, op, key, req, st: borrowed for the call. Sends req to the leader of key's slot group (key
+ * NULL: to a seed endpoint, for calls any node serves), following NOT_LEADER hints and retrying
+ * retriable failures when idempotent. On SLOTD_CLIENT_OK *body holds the response (caller frees
+ * with grpc_slice_unref()); otherwise st->message is a sentence starting with op. */
+int slotd__client_routed_call(struct slotd_client *c, const char *op, const char *method,
+                              const void *key, size_t klen, const uint8_t *req, size_t req_len,
+                              bool idempotent, grpc_slice *body, unsigned *attempts,
+                              struct slotd_status *st);
+
+/* Fills id[0..len) with random bytes (a request id). */
+void slotd__client_request_id(struct slotd_client *c, uint8_t *id, size_t len);
+
+/* The client's channel to address (opened on first use, owned by the client); NULL when its
+ * channel table is full. */
+grpc_channel *slotd__client_channel(struct slotd_client *c, const char *address);
+
+/* Copies the "authorization" value every call sends ("" = none) into out. */
+void slotd__client_authorization(struct slotd_client *c, char *out, size_t len);
+
+/* md, st: borrowed for the call. Reads a grpc-status-details-bin trailer into st's detail. */
+void slotd__client_trailer_detail(const grpc_metadata_array *md, struct slotd_status *st);
 
 #endif /* SLOTD_CLIENT_INTERNAL_H */

@@ -43,7 +43,7 @@ const char *slotd_error_code_name(int code)
     static const char *const names[] = {
         "UNSPECIFIED", "INVALID_FIELD",   "NOT_LEADER",  "NO_LEADER",   "ROUTE_NOT_READY",
         "QUEUE_FULL",  "UNKNOWN_OUTCOME", "WRONG_GROUP", "STALE_FENCE", "HASH_SLOT_FENCED",
-        "NOT_FOUND",   "SHUTTING_DOWN",   "STORAGE",     "MALFORMED",
+        "NOT_FOUND",   "SHUTTING_DOWN",   "STORAGE",     "MALFORMED",   "COMPACTED",
     };
     if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]))
         return "UNKNOWN";
@@ -88,6 +88,8 @@ static void wire_detail_fill(struct slotd_status *st, const Slotd__V1__ErrorDeta
     st->leader_address[0] = '\0';
     st->leader_group_id = 0;
     st->leader_term = 0;
+    st->compacted_group_id = d->compacted ? d->compacted->group_id : 0;
+    st->compacted_index = d->compacted ? d->compacted->index : 0;
     if (d->leader_hint) {
         st->leader_node_id = d->leader_hint->node_id;
         snprintf(st->leader_address, sizeof(st->leader_address), "%s",

@@ -1,4 +1,4 @@
-/* slotctl_test.c - CUnit test of slotctl admin, status and task commands: parser, tables, calls. */
+/* slotctl_test.c - CUnit test of slotctl admin, status, task and kv commands: parser, tables, calls. */
 #include "slotctl_cli.h"
 #include "slotctl_cmds.h"
 
@@ -977,6 +977,209 @@ static void test_status_without_server(void)
     slotd_client_free(c);
 }
 
+/* ---- get --prefix, txn and watch ----------------------------------------------------------- */
+
+static void test_parse_kv_commands(void)
+{
+    struct slotctl_args a;
+    char err[256];
+    CU_ASSERT_EQUAL(parse(ARGV("get", "--prefix", "", "--limit", "10", "--keys-only"), &a, err,
+                          sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_TRUE(a.has_prefix);
+    CU_ASSERT_STRING_EQUAL(a.prefix, "");
+    CU_ASSERT_EQUAL(a.limit, 10);
+    CU_ASSERT_TRUE(a.keys_only);
+    CU_ASSERT_EQUAL(parse(ARGV("watch", "--prefix", "u/", "--resume", "1:5,2:7", "--count", "3",
+                               "--timeout", "9"),
+                          &a, err, sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_WATCH);
+    CU_ASSERT_EQUAL(a.count, 3);
+    CU_ASSERT_EQUAL(a.timeout_s, 9);
+    CU_ASSERT_STRING_EQUAL(slotctl_cmd_name(SLOTCTL_CMD_WATCH), "watch");
+    CU_ASSERT_STRING_EQUAL(slotctl_cmd_name(SLOTCTL_CMD_TXN), "txn");
+    CU_ASSERT_EQUAL(parse(ARGV("txn"), &a, err, sizeof(err)), SLOTCTL_EXIT_OK);
+    static const struct {
+        char *argv[8];
+        const char *err;
+    } cases[] = {
+        {{"slotctl", "get", NULL}, "get: give KEY or --prefix P (one of them)"},
+        {{"slotctl", "get", "k", "--prefix", "p", NULL}, "get: give KEY or --prefix P (one of them)"},
+        {{"slotctl", "get", "k", "--limit", "3", NULL},
+         "--limit, --keys-only and --count-only: only with get --prefix"},
+        {{"slotctl", "get", "--prefix", "p", "--limit", "0", NULL},
+         "--limit: '0' is not an integer in 1..100000000"},
+        {{"slotctl", "get", "--prefix", "p", "--keys-only", "--count-only", NULL},
+         "--keys-only and --count-only: give one"},
+        {{"slotctl", "watch", NULL}, "watch: give KEY or --prefix P (one of them)"},
+        {{"slotctl", "watch", "k", "--limit", "3", NULL}, "--limit: only for get"},
+        {{"slotctl", "put", "k", "v", "--resume", "1:1", NULL}, "--resume: only for watch"},
+        {{"slotctl", "txn", "x", NULL}, "txn: takes 0 arguments, got 1"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int rc = parse((char **)cases[i].argv, &a, err, sizeof(err));
+        CU_ASSERT_EQUAL(rc, SLOTCTL_EXIT_USAGE);
+        if (strcmp(err, cases[i].err) != 0)
+            fprintf(stderr, "\ncase %zu: got '%s', want '%s'\n", i, err, cases[i].err);
+        CU_ASSERT_STRING_EQUAL(err, cases[i].err);
+    }
+}
+
+static void test_txn_text(void)
+{
+    struct slotctl_txn_text *t = malloc(sizeof(*t));
+    char err[256];
+    char text[] = "# a comment\n"
+                  "value(\"a b\") = \"x\\\"y\"\n"
+                  "version(k1) > 3\r\n"
+                  "mod(\"k1\") != \"0\"\n"
+                  "exists(k2)\n"
+                  "absent(\"k\\x00z\")\n"
+                  "\n"
+                  "put k1 \"v 1\"\n"
+                  "del k2\n"
+                  "\n"
+                  "get k1\n";
+    CU_ASSERT_EQUAL_FATAL(slotctl_txn_parse(text, t, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(t->txn.compare_count, 5);
+    CU_ASSERT_EQUAL(t->txn.success_count, 2);
+    CU_ASSERT_EQUAL(t->txn.failure_count, 1);
+    const struct slotd_txn_compare *c = t->txn.compares;
+    CU_ASSERT_EQUAL(c[0].target, SLOTD_TXN_TARGET_VALUE);
+    CU_ASSERT_EQUAL(c[0].op, SLOTD_TXN_CMP_EQUAL);
+    CU_ASSERT_EQUAL(c[0].key_len, 3);
+    CU_ASSERT_EQUAL(memcmp(c[0].key, "a b", 3), 0);
+    CU_ASSERT_EQUAL(c[0].value_len, 3);
+    CU_ASSERT_EQUAL(memcmp(c[0].value, "x\"y", 3), 0);
+    CU_ASSERT_EQUAL(c[1].target, SLOTD_TXN_TARGET_VERSION);
+    CU_ASSERT_EQUAL(c[1].op, SLOTD_TXN_CMP_GREATER);
+    CU_ASSERT_EQUAL(c[1].version, 3);
+    CU_ASSERT_EQUAL(c[2].op, SLOTD_TXN_CMP_NOT_EQUAL);
+    CU_ASSERT_EQUAL(c[3].target, SLOTD_TXN_TARGET_EXISTS);
+    CU_ASSERT_EQUAL(c[4].target, SLOTD_TXN_TARGET_ABSENT);
+    CU_ASSERT_EQUAL(c[4].key_len, 3);
+    CU_ASSERT_EQUAL(memcmp(c[4].key, "k\0z", 3), 0);
+    CU_ASSERT_EQUAL(t->txn.success[0].kind, SLOTD_TXN_PUT);
+    CU_ASSERT_EQUAL(t->txn.success[0].value_len, 3);
+    CU_ASSERT_EQUAL(t->txn.success[1].kind, SLOTD_TXN_DELETE);
+    CU_ASSERT_EQUAL(t->txn.failure[0].kind, SLOTD_TXN_GET);
+    static const struct {
+        const char *text;
+        const char *err;
+    } bad[] = {
+        {"", "the txn has no compare and no op"},
+        {"size(k) = 1\n", "line 1: a compare is value(K), version(K), mod(K), exists(K) or "
+                          "absent(K)"},
+        {"value(\"k) = 1\n", "line 1: compare key: no closing quote"},
+        {"value(k = 1\n", "line 1: compare key: no closing ')'"},
+        {"version(k) = x\n", "line 1: version 'x' is not an integer"},
+        {"exists(k) = 1\n", "line 1: unexpected text '= 1'"},
+        {"\nput k\n", "line 2: value: missing"},
+        {"\nmove k\n", "line 2: an op is put K V, del K or get K"},
+        {"\n\n\nget k\n", "line 3: more than three sections (compares, success ops, failure ops)"},
+        {"value(k) = \"a\\q\"\n", "line 1: compare value: unknown escape \\q"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char buf[128];
+        snprintf(buf, sizeof(buf), "%s", bad[i].text);
+        CU_ASSERT_EQUAL(slotctl_txn_parse(buf, t, err, sizeof(err)), -1);
+        if (strcmp(err, bad[i].err) != 0)
+            fprintf(stderr, "\ntxn case %zu: got '%s', want '%s'\n", i, err, bad[i].err);
+        CU_ASSERT_STRING_EQUAL(err, bad[i].err);
+    }
+    /* 17 compares: one over the limit */
+    char many[17 * 16 + 1] = "";
+    for (int i = 0; i < 17; i++)
+        strcat(many, "exists(k)\n");
+    CU_ASSERT_EQUAL(slotctl_txn_parse(many, t, err, sizeof(err)), -1);
+    CU_ASSERT_STRING_EQUAL(err, "line 17: more than 16 compares");
+    free(t);
+}
+
+static void test_resume_tokens(void)
+{
+    struct slotd_watch_position p[4];
+    size_t n;
+    char err[256];
+    CU_ASSERT_EQUAL(slotctl_resume_parse("1:0,7:18446744073709551615", p, 4, &n, err,
+                                         sizeof(err)),
+                    0);
+    CU_ASSERT_EQUAL(n, 2);
+    CU_ASSERT_EQUAL(p[1].group_id, 7);
+    CU_ASSERT_EQUAL(p[1].index, UINT64_MAX);
+    static const struct {
+        const char *token;
+        const char *err;
+    } bad[] = {
+        {"x", "--resume: 'x' is not GROUP:INDEX"},
+        {"0:1", "--resume: '0:1' is not GROUP:INDEX (group 1..4294967295)"},
+        {"1:", "--resume: group 1: no index"},
+        {"1:2:3", "--resume: group 1: '2:3' is not an index"},
+        {"1:2,1:3", "--resume: group 1 given twice"},
+        {"1:1,2:2,3:3,4:4,5:5", "--resume: more than 4 positions"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CU_ASSERT_EQUAL(slotctl_resume_parse(bad[i].token, p, 4, &n, err, sizeof(err)), -1);
+        if (strcmp(err, bad[i].err) != 0)
+            fprintf(stderr, "\nresume case %zu: got '%s', want '%s'\n", i, err, bad[i].err);
+        CU_ASSERT_STRING_EQUAL(err, bad[i].err);
+    }
+}
+
+static int kv_never_called(void *arg, const struct slotd_watch_message *m)
+{
+    (void)m;
+    (*(int *)arg)++;
+    return 1;
+}
+
+/* What libslotd refuses before any call: no attempt is made. */
+static void test_kv_bad_arguments_make_no_call(void)
+{
+    struct slotd_client *c = dead_client(-1);
+    struct slotd_range_query q = {.prefix = NULL, .prefix_len = 3};
+    struct slotd_range_page p;
+    CU_ASSERT_EQUAL(slotd_range(c, &q, &p), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(p.attempts, 0);
+    slotd_range_page_free(&p);
+    struct slotd_txn_op ops[1] = {{.kind = 9, .key = "k", .key_len = 1}};
+    struct slotd_txn t = {.success = ops, .success_count = 1};
+    struct slotd_txn_result r;
+    CU_ASSERT_EQUAL(slotd_txn(c, &t, &r), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(r.status.field, "txn.success");
+    CU_ASSERT_EQUAL(r.attempts, 0);
+    slotd_txn_result_free(&r);
+    t = (struct slotd_txn){.success = ops, .success_count = SLOTD_TXN_OPS_MAX + 1};
+    CU_ASSERT_EQUAL(slotd_txn(c, &t, &r), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(r.status.limit, SLOTD_TXN_OPS_MAX);
+    slotd_txn_result_free(&r);
+    int calls = 0;
+    struct slotd_watch_request w = {.key = "k", .key_len = 1, .prefix = "p", .prefix_len = 1};
+    struct slotd_watch_result wr;
+    CU_ASSERT_EQUAL(slotd_watch(c, &w, kv_never_called, &calls, &wr), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(wr.status.message, "both a key and a prefix"));
+    slotd_watch_result_free(&wr);
+    CU_ASSERT_EQUAL(calls, 0);
+    slotd_client_free(c);
+}
+
+/* A watch on endpoints that do not answer gives up after max_resumes restarts. */
+static void test_watch_gives_up_on_dead_endpoints(void)
+{
+    struct slotd_client *c = dead_client(-1);
+    int calls = 0;
+    struct slotd_watch_request w = {.prefix = "p", .prefix_len = 1, .max_resumes = 2};
+    struct slotd_watch_result wr;
+    CU_ASSERT_EQUAL(slotd_watch(c, &w, kv_never_called, &calls, &wr), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_EQUAL(wr.resumes, 2);
+    CU_ASSERT_EQUAL(calls, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(wr.status.message, "watch: UNAVAILABLE"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(wr.status.message, "2 resumes]"));
+    slotd_watch_result_free(&wr);
+    slotd_client_free(c);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -1003,6 +1206,12 @@ int main(void)
     CU_add_test(s, "status verdicts", test_status_judge);
     CU_add_test(s, "status JSON", test_status_json);
     CU_add_test(s, "status calls without a server", test_status_without_server);
+    CU_add_test(s, "parse get --prefix, watch and txn", test_parse_kv_commands);
+    CU_add_test(s, "txn text", test_txn_text);
+    CU_add_test(s, "watch resume tokens", test_resume_tokens);
+    CU_add_test(s, "range, txn and watch bad arguments make no call",
+                test_kv_bad_arguments_make_no_call);
+    CU_add_test(s, "watch gives up on dead endpoints", test_watch_gives_up_on_dead_endpoints);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed();

@@ -53,6 +53,7 @@ enum slotd_error_code {
     SLOTD_ERROR_CODE_SHUTTING_DOWN = 11,
     SLOTD_ERROR_CODE_STORAGE = 12,
     SLOTD_ERROR_CODE_MALFORMED = 13,
+    SLOTD_ERROR_CODE_COMPACTED = 14,
 };
 
 /* Static name of a slotd.v1.ErrorCode without its prefix ("NOT_LEADER"); "UNKNOWN" otherwise. */
@@ -79,6 +80,10 @@ struct slotd_status {
     uint32_t leader_group_id;
     uint64_t leader_term;
     char address[SLOTD_ADDRESS_LEN + 1]; /* the node the last attempt went to */
+    /* COMPACTED (a watch resumed behind a group's history): that group and the oldest
+     * position a watch can resume from in it */
+    uint32_t compacted_group_id;
+    uint64_t compacted_index;
 };
 
 /* ---- the client ---------------------------------------------------------------------------- */
@@ -238,6 +243,245 @@ void slotd_value_free(struct slotd_value *v);
  */
 int slotd_get(struct slotd_client *c, const void *key, size_t klen, int consistency,
               uint64_t min_applied_index, struct slotd_value *out);
+
+/* ---- range: pages of keys across slot groups ------------------------------------------------ */
+
+/* Entries per page when the query's limit is 0, and the most a page may ask for. */
+#define SLOTD_RANGE_LIMIT_DEFAULT 100
+#define SLOTD_RANGE_LIMIT_MAX 1000
+
+/* One page of a Read range query (slotd.v1.RangeQuery). Pointers are borrowed for the call.
+ * prefix, or [start, end) (end empty: no upper bound), or none of them: every key. Pages come
+ * in hash-slot order (0..255), then in key byte order within a hash slot: not global key
+ * order. */
+struct slotd_range_query {
+    const void *prefix;
+    size_t prefix_len;
+    const void *start;
+    size_t start_len;
+    const void *end;
+    size_t end_len;
+    uint32_t limit; /* entries per page: 0 = SLOTD_RANGE_LIMIT_DEFAULT, <= SLOTD_RANGE_LIMIT_MAX */
+    bool keys_only;  /* entries carry no value */
+    bool count_only; /* no entries, only the page's count */
+    int consistency; /* enum slotd_consistency */
+    /* the previous page's cursor (same prefix/start/end); NULL = from the first hash slot */
+    const void *cursor;
+    size_t cursor_len;
+};
+
+struct slotd_range_entry {
+    uint8_t *key; /* malloc'd */
+    size_t key_len;
+    uint8_t *value; /* malloc'd (NULL with keys_only or an empty value) */
+    size_t value_len;
+    uint64_t version; /* raft index that last wrote the key */
+};
+
+struct slotd_range_page {
+    struct slotd_range_entry *entries; /* malloc'd array of entry_count */
+    size_t entry_count;
+    uint32_t count; /* entries of the page (also with count_only) */
+    bool more;      /* more pages may follow: ask again with cursor */
+    /* malloc'd (NULL when more is false); a caller may keep it (free() it later) by setting
+     * cursor to NULL before slotd_range_page_free() */
+    uint8_t *cursor;
+    size_t cursor_len;
+    uint64_t applied_index; /* of the replica that served the page */
+    uint32_t group_id;
+    uint64_t term;
+    unsigned attempts;
+    struct slotd_status status;
+};
+
+/* p: borrowed for the call. Frees what the page owns and clears it. */
+void slotd_range_page_free(struct slotd_range_page *p);
+
+/*
+ * c, q, out: borrowed for the call; free out with slotd_range_page_free() whatever the return
+ * value. Reads one page: the node asked serves it from the slot group owning the cursor's next
+ * hash slot (forwarding when it holds no replica of it). A page may hold fewer than limit
+ * entries, even none, while more is true. The server checks the query (INVALID_ARGUMENT names
+ * the field: range.limit, range.prefix, ...). Retried like a get.
+ */
+int slotd_range(struct slotd_client *c, const struct slotd_range_query *q,
+                struct slotd_range_page *out);
+
+/* ---- txn: compares, then one branch of ops, atomic in one slot group ------------------------ */
+
+/* What a compare reads of its key (slotd.v1.TxnTarget). */
+enum slotd_txn_target {
+    SLOTD_TXN_TARGET_VERSION = 1, /* the key's version (0 when absent) */
+    SLOTD_TXN_TARGET_VALUE = 2,   /* the value, bytewise; false on an absent key */
+    SLOTD_TXN_TARGET_EXISTS = 3,  /* op must be SLOTD_TXN_CMP_NONE */
+    SLOTD_TXN_TARGET_ABSENT = 4,  /* op must be SLOTD_TXN_CMP_NONE */
+};
+
+/* current <op> given (slotd.v1.TxnCompareOp). */
+enum slotd_txn_cmp {
+    SLOTD_TXN_CMP_NONE = 0,
+    SLOTD_TXN_CMP_EQUAL = 1,
+    SLOTD_TXN_CMP_NOT_EQUAL = 2,
+    SLOTD_TXN_CMP_GREATER = 3,
+    SLOTD_TXN_CMP_LESS = 4,
+};
+
+struct slotd_txn_compare {
+    const void *key;
+    size_t key_len;
+    int target;       /* enum slotd_txn_target */
+    int op;           /* enum slotd_txn_cmp */
+    uint64_t version; /* TARGET_VERSION */
+    const void *value; /* TARGET_VALUE */
+    size_t value_len;
+};
+
+enum slotd_txn_op_kind { SLOTD_TXN_PUT = 1, SLOTD_TXN_DELETE = 2, SLOTD_TXN_GET = 3 };
+
+struct slotd_txn_op {
+    int kind; /* enum slotd_txn_op_kind */
+    const void *key;
+    size_t key_len;
+    const void *value; /* PUT */
+    size_t value_len;
+};
+
+/* Server limits (slotd.v1.TxnCommand): compares, and ops of each branch. */
+#define SLOTD_TXN_COMPARES_MAX 16
+#define SLOTD_TXN_OPS_MAX 64
+
+/* One txn Propose. Pointers are borrowed for the call. Every key must map to the slot group of
+ * the first key (the first compare's, else the first success op's, else the first failure
+ * op's); keys in two groups are refused with INVALID_ARGUMENT naming both. */
+struct slotd_txn {
+    const struct slotd_txn_compare *compares;
+    size_t compare_count;
+    const struct slotd_txn_op *success;
+    size_t success_count;
+    const struct slotd_txn_op *failure;
+    size_t failure_count;
+    /* as in struct slotd_write: NULL = a random 16-byte id (retries reuse it) */
+    const void *request_id;
+    size_t request_id_len;
+    bool no_request_id;
+};
+
+struct slotd_txn_op_result {
+    int kind;              /* enum slotd_txn_op_kind of the op */
+    uint64_t version;      /* PUT: the new version; GET: the key's version */
+    uint64_t prev_version; /* PUT, DELETE */
+    bool deleted;          /* DELETE: the key existed */
+    bool found;            /* GET */
+    uint8_t *value;        /* GET: malloc'd (NULL when absent or empty) */
+    size_t value_len;
+};
+
+struct slotd_txn_result {
+    bool succeeded; /* every compare held: the success branch ran; else the failure branch */
+    struct slotd_txn_op_result *results; /* malloc'd, one per op of the branch that ran */
+    size_t result_count;
+    uint64_t applied_index;
+    uint32_t group_id;
+    uint64_t term;
+    bool deduplicated;
+    uint8_t request_id[SLOTD_REQUEST_ID_LEN_MAX];
+    size_t request_id_len;
+    unsigned attempts;
+    struct slotd_status status;
+};
+
+/* r: borrowed for the call. Frees what the result owns and clears it. */
+void slotd_txn_result_free(struct slotd_txn_result *r);
+
+/*
+ * c, t, out: borrowed for the call; free out with slotd_txn_result_free() whatever the return
+ * value. Sends the txn to the leader of the first key's group, following hints and retrying
+ * like slotd_write() (only with a request id). A failed compare is SLOTD_CLIENT_OK with
+ * out->succeeded false.
+ */
+int slotd_txn(struct slotd_client *c, const struct slotd_txn *t, struct slotd_txn_result *out);
+
+/* ---- watch: a stream of key changes that resumes by itself ---------------------------------- */
+
+/* A watch position: the index through which a group's changes were seen. */
+struct slotd_watch_position {
+    uint32_t group_id;
+    uint64_t index;
+};
+
+enum slotd_watch_event_type { SLOTD_WATCH_PUT = 1, SLOTD_WATCH_DELETE = 2 };
+
+/* One change. Pointers are valid during the callback only. */
+struct slotd_watch_event {
+    int type; /* enum slotd_watch_event_type */
+    const uint8_t *key;
+    size_t key_len;
+    const uint8_t *value; /* PUT, unless keys_only */
+    size_t value_len;
+    uint64_t version; /* PUT: the new version; DELETE: 0 */
+    uint32_t group_id;
+    uint64_t index; /* the raft entry that made the change */
+};
+
+/* One WatchResponse as the callback sees it. Pointers are valid during the callback only. */
+struct slotd_watch_message {
+    const struct slotd_watch_event *events; /* in each group's apply order */
+    size_t event_count;
+    /* the watch's position in every group it has seen, through this message: resume here */
+    const struct slotd_watch_position *positions;
+    size_t position_count;
+    bool created;  /* the first message of a stream (no events) */
+    bool progress; /* a progress notification (no events) */
+    unsigned resumes; /* streams restarted so far */
+};
+
+/* Returns 0 to go on watching, anything else to stop (slotd_watch then returns OK). */
+typedef int (*slotd_watch_cb)(void *arg, const struct slotd_watch_message *m);
+
+/* Most groups a watch tracks positions of, most positions in a resume. */
+#define SLOTD_WATCH_GROUPS_MAX SLOTD_ROUTE_GROUPS_MAX
+/* Resumes in a row without a message in between before slotd_watch gives up (max_resumes 0). */
+#define SLOTD_WATCH_RESUMES_DEFAULT 10
+
+/* A watch. Pointers are borrowed for the call. key (one key), or prefix (key empty), or
+ * neither: every key. */
+struct slotd_watch_request {
+    const void *key;
+    size_t key_len;
+    const void *prefix;
+    size_t prefix_len;
+    const struct slotd_watch_position *resume; /* where to continue (a result's positions) */
+    size_t resume_count;
+    uint32_t progress_interval_ms; /* 0: the server's default */
+    bool keys_only;
+    int timeout_ms;  /* stop after this long (returns OK, timed_out); 0 = no limit */
+    int max_resumes; /* 0 = SLOTD_WATCH_RESUMES_DEFAULT, negative = no limit */
+};
+
+struct slotd_watch_result {
+    struct slotd_watch_position *positions; /* malloc'd: where the watch stopped */
+    size_t position_count;
+    unsigned resumes;   /* streams restarted (after UNAVAILABLE, QUEUE_FULL, a lost node) */
+    unsigned messages;  /* messages passed to the callback */
+    bool timed_out;     /* timeout_ms passed */
+    struct slotd_status status; /* the failure that ended the watch */
+};
+
+/* r: borrowed for the call. Frees what the result owns and clears it. */
+void slotd_watch_result_free(struct slotd_watch_result *r);
+
+/*
+ * c, w, out: borrowed for the call; free out with slotd_watch_result_free() whatever the return
+ * value. Runs a Metadata/Watch on the seed endpoints, calling cb(arg, message) from this thread
+ * for every message, until cb returns non-zero or timeout_ms passes (both SLOTD_CLIENT_OK). A
+ * stream that ends UNAVAILABLE, RESOURCE_EXHAUSTED (a slow reader), DEADLINE_EXCEEDED,
+ * CANCELLED, UNKNOWN or INTERNAL is restarted on the next endpoint with resume = the positions
+ * reached, so no event is lost or repeated. Anything else ends the watch with the error: a
+ * resume behind a group's history is OUT_OF_RANGE (SLOTD_CLIENT_ERPC) with detail_code
+ * SLOTD_ERROR_CODE_COMPACTED and status.compacted_* naming the oldest position left.
+ */
+int slotd_watch(struct slotd_client *c, const struct slotd_watch_request *w, slotd_watch_cb cb,
+                void *arg, struct slotd_watch_result *out);
 
 /* ---- route and health ----------------------------------------------------------------------- */
 

@@ -1,0 +1,421 @@
+/* client_watch.c - libslotd Metadata/Watch: one server stream at a time, restarted on the next
+ * endpoint from the positions reached, so the callback sees every change once. */
+#include "client_internal.h"
+
+#include "slotd/v1/metadata.pb-c.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/support/time.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define WATCH_METHOD "/slotd.v1.Metadata/Watch"
+#define WATCH_BACKOFF_FIRST_MS 50
+#define WATCH_BACKOFF_MAX_MS 1000
+/* How long past the call's own deadline the stream may take to report it before it is
+ * cancelled here. */
+#define WATCH_CQ_GRACE_MS 2000
+
+/* Batch tags: the request, the stream's status, one message at a time. */
+enum { WATCH_TAG_SEND = 1, WATCH_TAG_STATUS, WATCH_TAG_RECV };
+
+/* How one stream ended. */
+enum watch_end {
+    WATCH_END_STOPPED, /* the callback asked to stop */
+    WATCH_END_CLOSED,  /* status OK: the server ended the stream */
+    WATCH_END_FAILED,  /* a status in st */
+};
+
+static int64_t watch_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void slotd_watch_result_free(struct slotd_watch_result *r)
+{
+    free(r->positions);
+    memset(r, 0, sizeof(*r));
+}
+
+/* Raises group's position in out to index (adding the group). False when the table is full or
+ * out of memory. */
+static bool watch_position_set(struct slotd_watch_result *out, size_t *cap, uint32_t group,
+                               uint64_t index)
+{
+    for (size_t i = 0; i < out->position_count; i++)
+        if (out->positions[i].group_id == group) {
+            if (index > out->positions[i].index)
+                out->positions[i].index = index;
+            return true;
+        }
+    if (out->position_count == SLOTD_WATCH_GROUPS_MAX)
+        return false;
+    if (out->position_count == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 16;
+        struct slotd_watch_position *p = realloc(out->positions, ncap * sizeof(*p));
+        if (!p)
+            return false;
+        out->positions = p;
+        *cap = ncap;
+    }
+    out->positions[out->position_count++] = (struct slotd_watch_position){group, index};
+    return true;
+}
+
+/* The WatchRequest for the next stream: w's selection, resume = the positions reached. */
+static int watch_encode(const struct slotd_watch_request *w, const struct slotd_watch_result *out,
+                        uint8_t **buf, size_t *len)
+{
+    Slotd__V1__WatchRequest m = SLOTD__V1__WATCH_REQUEST__INIT;
+    m.key = (ProtobufCBinaryData){w->key_len, (uint8_t *)w->key};
+    m.prefix = (ProtobufCBinaryData){w->prefix_len, (uint8_t *)w->prefix};
+    m.progress_interval_ms = w->progress_interval_ms;
+    m.keys_only = w->keys_only;
+    Slotd__V1__WatchPosition *pos = NULL, **ptrs = NULL;
+    if (out->position_count > 0) {
+        pos = calloc(out->position_count, sizeof(*pos));
+        ptrs = calloc(out->position_count, sizeof(*ptrs));
+        if (!pos || !ptrs) {
+            free(pos);
+            free(ptrs);
+            return SLOTD_CLIENT_ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < out->position_count; i++) {
+        slotd__v1__watch_position__init(&pos[i]);
+        pos[i].group_id = out->positions[i].group_id;
+        pos[i].index = out->positions[i].index;
+        ptrs[i] = &pos[i];
+    }
+    m.n_resume = out->position_count;
+    m.resume = ptrs;
+    *len = slotd__v1__watch_request__get_packed_size(&m);
+    *buf = malloc(*len ? *len : 1);
+    if (*buf)
+        slotd__v1__watch_request__pack(&m, *buf);
+    free(pos);
+    free(ptrs);
+    return *buf ? SLOTD_CLIENT_OK : SLOTD_CLIENT_ENOMEM;
+}
+
+/* Decodes one WatchResponse, folds its positions into out and hands it to cb. Returns
+ * SLOTD_CLIENT_OK with *stop set from cb, or EMALFORMED / ENOMEM with st->message set. */
+static int watch_deliver(grpc_byte_buffer *recv, struct slotd_watch_result *out, size_t *cap,
+                         slotd_watch_cb cb, void *arg, bool *stop, struct slotd_status *st)
+{
+    grpc_byte_buffer_reader reader;
+    if (!grpc_byte_buffer_reader_init(&reader, recv)) {
+        snprintf(st->message, sizeof(st->message), "a watch message that cannot be read");
+        return SLOTD_CLIENT_EMALFORMED;
+    }
+    grpc_slice body = grpc_byte_buffer_reader_readall(&reader);
+    grpc_byte_buffer_reader_destroy(&reader);
+    Slotd__V1__WatchResponse *m = slotd__v1__watch_response__unpack(
+        NULL, GRPC_SLICE_LENGTH(body), GRPC_SLICE_START_PTR(body));
+    grpc_slice_unref(body);
+    if (!m) {
+        snprintf(st->message, sizeof(st->message), "a watch message is not a WatchResponse");
+        return SLOTD_CLIENT_EMALFORMED;
+    }
+    int rc = SLOTD_CLIENT_OK;
+    struct slotd_watch_event *events = NULL;
+    for (size_t i = 0; i < m->n_positions; i++)
+        if (!watch_position_set(out, cap, m->positions[i]->group_id, m->positions[i]->index)) {
+            snprintf(st->message, sizeof(st->message),
+                     "a watch message names more than %d groups (or out of memory)",
+                     SLOTD_WATCH_GROUPS_MAX);
+            rc = SLOTD_CLIENT_EMALFORMED;
+            goto done;
+        }
+    if (m->n_events > 0) {
+        events = calloc(m->n_events, sizeof(*events));
+        if (!events) {
+            rc = SLOTD_CLIENT_ENOMEM;
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < m->n_events; i++) {
+        const Slotd__V1__WatchEvent *e = m->events[i];
+        events[i] = (struct slotd_watch_event){
+            .type = (int)e->type,
+            .key = e->key.data,
+            .key_len = e->key.len,
+            .value = e->value.data,
+            .value_len = e->value.len,
+            .version = e->version,
+            .group_id = e->group_id,
+            .index = e->index,
+        };
+    }
+    struct slotd_watch_message msg = {
+        .events = events,
+        .event_count = m->n_events,
+        .positions = out->positions,
+        .position_count = out->position_count,
+        .created = m->created,
+        .progress = m->progress,
+        .resumes = out->resumes,
+    };
+    out->messages++;
+    *stop = cb(arg, &msg) != 0;
+done:
+    free(events);
+    slotd__v1__watch_response__free_unpacked(m, NULL);
+    return rc;
+}
+
+/* One stream on address until it ends, the callback stops it or deadline_ms (monotonic, 0 =
+ * none) passes. *got says whether any message arrived. st describes a failed end. */
+static enum watch_end watch_stream(struct slotd_client *c, const char *address,
+                                   const uint8_t *req, size_t req_len, int64_t deadline_ms,
+                                   slotd_watch_cb cb, void *arg, struct slotd_watch_result *out,
+                                   size_t *cap, bool *got, struct slotd_status *st)
+{
+    slotd__status_reset(st);
+    snprintf(st->address, sizeof(st->address), "%s", address);
+    *got = false;
+    grpc_channel *ch = slotd__client_channel(c, address);
+    if (!ch) {
+        st->grpc_status = GRPC_STATUS_UNAVAILABLE;
+        snprintf(st->message, sizeof(st->message), "too many node addresses in use");
+        return WATCH_END_FAILED;
+    }
+    gpr_timespec deadline =
+        deadline_ms ? gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                   gpr_time_from_millis(deadline_ms - watch_now_ms(), GPR_TIMESPAN))
+                    : gpr_inf_future(GPR_CLOCK_MONOTONIC);
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
+    grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
+                                               grpc_slice_from_static_string(WATCH_METHOD), NULL,
+                                               deadline, NULL);
+    char authorization[SLOTD_CLIENT_TOKEN_MAX + 8];
+    slotd__client_authorization(c, authorization, sizeof(authorization));
+    grpc_metadata md;
+    memset(&md, 0, sizeof(md));
+    grpc_metadata_array initial_md, trailing_md;
+    grpc_metadata_array_init(&initial_md);
+    grpc_metadata_array_init(&trailing_md);
+    grpc_status_code status = GRPC_STATUS_UNKNOWN;
+    grpc_slice details = grpc_empty_slice();
+    grpc_slice req_slice = grpc_slice_from_copied_buffer((const char *)req, req_len);
+    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&req_slice, 1);
+    grpc_slice_unref(req_slice);
+    grpc_byte_buffer *recv = NULL;
+    enum watch_end end = WATCH_END_FAILED;
+    int pending = 0;
+    bool status_done = false, stopped = false, undecodable = false;
+
+    grpc_op ops[4];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (authorization[0]) {
+        md.key = grpc_slice_from_static_string("authorization");
+        md.value = grpc_slice_from_copied_string(authorization);
+        ops[0].data.send_initial_metadata.count = 1;
+        ops[0].data.send_initial_metadata.metadata = &md;
+    }
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    if (grpc_call_start_batch(call, ops, 3, (void *)(intptr_t)WATCH_TAG_SEND, NULL) == GRPC_CALL_OK)
+        pending++;
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[0].data.recv_status_on_client.trailing_metadata = &trailing_md;
+    ops[0].data.recv_status_on_client.status = &status;
+    ops[0].data.recv_status_on_client.status_details = &details;
+    if (grpc_call_start_batch(call, ops, 1, (void *)(intptr_t)WATCH_TAG_STATUS, NULL) ==
+        GRPC_CALL_OK)
+        pending++;
+    else
+        status_done = true; /* nothing will report a status: fail below */
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[0].data.recv_initial_metadata.recv_initial_metadata = &initial_md;
+    ops[1].op = GRPC_OP_RECV_MESSAGE;
+    ops[1].data.recv_message.recv_message = &recv;
+    if (grpc_call_start_batch(call, ops, 2, (void *)(intptr_t)WATCH_TAG_RECV, NULL) ==
+        GRPC_CALL_OK)
+        pending++;
+    if (status_done) {
+        grpc_call_cancel(call, NULL);
+        st->grpc_status = GRPC_STATUS_INTERNAL;
+        snprintf(st->message, sizeof(st->message), "cannot start the watch call");
+    }
+
+    while (pending > 0) {
+        gpr_timespec wait =
+            deadline_ms ? gpr_time_add(deadline, gpr_time_from_millis(WATCH_CQ_GRACE_MS,
+                                                                      GPR_TIMESPAN))
+                        : gpr_inf_future(GPR_CLOCK_MONOTONIC);
+        grpc_event ev = grpc_completion_queue_next(cq, wait, NULL);
+        if (ev.type != GRPC_OP_COMPLETE) {
+            /* gRPC did not enforce the deadline in time: cancel; every batch then completes */
+            grpc_call_cancel(call, NULL);
+            continue;
+        }
+        pending--;
+        intptr_t tag = (intptr_t)ev.tag;
+        if (tag == WATCH_TAG_STATUS) {
+            status_done = true;
+            continue;
+        }
+        if (tag != WATCH_TAG_RECV)
+            continue;
+        if (!recv)
+            continue; /* the stream is over: the status batch reports why */
+        if (!stopped) {
+            *got = true;
+            if (watch_deliver(recv, out, cap, cb, arg, &stopped, st) != SLOTD_CLIENT_OK) {
+                undecodable = true; /* st->message says why; the call is ended below */
+                stopped = true;
+            }
+        }
+        grpc_byte_buffer_destroy(recv);
+        recv = NULL;
+        if (stopped) {
+            grpc_call_cancel(call, NULL);
+            continue;
+        }
+        memset(ops, 0, sizeof(ops));
+        ops[0].op = GRPC_OP_RECV_MESSAGE;
+        ops[0].data.recv_message.recv_message = &recv;
+        if (grpc_call_start_batch(call, ops, 1, (void *)(intptr_t)WATCH_TAG_RECV, NULL) ==
+            GRPC_CALL_OK)
+            pending++;
+    }
+    if (undecodable) {
+        st->grpc_status = GRPC_STATUS_OK; /* the server said nothing wrong; the bytes were */
+    } else if (stopped) {
+        end = WATCH_END_STOPPED;
+    } else if (st->grpc_status == -1) {
+        st->grpc_status = (int)status;
+        snprintf(st->message, sizeof(st->message), "%.*s", (int)GRPC_SLICE_LENGTH(details),
+                 (const char *)GRPC_SLICE_START_PTR(details));
+        if (status != GRPC_STATUS_OK)
+            slotd__client_trailer_detail(&trailing_md, st);
+        end = status == GRPC_STATUS_OK ? WATCH_END_CLOSED : WATCH_END_FAILED;
+    }
+    if (recv)
+        grpc_byte_buffer_destroy(recv);
+    grpc_slice_unref(details);
+    if (authorization[0])
+        grpc_slice_unref(md.value);
+    memset(authorization, 0, sizeof(authorization));
+    grpc_metadata_array_destroy(&initial_md);
+    grpc_metadata_array_destroy(&trailing_md);
+    grpc_byte_buffer_destroy(send);
+    grpc_call_unref(call);
+    grpc_completion_queue_shutdown(cq);
+    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+           GRPC_QUEUE_SHUTDOWN) {
+    }
+    grpc_completion_queue_destroy(cq);
+    return end;
+}
+
+/* Whether a stream that ended with status is restarted (from the positions reached). */
+static bool watch_resumable(int status)
+{
+    return status == GRPC_STATUS_UNAVAILABLE || status == GRPC_STATUS_RESOURCE_EXHAUSTED ||
+           status == GRPC_STATUS_UNKNOWN || status == GRPC_STATUS_CANCELLED ||
+           status == GRPC_STATUS_DEADLINE_EXCEEDED || status == GRPC_STATUS_INTERNAL;
+}
+
+static int watch_check(const struct slotd_watch_request *w, struct slotd_watch_result *out)
+{
+    const char *bad = NULL;
+    if ((!w->key && w->key_len) || (!w->prefix && w->prefix_len))
+        bad = "a NULL key or prefix with a length";
+    else if (w->key_len && w->prefix_len)
+        bad = "both a key and a prefix (a watch takes one)";
+    else if (w->resume_count > SLOTD_WATCH_GROUPS_MAX || (w->resume_count && !w->resume))
+        bad = "a NULL resume array with a count, or more positions than SLOTD_WATCH_GROUPS_MAX";
+    else if (w->timeout_ms < 0)
+        bad = "a negative timeout_ms";
+    if (!bad)
+        return SLOTD_CLIENT_OK;
+    snprintf(out->status.message, sizeof(out->status.message), "watch: %s", bad);
+    return SLOTD_CLIENT_EINVAL;
+}
+
+int slotd_watch(struct slotd_client *c, const struct slotd_watch_request *w, slotd_watch_cb cb,
+                void *arg, struct slotd_watch_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    slotd__status_reset(&out->status);
+    int rc = watch_check(w, out);
+    if (rc != SLOTD_CLIENT_OK)
+        return rc;
+    size_t cap = 0;
+    for (size_t i = 0; i < w->resume_count; i++)
+        if (!watch_position_set(out, &cap, w->resume[i].group_id, w->resume[i].index))
+            return SLOTD_CLIENT_ENOMEM;
+    int64_t deadline_ms = w->timeout_ms > 0 ? watch_now_ms() + w->timeout_ms : 0;
+    int max_resumes = w->max_resumes == 0 ? SLOTD_WATCH_RESUMES_DEFAULT : w->max_resumes;
+    char addrs[SLOTD_CLIENT_ENDPOINTS_MAX][SLOTD_ADDRESS_LEN + 1];
+    size_t n = slotd__client_endpoints(c, addrs, SLOTD_CLIENT_ENDPOINTS_MAX);
+    unsigned in_a_row = 0;
+    int backoff = WATCH_BACKOFF_FIRST_MS;
+    struct slotd_status st;
+    for (size_t at = 0;; at++) {
+        const char *address = addrs[at % n];
+        uint8_t *req;
+        size_t req_len;
+        rc = watch_encode(w, out, &req, &req_len);
+        if (rc != SLOTD_CLIENT_OK)
+            return rc;
+        bool got;
+        enum watch_end end =
+            watch_stream(c, address, req, req_len, deadline_ms, cb, arg, out, &cap, &got, &st);
+        free(req);
+        if (end == WATCH_END_STOPPED || end == WATCH_END_CLOSED)
+            return SLOTD_CLIENT_OK;
+        if (deadline_ms && watch_now_ms() >= deadline_ms &&
+            st.grpc_status == GRPC_STATUS_DEADLINE_EXCEEDED) {
+            out->timed_out = true;
+            return SLOTD_CLIENT_OK;
+        }
+        if (got) {
+            in_a_row = 0;
+            backoff = WATCH_BACKOFF_FIRST_MS;
+        }
+        bool again = watch_resumable(st.grpc_status) &&
+                     (max_resumes < 0 || in_a_row < (unsigned)max_resumes) &&
+                     (!deadline_ms || watch_now_ms() + backoff < deadline_ms);
+        if (!again)
+            break;
+        in_a_row++;
+        out->resumes++;
+        slotd__sleep_ms(backoff);
+        backoff = backoff * 2 > WATCH_BACKOFF_MAX_MS ? WATCH_BACKOFF_MAX_MS : backoff * 2;
+    }
+    if (deadline_ms && watch_now_ms() + backoff >= deadline_ms && watch_resumable(st.grpc_status)) {
+        out->timed_out = true; /* no time left for another stream */
+        return SLOTD_CLIENT_OK;
+    }
+    rc = slotd__err_of_status(&st);
+    if (rc == SLOTD_CLIENT_OK)
+        rc = SLOTD_CLIENT_EMALFORMED; /* status OK here: a message that did not decode */
+    char text[SLOTD_STATUS_MESSAGE_LEN];
+    snprintf(text, sizeof(text), "watch: %s: %.400s", slotd_grpc_status_name(st.grpc_status),
+             st.message[0] ? st.message : slotd_client_strerror(rc));
+    size_t used = strlen(text);
+    if (st.has_detail && st.field[0])
+        snprintf(text + used, sizeof(text) - used, " (field %s, limit %llu)", st.field,
+                 (unsigned long long)st.limit);
+    used = strlen(text);
+    snprintf(text + used, sizeof(text) - used, " [%s, %u resume%s]", st.address, out->resumes,
+             out->resumes == 1 ? "" : "s");
+    memcpy(st.message, text, sizeof(st.message));
+    out->status = st;
+    slotd__client_record_error(c, &st);
+    return rc;
+}
