@@ -24,6 +24,11 @@ const SKIP_READ_CODES = new Set([
   grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED, grpc.status.RESOURCE_EXHAUSTED,
 ]);
 const SKIP_WRITE_CODES = new Set([grpc.status.UNAVAILABLE]);
+// The txn compare operators by their text.
+const TXN_OPS = {
+  '=': 'TXN_COMPARE_OP_EQUAL', '==': 'TXN_COMPARE_OP_EQUAL', '!=': 'TXN_COMPARE_OP_NOT_EQUAL',
+  '>': 'TXN_COMPARE_OP_GREATER', '<': 'TXN_COMPARE_OP_LESS',
+};
 // Stream ends a watch resumes from, on the next endpoint with its positions: the node went away,
 // or the client read too slowly. Anything else (COMPACTED: OUT_OF_RANGE, bad input, auth) ends it.
 const WATCH_RESUME_CODES = new Set([
@@ -272,6 +277,79 @@ function createClient(addr, options = {}) {
     get(key, { consistency = 'CONSISTENCY_LINEARIZABLE' } = {}) {
       return unary(endpoints[0], 'metadata', 'Read',
         { consistency, get: { key: toBuffer(key, 'key') } });
+    },
+    // Resolves to one page of a range query, the ReadResponse {group_id, applied_index, range:
+    // {entries: [{key, value, version}], count, more, cursor}}: every key under prefix, or in
+    // [start, end) (none: every key), limit entries (0 = 100, at most 1000). The page's group
+    // is named by the opaque cursor, so any endpoint serves it (forwarding); UNAVAILABLE and
+    // the like move on to the next endpoint, at most maxRetries more passes.
+    rangePage({ prefix, start, end, limit = 0, keysOnly = false, countOnly = false, cursor,
+      consistency = 'CONSISTENCY_LINEARIZABLE' } = {}) {
+      const range = { limit, keys_only: keysOnly, count_only: countOnly };
+      if (prefix !== undefined) range.prefix = toBuffer(prefix, 'prefix');
+      if (start !== undefined) range.start = toBuffer(start, 'start');
+      if (end !== undefined) range.end = toBuffer(end, 'end');
+      if (cursor !== undefined) range.cursor = toBuffer(cursor, 'cursor');
+      return anyEndpoint('metadata', 'Read', { consistency, range }, SKIP_READ_CODES,
+        1 + maxRetries);
+    },
+    // Every entry {key, value, version} of the range, page after page (an async iterator):
+    // hash-slot order, then key order within a hash slot. pageLimit: entries per page.
+    async* range({ prefix, start, end, pageLimit = 0, keysOnly = false,
+      consistency = 'CONSISTENCY_LINEARIZABLE' } = {}) {
+      let cursor;
+      for (;;) {
+        const page = (await this.rangePage({ prefix, start, end, limit: pageLimit, keysOnly,
+          cursor, consistency })).range;
+        yield* page.entries;
+        if (!page.more) return;
+        cursor = page.cursor;
+      }
+    },
+    // A txn builder: ifValue(key, op, value), ifVersion(key, op, version), ifExists(key),
+    // ifAbsent(key) (op one of = == != > <), thenPut/thenDelete/thenGet and
+    // elsePut/elseDelete/elseGet, then commit(): resolves to the ProposeResponse {txn:
+    // {succeeded, results}} (one result per op of the branch that ran). Every key must map to
+    // the slot group of the first key (INVALID_ARGUMENT otherwise); the txn is atomic there.
+    txn({ requestId } = {}) {
+      const command = { compares: [], success: [], failure: [] };
+      const compare = (key, target, op, extra) => {
+        if (op !== undefined && !Object.prototype.hasOwnProperty.call(TXN_OPS, op)) {
+          throw new TypeError(`compare operator ${op} is not one of ${Object.keys(TXN_OPS)}`);
+        }
+        command.compares.push({ key: toBuffer(key, 'key'), target,
+          op: op === undefined ? 'TXN_COMPARE_OP_UNSPECIFIED' : TXN_OPS[op], ...extra });
+      };
+      const op = (branch, kind, key, value) => {
+        const k = toBuffer(key, 'key');
+        branch.push(kind === 'put' ? { put: { key: k, value: toBuffer(value, 'value') } } :
+          kind === 'delete' ? { delete: { key: k } } : { get: { key: k } });
+      };
+      const builder = {
+        ifValue(key, o, value) {
+          compare(key, 'TXN_TARGET_VALUE', o, { value: toBuffer(value, 'value') });
+          return builder;
+        },
+        ifVersion(key, o, version) {
+          compare(key, 'TXN_TARGET_VERSION', o, { version: String(version) });
+          return builder;
+        },
+        ifExists(key) { compare(key, 'TXN_TARGET_EXISTS'); return builder; },
+        ifAbsent(key) { compare(key, 'TXN_TARGET_ABSENT'); return builder; },
+        thenPut(key, value) { op(command.success, 'put', key, value); return builder; },
+        thenDelete(key) { op(command.success, 'delete', key); return builder; },
+        thenGet(key) { op(command.success, 'get', key); return builder; },
+        elsePut(key, value) { op(command.failure, 'put', key, value); return builder; },
+        elseDelete(key) { op(command.failure, 'delete', key); return builder; },
+        elseGet(key) { op(command.failure, 'get', key); return builder; },
+        command,
+        commit() {
+          const request = { txn: command };
+          if (requestId !== undefined) request.request_id = toBuffer(requestId, 'requestId');
+          return unary(endpoints[0], 'metadata', 'Propose', request);
+        },
+      };
+      return builder;
     },
     // Resolves to the RouteSnapshotResponse {route_revision, hash_slot_table, groups, nodes},
     // built from lastRevision or later.

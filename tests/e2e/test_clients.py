@@ -14,8 +14,13 @@
   other endpoints answer at that revision or later, and a min_revision 1000 ahead (given
   explicitly, or carried in last_revision and sent by default) fails UNAVAILABLE naming
   "min_revision" after the node's 3 s wait, without trying the other endpoints.
+* ``Client.range`` / ``range_page`` (every key under a prefix once across all groups, limit,
+  count_only) and the ``Client.txn`` builder (success and failure branches, a cross-group txn
+  refused with nothing written), on one node and on 3.
 * ``Client.watch`` (Python) and ``watch()`` (Node) through 3 endpoints: a prefix watch keeps every acked put exactly once across
   kill -9 of the node it streams from (it resumes on the next endpoint with its positions).
+* clients/node ``range()`` (every key under a prefix once) and the ``txn()`` builder (both
+  branches, a cross-group txn refused) against one node.
 * ``node clients/node/example.js --addr`` against one node (``npm ci`` first when
   clients/node/node_modules is missing); its output is checked and the value read back here.
   Skipped only when node or npm is not installed.
@@ -247,6 +252,59 @@ class ClientChecks:
                          (first.applied_index, first.put.version))
         r = c.get(key)
         self.assertEqual((r.get.value, r.get.version), (b"v", first.put.version))
+
+
+    def test_range_pages_and_txn(self):
+        """Client.range pages through every group and yields each key under the prefix once;
+        range_page honours limit and count_only. Client.txn runs the success branch when the
+        compares hold, the failure branch (nothing of the success one written) when not, and a
+        txn over two groups is refused INVALID_ARGUMENT with nothing written."""
+        c = self.client()
+        table = list(c.route().hash_slot_table)
+        groups = sorted(set(table))
+        prefix = h.unique_key("pyrange") + b"/"
+        keys = {h.key_in_group(table, g, prefix + b"g%d" % g) for g in groups for _ in range(2)}
+        for k in keys:
+            c.put(k, b"v" + k[-3:])
+        got = list(c.range(prefix=prefix, page_limit=3))
+        self.assertEqual(sorted(e.key for e in got), sorted(keys))
+        self.assertTrue(all(e.value == b"v" + e.key[-3:] for e in got))
+        page = c.range_page(prefix=prefix, limit=1)
+        self.assertEqual((len(page.range.entries), page.range.more), (1, True))
+        total = 0
+        cursor = b""
+        while True:
+            page = c.range_page(prefix=prefix, count_only=True, cursor=cursor).range
+            self.assertEqual(len(page.entries), 0)
+            total += page.count
+            if not page.more:
+                break
+            cursor = page.cursor
+        self.assertEqual(total, len(keys))
+
+        g = groups[0]
+        k1 = h.key_in_group(table, g, prefix + b"t1")
+        k2 = h.key_in_group(table, g, prefix + b"t2")
+        c.put(k1, b"one")
+        r = c.txn().if_value(k1, "=", b"one").if_absent(k2).then_put(k2, b"two") \
+            .then_get(k1).else_get(k1).commit()
+        self.assertTrue(r.txn.succeeded)
+        self.assertEqual(r.txn.results[1].get.value, b"one")
+        version = c.get(k2).get.version
+        r = c.txn().if_value(k1, "=", b"one").if_absent(k2).then_put(k2, b"again") \
+            .else_get(k2).commit()
+        self.assertFalse(r.txn.succeeded)
+        self.assertEqual(r.txn.results[0].get.value, b"two")
+        self.assertEqual((c.get(k2).get.value, c.get(k2).get.version), (b"two", version))
+        if len(groups) > 1:
+            other = h.key_in_group(table, groups[1], prefix + b"t3")
+            with self.assertRaises(SlotdError) as ctx:
+                c.txn().then_put(k1, b"x").then_put(other, b"y").commit()
+            self.assertEqual(ctx.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertFalse(c.get(other).get.found)
+            self.assertEqual(c.get(k1).get.value, b"one")
+        with self.assertRaises(ValueError):
+            c.txn().if_value(k1, "~", b"x")
 
 
 class PythonClientSingleNodeTest(ClientChecks, h.SlotdTestCase):
@@ -545,6 +603,44 @@ class NodeClientWatchTest(h.SlotdTestCase):
         self.assertGreaterEqual(lines[-1]["resumes"], 1, lines[-1])
 
 
+# Run by `node -e` with argv: index.js path, endpoint, prefix, key count, then k1 and k2 (one
+# slot group) and k3 (another). Prints one JSON object.
+NODE_RANGE_TXN_SCRIPT = r"""
+'use strict';
+const [indexPath, addr, prefix, count, k1, k2, k3] = process.argv.slice(1);
+const { createClient } = require(indexPath);
+(async () => {
+  const c = createClient([addr]);
+  const out = {};
+  for (let i = 0; i < Number(count); i += 1) await c.put(prefix + i, 'v' + i);
+  out.seen = [];
+  for await (const e of c.range({ prefix, pageLimit: 3 })) {
+    out.seen.push([e.key.toString(), e.value.toString()]);
+  }
+  await c.put(k1, 'one');
+  const r1 = await c.txn().ifValue(k1, '=', 'one').ifAbsent(k2).thenPut(k2, 'two')
+    .thenGet(k1).elseGet(k1).commit();
+  out.r1 = [r1.txn.succeeded, r1.txn.results[1].get.value.toString()];
+  const r2 = await c.txn().ifAbsent(k2).thenPut(k2, 'again').elseGet(k2).commit();
+  out.r2 = [r2.txn.succeeded, r2.txn.results[0].get.value.toString()];
+  try {
+    await c.txn().thenPut(k1, 'x').thenPut(k3, 'y').commit();
+    out.cross = 'committed';
+  } catch (err) {
+    out.cross = err.code;
+  }
+  try {
+    c.txn().ifValue(k1, '~', 'x');
+    out.badOp = 'accepted';
+  } catch (err) {
+    out.badOp = err.name;
+  }
+  console.log(JSON.stringify(out));
+  c.close();
+})().catch((err) => { console.error(err); process.exit(1); });
+"""
+
+
 class NodeExampleTest(h.SlotdTestCase):
     @classmethod
     def setUpClass(cls):
@@ -573,6 +669,31 @@ class NodeExampleTest(h.SlotdTestCase):
                          % (key, version))
         raw = h.get(self.server.stub, key.encode())
         self.assertEqual((raw.get.value, raw.get.version), (b"from node", version))
+
+    def test_range_and_txn(self):
+        """clients/node range() pages through every key under a prefix once; the txn() builder
+        runs the success branch, then (its compare now false) the failure branch without
+        writing, and a txn over two groups is refused INVALID_ARGUMENT with nothing written."""
+        table = list(self.server.route().hash_slot_table)
+        groups = sorted(set(table))
+        prefix = h.unique_key("njsrange").decode() + "/"
+        k1 = h.key_in_group(table, groups[0], prefix + "t1").decode()
+        k2 = h.key_in_group(table, groups[0], prefix + "t2").decode()
+        k3 = h.key_in_group(table, groups[1], prefix + "t3").decode()
+        count = 20
+        proc = subprocess.run([self.node, "-e", NODE_RANGE_TXN_SCRIPT, str(NODE_DIR / "index.js"),
+                               self.server.addr, prefix + "k", str(count), k1, k2, k3],
+                              capture_output=True, text=True, timeout=NODE_TIMEOUT_S)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        out = json.loads(proc.stdout)
+        self.assertEqual(sorted(out["seen"]),
+                         sorted([prefix + "k%d" % i, "v%d" % i] for i in range(count)))
+        self.assertEqual(out["r1"], [True, "one"])
+        self.assertEqual(out["r2"], [False, "two"])
+        self.assertEqual(out["cross"], grpc.StatusCode.INVALID_ARGUMENT.value[0])
+        self.assertEqual(out["badOp"], "TypeError")
+        self.assertFalse(h.get(self.server.stub, k3.encode()).get.found)
+        self.assertEqual(h.get(self.server.stub, k2.encode()).get.value, b"two")
 
     def test_example_unreachable(self):
         code, out, err = self.run_example("--addr", dead_address())

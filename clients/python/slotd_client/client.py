@@ -512,6 +512,39 @@ class Client:
                                   no_forward=no_forward, get=pb.GetQuery(key=key))
         return self._call("get", key, "Read", build, idempotent=True)
 
+    def range_page(self, prefix=b"", start=b"", end=b"", limit=0, keys_only=False,
+                   count_only=False, cursor=b"", consistency="linearizable"):
+        """One page of a range query (prefix, or [start, end); none: every key; limit 0 = 100,
+        at most 1000). The page's group is named by the opaque cursor, so the request goes to a
+        seed endpoint with forwarding allowed (the endpoint that answered last first; retriable
+        failures move on to the next). Returns the ReadResponse (.range.entries, .range.count,
+        .range.more, .range.cursor; .group_id, .applied_index)."""
+        level = CONSISTENCY[consistency] if isinstance(consistency, str) else int(consistency)
+        request = pb.ReadRequest(consistency=level, range=pb.RangeQuery(
+            prefix=_as_bytes(prefix, "prefix"), start=_as_bytes(start, "start"),
+            end=_as_bytes(end, "end"), limit=int(limit), keys_only=bool(keys_only),
+            count_only=bool(count_only), cursor=_as_bytes(cursor, "cursor")))
+        return self._any_endpoint(
+            "range", lambda address: self._stub(address).Read(request, timeout=self.deadline),
+            RETRIABLE_CODES, passes=self.max_retries + 1)
+
+    def range(self, prefix=b"", start=b"", end=b"", page_limit=0, keys_only=False,
+              consistency="linearizable"):
+        """Every entry of the range, page after page (range_page), as RangeEntry messages (.key,
+        .value, .version) in hash-slot order, then key order within a hash slot."""
+        cursor = b""
+        while True:
+            page = self.range_page(prefix, start, end, page_limit, keys_only, False, cursor,
+                                   consistency).range
+            yield from page.entries
+            if not page.more:
+                return
+            cursor = page.cursor
+
+    def txn(self, request_id=None):
+        """A Txn builder: add compares with if_*(), ops with then_*() / else_*(), then commit()."""
+        return Txn(self, request_id)
+
     # -- controller: tasks, cluster state, admin writes (any seed endpoint) --
 
     def watch(self, key=b"", prefix=b"", resume=None, keys_only=False, progress_interval=None,
@@ -618,6 +651,97 @@ class _TokenInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClient
 
     def intercept_unary_stream(self, continuation, details, request):
         return continuation(self._details(details), request)
+
+
+_TXN_OPS = {"=": pb.TXN_COMPARE_OP_EQUAL, "==": pb.TXN_COMPARE_OP_EQUAL,
+            "!=": pb.TXN_COMPARE_OP_NOT_EQUAL, ">": pb.TXN_COMPARE_OP_GREATER,
+            "<": pb.TXN_COMPARE_OP_LESS}
+
+
+class Txn:
+    """Compares, then the success ops when all hold, else the failure ops; atomic within one
+    slot group (every key must map to the first key's group: INVALID_ARGUMENT otherwise).
+    Builder methods return the Txn; commit() sends it like a write (routed by the first key,
+    with a request id so retries are safe) and returns the ProposeResponse (.txn.succeeded,
+    .txn.results: one per op of the branch that ran)."""
+
+    def __init__(self, client, request_id=None):
+        self._client = client
+        self._request_id = request_id
+        self.command = pb.TxnCommand()
+
+    def _compare(self, key, target, op=None, **fields):
+        if op is not None and op not in _TXN_OPS:
+            raise ValueError("compare operator %r is not one of %s" % (op, sorted(_TXN_OPS)))
+        self.command.compares.add(key=_as_bytes(key, "key"), target=target,
+                                  op=_TXN_OPS[op] if op else pb.TXN_COMPARE_OP_UNSPECIFIED,
+                                  **fields)
+        return self
+
+    def if_value(self, key, op, value):
+        return self._compare(key, pb.TXN_TARGET_VALUE, op, value=_as_bytes(value, "value"))
+
+    def if_version(self, key, op, version):
+        return self._compare(key, pb.TXN_TARGET_VERSION, op, version=int(version))
+
+    def if_exists(self, key):
+        return self._compare(key, pb.TXN_TARGET_EXISTS)
+
+    def if_absent(self, key):
+        return self._compare(key, pb.TXN_TARGET_ABSENT)
+
+    @staticmethod
+    def _op(branch, kind, key, value=None):
+        op = branch.add()
+        key = _as_bytes(key, "key")
+        if kind == "put":
+            op.put.key, op.put.value = key, _as_bytes(value, "value")
+        elif kind == "delete":
+            op.delete.key = key
+        else:
+            op.get.key = key
+
+    def then_put(self, key, value):
+        self._op(self.command.success, "put", key, value)
+        return self
+
+    def then_delete(self, key):
+        self._op(self.command.success, "delete", key)
+        return self
+
+    def then_get(self, key):
+        self._op(self.command.success, "get", key)
+        return self
+
+    def else_put(self, key, value):
+        self._op(self.command.failure, "put", key, value)
+        return self
+
+    def else_delete(self, key):
+        self._op(self.command.failure, "delete", key)
+        return self
+
+    def else_get(self, key):
+        self._op(self.command.failure, "get", key)
+        return self
+
+    def first_key(self):
+        """The key the txn is routed by: the first compare's, else the first success op's,
+        else the first failure op's (b"" when there is none; the server refuses it)."""
+        if self.command.compares:
+            return self.command.compares[0].key
+        for branch in (self.command.success, self.command.failure):
+            if branch:
+                op = branch[0]
+                return getattr(op, op.WhichOneof("op")).key
+        return b""
+
+    def commit(self):
+        command = self.command
+
+        def fill(req):
+            req.txn.CopyFrom(command)
+        return self._client._write("txn", self.first_key(), self._request_id, fill)
 
 
 # Stream ends a Watch resumes from (on the next endpoint): the node went away, or the client read
