@@ -408,9 +408,11 @@ function createClient(addr, options = {}) {
     // WATCH_RESUME_CODES starts again on the next endpoint with resume = positions, so no event
     // is lost or repeated (at most maxResumes in a row without a message; default unbounded).
     // done resolves after cancel(), and rejects with the error that ended the watch otherwise
-    // (err.detail: a COMPACTED one names detail.compacted).
+    // (err.detail: a COMPACTED one names detail.compacted). typed ({kind:
+    // 'TYPED_WATCH_KIND_SUBSCRIBERS' | 'TYPED_WATCH_KIND_CHANNEL' | 'TYPED_WATCH_KIND_USER', id})
+    // follows one id's typed rows instead of keys (events then carry table).
     watch({ key, prefix, resume, keysOnly = false, progressIntervalMs = 0,
-      maxResumes = Infinity } = {}, onMessage = () => {}) {
+      maxResumes = Infinity, typed } = {}, onMessage = () => {}) {
       const positions = new Map(Object.entries(resume || {}).map(([g, i]) => [Number(g),
         String(i)]));
       const handle = { positions, resumes: 0, cancelled: false, call: null };
@@ -431,6 +433,7 @@ function createClient(addr, options = {}) {
             progress_interval_ms: progressIntervalMs,
             resume: [...positions].map(([g, i]) => ({ group_id: g, index: i })),
           };
+          if (typed !== undefined) request.typed = typed;
           const call = stubs(address).metadata.Watch(request);
           handle.call = call;
           let ended = false;

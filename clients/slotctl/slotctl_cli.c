@@ -279,6 +279,8 @@ static int cli_admin_allowed(const struct slotctl_args *a, char *err, size_t err
         {"--keys-only", a->keys_only, CLI_BIT(SLOTCTL_CMD_GET) | CLI_BIT(SLOTCTL_CMD_WATCH)},
         {"--resume", a->resume != NULL, CLI_BIT(SLOTCTL_CMD_WATCH)},
         {"--count", a->count != 0, CLI_BIT(SLOTCTL_CMD_WATCH)},
+        {"--user-rows, --channel-rows and --subscribers", a->typed_kind != 0,
+         CLI_BIT(SLOTCTL_CMD_WATCH)},
     };
     for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
         if (opts[i].given && !(opts[i].cmds & CLI_BIT(a->cmd)))
@@ -347,6 +349,11 @@ static int cli_admin_check(struct slotctl_args *a, char *err, size_t errlen)
         return cli_task_check(a, err, errlen);
     case SLOTCTL_CMD_GET:
     case SLOTCTL_CMD_WATCH:
+        if (a->typed_kind && (a->has_prefix || a->pos_count))
+            return cli_fail(err, errlen, "watch: a typed watch (--user-rows, --channel-rows, "
+                                         "--subscribers) takes no KEY or --prefix");
+        if (a->typed_kind)
+            break;
         if (a->has_prefix == (a->pos_count == 1))
             return cli_fail(err, errlen, "%s: give KEY or --prefix P (one of them)",
                             cli_cmd_word(a->cmd));
@@ -452,6 +459,18 @@ static int cli_option(int argc, char **argv, int *i, struct slotctl_args *a, cha
             return cli_fail(err, errlen, "%s: '%s' is not an integer in 1..%d", opt, val,
                             SLOTCTL_LIMIT_MAX);
         *(strcmp(opt, "--limit") == 0 ? &a->limit : &a->count) = n;
+    } else if (strcmp(opt, "--user-rows") == 0 || strcmp(opt, "--channel-rows") == 0 ||
+               strcmp(opt, "--subscribers") == 0) {
+        if (!*val)
+            return cli_fail(err, errlen, "%s: empty", opt);
+        if (a->typed_kind)
+            return cli_fail(err, errlen, "%s: give one of --user-rows, --channel-rows and "
+                                         "--subscribers",
+                            opt);
+        a->typed_kind = strcmp(opt, "--user-rows") == 0      ? SLOTD_TYPED_WATCH_USER
+                        : strcmp(opt, "--channel-rows") == 0 ? SLOTD_TYPED_WATCH_CHANNEL
+                                                             : SLOTD_TYPED_WATCH_SUBSCRIBERS;
+        a->typed_id = val;
     } else if (strcmp(opt, "--resume") == 0) {
         if (!*val || strlen(val) > SLOTCTL_RESUME_MAX)
             return cli_fail(err, errlen, "--resume: empty or longer than %d bytes",
@@ -607,6 +626,9 @@ void slotctl_usage(FILE *out)
         "                                      stops after N events (and the rest of their\n"
         "                                      message) or S s, then prints\n"
         "                                      \"RESUME TOKEN\" (GROUP:INDEX,...) to continue\n"
+        "  watch --subscribers CHANNEL | --channel-rows CHANNEL | --user-rows UID [...]\n"
+        "                                      typed rows instead of keys: a channel's\n"
+        "                                      subscribers, every row of a channel or of a uid\n"
         "  route                               hash-slot ranges, their groups and leaders\n"
         "  cluster                             the controller's cluster state: nodes, groups\n"
         "                                      (observed vs preferred leaders), hash slots, tasks\n"

@@ -122,6 +122,9 @@ struct slotctl_args {
     bool keys_only;
     bool count_only;
     const char *resume; /* "GROUP:INDEX,..." */
+    /* watch --user-rows / --channel-rows / --subscribers: enum slotd_typed_watch_kind */
+    int typed_kind;
+    const char *typed_id; /* their value */
     uint64_t count;     /* watch: stop after this many events (0 = no limit) */
     int bench_argc;  /* bench: the arguments after "bench" */
     char **bench_argv;

@@ -472,6 +472,86 @@ struct kv_watch {
     uint64_t events;
 };
 
+static const char *kv_table_name(int table)
+{
+    switch (table) {
+    case SLOTD_TYPED_TABLE_USER:
+        return "user";
+    case SLOTD_TYPED_TABLE_DEVICE:
+        return "device";
+    case SLOTD_TYPED_TABLE_SYSTEM_UID:
+        return "system_uid";
+    case SLOTD_TYPED_TABLE_CHANNEL:
+        return "channel";
+    case SLOTD_TYPED_TABLE_CHANNEL_MEMBER:
+        return "channel_member";
+    case SLOTD_TYPED_TABLE_MEMBERSHIP:
+        return "membership";
+    case SLOTD_TYPED_TABLE_CMD_BINDING:
+        return "cmd_binding";
+    case SLOTD_TYPED_TABLE_RUNTIME_META:
+        return "runtime_meta";
+    case SLOTD_TYPED_TABLE_MIGRATION:
+        return "migration";
+    case SLOTD_TYPED_TABLE_PLUGIN:
+        return "plugin";
+    case SLOTD_TYPED_TABLE_EVENT:
+        return "event";
+    default:
+        return "table";
+    }
+}
+
+/* A typed row change: "PUT channel_member subscribers UID" for a member row (its key is
+ * [len][channel id][list][uid]), else "PUT TABLE KEY" with the packed row in hex (--json:
+ * table, key, key_hex, value_hex; members also list and uid). */
+static void kv_typed_event_print(const struct slotctl_args *a, const struct slotd_watch_event *e)
+{
+    static const char *const lists[] = {"", "subscribers", "allowlist", "denylist"};
+    bool put = e->type == SLOTD_WATCH_PUT;
+    bool member = e->table == SLOTD_TYPED_TABLE_CHANNEL_MEMBER && e->key_len >= 2 &&
+                  (size_t)e->key[0] + 2 <= e->key_len && e->key[e->key[0] + 1] >= 1 &&
+                  e->key[e->key[0] + 1] <= 3;
+    const uint8_t *uid = member ? e->key + e->key[0] + 2 : NULL;
+    size_t uid_len = member ? e->key_len - e->key[0] - 2 : 0;
+    const char *list = member ? lists[e->key[e->key[0] + 1]] : NULL;
+    if (a->json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "type", json_string(put ? "put" : "delete"));
+        json_object_set_new(j, "table", json_string(kv_table_name(e->table)));
+        slotctl_json_set_bytes(j, "key", e->key, e->key_len);
+        if (member) {
+            json_object_set_new(j, "list", json_string(list));
+            slotctl_json_set_bytes(j, "uid", uid, uid_len);
+        }
+        if (put && !a->keys_only && e->value_len > 0) {
+            char *hex = malloc(2 * e->value_len + 1);
+            if (hex) {
+                slotctl_hex_of(e->value, e->value_len, hex);
+                json_object_set_new(j, "value_hex", json_string(hex));
+                free(hex);
+            }
+        }
+        json_object_set_new(j, "group_id", json_integer(e->group_id));
+        json_object_set_new(j, "index", json_integer((json_int_t)e->index));
+        slotctl_json_print(j);
+        return;
+    }
+    printf("%s %s ", put ? "PUT" : "DELETE", kv_table_name(e->table));
+    if (member) {
+        printf("%s ", list);
+        slotctl_bytes_print(stdout, uid, uid_len);
+    } else {
+        slotctl_bytes_print(stdout, e->key, e->key_len);
+        if (put && !a->keys_only && e->value_len > 0) {
+            fputs(" 0x", stdout);
+            for (size_t i = 0; i < e->value_len; i++)
+                printf("%02x", e->value[i]);
+        }
+    }
+    putchar('\n');
+}
+
 static int kv_watch_cb(void *arg, const struct slotd_watch_message *m)
 {
     struct kv_watch *w = arg;
@@ -481,6 +561,10 @@ static int kv_watch_cb(void *arg, const struct slotd_watch_message *m)
         const struct slotd_watch_event *e = &m->events[i];
         bool put = e->type == SLOTD_WATCH_PUT;
         w->events++;
+        if (e->table != SLOTD_TYPED_TABLE_NONE) {
+            kv_typed_event_print(w->a, e);
+            continue;
+        }
         if (w->a->json) {
             json_t *j = json_object();
             json_object_set_new(j, "type", json_string(put ? "put" : "delete"));
@@ -540,7 +624,7 @@ int slotctl_watch_run(struct slotd_client *c, const struct slotctl_args *a)
     sa.sa_handler = kv_on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    const char *key = a->has_prefix ? NULL : a->pos[0];
+    const char *key = a->has_prefix || a->typed_kind ? NULL : a->pos[0];
     struct slotd_watch_request w = {
         .key = key,
         .key_len = key ? strlen(key) : 0,
@@ -550,6 +634,8 @@ int slotctl_watch_run(struct slotd_client *c, const struct slotctl_args *a)
         .resume_count = resume_count,
         .progress_interval_ms = 1000, /* the callback then sees SIGINT within a second */
         .keys_only = a->keys_only,
+        .typed_kind = a->typed_kind,
+        .typed_id = a->typed_id,
         .timeout_ms = a->timeout_s * 1000,
         .max_resumes = -1,
     };

@@ -1,6 +1,7 @@
-/* watch.c - slotd.v1.Metadata/Watch: one stream fed from every slot group's watch history, and Peer/WatchPoll. */
+/* watch.c - slotd.v1.Metadata/Watch: one stream fed from the slot groups' watch histories (keys, or one id's typed rows), and Peer/WatchPoll. */
 #include <assert.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -56,6 +57,7 @@ struct watch_session {
     bool finished; /* rpc_stream_finish was called */
     struct slotd_error end; /* what closed it (code OK: the client left) */
     bool created;  /* the created message went out */
+    uint32_t typed_kind; /* 0: key / prefix; else a typed watch of the id held in key */
     uint8_t key[SLOT_KEY_MAX], prefix[SLOT_KEY_MAX];
     size_t key_len, prefix_len;
     bool keys_only;
@@ -320,6 +322,7 @@ static void poll_start(struct watch_session *s, size_t gi, uint64_t after, bool 
         struct runtime_watch_query q = {.group = id,
                                         .after = after,
                                         .from_now = from_now,
+                                        .typed_kind = s->typed_kind,
                                         .key = s->key,
                                         .key_len = s->key_len,
                                         .prefix = s->prefix,
@@ -338,6 +341,14 @@ static void poll_start(struct watch_session *s, size_t gi, uint64_t after, bool 
     rq.key = (ProtobufCBinaryData){.len = s->key_len, .data = s->key};
     rq.prefix = (ProtobufCBinaryData){.len = s->prefix_len, .data = s->prefix};
     rq.keys_only = s->keys_only;
+    char typed_id[SLOT_CHANNEL_ID_MAX + 1];
+    if (s->typed_kind != 0) {
+        /* the id travels as the typed_id string, not as a key */
+        snprintf(typed_id, sizeof(typed_id), "%.*s", (int)s->key_len, (const char *)s->key);
+        rq.typed_kind = s->typed_kind;
+        rq.typed_id = typed_id;
+        rq.key = (ProtobufCBinaryData){0};
+    }
     rq.wait_ms = WATCH_POLL_WAIT_MS;
     rq.max_bytes = WATCH_POLL_MAX_BYTES;
     size_t len = slotd__internal__v1__watch_poll_request__get_packed_size(&rq);
@@ -497,6 +508,29 @@ static int validate(const Slotd__V1__WatchRequest *r, const struct route_snapsho
         slotd_error_field(err, "prefix", 0, "prefix: set key or prefix, not both");
         return -1;
     }
+    if (r->typed != NULL) {
+        size_t id_len = r->typed->id != NULL ? strlen(r->typed->id) : 0;
+        uint32_t max = r->typed->kind == SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_USER
+                           ? SLOT_UID_MAX
+                           : SLOT_CHANNEL_ID_MAX;
+        if (r->key.len > 0 || r->prefix.len > 0) {
+            slotd_error_field(err, "typed", 0, "typed: a typed watch takes no key or prefix");
+            return -1;
+        }
+        if (r->typed->kind < SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_USER ||
+            r->typed->kind > SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_SUBSCRIBERS) {
+            slotd_error_field(err, "typed.kind",
+                              SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_SUBSCRIBERS,
+                              "typed.kind: %d is not USER, CHANNEL or SUBSCRIBERS",
+                              (int)r->typed->kind);
+            return -1;
+        }
+        if (id_len == 0 || id_len > max) {
+            slotd_error_field(err, "typed.id", max, "typed.id: %zu bytes is not 1..%u", id_len,
+                              max);
+            return -1;
+        }
+    }
     if (r->progress_interval_ms != 0 && (r->progress_interval_ms < WATCH_PROGRESS_MIN_MS ||
                                          r->progress_interval_ms > WATCH_PROGRESS_MAX_MS)) {
         slotd_error_field(err, "progress_interval_ms", WATCH_PROGRESS_MAX_MS,
@@ -527,6 +561,27 @@ static int validate(const Slotd__V1__WatchRequest *r, const struct route_snapsho
     return 0;
 }
 
+/* A typed watch of kind needs read on every typed kind whose rows it returns. */
+static int typed_allowed(const struct node_caller *caller, int kind, struct slotd_error *err)
+{
+    static const char *const user_kinds[] = {"user", "conversation", "cmd", "plugin", NULL};
+    static const char *const channel_kinds[] = {"channel", "runtime_meta", "migration_task",
+                                                "event", NULL};
+    static const char *const subscriber_kinds[] = {"channel", NULL};
+    const char *const *kinds = kind == SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_USER
+                                   ? user_kinds
+                               : kind == SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_CHANNEL
+                                   ? channel_kinds
+                                   : subscriber_kinds;
+    for (size_t i = 0; kinds[i] != NULL; i++) {
+        struct ctl_need need = {.type = CTL_PERM_KIND, .access = CTL_ACCESS_READ,
+                                .kind = kinds[i]};
+        if (node_authz_allowed(caller, &need, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static void on_watch(void *ctx, struct rpc_stream *st, const uint8_t *req, size_t len)
 {
     struct node_watch *hub = ctx;
@@ -546,13 +601,17 @@ static void on_watch(void *ctx, struct rpc_stream *st, const uint8_t *req, size_
     }
     struct watch_session *s = NULL;
     struct route_snapshot *rs = route_table_acquire(api->routes);
-    /* every key the watch can return: read on the key, or on the prefix */
-    struct ctl_need need = {.type = CTL_PERM_KEY_PREFIX,
-                            .access = CTL_ACCESS_READ,
-                            .key = r->key.len > 0 ? r->key.data : r->prefix.data,
-                            .key_len = r->key.len > 0 ? r->key.len : r->prefix.len};
-    if (node_authz_allowed(&caller, &need, &err) != 0)
+    if (r->typed == NULL) {
+        /* every key the watch can return: read on the key, or on the prefix */
+        struct ctl_need need = {.type = CTL_PERM_KEY_PREFIX,
+                                .access = CTL_ACCESS_READ,
+                                .key = r->key.len > 0 ? r->key.data : r->prefix.data,
+                                .key_len = r->key.len > 0 ? r->key.len : r->prefix.len};
+        if (node_authz_allowed(&caller, &need, &err) != 0)
+            goto fail;
+    } else if (typed_allowed(&caller, r->typed->kind, &err) != 0) {
         goto fail;
+    }
     if (rs == NULL || !rs->table_ready || rs->n_groups == 0) {
         slotd_error_set(&err, SLOTD_EROUTE_NOT_READY, "watch: route not ready");
         err.retry_after_ms = 100;
@@ -560,6 +619,20 @@ static void on_watch(void *ctx, struct rpc_stream *st, const uint8_t *req, size_
     }
     if (validate(r, rs, &err) != 0)
         goto fail;
+    /* a typed watch: the one group owning the id's hash slot (now) */
+    uint32_t only_group = 0;
+    if (r->typed != NULL) {
+        uint16_t hs = 0;
+        const struct route_group *g = NULL;
+        route_snapshot_lookup(rs, r->typed->id, strlen(r->typed->id), &hs, &g);
+        if (g == NULL) { /* (a group without a known leader is fine: any replica answers) */
+            slotd_error_set(&err, SLOTD_EROUTE_NOT_READY, "watch: no group owns the hash slot of "
+                                                          "typed.id");
+            err.retry_after_ms = 100;
+            goto fail;
+        }
+        only_group = g->id;
+    }
     s = calloc(1, sizeof(*s));
     if (s == NULL || (s->groups = calloc(rs->n_groups, sizeof(*s->groups))) == NULL) {
         slotd_error_set(&err, SLOTD_EINTERNAL, "out of memory");
@@ -572,14 +645,21 @@ static void on_watch(void *ctx, struct rpc_stream *st, const uint8_t *req, size_
     s->key_len = r->key.len;
     if (r->key.len > 0)
         memcpy(s->key, r->key.data, r->key.len);
+    if (r->typed != NULL) {
+        s->typed_kind = (uint32_t)r->typed->kind;
+        s->key_len = strlen(r->typed->id);
+        memcpy(s->key, r->typed->id, s->key_len);
+    }
     s->prefix_len = r->prefix.len;
     if (r->prefix.len > 0)
         memcpy(s->prefix, r->prefix.data, r->prefix.len);
     s->keys_only = r->keys_only;
     s->progress_ms = r->progress_interval_ms;
-    s->n_groups = rs->n_groups;
+    s->n_groups = 0;
     for (size_t i = 0; i < rs->n_groups; i++) {
-        struct watch_group *g = &s->groups[i];
+        if (only_group != 0 && rs->groups[i].id != only_group)
+            continue;
+        struct watch_group *g = &s->groups[s->n_groups++];
         g->id = rs->groups[i].id;
         for (size_t j = 0; j < r->n_resume; j++)
             if (r->resume[j]->group_id == g->id) {
@@ -654,9 +734,17 @@ static void on_peer_watch_poll(void *ctx, struct rpc_call *call, const uint8_t *
         return;
     }
     int rc = -1;
+    size_t typed_len = r->typed_id != NULL ? strlen(r->typed_id) : 0;
     if (r->key.len > SLOT_KEY_MAX || r->prefix.len > SLOT_KEY_MAX)
         slotd_error_field(&err, r->key.len > SLOT_KEY_MAX ? "key" : "prefix", SLOT_KEY_MAX,
                           "watch poll: key or prefix over %u bytes", SLOT_KEY_MAX);
+    else if (r->typed_kind > SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_SUBSCRIBERS ||
+             (r->typed_kind != 0 && (typed_len == 0 || typed_len > SLOT_CHANNEL_ID_MAX ||
+                                     r->key.len > 0 || r->prefix.len > 0)))
+        slotd_error_field(&err, "typed_id", SLOT_CHANNEL_ID_MAX,
+                          "watch poll: typed_kind %u needs a typed_id of 1..%u bytes and no key "
+                          "or prefix",
+                          r->typed_kind, SLOT_CHANNEL_ID_MAX);
     else if (r->wait_ms > WATCH_POLL_WAIT_LIMIT_MS)
         slotd_error_field(&err, "wait_ms", WATCH_POLL_WAIT_LIMIT_MS,
                           "wait_ms: %u exceeds the limit of %u", r->wait_ms,
@@ -665,11 +753,13 @@ static void on_peer_watch_poll(void *ctx, struct rpc_call *call, const uint8_t *
         slotd_error_field(&err, "max_bytes", WATCH_POLL_BYTES_LIMIT,
                           "max_bytes: %u is not 1..%u", r->max_bytes, WATCH_POLL_BYTES_LIMIT);
     else {
+        bool typed = r->typed_kind != 0;
         struct runtime_watch_query q = {.group = r->group_id,
                                         .after = r->after_index,
                                         .from_now = r->from_now,
-                                        .key = r->key.data,
-                                        .key_len = r->key.len,
+                                        .typed_kind = r->typed_kind,
+                                        .key = typed ? (const uint8_t *)r->typed_id : r->key.data,
+                                        .key_len = typed ? typed_len : r->key.len,
                                         .prefix = r->prefix.data,
                                         .prefix_len = r->prefix.len,
                                         .keys_only = r->keys_only,

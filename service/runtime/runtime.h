@@ -154,6 +154,9 @@ struct runtime_watch_query {
     uint32_t group;
     uint64_t after;
     bool from_now;
+    /* typed_kind 0: key or prefix changes of the key-value space; else (slotd.v1.TypedWatchKind)
+     * the typed rows slot_typed_watch_match() gives for the id in key (prefix empty) */
+    uint32_t typed_kind;
     const uint8_t *key, *prefix;
     size_t key_len, prefix_len;
     bool keys_only;

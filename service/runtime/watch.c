@@ -1,4 +1,4 @@
-/* watch.c - each hosted group's watch history: the key changes of its recent entries, long polls on it. */
+/* watch.c - each hosted group's watch history: the key and typed-row changes of its recent entries, long polls on it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,6 +141,12 @@ void rt_watch_reset(struct runtime *rt, uint32_t group, uint64_t index, bool hos
 
 static bool matches(const struct runtime_watch_query *q, const struct slot_event *e)
 {
+    if (q->typed_kind != 0)
+        return e->table != SLOT_TABLE_KV &&
+               slot_typed_watch_match(q->typed_kind, q->key, q->key_len, e->table, e->key,
+                                      e->key_len);
+    if (e->table != SLOT_TABLE_KV)
+        return false;
     if (q->key_len > 0)
         return e->key_len == q->key_len && memcmp(e->key, q->key, q->key_len) == 0;
     return e->key_len >= q->prefix_len && memcmp(e->key, q->prefix, q->prefix_len) == 0;
@@ -214,6 +220,8 @@ static int collect_range(struct collect *c, const struct rt_watch_ring *r, size_
         w->version = e->version;
         w->group_id = e->group;
         w->index = e->index;
+        w->table = e->table == SLOT_TABLE_KV ? SLOTD__V1__TYPED_TABLE__TYPED_TABLE_UNSPECIFIED
+                                             : (Slotd__V1__TypedTable)e->table;
         c->ptrs[c->n] = w;
         c->n++;
     }

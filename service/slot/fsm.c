@@ -385,13 +385,11 @@ static int kv_lookup(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t *
     return 0;
 }
 
-/* Records a change of the key row k (kl bytes: [hash slot][table][key]) for watchers. */
-static int kv_event(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t version,
-                    const ProtobufCBinaryData *value)
+/* Records a change of the row k (kl bytes: [hash slot][table][key]) for watchers: value vl
+ * bytes, deleted when the row went. */
+static int row_event(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t version,
+                     const uint8_t *value, size_t vl, bool deleted)
 {
-    if (!f->events_on)
-        return 0;
-    size_t vl = value != NULL ? value->len : 0;
     struct slot_event *e = malloc(sizeof(*e) + (kl - 3) + vl);
     if (e == NULL)
         return STORE_ENOMEM;
@@ -399,17 +397,42 @@ static int kv_event(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t ve
     e->group = f->ev_group;
     e->index = f->ev_index;
     e->version = version;
-    e->deleted = value == NULL;
+    e->deleted = deleted;
+    e->table = k[2];
     e->key_len = (uint32_t)(kl - 3);
     e->value_len = (uint32_t)vl;
     e->key = e->data;
     e->value = e->data + e->key_len;
     memcpy(e->key, k + 3, e->key_len);
     if (vl > 0)
-        memcpy(e->value, value->data, vl);
+        memcpy(e->value, value, vl);
     *f->ev_tail = e;
     f->ev_tail = &e->next;
     return 0;
+}
+
+static int kv_event(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t version,
+                    const ProtobufCBinaryData *value)
+{
+    if (!f->events_on)
+        return 0;
+    return row_event(f, k, kl, version, value != NULL ? value->data : NULL,
+                     value != NULL ? value->len : 0, value == NULL);
+}
+
+bool slot__fsm_events_on(const struct slot_fsm *f)
+{
+    return f->events_on;
+}
+
+int slot__fsm_typed_event(struct slot_fsm *f, const uint8_t *k, size_t kl, const uint8_t *v,
+                          size_t vl)
+{
+    if (!f->events_on || kl < 3 || !slot_typed_table_watched(k[2]))
+        return 0;
+    /* a stored row is [1][message], a set member [1]: the event carries the message */
+    return row_event(f, k, kl, v != NULL ? f->ev_index : 0, v != NULL && vl > 1 ? v + 1 : NULL,
+                     v != NULL && vl > 1 ? vl - 1 : 0, v == NULL);
 }
 
 static int kv_delete(struct slot_fsm *f, const uint8_t *k, size_t kl)

@@ -48,6 +48,12 @@ int slot__fsm_read(struct slot_fsm *f, const uint8_t *k, size_t kl, bool *found,
                    size_t *vl);
 int slot__fsm_write(struct slot_fsm *f, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl);
 
+/* fsm.c: with events on, records the change of typed row k (v NULL: deleted; else the stored
+ * [1][message] value) when its table is watched. */
+int slot__fsm_typed_event(struct slot_fsm *f, const uint8_t *k, size_t kl, const uint8_t *v,
+                          size_t vl);
+bool slot__fsm_events_on(const struct slot_fsm *f);
+
 /* The same reads against the applied state (read path). */
 int slot__store_row_get(struct store *st, const struct slot__key *k,
                         const ProtobufCMessageDescriptor *d, ProtobufCMessage **out);

@@ -109,6 +109,8 @@ int slot__row_put(struct slot_fsm *f, const struct slot__key *k, const ProtobufC
     v[0] = ROW_VERSION;
     protobuf_c_message_pack(m, v + 1);
     int rc = slot__fsm_write(f, k->b, k->n, v, 1 + n);
+    if (rc == 0)
+        rc = slot__fsm_typed_event(f, k->b, k->n, v, 1 + n);
     free(v);
     return rc;
 }
@@ -128,12 +130,84 @@ int slot__flag_get(struct slot_fsm *f, const struct slot__key *k, bool *present)
 int slot__flag_put(struct slot_fsm *f, const struct slot__key *k)
 {
     const uint8_t v = ROW_VERSION;
-    return slot__fsm_write(f, k->b, k->n, &v, 1);
+    int rc = slot__fsm_write(f, k->b, k->n, &v, 1);
+    return rc != 0 ? rc : slot__fsm_typed_event(f, k->b, k->n, &v, 1);
 }
 
 int slot__key_delete(struct slot_fsm *f, const struct slot__key *k)
 {
-    return slot__fsm_write(f, k->b, k->n, NULL, 0);
+    bool found = false;
+    if (slot__fsm_events_on(f) && slot_typed_table_watched(k->b[2])) {
+        uint8_t *old = NULL; /* watchers hear of a row that went, not of one that never was */
+        size_t ol = 0;
+        int rc = slot__fsm_read(f, k->b, k->n, &found, &old, &ol);
+        free(old);
+        if (rc != 0)
+            return rc;
+    }
+    int rc = slot__fsm_write(f, k->b, k->n, NULL, 0);
+    return rc != 0 || !found ? rc : slot__fsm_typed_event(f, k->b, k->n, NULL, 0);
+}
+
+bool slot_typed_table_watched(uint8_t table)
+{
+    switch (table) {
+    case SLOT_TABLE_USER:
+    case SLOT_TABLE_DEVICE:
+    case SLOT_TABLE_SYSTEM_UID:
+    case SLOT_TABLE_CHANNEL:
+    case SLOT_TABLE_CHANNEL_MEMBER:
+    case SLOT_TABLE_MEMBERSHIP:
+    case SLOT_TABLE_CMD_BINDING:
+    case SLOT_TABLE_RUNTIME_META:
+    case SLOT_TABLE_MIGRATION:
+    case SLOT_TABLE_PLUGIN:
+    case SLOT_TABLE_EVENT:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool slot_typed_watch_match(uint32_t kind, const uint8_t *id, size_t id_len, uint8_t table,
+                            const uint8_t *k, size_t kl)
+{
+    bool whole; /* the key is [S id] (the id alone), else it starts with [s id] */
+    switch (kind) {
+    case SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_USER:
+        if (table == SLOT_TABLE_USER || table == SLOT_TABLE_SYSTEM_UID ||
+            table == SLOT_TABLE_PLUGIN)
+            whole = true;
+        else if (table == SLOT_TABLE_DEVICE || table == SLOT_TABLE_MEMBERSHIP ||
+                 table == SLOT_TABLE_CMD_BINDING)
+            whole = false;
+        else
+            return false;
+        break;
+    case SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_CHANNEL:
+        if (table == SLOT_TABLE_CHANNEL || table == SLOT_TABLE_RUNTIME_META)
+            whole = true;
+        else if (table == SLOT_TABLE_CHANNEL_MEMBER || table == SLOT_TABLE_MIGRATION ||
+                 table == SLOT_TABLE_EVENT)
+            whole = false;
+        else
+            return false;
+        break;
+    case SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_SUBSCRIBERS:
+        if (table != SLOT_TABLE_CHANNEL_MEMBER)
+            return false;
+        whole = false;
+        break;
+    default:
+        return false;
+    }
+    if (whole)
+        return kl == id_len && memcmp(k, id, id_len) == 0;
+    if (id_len > 255 || kl < 1 + id_len || k[0] != id_len || memcmp(k + 1, id, id_len) != 0)
+        return false;
+    if (kind == SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_SUBSCRIBERS)
+        return kl > 1 + id_len && k[1 + id_len] == SLOTD__V1__MEMBER_LIST__MEMBER_LIST_SUBSCRIBERS;
+    return true;
 }
 
 int slot__store_row_get(struct store *st, const struct slot__key *k,

@@ -183,12 +183,25 @@ struct slot_event {
     uint64_t index;   /* the entry that made it; a txn makes several with one index */
     uint64_t version; /* put: the new version (= index); delete: 0 */
     bool deleted;
+    uint8_t table; /* SLOT_TABLE_KV, or the typed table of the row (slot_typed_table_watched) */
     uint32_t key_len, value_len;
-    uint8_t *key, *value; /* into data */
+    /* into data: the key (KV), or the row's primary key after its table byte (typed); the
+     * value (KV), or the packed message of a typed row (none for a set member or a delete) */
+    uint8_t *key, *value;
     uint8_t data[];
 };
-/* Off (the default): nothing is recorded. On: slot_fsm_apply records every key change. */
+/* Off (the default): nothing is recorded. On: slot_fsm_apply records every key change and
+ * every change of a typed row in a table slot_typed_table_watched() names (a delete only when
+ * the row existed). */
 void slot_fsm_set_events(struct slot_fsm *f, bool on);
+/* Whether changes of typed table `table` are recorded as events (the tables a typed watch
+ * kind covers: not the conversation index nor the plugin reverse index). */
+bool slot_typed_table_watched(uint8_t table);
+/* Whether a typed row event of `table` with primary key k (kl bytes, after the table byte)
+ * belongs to what a typed watch of kind (slotd.v1.TypedWatchKind) on id (id_len bytes)
+ * follows: USER the uid's rows, CHANNEL the channel's rows, SUBSCRIBERS its list-1 members. */
+bool slot_typed_watch_match(uint32_t kind, const uint8_t *id, size_t id_len, uint8_t table,
+                            const uint8_t *k, size_t kl);
 /* The events recorded since the last take, in apply order; the caller frees the list. */
 struct slot_event *slot_fsm_take_events(struct slot_fsm *f);
 void slot_events_free(struct slot_event *e);

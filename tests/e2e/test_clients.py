@@ -17,6 +17,8 @@
 * ``Client.range`` / ``range_page`` (every key under a prefix once across all groups, limit,
   count_only) and the ``Client.txn`` builder (success and failure branches, a cross-group txn
   refused with nothing written), on one node and on 3.
+* ``Client.watch(typed=("subscribers", id))`` (Python, one node and 3) and ``watch({typed})``
+  (Node): a channel's subscriber rows as typed events.
 * ``Client.watch`` (Python) and ``watch()`` (Node) through 3 endpoints: a prefix watch keeps every acked put exactly once across
   kill -9 of the node it streams from (it resumes on the next endpoint with its positions).
 * clients/node ``range()`` (every key under a prefix once) and the ``txn()`` builder (both
@@ -305,6 +307,40 @@ class ClientChecks:
             self.assertEqual(c.get(k1).get.value, b"one")
         with self.assertRaises(ValueError):
             c.txn().if_value(k1, "~", b"x")
+
+
+    def test_typed_watch_of_subscribers(self):
+        """Client.watch(typed=("subscribers", id)) yields the channel's subscriber rows only:
+        one PUT per uid added (table CHANNEL_MEMBER, key = length, id, list 1, uid)."""
+        c = self.client()
+        cid = h.unique_key("pytw").decode()[-12:]
+        w = c.watch(typed=("subscribers", cid))
+        got, done = [], threading.Event()
+
+        def follow():
+            for msg in w:
+                got.extend(msg.events)
+                if len(got) >= 2:
+                    break
+            done.set()
+
+        threading.Thread(target=follow, daemon=True).start()
+        deadline = time.monotonic() + 10
+        while not w.positions and time.monotonic() < deadline:  # the created message
+            time.sleep(0.05)
+        stub = self.any_stub()
+        stub.Propose(h.pb.ProposeRequest(create_channel=h.pb.CreateChannelCommand(
+            channel_id=cid, channel_type=2)), timeout=5)
+        stub.Propose(h.pb.ProposeRequest(add_subscribers=h.pb.SubscribersCommand(
+            channel_id=cid, uids=["x", "y"])), timeout=5)
+        self.assertTrue(done.wait(15), "two subscriber events not seen")
+        w.cancel()
+        prefix = bytes([len(cid)]) + cid.encode() + b"\x01"
+        self.assertEqual([(e.table, e.key) for e in got[:2]],
+                         [(h.pb.TYPED_TABLE_CHANNEL_MEMBER, prefix + b"x"),
+                          (h.pb.TYPED_TABLE_CHANNEL_MEMBER, prefix + b"y")])
+        with self.assertRaises(ValueError):
+            c.watch(typed=("members", cid))
 
 
 class PythonClientSingleNodeTest(ClientChecks, h.SlotdTestCase):
@@ -641,6 +677,36 @@ const { createClient } = require(indexPath);
 """
 
 
+# Run by `node -e` with argv: index.js path, endpoint, channel id, events wanted. Prints
+# "created", then one JSON object per event, then {"done": n}.
+NODE_TYPED_WATCH_SCRIPT = r"""
+'use strict';
+const [indexPath, addr, channelId, wanted] = process.argv.slice(1);
+const { createClient } = require(indexPath);
+const client = createClient([addr]);
+let n = 0;
+const w = client.watch({ typed: { kind: 'TYPED_WATCH_KIND_SUBSCRIBERS', id: channelId } },
+  (msg) => {
+    if (msg.created) console.log('created');
+    for (const e of msg.events) {
+      console.log(JSON.stringify({ type: e.type, table: e.table, key: e.key.toString('hex') }));
+      n += 1;
+    }
+    if (n >= Number(wanted)) w.cancel();
+  });
+const timer = setTimeout(() => w.cancel(), 30000);
+w.done.then(() => {
+  clearTimeout(timer);
+  console.log(JSON.stringify({ done: n }));
+  client.close();
+}, (err) => {
+  console.log(JSON.stringify({ error: err.code, details: err.details }));
+  client.close();
+  process.exit(1);
+});
+"""
+
+
 class NodeExampleTest(h.SlotdTestCase):
     @classmethod
     def setUpClass(cls):
@@ -694,6 +760,28 @@ class NodeExampleTest(h.SlotdTestCase):
         self.assertEqual(out["badOp"], "TypeError")
         self.assertFalse(h.get(self.server.stub, k3.encode()).get.found)
         self.assertEqual(h.get(self.server.stub, k2.encode()).get.value, b"two")
+
+    def test_typed_watch_of_subscribers(self):
+        """clients/node watch({typed}) streams one channel's subscriber rows."""
+        cid = h.unique_key("njstw").decode()[-12:]
+        proc = subprocess.Popen([self.node, "-e", NODE_TYPED_WATCH_SCRIPT,
+                                 str(NODE_DIR / "index.js"), self.server.addr, cid, "2"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        self.assertEqual(proc.stdout.readline().strip(), "created")
+        stub = self.server.stub
+        stub.Propose(h.pb.ProposeRequest(create_channel=h.pb.CreateChannelCommand(
+            channel_id=cid, channel_type=2)), timeout=5)
+        stub.Propose(h.pb.ProposeRequest(add_subscribers=h.pb.SubscribersCommand(
+            channel_id=cid, uids=["p", "q"])), timeout=5)
+        out, err = proc.communicate(timeout=NODE_TIMEOUT_S)
+        self.assertEqual(proc.returncode, 0, err)
+        lines = [json.loads(x) for x in out.splitlines() if x.strip()]
+        prefix = bytes([len(cid)]) + cid.encode() + b"\x01"
+        self.assertEqual([(e["type"], e["table"], e["key"]) for e in lines[:-1]],
+                         [("WATCH_EVENT_TYPE_PUT", "TYPED_TABLE_CHANNEL_MEMBER",
+                           (prefix + u).hex()) for u in (b"p", b"q")])
+        self.assertEqual(lines[-1], {"done": 2})
 
     def test_example_unreachable(self):
         code, out, err = self.run_example("--addr", dead_address())

@@ -287,6 +287,33 @@ class SlotctlChecks:
         self.assertIn("--resume", err)
 
 
+    def test_watch_subscribers(self):
+        """watch --subscribers prints the channel's subscriber changes only (an add per uid, a
+        removal), resuming from a token taken before the changes."""
+        cid = self.key("wsub")[-14:]
+        code, out, err = slotctl(self.endpoints, "watch", "--subscribers", cid, "--timeout", "1")
+        self.assertEqual(code, 0, err)
+        token = out.split()[-1]
+        self.assertEqual(len(token.split(",")), 1)  # one group: the one of the channel id
+        stub = (self.server.stub if self.node_count == 1 else self.cluster.stub(1))
+        stub.Propose(h.pb.ProposeRequest(create_channel=h.pb.CreateChannelCommand(
+            channel_id=cid, channel_type=2)), timeout=5)
+        stub.Propose(h.pb.ProposeRequest(add_subscribers=h.pb.SubscribersCommand(
+            channel_id=cid, uids=["ann", "bo"])), timeout=5)
+        stub.Propose(h.pb.ProposeRequest(add_allowlist=h.pb.ChannelListCommand(
+            channel_id=cid, uids=["cy"])), timeout=5)
+        stub.Propose(h.pb.ProposeRequest(remove_subscribers=h.pb.SubscribersCommand(
+            channel_id=cid, expected_version=1, uids=["ann"])), timeout=5)
+        code, out, err = slotctl(self.endpoints, "watch", "--subscribers", cid, "--resume", token,
+                                 "--count", "3", "--timeout", "20")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.splitlines()[:3], ["PUT channel_member subscribers ann",
+                                                "PUT channel_member subscribers bo",
+                                                "DELETE channel_member subscribers ann"])
+        code, out, err = slotctl(self.endpoints, "watch", "--subscribers", cid, "--prefix", "x")
+        self.assertEqual(code, 2, err)
+
+
 class TestSlotctlSingleNode(SlotctlChecks, h.SlotdTestCase):
     @classmethod
     def setUpClass(cls):

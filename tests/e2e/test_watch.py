@@ -1,6 +1,7 @@
 """test_watch.py - e2e tests of Metadata/Watch: every acked change once and in per-key order, resume,
-COMPACTED, progress, slow watchers, bad requests; a 3-node cluster across kill -9 of a group
-leader and of the node the watcher is connected to."""
+COMPACTED, progress, slow watchers, bad requests, typed watches (a channel's subscribers, a
+channel's rows, a user's rows; locally and through a follower over Peer/WatchPoll); a 4-node
+cluster across kill -9 of a group leader and of the node the watcher is connected to."""
 import os
 import queue
 import random
@@ -133,6 +134,69 @@ def check_history(test, events, acked):
         last[e.key] = e.index
 
 
+SUBSCRIBERS = pb.TYPED_WATCH_KIND_SUBSCRIBERS
+CHANNEL = pb.TYPED_WATCH_KIND_CHANNEL
+USER = pb.TYPED_WATCH_KIND_USER
+
+
+def member_key(channel_id, list_no, uid):
+    """The primary key of a CHANNEL_MEMBER row as a typed event carries it."""
+    return bytes([len(channel_id)]) + channel_id + bytes([list_no]) + uid
+
+
+def typed_scenario(test, stub, watch):
+    """Typed watches through watch(**kwargs) -> Watcher: SUBSCRIBERS of a channel sees exactly
+    its subscriber changes (an add per new uid, a delete per uid removed, nothing for a uid that
+    never was a member, nothing of another channel, of its allowlist or of a key-value key with
+    the same bytes), CHANNEL also its channel row and allowlist, USER a user's row."""
+    cid = h.unique_key("ch").decode()[-14:]
+    other = cid[:-1] + ("x" if cid[-1] != "x" else "y")
+    uid = "u-" + cid
+    subs = watch(typed=pb.TypedWatch(kind=SUBSCRIBERS, id=cid))
+    chan = watch(typed=pb.TypedWatch(kind=CHANNEL, id=cid))
+    user = watch(typed=pb.TypedWatch(kind=USER, id=uid))
+    for w in (subs, chan, user):
+        created = w.wait_created()
+        test.assertEqual(len(created.positions), 1)  # the one group owning the id's hash slot
+
+    def propose(**command):
+        return stub.Propose(pb.ProposeRequest(**command), timeout=h.RPC_TIMEOUT_S)
+
+    for c in (cid, other):
+        propose(create_channel=pb.CreateChannelCommand(channel_id=c, channel_type=2))
+    propose(add_subscribers=pb.SubscribersCommand(channel_id=cid, uids=["a", "b"]))
+    propose(add_subscribers=pb.SubscribersCommand(channel_id=other, uids=["a"]))
+    propose(add_allowlist=pb.ChannelListCommand(channel_id=cid, uids=["c"]))
+    propose(remove_subscribers=pb.SubscribersCommand(channel_id=cid, expected_version=1,
+                                                     uids=["a", "never"]))
+    h.put(stub, cid.encode(), b"a key-value key")
+    r = propose(create_user=pb.CreateUserCommand(user=pb.User(uid=uid, token="t")))
+    events = subs.wait_for(lambda ev: len(ev) >= 3, "three subscriber changes")
+    user_events = user.wait_for(lambda ev: len(ev) >= 1, "the user row")
+    chan.wait_for(lambda ev: len(ev) >= 7, "the channel's rows")
+    time.sleep(0.3)
+    events = subs.wait_for(lambda ev: True, "")
+    table = pb.TYPED_TABLE_CHANNEL_MEMBER
+    got = [(e.type, e.table, e.key) for e in events]
+    test.assertEqual(got, [(PUT, table, member_key(cid.encode(), 1, b"a")),
+                           (PUT, table, member_key(cid.encode(), 1, b"b")),
+                           (DELETE, table, member_key(cid.encode(), 1, b"a"))])
+    chan_events = chan.wait_for(lambda ev: True, "")
+    tables = [e.table for e in chan_events]
+    test.assertEqual(tables.count(pb.TYPED_TABLE_CHANNEL_MEMBER), 4)  # a, b, allowlist c, -a
+    test.assertIn(member_key(cid.encode(), 2, b"c"), [e.key for e in chan_events])
+    rows = [pb.Channel.FromString(e.value) for e in chan_events
+            if e.table == pb.TYPED_TABLE_CHANNEL]
+    test.assertEqual(rows[0].channel_id, cid)
+    test.assertEqual(rows[-1].subscriber_count, 1)  # after the removal
+    test.assertTrue(all(e.key.startswith(bytes([len(cid)]) + cid.encode()) or e.key == cid.encode()
+                        for e in chan_events))
+    user_events = user.wait_for(lambda ev: True, "")
+    test.assertEqual([(e.table, e.key, e.index) for e in user_events],
+                     [(pb.TYPED_TABLE_USER, uid.encode(), r.applied_index)])
+    test.assertEqual(pb.User.FromString(user_events[0].value).token, "t")
+
+
 class WatchSingleNodeTest(h.SlotdTestCase):
     @classmethod
     def setUpClass(cls):
@@ -234,12 +298,28 @@ class WatchSingleNodeTest(h.SlotdTestCase):
             self.assertEqual(cm.exception.code(), INVALID, cm.exception.details())
             d = h.error_detail(cm.exception)
             self.assertEqual((d.code, d.field), (pb.ERROR_CODE_INVALID_FIELD, field))
+        typed = [
+            (pb.WatchRequest(prefix=b"p", typed=pb.TypedWatch(kind=USER, id="u")), "typed"),
+            (pb.WatchRequest(typed=pb.TypedWatch(id="u")), "typed.kind"),
+            (pb.WatchRequest(typed=pb.TypedWatch(kind=7, id="u")), "typed.kind"),
+            (pb.WatchRequest(typed=pb.TypedWatch(kind=USER)), "typed.id"),
+            (pb.WatchRequest(typed=pb.TypedWatch(kind=USER, id="u" * 65)), "typed.id"),
+            (pb.WatchRequest(typed=pb.TypedWatch(kind=CHANNEL, id="c" * 129)), "typed.id"),
+        ]
+        for req, field in typed:
+            with self.assertRaises(grpc.RpcError) as cm:
+                list(self.stub.Watch(req, timeout=5))
+            self.assertEqual(cm.exception.code(), INVALID, cm.exception.details())
+            self.assertEqual(h.error_detail(cm.exception).field, field)
         # a malformed request body
         call = self.cluster.servers[1].channel.unary_stream(
             "/slotd.v1.Metadata/Watch", request_serializer=None, response_deserializer=None)
         with self.assertRaises(grpc.RpcError) as cm:
             list(call(b"\xff\xff\xff", timeout=5))
         self.assertEqual(cm.exception.code(), INVALID)
+
+    def test_typed_watches(self):
+        typed_scenario(self, self.stub, self.watch)
 
     def test_slow_watcher_is_cut_off_and_writes_keep_going(self):
         # a stream nobody reads: the server's queue for it fills and the stream ends
@@ -292,6 +372,27 @@ class WatchCompactedTest(h.SlotdTestCase):
                                                        detail.compacted.index})
         self.addCleanup(w3.stop)
         w3.wait_created()
+
+
+class WatchTypedClusterTest(h.SlotdTestCase):
+    def test_typed_watch_through_a_follower(self):
+        """The typed scenario watched through a node that does not lead the id's group: its
+        polls go to the leader's history over Peer/WatchPoll."""
+        cluster = self.new_cluster(size=3)
+        route = cluster.wait_leaders()
+        leaders = h.SlotdCluster.leaders(route)
+        watched = []
+
+        def watch(**kwargs):
+            group = route.hash_slot_table[h.hash_slot(kwargs["typed"].id.encode())]
+            via = next(n for n in cluster.node_ids if n != leaders[group])
+            watched.append((group, via))
+            w = Watcher([cluster.servers[via].addr], **kwargs)
+            self.addCleanup(w.stop)
+            return w
+
+        typed_scenario(self, cluster.stub(1), watch)
+        self.assertTrue(all(via != leaders[g] for g, via in watched))
 
 
 class WatchClusterTest(h.SlotdTestCase):

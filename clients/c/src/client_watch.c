@@ -78,6 +78,12 @@ static int watch_encode(const struct slotd_watch_request *w, const struct slotd_
     m.prefix = (ProtobufCBinaryData){w->prefix_len, (uint8_t *)w->prefix};
     m.progress_interval_ms = w->progress_interval_ms;
     m.keys_only = w->keys_only;
+    Slotd__V1__TypedWatch typed = SLOTD__V1__TYPED_WATCH__INIT;
+    if (w->typed_kind != 0) {
+        typed.kind = (Slotd__V1__TypedWatchKind)w->typed_kind;
+        typed.id = (char *)w->typed_id;
+        m.typed = &typed;
+    }
     Slotd__V1__WatchPosition *pos = NULL, **ptrs = NULL;
     if (out->position_count > 0) {
         pos = calloc(out->position_count, sizeof(*pos));
@@ -152,6 +158,7 @@ static int watch_deliver(grpc_byte_buffer *recv, struct slotd_watch_result *out,
             .version = e->version,
             .group_id = e->group_id,
             .index = e->index,
+            .table = (int)e->table,
         };
     }
     struct slotd_watch_message msg = {
@@ -336,6 +343,8 @@ static int watch_check(const struct slotd_watch_request *w, struct slotd_watch_r
         bad = "a NULL key or prefix with a length";
     else if (w->key_len && w->prefix_len)
         bad = "both a key and a prefix (a watch takes one)";
+    else if (w->typed_kind != 0 && (!w->typed_id || w->key_len || w->prefix_len))
+        bad = "a typed watch needs typed_id and takes no key or prefix";
     else if (w->resume_count > SLOTD_WATCH_GROUPS_MAX || (w->resume_count && !w->resume))
         bad = "a NULL resume array with a count, or more positions than SLOTD_WATCH_GROUPS_MAX";
     else if (w->timeout_ms < 0)

@@ -548,13 +548,23 @@ class Client:
     # -- controller: tasks, cluster state, admin writes (any seed endpoint) --
 
     def watch(self, key=b"", prefix=b"", resume=None, keys_only=False, progress_interval=None,
-              max_resumes=None):
+              max_resumes=None, typed=None):
         """A Watch (see the class) of one key or of every key under prefix (both empty: every
         key); resume: {group_id: index} from an earlier Watch's positions; progress_interval:
-        seconds between progress messages on an idle watch (None: none)."""
+        seconds between progress messages on an idle watch (None: none). typed: instead of
+        keys, the typed rows of one id, as (kind, id) with kind "user", "channel" or
+        "subscribers" (events then carry .table and the row's primary key and message)."""
         ms = 0 if progress_interval is None else int(progress_interval * 1000)
         req = pb.WatchRequest(key=key, prefix=prefix, keys_only=keys_only,
                               progress_interval_ms=ms)
+        if typed is not None:
+            kind, typed_id = typed
+            if isinstance(kind, str):
+                if kind not in TYPED_WATCH_KINDS:
+                    raise ValueError("typed watch kind %r is not one of %s"
+                                     % (kind, sorted(TYPED_WATCH_KINDS)))
+                kind = TYPED_WATCH_KINDS[kind]
+            req.typed.kind, req.typed.id = int(kind), typed_id
         return Watch(self, req, resume, max_resumes)
 
     def task_status(self, task_id=0, min_revision=None, active_only=False):
@@ -652,6 +662,12 @@ class _TokenInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClient
     def intercept_unary_stream(self, continuation, details, request):
         return continuation(self._details(details), request)
 
+
+TYPED_WATCH_KINDS = {
+    "user": pb.TYPED_WATCH_KIND_USER,
+    "channel": pb.TYPED_WATCH_KIND_CHANNEL,
+    "subscribers": pb.TYPED_WATCH_KIND_SUBSCRIBERS,
+}
 
 _TXN_OPS = {"=": pb.TXN_COMPARE_OP_EQUAL, "==": pb.TXN_COMPARE_OP_EQUAL,
             "!=": pb.TXN_COMPARE_OP_NOT_EQUAL, ">": pb.TXN_COMPARE_OP_GREATER,

@@ -1000,6 +1000,10 @@ static void test_parse_kv_commands(void)
     CU_ASSERT_STRING_EQUAL(slotctl_cmd_name(SLOTCTL_CMD_WATCH), "watch");
     CU_ASSERT_STRING_EQUAL(slotctl_cmd_name(SLOTCTL_CMD_TXN), "txn");
     CU_ASSERT_EQUAL(parse(ARGV("txn"), &a, err, sizeof(err)), SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(parse(ARGV("watch", "--subscribers", "g1"), &a, err, sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.typed_kind, SLOTD_TYPED_WATCH_SUBSCRIBERS);
+    CU_ASSERT_STRING_EQUAL(a.typed_id, "g1");
     static const struct {
         char *argv[8];
         const char *err;
@@ -1016,6 +1020,13 @@ static void test_parse_kv_commands(void)
         {{"slotctl", "watch", "k", "--limit", "3", NULL}, "--limit: only for get"},
         {{"slotctl", "put", "k", "v", "--resume", "1:1", NULL}, "--resume: only for watch"},
         {{"slotctl", "txn", "x", NULL}, "txn: takes 0 arguments, got 1"},
+        {{"slotctl", "watch", "--subscribers", "c", "--prefix", "p", NULL},
+         "watch: a typed watch (--user-rows, --channel-rows, --subscribers) takes no KEY or "
+         "--prefix"},
+        {{"slotctl", "watch", "--subscribers", "c", "--user-rows", "u", NULL},
+         "--user-rows: give one of --user-rows, --channel-rows and --subscribers"},
+        {{"slotctl", "get", "--channel-rows", "c", NULL},
+         "--user-rows, --channel-rows and --subscribers: only for watch"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int rc = parse((char **)cases[i].argv, &a, err, sizeof(err));

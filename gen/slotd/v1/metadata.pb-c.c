@@ -4687,6 +4687,51 @@ void   slotd__v1__watch_request__free_unpacked
   assert(message->base.descriptor == &slotd__v1__watch_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__v1__typed_watch__init
+                     (Slotd__V1__TypedWatch         *message)
+{
+  static const Slotd__V1__TypedWatch init_value = SLOTD__V1__TYPED_WATCH__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__typed_watch__get_packed_size
+                     (const Slotd__V1__TypedWatch *message)
+{
+  assert(message->base.descriptor == &slotd__v1__typed_watch__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__typed_watch__pack
+                     (const Slotd__V1__TypedWatch *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__typed_watch__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__typed_watch__pack_to_buffer
+                     (const Slotd__V1__TypedWatch *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__typed_watch__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__TypedWatch *
+       slotd__v1__typed_watch__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__TypedWatch *)
+     protobuf_c_message_unpack (&slotd__v1__typed_watch__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__typed_watch__free_unpacked
+                     (Slotd__V1__TypedWatch *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__typed_watch__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__v1__watch_position__init
                      (Slotd__V1__WatchPosition         *message)
 {
@@ -12735,7 +12780,7 @@ const ProtobufCMessageDescriptor slotd__v1__list_events_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__list_events_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__watch_request__field_descriptors[5] =
+static const ProtobufCFieldDescriptor slotd__v1__watch_request__field_descriptors[6] =
 {
   {
     "key",
@@ -12797,6 +12842,18 @@ static const ProtobufCFieldDescriptor slotd__v1__watch_request__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "typed",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__WatchRequest, typed),
+    &slotd__v1__typed_watch__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__watch_request__field_indices_by_name[] = {
   0,   /* field[0] = key */
@@ -12804,11 +12861,12 @@ static const unsigned slotd__v1__watch_request__field_indices_by_name[] = {
   1,   /* field[1] = prefix */
   3,   /* field[3] = progress_interval_ms */
   2,   /* field[2] = resume */
+  5,   /* field[5] = typed */
 };
 static const ProtobufCIntRange slotd__v1__watch_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor slotd__v1__watch_request__descriptor =
 {
@@ -12818,11 +12876,62 @@ const ProtobufCMessageDescriptor slotd__v1__watch_request__descriptor =
   "Slotd__V1__WatchRequest",
   "slotd.v1",
   sizeof(Slotd__V1__WatchRequest),
-  5,
+  6,
   slotd__v1__watch_request__field_descriptors,
   slotd__v1__watch_request__field_indices_by_name,
   1,  slotd__v1__watch_request__number_ranges,
   (ProtobufCMessageInit) slotd__v1__watch_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__typed_watch__field_descriptors[2] =
+{
+  {
+    "kind",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__TypedWatch, kind),
+    &slotd__v1__typed_watch_kind__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__TypedWatch, id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__typed_watch__field_indices_by_name[] = {
+  1,   /* field[1] = id */
+  0,   /* field[0] = kind */
+};
+static const ProtobufCIntRange slotd__v1__typed_watch__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__typed_watch__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.TypedWatch",
+  "TypedWatch",
+  "Slotd__V1__TypedWatch",
+  "slotd.v1",
+  sizeof(Slotd__V1__TypedWatch),
+  2,
+  slotd__v1__typed_watch__field_descriptors,
+  slotd__v1__typed_watch__field_indices_by_name,
+  1,  slotd__v1__typed_watch__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__typed_watch__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor slotd__v1__watch_position__field_descriptors[2] =
@@ -12876,7 +12985,7 @@ const ProtobufCMessageDescriptor slotd__v1__watch_position__descriptor =
   (ProtobufCMessageInit) slotd__v1__watch_position__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__watch_event__field_descriptors[6] =
+static const ProtobufCFieldDescriptor slotd__v1__watch_event__field_descriptors[7] =
 {
   {
     "type",
@@ -12950,11 +13059,24 @@ static const ProtobufCFieldDescriptor slotd__v1__watch_event__field_descriptors[
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "table",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__WatchEvent, table),
+    &slotd__v1__typed_table__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__watch_event__field_indices_by_name[] = {
   4,   /* field[4] = group_id */
   5,   /* field[5] = index */
   1,   /* field[1] = key */
+  6,   /* field[6] = table */
   0,   /* field[0] = type */
   2,   /* field[2] = value */
   3,   /* field[3] = version */
@@ -12962,7 +13084,7 @@ static const unsigned slotd__v1__watch_event__field_indices_by_name[] = {
 static const ProtobufCIntRange slotd__v1__watch_event__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor slotd__v1__watch_event__descriptor =
 {
@@ -12972,7 +13094,7 @@ const ProtobufCMessageDescriptor slotd__v1__watch_event__descriptor =
   "Slotd__V1__WatchEvent",
   "slotd.v1",
   sizeof(Slotd__V1__WatchEvent),
-  6,
+  7,
   slotd__v1__watch_event__field_descriptors,
   slotd__v1__watch_event__field_indices_by_name,
   1,  slotd__v1__watch_event__number_ranges,
@@ -13272,6 +13394,86 @@ const ProtobufCEnumDescriptor slotd__v1__migration_status__descriptor =
   slotd__v1__migration_status__enum_values_by_name,
   1,
   slotd__v1__migration_status__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue slotd__v1__typed_watch_kind__enum_values_by_number[4] =
+{
+  { "TYPED_WATCH_KIND_UNSPECIFIED", "SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_UNSPECIFIED", 0 },
+  { "TYPED_WATCH_KIND_USER", "SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_USER", 1 },
+  { "TYPED_WATCH_KIND_CHANNEL", "SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_CHANNEL", 2 },
+  { "TYPED_WATCH_KIND_SUBSCRIBERS", "SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_SUBSCRIBERS", 3 },
+};
+static const ProtobufCIntRange slotd__v1__typed_watch_kind__value_ranges[] = {
+{0, 0},{0, 4}
+};
+static const ProtobufCEnumValueIndex slotd__v1__typed_watch_kind__enum_values_by_name[4] =
+{
+  { "TYPED_WATCH_KIND_CHANNEL", 2 },
+  { "TYPED_WATCH_KIND_SUBSCRIBERS", 3 },
+  { "TYPED_WATCH_KIND_UNSPECIFIED", 0 },
+  { "TYPED_WATCH_KIND_USER", 1 },
+};
+const ProtobufCEnumDescriptor slotd__v1__typed_watch_kind__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "slotd.v1.TypedWatchKind",
+  "TypedWatchKind",
+  "Slotd__V1__TypedWatchKind",
+  "slotd.v1",
+  4,
+  slotd__v1__typed_watch_kind__enum_values_by_number,
+  4,
+  slotd__v1__typed_watch_kind__enum_values_by_name,
+  1,
+  slotd__v1__typed_watch_kind__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue slotd__v1__typed_table__enum_values_by_number[12] =
+{
+  { "TYPED_TABLE_UNSPECIFIED", "SLOTD__V1__TYPED_TABLE__TYPED_TABLE_UNSPECIFIED", 0 },
+  { "TYPED_TABLE_USER", "SLOTD__V1__TYPED_TABLE__TYPED_TABLE_USER", 5 },
+  { "TYPED_TABLE_DEVICE", "SLOTD__V1__TYPED_TABLE__TYPED_TABLE_DEVICE", 6 },
+  { "TYPED_TABLE_SYSTEM_UID", "SLOTD__V1__TYPED_TABLE__TYPED_TABLE_SYSTEM_UID", 7 },
+  { "TYPED_TABLE_CHANNEL", "SLOTD__V1__TYPED_TABLE__TYPED_TABLE_CHANNEL", 8 },
+  { "TYPED_TABLE_CHANNEL_MEMBER", "SLOTD__V1__TYPED_TABLE__TYPED_TABLE_CHANNEL_MEMBER", 9 },
+  { "TYPED_TABLE_MEMBERSHIP", "SLOTD__V1__TYPED_TABLE__TYPED_TABLE_MEMBERSHIP", 10 },
+  { "TYPED_TABLE_CMD_BINDING", "SLOTD__V1__TYPED_TABLE__TYPED_TABLE_CMD_BINDING", 12 },
+  { "TYPED_TABLE_RUNTIME_META", "SLOTD__V1__TYPED_TABLE__TYPED_TABLE_RUNTIME_META", 13 },
+  { "TYPED_TABLE_MIGRATION", "SLOTD__V1__TYPED_TABLE__TYPED_TABLE_MIGRATION", 14 },
+  { "TYPED_TABLE_PLUGIN", "SLOTD__V1__TYPED_TABLE__TYPED_TABLE_PLUGIN", 15 },
+  { "TYPED_TABLE_EVENT", "SLOTD__V1__TYPED_TABLE__TYPED_TABLE_EVENT", 17 },
+};
+static const ProtobufCIntRange slotd__v1__typed_table__value_ranges[] = {
+{0, 0},{5, 1},{12, 7},{17, 11},{0, 12}
+};
+static const ProtobufCEnumValueIndex slotd__v1__typed_table__enum_values_by_name[12] =
+{
+  { "TYPED_TABLE_CHANNEL", 4 },
+  { "TYPED_TABLE_CHANNEL_MEMBER", 5 },
+  { "TYPED_TABLE_CMD_BINDING", 7 },
+  { "TYPED_TABLE_DEVICE", 2 },
+  { "TYPED_TABLE_EVENT", 11 },
+  { "TYPED_TABLE_MEMBERSHIP", 6 },
+  { "TYPED_TABLE_MIGRATION", 9 },
+  { "TYPED_TABLE_PLUGIN", 10 },
+  { "TYPED_TABLE_RUNTIME_META", 8 },
+  { "TYPED_TABLE_SYSTEM_UID", 3 },
+  { "TYPED_TABLE_UNSPECIFIED", 0 },
+  { "TYPED_TABLE_USER", 1 },
+};
+const ProtobufCEnumDescriptor slotd__v1__typed_table__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "slotd.v1.TypedTable",
+  "TypedTable",
+  "Slotd__V1__TypedTable",
+  "slotd.v1",
+  12,
+  slotd__v1__typed_table__enum_values_by_number,
+  12,
+  slotd__v1__typed_table__enum_values_by_name,
+  4,
+  slotd__v1__typed_table__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCEnumValue slotd__v1__watch_event_type__enum_values_by_number[3] =

@@ -119,6 +119,7 @@ typedef struct Slotd__V1__ListPluginUsersResult Slotd__V1__ListPluginUsersResult
 typedef struct Slotd__V1__ListEventsQuery Slotd__V1__ListEventsQuery;
 typedef struct Slotd__V1__ListEventsResult Slotd__V1__ListEventsResult;
 typedef struct Slotd__V1__WatchRequest Slotd__V1__WatchRequest;
+typedef struct Slotd__V1__TypedWatch Slotd__V1__TypedWatch;
 typedef struct Slotd__V1__WatchPosition Slotd__V1__WatchPosition;
 typedef struct Slotd__V1__WatchEvent Slotd__V1__WatchEvent;
 typedef struct Slotd__V1__WatchResponse Slotd__V1__WatchResponse;
@@ -223,6 +224,85 @@ typedef enum _Slotd__V1__MigrationStatus {
   SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_FAILED = 4
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__MIGRATION_STATUS)
 } Slotd__V1__MigrationStatus;
+/*
+ * What a typed watch follows.
+ */
+typedef enum _Slotd__V1__TypedWatchKind {
+  /*
+   * refused
+   */
+  SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_UNSPECIFIED = 0,
+  /*
+   * Every row of uid id: user, devices, the system-uid flag, memberships, CMD bindings, the
+   * plugin binding (tables 5, 6, 7, 10, 12, 15).
+   */
+  SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_USER = 1,
+  /*
+   * Every row of channel id: the channel, its subscribers, allowlist and denylist, runtime
+   * meta, migration tasks and message events (tables 8, 9, 13, 14, 17).
+   */
+  SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_CHANNEL = 2,
+  /*
+   * Only channel id's subscribers (table 9, list 1).
+   */
+  SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_SUBSCRIBERS = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__TYPED_WATCH_KIND)
+} Slotd__V1__TypedWatchKind;
+/*
+ * The table of a typed row in a WatchEvent (the numbers of store/FORMAT.md "Typed metadata
+ * tables").
+ */
+typedef enum _Slotd__V1__TypedTable {
+  /*
+   * a key of the key-value space (key/prefix watches)
+   */
+  SLOTD__V1__TYPED_TABLE__TYPED_TABLE_UNSPECIFIED = 0,
+  /*
+   * key [uid]; value User
+   */
+  SLOTD__V1__TYPED_TABLE__TYPED_TABLE_USER = 5,
+  /*
+   * key [len u8][uid][device_flag u8]; value Device
+   */
+  SLOTD__V1__TYPED_TABLE__TYPED_TABLE_DEVICE = 6,
+  /*
+   * key [uid]; no value (a set member)
+   */
+  SLOTD__V1__TYPED_TABLE__TYPED_TABLE_SYSTEM_UID = 7,
+  /*
+   * key [channel_id]; value Channel
+   */
+  SLOTD__V1__TYPED_TABLE__TYPED_TABLE_CHANNEL = 8,
+  /*
+   * key [len u8][channel_id][list u8 (MemberList)][uid]; no value (a set member)
+   */
+  SLOTD__V1__TYPED_TABLE__TYPED_TABLE_CHANNEL_MEMBER = 9,
+  /*
+   * key [len u8][uid][channel_id]; value Membership
+   */
+  SLOTD__V1__TYPED_TABLE__TYPED_TABLE_MEMBERSHIP = 10,
+  /*
+   * key [len u8][uid][channel_id]; value CmdBinding
+   */
+  SLOTD__V1__TYPED_TABLE__TYPED_TABLE_CMD_BINDING = 12,
+  /*
+   * key [channel_id]; value ChannelRuntimeMeta
+   */
+  SLOTD__V1__TYPED_TABLE__TYPED_TABLE_RUNTIME_META = 13,
+  /*
+   * key [len u8][channel_id][task_id u64 big-endian]; value ChannelMigrationTask
+   */
+  SLOTD__V1__TYPED_TABLE__TYPED_TABLE_MIGRATION = 14,
+  /*
+   * key [uid]; value PluginBinding
+   */
+  SLOTD__V1__TYPED_TABLE__TYPED_TABLE_PLUGIN = 15,
+  /*
+   * key [len u8][channel_id][~event_seq u64 big-endian]; value ChannelEvent
+   */
+  SLOTD__V1__TYPED_TABLE__TYPED_TABLE_EVENT = 17
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__TYPED_TABLE)
+} Slotd__V1__TypedTable;
 typedef enum _Slotd__V1__WatchEventType {
   SLOTD__V1__WATCH_EVENT_TYPE__WATCH_EVENT_TYPE_UNSPECIFIED = 0,
   SLOTD__V1__WATCH_EVENT_TYPE__WATCH_EVENT_TYPE_PUT = 1,
@@ -2111,7 +2191,8 @@ struct  Slotd__V1__WatchRequest
 {
   ProtobufCMessage base;
   /*
-   * One key; or (empty key) every key that starts with prefix; both empty: every key.
+   * One key; or (empty key) every key that starts with prefix; both empty (and no typed): every
+   * key.
    */
   ProtobufCBinaryData key;
   ProtobufCBinaryData prefix;
@@ -2129,10 +2210,29 @@ struct  Slotd__V1__WatchRequest
    * Events without values.
    */
   protobuf_c_boolean keys_only;
+  /*
+   * Instead of keys: the typed metadata rows of one user or one channel (served by the one slot
+   * group owning the hash slot of typed.id). Events then name the row's table.
+   */
+  Slotd__V1__TypedWatch *typed;
 };
 #define SLOTD__V1__WATCH_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__watch_request__descriptor) \
-    , {0,NULL}, {0,NULL}, 0,NULL, 0, 0 }
+    , {0,NULL}, {0,NULL}, 0,NULL, 0, 0, NULL }
+
+
+struct  Slotd__V1__TypedWatch
+{
+  ProtobufCMessage base;
+  Slotd__V1__TypedWatchKind kind;
+  /*
+   * the uid or channel id
+   */
+  char *id;
+};
+#define SLOTD__V1__TYPED_WATCH__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__typed_watch__descriptor) \
+    , SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_UNSPECIFIED, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -2167,10 +2267,15 @@ struct  Slotd__V1__WatchEvent
    * the entry that made the change
    */
   uint64_t index;
+  /*
+   * Typed watches: the row's table; key is then the row's primary key (as TypedTable shows) and
+   * value, on PUT, the packed slotd.v1 message of the table (empty for a set member).
+   */
+  Slotd__V1__TypedTable table;
 };
 #define SLOTD__V1__WATCH_EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__watch_event__descriptor) \
-    , SLOTD__V1__WATCH_EVENT_TYPE__WATCH_EVENT_TYPE_UNSPECIFIED, {0,NULL}, {0,NULL}, 0, 0, 0 }
+    , SLOTD__V1__WATCH_EVENT_TYPE__WATCH_EVENT_TYPE_UNSPECIFIED, {0,NULL}, {0,NULL}, 0, 0, 0, SLOTD__V1__TYPED_TABLE__TYPED_TABLE_UNSPECIFIED }
 
 
 struct  Slotd__V1__WatchResponse
@@ -4176,6 +4281,25 @@ Slotd__V1__WatchRequest *
 void   slotd__v1__watch_request__free_unpacked
                      (Slotd__V1__WatchRequest *message,
                       ProtobufCAllocator *allocator);
+/* Slotd__V1__TypedWatch methods */
+void   slotd__v1__typed_watch__init
+                     (Slotd__V1__TypedWatch         *message);
+size_t slotd__v1__typed_watch__get_packed_size
+                     (const Slotd__V1__TypedWatch   *message);
+size_t slotd__v1__typed_watch__pack
+                     (const Slotd__V1__TypedWatch   *message,
+                      uint8_t             *out);
+size_t slotd__v1__typed_watch__pack_to_buffer
+                     (const Slotd__V1__TypedWatch   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__TypedWatch *
+       slotd__v1__typed_watch__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__typed_watch__free_unpacked
+                     (Slotd__V1__TypedWatch *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__V1__WatchPosition methods */
 void   slotd__v1__watch_position__init
                      (Slotd__V1__WatchPosition         *message);
@@ -4547,6 +4671,9 @@ typedef void (*Slotd__V1__ListEventsResult_Closure)
 typedef void (*Slotd__V1__WatchRequest_Closure)
                  (const Slotd__V1__WatchRequest *message,
                   void *closure_data);
+typedef void (*Slotd__V1__TypedWatch_Closure)
+                 (const Slotd__V1__TypedWatch *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__WatchPosition_Closure)
                  (const Slotd__V1__WatchPosition *message,
                   void *closure_data);
@@ -4625,6 +4752,8 @@ extern const ProtobufCEnumDescriptor    slotd__v1__consistency__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__error_code__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__member_list__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__migration_status__descriptor;
+extern const ProtobufCEnumDescriptor    slotd__v1__typed_watch_kind__descriptor;
+extern const ProtobufCEnumDescriptor    slotd__v1__typed_table__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__watch_event_type__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__propose_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__put_command__descriptor;
@@ -4730,6 +4859,7 @@ extern const ProtobufCMessageDescriptor slotd__v1__list_plugin_users_result__des
 extern const ProtobufCMessageDescriptor slotd__v1__list_events_query__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__list_events_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__watch_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__typed_watch__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__watch_position__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__watch_event__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__watch_response__descriptor;

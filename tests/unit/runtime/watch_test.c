@@ -49,6 +49,7 @@ static struct slot_event *ev(uint64_t index, const char *key, size_t value_len)
     e->group = G;
     e->index = index;
     e->version = index;
+    e->table = SLOT_TABLE_KV;
     e->key_len = (uint32_t)kl;
     e->value_len = (uint32_t)value_len;
     e->key = e->data;
@@ -154,6 +155,82 @@ static void test_reads(void)
     teardown();
 }
 
+/* A typed row event: table, primary key k (kl bytes). */
+static struct slot_event *tev(uint64_t index, uint8_t table, const char *k, size_t kl)
+{
+    struct slot_event *e = calloc(1, sizeof(*e) + kl);
+    CU_ASSERT_FATAL(e != NULL);
+    e->group = G;
+    e->index = index;
+    e->version = index;
+    e->table = table;
+    e->key_len = (uint32_t)kl;
+    e->key = e->data;
+    e->value = e->data + kl;
+    memcpy(e->key, k, kl);
+    return e;
+}
+
+static int typed_poll(uint32_t kind, const char *id, struct answer *a, struct slotd_error *err)
+{
+    memset(a, 0, sizeof(*a));
+    struct runtime_watch_query q = {.group = G,
+                                    .after = 10,
+                                    .typed_kind = kind,
+                                    .key = (const uint8_t *)id,
+                                    .key_len = strlen(id),
+                                    .max_bytes = 1u << 20};
+    return runtime_watch_poll(rt, &q, on_answer, a, err);
+}
+
+/* Typed watches see the rows of their id only, and key watches never see typed rows. */
+static void test_typed(void)
+{
+    setup(1 << 20);
+    /* 14: subscriber u1 of c1 and c1's channel row; 15: an allowlist member of c1; 16: a
+     * subscriber of c12 (a longer id sharing the prefix); 17: user c1's device (a uid that
+     * happens to equal the channel id) */
+    rt_watch_append(rt, G,
+                    list(tev(14, SLOT_TABLE_CHANNEL_MEMBER, "\x02" "c1\x01u1", 6),
+                         tev(14, SLOT_TABLE_CHANNEL, "c1", 2), NULL),
+                    14);
+    rt_watch_append(rt, G, list(tev(15, SLOT_TABLE_CHANNEL_MEMBER, "\x02" "c1\x02u2", 6), NULL),
+                    15);
+    rt_watch_append(rt, G, list(tev(16, SLOT_TABLE_CHANNEL_MEMBER, "\x03" "c12\x01u3", 7), NULL),
+                    16);
+    rt_watch_append(rt, G, list(tev(17, SLOT_TABLE_DEVICE, "\x02" "c1\x01", 4), NULL), 17);
+    struct answer a;
+    struct slotd_error err;
+    CU_ASSERT_EQUAL(typed_poll(SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_SUBSCRIBERS, "c1", &a,
+                               &err),
+                    0);
+    CU_ASSERT_EQUAL(a.n, 1);
+    CU_ASSERT_EQUAL(a.index[0], 14);
+    CU_ASSERT_EQUAL(a.through, 17);
+    CU_ASSERT_EQUAL(typed_poll(SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_CHANNEL, "c1", &a,
+                               &err),
+                    0);
+    CU_ASSERT_EQUAL(a.n, 3); /* the member, the channel row, the allowlist member */
+    CU_ASSERT_EQUAL(a.index[2], 15);
+    CU_ASSERT_EQUAL(typed_poll(SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_USER, "c1", &a, &err),
+                    0);
+    CU_ASSERT_EQUAL(a.n, 1);
+    CU_ASSERT_EQUAL(a.index[0], 17);
+    CU_ASSERT_EQUAL(typed_poll(SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_CHANNEL, "c12", &a,
+                               &err),
+                    0);
+    CU_ASSERT_EQUAL(a.n, 1);
+    CU_ASSERT_EQUAL(a.index[0], 16);
+    /* every key: the key-value events 11..13 only */
+    CU_ASSERT_EQUAL(poll(10, "", NULL, 0, 0, &a, &err), 0);
+    CU_ASSERT_EQUAL(a.n, 4);
+    CU_ASSERT_EQUAL(a.index[3], 13);
+    CU_ASSERT_TRUE(slot_typed_table_watched(SLOT_TABLE_CHANNEL_MEMBER));
+    CU_ASSERT_FALSE(slot_typed_table_watched(SLOT_TABLE_CONVERSATION));
+    CU_ASSERT_FALSE(slot_typed_table_watched(SLOT_TABLE_KV));
+    teardown();
+}
+
 static void test_waits(void)
 {
     setup(1 << 20);
@@ -239,6 +316,7 @@ int main(void)
     CU_add_test(s, "waits: match, deadline, ahead of the replica, reset, removal, close",
                 test_waits);
     CU_add_test(s, "bound: the oldest entries go, COMPACTED names the start", test_bound);
+    CU_add_test(s, "typed: one id's rows by kind, never mixed with keys", test_typed);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     int failed = CU_get_number_of_tests_failed() != 0;

@@ -500,6 +500,58 @@ static void test_subscribers(void)
 }
 
 /* Allowlist and denylist: separate lists, no fence, subscriber count untouched. */
+/* Counts the events taken from the fsm: rows of table, puts and deletes; frees them. */
+static void take_events(uint8_t table, int *puts, int *dels)
+{
+    *puts = *dels = 0;
+    struct slot_event *list = slot_fsm_take_events(fsm);
+    for (struct slot_event *e = list; e != NULL; e = e->next)
+        if (e->table == table)
+            (*(e->deleted ? dels : puts))++;
+    slot_events_free(list);
+}
+
+/* With events on, typed rows are recorded: a subscriber added or removed once each (a uid
+ * already there or never there makes no event), the channel row with its new count. */
+static void test_typed_events(void)
+{
+    setup();
+    Slotd__V1__ProposeResponse *r;
+    slot_fsm_set_events(fsm, true);
+    create_channel("g1", 0);
+    int puts, dels;
+    take_events(SLOT_TABLE_CHANNEL, &puts, &dels);
+    CU_ASSERT(puts == 1 && dels == 0);
+    char *two[] = {"a", "b"};
+    (void)subs(P(ADD_SUBSCRIBERS), "g1", 0, 2, two, &r);
+    FREE_RESP(r);
+    struct slot_event *list = slot_fsm_take_events(fsm);
+    int members = 0, channel = 0;
+    for (struct slot_event *e = list; e != NULL; e = e->next) {
+        if (e->table == SLOT_TABLE_CHANNEL_MEMBER) {
+            members++;
+            CU_ASSERT(slot_typed_watch_match(SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_SUBSCRIBERS,
+                                             (const uint8_t *)"g1", 2, e->table, e->key,
+                                             e->key_len));
+            CU_ASSERT(e->value_len == 0 && !e->deleted);
+        } else if (e->table == SLOT_TABLE_CHANNEL) {
+            channel++;
+            Slotd__V1__Channel *c = slotd__v1__channel__unpack(NULL, e->value_len, e->value);
+            CU_ASSERT(c != NULL && c->subscriber_count == 2);
+            slotd__v1__channel__free_unpacked(c, NULL);
+        }
+    }
+    slot_events_free(list);
+    CU_ASSERT(members == 2 && channel == 1);
+    char *again[] = {"a", "zz"};
+    subs(P(REMOVE_SUBSCRIBERS), "g1", 1, 2, again, &r);
+    FREE_RESP(r);
+    take_events(SLOT_TABLE_CHANNEL_MEMBER, &puts, &dels);
+    CU_ASSERT(puts == 0 && dels == 1); /* zz was never a member */
+    slot_fsm_set_events(fsm, false);
+    teardown();
+}
+
 static void test_allow_deny_lists(void)
 {
     setup();
@@ -1204,6 +1256,7 @@ int main(void)
     CU_add_test(s, "devices_system_uids", test_devices_system_uids);
     CU_add_test(s, "channels", test_channels);
     CU_add_test(s, "subscribers", test_subscribers);
+    CU_add_test(s, "typed row events", test_typed_events);
     CU_add_test(s, "allow_deny_lists", test_allow_deny_lists);
     CU_add_test(s, "cursors_limits_enums", test_cursors);
     CU_add_test(s, "memberships_conversations", test_memberships);

@@ -411,6 +411,30 @@ struct slotd_watch_position {
 
 enum slotd_watch_event_type { SLOTD_WATCH_PUT = 1, SLOTD_WATCH_DELETE = 2 };
 
+/* What a typed watch follows instead of keys (slotd.v1.TypedWatchKind). */
+enum slotd_typed_watch_kind {
+    SLOTD_TYPED_WATCH_USER = 1,        /* every row of a uid */
+    SLOTD_TYPED_WATCH_CHANNEL = 2,     /* every row of a channel */
+    SLOTD_TYPED_WATCH_SUBSCRIBERS = 3, /* a channel's subscriber list */
+};
+
+/* The table of a typed row (slotd.v1.TypedTable; store/FORMAT.md): the event's key is the
+ * row's primary key there, its value the row's packed slotd.v1 message (none for a member). */
+enum slotd_typed_table {
+    SLOTD_TYPED_TABLE_NONE = 0, /* a key of the key-value space */
+    SLOTD_TYPED_TABLE_USER = 5,
+    SLOTD_TYPED_TABLE_DEVICE = 6,
+    SLOTD_TYPED_TABLE_SYSTEM_UID = 7,
+    SLOTD_TYPED_TABLE_CHANNEL = 8,
+    SLOTD_TYPED_TABLE_CHANNEL_MEMBER = 9, /* key [len u8][channel id][list u8][uid] */
+    SLOTD_TYPED_TABLE_MEMBERSHIP = 10,
+    SLOTD_TYPED_TABLE_CMD_BINDING = 12,
+    SLOTD_TYPED_TABLE_RUNTIME_META = 13,
+    SLOTD_TYPED_TABLE_MIGRATION = 14,
+    SLOTD_TYPED_TABLE_PLUGIN = 15,
+    SLOTD_TYPED_TABLE_EVENT = 17,
+};
+
 /* One change. Pointers are valid during the callback only. */
 struct slotd_watch_event {
     int type; /* enum slotd_watch_event_type */
@@ -421,6 +445,7 @@ struct slotd_watch_event {
     uint64_t version; /* PUT: the new version; DELETE: 0 */
     uint32_t group_id;
     uint64_t index; /* the raft entry that made the change */
+    int table;      /* enum slotd_typed_table: typed watches; 0 for keys */
 };
 
 /* One WatchResponse as the callback sees it. Pointers are valid during the callback only. */
@@ -444,12 +469,15 @@ typedef int (*slotd_watch_cb)(void *arg, const struct slotd_watch_message *m);
 #define SLOTD_WATCH_RESUMES_DEFAULT 10
 
 /* A watch. Pointers are borrowed for the call. key (one key), or prefix (key empty), or
- * neither: every key. */
+ * neither: every key; or, with typed_kind set (no key, no prefix), the typed rows of typed_id
+ * (a uid or channel id, served by the group owning its hash slot). */
 struct slotd_watch_request {
     const void *key;
     size_t key_len;
     const void *prefix;
     size_t prefix_len;
+    int typed_kind;       /* enum slotd_typed_watch_kind; 0 = keys */
+    const char *typed_id; /* NUL-terminated */
     const struct slotd_watch_position *resume; /* where to continue (a result's positions) */
     size_t resume_count;
     uint32_t progress_interval_ms; /* 0: the server's default */

@@ -1835,7 +1835,7 @@ const ProtobufCMessageDescriptor slotd__internal__v1__group_leader__descriptor =
   (ProtobufCMessageInit) slotd__internal__v1__group_leader__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__internal__v1__watch_poll_request__field_descriptors[8] =
+static const ProtobufCFieldDescriptor slotd__internal__v1__watch_poll_request__field_descriptors[10] =
 {
   {
     "group_id",
@@ -1933,6 +1933,30 @@ static const ProtobufCFieldDescriptor slotd__internal__v1__watch_poll_request__f
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "typed_kind",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__WatchPollRequest, typed_kind),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "typed_id",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__WatchPollRequest, typed_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__internal__v1__watch_poll_request__field_indices_by_name[] = {
   1,   /* field[1] = after_index */
@@ -1942,12 +1966,14 @@ static const unsigned slotd__internal__v1__watch_poll_request__field_indices_by_
   5,   /* field[5] = keys_only */
   7,   /* field[7] = max_bytes */
   4,   /* field[4] = prefix */
+  9,   /* field[9] = typed_id */
+  8,   /* field[8] = typed_kind */
   6,   /* field[6] = wait_ms */
 };
 static const ProtobufCIntRange slotd__internal__v1__watch_poll_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor slotd__internal__v1__watch_poll_request__descriptor =
 {
@@ -1957,7 +1983,7 @@ const ProtobufCMessageDescriptor slotd__internal__v1__watch_poll_request__descri
   "Slotd__Internal__V1__WatchPollRequest",
   "slotd.internal.v1",
   sizeof(Slotd__Internal__V1__WatchPollRequest),
-  8,
+  10,
   slotd__internal__v1__watch_poll_request__field_descriptors,
   slotd__internal__v1__watch_poll_request__field_indices_by_name,
   1,  slotd__internal__v1__watch_poll_request__number_ranges,

@@ -287,10 +287,15 @@ struct  Slotd__Internal__V1__WatchPollRequest
   protobuf_c_boolean keys_only;
   uint32_t wait_ms;
   uint32_t max_bytes;
+  /*
+   * A typed watch (slotd.v1.TypedWatchKind, 0 = none: key/prefix) of the rows of typed_id.
+   */
+  uint32_t typed_kind;
+  char *typed_id;
 };
 #define SLOTD__INTERNAL__V1__WATCH_POLL_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__watch_poll_request__descriptor) \
-    , 0, 0, 0, {0,NULL}, {0,NULL}, 0, 0, 0 }
+    , 0, 0, 0, {0,NULL}, {0,NULL}, 0, 0, 0, 0, (char *)protobuf_c_empty_string }
 
 
 struct  Slotd__Internal__V1__WatchPollResponse
