@@ -710,7 +710,8 @@ class RbacTest(h.SlotdTestCase):
 
     def test_watch_needs_read_on_its_prefix(self):
         """A watch is a read of every key it can return: bob (read on b/) may watch b/ and a key
-        under it, alice (a/) may not; no credentials: UNAUTHENTICATED."""
+        under it, alice (a/) may not; no credentials: UNAUTHENTICATED. A typed watch needs read on
+        the kinds of its rows: bob (keys only) is refused, root is not."""
         def first(n, md, **req):
             call = self.cluster.stub(n).Watch(h.pb.WatchRequest(**req), timeout=10, metadata=md)
             try:
@@ -725,6 +726,14 @@ class RbacTest(h.SlotdTestCase):
                                'read on key "" needed')
             self.assertTrue(first(n, self.bob, prefix=b"b/").created)
             self.assertTrue(first(n, self.bob, key=self.b_key).created)
+            # a typed watch reads typed rows: read on their kinds, not on keys
+            subs = h.pb.TypedWatch(kind=h.pb.TYPED_WATCH_KIND_SUBSCRIBERS, id="c1")
+            self.assertRefused(DENIED, lambda: first(n, self.bob, typed=subs),
+                               'read on kind "channel" needed')
+            user = h.pb.TypedWatch(kind=h.pb.TYPED_WATCH_KIND_USER, id="u1")
+            self.assertRefused(DENIED, lambda: first(n, self.bob, typed=user),
+                               'read on kind "user" needed')
+            self.assertTrue(first(n, self.root, typed=subs).created)
 
     def test_txn_checks_every_key(self):
         table = list(self.cluster.stub(1).RouteSnapshot(h.pb.RouteSnapshotRequest(),
