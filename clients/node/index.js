@@ -280,8 +280,8 @@ function createClient(addr, options = {}) {
     },
     // Resolves to one page of a range query, the ReadResponse {group_id, applied_index, range:
     // {entries: [{key, value, version}], count, more, cursor}}: every key under prefix, or in
-    // [start, end) (none: every key), limit entries (0 = 100, at most 1000). The page's group
-    // is named by the opaque cursor, so any endpoint serves it (forwarding); UNAVAILABLE and
+    // [start, end) (none: every key), limit entries (0 = 100, at most 1000). The cursor is
+    // opaque: any endpoint merges the page from the next runs' groups (forwarding); UNAVAILABLE and
     // the like move on to the next endpoint, at most maxRetries more passes.
     rangePage({ prefix, start, end, limit = 0, keysOnly = false, countOnly = false, cursor,
       consistency = 'CONSISTENCY_LINEARIZABLE' } = {}) {

@@ -451,6 +451,16 @@ static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
         goto fail;
     bool local = r->consistency == SLOTD__V1__CONSISTENCY__CONSISTENCY_LOCAL;
     bool no_forward = r->no_forward;
+    /* A client's range page (forwarding allowed) is merged from the next runs' group pages,
+     * asked at once; those come back here as local calls and are served one group each. */
+    if (r->query_case == SLOTD__V1__READ_REQUEST__QUERY_RANGE && !no_forward &&
+        !r->range->count_only && !rpc_call_is_local(call)) {
+        if (node_range_fanout(api, call, r, &err) != 0)
+            goto fail;
+        node_caller_release(&caller);
+        slotd__v1__read_request__free_unpacked(r, NULL);
+        return;
+    }
     r->no_forward = true;
     int where = route_request(api, call, "/slotd.v1.Metadata/Read", false, no_forward, local, &t,
                               &r->base, &err);

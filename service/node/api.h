@@ -31,6 +31,19 @@ struct node_api {
     struct node_watch *watch; /* watch.c: Metadata/Watch streams (node_watch_register) */
 };
 
+/* Runs of hash slots (parts) one range page asks at once: at most this many group pages of at
+ * most SLOT_RANGE_PAGE_BYTES each are held while a page is merged. */
+#define NODE_RANGE_FANOUT_RUNS 8
+
+/* range.c: serves the validated, authorized range query r (not count_only) of call as one page
+ * merged from the single-group pages of the next NODE_RANGE_FANOUT_RUNS runs of hash slots from
+ * the cursor's, asked at once through this node's own Read handler (as local calls: routed and
+ * forwarded like any page), in hash-slot order, up to the query's limit and
+ * SLOT_RANGE_PAGE_BYTES. A run's failure ends the page before it (the first run's is the
+ * answer). Returns 0 (the call is or will be answered) or -1 with err. */
+int node_range_fanout(struct node_api *api, struct rpc_call *call, const Slotd__V1__ReadRequest *r,
+                      struct slotd_error *err);
+
 /* Metadata/Watch on the client port and Peer/WatchPoll on the peer port, and the thread that
  * drives the streams (node_api_register calls it). */
 int node_watch_register(struct node_api *api, struct rpc_server *client, struct rpc_server *peer);

@@ -44,8 +44,8 @@ int slot_range_cursor_decode(const Slotd__V1__RangeQuery *q, uint16_t *hash_slot
     return 0;
 }
 
-static int cursor_make(const Slotd__V1__RangeQuery *q, uint16_t hs, const uint8_t *last, size_t ll,
-                       ProtobufCBinaryData *out)
+int slot_range_cursor_make(const Slotd__V1__RangeQuery *q, uint16_t hs, const uint8_t *last,
+                           size_t ll, ProtobufCBinaryData *out)
 {
     out->data = malloc(RANGE_CURSOR_HEADER + ll);
     if (out->data == NULL)
@@ -240,7 +240,8 @@ int slot_serve_range(struct store *st, const uint8_t owned[32], uint16_t hash_sl
     if (more && !at_start && (pg.n == 0 || pg.last_hs != s))
         at_start = true;
     if (rc == 0 && more)
-        rc = cursor_make(q, (uint16_t)s, pg.last, at_start ? 0 : pg.last_len, &res->cursor);
+        rc = slot_range_cursor_make(q, (uint16_t)s, pg.last, at_start ? 0 : pg.last_len,
+                                    &res->cursor);
     if (rc != 0) {
         for (size_t i = 0; pg.ptrs && i < pg.n; i++)
             free(pg.ptrs[i]);

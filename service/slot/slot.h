@@ -227,6 +227,10 @@ int slot_validate_range(const Slotd__V1__RangeQuery *q, uint16_t *hash_slot,
  * key). An empty cursor is hash slot 0. Returns 0, or -1 when malformed or made for other bounds. */
 int slot_range_cursor_decode(const Slotd__V1__RangeQuery *q, uint16_t *hash_slot,
                              ProtobufCBinaryData *last);
+/* The cursor (out->data malloc'ed; free()) that continues q's bounds (q->cursor unused) in hash
+ * slot hs after key last (ll bytes; 0 = from hs's first key). Returns 0 or STORE_ENOMEM. */
+int slot_range_cursor_make(const Slotd__V1__RangeQuery *q, uint16_t hs, const uint8_t *last,
+                           size_t ll, ProtobufCBinaryData *out);
 /* Fills res with one page of q from hash slot hash_slot (the cursor's) through the contiguous run
  * of hash slots set in owned (NULL: hash_slot alone). Free res with slot_range_result_free(). */
 int slot_serve_range(struct store *st, const uint8_t owned[32], uint16_t hash_slot,

@@ -1,4 +1,5 @@
-"""test_range.py - e2e tests of the Range read: pages over a single node's 8 groups and a cluster."""
+"""test_range.py - e2e tests of the Range read: pages over a single node's 8 groups and a cluster,
+merged from every group's run when they fit one page."""
 import os
 import random
 import sys
@@ -80,6 +81,27 @@ class RangeSingleNodeTest(RangeTestMixin, h.SlotdTestCase):
             self.assertGreaterEqual(pages, 300 // 7)
             self.assertEqual(len(groups), 8, "every group served pages")
 
+    def test_one_page_merges_every_group(self):
+        """A page asks the next runs' groups at once and merges them: 300 keys over 8 groups
+        come in one page of 1000, in three of 100 (each full but the last); a route-aware
+        client's no_forward page stays one group's run."""
+        entries, count, pages, _ = drain(self.stub, prefix=self.prefix, limit=1000)
+        self.check_entries(entries, self.written)
+        self.assertEqual((count, pages), (300, 1))
+        entries, count, pages, _ = drain(self.stub, prefix=self.prefix, limit=100)
+        self.check_entries(entries, self.written)
+        self.assertEqual((count, pages), (300, 3))
+        pages = 0
+        cursor = b""
+        while True:
+            resp = self.stub.Read(pb.ReadRequest(no_forward=True, range=pb.RangeQuery(
+                prefix=self.prefix, limit=1000, cursor=cursor)), timeout=h.RPC_TIMEOUT_S)
+            pages += 1
+            if not resp.range.more:
+                break
+            cursor = resp.range.cursor
+        self.assertGreaterEqual(pages, 8)
+
     def test_keys_only_and_count_only(self):
         entries, count, _, _ = drain(self.stub, prefix=self.prefix, limit=50, keys_only=True)
         self.check_entries(entries, self.written, values=False)
@@ -152,6 +174,10 @@ class RangeClusterTest(RangeTestMixin, h.SlotdTestCase):
                 self.check_entries(entries, written)
                 self.assertEqual(count, 120)
                 self.assertEqual(len(groups), len(set(c.server(ids[0]).route().hash_slot_table)))
+            # one page of 1000: merged from every group, led here or elsewhere
+            entries, count, pages, _ = drain(c.stub(node_id), prefix=prefix, limit=1000)
+            self.check_entries(entries, written)
+            self.assertEqual((count, pages), (120, 1))
 
     def test_txn_counter_under_eight_clients(self):
         """8 clients increment one key with compare-version-then-put txns through every node:

@@ -113,7 +113,7 @@ int slotd_range(struct slotd_client *c, const struct slotd_range_query *q,
     range.count_only = q->count_only;
     range.cursor = (ProtobufCBinaryData){q->cursor_len, (uint8_t *)q->cursor};
     m.consistency = (Slotd__V1__Consistency)q->consistency;
-    /* The page's group is named by the opaque cursor: the node asked finds it and forwards. */
+    /* The cursor is opaque: the node asked merges the page from the next runs' groups. */
     m.no_forward = false;
     m.query_case = SLOTD__V1__READ_REQUEST__QUERY_RANGE;
     m.range = &range;

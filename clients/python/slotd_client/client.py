@@ -515,8 +515,8 @@ class Client:
     def range_page(self, prefix=b"", start=b"", end=b"", limit=0, keys_only=False,
                    count_only=False, cursor=b"", consistency="linearizable"):
         """One page of a range query (prefix, or [start, end); none: every key; limit 0 = 100,
-        at most 1000). The page's group is named by the opaque cursor, so the request goes to a
-        seed endpoint with forwarding allowed (the endpoint that answered last first; retriable
+        at most 1000). The cursor is opaque: the request goes to a seed endpoint with
+        forwarding allowed, which merges the page from the next runs' groups (the endpoint that answered last first; retriable
         failures move on to the next). Returns the ReadResponse (.range.entries, .range.count,
         .range.more, .range.cursor; .group_id, .applied_index)."""
         level = CONSISTENCY[consistency] if isinstance(consistency, str) else int(consistency)

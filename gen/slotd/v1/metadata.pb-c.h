@@ -848,12 +848,12 @@ struct  Slotd__V1__GetResult
  * One page of the keys that start with `prefix`, or lie in [start, end) (end empty: no upper
  * bound); prefix and start/end are exclusive, none of them set = every key. Keys are hashed, so
  * entries come in hash-slot order (0..255), then in byte order of the key within a hash slot:
- * this is not global key order. A page is served by the one slot group owning the cursor's next
- * hash slot (hash slot 0 without a cursor), routed, forwarded and consistent like a Get; it scans
- * that group's contiguous run of owned hash slots from there and stops at `limit` entries, at
- * SLOT_RANGE_PAGE_BYTES (4 MiB) of keys and values, or at the end of the run. Call again with
- * `cursor` until `more` is false; a page can hold fewer than `limit` entries (even none) while
- * `more` is true.
+ * this is not global key order. The node asked merges one page from the single-group pages of
+ * the next 8 runs of hash slots (each run owned by one group) from the cursor's (hash slot 0
+ * without a cursor), asked at once, each routed, forwarded and consistent like a Get; it stops
+ * at `limit` entries or SLOT_RANGE_PAGE_BYTES (4 MiB) of keys and values. count_only and
+ * no_forward requests get the cursor's run only. Call again with `cursor` until `more` is
+ * false; a page can hold fewer than `limit` entries (even none) while `more` is true.
  */
 struct  Slotd__V1__RangeQuery
 {

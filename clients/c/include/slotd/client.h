@@ -299,8 +299,8 @@ void slotd_range_page_free(struct slotd_range_page *p);
 
 /*
  * c, q, out: borrowed for the call; free out with slotd_range_page_free() whatever the return
- * value. Reads one page: the node asked serves it from the slot group owning the cursor's next
- * hash slot (forwarding when it holds no replica of it). A page may hold fewer than limit
+ * value. Reads one page: the node asked merges it from the slot groups of the next runs of
+ * hash slots from the cursor's (forwarding to their leaders). A page may hold fewer than limit
  * entries, even none, while more is true. The server checks the query (INVALID_ARGUMENT names
  * the field: range.limit, range.prefix, ...). Retried like a get.
  */
