@@ -236,10 +236,11 @@ struct ctl_health {
 #define CTL_TOKEN_KEY_BYTES 32
 #define CTL_AUTH_ROOT "root" /* the built-in role (everything) and the user auth_init creates */
 /* Typed metadata kinds a role can be granted (ProposeRequest commands / ReadRequest queries
- * 20..29 user, 30..39 channel, 40..44 conversation, 45..49 cmd, 51..54 runtime_meta,
+ * 14..16 lease, 20..29 user, 30..39 channel, 40..44 conversation, 45..49 cmd, 51..54 runtime_meta,
  * 55..59 migration_task, 60..64 plugin, 65.. event). */
 #define CTL_AUTH_KINDS                                                                             \
-    "user", "channel", "conversation", "cmd", "runtime_meta", "migration_task", "plugin", "event"
+    "user", "channel", "conversation", "cmd", "runtime_meta", "migration_task", "plugin", "event", \
+        "lease"
 
 enum ctl_perm_type { CTL_PERM_KEY_PREFIX, CTL_PERM_KIND, CTL_PERM_ADMIN };
 enum ctl_access { CTL_ACCESS_READ = 1u << 0, CTL_ACCESS_WRITE = 1u << 1 };

@@ -519,6 +519,8 @@ int node_authz_require(struct node_api *api, struct rpc_call *call, const char *
 
 const char *node_authz_kind(unsigned f)
 {
+    if (f >= 14 && f <= 16)
+        return "lease";
     if (f >= 20 && f <= 29)
         return "user";
     if (f >= 30 && f <= 39)

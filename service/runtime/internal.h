@@ -205,6 +205,7 @@ struct rt_metrics {
     struct metrics_counter *read_local_overlapped;
     struct metrics_counter *read_lease_served; /* GRPC (read_local.c) */
     struct metrics_counter *read_lease_missed;
+    struct metrics_counter *lease_expiries; /* loop (keylease.c) */
     struct metrics_gauge *route_revision;
     struct metrics_gauge *controller_revision;
     struct metrics_gauge *controller_tasks[4]; /* by enum ctl_task_status */
@@ -360,6 +361,24 @@ struct rt_apply_job {
     int rc; /* store error, fatal */
 };
 
+/* keylease.c: the leases of a group this replica leads, as its leader times them (loop). */
+struct rt_keylease_entry {
+    uint64_t id;
+    uint64_t refreshed;  /* the lease row's refreshed_index when last seen */
+    int64_t deadline_ms; /* rt_now_ms() at which it expires */
+    int64_t proposed_ms; /* its LeaseExpire was proposed then, 0 = not yet */
+};
+struct rt_keylease {
+    struct rt_keylease_entry *v; /* sorted by id */
+    size_t n;
+    uint64_t term; /* the leadership term the deadlines belong to; 0 = not leading */
+    int64_t next_scan_ms;
+    int64_t idle_until_ms; /* no lease known: the next pass then even without a lease write */
+    uint64_t seen_commits; /* slot_fsm_lease_commits() before the last pass */
+    uint16_t cursor_hs;    /* where the next scan pass starts */
+    uint64_t cursor_id;
+};
+
 struct runtime {
     /* -- fixed in runtime_new (main thread, before any other thread starts): read anywhere -- */
     struct runtime_options opts;
@@ -374,7 +393,8 @@ struct runtime {
     struct rt_watch_ring *watch; /* RT_GROUPS_CAP watch histories (watch.c; each has its lock);
                                     NULL when opts.watch_history_bytes is 0 */
     struct slot_fsm *fsm;    /* APPLY stage; the loop only loads group state through it
-                                (slot_fsm_load_group reads the store, not the fsm's batch) */
+                                (slot_fsm_load_group reads the store, not the fsm's batch) and
+                                reads slot_fsm_lease_commits (an atomic) */
     _Atomic size_t n_groups; /* loop (once, 0 -> N, ctl.c): slot groups placed by the cluster
                                 state; read by GRPC and the APPLY/STORAGE stages */
     _Atomic size_t led_groups; /* loop: groups this node leads; read by main at shutdown */
@@ -429,6 +449,7 @@ struct runtime {
     int64_t ctl_next_status_ms;      /* loop: leader, next node-status reconciliation */
     struct rt_task_pace task_pace[RT_TASK_PACE_MAX];   /* loop */
     struct rt_migration migrations[RT_MIGRATIONS_MAX]; /* loop, reply fields under their mu */
+    struct rt_keylease keyleases[RT_GROUPS_CAP];       /* loop (keylease.c), index = group id */
     _Atomic bool ctl_join_inflight; /* loop sets, the transport thread clears (on_join_reply) */
     /* guards the copies below: written by the loop, by the APPLY and STORAGE stages
      * (export_file) and by GRPC (waiters); read by GRPC */
@@ -478,6 +499,9 @@ void rt_watch_publish(struct runtime *rt, struct rt_apply_job *job); /* APPLY, a
 void rt_watch_append(struct runtime *rt, uint32_t group, struct slot_event *list,
                      uint64_t through);
 void rt_watch_expire(struct runtime *rt, int64_t now);               /* loop, every tick */
+void rt_keylease_tick(struct runtime *rt, int64_t now); /* loop, every tick (keylease.c) */
+void rt_keyleases_free(struct runtime *rt);
+
 /* Leases (loop.c): rt_lease_publish recomputes g's published lease after a tick; rt_lease_clear
  * withdraws it (a transfer starts, leadership is lost, the replica closes);
  * rt_transfer_leader is raft_transfer_leader after rt_lease_clear. Loop thread. */

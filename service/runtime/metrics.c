@@ -55,6 +55,14 @@ static int node_families(struct metrics_registry *m, struct rt_metrics *out)
                   "(read_local.c): outcome=\"served\" answered there, \"no_lease\" this replica "
                   "held no valid lease and the read took a ReadIndex round through the loop.",
                   1, outcome, &ls);
+    struct metrics_family *le = NULL;
+    rc = rc ? rc
+            : metrics_counter_family_new(
+                  m, "slotd_lease_expiries_total",
+                  "LeaseExpire entries this node proposed as a slot group's leader when a key "
+                  "lease ran past its TTL (keylease.c); one a keep-alive overtook changes nothing "
+                  "and is proposed again only if the lease runs out again.",
+                  0, NULL, &le);
     rc = rc ? rc
             : metrics_gauge_family_new(m, "slotd_route_revision",
                                        "Revision of the route snapshot last published.", 0, NULL,
@@ -81,6 +89,7 @@ static int node_families(struct metrics_registry *m, struct rt_metrics *out)
     const char *no_lease[] = {"no_lease"};
     out->read_lease_served = metrics_counter_get(ls, served);
     out->read_lease_missed = metrics_counter_get(ls, no_lease);
+    out->lease_expiries = metrics_counter_get(le, NULL);
     return METRICS_OK;
 }
 

@@ -607,6 +607,7 @@ void runtime_free(struct runtime *rt)
         uv_loop_close(&rt->loop);
     rt_snap_free_all(rt);
     rt_watch_free(rt);
+    rt_keyleases_free(rt);
     rt_groups_close(rt);
     rt_ctl_close(rt);
     store_log_batch_free(rt->log_batch);

@@ -1,6 +1,7 @@
 /* fsm.c - the slot state machine: applies a group's committed LogCommand entries into one fsm write
  * batch. */
 #include <assert.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "store/keys.h"
 
 #define VALUE_VERSION 1
+#define KV_LEASE_VERSION 2 /* a KV row attached to a lease: [2][version][lease][value] */
 #define OVERLAY_BUCKETS 4096u
 
 /* A key written by the current batch: later entries of the same batch must
@@ -43,6 +45,10 @@ struct slot_fsm {
     uint32_t ev_group;
     uint64_t ev_index;
     struct slot_event *ev_head, **ev_tail;
+    /* Lease rows: written by the current batch (apply thread); batches with such writes that
+     * were committed (any thread reads it: slot_fsm_lease_commits). */
+    bool lease_written;
+    _Atomic uint64_t lease_commits;
 };
 
 static uint32_t hash_bytes(const uint8_t *p, size_t n)
@@ -309,6 +315,17 @@ void slot_fsm_begin(struct slot_fsm *f)
 {
     overlay_clear(f);
     store_fsm_batch_clear(f->batch);
+    f->lease_written = false;
+}
+
+void slot__fsm_lease_written(struct slot_fsm *f)
+{
+    f->lease_written = true;
+}
+
+uint64_t slot_fsm_lease_commits(struct slot_fsm *f)
+{
+    return atomic_load_explicit(&f->lease_commits, memory_order_acquire);
 }
 
 void slot_fsm_set_applied(struct slot_fsm *f, uint32_t group, uint64_t index)
@@ -326,6 +343,9 @@ int slot_fsm_commit_sync(struct slot_fsm *f, bool sync)
     int rc = store_fsm_write(f->store, f->batch, sync);
     overlay_clear(f);
     store_fsm_batch_clear(f->batch);
+    if (rc == 0 && f->lease_written)
+        atomic_fetch_add_explicit(&f->lease_commits, 1, memory_order_release);
+    f->lease_written = false;
     return rc;
 }
 
@@ -345,6 +365,53 @@ int slot__fsm_write(struct slot_fsm *f, const uint8_t *k, size_t kl, const uint8
     return fsm_write(f, k, kl, v, vl);
 }
 
+/* Every live row key under prefix p (pl bytes) as the batch reads it, the batch's own rows
+ * first; cb gets each key once (borrowed for the call). At most max keys: *over says whether
+ * there were more. */
+int slot__fsm_prefix_keys(struct slot_fsm *f, const uint8_t *p, size_t pl, size_t max,
+                          slot__key_cb cb, void *ctx, bool *over)
+{
+    size_t n = 0;
+    int rc = 0;
+    *over = false;
+    for (struct overlay_item *it = f->all; it != NULL && rc == 0; it = it->all_next) {
+        if (it->key_len < pl || it->deleted || memcmp(it->key, p, pl) != 0)
+            continue;
+        if (n++ == max) {
+            *over = true;
+            return 0;
+        }
+        rc = cb(ctx, it->key, it->key_len);
+    }
+    if (rc != 0 || pl < 2 || bitmap_has(f->wiped, store_get_u16(p)))
+        return rc;
+    uint8_t hi[STORE_FSM_KEY_MAX + 1];
+    size_t hl = pl;
+    memcpy(hi, p, pl);
+    while (hl > 0 && hi[hl - 1] == 0xFF)
+        hl--;
+    if (hl == 0)
+        return STORE_EINVAL;
+    hi[hl - 1]++;
+    struct store_iter *iter;
+    rc = store_fsm_iter_new(f->store, p, pl, hi, hl, &iter);
+    if (rc != 0)
+        return rc;
+    for (; rc == 0 && store_iter_valid(iter); store_iter_next(iter)) {
+        size_t kl;
+        const uint8_t *k = store_iter_key(iter, &kl);
+        if (overlay_find(f, k, kl) != NULL)
+            continue; /* the batch wrote it: counted above if it is live */
+        if (n++ == max) {
+            *over = true;
+            break;
+        }
+        rc = cb(ctx, k, kl);
+    }
+    store_iter_free(iter);
+    return rc;
+}
+
 /* ---- KV rows ---- */
 
 static size_t kv_key(uint8_t *out, uint16_t hs, const void *key, size_t len)
@@ -352,14 +419,34 @@ static size_t kv_key(uint8_t *out, uint16_t hs, const void *key, size_t len)
     return store_key_fsm(out, hs, SLOT_TABLE_KV, key, len);
 }
 
-/* Current version (0 = absent) and, if val != NULL, the value (malloc'ed). */
-static int kv_lookup(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t *version,
-                     uint8_t **val, size_t *vl)
+int slot_kv_decode(const uint8_t *raw, size_t len, uint64_t *version, uint64_t *lease,
+                   size_t *value_off)
+{
+    if (len >= 9 && raw[0] == VALUE_VERSION) {
+        *lease = 0;
+        *value_off = 9;
+    } else if (len >= 17 && raw[0] == KV_LEASE_VERSION) {
+        *lease = store_get_u64(raw + 9);
+        *value_off = 17;
+    } else {
+        return STORE_ECORRUPT;
+    }
+    *version = store_get_u64(raw + 1);
+    return 0;
+}
+
+/* Current version (0 = absent), lease (0 = none; lease may be NULL) and, if val != NULL, the
+ * value (malloc'ed). */
+static int kv_lookup_lease(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t *version,
+                           uint64_t *lease, uint8_t **val, size_t *vl)
 {
     bool found;
     uint8_t *raw;
-    size_t rl;
+    size_t rl, off;
+    uint64_t l = 0;
     *version = 0;
+    if (lease != NULL)
+        *lease = 0;
     if (val != NULL) {
         *val = NULL;
         *vl = 0;
@@ -367,22 +454,29 @@ static int kv_lookup(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t *
     int rc = fsm_read(f, k, kl, &found, &raw, &rl);
     if (rc != 0 || !found)
         return rc;
-    if (rl < 9 || raw[0] != VALUE_VERSION) {
+    if (slot_kv_decode(raw, rl, version, &l, &off) != 0) {
         free(raw);
         return STORE_ECORRUPT;
     }
-    *version = store_get_u64(raw + 1);
+    if (lease != NULL)
+        *lease = l;
     if (val != NULL) {
-        *vl = rl - 9;
+        *vl = rl - off;
         *val = malloc(*vl ? *vl : 1);
         if (*val == NULL) {
             free(raw);
             return STORE_ENOMEM;
         }
-        memcpy(*val, raw + 9, *vl);
+        memcpy(*val, raw + off, *vl);
     }
     free(raw);
     return 0;
+}
+
+static int kv_lookup(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t *version,
+                     uint8_t **val, size_t *vl)
+{
+    return kv_lookup_lease(f, k, kl, version, NULL, val, vl);
 }
 
 /* Records a change of the row k (kl bytes: [hash slot][table][key]) for watchers: value vl
@@ -442,18 +536,36 @@ static int kv_delete(struct slot_fsm *f, const uint8_t *k, size_t kl)
 }
 
 static int kv_put(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t version,
-                  const ProtobufCBinaryData *value)
+                  const ProtobufCBinaryData *value, uint64_t lease)
 {
-    uint8_t *v = malloc(9 + value->len);
+    size_t off = lease != 0 ? 17 : 9;
+    uint8_t *v = malloc(off + value->len);
     if (v == NULL)
         return STORE_ENOMEM;
-    v[0] = VALUE_VERSION;
+    v[0] = lease != 0 ? KV_LEASE_VERSION : VALUE_VERSION;
     store_put_u64(v + 1, version);
+    if (lease != 0)
+        store_put_u64(v + 9, lease);
     if (value->len > 0)
-        memcpy(v + 9, value->data, value->len);
-    int rc = fsm_write(f, k, kl, v, 9 + value->len);
+        memcpy(v + off, value->data, value->len);
+    int rc = fsm_write(f, k, kl, v, off + value->len);
     free(v);
     return rc != 0 ? rc : kv_event(f, k, kl, version, value);
+}
+
+int slot__kv_delete(struct slot_fsm *f, const uint8_t *k, size_t kl)
+{
+    return kv_delete(f, k, kl);
+}
+
+/* Moves key k (kl bytes, [hs][KV][key]) from lease old to lease new (0 = none) in its index. */
+static int kv_relink(struct slot_fsm *f, const uint8_t *k, size_t kl, uint64_t old, uint64_t new)
+{
+    if (old == new)
+        return 0;
+    uint16_t hs = store_get_u16(k);
+    int rc = old != 0 ? slot__lease_detach(f, hs, old, k + 3, kl - 3) : 0;
+    return rc == 0 && new != 0 ? slot__lease_attach(f, hs, new, k + 3, kl - 3) : rc;
 }
 
 /* ---- Commands ---- */
@@ -469,16 +581,22 @@ static int pack_response(const Slotd__V1__ProposeResponse *resp, uint8_t **buf, 
     return 0;
 }
 
+/* A put whose lease fails slot__lease_check fills err and writes nothing. */
 static int apply_put(struct slot_fsm *f, uint16_t hs, uint64_t index,
-                     const Slotd__V1__PutCommand *put, Slotd__V1__PutResult *res)
+                     const Slotd__V1__PutCommand *put, Slotd__V1__PutResult *res, const char *field,
+                     struct slotd_error *err)
 {
     uint8_t k[STORE_FSM_KEY_MAX];
     size_t kl = kv_key(k, hs, put->key.data, put->key.len);
-    int rc = kv_lookup(f, k, kl, &res->prev_version, NULL, NULL);
-    if (rc != 0)
+    uint64_t old_lease;
+    int rc = kv_lookup_lease(f, k, kl, &res->prev_version, &old_lease, NULL, NULL);
+    if (rc == 0 && put->lease != 0 && put->lease != old_lease)
+        rc = slot__lease_check(f, hs, put->lease, 1, field, err);
+    if (rc != 0 || err->code != SLOTD_OK)
         return rc;
     res->version = index;
-    return kv_put(f, k, kl, index, &put->value);
+    rc = kv_relink(f, k, kl, old_lease, put->lease);
+    return rc != 0 ? rc : kv_put(f, k, kl, index, &put->value, put->lease);
 }
 
 static int apply_delete(struct slot_fsm *f, uint16_t hs, const Slotd__V1__DeleteCommand *del,
@@ -486,11 +604,13 @@ static int apply_delete(struct slot_fsm *f, uint16_t hs, const Slotd__V1__Delete
 {
     uint8_t k[STORE_FSM_KEY_MAX];
     size_t kl = kv_key(k, hs, del->key.data, del->key.len);
-    int rc = kv_lookup(f, k, kl, &res->prev_version, NULL, NULL);
+    uint64_t lease;
+    int rc = kv_lookup_lease(f, k, kl, &res->prev_version, &lease, NULL, NULL);
     if (rc != 0 || res->prev_version == 0)
         return rc;
     res->deleted = true;
-    return kv_delete(f, k, kl);
+    rc = kv_relink(f, k, kl, lease, 0);
+    return rc != 0 ? rc : kv_delete(f, k, kl);
 }
 
 /* On failure res->current_value is malloc'ed (the caller frees it). */
@@ -500,10 +620,10 @@ static int apply_cas(struct slot_fsm *f, uint16_t hs, uint64_t index,
 {
     uint8_t k[STORE_FSM_KEY_MAX];
     size_t kl = kv_key(k, hs, cas->key.data, cas->key.len);
-    uint64_t cur;
+    uint64_t cur, lease;
     uint8_t *val;
     size_t vl;
-    int rc = kv_lookup(f, k, kl, &cur, &val, &vl);
+    int rc = kv_lookup_lease(f, k, kl, &cur, &lease, &val, &vl);
     if (rc != 0)
         return rc;
     if (cur != cas->expected_version) {
@@ -515,12 +635,15 @@ static int apply_cas(struct slot_fsm *f, uint16_t hs, uint64_t index,
     }
     free(val);
     res->succeeded = true;
+    rc = kv_relink(f, k, kl, lease, 0); /* a write without a lease detaches the key */
+    if (rc != 0)
+        return rc;
     if (cas->delete_) {
         res->version = 0;
         return cur == 0 ? 0 : kv_delete(f, k, kl);
     }
     res->version = index;
-    return kv_put(f, k, kl, index, &cas->value);
+    return kv_put(f, k, kl, index, &cas->value, 0);
 }
 
 /* ---- Txn: compares, then one branch of put/delete/get ops, in one entry ---- */
@@ -634,6 +757,29 @@ static int txn_check_result_bytes(struct slot_fsm *f, Slotd__V1__TxnOp **ops, si
     return 0;
 }
 
+/* Checks, before anything is written, that the branch's puts may attach their keys to their
+ * leases (each put counted as one more key of its lease). Fills err when one may not. */
+static int txn_check_leases(struct slot_fsm *f, Slotd__V1__TxnOp **ops, size_t n,
+                            const char *branch, struct slotd_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i]->op_case != SLOTD__V1__TXN_OP__OP_PUT || ops[i]->put->lease == 0)
+            continue;
+        uint32_t extra = 0;
+        for (size_t j = 0; j <= i; j++)
+            extra += ops[j]->op_case == SLOTD__V1__TXN_OP__OP_PUT &&
+                     ops[j]->put->lease == ops[i]->put->lease;
+        char field[64];
+        snprintf(field, sizeof(field), "txn.%s[%zu].put.lease", branch, i);
+        const ProtobufCBinaryData *key = &ops[i]->put->key;
+        int rc = slot__lease_check(f, route_hash_slot(key->data, key->len), ops[i]->put->lease,
+                                   extra, field, err);
+        if (rc != 0 || err->code != SLOTD_OK)
+            return rc;
+    }
+    return 0;
+}
+
 /* The results of one op: the TxnOpResult points at one of the others. */
 struct txn_op_out {
     Slotd__V1__TxnOpResult r;
@@ -655,8 +801,11 @@ static int txn_apply_op(struct slot_fsm *f, uint64_t index, const Slotd__V1__Txn
     case SLOTD__V1__TXN_OP__OP_PUT:
         o->r.result_case = SLOTD__V1__TXN_OP_RESULT__RESULT_PUT;
         o->r.put = &o->put;
-        return apply_put(f, route_hash_slot(op->put->key.data, op->put->key.len), index, op->put,
-                         &o->put);
+        struct slotd_error perr = {.code = SLOTD_OK};
+        int prc = apply_put(f, route_hash_slot(op->put->key.data, op->put->key.len), index, op->put,
+                            &o->put, "txn put.lease", &perr);
+        /* txn_check_leases allowed every lease before the first write */
+        return prc != 0 ? prc : (perr.code != SLOTD_OK ? STORE_EINVAL : 0);
     case SLOTD__V1__TXN_OP__OP_DELETE:
         o->r.result_case = SLOTD__V1__TXN_OP_RESULT__RESULT_DELETE;
         o->r.delete_ = &o->del;
@@ -691,6 +840,8 @@ static int apply_txn(struct slot_fsm *f, const struct slot_group_state *gs, uint
     Slotd__V1__TxnOp **ops = holds ? txn->success : txn->failure;
     if (rc == 0)
         rc = txn_check_result_bytes(f, ops, n, holds ? "success" : "failure", err);
+    if (rc == 0 && err->code == SLOTD_OK)
+        rc = txn_check_leases(f, ops, n, holds ? "success" : "failure", err);
     if (rc != 0 || err->code != SLOTD_OK)
         return rc;
     struct txn_op_out *outs = calloc(n ? n : 1, sizeof(*outs));
@@ -908,6 +1059,11 @@ static int command_key(const Slotd__Internal__V1__LogCommand *cmd, ProtobufCBina
         if (slot_validate_txn(cmd->txn, &k, err) != 0)
             return -1;
         break;
+    case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_LEASE_GRANT:
+    case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_LEASE_KEEP_ALIVE:
+    case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_LEASE_REVOKE:
+    case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_LEASE_EXPIRE:
+        return slot__lease_command_key(cmd, key, err);
     default:
         if (slot__meta_is_command(cmd->command_case))
             return slot__meta_validate_command(
@@ -948,7 +1104,7 @@ static int apply_typed_command(struct slot_fsm *f, const struct slot_group_state
 /* Applies a key command; fills *buf with the packed response. */
 static int apply_kv_command(struct slot_fsm *f, const struct slot_group_state *gs, uint64_t index,
                             uint64_t term, const Slotd__Internal__V1__LogCommand *cmd,
-                            uint8_t **buf, size_t *len)
+                            uint8_t **buf, size_t *len, struct slotd_error *err)
 {
     Slotd__V1__ProposeResponse resp = SLOTD__V1__PROPOSE_RESPONSE__INIT;
     Slotd__V1__PutResult put = SLOTD__V1__PUT_RESULT__INIT;
@@ -961,7 +1117,7 @@ static int apply_kv_command(struct slot_fsm *f, const struct slot_group_state *g
     resp.term = term;
     switch (cmd->command_case) {
     case SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_PUT:
-        rc = apply_put(f, hs, index, cmd->put, &put);
+        rc = apply_put(f, hs, index, cmd->put, &put, "put.lease", err);
         resp.result_case = SLOTD__V1__PROPOSE_RESPONSE__RESULT_PUT;
         resp.put = &put;
         break;
@@ -976,7 +1132,7 @@ static int apply_kv_command(struct slot_fsm *f, const struct slot_group_state *g
         resp.compare_and_set = &cas;
         break;
     }
-    if (rc == 0)
+    if (rc == 0 && err->code == SLOTD_OK)
         rc = pack_response(&resp, buf, len);
     free(cas.current_value.data);
     return rc;
@@ -1091,8 +1247,10 @@ static int apply_command(struct slot_fsm *f, struct slot_group_state *gs, uint64
             rc = apply_typed_command(f, gs, index, term, cmd, &buf, &len, &err);
         else if (txn)
             rc = apply_txn(f, gs, index, term, cmd->txn, &buf, &len, &err);
+        else if (slot__lease_is_command(cmd->command_case))
+            rc = slot__lease_apply(f, gs, index, term, cmd, &buf, &len, &err);
         else
-            rc = apply_kv_command(f, gs, index, term, cmd, &buf, &len);
+            rc = apply_kv_command(f, gs, index, term, cmd, &buf, &len, &err);
         if (rc == 0 && err.code != SLOTD_OK) { /* failed its fence: nothing changed */
             events_drop_after(f, ev_mark);
             if (out)
@@ -1156,13 +1314,15 @@ int slot_fsm_get(struct store *store, uint16_t hash_slot, const void *key, size_
     if (rc != 0)
         return rc;
     uint8_t *p = raw;
-    if (rl < 9 || p[0] != VALUE_VERSION) {
+    uint64_t lease;
+    size_t off;
+    if (slot_kv_decode(p, rl, version, &lease, &off) != 0) {
         free(raw);
+        *version = 0;
         return STORE_ECORRUPT;
     }
-    *version = store_get_u64(p + 1);
-    *value_len = rl - 9;
-    memmove(p, p + 9, *value_len);
+    *value_len = rl - off;
+    memmove(p, p + off, *value_len);
     *value = p;
     *found = true;
     return 0;

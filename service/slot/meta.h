@@ -48,6 +48,32 @@ int slot__fsm_read(struct slot_fsm *f, const uint8_t *k, size_t kl, bool *found,
                    size_t *vl);
 int slot__fsm_write(struct slot_fsm *f, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl);
 
+/* fsm.c: calls cb for every live row key under prefix p as the batch reads it (the batch's own
+ * rows first), at most max keys (*over: more remained). */
+typedef int (*slot__key_cb)(void *ctx, const uint8_t *k, size_t kl);
+int slot__fsm_prefix_keys(struct slot_fsm *f, const uint8_t *p, size_t pl, size_t max,
+                          slot__key_cb cb, void *ctx, bool *over);
+/* fsm.c: deletes KV row k ([hs][KV][key]), recording its watch event. */
+int slot__kv_delete(struct slot_fsm *f, const uint8_t *k, size_t kl);
+
+/* fsm.c: the batch wrote a lease row (slot_fsm_lease_commits counts it at commit). */
+void slot__fsm_lease_written(struct slot_fsm *f);
+
+/* lease.c: whether lease id of hash slot hs exists and may take `extra` more keys; else err
+ * (NOT_FOUND, or FAILED_PRECONDITION naming field and the limit). */
+int slot__lease_check(struct slot_fsm *f, uint16_t hs, uint64_t id, uint32_t extra,
+                      const char *field, struct slotd_error *err);
+/* lease.c: adds / removes key (the KV primary key) in lease id's key index and count. */
+int slot__lease_attach(struct slot_fsm *f, uint16_t hs, uint64_t id, const uint8_t *key, size_t kl);
+int slot__lease_detach(struct slot_fsm *f, uint16_t hs, uint64_t id, const uint8_t *key, size_t kl);
+/* lease.c: LogCommand lease_grant .. lease_revoke and lease_expire. */
+bool slot__lease_is_command(unsigned number);
+int slot__lease_command_key(const Slotd__Internal__V1__LogCommand *cmd, ProtobufCBinaryData *key,
+                            struct slotd_error *err);
+int slot__lease_apply(struct slot_fsm *f, const struct slot_group_state *gs, uint64_t index,
+                      uint64_t term, const Slotd__Internal__V1__LogCommand *cmd, uint8_t **buf,
+                      size_t *len, struct slotd_error *err);
+
 /* fsm.c: with events on, records the change of typed row k (v NULL: deleted; else the stored
  * [1][message] value) when its table is watched. */
 int slot__fsm_typed_event(struct slot_fsm *f, const uint8_t *k, size_t kl, const uint8_t *v,

@@ -1,5 +1,6 @@
 /* meta_validate.c - validation and routing keys of the typed metadata commands and queries: every
  * violation is INVALID_FIELD naming the field ("add_subscribers.uids") and its limit. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -561,16 +562,29 @@ int slot__meta_validate_command(unsigned number, const ProtobufCMessage *msg,
     return op->fn(&v, msg, key);
 }
 
-void slot__hash_slot_key(uint16_t hs, char keybuf[32])
+static char hash_slot_keys[256][32];
+static pthread_once_t hash_slot_keys_once = PTHREAD_ONCE_INIT;
+
+static void hash_slot_keys_init(void)
 {
     /* crc32 spreads "hash-slot-<n>" over all 256 values within a few thousand n; the bound
      * is a programmer-error guard (tests/unit/slot checks every hash slot). */
-    for (unsigned n = 0; n < (1u << 20); n++) {
-        snprintf(keybuf, 32, "hash-slot-%u", n);
-        if (route_hash_slot(keybuf, strlen(keybuf)) == hs)
-            return;
+    unsigned left = 256;
+    for (unsigned n = 0; n < (1u << 20) && left > 0; n++) {
+        char k[32];
+        snprintf(k, sizeof(k), "hash-slot-%u", n);
+        uint16_t hs = route_hash_slot(k, strlen(k));
+        if (hash_slot_keys[hs][0] == '\0') {
+            memcpy(hash_slot_keys[hs], k, sizeof(k));
+            left--;
+        }
     }
-    keybuf[0] = '\0';
+}
+
+void slot__hash_slot_key(uint16_t hs, char keybuf[32])
+{
+    pthread_once(&hash_slot_keys_once, hash_slot_keys_init);
+    memcpy(keybuf, hs < 256 ? hash_slot_keys[hs] : "", hs < 256 ? 32 : 1);
 }
 
 int slot__meta_validate_query(unsigned number, const ProtobufCMessage *msg,

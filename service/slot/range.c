@@ -156,7 +156,9 @@ static int scan_slot(struct store *st, struct page *pg, uint16_t hs,
         size_t kl, vl;
         const uint8_t *k = store_iter_key(it, &kl);
         const uint8_t *v = store_iter_value(it, &vl);
-        if (kl <= 3 || kl - 3 > SLOT_KEY_MAX || vl < 9 || v[0] != 1) {
+        uint64_t version, lease;
+        size_t off;
+        if (kl <= 3 || kl - 3 > SLOT_KEY_MAX || slot_kv_decode(v, vl, &version, &lease, &off)) {
             rc = STORE_ECORRUPT;
             break;
         }
@@ -167,14 +169,14 @@ static int scan_slot(struct store *st, struct page *pg, uint16_t hs,
                 break; /* past the prefix's keys */
             continue;
         }
-        size_t cost = q->count_only ? 0 : pl + (q->keys_only ? 0 : vl - 9);
+        size_t cost = q->count_only ? 0 : pl + (q->keys_only ? 0 : vl - off);
         if (pg->n == pg->limit || (pg->n > 0 && pg->bytes + cost > SLOT_RANGE_PAGE_BYTES)) {
             pg->full = true; /* a row remains after last in this hash slot */
             pg->next_hs = hs;
             break;
         }
         if (!q->count_only) {
-            size_t val_len = q->keys_only ? 0 : vl - 9;
+            size_t val_len = q->keys_only ? 0 : vl - off;
             Slotd__V1__RangeEntry *e = malloc(sizeof(*e) + pl + val_len);
             if (e == NULL) {
                 rc = STORE_ENOMEM;
@@ -186,10 +188,10 @@ static int scan_slot(struct store *st, struct page *pg, uint16_t hs,
             e->key.len = pl;
             if (val_len > 0) {
                 e->value.data = e->key.data + pl;
-                memcpy(e->value.data, v + 9, val_len);
+                memcpy(e->value.data, v + off, val_len);
                 e->value.len = val_len;
             }
-            e->version = store_get_u64(v + 1);
+            e->version = version;
             pg->ptrs[pg->n] = e;
         }
         pg->n++;

@@ -22,6 +22,14 @@
 #define SLOT_TXN_RESULT_BYTES_MAX (2u << 20) /* summed value bytes get ops return (at apply) */
 /* Request ids remembered per hash slot; the oldest is forgotten first. */
 #define SLOT_DEDUPE_WINDOW 4096u
+/* Leases: ttl_seconds 1..SLOT_LEASE_TTL_MAX; at most SLOT_LEASES_PER_SLOT_MAX live leases per
+ * hash slot and SLOT_LEASE_KEYS_MAX keys per lease (a revoke deletes them in one entry). A lease
+ * id is hash_slot << SLOT_LEASE_ID_SHIFT | seq (seq >= 1, per hash slot, never reused). */
+#define SLOT_LEASE_TTL_MAX 31536000u
+#define SLOT_LEASES_PER_SLOT_MAX 1024u
+#define SLOT_LEASE_KEYS_MAX 10000u
+#define SLOT_LEASE_ID_SHIFT 48
+#define SLOT_LEASE_ROW_LEN 17u
 
 /* Limits of the typed metadata commands and queries (docs/api.md). */
 #define SLOT_UID_MAX 64u                   /* uid: 1..64 bytes */
@@ -59,6 +67,10 @@ enum slot_table {
     SLOT_TABLE_PLUGIN = 15,        /* [S uid] -> PluginBinding */
     SLOT_TABLE_PLUGIN_USER = 16,   /* [s plugin_no][S uid] -> [ver] */
     SLOT_TABLE_EVENT = 17,         /* [s channel_id][~event_seq u64] -> ChannelEvent */
+    /* Leases (lease.c): a lease lives in one hash slot with the keys attached to it. */
+    SLOT_TABLE_LEASE = 18,      /* [id u64] -> [ver][ttl_s u32][refreshed_index u64][keys u32] */
+    SLOT_TABLE_LEASE_KEY = 19,  /* [id u64][S key] -> [ver]: key is attached to lease id */
+    SLOT_TABLE_LEASE_META = 20, /* [] -> [ver][next_seq u64][leases u32] */
 };
 /* Per-group metadata under [0xFFFF][group u32][sub u8]. */
 #define SLOT_GROUP_META_OWNED 1 /* -> [ver][256-bit owned hash slot bitmap] */
@@ -213,6 +225,38 @@ size_t slot_fsm_batch_bytes(const struct slot_fsm *f);
  * frees with free()) or NULL when !*found. */
 int slot_fsm_get(struct store *store, uint16_t hash_slot, const void *key, size_t len, bool *found,
                  void **value, size_t *value_len, uint64_t *version);
+
+/* Decodes a stored KV row value: [1][version u64][value] (no lease) or
+ * [2][version u64][lease u64][value]. Returns 0 with the value at raw + *value_off, or
+ * STORE_ECORRUPT. */
+int slot_kv_decode(const uint8_t *raw, size_t len, uint64_t *version, uint64_t *lease,
+                   size_t *value_off);
+
+/* ---- Leases (lease.c) ---- */
+
+struct slot_lease_info {
+    uint64_t id;
+    uint32_t ttl_seconds;
+    uint64_t refreshed_index; /* the entry of its grant or last keep-alive */
+};
+/* Calls cb for each lease stored in hash slot hs with id >= from_id, in id order, at most max
+ * times; *more says whether more leases follow. Reads the applied state of the store (any
+ * thread). cb returns non-zero to stop. */
+typedef int (*slot_lease_cb)(void *ctx, const struct slot_lease_info *l);
+int slot_lease_scan(struct store *store, uint16_t hs, uint64_t from_id, size_t max,
+                    slot_lease_cb cb, void *ctx, bool *more);
+/* Validates a lease command (ProposeRequest field number lease_grant .. lease_revoke, msg its
+ * message): the routing key is the grant's key (borrowed) or a key of the id's hash slot (in
+ * keybuf). */
+int slot_lease_validate(unsigned number, const ProtobufCMessage *msg, ProtobufCBinaryData *key,
+                        char keybuf[32], struct slotd_error *err);
+/* A lease id's hash slot; INVALID_FIELD naming field when id is not a lease id. */
+int slot_lease_id_check(uint64_t id, const char *field, uint16_t *hs, struct slotd_error *err);
+/* How many committed batches of f wrote lease rows (grants, keep-alives; any thread): a
+ * leader's timer scans again when it moves. */
+uint64_t slot_fsm_lease_commits(struct slot_fsm *f);
+/* Packs a LogCommand LeaseExpire for lease id (malloc'ed *buf). */
+int slot_encode_lease_expire(uint64_t id, uint64_t refreshed_index, uint8_t **buf, size_t *len);
 
 /* ---- Range (range.c). ---- */
 

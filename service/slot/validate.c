@@ -32,6 +32,26 @@ static int check_value(const ProtobufCBinaryData *v, const char *field, struct s
     return 0;
 }
 
+/* A put's lease: 0, or an id of the key's hash slot (FAILED_PRECONDITION otherwise). */
+static int check_put_lease(const Slotd__V1__PutCommand *put, const char *field,
+                           struct slotd_error *err)
+{
+    if (put->lease == 0)
+        return 0;
+    uint16_t hs, key_hs = route_hash_slot(put->key.data, put->key.len);
+    if (slot_lease_id_check(put->lease, field, &hs, err) != 0)
+        return -1;
+    if (hs != key_hs) {
+        slotd_error_set(err, SLOTD_EPRECONDITION,
+                        "%s: lease %llu lives in hash slot %u but the key is in hash slot %u; "
+                        "attach only keys of the lease's hash slot",
+                        field, (unsigned long long)put->lease, hs, key_hs);
+        snprintf(err->field, sizeof(err->field), "%s", field);
+        return -1;
+    }
+    return 0;
+}
+
 /* The key of a txn op, its field name in buf; NULL when no op is set. */
 static const ProtobufCBinaryData *txn_op_key(const Slotd__V1__TxnOp *op, const char *branch,
                                              size_t i, char *buf, size_t n, bool *writes)
@@ -138,6 +158,9 @@ static int check_ops(Slotd__V1__TxnOp **ops, size_t n, const char *branch, size_
             snprintf(field, sizeof(field), "txn.%s[%zu].put.value", branch, i);
             if (check_value(&ops[i]->put->value, field, err) != 0)
                 return -1;
+            snprintf(field, sizeof(field), "txn.%s[%zu].put.lease", branch, i);
+            if (check_put_lease(ops[i]->put, field, err) != 0)
+                return -1;
             *bytes += ops[i]->put->value.len;
         }
     }
@@ -193,7 +216,8 @@ int slot_validate_propose(const Slotd__V1__ProposeRequest *req, const ProtobufCB
     switch (req->command_case) {
     case SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT:
         *key = &req->put->key;
-        if (check_key(*key, "put.key", err) || check_value(&req->put->value, "put.value", err))
+        if (check_key(*key, "put.key", err) || check_value(&req->put->value, "put.value", err) ||
+            check_put_lease(req->put, "put.lease", err))
             return -1;
         return 0;
     case SLOTD__V1__PROPOSE_REQUEST__COMMAND_DELETE:
@@ -201,6 +225,14 @@ int slot_validate_propose(const Slotd__V1__ProposeRequest *req, const ProtobufCB
         return check_key(*key, "delete.key", err);
     case SLOTD__V1__PROPOSE_REQUEST__COMMAND_TXN:
         return slot_validate_txn(req->txn, key, err);
+    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_GRANT:
+    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_KEEP_ALIVE:
+    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_REVOKE:
+        if (slot_lease_validate(req->command_case, slot__oneof_get(&req->base, req->command_case),
+                                &routing_key, routing_keybuf, err) != 0)
+            return -1;
+        *key = &routing_key;
+        return 0;
     case SLOTD__V1__PROPOSE_REQUEST__COMMAND_COMPARE_AND_SET:
         *key = &req->compare_and_set->key;
         if (check_key(*key, "compare_and_set.key", err) ||
@@ -296,6 +328,13 @@ int slot_encode_command(const Slotd__V1__ProposeRequest *req, uint16_t hash_slot
         cmd.command_case = SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_TXN;
         cmd.txn = req->txn;
         break;
+    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_GRANT:
+    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_KEEP_ALIVE:
+    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_REVOKE:
+        /* the same field numbers in LogCommand */
+        slot__oneof_set(&cmd.base, req->command_case,
+                        slot__oneof_get(&req->base, req->command_case));
+        break;
     default: {
         /* A typed command travels at the same field number in LogCommand. */
         const ProtobufCMessage *m = slot__oneof_get(&req->base, req->command_case);
@@ -305,6 +344,18 @@ int slot_encode_command(const Slotd__V1__ProposeRequest *req, uint16_t hash_slot
         break;
     }
     }
+    return pack_log_command(&cmd, buf, len);
+}
+
+int slot_encode_lease_expire(uint64_t id, uint64_t refreshed_index, uint8_t **buf, size_t *len)
+{
+    Slotd__Internal__V1__LogCommand cmd = SLOTD__INTERNAL__V1__LOG_COMMAND__INIT;
+    Slotd__Internal__V1__LeaseExpire ex = SLOTD__INTERNAL__V1__LEASE_EXPIRE__INIT;
+    ex.id = id;
+    ex.refreshed_index = refreshed_index;
+    cmd.hash_slot = (uint32_t)(id >> SLOT_LEASE_ID_SHIFT);
+    cmd.command_case = SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_LEASE_EXPIRE;
+    cmd.lease_expire = &ex;
     return pack_log_command(&cmd, buf, len);
 }
 

@@ -105,8 +105,11 @@ class ControllerRecoveryTest(ControllerClusterCase):
         s.start()
         want = self.leader_status().revision
         t0 = time.monotonic()
+        # the role is published at the loop's first tick, the revision already when the state
+        # loads from the store: wait for both
         got = wait_for("node %d at the leader's revision %d" % (victim, want),
-                       lambda: controller_status(s).revision >= want and controller_status(s),
+                       lambda: (lambda st: st.revision >= want and
+                                st.role in ("follower", "leader") and st)(controller_status(s)),
                        timeout=CATCH_UP_S)
         self.assertLessEqual(time.monotonic() - t0, CATCH_UP_S)
         self.assertIn(got.role, ("follower", "leader"))

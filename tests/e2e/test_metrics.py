@@ -112,6 +112,7 @@ class MetricsTest(h.SlotdTestCase):
                 "slotd_preferred_leader_decisions_total": "counter",
                 "slotd_read_local_total": "counter",
                 "slotd_read_lease_total": "counter",
+                "slotd_lease_expiries_total": "counter",
                 "slotd_build_info": "gauge",
                 "process_cpu_seconds_total": "counter",
                 "process_resident_memory_bytes": "gauge",

@@ -1,8 +1,10 @@
-"""test_range.py - e2e tests of the Range read: pages over a single node's 8 groups and a cluster,
-merged from every group's run when they fit one page."""
+"""test_range.py - e2e tests of the Range read (pages over a single node's 8 groups and a cluster,
+merged from every group's run when they fit one page), txn under concurrent clients, and leases
+(TTL keys: attach, keep-alive, revoke, expiry on every replica)."""
 import os
 import random
 import sys
+import time
 import unittest
 
 import grpc
@@ -33,6 +35,51 @@ def drain(stub, consistency=pb.CONSISTENCY_LINEARIZABLE, pages_max=10000, **quer
             return entries, count, pages, groups
         assert pages < pages_max, "range did not end"
         cursor = resp.range.cursor
+
+
+PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
+NOT_FOUND = grpc.StatusCode.NOT_FOUND
+
+
+def keys_in_slot(hs, prefix, n, rng):
+    """n distinct keys of hash slot hs."""
+    out = []
+    while len(out) < n:
+        k = h.unique_key(prefix, rng)
+        if h.hash_slot(k) == hs and k not in out:
+            out.append(k)
+    return out
+
+
+def lease_grant(stub, key, ttl):
+    return stub.Propose(pb.ProposeRequest(lease_grant=pb.LeaseGrantCommand(key=key,
+                                                                           ttl_seconds=ttl)),
+                        timeout=h.RPC_TIMEOUT_S).lease_grant
+
+
+def lease_call(stub, **cmd):
+    return stub.Propose(pb.ProposeRequest(**cmd), timeout=h.RPC_TIMEOUT_S)
+
+
+def put_lease(stub, key, value, lease):
+    return stub.Propose(pb.ProposeRequest(put=pb.PutCommand(key=key, value=value, lease=lease)),
+                        timeout=h.RPC_TIMEOUT_S)
+
+
+def present(stub, key, consistency=pb.CONSISTENCY_LINEARIZABLE):
+    return h.get(stub, key, consistency=consistency).get.found
+
+
+def wait_gone(stubs, keys, bound_s, consistency=pb.CONSISTENCY_LINEARIZABLE):
+    """Seconds until no key is found through any stub; AssertionError after bound_s."""
+    start = time.monotonic()
+    while True:
+        left = [(i, k) for i, s in enumerate(stubs) for k in keys if present(s, k, consistency)]
+        if not left:
+            return time.monotonic() - start
+        assert time.monotonic() - start < bound_s, "still present after %.1f s: %r" % (
+            bound_s, left[:4])
+        time.sleep(0.2)
 
 
 class RangeTestMixin:
@@ -151,6 +198,89 @@ class RangeSingleNodeTest(RangeTestMixin, h.SlotdTestCase):
         self.assertEqual(drain(self.stub, prefix=self.prefix, limit=1000)[0], good)
 
 
+class LeaseSingleNodeTest(h.SlotdTestCase):
+    """Leases on one node: attach, detach, keep-alive, revoke, expiry, and bad input."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = cls.new_class_server()
+        cls.stub = cls.server.stub
+
+    def setUp(self):
+        self.rng = random.Random("%d/%s" % (h.SEED, self.id()))
+
+    def test_grant_attach_revoke(self):
+        hs = self.rng.randrange(256)
+        k1, k2, k3, other = keys_in_slot(hs, "lease-a", 4, self.rng)
+        g = lease_grant(self.stub, k1, 60)
+        self.assertEqual((g.id >> 48, g.ttl_seconds), (hs, 60))
+        for k in (k1, k2, k3):
+            put_lease(self.stub, k, b"v", g.id)
+        h.put(self.stub, other, b"stays")
+        h.put(self.stub, k3, b"detached")  # a put without a lease detaches the key
+        r = lease_call(self.stub, lease_keep_alive=pb.LeaseKeepAliveCommand(id=g.id))
+        self.assertEqual((r.lease_keep_alive.ttl_seconds, r.lease_keep_alive.keys), (60, 2))
+        r = lease_call(self.stub, lease_revoke=pb.LeaseRevokeCommand(id=g.id))
+        self.assertEqual(r.lease_revoke.keys_deleted, 2)
+        self.assertEqual([present(self.stub, k) for k in (k1, k2, k3, other)],
+                         [False, False, True, True])
+        for cmd in ({"lease_keep_alive": pb.LeaseKeepAliveCommand(id=g.id)},
+                    {"lease_revoke": pb.LeaseRevokeCommand(id=g.id)}):
+            with self.assertRaises(grpc.RpcError) as cm:
+                lease_call(self.stub, **cmd)
+            self.assertEqual(cm.exception.code(), NOT_FOUND, cm.exception.details())
+        g2 = lease_grant(self.stub, k1, 60)
+        self.assertGreater(g2.id, g.id, "a lease id is never reused")
+
+    def test_expiry_and_keep_alive(self):
+        hs = self.rng.randrange(256)
+        kept, expiring = keys_in_slot(hs, "lease-b", 2, self.rng)
+        a = lease_grant(self.stub, kept, 2)
+        b = lease_grant(self.stub, expiring, 2)
+        put_lease(self.stub, kept, b"k", a.id)
+        put_lease(self.stub, expiring, b"e", b.id)
+        start = time.monotonic()
+        while time.monotonic() - start < 4.5:  # keep a alive for more than twice its TTL
+            lease_call(self.stub, lease_keep_alive=pb.LeaseKeepAliveCommand(id=a.id))
+            time.sleep(0.5)
+        self.assertFalse(present(self.stub, expiring), "b expired after 2 s")
+        self.assertTrue(present(self.stub, kept), "a was kept alive")
+        wait_gone([self.stub], [kept], bound_s=6)
+
+    def test_bad_input_changes_nothing(self):
+        hs = self.rng.randrange(256)
+        key, = keys_in_slot(hs, "lease-c", 1, self.rng)
+        wrong, = keys_in_slot((hs + 1) % 256, "lease-c", 1, self.rng)
+        g = lease_grant(self.stub, key, 30)
+        cases = [
+            (pb.ProposeRequest(lease_grant=pb.LeaseGrantCommand(key=key, ttl_seconds=0)),
+             INVALID, "lease_grant.ttl_seconds"),
+            (pb.ProposeRequest(lease_grant=pb.LeaseGrantCommand(key=key, ttl_seconds=31536001)),
+             INVALID, "lease_grant.ttl_seconds"),
+            (pb.ProposeRequest(lease_grant=pb.LeaseGrantCommand(key=b"", ttl_seconds=5)),
+             INVALID, "lease_grant.key"),
+            (pb.ProposeRequest(lease_keep_alive=pb.LeaseKeepAliveCommand(id=hs << 48)),
+             INVALID, "lease_keep_alive.id"),
+            (pb.ProposeRequest(lease_revoke=pb.LeaseRevokeCommand(id=300 << 48 | 1)),
+             INVALID, "lease_revoke.id"),
+            (pb.ProposeRequest(put=pb.PutCommand(key=wrong, value=b"x", lease=g.id)),
+             PRECONDITION, "put.lease"),
+            (pb.ProposeRequest(put=pb.PutCommand(key=key, value=b"x", lease=g.id + 1000)),
+             NOT_FOUND, "put.lease"),
+            (pb.ProposeRequest(txn=pb.TxnCommand(success=[pb.TxnOp(put=pb.PutCommand(
+                key=key, value=b"x", lease=g.id + 1000))])),
+             NOT_FOUND, "txn.success[0].put.lease"),
+        ]
+        for req, code, field in cases:
+            with self.assertRaises(grpc.RpcError, msg=field) as cm:
+                self.stub.Propose(req, timeout=h.RPC_TIMEOUT_S)
+            self.assertEqual(cm.exception.code(), code, cm.exception.details())
+            self.assertIn(field, cm.exception.details())
+        self.assertEqual([present(self.stub, k) for k in (key, wrong)], [False, False])
+        r = lease_call(self.stub, lease_keep_alive=pb.LeaseKeepAliveCommand(id=g.id))
+        self.assertEqual(r.lease_keep_alive.keys, 0)
+
+
 class RangeClusterTest(RangeTestMixin, h.SlotdTestCase):
     """Three nodes: pages of groups led elsewhere are forwarded to their leaders."""
 
@@ -161,6 +291,42 @@ class RangeClusterTest(RangeTestMixin, h.SlotdTestCase):
 
     def setUp(self):
         self.rng = random.Random("%d/%s" % (h.SEED, self.id()))
+
+    def test_lease_expiry_on_every_replica(self):
+        """Keys attached to a lease vanish on every replica (read locally on followers) after
+        the TTL, also after kill -9 of the group's leader (the next leader times it anew); a
+        key of the same hash slot without the lease stays."""
+        c = self.cluster
+        ids = sorted(c.running_ids())
+        route = c.route()
+        hs = self.rng.randrange(256)
+        group = route.hash_slot_table[hs]
+        keys = keys_in_slot(hs, "lease-cluster", 4, self.rng)
+        sent = time.monotonic()
+        g = lease_grant(c.stub(ids[0]), keys[0], 3)
+        for k in keys[:3]:
+            put_lease(c.stub(ids[1]), k, b"v", g.id)
+        index = h.put(c.stub(ids[2]), keys[3], b"stays").applied_index
+        for node_id in ids:
+            self.assertTrue(all(h.get(c.stub(node_id), k, consistency=pb.CONSISTENCY_LOCAL,
+                                      min_applied_index=index).get.found for k in keys))
+        wait_gone([c.stub(i) for i in ids], keys[:3], bound_s=15,
+                  consistency=pb.CONSISTENCY_LOCAL)
+        self.assertGreaterEqual(time.monotonic() - sent, 3.0, "gone before the TTL")
+        for node_id in ids:
+            self.assertTrue(present(c.stub(node_id), keys[3], pb.CONSISTENCY_LOCAL))
+        # a lease whose group leader dies: the next leader expires it
+        g = lease_grant(c.stub(ids[0]), keys[0], 3)
+        put_lease(c.stub(ids[0]), keys[0], b"v", g.id)
+        leader = [gr.leader for gr in c.wait_leaders().groups if gr.group_id == group][0]
+        c.kill(leader)
+        try:
+            live = [i for i in ids if i != leader]
+            wait_gone([c.stub(i) for i in live], keys[:1], bound_s=30,
+                      consistency=pb.CONSISTENCY_LOCAL)
+        finally:
+            c.restart(leader)
+        c.wait_leaders()
 
     def test_pages_via_every_node(self):
         c = self.cluster

@@ -761,6 +761,27 @@ class RbacTest(h.SlotdTestCase):
         self.cluster.stub(1).Propose(h.pb.ProposeRequest(put=h.pb.PutCommand(
             key=self.b_key, value=b"root wrote this")), timeout=h.RPC_TIMEOUT_S, metadata=self.root)
 
+    def test_lease_commands_need_the_lease_kind(self):
+        """Lease grant, keep-alive and revoke need write on kind "lease": alice (keys a/ and
+        kind user) is refused each, and the lease root granted keeps its key."""
+        key = h.unique_key("a/lease")
+        grant = h.pb.ProposeRequest(lease_grant=h.pb.LeaseGrantCommand(key=key, ttl_seconds=60))
+        lease = self.cluster.stub(1).Propose(grant, timeout=h.RPC_TIMEOUT_S,
+                                             metadata=self.root).lease_grant.id
+        self.cluster.stub(1).Propose(h.pb.ProposeRequest(put=h.pb.PutCommand(
+            key=key, value=b"leased", lease=lease)), timeout=h.RPC_TIMEOUT_S, metadata=self.root)
+        for n in self.cluster.node_ids:
+            for req in (grant,
+                        h.pb.ProposeRequest(lease_keep_alive=h.pb.LeaseKeepAliveCommand(id=lease)),
+                        h.pb.ProposeRequest(lease_revoke=h.pb.LeaseRevokeCommand(id=lease))):
+                self.assertRefused(DENIED, lambda: self.cluster.stub(n).Propose(
+                    req, timeout=h.RPC_TIMEOUT_S, metadata=self.alice), 'kind "lease"')
+        self.assertStored(key, b"leased")
+        kept = self.cluster.stub(2).Propose(h.pb.ProposeRequest(
+            lease_keep_alive=h.pb.LeaseKeepAliveCommand(id=lease)), timeout=h.RPC_TIMEOUT_S,
+            metadata=self.root).lease_keep_alive
+        self.assertEqual(kept.keys, 1)
+
     def test_granted_ok(self):
         key = h.unique_key("a/granted")
         for n in self.cluster.node_ids:  # forwarded to the leader from the nodes that are not

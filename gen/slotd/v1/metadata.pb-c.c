@@ -97,6 +97,276 @@ void   slotd__v1__put_command__free_unpacked
   assert(message->base.descriptor == &slotd__v1__put_command__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__v1__lease_grant_command__init
+                     (Slotd__V1__LeaseGrantCommand         *message)
+{
+  static const Slotd__V1__LeaseGrantCommand init_value = SLOTD__V1__LEASE_GRANT_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__lease_grant_command__get_packed_size
+                     (const Slotd__V1__LeaseGrantCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_grant_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__lease_grant_command__pack
+                     (const Slotd__V1__LeaseGrantCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_grant_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__lease_grant_command__pack_to_buffer
+                     (const Slotd__V1__LeaseGrantCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_grant_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__LeaseGrantCommand *
+       slotd__v1__lease_grant_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__LeaseGrantCommand *)
+     protobuf_c_message_unpack (&slotd__v1__lease_grant_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__lease_grant_command__free_unpacked
+                     (Slotd__V1__LeaseGrantCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__lease_grant_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__lease_grant_result__init
+                     (Slotd__V1__LeaseGrantResult         *message)
+{
+  static const Slotd__V1__LeaseGrantResult init_value = SLOTD__V1__LEASE_GRANT_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__lease_grant_result__get_packed_size
+                     (const Slotd__V1__LeaseGrantResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_grant_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__lease_grant_result__pack
+                     (const Slotd__V1__LeaseGrantResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_grant_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__lease_grant_result__pack_to_buffer
+                     (const Slotd__V1__LeaseGrantResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_grant_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__LeaseGrantResult *
+       slotd__v1__lease_grant_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__LeaseGrantResult *)
+     protobuf_c_message_unpack (&slotd__v1__lease_grant_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__lease_grant_result__free_unpacked
+                     (Slotd__V1__LeaseGrantResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__lease_grant_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__lease_keep_alive_command__init
+                     (Slotd__V1__LeaseKeepAliveCommand         *message)
+{
+  static const Slotd__V1__LeaseKeepAliveCommand init_value = SLOTD__V1__LEASE_KEEP_ALIVE_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__lease_keep_alive_command__get_packed_size
+                     (const Slotd__V1__LeaseKeepAliveCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_keep_alive_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__lease_keep_alive_command__pack
+                     (const Slotd__V1__LeaseKeepAliveCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_keep_alive_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__lease_keep_alive_command__pack_to_buffer
+                     (const Slotd__V1__LeaseKeepAliveCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_keep_alive_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__LeaseKeepAliveCommand *
+       slotd__v1__lease_keep_alive_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__LeaseKeepAliveCommand *)
+     protobuf_c_message_unpack (&slotd__v1__lease_keep_alive_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__lease_keep_alive_command__free_unpacked
+                     (Slotd__V1__LeaseKeepAliveCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__lease_keep_alive_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__lease_keep_alive_result__init
+                     (Slotd__V1__LeaseKeepAliveResult         *message)
+{
+  static const Slotd__V1__LeaseKeepAliveResult init_value = SLOTD__V1__LEASE_KEEP_ALIVE_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__lease_keep_alive_result__get_packed_size
+                     (const Slotd__V1__LeaseKeepAliveResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_keep_alive_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__lease_keep_alive_result__pack
+                     (const Slotd__V1__LeaseKeepAliveResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_keep_alive_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__lease_keep_alive_result__pack_to_buffer
+                     (const Slotd__V1__LeaseKeepAliveResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_keep_alive_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__LeaseKeepAliveResult *
+       slotd__v1__lease_keep_alive_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__LeaseKeepAliveResult *)
+     protobuf_c_message_unpack (&slotd__v1__lease_keep_alive_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__lease_keep_alive_result__free_unpacked
+                     (Slotd__V1__LeaseKeepAliveResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__lease_keep_alive_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__lease_revoke_command__init
+                     (Slotd__V1__LeaseRevokeCommand         *message)
+{
+  static const Slotd__V1__LeaseRevokeCommand init_value = SLOTD__V1__LEASE_REVOKE_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__lease_revoke_command__get_packed_size
+                     (const Slotd__V1__LeaseRevokeCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_revoke_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__lease_revoke_command__pack
+                     (const Slotd__V1__LeaseRevokeCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_revoke_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__lease_revoke_command__pack_to_buffer
+                     (const Slotd__V1__LeaseRevokeCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_revoke_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__LeaseRevokeCommand *
+       slotd__v1__lease_revoke_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__LeaseRevokeCommand *)
+     protobuf_c_message_unpack (&slotd__v1__lease_revoke_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__lease_revoke_command__free_unpacked
+                     (Slotd__V1__LeaseRevokeCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__lease_revoke_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__lease_revoke_result__init
+                     (Slotd__V1__LeaseRevokeResult         *message)
+{
+  static const Slotd__V1__LeaseRevokeResult init_value = SLOTD__V1__LEASE_REVOKE_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__lease_revoke_result__get_packed_size
+                     (const Slotd__V1__LeaseRevokeResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_revoke_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__lease_revoke_result__pack
+                     (const Slotd__V1__LeaseRevokeResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_revoke_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__lease_revoke_result__pack_to_buffer
+                     (const Slotd__V1__LeaseRevokeResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__lease_revoke_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__LeaseRevokeResult *
+       slotd__v1__lease_revoke_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__LeaseRevokeResult *)
+     protobuf_c_message_unpack (&slotd__v1__lease_revoke_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__lease_revoke_result__free_unpacked
+                     (Slotd__V1__LeaseRevokeResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__lease_revoke_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__v1__delete_command__init
                      (Slotd__V1__DeleteCommand         *message)
 {
@@ -4867,7 +5137,7 @@ void   slotd__v1__watch_response__free_unpacked
   assert(message->base.descriptor == &slotd__v1__watch_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descriptors[33] =
+static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descriptors[36] =
 {
   {
     "request_id",
@@ -4937,6 +5207,42 @@ static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descript
     offsetof(Slotd__V1__ProposeRequest, command_case),
     offsetof(Slotd__V1__ProposeRequest, txn),
     &slotd__v1__txn_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lease_grant",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, lease_grant),
+    &slotd__v1__lease_grant_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lease_keep_alive",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, lease_keep_alive),
+    &slotd__v1__lease_keep_alive_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lease_revoke",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, lease_revoke),
+    &slotd__v1__lease_revoke_command__descriptor,
     NULL,
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -5267,52 +5573,55 @@ static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descript
   },
 };
 static const unsigned slotd__v1__propose_request__field_indices_by_name[] = {
-  25,   /* field[25] = ack_cmd */
-  23,   /* field[23] = activate_conversation */
-  15,   /* field[15] = add_allowlist */
-  17,   /* field[17] = add_denylist */
-  13,   /* field[13] = add_subscribers */
-  28,   /* field[28] = advance_retention */
-  32,   /* field[32] = append_event */
-  24,   /* field[24] = bind_cmd */
-  30,   /* field[30] = bind_plugin */
+  28,   /* field[28] = ack_cmd */
+  26,   /* field[26] = activate_conversation */
+  18,   /* field[18] = add_allowlist */
+  20,   /* field[20] = add_denylist */
+  16,   /* field[16] = add_subscribers */
+  31,   /* field[31] = advance_retention */
+  35,   /* field[35] = append_event */
+  27,   /* field[27] = bind_cmd */
+  33,   /* field[33] = bind_plugin */
   4,   /* field[4] = compare_and_set */
-  11,   /* field[11] = create_channel */
-  6,   /* field[6] = create_user */
+  14,   /* field[14] = create_channel */
+  9,   /* field[9] = create_user */
   3,   /* field[3] = delete */
-  22,   /* field[22] = hide_conversation */
-  19,   /* field[19] = join_channel */
-  20,   /* field[20] = leave_channel */
-  21,   /* field[21] = mark_read */
+  25,   /* field[25] = hide_conversation */
+  22,   /* field[22] = join_channel */
+  6,   /* field[6] = lease_grant */
+  7,   /* field[7] = lease_keep_alive */
+  8,   /* field[8] = lease_revoke */
+  23,   /* field[23] = leave_channel */
+  24,   /* field[24] = mark_read */
   1,   /* field[1] = no_forward */
   2,   /* field[2] = put */
-  8,   /* field[8] = put_device */
-  29,   /* field[29] = put_migration_task */
-  16,   /* field[16] = remove_allowlist */
-  18,   /* field[18] = remove_denylist */
-  9,   /* field[9] = remove_device */
-  14,   /* field[14] = remove_subscribers */
+  11,   /* field[11] = put_device */
+  32,   /* field[32] = put_migration_task */
+  19,   /* field[19] = remove_allowlist */
+  21,   /* field[21] = remove_denylist */
+  12,   /* field[12] = remove_device */
+  17,   /* field[17] = remove_subscribers */
   0,   /* field[0] = request_id */
-  10,   /* field[10] = set_system_uid */
+  13,   /* field[13] = set_system_uid */
   5,   /* field[5] = txn */
-  26,   /* field[26] = unbind_cmd */
-  31,   /* field[31] = unbind_plugin */
-  12,   /* field[12] = update_channel_flags */
-  27,   /* field[27] = update_runtime_meta */
-  7,   /* field[7] = update_user */
+  29,   /* field[29] = unbind_cmd */
+  34,   /* field[34] = unbind_plugin */
+  15,   /* field[15] = update_channel_flags */
+  30,   /* field[30] = update_runtime_meta */
+  10,   /* field[10] = update_user */
 };
 static const ProtobufCIntRange slotd__v1__propose_request__number_ranges[9 + 1] =
 {
   { 1, 0 },
   { 10, 2 },
-  { 20, 6 },
-  { 30, 11 },
-  { 40, 19 },
-  { 51, 27 },
-  { 55, 29 },
-  { 60, 30 },
-  { 65, 32 },
-  { 0, 33 }
+  { 20, 9 },
+  { 30, 14 },
+  { 40, 22 },
+  { 51, 30 },
+  { 55, 32 },
+  { 60, 33 },
+  { 65, 35 },
+  { 0, 36 }
 };
 const ProtobufCMessageDescriptor slotd__v1__propose_request__descriptor =
 {
@@ -5322,14 +5631,14 @@ const ProtobufCMessageDescriptor slotd__v1__propose_request__descriptor =
   "Slotd__V1__ProposeRequest",
   "slotd.v1",
   sizeof(Slotd__V1__ProposeRequest),
-  33,
+  36,
   slotd__v1__propose_request__field_descriptors,
   slotd__v1__propose_request__field_indices_by_name,
   9,  slotd__v1__propose_request__number_ranges,
   (ProtobufCMessageInit) slotd__v1__propose_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__put_command__field_descriptors[2] =
+static const ProtobufCFieldDescriptor slotd__v1__put_command__field_descriptors[3] =
 {
   {
     "key",
@@ -5355,15 +5664,28 @@ static const ProtobufCFieldDescriptor slotd__v1__put_command__field_descriptors[
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "lease",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__PutCommand, lease),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__put_command__field_indices_by_name[] = {
   0,   /* field[0] = key */
+  2,   /* field[2] = lease */
   1,   /* field[1] = value */
 };
 static const ProtobufCIntRange slotd__v1__put_command__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor slotd__v1__put_command__descriptor =
 {
@@ -5373,11 +5695,278 @@ const ProtobufCMessageDescriptor slotd__v1__put_command__descriptor =
   "Slotd__V1__PutCommand",
   "slotd.v1",
   sizeof(Slotd__V1__PutCommand),
-  2,
+  3,
   slotd__v1__put_command__field_descriptors,
   slotd__v1__put_command__field_indices_by_name,
   1,  slotd__v1__put_command__number_ranges,
   (ProtobufCMessageInit) slotd__v1__put_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__lease_grant_command__field_descriptors[2] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__LeaseGrantCommand, key),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ttl_seconds",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__LeaseGrantCommand, ttl_seconds),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__lease_grant_command__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  1,   /* field[1] = ttl_seconds */
+};
+static const ProtobufCIntRange slotd__v1__lease_grant_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__lease_grant_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.LeaseGrantCommand",
+  "LeaseGrantCommand",
+  "Slotd__V1__LeaseGrantCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__LeaseGrantCommand),
+  2,
+  slotd__v1__lease_grant_command__field_descriptors,
+  slotd__v1__lease_grant_command__field_indices_by_name,
+  1,  slotd__v1__lease_grant_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__lease_grant_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__lease_grant_result__field_descriptors[2] =
+{
+  {
+    "id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__LeaseGrantResult, id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ttl_seconds",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__LeaseGrantResult, ttl_seconds),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__lease_grant_result__field_indices_by_name[] = {
+  0,   /* field[0] = id */
+  1,   /* field[1] = ttl_seconds */
+};
+static const ProtobufCIntRange slotd__v1__lease_grant_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__lease_grant_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.LeaseGrantResult",
+  "LeaseGrantResult",
+  "Slotd__V1__LeaseGrantResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__LeaseGrantResult),
+  2,
+  slotd__v1__lease_grant_result__field_descriptors,
+  slotd__v1__lease_grant_result__field_indices_by_name,
+  1,  slotd__v1__lease_grant_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__lease_grant_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__lease_keep_alive_command__field_descriptors[1] =
+{
+  {
+    "id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__LeaseKeepAliveCommand, id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__lease_keep_alive_command__field_indices_by_name[] = {
+  0,   /* field[0] = id */
+};
+static const ProtobufCIntRange slotd__v1__lease_keep_alive_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__lease_keep_alive_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.LeaseKeepAliveCommand",
+  "LeaseKeepAliveCommand",
+  "Slotd__V1__LeaseKeepAliveCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__LeaseKeepAliveCommand),
+  1,
+  slotd__v1__lease_keep_alive_command__field_descriptors,
+  slotd__v1__lease_keep_alive_command__field_indices_by_name,
+  1,  slotd__v1__lease_keep_alive_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__lease_keep_alive_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__lease_keep_alive_result__field_descriptors[2] =
+{
+  {
+    "ttl_seconds",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__LeaseKeepAliveResult, ttl_seconds),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "keys",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__LeaseKeepAliveResult, keys),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__lease_keep_alive_result__field_indices_by_name[] = {
+  1,   /* field[1] = keys */
+  0,   /* field[0] = ttl_seconds */
+};
+static const ProtobufCIntRange slotd__v1__lease_keep_alive_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__lease_keep_alive_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.LeaseKeepAliveResult",
+  "LeaseKeepAliveResult",
+  "Slotd__V1__LeaseKeepAliveResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__LeaseKeepAliveResult),
+  2,
+  slotd__v1__lease_keep_alive_result__field_descriptors,
+  slotd__v1__lease_keep_alive_result__field_indices_by_name,
+  1,  slotd__v1__lease_keep_alive_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__lease_keep_alive_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__lease_revoke_command__field_descriptors[1] =
+{
+  {
+    "id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__LeaseRevokeCommand, id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__lease_revoke_command__field_indices_by_name[] = {
+  0,   /* field[0] = id */
+};
+static const ProtobufCIntRange slotd__v1__lease_revoke_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__lease_revoke_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.LeaseRevokeCommand",
+  "LeaseRevokeCommand",
+  "Slotd__V1__LeaseRevokeCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__LeaseRevokeCommand),
+  1,
+  slotd__v1__lease_revoke_command__field_descriptors,
+  slotd__v1__lease_revoke_command__field_indices_by_name,
+  1,  slotd__v1__lease_revoke_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__lease_revoke_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__lease_revoke_result__field_descriptors[1] =
+{
+  {
+    "keys_deleted",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__LeaseRevokeResult, keys_deleted),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__lease_revoke_result__field_indices_by_name[] = {
+  0,   /* field[0] = keys_deleted */
+};
+static const ProtobufCIntRange slotd__v1__lease_revoke_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__lease_revoke_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.LeaseRevokeResult",
+  "LeaseRevokeResult",
+  "Slotd__V1__LeaseRevokeResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__LeaseRevokeResult),
+  1,
+  slotd__v1__lease_revoke_result__field_descriptors,
+  slotd__v1__lease_revoke_result__field_indices_by_name,
+  1,  slotd__v1__lease_revoke_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__lease_revoke_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor slotd__v1__delete_command__field_descriptors[1] =
@@ -5495,7 +6084,7 @@ const ProtobufCMessageDescriptor slotd__v1__compare_and_set_command__descriptor 
   (ProtobufCMessageInit) slotd__v1__compare_and_set_command__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__propose_response__field_descriptors[35] =
+static const ProtobufCFieldDescriptor slotd__v1__propose_response__field_descriptors[38] =
 {
   {
     "applied_index",
@@ -5589,6 +6178,42 @@ static const ProtobufCFieldDescriptor slotd__v1__propose_response__field_descrip
     offsetof(Slotd__V1__ProposeResponse, result_case),
     offsetof(Slotd__V1__ProposeResponse, txn),
     &slotd__v1__txn_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lease_grant",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, lease_grant),
+    &slotd__v1__lease_grant_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lease_keep_alive",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, lease_keep_alive),
+    &slotd__v1__lease_keep_alive_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lease_revoke",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, lease_revoke),
+    &slotd__v1__lease_revoke_result__descriptor,
     NULL,
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -5919,54 +6544,57 @@ static const ProtobufCFieldDescriptor slotd__v1__propose_response__field_descrip
   },
 };
 static const unsigned slotd__v1__propose_response__field_indices_by_name[] = {
-  27,   /* field[27] = ack_cmd */
-  25,   /* field[25] = activate_conversation */
-  17,   /* field[17] = add_allowlist */
-  19,   /* field[19] = add_denylist */
-  15,   /* field[15] = add_subscribers */
-  30,   /* field[30] = advance_retention */
-  34,   /* field[34] = append_event */
+  30,   /* field[30] = ack_cmd */
+  28,   /* field[28] = activate_conversation */
+  20,   /* field[20] = add_allowlist */
+  22,   /* field[22] = add_denylist */
+  18,   /* field[18] = add_subscribers */
+  33,   /* field[33] = advance_retention */
+  37,   /* field[37] = append_event */
   0,   /* field[0] = applied_index */
-  26,   /* field[26] = bind_cmd */
-  32,   /* field[32] = bind_plugin */
+  29,   /* field[29] = bind_cmd */
+  35,   /* field[35] = bind_plugin */
   6,   /* field[6] = compare_and_set */
-  13,   /* field[13] = create_channel */
-  8,   /* field[8] = create_user */
+  16,   /* field[16] = create_channel */
+  11,   /* field[11] = create_user */
   3,   /* field[3] = deduplicated */
   5,   /* field[5] = delete */
   1,   /* field[1] = group_id */
-  24,   /* field[24] = hide_conversation */
-  21,   /* field[21] = join_channel */
-  22,   /* field[22] = leave_channel */
-  23,   /* field[23] = mark_read */
+  27,   /* field[27] = hide_conversation */
+  24,   /* field[24] = join_channel */
+  8,   /* field[8] = lease_grant */
+  9,   /* field[9] = lease_keep_alive */
+  10,   /* field[10] = lease_revoke */
+  25,   /* field[25] = leave_channel */
+  26,   /* field[26] = mark_read */
   4,   /* field[4] = put */
-  10,   /* field[10] = put_device */
-  31,   /* field[31] = put_migration_task */
-  18,   /* field[18] = remove_allowlist */
-  20,   /* field[20] = remove_denylist */
-  11,   /* field[11] = remove_device */
-  16,   /* field[16] = remove_subscribers */
-  12,   /* field[12] = set_system_uid */
+  13,   /* field[13] = put_device */
+  34,   /* field[34] = put_migration_task */
+  21,   /* field[21] = remove_allowlist */
+  23,   /* field[23] = remove_denylist */
+  14,   /* field[14] = remove_device */
+  19,   /* field[19] = remove_subscribers */
+  15,   /* field[15] = set_system_uid */
   2,   /* field[2] = term */
   7,   /* field[7] = txn */
-  28,   /* field[28] = unbind_cmd */
-  33,   /* field[33] = unbind_plugin */
-  14,   /* field[14] = update_channel_flags */
-  29,   /* field[29] = update_runtime_meta */
-  9,   /* field[9] = update_user */
+  31,   /* field[31] = unbind_cmd */
+  36,   /* field[36] = unbind_plugin */
+  17,   /* field[17] = update_channel_flags */
+  32,   /* field[32] = update_runtime_meta */
+  12,   /* field[12] = update_user */
 };
 static const ProtobufCIntRange slotd__v1__propose_response__number_ranges[9 + 1] =
 {
   { 1, 0 },
   { 10, 4 },
-  { 20, 8 },
-  { 30, 13 },
-  { 40, 21 },
-  { 51, 29 },
-  { 55, 31 },
-  { 60, 32 },
-  { 65, 34 },
-  { 0, 35 }
+  { 20, 11 },
+  { 30, 16 },
+  { 40, 24 },
+  { 51, 32 },
+  { 55, 34 },
+  { 60, 35 },
+  { 65, 37 },
+  { 0, 38 }
 };
 const ProtobufCMessageDescriptor slotd__v1__propose_response__descriptor =
 {
@@ -5976,7 +6604,7 @@ const ProtobufCMessageDescriptor slotd__v1__propose_response__descriptor =
   "Slotd__V1__ProposeResponse",
   "slotd.v1",
   sizeof(Slotd__V1__ProposeResponse),
-  35,
+  38,
   slotd__v1__propose_response__field_descriptors,
   slotd__v1__propose_response__field_indices_by_name,
   9,  slotd__v1__propose_response__number_ranges,

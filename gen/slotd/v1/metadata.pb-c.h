@@ -17,6 +17,12 @@ PROTOBUF_C__BEGIN_DECLS
 
 typedef struct Slotd__V1__ProposeRequest Slotd__V1__ProposeRequest;
 typedef struct Slotd__V1__PutCommand Slotd__V1__PutCommand;
+typedef struct Slotd__V1__LeaseGrantCommand Slotd__V1__LeaseGrantCommand;
+typedef struct Slotd__V1__LeaseGrantResult Slotd__V1__LeaseGrantResult;
+typedef struct Slotd__V1__LeaseKeepAliveCommand Slotd__V1__LeaseKeepAliveCommand;
+typedef struct Slotd__V1__LeaseKeepAliveResult Slotd__V1__LeaseKeepAliveResult;
+typedef struct Slotd__V1__LeaseRevokeCommand Slotd__V1__LeaseRevokeCommand;
+typedef struct Slotd__V1__LeaseRevokeResult Slotd__V1__LeaseRevokeResult;
 typedef struct Slotd__V1__DeleteCommand Slotd__V1__DeleteCommand;
 typedef struct Slotd__V1__CompareAndSetCommand Slotd__V1__CompareAndSetCommand;
 typedef struct Slotd__V1__ProposeResponse Slotd__V1__ProposeResponse;
@@ -318,6 +324,9 @@ typedef enum {
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_DELETE = 11,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_COMPARE_AND_SET = 12,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_TXN = 13,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_GRANT = 14,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_KEEP_ALIVE = 15,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_REVOKE = 16,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_CREATE_USER = 20,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_UPDATE_USER = 21,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT_DEVICE = 22,
@@ -373,6 +382,13 @@ struct  Slotd__V1__ProposeRequest
      */
     Slotd__V1__TxnCommand *txn;
     /*
+     * Leases (TTL keys, docs/api.md "Leases"): a lease lives in one hash slot; keys of that
+     * hash slot attached to it (PutCommand.lease) are deleted when it expires or is revoked.
+     */
+    Slotd__V1__LeaseGrantCommand *lease_grant;
+    Slotd__V1__LeaseKeepAliveCommand *lease_keep_alive;
+    Slotd__V1__LeaseRevokeCommand *lease_revoke;
+    /*
      * Typed metadata commands (docs/api.md), routed by their natural key: the
      * uid for user-owned rows, the channel id for channel-owned rows. 50 is
      * not used (slotd.internal.v1.LogCommand.group_init); 20..99 stay reserved.
@@ -419,10 +435,97 @@ struct  Slotd__V1__PutCommand
   ProtobufCMessage base;
   ProtobufCBinaryData key;
   ProtobufCBinaryData value;
+  /*
+   * A lease id (LeaseGrantResult.id) to attach the key to, 0 = none. The lease must exist and
+   * live in the key's hash slot (FAILED_PRECONDITION otherwise, nothing written). A put without
+   * a lease detaches the key from the lease it had.
+   */
+  uint64_t lease;
 };
 #define SLOTD__V1__PUT_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__put_command__descriptor) \
-    , {0,NULL}, {0,NULL} }
+    , {0,NULL}, {0,NULL}, 0 }
+
+
+/*
+ * Grants a lease in the hash slot of key (the key itself is not written). The lease expires
+ * ttl_seconds after its last grant or keep-alive as the group's leader measures it; its keys
+ * are then deleted in one replicated entry. ttl_seconds: 1..31536000.
+ */
+struct  Slotd__V1__LeaseGrantCommand
+{
+  ProtobufCMessage base;
+  ProtobufCBinaryData key;
+  uint32_t ttl_seconds;
+};
+#define SLOTD__V1__LEASE_GRANT_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__lease_grant_command__descriptor) \
+    , {0,NULL}, 0 }
+
+
+struct  Slotd__V1__LeaseGrantResult
+{
+  ProtobufCMessage base;
+  /*
+   * The lease id: hash slot << 48 | a sequence number of that hash slot (never reused).
+   */
+  uint64_t id;
+  uint32_t ttl_seconds;
+};
+#define SLOTD__V1__LEASE_GRANT_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__lease_grant_result__descriptor) \
+    , 0, 0 }
+
+
+/*
+ * Restarts a lease's TTL (routed by the hash slot in its id). NOT_FOUND when it does not exist
+ * (expired or revoked).
+ */
+struct  Slotd__V1__LeaseKeepAliveCommand
+{
+  ProtobufCMessage base;
+  uint64_t id;
+};
+#define SLOTD__V1__LEASE_KEEP_ALIVE_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__lease_keep_alive_command__descriptor) \
+    , 0 }
+
+
+struct  Slotd__V1__LeaseKeepAliveResult
+{
+  ProtobufCMessage base;
+  uint32_t ttl_seconds;
+  /*
+   * Keys attached to the lease.
+   */
+  uint32_t keys;
+};
+#define SLOTD__V1__LEASE_KEEP_ALIVE_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__lease_keep_alive_result__descriptor) \
+    , 0, 0 }
+
+
+/*
+ * Deletes a lease and every key attached to it, in one entry. NOT_FOUND when it does not exist.
+ */
+struct  Slotd__V1__LeaseRevokeCommand
+{
+  ProtobufCMessage base;
+  uint64_t id;
+};
+#define SLOTD__V1__LEASE_REVOKE_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__lease_revoke_command__descriptor) \
+    , 0 }
+
+
+struct  Slotd__V1__LeaseRevokeResult
+{
+  ProtobufCMessage base;
+  uint32_t keys_deleted;
+};
+#define SLOTD__V1__LEASE_REVOKE_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__lease_revoke_result__descriptor) \
+    , 0 }
 
 
 /*
@@ -461,6 +564,9 @@ typedef enum {
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_DELETE = 11,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_COMPARE_AND_SET = 12,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_TXN = 13,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_LEASE_GRANT = 14,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_LEASE_KEEP_ALIVE = 15,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_LEASE_REVOKE = 16,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_CREATE_USER = 20,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_UPDATE_USER = 21,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_PUT_DEVICE = 22,
@@ -514,6 +620,9 @@ struct  Slotd__V1__ProposeResponse
     Slotd__V1__DeleteResult *delete_;
     Slotd__V1__CompareAndSetResult *compare_and_set;
     Slotd__V1__TxnResult *txn;
+    Slotd__V1__LeaseGrantResult *lease_grant;
+    Slotd__V1__LeaseKeepAliveResult *lease_keep_alive;
+    Slotd__V1__LeaseRevokeResult *lease_revoke;
     /*
      * Results of typed commands, at the number of their command.
      */
@@ -2342,6 +2451,120 @@ Slotd__V1__PutCommand *
                       const uint8_t       *data);
 void   slotd__v1__put_command__free_unpacked
                      (Slotd__V1__PutCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__LeaseGrantCommand methods */
+void   slotd__v1__lease_grant_command__init
+                     (Slotd__V1__LeaseGrantCommand         *message);
+size_t slotd__v1__lease_grant_command__get_packed_size
+                     (const Slotd__V1__LeaseGrantCommand   *message);
+size_t slotd__v1__lease_grant_command__pack
+                     (const Slotd__V1__LeaseGrantCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__lease_grant_command__pack_to_buffer
+                     (const Slotd__V1__LeaseGrantCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__LeaseGrantCommand *
+       slotd__v1__lease_grant_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__lease_grant_command__free_unpacked
+                     (Slotd__V1__LeaseGrantCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__LeaseGrantResult methods */
+void   slotd__v1__lease_grant_result__init
+                     (Slotd__V1__LeaseGrantResult         *message);
+size_t slotd__v1__lease_grant_result__get_packed_size
+                     (const Slotd__V1__LeaseGrantResult   *message);
+size_t slotd__v1__lease_grant_result__pack
+                     (const Slotd__V1__LeaseGrantResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__lease_grant_result__pack_to_buffer
+                     (const Slotd__V1__LeaseGrantResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__LeaseGrantResult *
+       slotd__v1__lease_grant_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__lease_grant_result__free_unpacked
+                     (Slotd__V1__LeaseGrantResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__LeaseKeepAliveCommand methods */
+void   slotd__v1__lease_keep_alive_command__init
+                     (Slotd__V1__LeaseKeepAliveCommand         *message);
+size_t slotd__v1__lease_keep_alive_command__get_packed_size
+                     (const Slotd__V1__LeaseKeepAliveCommand   *message);
+size_t slotd__v1__lease_keep_alive_command__pack
+                     (const Slotd__V1__LeaseKeepAliveCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__lease_keep_alive_command__pack_to_buffer
+                     (const Slotd__V1__LeaseKeepAliveCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__LeaseKeepAliveCommand *
+       slotd__v1__lease_keep_alive_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__lease_keep_alive_command__free_unpacked
+                     (Slotd__V1__LeaseKeepAliveCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__LeaseKeepAliveResult methods */
+void   slotd__v1__lease_keep_alive_result__init
+                     (Slotd__V1__LeaseKeepAliveResult         *message);
+size_t slotd__v1__lease_keep_alive_result__get_packed_size
+                     (const Slotd__V1__LeaseKeepAliveResult   *message);
+size_t slotd__v1__lease_keep_alive_result__pack
+                     (const Slotd__V1__LeaseKeepAliveResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__lease_keep_alive_result__pack_to_buffer
+                     (const Slotd__V1__LeaseKeepAliveResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__LeaseKeepAliveResult *
+       slotd__v1__lease_keep_alive_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__lease_keep_alive_result__free_unpacked
+                     (Slotd__V1__LeaseKeepAliveResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__LeaseRevokeCommand methods */
+void   slotd__v1__lease_revoke_command__init
+                     (Slotd__V1__LeaseRevokeCommand         *message);
+size_t slotd__v1__lease_revoke_command__get_packed_size
+                     (const Slotd__V1__LeaseRevokeCommand   *message);
+size_t slotd__v1__lease_revoke_command__pack
+                     (const Slotd__V1__LeaseRevokeCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__lease_revoke_command__pack_to_buffer
+                     (const Slotd__V1__LeaseRevokeCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__LeaseRevokeCommand *
+       slotd__v1__lease_revoke_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__lease_revoke_command__free_unpacked
+                     (Slotd__V1__LeaseRevokeCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__LeaseRevokeResult methods */
+void   slotd__v1__lease_revoke_result__init
+                     (Slotd__V1__LeaseRevokeResult         *message);
+size_t slotd__v1__lease_revoke_result__get_packed_size
+                     (const Slotd__V1__LeaseRevokeResult   *message);
+size_t slotd__v1__lease_revoke_result__pack
+                     (const Slotd__V1__LeaseRevokeResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__lease_revoke_result__pack_to_buffer
+                     (const Slotd__V1__LeaseRevokeResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__LeaseRevokeResult *
+       slotd__v1__lease_revoke_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__lease_revoke_result__free_unpacked
+                     (Slotd__V1__LeaseRevokeResult *message,
                       ProtobufCAllocator *allocator);
 /* Slotd__V1__DeleteCommand methods */
 void   slotd__v1__delete_command__init
@@ -4365,6 +4588,24 @@ typedef void (*Slotd__V1__ProposeRequest_Closure)
 typedef void (*Slotd__V1__PutCommand_Closure)
                  (const Slotd__V1__PutCommand *message,
                   void *closure_data);
+typedef void (*Slotd__V1__LeaseGrantCommand_Closure)
+                 (const Slotd__V1__LeaseGrantCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__LeaseGrantResult_Closure)
+                 (const Slotd__V1__LeaseGrantResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__LeaseKeepAliveCommand_Closure)
+                 (const Slotd__V1__LeaseKeepAliveCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__LeaseKeepAliveResult_Closure)
+                 (const Slotd__V1__LeaseKeepAliveResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__LeaseRevokeCommand_Closure)
+                 (const Slotd__V1__LeaseRevokeCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__LeaseRevokeResult_Closure)
+                 (const Slotd__V1__LeaseRevokeResult *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__DeleteCommand_Closure)
                  (const Slotd__V1__DeleteCommand *message,
                   void *closure_data);
@@ -4757,6 +4998,12 @@ extern const ProtobufCEnumDescriptor    slotd__v1__typed_table__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__watch_event_type__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__propose_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__put_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__lease_grant_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__lease_grant_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__lease_keep_alive_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__lease_keep_alive_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__lease_revoke_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__lease_revoke_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__delete_command__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__compare_and_set_command__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__propose_response__descriptor;

@@ -650,6 +650,242 @@ static void test_txn_refused(void)
     teardown();
 }
 
+/* ---- Leases ---- */
+
+/* A key of hash slot hs (owned by group 1 when hs < 128). */
+static void key_in_slot(uint16_t hs, int n, char *out)
+{
+    for (int i = 0;; i++) {
+        sprintf(out, "lk-%d-%d", n, i);
+        if (route_hash_slot(out, strlen(out)) == hs)
+            return;
+    }
+}
+
+static Slotd__V1__ProposeResponse *lease_req(unsigned which, const char *key, uint64_t id,
+                                             uint32_t ttl, int *code, bool own_batch)
+{
+    Slotd__V1__ProposeRequest req = SLOTD__V1__PROPOSE_REQUEST__INIT;
+    Slotd__V1__LeaseGrantCommand g = SLOTD__V1__LEASE_GRANT_COMMAND__INIT;
+    Slotd__V1__LeaseKeepAliveCommand k = SLOTD__V1__LEASE_KEEP_ALIVE_COMMAND__INIT;
+    Slotd__V1__LeaseRevokeCommand r = SLOTD__V1__LEASE_REVOKE_COMMAND__INIT;
+    req.command_case = which;
+    if (which == SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_GRANT) {
+        g.key.data = (uint8_t *)key;
+        g.key.len = strlen(key);
+        g.ttl_seconds = ttl;
+        req.lease_grant = &g;
+    } else if (which == SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_KEEP_ALIVE) {
+        k.id = id;
+        req.lease_keep_alive = &k;
+    } else {
+        r.id = id;
+        req.lease_revoke = &r;
+    }
+    return apply_req(&req, code, own_batch);
+}
+
+static uint64_t grant(const char *key, uint32_t ttl, bool own_batch)
+{
+    int code;
+    Slotd__V1__ProposeResponse *r =
+        lease_req(SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_GRANT, key, 0, ttl, &code, own_batch);
+    CU_ASSERT_FATAL(code == SLOTD_OK &&
+                    r->result_case == SLOTD__V1__PROPOSE_RESPONSE__RESULT_LEASE_GRANT);
+    uint64_t id = r->lease_grant->id;
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    return id;
+}
+
+static int put_lease(const char *key, const char *value, uint64_t lease, bool own_batch)
+{
+    Slotd__V1__PutCommand p = SLOTD__V1__PUT_COMMAND__INIT;
+    p.key.data = (uint8_t *)key;
+    p.key.len = strlen(key);
+    p.value.data = (uint8_t *)value;
+    p.value.len = strlen(value);
+    p.lease = lease;
+    Slotd__V1__ProposeRequest req = SLOTD__V1__PROPOSE_REQUEST__INIT;
+    req.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT;
+    req.put = &p;
+    int code;
+    Slotd__V1__ProposeResponse *r = apply_req(&req, &code, own_batch);
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    return code;
+}
+
+/* Applies the leader's LeaseExpire as the next entry; the error code. */
+static int expire(uint64_t id, uint64_t refreshed, uint32_t *deleted)
+{
+    uint8_t *data;
+    size_t len;
+    CU_ASSERT_FATAL(slot_encode_lease_expire(id, refreshed, &data, &len) == 0);
+    struct slot_result res;
+    slot_fsm_begin(fsm);
+    uint64_t index = next_index++;
+    CU_ASSERT_FATAL(slot_fsm_apply(fsm, &gs, index, 3, data, len, &res) == 0);
+    slot_fsm_set_applied(fsm, 1, index);
+    CU_ASSERT_FATAL(slot_fsm_commit(fsm) == 0);
+    free(data);
+    if (res.err.code == SLOTD_OK) {
+        Slotd__V1__ProposeResponse *r =
+            slotd__v1__propose_response__unpack(NULL, res.resp_len, res.resp);
+        CU_ASSERT_FATAL(r != NULL);
+        *deleted = r->lease_revoke->keys_deleted;
+        slotd__v1__propose_response__free_unpacked(r, NULL);
+    }
+    free(res.resp);
+    return res.err.code;
+}
+
+static int collect_lease(void *ctx, const struct slot_lease_info *l)
+{
+    struct slot_lease_info *out = ctx;
+    *out = *l;
+    return 0;
+}
+
+/* The stored lease row of id (found = refreshed_index != 0). */
+static struct slot_lease_info scan_one(uint64_t id)
+{
+    struct slot_lease_info l = {0};
+    bool more;
+    CU_ASSERT_FATAL(slot_lease_scan(st, (uint16_t)(id >> SLOT_LEASE_ID_SHIFT), id, 1, collect_lease,
+                                    &l, &more) == 0);
+    if (l.id != id)
+        memset(&l, 0, sizeof(l));
+    return l;
+}
+
+static void test_lease_apply(void)
+{
+    setup();
+    char k1[64], k2[64], k3[64], other[64], v[64];
+    key_in_slot(7, 1, k1);
+    key_in_slot(7, 2, k2);
+    key_in_slot(7, 3, k3);
+    key_in_slot(8, 4, other);
+    uint64_t id = grant(k1, 5, true);
+    CU_ASSERT(id >> SLOT_LEASE_ID_SHIFT == 7 && (id & 0xFFFF) == 1);
+    struct slot_lease_info l = scan_one(id);
+    CU_ASSERT(l.ttl_seconds == 5 && l.refreshed_index == next_index - 1);
+    CU_ASSERT(put_lease(k1, "a", id, true) == SLOTD_OK);
+    CU_ASSERT(put_lease(k2, "b", id, true) == SLOTD_OK);
+    CU_ASSERT(put_lease(k3, "c", id, true) == SLOTD_OK);
+    CU_ASSERT(get(k1, v) != 0 && strcmp(v, "a") == 0); /* a leased row reads like any other */
+    /* a key of another hash slot, or an unknown lease: refused, nothing written */
+    struct slotd_error err;
+    Slotd__V1__PutCommand p = SLOTD__V1__PUT_COMMAND__INIT;
+    p.key.data = (uint8_t *)other;
+    p.key.len = strlen(other);
+    p.lease = id;
+    Slotd__V1__ProposeRequest req = SLOTD__V1__PROPOSE_REQUEST__INIT;
+    req.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT;
+    req.put = &p;
+    const ProtobufCBinaryData *key;
+    CU_ASSERT(slot_validate_propose(&req, &key, &err) == -1 && err.code == SLOTD_EPRECONDITION);
+    CU_ASSERT_STRING_EQUAL(err.field, "put.lease");
+    CU_ASSERT(put_lease(k1, "z", id + 1, true) == SLOTD_ENOT_FOUND);
+    CU_ASSERT(get(k1, v) != 0 && strcmp(v, "a") == 0);
+    /* a plain put detaches k3; keep-alive moves refreshed_index */
+    int code;
+    Slotd__V1__ProposeResponse *r = put(k3, "plain", NULL, &code, true);
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    r = lease_req(SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_KEEP_ALIVE, NULL, id, 0, &code, true);
+    CU_ASSERT_FATAL(code == SLOTD_OK);
+    CU_ASSERT(r->lease_keep_alive->keys == 2 && r->lease_keep_alive->ttl_seconds == 5);
+    uint64_t kept_at = r->applied_index;
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    CU_ASSERT(scan_one(id).refreshed_index == kept_at);
+    /* an expiry decided before the keep-alive changes nothing */
+    uint32_t deleted = 0;
+    CU_ASSERT(expire(id, l.refreshed_index, &deleted) == SLOTD_EPRECONDITION);
+    CU_ASSERT(get(k1, v) != 0 && get(k2, v) != 0 && scan_one(id).id == id);
+    /* the current one deletes the lease and its keys, not the detached one */
+    slot_fsm_set_events(fsm, true);
+    CU_ASSERT(expire(id, kept_at, &deleted) == SLOTD_OK);
+    CU_ASSERT(deleted == 2);
+    struct slot_event *ev = slot_fsm_take_events(fsm);
+    int n_del = 0;
+    for (struct slot_event *e = ev; e != NULL; e = e->next)
+        n_del += e->deleted && e->table == SLOT_TABLE_KV;
+    CU_ASSERT(n_del == 2);
+    slot_events_free(ev);
+    slot_fsm_set_events(fsm, false);
+    CU_ASSERT(get(k1, v) == 0 && get(k2, v) == 0);
+    CU_ASSERT(get(k3, v) != 0 && strcmp(v, "plain") == 0);
+    CU_ASSERT(scan_one(id).id == 0);
+    CU_ASSERT(expire(id, kept_at, &deleted) == SLOTD_ENOT_FOUND);
+    /* ids are never reused */
+    CU_ASSERT(grant(k1, 5, true) == id + 1);
+    teardown();
+}
+
+static void test_lease_same_batch(void)
+{
+    setup();
+    char k1[64], k2[64], v[64];
+    key_in_slot(9, 1, k1);
+    key_in_slot(9, 2, k2);
+    slot_fsm_begin(fsm);
+    uint64_t id = grant(k1, 5, false);
+    CU_ASSERT(put_lease(k1, "a", id, false) == SLOTD_OK);
+    CU_ASSERT(put_lease(k2, "b", id, false) == SLOTD_OK);
+    CU_ASSERT(slot_fsm_commit(fsm) == 0);
+    slot_fsm_begin(fsm);
+    CU_ASSERT(put_lease(k2, "c", 0, false) == SLOTD_OK); /* detached in the batch */
+    int code;
+    Slotd__V1__ProposeResponse *r =
+        lease_req(SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_REVOKE, NULL, id, 0, &code, false);
+    CU_ASSERT_FATAL(code == SLOTD_OK);
+    CU_ASSERT(r->lease_revoke->keys_deleted == 1);
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    CU_ASSERT(slot_fsm_commit(fsm) == 0);
+    CU_ASSERT(get(k1, v) == 0);
+    CU_ASSERT(get(k2, v) != 0 && strcmp(v, "c") == 0);
+    teardown();
+}
+
+static void test_lease_limits(void)
+{
+    setup();
+    char k[64];
+    key_in_slot(11, 1, k);
+    uint64_t first = 0;
+    slot_fsm_begin(fsm);
+    for (unsigned i = 0; i < SLOT_LEASES_PER_SLOT_MAX; i++) {
+        uint64_t id = grant(k, 5, false);
+        if (i == 0)
+            first = id;
+    }
+    CU_ASSERT(slot_fsm_commit(fsm) == 0);
+    int code;
+    Slotd__V1__ProposeResponse *r =
+        lease_req(SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_GRANT, k, 0, 5, &code, true);
+    CU_ASSERT(r == NULL && code == SLOTD_EPRECONDITION);
+    r = lease_req(SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_REVOKE, NULL, first, 0, &code, true);
+    CU_ASSERT(code == SLOTD_OK);
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    CU_ASSERT(grant(k, 5, true) == first + SLOT_LEASES_PER_SLOT_MAX); /* room again, new id */
+    /* keys per lease */
+    uint64_t id = first + 1;
+    slot_fsm_begin(fsm);
+    for (unsigned i = 0; i < SLOT_LEASE_KEYS_MAX; i++) {
+        char kk[64];
+        key_in_slot(11, 100 + (int)i, kk);
+        CU_ASSERT_FATAL(put_lease(kk, "v", id, false) == SLOTD_OK);
+    }
+    CU_ASSERT(slot_fsm_commit(fsm) == 0);
+    char kk[64];
+    key_in_slot(11, 99, kk);
+    CU_ASSERT(put_lease(kk, "v", id, true) == SLOTD_EPRECONDITION);
+    r = lease_req(SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_REVOKE, NULL, id, 0, &code, true);
+    CU_ASSERT_FATAL(code == SLOTD_OK);
+    CU_ASSERT(r->lease_revoke->keys_deleted == SLOT_LEASE_KEYS_MAX);
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    teardown();
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -664,6 +900,9 @@ int main(void)
     CU_add_test(s, "txn_validation", test_txn_validation);
     CU_add_test(s, "txn_apply", test_txn_apply);
     CU_add_test(s, "txn_refused", test_txn_refused);
+    CU_add_test(s, "lease_apply", test_lease_apply);
+    CU_add_test(s, "lease_same_batch", test_lease_same_batch);
+    CU_add_test(s, "lease_limits", test_lease_limits);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed();

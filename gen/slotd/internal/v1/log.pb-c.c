@@ -52,6 +52,51 @@ void   slotd__internal__v1__log_command__free_unpacked
   assert(message->base.descriptor == &slotd__internal__v1__log_command__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__internal__v1__lease_expire__init
+                     (Slotd__Internal__V1__LeaseExpire         *message)
+{
+  static const Slotd__Internal__V1__LeaseExpire init_value = SLOTD__INTERNAL__V1__LEASE_EXPIRE__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__lease_expire__get_packed_size
+                     (const Slotd__Internal__V1__LeaseExpire *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__lease_expire__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__lease_expire__pack
+                     (const Slotd__Internal__V1__LeaseExpire *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__lease_expire__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__lease_expire__pack_to_buffer
+                     (const Slotd__Internal__V1__LeaseExpire *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__lease_expire__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__LeaseExpire *
+       slotd__internal__v1__lease_expire__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__LeaseExpire *)
+     protobuf_c_message_unpack (&slotd__internal__v1__lease_expire__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__lease_expire__free_unpacked
+                     (Slotd__Internal__V1__LeaseExpire *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__lease_expire__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__internal__v1__migration_fence__init
                      (Slotd__Internal__V1__MigrationFence         *message)
 {
@@ -412,7 +457,7 @@ void   slotd__internal__v1__hash_slot_range__free_unpacked
   assert(message->base.descriptor == &slotd__internal__v1__hash_slot_range__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_descriptors[39] =
+static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_descriptors[43] =
 {
   {
     "hash_slot",
@@ -482,6 +527,42 @@ static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_de
     offsetof(Slotd__Internal__V1__LogCommand, command_case),
     offsetof(Slotd__Internal__V1__LogCommand, txn),
     &slotd__v1__txn_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lease_grant",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, lease_grant),
+    &slotd__v1__lease_grant_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lease_keep_alive",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, lease_keep_alive),
+    &slotd__v1__lease_keep_alive_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lease_revoke",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, lease_revoke),
+    &slotd__v1__lease_revoke_command__descriptor,
     NULL,
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -882,61 +963,77 @@ static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_de
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "lease_expire",
+    75,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, lease_expire),
+    &slotd__internal__v1__lease_expire__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__internal__v1__log_command__field_indices_by_name[] = {
-  25,   /* field[25] = ack_cmd */
-  23,   /* field[23] = activate_conversation */
-  15,   /* field[15] = add_allowlist */
-  17,   /* field[17] = add_denylist */
-  13,   /* field[13] = add_subscribers */
-  29,   /* field[29] = advance_retention */
-  33,   /* field[33] = append_event */
-  24,   /* field[24] = bind_cmd */
-  31,   /* field[31] = bind_plugin */
+  28,   /* field[28] = ack_cmd */
+  26,   /* field[26] = activate_conversation */
+  18,   /* field[18] = add_allowlist */
+  20,   /* field[20] = add_denylist */
+  16,   /* field[16] = add_subscribers */
+  32,   /* field[32] = advance_retention */
+  36,   /* field[36] = append_event */
+  27,   /* field[27] = bind_cmd */
+  34,   /* field[34] = bind_plugin */
   4,   /* field[4] = compare_and_set */
-  11,   /* field[11] = create_channel */
-  6,   /* field[6] = create_user */
+  14,   /* field[14] = create_channel */
+  9,   /* field[9] = create_user */
   3,   /* field[3] = delete */
-  27,   /* field[27] = group_init */
+  30,   /* field[30] = group_init */
   0,   /* field[0] = hash_slot */
-  22,   /* field[22] = hide_conversation */
-  19,   /* field[19] = join_channel */
-  20,   /* field[20] = leave_channel */
-  21,   /* field[21] = mark_read */
-  38,   /* field[38] = migration_abort */
-  36,   /* field[36] = migration_accept */
-  34,   /* field[34] = migration_fence */
-  37,   /* field[37] = migration_release */
-  35,   /* field[35] = migration_rows */
+  25,   /* field[25] = hide_conversation */
+  22,   /* field[22] = join_channel */
+  42,   /* field[42] = lease_expire */
+  6,   /* field[6] = lease_grant */
+  7,   /* field[7] = lease_keep_alive */
+  8,   /* field[8] = lease_revoke */
+  23,   /* field[23] = leave_channel */
+  24,   /* field[24] = mark_read */
+  41,   /* field[41] = migration_abort */
+  39,   /* field[39] = migration_accept */
+  37,   /* field[37] = migration_fence */
+  40,   /* field[40] = migration_release */
+  38,   /* field[38] = migration_rows */
   2,   /* field[2] = put */
-  8,   /* field[8] = put_device */
-  30,   /* field[30] = put_migration_task */
-  16,   /* field[16] = remove_allowlist */
-  18,   /* field[18] = remove_denylist */
-  9,   /* field[9] = remove_device */
-  14,   /* field[14] = remove_subscribers */
+  11,   /* field[11] = put_device */
+  33,   /* field[33] = put_migration_task */
+  19,   /* field[19] = remove_allowlist */
+  21,   /* field[21] = remove_denylist */
+  12,   /* field[12] = remove_device */
+  17,   /* field[17] = remove_subscribers */
   1,   /* field[1] = request_id */
-  10,   /* field[10] = set_system_uid */
+  13,   /* field[13] = set_system_uid */
   5,   /* field[5] = txn */
-  26,   /* field[26] = unbind_cmd */
-  32,   /* field[32] = unbind_plugin */
-  12,   /* field[12] = update_channel_flags */
-  28,   /* field[28] = update_runtime_meta */
-  7,   /* field[7] = update_user */
+  29,   /* field[29] = unbind_cmd */
+  35,   /* field[35] = unbind_plugin */
+  15,   /* field[15] = update_channel_flags */
+  31,   /* field[31] = update_runtime_meta */
+  10,   /* field[10] = update_user */
 };
 static const ProtobufCIntRange slotd__internal__v1__log_command__number_ranges[10 + 1] =
 {
   { 1, 0 },
   { 10, 2 },
-  { 20, 6 },
-  { 30, 11 },
-  { 40, 19 },
-  { 50, 27 },
-  { 55, 30 },
-  { 60, 31 },
-  { 65, 33 },
-  { 70, 34 },
-  { 0, 39 }
+  { 20, 9 },
+  { 30, 14 },
+  { 40, 22 },
+  { 50, 30 },
+  { 55, 33 },
+  { 60, 34 },
+  { 65, 36 },
+  { 70, 37 },
+  { 0, 43 }
 };
 const ProtobufCMessageDescriptor slotd__internal__v1__log_command__descriptor =
 {
@@ -946,11 +1043,62 @@ const ProtobufCMessageDescriptor slotd__internal__v1__log_command__descriptor =
   "Slotd__Internal__V1__LogCommand",
   "slotd.internal.v1",
   sizeof(Slotd__Internal__V1__LogCommand),
-  39,
+  43,
   slotd__internal__v1__log_command__field_descriptors,
   slotd__internal__v1__log_command__field_indices_by_name,
   10,  slotd__internal__v1__log_command__number_ranges,
   (ProtobufCMessageInit) slotd__internal__v1__log_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__internal__v1__lease_expire__field_descriptors[2] =
+{
+  {
+    "id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__LeaseExpire, id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "refreshed_index",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__LeaseExpire, refreshed_index),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__lease_expire__field_indices_by_name[] = {
+  0,   /* field[0] = id */
+  1,   /* field[1] = refreshed_index */
+};
+static const ProtobufCIntRange slotd__internal__v1__lease_expire__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__lease_expire__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.LeaseExpire",
+  "LeaseExpire",
+  "Slotd__Internal__V1__LeaseExpire",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__LeaseExpire),
+  2,
+  slotd__internal__v1__lease_expire__field_descriptors,
+  slotd__internal__v1__lease_expire__field_indices_by_name,
+  1,  slotd__internal__v1__lease_expire__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__lease_expire__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor slotd__internal__v1__migration_fence__field_descriptors[2] =

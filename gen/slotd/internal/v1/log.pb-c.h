@@ -17,6 +17,7 @@ PROTOBUF_C__BEGIN_DECLS
 #include "slotd/v1/metadata.pb-c.h"
 
 typedef struct Slotd__Internal__V1__LogCommand Slotd__Internal__V1__LogCommand;
+typedef struct Slotd__Internal__V1__LeaseExpire Slotd__Internal__V1__LeaseExpire;
 typedef struct Slotd__Internal__V1__MigrationFence Slotd__Internal__V1__MigrationFence;
 typedef struct Slotd__Internal__V1__MigrationRow Slotd__Internal__V1__MigrationRow;
 typedef struct Slotd__Internal__V1__MigrationRows Slotd__Internal__V1__MigrationRows;
@@ -38,6 +39,10 @@ typedef enum {
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_DELETE = 11,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_COMPARE_AND_SET = 12,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_TXN = 13,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_LEASE_GRANT = 14,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_LEASE_KEEP_ALIVE = 15,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_LEASE_REVOKE = 16,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_LEASE_EXPIRE = 75,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_GROUP_INIT = 50,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_CREATE_USER = 20,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_UPDATE_USER = 21,
@@ -95,6 +100,16 @@ struct  Slotd__Internal__V1__LogCommand
      * hash_slot is the first key's; every key's hash slot must be owned by the group.
      */
     Slotd__V1__TxnCommand *txn;
+    /*
+     * Leases; hash_slot is the lease's (the key's for a grant, the id's for the others).
+     */
+    Slotd__V1__LeaseGrantCommand *lease_grant;
+    Slotd__V1__LeaseKeepAliveCommand *lease_keep_alive;
+    Slotd__V1__LeaseRevokeCommand *lease_revoke;
+    /*
+     * A lease's expiry, proposed by the group's leader (service/runtime/keylease.c).
+     */
+    Slotd__Internal__V1__LeaseExpire *lease_expire;
     Slotd__Internal__V1__GroupInit *group_init;
     /*
      * Typed metadata commands, at the number of their ProposeRequest.command
@@ -140,6 +155,22 @@ struct  Slotd__Internal__V1__LogCommand
 #define SLOTD__INTERNAL__V1__LOG_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__log_command__descriptor) \
     , 0, {0,NULL}, SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND__NOT_SET, {0} }
+
+
+/*
+ * The leader saw lease id unrefreshed for its TTL. Applied only while the lease's last grant or
+ * keep-alive is still the entry at refreshed_index (a keep-alive after the leader's look wins);
+ * then the lease and its keys are deleted as by LeaseRevoke.
+ */
+struct  Slotd__Internal__V1__LeaseExpire
+{
+  ProtobufCMessage base;
+  uint64_t id;
+  uint64_t refreshed_index;
+};
+#define SLOTD__INTERNAL__V1__LEASE_EXPIRE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__lease_expire__descriptor) \
+    , 0, 0 }
 
 
 /*
@@ -287,6 +318,25 @@ Slotd__Internal__V1__LogCommand *
                       const uint8_t       *data);
 void   slotd__internal__v1__log_command__free_unpacked
                      (Slotd__Internal__V1__LogCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__LeaseExpire methods */
+void   slotd__internal__v1__lease_expire__init
+                     (Slotd__Internal__V1__LeaseExpire         *message);
+size_t slotd__internal__v1__lease_expire__get_packed_size
+                     (const Slotd__Internal__V1__LeaseExpire   *message);
+size_t slotd__internal__v1__lease_expire__pack
+                     (const Slotd__Internal__V1__LeaseExpire   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__lease_expire__pack_to_buffer
+                     (const Slotd__Internal__V1__LeaseExpire   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__LeaseExpire *
+       slotd__internal__v1__lease_expire__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__lease_expire__free_unpacked
+                     (Slotd__Internal__V1__LeaseExpire *message,
                       ProtobufCAllocator *allocator);
 /* Slotd__Internal__V1__MigrationFence methods */
 void   slotd__internal__v1__migration_fence__init
@@ -445,6 +495,9 @@ void   slotd__internal__v1__hash_slot_range__free_unpacked
 typedef void (*Slotd__Internal__V1__LogCommand_Closure)
                  (const Slotd__Internal__V1__LogCommand *message,
                   void *closure_data);
+typedef void (*Slotd__Internal__V1__LeaseExpire_Closure)
+                 (const Slotd__Internal__V1__LeaseExpire *message,
+                  void *closure_data);
 typedef void (*Slotd__Internal__V1__MigrationFence_Closure)
                  (const Slotd__Internal__V1__MigrationFence *message,
                   void *closure_data);
@@ -476,6 +529,7 @@ typedef void (*Slotd__Internal__V1__HashSlotRange_Closure)
 /* --- descriptors --- */
 
 extern const ProtobufCMessageDescriptor slotd__internal__v1__log_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__lease_expire__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__migration_fence__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__migration_row__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__migration_rows__descriptor;
