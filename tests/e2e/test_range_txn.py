@@ -1,4 +1,4 @@
-"""test_range.py - e2e tests of the Range read (pages over a single node's 8 groups and a cluster,
+"""test_range_txn.py - e2e tests of the Range read (pages over a single node's 8 groups and a cluster,
 merged from every group's run when they fit one page), txn under concurrent clients, and leases
 (TTL keys: attach, keep-alive, revoke, expiry on every replica)."""
 import os
