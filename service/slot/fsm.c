@@ -815,7 +815,8 @@ static int txn_apply_op(struct slot_fsm *f, uint64_t index, const Slotd__V1__Txn
         o->r.result_case = SLOTD__V1__TXN_OP_RESULT__RESULT_GET;
         o->r.get = &o->get;
         kl = txn_kv_key(k, &op->get->key);
-        int rc = kv_lookup(f, k, kl, &o->get.version, &o->get.value.data, &o->get.value.len);
+        int rc = kv_lookup_lease(f, k, kl, &o->get.version, &o->get.lease, &o->get.value.data,
+                                 &o->get.value.len);
         o->get.found = rc == 0 && o->get.version != 0;
         if (!o->get.found) {
             free(o->get.value.data);
@@ -1300,6 +1301,15 @@ int slot_fsm_apply(struct slot_fsm *f, struct slot_group_state *gs, uint64_t ind
 int slot_fsm_get(struct store *store, uint16_t hash_slot, const void *key, size_t len, bool *found,
                  void **value, size_t *value_len, uint64_t *version)
 {
+    uint64_t lease;
+    return slot_fsm_get_lease(store, hash_slot, key, len, found, value, value_len, version,
+                              &lease);
+}
+
+int slot_fsm_get_lease(struct store *store, uint16_t hash_slot, const void *key, size_t len,
+                       bool *found, void **value, size_t *value_len, uint64_t *version,
+                       uint64_t *lease)
+{
     uint8_t k[STORE_FSM_KEY_MAX];
     size_t kl = kv_key(k, hash_slot, key, len);
     void *raw = NULL;
@@ -1308,15 +1318,15 @@ int slot_fsm_get(struct store *store, uint16_t hash_slot, const void *key, size_
     *value = NULL;
     *value_len = 0;
     *version = 0;
+    *lease = 0;
     int rc = store_fsm_get(store, k, kl, &raw, &rl);
     if (rc == STORE_ENOTFOUND)
         return 0;
     if (rc != 0)
         return rc;
     uint8_t *p = raw;
-    uint64_t lease;
     size_t off;
-    if (slot_kv_decode(p, rl, version, &lease, &off) != 0) {
+    if (slot_kv_decode(p, rl, version, lease, &off) != 0) {
         free(raw);
         *version = 0;
         return STORE_ECORRUPT;

@@ -192,6 +192,7 @@ static int scan_slot(struct store *st, struct page *pg, uint16_t hs,
                 e->value.len = val_len;
             }
             e->version = version;
+            e->lease = lease;
             pg->ptrs[pg->n] = e;
         }
         pg->n++;

@@ -32,9 +32,9 @@ static int serve_get(struct store *store, uint16_t hash_slot, const Slotd__V1__G
 {
     bool found;
     size_t vlen;
-    uint64_t version;
-    int rc =
-        slot_fsm_get(store, hash_slot, q->key.data, q->key.len, &found, value, &vlen, &version);
+    uint64_t version, lease;
+    int rc = slot_fsm_get_lease(store, hash_slot, q->key.data, q->key.len, &found, value, &vlen,
+                                &version, &lease);
     if (rc != 0) {
         slotd_error_set(err, SLOTD_ESTORAGE, "read: %s", store_strerror(rc));
         return -1;
@@ -43,6 +43,7 @@ static int serve_get(struct store *store, uint16_t hash_slot, const Slotd__V1__G
     get->value.data = *value;
     get->value.len = vlen;
     get->version = version;
+    get->lease = lease;
     resp->result_case = SLOTD__V1__READ_RESPONSE__RESULT_GET;
     resp->get = get;
     return 0;

@@ -225,6 +225,10 @@ size_t slot_fsm_batch_bytes(const struct slot_fsm *f);
  * frees with free()) or NULL when !*found. */
 int slot_fsm_get(struct store *store, uint16_t hash_slot, const void *key, size_t len, bool *found,
                  void **value, size_t *value_len, uint64_t *version);
+/* The same, with the key's lease (0 = none). */
+int slot_fsm_get_lease(struct store *store, uint16_t hash_slot, const void *key, size_t len,
+                       bool *found, void **value, size_t *value_len, uint64_t *version,
+                       uint64_t *lease);
 
 /* Decodes a stored KV row value: [1][version u64][value] (no lease) or
  * [2][version u64][lease u64][value]. Returns 0 with the value at raw + *value_off, or

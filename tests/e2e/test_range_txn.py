@@ -217,7 +217,12 @@ class LeaseSingleNodeTest(h.SlotdTestCase):
         for k in (k1, k2, k3):
             put_lease(self.stub, k, b"v", g.id)
         h.put(self.stub, other, b"stays")
+        self.assertEqual(h.get(self.stub, k1).get.lease, g.id)
         h.put(self.stub, k3, b"detached")  # a put without a lease detaches the key
+        self.assertEqual(h.get(self.stub, k3).get.lease, 0)
+        entries = drain(self.stub, start=min(k1, k2), end=max(k1, k2) + b"\0", limit=1000)[0]
+        self.assertEqual({e.key: e.lease for e in entries if e.key in (k1, k2)},
+                         {k1: g.id, k2: g.id})
         r = lease_call(self.stub, lease_keep_alive=pb.LeaseKeepAliveCommand(id=g.id))
         self.assertEqual((r.lease_keep_alive.ttl_seconds, r.lease_keep_alive.keys), (60, 2))
         r = lease_call(self.stub, lease_revoke=pb.LeaseRevokeCommand(id=g.id))

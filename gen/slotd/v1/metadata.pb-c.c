@@ -7710,7 +7710,7 @@ const ProtobufCMessageDescriptor slotd__v1__read_response__descriptor =
   (ProtobufCMessageInit) slotd__v1__read_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__get_result__field_descriptors[3] =
+static const ProtobufCFieldDescriptor slotd__v1__get_result__field_descriptors[4] =
 {
   {
     "found",
@@ -7748,16 +7748,29 @@ static const ProtobufCFieldDescriptor slotd__v1__get_result__field_descriptors[3
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "lease",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetResult, lease),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__get_result__field_indices_by_name[] = {
   0,   /* field[0] = found */
+  3,   /* field[3] = lease */
   1,   /* field[1] = value */
   2,   /* field[2] = version */
 };
 static const ProtobufCIntRange slotd__v1__get_result__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor slotd__v1__get_result__descriptor =
 {
@@ -7767,7 +7780,7 @@ const ProtobufCMessageDescriptor slotd__v1__get_result__descriptor =
   "Slotd__V1__GetResult",
   "slotd.v1",
   sizeof(Slotd__V1__GetResult),
-  3,
+  4,
   slotd__v1__get_result__field_descriptors,
   slotd__v1__get_result__field_indices_by_name,
   1,  slotd__v1__get_result__number_ranges,
@@ -7890,7 +7903,7 @@ const ProtobufCMessageDescriptor slotd__v1__range_query__descriptor =
   (ProtobufCMessageInit) slotd__v1__range_query__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__range_entry__field_descriptors[3] =
+static const ProtobufCFieldDescriptor slotd__v1__range_entry__field_descriptors[4] =
 {
   {
     "key",
@@ -7928,16 +7941,29 @@ static const ProtobufCFieldDescriptor slotd__v1__range_entry__field_descriptors[
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "lease",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RangeEntry, lease),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__range_entry__field_indices_by_name[] = {
   0,   /* field[0] = key */
+  3,   /* field[3] = lease */
   1,   /* field[1] = value */
   2,   /* field[2] = version */
 };
 static const ProtobufCIntRange slotd__v1__range_entry__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor slotd__v1__range_entry__descriptor =
 {
@@ -7947,7 +7973,7 @@ const ProtobufCMessageDescriptor slotd__v1__range_entry__descriptor =
   "Slotd__V1__RangeEntry",
   "slotd.v1",
   sizeof(Slotd__V1__RangeEntry),
-  3,
+  4,
   slotd__v1__range_entry__field_descriptors,
   slotd__v1__range_entry__field_indices_by_name,
   1,  slotd__v1__range_entry__number_ranges,

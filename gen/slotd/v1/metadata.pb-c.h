@@ -947,10 +947,14 @@ struct  Slotd__V1__GetResult
    * Raft index that last wrote the key.
    */
   uint64_t version;
+  /*
+   * The lease the key is attached to (PutCommand.lease), 0 = none.
+   */
+  uint64_t lease;
 };
 #define SLOTD__V1__GET_RESULT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_result__descriptor) \
-    , 0, {0,NULL}, 0 }
+    , 0, {0,NULL}, 0, 0 }
 
 
 /*
@@ -1002,10 +1006,14 @@ struct  Slotd__V1__RangeEntry
    * Raft index that last wrote the key.
    */
   uint64_t version;
+  /*
+   * The lease the key is attached to, 0 = none.
+   */
+  uint64_t lease;
 };
 #define SLOTD__V1__RANGE_ENTRY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__range_entry__descriptor) \
-    , {0,NULL}, {0,NULL}, 0 }
+    , {0,NULL}, {0,NULL}, 0, 0 }
 
 
 struct  Slotd__V1__RangeResult
