@@ -36,6 +36,10 @@ enum rt_request_kind {
 /* rt->groups is indexed by group id: slot 0 is the controller group, 1..n_groups the slot
  * groups; room for every group a cluster state can place. */
 #define RT_GROUPS_CAP 257
+/* A replica that becomes leader waits this long before moving leadership to the group's
+ * preferred leader (ctl.c converge_group): longer than a voter that handed its groups off at
+ * shutdown takes to stop (main.c waits for the hand-off, then stops at once). */
+#define RT_LEADER_SETTLE_MS 3000
 #define RT_GROUP_SLOTS(rt) ((size_t)(rt)->n_groups + 1)
 
 /* Snapshot sizes: chunks on the wire, and the largest snapshot staged in memory. */

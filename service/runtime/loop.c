@@ -295,6 +295,14 @@ static void on_soft_state(struct runtime *rt, struct rt_group *g, const struct r
     g->leader = ss->leader;
     g->role = ss->role;
     g->term = st.term;
+    if (!was_leader && g->role == RAFT_LEADER) {
+        /* A leader that just took over (often from a voter handing its groups off before it
+         * stops) does not hand leadership to the preferred leader at once: that voter would
+         * get it back while it shuts down. */
+        int64_t settle = rt_now_ms() + RT_LEADER_SETTLE_MS;
+        if (g->converge_after_ms < settle)
+            g->converge_after_ms = settle;
+    }
     atomic_store_explicit(&g->pub_term, g->term, memory_order_relaxed);
     RT_LOG("info", "msg=\"leader changed\" node=%llu group=%u leader=%llu term=%llu role=%s",
            (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)g->leader,
