@@ -16,6 +16,9 @@ const PROTO_FILES = ['slotd/v1/metadata.proto', 'slotd/v1/admin.proto'];
 const ERROR_DETAIL_TYPE_URL = 'type.googleapis.com/slotd.v1.ErrorDetail';
 // The ErrorDetail.field of an UNAVAILABLE whose min_revision the node did not reach in time.
 const MIN_REVISION_FIELD = 'min_revision';
+// A lease id is hash_slot << 48 | a sequence number (>= 1) of that hash slot; TTLs 1..one year.
+const LEASE_ID_SHIFT = 48n;
+const LEASE_TTL_MAX = 31536000;
 
 // Codes after which taskStatus, clusterState and route ask the next endpoint, and the one after
 // which admin writes do (down, or no controller leader: the command was not sent, or a repeat
@@ -112,6 +115,28 @@ function toRevision(value, what) {
   throw new TypeError(`${what} must be a non-negative integer (BigInt, Number or decimal string)`);
 }
 
+// A lease id as a decimal string (how uint64 fields are sent), from a BigInt, a non-negative
+// integer Number or a decimal or 0x-hex string. Throws RangeError when it is not a lease id (a
+// hash slot above 255, or sequence number 0), so no call is made.
+function toLeaseId(value, what = 'lease id') {
+  let id;
+  if (typeof value === 'bigint') id = value;
+  else if (typeof value === 'number' && Number.isSafeInteger(value)) id = BigInt(value);
+  else if (typeof value === 'string' && /^([0-9]+|0[xX][0-9a-fA-F]+)$/.test(value)) {
+    id = BigInt(value);
+  } else throw new TypeError(`${what} must be a BigInt, integer Number or decimal/0x string`);
+  if (id <= 0n || (id >> LEASE_ID_SHIFT) > 255n || (id & ((1n << LEASE_ID_SHIFT) - 1n)) === 0n) {
+    throw new RangeError(`${what} ${id} (0x${id.toString(16)}) is not a lease id ` +
+                         '(hash slot 0..255 << 48 | sequence >= 1)');
+  }
+  return id.toString();
+}
+
+// The hash slot lease id lives in (id >> 48); RangeError/TypeError as toLeaseId.
+function leaseHashSlot(value) {
+  return Number(BigInt(toLeaseId(value)) >> LEASE_ID_SHIFT);
+}
+
 function endpointsOf(addr) {
   const list = (Array.isArray(addr) ? addr : String(addr).split(','))
     .map((a) => String(a).trim())
@@ -160,8 +185,8 @@ function channelSetup(options) {
 }
 
 // createClient(addr, {deadlineMs, maxRetries, apiDir, rootCerts, privateKey, certChain,
-//   serverName}) -> {put, get, route, taskStatus, clusterState, admin, lastRevision,
-//   observeRevision, close}.
+//   serverName}) -> {put, get, leaseGrant, leaseKeepAlive, leaseRevoke, range, rangePage, txn,
+//   watch, route, taskStatus, clusterState, admin, lastRevision, observeRevision, close}.
 // addr: "host:port", a comma-separated list of them, or an array. put and get go to the first
 // one, which forwards requests for groups it does not lead; route, taskStatus, clusterState and
 // admin go to the endpoints in turn (the one that answered last first). Every call has a deadline
@@ -263,11 +288,45 @@ function createClient(addr, options = {}) {
 
   return {
     // Resolves to the ProposeResponse: {group_id, applied_index, deduplicated, put: {version}}.
-    // requestId (Buffer or string, 1..64 bytes) makes a retry of the same put safe.
-    put(key, value, { requestId } = {}) {
+    // requestId (Buffer or string, 1..64 bytes) makes a retry of the same put safe. lease (an
+    // id from leaseGrant) attaches the key to that lease, which must live in the key's hash
+    // slot (FAILED_PRECONDITION otherwise, nothing written); none also detaches the key.
+    put(key, value, { requestId, lease } = {}) {
       const request = {
         put: { key: toBuffer(key, 'key'), value: toBuffer(value, 'value') },
       };
+      if (lease !== undefined && lease !== 0 && lease !== '0' && lease !== 0n) {
+        request.put.lease = toLeaseId(lease, 'lease');
+      }
+      if (requestId !== undefined) request.request_id = toBuffer(requestId, 'requestId');
+      return unary(endpoints[0], 'metadata', 'Propose', request);
+    },
+    // Leases: keys deleted when their lease expires or is revoked. Like put, these go to the
+    // first address, which forwards them to the leader of the lease's hash slot. Each resolves
+    // to the ProposeResponse.
+    // leaseGrant(key, ttlSeconds): a lease in key's hash slot (the key is not written) of
+    // 1..31536000 s; {lease_grant: {id (decimal string), ttl_seconds}}. RangeError for a TTL
+    // out of range (no call).
+    leaseGrant(key, ttlSeconds, { requestId } = {}) {
+      if (!Number.isInteger(ttlSeconds) || ttlSeconds < 1 || ttlSeconds > LEASE_TTL_MAX) {
+        throw new RangeError(`lease_grant.ttl_seconds ${ttlSeconds} is not in 1..${LEASE_TTL_MAX}`);
+      }
+      const request = { lease_grant: { key: toBuffer(key, 'key'), ttl_seconds: ttlSeconds } };
+      if (requestId !== undefined) request.request_id = toBuffer(requestId, 'requestId');
+      return unary(endpoints[0], 'metadata', 'Propose', request);
+    },
+    // leaseKeepAlive(id): restarts the lease's TTL; {lease_keep_alive: {ttl_seconds, keys}}.
+    // Rejects NOT_FOUND when the lease expired or was revoked. id: BigInt, Number or a decimal
+    // or 0x string (RangeError when it is not a lease id; no call).
+    leaseKeepAlive(id, { requestId } = {}) {
+      const request = { lease_keep_alive: { id: toLeaseId(id) } };
+      if (requestId !== undefined) request.request_id = toBuffer(requestId, 'requestId');
+      return unary(endpoints[0], 'metadata', 'Propose', request);
+    },
+    // leaseRevoke(id): deletes the lease and every key attached to it; {lease_revoke:
+    // {keys_deleted}}. Rejects NOT_FOUND when it is gone already.
+    leaseRevoke(id, { requestId } = {}) {
+      const request = { lease_revoke: { id: toLeaseId(id) } };
       if (requestId !== undefined) request.request_id = toBuffer(requestId, 'requestId');
       return unary(endpoints[0], 'metadata', 'Propose', request);
     },
@@ -320,10 +379,13 @@ function createClient(addr, options = {}) {
         command.compares.push({ key: toBuffer(key, 'key'), target,
           op: op === undefined ? 'TXN_COMPARE_OP_UNSPECIFIED' : TXN_OPS[op], ...extra });
       };
-      const op = (branch, kind, key, value) => {
+      const op = (branch, kind, key, value, lease) => {
         const k = toBuffer(key, 'key');
-        branch.push(kind === 'put' ? { put: { key: k, value: toBuffer(value, 'value') } } :
-          kind === 'delete' ? { delete: { key: k } } : { get: { key: k } });
+        const put = kind === 'put' ? { key: k, value: toBuffer(value, 'value') } : null;
+        if (put && lease !== undefined && lease !== 0 && lease !== '0' && lease !== 0n) {
+          put.lease = toLeaseId(lease, 'lease');
+        }
+        branch.push(put ? { put } : kind === 'delete' ? { delete: { key: k } } : { get: { key: k } });
       };
       const builder = {
         ifValue(key, o, value) {
@@ -336,10 +398,16 @@ function createClient(addr, options = {}) {
         },
         ifExists(key) { compare(key, 'TXN_TARGET_EXISTS'); return builder; },
         ifAbsent(key) { compare(key, 'TXN_TARGET_ABSENT'); return builder; },
-        thenPut(key, value) { op(command.success, 'put', key, value); return builder; },
+        thenPut(key, value, { lease } = {}) {
+          op(command.success, 'put', key, value, lease);
+          return builder;
+        },
         thenDelete(key) { op(command.success, 'delete', key); return builder; },
         thenGet(key) { op(command.success, 'get', key); return builder; },
-        elsePut(key, value) { op(command.failure, 'put', key, value); return builder; },
+        elsePut(key, value, { lease } = {}) {
+          op(command.failure, 'put', key, value, lease);
+          return builder;
+        },
         elseDelete(key) { op(command.failure, 'delete', key); return builder; },
         elseGet(key) { op(command.failure, 'get', key); return builder; },
         command,
@@ -499,5 +567,6 @@ function createClient(addr, options = {}) {
 }
 
 module.exports = {
-  createClient, errorDetail, loadMetadataService, loadServices, grpc, WATCH_RESUME_CODES,
+  createClient, errorDetail, leaseHashSlot, loadMetadataService, loadServices, grpc,
+  WATCH_RESUME_CODES,
 };

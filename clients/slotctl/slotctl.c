@@ -41,6 +41,7 @@ static int cmd_write(struct slotd_client *c, const struct slotctl_args *a)
         w.kind = SLOTD_WRITE_PUT;
         w.value = a->pos[1];
         w.value_len = strlen(a->pos[1]);
+        w.lease = a->lease_id; /* --lease (0 = none) */
     } else if (a->cmd == SLOTCTL_CMD_DELETE) {
         w.kind = SLOTD_WRITE_DELETE;
     } else {
@@ -63,6 +64,7 @@ static int cmd_write(struct slotd_client *c, const struct slotctl_args *a)
         if (w.kind == SLOTD_WRITE_PUT) {
             json_object_set_new(j, "version", json_integer((json_int_t)r.version));
             json_object_set_new(j, "prev_version", json_integer((json_int_t)r.prev_version));
+            json_object_set_new(j, "lease", json_integer((json_int_t)w.lease));
         } else if (w.kind == SLOTD_WRITE_DELETE) {
             json_object_set_new(j, "deleted", json_boolean(r.deleted));
             json_object_set_new(j, "prev_version", json_integer((json_int_t)r.prev_version));
@@ -78,8 +80,12 @@ static int cmd_write(struct slotd_client *c, const struct slotctl_args *a)
         }
         slotctl_json_print(j);
     } else if (w.kind == SLOTD_WRITE_PUT) {
-        printf("OK  version %llu  prev_version %llu  group %u\n", (unsigned long long)r.version,
+        printf("OK  version %llu  prev_version %llu  group %u", (unsigned long long)r.version,
                (unsigned long long)r.prev_version, r.group_id);
+        if (w.lease)
+            printf("  lease %llu (0x%llx)", (unsigned long long)w.lease,
+                   (unsigned long long)w.lease);
+        printf("\n");
     } else if (w.kind == SLOTD_WRITE_DELETE) {
         printf("%s  prev_version %llu  group %u\n", r.deleted ? "DELETED" : "ABSENT",
                (unsigned long long)r.prev_version, r.group_id);
@@ -474,6 +480,11 @@ int main(int argc, char **argv)
         break;
     case SLOTCTL_CMD_FEATURE:
         code = slotctl_feature_run(c, &a);
+        break;
+    case SLOTCTL_CMD_LEASE_GRANT:
+    case SLOTCTL_CMD_LEASE_KEEPALIVE:
+    case SLOTCTL_CMD_LEASE_REVOKE:
+        code = slotctl_lease_run(c, &a);
         break;
     default:
         code = cmd_write(c, &a);

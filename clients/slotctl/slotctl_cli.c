@@ -1,6 +1,7 @@
 /* slotctl_cli.c - slotctl's argument parser, --help text and exit-code mapping. */
 #include "slotctl_cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -33,6 +34,43 @@ static bool cli_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
     return true;
 }
 
+bool slotctl_lease_id_parse(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+' || isspace((unsigned char)*s))
+        return false;
+    bool hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+    if (hex && (!s[2] || !isxdigit((unsigned char)s[2])))
+        return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(hex ? s + 2 : s, &end, hex ? 16 : 10);
+    if (errno || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Seconds with at most 3 decimals ("2", "0.5") as milliseconds; -1 when s is not one. */
+static int cli_seconds_ms(const char *s)
+{
+    if (!s || !isdigit((unsigned char)*s))
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long whole = strtoull(s, &end, 10);
+    if (errno || whole > SLOTCTL_LEASE_INTERVAL_MS_MAX / 1000)
+        return -1;
+    int ms = (int)whole * 1000;
+    if (*end == '.') {
+        int scale = 100;
+        for (end++; isdigit((unsigned char)*end) && scale > 0; end++, scale /= 10)
+            ms += (*end - '0') * scale;
+        if (scale == 100 && !isdigit((unsigned char)end[-1]))
+            return -1; /* "2." */
+    }
+    return *end ? -1 : ms;
+}
+
 static const struct {
     const char *name;
     enum slotctl_cmd cmd;
@@ -56,11 +94,12 @@ static const struct {
     {"migrate-slots", SLOTCTL_CMD_MIGRATE_SLOTS, 0, 0},
     {"task", SLOTCTL_CMD_TASK_STATUS, 1, 2}, /* task status [TASK_ID] */
     {"status", SLOTCTL_CMD_STATUS, 0, 0},
-    {"user", SLOTCTL_CMD_USER, 1, 3}, /* user SUB [NAME [ROLE]] */
-    {"role", SLOTCTL_CMD_ROLE, 1, 5}, /* role SUB [NAME [TYPE ACCESS [VALUE]]] */
+    {"user", SLOTCTL_CMD_USER, 1, 3},       /* user SUB [NAME [ROLE]] */
+    {"role", SLOTCTL_CMD_ROLE, 1, 5},       /* role SUB [NAME [TYPE ACCESS [VALUE]]] */
     {"feature", SLOTCTL_CMD_FEATURE, 1, 3}, /* feature list | feature set NAME on|off */
     {"watch", SLOTCTL_CMD_WATCH, 0, 1},     /* watch KEY | watch --prefix P */
     {"txn", SLOTCTL_CMD_TXN, 0, 0},
+    {"lease", SLOTCTL_CMD_LEASE, 2, 3}, /* lease grant KEY TTL | lease keepalive|revoke ID */
 };
 
 #define CLI_N_CMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
@@ -70,6 +109,12 @@ static const char *cli_cmd_word(enum slotctl_cmd cmd)
 {
     if (cmd == SLOTCTL_CMD_TASK_STATUS)
         return "task status";
+    if (cmd == SLOTCTL_CMD_LEASE_GRANT)
+        return "lease grant";
+    if (cmd == SLOTCTL_CMD_LEASE_KEEPALIVE)
+        return "lease keepalive";
+    if (cmd == SLOTCTL_CMD_LEASE_REVOKE)
+        return "lease revoke";
     for (size_t k = 0; k < CLI_N_CMDS; k++)
         if (cli_cmds[k].cmd == cmd)
             return cli_cmds[k].name;
@@ -229,15 +274,16 @@ static int cli_admin_option(const char *opt, const char *val, struct slotctl_arg
      CLI_BIT(SLOTCTL_CMD_PROMOTE) | CLI_BIT(SLOTCTL_CMD_RETRY) |                                   \
      CLI_BIT(SLOTCTL_CMD_MIGRATE_SLOTS))
 
-/* "--x: only for a, b" naming the commands in mask. */
+/* "--x: only for a, b" naming the commands in mask (in enum order, which is cli_cmds' order
+ * followed by the lease subcommands). */
 static int cli_only_for(const char *opt, unsigned mask, char *err, size_t errlen)
 {
     char names[256] = "";
     size_t used = 0;
-    for (size_t k = 0; k < CLI_N_CMDS; k++)
-        if (mask & CLI_BIT(cli_cmds[k].cmd))
+    for (int cmd = SLOTCTL_CMD_PUT; cmd <= SLOTCTL_CMD_LEASE_REVOKE; cmd++)
+        if (mask & CLI_BIT(cmd) && used < sizeof(names))
             used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s", used ? ", " : "",
-                                     cli_cmd_word(cli_cmds[k].cmd));
+                                     cli_cmd_word((enum slotctl_cmd)cmd));
     return cli_fail(err, errlen, "%s: only for %s", opt, names);
 }
 
@@ -278,7 +324,10 @@ static int cli_admin_allowed(const struct slotctl_args *a, char *err, size_t err
         {"--count-only", a->count_only, CLI_BIT(SLOTCTL_CMD_GET)},
         {"--keys-only", a->keys_only, CLI_BIT(SLOTCTL_CMD_GET) | CLI_BIT(SLOTCTL_CMD_WATCH)},
         {"--resume", a->resume != NULL, CLI_BIT(SLOTCTL_CMD_WATCH)},
-        {"--count", a->count != 0, CLI_BIT(SLOTCTL_CMD_WATCH)},
+        {"--count", a->count != 0,
+         CLI_BIT(SLOTCTL_CMD_WATCH) | CLI_BIT(SLOTCTL_CMD_LEASE_KEEPALIVE)},
+        {"--interval", a->lease_interval_ms != 0, CLI_BIT(SLOTCTL_CMD_LEASE_KEEPALIVE)},
+        {"--lease", a->has_lease, CLI_BIT(SLOTCTL_CMD_PUT)},
         {"--user-rows, --channel-rows and --subscribers", a->typed_kind != 0,
          CLI_BIT(SLOTCTL_CMD_WATCH)},
     };
@@ -480,6 +529,18 @@ static int cli_option(int argc, char **argv, int *i, struct slotctl_args *a, cha
         if (!cli_uint(val, 0, UINT64_MAX, &n))
             return cli_fail(err, errlen, "--min-applied-index: '%s' is not an integer", val);
         a->min_applied_index = n;
+    } else if (strcmp(opt, "--lease") == 0) {
+        if (!slotctl_lease_id_parse(val, &a->lease_id))
+            return cli_fail(err, errlen, "--lease: '%s' is not a lease id (decimal or 0x hex)",
+                            val);
+        a->has_lease = true;
+    } else if (strcmp(opt, "--interval") == 0) {
+        int ms = cli_seconds_ms(val);
+        if (ms < SLOTCTL_LEASE_INTERVAL_MS_MIN || ms > SLOTCTL_LEASE_INTERVAL_MS_MAX)
+            return cli_fail(err, errlen, "--interval: '%s' is not a number of seconds in %g..%d",
+                            val, SLOTCTL_LEASE_INTERVAL_MS_MIN / 1000.0,
+                            SLOTCTL_LEASE_INTERVAL_MS_MAX / 1000);
+        a->lease_interval_ms = ms;
     } else {
         return cli_admin_option(opt, val, a, err, errlen);
     }
@@ -503,6 +564,38 @@ static int cli_word(const char *word, struct slotctl_args *a, char *err, size_t 
     return 0;
 }
 
+#define CLI_LEASE_USAGE "lease grant KEY TTL | lease keepalive ID | lease revoke ID"
+
+/* "lease SUB ARGS": the subcommand becomes a->cmd, its TTL and ID are parsed. */
+static int cli_lease_resolve(struct slotctl_args *a, char *err, size_t errlen)
+{
+    const char *sub = a->pos[0];
+    uint64_t n;
+    if (strcmp(sub, "grant") == 0) {
+        if (a->pos_count != 3)
+            return cli_fail(err, errlen, "lease grant: usage: lease grant KEY TTL");
+        if (!cli_uint(a->pos[2], 1, SLOTD_LEASE_TTL_MAX, &n))
+            return cli_fail(err, errlen,
+                            "lease grant: TTL '%s' is not a number of seconds in 1..%u", a->pos[2],
+                            SLOTD_LEASE_TTL_MAX);
+        a->cmd = SLOTCTL_CMD_LEASE_GRANT;
+        a->ttl_seconds = (uint32_t)n;
+        return 0;
+    }
+    bool keep = strcmp(sub, "keepalive") == 0 || strcmp(sub, "keep-alive") == 0;
+    if (!keep && strcmp(sub, "revoke") != 0)
+        return cli_fail(err, errlen, "lease: unknown subcommand '%s' (try: %s)", sub,
+                        CLI_LEASE_USAGE);
+    if (a->pos_count != 2)
+        return cli_fail(err, errlen, "lease %s: usage: lease %s ID", keep ? "keepalive" : "revoke",
+                        keep ? "keepalive" : "revoke");
+    if (!slotctl_lease_id_parse(a->pos[1], &a->lease_id))
+        return cli_fail(err, errlen, "lease %s: ID '%s' is not a lease id (decimal or 0x hex)",
+                        keep ? "keepalive" : "revoke", a->pos[1]);
+    a->cmd = keep ? SLOTCTL_CMD_LEASE_KEEPALIVE : SLOTCTL_CMD_LEASE_REVOKE;
+    return 0;
+}
+
 /* Checks the positional count and option combinations of the parsed command. */
 static int cli_check(struct slotctl_args *a, char *err, size_t errlen)
 {
@@ -516,6 +609,8 @@ static int cli_check(struct slotctl_args *a, char *err, size_t errlen)
             return cli_fail(err, errlen, "task: usage: task status [TASK_ID]");
         if (a->cmd == SLOTCTL_CMD_FEATURE && (a->pos_count < min || a->pos_count > max))
             return cli_fail(err, errlen, "feature: usage: feature list | feature set NAME on|off");
+        if (a->cmd == SLOTCTL_CMD_LEASE && (a->pos_count < min || a->pos_count > max))
+            return cli_fail(err, errlen, "lease: usage: %s", CLI_LEASE_USAGE);
         if (a->pos_count < min || a->pos_count > max) {
             if (a->cmd != SLOTCTL_CMD_BENCH)
                 return cli_fail(err, errlen, "%s: takes %d argument%s, got %d", cli_cmds[k].name,
@@ -532,6 +627,8 @@ static int cli_check(struct slotctl_args *a, char *err, size_t errlen)
         return cli_fail(err, errlen, "--user and --password-file: give both or neither");
     if (a->new_password_file && a->cmd != SLOTCTL_CMD_USER)
         return cli_fail(err, errlen, "--new-password-file: only for user add and user passwd");
+    if (a->cmd == SLOTCTL_CMD_LEASE && cli_lease_resolve(a, err, errlen) != 0)
+        return SLOTCTL_EXIT_USAGE;
     if (cli_admin_check(a, err, errlen) != 0)
         return SLOTCTL_EXIT_USAGE;
     uint64_t v;
@@ -603,7 +700,9 @@ void slotctl_usage(FILE *out)
         "               COMMAND [ARGS]\n"
         "\n"
         "commands:\n"
-        "  put KEY VALUE                       write KEY (new request id, retried safely)\n"
+        "  put KEY VALUE [--lease ID]          write KEY (new request id, retried safely);\n"
+        "                                      --lease: KEY is deleted with lease ID (of\n"
+        "                                      KEY's hash slot)\n"
         "  get KEY [--consistency C] [--min-applied-index N]\n"
         "                                      read KEY; C is linearizable (default),\n"
         "                                      leader-local or local\n"
@@ -616,7 +715,8 @@ void slotctl_usage(FILE *out)
         "  cas --delete KEY EXPECTED_VERSION   delete only if KEY's version matches (0 = absent)\n"
         "  txn                                 reads a txn from stdin: compares, a blank\n"
         "                                      line, success ops, a blank line, failure ops;\n"
-        "                                      compares value(\"K\") = \"V\", version(\"K\") > \"N\"\n"
+        "                                      compares value(\"K\") = \"V\", version(\"K\") > "
+        "\"N\"\n"
         "                                      (= != > <), exists(\"K\"), absent(\"K\"); ops\n"
         "                                      put K V, del K, get K (quotes optional);\n"
         "                                      prints SUCCESS or FAILURE (exit 3) and results\n"
@@ -629,6 +729,13 @@ void slotctl_usage(FILE *out)
         "  watch --subscribers CHANNEL | --channel-rows CHANNEL | --user-rows UID [...]\n"
         "                                      typed rows instead of keys: a channel's\n"
         "                                      subscribers, every row of a channel or of a uid\n"
+        "  lease grant KEY TTL                 a lease of TTL seconds (1..%u) in KEY's\n"
+        "                                      hash slot (KEY is not written); prints its id\n"
+        "  lease keepalive ID [--count N] [--interval S]\n"
+        "                                      restart the lease's TTL (N times, every S s;\n"
+        "                                      default once, S a third of the TTL)\n"
+        "  lease revoke ID                     delete the lease and every key attached to it\n"
+        "                                      (ID: decimal or 0x hex, as grant prints it)\n"
         "  route                               hash-slot ranges, their groups and leaders\n"
         "  cluster                             the controller's cluster state: nodes, groups\n"
         "                                      (observed vs preferred leaders), hash slots, tasks\n"
@@ -674,7 +781,8 @@ void slotctl_usage(FILE *out)
         "  role grant NAME TYPE ACCESS [VALUE] | role revoke NAME TYPE ACCESS [VALUE]\n"
         "                                      TYPE key_prefix (VALUE the prefix), kind (VALUE\n"
         "                                      user, channel, conversation, cmd, runtime_meta,\n"
-        "                                      migration_task, plugin, event) or admin;\n"
+        "                                      migration_task, plugin, event, lease) or\n"
+        "                                      admin;\n"
         "                                      ACCESS read, write or readwrite\n"
         "  bench ARGS...                       runs slotbench ARGS... from slotctl's directory\n"
         "\n"
@@ -694,7 +802,7 @@ void slotctl_usage(FILE *out)
         "  --                    ends options (for keys or values starting with '-')\n"
         "\n"
         "exit codes:\n",
-        SLOTCTL_WAIT_S_MAX, SLOTCTL_WEIGHT_MAX, SLOTCTL_INTERVAL_MS_DEFAULT,
+        SLOTD_LEASE_TTL_MAX, SLOTCTL_WAIT_S_MAX, SLOTCTL_WEIGHT_MAX, SLOTCTL_INTERVAL_MS_DEFAULT,
         SLOTCTL_WATCH_TIMEOUT_S_DEFAULT, SLOTCTL_ENDPOINTS_DEFAULT,
         SLOTD_CLIENT_DEADLINE_MS_DEFAULT, SLOTD_CLIENT_MAX_RETRIES_DEFAULT);
 #define SLOTCTL__EXIT_HELP(name, value, text) fprintf(out, "  %d  %s\n", value, text);

@@ -12,7 +12,8 @@
 /* Exit codes scripts can rely on (also in --help and README.md). */
 #define SLOTCTL_EXITS(X)                                                                           \
     X(SLOTCTL_EXIT_OK, 0, "success")                                                               \
-    X(SLOTCTL_EXIT_NOT_FOUND, 1, "get: the key does not exist; task status: no such task")         \
+    X(SLOTCTL_EXIT_NOT_FOUND, 1,                                                                   \
+      "get: the key does not exist; task status: no such task; lease: no such lease")              \
     X(SLOTCTL_EXIT_USAGE, 2, "usage error (bad command line)")                                     \
     X(SLOTCTL_EXIT_PRECONDITION, 3, "failed precondition (CAS version mismatch, ...)")             \
     X(SLOTCTL_EXIT_UNAVAILABLE, 4,                                                                 \
@@ -52,8 +53,12 @@ enum slotctl_cmd {
     SLOTCTL_CMD_USER, /* user add|delete|passwd|grant|revoke|list */
     SLOTCTL_CMD_ROLE, /* role add|delete|grant|revoke|list */
     SLOTCTL_CMD_FEATURE,
-    SLOTCTL_CMD_WATCH, /* watch KEY | watch --prefix P */
-    SLOTCTL_CMD_TXN,   /* txn: compares and ops from stdin */
+    SLOTCTL_CMD_WATCH,       /* watch KEY | watch --prefix P */
+    SLOTCTL_CMD_TXN,         /* txn: compares and ops from stdin */
+    SLOTCTL_CMD_LEASE,       /* "lease SUB ...": the parser resolves it to one of the three below */
+    SLOTCTL_CMD_LEASE_GRANT, /* lease grant KEY TTL */
+    SLOTCTL_CMD_LEASE_KEEPALIVE, /* lease keepalive ID [--count N] [--interval S] */
+    SLOTCTL_CMD_LEASE_REVOKE,    /* lease revoke ID */
 };
 
 #define SLOTCTL_ENDPOINTS_DEFAULT "127.0.0.1:7700"
@@ -69,6 +74,9 @@ enum slotctl_cmd {
 /* get --prefix --limit and watch --count bounds; longest --resume token */
 #define SLOTCTL_LIMIT_MAX 100000000
 #define SLOTCTL_RESUME_MAX 65536
+/* lease keepalive --interval bounds (ms; given in seconds, e.g. 0.5) */
+#define SLOTCTL_LEASE_INTERVAL_MS_MIN 50
+#define SLOTCTL_LEASE_INTERVAL_MS_MAX 3600000
 
 struct slotctl_args {
     const char *endpoints; /* points into argv or the environment */
@@ -125,7 +133,14 @@ struct slotctl_args {
     /* watch --user-rows / --channel-rows / --subscribers: enum slotd_typed_watch_kind */
     int typed_kind;
     const char *typed_id; /* their value */
-    uint64_t count;     /* watch: stop after this many events (0 = no limit) */
+    uint64_t count;       /* watch: stop after this many events (0 = no limit); lease
+                           * keepalive: keep-alives to send (0 = one) */
+    /* lease grant KEY TTL, lease keepalive|revoke ID, put KEY VALUE --lease ID (IDs decimal
+     * or 0x hex) */
+    uint32_t ttl_seconds;
+    uint64_t lease_id;
+    bool has_lease;        /* put --lease given */
+    int lease_interval_ms; /* lease keepalive --interval (0: a third of the TTL) */
     int bench_argc;  /* bench: the arguments after "bench" */
     char **bench_argv;
 };
@@ -151,6 +166,10 @@ void slotctl_usage(FILE *out);
 
 /* The exit code for a libslotd result (enum slotd_client_err). */
 int slotctl_exit_of(int client_err);
+
+/* s, out: borrowed for the call. Parses a lease id: decimal, or hex after 0x/0X. Returns false
+ * when s is not one (empty, signs, junk, more than 64 bits). */
+bool slotctl_lease_id_parse(const char *s, uint64_t *out);
 
 /* Static name of a consistency ("linearizable"). */
 const char *slotctl_consistency_name(int consistency);

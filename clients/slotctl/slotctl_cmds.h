@@ -200,4 +200,11 @@ int slotctl_resume_parse(const char *s, struct slotd_watch_position *out, size_t
  * events, --timeout seconds or SIGINT/SIGTERM, then the resume token. Returns the exit code. */
 int slotctl_watch_run(struct slotd_client *c, const struct slotctl_args *a);
 
+/* ---- leases (slotctl_lease.c) ---- */
+
+/* c, a: borrowed for the call. `lease grant KEY TTL`, `lease keepalive ID [--count N]
+ * [--interval S]` and `lease revoke ID`: prints "lease ID (0xHEX) ..." per answer, or one JSON
+ * object per answer. Returns the exit code (a lease that is gone: SLOTCTL_EXIT_NOT_FOUND). */
+int slotctl_lease_run(struct slotd_client *c, const struct slotctl_args *a);
+
 #endif /* SLOTD_SLOTCTL_CMDS_H */

@@ -12,7 +12,8 @@ static const char *const cmd_names[] = {
     "route", "cluster",       "health",       "bench",  "transfer-leader",
     "join",  "activate",      "move-replica", "drain",  "promote",
     "retry", "migrate-slots", "task status",  "status", "user",
-    "role", "feature",       "watch",        "txn",
+    "role", "feature",       "watch",        "txn",    "lease",
+    "lease grant", "lease keepalive", "lease revoke",
 };
 
 const char *slotctl_cmd_name(int cmd)

@@ -23,6 +23,10 @@
   kill -9 of the node it streams from (it resumes on the next endpoint with its positions).
 * clients/node ``range()`` (every key under a prefix once) and the ``txn()`` builder (both
   branches, a cross-group txn refused) against one node.
+* Leases (Python ``lease_grant`` / ``put(lease=)`` / txn ``then_put(lease=)`` /
+  ``lease_keepalive`` / ``lease_revoke``, on one node and on 3; Node ``leaseGrant`` ...
+  ``leaseRevoke``): keys of the lease's hash slot attached, one of another refused
+  FAILED_PRECONDITION, a revoke deletes them, then NOT_FOUND; a key on a 2 s lease expires.
 * ``node clients/node/example.js --addr`` against one node (``npm ci`` first when
   clients/node/node_modules is missing); its output is checked and the value read back here.
   Skipped only when node or npm is not installed.
@@ -53,6 +57,19 @@ NODE_TIMEOUT_S = 30
 FAR_REVISIONS = 1000
 NOT_REACHED_WAIT_MIN_S = 2.5
 NOT_REACHED_WAIT_MAX_S = 6.0
+# Lease expiry: a short TTL and how long past it a key may linger, polled every LEASE_POLL_S.
+LEASE_TTL_S = 2
+LEASE_EXPIRY_SLACK_S = 6.0
+LEASE_POLL_S = 0.2
+
+
+def key_in_hash_slot(prefix, slot):
+    """prefix plus a suffix that puts the key (bytes) in hash slot slot."""
+    for i in range(100000):
+        key = b"%s/%d" % (prefix, i)
+        if h.hash_slot(key) == slot:
+            return key
+    raise AssertionError("no key in hash slot %d" % slot)
 
 
 def dead_address():
@@ -343,6 +360,43 @@ class ClientChecks:
             c.watch(typed=("members", cid))
 
 
+    def test_leases(self):
+        """lease_grant answers an id of the key's hash slot; put(lease=) and a txn put with a
+        lease attach keys of that hash slot (another hash slot: FAILED_PRECONDITION, nothing
+        written); lease_keepalive counts them; lease_revoke deletes them; then keepalive and
+        revoke fail NOT_FOUND. Bad ids and TTLs raise ValueError before any call."""
+        c = self.client()
+        key = h.unique_key("py/lease")
+        lease, ttl = c.lease_grant(key, 60)
+        self.assertEqual((lease >> 48, ttl), (h.hash_slot(key), 60))
+        self.assertFalse(c.get(key).get.found)  # the grant writes no key
+        w = c.put(key, b"v", lease=lease)
+        self.assertGreater(w.put.version, 0)
+        sibling = key_in_hash_slot(key, lease >> 48)
+        other = key_in_hash_slot(key, (lease >> 48) ^ 1)
+        self.assertTrue(c.txn().then_put(sibling, b"w", lease=lease).commit().txn.succeeded)
+        with self.assertRaises(SlotdError) as ctx:
+            c.put(other, b"no", lease=lease)
+        self.assertEqual(ctx.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertFalse(c.get(other).get.found)
+        redirects = c.stats["redirects"]
+        self.assertEqual(c.lease_keepalive(lease), (60, 2))
+        self.assertEqual(c.lease_revoke(lease), 2)
+        self.assertEqual(c.stats["redirects"], redirects)  # routed by the id's hash slot
+        self.assertFalse(c.get(key).get.found)
+        self.assertFalse(c.get(sibling).get.found)
+        for call in (c.lease_keepalive, c.lease_revoke):
+            with self.assertRaises(SlotdError) as ctx:
+                call(lease)
+            self.assertEqual(ctx.exception.code, grpc.StatusCode.NOT_FOUND, call.__name__)
+        attempts = c.stats["attempts"]
+        for bad in (lambda: c.lease_grant(key, 0), lambda: c.lease_keepalive(1 << 48),
+                    lambda: c.lease_revoke((256 << 48) | 1)):
+            with self.assertRaises(ValueError):
+                bad()
+        self.assertEqual(c.stats["attempts"], attempts)
+
+
 class PythonClientSingleNodeTest(ClientChecks, h.SlotdTestCase):
     @classmethod
     def setUpClass(cls):
@@ -351,6 +405,21 @@ class PythonClientSingleNodeTest(ClientChecks, h.SlotdTestCase):
 
     def any_stub(self):
         return self.server.stub
+
+    def test_lease_expiry(self):
+        """A key on a 2 s lease nobody keeps alive is deleted within a few seconds of the TTL."""
+        c = self.client()
+        key = h.unique_key("py/lexp")
+        lease, _ = c.lease_grant(key, LEASE_TTL_S)
+        c.put(key, b"v", lease=lease)
+        start = time.monotonic()
+        while c.get(key).get.found:
+            self.assertLess(time.monotonic() - start, LEASE_TTL_S + LEASE_EXPIRY_SLACK_S,
+                            "key on an expired lease still there")
+            time.sleep(LEASE_POLL_S)
+        with self.assertRaises(SlotdError) as ctx:
+            c.lease_keepalive(lease)
+        self.assertEqual(ctx.exception.code, grpc.StatusCode.NOT_FOUND)
 
     def test_route(self):
         c = self.client()
@@ -677,6 +746,46 @@ const { createClient } = require(indexPath);
 """
 
 
+# Run by `node -e` with argv: index.js path, endpoint, key, a key of the same hash slot, a key
+# of another hash slot, the short TTL, the poll bound in ms. Prints one JSON object.
+NODE_LEASE_SCRIPT = r"""
+'use strict';
+const [indexPath, addr, key, sibling, other, ttl, boundMs] = process.argv.slice(1);
+const { createClient, leaseHashSlot } = require(indexPath);
+const codeOf = async (call) => {
+  try { await call(); return 0; } catch (err) { return err.code; }
+};
+(async () => {
+  const c = createClient([addr]);
+  const out = {};
+  // a short lease nobody keeps alive, on its own key
+  const short = (await c.leaseGrant(key + '/exp', Number(ttl))).lease_grant.id;
+  await c.put(key + '/exp', 'e', { lease: short });
+  const g = (await c.leaseGrant(key, 60)).lease_grant;
+  out.grant = [g.id, g.ttl_seconds, leaseHashSlot(g.id)];
+  out.foundAfterGrant = (await c.get(key)).get.found;
+  await c.put(key, 'v', { lease: g.id });
+  out.txn = (await c.txn().thenPut(sibling, 'w', { lease: BigInt(g.id) }).commit()).txn.succeeded;
+  out.otherSlot = await codeOf(() => c.put(other, 'no', { lease: g.id }));
+  const k = (await c.leaseKeepAlive(g.id)).lease_keep_alive;
+  out.keepAlive = [k.ttl_seconds, k.keys];
+  out.revoke = (await c.leaseRevoke('0x' + BigInt(g.id).toString(16))).lease_revoke.keys_deleted;
+  out.foundAfterRevoke = [(await c.get(key)).get.found, (await c.get(sibling)).get.found];
+  out.gone = [await codeOf(() => c.leaseKeepAlive(g.id)), await codeOf(() => c.leaseRevoke(g.id))];
+  try { c.leaseKeepAlive(1n << 48n); out.badId = 'sent'; } catch (err) { out.badId = err.name; }
+  try { c.leaseGrant(key, 0); out.badTtl = 'sent'; } catch (err) { out.badTtl = err.name; }
+  const t0 = Date.now();
+  while ((await c.get(key + '/exp')).get.found && Date.now() - t0 < Number(boundMs)) {
+    await new Promise((resolve) => { setTimeout(resolve, 200); });
+  }
+  out.expired = !(await c.get(key + '/exp')).get.found;
+  out.short = short;
+  console.log(JSON.stringify(out));
+  c.close();
+})().catch((err) => { console.error(err); process.exit(1); });
+"""
+
+
 # Run by `node -e` with argv: index.js path, endpoint, channel id, events wanted. Prints
 # "created", then one JSON object per event, then {"done": n}.
 NODE_TYPED_WATCH_SCRIPT = r"""
@@ -782,6 +891,34 @@ class NodeExampleTest(h.SlotdTestCase):
                          [("WATCH_EVENT_TYPE_PUT", "TYPED_TABLE_CHANNEL_MEMBER",
                            (prefix + u).hex()) for u in (b"p", b"q")])
         self.assertEqual(lines[-1], {"done": 2})
+
+    def test_leases(self):
+        """clients/node leaseGrant / put({lease}) / txn thenPut({lease}) / leaseKeepAlive /
+        leaseRevoke: the revoke deletes both keys, later calls reject NOT_FOUND, bad ids and
+        TTLs throw before any call, and a key on a 2 s lease nobody keeps alive expires."""
+        key = h.unique_key("njslease")
+        sibling = key_in_hash_slot(key + b"/s", h.hash_slot(key))
+        other = key_in_hash_slot(key + b"/o", h.hash_slot(key) ^ 1)
+        bound_ms = int((LEASE_TTL_S + LEASE_EXPIRY_SLACK_S) * 1000)
+        proc = subprocess.run([self.node, "-e", NODE_LEASE_SCRIPT, str(NODE_DIR / "index.js"),
+                               self.server.addr, key.decode(), sibling.decode(), other.decode(),
+                               str(LEASE_TTL_S), str(bound_ms)],
+                              capture_output=True, text=True, timeout=NODE_TIMEOUT_S)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        out = json.loads(proc.stdout)
+        lease = int(out["grant"][0])
+        self.assertEqual(out["grant"][1:], [60, h.hash_slot(key)])
+        self.assertEqual(lease >> 48, h.hash_slot(key))
+        self.assertFalse(out["foundAfterGrant"])
+        self.assertTrue(out["txn"])
+        self.assertEqual(out["otherSlot"], grpc.StatusCode.FAILED_PRECONDITION.value[0])
+        self.assertFalse(h.get(self.server.stub, other).get.found)
+        self.assertEqual(out["keepAlive"], [60, 2])
+        self.assertEqual(out["revoke"], 2)
+        self.assertEqual(out["foundAfterRevoke"], [False, False])
+        self.assertEqual(out["gone"], [grpc.StatusCode.NOT_FOUND.value[0]] * 2)
+        self.assertEqual((out["badId"], out["badTtl"]), ("RangeError", "RangeError"))
+        self.assertTrue(out["expired"], "key on an expired lease still there")
 
     def test_example_unreachable(self):
         code, out, err = self.run_example("--addr", dead_address())

@@ -1,14 +1,17 @@
 # test_slotctl.py - slotctl and libslotd against a real single node and a 3-node cluster.
 """slotctl end to end: put/get/delete/cas round trips (human and --json output), exit codes,
 route/cluster/health views, the bench alias, get --prefix paging, txn from stdin, watch with
-resume tokens (and across a kill -9 of the node it streams from), and a long-lived libslotd
-client (cclient_write_loop) that keeps writing while the leader of its key's group is SIGTERMed.
+resume tokens (and across a kill -9 of the node it streams from), leases (grant, put --lease,
+keepalive, revoke, each routed straight to its group's leader; a short lease expiring), and a
+long-lived libslotd client (cclient_write_loop) that keeps writing while the leader of its key's
+group is SIGTERMed.
 
 slotctl is ``$SLOTCTL_BIN`` when set, else ``slotctl`` next to the slotd binary the harness uses;
 cclient_write_loop likewise (``$CCLIENT_WRITE_LOOP_BIN``)."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -27,6 +30,11 @@ LOOP_DEADLINE_MS = 2000
 LOOP_MAX_RETRIES = 10
 LOOP_TIMEOUT_S = 120.0
 STOP_AFTER_WRITES = 10
+# Lease expiry: a short TTL, and how long past it the key may linger (the leader's expiry
+# check and the replicated delete), polled every LEASE_POLL_S.
+LEASE_TTL_S = 2
+LEASE_EXPIRY_SLACK_S = 6.0
+LEASE_POLL_S = 0.2
 
 
 def slotctl(endpoints, *args, json_out=False, timeout=RUN_TIMEOUT_S):
@@ -34,6 +42,16 @@ def slotctl(endpoints, *args, json_out=False, timeout=RUN_TIMEOUT_S):
     cmd = [SLOTCTL_BIN, "--endpoints", endpoints] + (["--json"] if json_out else []) + list(args)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def wait_key_gone(endpoints, key, timeout):
+    """Polls slotctl get until key is absent (exit 1); returns the seconds it took, or None."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if slotctl(endpoints, "get", key)[0] == 1:
+            return time.monotonic() - start
+        time.sleep(LEASE_POLL_S)
+    return None
 
 
 def slotctl_json(endpoints, *args):
@@ -314,6 +332,62 @@ class SlotctlChecks:
         self.assertEqual(code, 2, err)
 
 
+    # ---- leases ----
+
+    def test_lease_grant_put_keepalive_revoke(self):
+        """lease grant prints the id in decimal and hex (its hash slot is the key's); put
+        --lease attaches keys of that hash slot (one of another hash slot is refused, exit 3,
+        nothing written); keepalive counts them; revoke deletes them; afterwards keepalive and
+        revoke exit 1 (no such lease)."""
+        key = self.key("lease")
+        code, out, err = slotctl(self.endpoints, "lease", "grant", key, "60")
+        self.assertEqual(code, 0, err)
+        m = re.fullmatch(r"lease (\d+) \(0x([0-9a-f]+)\) ttl 60s  hash slot (\d+)  group (\d+)\n",
+                         out)
+        self.assertIsNotNone(m, out)
+        lease = int(m.group(1))
+        self.assertEqual(int(m.group(2), 16), lease)
+        self.assertEqual(lease >> 48, h.hash_slot(key.encode()))
+        self.assertEqual(int(m.group(3)), lease >> 48)
+        self.assertEqual(int(m.group(4)), self.table[lease >> 48])
+        self.assertEqual(slotctl(self.endpoints, "get", key)[0], 1)  # the grant writes no key
+        code, out, err = slotctl(self.endpoints, "put", key, "v", "--lease", hex(lease))
+        self.assertEqual(code, 0, err)
+        self.assertIn("lease %d (%#x)" % (lease, lease), out)
+        sibling = key + "/2"
+        while h.hash_slot(sibling.encode()) != lease >> 48:
+            sibling += "x"
+        code, j, err = slotctl_json(self.endpoints, "put", sibling, "w", "--lease", str(lease))
+        self.assertEqual((code, j["lease"]), (0, lease), err)
+        other = key + "/o"
+        while h.hash_slot(other.encode()) == lease >> 48:
+            other += "x"
+        code, out, err = slotctl(self.endpoints, "put", other, "no", "--lease", str(lease))
+        self.assertEqual(code, 3, err)
+        self.assertIn("FAILED_PRECONDITION", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertEqual(slotctl(self.endpoints, "get", other)[0], 1)  # nothing written
+        code, out, err = slotctl(self.endpoints, "lease", "keepalive", str(lease))
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, "lease %d (%#x) ttl 60s  keys 2\n" % (lease, lease))
+        code, j, err = slotctl_json(self.endpoints, "lease", "revoke", hex(lease))
+        self.assertEqual(code, 0, err)
+        self.assertEqual((j["command"], j["id"], j["id_hex"], j["keys_deleted"]),
+                         ("lease revoke", lease, hex(lease), 2))
+        for k in (key, sibling):
+            self.assertEqual(slotctl(self.endpoints, "get", k)[0], 1, k)
+        for sub in ("keepalive", "revoke"):
+            code, out, err = slotctl(self.endpoints, "lease", sub, str(lease))
+            self.assertEqual(code, 1, "%s: %s" % (sub, err))
+            self.assertIn("NOT_FOUND", err)
+        code, out, err = slotctl(self.endpoints, "lease", "revoke", hex(1 << 48))
+        self.assertEqual(code, 5, err)  # sequence 0: refused before any call
+        self.assertIn("lease_revoke.id", err)
+        code, out, err = slotctl(self.endpoints, "lease", "grant", key, "0")
+        self.assertEqual(code, 2, err)
+        self.assertIn("TTL '0'", err)
+
+
 class TestSlotctlSingleNode(SlotctlChecks, h.SlotdTestCase):
     @classmethod
     def setUpClass(cls):
@@ -363,6 +437,36 @@ class TestSlotctlCluster(SlotctlChecks, h.SlotdTestCase):
             self.assertEqual(j["group_id"], group_id)
             self.assertEqual(j["attempts"], 1, "group %d leader %d" % (group_id, leaders[group_id]))
 
+
+    def test_lease_calls_go_straight_to_leaders_and_expire(self):
+        """Through one endpoint, a lease in every group: grant (routed by its key) and
+        keepalive and revoke (routed by the id's hash slot) reach the group's leader in one
+        attempt. A key on a 2 s lease outlives the TTL while keepalive --count runs, then is
+        deleted within a few seconds once the keep-alives stop."""
+        one = self.cluster.addr(self.cluster.node_ids[0])
+        key = self.key("lexp")
+        code, j, err = slotctl_json(one, "lease", "grant", key, str(LEASE_TTL_S))
+        self.assertEqual(code, 0, err)
+        expiring = j["id"]
+        self.assertEqual(slotctl(one, "put", key, "v", "--lease", str(expiring))[0], 0)
+        for group_id, keys in self.cluster.keys_by_group("lroute").items():
+            code, j, err = slotctl_json(one, "lease", "grant", keys[0].decode(), "60")
+            self.assertEqual((code, j["group_id"], j["attempts"]), (0, group_id, 1), err)
+            for sub in ("keepalive", "revoke"):
+                code, j2, err = slotctl_json(one, "lease", sub, j["id_hex"])
+                self.assertEqual((code, j2["group_id"], j2["attempts"]), (0, group_id, 1),
+                                 "%s group %d: %s" % (sub, group_id, err))
+        code, out, err = slotctl(one, "lease", "keepalive", str(expiring), "--count", "3",
+                                 "--interval", "1")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out.splitlines(), ["lease %d (%#x) ttl %ds  keys 1"
+                                            % (expiring, expiring, LEASE_TTL_S)] * 3)
+        code, j, err = slotctl_json(self.endpoints, "get", key)
+        self.assertEqual((code, j["value"]), (0, "v"), err)  # kept alive past its TTL
+        took = wait_key_gone(self.endpoints, key, LEASE_TTL_S + LEASE_EXPIRY_SLACK_S)
+        self.assertIsNotNone(took, "key on an expired lease still there")
+        code, out, err = slotctl(one, "lease", "keepalive", str(expiring))
+        self.assertEqual(code, 1, err)
 
     def test_watch_resumes_across_kill_of_its_node(self):
         """libslotd's watch (slotctl watch) keeps going when the node it streams from is

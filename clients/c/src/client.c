@@ -10,6 +10,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -509,10 +510,10 @@ static bool client_route_due(struct slotd_client *c, int64_t now)
            now - c->route_fetched_ns >= (int64_t)c->o.route_refresh_ms * 1000000;
 }
 
-/* Writes into address where a call for key goes: its group's leader per the route (fetched
- * or refreshed when due), else (no route, or key NULL: a call any node serves) an endpoint
- * chosen round robin. */
-static void client_pick_address(struct slotd_client *c, const void *key, size_t klen, char *address)
+/* Writes into address where a call for hash_slot goes: its group's leader per the route
+ * (fetched or refreshed when due), else (no route, or hash_slot < 0: a call any node serves) an
+ * endpoint chosen round robin. */
+static void client_pick_address(struct slotd_client *c, int hash_slot, char *address)
 {
     int64_t now = client_now_ns();
     pthread_mutex_lock(&c->lock);
@@ -525,7 +526,9 @@ static void client_pick_address(struct slotd_client *c, const void *key, size_t 
         client_route_refresh(c, NULL, &ignored); /* the call itself reports what fails */
     }
     pthread_mutex_lock(&c->lock);
-    const char *leader = c->route && key ? slotd_route_leader_address(c->route, key, klen) : NULL;
+    const char *leader = c->route && hash_slot >= 0
+                             ? slotd__route_slot_leader_address(c->route, (unsigned)hash_slot)
+                             : NULL;
     if (leader)
         snprintf(address, SLOTD_ADDRESS_LEN + 1, "%s", leader);
     else
@@ -566,13 +569,12 @@ int slotd_route_fetch(struct slotd_client *c, struct slotd_route **out, struct s
 
 /* ---- routed calls ---------------------------------------------------------------------- */
 
-/* Sends req (borrowed) to the leader of key's group (key NULL: to an endpoint) with redirects
- * and retries. On success *body holds the response (caller frees with grpc_slice_unref()). op
- * names the call in messages ("put"). */
+/* Sends req (borrowed) to the leader of the group owning hash_slot (< 0: to an endpoint) with
+ * redirects and retries. On success *body holds the response (caller frees with
+ * grpc_slice_unref()). op names the call in messages ("put"). */
 static int client_routed_call(struct slotd_client *c, const char *op, const char *method,
-                              const void *key, size_t klen, const uint8_t *req, size_t req_len,
-                              bool idempotent, grpc_slice *body, unsigned *attempts,
-                              struct slotd_status *st)
+                              int hash_slot, const uint8_t *req, size_t req_len, bool idempotent,
+                              grpc_slice *body, unsigned *attempts, struct slotd_status *st)
 {
     unsigned retries = 0, redirects = 0;
     char address[SLOTD_ADDRESS_LEN + 1];
@@ -583,7 +585,7 @@ static int client_routed_call(struct slotd_client *c, const char *op, const char
         if (hint[0])
             snprintf(address, sizeof(address), "%s", hint);
         else
-            client_pick_address(c, key, klen, address);
+            client_pick_address(c, hash_slot, address);
         hint[0] = '\0';
         (*attempts)++;
         rc = client_unary(c, address, method, req, req_len, body, st);
@@ -662,6 +664,7 @@ static int client_write_encode(const struct slotd_write *w, const struct slotd_w
     case SLOTD_WRITE_PUT:
         put.key = key;
         put.value = value;
+        put.lease = w->lease;
         m.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT;
         m.put = &put;
         break;
@@ -746,6 +749,13 @@ static int client_write_check(const struct slotd_write *w, struct slotd_write_re
         snprintf(out->status.field, sizeof(out->status.field), "request_id");
         return SLOTD_CLIENT_EINVAL;
     }
+    if (w->lease != 0 && w->kind != SLOTD_WRITE_PUT) {
+        snprintf(out->status.message, sizeof(out->status.message),
+                 "%s: a lease is only for puts (lease %llu given)",
+                 w->kind == SLOTD_WRITE_DELETE ? "delete" : "cas", (unsigned long long)w->lease);
+        snprintf(out->status.field, sizeof(out->status.field), "lease");
+        return SLOTD_CLIENT_EINVAL;
+    }
     if ((!w->key && w->key_len) || (!w->value && w->value_len)) {
         snprintf(out->status.message, sizeof(out->status.message),
                  "write: NULL key or value with a non-zero length");
@@ -781,9 +791,9 @@ int slotd_write(struct slotd_client *c, const struct slotd_write *w, struct slot
     if (rc != SLOTD_CLIENT_OK)
         return rc;
     grpc_slice body;
-    rc = client_routed_call(c, client_write_op(w->kind), CLIENT_METHOD_PROPOSE, w->key, w->key_len,
-                            req, req_len, out->request_id_len > 0, &body, &out->attempts,
-                            &out->status);
+    rc = client_routed_call(c, client_write_op(w->kind), CLIENT_METHOD_PROPOSE,
+                            (int)slotd_hash_slot(w->key, w->key_len), req, req_len,
+                            out->request_id_len > 0, &body, &out->attempts, &out->status);
     free(req);
     if (rc != SLOTD_CLIENT_OK)
         return rc;
@@ -804,6 +814,18 @@ int slotd_put(struct slotd_client *c, const void *key, size_t klen, const void *
 {
     struct slotd_write w = {
         .kind = SLOTD_WRITE_PUT, .key = key, .key_len = klen, .value = val, .value_len = vlen};
+    return slotd_write(c, &w, out);
+}
+
+int slotd_put_lease(struct slotd_client *c, const void *key, size_t klen, const void *val,
+                    size_t vlen, uint64_t lease, struct slotd_write_result *out)
+{
+    struct slotd_write w = {.kind = SLOTD_WRITE_PUT,
+                            .key = key,
+                            .key_len = klen,
+                            .value = val,
+                            .value_len = vlen,
+                            .lease = lease};
     return slotd_write(c, &w, out);
 }
 
@@ -891,8 +913,8 @@ int slotd_get(struct slotd_client *c, const void *key, size_t klen, int consiste
         return SLOTD_CLIENT_ENOMEM;
     slotd__v1__read_request__pack(&m, req);
     grpc_slice body;
-    int rc = client_routed_call(c, "get", CLIENT_METHOD_READ, key, klen, req, len, true, &body,
-                                &out->attempts, &out->status);
+    int rc = client_routed_call(c, "get", CLIENT_METHOD_READ, (int)slotd_hash_slot(key, klen), req,
+                                len, true, &body, &out->attempts, &out->status);
     free(req);
     if (rc != SLOTD_CLIENT_OK)
         return rc;
@@ -1029,8 +1051,17 @@ int slotd__client_routed_call(struct slotd_client *c, const char *op, const char
                               bool idempotent, grpc_slice *body, unsigned *attempts,
                               struct slotd_status *st)
 {
-    return client_routed_call(c, op, method, key, klen, req, req_len, idempotent, body, attempts,
-                              st);
+    return client_routed_call(c, op, method, key ? (int)slotd_hash_slot(key, klen) : -1, req,
+                              req_len, idempotent, body, attempts, st);
+}
+
+int slotd__client_slot_call(struct slotd_client *c, const char *op, const char *method,
+                            unsigned hash_slot, const uint8_t *req, size_t req_len, bool idempotent,
+                            grpc_slice *body, unsigned *attempts, struct slotd_status *st)
+{
+    assert(hash_slot < SLOTD_HASH_SLOTS);
+    return client_routed_call(c, op, method, (int)hash_slot, req, req_len, idempotent, body,
+                              attempts, st);
 }
 
 void slotd__client_request_id(struct slotd_client *c, uint8_t *id, size_t len)

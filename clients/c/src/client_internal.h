@@ -18,6 +18,11 @@
 int slotd__route_decode(const uint8_t *buf, size_t len, struct slotd_route **out, char *err,
                         size_t errlen);
 
+/* r: borrowed for the call. The address of the leader of the group owning hash_slot (pointer
+ * into r), or NULL when hash_slot is not 0..255 or that group, its leader or the leader's
+ * address is unknown. */
+const char *slotd__route_slot_leader_address(const struct slotd_route *r, unsigned hash_slot);
+
 /* r: borrowed for the call. A deep copy (caller frees with slotd_route_free()), NULL on ENOMEM. */
 struct slotd_route *slotd__route_copy(const struct slotd_route *r);
 
@@ -133,6 +138,12 @@ int slotd__client_routed_call(struct slotd_client *c, const char *op, const char
                               const void *key, size_t klen, const uint8_t *req, size_t req_len,
                               bool idempotent, grpc_slice *body, unsigned *attempts,
                               struct slotd_status *st);
+
+/* As slotd__client_routed_call, but routed by a hash slot (0..255) instead of a key: the calls
+ * naming a lease id, whose hash slot is id >> SLOTD_LEASE_ID_SHIFT. */
+int slotd__client_slot_call(struct slotd_client *c, const char *op, const char *method,
+                            unsigned hash_slot, const uint8_t *req, size_t req_len, bool idempotent,
+                            grpc_slice *body, unsigned *attempts, struct slotd_status *st);
 
 /* Fills id[0..len) with random bytes (a request id). */
 void slotd__client_request_id(struct slotd_client *c, uint8_t *id, size_t len);

@@ -204,13 +204,14 @@ static int kv_txn_check(const struct slotd_txn *t, struct slotd_txn_result *out)
         for (size_t i = 0; i < counts[b]; i++) {
             const struct slotd_txn_op *op = &branches[b][i];
             if (kv_bad_bytes(op->key, op->key_len) || kv_bad_bytes(op->value, op->value_len) ||
-                op->kind < SLOTD_TXN_PUT || op->kind > SLOTD_TXN_GET)
+                op->kind < SLOTD_TXN_PUT || op->kind > SLOTD_TXN_GET ||
+                (op->lease != 0 && op->kind != SLOTD_TXN_PUT))
                 bad = b == 0 ? "txn.success" : "txn.failure";
         }
     if (bad) {
         snprintf(out->status.message, sizeof(out->status.message),
-                 "txn: %s: an op kind that is not put/delete/get, or a NULL key or value with a "
-                 "length",
+                 "txn: %s: an op kind that is not put/delete/get, a NULL key or value with a "
+                 "length, or a lease on an op that is not a put",
                  bad);
         snprintf(out->status.field, sizeof(out->status.field), "%s", bad);
         return SLOTD_CLIENT_EINVAL;
@@ -240,6 +241,7 @@ static void kv_txn_ops(const struct slotd_txn_op *ops, size_t n, Slotd__V1__TxnO
             slotd__v1__put_command__init(&puts[i]);
             puts[i].key = key;
             puts[i].value = (ProtobufCBinaryData){ops[i].value_len, (uint8_t *)ops[i].value};
+            puts[i].lease = ops[i].lease;
             msgs[i].op_case = SLOTD__V1__TXN_OP__OP_PUT;
             msgs[i].put = &puts[i];
             break;

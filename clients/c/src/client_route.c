@@ -247,13 +247,19 @@ const char *slotd_route_node_address(const struct slotd_route *r, uint64_t node_
     return n && n->address[0] ? n->address : NULL;
 }
 
-const char *slotd_route_leader_address(const struct slotd_route *r, const void *key, size_t klen)
+const char *slotd__route_slot_leader_address(const struct slotd_route *r, unsigned hash_slot)
 {
     const struct slotd_route_group *g =
-        slotd_route_group_find(r, slotd_route_group_of(r, key, klen));
+        hash_slot < SLOTD_HASH_SLOTS ? slotd_route_group_find(r, r->hash_slot_table[hash_slot])
+                                     : NULL;
     if (!g || g->leader == 0)
         return NULL;
     return slotd_route_node_address(r, g->leader);
+}
+
+const char *slotd_route_leader_address(const struct slotd_route *r, const void *key, size_t klen)
+{
+    return slotd__route_slot_leader_address(r, slotd_hash_slot(key, klen));
 }
 
 bool slotd__route_apply_hint(struct slotd_route *r, uint32_t group_id, uint64_t node_id,

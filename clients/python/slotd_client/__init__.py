@@ -12,8 +12,8 @@ The generated protobuf modules are re-exported as ``pb`` (slotd.v1 metadata), ``
 
 from .client import (  # noqa: F401
     CONSISTENCY, WATCH_RESUME_CODES, Client, SlotdError, Watch, admin_pb, admin_pb_grpc,
-    error_detail, hash_slot, pb, pb_grpc, status_pb2,
+    error_detail, hash_slot, lease_hash_slot, pb, pb_grpc, status_pb2,
 )
 
 __all__ = ["CONSISTENCY", "WATCH_RESUME_CODES", "Client", "SlotdError", "Watch", "admin_pb", "admin_pb_grpc", "error_detail",
-           "hash_slot", "pb", "pb_grpc", "status_pb2"]
+           "hash_slot", "lease_hash_slot", "pb", "pb_grpc", "status_pb2"]

@@ -50,6 +50,9 @@ from google.rpc import status_pb2  # noqa: E402
 
 HASH_SLOTS = 256
 REQUEST_ID_BYTES = 16
+# A lease id is hash_slot << LEASE_ID_SHIFT | a sequence number (>= 1) of that hash slot.
+LEASE_ID_SHIFT = 48
+LEASE_TTL_MAX = 31536000
 ERROR_DETAIL_TYPE_URL = "type.googleapis.com/slotd.v1.ErrorDetail"
 CHANNELS_MAX = 64
 BACKOFF_FIRST_S = 0.05
@@ -97,6 +100,17 @@ CHANNEL_OPTIONS = [
 def hash_slot(key):
     """crc32_ieee(key) % 256, the hash slot of key (bytes)."""
     return zlib.crc32(key) % HASH_SLOTS
+
+
+def lease_hash_slot(lease_id):
+    """The hash slot lease_id lives in (lease_id >> 48). Raises ValueError when lease_id is not a
+    lease id (a hash slot above 255, or sequence number 0)."""
+    lease_id = int(lease_id)
+    slot = lease_id >> LEASE_ID_SHIFT
+    if lease_id < 0 or slot >= HASH_SLOTS or lease_id & ((1 << LEASE_ID_SHIFT) - 1) == 0:
+        raise ValueError("%d (%#x) is not a lease id (hash slot 0..255 << %d | sequence >= 1)"
+                         % (lease_id, lease_id, LEASE_ID_SHIFT))
+    return slot
 
 
 def error_detail(rpc_error):
@@ -341,10 +355,10 @@ class Client:
             node = self._leaders.get(group_id, 0)
             return node, (self._addresses.get(node) if node else None)
 
-    def _target(self, key):
-        """(group_id, address, no_forward) for key: its group's leader, else an endpoint (which
-        forwards)."""
-        group_id = self.group_of(key)
+    def _target(self, slot):
+        """(group_id, address, no_forward) for a hash slot: its group's leader, else an endpoint
+        (which forwards)."""
+        group_id = self.route().hash_slot_table[slot]
         node, address = self.leader_address(group_id)
         if address:
             return group_id, address, True
@@ -366,15 +380,17 @@ class Client:
 
     # -- the call loop --
 
-    def _call(self, op, key, method, build, idempotent):
-        """Sends build(no_forward) to key's leader with redirects and retries (see module doc)."""
-        key = _as_bytes(key, "key")
+    def _call(self, op, key, method, build, idempotent, slot=None):
+        """Sends build(no_forward) to the leader of key's hash slot (or of slot, when given) with
+        redirects and retries (see module doc)."""
+        if slot is None:
+            slot = hash_slot(_as_bytes(key, "key"))
         redirects = retries = attempts = 0
         backoff = BACKOFF_FIRST_S
         hinted = None  # address from the last NOT_LEADER hint, used for the next attempt
         while True:
             try:
-                group_id, address, no_forward = self._target(key)
+                group_id, address, no_forward = self._target(slot)
             except SlotdError as err:
                 if not (idempotent and err.code in RETRIABLE_CODES and retries < self.max_retries):
                     raise
@@ -419,7 +435,7 @@ class Client:
                 self._mark_stale()
             raise SlotdError(op, code, message, detail, address, attempts)
 
-    def _write(self, op, key, request_id, fill):
+    def _write(self, op, key, request_id, fill, slot=None):
         if request_id is None:
             request_id = os.urandom(REQUEST_ID_BYTES)
         request_id = _as_bytes(request_id, "request_id")
@@ -428,7 +444,7 @@ class Client:
             req = pb.ProposeRequest(request_id=request_id, no_forward=no_forward)
             fill(req)
             return req
-        return self._call(op, key, "Propose", build, idempotent=bool(request_id))
+        return self._call(op, key, "Propose", build, idempotent=bool(request_id), slot=slot)
 
     def _any_endpoint(self, op, invoke, skip_codes, passes=1):
         """invoke(address) on the seed endpoints in turn, the one that answered last first. A code
@@ -471,13 +487,16 @@ class Client:
 
     # -- the API --
 
-    def put(self, key, value, request_id=None):
+    def put(self, key, value, request_id=None, lease=0):
         """Sets key to value. Returns the ProposeResponse (.put.version, .group_id,
-        .deduplicated). request_id: None = a random one; b"" = none (then never retried)."""
+        .deduplicated). request_id: None = a random one; b"" = none (then never retried).
+        lease: a lease id (lease_grant) the key is attached to, deleted with it; it must live in
+        the key's hash slot (SlotdError FAILED_PRECONDITION otherwise, nothing written). 0 = none,
+        which also detaches the key from a lease it had."""
         key, value = _as_bytes(key, "key"), _as_bytes(value, "value")
 
         def fill(req):
-            req.put.key, req.put.value = key, value
+            req.put.key, req.put.value, req.put.lease = key, value, int(lease)
         return self._write("put", key, request_id, fill)
 
     def delete(self, key, request_id=None):
@@ -540,6 +559,45 @@ class Client:
             if not page.more:
                 return
             cursor = page.cursor
+
+    # -- leases: keys deleted when their lease expires or is revoked --
+
+    def lease_grant(self, key, ttl, request_id=None):
+        """Grants a lease of ttl seconds (1..31536000) in the hash slot of key (the key is not
+        written), sent to that group's leader like a put. The lease expires ttl seconds after its
+        grant or last keep-alive; its keys are then deleted. Returns (id, ttl granted); the id's
+        hash slot is id >> 48. Raises ValueError for a ttl out of range (no call)."""
+        key, ttl = _as_bytes(key, "key"), int(ttl)
+        if not 1 <= ttl <= LEASE_TTL_MAX:
+            raise ValueError("lease_grant.ttl_seconds: %d is not in 1..%d" % (ttl, LEASE_TTL_MAX))
+
+        def fill(req):
+            req.lease_grant.key, req.lease_grant.ttl_seconds = key, ttl
+        r = self._write("lease_grant", key, request_id, fill)
+        return r.lease_grant.id, r.lease_grant.ttl_seconds
+
+    def lease_keepalive(self, lease_id, request_id=None):
+        """Restarts lease lease_id's TTL, routed to the leader of the group owning its hash slot.
+        Returns (ttl seconds, keys attached). A lease that expired or was revoked: SlotdError
+        NOT_FOUND. Raises ValueError when lease_id is not a lease id (no call)."""
+        lease_id = int(lease_id)
+        slot = lease_hash_slot(lease_id)
+
+        def fill(req):
+            req.lease_keep_alive.id = lease_id
+        r = self._write("lease_keepalive", b"", request_id, fill, slot=slot)
+        return r.lease_keep_alive.ttl_seconds, r.lease_keep_alive.keys
+
+    def lease_revoke(self, lease_id, request_id=None):
+        """Deletes lease lease_id and every key attached to it in one entry (routed like
+        lease_keepalive). Returns the number of keys deleted. Gone already: SlotdError
+        NOT_FOUND."""
+        lease_id = int(lease_id)
+        slot = lease_hash_slot(lease_id)
+
+        def fill(req):
+            req.lease_revoke.id = lease_id
+        return self._write("lease_revoke", b"", request_id, fill, slot=slot).lease_revoke.keys_deleted
 
     def txn(self, request_id=None):
         """A Txn builder: add compares with if_*(), ops with then_*() / else_*(), then commit()."""
@@ -707,18 +765,19 @@ class Txn:
         return self._compare(key, pb.TXN_TARGET_ABSENT)
 
     @staticmethod
-    def _op(branch, kind, key, value=None):
+    def _op(branch, kind, key, value=None, lease=0):
         op = branch.add()
         key = _as_bytes(key, "key")
         if kind == "put":
-            op.put.key, op.put.value = key, _as_bytes(value, "value")
+            op.put.key, op.put.value, op.put.lease = key, _as_bytes(value, "value"), int(lease)
         elif kind == "delete":
             op.delete.key = key
         else:
             op.get.key = key
 
-    def then_put(self, key, value):
-        self._op(self.command.success, "put", key, value)
+    def then_put(self, key, value, lease=0):
+        """lease: as Client.put's (0 = none)."""
+        self._op(self.command.success, "put", key, value, lease)
         return self
 
     def then_delete(self, key):
@@ -729,8 +788,8 @@ class Txn:
         self._op(self.command.success, "get", key)
         return self
 
-    def else_put(self, key, value):
-        self._op(self.command.failure, "put", key, value)
+    def else_put(self, key, value, lease=0):
+        self._op(self.command.failure, "put", key, value, lease)
         return self
 
     def else_delete(self, key):
@@ -846,4 +905,4 @@ class _CallDetails(grpc.ClientCallDetails):
 
 
 __all__ = ["CONSISTENCY", "Client", "SlotdError", "Watch", "WATCH_RESUME_CODES", "admin_pb", "admin_pb_grpc", "error_detail",
-           "hash_slot", "pb", "pb_grpc", "status_pb2"]
+           "hash_slot", "lease_hash_slot", "pb", "pb_grpc", "status_pb2"]

@@ -1,4 +1,5 @@
-/* slotctl_test.c - CUnit test of slotctl admin, status, task and kv commands: parser, tables, calls. */
+/* slotctl_test.c - CUnit test of slotctl admin, status, task, kv and lease commands: parser,
+ * tables, calls. */
 #include "slotctl_cli.h"
 #include "slotctl_cmds.h"
 
@@ -1191,6 +1192,165 @@ static void test_watch_gives_up_on_dead_endpoints(void)
     slotd_client_free(c);
 }
 
+/* ---- leases ------------------------------------------------------------------------------- */
+
+static void test_parse_lease_commands(void)
+{
+    struct slotctl_args a;
+    char err[256];
+    CU_ASSERT_EQUAL(parse(ARGV("lease", "grant", "k", "10"), &a, err, sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_LEASE_GRANT);
+    CU_ASSERT_STRING_EQUAL(a.pos[1], "k");
+    CU_ASSERT_EQUAL(a.ttl_seconds, 10);
+    CU_ASSERT_STRING_EQUAL(slotctl_cmd_name(a.cmd), "lease grant");
+    CU_ASSERT_EQUAL(
+        parse(ARGV("lease", "keepalive", "0x4d000000000001", "--count", "3", "--interval", "0.5"),
+              &a, err, sizeof(err)),
+        SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_LEASE_KEEPALIVE);
+    CU_ASSERT_EQUAL(a.lease_id, (UINT64_C(0x4d) << 48) | 1);
+    CU_ASSERT_EQUAL(a.count, 3);
+    CU_ASSERT_EQUAL(a.lease_interval_ms, 500);
+    CU_ASSERT_STRING_EQUAL(slotctl_cmd_name(a.cmd), "lease keepalive");
+    CU_ASSERT_EQUAL(parse(ARGV("lease", "keep-alive", "21673573206720513"), &a, err, sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.lease_id, (UINT64_C(0x4d) << 48) | 1);
+    CU_ASSERT_EQUAL(a.count, 0); /* one keep-alive */
+    CU_ASSERT_EQUAL(parse(ARGV("lease", "revoke", "0X1000000000002"), &a, err, sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_LEASE_REVOKE);
+    CU_ASSERT_EQUAL(a.lease_id, (UINT64_C(1) << 48) | 2);
+    CU_ASSERT_EQUAL(
+        parse(ARGV("put", "k", "v", "--lease", "0x1000000000002"), &a, err, sizeof(err)),
+        SLOTCTL_EXIT_OK);
+    CU_ASSERT_TRUE(a.has_lease);
+    CU_ASSERT_EQUAL(a.lease_id, (UINT64_C(1) << 48) | 2);
+    uint64_t id = 0;
+    CU_ASSERT_TRUE(slotctl_lease_id_parse("18446744073709551615", &id));
+    CU_ASSERT_EQUAL(id, UINT64_MAX);
+    CU_ASSERT_FALSE(slotctl_lease_id_parse("18446744073709551616", &id));
+    CU_ASSERT_FALSE(slotctl_lease_id_parse("0x10000000000000000", &id));
+    CU_ASSERT_FALSE(slotctl_lease_id_parse("0x-1", &id));
+    CU_ASSERT_FALSE(slotctl_lease_id_parse(" 1", &id));
+    static const struct {
+        char *argv[10];
+        const char *err;
+    } cases[] = {
+        {{"slotctl", "lease", NULL},
+         "lease: usage: lease grant KEY TTL | lease keepalive ID | lease revoke ID"},
+        {{"slotctl", "lease", "grant", "k", NULL}, "lease grant: usage: lease grant KEY TTL"},
+        {{"slotctl", "lease", "grant", "k", "0", NULL},
+         "lease grant: TTL '0' is not a number of seconds in 1..31536000"},
+        {{"slotctl", "lease", "grant", "k", "31536001", NULL},
+         "lease grant: TTL '31536001' is not a number of seconds in 1..31536000"},
+        {{"slotctl", "lease", "grant", "k", "10s", NULL},
+         "lease grant: TTL '10s' is not a number of seconds in 1..31536000"},
+        {{"slotctl", "lease", "renew", "1", NULL},
+         "lease: unknown subcommand 'renew' (try: lease grant KEY TTL | lease keepalive ID | "
+         "lease revoke ID)"},
+        {{"slotctl", "lease", "revoke", NULL},
+         "lease: usage: lease grant KEY TTL | lease keepalive ID | lease revoke ID"},
+        {{"slotctl", "lease", "revoke", "1", "2", NULL}, "lease revoke: usage: lease revoke ID"},
+        {{"slotctl", "lease", "keepalive", "0x", NULL},
+         "lease keepalive: ID '0x' is not a lease id (decimal or 0x hex)"},
+        {{"slotctl", "lease", "revoke", "--", "-1", NULL},
+         "lease revoke: ID '-1' is not a lease id (decimal or 0x hex)"},
+        {{"slotctl", "lease", "revoke", "12ab", NULL},
+         "lease revoke: ID '12ab' is not a lease id (decimal or 0x hex)"},
+        {{"slotctl", "lease", "keepalive", "1", "--interval", "0.01", NULL},
+         "--interval: '0.01' is not a number of seconds in 0.05..3600"},
+        {{"slotctl", "lease", "keepalive", "1", "--interval", "x", NULL},
+         "--interval: 'x' is not a number of seconds in 0.05..3600"},
+        {{"slotctl", "lease", "revoke", "1", "--count", "2", NULL},
+         "--count: only for watch, lease keepalive"},
+        {{"slotctl", "lease", "grant", "k", "5", "--interval", "1", NULL},
+         "--interval: only for lease keepalive"},
+        {{"slotctl", "get", "k", "--lease", "1", NULL}, "--lease: only for put"},
+        {{"slotctl", "put", "k", "v", "--lease", "zz", NULL},
+         "--lease: 'zz' is not a lease id (decimal or 0x hex)"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int rc = parse((char **)cases[i].argv, &a, err, sizeof(err));
+        CU_ASSERT_EQUAL(rc, SLOTCTL_EXIT_USAGE);
+        if (strcmp(err, cases[i].err) != 0)
+            fprintf(stderr, "\nlease case %zu: got '%s', want '%s'\n", i, err, cases[i].err);
+        CU_ASSERT_STRING_EQUAL(err, cases[i].err);
+    }
+}
+
+/* What libslotd refuses before any call: a TTL out of range, an id that names no hash slot,
+ * a lease on a write that is not a put; nothing is sent (attempts 0). */
+static void test_lease_bad_arguments_make_no_call(void)
+{
+    struct slotd_client *c = dead_client(-1);
+    struct slotd_lease_result r;
+    CU_ASSERT_EQUAL(slotd_lease_grant(c, "k", 1, 0, &r), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(r.attempts, 0);
+    CU_ASSERT_STRING_EQUAL(r.status.field, "lease_grant.ttl_seconds");
+    CU_ASSERT_EQUAL(r.status.limit, SLOTD_LEASE_TTL_MAX);
+    CU_ASSERT_STRING_EQUAL(r.status.message,
+                           "lease grant: no call: lease_grant.ttl_seconds: 0 is not in "
+                           "1..31536000");
+    CU_ASSERT_EQUAL(slotd_lease_grant(c, "k", 1, SLOTD_LEASE_TTL_MAX + 1, &r), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(r.attempts, 0);
+    CU_ASSERT_EQUAL(slotd_lease_grant(c, NULL, 3, 10, &r), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(r.status.field, "lease_grant.key");
+    CU_ASSERT_EQUAL(r.attempts, 0);
+    /* sequence 0, and hash slot 256: not lease ids */
+    CU_ASSERT_EQUAL(slotd_lease_keepalive(c, 0, &r), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(r.status.field, "lease_keep_alive.id");
+    CU_ASSERT_EQUAL(r.attempts, 0);
+    CU_ASSERT_EQUAL(slotd_lease_keepalive(c, UINT64_C(7) << 48, &r), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(r.id, UINT64_C(7) << 48);
+    CU_ASSERT_EQUAL(slotd_lease_revoke(c, (UINT64_C(256) << 48) | 1, &r), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(r.status.field, "lease_revoke.id");
+    CU_ASSERT_STRING_EQUAL(r.status.message,
+                           "lease revoke: no call: lease_revoke.id: 72057594037927937 "
+                           "(0x100000000000001) is not a lease id (hash slot 0..255 << 48 | "
+                           "sequence >= 1)");
+    CU_ASSERT_EQUAL(r.attempts, 0);
+    CU_ASSERT_EQUAL(r.status.grpc_status, -1);
+    struct slotd_write w = {.kind = SLOTD_WRITE_DELETE, .key = "k", .key_len = 1, .lease = 5};
+    struct slotd_write_result wr;
+    CU_ASSERT_EQUAL(slotd_write(c, &w, &wr), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(wr.attempts, 0);
+    CU_ASSERT_STRING_EQUAL(wr.status.message, "delete: a lease is only for puts (lease 5 given)");
+    slotd_write_result_free(&wr);
+    struct slotd_txn_op ops[1] = {{.kind = SLOTD_TXN_DELETE, .key = "k", .key_len = 1, .lease = 5}};
+    struct slotd_txn t = {.success = ops, .success_count = 1};
+    struct slotd_txn_result tr;
+    CU_ASSERT_EQUAL(slotd_txn(c, &t, &tr), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(tr.status.field, "txn.success");
+    CU_ASSERT_EQUAL(tr.attempts, 0);
+    slotd_txn_result_free(&tr);
+    slotd_client_free(c);
+}
+
+/* A lease call to endpoints that do not answer: retried (it carries a request id), then
+ * UNAVAILABLE with the call's name and attempts; slotctl maps it to exit 4. */
+static void test_lease_calls_without_server(void)
+{
+    struct slotd_client *c = dead_client(1);
+    struct slotd_lease_result r;
+    CU_ASSERT_EQUAL(slotd_lease_keepalive(c, (UINT64_C(3) << 48) | 9, &r),
+                    SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_EQUAL(r.attempts, 2); /* the first try and one retry (max_retries 1) */
+    CU_ASSERT_EQUAL(r.request_id_len, SLOTD_REQUEST_ID_LEN_DEFAULT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "lease keepalive: UNAVAILABLE: "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "2 attempts]"));
+    CU_ASSERT_EQUAL(slotctl_exit_of(SLOTD_CLIENT_EUNAVAILABLE), SLOTCTL_EXIT_UNAVAILABLE);
+    CU_ASSERT_EQUAL(slotctl_exit_of(SLOTD_CLIENT_ENOTFOUND), SLOTCTL_EXIT_NOT_FOUND);
+    CU_ASSERT_EQUAL(slotd_lease_grant(c, "k", 1, 10, &r), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "lease grant: UNAVAILABLE: "));
+    CU_ASSERT_EQUAL(slotd_lease_revoke(c, (UINT64_C(3) << 48) | 9, &r), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "lease revoke: UNAVAILABLE: "));
+    struct slotd_status last;
+    slotd_client_last_error(c, &last);
+    CU_ASSERT_STRING_EQUAL(last.message, r.status.message);
+    slotd_client_free(c);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -1223,6 +1383,9 @@ int main(void)
     CU_add_test(s, "range, txn and watch bad arguments make no call",
                 test_kv_bad_arguments_make_no_call);
     CU_add_test(s, "watch gives up on dead endpoints", test_watch_gives_up_on_dead_endpoints);
+    CU_add_test(s, "parse lease commands", test_parse_lease_commands);
+    CU_add_test(s, "lease bad arguments make no call", test_lease_bad_arguments_make_no_call);
+    CU_add_test(s, "lease calls without a server", test_lease_calls_without_server);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed();

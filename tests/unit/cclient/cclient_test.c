@@ -448,6 +448,18 @@ static void test_client_unreachable(void)
     slotd_client_free(c);
 }
 
+/* Lease ids: hash slot << 48 | sequence >= 1; anything else names no hash slot. */
+static void test_lease_hash_slot(void)
+{
+    CU_ASSERT_EQUAL(slotd_lease_hash_slot((UINT64_C(0) << 48) | 1), 0);
+    CU_ASSERT_EQUAL(slotd_lease_hash_slot((UINT64_C(77) << 48) | 5), 77);
+    CU_ASSERT_EQUAL(slotd_lease_hash_slot((UINT64_C(255) << 48) | ((UINT64_C(1) << 48) - 1)), 255);
+    CU_ASSERT_EQUAL(slotd_lease_hash_slot(0), -1);
+    CU_ASSERT_EQUAL(slotd_lease_hash_slot(UINT64_C(9) << 48), -1);
+    CU_ASSERT_EQUAL(slotd_lease_hash_slot((UINT64_C(256) << 48) | 1), -1);
+    CU_ASSERT_EQUAL(slotd_lease_hash_slot(UINT64_MAX), -1);
+}
+
 /* ---- slotctl's command line ------------------------------------------------------------ */
 
 static int parse(struct slotctl_args *a, char *err, int argc, ...)
@@ -827,6 +839,7 @@ int main(void)
     CU_add_test(s, "endpoints and options", test_endpoints_and_options);
     CU_add_test(s, "unreachable endpoint: bounded retries", test_client_unreachable);
     CU_add_test(s, "last revision only rises", test_last_revision);
+    CU_add_test(s, "lease ids name their hash slot", test_lease_hash_slot);
     CU_add_test(s, "tokens: bounds, authenticate against nothing", test_token);
     CU_add_test(s, "slotctl arguments and exit codes", test_slotctl_args);
     CU_add_test(s, "admin task commands encode", test_admin_task_encoding);

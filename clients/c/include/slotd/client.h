@@ -172,6 +172,10 @@ struct slotd_write {
     /* send no request id at all: then an ambiguous failure (UNAVAILABLE, deadline) is
      * returned to the caller, never retried, since the write might have been applied */
     bool no_request_id;
+    /* PUT: attach the key to this lease (slotd_lease_grant(); it must live in the key's hash
+     * slot, else SLOTD_CLIENT_EPRECONDITION and nothing is written); 0 = none, which also
+     * detaches the key from a lease it had. Other kinds: must be 0. */
+    uint64_t lease;
 };
 
 struct slotd_write_result {
@@ -208,6 +212,9 @@ int slotd_write(struct slotd_client *c, const struct slotd_write *w,
 /* Shorthands for slotd_write() with a client-chosen request id; same ownership. */
 int slotd_put(struct slotd_client *c, const void *key, size_t klen, const void *val, size_t vlen,
               struct slotd_write_result *out);
+/* A put attached to lease (0 = none: as slotd_put, detaching the key from its lease). */
+int slotd_put_lease(struct slotd_client *c, const void *key, size_t klen, const void *val,
+                    size_t vlen, uint64_t lease, struct slotd_write_result *out);
 int slotd_delete(struct slotd_client *c, const void *key, size_t klen,
                  struct slotd_write_result *out);
 int slotd_cas(struct slotd_client *c, const void *key, size_t klen, uint64_t expected_version,
@@ -344,6 +351,7 @@ struct slotd_txn_op {
     size_t key_len;
     const void *value; /* PUT */
     size_t value_len;
+    uint64_t lease; /* PUT: as slotd_write.lease (0 = none); other kinds: must be 0 */
 };
 
 /* Server limits (slotd.v1.TxnCommand): compares, and ops of each branch. */
@@ -400,6 +408,64 @@ void slotd_txn_result_free(struct slotd_txn_result *r);
  * out->succeeded false.
  */
 int slotd_txn(struct slotd_client *c, const struct slotd_txn *t, struct slotd_txn_result *out);
+
+/* ---- leases: keys deleted when their lease expires or is revoked ---------------------------- */
+
+/* A lease lives in one hash slot: its id is hash_slot << SLOTD_LEASE_ID_SHIFT | a sequence
+ * number (>= 1) of that hash slot, never reused. Only keys of that hash slot can be attached to
+ * it (slotd_put_lease(), slotd_write.lease, slotd_txn_op.lease). */
+#define SLOTD_LEASE_ID_SHIFT 48
+/* ttl_seconds of a grant: 1..SLOTD_LEASE_TTL_MAX (365 days). */
+#define SLOTD_LEASE_TTL_MAX 31536000u
+
+/* The hash slot lease id lives in (id >> SLOTD_LEASE_ID_SHIFT), or -1 when id is not a lease id
+ * (a hash slot above 255, or sequence number 0). */
+int slotd_lease_hash_slot(uint64_t id);
+
+/* The answer to a lease command. Owns no memory (nothing to free). */
+struct slotd_lease_result {
+    uint64_t id;            /* grant: the new lease's id; keep-alive, revoke: the id given */
+    uint32_t ttl_seconds;   /* grant: the TTL granted; keep-alive: the TTL restarted */
+    uint32_t keys;          /* keep-alive: keys attached to the lease */
+    uint32_t keys_deleted;  /* revoke: keys deleted with the lease */
+    uint64_t applied_index; /* raft index of the entry that carried the command */
+    uint32_t group_id;
+    uint64_t term;
+    bool deduplicated; /* the server returned the stored result of this request id */
+    uint8_t request_id[SLOTD_REQUEST_ID_LEN_MAX]; /* the random id sent (retries reuse it) */
+    size_t request_id_len;
+    unsigned attempts; /* 0 when the arguments were refused before any call */
+    struct slotd_status status;
+};
+
+/*
+ * c, key, out: borrowed for the call. Grants a lease of ttl_seconds (1..SLOTD_LEASE_TTL_MAX) in
+ * the hash slot of key (the key itself is not written), sent to that group's leader like a put,
+ * with a random request id so retries are safe. The lease expires ttl_seconds after its grant
+ * or last keep-alive (as the group's leader measures it); its keys are then deleted. Returns
+ * SLOTD_CLIENT_OK with out->id and out->ttl_seconds, SLOTD_CLIENT_EINVAL (a TTL out of range or
+ * a NULL key with a length: no call, out->status.field "lease_grant.ttl_seconds" /
+ * "lease_grant.key"; or the server's INVALID_ARGUMENT) or another error in out->status.
+ */
+int slotd_lease_grant(struct slotd_client *c, const void *key, size_t klen, uint32_t ttl_seconds,
+                      struct slotd_lease_result *out);
+
+/*
+ * c, out: borrowed for the call. Restarts lease id's TTL; routed to the leader of the group
+ * owning the id's hash slot. Returns SLOTD_CLIENT_OK with out->ttl_seconds and out->keys,
+ * SLOTD_CLIENT_ENOTFOUND (gRPC NOT_FOUND: the lease expired or was revoked),
+ * SLOTD_CLIENT_EINVAL (id is not a lease id: no call, out->status.field "lease_keep_alive.id")
+ * or another error in out->status.
+ */
+int slotd_lease_keepalive(struct slotd_client *c, uint64_t id, struct slotd_lease_result *out);
+
+/*
+ * c, out: borrowed for the call. Deletes lease id and every key attached to it in one entry;
+ * routed like slotd_lease_keepalive(). Returns SLOTD_CLIENT_OK with out->keys_deleted,
+ * SLOTD_CLIENT_ENOTFOUND (already expired or revoked), SLOTD_CLIENT_EINVAL (not a lease id:
+ * no call, out->status.field "lease_revoke.id") or another error in out->status.
+ */
+int slotd_lease_revoke(struct slotd_client *c, uint64_t id, struct slotd_lease_result *out);
 
 /* ---- watch: a stream of key changes that resumes by itself ---------------------------------- */
 
