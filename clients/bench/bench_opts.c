@@ -52,6 +52,7 @@ static const struct opt_def opt_defs[] = {
     {"connect-timeout-ms", OPT_UINT, OFF(connect_timeout_ms), 1, BENCH_CONNECT_TIMEOUT_MS_MAX},
     {"json", OPT_FLAG, OFF(json), 0, 0},
     {"route-aware", OPT_FLAG, OFF(route_aware), 0, 0},
+    {"watchers", OPT_UINT, OFF(watchers), 0, BENCH_WATCHERS_MAX},
     {"help", OPT_FLAG, OFF(help), 0, 0},
     {"tls-ca", OPT_STRING, OFF(tls.ca_file), 0, 0},
     {"tls-cert", OPT_STRING, OFF(tls.cert_file), 0, 0},
@@ -109,6 +110,9 @@ const char *bench_opts_usage(void)
            "set);\n"
            "                               round robin over --endpoints when the leader is "
            "unknown\n"
+           "  --watchers W                 watch streams on the prefix 'key-' open during warmup "
+           "and\n"
+           "                               the run (0..1000, default 0): events/s delivered\n"
            "  --tls-ca FILE                TLS: CA bundle PEM verifying the servers (default: "
            "plaintext)\n"
            "  --tls-cert FILE              TLS: client certificate PEM for servers requiring one "
@@ -316,6 +320,9 @@ static int opt_check_combined(struct bench_opts *o, char *errmsg, size_t errmsg_
     if (o->target == BENCH_TARGET_ECHO && o->route_aware)
         return opt_fail(errmsg, errmsg_len,
                         "--route-aware: slotd only (the echo target has no RouteSnapshot)");
+    if (o->target == BENCH_TARGET_ECHO && o->watchers)
+        return opt_fail(errmsg, errmsg_len,
+                        "--watchers: slotd or etcd only (the echo target has no Watch)");
     if (client_tls_opts_check(&o->tls, errmsg, errmsg_len) != CLIENT_TLS_OK)
         return BENCH_EUSAGE;
     if (o->threads > o->concurrency)

@@ -35,6 +35,7 @@ enum bench_op {
 #define BENCH_OPS_MAX 1000000000000ull
 #define BENCH_DEADLINE_MS_MAX 600000u
 #define BENCH_CONNECT_TIMEOUT_MS_MAX 60000u
+#define BENCH_WATCHERS_MAX 1000u /* watch streams (slotd serves 1024 per node) */
 
 #define BENCH_TOKEN_MAX 255 /* bytes of the token in --token-file */
 
@@ -60,7 +61,10 @@ struct bench_opts {
     unsigned connect_timeout_ms;
     bool json;
     bool route_aware; /* slotd: send each request to its group's leader (RouteSnapshot) */
-    bool help;        /* --help: print bench_opts_usage() and exit 0 */
+    /* watch streams on the prefix "key-" kept open over warmup and the measured phase
+     * (slotd Metadata/Watch, etcd Watch/Watch); 0 = none */
+    unsigned watchers;
+    bool help; /* --help: print bench_opts_usage() and exit 0 */
     /* --tls-ca/--tls-cert/--tls-key/--tls-server-name (point into argv; all NULL: plaintext) */
     struct client_tls_opts tls;
     /* the PEM text of tls, loaded by main() before the run (NULL: plaintext channels) */

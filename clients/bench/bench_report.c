@@ -57,6 +57,39 @@ static void report_text_errors(const struct bench_phase *p, FILE *out)
         fprintf(out, "\n");
 }
 
+/* --watchers: what the streams received, and every stream that ended before the run did. */
+static void report_text_watch(const struct bench_watch_result *w, FILE *out)
+{
+    fprintf(out,
+            "watchers:    %u streams on '" BENCH_WIRE_WATCH_PREFIX "' (%u created): %llu events "
+            "in %.2f s = %.0f events/s delivered\n",
+            w->watchers, w->created, (unsigned long long)w->events, w->elapsed_s, w->events_per_s);
+    fprintf(out,
+            "             per watcher median %.0f events/s (min %.0f, max %.0f); %llu messages, "
+            "%llu malformed, %llu events with warmup\n",
+            w->per_watcher_median, w->per_watcher_min, w->per_watcher_max,
+            (unsigned long long)w->messages, (unsigned long long)w->malformed,
+            (unsigned long long)w->events_total);
+    if (!w->ended_early) {
+        fprintf(out, "watch ends:  none before the end of the run\n");
+        return;
+    }
+    fprintf(out, "watch ends:  %u of %u streams ended early (", w->ended_early, w->watchers);
+    bool first = true;
+    for (unsigned code = 0; code < BENCH_STATUS_SLOTS; code++) {
+        if (!w->ended_by_status[code])
+            continue;
+        fprintf(out, "%s%s %u", first ? "" : ", ", bench_status_name(code),
+                w->ended_by_status[code]);
+        first = false;
+    }
+    if (w->etcd_canceled)
+        fprintf(out, "%setcd canceled %u", first ? "" : ", ", w->etcd_canceled);
+    fprintf(out, ")\n             first at %.2f s %s: %s\n", w->first_end_s,
+            w->first_end_s < 0 ? "(before the measured phase)" : "into the measured phase",
+            w->first_end_error);
+}
+
 void bench_report_text(const struct bench_opts *o, const struct bench_result *r, FILE *out)
 {
     const struct bench_phase *p = &r->run;
@@ -95,6 +128,8 @@ void bench_report_text(const struct bench_opts *o, const struct bench_result *r,
         if (r->route_error[0])
             fprintf(out, "route error: %s\n", r->route_error);
     }
+    if (o->watchers)
+        report_text_watch(&r->watch, out);
     if (p->reads)
         fprintf(out, "not found:   %llu of %llu reads\n", (unsigned long long)p->not_found,
                 (unsigned long long)p->reads);
@@ -150,6 +185,35 @@ static void report_json_phase(const struct bench_phase *p, FILE *out)
     fprintf(out, ",\"client_cpu_pct\":%.1f,\"client_cpu_s\":%.3f}", report_cpu_pct(p), p->cpu_s);
 }
 
+static void report_json_watch(const struct bench_watch_result *w, FILE *out)
+{
+    fprintf(out,
+            "{\"watchers\":%u,\"created\":%u,\"events\":%llu,\"events_total\":%llu,"
+            "\"messages\":%llu,\"malformed\":%llu,\"elapsed_s\":%.6f,\"events_per_s\":%.1f,"
+            "\"events_per_s_per_watcher_median\":%.1f,\"events_per_s_per_watcher_min\":%.1f,"
+            "\"events_per_s_per_watcher_max\":%.1f,\"ended_early\":%u,\"ended_by_status\":{",
+            w->watchers, w->created, (unsigned long long)w->events,
+            (unsigned long long)w->events_total, (unsigned long long)w->messages,
+            (unsigned long long)w->malformed, w->elapsed_s, w->events_per_s, w->per_watcher_median,
+            w->per_watcher_min, w->per_watcher_max, w->ended_early);
+    bool first = true;
+    for (unsigned code = 0; code < BENCH_STATUS_SLOTS; code++) {
+        if (!w->ended_by_status[code])
+            continue;
+        fprintf(out, "%s\"%s\":%u", first ? "" : ",", bench_status_name(code),
+                w->ended_by_status[code]);
+        first = false;
+    }
+    fprintf(out, "},\"etcd_canceled\":%u,", w->etcd_canceled);
+    if (w->ended_early)
+        fprintf(out, "\"first_end_s\":%.3f,", w->first_end_s);
+    else
+        fprintf(out, "\"first_end_s\":null,");
+    fprintf(out, "\"first_end_error\":\"");
+    report_json_text(w->first_end_error, out);
+    fprintf(out, "\"}");
+}
+
 void bench_report_json(const struct bench_opts *o, const struct bench_result *r, FILE *out)
 {
     fprintf(out, "{\"target\":\"%s\",\"op\":\"%s\",", bench_target_name(o->target),
@@ -165,7 +229,13 @@ void bench_report_json(const struct bench_opts *o, const struct bench_result *r,
             "\"key_size\":%u,\"value_size\":%u,\"deadline_ms\":%u,\"seed\":%llu,",
             o->concurrency, o->connections, o->threads, (unsigned long long)o->keys, o->key_size,
             o->value_size, o->deadline_ms, (unsigned long long)o->seed);
-    fprintf(out, "\"route_aware\":%s,", o->route_aware ? "true" : "false");
+    fprintf(out, "\"route_aware\":%s,\"watchers\":%u,", o->route_aware ? "true" : "false",
+            o->watchers);
+    if (o->watchers) {
+        fprintf(out, "\"watch\":");
+        report_json_watch(&r->watch, out);
+        fprintf(out, ",");
+    }
     if (o->route_aware) {
         fprintf(out, "\"route_fetches\":%llu,\"route_fetch_failures\":%llu,\"route_error\":\"",
                 (unsigned long long)r->route_fetches, (unsigned long long)r->route_fetch_failures);

@@ -3,6 +3,7 @@
 
 #include "bench_err.h"
 #include "bench_route.h"
+#include "bench_watch.h"
 #include "bench_wire.h"
 #include "slotd/client.h"
 #include "slotd/v1/metadata.pb-c.h"
@@ -92,6 +93,7 @@ struct run_shared {
      * the whole run, shared read-only by every call) */
     bool has_token;
     grpc_metadata token_md;
+    struct bench_watch *watch; /* --watchers during the measured phase; NULL otherwise */
 };
 
 struct run_worker;
@@ -200,16 +202,20 @@ static uint64_t run_splitmix(uint64_t *x)
  * channel uses SSL credentials (and the --tls-server-name override). */
 static void run_channel_init(struct run_channel *ch, const struct bench_opts *o, const char *target)
 {
-    grpc_arg args[3] = {
+    grpc_arg args[4] = {
         {.type = GRPC_ARG_INTEGER,
          .key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL,
          .value.integer = 1},
         {.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
+        /* a watch message batches many events; unary answers are small either way */
+        {.type = GRPC_ARG_INTEGER,
+         .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+         .value.integer = -1},
         {.type = GRPC_ARG_STRING,
          .key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG,
          .value.string = (char *)(o->tls_pem ? o->tls_pem->server_name : NULL)},
     };
-    grpc_channel_args channel_args = {args[2].value.string ? 3 : 2, args};
+    grpc_channel_args channel_args = {args[3].value.string ? 4 : 3, args};
     /* NULL creds (gRPC refused the PEM text; main() checks that first) give a lame channel
      * that fails the connect check */
     grpc_channel_credentials *creds = client_tls_creds_new(o->tls_pem);
@@ -756,6 +762,8 @@ static int run_phase_threads(struct run_shared *s, struct run_worker *workers, u
     /* Ended by count: the time to the last counted completion; else the whole window. */
     bool by_count = s->issue_limit && atomic_load(&s->issued) >= s->issue_limit;
     int64_t end = by_count ? last_done : atomic_load(&s->measure_end_ns);
+    if (s->watch) /* watch events count over the same window as the calls */
+        bench_watch_window(s->watch, s->measure_start_ns, end);
     out->elapsed_s = end > s->measure_start_ns ? (double)(end - s->measure_start_ns) / 1e9 : 0.0;
     return rc;
 }
@@ -786,6 +794,8 @@ static int run_phase(struct run_shared *s, double warmup_s, double duration_s, u
     atomic_store(&s->issued, 0);
     s->measure_start_ns = run_now_ns() + (int64_t)(warmup_s * 1e9);
     atomic_store(&s->measure_end_ns, s->measure_start_ns + (int64_t)(duration_s * 1e9));
+    if (s->watch)
+        bench_watch_window(s->watch, s->measure_start_ns, atomic_load(&s->measure_end_ns));
     rc = run_phase_threads(s, workers, threads, out, errmsg, errmsg_len);
 
 err_after_workers:
@@ -900,6 +910,20 @@ static void run_router_close(struct run_shared *s, struct bench_result *r)
 
 /* ---- the whole run -------------------------------------------------------------------- */
 
+/* --watchers: the streams open on the endpoint channels (round robin) before warmup. */
+static int run_watch_open(struct run_shared *s, char *errmsg, size_t errmsg_len)
+{
+    grpc_channel **channels = malloc(s->channel_count * sizeof(*channels));
+    if (!channels)
+        return run_fail(errmsg, errmsg_len, BENCH_ENOMEM, "out of memory for watch channels");
+    for (size_t i = 0; i < s->channel_count; i++)
+        channels[i] = s->channels[i].channel;
+    int rc = bench_watch_open(&s->watch, s->o, channels, s->channel_count,
+                              s->has_token ? &s->token_md : NULL, errmsg, errmsg_len);
+    free(channels);
+    return rc;
+}
+
 static int run_populate_and_measure(struct run_shared *s, struct bench_result *r, char *errmsg,
                                     size_t errmsg_len)
 {
@@ -915,7 +939,15 @@ static int run_populate_and_measure(struct run_shared *s, struct bench_result *r
     }
     s->populate = false;
     s->issue_limit = o->ops;
-    return run_phase(s, o->warmup_s, o->duration_s, 0, &r->run, errmsg, errmsg_len);
+    if (!o->watchers)
+        return run_phase(s, o->warmup_s, o->duration_s, 0, &r->run, errmsg, errmsg_len);
+    int rc = run_watch_open(s, errmsg, errmsg_len);
+    if (rc != BENCH_OK)
+        return rc;
+    rc = run_phase(s, o->warmup_s, o->duration_s, 0, &r->run, errmsg, errmsg_len);
+    bench_watch_close(s->watch, &r->watch);
+    s->watch = NULL;
+    return rc;
 }
 
 int bench_run_execute(const struct bench_opts *o, struct bench_result *r, char *errmsg,

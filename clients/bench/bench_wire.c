@@ -196,3 +196,154 @@ const char *bench_wire_error_code_name(unsigned code)
     size_t n = strlen(prefix);
     return strncmp(v->name, prefix, n) == 0 ? v->name + n : v->name;
 }
+
+/* ---- Watch ---------------------------------------------------------------------------- */
+
+const char *bench_wire_watch_method(enum bench_target target)
+{
+    return target == BENCH_TARGET_ETCD ? "/etcdserverpb.Watch/Watch" : "/slotd.v1.Metadata/Watch";
+}
+
+size_t bench_wire_watch_request_encode(enum bench_target target, const uint8_t *prefix,
+                                       size_t prefix_len, uint8_t *buf, size_t buf_len)
+{
+    assert(prefix_len >= 1 && prefix_len <= 255 && prefix[prefix_len - 1] != 0xff);
+    if (target != BENCH_TARGET_ETCD) {
+        Slotd__V1__WatchRequest m = SLOTD__V1__WATCH_REQUEST__INIT;
+        m.prefix.data = (uint8_t *)prefix;
+        m.prefix.len = prefix_len;
+        return wire_pack(&m.base, buf, buf_len);
+    }
+    uint8_t end[255];
+    memcpy(end, prefix, prefix_len);
+    end[prefix_len - 1]++; /* "key-" -> "key.": [key-, key.) is every key with the prefix */
+    Etcdserverpb__WatchCreateRequest create = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    create.key.data = (uint8_t *)prefix;
+    create.key.len = prefix_len;
+    create.range_end.data = end;
+    create.range_end.len = prefix_len;
+    Etcdserverpb__WatchRequest m = ETCDSERVERPB__WATCH_REQUEST__INIT;
+    m.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+    m.create_request = &create;
+    return wire_pack(&m.base, buf, buf_len);
+}
+
+/* One field of a protobuf message: its number, and its varint value or its bytes. */
+struct wire_field {
+    uint32_t number;
+    unsigned type;  /* 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32 */
+    uint64_t value; /* type 0 */
+    const uint8_t *data;
+    size_t len; /* type 2 */
+};
+
+/* Reads a varint (at most 10 bytes); false when it runs past end or is too long. */
+static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (unsigned shift = 0; shift < 70 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The next field at *p: 1, 0 at the end of the message, -1 when the bytes are malformed. */
+static int wire_next(const uint8_t **p, const uint8_t *end, struct wire_field *f)
+{
+    if (*p == end)
+        return 0;
+    uint64_t tag = 0;
+    if (!wire_varint(p, end, &tag) || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff)
+        return -1;
+    f->number = (uint32_t)(tag >> 3);
+    f->type = (unsigned)(tag & 7);
+    switch (f->type) {
+    case 0:
+        return wire_varint(p, end, &f->value) ? 1 : -1;
+    case 1:
+    case 5: {
+        size_t n = f->type == 1 ? 8 : 4;
+        if ((size_t)(end - *p) < n)
+            return -1;
+        *p += n;
+        return 1;
+    }
+    case 2: {
+        uint64_t n = 0;
+        if (!wire_varint(p, end, &n) || n > (uint64_t)(end - *p))
+            return -1;
+        f->data = *p;
+        f->len = (size_t)n;
+        *p += n;
+        return 1;
+    }
+    default: /* groups (3, 4) are not in these messages */
+        return -1;
+    }
+}
+
+/* The length-delimited field number of the message in buf, non-empty: true when found (the
+ * last occurrence wins, as in protobuf) and the message is well formed. */
+static bool wire_find_bytes(const uint8_t *buf, size_t len, uint32_t number, struct wire_field *out)
+{
+    const uint8_t *p = buf, *end = buf + len;
+    struct wire_field f;
+    bool found = false;
+    int rc;
+    while ((rc = wire_next(&p, end, &f)) == 1) {
+        if (f.number == number && f.type == 2) {
+            *out = f;
+            found = true;
+        }
+    }
+    return rc == 0 && found && out->len > 0;
+}
+
+/* Whether an event carries a key: slotd WatchEvent.key (2); etcd Event.kv (2) -> key (1). */
+static bool wire_event_has_key(enum bench_target target, const struct wire_field *ev)
+{
+    struct wire_field kv, key;
+    if (target != BENCH_TARGET_ETCD)
+        return wire_find_bytes(ev->data, ev->len, 2, &key);
+    return wire_find_bytes(ev->data, ev->len, 2, &kv) && wire_find_bytes(kv.data, kv.len, 1, &key);
+}
+
+int bench_wire_watch_decode(enum bench_target target, const uint8_t *buf, size_t len,
+                            struct bench_watch_msg *m)
+{
+    memset(m, 0, sizeof(*m));
+    bool etcd = target == BENCH_TARGET_ETCD;
+    uint32_t events_field = etcd ? 11 : 1;
+    const uint8_t *p = buf, *end = buf + len;
+    struct wire_field f;
+    int rc;
+    while ((rc = wire_next(&p, end, &f)) == 1) {
+        if (f.number == events_field && f.type == 2) {
+            if (!wire_event_has_key(target, &f))
+                break;
+            m->events++;
+        } else if (f.number == 3 && f.type == 0) {
+            m->created = f.value != 0; /* both: created = 3 */
+        } else if (!etcd && f.number == 4 && f.type == 0) {
+            m->progress = f.value != 0;
+        } else if (etcd && f.number == 4 && f.type == 0) {
+            m->canceled = f.value != 0;
+        } else if (etcd && f.number == 6 && f.type == 2) {
+            size_t n = f.len < sizeof(m->cancel_reason) - 1 ? f.len : sizeof(m->cancel_reason) - 1;
+            memcpy(m->cancel_reason, f.data, n);
+            m->cancel_reason[n] = '\0';
+        }
+    }
+    if (rc != 0) {
+        memset(m, 0, sizeof(*m));
+        return BENCH_EMALFORMED;
+    }
+    if (etcd && m->events == 0 && !m->created && !m->canceled)
+        m->progress = true; /* a header-only message: a progress notification */
+    return BENCH_OK;
+}

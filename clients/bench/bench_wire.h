@@ -53,6 +53,44 @@ size_t bench_wire_request_encode(enum bench_target target, enum bench_req req, b
 int bench_wire_response_check(enum bench_target target, enum bench_req req, const uint8_t *buf,
                               size_t len, bool *found);
 
+/* ---- Watch (--watchers) ---- */
+
+/* The prefix of every benchmark key: what each --watchers stream watches. */
+#define BENCH_WIRE_WATCH_PREFIX "key-"
+/* Bytes kept of an etcd cancel_reason, NUL included. */
+#define BENCH_WIRE_REASON_LEN 128
+
+/* Static Watch method path: "/slotd.v1.Metadata/Watch" (server streaming) or
+ * "/etcdserverpb.Watch/Watch" (bidi streaming). */
+const char *bench_wire_watch_method(enum bench_target target);
+
+/*
+ * prefix, buf: borrowed for the call. Encodes the request that opens one watcher on every key
+ * starting with prefix (1..255 bytes, last byte < 0xff): slotd WatchRequest{prefix}; etcd
+ * WatchRequest{create_request{key = prefix, range_end = prefix with its last byte plus one}}.
+ * Returns the encoded size; writes buf only when that size is <= buf_len.
+ */
+size_t bench_wire_watch_request_encode(enum bench_target target, const uint8_t *prefix,
+                                       size_t prefix_len, uint8_t *buf, size_t buf_len);
+
+/* What one WatchResponse says, as far as slotbench counts it. */
+struct bench_watch_msg {
+    uint32_t events; /* events in the message (each carries a non-empty key) */
+    bool created;    /* the stream's first message (slotd and etcd: created = true) */
+    bool progress;   /* no events: slotd progress = true, or an etcd header-only message */
+    bool canceled;   /* etcd: the server canceled the watcher (cancel_reason below) */
+    char cancel_reason[BENCH_WIRE_REASON_LEN]; /* etcd cancel_reason, cut; "" when none */
+};
+
+/*
+ * buf, m: borrowed for the call. Decodes one WatchResponse without copying its events (a wire
+ * scan: slotd events are field 1 with the key in field 2; etcd events are field 11 with the key
+ * in kv (2) field 1). Returns BENCH_OK, or BENCH_EMALFORMED when the bytes are not a protobuf
+ * message or an event has no key (m->events is then 0).
+ */
+int bench_wire_watch_decode(enum bench_target target, const uint8_t *buf, size_t len,
+                            struct bench_watch_msg *m);
+
 /* slotd.v1.ErrorCode values 0..BENCH_DETAIL_OTHER-1 are counted each; larger ones together. */
 #define BENCH_DETAIL_OTHER 15
 #define BENCH_DETAIL_SLOTS 16

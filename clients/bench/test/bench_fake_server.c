@@ -22,9 +22,21 @@
 
 #define FAKE_ARMED 16 /* generic call requests kept armed */
 
-enum fake_stage { FAKE_REQUESTED, FAKE_RECEIVING, FAKE_FINISHING };
+enum fake_stage { FAKE_REQUESTED, FAKE_RECEIVING, FAKE_FINISHING, FAKE_WATCHING };
+
+/* The first member of every completion queue tag (the shutdown tag aside) says what it is. */
+enum fake_tag_kind { FAKE_TAG_CALL, FAKE_TAG_CLOSE };
+
+struct fake_call;
+
+/* A Watch stream's RECV_CLOSE_ON_SERVER, outstanding beside its sends. */
+struct fake_close_tag {
+    enum fake_tag_kind kind; /* FAKE_TAG_CLOSE */
+    struct fake_call *fc;
+};
 
 struct fake_call {
+    enum fake_tag_kind kind; /* FAKE_TAG_CALL */
     enum fake_stage stage;
     grpc_call *call;
     grpc_call_details details;
@@ -35,6 +47,17 @@ struct fake_call {
     grpc_metadata trailer; /* grpc-status-details-bin of an UNAVAILABLE answer */
     size_t trailer_count;
     int cancelled;
+    /* Watch streams (stage FAKE_WATCHING): */
+    bool etcd;
+    struct fake_close_tag close_tag;
+    unsigned pending; /* batches in flight: invariant <= 2 (one send, the close) */
+    bool sending;     /* a SEND_MESSAGE or the status is in flight */
+    bool closed;      /* RECV_CLOSE_ON_SERVER completed */
+    bool broken;      /* a send failed: nothing more is sent */
+    bool header_sent;
+    bool finished;           /* the status went out */
+    unsigned sent;           /* messages after the header (event and progress ones alternate) */
+    unsigned sending_events; /* events in the message in flight */
 };
 
 struct fake_server {
@@ -46,7 +69,11 @@ struct fake_server {
     bool shutting_down;
     unsigned live_calls; /* fake_call objects not yet freed */
     struct fake_server_stats stats;
+    bool watch_triggered;                        /* a put arrived: streams send their events */
+    struct fake_call *watches[FAKE_WATCHES_MAX]; /* open Watch streams; NULL slots are free */
 };
+
+static void fake_watch_trigger(struct fake_server *f);
 
 static int fake_shutdown_tag;
 
@@ -152,6 +179,7 @@ static grpc_status_code fake_answer_slotd(struct fake_server *f, struct fake_cal
         } else {
             f->stats.propose++;
             fake_count_put(f, &m->put->key, &m->put->value);
+            fake_watch_trigger(f);
             fake_count_route(f, m->no_forward, &m->put->key);
         }
         if (m)
@@ -200,6 +228,7 @@ static grpc_status_code fake_answer_etcd(struct fake_server *f, struct fake_call
         } else {
             f->stats.etcd_put++;
             fake_count_put(f, &m->key, &m->value);
+            fake_watch_trigger(f);
             etcdserverpb__put_request__free_unpacked(m, NULL);
         }
         Etcdserverpb__PutResponse r = ETCDSERVERPB__PUT_RESPONSE__INIT;
@@ -256,6 +285,202 @@ static void fake_attach_no_leader(struct fake_call *fc)
 }
 
 /* The request arrived: answer it (or, for a hung call, only wait for the client to go). */
+/* ---- Watch streams ---- */
+
+/* Packs the next message of a Watch stream (see the config) into *out (malloc'd); 0 when
+ * there is nothing to send now. */
+static size_t fake_watch_next(struct fake_server *f, struct fake_call *fc, uint8_t **out,
+                              unsigned *events)
+{
+    enum { HEADER, EVENTS, PROGRESS } what;
+    *events = 0;
+    if (!fc->header_sent)
+        what = HEADER;
+    else if (!f->watch_triggered || fc->sent >= 2 * f->cfg.watch_messages)
+        return 0;
+    else
+        what = fc->sent % 2 == 0 ? EVENTS : PROGRESS;
+    unsigned n = what == EVENTS ? f->cfg.watch_events : 0;
+    if (n > FAKE_WATCH_EVENTS_MAX)
+        n = FAKE_WATCH_EVENTS_MAX;
+    char key[32];
+    snprintf(key, sizeof(key), "key-%010u", fc->sent);
+    ProtobufCBinaryData k = {strlen(key), (uint8_t *)key}, v = {1, (uint8_t *)"v"};
+    ProtobufCMessage *msg;
+    /* slotd */
+    Slotd__V1__WatchEvent sev[FAKE_WATCH_EVENTS_MAX];
+    Slotd__V1__WatchEvent *sevp[FAKE_WATCH_EVENTS_MAX];
+    Slotd__V1__WatchPosition pos = SLOTD__V1__WATCH_POSITION__INIT;
+    Slotd__V1__WatchPosition *posp[1] = {&pos};
+    Slotd__V1__WatchResponse sr = SLOTD__V1__WATCH_RESPONSE__INIT;
+    /* etcd */
+    Etcdserverpb__KeyValue kv = ETCDSERVERPB__KEY_VALUE__INIT;
+    Etcdserverpb__Event eev[FAKE_WATCH_EVENTS_MAX];
+    Etcdserverpb__Event *eevp[FAKE_WATCH_EVENTS_MAX];
+    Etcdserverpb__ResponseHeader header = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+    Etcdserverpb__WatchResponse er = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+    if (fc->etcd) {
+        kv.key = k;
+        kv.value = v;
+        kv.mod_revision = 7;
+        for (unsigned i = 0; i < n; i++) {
+            etcdserverpb__event__init(&eev[i]);
+            eev[i].kv = &kv;
+            eevp[i] = &eev[i];
+        }
+        header.revision = 7;
+        er.header = &header;
+        er.created = what == HEADER;
+        er.n_events = n;
+        er.events = eevp;
+        msg = &er.base;
+    } else {
+        for (unsigned i = 0; i < n; i++) {
+            slotd__v1__watch_event__init(&sev[i]);
+            sev[i].type = SLOTD__V1__WATCH_EVENT_TYPE__WATCH_EVENT_TYPE_PUT;
+            sev[i].key = k;
+            sev[i].value = v;
+            sev[i].group_id = 1;
+            sev[i].index = fc->sent + 1;
+            sevp[i] = &sev[i];
+        }
+        pos.group_id = 1;
+        pos.index = fc->sent + 1;
+        sr.n_positions = 1;
+        sr.positions = posp;
+        sr.created = what == HEADER;
+        sr.progress = what == PROGRESS;
+        sr.n_events = n;
+        sr.events = sevp;
+        msg = &sr.base;
+    }
+    size_t len = protobuf_c_message_get_packed_size(msg);
+    *out = malloc(len ? len : 1);
+    if (!*out)
+        abort(); /* test helper */
+    protobuf_c_message_pack(msg, *out);
+    if (what == HEADER)
+        fc->header_sent = true;
+    else
+        fc->sent++;
+    *events = n;
+    return len;
+}
+
+/* Starts the stream's next send (a message, or its status once every message is out). */
+static void fake_watch_send(struct fake_server *f, struct fake_call *fc)
+{
+    if (fc->sending || fc->closed || fc->broken || fc->finished)
+        return;
+    uint8_t *buf = NULL;
+    unsigned events = 0;
+    size_t len = fake_watch_next(f, fc, &buf, &events);
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    if (buf) {
+        grpc_slice s = grpc_slice_from_copied_buffer((const char *)buf, len);
+        free(buf);
+        if (fc->send)
+            grpc_byte_buffer_destroy(fc->send);
+        fc->send = grpc_raw_byte_buffer_create(&s, 1);
+        grpc_slice_unref(s);
+        op.op = GRPC_OP_SEND_MESSAGE;
+        op.data.send_message.send_message = fc->send;
+    } else if (f->watch_triggered && f->cfg.watch_end_code) {
+        grpc_slice_unref(fc->status_details);
+        fc->status_details = grpc_slice_from_static_string("fake: watch cut off");
+        op.op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+        op.data.send_status_from_server.status = (grpc_status_code)f->cfg.watch_end_code;
+        op.data.send_status_from_server.status_details = &fc->status_details;
+        fc->finished = true;
+    } else {
+        return; /* idle until the trigger or the client's cancel */
+    }
+    fc->sending = true;
+    fc->sending_events = events;
+    fc->pending++;
+    grpc_call_start_batch(fc->call, &op, 1, fc, NULL);
+}
+
+static void fake_watch_trigger(struct fake_server *f)
+{
+    if (f->watch_triggered)
+        return;
+    f->watch_triggered = true;
+    for (unsigned i = 0; i < FAKE_WATCHES_MAX; i++)
+        if (f->watches[i])
+            fake_watch_send(f, f->watches[i]);
+}
+
+/* Frees a Watch stream once its close and its last send are done. */
+static void fake_watch_maybe_free(struct fake_server *f, struct fake_call *fc)
+{
+    if (fc->pending > 0 || !fc->closed)
+        return;
+    for (unsigned i = 0; i < FAKE_WATCHES_MAX; i++)
+        if (f->watches[i] == fc)
+            f->watches[i] = NULL;
+    fake_call_free(f, fc);
+}
+
+/* A Watch request arrived: check it, then serve the stream (see the config). */
+static void fake_watch_begin(struct fake_server *f, struct fake_call *fc, const uint8_t *in,
+                             size_t in_len)
+{
+    fc->etcd = fake_method_is(fc, "/etcdserverpb.Watch/Watch");
+    bool good = false;
+    if (fc->etcd) {
+        Etcdserverpb__WatchRequest *m = etcdserverpb__watch_request__unpack(NULL, in_len, in);
+        good = m &&
+               m->request_union_case == ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST &&
+               m->create_request->key.len == 4 &&
+               memcmp(m->create_request->key.data, "key-", 4) == 0 &&
+               m->create_request->range_end.len == 4 &&
+               memcmp(m->create_request->range_end.data, "key.", 4) == 0;
+        if (m)
+            etcdserverpb__watch_request__free_unpacked(m, NULL);
+    } else {
+        Slotd__V1__WatchRequest *m = slotd__v1__watch_request__unpack(NULL, in_len, in);
+        good = m && m->key.len == 0 && m->prefix.len == 4 && memcmp(m->prefix.data, "key-", 4) == 0;
+        if (m)
+            slotd__v1__watch_request__free_unpacked(m, NULL);
+    }
+    if (good)
+        f->stats.watches++;
+    else
+        f->stats.bad_requests++;
+    fc->stage = FAKE_WATCHING;
+    fc->close_tag = (struct fake_close_tag){FAKE_TAG_CLOSE, fc};
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &fc->cancelled;
+    fc->pending++;
+    grpc_call_start_batch(fc->call, &op, 1, &fc->close_tag, NULL);
+    unsigned slot = 0;
+    while (slot < FAKE_WATCHES_MAX && f->watches[slot])
+        slot++;
+    if (slot == FAKE_WATCHES_MAX || !good) {
+        fc->broken = true; /* no room, or a bad request: wait for the client to go */
+        return;
+    }
+    f->watches[slot] = fc;
+    fake_watch_send(f, fc);
+}
+
+/* A send of a Watch stream completed. */
+static void fake_watch_sent(struct fake_server *f, struct fake_call *fc, bool success)
+{
+    fc->pending--;
+    fc->sending = false;
+    if (success)
+        f->stats.watch_events_sent += fc->sending_events;
+    else
+        fc->broken = true;
+    fake_watch_send(f, fc);
+    fake_watch_maybe_free(f, fc);
+}
+
 static void fake_reply(struct fake_server *f, struct fake_call *fc)
 {
     uint64_t n = ++f->stats.calls;
@@ -269,6 +494,11 @@ static void fake_reply(struct fake_server *f, struct fake_call *fc)
         in_len = GRPC_SLICE_LENGTH(s) < sizeof(in) ? GRPC_SLICE_LENGTH(s) : 0;
         memcpy(in, GRPC_SLICE_START_PTR(s), in_len);
         grpc_slice_unref(s);
+    }
+    if (fake_method_is(fc, "/slotd.v1.Metadata/Watch") ||
+        fake_method_is(fc, "/etcdserverpb.Watch/Watch")) {
+        fake_watch_begin(f, fc, in, in_len);
+        return;
     }
     grpc_status_code code = GRPC_STATUS_UNIMPLEMENTED;
     if (fake_method_is(fc, "/slotd.v1.Metadata/Propose") ||
@@ -345,6 +575,9 @@ static void fake_step(struct fake_server *f, struct fake_call *fc, bool success)
     case FAKE_FINISHING:
         fake_call_free(f, fc);
         return;
+    case FAKE_WATCHING:
+        fake_watch_sent(f, fc, success);
+        return;
     }
 }
 
@@ -357,10 +590,16 @@ static void *fake_main(void *arg)
             gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(20, GPR_TIMESPAN));
         grpc_event ev = grpc_completion_queue_next(f->cq, wake, NULL);
         if (ev.type == GRPC_OP_COMPLETE) {
-            if (ev.tag == &fake_shutdown_tag)
+            if (ev.tag == &fake_shutdown_tag) {
                 shutdown_done = true;
-            else
+            } else if (*(enum fake_tag_kind *)ev.tag == FAKE_TAG_CLOSE) {
+                struct fake_call *fc = ((struct fake_close_tag *)ev.tag)->fc;
+                fc->pending--;
+                fc->closed = true;
+                fake_watch_maybe_free(f, fc);
+            } else {
                 fake_step(f, ev.tag, ev.success != 0);
+            }
         }
         if (!f->shutting_down && atomic_load(&f->stop)) {
             f->shutting_down = true;

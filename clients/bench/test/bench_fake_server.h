@@ -19,7 +19,19 @@ struct fake_server_config {
     const char *route_leader_address;
     /* 0 = any key; 1 = keys must fall in even hash slots, 2 = odd (others count wrong_slot) */
     unsigned slot_parity;
+    /* Watch (slotd Metadata/Watch, etcd Watch/Watch; the request must watch the prefix "key-"):
+     * each stream first gets a created message; once the fake has seen its first put, every
+     * stream gets watch_messages messages of watch_events events (1..FAKE_WATCH_EVENTS_MAX),
+     * each followed by a progress message without events; then, when watch_end_code is not 0,
+     * the stream ends with that status ("fake: watch cut off"), else it stays open until the
+     * client cancels it. */
+    unsigned watch_messages;
+    unsigned watch_events;
+    unsigned watch_end_code;
 };
+
+#define FAKE_WATCH_EVENTS_MAX 64
+#define FAKE_WATCHES_MAX 64 /* streams served at once (more: UNAVAILABLE) */
 
 struct fake_server_stats {
     uint64_t calls;
@@ -28,10 +40,12 @@ struct fake_server_stats {
     uint64_t etcd_put;
     uint64_t etcd_range_linearizable;
     uint64_t etcd_range_serializable;
-    uint64_t bad_requests;    /* undecodable, wrong key or value size, unknown method */
-    uint64_t route_snapshots; /* RouteSnapshot calls */
-    uint64_t no_forward;      /* Propose/Read calls with no_forward set */
-    uint64_t wrong_slot;      /* Propose/Read keys outside the slot_parity hash slots */
+    uint64_t bad_requests;      /* undecodable, wrong key or value size, unknown method */
+    uint64_t route_snapshots;   /* RouteSnapshot calls */
+    uint64_t no_forward;        /* Propose/Read calls with no_forward set */
+    uint64_t wrong_slot;        /* Propose/Read keys outside the slot_parity hash slots */
+    uint64_t watches;           /* Watch streams with a good request */
+    uint64_t watch_events_sent; /* events in messages whose send completed */
     uint64_t put_count_by_key[FAKE_KEYS_TRACKED];
 };
 

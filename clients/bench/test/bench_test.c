@@ -200,6 +200,14 @@ static void test_opts_defaults_and_values(void)
     CU_ASSERT_STRING_EQUAL(o.tls.key_file, "c.key");
     CU_ASSERT_STRING_EQUAL(o.tls.server_name, "localhost");
     CU_ASSERT_PTR_NULL(o.tls_pem);
+    CU_ASSERT_EQUAL(PARSE("--op", "put"), BENCH_OK);
+    CU_ASSERT_EQUAL(o.watchers, 0);
+    CU_ASSERT_EQUAL(PARSE("--watchers", "1000"), BENCH_OK);
+    CU_ASSERT_EQUAL(o.watchers, 1000);
+    CU_ASSERT_EQUAL(PARSE("--target", "etcd", "--watchers=100"), BENCH_OK);
+    CU_ASSERT_EQUAL(o.watchers, 100);
+    CU_ASSERT_EQUAL(PARSE("--watchers", "0"), BENCH_OK);
+    CU_ASSERT_EQUAL(o.watchers, 0);
 }
 
 static void expect_usage(const char *const *args, const char *needle)
@@ -239,6 +247,11 @@ static void test_opts_errors(void)
                  "get-leader-local");
     EXPECT_USAGE("--route-aware: slotd only", "--target", "etcd", "--route-aware");
     EXPECT_USAGE("--route-aware takes no value", "--route-aware=1");
+    EXPECT_USAGE("--watchers: '1001' is not an integer in 0..1000", "--watchers", "1001");
+    EXPECT_USAGE("--watchers: '-1' is not an integer in 0..1000", "--watchers", "-1");
+    EXPECT_USAGE("--watchers needs a value", "--watchers");
+    EXPECT_USAGE("--watchers: slotd or etcd only (the echo target has no Watch)", "--target",
+                 "echo", "--watchers", "1");
     EXPECT_USAGE("more threads than --concurrency 1", "--threads", "2", "--concurrency", "1");
     EXPECT_USAGE("each endpoint is host:port", "--endpoints", "a:1,,b:2");
     EXPECT_USAGE("each endpoint is host:port", "--endpoints", "nocolon");
@@ -420,6 +433,129 @@ static void test_wire_responses(void)
         bench_wire_response_check(BENCH_TARGET_ETCD, BENCH_REQ_GET_LOCAL, buf, 0, &found),
         BENCH_OK);
     CU_ASSERT_FALSE(found); /* no kvs */
+}
+
+static void test_wire_watch_requests(void)
+{
+    uint8_t buf[64];
+    const uint8_t *prefix = (const uint8_t *)BENCH_WIRE_WATCH_PREFIX;
+    CU_ASSERT_STRING_EQUAL(bench_wire_watch_method(BENCH_TARGET_SLOTD), "/slotd.v1.Metadata/Watch");
+    CU_ASSERT_STRING_EQUAL(bench_wire_watch_method(BENCH_TARGET_ETCD), "/etcdserverpb.Watch/Watch");
+    /* slotd WatchRequest{prefix = 2 (tag 0x12) "key-"} */
+    size_t n = bench_wire_watch_request_encode(BENCH_TARGET_SLOTD, prefix, 4, buf, sizeof(buf));
+    const uint8_t want_slotd[] = {0x12, 4, 'k', 'e', 'y', '-'};
+    CU_ASSERT_EQUAL(n, sizeof(want_slotd));
+    CU_ASSERT_EQUAL(memcmp(buf, want_slotd, sizeof(want_slotd)), 0);
+    /* etcd WatchRequest{create_request = 1 {key = 1 "key-", range_end = 2 "key."}} */
+    n = bench_wire_watch_request_encode(BENCH_TARGET_ETCD, prefix, 4, buf, sizeof(buf));
+    const uint8_t want_etcd[] = {0x0a, 12,   0x0a, 4,   'k', 'e', 'y',
+                                 '-',  0x12, 4,    'k', 'e', 'y', '.'};
+    CU_ASSERT_EQUAL(n, sizeof(want_etcd));
+    CU_ASSERT_EQUAL(memcmp(buf, want_etcd, sizeof(want_etcd)), 0);
+    CU_ASSERT_EQUAL(bench_wire_watch_request_encode(BENCH_TARGET_ETCD, prefix, 4, NULL, 0), n);
+}
+
+static void test_wire_watch_decode(void)
+{
+    uint8_t buf[1024];
+    struct bench_watch_msg m;
+    /* slotd: 3 events with keys, positions; then created; then progress */
+    Slotd__V1__WatchEvent ev[3];
+    Slotd__V1__WatchEvent *evp[3];
+    for (int i = 0; i < 3; i++) {
+        slotd__v1__watch_event__init(&ev[i]);
+        ev[i].type = SLOTD__V1__WATCH_EVENT_TYPE__WATCH_EVENT_TYPE_PUT;
+        ev[i].key.data = (uint8_t *)"key-1";
+        ev[i].key.len = 5;
+        ev[i].value.data = (uint8_t *)"value";
+        ev[i].value.len = 5;
+        ev[i].version = 10 + i;
+        ev[i].group_id = 3;
+        ev[i].index = 300 + i;
+        evp[i] = &ev[i];
+    }
+    Slotd__V1__WatchPosition pos = SLOTD__V1__WATCH_POSITION__INIT;
+    Slotd__V1__WatchPosition *posp[1] = {&pos};
+    pos.group_id = 3;
+    pos.index = 302;
+    Slotd__V1__WatchResponse sr = SLOTD__V1__WATCH_RESPONSE__INIT;
+    sr.n_events = 3;
+    sr.events = evp;
+    sr.n_positions = 1;
+    sr.positions = posp;
+    size_t n = slotd__v1__watch_response__pack(&sr, buf);
+    CU_ASSERT_EQUAL(bench_wire_watch_decode(BENCH_TARGET_SLOTD, buf, n, &m), BENCH_OK);
+    CU_ASSERT_EQUAL(m.events, 3);
+    CU_ASSERT(!m.created && !m.progress && !m.canceled);
+    /* a truncated message is malformed and counts nothing */
+    CU_ASSERT_EQUAL(bench_wire_watch_decode(BENCH_TARGET_SLOTD, buf, n - 1, &m), BENCH_EMALFORMED);
+    CU_ASSERT_EQUAL(m.events, 0);
+    /* an event without its key is malformed */
+    ev[1].key.len = 0;
+    n = slotd__v1__watch_response__pack(&sr, buf);
+    CU_ASSERT_EQUAL(bench_wire_watch_decode(BENCH_TARGET_SLOTD, buf, n, &m), BENCH_EMALFORMED);
+    CU_ASSERT_EQUAL(m.events, 0);
+    sr.n_events = 0;
+    sr.created = 1;
+    n = slotd__v1__watch_response__pack(&sr, buf);
+    CU_ASSERT_EQUAL(bench_wire_watch_decode(BENCH_TARGET_SLOTD, buf, n, &m), BENCH_OK);
+    CU_ASSERT(m.created && m.events == 0 && !m.progress);
+    sr.created = 0;
+    sr.progress = 1;
+    n = slotd__v1__watch_response__pack(&sr, buf);
+    CU_ASSERT_EQUAL(bench_wire_watch_decode(BENCH_TARGET_SLOTD, buf, n, &m), BENCH_OK);
+    CU_ASSERT(m.progress && m.events == 0);
+
+    /* etcd: events at field 11, key inside kv; prev_kv and the header are skipped */
+    Etcdserverpb__KeyValue kv = ETCDSERVERPB__KEY_VALUE__INIT, prev = ETCDSERVERPB__KEY_VALUE__INIT;
+    kv.key.data = (uint8_t *)"key-2";
+    kv.key.len = 5;
+    kv.value.data = (uint8_t *)"v";
+    kv.value.len = 1;
+    kv.mod_revision = 99;
+    Etcdserverpb__Event ee[2];
+    Etcdserverpb__Event *eep[2];
+    for (int i = 0; i < 2; i++) {
+        etcdserverpb__event__init(&ee[i]);
+        ee[i].kv = &kv;
+        ee[i].prev_kv = &prev;
+        eep[i] = &ee[i];
+    }
+    Etcdserverpb__ResponseHeader header = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+    header.revision = 99;
+    header.cluster_id = 0xffffffffffffull;
+    Etcdserverpb__WatchResponse er = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+    er.header = &header;
+    er.watch_id = 1;
+    er.n_events = 2;
+    er.events = eep;
+    n = etcdserverpb__watch_response__pack(&er, buf);
+    CU_ASSERT_EQUAL(bench_wire_watch_decode(BENCH_TARGET_ETCD, buf, n, &m), BENCH_OK);
+    CU_ASSERT_EQUAL(m.events, 2);
+    CU_ASSERT(!m.created && !m.progress && !m.canceled);
+    /* slotd's reading of the same bytes: field 1 is a header, not an event */
+    CU_ASSERT_EQUAL(bench_wire_watch_decode(BENCH_TARGET_SLOTD, buf, n, &m), BENCH_EMALFORMED);
+    ee[1].kv = NULL; /* an event without kv has no key */
+    n = etcdserverpb__watch_response__pack(&er, buf);
+    CU_ASSERT_EQUAL(bench_wire_watch_decode(BENCH_TARGET_ETCD, buf, n, &m), BENCH_EMALFORMED);
+    er.n_events = 0;
+    er.created = 1;
+    n = etcdserverpb__watch_response__pack(&er, buf);
+    CU_ASSERT_EQUAL(bench_wire_watch_decode(BENCH_TARGET_ETCD, buf, n, &m), BENCH_OK);
+    CU_ASSERT(m.created && !m.progress && m.events == 0);
+    er.created = 0;
+    n = etcdserverpb__watch_response__pack(&er, buf);
+    CU_ASSERT_EQUAL(bench_wire_watch_decode(BENCH_TARGET_ETCD, buf, n, &m), BENCH_OK);
+    CU_ASSERT(m.progress && m.events == 0); /* header only */
+    er.canceled = 1;
+    er.compact_revision = 5;
+    er.cancel_reason = "mvcc: required revision has been compacted";
+    n = etcdserverpb__watch_response__pack(&er, buf);
+    CU_ASSERT_EQUAL(bench_wire_watch_decode(BENCH_TARGET_ETCD, buf, n, &m), BENCH_OK);
+    CU_ASSERT(m.canceled && !m.progress);
+    CU_ASSERT_STRING_EQUAL(m.cancel_reason, "mvcc: required revision has been compacted");
+    CU_ASSERT_EQUAL(bench_wire_watch_decode(BENCH_TARGET_ETCD, buf, 0, &m), BENCH_OK);
+    CU_ASSERT(m.progress && m.events == 0); /* an empty message decodes as all defaults */
 }
 
 static size_t pack_status(uint8_t *buf, const char *type_url, int code)
@@ -705,7 +841,62 @@ static void test_report_json(void)
     CU_ASSERT_FATAL(root != NULL);
     CU_ASSERT(json_is_false(json_object_get(root, "route_aware")));
     CU_ASSERT_PTR_NULL(json_object_get(root, "route_fetches"));
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(root, "watchers")), 0);
+    CU_ASSERT_PTR_NULL(json_object_get(root, "watch"));
     json_decref(root);
+    free(text);
+
+    /* --watchers: the watch object and the text lines */
+    o.watchers = 100;
+    struct bench_watch_result *w = &r->watch;
+    w->watchers = 100;
+    w->created = 100;
+    w->events = 50000;
+    w->events_total = 60000;
+    w->messages = 700;
+    w->elapsed_s = 2.0;
+    w->events_per_s = 25000.0;
+    w->per_watcher_median = 250.0;
+    w->per_watcher_min = 100.0;
+    w->per_watcher_max = 300.0;
+    w->ended_early = 3;
+    w->ended_by_status[GRPC_STATUS_RESOURCE_EXHAUSTED] = 3;
+    w->first_end_s = 1.25;
+    strcpy(w->first_end_error, "RESOURCE_EXHAUSTED: watch: the client reads too slowly");
+    text = NULL;
+    f = open_memstream(&text, &len);
+    bench_report_json(&o, r, f);
+    fclose(f);
+    root = json_loads(text, 0, &jerr);
+    CU_ASSERT_FATAL(root != NULL);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(root, "watchers")), 100);
+    json_t *wj = json_object_get(root, "watch");
+    CU_ASSERT_FATAL(wj != NULL);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(wj, "events")), 50000);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(wj, "events_total")), 60000);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(wj, "events_per_s")), 25000.0, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(
+        json_number_value(json_object_get(wj, "events_per_s_per_watcher_median")), 250.0, 1e-9);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(wj, "ended_early")), 3);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(wj, "ended_by_status"),
+                                                       "RESOURCE_EXHAUSTED")),
+                    3);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(wj, "first_end_s")), 1.25, 1e-9);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(wj, "first_end_error")),
+                           "RESOURCE_EXHAUSTED: watch: the client reads too slowly");
+    json_decref(root);
+    free(text);
+    text = NULL;
+    f = open_memstream(&text, &len);
+    bench_report_text(&o, r, f);
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "100 streams on 'key-' (100 created): 50000 events in "
+                                        "2.00 s = 25000 events/s delivered"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "per watcher median 250 events/s (min 100, max 300)"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(text, "watch ends:  3 of 100 streams ended early (RESOURCE_EXHAUSTED 3)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "first at 1.25 s into the measured phase: "
+                                        "RESOURCE_EXHAUSTED: watch: the client reads too slowly"));
     free(text);
     free(r);
 }
@@ -984,6 +1175,63 @@ static void test_engine_route_unavailable_falls_back(void)
     route_free(&rc);
 }
 
+static void test_engine_watch_slotd(void)
+{
+    /* 3 streams; after the first put each gets 5 messages of 4 events, each followed by a
+     * progress message: 60 events, all in the window (they start with the load) */
+    struct engine_case ec = {
+        .cfg = {.key_size = 64, .value_size = 256, .watch_messages = 5, .watch_events = 4}};
+    ENGINE_RUN(&ec, "--op", "put", "--watchers", "3", "--concurrency", "4", "--connections", "2",
+               "--duration", "0.8", "--keys", "1000");
+    const struct bench_watch_result *w = &ec.r->watch;
+    CU_ASSERT_EQUAL(ec.rc, BENCH_OK);
+    CU_ASSERT_EQUAL(ec.stats->watches, 3);
+    CU_ASSERT_EQUAL(ec.stats->bad_requests, 0);
+    CU_ASSERT_EQUAL(ec.stats->watch_events_sent, 60);
+    CU_ASSERT_EQUAL(w->watchers, 3);
+    CU_ASSERT_EQUAL(w->created, 3);
+    CU_ASSERT_EQUAL(w->events, 60);
+    CU_ASSERT_EQUAL(w->events_total, 60);
+    CU_ASSERT_EQUAL(w->messages, 30); /* 10 per stream; the created message came before */
+    CU_ASSERT_EQUAL(w->malformed, 0);
+    CU_ASSERT_EQUAL(w->ended_early, 0);
+    CU_ASSERT_STRING_EQUAL(w->first_end_error, "");
+    CU_ASSERT_DOUBLE_EQUAL(w->elapsed_s, 0.8, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(w->events_per_s, 60 / 0.8, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(w->per_watcher_median, 20 / 0.8, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(w->per_watcher_min, 20 / 0.8, 1e-6);
+    /* the puts ran beside them as usual */
+    CU_ASSERT(ec.r->run.ok > 0);
+    CU_ASSERT_EQUAL(ec.r->run.errors, 0);
+    engine_free(&ec);
+}
+
+static void test_engine_watch_etcd_cut_off(void)
+{
+    /* 4 etcd streams, each cut off with RESOURCE_EXHAUSTED after 3 messages of 5 events */
+    struct engine_case ec = {.cfg = {.key_size = 64,
+                                     .value_size = 256,
+                                     .watch_messages = 3,
+                                     .watch_events = 5,
+                                     .watch_end_code = GRPC_STATUS_RESOURCE_EXHAUSTED}};
+    ENGINE_RUN(&ec, "--target", "etcd", "--op", "put", "--watchers", "4", "--concurrency", "2",
+               "--duration", "0.8", "--keys", "1000");
+    const struct bench_watch_result *w = &ec.r->watch;
+    CU_ASSERT_EQUAL(ec.rc, BENCH_OK);
+    CU_ASSERT_EQUAL(ec.stats->watches, 4);
+    CU_ASSERT_EQUAL(ec.stats->bad_requests, 0);
+    CU_ASSERT_EQUAL(w->created, 4);
+    CU_ASSERT_EQUAL(w->events, 60);
+    CU_ASSERT_EQUAL(w->malformed, 0);
+    CU_ASSERT_EQUAL(w->ended_early, 4);
+    CU_ASSERT_EQUAL(w->ended_by_status[GRPC_STATUS_RESOURCE_EXHAUSTED], 4);
+    CU_ASSERT_EQUAL(w->etcd_canceled, 0);
+    CU_ASSERT(w->first_end_s >= 0.0 && w->first_end_s < 0.8);
+    CU_ASSERT_STRING_EQUAL(w->first_end_error, "RESOURCE_EXHAUSTED: fake: watch cut off");
+    CU_ASSERT(ec.r->run.ok > 0);
+    engine_free(&ec);
+}
+
 static void test_engine_connect_fails(void)
 {
     /* bind a port, then close it: nothing listens there */
@@ -1023,6 +1271,8 @@ int main(void)
     CU_add_test(s, "wire responses", test_wire_responses);
     CU_add_test(s, "wire echo", test_wire_echo);
     CU_add_test(s, "wire error detail", test_wire_error_detail);
+    CU_add_test(s, "wire watch requests", test_wire_watch_requests);
+    CU_add_test(s, "wire watch decode", test_wire_watch_decode);
     CU_add_test(s, "route hash slots", test_route_hash_slot);
     CU_add_test(s, "route leader lookup", test_route_leader_lookup);
     CU_add_test(s, "route decode errors", test_route_decode_errors);
@@ -1033,6 +1283,8 @@ int main(void)
     CU_add_test(s, "engine duration, warmup, malformed", test_engine_duration_warmup_malformed);
     CU_add_test(s, "engine deadline", test_engine_deadline);
     CU_add_test(s, "engine connect fails", test_engine_connect_fails);
+    CU_add_test(s, "engine watchers: slotd events counted", test_engine_watch_slotd);
+    CU_add_test(s, "engine watchers: etcd streams cut off", test_engine_watch_etcd_cut_off);
     CU_add_test(s, "engine route-aware: direct to the leader", test_engine_route_aware_direct);
     CU_add_test(s, "engine route-aware: refetch rate limited",
                 test_engine_route_refetch_rate_limited);
