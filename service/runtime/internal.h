@@ -396,6 +396,7 @@ struct runtime {
     struct rt_group *groups; /* RT_GROUPS_CAP entries, index = group id (fields: struct rt_group) */
     struct rt_watch_ring *watch; /* RT_GROUPS_CAP watch histories (watch.c; each has its lock);
                                     NULL when opts.watch_history_bytes is 0 */
+    struct rt_watch_notifier *watch_notifier; /* watch.c: answers waiting polls (own thread) */
     struct slot_fsm *fsm;    /* APPLY stage; the loop only loads group state through it
                                 (slot_fsm_load_group reads the store, not the fsm's batch) and
                                 reads slot_fsm_lease_commits (an atomic) */

@@ -26,6 +26,8 @@
  *     committed entries of all groups into one fsm batch with each group's
  *     applied index, serves reads whose read index is covered, and finishes
  *     the waiting gRPC calls.
+ *   - The watch notifier (watch.c, a thread of its own) answers the watch polls
+ *     waiting on the histories the apply stage appended to.
  */
 
 #define RUNTIME_NODES_MAX 64
@@ -165,8 +167,9 @@ struct runtime_watch_query {
 };
 /* The answer: err NULL and resp (events, through_index), or err (WRONG_GROUP: not hosted here
  * (any more); COMPACTED: `after` is older than the history; SHUTTING_DOWN; INTERNAL). Called
- * once, on the polling thread before runtime_watch_poll returns, or later on the apply or loop
- * thread; resp and err are borrowed for the call. Must not block. */
+ * once, on the polling thread before runtime_watch_poll returns, or later on the watch
+ * notifier's thread (changes arrived), the loop thread (deadline, reset) or the one that closes
+ * the runtime; resp and err are borrowed for the call. Must not block. */
 typedef void (*runtime_watch_cb)(void *arg, const struct slotd_error *err,
                                  const Slotd__Internal__V1__WatchPollResponse *resp);
 /* 0: cb is or will be called. -1: err filled and cb never called (not hosted, COMPACTED, too

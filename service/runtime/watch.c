@@ -1,4 +1,5 @@
 /* watch.c - each hosted group's watch history: the key and typed-row changes of its recent entries, long polls on it. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,70 @@ struct rt_watch_ring {
     size_t n_waiters;
 };
 
+/* The notifier: the thread that answers waiting polls when their group's history grew. The
+ * apply stage only appends and marks the group here, so the work of many watchers (matching,
+ * packing, sending) never runs on the apply path; while the notifier answers one round, the
+ * next changes gather and go out together. */
+struct rt_watch_notifier {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    pthread_t thread;
+    bool started, stop, any;
+    bool dirty[RT_GROUPS_CAP]; /* under mu: the group's history grew while polls waited */
+};
+
+static void wake_group(struct runtime *rt, uint32_t group);
+
+static void *notifier_main(void *arg)
+{
+    struct runtime *rt = arg;
+    struct rt_watch_notifier *n = rt->watch_notifier;
+    bool dirty[RT_GROUPS_CAP];
+    pthread_mutex_lock(&n->mu);
+    for (;;) {
+        while (!n->any && !n->stop)
+            pthread_cond_wait(&n->cond, &n->mu);
+        if (n->stop)
+            break;
+        memcpy(dirty, n->dirty, sizeof(dirty));
+        memset(n->dirty, 0, sizeof(n->dirty));
+        n->any = false;
+        pthread_mutex_unlock(&n->mu);
+        for (uint32_t g = 1; g < RT_GROUPS_CAP; g++)
+            if (dirty[g])
+                wake_group(rt, g);
+        pthread_mutex_lock(&n->mu);
+    }
+    pthread_mutex_unlock(&n->mu);
+    return NULL;
+}
+
+static void notify(struct runtime *rt, uint32_t group)
+{
+    struct rt_watch_notifier *n = rt->watch_notifier;
+    pthread_mutex_lock(&n->mu);
+    n->dirty[group] = true;
+    if (!n->any) {
+        n->any = true;
+        pthread_cond_signal(&n->cond);
+    }
+    pthread_mutex_unlock(&n->mu);
+}
+
+/* Stops and joins the notifier: no poll is answered by it afterwards. */
+static void notifier_stop(struct runtime *rt)
+{
+    struct rt_watch_notifier *n = rt->watch_notifier;
+    if (n == NULL || !n->started)
+        return;
+    pthread_mutex_lock(&n->mu);
+    n->stop = true;
+    pthread_cond_signal(&n->cond);
+    pthread_mutex_unlock(&n->mu);
+    pthread_join(n->thread, NULL);
+    n->started = false;
+}
+
 static size_t ev_bytes(const struct slot_event *e)
 {
     return sizeof(*e) + e->key_len + e->value_len;
@@ -47,6 +112,15 @@ int rt_watch_init(struct runtime *rt)
         return -1;
     for (size_t i = 0; i < RT_GROUPS_CAP; i++)
         pthread_mutex_init(&rt->watch[i].mu, NULL);
+    struct rt_watch_notifier *n = calloc(1, sizeof(*n));
+    rt->watch_notifier = n;
+    if (n == NULL)
+        return -1;
+    pthread_mutex_init(&n->mu, NULL);
+    pthread_cond_init(&n->cond, NULL);
+    if (pthread_create(&n->thread, NULL, notifier_main, rt) != 0)
+        return -1;
+    n->started = true;
     slot_fsm_set_events(rt->fsm, true);
     return 0;
 }
@@ -74,6 +148,7 @@ void rt_watch_close(struct runtime *rt)
 {
     if (rt->watch == NULL)
         return;
+    notifier_stop(rt);
     struct slotd_error err;
     slotd_error_set(&err, SLOTD_ESHUTTING_DOWN, "the node is shutting down");
     for (size_t i = 0; i < RT_GROUPS_CAP; i++) {
@@ -100,6 +175,12 @@ void rt_watch_free(struct runtime *rt)
     }
     free(rt->watch);
     rt->watch = NULL;
+    if (rt->watch_notifier != NULL) {
+        pthread_mutex_destroy(&rt->watch_notifier->mu);
+        pthread_cond_destroy(&rt->watch_notifier->cond);
+        free(rt->watch_notifier);
+        rt->watch_notifier = NULL;
+    }
 }
 
 /* The history of group restarts at index (open, snapshot install), or stops (hosted false):
@@ -407,12 +488,11 @@ static void ring_trim(struct rt_watch_ring *r, size_t max_bytes)
 }
 
 /* Appends one group's new changes (list, possibly NULL; consumed) and moves its history to
- * `through`; answers the waiters the new changes match. */
+ * `through`; the notifier answers the waiters the new changes match. */
 void rt_watch_append(struct runtime *rt, uint32_t group, struct slot_event *list,
                      uint64_t through)
 {
     struct rt_watch_ring *r = &rt->watch[group];
-    struct ready *ready = NULL;
     pthread_mutex_lock(&r->mu);
     if (!r->open || through <= r->through) {
         pthread_mutex_unlock(&r->mu);
@@ -436,14 +516,52 @@ void rt_watch_append(struct runtime *rt, uint32_t group, struct slot_event *list
         old_n = 0;
     }
     r->through = through;
-    size_t new_from = old_n;
-    for (struct rt_watch_waiter **pp = &r->waiters; *pp != NULL && r->n > new_from;) {
+    if (lost) {
+        /* every waiter is behind the new start */
+        struct rt_watch_waiter *w = r->waiters;
+        r->waiters = NULL;
+        r->n_waiters = 0;
+        pthread_mutex_unlock(&r->mu);
+        struct slotd_error err;
+        slotd_error_compacted(&err, group, through, "group %u: watch history lost (out of memory)",
+                              group);
+        fail_waiters(w, &err);
+        return;
+    }
+    bool waiting = r->n_waiters > 0 && r->n > old_n;
+    ring_trim(r, rt->opts.watch_history_bytes);
+    pthread_mutex_unlock(&r->mu);
+    if (waiting)
+        notify(rt, group); /* the notifier answers them, not this (apply) thread */
+}
+
+/* The notifier's round for one group: answers every waiter its new changes match; one whose
+ * position the history no longer covers (trimmed before the notifier came) fails COMPACTED. */
+static void wake_group(struct runtime *rt, uint32_t group)
+{
+    struct rt_watch_ring *r = &rt->watch[group];
+    struct ready *ready = NULL;
+    struct rt_watch_waiter *behind = NULL;
+    pthread_mutex_lock(&r->mu);
+    if (!r->open) { /* closed or reset: its waiters were answered then */
+        pthread_mutex_unlock(&r->mu);
+        return;
+    }
+    uint64_t start = r->start, through = r->through;
+    for (struct rt_watch_waiter **pp = &r->waiters; *pp != NULL;) {
         struct rt_watch_waiter *w = *pp;
+        if (w->q.after < r->start) {
+            *pp = w->next;
+            r->n_waiters--;
+            w->next = behind;
+            behind = w;
+            continue;
+        }
         struct collect c = {.resp = SLOTD__INTERNAL__V1__WATCH_POLL_RESPONSE__INIT};
-        bool oom = collect_range(&c, r, new_from, r->n, &w->q) != 0; /* no match: no malloc */
+        bool oom = collect_range(&c, r, first_after(r, w->q.after), r->n, &w->q) != 0;
         if (!oom && c.n == 0) {
-            if (through > w->q.after) /* checked through here (never back: a replica */
-                w->q.after = through;  /* behind the watch's position must not repeat) */
+            if (through > w->q.after) /* checked through here */
+                w->q.after = through;
             pp = &w->next;
             continue;
         }
@@ -462,22 +580,18 @@ void rt_watch_append(struct runtime *rt, uint32_t group, struct slot_event *list
         rd->next = ready;
         ready = rd;
     }
-    if (lost) {
-        /* every waiter is behind the new start */
-        struct rt_watch_waiter *w = r->waiters;
-        r->waiters = NULL;
-        r->n_waiters = 0;
-        pthread_mutex_unlock(&r->mu);
-        answer_ready(ready);
-        struct slotd_error err;
-        slotd_error_compacted(&err, group, through, "group %u: watch history lost (out of memory)",
-                              group);
-        fail_waiters(w, &err);
-        return;
-    }
-    ring_trim(r, rt->opts.watch_history_bytes);
     pthread_mutex_unlock(&r->mu);
     answer_ready(ready);
+    if (behind != NULL) {
+        struct slotd_error err;
+        slotd_error_compacted(&err, group, start,
+                              "group %u: the changes after the watch's position were trimmed "
+                              "from node %llu's history before they could be sent; resume at "
+                              "%llu or later",
+                              group, (unsigned long long)rt->opts.node_id,
+                              (unsigned long long)start);
+        fail_waiters(behind, &err);
+    }
 }
 
 /* APPLY, after the fsm commit of a job and before its answers: every applied group's changes

@@ -1,9 +1,11 @@
 /* watch_test.c - unit tests for service/runtime/watch.c: a group's watch history and its polls. */
 #include <CUnit/Basic.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "service/runtime/internal.h"
 
@@ -12,9 +14,9 @@
 static struct runtime *rt;
 static struct store *st;
 
-/* What one poll answered. */
+/* What one poll answered. calls is counted last (the notifier thread answers waiting polls). */
 struct answer {
-    int calls;
+    _Atomic int calls;
     int code; /* SLOTD_OK or the error's */
     uint64_t through, compacted_index;
     size_t n;
@@ -26,10 +28,10 @@ static void on_answer(void *arg, const struct slotd_error *err,
                       const Slotd__Internal__V1__WatchPollResponse *resp)
 {
     struct answer *a = arg;
-    a->calls++;
     a->code = err ? err->code : SLOTD_OK;
     if (err != NULL) {
         a->compacted_index = err->compacted_index;
+        atomic_fetch_add(&a->calls, 1);
         return;
     }
     a->through = resp->through_index;
@@ -39,6 +41,25 @@ static void on_answer(void *arg, const struct slotd_error *err,
                  (const char *)resp->events[i]->key.data);
         a->index[i] = resp->events[i]->index;
     }
+    atomic_fetch_add(&a->calls, 1);
+}
+
+/* The calls of a once they reach n, waiting at most 2 s: a poll that waits is answered by the
+ * notifier thread after the append that matches it. */
+static int wait_calls(struct answer *a, int n)
+{
+    for (int i = 0; i < 2000 && atomic_load(&a->calls) < n; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return atomic_load(&a->calls);
+}
+
+/* Gives the notifier time to answer what it wrongly would (a check that nothing came). */
+static void settle(void)
+{
+    struct timespec ts = {0, 20 * 1000000};
+    nanosleep(&ts, NULL);
 }
 
 static struct slot_event *ev(uint64_t index, const char *key, size_t value_len)
@@ -239,9 +260,10 @@ static void test_waits(void)
     CU_ASSERT_EQUAL(poll(13, "p/", NULL, 60000, 0, &a, &err), 0);
     CU_ASSERT_EQUAL(a.calls, 0);
     rt_watch_append(rt, G, list(ev(14, "x2", 1), NULL), 14); /* no match: keeps waiting */
+    settle();
     CU_ASSERT_EQUAL(a.calls, 0);
     rt_watch_append(rt, G, list(ev(15, "p/c", 1), NULL), 15);
-    CU_ASSERT_EQUAL(a.calls, 1);
+    CU_ASSERT_EQUAL(wait_calls(&a, 1), 1);
     CU_ASSERT_EQUAL(a.n, 1);
     CU_ASSERT_STRING_EQUAL(a.keys[0], "p/c");
     CU_ASSERT_EQUAL(a.through, 15);
@@ -258,9 +280,10 @@ static void test_waits(void)
      * its position never goes back */
     CU_ASSERT_EQUAL(poll(20, "", NULL, 60000, 0, &c, &err), 0);
     rt_watch_append(rt, G, list(ev(17, "p/old", 1), NULL), 17);
+    settle();
     CU_ASSERT_EQUAL(c.calls, 0);
     rt_watch_append(rt, G, list(ev(21, "p/new", 1), NULL), 21);
-    CU_ASSERT_EQUAL(c.calls, 1);
+    CU_ASSERT_EQUAL(wait_calls(&c, 1), 1);
     CU_ASSERT_EQUAL(c.n, 1);
     CU_ASSERT_STRING_EQUAL(c.keys[0], "p/new");
     CU_ASSERT_EQUAL(poll(25, "", NULL, 10, 0, &c, &err), 0);
