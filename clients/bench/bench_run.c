@@ -1003,7 +1003,9 @@ int bench_run_execute(const struct bench_opts *o, struct bench_result *r, char *
 err_after_channels:
     run_channels_close(&s);
 err_after_init:
-    grpc_shutdown();
+    /* Blocking: gRPC 1.51's grpc_shutdown may finish its clean-up (joining the executor
+     * threads) on another thread after it returns, and slotbench exits right after this. */
+    grpc_shutdown_blocking();
     free(value);
 err_after_nothing:
     return rc;
