@@ -109,6 +109,13 @@ static int meta_put(struct slot_fsm *f, uint16_t hs, uint64_t next_seq, uint32_t
     return slot__fsm_write(f, k, kl, v, sizeof(v));
 }
 
+static void not_found(struct slotd_error *err, const char *field, uint64_t id)
+{
+    slotd_error_set(err, SLOTD_ENOT_FOUND, "%s: lease %llu does not exist (expired or revoked)",
+                    field, (unsigned long long)id);
+    snprintf(err->field, sizeof(err->field), "%s", field);
+}
+
 int slot__lease_check(struct slot_fsm *f, uint16_t hs, uint64_t id, uint32_t extra,
                       const char *field, struct slotd_error *err)
 {
@@ -127,9 +134,7 @@ int slot__lease_check(struct slot_fsm *f, uint16_t hs, uint64_t id, uint32_t ext
     if (rc != 0)
         return rc;
     if (!found) {
-        slotd_error_set(err, SLOTD_ENOT_FOUND, "%s: lease %llu does not exist (expired or revoked)",
-                        field, (unsigned long long)id);
-        snprintf(err->field, sizeof(err->field), "%s", field);
+        not_found(err, field, id);
         return 0;
     }
     if ((uint64_t)r.keys + extra > SLOT_LEASE_KEYS_MAX) {
@@ -339,13 +344,6 @@ static int revoke(struct slot_fsm *f, uint16_t hs, uint64_t id, uint32_t *delete
     if (rc == 0)
         rc = meta_get(f, hs, &next_seq, &count);
     return rc != 0 ? rc : meta_put(f, hs, next_seq, count > 0 ? count - 1 : 0);
-}
-
-static void not_found(struct slotd_error *err, const char *field, uint64_t id)
-{
-    slotd_error_set(err, SLOTD_ENOT_FOUND, "%s: lease %llu does not exist (expired or revoked)",
-                    field, (unsigned long long)id);
-    snprintf(err->field, sizeof(err->field), "%s", field);
 }
 
 int slot__lease_apply(struct slot_fsm *f, const struct slot_group_state *gs, uint64_t index,
