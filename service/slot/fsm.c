@@ -1090,8 +1090,12 @@ static int apply_typed_command(struct slot_fsm *f, const struct slot_group_state
     resp.applied_index = index;
     resp.group_id = gs->group;
     resp.term = term;
-    struct slot__apply a = {f,  (uint16_t)cmd->hash_slot, index, cmd->command_case, &resp, NULL, 0,
-                            err};
+    struct slot__apply a = {.f = f,
+                            .hs = (uint16_t)cmd->hash_slot,
+                            .index = index,
+                            .number = cmd->command_case,
+                            .resp = &resp,
+                            .err = err};
     int rc = slot__meta_apply(&a, slot__oneof_get(&cmd->base, cmd->command_case));
     if (rc != 0 || err->code != SLOTD_OK) {
         free(a.buf);

@@ -2,6 +2,8 @@
 #ifndef SLOTD_SLOT_META_H
 #define SLOTD_SLOT_META_H
 
+#include <stddef.h>
+
 #include "service/slot/slot.h"
 #include "store/keys.h"
 
@@ -124,6 +126,18 @@ void slot__rows_free(struct slot__rows *r);
 
 /* ---- Validation (meta_validate.c). ---- */
 
+/* Where a violation is reported: the oneof alternative's name is the field path's root. */
+struct slot__vctx {
+    const char *root; /* "create_user" */
+    struct slotd_error *err;
+    char *keybuf; /* queries: 32 bytes for a routing key the validator makes (hash slot keys) */
+};
+
+/* Checks a typed command or query (borrowed) and points *key at its routing key (borrowed from
+ * the message). Returns 0, or -1 with err set (INVALID_FIELD naming the field and its limit). */
+typedef int (*slot__validate_fn)(struct slot__vctx *v, const ProtobufCMessage *m,
+                                 ProtobufCBinaryData *key);
+
 /* Whether number is a typed alternative of ProposeRequest.command / ReadRequest.query. */
 bool slot__meta_is_command(unsigned number);
 bool slot__meta_is_query(unsigned number);
@@ -131,7 +145,7 @@ bool slot__meta_is_query(unsigned number);
  * from msg). `field` names the oneof alternative ("add_subscribers"). */
 int slot__meta_validate_command(unsigned number, const ProtobufCMessage *msg,
                                 ProtobufCBinaryData *key, struct slotd_error *err);
-/* As above for a typed query; list_plugin_users' routing key is held in keybuf. */
+/* As above for a typed query; a query routed by a hash slot keeps its routing key in keybuf. */
 int slot__meta_validate_query(unsigned number, const ProtobufCMessage *msg,
                               ProtobufCBinaryData *key, char keybuf[32], struct slotd_error *err);
 /* Writes into keybuf (32 bytes) a short key whose hash slot is hs (< 256). */
@@ -144,6 +158,9 @@ static inline uint32_t slot__page(uint32_t limit)
 
 /* ---- Apply and serve (meta_user.c, meta_channel.c, meta_member.c). ---- */
 
+#define SLOT__HELD_MAX 4          /* rows an apply or serve keeps until the reply is packed */
+#define SLOT__SCRATCH_BYTES 1024u /* messages an apply builds for its result */
+
 struct slot__apply {
     struct slot_fsm *f;
     uint16_t hs;
@@ -153,6 +170,11 @@ struct slot__apply {
     uint8_t *buf;                     /* on success: the packed response (free()) */
     size_t len;
     struct slotd_error *err; /* a rejection: code != SLOTD_OK, nothing written */
+    /* Freed by the generic handler after the reply is packed (the result may point into them). */
+    ProtobufCMessage *held[SLOT__HELD_MAX];
+    size_t n_held;
+    _Alignas(max_align_t) uint8_t scratch[SLOT__SCRATCH_BYTES];
+    size_t scratch_used;
 };
 
 struct slot__serve {
@@ -163,36 +185,111 @@ struct slot__serve {
     uint8_t *buf; /* on success: the packed response (free()) */
     size_t len;
     struct slotd_error *err;
+    /* Freed by the generic handler after the reply is packed. */
+    ProtobufCMessage *held[SLOT__HELD_MAX];
+    size_t n_held;
+    struct slot__strs strs;   /* a listing's uids */
+    struct slot__rows rows;   /* a listing's rows */
+    ProtobufCBinaryData next; /* a listing's next cursor (malloc'ed) */
 };
 
-/* Handlers return 0 (a->buf set, or a->err->code != SLOTD_OK for a rejection) or a store error. */
-struct slot__meta_op {
-    unsigned number;
-    int (*apply)(struct slot__apply *a, const ProtobufCMessage *cmd);
-    int (*serve)(struct slot__serve *s, const ProtobufCMessage *query);
-};
+/* An apply changes rows through the batch and fills result (an initialised message of the row's
+ * result type); a query's serve fills result from the store. Both return 0 (result filled, or
+ * err->code != SLOTD_OK for a rejection: nothing written) or a store error. */
+typedef int (*slot__apply_fn)(struct slot__apply *a, const ProtobufCMessage *cmd,
+                              ProtobufCMessage *result);
+typedef int (*slot__serve_fn)(struct slot__serve *s, const ProtobufCMessage *query,
+                              ProtobufCMessage *result);
 
-extern const struct slot__meta_op slot__user_ops[];
-extern const size_t slot__user_ops_len;
-extern const struct slot__meta_op slot__channel_ops[];
-extern const size_t slot__channel_ops_len;
-extern const struct slot__meta_op slot__member_ops[];
-extern const size_t slot__member_ops_len;
-/* Queries of the same files (serve set, apply NULL). */
-extern const struct slot__meta_op slot__user_queries[];
-extern const size_t slot__user_queries_len;
-extern const struct slot__meta_op slot__channel_queries[];
-extern const size_t slot__channel_queries_len;
-extern const struct slot__meta_op slot__member_queries[];
-extern const size_t slot__member_queries_len;
+/* The typed commands, declared once (meta_table.c builds the dispatch table from this list):
+ * X(ONEOF NAME, validator, apply, result message). Validators are slot__v_<validator>
+ * (meta_validate.c), applies slot__apply_<apply> (meta_user.c, meta_channel.c, meta_member.c).
+ * Adding a kind: one row here, its validator and its apply. */
+#define SLOT__META_COMMANDS(X)                                                                     \
+    X(CREATE_USER, create_user, create_user, user_result)                                          \
+    X(UPDATE_USER, update_user, update_user, user_result)                                          \
+    X(PUT_DEVICE, put_device, put_device, device_result)                                           \
+    X(REMOVE_DEVICE, remove_device, remove_device, remove_result)                                  \
+    X(SET_SYSTEM_UID, set_system_uid, set_system_uid, system_uid_result)                           \
+    X(CREATE_CHANNEL, create_channel, create_channel, channel_result)                              \
+    X(UPDATE_CHANNEL_FLAGS, update_channel_flags, update_channel_flags, channel_result)            \
+    X(ADD_SUBSCRIBERS, subscribers, subscribers, members_result)                                   \
+    X(REMOVE_SUBSCRIBERS, subscribers, subscribers, members_result)                                \
+    X(ADD_ALLOWLIST, channel_list, channel_list, members_result)                                   \
+    X(REMOVE_ALLOWLIST, channel_list, channel_list, members_result)                                \
+    X(ADD_DENYLIST, channel_list, channel_list, members_result)                                    \
+    X(REMOVE_DENYLIST, channel_list, channel_list, members_result)                                 \
+    X(JOIN_CHANNEL, join_channel, join_channel, membership_result)                                 \
+    X(LEAVE_CHANNEL, uid_channel, leave_channel, membership_result)                                \
+    X(MARK_READ, uid_channel, mark_read, membership_result)                                        \
+    X(HIDE_CONVERSATION, uid_channel, hide_conversation, membership_result)                        \
+    X(ACTIVATE_CONVERSATION, activate, activate_conversation, membership_result)                   \
+    X(BIND_CMD, uid_channel, bind_cmd, cmd_binding_result)                                         \
+    X(ACK_CMD, uid_channel, ack_cmd, cmd_binding_result)                                           \
+    X(UNBIND_CMD, uid_channel, unbind_cmd, cmd_binding_result)                                     \
+    X(UPDATE_RUNTIME_META, update_runtime_meta, update_runtime_meta, runtime_meta_result)          \
+    X(ADVANCE_RETENTION, advance_retention, advance_retention, runtime_meta_result)                \
+    X(PUT_MIGRATION_TASK, put_migration_task, put_migration_task, migration_task_result)           \
+    X(BIND_PLUGIN, bind_plugin, bind_plugin, plugin_binding_result)                                \
+    X(UNBIND_PLUGIN, unbind_plugin, unbind_plugin, plugin_binding_result)                          \
+    X(APPEND_EVENT, append_event, append_event, append_event_result)
 
-/* Sets result as the response's alternative a->number and packs it into a->buf. */
-int slot__apply_reply(struct slot__apply *a, const ProtobufCMessage *result);
-int slot__serve_reply(struct slot__serve *s, const ProtobufCMessage *result);
+/* The typed queries, the same way: X(ONEOF NAME, validator, serve, result message); serves are
+ * slot__serve_<serve>. */
+#define SLOT__META_QUERIES(X)                                                                      \
+    X(GET_USER, uid_query, get_user, get_user_result)                                              \
+    X(GET_DEVICE, get_device, get_device, get_device_result)                                       \
+    X(IS_SYSTEM_UID, uid_query, is_system_uid, is_system_uid_result)                               \
+    X(GET_CHANNEL, channel_query, get_channel, get_channel_result)                                 \
+    X(LIST_MEMBERS, list_members, list_members, list_members_result)                               \
+    X(CHECK_MEMBER, check_member, check_member, check_member_result)                               \
+    X(GET_MEMBERSHIP, uid_channel, get_membership, get_membership_result)                          \
+    X(LIST_CONVERSATIONS, list_conversations, list_conversations, list_conversations_result)       \
+    X(GET_CMD_BINDING, uid_channel, get_cmd_binding, get_cmd_binding_result)                       \
+    X(GET_RUNTIME_META, channel_query, get_runtime_meta, get_runtime_meta_result)                  \
+    X(LIST_MIGRATION_TASKS, list_migration_tasks, list_migration_tasks,                            \
+      list_migration_tasks_result)                                                                 \
+    X(GET_PLUGIN_BINDING, uid_query, get_plugin_binding, get_plugin_binding_result)                \
+    X(LIST_PLUGIN_USERS, list_plugin_users, list_plugin_users, list_plugin_users_result)           \
+    X(LIST_EVENTS, list_events, list_events, list_events_result)
 
-/* Dispatch (meta_common.c): apply typed command `number`; serve typed query `number`. */
+#define SLOT__META_DECLARE_COMMAND(NAME, v, fn, r)                                                 \
+    int slot__v_##v(struct slot__vctx *vc, const ProtobufCMessage *m, ProtobufCBinaryData *key);   \
+    int slot__apply_##fn(struct slot__apply *a, const ProtobufCMessage *cmd,                       \
+                         ProtobufCMessage *result);
+#define SLOT__META_DECLARE_QUERY(NAME, v, fn, r)                                                   \
+    int slot__v_##v(struct slot__vctx *vc, const ProtobufCMessage *m, ProtobufCBinaryData *key);   \
+    int slot__serve_##fn(struct slot__serve *s, const ProtobufCMessage *query,                     \
+                         ProtobufCMessage *result);
+SLOT__META_COMMANDS(SLOT__META_DECLARE_COMMAND)
+SLOT__META_QUERIES(SLOT__META_DECLARE_QUERY)
+
+/* Dispatch (meta_table.c): validate, apply or serve typed command / query `number` through its
+ * table row; the generic handlers build the result message, call the row's function and pack
+ * the reply (a->buf / s->buf) unless it was refused. */
 int slot__meta_apply(struct slot__apply *a, const ProtobufCMessage *cmd);
 int slot__meta_serve(struct slot__serve *s, const ProtobufCMessage *query);
+
+/* Reads row k through the batch (apply) or from the store (serve); *out (NULL when absent) is
+ * kept until the reply is packed (at most SLOT__HELD_MAX rows per command). */
+int slot__apply_row(struct slot__apply *a, const struct slot__key *k,
+                    const ProtobufCMessageDescriptor *d, ProtobufCMessage **out);
+int slot__serve_row(struct slot__serve *s, const struct slot__key *k,
+                    const ProtobufCMessageDescriptor *d, ProtobufCMessage **out);
+/* size bytes of zeroed memory that live until the reply is packed (for messages a result points
+ * to); the bound is a programmer-error assert. */
+void *slot__apply_scratch(struct slot__apply *a, size_t size);
+
+/* A get's result: {found = 1, row = 2} filled from row k. */
+int slot__serve_get(struct slot__serve *s, const struct slot__key *k,
+                    const ProtobufCMessageDescriptor *d, ProtobufCMessage *result);
+/* A listing's result: {repeated = 1, next_cursor = 2} from the rows under prefix p after cursor,
+ * at most slot__page(limit): uids taken from the key suffixes (d NULL) or rows of type d. */
+int slot__serve_list(struct slot__serve *s, const struct slot__key *p,
+                     const ProtobufCBinaryData *cursor, uint32_t limit,
+                     const ProtobufCMessageDescriptor *d, ProtobufCMessage *result);
+/* Sets result's repeated field 1 and next_cursor (field 2) to what s collected. */
+void slot__serve_list_result(struct slot__serve *s, ProtobufCMessage *result, bool rows);
 
 /* A rejection with SLOTD_ENOT_FOUND naming what is missing. */
 void slot__not_found(struct slotd_error *err, const char *what, const char *id);

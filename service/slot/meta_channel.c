@@ -1,6 +1,6 @@
 /* meta_channel.c - channel-owned tables: channels, subscribers (fenced, counted), allowlist and
  * denylist, runtime meta (compare-and-set), migration task records and the bounded message-event
- * projection: their commands and queries. */
+ * projection: their applies and serves. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,12 +36,13 @@ static void task_key(struct slot__key *k, uint16_t hs, const char *channel, uint
         slot__key_u64(k, task_id);
 }
 
+/* The channel row (held until the reply), or a NOT_FOUND rejection (*out NULL). */
 static int load_channel(struct slot__apply *a, const char *id, struct slot__key *k,
                         Slotd__V1__Channel **out)
 {
     channel_key(k, a->hs, SLOT_TABLE_CHANNEL, id);
     ProtobufCMessage *raw;
-    int rc = slot__row_get(a->f, k, &slotd__v1__channel__descriptor, &raw);
+    int rc = slot__apply_row(a, k, &slotd__v1__channel__descriptor, &raw);
     *out = (Slotd__V1__Channel *)raw;
     if (rc == 0 && raw == NULL)
         slot__not_found(a->err, "channel", id);
@@ -50,34 +51,32 @@ static int load_channel(struct slot__apply *a, const char *id, struct slot__key 
 
 /* ---- channels ---- */
 
-static int apply_create_channel(struct slot__apply *a, const ProtobufCMessage *m)
+int slot__apply_create_channel(struct slot__apply *a, const ProtobufCMessage *m,
+                               ProtobufCMessage *r)
 {
     const Slotd__V1__CreateChannelCommand *c = (const void *)m;
+    Slotd__V1__ChannelResult *res = (void *)r;
     struct slot__key k;
     channel_key(&k, a->hs, SLOT_TABLE_CHANNEL, c->channel_id);
     ProtobufCMessage *old;
-    int rc = slot__row_get(a->f, &k, &slotd__v1__channel__descriptor, &old);
-    if (rc != 0)
+    int rc = slot__apply_row(a, &k, &slotd__v1__channel__descriptor, &old);
+    res->changed = old == NULL; /* creating an existing channel changes nothing */
+    res->channel = (Slotd__V1__Channel *)old;
+    if (rc != 0 || old != NULL)
         return rc;
-    Slotd__V1__ChannelFlags flags = SLOTD__V1__CHANNEL_FLAGS__INIT;
+    Slotd__V1__ChannelFlags *flags = slot__apply_scratch(a, sizeof(*flags));
+    Slotd__V1__Channel *ch = slot__apply_scratch(a, sizeof(*ch));
+    slotd__v1__channel_flags__init(flags);
     if (c->flags != NULL)
-        flags = *c->flags;
-    Slotd__V1__Channel ch = SLOTD__V1__CHANNEL__INIT;
-    ch.channel_id = c->channel_id;
-    ch.channel_type = c->channel_type;
-    ch.flags = &flags;
-    ch.event_capacity = c->event_capacity ? c->event_capacity : SLOT_EVENT_CAPACITY_DEFAULT;
-    ch.event_next_seq = 1;
-    Slotd__V1__ChannelResult res = SLOTD__V1__CHANNEL_RESULT__INIT;
-    res.changed = old == NULL; /* creating an existing channel changes nothing */
-    res.channel = old != NULL ? (Slotd__V1__Channel *)old : &ch;
-    if (old == NULL)
-        rc = slot__row_put(a->f, &k, &ch.base);
-    if (rc == 0)
-        rc = slot__apply_reply(a, &res.base);
-    if (old != NULL)
-        protobuf_c_message_free_unpacked(old, NULL);
-    return rc;
+        *flags = *c->flags;
+    slotd__v1__channel__init(ch);
+    ch->channel_id = c->channel_id;
+    ch->channel_type = c->channel_type;
+    ch->flags = flags;
+    ch->event_capacity = c->event_capacity ? c->event_capacity : SLOT_EVENT_CAPACITY_DEFAULT;
+    ch->event_next_seq = 1;
+    res->channel = ch;
+    return slot__row_put(a->f, &k, &ch->base);
 }
 
 static bool flags_equal(const Slotd__V1__ChannelFlags *x, const Slotd__V1__ChannelFlags *y)
@@ -86,27 +85,24 @@ static bool flags_equal(const Slotd__V1__ChannelFlags *x, const Slotd__V1__Chann
            x->allow_stranger == y->allow_stranger && x->large == y->large;
 }
 
-static int apply_update_channel_flags(struct slot__apply *a, const ProtobufCMessage *m)
+int slot__apply_update_channel_flags(struct slot__apply *a, const ProtobufCMessage *m,
+                                     ProtobufCMessage *r)
 {
     const Slotd__V1__UpdateChannelFlagsCommand *c = (const void *)m;
+    Slotd__V1__ChannelResult *res = (void *)r;
     struct slot__key k;
-    Slotd__V1__Channel *old;
-    int rc = load_channel(a, c->channel_id, &k, &old);
-    if (rc != 0 || old == NULL)
+    Slotd__V1__Channel *ch;
+    int rc = load_channel(a, c->channel_id, &k, &ch);
+    if (rc != 0 || ch == NULL)
         return rc;
     Slotd__V1__ChannelFlags none = SLOTD__V1__CHANNEL_FLAGS__INIT;
-    Slotd__V1__ChannelFlags flags = c->flags != NULL ? *c->flags : none;
-    Slotd__V1__Channel ch = *old; /* shallow: old owns the strings */
-    ch.flags = &flags;
-    Slotd__V1__ChannelResult res = SLOTD__V1__CHANNEL_RESULT__INIT;
-    res.changed = !flags_equal(old->flags != NULL ? old->flags : &none, &flags);
-    res.channel = &ch;
-    if (res.changed)
-        rc = slot__row_put(a->f, &k, &ch.base);
-    if (rc == 0)
-        rc = slot__apply_reply(a, &res.base);
-    protobuf_c_message_free_unpacked(&old->base, NULL);
-    return rc;
+    Slotd__V1__ChannelFlags *flags = slot__apply_scratch(a, sizeof(*flags));
+    *flags = c->flags != NULL ? *c->flags : none;
+    res->changed = !flags_equal(ch->flags != NULL ? ch->flags : &none, flags);
+    res->channel = slot__apply_scratch(a, sizeof(*res->channel));
+    *res->channel = *ch; /* shallow: the held row owns the strings */
+    res->channel->flags = flags;
+    return res->changed ? slot__row_put(a->f, &k, &res->channel->base) : 0;
 }
 
 /* ---- subscribers, allowlist, denylist ---- */
@@ -121,8 +117,8 @@ struct members_cmd {
     uint64_t expected_version;
 };
 
-static int fence_failed(struct slot__apply *a, const struct members_cmd *c,
-                        const Slotd__V1__Channel *ch)
+static void fence_failed(struct slot__apply *a, const struct members_cmd *c,
+                         const Slotd__V1__Channel *ch)
 {
     slotd_error_set(a->err, SLOTD_ESTALE_FENCE,
                     "channel %s: expected_version %llu != subscriber_version %llu", c->channel_id,
@@ -130,10 +126,10 @@ static int fence_failed(struct slot__apply *a, const struct members_cmd *c,
                     (unsigned long long)ch->subscriber_version);
     a->err->has_current_version = true;
     a->err->current_version = ch->subscriber_version;
-    return 0;
 }
 
-static int apply_members(struct slot__apply *a, const struct members_cmd *c)
+static int apply_members(struct slot__apply *a, const struct members_cmd *c,
+                         Slotd__V1__MembersResult *res)
 {
     struct slot__key ck, k;
     Slotd__V1__Channel *ch;
@@ -141,8 +137,8 @@ static int apply_members(struct slot__apply *a, const struct members_cmd *c)
     if (rc != 0 || ch == NULL)
         return rc;
     if (c->fenced && c->expected_version != ch->subscriber_version) {
-        rc = fence_failed(a, c, ch);
-        goto done;
+        fence_failed(a, c, ch);
+        return 0;
     }
     uint32_t changed = 0;
     for (size_t i = 0; rc == 0 && i < c->n_uids; i++) {
@@ -162,18 +158,13 @@ static int apply_members(struct slot__apply *a, const struct members_cmd *c)
         ch->subscriber_version++;
         rc = slot__row_put(a->f, &ck, &ch->base);
     }
-    Slotd__V1__MembersResult res = SLOTD__V1__MEMBERS_RESULT__INIT;
-    res.changed = changed;
-    res.subscriber_count = ch->subscriber_count;
-    res.subscriber_version = ch->subscriber_version;
-    if (rc == 0)
-        rc = slot__apply_reply(a, &res.base);
-done:
-    protobuf_c_message_free_unpacked(&ch->base, NULL);
+    res->changed = changed;
+    res->subscriber_count = ch->subscriber_count;
+    res->subscriber_version = ch->subscriber_version;
     return rc;
 }
 
-static int apply_subscribers(struct slot__apply *a, const ProtobufCMessage *m)
+int slot__apply_subscribers(struct slot__apply *a, const ProtobufCMessage *m, ProtobufCMessage *r)
 {
     const Slotd__V1__SubscribersCommand *s = (const void *)m;
     struct members_cmd c = {s->channel_id,
@@ -183,10 +174,10 @@ static int apply_subscribers(struct slot__apply *a, const ProtobufCMessage *m)
                             a->number == SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_SUBSCRIBERS,
                             true,
                             s->expected_version};
-    return apply_members(a, &c);
+    return apply_members(a, &c, (void *)r);
 }
 
-static int apply_channel_list(struct slot__apply *a, const ProtobufCMessage *m)
+int slot__apply_channel_list(struct slot__apply *a, const ProtobufCMessage *m, ProtobufCMessage *r)
 {
     const Slotd__V1__ChannelListCommand *l = (const void *)m;
     bool allow = a->number == SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_ALLOWLIST ||
@@ -200,7 +191,7 @@ static int apply_channel_list(struct slot__apply *a, const ProtobufCMessage *m)
                                 a->number == SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_DENYLIST,
                             false,
                             0};
-    return apply_members(a, &c);
+    return apply_members(a, &c, (void *)r);
 }
 
 /* ---- runtime meta ---- */
@@ -234,13 +225,15 @@ static void meta_stale(struct slot__apply *a, const Slotd__V1__UpdateRuntimeMeta
     }
 }
 
-static int apply_update_runtime_meta(struct slot__apply *a, const ProtobufCMessage *m)
+int slot__apply_update_runtime_meta(struct slot__apply *a, const ProtobufCMessage *m,
+                                    ProtobufCMessage *r)
 {
     const Slotd__V1__UpdateRuntimeMetaCommand *c = (const void *)m;
+    Slotd__V1__RuntimeMetaResult *res = (void *)r;
     struct slot__key k;
     channel_key(&k, a->hs, SLOT_TABLE_RUNTIME_META, c->channel_id);
     ProtobufCMessage *raw;
-    int rc = slot__row_get(a->f, &k, &slotd__v1__channel_runtime_meta__descriptor, &raw);
+    int rc = slot__apply_row(a, &k, &slotd__v1__channel_runtime_meta__descriptor, &raw);
     if (rc != 0)
         return rc;
     Slotd__V1__ChannelRuntimeMeta none = SLOTD__V1__CHANNEL_RUNTIME_META__INIT;
@@ -248,51 +241,40 @@ static int apply_update_runtime_meta(struct slot__apply *a, const ProtobufCMessa
     if (cur->channel_epoch != c->expected_channel_epoch ||
         cur->leader_epoch != c->expected_leader_epoch || cur->leader != c->expected_leader) {
         meta_stale(a, c, cur);
-        goto done;
+        return 0;
     }
-    Slotd__V1__ChannelRuntimeMeta next = *c->meta;
-    Slotd__V1__RuntimeMetaResult res = SLOTD__V1__RUNTIME_META_RESULT__INIT;
-    res.retention_advanced = next.retention_through_seq > cur->retention_through_seq;
-    if (!res.retention_advanced)
-        next.retention_through_seq = cur->retention_through_seq; /* only moves forward */
-    res.changed = raw == NULL || !meta_equal(cur, &next);
-    res.meta = &next;
-    if (res.changed)
-        rc = slot__row_put(a->f, &k, &next.base);
-    if (rc == 0)
-        rc = slot__apply_reply(a, &res.base);
-done:
-    if (raw != NULL)
-        protobuf_c_message_free_unpacked(raw, NULL);
-    return rc;
+    Slotd__V1__ChannelRuntimeMeta *next = slot__apply_scratch(a, sizeof(*next));
+    *next = *c->meta;
+    res->retention_advanced = next->retention_through_seq > cur->retention_through_seq;
+    if (!res->retention_advanced)
+        next->retention_through_seq = cur->retention_through_seq; /* only moves forward */
+    res->changed = raw == NULL || !meta_equal(cur, next);
+    res->meta = next;
+    return res->changed ? slot__row_put(a->f, &k, &next->base) : 0;
 }
 
-static int apply_advance_retention(struct slot__apply *a, const ProtobufCMessage *m)
+int slot__apply_advance_retention(struct slot__apply *a, const ProtobufCMessage *m,
+                                  ProtobufCMessage *r)
 {
     const Slotd__V1__AdvanceRetentionCommand *c = (const void *)m;
+    Slotd__V1__RuntimeMetaResult *res = (void *)r;
     struct slot__key k;
     channel_key(&k, a->hs, SLOT_TABLE_RUNTIME_META, c->channel_id);
     ProtobufCMessage *raw;
-    int rc = slot__row_get(a->f, &k, &slotd__v1__channel_runtime_meta__descriptor, &raw);
-    if (rc != 0)
+    int rc = slot__apply_row(a, &k, &slotd__v1__channel_runtime_meta__descriptor, &raw);
+    if (rc != 0 || raw == NULL) {
+        if (rc == 0)
+            slot__not_found(a->err, "runtime meta of channel", c->channel_id);
         return rc;
-    if (raw == NULL) {
-        slot__not_found(a->err, "runtime meta of channel", c->channel_id);
-        return 0;
     }
     Slotd__V1__ChannelRuntimeMeta *meta = (void *)raw;
-    Slotd__V1__RuntimeMetaResult res = SLOTD__V1__RUNTIME_META_RESULT__INIT;
-    res.retention_advanced = c->retention_through_seq > meta->retention_through_seq;
-    res.changed = res.retention_advanced;
-    res.meta = meta;
-    if (res.retention_advanced) {
-        meta->retention_through_seq = c->retention_through_seq;
-        rc = slot__row_put(a->f, &k, &meta->base);
-    }
-    if (rc == 0)
-        rc = slot__apply_reply(a, &res.base);
-    protobuf_c_message_free_unpacked(raw, NULL);
-    return rc;
+    res->retention_advanced = c->retention_through_seq > meta->retention_through_seq;
+    res->changed = res->retention_advanced;
+    res->meta = meta;
+    if (!res->retention_advanced)
+        return 0;
+    meta->retention_through_seq = c->retention_through_seq;
+    return slot__row_put(a->f, &k, &meta->base);
 }
 
 /* ---- migration task records ---- */
@@ -312,39 +294,34 @@ static int status_rank(Slotd__V1__MigrationStatus s)
     }
 }
 
-static int apply_put_migration_task(struct slot__apply *a, const ProtobufCMessage *m)
+int slot__apply_put_migration_task(struct slot__apply *a, const ProtobufCMessage *m,
+                                   ProtobufCMessage *r)
 {
     const Slotd__V1__ChannelMigrationTask *t =
         ((const Slotd__V1__PutMigrationTaskCommand *)m)->task;
+    Slotd__V1__MigrationTaskResult *res = (void *)r;
     struct slot__key k;
     task_key(&k, a->hs, t->channel_id, t->task_id);
     ProtobufCMessage *raw;
-    int rc = slot__row_get(a->f, &k, &slotd__v1__channel_migration_task__descriptor, &raw);
-    if (rc != 0)
-        return rc;
+    int rc = slot__apply_row(a, &k, &slotd__v1__channel_migration_task__descriptor, &raw);
     const Slotd__V1__ChannelMigrationTask *old = (const void *)raw;
-    Slotd__V1__ChannelMigrationTask next = old != NULL ? *old : *t;
-    Slotd__V1__MigrationTaskResult res = SLOTD__V1__MIGRATION_TASK_RESULT__INIT;
-    res.changed = old == NULL || status_rank(t->status) > status_rank(old->status);
-    if (old != NULL && res.changed) { /* nodes are fixed at creation; status moves forward */
-        next.status = t->status;
-        next.last_error = t->last_error;
+    Slotd__V1__ChannelMigrationTask *next = slot__apply_scratch(a, sizeof(*next));
+    *next = old != NULL ? *old : *t;
+    res->changed = old == NULL || status_rank(t->status) > status_rank(old->status);
+    if (old != NULL && res->changed) { /* nodes are fixed at creation; status moves forward */
+        next->status = t->status;
+        next->last_error = t->last_error;
     }
-    res.task = &next;
-    if (res.changed)
-        rc = slot__row_put(a->f, &k, &next.base);
-    if (rc == 0)
-        rc = slot__apply_reply(a, &res.base);
-    if (raw != NULL)
-        protobuf_c_message_free_unpacked(raw, NULL);
-    return rc;
+    res->task = next;
+    return rc != 0 || !res->changed ? rc : slot__row_put(a->f, &k, &next->base);
 }
 
 /* ---- message-event projection ---- */
 
-static int apply_append_event(struct slot__apply *a, const ProtobufCMessage *m)
+int slot__apply_append_event(struct slot__apply *a, const ProtobufCMessage *m, ProtobufCMessage *r)
 {
     const Slotd__V1__AppendEventCommand *c = (const void *)m;
+    Slotd__V1__AppendEventResult *res = (void *)r;
     struct slot__key ck, k;
     Slotd__V1__Channel *ch;
     int rc = load_channel(a, c->channel_id, &ck, &ch);
@@ -360,83 +337,35 @@ static int apply_append_event(struct slot__apply *a, const ProtobufCMessage *m)
     ev.payload = c->payload;
     event_key(&k, a->hs, c->channel_id, seq);
     rc = slot__row_put(a->f, &k, &ev.base);
-    Slotd__V1__AppendEventResult res = SLOTD__V1__APPEND_EVENT_RESULT__INIT;
-    res.event_seq = seq;
+    res->event_seq = seq;
     /* invariant: the kept events are exactly seq - cap + 1 .. seq; evict the one that fell out */
     if (rc == 0 && seq > cap) {
         event_key(&k, a->hs, c->channel_id, seq - cap);
         rc = slot__key_delete(a->f, &k);
-        res.evicted = 1;
+        res->evicted = 1;
     }
-    if (rc == 0) {
-        ch->event_next_seq = seq + 1;
-        rc = slot__row_put(a->f, &ck, &ch->base);
-    }
-    if (rc == 0)
-        rc = slot__apply_reply(a, &res.base);
-    protobuf_c_message_free_unpacked(&ch->base, NULL);
-    return rc;
+    ch->event_next_seq = seq + 1;
+    return rc != 0 ? rc : slot__row_put(a->f, &ck, &ch->base);
 }
-
-const struct slot__meta_op slot__channel_ops[] = {
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_CREATE_CHANNEL, apply_create_channel, NULL},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_UPDATE_CHANNEL_FLAGS, apply_update_channel_flags, NULL},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_SUBSCRIBERS, apply_subscribers, NULL},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_SUBSCRIBERS, apply_subscribers, NULL},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_ALLOWLIST, apply_channel_list, NULL},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_ALLOWLIST, apply_channel_list, NULL},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_DENYLIST, apply_channel_list, NULL},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_DENYLIST, apply_channel_list, NULL},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_UPDATE_RUNTIME_META, apply_update_runtime_meta, NULL},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADVANCE_RETENTION, apply_advance_retention, NULL},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT_MIGRATION_TASK, apply_put_migration_task, NULL},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_APPEND_EVENT, apply_append_event, NULL},
-};
-const size_t slot__channel_ops_len = sizeof(slot__channel_ops) / sizeof(slot__channel_ops[0]);
 
 /* ---- queries ---- */
 
-static int serve_get_channel(struct slot__serve *s, const ProtobufCMessage *m)
+int slot__serve_get_channel(struct slot__serve *s, const ProtobufCMessage *m, ProtobufCMessage *r)
 {
-    const Slotd__V1__GetChannelQuery *q = (const void *)m;
     struct slot__key k;
-    channel_key(&k, s->hs, SLOT_TABLE_CHANNEL, q->channel_id);
-    ProtobufCMessage *row;
-    int rc = slot__store_row_get(s->st, &k, &slotd__v1__channel__descriptor, &row);
-    if (rc != 0)
-        return rc;
-    Slotd__V1__GetChannelResult res = SLOTD__V1__GET_CHANNEL_RESULT__INIT;
-    res.found = row != NULL;
-    res.channel = (Slotd__V1__Channel *)row;
-    rc = slot__serve_reply(s, &res.base);
-    if (row != NULL)
-        protobuf_c_message_free_unpacked(row, NULL);
-    return rc;
+    channel_key(&k, s->hs, SLOT_TABLE_CHANNEL, ((const Slotd__V1__GetChannelQuery *)m)->channel_id);
+    return slot__serve_get(s, &k, &slotd__v1__channel__descriptor, r);
 }
 
-static int serve_list_members(struct slot__serve *s, const ProtobufCMessage *m)
+int slot__serve_list_members(struct slot__serve *s, const ProtobufCMessage *m, ProtobufCMessage *r)
 {
     const Slotd__V1__ListMembersQuery *q = (const void *)m;
     struct slot__key p;
     member_prefix(&p, s->hs, q->channel_id, (uint8_t)q->list);
-    struct slot__strs uids;
-    uint32_t limit = slot__page(q->limit);
-    int rc = slot__strs_init(&uids, limit);
-    if (rc != 0)
-        return rc;
-    Slotd__V1__ListMembersResult res = SLOTD__V1__LIST_MEMBERS_RESULT__INIT;
-    rc = slot__scan(s->st, &p, &q->cursor, limit, slot__collect_suffix, &uids, &res.next_cursor);
-    if (rc == 0) {
-        res.n_uids = uids.n;
-        res.uids = uids.v;
-        rc = slot__serve_reply(s, &res.base);
-    }
-    free(res.next_cursor.data);
-    slot__strs_free(&uids);
-    return rc;
+    return slot__serve_list(s, &p, &q->cursor, q->limit, NULL, r);
 }
 
-static int serve_check_member(struct slot__serve *s, const ProtobufCMessage *m)
+int slot__serve_check_member(struct slot__serve *s, const ProtobufCMessage *m, ProtobufCMessage *r)
 {
     const Slotd__V1__CheckMemberQuery *q = (const void *)m;
     struct slot__key k;
@@ -444,82 +373,33 @@ static int serve_check_member(struct slot__serve *s, const ProtobufCMessage *m)
     slot__key_tail(&k, q->uid);
     bool present;
     int rc = slot__store_flag_get(s->st, &k, &present);
-    if (rc != 0)
-        return rc;
-    Slotd__V1__CheckMemberResult res = SLOTD__V1__CHECK_MEMBER_RESULT__INIT;
-    res.member = present;
-    return slot__serve_reply(s, &res.base);
-}
-
-static int serve_get_runtime_meta(struct slot__serve *s, const ProtobufCMessage *m)
-{
-    const Slotd__V1__GetRuntimeMetaQuery *q = (const void *)m;
-    struct slot__key k;
-    channel_key(&k, s->hs, SLOT_TABLE_RUNTIME_META, q->channel_id);
-    ProtobufCMessage *row;
-    int rc = slot__store_row_get(s->st, &k, &slotd__v1__channel_runtime_meta__descriptor, &row);
-    if (rc != 0)
-        return rc;
-    Slotd__V1__GetRuntimeMetaResult res = SLOTD__V1__GET_RUNTIME_META_RESULT__INIT;
-    res.found = row != NULL;
-    res.meta = (Slotd__V1__ChannelRuntimeMeta *)row;
-    rc = slot__serve_reply(s, &res.base);
-    if (row != NULL)
-        protobuf_c_message_free_unpacked(row, NULL);
+    ((Slotd__V1__CheckMemberResult *)r)->member = present;
     return rc;
 }
 
-static int serve_list_migration_tasks(struct slot__serve *s, const ProtobufCMessage *m)
+int slot__serve_get_runtime_meta(struct slot__serve *s, const ProtobufCMessage *m,
+                                 ProtobufCMessage *r)
+{
+    struct slot__key k;
+    channel_key(&k, s->hs, SLOT_TABLE_RUNTIME_META,
+                ((const Slotd__V1__GetRuntimeMetaQuery *)m)->channel_id);
+    return slot__serve_get(s, &k, &slotd__v1__channel_runtime_meta__descriptor, r);
+}
+
+int slot__serve_list_migration_tasks(struct slot__serve *s, const ProtobufCMessage *m,
+                                     ProtobufCMessage *r)
 {
     const Slotd__V1__ListMigrationTasksQuery *q = (const void *)m;
     struct slot__key p;
     task_key(&p, s->hs, q->channel_id, 0);
-    struct slot__rows rows;
-    uint32_t limit = slot__page(q->limit);
-    int rc = slot__rows_init(&rows, &slotd__v1__channel_migration_task__descriptor, limit);
-    if (rc != 0)
-        return rc;
-    Slotd__V1__ListMigrationTasksResult res = SLOTD__V1__LIST_MIGRATION_TASKS_RESULT__INIT;
-    rc = slot__scan(s->st, &p, &q->cursor, limit, slot__collect_row, &rows, &res.next_cursor);
-    if (rc == 0) {
-        res.n_tasks = rows.n;
-        res.tasks = (Slotd__V1__ChannelMigrationTask **)rows.v;
-        rc = slot__serve_reply(s, &res.base);
-    }
-    free(res.next_cursor.data);
-    slot__rows_free(&rows);
-    return rc;
+    return slot__serve_list(s, &p, &q->cursor, q->limit,
+                            &slotd__v1__channel_migration_task__descriptor, r);
 }
 
-static int serve_list_events(struct slot__serve *s, const ProtobufCMessage *m)
+int slot__serve_list_events(struct slot__serve *s, const ProtobufCMessage *m, ProtobufCMessage *r)
 {
     const Slotd__V1__ListEventsQuery *q = (const void *)m;
     struct slot__key p;
     event_key(&p, s->hs, q->channel_id, 0);
-    struct slot__rows rows;
-    uint32_t limit = slot__page(q->limit);
-    int rc = slot__rows_init(&rows, &slotd__v1__channel_event__descriptor, limit);
-    if (rc != 0)
-        return rc;
-    Slotd__V1__ListEventsResult res = SLOTD__V1__LIST_EVENTS_RESULT__INIT;
-    rc = slot__scan(s->st, &p, &q->cursor, limit, slot__collect_row, &rows, &res.next_cursor);
-    if (rc == 0) {
-        res.n_events = rows.n;
-        res.events = (Slotd__V1__ChannelEvent **)rows.v;
-        rc = slot__serve_reply(s, &res.base);
-    }
-    free(res.next_cursor.data);
-    slot__rows_free(&rows);
-    return rc;
+    return slot__serve_list(s, &p, &q->cursor, q->limit, &slotd__v1__channel_event__descriptor, r);
 }
-
-const struct slot__meta_op slot__channel_queries[] = {
-    {SLOTD__V1__READ_REQUEST__QUERY_GET_CHANNEL, NULL, serve_get_channel},
-    {SLOTD__V1__READ_REQUEST__QUERY_LIST_MEMBERS, NULL, serve_list_members},
-    {SLOTD__V1__READ_REQUEST__QUERY_CHECK_MEMBER, NULL, serve_check_member},
-    {SLOTD__V1__READ_REQUEST__QUERY_GET_RUNTIME_META, NULL, serve_get_runtime_meta},
-    {SLOTD__V1__READ_REQUEST__QUERY_LIST_MIGRATION_TASKS, NULL, serve_list_migration_tasks},
-    {SLOTD__V1__READ_REQUEST__QUERY_LIST_EVENTS, NULL, serve_list_events},
-};
-const size_t slot__channel_queries_len =
-    sizeof(slot__channel_queries) / sizeof(slot__channel_queries[0]);

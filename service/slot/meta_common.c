@@ -1,5 +1,5 @@
 /* meta_common.c - shared machinery of the typed metadata tables: oneof access, keys, row codec,
- * cursors, scans and the dispatch of typed commands and queries. */
+ * cursors, scans and the collections listings fill (meta_table.c dispatches). */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,68 +327,11 @@ int slot__scan(struct store *st, const struct slot__key *p, const ProtobufCBinar
     return rc;
 }
 
-/* ---- replies and dispatch ---- */
-
-int slot__apply_reply(struct slot__apply *a, const ProtobufCMessage *result)
-{
-    slot__oneof_set(&a->resp->base, a->number, result);
-    a->len = slotd__v1__propose_response__get_packed_size(a->resp);
-    a->buf = malloc(a->len ? a->len : 1);
-    if (a->buf == NULL)
-        return STORE_ENOMEM;
-    slotd__v1__propose_response__pack(a->resp, a->buf);
-    return 0;
-}
-
-int slot__serve_reply(struct slot__serve *s, const ProtobufCMessage *result)
-{
-    slot__oneof_set(&s->resp->base, s->number, result);
-    s->len = slotd__v1__read_response__get_packed_size(s->resp);
-    s->buf = malloc(s->len ? s->len : 1);
-    if (s->buf == NULL)
-        return STORE_ENOMEM;
-    slotd__v1__read_response__pack(s->resp, s->buf);
-    return 0;
-}
+/* ---- rejections ---- */
 
 void slot__not_found(struct slotd_error *err, const char *what, const char *id)
 {
     slotd_error_set(err, SLOTD_ENOT_FOUND, "%s %s does not exist", what, id);
-}
-
-struct op_table {
-    const struct slot__meta_op *ops;
-    const size_t *len;
-};
-
-static const struct slot__meta_op *find_op(const struct op_table *tables, size_t n_tables,
-                                           unsigned number)
-{
-    for (size_t t = 0; t < n_tables; t++)
-        for (size_t i = 0; i < *tables[t].len; i++)
-            if (tables[t].ops[i].number == number)
-                return &tables[t].ops[i];
-    return NULL;
-}
-
-int slot__meta_apply(struct slot__apply *a, const ProtobufCMessage *cmd)
-{
-    static const struct op_table tables[] = {{slot__user_ops, &slot__user_ops_len},
-                                             {slot__channel_ops, &slot__channel_ops_len},
-                                             {slot__member_ops, &slot__member_ops_len}};
-    const struct slot__meta_op *op = find_op(tables, 3, a->number);
-    assert(op != NULL && op->apply != NULL); /* slot__meta_is_command() said so */
-    return op->apply(a, cmd);
-}
-
-int slot__meta_serve(struct slot__serve *s, const ProtobufCMessage *query)
-{
-    static const struct op_table tables[] = {{slot__user_queries, &slot__user_queries_len},
-                                             {slot__channel_queries, &slot__channel_queries_len},
-                                             {slot__member_queries, &slot__member_queries_len}};
-    const struct slot__meta_op *op = find_op(tables, 3, s->number);
-    assert(op != NULL && op->serve != NULL);
-    return op->serve(s, query);
 }
 
 /* ---- string collections (uid lists) ---- */

@@ -7,19 +7,13 @@
 #include "service/route/route.h"
 #include "service/slot/meta.h"
 
-/* Where a violation is reported: the oneof alternative's name is the field path's root. */
-struct vctx {
-    const char *root; /* "create_user" */
-    struct slotd_error *err;
-};
-
 static void routing_str(ProtobufCBinaryData *key, const char *s)
 {
     key->data = (uint8_t *)s;
     key->len = strlen(s);
 }
 
-static int v_str(struct vctx *v, const char *path, const char *s, size_t min, size_t max)
+static int v_str(struct slot__vctx *v, const char *path, const char *s, size_t min, size_t max)
 {
     size_t n = strlen(s);
     if (n >= min && n <= max)
@@ -31,7 +25,7 @@ static int v_str(struct vctx *v, const char *path, const char *s, size_t min, si
     return -1;
 }
 
-static int v_max(struct vctx *v, const char *path, uint64_t val, uint64_t min, uint64_t max)
+static int v_max(struct slot__vctx *v, const char *path, uint64_t val, uint64_t min, uint64_t max)
 {
     if (val >= min && val <= max)
         return 0;
@@ -42,7 +36,7 @@ static int v_max(struct vctx *v, const char *path, uint64_t val, uint64_t min, u
     return -1;
 }
 
-static int v_required(struct vctx *v, const char *path, const void *p)
+static int v_required(struct slot__vctx *v, const char *path, const void *p)
 {
     if (p != NULL)
         return 0;
@@ -52,18 +46,18 @@ static int v_required(struct vctx *v, const char *path, const void *p)
     return -1;
 }
 
-static int v_uid(struct vctx *v, const char *path, const char *uid)
+static int v_uid(struct slot__vctx *v, const char *path, const char *uid)
 {
     return v_str(v, path, uid, 1, SLOT_UID_MAX);
 }
 
-static int v_channel(struct vctx *v, const char *path, const char *id)
+static int v_channel(struct slot__vctx *v, const char *path, const char *id)
 {
     return v_str(v, path, id, 1, SLOT_CHANNEL_ID_MAX);
 }
 
 /* A batch of uids: 1..1000 entries, each a valid uid, 64 KiB in all. */
-static int v_uids(struct vctx *v, size_t n, char *const *uids)
+static int v_uids(struct slot__vctx *v, size_t n, char *const *uids)
 {
     char field[64];
     snprintf(field, sizeof(field), "%s.uids", v->root);
@@ -91,7 +85,7 @@ static int v_uids(struct vctx *v, size_t n, char *const *uids)
     return 0;
 }
 
-static int v_page(struct vctx *v, const ProtobufCBinaryData *cursor, uint32_t limit)
+static int v_page(struct slot__vctx *v, const ProtobufCBinaryData *cursor, uint32_t limit)
 {
     char field[64];
     if (slot__cursor_check(cursor) != 0) {
@@ -102,7 +96,7 @@ static int v_page(struct vctx *v, const ProtobufCBinaryData *cursor, uint32_t li
     return v_max(v, "limit", limit, 0, SLOT_PAGE_MAX);
 }
 
-static int v_list(struct vctx *v, Slotd__V1__MemberList list)
+static int v_list(struct slot__vctx *v, Slotd__V1__MemberList list)
 {
     return v_max(v, "list", (uint64_t)(unsigned)list,
                  SLOTD__V1__MEMBER_LIST__MEMBER_LIST_SUBSCRIBERS,
@@ -111,7 +105,7 @@ static int v_list(struct vctx *v, Slotd__V1__MemberList list)
 
 /* ---- commands ---- */
 
-static int v_user_row(struct vctx *v, const Slotd__V1__User *u, ProtobufCBinaryData *key)
+static int v_user_row(struct slot__vctx *v, const Slotd__V1__User *u, ProtobufCBinaryData *key)
 {
     if (v_required(v, "user", u) || v_uid(v, "user.uid", u->uid) ||
         v_str(v, "user.token", u->token, 0, SLOT_TOKEN_MAX) ||
@@ -122,17 +116,17 @@ static int v_user_row(struct vctx *v, const Slotd__V1__User *u, ProtobufCBinaryD
     return 0;
 }
 
-static int v_create_user(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_create_user(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     return v_user_row(v, ((const Slotd__V1__CreateUserCommand *)m)->user, key);
 }
 
-static int v_update_user(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_update_user(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     return v_user_row(v, ((const Slotd__V1__UpdateUserCommand *)m)->user, key);
 }
 
-static int v_put_device(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_put_device(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__Device *d = ((const Slotd__V1__PutDeviceCommand *)m)->device;
     if (v_required(v, "device", d) || v_uid(v, "device.uid", d->uid) ||
@@ -144,7 +138,7 @@ static int v_put_device(struct vctx *v, const ProtobufCMessage *m, ProtobufCBina
     return 0;
 }
 
-static int v_remove_device(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_remove_device(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__RemoveDeviceCommand *c = (const void *)m;
     if (v_uid(v, "uid", c->uid) || v_max(v, "device_flag", c->device_flag, 0, SLOT_SMALL_INT_MAX))
@@ -153,7 +147,8 @@ static int v_remove_device(struct vctx *v, const ProtobufCMessage *m, ProtobufCB
     return 0;
 }
 
-static int v_set_system_uid(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_set_system_uid(struct slot__vctx *v, const ProtobufCMessage *m,
+                           ProtobufCBinaryData *key)
 {
     const Slotd__V1__SetSystemUidCommand *c = (const void *)m;
     if (v_uid(v, "uid", c->uid))
@@ -162,7 +157,8 @@ static int v_set_system_uid(struct vctx *v, const ProtobufCMessage *m, ProtobufC
     return 0;
 }
 
-static int v_create_channel(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_create_channel(struct slot__vctx *v, const ProtobufCMessage *m,
+                           ProtobufCBinaryData *key)
 {
     const Slotd__V1__CreateChannelCommand *c = (const void *)m;
     if (v_channel(v, "channel_id", c->channel_id) ||
@@ -173,8 +169,8 @@ static int v_create_channel(struct vctx *v, const ProtobufCMessage *m, ProtobufC
     return 0;
 }
 
-static int v_update_channel_flags(struct vctx *v, const ProtobufCMessage *m,
-                                  ProtobufCBinaryData *key)
+int slot__v_update_channel_flags(struct slot__vctx *v, const ProtobufCMessage *m,
+                                 ProtobufCBinaryData *key)
 {
     const Slotd__V1__UpdateChannelFlagsCommand *c = (const void *)m;
     if (v_channel(v, "channel_id", c->channel_id))
@@ -183,7 +179,7 @@ static int v_update_channel_flags(struct vctx *v, const ProtobufCMessage *m,
     return 0;
 }
 
-static int v_subscribers(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_subscribers(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__SubscribersCommand *c = (const void *)m;
     if (v_channel(v, "channel_id", c->channel_id) || v_uids(v, c->n_uids, c->uids))
@@ -192,7 +188,7 @@ static int v_subscribers(struct vctx *v, const ProtobufCMessage *m, ProtobufCBin
     return 0;
 }
 
-static int v_channel_list(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_channel_list(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__ChannelListCommand *c = (const void *)m;
     if (v_channel(v, "channel_id", c->channel_id) || v_uids(v, c->n_uids, c->uids))
@@ -202,7 +198,7 @@ static int v_channel_list(struct vctx *v, const ProtobufCMessage *m, ProtobufCBi
 }
 
 /* The commands of the (uid, channel_id) rows share their first two fields. */
-static int v_uid_channel(struct vctx *v, const char *uid, const char *channel,
+static int v_uid_channel(struct slot__vctx *v, const char *uid, const char *channel,
                          ProtobufCBinaryData *key)
 {
     if (v_uid(v, "uid", uid) || v_channel(v, "channel_id", channel))
@@ -211,7 +207,7 @@ static int v_uid_channel(struct vctx *v, const char *uid, const char *channel,
     return 0;
 }
 
-static int v_join_channel(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_join_channel(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__JoinChannelCommand *c = (const void *)m;
     if (v_uid_channel(v, c->uid, c->channel_id, key))
@@ -219,25 +215,7 @@ static int v_join_channel(struct vctx *v, const ProtobufCMessage *m, ProtobufCBi
     return v_max(v, "activated_at_ms", c->activated_at_ms, 1, INT64_MAX);
 }
 
-static int v_leave_channel(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
-{
-    const Slotd__V1__LeaveChannelCommand *c = (const void *)m;
-    return v_uid_channel(v, c->uid, c->channel_id, key);
-}
-
-static int v_mark_read(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
-{
-    const Slotd__V1__MarkReadCommand *c = (const void *)m;
-    return v_uid_channel(v, c->uid, c->channel_id, key);
-}
-
-static int v_hide(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
-{
-    const Slotd__V1__HideConversationCommand *c = (const void *)m;
-    return v_uid_channel(v, c->uid, c->channel_id, key);
-}
-
-static int v_activate(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_activate(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__ActivateConversationCommand *c = (const void *)m;
     if (v_uid_channel(v, c->uid, c->channel_id, key))
@@ -245,26 +223,8 @@ static int v_activate(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinary
     return v_max(v, "activated_at_ms", c->activated_at_ms, 1, INT64_MAX);
 }
 
-static int v_bind_cmd(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
-{
-    const Slotd__V1__BindCmdCommand *c = (const void *)m;
-    return v_uid_channel(v, c->uid, c->channel_id, key);
-}
-
-static int v_ack_cmd(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
-{
-    const Slotd__V1__AckCmdCommand *c = (const void *)m;
-    return v_uid_channel(v, c->uid, c->channel_id, key);
-}
-
-static int v_unbind_cmd(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
-{
-    const Slotd__V1__UnbindCmdCommand *c = (const void *)m;
-    return v_uid_channel(v, c->uid, c->channel_id, key);
-}
-
 /* Node ids: non-zero, distinct, at most 16. */
-static int v_nodes(struct vctx *v, const char *path, size_t n, const uint64_t *ids)
+static int v_nodes(struct slot__vctx *v, const char *path, size_t n, const uint64_t *ids)
 {
     char field[64];
     snprintf(field, sizeof(field), "%s.%s", v->root, path);
@@ -295,8 +255,8 @@ static bool has_node(size_t n, const uint64_t *ids, uint64_t id)
     return false;
 }
 
-static int v_update_runtime_meta(struct vctx *v, const ProtobufCMessage *m,
-                                 ProtobufCBinaryData *key)
+int slot__v_update_runtime_meta(struct slot__vctx *v, const ProtobufCMessage *m,
+                                ProtobufCBinaryData *key)
 {
     const Slotd__V1__UpdateRuntimeMetaCommand *c = (const void *)m;
     const Slotd__V1__ChannelRuntimeMeta *meta = c->meta;
@@ -328,7 +288,8 @@ static int v_update_runtime_meta(struct vctx *v, const ProtobufCMessage *m,
     return 0;
 }
 
-static int v_advance_retention(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_advance_retention(struct slot__vctx *v, const ProtobufCMessage *m,
+                              ProtobufCBinaryData *key)
 {
     const Slotd__V1__AdvanceRetentionCommand *c = (const void *)m;
     if (v_channel(v, "channel_id", c->channel_id))
@@ -337,7 +298,8 @@ static int v_advance_retention(struct vctx *v, const ProtobufCMessage *m, Protob
     return 0;
 }
 
-static int v_put_migration_task(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_put_migration_task(struct slot__vctx *v, const ProtobufCMessage *m,
+                               ProtobufCBinaryData *key)
 {
     const Slotd__V1__ChannelMigrationTask *t =
         ((const Slotd__V1__PutMigrationTaskCommand *)m)->task;
@@ -352,7 +314,7 @@ static int v_put_migration_task(struct vctx *v, const ProtobufCMessage *m, Proto
     return 0;
 }
 
-static int v_bind_plugin(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_bind_plugin(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__BindPluginCommand *c = (const void *)m;
     if (v_uid(v, "uid", c->uid) || v_str(v, "plugin_no", c->plugin_no, 1, SLOT_NAME_MAX))
@@ -361,7 +323,7 @@ static int v_bind_plugin(struct vctx *v, const ProtobufCMessage *m, ProtobufCBin
     return 0;
 }
 
-static int v_unbind_plugin(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_unbind_plugin(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__UnbindPluginCommand *c = (const void *)m;
     if (v_uid(v, "uid", c->uid))
@@ -370,7 +332,7 @@ static int v_unbind_plugin(struct vctx *v, const ProtobufCMessage *m, ProtobufCB
     return 0;
 }
 
-static int v_append_event(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_append_event(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__AppendEventCommand *c = (const void *)m;
     if (v_channel(v, "channel_id", c->channel_id) ||
@@ -383,7 +345,7 @@ static int v_append_event(struct vctx *v, const ProtobufCMessage *m, ProtobufCBi
 
 /* ---- queries ---- */
 
-static int q_uid(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_uid_query(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     /* GetUserQuery, IsSystemUidQuery, GetPluginBindingQuery: uid is field 1. */
     const char *uid =
@@ -395,7 +357,7 @@ static int q_uid(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData 
     return 0;
 }
 
-static int q_get_device(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_get_device(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__GetDeviceQuery *q = (const void *)m;
     if (v_uid(v, "uid", q->uid) || v_max(v, "device_flag", q->device_flag, 0, SLOT_SMALL_INT_MAX))
@@ -404,7 +366,7 @@ static int q_get_device(struct vctx *v, const ProtobufCMessage *m, ProtobufCBina
     return 0;
 }
 
-static int q_channel(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_channel_query(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     /* GetChannelQuery, GetRuntimeMetaQuery: channel_id is field 1. */
     const char *id =
@@ -416,7 +378,7 @@ static int q_channel(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryD
     return 0;
 }
 
-static int q_list_members(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_list_members(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__ListMembersQuery *q = (const void *)m;
     if (v_channel(v, "channel_id", q->channel_id) || v_list(v, q->list) ||
@@ -426,7 +388,7 @@ static int q_list_members(struct vctx *v, const ProtobufCMessage *m, ProtobufCBi
     return 0;
 }
 
-static int q_check_member(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_check_member(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__CheckMemberQuery *q = (const void *)m;
     if (v_channel(v, "channel_id", q->channel_id) || v_list(v, q->list) || v_uid(v, "uid", q->uid))
@@ -435,9 +397,9 @@ static int q_check_member(struct vctx *v, const ProtobufCMessage *m, ProtobufCBi
     return 0;
 }
 
-static int q_uid_channel(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_uid_channel(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
-    /* GetMembershipQuery, GetCmdBindingQuery: uid = 1, channel_id = 2. */
+    /* Commands and queries of the (uid, channel_id) rows: uid = 1, channel_id = 2. */
     const ProtobufCMessageDescriptor *d = m->descriptor;
     const char *uid =
         *(char *const *)((const char *)m + protobuf_c_message_descriptor_get_field(d, 1)->offset);
@@ -446,7 +408,8 @@ static int q_uid_channel(struct vctx *v, const ProtobufCMessage *m, ProtobufCBin
     return v_uid_channel(v, uid, ch, key);
 }
 
-static int q_list_conversations(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_list_conversations(struct slot__vctx *v, const ProtobufCMessage *m,
+                               ProtobufCBinaryData *key)
 {
     const Slotd__V1__ListConversationsQuery *q = (const void *)m;
     if (v_uid(v, "uid", q->uid) || v_page(v, &q->cursor, q->limit))
@@ -455,8 +418,8 @@ static int q_list_conversations(struct vctx *v, const ProtobufCMessage *m, Proto
     return 0;
 }
 
-static int q_list_migration_tasks(struct vctx *v, const ProtobufCMessage *m,
-                                  ProtobufCBinaryData *key)
+int slot__v_list_migration_tasks(struct slot__vctx *v, const ProtobufCMessage *m,
+                                 ProtobufCBinaryData *key)
 {
     const Slotd__V1__ListMigrationTasksQuery *q = (const void *)m;
     if (v_channel(v, "channel_id", q->channel_id) || v_page(v, &q->cursor, q->limit))
@@ -465,101 +428,13 @@ static int q_list_migration_tasks(struct vctx *v, const ProtobufCMessage *m,
     return 0;
 }
 
-static int q_list_events(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_list_events(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__ListEventsQuery *q = (const void *)m;
     if (v_channel(v, "channel_id", q->channel_id) || v_page(v, &q->cursor, q->limit))
         return -1;
     routing_str(key, q->channel_id);
     return 0;
-}
-
-typedef int (*validator)(struct vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key);
-
-struct vop {
-    unsigned number;
-    validator fn;
-};
-
-static const struct vop commands[] = {
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_CREATE_USER, v_create_user},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_UPDATE_USER, v_update_user},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT_DEVICE, v_put_device},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_DEVICE, v_remove_device},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_SET_SYSTEM_UID, v_set_system_uid},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_CREATE_CHANNEL, v_create_channel},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_UPDATE_CHANNEL_FLAGS, v_update_channel_flags},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_SUBSCRIBERS, v_subscribers},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_SUBSCRIBERS, v_subscribers},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_ALLOWLIST, v_channel_list},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_ALLOWLIST, v_channel_list},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_DENYLIST, v_channel_list},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_DENYLIST, v_channel_list},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_JOIN_CHANNEL, v_join_channel},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEAVE_CHANNEL, v_leave_channel},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_MARK_READ, v_mark_read},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_HIDE_CONVERSATION, v_hide},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_ACTIVATE_CONVERSATION, v_activate},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_BIND_CMD, v_bind_cmd},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_ACK_CMD, v_ack_cmd},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_UNBIND_CMD, v_unbind_cmd},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_UPDATE_RUNTIME_META, v_update_runtime_meta},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADVANCE_RETENTION, v_advance_retention},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT_MIGRATION_TASK, v_put_migration_task},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_BIND_PLUGIN, v_bind_plugin},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_UNBIND_PLUGIN, v_unbind_plugin},
-    {SLOTD__V1__PROPOSE_REQUEST__COMMAND_APPEND_EVENT, v_append_event},
-};
-
-static const struct vop queries[] = {
-    {SLOTD__V1__READ_REQUEST__QUERY_GET_USER, q_uid},
-    {SLOTD__V1__READ_REQUEST__QUERY_GET_DEVICE, q_get_device},
-    {SLOTD__V1__READ_REQUEST__QUERY_IS_SYSTEM_UID, q_uid},
-    {SLOTD__V1__READ_REQUEST__QUERY_GET_CHANNEL, q_channel},
-    {SLOTD__V1__READ_REQUEST__QUERY_LIST_MEMBERS, q_list_members},
-    {SLOTD__V1__READ_REQUEST__QUERY_CHECK_MEMBER, q_check_member},
-    {SLOTD__V1__READ_REQUEST__QUERY_GET_MEMBERSHIP, q_uid_channel},
-    {SLOTD__V1__READ_REQUEST__QUERY_LIST_CONVERSATIONS, q_list_conversations},
-    {SLOTD__V1__READ_REQUEST__QUERY_GET_CMD_BINDING, q_uid_channel},
-    {SLOTD__V1__READ_REQUEST__QUERY_GET_RUNTIME_META, q_channel},
-    {SLOTD__V1__READ_REQUEST__QUERY_LIST_MIGRATION_TASKS, q_list_migration_tasks},
-    {SLOTD__V1__READ_REQUEST__QUERY_GET_PLUGIN_BINDING, q_uid},
-    {SLOTD__V1__READ_REQUEST__QUERY_LIST_PLUGIN_USERS, NULL}, /* routed by hash slot, below */
-    {SLOTD__V1__READ_REQUEST__QUERY_LIST_EVENTS, q_list_events},
-};
-
-#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
-
-static const struct vop *find(const struct vop *ops, size_t n, unsigned number)
-{
-    for (size_t i = 0; i < n; i++)
-        if (ops[i].number == number)
-            return &ops[i];
-    return NULL;
-}
-
-bool slot__meta_is_command(unsigned number)
-{
-    return find(commands, N_OF(commands), number) != NULL;
-}
-
-bool slot__meta_is_query(unsigned number)
-{
-    return find(queries, N_OF(queries), number) != NULL;
-}
-
-int slot__meta_validate_command(unsigned number, const ProtobufCMessage *msg,
-                                ProtobufCBinaryData *key, struct slotd_error *err)
-{
-    const struct vop *op = find(commands, N_OF(commands), number);
-    const ProtobufCFieldDescriptor *fd =
-        protobuf_c_message_descriptor_get_field(&slotd__v1__propose_request__descriptor, number);
-    if (op == NULL || fd == NULL || msg == NULL) {
-        slotd_error_field(err, "command", 0, "command: exactly one command must be set");
-        return -1;
-    }
-    struct vctx v = {fd->name, err};
-    return op->fn(&v, msg, key);
 }
 
 static char hash_slot_keys[256][32];
@@ -587,24 +462,15 @@ void slot__hash_slot_key(uint16_t hs, char keybuf[32])
     memcpy(keybuf, hs < 256 ? hash_slot_keys[hs] : "", hs < 256 ? 32 : 1);
 }
 
-int slot__meta_validate_query(unsigned number, const ProtobufCMessage *msg,
-                              ProtobufCBinaryData *key, char keybuf[32], struct slotd_error *err)
+/* Routed by the hash slot it names (v->keybuf holds a key of that hash slot). */
+int slot__v_list_plugin_users(struct slot__vctx *v, const ProtobufCMessage *m,
+                              ProtobufCBinaryData *key)
 {
-    const struct vop *op = find(queries, N_OF(queries), number);
-    const ProtobufCFieldDescriptor *fd =
-        protobuf_c_message_descriptor_get_field(&slotd__v1__read_request__descriptor, number);
-    if (op == NULL || fd == NULL || msg == NULL) {
-        slotd_error_field(err, "query", 0, "query: exactly one query must be set");
+    const Slotd__V1__ListPluginUsersQuery *q = (const void *)m;
+    if (v_max(v, "hash_slot", q->hash_slot, 0, ROUTE_HASH_SLOTS - 1) ||
+        v_str(v, "plugin_no", q->plugin_no, 1, SLOT_NAME_MAX) || v_page(v, &q->cursor, q->limit))
         return -1;
-    }
-    struct vctx v = {fd->name, err};
-    if (op->fn != NULL)
-        return op->fn(&v, msg, key);
-    const Slotd__V1__ListPluginUsersQuery *q = (const void *)msg;
-    if (v_max(&v, "hash_slot", q->hash_slot, 0, ROUTE_HASH_SLOTS - 1) ||
-        v_str(&v, "plugin_no", q->plugin_no, 1, SLOT_NAME_MAX) || v_page(&v, &q->cursor, q->limit))
-        return -1;
-    slot__hash_slot_key((uint16_t)q->hash_slot, keybuf);
-    routing_str(key, keybuf);
+    slot__hash_slot_key((uint16_t)q->hash_slot, v->keybuf);
+    routing_str(key, v->keybuf);
     return 0;
 }

@@ -14,7 +14,8 @@ static int serve_typed(struct store *store, uint16_t hash_slot, const Slotd__V1_
     char keybuf[32];
     if (slot__meta_validate_query(r->query_case, q, &key, keybuf, err) != 0)
         return -1;
-    struct slot__serve s = {store, hash_slot, r->query_case, resp, NULL, 0, err};
+    struct slot__serve s = {
+        .st = store, .hs = hash_slot, .number = r->query_case, .resp = resp, .err = err};
     int rc = slot__meta_serve(&s, q);
     if (rc != 0) {
         free(s.buf);
