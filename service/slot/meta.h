@@ -28,6 +28,11 @@ void slot__key_str(struct slot__key *k, const char *s);
 /* A string that ends the key (no length prefix). */
 void slot__key_tail(struct slot__key *k, const char *s);
 void slot__key_u8(struct slot__key *k, uint8_t v);
+/* A channel reference: [s channel_id][channel_type u8] (every channel-owned row starts so). */
+void slot__key_channel(struct slot__key *k, const char *channel_id, uint32_t channel_type);
+/* Reads [s channel_id][channel_type u8] at the start of p (n bytes) into id (SLOT_CHANNEL_ID_MAX
+ * + 1 bytes, NUL-terminated); returns the bytes read, 0 when p does not hold one. */
+size_t slot__key_channel_parse(const uint8_t *p, size_t n, char *id, uint32_t *channel_type);
 void slot__key_u64(struct slot__key *k, uint64_t v);
 
 /* ---- Rows through the fsm batch overlay (apply) and from the store (reads). ---- */
@@ -291,6 +296,9 @@ int slot__serve_list(struct slot__serve *s, const struct slot__key *p,
 /* Sets result's repeated field 1 and next_cursor (field 2) to what s collected. */
 void slot__serve_list_result(struct slot__serve *s, ProtobufCMessage *result, bool rows);
 
+/* A rejection with SLOTD_ENOT_FOUND naming the missing row of channel (id, type). */
+void slot__channel_not_found(struct slotd_error *err, const char *what, const char *id,
+                             uint32_t type);
 /* A rejection with SLOTD_ENOT_FOUND naming what is missing. */
 void slot__not_found(struct slotd_error *err, const char *what, const char *id);
 

@@ -7,45 +7,53 @@
 
 #include "service/slot/meta.h"
 
-static void channel_key(struct slot__key *k, uint16_t hs, uint8_t table, const char *id)
+/* Every channel-owned row starts [hs][table][s channel_id][channel_type u8]. */
+static void channel_key(struct slot__key *k, uint16_t hs, uint8_t table, const char *id,
+                        uint32_t type)
 {
     slot__key_init(k, hs, table);
-    slot__key_tail(k, id);
+    slot__key_channel(k, id, type);
 }
 
-static void member_prefix(struct slot__key *k, uint16_t hs, const char *channel, uint8_t list)
+static void member_prefix(struct slot__key *k, uint16_t hs, const char *channel, uint32_t type,
+                          uint8_t list)
 {
-    slot__key_init(k, hs, SLOT_TABLE_CHANNEL_MEMBER);
-    slot__key_str(k, channel);
+    channel_key(k, hs, SLOT_TABLE_CHANNEL_MEMBER, channel, type);
     slot__key_u8(k, list);
 }
 
-static void event_key(struct slot__key *k, uint16_t hs, const char *channel, uint64_t seq)
+static void event_key(struct slot__key *k, uint16_t hs, const char *channel, uint32_t type,
+                      uint64_t seq)
 {
-    slot__key_init(k, hs, SLOT_TABLE_EVENT);
-    slot__key_str(k, channel);
+    channel_key(k, hs, SLOT_TABLE_EVENT, channel, type);
     if (seq != 0)
         slot__key_u64(k, UINT64_MAX - seq); /* newest first in key order */
 }
 
-static void task_key(struct slot__key *k, uint16_t hs, const char *channel, uint64_t task_id)
+static void task_key(struct slot__key *k, uint16_t hs, const char *channel, uint32_t type,
+                     uint64_t task_id)
 {
-    slot__key_init(k, hs, SLOT_TABLE_MIGRATION);
-    slot__key_str(k, channel);
+    channel_key(k, hs, SLOT_TABLE_MIGRATION, channel, type);
     if (task_id != 0)
         slot__key_u64(k, task_id);
 }
 
+void slot__channel_not_found(struct slotd_error *err, const char *what, const char *id,
+                             uint32_t type)
+{
+    slotd_error_set(err, SLOTD_ENOT_FOUND, "%s %s (type %u) does not exist", what, id, type);
+}
+
 /* The channel row (held until the reply), or a NOT_FOUND rejection (*out NULL). */
-static int load_channel(struct slot__apply *a, const char *id, struct slot__key *k,
+static int load_channel(struct slot__apply *a, const char *id, uint32_t type, struct slot__key *k,
                         Slotd__V1__Channel **out)
 {
-    channel_key(k, a->hs, SLOT_TABLE_CHANNEL, id);
+    channel_key(k, a->hs, SLOT_TABLE_CHANNEL, id, type);
     ProtobufCMessage *raw;
     int rc = slot__apply_row(a, k, &slotd__v1__channel__descriptor, &raw);
     *out = (Slotd__V1__Channel *)raw;
     if (rc == 0 && raw == NULL)
-        slot__not_found(a->err, "channel", id);
+        slot__channel_not_found(a->err, "channel", id, type);
     return rc;
 }
 
@@ -57,7 +65,7 @@ int slot__apply_create_channel(struct slot__apply *a, const ProtobufCMessage *m,
     const Slotd__V1__CreateChannelCommand *c = (const void *)m;
     Slotd__V1__ChannelResult *res = (void *)r;
     struct slot__key k;
-    channel_key(&k, a->hs, SLOT_TABLE_CHANNEL, c->channel_id);
+    channel_key(&k, a->hs, SLOT_TABLE_CHANNEL, c->channel_id, c->channel_type);
     ProtobufCMessage *old;
     int rc = slot__apply_row(a, &k, &slotd__v1__channel__descriptor, &old);
     res->changed = old == NULL; /* creating an existing channel changes nothing */
@@ -92,7 +100,7 @@ int slot__apply_update_channel_flags(struct slot__apply *a, const ProtobufCMessa
     Slotd__V1__ChannelResult *res = (void *)r;
     struct slot__key k;
     Slotd__V1__Channel *ch;
-    int rc = load_channel(a, c->channel_id, &k, &ch);
+    int rc = load_channel(a, c->channel_id, c->channel_type, &k, &ch);
     if (rc != 0 || ch == NULL)
         return rc;
     Slotd__V1__ChannelFlags none = SLOTD__V1__CHANNEL_FLAGS__INIT;
@@ -109,6 +117,7 @@ int slot__apply_update_channel_flags(struct slot__apply *a, const ProtobufCMessa
 
 struct members_cmd {
     const char *channel_id;
+    uint32_t channel_type;
     size_t n_uids;
     char **uids;
     uint8_t list; /* Slotd__V1__MemberList */
@@ -121,8 +130,8 @@ static void fence_failed(struct slot__apply *a, const struct members_cmd *c,
                          const Slotd__V1__Channel *ch)
 {
     slotd_error_set(a->err, SLOTD_ESTALE_FENCE,
-                    "channel %s: expected_version %llu != subscriber_version %llu", c->channel_id,
-                    (unsigned long long)c->expected_version,
+                    "channel %s (type %u): expected_version %llu != subscriber_version %llu",
+                    c->channel_id, c->channel_type, (unsigned long long)c->expected_version,
                     (unsigned long long)ch->subscriber_version);
     a->err->has_current_version = true;
     a->err->current_version = ch->subscriber_version;
@@ -133,7 +142,7 @@ static int apply_members(struct slot__apply *a, const struct members_cmd *c,
 {
     struct slot__key ck, k;
     Slotd__V1__Channel *ch;
-    int rc = load_channel(a, c->channel_id, &ck, &ch);
+    int rc = load_channel(a, c->channel_id, c->channel_type, &ck, &ch);
     if (rc != 0 || ch == NULL)
         return rc;
     if (c->fenced && c->expected_version != ch->subscriber_version) {
@@ -143,7 +152,7 @@ static int apply_members(struct slot__apply *a, const struct members_cmd *c,
     uint32_t changed = 0;
     for (size_t i = 0; rc == 0 && i < c->n_uids; i++) {
         bool present;
-        member_prefix(&k, a->hs, c->channel_id, c->list);
+        member_prefix(&k, a->hs, c->channel_id, c->channel_type, c->list);
         slot__key_tail(&k, c->uids[i]);
         rc = slot__flag_get(a->f, &k, &present);
         if (rc != 0 || present == c->add)
@@ -168,6 +177,7 @@ int slot__apply_subscribers(struct slot__apply *a, const ProtobufCMessage *m, Pr
 {
     const Slotd__V1__SubscribersCommand *s = (const void *)m;
     struct members_cmd c = {s->channel_id,
+                            s->channel_type,
                             s->n_uids,
                             s->uids,
                             SLOTD__V1__MEMBER_LIST__MEMBER_LIST_SUBSCRIBERS,
@@ -183,6 +193,7 @@ int slot__apply_channel_list(struct slot__apply *a, const ProtobufCMessage *m, P
     bool allow = a->number == SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_ALLOWLIST ||
                  a->number == SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_ALLOWLIST;
     struct members_cmd c = {l->channel_id,
+                            l->channel_type,
                             l->n_uids,
                             l->uids,
                             allow ? SLOTD__V1__MEMBER_LIST__MEMBER_LIST_ALLOWLIST
@@ -201,20 +212,56 @@ static bool meta_equal(const Slotd__V1__ChannelRuntimeMeta *x,
 {
     return x->leader == y->leader && x->channel_epoch == y->channel_epoch &&
            x->leader_epoch == y->leader_epoch && x->write_fence == y->write_fence &&
-           x->retention_through_seq == y->retention_through_seq && x->n_replicas == y->n_replicas &&
+           x->retention_through_seq == y->retention_through_seq &&
+           x->lease_until_ms == y->lease_until_ms && x->min_isr == y->min_isr &&
+           x->status == y->status && x->features == y->features && x->n_replicas == y->n_replicas &&
            x->n_isr == y->n_isr &&
            (x->n_replicas == 0 ||
             memcmp(x->replicas, y->replicas, x->n_replicas * sizeof(uint64_t)) == 0) &&
            (x->n_isr == 0 || memcmp(x->isr, y->isr, x->n_isr * sizeof(uint64_t)) == 0);
 }
 
+/* A monotonic field that would move back: FAILED_PRECONDITION naming it and both values. */
+static void meta_backwards(struct slot__apply *a, const Slotd__V1__UpdateRuntimeMetaCommand *c,
+                           const char *name, uint64_t want, uint64_t cur, const char *rule)
+{
+    slotd_error_set(a->err, SLOTD_EPRECONDITION,
+                    "update_runtime_meta.meta.%s: channel %s (type %u): %llu, current %llu (%s)",
+                    name, c->channel_id, c->channel_type, (unsigned long long)want,
+                    (unsigned long long)cur, rule);
+    snprintf(a->err->field, sizeof(a->err->field), "update_runtime_meta.meta.%s", name);
+}
+
+/* The rules written beside ChannelRuntimeMeta's fields in metadata.proto (the epochs are checked
+ * at validation: at least the expected ones, which the compare-and-set made the current ones).
+ * Returns false with a->err set when next breaks one against cur. */
+static bool meta_rules_hold(struct slot__apply *a, const Slotd__V1__UpdateRuntimeMetaCommand *c,
+                            const Slotd__V1__ChannelRuntimeMeta *cur,
+                            const Slotd__V1__ChannelRuntimeMeta *next)
+{
+    if (next->write_fence < cur->write_fence)
+        meta_backwards(a, c, "write_fence", next->write_fence, cur->write_fence,
+                       "only moves forward");
+    else if ((unsigned)next->status < (unsigned)cur->status)
+        meta_backwards(a, c, "status", (unsigned)next->status, (unsigned)cur->status,
+                       "only moves forward: creating -> active -> deleting");
+    else if (next->leader_epoch == cur->leader_epoch && next->lease_until_ms < cur->lease_until_ms)
+        meta_backwards(a, c, "lease_until_ms", next->lease_until_ms, cur->lease_until_ms,
+                       "only moves forward within a leader_epoch");
+    else if ((cur->features & ~next->features) != 0)
+        meta_backwards(a, c, "features", next->features, cur->features, "bits are only added");
+    else
+        return true;
+    return false;
+}
+
 static void meta_stale(struct slot__apply *a, const Slotd__V1__UpdateRuntimeMetaCommand *c,
                        const Slotd__V1__ChannelRuntimeMeta *cur)
 {
     slotd_error_set(a->err, SLOTD_ESTALE_FENCE,
-                    "channel %s: expected channel_epoch %llu leader_epoch %llu leader %llu, "
-                    "current %llu %llu %llu",
-                    c->channel_id, (unsigned long long)c->expected_channel_epoch,
+                    "channel %s (type %u): expected channel_epoch %llu leader_epoch %llu leader "
+                    "%llu, current %llu %llu %llu",
+                    c->channel_id, c->channel_type, (unsigned long long)c->expected_channel_epoch,
                     (unsigned long long)c->expected_leader_epoch,
                     (unsigned long long)c->expected_leader, (unsigned long long)cur->channel_epoch,
                     (unsigned long long)cur->leader_epoch, (unsigned long long)cur->leader);
@@ -231,7 +278,7 @@ int slot__apply_update_runtime_meta(struct slot__apply *a, const ProtobufCMessag
     const Slotd__V1__UpdateRuntimeMetaCommand *c = (const void *)m;
     Slotd__V1__RuntimeMetaResult *res = (void *)r;
     struct slot__key k;
-    channel_key(&k, a->hs, SLOT_TABLE_RUNTIME_META, c->channel_id);
+    channel_key(&k, a->hs, SLOT_TABLE_RUNTIME_META, c->channel_id, c->channel_type);
     ProtobufCMessage *raw;
     int rc = slot__apply_row(a, &k, &slotd__v1__channel_runtime_meta__descriptor, &raw);
     if (rc != 0)
@@ -245,6 +292,8 @@ int slot__apply_update_runtime_meta(struct slot__apply *a, const ProtobufCMessag
     }
     Slotd__V1__ChannelRuntimeMeta *next = slot__apply_scratch(a, sizeof(*next));
     *next = *c->meta;
+    if (!meta_rules_hold(a, c, cur, next))
+        return 0;
     res->retention_advanced = next->retention_through_seq > cur->retention_through_seq;
     if (!res->retention_advanced)
         next->retention_through_seq = cur->retention_through_seq; /* only moves forward */
@@ -259,12 +308,13 @@ int slot__apply_advance_retention(struct slot__apply *a, const ProtobufCMessage 
     const Slotd__V1__AdvanceRetentionCommand *c = (const void *)m;
     Slotd__V1__RuntimeMetaResult *res = (void *)r;
     struct slot__key k;
-    channel_key(&k, a->hs, SLOT_TABLE_RUNTIME_META, c->channel_id);
+    channel_key(&k, a->hs, SLOT_TABLE_RUNTIME_META, c->channel_id, c->channel_type);
     ProtobufCMessage *raw;
     int rc = slot__apply_row(a, &k, &slotd__v1__channel_runtime_meta__descriptor, &raw);
     if (rc != 0 || raw == NULL) {
         if (rc == 0)
-            slot__not_found(a->err, "runtime meta of channel", c->channel_id);
+            slot__channel_not_found(a->err, "runtime meta of channel", c->channel_id,
+                                    c->channel_type);
         return rc;
     }
     Slotd__V1__ChannelRuntimeMeta *meta = (void *)raw;
@@ -301,7 +351,7 @@ int slot__apply_put_migration_task(struct slot__apply *a, const ProtobufCMessage
         ((const Slotd__V1__PutMigrationTaskCommand *)m)->task;
     Slotd__V1__MigrationTaskResult *res = (void *)r;
     struct slot__key k;
-    task_key(&k, a->hs, t->channel_id, t->task_id);
+    task_key(&k, a->hs, t->channel_id, t->channel_type, t->task_id);
     ProtobufCMessage *raw;
     int rc = slot__apply_row(a, &k, &slotd__v1__channel_migration_task__descriptor, &raw);
     const Slotd__V1__ChannelMigrationTask *old = (const void *)raw;
@@ -324,23 +374,24 @@ int slot__apply_append_event(struct slot__apply *a, const ProtobufCMessage *m, P
     Slotd__V1__AppendEventResult *res = (void *)r;
     struct slot__key ck, k;
     Slotd__V1__Channel *ch;
-    int rc = load_channel(a, c->channel_id, &ck, &ch);
+    int rc = load_channel(a, c->channel_id, c->channel_type, &ck, &ch);
     if (rc != 0 || ch == NULL)
         return rc;
     uint64_t seq = ch->event_next_seq ? ch->event_next_seq : 1;
     uint32_t cap = ch->event_capacity ? ch->event_capacity : SLOT_EVENT_CAPACITY_DEFAULT;
     Slotd__V1__ChannelEvent ev = SLOTD__V1__CHANNEL_EVENT__INIT;
     ev.channel_id = c->channel_id;
+    ev.channel_type = c->channel_type;
     ev.event_seq = seq;
     ev.message_seq = c->message_seq;
     ev.event_type = c->event_type;
     ev.payload = c->payload;
-    event_key(&k, a->hs, c->channel_id, seq);
+    event_key(&k, a->hs, c->channel_id, c->channel_type, seq);
     rc = slot__row_put(a->f, &k, &ev.base);
     res->event_seq = seq;
     /* invariant: the kept events are exactly seq - cap + 1 .. seq; evict the one that fell out */
     if (rc == 0 && seq > cap) {
-        event_key(&k, a->hs, c->channel_id, seq - cap);
+        event_key(&k, a->hs, c->channel_id, c->channel_type, seq - cap);
         rc = slot__key_delete(a->f, &k);
         res->evicted = 1;
     }
@@ -353,7 +404,8 @@ int slot__apply_append_event(struct slot__apply *a, const ProtobufCMessage *m, P
 int slot__serve_get_channel(struct slot__serve *s, const ProtobufCMessage *m, ProtobufCMessage *r)
 {
     struct slot__key k;
-    channel_key(&k, s->hs, SLOT_TABLE_CHANNEL, ((const Slotd__V1__GetChannelQuery *)m)->channel_id);
+    const Slotd__V1__GetChannelQuery *q = (const void *)m;
+    channel_key(&k, s->hs, SLOT_TABLE_CHANNEL, q->channel_id, q->channel_type);
     return slot__serve_get(s, &k, &slotd__v1__channel__descriptor, r);
 }
 
@@ -361,7 +413,7 @@ int slot__serve_list_members(struct slot__serve *s, const ProtobufCMessage *m, P
 {
     const Slotd__V1__ListMembersQuery *q = (const void *)m;
     struct slot__key p;
-    member_prefix(&p, s->hs, q->channel_id, (uint8_t)q->list);
+    member_prefix(&p, s->hs, q->channel_id, q->channel_type, (uint8_t)q->list);
     return slot__serve_list(s, &p, &q->cursor, q->limit, NULL, r);
 }
 
@@ -369,7 +421,7 @@ int slot__serve_check_member(struct slot__serve *s, const ProtobufCMessage *m, P
 {
     const Slotd__V1__CheckMemberQuery *q = (const void *)m;
     struct slot__key k;
-    member_prefix(&k, s->hs, q->channel_id, (uint8_t)q->list);
+    member_prefix(&k, s->hs, q->channel_id, q->channel_type, (uint8_t)q->list);
     slot__key_tail(&k, q->uid);
     bool present;
     int rc = slot__store_flag_get(s->st, &k, &present);
@@ -381,8 +433,8 @@ int slot__serve_get_runtime_meta(struct slot__serve *s, const ProtobufCMessage *
                                  ProtobufCMessage *r)
 {
     struct slot__key k;
-    channel_key(&k, s->hs, SLOT_TABLE_RUNTIME_META,
-                ((const Slotd__V1__GetRuntimeMetaQuery *)m)->channel_id);
+    const Slotd__V1__GetRuntimeMetaQuery *q = (const void *)m;
+    channel_key(&k, s->hs, SLOT_TABLE_RUNTIME_META, q->channel_id, q->channel_type);
     return slot__serve_get(s, &k, &slotd__v1__channel_runtime_meta__descriptor, r);
 }
 
@@ -391,7 +443,7 @@ int slot__serve_list_migration_tasks(struct slot__serve *s, const ProtobufCMessa
 {
     const Slotd__V1__ListMigrationTasksQuery *q = (const void *)m;
     struct slot__key p;
-    task_key(&p, s->hs, q->channel_id, 0);
+    task_key(&p, s->hs, q->channel_id, q->channel_type, 0);
     return slot__serve_list(s, &p, &q->cursor, q->limit,
                             &slotd__v1__channel_migration_task__descriptor, r);
 }
@@ -400,6 +452,6 @@ int slot__serve_list_events(struct slot__serve *s, const ProtobufCMessage *m, Pr
 {
     const Slotd__V1__ListEventsQuery *q = (const void *)m;
     struct slot__key p;
-    event_key(&p, s->hs, q->channel_id, 0);
+    event_key(&p, s->hs, q->channel_id, q->channel_type, 0);
     return slot__serve_list(s, &p, &q->cursor, q->limit, &slotd__v1__channel_event__descriptor, r);
 }

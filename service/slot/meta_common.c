@@ -66,6 +66,22 @@ void slot__key_u8(struct slot__key *k, uint8_t v)
     key_bytes(k, &v, 1);
 }
 
+void slot__key_channel(struct slot__key *k, const char *channel_id, uint32_t channel_type)
+{
+    slot__key_str(k, channel_id);
+    slot__key_u8(k, (uint8_t)channel_type);
+}
+
+size_t slot__key_channel_parse(const uint8_t *p, size_t n, char *id, uint32_t *channel_type)
+{
+    if (n < 2 || p[0] == 0 || p[0] > SLOT_CHANNEL_ID_MAX || n < 2u + p[0])
+        return 0;
+    memcpy(id, p + 1, p[0]);
+    id[p[0]] = '\0';
+    *channel_type = p[1 + p[0]];
+    return 2u + p[0];
+}
+
 void slot__key_u64(struct slot__key *k, uint64_t v)
 {
     uint8_t b[8];
@@ -172,7 +188,9 @@ bool slot_typed_table_watched(uint8_t table)
 bool slot_typed_watch_match(uint32_t kind, const uint8_t *id, size_t id_len, uint8_t table,
                             const uint8_t *k, size_t kl)
 {
-    bool whole; /* the key is [S id] (the id alone), else it starts with [s id] */
+    /* A uid's rows are [S uid] (whole) or start with [s uid]; a channel's rows all start with
+     * [s channel_id][channel_type u8]: a channel watch follows every type of the id. */
+    bool whole;
     switch (kind) {
     case SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_USER:
         if (table == SLOT_TABLE_USER || table == SLOT_TABLE_SYSTEM_UID ||
@@ -185,13 +203,11 @@ bool slot_typed_watch_match(uint32_t kind, const uint8_t *id, size_t id_len, uin
             return false;
         break;
     case SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_CHANNEL:
-        if (table == SLOT_TABLE_CHANNEL || table == SLOT_TABLE_RUNTIME_META)
-            whole = true;
-        else if (table == SLOT_TABLE_CHANNEL_MEMBER || table == SLOT_TABLE_MIGRATION ||
-                 table == SLOT_TABLE_EVENT)
-            whole = false;
-        else
+        if (table != SLOT_TABLE_CHANNEL && table != SLOT_TABLE_RUNTIME_META &&
+            table != SLOT_TABLE_CHANNEL_MEMBER && table != SLOT_TABLE_MIGRATION &&
+            table != SLOT_TABLE_EVENT)
             return false;
+        whole = false;
         break;
     case SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_SUBSCRIBERS:
         if (table != SLOT_TABLE_CHANNEL_MEMBER)
@@ -205,8 +221,8 @@ bool slot_typed_watch_match(uint32_t kind, const uint8_t *id, size_t id_len, uin
         return kl == id_len && memcmp(k, id, id_len) == 0;
     if (id_len > 255 || kl < 1 + id_len || k[0] != id_len || memcmp(k + 1, id, id_len) != 0)
         return false;
-    if (kind == SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_SUBSCRIBERS)
-        return kl > 1 + id_len && k[1 + id_len] == SLOTD__V1__MEMBER_LIST__MEMBER_LIST_SUBSCRIBERS;
+    if (kind == SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_SUBSCRIBERS) /* [type][list] */
+        return kl > 2 + id_len && k[2 + id_len] == SLOTD__V1__MEMBER_LIST__MEMBER_LIST_SUBSCRIBERS;
     return true;
 }
 

@@ -5,64 +5,67 @@
 
 #include "service/slot/meta.h"
 
+/* [s uid][s channel_id][channel_type u8] (membership and CMD binding rows). */
 static void pair_key(struct slot__key *k, uint16_t hs, uint8_t table, const char *uid,
-                     const char *channel)
+                     const char *channel, uint32_t type)
 {
     slot__key_init(k, hs, table);
     slot__key_str(k, uid);
-    slot__key_tail(k, channel);
+    slot__key_channel(k, channel, type);
 }
 
-/* [s uid][~activated_at_ms u64][S channel]: ascending key order is newest activation first. */
+/* [s uid][~activated_at_ms u64][s channel_id][channel_type u8]: ascending key order is newest
+ * activation first. */
 static void conversation_key(struct slot__key *k, uint16_t hs, const char *uid, uint64_t at_ms,
-                             const char *channel)
+                             const char *channel, uint32_t type)
 {
     slot__key_init(k, hs, SLOT_TABLE_CONVERSATION);
     slot__key_str(k, uid);
     if (channel == NULL)
         return;
     slot__key_u64(k, UINT64_MAX - at_ms);
-    slot__key_tail(k, channel);
+    slot__key_channel(k, channel, type);
 }
 
 static int index_put(struct slot__apply *a, const Slotd__V1__Membership *m)
 {
     struct slot__key k;
-    conversation_key(&k, a->hs, m->uid, m->activated_at_ms, m->channel_id);
+    conversation_key(&k, a->hs, m->uid, m->activated_at_ms, m->channel_id, m->channel_type);
     return slot__flag_put(a->f, &k);
 }
 
 static int index_delete(struct slot__apply *a, const Slotd__V1__Membership *m)
 {
     struct slot__key k;
-    conversation_key(&k, a->hs, m->uid, m->activated_at_ms, m->channel_id);
+    conversation_key(&k, a->hs, m->uid, m->activated_at_ms, m->channel_id, m->channel_type);
     return slot__key_delete(a->f, &k);
 }
 
 /* Loads the membership row (held until the reply); *old is NULL when absent. */
 static int load_membership(struct slot__apply *a, const char *uid, const char *channel,
-                           struct slot__key *k, Slotd__V1__Membership **old)
+                           uint32_t type, struct slot__key *k, Slotd__V1__Membership **old)
 {
-    pair_key(k, a->hs, SLOT_TABLE_MEMBERSHIP, uid, channel);
+    pair_key(k, a->hs, SLOT_TABLE_MEMBERSHIP, uid, channel, type);
     ProtobufCMessage *raw;
     int rc = slot__apply_row(a, k, &slotd__v1__membership__descriptor, &raw);
     *old = (Slotd__V1__Membership *)raw;
     return rc;
 }
 
-static void not_member(struct slot__apply *a, const char *uid, const char *channel)
+static void not_member(struct slot__apply *a, const char *uid, const char *channel, uint32_t type)
 {
-    slotd_error_set(a->err, SLOTD_ENOT_FOUND, "uid %s is not a member of channel %s", uid, channel);
+    slotd_error_set(a->err, SLOTD_ENOT_FOUND, "uid %s is not a member of channel %s (type %u)", uid,
+                    channel, type);
 }
 
 /* A live (joined, not left) membership, or a NOT_FOUND rejection (*old NULL). */
-static int load_live(struct slot__apply *a, const char *uid, const char *channel,
+static int load_live(struct slot__apply *a, const char *uid, const char *channel, uint32_t type,
                      struct slot__key *k, Slotd__V1__Membership **old)
 {
-    int rc = load_membership(a, uid, channel, k, old);
+    int rc = load_membership(a, uid, channel, type, k, old);
     if (rc != 0 || (*old != NULL && !(*old)->left))
         return rc;
-    not_member(a, uid, channel);
+    not_member(a, uid, channel, type);
     *old = NULL; /* (a tombstone stays held and is freed with the others) */
     return 0;
 }
@@ -93,13 +96,14 @@ int slot__apply_join_channel(struct slot__apply *a, const ProtobufCMessage *m, P
     Slotd__V1__MembershipResult *res = (void *)r;
     struct slot__key k;
     Slotd__V1__Membership *old;
-    int rc = load_membership(a, c->uid, c->channel_id, &k, &old);
+    int rc = load_membership(a, c->uid, c->channel_id, c->channel_type, &k, &old);
     Slotd__V1__Membership *next = next_of(a, old, res);
     if (rc != 0 || (old != NULL && !old->left))
         return rc; /* joining twice changes nothing */
     /* A new membership, or a re-join of a tombstone: read and hide-through keep their floors. */
     next->uid = c->uid;
     next->channel_id = c->channel_id;
+    next->channel_type = c->channel_type;
     next->join_seq = c->join_seq;
     next->left = false;
     next->hidden = false;
@@ -114,10 +118,10 @@ int slot__apply_leave_channel(struct slot__apply *a, const ProtobufCMessage *m, 
     Slotd__V1__MembershipResult *res = (void *)r;
     struct slot__key k;
     Slotd__V1__Membership *old;
-    int rc = load_membership(a, c->uid, c->channel_id, &k, &old);
+    int rc = load_membership(a, c->uid, c->channel_id, c->channel_type, &k, &old);
     if (rc != 0 || old == NULL) {
         if (rc == 0)
-            not_member(a, c->uid, c->channel_id);
+            not_member(a, c->uid, c->channel_id, c->channel_type);
         return rc;
     }
     Slotd__V1__Membership *next = next_of(a, old, res);
@@ -135,7 +139,7 @@ int slot__apply_mark_read(struct slot__apply *a, const ProtobufCMessage *m, Prot
     Slotd__V1__MembershipResult *res = (void *)r;
     struct slot__key k;
     Slotd__V1__Membership *old;
-    int rc = load_live(a, c->uid, c->channel_id, &k, &old);
+    int rc = load_live(a, c->uid, c->channel_id, c->channel_type, &k, &old);
     if (rc != 0 || old == NULL)
         return rc;
     Slotd__V1__Membership *next = next_of(a, old, res);
@@ -152,7 +156,7 @@ int slot__apply_hide_conversation(struct slot__apply *a, const ProtobufCMessage 
     Slotd__V1__MembershipResult *res = (void *)r;
     struct slot__key k;
     Slotd__V1__Membership *old;
-    int rc = load_live(a, c->uid, c->channel_id, &k, &old);
+    int rc = load_live(a, c->uid, c->channel_id, c->channel_type, &k, &old);
     if (rc != 0 || old == NULL)
         return rc;
     Slotd__V1__Membership *next = next_of(a, old, res);
@@ -172,7 +176,7 @@ int slot__apply_activate_conversation(struct slot__apply *a, const ProtobufCMess
     Slotd__V1__MembershipResult *res = (void *)r;
     struct slot__key k;
     Slotd__V1__Membership *old;
-    int rc = load_live(a, c->uid, c->channel_id, &k, &old);
+    int rc = load_live(a, c->uid, c->channel_id, c->channel_type, &k, &old);
     if (rc != 0 || old == NULL)
         return rc;
     Slotd__V1__Membership *next = next_of(a, old, res);
@@ -190,11 +194,11 @@ int slot__apply_activate_conversation(struct slot__apply *a, const ProtobufCMess
 /* ---- CMD bindings ---- */
 
 /* Loads the binding (held; *old NULL when absent) and points res->binding at a scratch copy. */
-static int load_cmd(struct slot__apply *a, const char *uid, const char *channel,
+static int load_cmd(struct slot__apply *a, const char *uid, const char *channel, uint32_t type,
                     struct slot__key *k, Slotd__V1__CmdBinding **old,
                     Slotd__V1__CmdBindingResult *res)
 {
-    pair_key(k, a->hs, SLOT_TABLE_CMD_BINDING, uid, channel);
+    pair_key(k, a->hs, SLOT_TABLE_CMD_BINDING, uid, channel, type);
     ProtobufCMessage *raw;
     int rc = slot__apply_row(a, k, &slotd__v1__cmd_binding__descriptor, &raw);
     *old = (Slotd__V1__CmdBinding *)raw;
@@ -206,10 +210,10 @@ static int load_cmd(struct slot__apply *a, const char *uid, const char *channel,
     return rc;
 }
 
-static void no_binding(struct slot__apply *a, const char *uid, const char *channel)
+static void no_binding(struct slot__apply *a, const char *uid, const char *channel, uint32_t type)
 {
-    slotd_error_set(a->err, SLOTD_ENOT_FOUND, "uid %s has no CMD binding to channel %s", uid,
-                    channel);
+    slotd_error_set(a->err, SLOTD_ENOT_FOUND, "uid %s has no CMD binding to channel %s (type %u)",
+                    uid, channel, type);
 }
 
 static int cmd_finish(struct slot__apply *a, const struct slot__key *k,
@@ -225,11 +229,12 @@ int slot__apply_bind_cmd(struct slot__apply *a, const ProtobufCMessage *m, Proto
     Slotd__V1__CmdBindingResult *res = (void *)r;
     struct slot__key k;
     Slotd__V1__CmdBinding *old;
-    int rc = load_cmd(a, c->uid, c->channel_id, &k, &old, res);
+    int rc = load_cmd(a, c->uid, c->channel_id, c->channel_type, &k, &old, res);
     if (rc != 0 || (old != NULL && !old->unbound))
         return rc; /* binding twice changes nothing */
     res->binding->uid = c->uid;
     res->binding->channel_id = c->channel_id;
+    res->binding->channel_type = c->channel_type;
     res->binding->start_seq = c->start_seq;
     res->binding->unbound = false; /* a re-bind keeps the ack floor */
     return cmd_finish(a, &k, res, true);
@@ -241,10 +246,10 @@ int slot__apply_ack_cmd(struct slot__apply *a, const ProtobufCMessage *m, Protob
     Slotd__V1__CmdBindingResult *res = (void *)r;
     struct slot__key k;
     Slotd__V1__CmdBinding *old;
-    int rc = load_cmd(a, c->uid, c->channel_id, &k, &old, res);
+    int rc = load_cmd(a, c->uid, c->channel_id, c->channel_type, &k, &old, res);
     if (rc != 0 || old == NULL || old->unbound) {
         if (rc == 0)
-            no_binding(a, c->uid, c->channel_id);
+            no_binding(a, c->uid, c->channel_id, c->channel_type);
         return rc;
     }
     bool advanced = c->ack_seq > old->ack_seq;
@@ -259,10 +264,10 @@ int slot__apply_unbind_cmd(struct slot__apply *a, const ProtobufCMessage *m, Pro
     Slotd__V1__CmdBindingResult *res = (void *)r;
     struct slot__key k;
     Slotd__V1__CmdBinding *old;
-    int rc = load_cmd(a, c->uid, c->channel_id, &k, &old, res);
+    int rc = load_cmd(a, c->uid, c->channel_id, c->channel_type, &k, &old, res);
     if (rc != 0 || old == NULL) {
         if (rc == 0)
-            no_binding(a, c->uid, c->channel_id);
+            no_binding(a, c->uid, c->channel_id, c->channel_type);
         return rc;
     }
     res->binding->unbound = true; /* the tombstone */
@@ -276,7 +281,7 @@ int slot__serve_get_membership(struct slot__serve *s, const ProtobufCMessage *m,
 {
     const Slotd__V1__GetMembershipQuery *q = (const void *)m;
     struct slot__key k;
-    pair_key(&k, s->hs, SLOT_TABLE_MEMBERSHIP, q->uid, q->channel_id);
+    pair_key(&k, s->hs, SLOT_TABLE_MEMBERSHIP, q->uid, q->channel_id, q->channel_type);
     return slot__serve_get(s, &k, &slotd__v1__membership__descriptor, r);
 }
 
@@ -285,7 +290,7 @@ int slot__serve_get_cmd_binding(struct slot__serve *s, const ProtobufCMessage *m
 {
     const Slotd__V1__GetCmdBindingQuery *q = (const void *)m;
     struct slot__key k;
-    pair_key(&k, s->hs, SLOT_TABLE_CMD_BINDING, q->uid, q->channel_id);
+    pair_key(&k, s->hs, SLOT_TABLE_CMD_BINDING, q->uid, q->channel_id, q->channel_type);
     return slot__serve_get(s, &k, &slotd__v1__cmd_binding__descriptor, r);
 }
 
@@ -294,21 +299,20 @@ struct conversations {
     const char *uid;
 };
 
-/* An index entry [~at u64][channel]: its membership row. */
+/* An index entry [~at u64][s channel_id][channel_type u8]: its membership row. */
 static int collect_conversation(void *ctx, const uint8_t *suffix, size_t sl, const uint8_t *val,
                                 size_t vl)
 {
     struct conversations *c = ctx;
     struct slot__rows *rows = &c->s->rows;
     char channel[SLOT_CHANNEL_ID_MAX + 1];
-    if (vl != 1 || sl <= 8 || sl - 8 > SLOT_CHANNEL_ID_MAX)
+    uint32_t type;
+    if (vl != 1 || sl <= 8 || slot__key_channel_parse(suffix + 8, sl - 8, channel, &type) != sl - 8)
         return STORE_ECORRUPT;
     if (rows->n == rows->cap)
         return STORE_ELIMIT;
-    memcpy(channel, suffix + 8, sl - 8);
-    channel[sl - 8] = '\0';
     struct slot__key k;
-    pair_key(&k, c->s->hs, SLOT_TABLE_MEMBERSHIP, c->uid, channel);
+    pair_key(&k, c->s->hs, SLOT_TABLE_MEMBERSHIP, c->uid, channel, type);
     ProtobufCMessage *row;
     int rc = slot__store_row_get(c->s->st, &k, &slotd__v1__membership__descriptor, &row);
     if (rc != 0)
@@ -324,7 +328,7 @@ int slot__serve_list_conversations(struct slot__serve *s, const ProtobufCMessage
 {
     const Slotd__V1__ListConversationsQuery *q = (const void *)m;
     struct slot__key p;
-    conversation_key(&p, s->hs, q->uid, 0, NULL);
+    conversation_key(&p, s->hs, q->uid, 0, NULL, 0);
     struct conversations c = {s, q->uid};
     uint32_t limit = slot__page(q->limit);
     int rc = slot__rows_init(&s->rows, &slotd__v1__membership__descriptor, limit);

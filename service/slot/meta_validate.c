@@ -56,6 +56,30 @@ static int v_channel(struct slot__vctx *v, const char *path, const char *id)
     return v_str(v, path, id, 1, SLOT_CHANNEL_ID_MAX);
 }
 
+/* A channel reference: <at>channel_id 1..128 bytes and <at>channel_type 1..255 ("" or "task."). */
+static int v_channel_ref(struct slot__vctx *v, const char *at, const char *id, uint32_t type)
+{
+    char id_path[32], type_path[32];
+    snprintf(id_path, sizeof(id_path), "%schannel_id", at);
+    snprintf(type_path, sizeof(type_path), "%schannel_type", at);
+    return v_channel(v, id_path, id) || v_max(v, type_path, type, 1, SLOT_SMALL_INT_MAX) ? -1 : 0;
+}
+
+/* The string / uint32 field `name` of m (a programmer error when m has none). */
+static const char *str_field(const ProtobufCMessage *m, const char *name)
+{
+    const ProtobufCFieldDescriptor *fd =
+        protobuf_c_message_descriptor_get_field_by_name(m->descriptor, name);
+    return *(char *const *)((const char *)m + fd->offset);
+}
+
+static uint32_t u32_field(const ProtobufCMessage *m, const char *name)
+{
+    const ProtobufCFieldDescriptor *fd =
+        protobuf_c_message_descriptor_get_field_by_name(m->descriptor, name);
+    return *(const uint32_t *)((const char *)m + fd->offset);
+}
+
 /* A batch of uids: 1..1000 entries, each a valid uid, 64 KiB in all. */
 static int v_uids(struct slot__vctx *v, size_t n, char *const *uids)
 {
@@ -173,7 +197,7 @@ int slot__v_update_channel_flags(struct slot__vctx *v, const ProtobufCMessage *m
                                  ProtobufCBinaryData *key)
 {
     const Slotd__V1__UpdateChannelFlagsCommand *c = (const void *)m;
-    if (v_channel(v, "channel_id", c->channel_id))
+    if (v_channel_ref(v, "", c->channel_id, c->channel_type))
         return -1;
     routing_str(key, c->channel_id);
     return 0;
@@ -182,7 +206,7 @@ int slot__v_update_channel_flags(struct slot__vctx *v, const ProtobufCMessage *m
 int slot__v_subscribers(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__SubscribersCommand *c = (const void *)m;
-    if (v_channel(v, "channel_id", c->channel_id) || v_uids(v, c->n_uids, c->uids))
+    if (v_channel_ref(v, "", c->channel_id, c->channel_type) || v_uids(v, c->n_uids, c->uids))
         return -1;
     routing_str(key, c->channel_id);
     return 0;
@@ -191,17 +215,17 @@ int slot__v_subscribers(struct slot__vctx *v, const ProtobufCMessage *m, Protobu
 int slot__v_channel_list(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__ChannelListCommand *c = (const void *)m;
-    if (v_channel(v, "channel_id", c->channel_id) || v_uids(v, c->n_uids, c->uids))
+    if (v_channel_ref(v, "", c->channel_id, c->channel_type) || v_uids(v, c->n_uids, c->uids))
         return -1;
     routing_str(key, c->channel_id);
     return 0;
 }
 
 /* The commands of the (uid, channel_id) rows share their first two fields. */
-static int v_uid_channel(struct slot__vctx *v, const char *uid, const char *channel,
+static int v_uid_channel(struct slot__vctx *v, const char *uid, const char *channel, uint32_t type,
                          ProtobufCBinaryData *key)
 {
-    if (v_uid(v, "uid", uid) || v_channel(v, "channel_id", channel))
+    if (v_uid(v, "uid", uid) || v_channel_ref(v, "", channel, type))
         return -1;
     routing_str(key, uid);
     return 0;
@@ -210,7 +234,7 @@ static int v_uid_channel(struct slot__vctx *v, const char *uid, const char *chan
 int slot__v_join_channel(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__JoinChannelCommand *c = (const void *)m;
-    if (v_uid_channel(v, c->uid, c->channel_id, key))
+    if (v_uid_channel(v, c->uid, c->channel_id, c->channel_type, key))
         return -1;
     return v_max(v, "activated_at_ms", c->activated_at_ms, 1, INT64_MAX);
 }
@@ -218,7 +242,7 @@ int slot__v_join_channel(struct slot__vctx *v, const ProtobufCMessage *m, Protob
 int slot__v_activate(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__ActivateConversationCommand *c = (const void *)m;
-    if (v_uid_channel(v, c->uid, c->channel_id, key))
+    if (v_uid_channel(v, c->uid, c->channel_id, c->channel_type, key))
         return -1;
     return v_max(v, "activated_at_ms", c->activated_at_ms, 1, INT64_MAX);
 }
@@ -260,7 +284,7 @@ int slot__v_update_runtime_meta(struct slot__vctx *v, const ProtobufCMessage *m,
 {
     const Slotd__V1__UpdateRuntimeMetaCommand *c = (const void *)m;
     const Slotd__V1__ChannelRuntimeMeta *meta = c->meta;
-    if (v_channel(v, "channel_id", c->channel_id) || v_required(v, "meta", meta) ||
+    if (v_channel_ref(v, "", c->channel_id, c->channel_type) || v_required(v, "meta", meta) ||
         v_nodes(v, "meta.replicas", meta->n_replicas, meta->replicas) ||
         v_nodes(v, "meta.isr", meta->n_isr, meta->isr))
         return -1;
@@ -279,6 +303,10 @@ int slot__v_update_runtime_meta(struct slot__vctx *v, const ProtobufCMessage *m,
                           (unsigned long long)meta->leader);
         return -1;
     }
+    if (v_max(v, "meta.min_isr", meta->min_isr, 0, meta->n_replicas) ||
+        v_max(v, "meta.status", (uint64_t)(unsigned)meta->status, 0,
+              SLOTD__V1__CHANNEL_STATUS__CHANNEL_STATUS_DELETING))
+        return -1;
     /* Epochs never go back: the new ones are at least the expected (current) ones. */
     if (v_max(v, "meta.channel_epoch", meta->channel_epoch, c->expected_channel_epoch,
               UINT64_MAX) ||
@@ -292,7 +320,7 @@ int slot__v_advance_retention(struct slot__vctx *v, const ProtobufCMessage *m,
                               ProtobufCBinaryData *key)
 {
     const Slotd__V1__AdvanceRetentionCommand *c = (const void *)m;
-    if (v_channel(v, "channel_id", c->channel_id))
+    if (v_channel_ref(v, "", c->channel_id, c->channel_type))
         return -1;
     routing_str(key, c->channel_id);
     return 0;
@@ -303,7 +331,7 @@ int slot__v_put_migration_task(struct slot__vctx *v, const ProtobufCMessage *m,
 {
     const Slotd__V1__ChannelMigrationTask *t =
         ((const Slotd__V1__PutMigrationTaskCommand *)m)->task;
-    if (v_required(v, "task", t) || v_channel(v, "task.channel_id", t->channel_id) ||
+    if (v_required(v, "task", t) || v_channel_ref(v, "task.", t->channel_id, t->channel_type) ||
         v_max(v, "task.task_id", t->task_id, 1, UINT64_MAX) ||
         v_max(v, "task.status", (uint64_t)(unsigned)t->status,
               SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_PENDING,
@@ -335,7 +363,7 @@ int slot__v_unbind_plugin(struct slot__vctx *v, const ProtobufCMessage *m, Proto
 int slot__v_append_event(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__AppendEventCommand *c = (const void *)m;
-    if (v_channel(v, "channel_id", c->channel_id) ||
+    if (v_channel_ref(v, "", c->channel_id, c->channel_type) ||
         v_str(v, "event_type", c->event_type, 1, SLOT_NAME_MAX) ||
         v_max(v, "payload", c->payload.len, 0, SLOT_EVENT_PAYLOAD_MAX))
         return -1;
@@ -368,11 +396,9 @@ int slot__v_get_device(struct slot__vctx *v, const ProtobufCMessage *m, Protobuf
 
 int slot__v_channel_query(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
-    /* GetChannelQuery, GetRuntimeMetaQuery: channel_id is field 1. */
-    const char *id =
-        *(char *const *)((const char *)m +
-                         protobuf_c_message_descriptor_get_field(m->descriptor, 1)->offset);
-    if (v_channel(v, "channel_id", id))
+    /* GetChannelQuery, GetRuntimeMetaQuery: the channel alone. */
+    const char *id = str_field(m, "channel_id");
+    if (v_channel_ref(v, "", id, u32_field(m, "channel_type")))
         return -1;
     routing_str(key, id);
     return 0;
@@ -381,7 +407,7 @@ int slot__v_channel_query(struct slot__vctx *v, const ProtobufCMessage *m, Proto
 int slot__v_list_members(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__ListMembersQuery *q = (const void *)m;
-    if (v_channel(v, "channel_id", q->channel_id) || v_list(v, q->list) ||
+    if (v_channel_ref(v, "", q->channel_id, q->channel_type) || v_list(v, q->list) ||
         v_page(v, &q->cursor, q->limit))
         return -1;
     routing_str(key, q->channel_id);
@@ -391,7 +417,8 @@ int slot__v_list_members(struct slot__vctx *v, const ProtobufCMessage *m, Protob
 int slot__v_check_member(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__CheckMemberQuery *q = (const void *)m;
-    if (v_channel(v, "channel_id", q->channel_id) || v_list(v, q->list) || v_uid(v, "uid", q->uid))
+    if (v_channel_ref(v, "", q->channel_id, q->channel_type) || v_list(v, q->list) ||
+        v_uid(v, "uid", q->uid))
         return -1;
     routing_str(key, q->channel_id);
     return 0;
@@ -399,13 +426,9 @@ int slot__v_check_member(struct slot__vctx *v, const ProtobufCMessage *m, Protob
 
 int slot__v_uid_channel(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
-    /* Commands and queries of the (uid, channel_id) rows: uid = 1, channel_id = 2. */
-    const ProtobufCMessageDescriptor *d = m->descriptor;
-    const char *uid =
-        *(char *const *)((const char *)m + protobuf_c_message_descriptor_get_field(d, 1)->offset);
-    const char *ch =
-        *(char *const *)((const char *)m + protobuf_c_message_descriptor_get_field(d, 2)->offset);
-    return v_uid_channel(v, uid, ch, key);
+    /* Commands and queries of the (uid, channel) rows. */
+    return v_uid_channel(v, str_field(m, "uid"), str_field(m, "channel_id"),
+                         u32_field(m, "channel_type"), key);
 }
 
 int slot__v_list_conversations(struct slot__vctx *v, const ProtobufCMessage *m,
@@ -422,7 +445,7 @@ int slot__v_list_migration_tasks(struct slot__vctx *v, const ProtobufCMessage *m
                                  ProtobufCBinaryData *key)
 {
     const Slotd__V1__ListMigrationTasksQuery *q = (const void *)m;
-    if (v_channel(v, "channel_id", q->channel_id) || v_page(v, &q->cursor, q->limit))
+    if (v_channel_ref(v, "", q->channel_id, q->channel_type) || v_page(v, &q->cursor, q->limit))
         return -1;
     routing_str(key, q->channel_id);
     return 0;
@@ -431,7 +454,7 @@ int slot__v_list_migration_tasks(struct slot__vctx *v, const ProtobufCMessage *m
 int slot__v_list_events(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
     const Slotd__V1__ListEventsQuery *q = (const void *)m;
-    if (v_channel(v, "channel_id", q->channel_id) || v_page(v, &q->cursor, q->limit))
+    if (v_channel_ref(v, "", q->channel_id, q->channel_type) || v_page(v, &q->cursor, q->limit))
         return -1;
     routing_str(key, q->channel_id);
     return 0;

@@ -349,10 +349,10 @@ class ClientChecks:
         stub.Propose(h.pb.ProposeRequest(create_channel=h.pb.CreateChannelCommand(
             channel_id=cid, channel_type=2)), timeout=5)
         stub.Propose(h.pb.ProposeRequest(add_subscribers=h.pb.SubscribersCommand(
-            channel_id=cid, uids=["x", "y"])), timeout=5)
+            channel_id=cid, channel_type=2, uids=["x", "y"])), timeout=5)
         self.assertTrue(done.wait(15), "two subscriber events not seen")
         w.cancel()
-        prefix = bytes([len(cid)]) + cid.encode() + b"\x01"
+        prefix = bytes([len(cid)]) + cid.encode() + b"\x02\x01"  # [type 2][subscribers]
         self.assertEqual([(e.table, e.key) for e in got[:2]],
                          [(h.pb.TYPED_TABLE_CHANNEL_MEMBER, prefix + b"x"),
                           (h.pb.TYPED_TABLE_CHANNEL_MEMBER, prefix + b"y")])
@@ -882,11 +882,11 @@ class NodeExampleTest(h.SlotdTestCase):
         stub.Propose(h.pb.ProposeRequest(create_channel=h.pb.CreateChannelCommand(
             channel_id=cid, channel_type=2)), timeout=5)
         stub.Propose(h.pb.ProposeRequest(add_subscribers=h.pb.SubscribersCommand(
-            channel_id=cid, uids=["p", "q"])), timeout=5)
+            channel_id=cid, channel_type=2, uids=["p", "q"])), timeout=5)
         out, err = proc.communicate(timeout=NODE_TIMEOUT_S)
         self.assertEqual(proc.returncode, 0, err)
         lines = [json.loads(x) for x in out.splitlines() if x.strip()]
-        prefix = bytes([len(cid)]) + cid.encode() + b"\x01"
+        prefix = bytes([len(cid)]) + cid.encode() + b"\x02\x01"  # [type 2][subscribers]
         self.assertEqual([(e["type"], e["table"], e["key"]) for e in lines[:-1]],
                          [("WATCH_EVENT_TYPE_PUT", "TYPED_TABLE_CHANNEL_MEMBER",
                            (prefix + u).hex()) for u in (b"p", b"q")])

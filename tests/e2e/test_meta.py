@@ -102,7 +102,7 @@ class MetaClusterTest(h.SlotdTestCase):
         for start in range(0, SUBSCRIBERS, BATCH_UIDS_MAX):
             batch = subscribers[start:start + BATCH_UIDS_MAX]
             chan_write = propose(stub, add_subscribers=pb.SubscribersCommand(
-                channel_id=channel, expected_version=version, uids=batch))
+                channel_id=channel, channel_type=2, expected_version=version, uids=batch))
             res = chan_write.add_subscribers
             self.assertEqual(res.changed, len(batch))
             self.assertEqual(res.subscriber_version, version + 1)
@@ -112,12 +112,12 @@ class MetaClusterTest(h.SlotdTestCase):
         for stub_n in self.stubs():
             err, detail = self.assertRpcError(
                 lambda: propose(stub_n, add_subscribers=pb.SubscribersCommand(
-                    channel_id=channel, expected_version=0, uids=["flow-late"])),
+                    channel_id=channel, channel_type=2, expected_version=0, uids=["flow-late"])),
                 ABORTED, detail_code=pb.ERROR_CODE_STALE_FENCE)
             self.assertEqual(detail.current_version, version)
         # Re-adding present uids changes nothing but is accepted at the current version.
         r = propose(stub, add_subscribers=pb.SubscribersCommand(
-            channel_id=channel, expected_version=version, uids=subscribers[:10]))
+            channel_id=channel, channel_type=2, expected_version=version, uids=subscribers[:10]))
         self.assertEqual(r.add_subscribers.changed, 0)
         self.assertEqual(r.add_subscribers.subscriber_version, version)
 
@@ -126,21 +126,21 @@ class MetaClusterTest(h.SlotdTestCase):
         chans = ["flow-conv-%d" % i for i in range(CONVERSATIONS)]
         for i, ch in enumerate(chans):
             r = propose(stub, join_channel=pb.JoinChannelCommand(
-                uid=uid, channel_id=ch, join_seq=1, activated_at_ms=1000 * (i + 1)))
+                uid=uid, channel_id=ch, channel_type=2, join_seq=1, activated_at_ms=1000 * (i + 1)))
             self.assertTrue(r.join_channel.changed)
         # Read sequence: advances, a regression is ignored.
-        r = propose(stub, mark_read=pb.MarkReadCommand(uid=uid, channel_id=chans[0], read_seq=10))
+        r = propose(stub, mark_read=pb.MarkReadCommand(uid=uid, channel_id=chans[0], channel_type=2, read_seq=10))
         self.assertTrue(r.mark_read.changed)
-        r = propose(stub, mark_read=pb.MarkReadCommand(uid=uid, channel_id=chans[0], read_seq=5))
+        r = propose(stub, mark_read=pb.MarkReadCommand(uid=uid, channel_id=chans[0], channel_type=2, read_seq=5))
         self.assertFalse(r.mark_read.changed)
         self.assertEqual(r.mark_read.membership.read_seq, 10)
         # Hide a conversation: it leaves the list; a lower hide-through is ignored.
         hidden = chans[2]
         r = propose(stub, hide_conversation=pb.HideConversationCommand(
-            uid=uid, channel_id=hidden, hide_through_seq=20))
+            uid=uid, channel_id=hidden, channel_type=2, hide_through_seq=20))
         self.assertTrue(r.hide_conversation.membership.hidden)
         r = propose(stub, hide_conversation=pb.HideConversationCommand(
-            uid=uid, channel_id=hidden, hide_through_seq=15))
+            uid=uid, channel_id=hidden, channel_type=2, hide_through_seq=15))
         self.assertFalse(r.hide_conversation.changed)
         self.assertEqual(r.hide_conversation.membership.hide_through_seq, 20)
         page = read(stub, list_conversations=pb.ListConversationsQuery(uid=uid)).list_conversations
@@ -148,7 +148,7 @@ class MetaClusterTest(h.SlotdTestCase):
                          [c for c in reversed(chans) if c != hidden])
         # Re-activate it as the newest: it comes back first, hide-through kept.
         member_write = propose(stub, activate_conversation=pb.ActivateConversationCommand(
-            uid=uid, channel_id=hidden, activated_at_ms=99000))
+            uid=uid, channel_id=hidden, channel_type=2, activated_at_ms=99000))
         self.assertTrue(member_write.activate_conversation.changed)
         self.assertFalse(member_write.activate_conversation.membership.hidden)
         self.assertEqual(member_write.activate_conversation.membership.hide_through_seq, 20)
@@ -158,20 +158,20 @@ class MetaClusterTest(h.SlotdTestCase):
         # current one (accepted).
         meta = pb.ChannelRuntimeMeta(leader=1, replicas=[1, 2, 3], isr=[1, 2, 3], channel_epoch=1,
                                      leader_epoch=1, write_fence=1, retention_through_seq=10)
-        propose(stub, update_runtime_meta=pb.UpdateRuntimeMetaCommand(channel_id=channel,
+        propose(stub, update_runtime_meta=pb.UpdateRuntimeMetaCommand(channel_id=channel, channel_type=2,
                                                                       meta=meta))
         newer = pb.ChannelRuntimeMeta(leader=2, replicas=[1, 2, 3], isr=[2, 3], channel_epoch=1,
                                       leader_epoch=2, write_fence=2, retention_through_seq=5)
         for stub_n in self.stubs():  # the leader answers, or a node forwards its answer
             err, detail = self.assertRpcError(
                 lambda: propose(stub_n, update_runtime_meta=pb.UpdateRuntimeMetaCommand(
-                    channel_id=channel, expected_channel_epoch=0, expected_leader_epoch=0,
+                    channel_id=channel, channel_type=2, expected_channel_epoch=0, expected_leader_epoch=0,
                     expected_leader=0, meta=newer)),
                 ABORTED, detail_code=pb.ERROR_CODE_STALE_FENCE)
             self.assertTrue(detail.HasField("current_runtime_meta"))
             self.assertEqual(detail.current_runtime_meta, meta)
         meta_write = propose(stub, update_runtime_meta=pb.UpdateRuntimeMetaCommand(
-            channel_id=channel, expected_channel_epoch=1, expected_leader_epoch=1,
+            channel_id=channel, channel_type=2, expected_channel_epoch=1, expected_leader_epoch=1,
             expected_leader=1, meta=newer))
         res = meta_write.update_runtime_meta
         self.assertTrue(res.changed)
@@ -179,22 +179,22 @@ class MetaClusterTest(h.SlotdTestCase):
         self.assertEqual(res.meta.retention_through_seq, 10)
 
         # Every node serves the same results (LOCAL after the write, and LINEARIZABLE).
-        got = self.read_everywhere(meta_write, get_channel=pb.GetChannelQuery(channel_id=channel))
+        got = self.read_everywhere(meta_write, get_channel=pb.GetChannelQuery(channel_id=channel, channel_type=2))
         self.assertEqual(got.channel.subscriber_count, SUBSCRIBERS)
         self.assertEqual(got.channel.subscriber_version, version)
         self.assertTrue(got.channel.flags.large)
         got = self.read_everywhere(meta_write,
-                                   get_runtime_meta=pb.GetRuntimeMetaQuery(channel_id=channel))
+                                   get_runtime_meta=pb.GetRuntimeMetaQuery(channel_id=channel, channel_type=2))
         self.assertEqual(got.meta.leader, 2)
         self.assertEqual(list(got.meta.isr), [2, 3])
         self.assertEqual(got.meta.retention_through_seq, 10)
         got = self.read_everywhere(user_write, get_user=pb.GetUserQuery(uid=uid))
         self.assertEqual(got.user.token, "tok-0b")
         got = self.read_everywhere(member_write, get_membership=pb.GetMembershipQuery(
-            uid=uid, channel_id=chans[0]))
+            uid=uid, channel_id=chans[0], channel_type=2))
         self.assertEqual(got.membership.read_seq, 10)
         got = self.read_everywhere(meta_write, check_member=pb.CheckMemberQuery(
-            channel_id=channel, list=pb.MEMBER_LIST_SUBSCRIBERS, uid=subscribers[1234]))
+            channel_id=channel, channel_type=2, list=pb.MEMBER_LIST_SUBSCRIBERS, uid=subscribers[1234]))
         self.assertTrue(got.member)
         # The user's conversations, newest activation first, in pages of 2, from every node.
         for stub_n in self.stubs():
@@ -217,7 +217,7 @@ class MetaClusterTest(h.SlotdTestCase):
             for _ in range(SUBSCRIBERS // PAGE_MAX + 2):
                 page = read(stub_n, LOCAL, meta_write.applied_index,
                             list_members=pb.ListMembersQuery(
-                                channel_id=channel, list=pb.MEMBER_LIST_SUBSCRIBERS,
+                                channel_id=channel, channel_type=2, list=pb.MEMBER_LIST_SUBSCRIBERS,
                                 cursor=cursor, limit=PAGE_MAX)).list_members
                 listed += list(page.uids)
                 cursor = page.next_cursor
@@ -228,69 +228,69 @@ class MetaClusterTest(h.SlotdTestCase):
     def test_bad_inputs_change_nothing(self):
         stub = self.cluster.stub(2)
         channel = "bad-room"
-        propose(stub, create_channel=pb.CreateChannelCommand(channel_id=channel, channel_type=1))
+        propose(stub, create_channel=pb.CreateChannelCommand(channel_id=channel, channel_type=2))
         w = propose(stub, add_subscribers=pb.SubscribersCommand(
-            channel_id=channel, expected_version=0, uids=["a", "b"]))
-        before = read(stub, get_channel=pb.GetChannelQuery(channel_id=channel)).get_channel
+            channel_id=channel, channel_type=2, expected_version=0, uids=["a", "b"]))
+        before = read(stub, get_channel=pb.GetChannelQuery(channel_id=channel, channel_type=2)).get_channel
         too_many = ["u%d" % i for i in range(BATCH_UIDS_MAX + 1)]
         err, _ = self.assertRpcError(
             lambda: propose(stub, add_subscribers=pb.SubscribersCommand(
-                channel_id=channel, expected_version=1, uids=too_many)),
+                channel_id=channel, channel_type=2, expected_version=1, uids=too_many)),
             INVALID, pb.ERROR_CODE_INVALID_FIELD, field="add_subscribers.uids",
             limit=BATCH_UIDS_MAX)
         self.assertIn("1001 entries", err.details())
         self.assertRpcError(
             lambda: propose(stub, add_subscribers=pb.SubscribersCommand(
-                channel_id=channel, expected_version=1, uids=["x" * 65])),
+                channel_id=channel, channel_type=2, expected_version=1, uids=["x" * 65])),
             INVALID, pb.ERROR_CODE_INVALID_FIELD, field="add_subscribers.uids", limit=64)
         self.assertRpcError(
             lambda: propose(stub, create_channel=pb.CreateChannelCommand(
-                channel_id="c" * 129, channel_type=1)),
+                channel_id="c" * 129, channel_type=2)),
             INVALID, pb.ERROR_CODE_INVALID_FIELD, field="create_channel.channel_id", limit=128)
         self.assertRpcError(
             lambda: propose(stub, update_runtime_meta=pb.UpdateRuntimeMetaCommand(
-                channel_id=channel, meta=pb.ChannelRuntimeMeta(replicas=[1], isr=[2]))),
+                channel_id=channel, channel_type=2, meta=pb.ChannelRuntimeMeta(replicas=[1], isr=[2]))),
             INVALID, pb.ERROR_CODE_INVALID_FIELD, field="update_runtime_meta.meta.isr")
         self.assertRpcError(
             lambda: propose(stub, put_migration_task=pb.PutMigrationTaskCommand(
-                task=pb.ChannelMigrationTask(channel_id=channel, task_id=1, status=17))),
+                task=pb.ChannelMigrationTask(channel_id=channel, channel_type=2, task_id=1, status=17))),
             INVALID, pb.ERROR_CODE_INVALID_FIELD, field="put_migration_task.task.status")
         self.assertRpcError(
-            lambda: read(stub, list_members=pb.ListMembersQuery(channel_id=channel, list=9)),
+            lambda: read(stub, list_members=pb.ListMembersQuery(channel_id=channel, channel_type=2, list=9)),
             INVALID, pb.ERROR_CODE_INVALID_FIELD, field="list_members.list")
         self.assertRpcError(
             lambda: read(stub, list_members=pb.ListMembersQuery(
-                channel_id=channel, list=pb.MEMBER_LIST_SUBSCRIBERS, cursor=b"\x01forged")),
+                channel_id=channel, channel_type=2, list=pb.MEMBER_LIST_SUBSCRIBERS, cursor=b"\x01forged")),
             INVALID, pb.ERROR_CODE_INVALID_FIELD, field="list_members.cursor")
         self.assertRpcError(
             lambda: read(stub, list_members=pb.ListMembersQuery(
-                channel_id=channel, list=pb.MEMBER_LIST_SUBSCRIBERS, limit=PAGE_MAX + 1)),
+                channel_id=channel, channel_type=2, list=pb.MEMBER_LIST_SUBSCRIBERS, limit=PAGE_MAX + 1)),
             INVALID, pb.ERROR_CODE_INVALID_FIELD, field="list_members.limit", limit=PAGE_MAX)
         self.assertRpcError(
             lambda: propose(stub, mark_read=pb.MarkReadCommand(
-                uid="nobody", channel_id=channel, read_seq=1)),
+                uid="nobody", channel_id=channel, channel_type=2, read_seq=1)),
             grpc.StatusCode.NOT_FOUND, pb.ERROR_CODE_NOT_FOUND)
         # Nothing changed, on any node.
         for stub_n in self.stubs():
             after = read(stub_n, LOCAL, w.applied_index,
-                         get_channel=pb.GetChannelQuery(channel_id=channel)).get_channel
+                         get_channel=pb.GetChannelQuery(channel_id=channel, channel_type=2)).get_channel
             self.assertEqual(after, before)
             page = read(stub_n, LOCAL, w.applied_index, list_members=pb.ListMembersQuery(
-                channel_id=channel, list=pb.MEMBER_LIST_SUBSCRIBERS)).list_members
+                channel_id=channel, channel_type=2, list=pb.MEMBER_LIST_SUBSCRIBERS)).list_members
             self.assertEqual(list(page.uids), ["a", "b"])
 
     def test_dedupe_typed(self):
         stub = self.cluster.stub(3)
         channel = "dedupe-room"
-        propose(stub, create_channel=pb.CreateChannelCommand(channel_id=channel, channel_type=1))
-        cmd = pb.SubscribersCommand(channel_id=channel, expected_version=0, uids=["a", "b", "c"])
+        propose(stub, create_channel=pb.CreateChannelCommand(channel_id=channel, channel_type=2))
+        cmd = pb.SubscribersCommand(channel_id=channel, channel_type=2, expected_version=0, uids=["a", "b", "c"])
         first = propose(stub, request_id=b"meta-rid-1", add_subscribers=cmd)
         retry = propose(stub, request_id=b"meta-rid-1", add_subscribers=cmd)
         self.assertFalse(first.deduplicated)
         self.assertTrue(retry.deduplicated)
         self.assertEqual(retry.add_subscribers, first.add_subscribers)
         self.assertEqual(retry.applied_index, first.applied_index)
-        got = read(stub, get_channel=pb.GetChannelQuery(channel_id=channel)).get_channel
+        got = read(stub, get_channel=pb.GetChannelQuery(channel_id=channel, channel_type=2)).get_channel
         self.assertEqual(got.channel.subscriber_count, 3)
         self.assertEqual(got.channel.subscriber_version, 1)
 
@@ -315,18 +315,18 @@ class MetaSnapshotTest(h.SlotdTestCase):
         for i in range(SNAP_WRITES):
             if i % 2 == 0:
                 last = propose(stub, add_subscribers=pb.SubscribersCommand(
-                    channel_id=channel, expected_version=version, uids=["s%04d" % i]))
+                    channel_id=channel, channel_type=2, expected_version=version, uids=["s%04d" % i]))
                 version = last.add_subscribers.subscriber_version
             else:
                 last = propose(stub, append_event=pb.AppendEventCommand(
-                    channel_id=channel, message_seq=i, event_type="edit"))
+                    channel_id=channel, channel_type=2, message_seq=i, event_type="edit"))
             propose(stub, join_channel=pb.JoinChannelCommand(
-                uid="snap-user", channel_id="snap-c%04d" % i, activated_at_ms=i + 1))
-        last = propose(stub, mark_read=pb.MarkReadCommand(uid="snap-user", channel_id="snap-c0000",
+                uid="snap-user", channel_id="snap-c%04d" % i, channel_type=2, activated_at_ms=i + 1))
+        last = propose(stub, mark_read=pb.MarkReadCommand(uid="snap-user", channel_id="snap-c0000", channel_type=2,
                                                           read_seq=7))
         c.restart(victim)
-        want_channel = read(stub, get_channel=pb.GetChannelQuery(channel_id=channel)).get_channel
-        want_events = read(stub, list_events=pb.ListEventsQuery(channel_id=channel)).list_events
+        want_channel = read(stub, get_channel=pb.GetChannelQuery(channel_id=channel, channel_type=2)).get_channel
+        want_events = read(stub, list_events=pb.ListEventsQuery(channel_id=channel, channel_type=2)).list_events
         want_conv = read(stub, list_conversations=pb.ListConversationsQuery(
             uid="snap-user", limit=PAGE_MAX)).list_conversations
         self.assertEqual(want_channel.channel.subscriber_count, SNAP_WRITES // 2)
@@ -334,10 +334,10 @@ class MetaSnapshotTest(h.SlotdTestCase):
         self.assertEqual(len(want_conv.conversations), SNAP_WRITES)
         got = c.stub(victim)
         self.assertEqual(read(got, LOCAL, last.applied_index,
-                              get_channel=pb.GetChannelQuery(channel_id=channel)).get_channel,
+                              get_channel=pb.GetChannelQuery(channel_id=channel, channel_type=2)).get_channel,
                          want_channel)
         self.assertEqual(read(got, LOCAL, last.applied_index,
-                              list_events=pb.ListEventsQuery(channel_id=channel)).list_events,
+                              list_events=pb.ListEventsQuery(channel_id=channel, channel_type=2)).list_events,
                          want_events)
         self.assertEqual(read(got, LOCAL, last.applied_index,
                               list_conversations=pb.ListConversationsQuery(

@@ -317,11 +317,11 @@ class SlotctlChecks:
         stub.Propose(h.pb.ProposeRequest(create_channel=h.pb.CreateChannelCommand(
             channel_id=cid, channel_type=2)), timeout=5)
         stub.Propose(h.pb.ProposeRequest(add_subscribers=h.pb.SubscribersCommand(
-            channel_id=cid, uids=["ann", "bo"])), timeout=5)
+            channel_id=cid, channel_type=2, uids=["ann", "bo"])), timeout=5)
         stub.Propose(h.pb.ProposeRequest(add_allowlist=h.pb.ChannelListCommand(
-            channel_id=cid, uids=["cy"])), timeout=5)
+            channel_id=cid, channel_type=2, uids=["cy"])), timeout=5)
         stub.Propose(h.pb.ProposeRequest(remove_subscribers=h.pb.SubscribersCommand(
-            channel_id=cid, expected_version=1, uids=["ann"])), timeout=5)
+            channel_id=cid, channel_type=2, expected_version=1, uids=["ann"])), timeout=5)
         code, out, err = slotctl(self.endpoints, "watch", "--subscribers", cid, "--resume", token,
                                  "--count", "3", "--timeout", "20")
         self.assertEqual(code, 0, err)

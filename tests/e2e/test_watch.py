@@ -141,7 +141,7 @@ USER = pb.TYPED_WATCH_KIND_USER
 
 def member_key(channel_id, list_no, uid):
     """The primary key of a CHANNEL_MEMBER row as a typed event carries it."""
-    return bytes([len(channel_id)]) + channel_id + bytes([list_no]) + uid
+    return bytes([len(channel_id)]) + channel_id + bytes([2, list_no]) + uid  # channel_type 2
 
 
 def typed_scenario(test, stub, watch):
@@ -164,11 +164,12 @@ def typed_scenario(test, stub, watch):
 
     for c in (cid, other):
         propose(create_channel=pb.CreateChannelCommand(channel_id=c, channel_type=2))
-    propose(add_subscribers=pb.SubscribersCommand(channel_id=cid, uids=["a", "b"]))
-    propose(add_subscribers=pb.SubscribersCommand(channel_id=other, uids=["a"]))
-    propose(add_allowlist=pb.ChannelListCommand(channel_id=cid, uids=["c"]))
-    propose(remove_subscribers=pb.SubscribersCommand(channel_id=cid, expected_version=1,
-                                                     uids=["a", "never"]))
+    propose(add_subscribers=pb.SubscribersCommand(channel_id=cid, channel_type=2,
+                                                  uids=["a", "b"]))
+    propose(add_subscribers=pb.SubscribersCommand(channel_id=other, channel_type=2, uids=["a"]))
+    propose(add_allowlist=pb.ChannelListCommand(channel_id=cid, channel_type=2, uids=["c"]))
+    propose(remove_subscribers=pb.SubscribersCommand(channel_id=cid, channel_type=2,
+                                                     expected_version=1, uids=["a", "never"]))
     h.put(stub, cid.encode(), b"a key-value key")
     r = propose(create_user=pb.CreateUserCommand(user=pb.User(uid=uid, token="t")))
     events = subs.wait_for(lambda ev: len(ev) >= 3, "three subscriber changes")

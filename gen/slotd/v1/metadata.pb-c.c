@@ -9486,7 +9486,7 @@ const ProtobufCMessageDescriptor slotd__v1__channel__descriptor =
   (ProtobufCMessageInit) slotd__v1__channel__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__membership__field_descriptors[8] =
+static const ProtobufCFieldDescriptor slotd__v1__membership__field_descriptors[9] =
 {
   {
     "uid",
@@ -9584,10 +9584,23 @@ static const ProtobufCFieldDescriptor slotd__v1__membership__field_descriptors[8
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__Membership, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__membership__field_indices_by_name[] = {
   5,   /* field[5] = activated_at_ms */
   1,   /* field[1] = channel_id */
+  8,   /* field[8] = channel_type */
   6,   /* field[6] = hidden */
   4,   /* field[4] = hide_through_seq */
   2,   /* field[2] = join_seq */
@@ -9598,7 +9611,7 @@ static const unsigned slotd__v1__membership__field_indices_by_name[] = {
 static const ProtobufCIntRange slotd__v1__membership__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor slotd__v1__membership__descriptor =
 {
@@ -9608,14 +9621,14 @@ const ProtobufCMessageDescriptor slotd__v1__membership__descriptor =
   "Slotd__V1__Membership",
   "slotd.v1",
   sizeof(Slotd__V1__Membership),
-  8,
+  9,
   slotd__v1__membership__field_descriptors,
   slotd__v1__membership__field_indices_by_name,
   1,  slotd__v1__membership__number_ranges,
   (ProtobufCMessageInit) slotd__v1__membership__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__cmd_binding__field_descriptors[5] =
+static const ProtobufCFieldDescriptor slotd__v1__cmd_binding__field_descriptors[6] =
 {
   {
     "uid",
@@ -9677,10 +9690,23 @@ static const ProtobufCFieldDescriptor slotd__v1__cmd_binding__field_descriptors[
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CmdBinding, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__cmd_binding__field_indices_by_name[] = {
   3,   /* field[3] = ack_seq */
   1,   /* field[1] = channel_id */
+  5,   /* field[5] = channel_type */
   2,   /* field[2] = start_seq */
   0,   /* field[0] = uid */
   4,   /* field[4] = unbound */
@@ -9688,7 +9714,7 @@ static const unsigned slotd__v1__cmd_binding__field_indices_by_name[] = {
 static const ProtobufCIntRange slotd__v1__cmd_binding__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor slotd__v1__cmd_binding__descriptor =
 {
@@ -9698,14 +9724,14 @@ const ProtobufCMessageDescriptor slotd__v1__cmd_binding__descriptor =
   "Slotd__V1__CmdBinding",
   "slotd.v1",
   sizeof(Slotd__V1__CmdBinding),
-  5,
+  6,
   slotd__v1__cmd_binding__field_descriptors,
   slotd__v1__cmd_binding__field_indices_by_name,
   1,  slotd__v1__cmd_binding__number_ranges,
   (ProtobufCMessageInit) slotd__v1__cmd_binding__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__channel_runtime_meta__field_descriptors[7] =
+static const ProtobufCFieldDescriptor slotd__v1__channel_runtime_meta__field_descriptors[11] =
 {
   {
     "leader",
@@ -9791,20 +9817,72 @@ static const ProtobufCFieldDescriptor slotd__v1__channel_runtime_meta__field_des
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "lease_until_ms",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelRuntimeMeta, lease_until_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "min_isr",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelRuntimeMeta, min_isr),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "status",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelRuntimeMeta, status),
+    &slotd__v1__channel_status__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "features",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelRuntimeMeta, features),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__channel_runtime_meta__field_indices_by_name[] = {
   3,   /* field[3] = channel_epoch */
+  10,   /* field[10] = features */
   2,   /* field[2] = isr */
   0,   /* field[0] = leader */
   4,   /* field[4] = leader_epoch */
+  7,   /* field[7] = lease_until_ms */
+  8,   /* field[8] = min_isr */
   1,   /* field[1] = replicas */
   6,   /* field[6] = retention_through_seq */
+  9,   /* field[9] = status */
   5,   /* field[5] = write_fence */
 };
 static const ProtobufCIntRange slotd__v1__channel_runtime_meta__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 11 }
 };
 const ProtobufCMessageDescriptor slotd__v1__channel_runtime_meta__descriptor =
 {
@@ -9814,14 +9892,14 @@ const ProtobufCMessageDescriptor slotd__v1__channel_runtime_meta__descriptor =
   "Slotd__V1__ChannelRuntimeMeta",
   "slotd.v1",
   sizeof(Slotd__V1__ChannelRuntimeMeta),
-  7,
+  11,
   slotd__v1__channel_runtime_meta__field_descriptors,
   slotd__v1__channel_runtime_meta__field_indices_by_name,
   1,  slotd__v1__channel_runtime_meta__number_ranges,
   (ProtobufCMessageInit) slotd__v1__channel_runtime_meta__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__channel_migration_task__field_descriptors[6] =
+static const ProtobufCFieldDescriptor slotd__v1__channel_migration_task__field_descriptors[7] =
 {
   {
     "channel_id",
@@ -9895,9 +9973,22 @@ static const ProtobufCFieldDescriptor slotd__v1__channel_migration_task__field_d
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelMigrationTask, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__channel_migration_task__field_indices_by_name[] = {
   0,   /* field[0] = channel_id */
+  6,   /* field[6] = channel_type */
   5,   /* field[5] = last_error */
   2,   /* field[2] = source_node */
   4,   /* field[4] = status */
@@ -9907,7 +9998,7 @@ static const unsigned slotd__v1__channel_migration_task__field_indices_by_name[]
 static const ProtobufCIntRange slotd__v1__channel_migration_task__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor slotd__v1__channel_migration_task__descriptor =
 {
@@ -9917,7 +10008,7 @@ const ProtobufCMessageDescriptor slotd__v1__channel_migration_task__descriptor =
   "Slotd__V1__ChannelMigrationTask",
   "slotd.v1",
   sizeof(Slotd__V1__ChannelMigrationTask),
-  6,
+  7,
   slotd__v1__channel_migration_task__field_descriptors,
   slotd__v1__channel_migration_task__field_indices_by_name,
   1,  slotd__v1__channel_migration_task__number_ranges,
@@ -9975,7 +10066,7 @@ const ProtobufCMessageDescriptor slotd__v1__plugin_binding__descriptor =
   (ProtobufCMessageInit) slotd__v1__plugin_binding__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__channel_event__field_descriptors[5] =
+static const ProtobufCFieldDescriptor slotd__v1__channel_event__field_descriptors[6] =
 {
   {
     "channel_id",
@@ -10037,9 +10128,22 @@ static const ProtobufCFieldDescriptor slotd__v1__channel_event__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelEvent, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__channel_event__field_indices_by_name[] = {
   0,   /* field[0] = channel_id */
+  5,   /* field[5] = channel_type */
   1,   /* field[1] = event_seq */
   3,   /* field[3] = event_type */
   2,   /* field[2] = message_seq */
@@ -10048,7 +10152,7 @@ static const unsigned slotd__v1__channel_event__field_indices_by_name[] = {
 static const ProtobufCIntRange slotd__v1__channel_event__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor slotd__v1__channel_event__descriptor =
 {
@@ -10058,7 +10162,7 @@ const ProtobufCMessageDescriptor slotd__v1__channel_event__descriptor =
   "Slotd__V1__ChannelEvent",
   "slotd.v1",
   sizeof(Slotd__V1__ChannelEvent),
-  5,
+  6,
   slotd__v1__channel_event__field_descriptors,
   slotd__v1__channel_event__field_indices_by_name,
   1,  slotd__v1__channel_event__number_ranges,
@@ -10549,7 +10653,7 @@ const ProtobufCMessageDescriptor slotd__v1__create_channel_command__descriptor =
   (ProtobufCMessageInit) slotd__v1__create_channel_command__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__update_channel_flags_command__field_descriptors[2] =
+static const ProtobufCFieldDescriptor slotd__v1__update_channel_flags_command__field_descriptors[3] =
 {
   {
     "channel_id",
@@ -10575,15 +10679,28 @@ static const ProtobufCFieldDescriptor slotd__v1__update_channel_flags_command__f
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UpdateChannelFlagsCommand, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__update_channel_flags_command__field_indices_by_name[] = {
   0,   /* field[0] = channel_id */
+  2,   /* field[2] = channel_type */
   1,   /* field[1] = flags */
 };
 static const ProtobufCIntRange slotd__v1__update_channel_flags_command__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor slotd__v1__update_channel_flags_command__descriptor =
 {
@@ -10593,7 +10710,7 @@ const ProtobufCMessageDescriptor slotd__v1__update_channel_flags_command__descri
   "Slotd__V1__UpdateChannelFlagsCommand",
   "slotd.v1",
   sizeof(Slotd__V1__UpdateChannelFlagsCommand),
-  2,
+  3,
   slotd__v1__update_channel_flags_command__field_descriptors,
   slotd__v1__update_channel_flags_command__field_indices_by_name,
   1,  slotd__v1__update_channel_flags_command__number_ranges,
@@ -10651,7 +10768,7 @@ const ProtobufCMessageDescriptor slotd__v1__channel_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__channel_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__subscribers_command__field_descriptors[3] =
+static const ProtobufCFieldDescriptor slotd__v1__subscribers_command__field_descriptors[4] =
 {
   {
     "channel_id",
@@ -10689,16 +10806,29 @@ static const ProtobufCFieldDescriptor slotd__v1__subscribers_command__field_desc
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SubscribersCommand, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__subscribers_command__field_indices_by_name[] = {
   0,   /* field[0] = channel_id */
+  3,   /* field[3] = channel_type */
   1,   /* field[1] = expected_version */
   2,   /* field[2] = uids */
 };
 static const ProtobufCIntRange slotd__v1__subscribers_command__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor slotd__v1__subscribers_command__descriptor =
 {
@@ -10708,14 +10838,14 @@ const ProtobufCMessageDescriptor slotd__v1__subscribers_command__descriptor =
   "Slotd__V1__SubscribersCommand",
   "slotd.v1",
   sizeof(Slotd__V1__SubscribersCommand),
-  3,
+  4,
   slotd__v1__subscribers_command__field_descriptors,
   slotd__v1__subscribers_command__field_indices_by_name,
   1,  slotd__v1__subscribers_command__number_ranges,
   (ProtobufCMessageInit) slotd__v1__subscribers_command__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__channel_list_command__field_descriptors[2] =
+static const ProtobufCFieldDescriptor slotd__v1__channel_list_command__field_descriptors[3] =
 {
   {
     "channel_id",
@@ -10741,15 +10871,28 @@ static const ProtobufCFieldDescriptor slotd__v1__channel_list_command__field_des
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ChannelListCommand, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__channel_list_command__field_indices_by_name[] = {
   0,   /* field[0] = channel_id */
+  2,   /* field[2] = channel_type */
   1,   /* field[1] = uids */
 };
 static const ProtobufCIntRange slotd__v1__channel_list_command__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor slotd__v1__channel_list_command__descriptor =
 {
@@ -10759,7 +10902,7 @@ const ProtobufCMessageDescriptor slotd__v1__channel_list_command__descriptor =
   "Slotd__V1__ChannelListCommand",
   "slotd.v1",
   sizeof(Slotd__V1__ChannelListCommand),
-  2,
+  3,
   slotd__v1__channel_list_command__field_descriptors,
   slotd__v1__channel_list_command__field_indices_by_name,
   1,  slotd__v1__channel_list_command__number_ranges,
@@ -10830,7 +10973,7 @@ const ProtobufCMessageDescriptor slotd__v1__members_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__members_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__join_channel_command__field_descriptors[4] =
+static const ProtobufCFieldDescriptor slotd__v1__join_channel_command__field_descriptors[5] =
 {
   {
     "uid",
@@ -10880,17 +11023,30 @@ static const ProtobufCFieldDescriptor slotd__v1__join_channel_command__field_des
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__JoinChannelCommand, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__join_channel_command__field_indices_by_name[] = {
   3,   /* field[3] = activated_at_ms */
   1,   /* field[1] = channel_id */
+  4,   /* field[4] = channel_type */
   2,   /* field[2] = join_seq */
   0,   /* field[0] = uid */
 };
 static const ProtobufCIntRange slotd__v1__join_channel_command__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor slotd__v1__join_channel_command__descriptor =
 {
@@ -10900,14 +11056,14 @@ const ProtobufCMessageDescriptor slotd__v1__join_channel_command__descriptor =
   "Slotd__V1__JoinChannelCommand",
   "slotd.v1",
   sizeof(Slotd__V1__JoinChannelCommand),
-  4,
+  5,
   slotd__v1__join_channel_command__field_descriptors,
   slotd__v1__join_channel_command__field_indices_by_name,
   1,  slotd__v1__join_channel_command__number_ranges,
   (ProtobufCMessageInit) slotd__v1__join_channel_command__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__leave_channel_command__field_descriptors[2] =
+static const ProtobufCFieldDescriptor slotd__v1__leave_channel_command__field_descriptors[3] =
 {
   {
     "uid",
@@ -10933,15 +11089,28 @@ static const ProtobufCFieldDescriptor slotd__v1__leave_channel_command__field_de
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__LeaveChannelCommand, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__leave_channel_command__field_indices_by_name[] = {
   1,   /* field[1] = channel_id */
+  2,   /* field[2] = channel_type */
   0,   /* field[0] = uid */
 };
 static const ProtobufCIntRange slotd__v1__leave_channel_command__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor slotd__v1__leave_channel_command__descriptor =
 {
@@ -10951,14 +11120,14 @@ const ProtobufCMessageDescriptor slotd__v1__leave_channel_command__descriptor =
   "Slotd__V1__LeaveChannelCommand",
   "slotd.v1",
   sizeof(Slotd__V1__LeaveChannelCommand),
-  2,
+  3,
   slotd__v1__leave_channel_command__field_descriptors,
   slotd__v1__leave_channel_command__field_indices_by_name,
   1,  slotd__v1__leave_channel_command__number_ranges,
   (ProtobufCMessageInit) slotd__v1__leave_channel_command__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__mark_read_command__field_descriptors[3] =
+static const ProtobufCFieldDescriptor slotd__v1__mark_read_command__field_descriptors[4] =
 {
   {
     "uid",
@@ -10996,16 +11165,29 @@ static const ProtobufCFieldDescriptor slotd__v1__mark_read_command__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__MarkReadCommand, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__mark_read_command__field_indices_by_name[] = {
   1,   /* field[1] = channel_id */
+  3,   /* field[3] = channel_type */
   2,   /* field[2] = read_seq */
   0,   /* field[0] = uid */
 };
 static const ProtobufCIntRange slotd__v1__mark_read_command__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor slotd__v1__mark_read_command__descriptor =
 {
@@ -11015,14 +11197,14 @@ const ProtobufCMessageDescriptor slotd__v1__mark_read_command__descriptor =
   "Slotd__V1__MarkReadCommand",
   "slotd.v1",
   sizeof(Slotd__V1__MarkReadCommand),
-  3,
+  4,
   slotd__v1__mark_read_command__field_descriptors,
   slotd__v1__mark_read_command__field_indices_by_name,
   1,  slotd__v1__mark_read_command__number_ranges,
   (ProtobufCMessageInit) slotd__v1__mark_read_command__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__hide_conversation_command__field_descriptors[3] =
+static const ProtobufCFieldDescriptor slotd__v1__hide_conversation_command__field_descriptors[4] =
 {
   {
     "uid",
@@ -11060,16 +11242,29 @@ static const ProtobufCFieldDescriptor slotd__v1__hide_conversation_command__fiel
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__HideConversationCommand, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__hide_conversation_command__field_indices_by_name[] = {
   1,   /* field[1] = channel_id */
+  3,   /* field[3] = channel_type */
   2,   /* field[2] = hide_through_seq */
   0,   /* field[0] = uid */
 };
 static const ProtobufCIntRange slotd__v1__hide_conversation_command__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor slotd__v1__hide_conversation_command__descriptor =
 {
@@ -11079,14 +11274,14 @@ const ProtobufCMessageDescriptor slotd__v1__hide_conversation_command__descripto
   "Slotd__V1__HideConversationCommand",
   "slotd.v1",
   sizeof(Slotd__V1__HideConversationCommand),
-  3,
+  4,
   slotd__v1__hide_conversation_command__field_descriptors,
   slotd__v1__hide_conversation_command__field_indices_by_name,
   1,  slotd__v1__hide_conversation_command__number_ranges,
   (ProtobufCMessageInit) slotd__v1__hide_conversation_command__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__activate_conversation_command__field_descriptors[3] =
+static const ProtobufCFieldDescriptor slotd__v1__activate_conversation_command__field_descriptors[4] =
 {
   {
     "uid",
@@ -11124,16 +11319,29 @@ static const ProtobufCFieldDescriptor slotd__v1__activate_conversation_command__
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ActivateConversationCommand, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__activate_conversation_command__field_indices_by_name[] = {
   2,   /* field[2] = activated_at_ms */
   1,   /* field[1] = channel_id */
+  3,   /* field[3] = channel_type */
   0,   /* field[0] = uid */
 };
 static const ProtobufCIntRange slotd__v1__activate_conversation_command__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor slotd__v1__activate_conversation_command__descriptor =
 {
@@ -11143,7 +11351,7 @@ const ProtobufCMessageDescriptor slotd__v1__activate_conversation_command__descr
   "Slotd__V1__ActivateConversationCommand",
   "slotd.v1",
   sizeof(Slotd__V1__ActivateConversationCommand),
-  3,
+  4,
   slotd__v1__activate_conversation_command__field_descriptors,
   slotd__v1__activate_conversation_command__field_indices_by_name,
   1,  slotd__v1__activate_conversation_command__number_ranges,
@@ -11201,7 +11409,7 @@ const ProtobufCMessageDescriptor slotd__v1__membership_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__membership_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__bind_cmd_command__field_descriptors[3] =
+static const ProtobufCFieldDescriptor slotd__v1__bind_cmd_command__field_descriptors[4] =
 {
   {
     "uid",
@@ -11239,16 +11447,29 @@ static const ProtobufCFieldDescriptor slotd__v1__bind_cmd_command__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BindCmdCommand, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__bind_cmd_command__field_indices_by_name[] = {
   1,   /* field[1] = channel_id */
+  3,   /* field[3] = channel_type */
   2,   /* field[2] = start_seq */
   0,   /* field[0] = uid */
 };
 static const ProtobufCIntRange slotd__v1__bind_cmd_command__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor slotd__v1__bind_cmd_command__descriptor =
 {
@@ -11258,14 +11479,14 @@ const ProtobufCMessageDescriptor slotd__v1__bind_cmd_command__descriptor =
   "Slotd__V1__BindCmdCommand",
   "slotd.v1",
   sizeof(Slotd__V1__BindCmdCommand),
-  3,
+  4,
   slotd__v1__bind_cmd_command__field_descriptors,
   slotd__v1__bind_cmd_command__field_indices_by_name,
   1,  slotd__v1__bind_cmd_command__number_ranges,
   (ProtobufCMessageInit) slotd__v1__bind_cmd_command__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__ack_cmd_command__field_descriptors[3] =
+static const ProtobufCFieldDescriptor slotd__v1__ack_cmd_command__field_descriptors[4] =
 {
   {
     "uid",
@@ -11303,16 +11524,29 @@ static const ProtobufCFieldDescriptor slotd__v1__ack_cmd_command__field_descript
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AckCmdCommand, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__ack_cmd_command__field_indices_by_name[] = {
   2,   /* field[2] = ack_seq */
   1,   /* field[1] = channel_id */
+  3,   /* field[3] = channel_type */
   0,   /* field[0] = uid */
 };
 static const ProtobufCIntRange slotd__v1__ack_cmd_command__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor slotd__v1__ack_cmd_command__descriptor =
 {
@@ -11322,14 +11556,14 @@ const ProtobufCMessageDescriptor slotd__v1__ack_cmd_command__descriptor =
   "Slotd__V1__AckCmdCommand",
   "slotd.v1",
   sizeof(Slotd__V1__AckCmdCommand),
-  3,
+  4,
   slotd__v1__ack_cmd_command__field_descriptors,
   slotd__v1__ack_cmd_command__field_indices_by_name,
   1,  slotd__v1__ack_cmd_command__number_ranges,
   (ProtobufCMessageInit) slotd__v1__ack_cmd_command__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__unbind_cmd_command__field_descriptors[2] =
+static const ProtobufCFieldDescriptor slotd__v1__unbind_cmd_command__field_descriptors[3] =
 {
   {
     "uid",
@@ -11355,15 +11589,28 @@ static const ProtobufCFieldDescriptor slotd__v1__unbind_cmd_command__field_descr
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UnbindCmdCommand, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__unbind_cmd_command__field_indices_by_name[] = {
   1,   /* field[1] = channel_id */
+  2,   /* field[2] = channel_type */
   0,   /* field[0] = uid */
 };
 static const ProtobufCIntRange slotd__v1__unbind_cmd_command__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor slotd__v1__unbind_cmd_command__descriptor =
 {
@@ -11373,7 +11620,7 @@ const ProtobufCMessageDescriptor slotd__v1__unbind_cmd_command__descriptor =
   "Slotd__V1__UnbindCmdCommand",
   "slotd.v1",
   sizeof(Slotd__V1__UnbindCmdCommand),
-  2,
+  3,
   slotd__v1__unbind_cmd_command__field_descriptors,
   slotd__v1__unbind_cmd_command__field_indices_by_name,
   1,  slotd__v1__unbind_cmd_command__number_ranges,
@@ -11431,7 +11678,7 @@ const ProtobufCMessageDescriptor slotd__v1__cmd_binding_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__cmd_binding_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__update_runtime_meta_command__field_descriptors[5] =
+static const ProtobufCFieldDescriptor slotd__v1__update_runtime_meta_command__field_descriptors[6] =
 {
   {
     "channel_id",
@@ -11493,9 +11740,22 @@ static const ProtobufCFieldDescriptor slotd__v1__update_runtime_meta_command__fi
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__UpdateRuntimeMetaCommand, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__update_runtime_meta_command__field_indices_by_name[] = {
   0,   /* field[0] = channel_id */
+  5,   /* field[5] = channel_type */
   1,   /* field[1] = expected_channel_epoch */
   3,   /* field[3] = expected_leader */
   2,   /* field[2] = expected_leader_epoch */
@@ -11504,7 +11764,7 @@ static const unsigned slotd__v1__update_runtime_meta_command__field_indices_by_n
 static const ProtobufCIntRange slotd__v1__update_runtime_meta_command__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor slotd__v1__update_runtime_meta_command__descriptor =
 {
@@ -11514,14 +11774,14 @@ const ProtobufCMessageDescriptor slotd__v1__update_runtime_meta_command__descrip
   "Slotd__V1__UpdateRuntimeMetaCommand",
   "slotd.v1",
   sizeof(Slotd__V1__UpdateRuntimeMetaCommand),
-  5,
+  6,
   slotd__v1__update_runtime_meta_command__field_descriptors,
   slotd__v1__update_runtime_meta_command__field_indices_by_name,
   1,  slotd__v1__update_runtime_meta_command__number_ranges,
   (ProtobufCMessageInit) slotd__v1__update_runtime_meta_command__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__advance_retention_command__field_descriptors[2] =
+static const ProtobufCFieldDescriptor slotd__v1__advance_retention_command__field_descriptors[3] =
 {
   {
     "channel_id",
@@ -11547,15 +11807,28 @@ static const ProtobufCFieldDescriptor slotd__v1__advance_retention_command__fiel
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AdvanceRetentionCommand, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__advance_retention_command__field_indices_by_name[] = {
   0,   /* field[0] = channel_id */
+  2,   /* field[2] = channel_type */
   1,   /* field[1] = retention_through_seq */
 };
 static const ProtobufCIntRange slotd__v1__advance_retention_command__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor slotd__v1__advance_retention_command__descriptor =
 {
@@ -11565,7 +11838,7 @@ const ProtobufCMessageDescriptor slotd__v1__advance_retention_command__descripto
   "Slotd__V1__AdvanceRetentionCommand",
   "slotd.v1",
   sizeof(Slotd__V1__AdvanceRetentionCommand),
-  2,
+  3,
   slotd__v1__advance_retention_command__field_descriptors,
   slotd__v1__advance_retention_command__field_indices_by_name,
   1,  slotd__v1__advance_retention_command__number_ranges,
@@ -11865,7 +12138,7 @@ const ProtobufCMessageDescriptor slotd__v1__plugin_binding_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__plugin_binding_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__append_event_command__field_descriptors[4] =
+static const ProtobufCFieldDescriptor slotd__v1__append_event_command__field_descriptors[5] =
 {
   {
     "channel_id",
@@ -11915,9 +12188,22 @@ static const ProtobufCFieldDescriptor slotd__v1__append_event_command__field_des
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__AppendEventCommand, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__append_event_command__field_indices_by_name[] = {
   0,   /* field[0] = channel_id */
+  4,   /* field[4] = channel_type */
   2,   /* field[2] = event_type */
   1,   /* field[1] = message_seq */
   3,   /* field[3] = payload */
@@ -11925,7 +12211,7 @@ static const unsigned slotd__v1__append_event_command__field_indices_by_name[] =
 static const ProtobufCIntRange slotd__v1__append_event_command__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor slotd__v1__append_event_command__descriptor =
 {
@@ -11935,7 +12221,7 @@ const ProtobufCMessageDescriptor slotd__v1__append_event_command__descriptor =
   "Slotd__V1__AppendEventCommand",
   "slotd.v1",
   sizeof(Slotd__V1__AppendEventCommand),
-  4,
+  5,
   slotd__v1__append_event_command__field_descriptors,
   slotd__v1__append_event_command__field_indices_by_name,
   1,  slotd__v1__append_event_command__number_ranges,
@@ -12260,7 +12546,7 @@ const ProtobufCMessageDescriptor slotd__v1__is_system_uid_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__is_system_uid_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__get_channel_query__field_descriptors[1] =
+static const ProtobufCFieldDescriptor slotd__v1__get_channel_query__field_descriptors[2] =
 {
   {
     "channel_id",
@@ -12274,14 +12560,27 @@ static const ProtobufCFieldDescriptor slotd__v1__get_channel_query__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetChannelQuery, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__get_channel_query__field_indices_by_name[] = {
   0,   /* field[0] = channel_id */
+  1,   /* field[1] = channel_type */
 };
 static const ProtobufCIntRange slotd__v1__get_channel_query__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor slotd__v1__get_channel_query__descriptor =
 {
@@ -12291,7 +12590,7 @@ const ProtobufCMessageDescriptor slotd__v1__get_channel_query__descriptor =
   "Slotd__V1__GetChannelQuery",
   "slotd.v1",
   sizeof(Slotd__V1__GetChannelQuery),
-  1,
+  2,
   slotd__v1__get_channel_query__field_descriptors,
   slotd__v1__get_channel_query__field_indices_by_name,
   1,  slotd__v1__get_channel_query__number_ranges,
@@ -12349,7 +12648,7 @@ const ProtobufCMessageDescriptor slotd__v1__get_channel_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__get_channel_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__list_members_query__field_descriptors[4] =
+static const ProtobufCFieldDescriptor slotd__v1__list_members_query__field_descriptors[5] =
 {
   {
     "channel_id",
@@ -12399,9 +12698,22 @@ static const ProtobufCFieldDescriptor slotd__v1__list_members_query__field_descr
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListMembersQuery, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__list_members_query__field_indices_by_name[] = {
   0,   /* field[0] = channel_id */
+  4,   /* field[4] = channel_type */
   2,   /* field[2] = cursor */
   3,   /* field[3] = limit */
   1,   /* field[1] = list */
@@ -12409,7 +12721,7 @@ static const unsigned slotd__v1__list_members_query__field_indices_by_name[] = {
 static const ProtobufCIntRange slotd__v1__list_members_query__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor slotd__v1__list_members_query__descriptor =
 {
@@ -12419,7 +12731,7 @@ const ProtobufCMessageDescriptor slotd__v1__list_members_query__descriptor =
   "Slotd__V1__ListMembersQuery",
   "slotd.v1",
   sizeof(Slotd__V1__ListMembersQuery),
-  4,
+  5,
   slotd__v1__list_members_query__field_descriptors,
   slotd__v1__list_members_query__field_indices_by_name,
   1,  slotd__v1__list_members_query__number_ranges,
@@ -12477,7 +12789,7 @@ const ProtobufCMessageDescriptor slotd__v1__list_members_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__list_members_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__check_member_query__field_descriptors[3] =
+static const ProtobufCFieldDescriptor slotd__v1__check_member_query__field_descriptors[4] =
 {
   {
     "channel_id",
@@ -12515,16 +12827,29 @@ static const ProtobufCFieldDescriptor slotd__v1__check_member_query__field_descr
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__CheckMemberQuery, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__check_member_query__field_indices_by_name[] = {
   0,   /* field[0] = channel_id */
+  3,   /* field[3] = channel_type */
   1,   /* field[1] = list */
   2,   /* field[2] = uid */
 };
 static const ProtobufCIntRange slotd__v1__check_member_query__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor slotd__v1__check_member_query__descriptor =
 {
@@ -12534,7 +12859,7 @@ const ProtobufCMessageDescriptor slotd__v1__check_member_query__descriptor =
   "Slotd__V1__CheckMemberQuery",
   "slotd.v1",
   sizeof(Slotd__V1__CheckMemberQuery),
-  3,
+  4,
   slotd__v1__check_member_query__field_descriptors,
   slotd__v1__check_member_query__field_indices_by_name,
   1,  slotd__v1__check_member_query__number_ranges,
@@ -12579,7 +12904,7 @@ const ProtobufCMessageDescriptor slotd__v1__check_member_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__check_member_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__get_membership_query__field_descriptors[2] =
+static const ProtobufCFieldDescriptor slotd__v1__get_membership_query__field_descriptors[3] =
 {
   {
     "uid",
@@ -12605,15 +12930,28 @@ static const ProtobufCFieldDescriptor slotd__v1__get_membership_query__field_des
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetMembershipQuery, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__get_membership_query__field_indices_by_name[] = {
   1,   /* field[1] = channel_id */
+  2,   /* field[2] = channel_type */
   0,   /* field[0] = uid */
 };
 static const ProtobufCIntRange slotd__v1__get_membership_query__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor slotd__v1__get_membership_query__descriptor =
 {
@@ -12623,7 +12961,7 @@ const ProtobufCMessageDescriptor slotd__v1__get_membership_query__descriptor =
   "Slotd__V1__GetMembershipQuery",
   "slotd.v1",
   sizeof(Slotd__V1__GetMembershipQuery),
-  2,
+  3,
   slotd__v1__get_membership_query__field_descriptors,
   slotd__v1__get_membership_query__field_indices_by_name,
   1,  slotd__v1__get_membership_query__number_ranges,
@@ -12796,7 +13134,7 @@ const ProtobufCMessageDescriptor slotd__v1__list_conversations_result__descripto
   (ProtobufCMessageInit) slotd__v1__list_conversations_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__get_cmd_binding_query__field_descriptors[2] =
+static const ProtobufCFieldDescriptor slotd__v1__get_cmd_binding_query__field_descriptors[3] =
 {
   {
     "uid",
@@ -12822,15 +13160,28 @@ static const ProtobufCFieldDescriptor slotd__v1__get_cmd_binding_query__field_de
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetCmdBindingQuery, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__get_cmd_binding_query__field_indices_by_name[] = {
   1,   /* field[1] = channel_id */
+  2,   /* field[2] = channel_type */
   0,   /* field[0] = uid */
 };
 static const ProtobufCIntRange slotd__v1__get_cmd_binding_query__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor slotd__v1__get_cmd_binding_query__descriptor =
 {
@@ -12840,7 +13191,7 @@ const ProtobufCMessageDescriptor slotd__v1__get_cmd_binding_query__descriptor =
   "Slotd__V1__GetCmdBindingQuery",
   "slotd.v1",
   sizeof(Slotd__V1__GetCmdBindingQuery),
-  2,
+  3,
   slotd__v1__get_cmd_binding_query__field_descriptors,
   slotd__v1__get_cmd_binding_query__field_indices_by_name,
   1,  slotd__v1__get_cmd_binding_query__number_ranges,
@@ -12898,7 +13249,7 @@ const ProtobufCMessageDescriptor slotd__v1__get_cmd_binding_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__get_cmd_binding_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__get_runtime_meta_query__field_descriptors[1] =
+static const ProtobufCFieldDescriptor slotd__v1__get_runtime_meta_query__field_descriptors[2] =
 {
   {
     "channel_id",
@@ -12912,14 +13263,27 @@ static const ProtobufCFieldDescriptor slotd__v1__get_runtime_meta_query__field_d
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__GetRuntimeMetaQuery, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__get_runtime_meta_query__field_indices_by_name[] = {
   0,   /* field[0] = channel_id */
+  1,   /* field[1] = channel_type */
 };
 static const ProtobufCIntRange slotd__v1__get_runtime_meta_query__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor slotd__v1__get_runtime_meta_query__descriptor =
 {
@@ -12929,7 +13293,7 @@ const ProtobufCMessageDescriptor slotd__v1__get_runtime_meta_query__descriptor =
   "Slotd__V1__GetRuntimeMetaQuery",
   "slotd.v1",
   sizeof(Slotd__V1__GetRuntimeMetaQuery),
-  1,
+  2,
   slotd__v1__get_runtime_meta_query__field_descriptors,
   slotd__v1__get_runtime_meta_query__field_indices_by_name,
   1,  slotd__v1__get_runtime_meta_query__number_ranges,
@@ -12987,7 +13351,7 @@ const ProtobufCMessageDescriptor slotd__v1__get_runtime_meta_result__descriptor 
   (ProtobufCMessageInit) slotd__v1__get_runtime_meta_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__list_migration_tasks_query__field_descriptors[3] =
+static const ProtobufCFieldDescriptor slotd__v1__list_migration_tasks_query__field_descriptors[4] =
 {
   {
     "channel_id",
@@ -13025,16 +13389,29 @@ static const ProtobufCFieldDescriptor slotd__v1__list_migration_tasks_query__fie
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListMigrationTasksQuery, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__list_migration_tasks_query__field_indices_by_name[] = {
   0,   /* field[0] = channel_id */
+  3,   /* field[3] = channel_type */
   1,   /* field[1] = cursor */
   2,   /* field[2] = limit */
 };
 static const ProtobufCIntRange slotd__v1__list_migration_tasks_query__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor slotd__v1__list_migration_tasks_query__descriptor =
 {
@@ -13044,7 +13421,7 @@ const ProtobufCMessageDescriptor slotd__v1__list_migration_tasks_query__descript
   "Slotd__V1__ListMigrationTasksQuery",
   "slotd.v1",
   sizeof(Slotd__V1__ListMigrationTasksQuery),
-  3,
+  4,
   slotd__v1__list_migration_tasks_query__field_descriptors,
   slotd__v1__list_migration_tasks_query__field_indices_by_name,
   1,  slotd__v1__list_migration_tasks_query__number_ranges,
@@ -13319,7 +13696,7 @@ const ProtobufCMessageDescriptor slotd__v1__list_plugin_users_result__descriptor
   (ProtobufCMessageInit) slotd__v1__list_plugin_users_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__list_events_query__field_descriptors[3] =
+static const ProtobufCFieldDescriptor slotd__v1__list_events_query__field_descriptors[4] =
 {
   {
     "channel_id",
@@ -13357,16 +13734,29 @@ static const ProtobufCFieldDescriptor slotd__v1__list_events_query__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "channel_type",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListEventsQuery, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__list_events_query__field_indices_by_name[] = {
   0,   /* field[0] = channel_id */
+  3,   /* field[3] = channel_type */
   1,   /* field[1] = cursor */
   2,   /* field[2] = limit */
 };
 static const ProtobufCIntRange slotd__v1__list_events_query__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor slotd__v1__list_events_query__descriptor =
 {
@@ -13376,7 +13766,7 @@ const ProtobufCMessageDescriptor slotd__v1__list_events_query__descriptor =
   "Slotd__V1__ListEventsQuery",
   "slotd.v1",
   sizeof(Slotd__V1__ListEventsQuery),
-  3,
+  4,
   slotd__v1__list_events_query__field_descriptors,
   slotd__v1__list_events_query__field_indices_by_name,
   1,  slotd__v1__list_events_query__number_ranges,
@@ -14014,6 +14404,38 @@ const ProtobufCEnumDescriptor slotd__v1__member_list__descriptor =
   slotd__v1__member_list__enum_values_by_name,
   1,
   slotd__v1__member_list__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue slotd__v1__channel_status__enum_values_by_number[4] =
+{
+  { "CHANNEL_STATUS_UNSPECIFIED", "SLOTD__V1__CHANNEL_STATUS__CHANNEL_STATUS_UNSPECIFIED", 0 },
+  { "CHANNEL_STATUS_CREATING", "SLOTD__V1__CHANNEL_STATUS__CHANNEL_STATUS_CREATING", 1 },
+  { "CHANNEL_STATUS_ACTIVE", "SLOTD__V1__CHANNEL_STATUS__CHANNEL_STATUS_ACTIVE", 2 },
+  { "CHANNEL_STATUS_DELETING", "SLOTD__V1__CHANNEL_STATUS__CHANNEL_STATUS_DELETING", 3 },
+};
+static const ProtobufCIntRange slotd__v1__channel_status__value_ranges[] = {
+{0, 0},{0, 4}
+};
+static const ProtobufCEnumValueIndex slotd__v1__channel_status__enum_values_by_name[4] =
+{
+  { "CHANNEL_STATUS_ACTIVE", 2 },
+  { "CHANNEL_STATUS_CREATING", 1 },
+  { "CHANNEL_STATUS_DELETING", 3 },
+  { "CHANNEL_STATUS_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor slotd__v1__channel_status__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "slotd.v1.ChannelStatus",
+  "ChannelStatus",
+  "Slotd__V1__ChannelStatus",
+  "slotd.v1",
+  4,
+  slotd__v1__channel_status__enum_values_by_number,
+  4,
+  slotd__v1__channel_status__enum_values_by_name,
+  1,
+  slotd__v1__channel_status__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCEnumValue slotd__v1__migration_status__enum_values_by_number[5] =

@@ -222,6 +222,19 @@ typedef enum _Slotd__V1__MemberList {
   SLOTD__V1__MEMBER_LIST__MEMBER_LIST_DENYLIST = 3
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__MEMBER_LIST)
 } Slotd__V1__MemberList;
+/*
+ * The lifecycle of a channel's replicas (ChannelRuntimeMeta.status).
+ */
+typedef enum _Slotd__V1__ChannelStatus {
+  /*
+   * only a channel without runtime meta
+   */
+  SLOTD__V1__CHANNEL_STATUS__CHANNEL_STATUS_UNSPECIFIED = 0,
+  SLOTD__V1__CHANNEL_STATUS__CHANNEL_STATUS_CREATING = 1,
+  SLOTD__V1__CHANNEL_STATUS__CHANNEL_STATUS_ACTIVE = 2,
+  SLOTD__V1__CHANNEL_STATUS__CHANNEL_STATUS_DELETING = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__CHANNEL_STATUS)
+} Slotd__V1__ChannelStatus;
 typedef enum _Slotd__V1__MigrationStatus {
   SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_UNSPECIFIED = 0,
   SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_PENDING = 1,
@@ -244,8 +257,8 @@ typedef enum _Slotd__V1__TypedWatchKind {
    */
   SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_USER = 1,
   /*
-   * Every row of channel id: the channel, its subscribers, allowlist and denylist, runtime
-   * meta, migration tasks and message events (tables 8, 9, 13, 14, 17).
+   * Every row of channel id, of every channel_type: the channel, its subscribers, allowlist and
+   * denylist, runtime meta, migration tasks and message events (tables 8, 9, 13, 14, 17).
    */
   SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_CHANNEL = 2,
   /*
@@ -276,27 +289,30 @@ typedef enum _Slotd__V1__TypedTable {
    */
   SLOTD__V1__TYPED_TABLE__TYPED_TABLE_SYSTEM_UID = 7,
   /*
-   * key [channel_id]; value Channel
+   * Channel rows are keyed by [len u8][channel_id][channel_type u8] ("[ch]").
+   */
+  /*
+   * key [ch]; value Channel
    */
   SLOTD__V1__TYPED_TABLE__TYPED_TABLE_CHANNEL = 8,
   /*
-   * key [len u8][channel_id][list u8 (MemberList)][uid]; no value (a set member)
+   * key [ch][list u8 (MemberList)][uid]; no value (a set member)
    */
   SLOTD__V1__TYPED_TABLE__TYPED_TABLE_CHANNEL_MEMBER = 9,
   /*
-   * key [len u8][uid][channel_id]; value Membership
+   * key [len u8][uid][ch]; value Membership
    */
   SLOTD__V1__TYPED_TABLE__TYPED_TABLE_MEMBERSHIP = 10,
   /*
-   * key [len u8][uid][channel_id]; value CmdBinding
+   * key [len u8][uid][ch]; value CmdBinding
    */
   SLOTD__V1__TYPED_TABLE__TYPED_TABLE_CMD_BINDING = 12,
   /*
-   * key [channel_id]; value ChannelRuntimeMeta
+   * key [ch]; value ChannelRuntimeMeta
    */
   SLOTD__V1__TYPED_TABLE__TYPED_TABLE_RUNTIME_META = 13,
   /*
-   * key [len u8][channel_id][task_id u64 big-endian]; value ChannelMigrationTask
+   * key [ch][task_id u64 big-endian]; value ChannelMigrationTask
    */
   SLOTD__V1__TYPED_TABLE__TYPED_TABLE_MIGRATION = 14,
   /*
@@ -304,7 +320,7 @@ typedef enum _Slotd__V1__TypedTable {
    */
   SLOTD__V1__TYPED_TABLE__TYPED_TABLE_PLUGIN = 15,
   /*
-   * key [len u8][channel_id][~event_seq u64 big-endian]; value ChannelEvent
+   * key [ch][~event_seq u64 big-endian]; value ChannelEvent
    */
   SLOTD__V1__TYPED_TABLE__TYPED_TABLE_EVENT = 17
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(SLOTD__V1__TYPED_TABLE)
@@ -1402,10 +1418,14 @@ struct  Slotd__V1__Membership
    * Tombstone: the user left (join_channel again re-joins).
    */
   protobuf_c_boolean left;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__MEMBERSHIP__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__membership__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0 }
 
 
 /*
@@ -1425,34 +1445,77 @@ struct  Slotd__V1__CmdBinding
    * Tombstone.
    */
   protobuf_c_boolean unbound;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__CMD_BINDING__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__cmd_binding__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
 
 
 /*
- * Runtime facts a channel's message replicas are fenced by.
+ * Runtime facts a channel's message replicas are fenced by. update_runtime_meta replaces the row
+ * (a compare-and-set on channel_epoch, leader_epoch and leader); the rules beside each field are
+ * checked at apply against the current row. Breaking one refuses the update with
+ * FAILED_PRECONDITION naming the field, the requested and the current value; nothing changes.
  */
 struct  Slotd__V1__ChannelRuntimeMeta
 {
   ProtobufCMessage base;
+  /*
+   * A replica of replicas (or 0 = none).
+   */
   uint64_t leader;
+  /*
+   * At most 16 distinct non-zero node ids.
+   */
   size_t n_replicas;
   uint64_t *replicas;
+  /*
+   * A subset of replicas.
+   */
   size_t n_isr;
   uint64_t *isr;
+  /*
+   * Only moves forward (>= the current one).
+   */
   uint64_t channel_epoch;
+  /*
+   * Only moves forward (>= the current one).
+   */
   uint64_t leader_epoch;
+  /*
+   * Only moves forward (>= the current one).
+   */
   uint64_t write_fence;
   /*
-   * Only moves forward.
+   * Only moves forward: a lower value keeps the current one (retention_advanced = false).
    */
   uint64_t retention_through_seq;
+  /*
+   * The leader's lease (ms since the epoch, the caller's clock): within one leader_epoch it only
+   * moves forward; a higher leader_epoch starts a new lease and may set any value.
+   */
+  uint64_t lease_until_ms;
+  /*
+   * Minimum in-sync replicas for a write: 0..len(replicas); free to change.
+   */
+  uint32_t min_isr;
+  /*
+   * Only moves forward: CREATING -> ACTIVE -> DELETING (a row may start at any of them; it
+   * cannot be set back to UNSPECIFIED).
+   */
+  Slotd__V1__ChannelStatus status;
+  /*
+   * Feature bits of the channel's replicas: only added (a bit once set stays set).
+   */
+  uint64_t features;
 };
 #define SLOTD__V1__CHANNEL_RUNTIME_META__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__channel_runtime_meta__descriptor) \
-    , 0, 0,NULL, 0,NULL, 0, 0, 0, 0 }
+    , 0, 0,NULL, 0,NULL, 0, 0, 0, 0, 0, 0, SLOTD__V1__CHANNEL_STATUS__CHANNEL_STATUS_UNSPECIFIED, 0 }
 
 
 /*
@@ -1470,10 +1533,14 @@ struct  Slotd__V1__ChannelMigrationTask
    */
   Slotd__V1__MigrationStatus status;
   char *last_error;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__CHANNEL_MIGRATION_TASK__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__channel_migration_task__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0, 0, SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_UNSPECIFIED, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0, 0, 0, SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_UNSPECIFIED, (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Slotd__V1__PluginBinding
@@ -1501,10 +1568,14 @@ struct  Slotd__V1__ChannelEvent
   uint64_t message_seq;
   char *event_type;
   ProtobufCBinaryData payload;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__CHANNEL_EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__channel_event__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string, {0,NULL} }
+    , (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string, {0,NULL}, 0 }
 
 
 /*
@@ -1644,10 +1715,14 @@ struct  Slotd__V1__UpdateChannelFlagsCommand
   ProtobufCMessage base;
   char *channel_id;
   Slotd__V1__ChannelFlags *flags;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__UPDATE_CHANNEL_FLAGS_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__update_channel_flags_command__descriptor) \
-    , (char *)protobuf_c_empty_string, NULL }
+    , (char *)protobuf_c_empty_string, NULL, 0 }
 
 
 struct  Slotd__V1__ChannelResult
@@ -1662,8 +1737,9 @@ struct  Slotd__V1__ChannelResult
 
 
 /*
- * Adds or removes subscribers: at most 1000 uids and 64 KiB of uids, applied
- * only when expected_version equals the channel's subscriber_version
+ * Adds or removes subscribers in bulk: at most 1000 uids and 64 KiB of uids, applied atomically
+ * (all of them in one raft entry, or none) only when expected_version equals the channel's
+ * subscriber_version
  * (otherwise ABORTED, STALE_FENCE with ErrorDetail.current_version).
  */
 struct  Slotd__V1__SubscribersCommand
@@ -1673,10 +1749,14 @@ struct  Slotd__V1__SubscribersCommand
   uint64_t expected_version;
   size_t n_uids;
   char **uids;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__SUBSCRIBERS_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__subscribers_command__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0,NULL }
+    , (char *)protobuf_c_empty_string, 0, 0,NULL, 0 }
 
 
 /*
@@ -1688,10 +1768,14 @@ struct  Slotd__V1__ChannelListCommand
   char *channel_id;
   size_t n_uids;
   char **uids;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__CHANNEL_LIST_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__channel_list_command__descriptor) \
-    , (char *)protobuf_c_empty_string, 0,NULL }
+    , (char *)protobuf_c_empty_string, 0,NULL, 0 }
 
 
 struct  Slotd__V1__MembersResult
@@ -1719,10 +1803,14 @@ struct  Slotd__V1__JoinChannelCommand
   char *channel_id;
   uint64_t join_seq;
   uint64_t activated_at_ms;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__JOIN_CHANNEL_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__join_channel_command__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0 }
 
 
 /*
@@ -1733,10 +1821,14 @@ struct  Slotd__V1__LeaveChannelCommand
   ProtobufCMessage base;
   char *uid;
   char *channel_id;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__LEAVE_CHANNEL_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__leave_channel_command__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
 
 
 /*
@@ -1748,10 +1840,14 @@ struct  Slotd__V1__MarkReadCommand
   char *uid;
   char *channel_id;
   uint64_t read_seq;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__MARK_READ_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__mark_read_command__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 /*
@@ -1763,10 +1859,14 @@ struct  Slotd__V1__HideConversationCommand
   char *uid;
   char *channel_id;
   uint64_t hide_through_seq;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__HIDE_CONVERSATION_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__hide_conversation_command__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 /*
@@ -1778,10 +1878,14 @@ struct  Slotd__V1__ActivateConversationCommand
   char *uid;
   char *channel_id;
   uint64_t activated_at_ms;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__ACTIVATE_CONVERSATION_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__activate_conversation_command__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 struct  Slotd__V1__MembershipResult
@@ -1804,10 +1908,14 @@ struct  Slotd__V1__BindCmdCommand
   char *uid;
   char *channel_id;
   uint64_t start_seq;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__BIND_CMD_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__bind_cmd_command__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 struct  Slotd__V1__AckCmdCommand
@@ -1816,10 +1924,14 @@ struct  Slotd__V1__AckCmdCommand
   char *uid;
   char *channel_id;
   uint64_t ack_seq;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__ACK_CMD_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__ack_cmd_command__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 struct  Slotd__V1__UnbindCmdCommand
@@ -1827,10 +1939,14 @@ struct  Slotd__V1__UnbindCmdCommand
   ProtobufCMessage base;
   char *uid;
   char *channel_id;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__UNBIND_CMD_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__unbind_cmd_command__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Slotd__V1__CmdBindingResult
@@ -1858,10 +1974,14 @@ struct  Slotd__V1__UpdateRuntimeMetaCommand
   uint64_t expected_leader_epoch;
   uint64_t expected_leader;
   Slotd__V1__ChannelRuntimeMeta *meta;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__UPDATE_RUNTIME_META_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__update_runtime_meta_command__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0, 0, NULL }
+    , (char *)protobuf_c_empty_string, 0, 0, 0, NULL, 0 }
 
 
 struct  Slotd__V1__AdvanceRetentionCommand
@@ -1869,10 +1989,14 @@ struct  Slotd__V1__AdvanceRetentionCommand
   ProtobufCMessage base;
   char *channel_id;
   uint64_t retention_through_seq;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__ADVANCE_RETENTION_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__advance_retention_command__descriptor) \
-    , (char *)protobuf_c_empty_string, 0 }
+    , (char *)protobuf_c_empty_string, 0, 0 }
 
 
 struct  Slotd__V1__RuntimeMetaResult
@@ -1960,10 +2084,14 @@ struct  Slotd__V1__AppendEventCommand
   uint64_t message_seq;
   char *event_type;
   ProtobufCBinaryData payload;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__APPEND_EVENT_COMMAND__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__append_event_command__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, {0,NULL} }
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, {0,NULL}, 0 }
 
 
 struct  Slotd__V1__AppendEventResult
@@ -2044,10 +2172,14 @@ struct  Slotd__V1__GetChannelQuery
 {
   ProtobufCMessage base;
   char *channel_id;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__GET_CHANNEL_QUERY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_channel_query__descriptor) \
-    , (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Slotd__V1__GetChannelResult
@@ -2071,10 +2203,14 @@ struct  Slotd__V1__ListMembersQuery
   Slotd__V1__MemberList list;
   ProtobufCBinaryData cursor;
   uint32_t limit;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__LIST_MEMBERS_QUERY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_members_query__descriptor) \
-    , (char *)protobuf_c_empty_string, SLOTD__V1__MEMBER_LIST__MEMBER_LIST_UNSPECIFIED, {0,NULL}, 0 }
+    , (char *)protobuf_c_empty_string, SLOTD__V1__MEMBER_LIST__MEMBER_LIST_UNSPECIFIED, {0,NULL}, 0, 0 }
 
 
 struct  Slotd__V1__ListMembersResult
@@ -2095,10 +2231,14 @@ struct  Slotd__V1__CheckMemberQuery
   char *channel_id;
   Slotd__V1__MemberList list;
   char *uid;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__CHECK_MEMBER_QUERY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__check_member_query__descriptor) \
-    , (char *)protobuf_c_empty_string, SLOTD__V1__MEMBER_LIST__MEMBER_LIST_UNSPECIFIED, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, SLOTD__V1__MEMBER_LIST__MEMBER_LIST_UNSPECIFIED, (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Slotd__V1__CheckMemberResult
@@ -2116,10 +2256,14 @@ struct  Slotd__V1__GetMembershipQuery
   ProtobufCMessage base;
   char *uid;
   char *channel_id;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__GET_MEMBERSHIP_QUERY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_membership_query__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Slotd__V1__GetMembershipResult
@@ -2165,10 +2309,14 @@ struct  Slotd__V1__GetCmdBindingQuery
   ProtobufCMessage base;
   char *uid;
   char *channel_id;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__GET_CMD_BINDING_QUERY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_cmd_binding_query__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Slotd__V1__GetCmdBindingResult
@@ -2186,10 +2334,14 @@ struct  Slotd__V1__GetRuntimeMetaQuery
 {
   ProtobufCMessage base;
   char *channel_id;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__GET_RUNTIME_META_QUERY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__get_runtime_meta_query__descriptor) \
-    , (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Slotd__V1__GetRuntimeMetaResult
@@ -2209,10 +2361,14 @@ struct  Slotd__V1__ListMigrationTasksQuery
   char *channel_id;
   ProtobufCBinaryData cursor;
   uint32_t limit;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__LIST_MIGRATION_TASKS_QUERY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_migration_tasks_query__descriptor) \
-    , (char *)protobuf_c_empty_string, {0,NULL}, 0 }
+    , (char *)protobuf_c_empty_string, {0,NULL}, 0, 0 }
 
 
 struct  Slotd__V1__ListMigrationTasksResult
@@ -2286,10 +2442,14 @@ struct  Slotd__V1__ListEventsQuery
   char *channel_id;
   ProtobufCBinaryData cursor;
   uint32_t limit;
+  /*
+   * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
+   */
+  uint32_t channel_type;
 };
 #define SLOTD__V1__LIST_EVENTS_QUERY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_events_query__descriptor) \
-    , (char *)protobuf_c_empty_string, {0,NULL}, 0 }
+    , (char *)protobuf_c_empty_string, {0,NULL}, 0, 0 }
 
 
 struct  Slotd__V1__ListEventsResult
@@ -5000,6 +5160,7 @@ extern const ProtobufCEnumDescriptor    slotd__v1__txn_compare_op__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__consistency__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__error_code__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__member_list__descriptor;
+extern const ProtobufCEnumDescriptor    slotd__v1__channel_status__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__migration_status__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__typed_watch_kind__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__typed_table__descriptor;

@@ -2,6 +2,7 @@
  * fenced, bounded, idempotent), cursors, dedupe, and bad input leaving the fsm keyspace unchanged.
  */
 #include <CUnit/Basic.h>
+#include <grpc/status.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -349,6 +350,7 @@ static const Slotd__V1__MembersResult *subs(unsigned num, const char *ch, uint64
 {
     Slotd__V1__SubscribersCommand sc = SLOTD__V1__SUBSCRIBERS_COMMAND__INIT;
     sc.channel_id = (char *)ch;
+    sc.channel_type = 2;
     sc.expected_version = expected;
     sc.n_uids = n;
     sc.uids = uids;
@@ -367,13 +369,18 @@ static void test_channels(void)
     fl.large = true;
     Slotd__V1__CreateChannelCommand cc = SLOTD__V1__CREATE_CHANNEL_COMMAND__INIT;
     cc.channel_id = "g1";
-    cc.channel_type = 3;
+    cc.channel_type = 2;
     cc.flags = &fl;
     const Slotd__V1__ChannelResult *cr = ok(P(CREATE_CHANNEL), &cc.base, &r);
-    CU_ASSERT(!cr->changed && cr->channel->channel_type == 2); /* idempotent */
+    CU_ASSERT(!cr->changed && cr->channel->channel_type == 2 && !cr->channel->flags->ban);
+    FREE_RESP(r);        /* idempotent */
+    cc.channel_type = 3; /* (id, type) is the key: the same id with another type is another row */
+    cr = ok(P(CREATE_CHANNEL), &cc.base, &r);
+    CU_ASSERT(cr->changed && cr->channel->channel_type == 3 && cr->channel->flags->ban);
     FREE_RESP(r);
     Slotd__V1__UpdateChannelFlagsCommand uf = SLOTD__V1__UPDATE_CHANNEL_FLAGS_COMMAND__INIT;
     uf.channel_id = "g1";
+    uf.channel_type = 2;
     uf.flags = &fl;
     cr = ok(P(UPDATE_CHANNEL_FLAGS), &uf.base, &r);
     CU_ASSERT(cr->changed);
@@ -383,6 +390,7 @@ static void test_channels(void)
     FREE_RESP(r);
     Slotd__V1__GetChannelQuery gq = SLOTD__V1__GET_CHANNEL_QUERY__INIT;
     gq.channel_id = "g1";
+    gq.channel_type = 2;
     const Slotd__V1__GetChannelResult *gr = qok(Q(GET_CHANNEL), &gq.base, &rr);
     CU_ASSERT(gr->found && gr->channel->channel_type == 2 && gr->channel->flags->ban &&
               gr->channel->flags->large && !gr->channel->flags->disband &&
@@ -390,6 +398,7 @@ static void test_channels(void)
               gr->channel->subscriber_count == 0 && gr->channel->subscriber_version == 0);
     FREE_READ(rr);
     uf.channel_id = "nope";
+    uf.channel_type = 2;
     rejected(P(UPDATE_CHANNEL_FLAGS), &uf.base, SLOTD_ENOT_FOUND, NULL, NULL);
     cc.channel_id = "g2";
     cc.channel_type = 0;
@@ -418,6 +427,7 @@ static void test_subscribers(void)
     FREE_RESP(r);
     Slotd__V1__SubscribersCommand sc = SLOTD__V1__SUBSCRIBERS_COMMAND__INIT;
     sc.channel_id = "g1";
+    sc.channel_type = 2;
     sc.expected_version = 0; /* stale */
     sc.n_uids = 3;
     sc.uids = three;
@@ -458,6 +468,7 @@ static void test_subscribers(void)
     FREE_RESP(r);
     Slotd__V1__ListMembersQuery lq = SLOTD__V1__LIST_MEMBERS_QUERY__INIT;
     lq.channel_id = "g1";
+    lq.channel_type = 2;
     lq.list = SLOTD__V1__MEMBER_LIST__MEMBER_LIST_SUBSCRIBERS;
     lq.limit = 300;
     size_t total = 0, pages = 0;
@@ -487,6 +498,7 @@ static void test_subscribers(void)
     /* Membership test. */
     Slotd__V1__CheckMemberQuery cq = SLOTD__V1__CHECK_MEMBER_QUERY__INIT;
     cq.channel_id = "g1";
+    cq.channel_type = 2;
     cq.list = SLOTD__V1__MEMBER_LIST__MEMBER_LIST_SUBSCRIBERS;
     cq.uid = "d";
     const Slotd__V1__CheckMemberResult *ck = qok(Q(CHECK_MEMBER), &cq.base, &rr);
@@ -530,9 +542,9 @@ static void test_typed_events(void)
     for (struct slot_event *e = list; e != NULL; e = e->next) {
         if (e->table == SLOT_TABLE_CHANNEL_MEMBER) {
             members++;
-            CU_ASSERT(slot_typed_watch_match(SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_SUBSCRIBERS,
-                                             (const uint8_t *)"g1", 2, e->table, e->key,
-                                             e->key_len));
+            CU_ASSERT(
+                slot_typed_watch_match(SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_SUBSCRIBERS,
+                                       (const uint8_t *)"g1", 2, e->table, e->key, e->key_len));
             CU_ASSERT(e->value_len == 0 && !e->deleted);
         } else if (e->table == SLOT_TABLE_CHANNEL) {
             channel++;
@@ -563,6 +575,7 @@ static void test_allow_deny_lists(void)
     FREE_RESP(r);
     Slotd__V1__ChannelListCommand al = SLOTD__V1__CHANNEL_LIST_COMMAND__INIT;
     al.channel_id = "g1";
+    al.channel_type = 2;
     al.n_uids = 2;
     al.uids = three;
     mr = ok(P(ADD_ALLOWLIST), &al.base, &r);
@@ -580,6 +593,7 @@ static void test_allow_deny_lists(void)
     FREE_RESP(r);
     Slotd__V1__CheckMemberQuery cq = SLOTD__V1__CHECK_MEMBER_QUERY__INIT;
     cq.channel_id = "g1";
+    cq.channel_type = 2;
     cq.uid = "b";
     cq.list = SLOTD__V1__MEMBER_LIST__MEMBER_LIST_DENYLIST;
     const Slotd__V1__CheckMemberResult *ck = qok(Q(CHECK_MEMBER), &cq.base, &rr); /* still denied */
@@ -595,11 +609,13 @@ static void test_allow_deny_lists(void)
     FREE_READ(rr);
     Slotd__V1__ListMembersQuery lq = SLOTD__V1__LIST_MEMBERS_QUERY__INIT;
     lq.channel_id = "g1";
+    lq.channel_type = 2;
     lq.list = SLOTD__V1__MEMBER_LIST__MEMBER_LIST_ALLOWLIST;
     const Slotd__V1__ListMembersResult *lr = qok(Q(LIST_MEMBERS), &lq.base, &rr);
     CU_ASSERT(lr->n_uids == 1 && strcmp(lr->uids[0], "b") == 0 && lr->next_cursor.len == 0);
     FREE_READ(rr);
     al.channel_id = "nope";
+    al.channel_type = 2;
     rejected(P(ADD_ALLOWLIST), &al.base, SLOTD_ENOT_FOUND, NULL, NULL);
     teardown();
 }
@@ -613,6 +629,7 @@ static void test_cursors(void)
     create_channel("c", 0);
     Slotd__V1__ListMembersQuery lq = SLOTD__V1__LIST_MEMBERS_QUERY__INIT;
     lq.channel_id = "c";
+    lq.channel_type = 2;
     lq.list = SLOTD__V1__MEMBER_LIST__MEMBER_LIST_SUBSCRIBERS;
     uint8_t junk[] = {1, 2, 3, 4, 5, 6, 7};
     lq.cursor.data = junk;
@@ -665,19 +682,20 @@ static const Slotd__V1__MembershipResult *member_cmd(unsigned num, const char *u
     Slotd__V1__LeaveChannelCommand l = SLOTD__V1__LEAVE_CHANNEL_COMMAND__INIT;
     switch (num) {
     case P(JOIN_CHANNEL):
-        j.uid = (char *)uid, j.channel_id = (char *)ch, j.join_seq = 1, j.activated_at_ms = v;
+        j.uid = (char *)uid, j.channel_id = (char *)ch, j.channel_type = 2, j.join_seq = 1,
+        j.activated_at_ms = v;
         return ok(num, &j.base, r);
     case P(MARK_READ):
-        mr.uid = (char *)uid, mr.channel_id = (char *)ch, mr.read_seq = v;
+        mr.uid = (char *)uid, mr.channel_id = (char *)ch, mr.channel_type = 2, mr.read_seq = v;
         return ok(num, &mr.base, r);
     case P(HIDE_CONVERSATION):
-        h.uid = (char *)uid, h.channel_id = (char *)ch, h.hide_through_seq = v;
+        h.uid = (char *)uid, h.channel_id = (char *)ch, h.channel_type = 2, h.hide_through_seq = v;
         return ok(num, &h.base, r);
     case P(ACTIVATE_CONVERSATION):
-        a.uid = (char *)uid, a.channel_id = (char *)ch, a.activated_at_ms = v;
+        a.uid = (char *)uid, a.channel_id = (char *)ch, a.channel_type = 2, a.activated_at_ms = v;
         return ok(num, &a.base, r);
     default:
-        l.uid = (char *)uid, l.channel_id = (char *)ch;
+        l.uid = (char *)uid, l.channel_id = (char *)ch, l.channel_type = 2;
         return ok(num, &l.base, r);
     }
 }
@@ -768,11 +786,13 @@ static void test_memberships(void)
     Slotd__V1__MarkReadCommand mr = SLOTD__V1__MARK_READ_COMMAND__INIT;
     mr.uid = "alice";
     mr.channel_id = "c4";
+    mr.channel_type = 2;
     mr.read_seq = 50;
     rejected(P(MARK_READ), &mr.base, SLOTD_ENOT_FOUND, NULL, NULL);
     Slotd__V1__GetMembershipQuery gq = SLOTD__V1__GET_MEMBERSHIP_QUERY__INIT;
     gq.uid = "alice";
     gq.channel_id = "c4";
+    gq.channel_type = 2;
     Slotd__V1__ReadResponse *rr;
     const Slotd__V1__GetMembershipResult *gr = qok(Q(GET_MEMBERSHIP), &gq.base, &rr);
     CU_ASSERT(gr->found && gr->membership->left && gr->membership->activated_at_ms == 400);
@@ -790,6 +810,7 @@ static void test_memberships(void)
     Slotd__V1__JoinChannelCommand j = SLOTD__V1__JOIN_CHANNEL_COMMAND__INIT;
     j.uid = "bob";
     j.channel_id = "c1";
+    j.channel_type = 2;
     rejected(P(JOIN_CHANNEL), &j.base, SLOTD_EINVALID_FIELD, "join_channel.activated_at_ms", NULL);
     teardown();
 }
@@ -829,6 +850,7 @@ static void test_cmd_bindings(void)
     Slotd__V1__BindCmdCommand b = SLOTD__V1__BIND_CMD_COMMAND__INIT;
     b.uid = "u";
     b.channel_id = "cmd";
+    b.channel_type = 2;
     b.start_seq = 5;
     const Slotd__V1__CmdBindingResult *cr = ok(P(BIND_CMD), &b.base, &r);
     CU_ASSERT(cr->changed && cr->binding->start_seq == 5);
@@ -840,6 +862,7 @@ static void test_cmd_bindings(void)
     Slotd__V1__AckCmdCommand a = SLOTD__V1__ACK_CMD_COMMAND__INIT;
     a.uid = "u";
     a.channel_id = "cmd";
+    a.channel_type = 2;
     a.ack_seq = 7;
     cr = ok(P(ACK_CMD), &a.base, &r);
     CU_ASSERT(cr->changed && cr->binding->ack_seq == 7);
@@ -851,6 +874,7 @@ static void test_cmd_bindings(void)
     Slotd__V1__UnbindCmdCommand u = SLOTD__V1__UNBIND_CMD_COMMAND__INIT;
     u.uid = "u";
     u.channel_id = "cmd";
+    u.channel_type = 2;
     cr = ok(P(UNBIND_CMD), &u.base, &r);
     CU_ASSERT(cr->changed && cr->binding->unbound);
     FREE_RESP(r);
@@ -859,6 +883,7 @@ static void test_cmd_bindings(void)
     Slotd__V1__GetCmdBindingQuery q = SLOTD__V1__GET_CMD_BINDING_QUERY__INIT;
     q.uid = "u";
     q.channel_id = "cmd";
+    q.channel_type = 2;
     Slotd__V1__ReadResponse *rr;
     const Slotd__V1__GetCmdBindingResult *gr = qok(Q(GET_CMD_BINDING), &q.base, &rr);
     CU_ASSERT(gr->found && gr->binding->unbound && gr->binding->ack_seq == 7);
@@ -869,6 +894,7 @@ static void test_cmd_bindings(void)
               cr->binding->start_seq == 20);
     FREE_RESP(r);
     u.channel_id = "none";
+    u.channel_type = 2;
     rejected(P(UNBIND_CMD), &u.base, SLOTD_ENOT_FOUND, NULL, NULL);
     teardown();
 }
@@ -909,6 +935,7 @@ static void test_runtime_meta(void)
     meta.retention_through_seq = 100;
     Slotd__V1__UpdateRuntimeMetaCommand u = SLOTD__V1__UPDATE_RUNTIME_META_COMMAND__INIT;
     u.channel_id = "rt";
+    u.channel_type = 2;
     u.meta = &meta;
     const Slotd__V1__RuntimeMetaResult *mr = ok(P(UPDATE_RUNTIME_META), &u.base, &r);
     CU_ASSERT(mr->changed && mr->retention_advanced && mr->meta->n_isr == 2);
@@ -942,6 +969,7 @@ static void test_runtime_meta(void)
     FREE_RESP(r);
     Slotd__V1__AdvanceRetentionCommand ar = SLOTD__V1__ADVANCE_RETENTION_COMMAND__INIT;
     ar.channel_id = "rt";
+    ar.channel_type = 2;
     ar.retention_through_seq = 90;
     mr = ok(P(ADVANCE_RETENTION), &ar.base, &r);
     CU_ASSERT(!mr->retention_advanced && mr->meta->retention_through_seq == 100);
@@ -951,9 +979,11 @@ static void test_runtime_meta(void)
     CU_ASSERT(mr->retention_advanced && mr->meta->retention_through_seq == 120);
     FREE_RESP(r);
     ar.channel_id = "none";
+    ar.channel_type = 2;
     rejected(P(ADVANCE_RETENTION), &ar.base, SLOTD_ENOT_FOUND, NULL, NULL);
     Slotd__V1__GetRuntimeMetaQuery q = SLOTD__V1__GET_RUNTIME_META_QUERY__INIT;
     q.channel_id = "rt";
+    q.channel_type = 2;
     Slotd__V1__ReadResponse *rr;
     const Slotd__V1__GetRuntimeMetaResult *gr = qok(Q(GET_RUNTIME_META), &q.base, &rr);
     CU_ASSERT(gr->found && gr->meta->leader == 2 && gr->meta->leader_epoch == 2 &&
@@ -977,6 +1007,7 @@ static void test_runtime_meta_invalid(void)
     next.leader_epoch = 2;
     Slotd__V1__UpdateRuntimeMetaCommand u = SLOTD__V1__UPDATE_RUNTIME_META_COMMAND__INIT;
     u.channel_id = "rt";
+    u.channel_type = 2;
     u.meta = &next;
     u.expected_channel_epoch = 1;
     u.expected_leader = 2;
@@ -1008,6 +1039,133 @@ static void test_runtime_meta_invalid(void)
     teardown();
 }
 
+/* The monotonic fields of ChannelRuntimeMeta: each one moving back is FAILED_PRECONDITION
+ * naming the field and both values, and changes nothing; min_isr and status are bounded. */
+static void test_runtime_meta_rules(void)
+{
+    setup();
+    Slotd__V1__ProposeResponse *r;
+    struct slotd_error err;
+    uint64_t replicas[] = {1, 2, 3};
+    Slotd__V1__ChannelRuntimeMeta meta = SLOTD__V1__CHANNEL_RUNTIME_META__INIT;
+    meta.leader = 1;
+    meta.n_replicas = 3;
+    meta.replicas = replicas;
+    meta.channel_epoch = 1;
+    meta.leader_epoch = 1;
+    meta.write_fence = 5;
+    meta.lease_until_ms = 1000;
+    meta.min_isr = 2;
+    meta.status = SLOTD__V1__CHANNEL_STATUS__CHANNEL_STATUS_ACTIVE;
+    meta.features = 0x3;
+    Slotd__V1__UpdateRuntimeMetaCommand u = SLOTD__V1__UPDATE_RUNTIME_META_COMMAND__INIT;
+    u.channel_id = "rules";
+    u.channel_type = 1;
+    u.meta = &meta;
+    const Slotd__V1__RuntimeMetaResult *mr = ok(P(UPDATE_RUNTIME_META), &u.base, &r);
+    CU_ASSERT(mr->changed && mr->meta->lease_until_ms == 1000 && mr->meta->min_isr == 2 &&
+              mr->meta->status == SLOTD__V1__CHANNEL_STATUS__CHANNEL_STATUS_ACTIVE &&
+              mr->meta->features == 0x3);
+    FREE_RESP(r);
+    u.expected_channel_epoch = 1;
+    u.expected_leader_epoch = 1;
+    u.expected_leader = 1;
+    Slotd__V1__ChannelRuntimeMeta next = meta;
+    next.write_fence = 4;
+    u.meta = &next;
+    rejected(P(UPDATE_RUNTIME_META), &u.base, SLOTD_EPRECONDITION,
+             "update_runtime_meta.meta.write_fence", &err);
+    CU_ASSERT(strstr(err.message, "4, current 5") != NULL);
+    CU_ASSERT(slotd_error_grpc_code(err.code) == GRPC_STATUS_FAILED_PRECONDITION);
+    next = meta;
+    next.status = SLOTD__V1__CHANNEL_STATUS__CHANNEL_STATUS_CREATING;
+    rejected(P(UPDATE_RUNTIME_META), &u.base, SLOTD_EPRECONDITION,
+             "update_runtime_meta.meta.status", &err);
+    CU_ASSERT(strstr(err.message, "1, current 2") != NULL);
+    next = meta;
+    next.lease_until_ms = 999; /* same leader_epoch: the lease only moves forward */
+    rejected(P(UPDATE_RUNTIME_META), &u.base, SLOTD_EPRECONDITION,
+             "update_runtime_meta.meta.lease_until_ms", &err);
+    CU_ASSERT(strstr(err.message, "999, current 1000") != NULL);
+    next = meta;
+    next.features = 0x1;
+    rejected(P(UPDATE_RUNTIME_META), &u.base, SLOTD_EPRECONDITION,
+             "update_runtime_meta.meta.features", NULL);
+    next = meta;
+    next.min_isr = 4; /* more than the 3 replicas */
+    rejected(P(UPDATE_RUNTIME_META), &u.base, SLOTD_EINVALID_FIELD,
+             "update_runtime_meta.meta.min_isr", &err);
+    CU_ASSERT(err.limit == 3);
+    next = meta;
+    next.status = (Slotd__V1__ChannelStatus)9;
+    rejected(P(UPDATE_RUNTIME_META), &u.base, SLOTD_EINVALID_FIELD,
+             "update_runtime_meta.meta.status", NULL);
+    /* A new leader epoch starts a new lease (any value); status and fence move forward. */
+    next = meta;
+    next.leader = 2;
+    next.leader_epoch = 2;
+    next.lease_until_ms = 10;
+    next.write_fence = 6;
+    next.status = SLOTD__V1__CHANNEL_STATUS__CHANNEL_STATUS_DELETING;
+    next.features = 0x7;
+    mr = ok(P(UPDATE_RUNTIME_META), &u.base, &r);
+    CU_ASSERT(mr->changed && mr->meta->lease_until_ms == 10 && mr->meta->leader_epoch == 2 &&
+              mr->meta->status == SLOTD__V1__CHANNEL_STATUS__CHANNEL_STATUS_DELETING);
+    FREE_RESP(r);
+    teardown();
+}
+
+/* (channel_id, channel_type) keys every channel row: the same id with two types shares nothing
+ * but its hash slot. */
+static void test_channel_type_isolation(void)
+{
+    setup();
+    Slotd__V1__ProposeResponse *r;
+    Slotd__V1__ReadResponse *rr;
+    for (uint32_t type = 1; type <= 2; type++) {
+        Slotd__V1__CreateChannelCommand cc = SLOTD__V1__CREATE_CHANNEL_COMMAND__INIT;
+        cc.channel_id = "same";
+        cc.channel_type = type;
+        const Slotd__V1__ChannelResult *cr = ok(P(CREATE_CHANNEL), &cc.base, &r);
+        CU_ASSERT(cr->changed && cr->channel->channel_type == type);
+        CU_ASSERT(r->applied_index > 0);
+        FREE_RESP(r);
+    }
+    char *uids[] = {"u1", "u2", "u3"};
+    Slotd__V1__SubscribersCommand sc = SLOTD__V1__SUBSCRIBERS_COMMAND__INIT;
+    sc.channel_id = "same";
+    sc.channel_type = 1;
+    sc.n_uids = 3;
+    sc.uids = uids;
+    const Slotd__V1__MembersResult *m = ok(P(ADD_SUBSCRIBERS), &sc.base, &r);
+    CU_ASSERT(m->changed == 3 && m->subscriber_count == 3);
+    FREE_RESP(r);
+    Slotd__V1__GetChannelQuery gq = SLOTD__V1__GET_CHANNEL_QUERY__INIT;
+    gq.channel_id = "same";
+    gq.channel_type = 2;
+    const Slotd__V1__GetChannelResult *gr = qok(Q(GET_CHANNEL), &gq.base, &rr);
+    CU_ASSERT(gr->found && gr->channel->subscriber_count == 0 &&
+              gr->channel->subscriber_version == 0);
+    FREE_READ(rr);
+    Slotd__V1__CheckMemberQuery cq = SLOTD__V1__CHECK_MEMBER_QUERY__INIT;
+    cq.channel_id = "same";
+    cq.channel_type = 2;
+    cq.list = SLOTD__V1__MEMBER_LIST__MEMBER_LIST_SUBSCRIBERS;
+    cq.uid = "u1";
+    const Slotd__V1__CheckMemberResult *ck = qok(Q(CHECK_MEMBER), &cq.base, &rr);
+    CU_ASSERT(!ck->member);
+    FREE_READ(rr);
+    cq.channel_type = 1;
+    ck = qok(Q(CHECK_MEMBER), &cq.base, &rr);
+    CU_ASSERT(ck->member);
+    FREE_READ(rr);
+    /* channel_type 0 names no channel. */
+    sc.channel_type = 0;
+    rejected(P(ADD_SUBSCRIBERS), &sc.base, SLOTD_EINVALID_FIELD, "add_subscribers.channel_type",
+             NULL);
+    teardown();
+}
+
 /* ---- migration tasks, plugins, events ---- */
 
 static void test_migration_tasks(void)
@@ -1016,6 +1174,7 @@ static void test_migration_tasks(void)
     Slotd__V1__ProposeResponse *r;
     Slotd__V1__ChannelMigrationTask t = SLOTD__V1__CHANNEL_MIGRATION_TASK__INIT;
     t.channel_id = "mc";
+    t.channel_type = 2;
     t.task_id = 1;
     t.source_node = 1;
     t.target_node = 2;
@@ -1056,6 +1215,7 @@ static void test_migration_tasks(void)
              "put_migration_task.task.task_id", NULL);
     Slotd__V1__ListMigrationTasksQuery q = SLOTD__V1__LIST_MIGRATION_TASKS_QUERY__INIT;
     q.channel_id = "mc";
+    q.channel_type = 2;
     q.limit = 1;
     Slotd__V1__ReadResponse *rr;
     const Slotd__V1__ListMigrationTasksResult *lr = qok(Q(LIST_MIGRATION_TASKS), &q.base, &rr);
@@ -1144,6 +1304,7 @@ static void append(const char *ch, uint64_t msg_seq, Slotd__V1__ProposeResponse 
 {
     Slotd__V1__AppendEventCommand a = SLOTD__V1__APPEND_EVENT_COMMAND__INIT;
     a.channel_id = (char *)ch;
+    a.channel_type = 2;
     a.message_seq = msg_seq;
     a.event_type = "edit";
     a.payload.data = (uint8_t *)"p";
@@ -1164,6 +1325,7 @@ static void test_events(void)
     }
     Slotd__V1__ListEventsQuery q = SLOTD__V1__LIST_EVENTS_QUERY__INIT;
     q.channel_id = "ev";
+    q.channel_type = 2;
     q.limit = 2;
     Slotd__V1__ReadResponse *rr;
     const Slotd__V1__ListEventsResult *lr = qok(Q(LIST_EVENTS), &q.base, &rr);
@@ -1181,9 +1343,11 @@ static void test_events(void)
     FREE_READ(rr);
     Slotd__V1__AppendEventCommand a = SLOTD__V1__APPEND_EVENT_COMMAND__INIT;
     a.channel_id = "nochan";
+    a.channel_type = 2;
     a.event_type = "edit";
     rejected(P(APPEND_EVENT), &a.base, SLOTD_ENOT_FOUND, NULL, NULL);
     a.channel_id = "ev";
+    a.channel_type = 2;
     uint8_t big[SLOT_EVENT_PAYLOAD_MAX + 1] = {0};
     a.payload.data = big;
     a.payload.len = sizeof(big);
@@ -1201,6 +1365,7 @@ static void test_encoding_and_dedupe(void)
     char *uids[] = {"a", "b"};
     Slotd__V1__SubscribersCommand sc = SLOTD__V1__SUBSCRIBERS_COMMAND__INIT;
     sc.channel_id = "dd";
+    sc.channel_type = 2;
     sc.n_uids = 2;
     sc.uids = uids;
     /* Round trip: the LogCommand carries the same message at the same number. */
@@ -1264,6 +1429,8 @@ int main(void)
     CU_add_test(s, "cmd_bindings", test_cmd_bindings);
     CU_add_test(s, "runtime_meta_cas", test_runtime_meta);
     CU_add_test(s, "runtime_meta_invalid", test_runtime_meta_invalid);
+    CU_add_test(s, "runtime_meta_rules", test_runtime_meta_rules);
+    CU_add_test(s, "channel_type_isolation", test_channel_type_isolation);
     CU_add_test(s, "migration_tasks", test_migration_tasks);
     CU_add_test(s, "plugin_bindings", test_plugins);
     CU_add_test(s, "event_projection", test_events);
