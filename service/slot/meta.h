@@ -47,6 +47,8 @@ int slot__row_put(struct slot_fsm *f, const struct slot__key *k, const ProtobufC
 /* Set members: the value is [1]. */
 int slot__flag_get(struct slot_fsm *f, const struct slot__key *k, bool *present);
 int slot__flag_put(struct slot_fsm *f, const struct slot__key *k);
+/* Whether row k exists (any value) as the batch reads it. */
+int slot__flag_present(struct slot_fsm *f, const struct slot__key *k, bool *present);
 int slot__key_delete(struct slot_fsm *f, const struct slot__key *k);
 
 /* fsm.c: the batch overlay (later entries of a batch read earlier ones). *val is malloc'ed
@@ -86,6 +88,22 @@ int slot__lease_apply(struct slot_fsm *f, const struct slot_group_state *gs, uin
 int slot__fsm_typed_event(struct slot_fsm *f, const uint8_t *k, size_t kl, const uint8_t *v,
                           size_t vl);
 bool slot__fsm_events_on(const struct slot_fsm *f);
+
+/* A delete's bound: the rows one entry may still delete. */
+struct slot__budget {
+    uint32_t left;
+    bool over; /* a prefix had more rows than the budget allowed: the caller sets `more` */
+};
+
+/* Called with each row key (borrowed) before slot__delete_prefix deletes it: deletes what the row
+ * owns besides (an index entry). Returns 0 or a store error. */
+typedef int (*slot__delete_cb)(void *ctx, const struct slot__key *k);
+
+/* Deletes the live rows under prefix p (through the batch, with their watch events), each one
+ * costing `cost` of b (its own row and what cb deletes with it); stops when b runs out (b->over).
+ * *deleted (when not NULL) is increased by the rows deleted. */
+int slot__delete_prefix(struct slot_fsm *f, const struct slot__key *p, uint32_t cost,
+                        struct slot__budget *b, slot__delete_cb cb, void *ctx, uint32_t *deleted);
 
 /* The same reads against the applied state (read path). */
 int slot__store_row_get(struct store *st, const struct slot__key *k,
@@ -216,6 +234,7 @@ typedef int (*slot__serve_fn)(struct slot__serve *s, const ProtobufCMessage *que
     X(PUT_DEVICE, put_device, put_device, device_result)                                           \
     X(REMOVE_DEVICE, remove_device, remove_device, remove_result)                                  \
     X(SET_SYSTEM_UID, set_system_uid, set_system_uid, system_uid_result)                           \
+    X(DELETE_USER, uid_only, delete_user, delete_user_result)                                      \
     X(CREATE_CHANNEL, create_channel, create_channel, channel_result)                              \
     X(UPDATE_CHANNEL_FLAGS, update_channel_flags, update_channel_flags, channel_result)            \
     X(ADD_SUBSCRIBERS, subscribers, subscribers, members_result)                                   \
@@ -224,6 +243,7 @@ typedef int (*slot__serve_fn)(struct slot__serve *s, const ProtobufCMessage *que
     X(REMOVE_ALLOWLIST, channel_list, channel_list, members_result)                                \
     X(ADD_DENYLIST, channel_list, channel_list, members_result)                                    \
     X(REMOVE_DENYLIST, channel_list, channel_list, members_result)                                 \
+    X(DELETE_CHANNEL, channel_only, delete_channel, delete_channel_result)                         \
     X(JOIN_CHANNEL, join_channel, join_channel, membership_result)                                 \
     X(LEAVE_CHANNEL, uid_channel, leave_channel, membership_result)                                \
     X(MARK_READ, uid_channel, mark_read, membership_result)                                        \
@@ -242,19 +262,19 @@ typedef int (*slot__serve_fn)(struct slot__serve *s, const ProtobufCMessage *que
 /* The typed queries, the same way: X(ONEOF NAME, validator, serve, result message); serves are
  * slot__serve_<serve>. */
 #define SLOT__META_QUERIES(X)                                                                      \
-    X(GET_USER, uid_query, get_user, get_user_result)                                              \
+    X(GET_USER, uid_only, get_user, get_user_result)                                               \
     X(GET_DEVICE, get_device, get_device, get_device_result)                                       \
-    X(IS_SYSTEM_UID, uid_query, is_system_uid, is_system_uid_result)                               \
-    X(GET_CHANNEL, channel_query, get_channel, get_channel_result)                                 \
+    X(IS_SYSTEM_UID, uid_only, is_system_uid, is_system_uid_result)                                \
+    X(GET_CHANNEL, channel_only, get_channel, get_channel_result)                                  \
     X(LIST_MEMBERS, list_members, list_members, list_members_result)                               \
     X(CHECK_MEMBER, check_member, check_member, check_member_result)                               \
     X(GET_MEMBERSHIP, uid_channel, get_membership, get_membership_result)                          \
     X(LIST_CONVERSATIONS, list_conversations, list_conversations, list_conversations_result)       \
     X(GET_CMD_BINDING, uid_channel, get_cmd_binding, get_cmd_binding_result)                       \
-    X(GET_RUNTIME_META, channel_query, get_runtime_meta, get_runtime_meta_result)                  \
+    X(GET_RUNTIME_META, channel_only, get_runtime_meta, get_runtime_meta_result)                   \
     X(LIST_MIGRATION_TASKS, list_migration_tasks, list_migration_tasks,                            \
       list_migration_tasks_result)                                                                 \
-    X(GET_PLUGIN_BINDING, uid_query, get_plugin_binding, get_plugin_binding_result)                \
+    X(GET_PLUGIN_BINDING, uid_only, get_plugin_binding, get_plugin_binding_result)                 \
     X(LIST_PLUGIN_USERS, list_plugin_users, list_plugin_users, list_plugin_users_result)           \
     X(LIST_EVENTS, list_events, list_events, list_events_result)
 
@@ -268,6 +288,11 @@ typedef int (*slot__serve_fn)(struct slot__serve *s, const ProtobufCMessage *que
                          ProtobufCMessage *result);
 SLOT__META_COMMANDS(SLOT__META_DECLARE_COMMAND)
 SLOT__META_QUERIES(SLOT__META_DECLARE_QUERY)
+
+/* meta_member.c: deletes uid's memberships with their conversation index entries and its CMD
+ * bindings (delete_user), within b. */
+int slot__delete_user_memberships(struct slot__apply *a, const char *uid, struct slot__budget *b,
+                                  uint32_t *memberships, uint32_t *cmd_bindings);
 
 /* Dispatch (meta_table.c): validate, apply or serve typed command / query `number` through its
  * table row; the generic handlers build the result message, call the row's function and pack

@@ -399,6 +399,56 @@ int slot__apply_append_event(struct slot__apply *a, const ProtobufCMessage *m, P
     return rc != 0 ? rc : slot__row_put(a->f, &ck, &ch->base);
 }
 
+/* ---- delete channel ---- */
+
+int slot__apply_delete_channel(struct slot__apply *a, const ProtobufCMessage *m,
+                               ProtobufCMessage *r)
+{
+    const Slotd__V1__DeleteChannelCommand *c = (const void *)m;
+    Slotd__V1__DeleteChannelResult *res = (void *)r;
+    struct slot__key ck, k;
+    Slotd__V1__Channel *ch;
+    int rc = load_channel(a, c->channel_id, c->channel_type, &ck, &ch);
+    if (rc != 0 || ch == NULL)
+        return rc;
+    struct slot__budget b = {SLOT_DELETE_ROWS_MAX, false};
+    event_key(&k, a->hs, c->channel_id, c->channel_type, 0);
+    rc = slot__delete_prefix(a->f, &k, 1, &b, NULL, NULL, &res->events);
+    task_key(&k, a->hs, c->channel_id, c->channel_type, 0);
+    if (rc == 0)
+        rc = slot__delete_prefix(a->f, &k, 1, &b, NULL, NULL, &res->migration_tasks);
+    uint32_t meta = 0;
+    channel_key(&k, a->hs, SLOT_TABLE_RUNTIME_META, c->channel_id, c->channel_type);
+    if (rc == 0) /* the one runtime meta row: a prefix of itself */
+        rc = slot__delete_prefix(a->f, &k, 1, &b, NULL, NULL, &meta);
+    res->runtime_meta = meta > 0;
+    const uint8_t lists[] = {SLOTD__V1__MEMBER_LIST__MEMBER_LIST_DENYLIST,
+                             SLOTD__V1__MEMBER_LIST__MEMBER_LIST_ALLOWLIST,
+                             SLOTD__V1__MEMBER_LIST__MEMBER_LIST_SUBSCRIBERS};
+    uint32_t *counts[] = {&res->denylist, &res->allowlist, &res->subscribers};
+    for (size_t i = 0; rc == 0 && i < 3; i++) {
+        member_prefix(&k, a->hs, c->channel_id, c->channel_type, lists[i]);
+        rc = slot__delete_prefix(a->f, &k, 1, &b, NULL, NULL, counts[i]);
+    }
+    res->more = b.over;
+    if (rc != 0 || !b.over) { /* the channel row goes last: a repeat continues from the rest */
+        res->removed = rc == 0;
+        return rc != 0 ? rc : slot__key_delete(a->f, &ck);
+    }
+    /* Rows remain: the channel stays, disbanded, its count following the subscribers removed. */
+    Slotd__V1__ChannelFlags *flags = slot__apply_scratch(a, sizeof(*flags));
+    Slotd__V1__Channel *next = slot__apply_scratch(a, sizeof(*next));
+    slotd__v1__channel_flags__init(flags);
+    if (ch->flags != NULL)
+        *flags = *ch->flags;
+    flags->disband = true;
+    *next = *ch;
+    next->flags = flags;
+    next->subscriber_count -= res->subscribers; /* invariant: count == subscriber rows */
+    next->subscriber_version += res->subscribers > 0;
+    return slot__row_put(a->f, &ck, &next->base);
+}
+
 /* ---- queries ---- */
 
 int slot__serve_get_channel(struct slot__serve *s, const ProtobufCMessage *m, ProtobufCMessage *r)

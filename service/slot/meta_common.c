@@ -143,6 +143,15 @@ int slot__flag_get(struct slot_fsm *f, const struct slot__key *k, bool *present)
     return rc;
 }
 
+int slot__flag_present(struct slot_fsm *f, const struct slot__key *k, bool *present)
+{
+    uint8_t *raw = NULL;
+    size_t rl;
+    int rc = slot__fsm_read(f, k->b, k->n, present, &raw, &rl);
+    free(raw);
+    return rc;
+}
+
 int slot__flag_put(struct slot_fsm *f, const struct slot__key *k)
 {
     const uint8_t v = ROW_VERSION;
@@ -253,6 +262,53 @@ int slot__store_flag_get(struct store *st, const struct slot__key *k, bool *pres
     rc = rl == 1 && ((uint8_t *)raw)[0] == ROW_VERSION ? 0 : STORE_ECORRUPT;
     *present = rc == 0;
     free(raw);
+    return rc;
+}
+
+/* ---- deletes by prefix ---- */
+
+struct key_list {
+    struct slot__key *v;
+    size_t n, cap;
+};
+
+static int key_list_add(void *ctx, const uint8_t *k, size_t kl)
+{
+    struct key_list *l = ctx;
+    if (kl > sizeof(l->v[0].b))
+        return STORE_ECORRUPT;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        struct slot__key *v = realloc(l->v, cap * sizeof(*v));
+        if (v == NULL)
+            return STORE_ENOMEM;
+        l->v = v;
+        l->cap = cap;
+    }
+    memcpy(l->v[l->n].b, k, kl);
+    l->v[l->n++].n = kl;
+    return 0;
+}
+
+int slot__delete_prefix(struct slot_fsm *f, const struct slot__key *p, uint32_t cost,
+                        struct slot__budget *b, slot__delete_cb cb, void *ctx, uint32_t *deleted)
+{
+    struct key_list l = {0};
+    bool over = false;
+    int rc = slot__fsm_prefix_keys(f, p->b, p->n, b->left / cost, key_list_add, &l, &over);
+    for (size_t i = 0; rc == 0 && i < l.n; i++) {
+        if (cb != NULL)
+            rc = cb(ctx, &l.v[i]);
+        if (rc == 0)
+            rc = slot__key_delete(f, &l.v[i]);
+    }
+    if (rc == 0) {
+        b->left -= (uint32_t)l.n * cost;
+        b->over = b->over || over;
+        if (deleted != NULL)
+            *deleted += (uint32_t)l.n;
+    }
+    free(l.v);
     return rc;
 }
 

@@ -274,6 +274,36 @@ int slot__apply_unbind_cmd(struct slot__apply *a, const ProtobufCMessage *m, Pro
     return cmd_finish(a, &k, res, !old->unbound);
 }
 
+/* ---- delete user ---- */
+
+/* Before a membership row goes: its conversation index entry, when it has one (visible). */
+static int drop_index_entry(void *ctx, const struct slot__key *k)
+{
+    struct slot__apply *a = ctx;
+    ProtobufCMessage *raw;
+    int rc = slot__row_get(a->f, k, &slotd__v1__membership__descriptor, &raw);
+    const Slotd__V1__Membership *m = (const void *)raw;
+    if (rc == 0 && m != NULL && !m->left && !m->hidden)
+        rc = index_delete(a, m);
+    if (raw != NULL)
+        protobuf_c_message_free_unpacked(raw, NULL);
+    return rc;
+}
+
+int slot__delete_user_memberships(struct slot__apply *a, const char *uid, struct slot__budget *b,
+                                  uint32_t *memberships, uint32_t *cmd_bindings)
+{
+    struct slot__key p;
+    slot__key_init(&p, a->hs, SLOT_TABLE_MEMBERSHIP);
+    slot__key_str(&p, uid);
+    /* cost 2: the row and its index entry go together, so the index invariant holds between
+     * the entries of a bounded delete */
+    int rc = slot__delete_prefix(a->f, &p, 2, b, drop_index_entry, a, memberships);
+    slot__key_init(&p, a->hs, SLOT_TABLE_CMD_BINDING);
+    slot__key_str(&p, uid);
+    return rc != 0 ? rc : slot__delete_prefix(a->f, &p, 1, b, NULL, NULL, cmd_bindings);
+}
+
 /* ---- queries ---- */
 
 int slot__serve_get_membership(struct slot__serve *s, const ProtobufCMessage *m,

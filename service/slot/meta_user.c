@@ -85,6 +85,7 @@ int slot__apply_remove_device(struct slot__apply *a, const ProtobufCMessage *m, 
     ProtobufCMessage *old;
     int rc = slot__apply_row(a, &k, &slotd__v1__device__descriptor, &old);
     res->removed = old != NULL;
+    res->device = (Slotd__V1__Device *)old; /* what was removed */
     return rc != 0 || old == NULL ? rc : slot__key_delete(a->f, &k);
 }
 
@@ -155,9 +156,66 @@ int slot__apply_unbind_plugin(struct slot__apply *a, const ProtobufCMessage *m, 
     res->changed = old != NULL;
     if (rc != 0 || old == NULL)
         return rc;
+    res->binding->plugin_no = old->plugin_no; /* the binding removed */
     plugin_user_key(&rk, a->hs, old->plugin_no, c->uid);
     rc = slot__key_delete(a->f, &rk);
     return rc != 0 ? rc : slot__key_delete(a->f, &k);
+}
+
+/* ---- delete user ---- */
+
+/* Deletes the uid's row of table (a [S uid] row) when present and b allows; *gone says so. */
+static int delete_uid_row(struct slot__apply *a, uint8_t table, const char *uid,
+                          struct slot__budget *b, protobuf_c_boolean *gone)
+{
+    struct slot__key k;
+    uid_key(&k, a->hs, table, uid);
+    bool present;
+    int rc = slot__flag_present(a->f, &k, &present);
+    if (rc != 0 || !present)
+        return rc;
+    if (b->left == 0) {
+        b->over = true;
+        return 0;
+    }
+    b->left--;
+    *gone = true;
+    return slot__key_delete(a->f, &k);
+}
+
+int slot__apply_delete_user(struct slot__apply *a, const ProtobufCMessage *m, ProtobufCMessage *r)
+{
+    const char *uid = ((const Slotd__V1__DeleteUserCommand *)m)->uid;
+    Slotd__V1__DeleteUserResult *res = (void *)r;
+    struct slot__budget b = {SLOT_DELETE_ROWS_MAX, false};
+    struct slot__key p;
+    slot__key_init(&p, a->hs, SLOT_TABLE_DEVICE);
+    slot__key_str(&p, uid);
+    int rc = slot__delete_prefix(a->f, &p, 1, &b, NULL, NULL, &res->devices);
+    if (rc == 0)
+        rc = slot__delete_user_memberships(a, uid, &b, &res->memberships, &res->cmd_bindings);
+    struct slot__key k;
+    const Slotd__V1__PluginBinding *old = NULL;
+    Slotd__V1__PluginBindingResult unused = SLOTD__V1__PLUGIN_BINDING_RESULT__INIT;
+    if (rc == 0)
+        rc = load_binding(a, uid, &k, &old, &unused);
+    if (rc == 0 && old != NULL && b.left < 2)
+        b.over = true;
+    if (rc == 0 && old != NULL && b.left >= 2) { /* the binding and its reverse index entry */
+        struct slot__key rk;
+        plugin_user_key(&rk, a->hs, old->plugin_no, uid);
+        rc = slot__key_delete(a->f, &rk);
+        if (rc == 0)
+            rc = slot__key_delete(a->f, &k);
+        b.left -= 2;
+        res->plugin_binding = true;
+    }
+    if (rc == 0)
+        rc = delete_uid_row(a, SLOT_TABLE_SYSTEM_UID, uid, &b, &res->system_uid);
+    if (rc == 0 && !b.over) /* the user row goes last: a repeat continues from the rest */
+        rc = delete_uid_row(a, SLOT_TABLE_USER, uid, &b, &res->removed);
+    res->more = b.over;
+    return rc;
 }
 
 /* ---- queries ---- */

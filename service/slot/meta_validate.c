@@ -373,9 +373,10 @@ int slot__v_append_event(struct slot__vctx *v, const ProtobufCMessage *m, Protob
 
 /* ---- queries ---- */
 
-int slot__v_uid_query(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_uid_only(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
-    /* GetUserQuery, IsSystemUidQuery, GetPluginBindingQuery: uid is field 1. */
+    /* The messages of a uid alone (get_user, is_system_uid, get_plugin_binding, delete_user):
+     * uid is field 1. */
     const char *uid =
         *(char *const *)((const char *)m +
                          protobuf_c_message_descriptor_get_field(m->descriptor, 1)->offset);
@@ -394,9 +395,9 @@ int slot__v_get_device(struct slot__vctx *v, const ProtobufCMessage *m, Protobuf
     return 0;
 }
 
-int slot__v_channel_query(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+int slot__v_channel_only(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
 {
-    /* GetChannelQuery, GetRuntimeMetaQuery: the channel alone. */
+    /* The messages of a channel alone (get_channel, get_runtime_meta, delete_channel). */
     const char *id = str_field(m, "channel_id");
     if (v_channel_ref(v, "", id, u32_field(m, "channel_type")))
         return -1;

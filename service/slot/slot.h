@@ -44,6 +44,7 @@
 #define SLOT_EVENT_CAPACITY_MAX 1000u
 #define SLOT_EVENT_CAPACITY_DEFAULT 100u
 #define SLOT_EVENT_PAYLOAD_MAX 4096u
+#define SLOT_DELETE_ROWS_MAX 10000u /* rows one delete_user / delete_channel entry deletes */
 #define SLOT_REPLICAS_MAX 16u /* replicas and isr of a channel's runtime meta */
 
 /* FSM tables under [hash_slot u16][table u8] (store/FORMAT.md). */

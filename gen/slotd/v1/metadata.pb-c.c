@@ -2392,6 +2392,96 @@ void   slotd__v1__remove_result__free_unpacked
   assert(message->base.descriptor == &slotd__v1__remove_result__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__v1__delete_user_command__init
+                     (Slotd__V1__DeleteUserCommand         *message)
+{
+  static const Slotd__V1__DeleteUserCommand init_value = SLOTD__V1__DELETE_USER_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__delete_user_command__get_packed_size
+                     (const Slotd__V1__DeleteUserCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__delete_user_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__delete_user_command__pack
+                     (const Slotd__V1__DeleteUserCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__delete_user_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__delete_user_command__pack_to_buffer
+                     (const Slotd__V1__DeleteUserCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__delete_user_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__DeleteUserCommand *
+       slotd__v1__delete_user_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__DeleteUserCommand *)
+     protobuf_c_message_unpack (&slotd__v1__delete_user_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__delete_user_command__free_unpacked
+                     (Slotd__V1__DeleteUserCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__delete_user_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__delete_user_result__init
+                     (Slotd__V1__DeleteUserResult         *message)
+{
+  static const Slotd__V1__DeleteUserResult init_value = SLOTD__V1__DELETE_USER_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__delete_user_result__get_packed_size
+                     (const Slotd__V1__DeleteUserResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__delete_user_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__delete_user_result__pack
+                     (const Slotd__V1__DeleteUserResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__delete_user_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__delete_user_result__pack_to_buffer
+                     (const Slotd__V1__DeleteUserResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__delete_user_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__DeleteUserResult *
+       slotd__v1__delete_user_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__DeleteUserResult *)
+     protobuf_c_message_unpack (&slotd__v1__delete_user_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__delete_user_result__free_unpacked
+                     (Slotd__V1__DeleteUserResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__delete_user_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__v1__set_system_uid_command__init
                      (Slotd__V1__SetSystemUidCommand         *message)
 {
@@ -2615,6 +2705,96 @@ void   slotd__v1__channel_result__free_unpacked
   if(!message)
     return;
   assert(message->base.descriptor == &slotd__v1__channel_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__delete_channel_command__init
+                     (Slotd__V1__DeleteChannelCommand         *message)
+{
+  static const Slotd__V1__DeleteChannelCommand init_value = SLOTD__V1__DELETE_CHANNEL_COMMAND__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__delete_channel_command__get_packed_size
+                     (const Slotd__V1__DeleteChannelCommand *message)
+{
+  assert(message->base.descriptor == &slotd__v1__delete_channel_command__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__delete_channel_command__pack
+                     (const Slotd__V1__DeleteChannelCommand *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__delete_channel_command__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__delete_channel_command__pack_to_buffer
+                     (const Slotd__V1__DeleteChannelCommand *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__delete_channel_command__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__DeleteChannelCommand *
+       slotd__v1__delete_channel_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__DeleteChannelCommand *)
+     protobuf_c_message_unpack (&slotd__v1__delete_channel_command__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__delete_channel_command__free_unpacked
+                     (Slotd__V1__DeleteChannelCommand *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__delete_channel_command__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__delete_channel_result__init
+                     (Slotd__V1__DeleteChannelResult         *message)
+{
+  static const Slotd__V1__DeleteChannelResult init_value = SLOTD__V1__DELETE_CHANNEL_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__delete_channel_result__get_packed_size
+                     (const Slotd__V1__DeleteChannelResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__delete_channel_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__delete_channel_result__pack
+                     (const Slotd__V1__DeleteChannelResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__delete_channel_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__delete_channel_result__pack_to_buffer
+                     (const Slotd__V1__DeleteChannelResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__delete_channel_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__DeleteChannelResult *
+       slotd__v1__delete_channel_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__DeleteChannelResult *)
+     protobuf_c_message_unpack (&slotd__v1__delete_channel_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__delete_channel_result__free_unpacked
+                     (Slotd__V1__DeleteChannelResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__delete_channel_result__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
 void   slotd__v1__subscribers_command__init
@@ -5137,7 +5317,7 @@ void   slotd__v1__watch_response__free_unpacked
   assert(message->base.descriptor == &slotd__v1__watch_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descriptors[36] =
+static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descriptors[38] =
 {
   {
     "request_id",
@@ -5308,6 +5488,18 @@ static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descript
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "delete_user",
+    25,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, delete_user),
+    &slotd__v1__delete_user_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "create_channel",
     30,
     PROTOBUF_C_LABEL_NONE,
@@ -5399,6 +5591,18 @@ static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descript
     offsetof(Slotd__V1__ProposeRequest, command_case),
     offsetof(Slotd__V1__ProposeRequest, remove_denylist),
     &slotd__v1__channel_list_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "delete_channel",
+    38,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeRequest, command_case),
+    offsetof(Slotd__V1__ProposeRequest, delete_channel),
+    &slotd__v1__delete_channel_command__descriptor,
     NULL,
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -5573,41 +5777,43 @@ static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descript
   },
 };
 static const unsigned slotd__v1__propose_request__field_indices_by_name[] = {
-  28,   /* field[28] = ack_cmd */
-  26,   /* field[26] = activate_conversation */
-  18,   /* field[18] = add_allowlist */
-  20,   /* field[20] = add_denylist */
-  16,   /* field[16] = add_subscribers */
-  31,   /* field[31] = advance_retention */
-  35,   /* field[35] = append_event */
-  27,   /* field[27] = bind_cmd */
-  33,   /* field[33] = bind_plugin */
+  30,   /* field[30] = ack_cmd */
+  28,   /* field[28] = activate_conversation */
+  19,   /* field[19] = add_allowlist */
+  21,   /* field[21] = add_denylist */
+  17,   /* field[17] = add_subscribers */
+  33,   /* field[33] = advance_retention */
+  37,   /* field[37] = append_event */
+  29,   /* field[29] = bind_cmd */
+  35,   /* field[35] = bind_plugin */
   4,   /* field[4] = compare_and_set */
-  14,   /* field[14] = create_channel */
+  15,   /* field[15] = create_channel */
   9,   /* field[9] = create_user */
   3,   /* field[3] = delete */
-  25,   /* field[25] = hide_conversation */
-  22,   /* field[22] = join_channel */
+  23,   /* field[23] = delete_channel */
+  14,   /* field[14] = delete_user */
+  27,   /* field[27] = hide_conversation */
+  24,   /* field[24] = join_channel */
   6,   /* field[6] = lease_grant */
   7,   /* field[7] = lease_keep_alive */
   8,   /* field[8] = lease_revoke */
-  23,   /* field[23] = leave_channel */
-  24,   /* field[24] = mark_read */
+  25,   /* field[25] = leave_channel */
+  26,   /* field[26] = mark_read */
   1,   /* field[1] = no_forward */
   2,   /* field[2] = put */
   11,   /* field[11] = put_device */
-  32,   /* field[32] = put_migration_task */
-  19,   /* field[19] = remove_allowlist */
-  21,   /* field[21] = remove_denylist */
+  34,   /* field[34] = put_migration_task */
+  20,   /* field[20] = remove_allowlist */
+  22,   /* field[22] = remove_denylist */
   12,   /* field[12] = remove_device */
-  17,   /* field[17] = remove_subscribers */
+  18,   /* field[18] = remove_subscribers */
   0,   /* field[0] = request_id */
   13,   /* field[13] = set_system_uid */
   5,   /* field[5] = txn */
-  29,   /* field[29] = unbind_cmd */
-  34,   /* field[34] = unbind_plugin */
-  15,   /* field[15] = update_channel_flags */
-  30,   /* field[30] = update_runtime_meta */
+  31,   /* field[31] = unbind_cmd */
+  36,   /* field[36] = unbind_plugin */
+  16,   /* field[16] = update_channel_flags */
+  32,   /* field[32] = update_runtime_meta */
   10,   /* field[10] = update_user */
 };
 static const ProtobufCIntRange slotd__v1__propose_request__number_ranges[9 + 1] =
@@ -5615,13 +5821,13 @@ static const ProtobufCIntRange slotd__v1__propose_request__number_ranges[9 + 1] 
   { 1, 0 },
   { 10, 2 },
   { 20, 9 },
-  { 30, 14 },
-  { 40, 22 },
-  { 51, 30 },
-  { 55, 32 },
-  { 60, 33 },
-  { 65, 35 },
-  { 0, 36 }
+  { 30, 15 },
+  { 40, 24 },
+  { 51, 32 },
+  { 55, 34 },
+  { 60, 35 },
+  { 65, 37 },
+  { 0, 38 }
 };
 const ProtobufCMessageDescriptor slotd__v1__propose_request__descriptor =
 {
@@ -5631,7 +5837,7 @@ const ProtobufCMessageDescriptor slotd__v1__propose_request__descriptor =
   "Slotd__V1__ProposeRequest",
   "slotd.v1",
   sizeof(Slotd__V1__ProposeRequest),
-  36,
+  38,
   slotd__v1__propose_request__field_descriptors,
   slotd__v1__propose_request__field_indices_by_name,
   9,  slotd__v1__propose_request__number_ranges,
@@ -6084,7 +6290,7 @@ const ProtobufCMessageDescriptor slotd__v1__compare_and_set_command__descriptor 
   (ProtobufCMessageInit) slotd__v1__compare_and_set_command__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__propose_response__field_descriptors[38] =
+static const ProtobufCFieldDescriptor slotd__v1__propose_response__field_descriptors[40] =
 {
   {
     "applied_index",
@@ -6279,6 +6485,18 @@ static const ProtobufCFieldDescriptor slotd__v1__propose_response__field_descrip
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "delete_user",
+    25,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, delete_user),
+    &slotd__v1__delete_user_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "create_channel",
     30,
     PROTOBUF_C_LABEL_NONE,
@@ -6370,6 +6588,18 @@ static const ProtobufCFieldDescriptor slotd__v1__propose_response__field_descrip
     offsetof(Slotd__V1__ProposeResponse, result_case),
     offsetof(Slotd__V1__ProposeResponse, remove_denylist),
     &slotd__v1__members_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "delete_channel",
+    38,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeResponse, result_case),
+    offsetof(Slotd__V1__ProposeResponse, delete_channel),
+    &slotd__v1__delete_channel_result__descriptor,
     NULL,
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -6544,43 +6774,45 @@ static const ProtobufCFieldDescriptor slotd__v1__propose_response__field_descrip
   },
 };
 static const unsigned slotd__v1__propose_response__field_indices_by_name[] = {
-  30,   /* field[30] = ack_cmd */
-  28,   /* field[28] = activate_conversation */
-  20,   /* field[20] = add_allowlist */
-  22,   /* field[22] = add_denylist */
-  18,   /* field[18] = add_subscribers */
-  33,   /* field[33] = advance_retention */
-  37,   /* field[37] = append_event */
+  32,   /* field[32] = ack_cmd */
+  30,   /* field[30] = activate_conversation */
+  21,   /* field[21] = add_allowlist */
+  23,   /* field[23] = add_denylist */
+  19,   /* field[19] = add_subscribers */
+  35,   /* field[35] = advance_retention */
+  39,   /* field[39] = append_event */
   0,   /* field[0] = applied_index */
-  29,   /* field[29] = bind_cmd */
-  35,   /* field[35] = bind_plugin */
+  31,   /* field[31] = bind_cmd */
+  37,   /* field[37] = bind_plugin */
   6,   /* field[6] = compare_and_set */
-  16,   /* field[16] = create_channel */
+  17,   /* field[17] = create_channel */
   11,   /* field[11] = create_user */
   3,   /* field[3] = deduplicated */
   5,   /* field[5] = delete */
+  25,   /* field[25] = delete_channel */
+  16,   /* field[16] = delete_user */
   1,   /* field[1] = group_id */
-  27,   /* field[27] = hide_conversation */
-  24,   /* field[24] = join_channel */
+  29,   /* field[29] = hide_conversation */
+  26,   /* field[26] = join_channel */
   8,   /* field[8] = lease_grant */
   9,   /* field[9] = lease_keep_alive */
   10,   /* field[10] = lease_revoke */
-  25,   /* field[25] = leave_channel */
-  26,   /* field[26] = mark_read */
+  27,   /* field[27] = leave_channel */
+  28,   /* field[28] = mark_read */
   4,   /* field[4] = put */
   13,   /* field[13] = put_device */
-  34,   /* field[34] = put_migration_task */
-  21,   /* field[21] = remove_allowlist */
-  23,   /* field[23] = remove_denylist */
+  36,   /* field[36] = put_migration_task */
+  22,   /* field[22] = remove_allowlist */
+  24,   /* field[24] = remove_denylist */
   14,   /* field[14] = remove_device */
-  19,   /* field[19] = remove_subscribers */
+  20,   /* field[20] = remove_subscribers */
   15,   /* field[15] = set_system_uid */
   2,   /* field[2] = term */
   7,   /* field[7] = txn */
-  31,   /* field[31] = unbind_cmd */
-  36,   /* field[36] = unbind_plugin */
-  17,   /* field[17] = update_channel_flags */
-  32,   /* field[32] = update_runtime_meta */
+  33,   /* field[33] = unbind_cmd */
+  38,   /* field[38] = unbind_plugin */
+  18,   /* field[18] = update_channel_flags */
+  34,   /* field[34] = update_runtime_meta */
   12,   /* field[12] = update_user */
 };
 static const ProtobufCIntRange slotd__v1__propose_response__number_ranges[9 + 1] =
@@ -6588,13 +6820,13 @@ static const ProtobufCIntRange slotd__v1__propose_response__number_ranges[9 + 1]
   { 1, 0 },
   { 10, 4 },
   { 20, 11 },
-  { 30, 16 },
-  { 40, 24 },
-  { 51, 32 },
-  { 55, 34 },
-  { 60, 35 },
-  { 65, 37 },
-  { 0, 38 }
+  { 30, 17 },
+  { 40, 26 },
+  { 51, 34 },
+  { 55, 36 },
+  { 60, 37 },
+  { 65, 39 },
+  { 0, 40 }
 };
 const ProtobufCMessageDescriptor slotd__v1__propose_response__descriptor =
 {
@@ -6604,7 +6836,7 @@ const ProtobufCMessageDescriptor slotd__v1__propose_response__descriptor =
   "Slotd__V1__ProposeResponse",
   "slotd.v1",
   sizeof(Slotd__V1__ProposeResponse),
-  38,
+  40,
   slotd__v1__propose_response__field_descriptors,
   slotd__v1__propose_response__field_indices_by_name,
   9,  slotd__v1__propose_response__number_ranges,
@@ -10436,7 +10668,7 @@ const ProtobufCMessageDescriptor slotd__v1__remove_device_command__descriptor =
   (ProtobufCMessageInit) slotd__v1__remove_device_command__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__remove_result__field_descriptors[1] =
+static const ProtobufCFieldDescriptor slotd__v1__remove_result__field_descriptors[2] =
 {
   {
     "removed",
@@ -10450,14 +10682,27 @@ static const ProtobufCFieldDescriptor slotd__v1__remove_result__field_descriptor
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "device",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RemoveResult, device),
+    &slotd__v1__device__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__remove_result__field_indices_by_name[] = {
+  1,   /* field[1] = device */
   0,   /* field[0] = removed */
 };
 static const ProtobufCIntRange slotd__v1__remove_result__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor slotd__v1__remove_result__descriptor =
 {
@@ -10467,11 +10712,165 @@ const ProtobufCMessageDescriptor slotd__v1__remove_result__descriptor =
   "Slotd__V1__RemoveResult",
   "slotd.v1",
   sizeof(Slotd__V1__RemoveResult),
-  1,
+  2,
   slotd__v1__remove_result__field_descriptors,
   slotd__v1__remove_result__field_indices_by_name,
   1,  slotd__v1__remove_result__number_ranges,
   (ProtobufCMessageInit) slotd__v1__remove_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__delete_user_command__field_descriptors[1] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteUserCommand, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__delete_user_command__field_indices_by_name[] = {
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__delete_user_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__delete_user_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.DeleteUserCommand",
+  "DeleteUserCommand",
+  "Slotd__V1__DeleteUserCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__DeleteUserCommand),
+  1,
+  slotd__v1__delete_user_command__field_descriptors,
+  slotd__v1__delete_user_command__field_indices_by_name,
+  1,  slotd__v1__delete_user_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__delete_user_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__delete_user_result__field_descriptors[7] =
+{
+  {
+    "removed",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteUserResult, removed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "devices",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteUserResult, devices),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "memberships",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteUserResult, memberships),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cmd_bindings",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteUserResult, cmd_bindings),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "plugin_binding",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteUserResult, plugin_binding),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "system_uid",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteUserResult, system_uid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "more",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteUserResult, more),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__delete_user_result__field_indices_by_name[] = {
+  3,   /* field[3] = cmd_bindings */
+  1,   /* field[1] = devices */
+  2,   /* field[2] = memberships */
+  6,   /* field[6] = more */
+  4,   /* field[4] = plugin_binding */
+  0,   /* field[0] = removed */
+  5,   /* field[5] = system_uid */
+};
+static const ProtobufCIntRange slotd__v1__delete_user_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor slotd__v1__delete_user_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.DeleteUserResult",
+  "DeleteUserResult",
+  "Slotd__V1__DeleteUserResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__DeleteUserResult),
+  7,
+  slotd__v1__delete_user_result__field_descriptors,
+  slotd__v1__delete_user_result__field_indices_by_name,
+  1,  slotd__v1__delete_user_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__delete_user_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor slotd__v1__set_system_uid_command__field_descriptors[2] =
@@ -10766,6 +11165,186 @@ const ProtobufCMessageDescriptor slotd__v1__channel_result__descriptor =
   slotd__v1__channel_result__field_indices_by_name,
   1,  slotd__v1__channel_result__number_ranges,
   (ProtobufCMessageInit) slotd__v1__channel_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__delete_channel_command__field_descriptors[2] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteChannelCommand, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_type",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteChannelCommand, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__delete_channel_command__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+  1,   /* field[1] = channel_type */
+};
+static const ProtobufCIntRange slotd__v1__delete_channel_command__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__delete_channel_command__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.DeleteChannelCommand",
+  "DeleteChannelCommand",
+  "Slotd__V1__DeleteChannelCommand",
+  "slotd.v1",
+  sizeof(Slotd__V1__DeleteChannelCommand),
+  2,
+  slotd__v1__delete_channel_command__field_descriptors,
+  slotd__v1__delete_channel_command__field_indices_by_name,
+  1,  slotd__v1__delete_channel_command__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__delete_channel_command__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__delete_channel_result__field_descriptors[8] =
+{
+  {
+    "removed",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteChannelResult, removed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "subscribers",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteChannelResult, subscribers),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "allowlist",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteChannelResult, allowlist),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "denylist",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteChannelResult, denylist),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "runtime_meta",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteChannelResult, runtime_meta),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "migration_tasks",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteChannelResult, migration_tasks),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "events",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteChannelResult, events),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "more",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DeleteChannelResult, more),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__delete_channel_result__field_indices_by_name[] = {
+  2,   /* field[2] = allowlist */
+  3,   /* field[3] = denylist */
+  6,   /* field[6] = events */
+  5,   /* field[5] = migration_tasks */
+  7,   /* field[7] = more */
+  0,   /* field[0] = removed */
+  4,   /* field[4] = runtime_meta */
+  1,   /* field[1] = subscribers */
+};
+static const ProtobufCIntRange slotd__v1__delete_channel_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 8 }
+};
+const ProtobufCMessageDescriptor slotd__v1__delete_channel_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.DeleteChannelResult",
+  "DeleteChannelResult",
+  "Slotd__V1__DeleteChannelResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__DeleteChannelResult),
+  8,
+  slotd__v1__delete_channel_result__field_descriptors,
+  slotd__v1__delete_channel_result__field_indices_by_name,
+  1,  slotd__v1__delete_channel_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__delete_channel_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor slotd__v1__subscribers_command__field_descriptors[4] =

@@ -68,11 +68,15 @@ typedef struct Slotd__V1__PutDeviceCommand Slotd__V1__PutDeviceCommand;
 typedef struct Slotd__V1__DeviceResult Slotd__V1__DeviceResult;
 typedef struct Slotd__V1__RemoveDeviceCommand Slotd__V1__RemoveDeviceCommand;
 typedef struct Slotd__V1__RemoveResult Slotd__V1__RemoveResult;
+typedef struct Slotd__V1__DeleteUserCommand Slotd__V1__DeleteUserCommand;
+typedef struct Slotd__V1__DeleteUserResult Slotd__V1__DeleteUserResult;
 typedef struct Slotd__V1__SetSystemUidCommand Slotd__V1__SetSystemUidCommand;
 typedef struct Slotd__V1__SystemUidResult Slotd__V1__SystemUidResult;
 typedef struct Slotd__V1__CreateChannelCommand Slotd__V1__CreateChannelCommand;
 typedef struct Slotd__V1__UpdateChannelFlagsCommand Slotd__V1__UpdateChannelFlagsCommand;
 typedef struct Slotd__V1__ChannelResult Slotd__V1__ChannelResult;
+typedef struct Slotd__V1__DeleteChannelCommand Slotd__V1__DeleteChannelCommand;
+typedef struct Slotd__V1__DeleteChannelResult Slotd__V1__DeleteChannelResult;
 typedef struct Slotd__V1__SubscribersCommand Slotd__V1__SubscribersCommand;
 typedef struct Slotd__V1__ChannelListCommand Slotd__V1__ChannelListCommand;
 typedef struct Slotd__V1__MembersResult Slotd__V1__MembersResult;
@@ -348,6 +352,7 @@ typedef enum {
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT_DEVICE = 22,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_DEVICE = 23,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_SET_SYSTEM_UID = 24,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_DELETE_USER = 25,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_CREATE_CHANNEL = 30,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_UPDATE_CHANNEL_FLAGS = 31,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_SUBSCRIBERS = 32,
@@ -356,6 +361,7 @@ typedef enum {
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_ALLOWLIST = 35,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_ADD_DENYLIST = 36,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_DENYLIST = 37,
+  SLOTD__V1__PROPOSE_REQUEST__COMMAND_DELETE_CHANNEL = 38,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_JOIN_CHANNEL = 40,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEAVE_CHANNEL = 41,
   SLOTD__V1__PROPOSE_REQUEST__COMMAND_MARK_READ = 42,
@@ -414,6 +420,7 @@ struct  Slotd__V1__ProposeRequest
     Slotd__V1__PutDeviceCommand *put_device;
     Slotd__V1__RemoveDeviceCommand *remove_device;
     Slotd__V1__SetSystemUidCommand *set_system_uid;
+    Slotd__V1__DeleteUserCommand *delete_user;
     Slotd__V1__CreateChannelCommand *create_channel;
     Slotd__V1__UpdateChannelFlagsCommand *update_channel_flags;
     Slotd__V1__SubscribersCommand *add_subscribers;
@@ -422,6 +429,7 @@ struct  Slotd__V1__ProposeRequest
     Slotd__V1__ChannelListCommand *remove_allowlist;
     Slotd__V1__ChannelListCommand *add_denylist;
     Slotd__V1__ChannelListCommand *remove_denylist;
+    Slotd__V1__DeleteChannelCommand *delete_channel;
     Slotd__V1__JoinChannelCommand *join_channel;
     Slotd__V1__LeaveChannelCommand *leave_channel;
     Slotd__V1__MarkReadCommand *mark_read;
@@ -588,6 +596,7 @@ typedef enum {
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_PUT_DEVICE = 22,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_REMOVE_DEVICE = 23,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_SET_SYSTEM_UID = 24,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_DELETE_USER = 25,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_CREATE_CHANNEL = 30,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_UPDATE_CHANNEL_FLAGS = 31,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_ADD_SUBSCRIBERS = 32,
@@ -596,6 +605,7 @@ typedef enum {
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_REMOVE_ALLOWLIST = 35,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_ADD_DENYLIST = 36,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_REMOVE_DENYLIST = 37,
+  SLOTD__V1__PROPOSE_RESPONSE__RESULT_DELETE_CHANNEL = 38,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_JOIN_CHANNEL = 40,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_LEAVE_CHANNEL = 41,
   SLOTD__V1__PROPOSE_RESPONSE__RESULT_MARK_READ = 42,
@@ -647,6 +657,7 @@ struct  Slotd__V1__ProposeResponse
     Slotd__V1__DeviceResult *put_device;
     Slotd__V1__RemoveResult *remove_device;
     Slotd__V1__SystemUidResult *set_system_uid;
+    Slotd__V1__DeleteUserResult *delete_user;
     Slotd__V1__ChannelResult *create_channel;
     Slotd__V1__ChannelResult *update_channel_flags;
     Slotd__V1__MembersResult *add_subscribers;
@@ -655,6 +666,7 @@ struct  Slotd__V1__ProposeResponse
     Slotd__V1__MembersResult *remove_allowlist;
     Slotd__V1__MembersResult *add_denylist;
     Slotd__V1__MembersResult *remove_denylist;
+    Slotd__V1__DeleteChannelResult *delete_channel;
     Slotd__V1__MembershipResult *join_channel;
     Slotd__V1__MembershipResult *leave_channel;
     Slotd__V1__MembershipResult *mark_read;
@@ -1657,10 +1669,61 @@ struct  Slotd__V1__RemoveResult
 {
   ProtobufCMessage base;
   protobuf_c_boolean removed;
+  /*
+   * remove_device: the device removed (unset when there was none).
+   */
+  Slotd__V1__Device *device;
 };
 #define SLOTD__V1__REMOVE_RESULT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__remove_result__descriptor) \
-    , 0 }
+    , 0, NULL }
+
+
+/*
+ * Deletes the user and every row it owns, in its hash slot: devices, memberships (with their
+ * conversation index entries), CMD bindings, the plugin binding (with its reverse index entry)
+ * and the system-uid flag. One entry deletes at most 10,000 rows (SLOT_DELETE_ROWS_MAX),
+ * atomically; a user with more rows is deleted by repeating the command until more = false (the
+ * user row goes last, so each repeat continues where the last stopped). Channel-owned rows that
+ * name the uid (subscribers, allowlist, denylist of channels in other hash slots) are not
+ * touched: remove them with remove_subscribers / remove_allowlist / remove_denylist.
+ */
+struct  Slotd__V1__DeleteUserCommand
+{
+  ProtobufCMessage base;
+  char *uid;
+};
+#define SLOTD__V1__DELETE_USER_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__delete_user_command__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+/*
+ * What one delete_user entry removed.
+ */
+struct  Slotd__V1__DeleteUserResult
+{
+  ProtobufCMessage base;
+  /*
+   * The user row was deleted (false: no such user, or more = true).
+   */
+  protobuf_c_boolean removed;
+  uint32_t devices;
+  /*
+   * membership rows, tombstones included
+   */
+  uint32_t memberships;
+  uint32_t cmd_bindings;
+  protobuf_c_boolean plugin_binding;
+  protobuf_c_boolean system_uid;
+  /*
+   * Rows remain (the bound was reached): send delete_user again.
+   */
+  protobuf_c_boolean more;
+};
+#define SLOTD__V1__DELETE_USER_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__delete_user_result__descriptor) \
+    , 0, 0, 0, 0, 0, 0, 0 }
 
 
 /*
@@ -1734,6 +1797,53 @@ struct  Slotd__V1__ChannelResult
 #define SLOTD__V1__CHANNEL_RESULT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__channel_result__descriptor) \
     , 0, NULL }
+
+
+/*
+ * Deletes the channel (channel_id, channel_type) and every row it owns, in its hash slot:
+ * subscribers, allowlist, denylist, runtime meta, migration task records and message events.
+ * One entry deletes at most 10,000 rows (SLOT_DELETE_ROWS_MAX), atomically; a larger channel is
+ * deleted by repeating the command until more = false: the channel row goes last, and until then
+ * it stays with flags.disband = true and subscriber_count / subscriber_version following the
+ * subscribers removed. Memberships and CMD bindings of users (uid-owned, in the users' hash
+ * slots) are not touched: their owners leave_channel / unbind_cmd. NOT_FOUND when the channel
+ * does not exist.
+ */
+struct  Slotd__V1__DeleteChannelCommand
+{
+  ProtobufCMessage base;
+  char *channel_id;
+  uint32_t channel_type;
+};
+#define SLOTD__V1__DELETE_CHANNEL_COMMAND__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__delete_channel_command__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * What one delete_channel entry removed.
+ */
+struct  Slotd__V1__DeleteChannelResult
+{
+  ProtobufCMessage base;
+  /*
+   * The channel row was deleted (false only with more = true).
+   */
+  protobuf_c_boolean removed;
+  uint32_t subscribers;
+  uint32_t allowlist;
+  uint32_t denylist;
+  protobuf_c_boolean runtime_meta;
+  uint32_t migration_tasks;
+  uint32_t events;
+  /*
+   * Rows remain (the bound was reached): send delete_channel again.
+   */
+  protobuf_c_boolean more;
+};
+#define SLOTD__V1__DELETE_CHANNEL_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__delete_channel_result__descriptor) \
+    , 0, 0, 0, 0, 0, 0, 0, 0 }
 
 
 /*
@@ -2052,6 +2162,10 @@ struct  Slotd__V1__BindPluginCommand
     , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
+/*
+ * Deletes the uid's plugin binding (and its reverse index entry); the result's binding names the
+ * plugin it was bound to (empty plugin_no when there was none).
+ */
 struct  Slotd__V1__UnbindPluginCommand
 {
   ProtobufCMessage base;
@@ -3589,6 +3703,44 @@ Slotd__V1__RemoveResult *
 void   slotd__v1__remove_result__free_unpacked
                      (Slotd__V1__RemoveResult *message,
                       ProtobufCAllocator *allocator);
+/* Slotd__V1__DeleteUserCommand methods */
+void   slotd__v1__delete_user_command__init
+                     (Slotd__V1__DeleteUserCommand         *message);
+size_t slotd__v1__delete_user_command__get_packed_size
+                     (const Slotd__V1__DeleteUserCommand   *message);
+size_t slotd__v1__delete_user_command__pack
+                     (const Slotd__V1__DeleteUserCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__delete_user_command__pack_to_buffer
+                     (const Slotd__V1__DeleteUserCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__DeleteUserCommand *
+       slotd__v1__delete_user_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__delete_user_command__free_unpacked
+                     (Slotd__V1__DeleteUserCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__DeleteUserResult methods */
+void   slotd__v1__delete_user_result__init
+                     (Slotd__V1__DeleteUserResult         *message);
+size_t slotd__v1__delete_user_result__get_packed_size
+                     (const Slotd__V1__DeleteUserResult   *message);
+size_t slotd__v1__delete_user_result__pack
+                     (const Slotd__V1__DeleteUserResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__delete_user_result__pack_to_buffer
+                     (const Slotd__V1__DeleteUserResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__DeleteUserResult *
+       slotd__v1__delete_user_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__delete_user_result__free_unpacked
+                     (Slotd__V1__DeleteUserResult *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__V1__SetSystemUidCommand methods */
 void   slotd__v1__set_system_uid_command__init
                      (Slotd__V1__SetSystemUidCommand         *message);
@@ -3683,6 +3835,44 @@ Slotd__V1__ChannelResult *
                       const uint8_t       *data);
 void   slotd__v1__channel_result__free_unpacked
                      (Slotd__V1__ChannelResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__DeleteChannelCommand methods */
+void   slotd__v1__delete_channel_command__init
+                     (Slotd__V1__DeleteChannelCommand         *message);
+size_t slotd__v1__delete_channel_command__get_packed_size
+                     (const Slotd__V1__DeleteChannelCommand   *message);
+size_t slotd__v1__delete_channel_command__pack
+                     (const Slotd__V1__DeleteChannelCommand   *message,
+                      uint8_t             *out);
+size_t slotd__v1__delete_channel_command__pack_to_buffer
+                     (const Slotd__V1__DeleteChannelCommand   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__DeleteChannelCommand *
+       slotd__v1__delete_channel_command__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__delete_channel_command__free_unpacked
+                     (Slotd__V1__DeleteChannelCommand *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__DeleteChannelResult methods */
+void   slotd__v1__delete_channel_result__init
+                     (Slotd__V1__DeleteChannelResult         *message);
+size_t slotd__v1__delete_channel_result__get_packed_size
+                     (const Slotd__V1__DeleteChannelResult   *message);
+size_t slotd__v1__delete_channel_result__pack
+                     (const Slotd__V1__DeleteChannelResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__delete_channel_result__pack_to_buffer
+                     (const Slotd__V1__DeleteChannelResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__DeleteChannelResult *
+       slotd__v1__delete_channel_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__delete_channel_result__free_unpacked
+                     (Slotd__V1__DeleteChannelResult *message,
                       ProtobufCAllocator *allocator);
 /* Slotd__V1__SubscribersCommand methods */
 void   slotd__v1__subscribers_command__init
@@ -4909,6 +5099,12 @@ typedef void (*Slotd__V1__RemoveDeviceCommand_Closure)
 typedef void (*Slotd__V1__RemoveResult_Closure)
                  (const Slotd__V1__RemoveResult *message,
                   void *closure_data);
+typedef void (*Slotd__V1__DeleteUserCommand_Closure)
+                 (const Slotd__V1__DeleteUserCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__DeleteUserResult_Closure)
+                 (const Slotd__V1__DeleteUserResult *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__SetSystemUidCommand_Closure)
                  (const Slotd__V1__SetSystemUidCommand *message,
                   void *closure_data);
@@ -4923,6 +5119,12 @@ typedef void (*Slotd__V1__UpdateChannelFlagsCommand_Closure)
                   void *closure_data);
 typedef void (*Slotd__V1__ChannelResult_Closure)
                  (const Slotd__V1__ChannelResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__DeleteChannelCommand_Closure)
+                 (const Slotd__V1__DeleteChannelCommand *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__DeleteChannelResult_Closure)
+                 (const Slotd__V1__DeleteChannelResult *message,
                   void *closure_data);
 typedef void (*Slotd__V1__SubscribersCommand_Closure)
                  (const Slotd__V1__SubscribersCommand *message,
@@ -5218,11 +5420,15 @@ extern const ProtobufCMessageDescriptor slotd__v1__put_device_command__descripto
 extern const ProtobufCMessageDescriptor slotd__v1__device_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__remove_device_command__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__remove_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__delete_user_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__delete_user_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__set_system_uid_command__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__system_uid_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__create_channel_command__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__update_channel_flags_command__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__channel_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__delete_channel_command__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__delete_channel_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__subscribers_command__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__channel_list_command__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__members_result__descriptor;

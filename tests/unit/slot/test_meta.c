@@ -1166,6 +1166,157 @@ static void test_channel_type_isolation(void)
     teardown();
 }
 
+/* ---- deletes ---- */
+
+static void simple_cmd(unsigned num, const ProtobufCMessage *cmd)
+{
+    Slotd__V1__ProposeResponse *r;
+    ok(num, cmd, &r);
+    FREE_RESP(r);
+}
+
+/* delete_user removes exactly the rows the user owns: afterwards the keyspace is what it was
+ * before the user existed (another user's rows stay); a repeat removes nothing. */
+static void test_delete_user(void)
+{
+    setup();
+    Slotd__V1__ProposeResponse *r;
+    Slotd__V1__ReadResponse *rr;
+    Slotd__V1__User other = SLOTD__V1__USER__INIT;
+    other.uid = "keep";
+    Slotd__V1__CreateUserCommand cu = SLOTD__V1__CREATE_USER_COMMAND__INIT;
+    cu.user = &other;
+    simple_cmd(P(CREATE_USER), &cu.base);
+    uint64_t before = keyspace_digest();
+    Slotd__V1__User u = SLOTD__V1__USER__INIT;
+    u.uid = "gone";
+    cu.user = &u;
+    simple_cmd(P(CREATE_USER), &cu.base);
+    Slotd__V1__Device d = SLOTD__V1__DEVICE__INIT;
+    d.uid = "gone";
+    Slotd__V1__PutDeviceCommand pd = SLOTD__V1__PUT_DEVICE_COMMAND__INIT;
+    pd.device = &d;
+    for (d.device_flag = 0; d.device_flag < 3; d.device_flag++)
+        simple_cmd(P(PUT_DEVICE), &pd.base);
+    const char *chs[] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++) {
+        member_cmd(P(JOIN_CHANNEL), "gone", chs[i], 10 + (uint64_t)i, &r);
+        FREE_RESP(r);
+    }
+    member_cmd(P(HIDE_CONVERSATION), "gone", "b", 5, &r); /* no index entry */
+    FREE_RESP(r);
+    member_cmd(P(LEAVE_CHANNEL), "gone", "c", 0, &r); /* a tombstone */
+    FREE_RESP(r);
+    Slotd__V1__BindCmdCommand bc = SLOTD__V1__BIND_CMD_COMMAND__INIT;
+    bc.uid = "gone";
+    bc.channel_id = "cmd";
+    bc.channel_type = 2;
+    simple_cmd(P(BIND_CMD), &bc.base);
+    Slotd__V1__BindPluginCommand bp = SLOTD__V1__BIND_PLUGIN_COMMAND__INIT;
+    bp.uid = "gone";
+    bp.plugin_no = "p1";
+    simple_cmd(P(BIND_PLUGIN), &bp.base);
+    Slotd__V1__SetSystemUidCommand su = SLOTD__V1__SET_SYSTEM_UID_COMMAND__INIT;
+    su.uid = "gone";
+    su.system = true;
+    simple_cmd(P(SET_SYSTEM_UID), &su.base);
+    CU_ASSERT(keyspace_digest() != before);
+    Slotd__V1__DeleteUserCommand du = SLOTD__V1__DELETE_USER_COMMAND__INIT;
+    du.uid = "gone";
+    const Slotd__V1__DeleteUserResult *dr = ok(P(DELETE_USER), &du.base, &r);
+    CU_ASSERT(dr->removed && dr->devices == 3 && dr->memberships == 3 && dr->cmd_bindings == 1 &&
+              dr->plugin_binding && dr->system_uid && !dr->more);
+    FREE_RESP(r);
+    CU_ASSERT(keyspace_digest() == before); /* exactly its rows, index entries included */
+    dr = ok(P(DELETE_USER), &du.base, &r);
+    CU_ASSERT(!dr->removed && dr->devices == 0 && dr->memberships == 0 && !dr->more);
+    FREE_RESP(r);
+    Slotd__V1__GetUserQuery gq = SLOTD__V1__GET_USER_QUERY__INIT;
+    gq.uid = "keep";
+    const Slotd__V1__GetUserResult *gr = qok(Q(GET_USER), &gq.base, &rr);
+    CU_ASSERT(gr->found);
+    FREE_READ(rr);
+    du.uid = "";
+    rejected(P(DELETE_USER), &du.base, SLOTD_EINVALID_FIELD, "delete_user.uid", NULL);
+    teardown();
+}
+
+/* delete_channel removes the channel's rows of its type only; over SLOT_DELETE_ROWS_MAX rows it
+ * stops, keeps the channel disbanded with an exact count, and a repeat finishes. */
+static void test_delete_channel(void)
+{
+    setup();
+    Slotd__V1__ProposeResponse *r;
+    Slotd__V1__ReadResponse *rr;
+    Slotd__V1__CreateChannelCommand cc = SLOTD__V1__CREATE_CHANNEL_COMMAND__INIT;
+    cc.channel_id = "big";
+    cc.channel_type = 1; /* same id, another type: untouched */
+    simple_cmd(P(CREATE_CHANNEL), &cc.base);
+    uint64_t before = keyspace_digest();
+    create_channel("big", 0);
+    enum { N = SLOT_DELETE_ROWS_MAX + 5, BATCH = SLOT_BATCH_UIDS_MAX };
+    static char names[N][16];
+    char *uids[BATCH];
+    uint64_t version = 0;
+    for (size_t at = 0; at < N; at += BATCH) {
+        size_t n = N - at < BATCH ? N - at : BATCH;
+        for (size_t i = 0; i < n; i++) {
+            snprintf(names[at + i], sizeof(names[0]), "s%06zu", at + i);
+            uids[i] = names[at + i];
+        }
+        const Slotd__V1__MembersResult *m = subs(P(ADD_SUBSCRIBERS), "big", version, n, uids, &r);
+        version = m->subscriber_version;
+        FREE_RESP(r);
+    }
+    Slotd__V1__ChannelListCommand al = SLOTD__V1__CHANNEL_LIST_COMMAND__INIT;
+    al.channel_id = "big";
+    al.channel_type = 2;
+    al.n_uids = 2;
+    al.uids = uids;
+    simple_cmd(P(ADD_DENYLIST), &al.base);
+    Slotd__V1__AppendEventCommand ev = SLOTD__V1__APPEND_EVENT_COMMAND__INIT;
+    ev.channel_id = "big";
+    ev.channel_type = 2;
+    ev.event_type = "e";
+    simple_cmd(P(APPEND_EVENT), &ev.base);
+    simple_cmd(P(APPEND_EVENT), &ev.base);
+    uint64_t replicas[] = {1};
+    Slotd__V1__ChannelRuntimeMeta meta = SLOTD__V1__CHANNEL_RUNTIME_META__INIT;
+    meta.n_replicas = 1;
+    meta.replicas = replicas;
+    Slotd__V1__UpdateRuntimeMetaCommand um = SLOTD__V1__UPDATE_RUNTIME_META_COMMAND__INIT;
+    um.channel_id = "big";
+    um.channel_type = 2;
+    um.meta = &meta;
+    simple_cmd(P(UPDATE_RUNTIME_META), &um.base);
+    Slotd__V1__DeleteChannelCommand dc = SLOTD__V1__DELETE_CHANNEL_COMMAND__INIT;
+    dc.channel_id = "big";
+    dc.channel_type = 2;
+    const Slotd__V1__DeleteChannelResult *dr = ok(P(DELETE_CHANNEL), &dc.base, &r);
+    uint32_t first = dr->subscribers;
+    CU_ASSERT(dr->more && !dr->removed && dr->events == 2 && dr->runtime_meta &&
+              dr->denylist == 2 && dr->subscribers == SLOT_DELETE_ROWS_MAX - 5);
+    FREE_RESP(r);
+    Slotd__V1__GetChannelQuery gq = SLOTD__V1__GET_CHANNEL_QUERY__INIT;
+    gq.channel_id = "big";
+    gq.channel_type = 2;
+    const Slotd__V1__GetChannelResult *gr = qok(Q(GET_CHANNEL), &gq.base, &rr);
+    CU_ASSERT(gr->found && gr->channel->flags->disband &&
+              gr->channel->subscriber_count == N - first &&
+              gr->channel->subscriber_version == version + 1);
+    FREE_READ(rr);
+    dr = ok(P(DELETE_CHANNEL), &dc.base, &r);
+    CU_ASSERT(!dr->more && dr->removed && dr->subscribers == N - first && dr->events == 0);
+    FREE_RESP(r);
+    CU_ASSERT(keyspace_digest() == before);
+    rejected(P(DELETE_CHANNEL), &dc.base, SLOTD_ENOT_FOUND, NULL, NULL);
+    gq.channel_type = 1;
+    gr = qok(Q(GET_CHANNEL), &gq.base, &rr);
+    CU_ASSERT(gr->found);
+    FREE_READ(rr);
+    teardown();
+}
+
 /* ---- migration tasks, plugins, events ---- */
 
 static void test_migration_tasks(void)
@@ -1431,6 +1582,8 @@ int main(void)
     CU_add_test(s, "runtime_meta_invalid", test_runtime_meta_invalid);
     CU_add_test(s, "runtime_meta_rules", test_runtime_meta_rules);
     CU_add_test(s, "channel_type_isolation", test_channel_type_isolation);
+    CU_add_test(s, "delete_user", test_delete_user);
+    CU_add_test(s, "delete_channel", test_delete_channel);
     CU_add_test(s, "migration_tasks", test_migration_tasks);
     CU_add_test(s, "plugin_bindings", test_plugins);
     CU_add_test(s, "event_projection", test_events);

@@ -457,7 +457,7 @@ void   slotd__internal__v1__hash_slot_range__free_unpacked
   assert(message->base.descriptor == &slotd__internal__v1__hash_slot_range__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_descriptors[43] =
+static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_descriptors[45] =
 {
   {
     "hash_slot",
@@ -628,6 +628,18 @@ static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_de
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "delete_user",
+    25,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, delete_user),
+    &slotd__v1__delete_user_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "create_channel",
     30,
     PROTOBUF_C_LABEL_NONE,
@@ -719,6 +731,18 @@ static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_de
     offsetof(Slotd__Internal__V1__LogCommand, command_case),
     offsetof(Slotd__Internal__V1__LogCommand, remove_denylist),
     &slotd__v1__channel_list_command__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "delete_channel",
+    38,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__LogCommand, command_case),
+    offsetof(Slotd__Internal__V1__LogCommand, delete_channel),
+    &slotd__v1__delete_channel_command__descriptor,
     NULL,
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -977,48 +1001,50 @@ static const ProtobufCFieldDescriptor slotd__internal__v1__log_command__field_de
   },
 };
 static const unsigned slotd__internal__v1__log_command__field_indices_by_name[] = {
-  28,   /* field[28] = ack_cmd */
-  26,   /* field[26] = activate_conversation */
-  18,   /* field[18] = add_allowlist */
-  20,   /* field[20] = add_denylist */
-  16,   /* field[16] = add_subscribers */
-  32,   /* field[32] = advance_retention */
-  36,   /* field[36] = append_event */
-  27,   /* field[27] = bind_cmd */
-  34,   /* field[34] = bind_plugin */
+  30,   /* field[30] = ack_cmd */
+  28,   /* field[28] = activate_conversation */
+  19,   /* field[19] = add_allowlist */
+  21,   /* field[21] = add_denylist */
+  17,   /* field[17] = add_subscribers */
+  34,   /* field[34] = advance_retention */
+  38,   /* field[38] = append_event */
+  29,   /* field[29] = bind_cmd */
+  36,   /* field[36] = bind_plugin */
   4,   /* field[4] = compare_and_set */
-  14,   /* field[14] = create_channel */
+  15,   /* field[15] = create_channel */
   9,   /* field[9] = create_user */
   3,   /* field[3] = delete */
-  30,   /* field[30] = group_init */
+  23,   /* field[23] = delete_channel */
+  14,   /* field[14] = delete_user */
+  32,   /* field[32] = group_init */
   0,   /* field[0] = hash_slot */
-  25,   /* field[25] = hide_conversation */
-  22,   /* field[22] = join_channel */
-  42,   /* field[42] = lease_expire */
+  27,   /* field[27] = hide_conversation */
+  24,   /* field[24] = join_channel */
+  44,   /* field[44] = lease_expire */
   6,   /* field[6] = lease_grant */
   7,   /* field[7] = lease_keep_alive */
   8,   /* field[8] = lease_revoke */
-  23,   /* field[23] = leave_channel */
-  24,   /* field[24] = mark_read */
-  41,   /* field[41] = migration_abort */
-  39,   /* field[39] = migration_accept */
-  37,   /* field[37] = migration_fence */
-  40,   /* field[40] = migration_release */
-  38,   /* field[38] = migration_rows */
+  25,   /* field[25] = leave_channel */
+  26,   /* field[26] = mark_read */
+  43,   /* field[43] = migration_abort */
+  41,   /* field[41] = migration_accept */
+  39,   /* field[39] = migration_fence */
+  42,   /* field[42] = migration_release */
+  40,   /* field[40] = migration_rows */
   2,   /* field[2] = put */
   11,   /* field[11] = put_device */
-  33,   /* field[33] = put_migration_task */
-  19,   /* field[19] = remove_allowlist */
-  21,   /* field[21] = remove_denylist */
+  35,   /* field[35] = put_migration_task */
+  20,   /* field[20] = remove_allowlist */
+  22,   /* field[22] = remove_denylist */
   12,   /* field[12] = remove_device */
-  17,   /* field[17] = remove_subscribers */
+  18,   /* field[18] = remove_subscribers */
   1,   /* field[1] = request_id */
   13,   /* field[13] = set_system_uid */
   5,   /* field[5] = txn */
-  29,   /* field[29] = unbind_cmd */
-  35,   /* field[35] = unbind_plugin */
-  15,   /* field[15] = update_channel_flags */
-  31,   /* field[31] = update_runtime_meta */
+  31,   /* field[31] = unbind_cmd */
+  37,   /* field[37] = unbind_plugin */
+  16,   /* field[16] = update_channel_flags */
+  33,   /* field[33] = update_runtime_meta */
   10,   /* field[10] = update_user */
 };
 static const ProtobufCIntRange slotd__internal__v1__log_command__number_ranges[10 + 1] =
@@ -1026,14 +1052,14 @@ static const ProtobufCIntRange slotd__internal__v1__log_command__number_ranges[1
   { 1, 0 },
   { 10, 2 },
   { 20, 9 },
-  { 30, 14 },
-  { 40, 22 },
-  { 50, 30 },
-  { 55, 33 },
-  { 60, 34 },
-  { 65, 36 },
-  { 70, 37 },
-  { 0, 43 }
+  { 30, 15 },
+  { 40, 24 },
+  { 50, 32 },
+  { 55, 35 },
+  { 60, 36 },
+  { 65, 38 },
+  { 70, 39 },
+  { 0, 45 }
 };
 const ProtobufCMessageDescriptor slotd__internal__v1__log_command__descriptor =
 {
@@ -1043,7 +1069,7 @@ const ProtobufCMessageDescriptor slotd__internal__v1__log_command__descriptor =
   "Slotd__Internal__V1__LogCommand",
   "slotd.internal.v1",
   sizeof(Slotd__Internal__V1__LogCommand),
-  43,
+  45,
   slotd__internal__v1__log_command__field_descriptors,
   slotd__internal__v1__log_command__field_indices_by_name,
   10,  slotd__internal__v1__log_command__number_ranges,

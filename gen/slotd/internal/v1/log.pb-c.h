@@ -49,6 +49,7 @@ typedef enum {
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_PUT_DEVICE = 22,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_REMOVE_DEVICE = 23,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_SET_SYSTEM_UID = 24,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_DELETE_USER = 25,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_CREATE_CHANNEL = 30,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_UPDATE_CHANNEL_FLAGS = 31,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_ADD_SUBSCRIBERS = 32,
@@ -57,6 +58,7 @@ typedef enum {
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_REMOVE_ALLOWLIST = 35,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_ADD_DENYLIST = 36,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_REMOVE_DENYLIST = 37,
+  SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_DELETE_CHANNEL = 38,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_JOIN_CHANNEL = 40,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_LEAVE_CHANNEL = 41,
   SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MARK_READ = 42,
@@ -120,6 +122,7 @@ struct  Slotd__Internal__V1__LogCommand
     Slotd__V1__PutDeviceCommand *put_device;
     Slotd__V1__RemoveDeviceCommand *remove_device;
     Slotd__V1__SetSystemUidCommand *set_system_uid;
+    Slotd__V1__DeleteUserCommand *delete_user;
     Slotd__V1__CreateChannelCommand *create_channel;
     Slotd__V1__UpdateChannelFlagsCommand *update_channel_flags;
     Slotd__V1__SubscribersCommand *add_subscribers;
@@ -128,6 +131,7 @@ struct  Slotd__Internal__V1__LogCommand
     Slotd__V1__ChannelListCommand *remove_allowlist;
     Slotd__V1__ChannelListCommand *add_denylist;
     Slotd__V1__ChannelListCommand *remove_denylist;
+    Slotd__V1__DeleteChannelCommand *delete_channel;
     Slotd__V1__JoinChannelCommand *join_channel;
     Slotd__V1__LeaveChannelCommand *leave_channel;
     Slotd__V1__MarkReadCommand *mark_read;

@@ -1,0 +1,235 @@
+# test_metadata_model.py - issue 23's typed metadata model on one 3-node cluster: channels keyed
+# by (channel_id, channel_type), deletes that remove exactly what they say (read back on every
+# node), a bulk subscriber add that is all or nothing across a kill -9 of its group leader, and
+# stale fences refused with nothing changed.
+import os
+import sys
+import threading
+import time
+import unittest
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import slotd_harness as h  # noqa: E402
+from slotd_harness import pb  # noqa: E402
+
+LIN = pb.CONSISTENCY_LINEARIZABLE
+LOCAL = pb.CONSISTENCY_LOCAL
+BULK = 1000            # SLOT_BATCH_UIDS_MAX: one add_subscribers command
+GROUP, PERSON = 2, 1   # channel types
+
+
+def propose(stub, **command):
+    return stub.Propose(pb.ProposeRequest(**command), timeout=h.RPC_TIMEOUT_S)
+
+
+def read(stub, consistency=LIN, min_applied_index=0, **query):
+    return stub.Read(pb.ReadRequest(consistency=consistency, min_applied_index=min_applied_index,
+                                    **query), timeout=h.RPC_TIMEOUT_S)
+
+
+def members(stub, channel, ctype, consistency=LIN, min_index=0):
+    """Every subscriber uid of (channel, ctype), paged."""
+    uids, cursor = [], b""
+    while True:
+        page = read(stub, consistency, min_index, list_members=pb.ListMembersQuery(
+            channel_id=channel, channel_type=ctype, list=pb.MEMBER_LIST_SUBSCRIBERS,
+            cursor=cursor, limit=1000)).list_members
+        uids += list(page.uids)
+        cursor = page.next_cursor
+        if not cursor:
+            return uids
+
+
+class MetadataModelTest(h.SlotdTestCase):
+    """One 3-node cluster for the class; each test uses its own uids and channel ids."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = cls.new_class_cluster(size=3)
+
+    def live_stubs(self):
+        return [self.cluster.stub(n) for n in self.cluster.live_ids()]
+
+    def test_channel_type_isolation(self):
+        stub = self.cluster.stub(1)
+        for ctype in (PERSON, GROUP):
+            r = propose(stub, create_channel=pb.CreateChannelCommand(channel_id="iso",
+                                                                     channel_type=ctype))
+            self.assertTrue(r.create_channel.changed)  # another type is another channel
+        propose(stub, add_subscribers=pb.SubscribersCommand(
+            channel_id="iso", channel_type=GROUP, uids=["a", "b"]))
+        w = propose(stub, append_event=pb.AppendEventCommand(
+            channel_id="iso", channel_type=GROUP, message_seq=1, event_type="t"))
+        for s in self.live_stubs():
+            person = read(s, LOCAL, w.applied_index,
+                          get_channel=pb.GetChannelQuery(channel_id="iso", channel_type=PERSON))
+            self.assertEqual(person.get_channel.channel.subscriber_count, 0)
+            self.assertEqual(members(s, "iso", PERSON, LOCAL, w.applied_index), [])
+            self.assertEqual(members(s, "iso", GROUP, LOCAL, w.applied_index), ["a", "b"])
+            ev = read(s, LOCAL, w.applied_index, list_events=pb.ListEventsQuery(
+                channel_id="iso", channel_type=PERSON)).list_events
+            self.assertEqual(len(ev.events), 0)
+        self.assertRpcError(
+            lambda: propose(stub, add_subscribers=pb.SubscribersCommand(
+                channel_id="iso", uids=["c"])),
+            grpc.StatusCode.INVALID_ARGUMENT, pb.ERROR_CODE_INVALID_FIELD,
+            field="add_subscribers.channel_type", limit=255)
+
+    def test_deletes_remove_exactly_what_they_say(self):
+        stub = self.cluster.stub(2)
+        uid, keep = "del-user", "del-keep"
+        for u in (uid, keep):
+            propose(stub, create_user=pb.CreateUserCommand(user=pb.User(uid=u, token="t")))
+        for flag in (1, 2):
+            propose(stub, put_device=pb.PutDeviceCommand(device=pb.Device(uid=uid,
+                                                                          device_flag=flag)))
+        for i, ch in enumerate(["del-c1", "del-c2"]):
+            propose(stub, join_channel=pb.JoinChannelCommand(
+                uid=uid, channel_id=ch, channel_type=GROUP, join_seq=1, activated_at_ms=i + 1))
+        propose(stub, bind_cmd=pb.BindCmdCommand(uid=uid, channel_id="del-cmd",
+                                                 channel_type=GROUP))
+        propose(stub, bind_plugin=pb.BindPluginCommand(uid=uid, plugin_no="p-del"))
+        propose(stub, set_system_uid=pb.SetSystemUidCommand(uid=uid, system=True))
+        r = propose(stub, remove_device=pb.RemoveDeviceCommand(uid=uid, device_flag=2))
+        self.assertTrue(r.remove_device.removed)
+        self.assertEqual(r.remove_device.device.device_flag, 2)
+        r = propose(stub, delete_user=pb.DeleteUserCommand(uid=uid))
+        res = r.delete_user
+        self.assertEqual((res.removed, res.devices, res.memberships, res.cmd_bindings,
+                          res.plugin_binding, res.system_uid, res.more),
+                         (True, 1, 2, 1, True, True, False))
+        user_write = r
+        # A channel of two types; only GROUP is deleted.
+        ch = "del-room"
+        for ctype in (PERSON, GROUP):
+            propose(stub, create_channel=pb.CreateChannelCommand(channel_id=ch,
+                                                                 channel_type=ctype))
+            propose(stub, add_subscribers=pb.SubscribersCommand(
+                channel_id=ch, channel_type=ctype, uids=["x", "y", "z"]))
+        propose(stub, add_allowlist=pb.ChannelListCommand(channel_id=ch, channel_type=GROUP,
+                                                          uids=["x"]))
+        propose(stub, append_event=pb.AppendEventCommand(channel_id=ch, channel_type=GROUP,
+                                                         message_seq=1, event_type="t"))
+        propose(stub, update_runtime_meta=pb.UpdateRuntimeMetaCommand(
+            channel_id=ch, channel_type=GROUP, meta=pb.ChannelRuntimeMeta(leader=1, replicas=[1])))
+        r = propose(stub, delete_channel=pb.DeleteChannelCommand(channel_id=ch,
+                                                                 channel_type=GROUP))
+        res = r.delete_channel
+        self.assertEqual((res.removed, res.subscribers, res.allowlist, res.denylist,
+                          res.runtime_meta, res.events, res.more),
+                         (True, 3, 1, 0, True, 1, False))
+        chan_write = r
+        for s in self.live_stubs():  # gets and listings on every node, followers included
+            u = lambda **q: read(s, LOCAL, user_write.applied_index, **q)  # noqa: E731
+            self.assertFalse(u(get_user=pb.GetUserQuery(uid=uid)).get_user.found)
+            self.assertTrue(read(s, get_user=pb.GetUserQuery(uid=keep)).get_user.found)
+            self.assertFalse(u(get_device=pb.GetDeviceQuery(uid=uid, device_flag=1))
+                             .get_device.found)
+            self.assertFalse(u(is_system_uid=pb.IsSystemUidQuery(uid=uid)).is_system_uid.system)
+            self.assertFalse(u(get_plugin_binding=pb.GetPluginBindingQuery(uid=uid))
+                             .get_plugin_binding.found)
+            self.assertFalse(u(get_cmd_binding=pb.GetCmdBindingQuery(
+                uid=uid, channel_id="del-cmd", channel_type=GROUP)).get_cmd_binding.found)
+            self.assertEqual(list(u(list_conversations=pb.ListConversationsQuery(uid=uid))
+                                  .list_conversations.conversations), [])
+            c = lambda **q: read(s, LOCAL, chan_write.applied_index, **q)  # noqa: E731
+            self.assertFalse(c(get_channel=pb.GetChannelQuery(channel_id=ch, channel_type=GROUP))
+                             .get_channel.found)
+            self.assertFalse(c(get_runtime_meta=pb.GetRuntimeMetaQuery(
+                channel_id=ch, channel_type=GROUP)).get_runtime_meta.found)
+            self.assertEqual(members(s, ch, GROUP, LOCAL, chan_write.applied_index), [])
+            self.assertEqual(len(c(list_events=pb.ListEventsQuery(
+                channel_id=ch, channel_type=GROUP)).list_events.events), 0)
+            self.assertEqual(members(s, ch, PERSON, LOCAL, chan_write.applied_index),
+                             ["x", "y", "z"])
+        self.assertRpcError(
+            lambda: propose(stub, delete_channel=pb.DeleteChannelCommand(channel_id=ch,
+                                                                         channel_type=GROUP)),
+            grpc.StatusCode.NOT_FOUND, pb.ERROR_CODE_NOT_FOUND)
+
+    def test_stale_fences_refused(self):
+        stub = self.cluster.stub(3)
+        ch = "fence-room"
+        propose(stub, create_channel=pb.CreateChannelCommand(channel_id=ch, channel_type=GROUP))
+        meta = pb.ChannelRuntimeMeta(leader=1, replicas=[1, 2], channel_epoch=1, leader_epoch=1,
+                                     write_fence=5, lease_until_ms=1000,
+                                     status=pb.CHANNEL_STATUS_ACTIVE)
+        w = propose(stub, update_runtime_meta=pb.UpdateRuntimeMetaCommand(
+            channel_id=ch, channel_type=GROUP, meta=meta))
+        older = pb.ChannelRuntimeMeta()
+        older.CopyFrom(meta)
+        older.write_fence = 4
+        err, _ = self.assertRpcError(
+            lambda: propose(stub, update_runtime_meta=pb.UpdateRuntimeMetaCommand(
+                channel_id=ch, channel_type=GROUP, expected_channel_epoch=1,
+                expected_leader_epoch=1, expected_leader=1, meta=older)),
+            grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("write_fence", err.details())
+        self.assertIn("4, current 5", err.details())
+        older.CopyFrom(meta)
+        older.status = pb.CHANNEL_STATUS_CREATING
+        err, _ = self.assertRpcError(
+            lambda: propose(stub, update_runtime_meta=pb.UpdateRuntimeMetaCommand(
+                channel_id=ch, channel_type=GROUP, expected_channel_epoch=1,
+                expected_leader_epoch=1, expected_leader=1, meta=older)),
+            grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("1, current 2", err.details())
+        self.assertRpcError(  # the compare-and-set expectation: ABORTED as before
+            lambda: propose(stub, update_runtime_meta=pb.UpdateRuntimeMetaCommand(
+                channel_id=ch, channel_type=GROUP, meta=meta)),
+            grpc.StatusCode.ABORTED, pb.ERROR_CODE_STALE_FENCE)
+        for s in self.live_stubs():
+            got = read(s, LOCAL, w.applied_index, get_runtime_meta=pb.GetRuntimeMetaQuery(
+                channel_id=ch, channel_type=GROUP)).get_runtime_meta
+            self.assertEqual(got.meta, meta)  # nothing changed
+
+    def test_zz_bulk_add_is_atomic_across_a_leader_kill(self):
+        """1,000 uids in one add_subscribers while the channel's group leader is killed: the
+        channel has all of them or none, on every live node, and its count agrees."""
+        c = self.cluster
+        ch = "bulk-room"
+        stub = c.stub(c.live_ids()[0])
+        propose(stub, create_channel=pb.CreateChannelCommand(channel_id=ch, channel_type=GROUP))
+        route = c.wait_leaders()
+        group = route.hash_slot_table[h.hash_slot(ch.encode())]
+        leader = c.leaders(route)[group]
+        via = [n for n in c.live_ids() if n != leader][0]
+        uids = ["bulk-%04d" % i for i in range(BULK)]
+        outcome = {}
+
+        def add():
+            try:
+                outcome["r"] = c.stub(via).Propose(pb.ProposeRequest(
+                    request_id=b"bulk-1", add_subscribers=pb.SubscribersCommand(
+                        channel_id=ch, channel_type=GROUP, uids=uids)), timeout=10)
+            except grpc.RpcError as err:
+                outcome["err"] = err.code()
+
+        t = threading.Thread(target=add)
+        t.start()
+        time.sleep(0.005)
+        c.kill(leader)
+        t.join()
+        try:
+            c.wait_leaders(via=via, exclude=(leader,))
+            want = None
+            for n in c.live_ids():
+                s = c.stub(n)
+                got = read(s, get_channel=pb.GetChannelQuery(channel_id=ch, channel_type=GROUP))
+                count = got.get_channel.channel.subscriber_count
+                listed = members(s, ch, GROUP)
+                self.assertIn(count, (0, BULK), "node %d: a partial bulk add" % n)
+                self.assertEqual(len(listed), count)
+                self.assertEqual(listed, sorted(uids) if count else [])
+                want = count if want is None else want
+                self.assertEqual(count, want, "nodes disagree")
+            if "r" in outcome:  # acknowledged: it must have applied
+                self.assertEqual(want, BULK)
+        finally:
+            c.restart(leader)
+
+
+if __name__ == "__main__":
+    unittest.main()
