@@ -158,24 +158,25 @@ class MetadataModelTest(h.SlotdTestCase):
                                      status=pb.CHANNEL_STATUS_ACTIVE)
         w = propose(stub, update_runtime_meta=pb.UpdateRuntimeMetaCommand(
             channel_id=ch, channel_type=GROUP, meta=meta))
-        older = pb.ChannelRuntimeMeta()
-        older.CopyFrom(meta)
-        older.write_fence = 4
-        err, _ = self.assertRpcError(
-            lambda: propose(stub, update_runtime_meta=pb.UpdateRuntimeMetaCommand(
-                channel_id=ch, channel_type=GROUP, expected_channel_epoch=1,
-                expected_leader_epoch=1, expected_leader=1, meta=older)),
-            grpc.StatusCode.FAILED_PRECONDITION)
-        self.assertIn("write_fence", err.details())
-        self.assertIn("4, current 5", err.details())
-        older.CopyFrom(meta)
-        older.status = pb.CHANNEL_STATUS_CREATING
-        err, _ = self.assertRpcError(
-            lambda: propose(stub, update_runtime_meta=pb.UpdateRuntimeMetaCommand(
-                channel_id=ch, channel_type=GROUP, expected_channel_epoch=1,
-                expected_leader_epoch=1, expected_leader=1, meta=older)),
-            grpc.StatusCode.FAILED_PRECONDITION)
-        self.assertIn("1, current 2", err.details())
+
+        def backwards(**fields):
+            """update_runtime_meta at the current epochs with fields moved back: refused."""
+            older = pb.ChannelRuntimeMeta()
+            older.CopyFrom(meta)
+            for name, value in fields.items():
+                setattr(older, name, value)
+            err, _ = self.assertRpcError(
+                lambda: propose(stub, update_runtime_meta=pb.UpdateRuntimeMetaCommand(
+                    channel_id=ch, channel_type=GROUP, expected_channel_epoch=1,
+                    expected_leader_epoch=1, expected_leader=1, meta=older)),
+                grpc.StatusCode.FAILED_PRECONDITION)
+            return err.details()
+
+        details = backwards(write_fence=4)
+        self.assertIn("write_fence", details)
+        self.assertIn("4, current 5", details)
+        self.assertIn("1, current 2", backwards(status=pb.CHANNEL_STATUS_CREATING))
+        self.assertIn("999, current 1000", backwards(lease_until_ms=999))
         self.assertRpcError(  # the compare-and-set expectation: ABORTED as before
             lambda: propose(stub, update_runtime_meta=pb.UpdateRuntimeMetaCommand(
                 channel_id=ch, channel_type=GROUP, meta=meta)),
