@@ -39,7 +39,7 @@ int bench_route_decode(struct bench_route *r, const uint8_t *buf, size_t len, ch
         if (address)
             r->slot_leader[s] = route_address_index(r, address);
     }
-    slotd_route_free(route);
+    slotd_route_destroy(route);
     return BENCH_OK;
 }
 

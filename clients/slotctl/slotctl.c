@@ -33,119 +33,138 @@ static json_t *json_write_common(const struct slotctl_args *a, const struct slot
     return j;
 }
 
+/* The write a command makes: put (with --lease), delete or cas; *out NULL when it failed. */
+static int write_send(struct slotd_client *c, const struct slotctl_args *a, uint64_t expected,
+                      struct slotd_write_result **out, struct slotd_error **err)
+{
+    const char *key = a->pos[0];
+    if (a->cmd == SLOTCTL_CMD_DELETE)
+        return slotd_client_delete(c, key, strlen(key), NULL, out, err);
+    if (a->cmd != SLOTCTL_CMD_PUT)
+        return slotd_client_cas(c, key, strlen(key), expected, a->cas_delete ? "" : a->pos[2],
+                                a->cas_delete ? 0 : strlen(a->pos[2]), a->cas_delete, NULL, out,
+                                err);
+    struct slotd_write_options *wo = slotd_write_options_create();
+    if (!wo)
+        return SLOTD_CLIENT_ENOMEM;
+    slotd_write_options_set_lease(wo, a->lease_id); /* --lease (0 = none) */
+    int rc = slotd_client_put(c, key, strlen(key), a->pos[1], strlen(a->pos[1]), wo, out, err);
+    slotd_write_options_destroy(wo);
+    return rc;
+}
+
 static int cmd_write(struct slotd_client *c, const struct slotctl_args *a)
 {
-    struct slotd_write w = {.key = a->pos[0], .key_len = strlen(a->pos[0])};
     uint64_t expected = 0;
-    if (a->cmd == SLOTCTL_CMD_PUT) {
-        w.kind = SLOTD_WRITE_PUT;
-        w.value = a->pos[1];
-        w.value_len = strlen(a->pos[1]);
-        w.lease = a->lease_id; /* --lease (0 = none) */
-    } else if (a->cmd == SLOTCTL_CMD_DELETE) {
-        w.kind = SLOTD_WRITE_DELETE;
-    } else {
-        w.kind = SLOTD_WRITE_CAS;
+    if (a->cmd != SLOTCTL_CMD_PUT && a->cmd != SLOTCTL_CMD_DELETE)
         expected = strtoull(a->pos[1], NULL, 10); /* checked by the parser */
-        w.expected_version = expected;
-        w.cas_delete = a->cas_delete;
-        w.value = a->cas_delete ? "" : a->pos[2];
-        w.value_len = a->cas_delete ? 0 : strlen(a->pos[2]);
-    }
-    struct slotd_write_result r;
-    int rc = slotd_write(c, &w, &r);
+    struct slotd_write_result *rp = NULL;
+    struct slotd_error *err = NULL;
+    int rc = write_send(c, a, expected, &rp, &err);
     int code = slotctl_exit_of(rc);
     if (rc != SLOTD_CLIENT_OK && rc != SLOTD_CLIENT_ECAS_MISMATCH) {
-        code = slotctl_error_report(a, rc, &r.status);
+        code = slotctl_error_report(a, rc, err);
         goto done;
     }
+    const struct slotd_write_result *r = rp;
     if (a->json) {
-        json_t *j = json_write_common(a, &r);
-        if (w.kind == SLOTD_WRITE_PUT) {
-            json_object_set_new(j, "version", json_integer((json_int_t)r.version));
-            json_object_set_new(j, "prev_version", json_integer((json_int_t)r.prev_version));
-            json_object_set_new(j, "lease", json_integer((json_int_t)w.lease));
-        } else if (w.kind == SLOTD_WRITE_DELETE) {
-            json_object_set_new(j, "deleted", json_boolean(r.deleted));
-            json_object_set_new(j, "prev_version", json_integer((json_int_t)r.prev_version));
+        json_t *j = json_write_common(a, r);
+        if (a->cmd == SLOTCTL_CMD_PUT) {
+            json_object_set_new(j, "version", json_integer((json_int_t)r->version));
+            json_object_set_new(j, "prev_version", json_integer((json_int_t)r->prev_version));
+            json_object_set_new(j, "lease", json_integer((json_int_t)a->lease_id));
+        } else if (a->cmd == SLOTCTL_CMD_DELETE) {
+            json_object_set_new(j, "deleted", json_boolean(r->deleted));
+            json_object_set_new(j, "prev_version", json_integer((json_int_t)r->prev_version));
         } else {
-            json_object_set_new(j, "ok", json_boolean(r.cas_succeeded));
-            json_object_set_new(j, "succeeded", json_boolean(r.cas_succeeded));
+            json_object_set_new(j, "ok", json_boolean(r->cas_succeeded));
+            json_object_set_new(j, "succeeded", json_boolean(r->cas_succeeded));
             json_object_set_new(j, "expected_version", json_integer((json_int_t)expected));
-            json_object_set_new(j, "version", json_integer((json_int_t)r.version));
-            if (!r.cas_succeeded) {
-                slotctl_json_set_bytes(j, "current_value", r.current_value, r.current_value_len);
+            json_object_set_new(j, "version", json_integer((json_int_t)r->version));
+            if (!r->cas_succeeded) {
+                slotctl_json_set_bytes(j, "current_value", r->current_value, r->current_value_len);
                 json_object_set_new(j, "exit_code", json_integer(code));
             }
         }
         slotctl_json_print(j);
-    } else if (w.kind == SLOTD_WRITE_PUT) {
-        printf("OK  version %llu  prev_version %llu  group %u", (unsigned long long)r.version,
-               (unsigned long long)r.prev_version, r.group_id);
-        if (w.lease)
-            printf("  lease %llu (0x%llx)", (unsigned long long)w.lease,
-                   (unsigned long long)w.lease);
+    } else if (a->cmd == SLOTCTL_CMD_PUT) {
+        printf("OK  version %llu  prev_version %llu  group %u", (unsigned long long)r->version,
+               (unsigned long long)r->prev_version, r->group_id);
+        if (a->lease_id)
+            printf("  lease %llu (0x%llx)", (unsigned long long)a->lease_id,
+                   (unsigned long long)a->lease_id);
         printf("\n");
-    } else if (w.kind == SLOTD_WRITE_DELETE) {
-        printf("%s  prev_version %llu  group %u\n", r.deleted ? "DELETED" : "ABSENT",
-               (unsigned long long)r.prev_version, r.group_id);
-    } else if (r.cas_succeeded) {
-        printf("OK  version %llu  group %u\n", (unsigned long long)r.version, r.group_id);
+    } else if (a->cmd == SLOTCTL_CMD_DELETE) {
+        printf("%s  prev_version %llu  group %u\n", r->deleted ? "DELETED" : "ABSENT",
+               (unsigned long long)r->prev_version, r->group_id);
+    } else if (r->cas_succeeded) {
+        printf("OK  version %llu  group %u\n", (unsigned long long)r->version, r->group_id);
     } else {
         printf("MISMATCH  expected %llu  current version %llu\n", (unsigned long long)expected,
-               (unsigned long long)r.version);
+               (unsigned long long)r->version);
     }
     if (rc == SLOTD_CLIENT_ECAS_MISMATCH)
-        fprintf(stderr, "slotctl: %s\n", r.status.message);
+        fprintf(stderr, "slotctl: %s\n", err ? slotd_error_message(err) : "cas: mismatch");
 done:
-    slotd_write_result_free(&r);
+    slotd_write_result_destroy(rp);
+    slotd_error_destroy(err);
     return code;
 }
 
 static int cmd_get(struct slotd_client *c, const struct slotctl_args *a)
 {
-    struct slotd_value v;
-    int rc = slotd_get(c, a->pos[0], strlen(a->pos[0]), a->consistency, a->min_applied_index, &v);
+    struct slotd_value *vp = NULL;
+    struct slotd_error *err = NULL;
+    struct slotd_read_options *ro = slotd_read_options_create();
+    int rc = SLOTD_CLIENT_ENOMEM;
+    if (ro) {
+        slotd_read_options_set_consistency(ro, a->consistency);
+        slotd_read_options_set_min_applied_index(ro, a->min_applied_index);
+        rc = slotd_client_get(c, a->pos[0], strlen(a->pos[0]), ro, &vp, &err);
+        slotd_read_options_destroy(ro);
+    }
     int code;
     if (rc != SLOTD_CLIENT_OK) {
-        code = slotctl_error_report(a, rc, &v.status);
+        code = slotctl_error_report(a, rc, err);
         goto done;
     }
-    code = v.found ? SLOTCTL_EXIT_OK : SLOTCTL_EXIT_NOT_FOUND;
+    const struct slotd_value *v = vp;
+    code = v->found ? SLOTCTL_EXIT_OK : SLOTCTL_EXIT_NOT_FOUND;
     if (a->json) {
         json_t *j = json_object();
         json_object_set_new(j, "command", json_string("get"));
         json_object_set_new(j, "ok", json_true());
         slotctl_json_set_bytes(j, "key", (const uint8_t *)a->pos[0], strlen(a->pos[0]));
-        json_object_set_new(j, "found", json_boolean(v.found));
-        if (v.found) {
-            slotctl_json_set_bytes(j, "value", v.value, v.value_len);
-            json_object_set_new(j, "version", json_integer((json_int_t)v.version));
+        json_object_set_new(j, "found", json_boolean(v->found));
+        if (v->found) {
+            slotctl_json_set_bytes(j, "value", v->value, v->value_len);
+            json_object_set_new(j, "version", json_integer((json_int_t)v->version));
         }
         json_object_set_new(j, "consistency",
                             json_string(slotctl_consistency_name(a->consistency)));
-        json_object_set_new(j, "group_id", json_integer(v.group_id));
-        json_object_set_new(j, "applied_index", json_integer((json_int_t)v.applied_index));
-        json_object_set_new(j, "term", json_integer((json_int_t)v.term));
-        json_object_set_new(j, "attempts", json_integer(v.attempts));
+        json_object_set_new(j, "group_id", json_integer(v->group_id));
+        json_object_set_new(j, "applied_index", json_integer((json_int_t)v->applied_index));
+        json_object_set_new(j, "term", json_integer((json_int_t)v->term));
+        json_object_set_new(j, "attempts", json_integer(v->attempts));
         json_object_set_new(j, "exit_code", json_integer(code));
         slotctl_json_print(j);
-    } else if (v.found) {
+    } else if (v->found) {
         char *hex = NULL;
-        if (!slotctl_printable(v.value, v.value_len) && (hex = malloc(2 * v.value_len + 1)))
-            slotctl_hex_of(v.value, v.value_len, hex);
+        if (!slotctl_printable(v->value, v->value_len) && (hex = malloc(2 * v->value_len + 1)))
+            slotctl_hex_of(v->value, v->value_len, hex);
         printf("KEY      %s\nVALUE    %s%.*s\nVERSION  %llu\nGROUP    %u\n", a->pos[0],
-               hex ? "0x" : "", hex ? (int)strlen(hex) : (int)v.value_len,
+               hex ? "0x" : "", hex ? (int)strlen(hex) : (int)v->value_len,
                hex       ? hex
-               : v.value ? (const char *)v.value
+               : v->value ? (const char *)v->value
                          : "",
-               (unsigned long long)v.version, v.group_id);
+               (unsigned long long)v->version, v->group_id);
         free(hex);
     } else {
         fprintf(stderr, "slotctl get: %s: not found\n", a->pos[0]);
     }
 done:
-    slotd_value_free(&v);
+    slotd_value_destroy(vp);
+    slotd_error_destroy(err);
     return code;
 }
 
@@ -184,15 +203,15 @@ static const char *id_list(char *buf, size_t len, const uint64_t *v, unsigned n)
 static json_t *json_route(const struct slotd_route *r)
 {
     json_t *j = json_object();
-    json_object_set_new(j, "revision", json_integer((json_int_t)r->revision));
-    json_object_set_new(j, "source", json_string(r->source));
+    json_object_set_new(j, "revision", json_integer((json_int_t)slotd_route_revision(r)));
+    json_object_set_new(j, "source", json_string(slotd_route_source(r)));
     json_t *table = json_array();
     for (unsigned s = 0; s < SLOTD_HASH_SLOTS; s++)
-        json_array_append_new(table, json_integer(r->hash_slot_table[s]));
+        json_array_append_new(table, json_integer(slotd_route_hash_slot_group(r, s)));
     json_object_set_new(j, "hash_slot_table", table);
     json_t *groups = json_array();
-    for (size_t i = 0; i < r->group_count; i++) {
-        const struct slotd_route_group *g = &r->groups[i];
+    for (size_t i = 0; i < slotd_route_group_count(r); i++) {
+        const struct slotd_route_group *g = slotd_route_group_at(r, i);
         json_t *o = json_object();
         json_object_set_new(o, "group_id", json_integer(g->group_id));
         json_object_set_new(o, "voters", json_u64_array(g->voters, g->voter_count));
@@ -227,10 +246,11 @@ static json_t *json_route(const struct slotd_route *r)
     }
     json_object_set_new(j, "groups", groups);
     json_t *nodes = json_array();
-    for (size_t i = 0; i < r->node_count; i++) {
+    for (size_t i = 0; i < slotd_route_node_count(r); i++) {
+        const struct slotd_route_node *node = slotd_route_node_at(r, i);
         json_t *o = json_object();
-        json_object_set_new(o, "node_id", json_integer((json_int_t)r->nodes[i].node_id));
-        json_object_set_new(o, "address", json_string(r->nodes[i].address));
+        json_object_set_new(o, "node_id", json_integer((json_int_t)node->node_id));
+        json_object_set_new(o, "address", json_string(node->address));
         json_array_append_new(nodes, o);
     }
     json_object_set_new(j, "nodes", nodes);
@@ -239,13 +259,15 @@ static json_t *json_route(const struct slotd_route *r)
 
 static void print_route_table(const struct slotd_route *r)
 {
-    printf("route revision %llu (from %s)\n\n", (unsigned long long)r->revision, r->source);
+    printf("route revision %llu (from %s)\n\n", (unsigned long long)slotd_route_revision(r),
+           slotd_route_source(r));
     printf("%-11s  %5s  %6s  %-6s  %s\n", "HASH SLOTS", "GROUP", "LEADER", "TERM", "ADDRESS");
     unsigned start = 0;
     for (unsigned s = 1; s <= SLOTD_HASH_SLOTS; s++) {
-        if (s < SLOTD_HASH_SLOTS && r->hash_slot_table[s] == r->hash_slot_table[start])
+        if (s < SLOTD_HASH_SLOTS &&
+            slotd_route_hash_slot_group(r, s) == slotd_route_hash_slot_group(r, start))
             continue;
-        uint32_t gid = r->hash_slot_table[start];
+        uint32_t gid = slotd_route_hash_slot_group(r, start);
         const struct slotd_route_group *g = slotd_route_group_find(r, gid);
         const char *addr = g ? slotd_route_node_address(r, g->leader) : NULL;
         char range[32], leader[24], term[24];
@@ -265,8 +287,8 @@ static void print_route_groups(const struct slotd_route *r)
     printf("\n%-5s  %-11s  %-11s  %-15s  %-17s  %s\n", "GROUP", "VOTERS", "LEARNERS",
            "INTENDED VOTERS", "INTENDED LEARNERS", "REPLICAS (node role term commit/applied age)");
     unsigned differ = 0;
-    for (size_t i = 0; i < r->group_count; i++) {
-        const struct slotd_route_group *g = &r->groups[i];
+    for (size_t i = 0; i < slotd_route_group_count(r); i++) {
+        const struct slotd_route_group *g = slotd_route_group_at(r, i);
         char v[96], l[96], iv[96], il[96];
         int agrees = slotd_route_group_agrees(g);
         differ += !agrees;
@@ -293,10 +315,13 @@ static void print_route_groups(const struct slotd_route *r)
 static int cmd_route(struct slotd_client *c, const struct slotctl_args *a)
 {
     struct slotd_route *r;
-    struct slotd_status st;
-    int rc = slotd_route_fetch(c, &r, &st);
-    if (rc != SLOTD_CLIENT_OK)
-        return slotctl_error_report(a, rc, &st);
+    struct slotd_error *err = NULL;
+    int rc = slotd_client_route_fetch(c, &r, &err);
+    if (rc != SLOTD_CLIENT_OK) {
+        int code = slotctl_error_report(a, rc, err);
+        slotd_error_destroy(err);
+        return code;
+    }
     if (a->json) {
         json_t *j = json_route(r);
         json_object_set_new(j, "command", json_string("route"));
@@ -306,7 +331,7 @@ static int cmd_route(struct slotd_client *c, const struct slotctl_args *a)
         print_route_table(r);
         print_route_groups(r);
     }
-    slotd_route_free(r);
+    slotd_route_destroy(r);
     return SLOTCTL_EXIT_OK;
 }
 
@@ -317,13 +342,12 @@ static int cmd_health(struct slotd_client *c, const struct slotctl_args *a, cons
     uint64_t ids[SLOTD_CLIENT_NODES_MAX] = {0};
     size_t n = 0;
     struct slotd_route *r = NULL;
-    struct slotd_status st;
-    if (slotd_route_fetch(c, &r, &st) == SLOTD_CLIENT_OK) {
-        for (size_t i = 0; i < r->node_count && n < SLOTD_CLIENT_NODES_MAX; i++, n++) {
-            ids[n] = r->nodes[i].node_id;
-            snprintf(addrs[n], sizeof(addrs[n]), "%s", r->nodes[i].address);
+    if (slotd_client_route_fetch(c, &r, NULL) == SLOTD_CLIENT_OK) {
+        for (size_t i = 0; i < slotd_route_node_count(r) && n < SLOTD_CLIENT_NODES_MAX; i++, n++) {
+            ids[n] = slotd_route_node_at(r, i)->node_id;
+            snprintf(addrs[n], sizeof(addrs[n]), "%s", slotd_route_node_at(r, i)->address);
         }
-        slotd_route_free(r);
+        slotd_route_destroy(r);
     } else {
         for (const char *p = endpoints; *p && n < SLOTD_CLIENT_NODES_MAX; n++) {
             size_t len = strcspn(p, ",");
@@ -337,13 +361,16 @@ static int cmd_health(struct slotd_client *c, const struct slotctl_args *a, cons
         printf("%6s  %-24s  %s\n", "NODE", "ADDRESS", "STATUS");
     for (size_t i = 0; i < n; i++) {
         int serving;
-        int rc = slotd_health_check(c, addrs[i], &serving, &st);
-        char what[SLOTD_STATUS_MESSAGE_LEN + 32];
+        struct slotd_error *err = NULL;
+        int rc = slotd_client_health_check(c, addrs[i], &serving, &err);
+        char what[600];
         if (rc == SLOTD_CLIENT_OK)
             snprintf(what, sizeof(what), "%s", slotd_health_status_name(serving));
         else
-            snprintf(what, sizeof(what), "%s %s", slotd_grpc_status_name(st.grpc_status),
-                     st.message);
+            snprintf(what, sizeof(what), "%s %s",
+                     slotd_grpc_status_name(err ? slotd_error_grpc_status(err) : -1),
+                     err ? slotd_error_message(err) : slotd_client_strerror(rc));
+        slotd_error_destroy(err);
         if (rc != SLOTD_CLIENT_OK || serving != SLOTD_HEALTH_SERVING)
             code = SLOTCTL_EXIT_UNAVAILABLE;
         if (a->json) {
@@ -376,6 +403,36 @@ static int cmd_health(struct slotd_client *c, const struct slotctl_args *a, cons
         json_decref(nodes);
     }
     return code;
+}
+
+/* The client a's options ask for; NULL (after a sentence on stderr) when they are refused. */
+static struct slotd_client *slotctl_client_create(const struct slotctl_args *a)
+{
+    struct slotd_options *o = slotd_options_create();
+    struct slotd_client *c = NULL;
+    struct slotd_error *err = NULL;
+    if (!o) {
+        fprintf(stderr, "slotctl: out of memory\n");
+        return NULL;
+    }
+    if (a->deadline_ms)
+        slotd_options_set_deadline_ms(o, a->deadline_ms);
+    if (a->max_retries) /* --max-retries 0 is parsed as -1: none */
+        slotd_options_set_max_retries(o, a->max_retries < 0 ? 0 : a->max_retries);
+    int rc = slotd_options_set_tls_ca_file(o, a->tls_ca);
+    if (rc == SLOTD_CLIENT_OK)
+        rc = slotd_options_set_tls_cert_file(o, a->tls_cert);
+    if (rc == SLOTD_CLIENT_OK)
+        rc = slotd_options_set_tls_key_file(o, a->tls_key);
+    if (rc == SLOTD_CLIENT_OK)
+        rc = slotd_options_set_tls_server_name(o, a->tls_server_name);
+    if (rc == SLOTD_CLIENT_OK)
+        rc = slotd_client_create(a->endpoints, o, &c, &err);
+    if (rc != SLOTD_CLIENT_OK)
+        fprintf(stderr, "slotctl: %s\n", err ? slotd_error_message(err) : slotd_client_strerror(rc));
+    slotd_error_destroy(err);
+    slotd_options_destroy(o);
+    return c;
 }
 
 /* Replaces slotctl with slotbench from the same directory; returns only on failure. */
@@ -419,20 +476,12 @@ int main(int argc, char **argv)
     }
     if (a.cmd == SLOTCTL_CMD_BENCH)
         return cmd_bench(&a);
-    struct slotd_client_options o = {.deadline_ms = a.deadline_ms,
-                                     .max_retries = a.max_retries,
-                                     .tls_ca_file = a.tls_ca,
-                                     .tls_cert_file = a.tls_cert,
-                                     .tls_key_file = a.tls_key,
-                                     .tls_server_name = a.tls_server_name};
-    struct slotd_client *c;
-    if (slotd_client_new(a.endpoints, &o, &c, err, sizeof(err)) != SLOTD_CLIENT_OK) {
-        fprintf(stderr, "slotctl: %s\n", err);
+    struct slotd_client *c = slotctl_client_create(&a);
+    if (!c)
         return SLOTCTL_EXIT_USAGE;
-    }
     int code = slotctl_login(c, &a);
     if (code != SLOTCTL_EXIT_OK) {
-        slotd_client_free(c);
+        slotd_client_destroy(c);
         return code;
     }
     switch (a.cmd) {
@@ -490,7 +539,7 @@ int main(int argc, char **argv)
         code = cmd_write(c, &a);
         break;
     }
-    slotd_client_free(c);
+    slotd_client_destroy(c);
     fflush(stdout);
     return code;
 }

@@ -231,7 +231,7 @@ static json_t *cluster_observed_json(json_t *state, const struct slotd_route *ro
 }
 
 static void cluster_print_json(json_t *state, const struct slotd_cluster_state *cs,
-                               const struct slotd_route *route, const struct slotd_status *rst,
+                               const struct slotd_route *route, const struct slotd_error *rerr,
                                int code)
 {
     json_t *j = json_object();
@@ -244,12 +244,14 @@ static void cluster_print_json(json_t *state, const struct slotd_cluster_state *
     json_object_set_new(j, "applied_raft_index", json_integer((json_int_t)cs->applied_raft_index));
     json_object_set(j, "state", state);
     if (route) {
-        json_object_set_new(j, "route_revision", json_integer((json_int_t)route->revision));
-        json_object_set_new(j, "route_source", json_string(route->source));
+        json_object_set_new(j, "route_revision",
+                            json_integer((json_int_t)slotd_route_revision(route)));
+        json_object_set_new(j, "route_source", json_string(slotd_route_source(route)));
         json_object_set_new(j, "observed_leaders", cluster_observed_json(state, route));
     } else {
         json_object_set_new(j, "observed_leaders", json_null());
-        json_object_set_new(j, "route_error", json_string(rst->message));
+        json_object_set_new(j, "route_error",
+                            json_string(rerr ? slotd_error_message(rerr) : "out of memory"));
     }
     json_object_set_new(j, "exit_code", json_integer(code));
     slotctl_json_print(j);
@@ -257,38 +259,40 @@ static void cluster_print_json(json_t *state, const struct slotd_cluster_state *
 
 int slotctl_cluster_run(struct slotd_client *c, const struct slotctl_args *a)
 {
-    struct slotd_cluster_state cs;
-    int rc = slotd_admin_cluster_state(c, 0, NULL, &cs);
+    struct slotd_cluster_state *cs = NULL;
+    struct slotd_error *err = NULL;
+    int rc = slotd_client_cluster_state(c, 0, NULL, &cs, &err);
     int code;
     if (rc != SLOTD_CLIENT_OK) {
-        code = slotctl_error_report(a, rc, &cs.status);
+        code = slotctl_error_report(a, rc, err);
         goto err_after_state;
     }
     json_error_t jerr;
-    json_t *state = json_loadb(cs.state_json, cs.state_json_len, 0, &jerr);
+    json_t *state = json_loadb(cs->state_json, cs->state_json_len, 0, &jerr);
     if (!json_is_object(state)) {
-        snprintf(cs.status.message, sizeof(cs.status.message),
-                 "cluster state from %s: state_json is not a JSON object: %s", cs.source,
-                 jerr.text);
-        code = slotctl_error_report(a, SLOTD_CLIENT_EMALFORMED, &cs.status);
+        char msg[600];
+        snprintf(msg, sizeof(msg), "cluster state from %s: state_json is not a JSON object: %s",
+                 cs->source, jerr.text);
+        code = slotctl_error_report_text(a, SLOTD_CLIENT_EMALFORMED, msg, NULL);
         goto err_after_json;
     }
     struct slotd_route *route = NULL;
-    struct slotd_status rst;
     code = SLOTCTL_EXIT_OK;
-    if (slotd_route_fetch(c, &route, &rst) != SLOTD_CLIENT_OK) {
+    if (slotd_client_route_fetch(c, &route, &err) != SLOTD_CLIENT_OK) {
         code = SLOTCTL_EXIT_UNAVAILABLE;
-        fprintf(stderr, "slotctl cluster: observed leaders unknown: %s\n", rst.message);
+        fprintf(stderr, "slotctl cluster: observed leaders unknown: %s\n",
+                err ? slotd_error_message(err) : "out of memory");
     }
     if (a->json)
-        cluster_print_json(state, &cs, route, &rst, code);
+        cluster_print_json(state, cs, route, err, code);
     else
-        slotctl_cluster_print(stdout, state, &cs, route, admin_wall_ms());
-    slotd_route_free(route);
+        slotctl_cluster_print(stdout, state, cs, route, admin_wall_ms());
+    slotd_route_destroy(route);
 err_after_json:
     json_decref(state);
 err_after_state:
-    slotd_admin_cluster_state_free(&cs);
+    slotd_cluster_state_destroy(cs);
+    slotd_error_destroy(err);
     return code;
 }
 
@@ -314,22 +318,39 @@ void slotctl_admin_result_print(const struct slotd_admin_result *r, const char *
            r->reason[0] ? "  reason: " : "", r->reason);
 }
 
+int slotctl_admin_send(struct slotd_client *c, const struct slotctl_args *a,
+                       struct slotd_admin_command *cmd, struct slotd_admin_result **out)
+{
+    struct slotd_error *err = NULL;
+    *out = NULL;
+    int rc = cmd ? slotd_client_admin_command(c, cmd, out, &err) : SLOTD_CLIENT_ENOMEM;
+    int code = rc == SLOTD_CLIENT_OK ? SLOTCTL_EXIT_OK : slotctl_error_report(a, rc, err);
+    slotd_error_destroy(err);
+    slotd_admin_command_destroy(cmd);
+    return code;
+}
+
 int slotctl_node_admin_run(struct slotd_client *c, const struct slotctl_args *a)
 {
     bool join = a->cmd == SLOTCTL_CMD_JOIN;
-    struct slotd_admin_write w = {
-        .kind = join ? SLOTD_ADMIN_JOIN_NODE : SLOTD_ADMIN_ACTIVATE_NODE,
-        .node_id = a->node_id,
-        .address = a->address,
-        .weight = a->weight,
-        .expected_revision = a->expected_revision,
-    };
-    struct slotd_admin_result r;
-    int rc = slotd_admin_write(c, &w, &r);
-    if (rc != SLOTD_CLIENT_OK)
-        return slotctl_error_report(a, rc, &r.status);
+    struct slotd_admin_command *cmd =
+        slotd_admin_command_create(join ? SLOTD_ADMIN_JOIN_NODE : SLOTD_ADMIN_ACTIVATE_NODE);
+    if (cmd) {
+        slotd_admin_command_set_node_id(cmd, a->node_id);
+        slotd_admin_command_set_weight(cmd, a->weight);
+        slotd_admin_command_set_expected_revision(cmd, a->expected_revision);
+        if (slotd_admin_command_set_address(cmd, a->address) != SLOTD_CLIENT_OK) {
+            slotd_admin_command_destroy(cmd);
+            cmd = NULL;
+        }
+    }
+    struct slotd_admin_result *rp;
+    int code = slotctl_admin_send(c, a, cmd, &rp);
+    if (code != SLOTCTL_EXIT_OK)
+        return code;
+    const struct slotd_admin_result *r = rp;
     if (a->json) {
-        json_t *j = slotctl_admin_result_json(a, &r);
+        json_t *j = slotctl_admin_result_json(a, r);
         json_object_set_new(j, "node_id", json_integer((json_int_t)a->node_id));
         if (join)
             json_object_set_new(j, "address", json_string(a->address));
@@ -340,8 +361,9 @@ int slotctl_node_admin_run(struct slotd_client *c, const struct slotctl_args *a)
             snprintf(what, sizeof(what), "node %" PRIu64 " at %s", a->node_id, a->address);
         else
             snprintf(what, sizeof(what), "node %" PRIu64 " active", a->node_id);
-        slotctl_admin_result_print(&r, what);
+        slotctl_admin_result_print(r, what);
     }
+    slotd_admin_result_destroy(rp);
     return SLOTCTL_EXIT_OK;
 }
 
@@ -356,17 +378,18 @@ static bool transfer_wait(struct slotd_client *c, const struct slotctl_args *a, 
     err[0] = '\0';
     for (;;) {
         struct slotd_route *r;
-        struct slotd_status st;
-        if (slotd_route_fetch(c, &r, &st) == SLOTD_CLIENT_OK) {
+        struct slotd_error *rerr = NULL;
+        if (slotd_client_route_fetch(c, &r, &rerr) == SLOTD_CLIENT_OK) {
             const struct slotd_route_group *g = slotd_route_group_find(r, a->group_id);
             *leader = g ? g->leader : 0;
             *term = g ? g->leader_term : 0;
             done = g && g->leader == a->to_node;
             err[0] = '\0';
-            slotd_route_free(r);
+            slotd_route_destroy(r);
         } else {
-            snprintf(err, errlen, "%s", st.message);
+            snprintf(err, errlen, "%s", rerr ? slotd_error_message(rerr) : "out of memory");
         }
+        slotd_error_destroy(rerr);
         int64_t now = admin_mono_ms();
         *waited_s = (double)(now - start) / 1000.0;
         if (done || now >= end)
@@ -376,26 +399,19 @@ static bool transfer_wait(struct slotd_client *c, const struct slotctl_args *a, 
     }
 }
 
-int slotctl_transfer_leader_run(struct slotd_client *c, const struct slotctl_args *a)
+/* transfer-leader after its SetPreferredLeader answered r (borrowed for the call): prints it
+ * and with --wait follows the route. Returns the exit code. */
+static int transfer_leader_report(struct slotd_client *c, const struct slotctl_args *a,
+                                  const struct slotd_admin_result *r)
 {
-    if (a->as_task)
-        return slotctl_task_cmd_run(c, a);
-    struct slotd_admin_write w = {.kind = SLOTD_ADMIN_SET_PREFERRED_LEADER,
-                                  .group_id = a->group_id,
-                                  .node_id = a->to_node,
-                                  .expected_revision = a->expected_revision};
-    struct slotd_admin_result r;
-    int rc = slotd_admin_write(c, &w, &r);
-    if (rc != SLOTD_CLIENT_OK)
-        return slotctl_error_report(a, rc, &r.status);
     char what[96];
     snprintf(what, sizeof(what), "group %u preferred leader is node %" PRIu64, a->group_id,
              a->to_node);
     if (!a->json)
-        slotctl_admin_result_print(&r, what);
+        slotctl_admin_result_print(r, what);
     if (a->wait_s == 0) {
         if (a->json) {
-            json_t *j = slotctl_admin_result_json(a, &r);
+            json_t *j = slotctl_admin_result_json(a, r);
             json_object_set_new(j, "group_id", json_integer(a->group_id));
             json_object_set_new(j, "node_id", json_integer((json_int_t)a->to_node));
             slotctl_json_print(j);
@@ -404,11 +420,11 @@ int slotctl_transfer_leader_run(struct slotd_client *c, const struct slotctl_arg
     }
     uint64_t leader, term;
     double waited;
-    char err[SLOTD_STATUS_MESSAGE_LEN];
+    char err[600];
     fflush(stdout);
     bool done = transfer_wait(c, a, &leader, &term, &waited, err, sizeof(err));
     int code = done ? SLOTCTL_EXIT_OK : SLOTCTL_EXIT_WAIT_TIMEOUT;
-    char msg[SLOTD_STATUS_MESSAGE_LEN + 512];
+    char msg[1200];
     if (done)
         snprintf(msg, sizeof(msg),
                  "node %" PRIu64 " leads group %u (term %" PRIu64 ") after %.1f s", a->to_node,
@@ -423,7 +439,7 @@ int slotctl_transfer_leader_run(struct slotd_client *c, const struct slotctl_arg
                  a->wait_s, a->group_id, leader ? "node " : "no node ", leader, term, a->to_node,
                  a->to_node, err[0] ? "; last route error: " : "", err);
     if (a->json) {
-        json_t *j = slotctl_admin_result_json(a, &r);
+        json_t *j = slotctl_admin_result_json(a, r);
         json_object_set_new(j, "ok", json_boolean(done));
         json_object_set_new(j, "group_id", json_integer(a->group_id));
         json_object_set_new(j, "node_id", json_integer((json_int_t)a->to_node));
@@ -444,25 +460,48 @@ int slotctl_transfer_leader_run(struct slotd_client *c, const struct slotctl_arg
     return code;
 }
 
+
+int slotctl_transfer_leader_run(struct slotd_client *c, const struct slotctl_args *a)
+{
+    if (a->as_task)
+        return slotctl_task_cmd_run(c, a);
+    struct slotd_admin_command *cmd = slotd_admin_command_create(SLOTD_ADMIN_SET_PREFERRED_LEADER);
+    if (cmd) {
+        slotd_admin_command_set_group_id(cmd, a->group_id);
+        slotd_admin_command_set_node_id(cmd, a->to_node);
+        slotd_admin_command_set_expected_revision(cmd, a->expected_revision);
+    }
+    struct slotd_admin_result *rp;
+    int sent = slotctl_admin_send(c, a, cmd, &rp);
+    if (sent != SLOTCTL_EXIT_OK)
+        return sent;
+    int code = transfer_leader_report(c, a, rp);
+    slotd_admin_result_destroy(rp);
+    return code;
+}
+
 /* ---- feature ------------------------------------------------------------------------------ */
 
 static int feature_list(struct slotd_client *c, const struct slotctl_args *a)
 {
-    struct slotd_cluster_state cs;
-    int rc = slotd_admin_cluster_state(c, 0, NULL, &cs);
+    struct slotd_cluster_state *csp = NULL;
+    struct slotd_error *err = NULL;
+    int rc = slotd_client_cluster_state(c, 0, NULL, &csp, &err);
     int code = SLOTCTL_EXIT_OK;
     json_t *state = NULL;
     if (rc != SLOTD_CLIENT_OK) {
-        code = slotctl_error_report(a, rc, &cs.status);
+        code = slotctl_error_report(a, rc, err);
         goto done;
     }
-    state = json_loadb(cs.state_json, cs.state_json_len, 0, NULL);
+    const struct slotd_cluster_state *cs = csp;
+    state = json_loadb(cs->state_json, cs->state_json_len, 0, NULL);
     /* a state written before features existed has none: every feature is off */
     json_t *features = json_object_get(state, "features");
     if (!json_is_object(state) || (features != NULL && !json_is_object(features))) {
-        snprintf(cs.status.message, sizeof(cs.status.message),
-                 "cluster state from %s: \"features\" is not a JSON object", cs.source);
-        code = slotctl_error_report(a, SLOTD_CLIENT_EMALFORMED, &cs.status);
+        char msg[600];
+        snprintf(msg, sizeof(msg), "cluster state from %s: \"features\" is not a JSON object",
+                 cs->source);
+        code = slotctl_error_report_text(a, SLOTD_CLIENT_EMALFORMED, msg, NULL);
         goto done;
     }
     if (a->json) {
@@ -470,7 +509,7 @@ static int feature_list(struct slotd_client *c, const struct slotctl_args *a)
         json_object_set_new(j, "command", json_string("feature list"));
         json_object_set_new(j, "ok", json_true());
         json_object_set_new(j, "features", features ? json_incref(features) : json_object());
-        json_object_set_new(j, "revision", json_integer((json_int_t)cs.revision));
+        json_object_set_new(j, "revision", json_integer((json_int_t)cs->revision));
         slotctl_json_print(j);
     } else {
         const char *name;
@@ -480,11 +519,12 @@ static int feature_list(struct slotd_client *c, const struct slotctl_args *a)
         {
             printf("%-24s %s\n", name, json_is_true(v) ? "on" : "off");
         }
-        printf("(revision %" PRIu64 ", from %s)\n", cs.revision, cs.source);
+        printf("(revision %" PRIu64 ", from %s)\n", cs->revision, cs->source);
     }
 done:
     json_decref(state);
-    slotd_admin_cluster_state_free(&cs);
+    slotd_cluster_state_destroy(csp);
+    slotd_error_destroy(err);
     return code;
 }
 
@@ -492,26 +532,32 @@ int slotctl_feature_run(struct slotd_client *c, const struct slotctl_args *a)
 {
     if (strcmp(a->pos[0], "list") == 0)
         return feature_list(c, a);
-    struct slotd_admin_write w = {
-        .kind = SLOTD_ADMIN_SET_FEATURE,
-        .feature = a->pos[1],
-        .enabled = strcmp(a->pos[2], "on") == 0,
-        .expected_revision = a->expected_revision,
-    };
-    struct slotd_admin_result r;
-    int rc = slotd_admin_write(c, &w, &r);
-    if (rc != SLOTD_CLIENT_OK)
-        return slotctl_error_report(a, rc, &r.status);
+    const char *feature = a->pos[1];
+    bool enabled = strcmp(a->pos[2], "on") == 0;
+    struct slotd_admin_command *cmd = slotd_admin_command_create(SLOTD_ADMIN_SET_FEATURE);
+    if (cmd) {
+        slotd_admin_command_set_expected_revision(cmd, a->expected_revision);
+        if (slotd_admin_command_set_feature(cmd, feature, enabled) != SLOTD_CLIENT_OK) {
+            slotd_admin_command_destroy(cmd);
+            cmd = NULL;
+        }
+    }
+    struct slotd_admin_result *rp;
+    int code = slotctl_admin_send(c, a, cmd, &rp);
+    if (code != SLOTCTL_EXIT_OK)
+        return code;
+    const struct slotd_admin_result *r = rp;
     if (a->json) {
-        json_t *j = slotctl_admin_result_json(a, &r);
+        json_t *j = slotctl_admin_result_json(a, r);
         json_object_set_new(j, "command", json_string("feature set"));
-        json_object_set_new(j, "feature", json_string(w.feature));
-        json_object_set_new(j, "enabled", json_boolean(w.enabled));
+        json_object_set_new(j, "feature", json_string(feature));
+        json_object_set_new(j, "enabled", json_boolean(enabled));
         slotctl_json_print(j);
     } else {
         char what[128];
-        snprintf(what, sizeof(what), "feature %s %s", w.feature, w.enabled ? "on" : "off");
-        slotctl_admin_result_print(&r, what);
+        snprintf(what, sizeof(what), "feature %s %s", feature, enabled ? "on" : "off");
+        slotctl_admin_result_print(r, what);
     }
+    slotd_admin_result_destroy(rp);
     return SLOTCTL_EXIT_OK;
 }

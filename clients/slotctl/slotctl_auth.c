@@ -7,6 +7,16 @@
 
 #define PASSWORD_MAX 256
 
+/* One user or role command as parsed (strings borrowed from the arguments). */
+struct auth_req {
+    bool role; /* false: a user command (op is an enum slotd_user_op), true: a role command */
+    int op;
+    const char *name;
+    const char *password, *role_name;                 /* user commands */
+    const char *perm_type, *perm_access, *perm_value; /* role grant/revoke */
+    uint64_t expected_revision;
+};
+
 /* The first line of path (one trailing "\n" or "\r\n" trimmed) into out. 0, or -1 with err. */
 static int read_password(const char *path, char *out, size_t outlen, char *err, size_t errlen)
 {
@@ -39,10 +49,12 @@ int slotctl_login(struct slotd_client *c, const struct slotctl_args *a)
         fprintf(stderr, "slotctl: --password-file %s\n", err);
         return SLOTCTL_EXIT_USAGE;
     }
-    struct slotd_status st;
-    int rc = slotd_client_authenticate(c, a->user, pw, NULL, &st);
+    struct slotd_error *e = NULL;
+    int rc = slotd_client_authenticate(c, a->user, pw, NULL, &e);
     memset(pw, 0, sizeof(pw));
-    return rc == SLOTD_CLIENT_OK ? SLOTCTL_EXIT_OK : slotctl_error_report(a, rc, &st);
+    int code = rc == SLOTD_CLIENT_OK ? SLOTCTL_EXIT_OK : slotctl_error_report(a, rc, e);
+    slotd_error_destroy(e);
+    return code;
 }
 
 static int usage(const char *text)
@@ -52,66 +64,79 @@ static int usage(const char *text)
 }
 
 static int write_run(struct slotd_client *c, const struct slotctl_args *a,
-                     const struct slotd_auth_write *w, const char *what)
+                     const struct auth_req *w, const char *what)
 {
-    struct slotd_admin_result r;
-    int rc = slotd_admin_auth_write(c, w, &r);
-    if (rc != SLOTD_CLIENT_OK)
-        return slotctl_error_report(a, rc, &r.status);
+    struct slotd_admin_result *r = NULL;
+    struct slotd_error *e = NULL;
+    int rc = w->role ? slotd_client_role_write(c, w->op, w->name, w->perm_type, w->perm_access,
+                                               w->perm_value, w->expected_revision, &r, &e)
+                     : slotd_client_user_write(c, w->op, w->name, w->password, w->role_name,
+                                               w->expected_revision, &r, &e);
+    if (rc != SLOTD_CLIENT_OK) {
+        int code = slotctl_error_report(a, rc, e);
+        slotd_error_destroy(e);
+        return code;
+    }
     if (a->json) {
-        json_t *j = slotctl_admin_result_json(a, &r);
+        json_t *j = slotctl_admin_result_json(a, r);
         json_object_set_new(j, "name", json_string(w->name));
         slotctl_json_print(j);
     } else {
-        slotctl_admin_result_print(&r, what);
+        slotctl_admin_result_print(r, what);
     }
+    slotd_admin_result_destroy(r);
     return SLOTCTL_EXIT_OK;
 }
 
 static int list_run(struct slotd_client *c, const struct slotctl_args *a)
 {
-    static struct slotd_auth_list l;
-    struct slotd_status st;
-    int rc = slotd_admin_auth_list(c, &l, &st);
-    if (rc != SLOTD_CLIENT_OK)
-        return slotctl_error_report(a, rc, &st);
+    struct slotd_auth_list *l = NULL;
+    struct slotd_error *e = NULL;
+    int rc = slotd_client_auth_list(c, &l, &e);
+    if (rc != SLOTD_CLIENT_OK) {
+        int code = slotctl_error_report(a, rc, e);
+        slotd_error_destroy(e);
+        return code;
+    }
     if (a->json) {
         json_t *j = json_object(), *users = json_array(), *roles = json_array();
-        for (size_t i = 0; i < l.n_users; i++)
-            json_array_append_new(users, json_pack("{s:s,s:s,s:I}", "name", l.users[i].name,
-                                                   "roles", l.users[i].roles, "revision",
-                                                   (json_int_t)l.users[i].revision));
-        for (size_t i = 0; i < l.n_roles; i++)
-            json_array_append_new(roles, json_pack("{s:s,s:s}", "name", l.roles[i].name,
-                                                   "permissions", l.roles[i].permissions));
+        for (size_t i = 0; i < l->user_count; i++)
+            json_array_append_new(users, json_pack("{s:s,s:s,s:I}", "name", l->users[i]->name,
+                                                   "roles", l->users[i]->roles, "revision",
+                                                   (json_int_t)l->users[i]->revision));
+        for (size_t i = 0; i < l->role_count; i++)
+            json_array_append_new(roles, json_pack("{s:s,s:s}", "name", l->roles[i]->name,
+                                                   "permissions", l->roles[i]->permissions));
         json_object_set_new(j, "command", json_string(slotctl_cmd_name(a->cmd)));
-        json_object_set_new(j, "enabled", json_boolean(l.enabled));
-        json_object_set_new(j, "revision", json_integer((json_int_t)l.revision));
+        json_object_set_new(j, "enabled", json_boolean(l->enabled));
+        json_object_set_new(j, "revision", json_integer((json_int_t)l->revision));
         json_object_set_new(j, "users", users);
         json_object_set_new(j, "roles", roles);
         slotctl_json_print(j);
+        slotd_auth_list_destroy(l);
         return SLOTCTL_EXIT_OK;
     }
-    printf("auth %s  revision %" PRIu64 "\n", l.enabled ? "enabled" : "not enabled", l.revision);
+    printf("auth %s  revision %" PRIu64 "\n", l->enabled ? "enabled" : "not enabled", l->revision);
     if (a->cmd == SLOTCTL_CMD_USER) {
         printf("%-32s  %-10s  %s\n", "USER", "REVISION", "ROLES");
-        for (size_t i = 0; i < l.n_users; i++)
-            printf("%-32s  %-10" PRIu64 "  %s\n", l.users[i].name, l.users[i].revision,
-                   l.users[i].roles);
+        for (size_t i = 0; i < l->user_count; i++)
+            printf("%-32s  %-10" PRIu64 "  %s\n", l->users[i]->name, l->users[i]->revision,
+                   l->users[i]->roles);
     } else {
         printf("%-32s  %s\n", "ROLE", "PERMISSIONS");
         printf("%-32s  %s\n", "root", "everything (built in)");
-        for (size_t i = 0; i < l.n_roles; i++)
-            printf("%-32s  %s\n", l.roles[i].name,
-                   l.roles[i].permissions[0] ? l.roles[i].permissions : "(none)");
+        for (size_t i = 0; i < l->role_count; i++)
+            printf("%-32s  %s\n", l->roles[i]->name,
+                   l->roles[i]->permissions[0] ? l->roles[i]->permissions : "(none)");
     }
+    slotd_auth_list_destroy(l);
     return SLOTCTL_EXIT_OK;
 }
 
 static int user_run(struct slotd_client *c, const struct slotctl_args *a)
 {
     const char *sub = a->pos[0], *name = a->pos_count > 1 ? a->pos[1] : NULL;
-    struct slotd_auth_write w = {.name = name, .expected_revision = a->expected_revision};
+    struct auth_req w = {.name = name, .expected_revision = a->expected_revision};
     char pw[PASSWORD_MAX + 2] = "", what[128], err[300];
     int n = a->pos_count;
     if (strcmp(sub, "list") == 0 && n == 1)
@@ -146,8 +171,7 @@ static int user_run(struct slotd_client *c, const struct slotctl_args *a)
 static int role_run(struct slotd_client *c, const struct slotctl_args *a)
 {
     const char *sub = a->pos[0], *name = a->pos_count > 1 ? a->pos[1] : NULL;
-    struct slotd_auth_write w = {
-        .role = true, .name = name, .expected_revision = a->expected_revision};
+    struct auth_req w = {.role = true, .name = name, .expected_revision = a->expected_revision};
     char what[256];
     int n = a->pos_count;
     if (strcmp(sub, "list") == 0 && n == 1)

@@ -24,13 +24,25 @@ void slotctl_json_set_bytes(json_t *obj, const char *name, const uint8_t *b, siz
 /* j: ownership transfers. Prints j as one compact line on stdout. */
 void slotctl_json_print(json_t *j);
 
-/* a, st: borrowed for the call. Reports a failed command (a sentence on stderr and, with --json,
- * an error object on stdout); returns the exit code for rc (enum slotd_client_err). */
-int slotctl_error_report(const struct slotctl_args *a, int rc, const struct slotd_status *st);
+/* a, e: borrowed for the call (e may be NULL: no error object, e.g. out of memory). Reports a
+ * failed command (a sentence on stderr and, with --json, an error object on stdout); returns
+ * the exit code for rc (enum slotd_client_err). */
+int slotctl_error_report(const struct slotctl_args *a, int rc, const struct slotd_error *e);
 
-/* st: borrowed for the call. A failed call's gRPC status and ErrorDetail as a JSON object
+/* As slotctl_error_report with message (borrowed for the call; NULL: the text of rc) as the
+ * sentence: a failure slotctl found itself in an answer that came back. */
+int slotctl_error_report_text(const struct slotctl_args *a, int rc, const char *message,
+                              const struct slotd_error *e);
+
+/* c, a: borrowed for the call; cmd: ownership transfers (NULL: out of memory). Sends the admin
+ * command; SLOTCTL_EXIT_OK with *out (caller frees with slotd_admin_result_destroy()), or the
+ * exit code of the failure, reported. */
+int slotctl_admin_send(struct slotd_client *c, const struct slotctl_args *a,
+                       struct slotd_admin_command *cmd, struct slotd_admin_result **out);
+
+/* e: borrowed for the call. A failed call's gRPC status and ErrorDetail as a JSON object
  * (grpc_status, address, detail); caller owns it. */
-json_t *slotctl_call_status_json(const struct slotd_status *st);
+json_t *slotctl_call_status_json(const struct slotd_error *e);
 
 /* Static name of a command ("transfer-leader"); "" when out of range. */
 const char *slotctl_cmd_name(int cmd);
@@ -91,11 +103,11 @@ void slotctl_progress_bar(uint64_t done, uint64_t total, bool bytes, char *out, 
 bool slotctl_task_progress(const struct slotd_task *t, bool any_phase, char *out, size_t len);
 
 /* slots, out: borrowed for the call. "3,7,10-12" of an ascending hash slot list ("-": none). */
-void slotctl_slots_text(const uint32_t *slots, unsigned n, char *out, size_t len);
+void slotctl_slots_text(const uint32_t *slots, size_t n, char *out, size_t len);
 
-/* out, tasks: borrowed for the call. The task table (ID KIND STATUS PHASE ATTEMPT GROUP SOURCE
+/* out, l: borrowed for the call. The task table (ID KIND STATUS PHASE ATTEMPT GROUP SOURCE
  * TARGET PROGRESS LAST_ERROR), or "no tasks" (active_only: "no active tasks"). */
-void slotctl_tasks_print(FILE *out, const struct slotd_task *tasks, size_t n, bool active_only);
+void slotctl_tasks_print(FILE *out, const struct slotd_task_list *l, bool active_only);
 
 /* out, t: borrowed for the call. One task, a field per line. */
 void slotctl_task_print(FILE *out, const struct slotd_task *t);
@@ -119,8 +131,9 @@ void slotctl_cluster_print(FILE *out, json_t *state, const struct slotd_cluster_
 /* One endpoint's row of `status`. */
 struct slotctl_status_row {
     char endpoint[SLOTD_ADDRESS_LEN + 1];
-    int rc;                            /* enum slotd_client_err of its ControllerStatus call */
-    struct slotd_controller_status cs; /* the answer when rc is 0, else cs.status says why */
+    int rc;                             /* enum slotd_client_err of its ControllerStatus call */
+    struct slotd_controller_status *cs; /* the answer when rc is 0 (owned by the row) */
+    struct slotd_error *err;            /* why not, otherwise (owned by the row; may be NULL) */
 };
 
 /* What the rows that answered say together. */
@@ -142,6 +155,9 @@ struct slotctl_status_verdict {
  * thread per endpoint, so it takes at most one deadline); returns n. */
 size_t slotctl_status_collect(struct slotd_client *c, const char *endpoints,
                               struct slotctl_status_row *rows, size_t max);
+
+/* rows: borrowed for the call. Frees what rows[0..n) own (their answers and errors). */
+void slotctl_status_rows_clear(struct slotctl_status_row *rows, size_t n);
 
 /* rows, v: borrowed for the call. Compares the rows that answered. */
 void slotctl_status_judge(const struct slotctl_status_row *rows, size_t n,
@@ -165,14 +181,41 @@ int slotctl_status_run(struct slotd_client *c, const struct slotctl_args *a);
  * value lines (or keys, or the count), or one JSON object. Returns the exit code. */
 int slotctl_range_run(struct slotd_client *c, const struct slotctl_args *a);
 
+/* One compare of a txn text: key's target (enum slotd_txn_target) op (enum slotd_txn_cmp)
+ * version or value. */
+struct slotctl_txn_compare {
+    const void *key;
+    size_t key_len;
+    int target;
+    int op;
+    uint64_t version;
+    const void *value;
+    size_t value_len;
+};
+
+/* One op of a txn text (kind: enum slotd_txn_op_kind; value for puts). */
+struct slotctl_txn_op {
+    int kind;
+    const void *key;
+    size_t key_len;
+    const void *value;
+    size_t value_len;
+};
+
 /* The compares and ops of a txn read by slotctl_txn_parse (keys and values point into the
  * parsed text, which is rewritten in place). */
 struct slotctl_txn_text {
-    struct slotd_txn_compare compares[SLOTD_TXN_COMPARES_MAX];
-    struct slotd_txn_op success[SLOTD_TXN_OPS_MAX];
-    struct slotd_txn_op failure[SLOTD_TXN_OPS_MAX];
-    struct slotd_txn txn; /* points at the arrays above */
+    struct slotctl_txn_compare compares[SLOTD_TXN_COMPARES_MAX];
+    size_t compare_count;
+    struct slotctl_txn_op success[SLOTD_TXN_OPS_MAX];
+    size_t success_count;
+    struct slotctl_txn_op failure[SLOTD_TXN_OPS_MAX];
+    size_t failure_count;
 };
+
+/* t: borrowed for the call. The libslotd txn of t (caller frees with slotd_txn_destroy()), or
+ * NULL when out of memory. */
+struct slotd_txn *slotctl_txn_build(const struct slotctl_txn_text *t);
 
 /* Longest txn text slotctl reads from stdin. */
 #define SLOTCTL_TXN_TEXT_MAX (2u << 20)

@@ -27,33 +27,32 @@ int slotctl_range_run(struct slotd_client *c, const struct slotctl_args *a)
 {
     json_t *entries = a->json && !a->count_only ? json_array() : NULL;
     uint64_t total = 0, pages = 0;
-    uint8_t *cursor = NULL;
-    size_t cursor_len = 0;
     bool more = true;
     int code = SLOTCTL_EXIT_OK;
+    struct slotd_range_query *q = slotd_range_query_create();
+    if (!q || slotd_range_query_set_prefix(q, a->prefix, strlen(a->prefix)) != SLOTD_CLIENT_OK) {
+        code = slotctl_error_report(a, SLOTD_CLIENT_ENOMEM, NULL);
+        goto done;
+    }
+    slotd_range_query_set_keys_only(q, a->keys_only);
+    slotd_range_query_set_count_only(q, a->count_only);
+    slotd_range_query_set_consistency(q, a->consistency);
     while (more && (a->limit == 0 || total < a->limit)) {
         uint64_t want = a->limit ? a->limit - total : SLOTD_RANGE_LIMIT_MAX;
-        struct slotd_range_query q = {
-            .prefix = a->prefix,
-            .prefix_len = strlen(a->prefix),
-            .limit = (uint32_t)(want < SLOTD_RANGE_LIMIT_MAX ? want : SLOTD_RANGE_LIMIT_MAX),
-            .keys_only = a->keys_only,
-            .count_only = a->count_only,
-            .consistency = a->consistency,
-            .cursor = cursor,
-            .cursor_len = cursor_len,
-        };
-        struct slotd_range_page p;
-        int rc = slotd_range(c, &q, &p);
+        slotd_range_query_set_limit(
+            q, (uint32_t)(want < SLOTD_RANGE_LIMIT_MAX ? want : SLOTD_RANGE_LIMIT_MAX));
+        struct slotd_range_page *p = NULL;
+        struct slotd_error *err = NULL;
+        int rc = slotd_client_range(c, q, &p, &err);
         if (rc != SLOTD_CLIENT_OK) {
-            code = slotctl_error_report(a, rc, &p.status);
-            slotd_range_page_free(&p);
+            code = slotctl_error_report(a, rc, err);
+            slotd_error_destroy(err);
             goto done;
         }
         pages++;
-        total += a->count_only ? p.count : p.entry_count;
-        for (size_t i = 0; i < p.entry_count; i++) {
-            const struct slotd_range_entry *e = &p.entries[i];
+        total += a->count_only ? p->count : p->entry_count;
+        for (size_t i = 0; i < p->entry_count; i++) {
+            const struct slotd_range_entry *e = p->entries[i];
             if (entries) {
                 json_t *j = json_object();
                 slotctl_json_set_bytes(j, "key", e->key, e->key_len);
@@ -70,12 +69,13 @@ int slotctl_range_run(struct slotd_client *c, const struct slotctl_args *a)
                 }
             }
         }
-        free(cursor);
-        cursor = p.cursor; /* taken from the page */
-        cursor_len = p.cursor_len;
-        p.cursor = NULL;
-        more = p.more;
-        slotd_range_page_free(&p);
+        more = p->more;
+        rc = slotd_range_query_set_cursor(q, p->cursor, p->cursor_len); /* the next page's */
+        slotd_range_page_destroy(p);
+        if (rc != SLOTD_CLIENT_OK) {
+            code = slotctl_error_report(a, rc, NULL);
+            goto done;
+        }
     }
     if (a->json) {
         json_t *j = json_object();
@@ -97,7 +97,7 @@ int slotctl_range_run(struct slotd_client *c, const struct slotctl_args *a)
     }
 done:
     json_decref(entries);
-    free(cursor);
+    slotd_range_query_destroy(q);
     return code;
 }
 
@@ -190,7 +190,7 @@ static int kv_line_end(struct kv_lex *l)
 }
 
 /* value("K") OP "V" | version("K") OP "N" | mod("K") OP "N" | exists("K") | absent("K") */
-static int kv_compare(struct kv_lex *l, struct slotd_txn_compare *c)
+static int kv_compare(struct kv_lex *l, struct slotctl_txn_compare *c)
 {
     memset(c, 0, sizeof(*c));
     static const struct {
@@ -254,7 +254,7 @@ static int kv_compare(struct kv_lex *l, struct slotd_txn_compare *c)
 }
 
 /* put K V | del K | delete K | get K */
-static int kv_op(struct kv_lex *l, struct slotd_txn_op *op)
+static int kv_op(struct kv_lex *l, struct slotctl_txn_op *op)
 {
     memset(op, 0, sizeof(*op));
     if (kv_take(l, "put ") || kv_take(l, "put\t"))
@@ -297,13 +297,13 @@ int slotctl_txn_parse(char *text, struct slotctl_txn_text *t, char *err, size_t 
         } else if (*l.p != '#') {
             int rc;
             if (section == 0) {
-                if (t->txn.compare_count == SLOTD_TXN_COMPARES_MAX)
+                if (t->compare_count == SLOTD_TXN_COMPARES_MAX)
                     return kv_fail(err, errlen, "line %d: more than %d compares", l.line,
                                    SLOTD_TXN_COMPARES_MAX);
-                rc = kv_compare(&l, &t->compares[t->txn.compare_count++]);
+                rc = kv_compare(&l, &t->compares[t->compare_count++]);
             } else {
-                size_t *count = section == 1 ? &t->txn.success_count : &t->txn.failure_count;
-                struct slotd_txn_op *ops = section == 1 ? t->success : t->failure;
+                size_t *count = section == 1 ? &t->success_count : &t->failure_count;
+                struct slotctl_txn_op *ops = section == 1 ? t->success : t->failure;
                 if (*count == SLOTD_TXN_OPS_MAX)
                     return kv_fail(err, errlen, "line %d: more than %d %s ops", l.line,
                                    SLOTD_TXN_OPS_MAX, section == 1 ? "success" : "failure");
@@ -314,12 +314,34 @@ int slotctl_txn_parse(char *text, struct slotctl_txn_text *t, char *err, size_t 
         }
         line = nl ? nl + 1 : NULL;
     }
-    if (!t->txn.compare_count && !t->txn.success_count && !t->txn.failure_count)
+    if (!t->compare_count && !t->success_count && !t->failure_count)
         return kv_fail(err, errlen, "the txn has no compare and no op");
-    t->txn.compares = t->compares;
-    t->txn.success = t->success;
-    t->txn.failure = t->failure;
     return 0;
+}
+
+struct slotd_txn *slotctl_txn_build(const struct slotctl_txn_text *t)
+{
+    struct slotd_txn *txn = slotd_txn_create();
+    int rc = txn ? SLOTD_CLIENT_OK : SLOTD_CLIENT_ENOMEM;
+    for (size_t i = 0; i < t->compare_count && rc != SLOTD_CLIENT_ENOMEM; i++) {
+        const struct slotctl_txn_compare *c = &t->compares[i];
+        rc = slotd_txn_add_compare(txn, c->key, c->key_len, c->target, c->op, c->version,
+                                   c->value, c->value_len);
+    }
+    /* a refused add is kept by the txn and reported, naming the field, by slotd_client_txn */
+    for (int b = 0; b < 2; b++) {
+        const struct slotctl_txn_op *ops = b == 0 ? t->success : t->failure;
+        size_t n = b == 0 ? t->success_count : t->failure_count;
+        for (size_t i = 0; i < n && rc != SLOTD_CLIENT_ENOMEM; i++)
+            rc = slotd_txn_add_op(txn, b == 0 ? SLOTD_TXN_SUCCESS : SLOTD_TXN_FAILURE,
+                                  ops[i].kind, ops[i].key, ops[i].key_len, ops[i].value,
+                                  ops[i].value_len, 0);
+    }
+    if (rc == SLOTD_CLIENT_ENOMEM) {
+        slotd_txn_destroy(txn);
+        return NULL;
+    }
+    return txn;
 }
 
 static const char *kv_op_name(int kind)
@@ -354,22 +376,26 @@ int slotctl_txn_run(struct slotd_client *c, const struct slotctl_args *a)
         code = SLOTCTL_EXIT_USAGE;
         goto out;
     }
-    struct slotd_txn_result r;
-    int rc = slotd_txn(c, &t->txn, &r);
+    struct slotd_txn_result *rp = NULL;
+    struct slotd_error *e = NULL;
+    struct slotd_txn *txn = slotctl_txn_build(t);
+    int rc = txn ? slotd_client_txn(c, txn, &rp, &e) : SLOTD_CLIENT_ENOMEM;
+    slotd_txn_destroy(txn);
     if (rc != SLOTD_CLIENT_OK) {
-        code = slotctl_error_report(a, rc, &r.status);
-        slotd_txn_result_free(&r);
+        code = slotctl_error_report(a, rc, e);
+        slotd_error_destroy(e);
         goto out;
     }
-    code = r.succeeded ? SLOTCTL_EXIT_OK : SLOTCTL_EXIT_PRECONDITION;
-    const struct slotd_txn_op *ops = r.succeeded ? t->success : t->failure;
-    size_t op_count = r.succeeded ? t->txn.success_count : t->txn.failure_count;
+    const struct slotd_txn_result *r = rp;
+    code = r->succeeded ? SLOTCTL_EXIT_OK : SLOTCTL_EXIT_PRECONDITION;
+    const struct slotctl_txn_op *ops = r->succeeded ? t->success : t->failure;
+    size_t op_count = r->succeeded ? t->success_count : t->failure_count;
     json_t *results = a->json ? json_array() : NULL;
     if (!a->json)
-        printf("%s\n", r.succeeded ? "SUCCESS" : "FAILURE");
-    for (size_t i = 0; i < r.result_count && i < op_count; i++) {
-        const struct slotd_txn_op_result *o = &r.results[i];
-        const struct slotd_txn_op *op = &ops[i];
+        printf("%s\n", r->succeeded ? "SUCCESS" : "FAILURE");
+    for (size_t i = 0; i < r->result_count && i < op_count; i++) {
+        const struct slotd_txn_op_result *o = r->results[i];
+        const struct slotctl_txn_op *op = &ops[i];
         if (results) {
             json_t *j = json_object();
             json_object_set_new(j, "op", json_string(kv_op_name(o->kind)));
@@ -408,16 +434,16 @@ int slotctl_txn_run(struct slotd_client *c, const struct slotctl_args *a)
         json_t *j = json_object();
         json_object_set_new(j, "command", json_string("txn"));
         json_object_set_new(j, "ok", json_true());
-        json_object_set_new(j, "succeeded", json_boolean(r.succeeded));
+        json_object_set_new(j, "succeeded", json_boolean(r->succeeded));
         json_object_set_new(j, "results", results);
-        json_object_set_new(j, "group_id", json_integer(r.group_id));
-        json_object_set_new(j, "applied_index", json_integer((json_int_t)r.applied_index));
-        json_object_set_new(j, "deduplicated", json_boolean(r.deduplicated));
-        json_object_set_new(j, "attempts", json_integer(r.attempts));
+        json_object_set_new(j, "group_id", json_integer(r->group_id));
+        json_object_set_new(j, "applied_index", json_integer((json_int_t)r->applied_index));
+        json_object_set_new(j, "deduplicated", json_boolean(r->deduplicated));
+        json_object_set_new(j, "attempts", json_integer(r->attempts));
         json_object_set_new(j, "exit_code", json_integer(code));
         slotctl_json_print(j);
     }
-    slotd_txn_result_free(&r);
+    slotd_txn_result_destroy(rp);
 out:
     free(text);
     free(t);
@@ -509,12 +535,13 @@ static void kv_typed_event_print(const struct slotctl_args *a, const struct slot
 {
     static const char *const lists[] = {"", "subscribers", "allowlist", "denylist"};
     bool put = e->type == SLOTD_WATCH_PUT;
-    bool member = e->table == SLOTD_TYPED_TABLE_CHANNEL_MEMBER && e->key_len >= 2 &&
-                  (size_t)e->key[0] + 2 <= e->key_len && e->key[e->key[0] + 1] >= 1 &&
-                  e->key[e->key[0] + 1] <= 3;
-    const uint8_t *uid = member ? e->key + e->key[0] + 2 : NULL;
-    size_t uid_len = member ? e->key_len - e->key[0] - 2 : 0;
-    const char *list = member ? lists[e->key[e->key[0] + 1]] : NULL;
+    /* key [len u8][channel id][channel_type u8][list u8][uid] (store/FORMAT.md table 9) */
+    size_t at = e->key_len >= 1 ? (size_t)e->key[0] + 2 : 0; /* the list byte */
+    bool member = e->table == SLOTD_TYPED_TABLE_CHANNEL_MEMBER && e->key_len >= 3 &&
+                  at < e->key_len && e->key[at] >= 1 && e->key[at] <= 3;
+    const uint8_t *uid = member ? e->key + at + 1 : NULL;
+    size_t uid_len = member ? e->key_len - at - 1 : 0;
+    const char *list = member ? lists[e->key[at]] : NULL;
     if (a->json) {
         json_t *j = json_object();
         json_object_set_new(j, "type", json_string(put ? "put" : "delete"));
@@ -558,7 +585,7 @@ static int kv_watch_cb(void *arg, const struct slotd_watch_message *m)
     /* Every event of a message is printed, also past --count: the resume token (positions
      * through this message) then skips nothing. */
     for (size_t i = 0; i < m->event_count; i++) {
-        const struct slotd_watch_event *e = &m->events[i];
+        const struct slotd_watch_event *e = m->events[i];
         bool put = e->type == SLOTD_WATCH_PUT;
         w->events++;
         if (e->table != SLOTD_TYPED_TABLE_NONE) {
@@ -603,6 +630,34 @@ static char *kv_token(const struct slotd_watch_position *p, size_t n)
     return s;
 }
 
+/* The watch request of a (key NULL: a prefix or typed watch); NULL when out of memory. */
+static struct slotd_watch_request *kv_watch_request(const struct slotctl_args *a, const char *key,
+                                                   const struct slotd_watch_position *resume,
+                                                   size_t resume_count)
+{
+    struct slotd_watch_request *w = slotd_watch_request_create();
+    if (!w)
+        return NULL;
+    int rc = SLOTD_CLIENT_OK;
+    if (key)
+        rc = slotd_watch_request_set_key(w, key, strlen(key));
+    if (rc == SLOTD_CLIENT_OK && a->has_prefix)
+        rc = slotd_watch_request_set_prefix(w, a->prefix, strlen(a->prefix));
+    if (rc == SLOTD_CLIENT_OK && a->typed_kind)
+        rc = slotd_watch_request_set_typed(w, a->typed_kind, a->typed_id);
+    if (rc == SLOTD_CLIENT_OK && resume_count)
+        rc = slotd_watch_request_set_resume(w, resume, resume_count);
+    if (rc != SLOTD_CLIENT_OK) {
+        slotd_watch_request_destroy(w);
+        return NULL;
+    }
+    slotd_watch_request_set_progress_interval_ms(w, 1000); /* the callback sees SIGINT in 1 s */
+    slotd_watch_request_set_keys_only(w, a->keys_only);
+    slotd_watch_request_set_timeout_ms(w, a->timeout_s * 1000);
+    slotd_watch_request_set_max_resumes(w, -1);
+    return w;
+}
+
 int slotctl_watch_run(struct slotd_client *c, const struct slotctl_args *a)
 {
     struct slotd_watch_position *resume = NULL;
@@ -625,33 +680,24 @@ int slotctl_watch_run(struct slotd_client *c, const struct slotctl_args *a)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     const char *key = a->has_prefix || a->typed_kind ? NULL : a->pos[0];
-    struct slotd_watch_request w = {
-        .key = key,
-        .key_len = key ? strlen(key) : 0,
-        .prefix = a->has_prefix ? a->prefix : NULL,
-        .prefix_len = a->has_prefix ? strlen(a->prefix) : 0,
-        .resume = resume,
-        .resume_count = resume_count,
-        .progress_interval_ms = 1000, /* the callback then sees SIGINT within a second */
-        .keys_only = a->keys_only,
-        .typed_kind = a->typed_kind,
-        .typed_id = a->typed_id,
-        .timeout_ms = a->timeout_s * 1000,
-        .max_resumes = -1,
-    };
-    struct kv_watch state = {.a = a};
-    struct slotd_watch_result r;
-    int rc = slotd_watch(c, &w, kv_watch_cb, &state, &r);
+    struct slotd_watch_request *w = kv_watch_request(a, key, resume, resume_count);
     free(resume);
+    struct kv_watch state = {.a = a};
+    struct slotd_watch_result *rp = NULL;
+    struct slotd_error *e = NULL;
+    int rc = w ? slotd_client_watch(c, w, kv_watch_cb, &state, &rp, &e) : SLOTD_CLIENT_ENOMEM;
+    slotd_watch_request_destroy(w);
     int code;
+    const struct slotd_watch_result *r = rp; /* NULL when the watch never ran */
     if (rc != SLOTD_CLIENT_OK) {
-        code = slotctl_error_report(a, rc, &r.status);
+        code = slotctl_error_report(a, rc, e);
     } else {
         /* --count not reached within --timeout: the wait timed out */
-        code = r.timed_out && a->count && state.events < a->count ? SLOTCTL_EXIT_WAIT_TIMEOUT
-                                                                  : SLOTCTL_EXIT_OK;
+        code = r && r->timed_out && a->count && state.events < a->count ? SLOTCTL_EXIT_WAIT_TIMEOUT
+                                                                   : SLOTCTL_EXIT_OK;
     }
-    char *token = kv_token(r.positions, r.position_count);
+    slotd_error_destroy(e);
+    char *token = r ? kv_token(r->positions, r->position_count) : NULL;
     if (a->json && rc != SLOTD_CLIENT_OK) {
         /* the error object is the result */
     } else if (a->json) {
@@ -659,8 +705,8 @@ int slotctl_watch_run(struct slotd_client *c, const struct slotctl_args *a)
         json_object_set_new(j, "command", json_string("watch"));
         json_object_set_new(j, "ok", json_boolean(rc == SLOTD_CLIENT_OK));
         json_object_set_new(j, "events", json_integer((json_int_t)state.events));
-        json_object_set_new(j, "resumes", json_integer(r.resumes));
-        json_object_set_new(j, "timed_out", json_boolean(r.timed_out));
+        json_object_set_new(j, "resumes", json_integer(r ? r->resumes : 0));
+        json_object_set_new(j, "timed_out", json_boolean(r && r->timed_out));
         json_object_set_new(j, "resume", json_string(token ? token : ""));
         json_object_set_new(j, "exit_code", json_integer(code));
         slotctl_json_print(j);
@@ -668,7 +714,7 @@ int slotctl_watch_run(struct slotd_client *c, const struct slotctl_args *a)
         printf("RESUME %s\n", token ? token : "");
     }
     free(token);
-    slotd_watch_result_free(&r);
+    slotd_watch_result_destroy(rp);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     return code;

@@ -1,4 +1,5 @@
-/* slotctl_lease.c - slotctl lease grant / keepalive / revoke over libslotd's slotd_lease_*. */
+/* slotctl_lease.c - slotctl lease grant / keepalive / revoke over libslotd's
+ * slotd_client_lease_*. */
 #include "slotctl_cmds.h"
 
 #include <errno.h>
@@ -71,16 +72,22 @@ static int lease_keepalive_run(struct slotd_client *c, const struct slotctl_args
 {
     uint64_t count = a->count ? a->count : 1;
     for (uint64_t i = 0; i < count; i++) {
-        struct slotd_lease_result r;
-        int rc = slotd_lease_keepalive(c, a->lease_id, &r);
-        if (rc != SLOTD_CLIENT_OK)
-            return slotctl_error_report(a, rc, &r.status);
-        lease_print(a, &r);
+        struct slotd_lease_result *r;
+        struct slotd_error *e = NULL;
+        int rc = slotd_client_lease_keepalive(c, a->lease_id, &r, &e);
+        if (rc != SLOTD_CLIENT_OK) {
+            int code = slotctl_error_report(a, rc, e);
+            slotd_error_destroy(e);
+            return code;
+        }
+        lease_print(a, r);
+        uint32_t ttl_seconds = r->ttl_seconds;
+        slotd_lease_result_destroy(r);
         if (i + 1 == count)
             break;
         int ms = a->lease_interval_ms;
         if (ms == 0) {
-            ms = (int)((uint64_t)r.ttl_seconds * 1000 / 3);
+            ms = (int)((uint64_t)ttl_seconds * 1000 / 3);
             if (ms < SLOTCTL_LEASE_INTERVAL_MS_MIN)
                 ms = SLOTCTL_LEASE_INTERVAL_MS_MIN;
             if (ms > SLOTCTL_LEASE_INTERVAL_MS_MAX)
@@ -93,20 +100,25 @@ static int lease_keepalive_run(struct slotd_client *c, const struct slotctl_args
 
 int slotctl_lease_run(struct slotd_client *c, const struct slotctl_args *a)
 {
-    struct slotd_lease_result r;
+    struct slotd_lease_result *r;
+    struct slotd_error *e = NULL;
     int rc;
     switch (a->cmd) {
     case SLOTCTL_CMD_LEASE_GRANT:
-        rc = slotd_lease_grant(c, a->pos[1], strlen(a->pos[1]), a->ttl_seconds, &r);
+        rc = slotd_client_lease_grant(c, a->pos[1], strlen(a->pos[1]), a->ttl_seconds, &r, &e);
         break;
     case SLOTCTL_CMD_LEASE_KEEPALIVE:
         return lease_keepalive_run(c, a);
     default:
-        rc = slotd_lease_revoke(c, a->lease_id, &r);
+        rc = slotd_client_lease_revoke(c, a->lease_id, &r, &e);
         break;
     }
-    if (rc != SLOTD_CLIENT_OK)
-        return slotctl_error_report(a, rc, &r.status);
-    lease_print(a, &r);
+    if (rc != SLOTD_CLIENT_OK) {
+        int code = slotctl_error_report(a, rc, e);
+        slotd_error_destroy(e);
+        return code;
+    }
+    lease_print(a, r);
+    slotd_lease_result_destroy(r);
     return SLOTCTL_EXIT_OK;
 }

@@ -33,26 +33,30 @@ void slotctl_json_print(json_t *j)
     json_decref(j);
 }
 
-json_t *slotctl_call_status_json(const struct slotd_status *st)
+json_t *slotctl_call_status_json(const struct slotd_error *e)
 {
     json_t *j = json_object();
-    json_object_set_new(j, "grpc_status", json_string(slotd_grpc_status_name(st->grpc_status)));
-    if (st->address[0])
-        json_object_set_new(j, "address", json_string(st->address));
-    if (st->has_detail) {
+    json_object_set_new(j, "grpc_status",
+                        json_string(slotd_grpc_status_name(slotd_error_grpc_status(e))));
+    if (slotd_error_address(e)[0])
+        json_object_set_new(j, "address", json_string(slotd_error_address(e)));
+    if (slotd_error_has_detail(e)) {
         json_t *d = json_object();
-        json_object_set_new(d, "code", json_string(slotd_error_code_name(st->detail_code)));
-        if (st->field[0]) {
-            json_object_set_new(d, "field", json_string(st->field));
-            json_object_set_new(d, "limit", json_integer((json_int_t)st->limit));
+        json_object_set_new(d, "code",
+                            json_string(slotd_error_code_name(slotd_error_detail_code(e))));
+        if (slotd_error_field(e)[0]) {
+            json_object_set_new(d, "field", json_string(slotd_error_field(e)));
+            json_object_set_new(d, "limit", json_integer((json_int_t)slotd_error_limit(e)));
         }
-        if (st->retry_after_ms)
-            json_object_set_new(d, "retry_after_ms", json_integer(st->retry_after_ms));
-        if (st->leader_node_id) {
-            json_object_set_new(d, "leader_node_id", json_integer((json_int_t)st->leader_node_id));
-            json_object_set_new(d, "leader_address", json_string(st->leader_address));
-            json_object_set_new(d, "leader_group_id", json_integer(st->leader_group_id));
-            json_object_set_new(d, "leader_term", json_integer((json_int_t)st->leader_term));
+        if (slotd_error_retry_after_ms(e))
+            json_object_set_new(d, "retry_after_ms", json_integer(slotd_error_retry_after_ms(e)));
+        if (slotd_error_leader_node_id(e)) {
+            json_object_set_new(d, "leader_node_id",
+                                json_integer((json_int_t)slotd_error_leader_node_id(e)));
+            json_object_set_new(d, "leader_address", json_string(slotd_error_leader_address(e)));
+            json_object_set_new(d, "leader_group_id", json_integer(slotd_error_leader_group_id(e)));
+            json_object_set_new(d, "leader_term",
+                                json_integer((json_int_t)slotd_error_leader_term(e)));
         }
         json_object_set_new(j, "detail", d);
     }
@@ -60,10 +64,17 @@ json_t *slotctl_call_status_json(const struct slotd_status *st)
 }
 
 /* Reports a failed command (stderr sentence, or a JSON object on stdout); returns its exit. */
-int slotctl_error_report(const struct slotctl_args *a, int rc, const struct slotd_status *st)
+int slotctl_error_report(const struct slotctl_args *a, int rc, const struct slotd_error *e)
+{
+    return slotctl_error_report_text(
+        a, rc, e && slotd_error_message(e)[0] ? slotd_error_message(e) : NULL, e);
+}
+
+int slotctl_error_report_text(const struct slotctl_args *a, int rc, const char *message,
+                              const struct slotd_error *e)
 {
     int code = slotctl_exit_of(rc);
-    const char *msg = st->message[0] ? st->message : slotd_client_strerror(rc);
+    const char *msg = message ? message : slotd_client_strerror(rc);
     if (a->json) {
         json_t *j = json_object();
         json_object_set_new(j, "command", json_string(slotctl_cmd_name(a->cmd)));
@@ -71,8 +82,8 @@ int slotctl_error_report(const struct slotctl_args *a, int rc, const struct slot
         json_object_set_new(j, "error", json_string(slotd_client_strerror(rc)));
         json_object_set_new(j, "message", json_string(msg));
         json_object_set_new(j, "exit_code", json_integer(code));
-        if (st->grpc_status >= 0)
-            json_object_set_new(j, "status", slotctl_call_status_json(st));
+        if (e && slotd_error_grpc_status(e) >= 0)
+            json_object_set_new(j, "status", slotctl_call_status_json(e));
         slotctl_json_print(j);
     }
     fprintf(stderr, "slotctl: %s\n", msg);

@@ -19,7 +19,8 @@ struct status_job {
 static void *status_ask(void *arg)
 {
     struct status_job *job = arg;
-    job->row->rc = slotd_controller_status(job->c, job->row->endpoint, &job->row->cs);
+    job->row->rc = slotd_client_controller_status(job->c, job->row->endpoint, &job->row->cs,
+                                                  &job->row->err);
     return NULL;
 }
 
@@ -51,6 +52,16 @@ size_t slotctl_status_collect(struct slotd_client *c, const char *endpoints,
             status_ask(&jobs[i]);
     }
     return n;
+}
+
+void slotctl_status_rows_clear(struct slotctl_status_row *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        slotd_controller_status_destroy(rows[i].cs);
+        slotd_error_destroy(rows[i].err);
+        rows[i].cs = NULL;
+        rows[i].err = NULL;
+    }
 }
 
 /* ---- comparing the answers ------------------------------------------------------------------ */
@@ -107,12 +118,12 @@ void slotctl_status_judge(const struct slotctl_status_row *rows, size_t n,
     for (size_t i = 0; i < n; i++) {
         if (rows[i].rc != SLOTD_CLIENT_OK)
             continue;
-        nodes[answered] = rows[i].cs.node_id;
-        revisions[answered++] = rows[i].cs.revision;
-        if (rows[i].cs.leader == 0) /* unknown: neither agrees nor disagrees */
+        nodes[answered] = rows[i].cs->node_id;
+        revisions[answered++] = rows[i].cs->revision;
+        if (rows[i].cs->leader == 0) /* unknown: neither agrees nor disagrees */
             continue;
-        named_by[named] = rows[i].cs.node_id;
-        leaders[named++] = rows[i].cs.leader;
+        named_by[named] = rows[i].cs->node_id;
+        leaders[named++] = rows[i].cs->leader;
     }
     v->answered = (unsigned)answered;
     v->revision = status_differ("revisions", nodes, revisions, answered, "at", "at", v->revisions,
@@ -145,10 +156,10 @@ static void status_id_text(uint64_t v, char *out, size_t len)
 
 static void status_print_row(FILE *out, int width, const struct slotctl_status_row *r)
 {
-    const struct slotd_controller_status *s = &r->cs;
+    const struct slotd_controller_status *s = r->cs;
     if (r->rc != SLOTD_CLIENT_OK) {
         fprintf(out, "%-*s  %4s  error: %s\n", width, r->endpoint, "-",
-                s->status.message[0] ? s->status.message : slotd_client_strerror(r->rc));
+                r->err ? slotd_error_message(r->err) : slotd_client_strerror(r->rc));
         return;
     }
     char file_rev[24], file_age[32], lag[32], leader[24];
@@ -200,15 +211,16 @@ void slotctl_status_print(FILE *out, const struct slotctl_status_row *rows, size
 
 static json_t *status_row_json(const struct slotctl_status_row *r)
 {
-    const struct slotd_controller_status *s = &r->cs;
+    const struct slotd_controller_status *s = r->cs;
     json_t *o = json_object();
     json_object_set_new(o, "endpoint", json_string(r->endpoint));
     json_object_set_new(o, "ok", json_boolean(r->rc == SLOTD_CLIENT_OK));
     if (r->rc != SLOTD_CLIENT_OK) {
         json_object_set_new(o, "error", json_string(slotd_client_strerror(r->rc)));
-        json_object_set_new(o, "message", json_string(s->status.message));
-        if (s->status.grpc_status >= 0)
-            json_object_set_new(o, "status", slotctl_call_status_json(&s->status));
+        json_object_set_new(o, "message", json_string(r->err ? slotd_error_message(r->err)
+                                                             : slotd_client_strerror(r->rc)));
+        if (r->err && slotd_error_grpc_status(r->err) >= 0)
+            json_object_set_new(o, "status", slotctl_call_status_json(r->err));
         return o;
     }
     json_object_set_new(o, "node_id", json_integer((json_int_t)s->node_id));
@@ -273,5 +285,6 @@ int slotctl_status_run(struct slotd_client *c, const struct slotctl_args *a)
     if (failures)
         fprintf(stderr, "slotctl status: %u of %zu endpoints did not answer: %s\n", failures, n,
                 failed);
+    slotctl_status_rows_clear(rows, n);
     return code;
 }

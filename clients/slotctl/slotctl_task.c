@@ -17,6 +17,7 @@
  * --wait tolerates NOT_FOUND for a task it has not seen yet this long. */
 #define TASK_NOT_FOUND_GRACE_MS 5000
 #define TASK_LINE_LEN 768
+#define TASK_ERROR_LEN 512 /* a call's error sentence, as libslotd writes it */
 
 static int64_t task_mono_ms(void)
 {
@@ -101,7 +102,7 @@ bool slotctl_task_progress(const struct slotd_task *t, bool any_phase, char *out
     return false;
 }
 
-void slotctl_slots_text(const uint32_t *slots, unsigned n, char *out, size_t len)
+void slotctl_slots_text(const uint32_t *slots, size_t n, char *out, size_t len)
 {
     size_t used = 0;
     out[0] = '\0';
@@ -155,8 +156,9 @@ static void task_progress_short(const struct slotd_task *t, char *out, size_t le
     }
 }
 
-void slotctl_tasks_print(FILE *out, const struct slotd_task *tasks, size_t n, bool active_only)
+void slotctl_tasks_print(FILE *out, const struct slotd_task_list *l, bool active_only)
 {
+    size_t n = slotd_task_list_count(l);
     if (n == 0) {
         fprintf(out, "%s\n", active_only ? "no active tasks" : "no tasks");
         return;
@@ -164,7 +166,7 @@ void slotctl_tasks_print(FILE *out, const struct slotd_task *tasks, size_t n, bo
     fprintf(out, "%5s  %-26s  %-7s  %-15s  %7s  %6s  %6s  %6s  %-17s  %s\n", "ID", "KIND", "STATUS",
             "PHASE", "ATTEMPT", "GROUP", "SOURCE", "TARGET", "PROGRESS", "LAST_ERROR");
     for (size_t i = 0; i < n; i++) {
-        const struct slotd_task *t = &tasks[i];
+        const struct slotd_task *t = slotd_task_list_at(l, i);
         char group[32], src[24], dst[24], progress[48];
         task_group_text(t, group, sizeof(group));
         task_progress_short(t, progress, sizeof(progress));
@@ -188,13 +190,13 @@ void slotctl_task_print(FILE *out, const struct slotd_task *t)
     fprintf(out, "  target node   %s\n", task_id_text(t->target_node, b, sizeof(b)));
     size_t used = 0;
     buf[0] = '\0';
-    for (unsigned i = 0; i < t->participant_count && used < sizeof(buf); i++)
+    for (size_t i = 0; i < t->participant_count && used < sizeof(buf); i++)
         used += (size_t)snprintf(buf + used, sizeof(buf) - used, "%s%" PRIu64, i ? "," : "",
                                  t->participants[i]);
     fprintf(out, "  participants  %s\n", buf[0] ? buf : "-");
     if (t->hash_slot_count || t->to_group) {
         slotctl_slots_text(t->hash_slots, t->hash_slot_count, buf, sizeof(buf));
-        fprintf(out, "  hash slots    %s (%u) to group %u\n", buf, t->hash_slot_count, t->to_group);
+        fprintf(out, "  hash slots    %s (%zu) to group %u\n", buf, t->hash_slot_count, t->to_group);
     }
     if (!slotctl_task_progress(t, true, buf, sizeof(buf)))
         snprintf(buf, sizeof(buf), "-");
@@ -215,7 +217,7 @@ void slotctl_task_line(const struct slotd_task *t, char *out, size_t len)
              t->last_error[0] ? "  last error: " : "", t->last_error);
 }
 
-static json_t *json_u64s(const uint64_t *v, unsigned n)
+static json_t *json_u64s(const uint64_t *v, size_t n)
 {
     json_t *arr = json_array();
     for (unsigned i = 0; i < n; i++)
@@ -247,7 +249,7 @@ json_t *slotctl_task_json(const struct slotd_task *t)
     json_object_set_new(j, "revision", json_integer((json_int_t)t->revision));
     json_object_set_new(j, "to_group", json_integer(t->to_group));
     json_t *slots = json_array();
-    for (unsigned i = 0; i < t->hash_slot_count; i++)
+    for (size_t i = 0; i < t->hash_slot_count; i++)
         json_array_append_new(slots, json_integer(t->hash_slots[i]));
     json_object_set_new(j, "hash_slots", slots);
     return j;
@@ -257,11 +259,12 @@ json_t *slotctl_task_json(const struct slotd_task *t)
 
 /* What a watch ended with. */
 struct task_watch {
-    struct slotd_task last; /* valid when seen */
+    struct slotd_task_list *list; /* the answer last holds (owned; NULL until seen) */
+    const struct slotd_task *last; /* valid when seen */
     bool seen;
     double waited_s;
     int code;                                               /* exit code */
-    char message[SLOTD_STATUS_MESSAGE_LEN + TASK_LINE_LEN]; /* failure or timeout sentence */
+    char message[TASK_ERROR_LEN + TASK_LINE_LEN]; /* failure or timeout sentence */
     char error[32]; /* JSON "error": "task failed", "timeout", ... */
 };
 
@@ -301,7 +304,7 @@ static bool task_poll_retriable(int rc, bool seen, int64_t elapsed_ms)
 static void task_watch_finish(uint64_t id, int timeout_s, const char *last_err,
                               struct task_watch *w)
 {
-    const struct slotd_task *t = &w->last;
+    const struct slotd_task *t = w->last;
     if (w->seen && strcmp(t->status, "done") == 0) {
         w->code = SLOTCTL_EXIT_OK;
         snprintf(w->message, sizeof(w->message), "task %" PRIu64 " done after %.1f s", id,
@@ -340,36 +343,43 @@ static void task_watch_run(struct slotd_client *c, const struct slotctl_args *a,
 {
     memset(w, 0, sizeof(*w));
     bool tty = !a->json && isatty(STDOUT_FILENO);
-    char prev[TASK_LINE_LEN] = "", last_err[SLOTD_STATUS_MESSAGE_LEN] = "";
+    char prev[TASK_LINE_LEN] = "", last_err[TASK_ERROR_LEN] = "";
     int64_t start = task_mono_ms(), end = start + (int64_t)timeout_s * 1000;
     for (;;) { /* bounded by timeout_s: every pass sleeps or ends */
-        struct slotd_task_status ts;
-        int rc = slotd_task_status(c, id, false, &ts);
+        struct slotd_task_list *ts = NULL;
+        struct slotd_error *err = NULL;
+        int rc = slotd_client_task_status(c, id, false, &ts, &err);
         int64_t now = task_mono_ms();
         w->waited_s = (double)(now - start) / 1000.0;
-        if (rc == SLOTD_CLIENT_OK && ts.task_count == 1 && ts.tasks[0].revision < min_revision) {
+        const struct slotd_task *t = rc == SLOTD_CLIENT_OK ? slotd_task_list_at(ts, 0) : NULL;
+        const char *why = err ? slotd_error_message(err) : slotd_client_strerror(rc);
+        if (t && t->revision < min_revision) {
             snprintf(last_err, sizeof(last_err),
                      "%s answered at revision %" PRIu64 ", before the command (revision %" PRIu64
                      ")",
-                     ts.source, ts.tasks[0].revision, min_revision);
-        } else if (rc == SLOTD_CLIENT_OK && ts.task_count == 1) {
-            w->last = ts.tasks[0];
+                     slotd_task_list_source(ts), t->revision, min_revision);
+        } else if (t) {
+            slotd_task_list_destroy(w->list);
+            w->list = ts;
+            ts = NULL; /* kept: w->last points into it */
+            w->last = t;
             w->seen = true;
             last_err[0] = '\0';
-            task_watch_show(a, &w->last, tty, prev, sizeof(prev));
+            task_watch_show(a, w->last, tty, prev, sizeof(prev));
         } else if (rc != SLOTD_CLIENT_OK && !task_poll_retriable(rc, w->seen, now - start)) {
             if (tty && prev[0])
                 printf("\n");
-            w->code = slotctl_error_report(a, rc, &ts.status);
+            w->code = slotctl_error_report(a, rc, err);
             snprintf(w->error, sizeof(w->error), "%s", slotd_client_strerror(rc));
-            snprintf(w->message, sizeof(w->message), "%s", ts.status.message);
-            slotd_task_status_free(&ts);
+            snprintf(w->message, sizeof(w->message), "%s", why);
+            slotd_error_destroy(err);
             return;
         } else if (rc != SLOTD_CLIENT_OK) {
-            snprintf(last_err, sizeof(last_err), "%s", ts.status.message);
+            snprintf(last_err, sizeof(last_err), "%s", why);
         }
-        slotd_task_status_free(&ts);
-        bool finished = w->seen && slotd_task_finished(&w->last);
+        slotd_task_list_destroy(ts);
+        slotd_error_destroy(err);
+        bool finished = w->seen && slotd_task_finished(w->last);
         if (finished || now >= end)
             break;
         int64_t left = end - now;
@@ -385,7 +395,7 @@ static void task_watch_report(const struct slotctl_args *a, const struct task_wa
 {
     if (a->json) {
         json_object_set_new(j, "ok", json_boolean(w->code == SLOTCTL_EXIT_OK));
-        json_object_set_new(j, "task", w->seen ? slotctl_task_json(&w->last) : json_null());
+        json_object_set_new(j, "task", w->seen ? slotctl_task_json(w->last) : json_null());
         json_object_set_new(j, "waited_s", json_real(w->waited_s));
         if (w->code != SLOTCTL_EXIT_OK) {
             json_object_set_new(j, "error", json_string(w->error));
@@ -402,89 +412,119 @@ static void task_watch_report(const struct slotctl_args *a, const struct task_wa
         fprintf(stderr, "slotctl %s: %s\n", slotctl_cmd_name(a->cmd), w->message);
 }
 
+/* Reports a finished watch (task_watch_report) unless a failed poll already was, frees what w
+ * holds and returns its exit code; j: ownership transfers. */
+static int task_watch_end(const struct slotctl_args *a, struct task_watch *w, json_t *j)
+{
+    if (w->code != SLOTCTL_EXIT_OK && w->code != SLOTCTL_EXIT_TASK_FAILED &&
+        w->code != SLOTCTL_EXIT_WAIT_TIMEOUT)
+        json_decref(j); /* a failed poll: already reported */
+    else
+        task_watch_report(a, w, j);
+    slotd_task_list_destroy(w->list);
+    return w->code;
+}
+
 /* ---- task commands ----------------------------------------------------------------------- */
 
-/* The admin command of a task-making slotctl command, and its description for the output. */
-static void task_cmd_write(const struct slotctl_args *a, struct slotd_admin_write *w, char *what,
-                           size_t len)
+/* The admin command of a task-making slotctl command (NULL when out of memory), and its
+ * description for the output. */
+static struct slotd_admin_command *task_cmd_make(const struct slotctl_args *a, char *what,
+                                                 size_t len)
 {
-    memset(w, 0, sizeof(*w));
-    w->expected_revision = a->expected_revision;
+    static const int kinds[] = {
+        [SLOTCTL_CMD_MOVE_REPLICA] = SLOTD_ADMIN_MOVE_REPLICA,
+        [SLOTCTL_CMD_TRANSFER_LEADER] = SLOTD_ADMIN_TRANSFER_LEADER,
+        [SLOTCTL_CMD_DRAIN] = SLOTD_ADMIN_DRAIN_NODE,
+        [SLOTCTL_CMD_PROMOTE] = SLOTD_ADMIN_PROMOTE_CONTROLLER_VOTER,
+        [SLOTCTL_CMD_RETRY] = SLOTD_ADMIN_RETRY_TASK,
+        [SLOTCTL_CMD_MIGRATE_SLOTS] = SLOTD_ADMIN_MIGRATE_HASH_SLOTS,
+    };
+    struct slotd_admin_command *w = slotd_admin_command_create(kinds[a->cmd]);
+    if (!w)
+        return NULL;
+    slotd_admin_command_set_expected_revision(w, a->expected_revision);
     char slots[1024];
     switch (a->cmd) {
     case SLOTCTL_CMD_MOVE_REPLICA:
-        w->kind = SLOTD_ADMIN_MOVE_REPLICA;
-        w->group_id = a->group_id;
-        w->from_node = a->from_node;
-        w->to_node = a->to_node;
+        slotd_admin_command_set_group_id(w, a->group_id);
+        slotd_admin_command_set_from_node(w, a->from_node);
+        slotd_admin_command_set_to_node(w, a->to_node);
         snprintf(what, len, "move group %u's replica from node %" PRIu64 " to node %" PRIu64,
                  a->group_id, a->from_node, a->to_node);
         break;
     case SLOTCTL_CMD_TRANSFER_LEADER:
-        w->kind = SLOTD_ADMIN_TRANSFER_LEADER;
-        w->group_id = a->group_id;
-        w->to_node = a->to_node;
+        slotd_admin_command_set_group_id(w, a->group_id);
+        slotd_admin_command_set_to_node(w, a->to_node);
         snprintf(what, len, "transfer group %u's leadership (preferred leader node %" PRIu64 ")",
                  a->group_id, a->to_node);
         break;
     case SLOTCTL_CMD_DRAIN:
-        w->kind = SLOTD_ADMIN_DRAIN_NODE;
-        w->node_id = a->node_id;
+        slotd_admin_command_set_node_id(w, a->node_id);
         snprintf(what, len, "drain node %" PRIu64, a->node_id);
         break;
     case SLOTCTL_CMD_PROMOTE:
-        w->kind = SLOTD_ADMIN_PROMOTE_CONTROLLER_VOTER;
-        w->node_id = a->node_id;
+        slotd_admin_command_set_node_id(w, a->node_id);
         snprintf(what, len, "promote node %" PRIu64 " to controller voter", a->node_id);
         break;
     case SLOTCTL_CMD_RETRY:
-        w->kind = SLOTD_ADMIN_RETRY_TASK;
-        w->task_id = a->task_id;
+        slotd_admin_command_set_task_id(w, a->task_id);
         snprintf(what, len, "retry task %" PRIu64, a->task_id);
         break;
     default: /* SLOTCTL_CMD_MIGRATE_SLOTS */
-        w->kind = SLOTD_ADMIN_MIGRATE_HASH_SLOTS;
-        w->hash_slots = a->hash_slots;
-        w->hash_slot_count = a->hash_slot_count;
-        w->to_group = a->to_group;
+        slotd_admin_command_set_to_group(w, a->to_group);
+        if (slotd_admin_command_set_hash_slots(w, a->hash_slots, a->hash_slot_count) !=
+            SLOTD_CLIENT_OK) { /* the parser keeps the list within 256 */
+            slotd_admin_command_destroy(w);
+            return NULL;
+        }
         slotctl_slots_text(a->hash_slots, a->hash_slot_count, slots, sizeof(slots));
         snprintf(what, len, "migrate %u hash slot%s (%s) to group %u", a->hash_slot_count,
                  a->hash_slot_count == 1 ? "" : "s", slots, a->to_group);
         break;
     }
+    return w;
 }
 
 /* migrate-slots refused because the cluster state's hash_slot_migration feature is off: make
  * sure the message says how to turn it on. */
-static void task_migration_hint(const struct slotctl_args *a, int rc, struct slotd_status *st)
+static int task_cmd_fail(const struct slotctl_args *a, int rc, const struct slotd_error *e)
 {
+    const char *msg = e ? slotd_error_message(e) : slotd_client_strerror(rc);
     if (a->cmd != SLOTCTL_CMD_MIGRATE_SLOTS || rc != SLOTD_CLIENT_EPRECONDITION ||
-        !strstr(st->message, "hash-slot migration is off"))
-        return;
-    size_t used = strlen(st->message);
-    snprintf(st->message + used, sizeof(st->message) - used,
-             "; turn it on for the whole cluster: slotctl feature set hash_slot_migration on");
+        !strstr(msg, "hash-slot migration is off"))
+        return slotctl_error_report(a, rc, e);
+    char text[TASK_ERROR_LEN + 128];
+    snprintf(text, sizeof(text),
+             "%s; turn it on for the whole cluster: slotctl feature set hash_slot_migration on",
+             msg);
+    return slotctl_error_report_text(a, rc, text, e);
 }
 
 int slotctl_task_cmd_run(struct slotd_client *c, const struct slotctl_args *a)
 {
-    struct slotd_admin_write w;
     char what[1200];
-    task_cmd_write(a, &w, what, sizeof(what));
-    struct slotd_admin_result r;
-    int rc = slotd_admin_write(c, &w, &r);
+    struct slotd_admin_command *cmd = task_cmd_make(a, what, sizeof(what));
+    struct slotd_admin_result *rp = NULL;
+    struct slotd_error *err = NULL;
+    int rc = cmd ? slotd_client_admin_command(c, cmd, &rp, &err) : SLOTD_CLIENT_ENOMEM;
+    slotd_admin_command_destroy(cmd);
     if (rc != SLOTD_CLIENT_OK) {
-        task_migration_hint(a, rc, &r.status);
-        return slotctl_error_report(a, rc, &r.status);
+        int code = task_cmd_fail(a, rc, err);
+        slotd_error_destroy(err);
+        return code;
     }
-    uint64_t id = r.task_id ? r.task_id : (a->cmd == SLOTCTL_CMD_RETRY ? a->task_id : 0);
-    json_t *j = slotctl_admin_result_json(a, &r);
+    const struct slotd_admin_result *r = rp;
+    uint64_t id = r->task_id ? r->task_id : (a->cmd == SLOTCTL_CMD_RETRY ? a->task_id : 0);
+    uint64_t revision = r->revision;
+    json_t *j = slotctl_admin_result_json(a, r);
     json_object_set_new(j, "task_id", json_integer((json_int_t)id));
     if (!a->json) {
         char line[1300];
         snprintf(line, sizeof(line), "task %" PRIu64 ": %s", id, what);
-        slotctl_admin_result_print(&r, id ? line : what);
+        slotctl_admin_result_print(r, id ? line : what);
     }
+    slotd_admin_result_destroy(rp);
     if (a->wait_s == 0 || id == 0) {
         if (a->json)
             slotctl_json_print(j);
@@ -494,14 +534,8 @@ int slotctl_task_cmd_run(struct slotd_client *c, const struct slotctl_args *a)
     }
     fflush(stdout);
     struct task_watch tw;
-    task_watch_run(c, a, id, r.revision, a->wait_s, SLOTCTL_INTERVAL_MS_DEFAULT, &tw);
-    if (tw.code != SLOTCTL_EXIT_OK && tw.code != SLOTCTL_EXIT_TASK_FAILED &&
-        tw.code != SLOTCTL_EXIT_WAIT_TIMEOUT) {
-        json_decref(j); /* a failed poll: already reported */
-        return tw.code;
-    }
-    task_watch_report(a, &tw, j);
-    return tw.code;
+    task_watch_run(c, a, id, revision, a->wait_s, SLOTCTL_INTERVAL_MS_DEFAULT, &tw);
+    return task_watch_end(a, &tw, j);
 }
 
 /* ---- task status --------------------------------------------------------------------------- */
@@ -516,41 +550,36 @@ int slotctl_task_status_run(struct slotd_client *c, const struct slotctl_args *a
         task_watch_run(c, a, a->task_id, 0,
                        a->timeout_s ? a->timeout_s : SLOTCTL_WATCH_TIMEOUT_S_DEFAULT,
                        a->interval_ms ? a->interval_ms : SLOTCTL_INTERVAL_MS_DEFAULT, &tw);
-        if (tw.code != SLOTCTL_EXIT_OK && tw.code != SLOTCTL_EXIT_TASK_FAILED &&
-            tw.code != SLOTCTL_EXIT_WAIT_TIMEOUT) {
-            json_decref(j);
-            return tw.code;
-        }
-        task_watch_report(a, &tw, j);
-        return tw.code;
+        return task_watch_end(a, &tw, j);
     }
-    struct slotd_task_status ts;
-    int rc = slotd_task_status(c, a->task_id, a->active_only, &ts);
+    struct slotd_task_list *ts = NULL;
+    struct slotd_error *err = NULL;
+    int rc = slotd_client_task_status(c, a->task_id, a->active_only, &ts, &err);
     if (rc != SLOTD_CLIENT_OK) {
-        int code = slotctl_error_report(a, rc, &ts.status);
-        slotd_task_status_free(&ts);
+        int code = slotctl_error_report(a, rc, err);
+        slotd_error_destroy(err);
         return code;
     }
     if (a->json) {
         json_t *j = json_object();
         json_object_set_new(j, "command", json_string(slotctl_cmd_name(a->cmd)));
         json_object_set_new(j, "ok", json_true());
-        json_object_set_new(j, "revision", json_integer((json_int_t)ts.revision));
-        json_object_set_new(j, "served_by", json_string(ts.source));
+        json_object_set_new(j, "revision", json_integer((json_int_t)slotd_task_list_revision(ts)));
+        json_object_set_new(j, "served_by", json_string(slotd_task_list_source(ts)));
         if (a->task_id) {
-            json_object_set_new(j, "task", slotctl_task_json(&ts.tasks[0]));
+            json_object_set_new(j, "task", slotctl_task_json(slotd_task_list_at(ts, 0)));
         } else {
             json_t *arr = json_array();
-            for (size_t i = 0; i < ts.task_count; i++)
-                json_array_append_new(arr, slotctl_task_json(&ts.tasks[i]));
+            for (size_t i = 0; i < slotd_task_list_count(ts); i++)
+                json_array_append_new(arr, slotctl_task_json(slotd_task_list_at(ts, i)));
             json_object_set_new(j, "tasks", arr);
         }
         slotctl_json_print(j);
     } else if (a->task_id) {
-        slotctl_task_print(stdout, &ts.tasks[0]);
+        slotctl_task_print(stdout, slotd_task_list_at(ts, 0));
     } else {
-        slotctl_tasks_print(stdout, ts.tasks, ts.task_count, a->active_only);
+        slotctl_tasks_print(stdout, ts, a->active_only);
     }
-    slotd_task_status_free(&ts);
+    slotd_task_list_destroy(ts);
     return SLOTCTL_EXIT_OK;
 }

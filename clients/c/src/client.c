@@ -1,4 +1,5 @@
-/* client.c - the libslotd client object: channels, route cache, routed calls with retries. */
+/* client.c - the libslotd client object: channels, route cache, routed calls with retries,
+ * put/delete/cas, get and health. */
 #include "client_internal.h"
 
 #include "grpc/health/v1/health.pb-c.h"
@@ -42,7 +43,7 @@ struct client_channel {
 };
 
 struct slotd_client {
-    struct slotd_client_options o;                      /* its tls_* pointers are NULL (not kept) */
+    struct slotd_options o;                             /* its tls_* pointers are NULL (not kept) */
     grpc_channel_credentials *creds;                    /* every channel's: SSL or insecure */
     char server_name[SLOTD_CLIENT_SERVER_NAME_MAX + 1]; /* "" = no target name override */
     char endpoints[SLOTD_CLIENT_ENDPOINTS_MAX][SLOTD_ADDRESS_LEN + 1];
@@ -56,7 +57,6 @@ struct slotd_client {
     int64_t route_attempt_ns;  /* when the latest fetch started */
     bool route_stale;          /* a call failed in a way a newer route may fix */
     size_t next_endpoint;      /* endpoint that answered the latest fetch */
-    struct slotd_status last_error;
     uint64_t last_revision; /* atomic: the highest controller revision seen (any thread) */
     uint64_t rng;
     /* "Bearer <token>" sent as "authorization" on every call; "" = none (guarded by lock) */
@@ -132,7 +132,7 @@ err_after_open:
 }
 
 /* c->creds from c's options o (after grpc_init). Returns SLOTD_CLIENT_OK or an error with err. */
-static int client_creds_new(struct slotd_client *c, const struct slotd_client_options *o, char *err,
+static int client_creds_new(struct slotd_client *c, const struct slotd_options *o, char *err,
                             size_t errlen)
 {
     if (!o->tls_ca_file && !o->tls_cert_file) {
@@ -161,33 +161,31 @@ static int client_creds_new(struct slotd_client *c, const struct slotd_client_op
     return rc;
 }
 
-int slotd_client_new(const char *endpoints, const struct slotd_client_options *o,
-                     struct slotd_client **out, char *err, size_t errlen)
+int slotd_client_create(const char *endpoints, const struct slotd_options *o,
+                        struct slotd_client **out, struct slotd_error **err)
 {
     *out = NULL;
+    char msg[SLOTD_STATUS_MESSAGE_LEN];
     struct slotd_client *c = calloc(1, sizeof(*c));
-    if (!c) {
-        snprintf(err, errlen, "client: out of memory");
-        return SLOTD_CLIENT_ENOMEM;
-    }
-    int rc = slotd__options_resolve(o, &c->o, err, errlen);
+    if (!c)
+        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "client: out of memory", NULL, err);
+    int rc = slotd__options_resolve(o, &c->o, msg, sizeof(msg));
     if (rc == SLOTD_CLIENT_OK)
         rc = slotd__endpoints_parse(endpoints, c->endpoints, SLOTD_CLIENT_ENDPOINTS_MAX,
-                                    &c->endpoint_count, err, errlen);
+                                    &c->endpoint_count, msg, sizeof(msg));
     if (rc != SLOTD_CLIENT_OK) {
         free(c);
-        return rc;
+        return slotd__refuse(rc, msg, NULL, err);
     }
     grpc_init();
-    rc = client_creds_new(c, &c->o, err, errlen);
+    rc = client_creds_new(c, &c->o, msg, sizeof(msg));
     c->o.tls_ca_file = c->o.tls_cert_file = c->o.tls_key_file = c->o.tls_server_name = NULL;
     if (rc != SLOTD_CLIENT_OK) {
         grpc_shutdown();
         free(c);
-        return rc;
+        return slotd__refuse(rc, msg, NULL, err);
     }
     pthread_mutex_init(&c->lock, NULL);
-    status_reset(&c->last_error);
     uint64_t seed = 0;
     if (getrandom(&seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
         seed = (uint64_t)client_now_ns() ^ ((uint64_t)getpid() << 32);
@@ -196,24 +194,17 @@ int slotd_client_new(const char *endpoints, const struct slotd_client_options *o
     return SLOTD_CLIENT_OK;
 }
 
-void slotd_client_free(struct slotd_client *c)
+void slotd_client_destroy(struct slotd_client *c)
 {
     if (!c)
         return;
     for (size_t i = 0; i < c->channel_count; i++)
         grpc_channel_destroy(c->channels[i].channel);
     grpc_channel_credentials_release(c->creds);
-    slotd_route_free(c->route);
+    slotd_route_destroy(c->route);
     pthread_mutex_destroy(&c->lock);
     free(c);
     grpc_shutdown();
-}
-
-void slotd_client_last_error(struct slotd_client *c, struct slotd_status *out)
-{
-    pthread_mutex_lock(&c->lock);
-    *out = c->last_error;
-    pthread_mutex_unlock(&c->lock);
 }
 
 uint64_t slotd_client_last_revision(const struct slotd_client *c)
@@ -228,13 +219,6 @@ void slotd_client_observe_revision(struct slotd_client *c, uint64_t revision)
                                                            true, __ATOMIC_ACQ_REL,
                                                            __ATOMIC_ACQUIRE)) {
     }
-}
-
-static void client_record_error(struct slotd_client *c, const struct slotd_status *st)
-{
-    pthread_mutex_lock(&c->lock);
-    c->last_error = *st;
-    pthread_mutex_unlock(&c->lock);
 }
 
 /* The channel to address, opened on first use; NULL when the channel table is full. */
@@ -444,7 +428,7 @@ static void client_route_install(struct slotd_client *c, struct slotd_route *r)
     for (size_t i = 0; i < c->endpoint_count; i++)
         if (strcmp(c->endpoints[i], r->source) == 0)
             c->next_endpoint = i;
-    slotd_route_free(c->route);
+    slotd_route_destroy(c->route);
     c->route = r;
     c->route_fetched_ns = client_now_ns();
     c->route_stale = false;
@@ -452,7 +436,7 @@ static void client_route_install(struct slotd_client *c, struct slotd_route *r)
 }
 
 /* Fetches the route from the first source that answers and installs it. On success *copy (if
- * not NULL) receives a copy (caller frees with slotd_route_free()). */
+ * not NULL) receives a copy (caller frees with slotd_route_destroy()). */
 static int client_route_refresh(struct slotd_client *c, struct slotd_route **copy,
                                 struct slotd_status *st)
 {
@@ -549,22 +533,21 @@ static void client_route_mark_stale(struct slotd_client *c, const struct slotd_s
     pthread_mutex_unlock(&c->lock);
 }
 
-int slotd_route_fetch(struct slotd_client *c, struct slotd_route **out, struct slotd_status *status)
+int slotd_client_route_fetch(struct slotd_client *c, struct slotd_route **out,
+                             struct slotd_error **err)
 {
-    struct slotd_status local;
-    struct slotd_status *st = status ? status : &local;
+    struct slotd_status st;
     *out = NULL;
     pthread_mutex_lock(&c->lock);
     c->route_attempt_ns = client_now_ns();
     pthread_mutex_unlock(&c->lock);
-    int rc = client_route_refresh(c, out, st);
+    int rc = client_route_refresh(c, out, &st);
     if (rc != SLOTD_CLIENT_OK) {
         char text[SLOTD_STATUS_MESSAGE_LEN];
-        snprintf(text, sizeof(text), "route: %s", st->message);
-        snprintf(st->message, sizeof(st->message), "%s", text);
-        client_record_error(c, st);
+        snprintf(text, sizeof(text), "route: %s", st.message);
+        snprintf(st.message, sizeof(st.message), "%s", text);
     }
-    return rc;
+    return slotd__finish(rc, &st, 1, err);
 }
 
 /* ---- routed calls ---------------------------------------------------------------------- */
@@ -621,17 +604,18 @@ static int client_routed_call(struct slotd_client *c, const char *op, const char
         snprintf(text + used, sizeof(text) - used, " [%s, %u attempt%s]", address, *attempts,
                  *attempts == 1 ? "" : "s");
         snprintf(st->message, sizeof(st->message), "%s", text);
-        client_record_error(c, st);
     }
     return rc;
 }
 
 /* ---- writes ---------------------------------------------------------------------------- */
 
-void slotd_write_result_free(struct slotd_write_result *r)
+void slotd_write_result_destroy(struct slotd_write_result *r)
 {
+    if (!r)
+        return;
     free(r->current_value);
-    memset(r, 0, sizeof(*r));
+    free(r);
 }
 
 static void client_request_id(struct slotd_client *c, uint8_t *id, size_t len)
@@ -734,30 +718,30 @@ static int client_write_decode(const struct slotd_write *w, grpc_slice body,
 }
 
 /* Checks what the server cannot see (the request id the client would send). */
-static int client_write_check(const struct slotd_write *w, struct slotd_write_result *out)
+static int client_write_check(const struct slotd_write *w, struct slotd_status *st)
 {
     if (w->kind != SLOTD_WRITE_PUT && w->kind != SLOTD_WRITE_DELETE && w->kind != SLOTD_WRITE_CAS) {
-        snprintf(out->status.message, sizeof(out->status.message), "write: unknown kind %d",
+        snprintf(st->message, sizeof(st->message), "write: unknown kind %d",
                  (int)w->kind);
         return SLOTD_CLIENT_EINVAL;
     }
     if (w->request_id && !w->no_request_id &&
         (w->request_id_len == 0 || w->request_id_len > SLOTD_REQUEST_ID_LEN_MAX)) {
-        snprintf(out->status.message, sizeof(out->status.message),
+        snprintf(st->message, sizeof(st->message),
                  "write: request id of %zu bytes is not in 1..%d", w->request_id_len,
                  SLOTD_REQUEST_ID_LEN_MAX);
-        snprintf(out->status.field, sizeof(out->status.field), "request_id");
+        snprintf(st->field, sizeof(st->field), "request_id");
         return SLOTD_CLIENT_EINVAL;
     }
     if (w->lease != 0 && w->kind != SLOTD_WRITE_PUT) {
-        snprintf(out->status.message, sizeof(out->status.message),
+        snprintf(st->message, sizeof(st->message),
                  "%s: a lease is only for puts (lease %llu given)",
                  w->kind == SLOTD_WRITE_DELETE ? "delete" : "cas", (unsigned long long)w->lease);
-        snprintf(out->status.field, sizeof(out->status.field), "lease");
+        snprintf(st->field, sizeof(st->field), "lease");
         return SLOTD_CLIENT_EINVAL;
     }
     if ((!w->key && w->key_len) || (!w->value && w->value_len)) {
-        snprintf(out->status.message, sizeof(out->status.message),
+        snprintf(st->message, sizeof(st->message),
                  "write: NULL key or value with a non-zero length");
         return SLOTD_CLIENT_EINVAL;
     }
@@ -769,11 +753,12 @@ static const char *client_write_op(enum slotd_write_kind kind)
     return kind == SLOTD_WRITE_PUT ? "put" : kind == SLOTD_WRITE_DELETE ? "delete" : "cas";
 }
 
-int slotd_write(struct slotd_client *c, const struct slotd_write *w, struct slotd_write_result *out)
+/* Sends w; fills out (borrowed for the call) and st. */
+static int client_write(struct slotd_client *c, const struct slotd_write *w,
+                        struct slotd_write_result *out, struct slotd_status *st)
 {
-    memset(out, 0, sizeof(*out));
-    status_reset(&out->status);
-    int rc = client_write_check(w, out);
+    status_reset(st);
+    int rc = client_write_check(w, st);
     if (rc != SLOTD_CLIENT_OK)
         return rc;
     if (w->no_request_id) {
@@ -793,51 +778,69 @@ int slotd_write(struct slotd_client *c, const struct slotd_write *w, struct slot
     grpc_slice body;
     rc = client_routed_call(c, client_write_op(w->kind), CLIENT_METHOD_PROPOSE,
                             (int)slotd_hash_slot(w->key, w->key_len), req, req_len,
-                            out->request_id_len > 0, &body, &out->attempts, &out->status);
+                            out->request_id_len > 0, &body, &out->attempts, st);
     free(req);
     if (rc != SLOTD_CLIENT_OK)
         return rc;
+    snprintf(out->address, sizeof(out->address), "%s", st->address);
     rc = client_write_decode(w, body, out);
     grpc_slice_unref(body);
     if (rc == SLOTD_CLIENT_ECAS_MISMATCH)
-        snprintf(out->status.message, sizeof(out->status.message),
+        snprintf(st->message, sizeof(st->message),
                  "cas: version mismatch: expected %llu, current version %llu",
                  (unsigned long long)w->expected_version, (unsigned long long)out->version);
     else if (rc == SLOTD_CLIENT_EMALFORMED)
-        snprintf(out->status.message, sizeof(out->status.message),
+        snprintf(st->message, sizeof(st->message),
                  "%s: response is not a matching ProposeResponse", client_write_op(w->kind));
     return rc;
 }
 
-int slotd_put(struct slotd_client *c, const void *key, size_t klen, const void *val, size_t vlen,
-              struct slotd_write_result *out)
+/* Applies wo (NULL: defaults) to w, allocates *out and sends w. */
+static int client_write_run(struct slotd_client *c, struct slotd_write *w,
+                            const struct slotd_write_options *wo, struct slotd_write_result **out,
+                            struct slotd_error **err)
+{
+    *out = NULL;
+    if (wo) {
+        w->request_id = wo->has_request_id ? wo->request_id : NULL;
+        w->request_id_len = wo->request_id_len;
+        w->no_request_id = wo->no_request_id;
+        w->lease = wo->lease;
+    }
+    struct slotd_write_result *r = calloc(1, sizeof(*r));
+    if (!r)
+        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "write: out of memory", NULL, err);
+    struct slotd_status st;
+    int rc = client_write(c, w, r, &st);
+    slotd__finish(rc, &st, r->attempts, err);
+    if (rc == SLOTD_CLIENT_OK || rc == SLOTD_CLIENT_ECAS_MISMATCH)
+        *out = r;
+    else
+        slotd_write_result_destroy(r);
+    return rc;
+}
+
+int slotd_client_put(struct slotd_client *c, const void *key, size_t klen, const void *val,
+                     size_t vlen, const struct slotd_write_options *wo,
+                     struct slotd_write_result **out, struct slotd_error **err)
 {
     struct slotd_write w = {
         .kind = SLOTD_WRITE_PUT, .key = key, .key_len = klen, .value = val, .value_len = vlen};
-    return slotd_write(c, &w, out);
+    return client_write_run(c, &w, wo, out, err);
 }
 
-int slotd_put_lease(struct slotd_client *c, const void *key, size_t klen, const void *val,
-                    size_t vlen, uint64_t lease, struct slotd_write_result *out)
-{
-    struct slotd_write w = {.kind = SLOTD_WRITE_PUT,
-                            .key = key,
-                            .key_len = klen,
-                            .value = val,
-                            .value_len = vlen,
-                            .lease = lease};
-    return slotd_write(c, &w, out);
-}
-
-int slotd_delete(struct slotd_client *c, const void *key, size_t klen,
-                 struct slotd_write_result *out)
+int slotd_client_delete(struct slotd_client *c, const void *key, size_t klen,
+                        const struct slotd_write_options *wo, struct slotd_write_result **out,
+                        struct slotd_error **err)
 {
     struct slotd_write w = {.kind = SLOTD_WRITE_DELETE, .key = key, .key_len = klen};
-    return slotd_write(c, &w, out);
+    return client_write_run(c, &w, wo, out, err);
 }
 
-int slotd_cas(struct slotd_client *c, const void *key, size_t klen, uint64_t expected_version,
-              const void *val, size_t vlen, bool del, struct slotd_write_result *out)
+int slotd_client_cas(struct slotd_client *c, const void *key, size_t klen,
+                     uint64_t expected_version, const void *val, size_t vlen, bool del,
+                     const struct slotd_write_options *wo, struct slotd_write_result **out,
+                     struct slotd_error **err)
 {
     struct slotd_write w = {.kind = SLOTD_WRITE_CAS,
                             .key = key,
@@ -846,15 +849,17 @@ int slotd_cas(struct slotd_client *c, const void *key, size_t klen, uint64_t exp
                             .value_len = vlen,
                             .expected_version = expected_version,
                             .cas_delete = del};
-    return slotd_write(c, &w, out);
+    return client_write_run(c, &w, wo, out, err);
 }
 
 /* ---- reads ----------------------------------------------------------------------------- */
 
-void slotd_value_free(struct slotd_value *v)
+void slotd_value_destroy(struct slotd_value *v)
 {
+    if (!v)
+        return;
     free(v->value);
-    memset(v, 0, sizeof(*v));
+    free(v);
 }
 
 static int client_read_decode(grpc_slice body, struct slotd_value *out)
@@ -887,15 +892,16 @@ done:
     return rc;
 }
 
-int slotd_get(struct slotd_client *c, const void *key, size_t klen, int consistency,
-              uint64_t min_applied_index, struct slotd_value *out)
+/* One get of key; fills out (borrowed for the call) and st. */
+static int client_get(struct slotd_client *c, const void *key, size_t klen, int consistency,
+                      uint64_t min_applied_index, struct slotd_value *out, struct slotd_status *st)
 {
-    memset(out, 0, sizeof(*out));
-    status_reset(&out->status);
+    status_reset(st);
     if (consistency < SLOTD_CONSISTENCY_LINEARIZABLE || consistency > SLOTD_CONSISTENCY_LOCAL ||
         (!key && klen)) {
-        snprintf(out->status.message, sizeof(out->status.message),
+        snprintf(st->message, sizeof(st->message),
                  "get: consistency %d is not 0..2 or the key is NULL", consistency);
+        snprintf(st->field, sizeof(st->field), "%s", key || !klen ? "consistency" : "key");
         return SLOTD_CLIENT_EINVAL;
     }
     Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
@@ -914,15 +920,35 @@ int slotd_get(struct slotd_client *c, const void *key, size_t klen, int consiste
     slotd__v1__read_request__pack(&m, req);
     grpc_slice body;
     int rc = client_routed_call(c, "get", CLIENT_METHOD_READ, (int)slotd_hash_slot(key, klen), req,
-                                len, true, &body, &out->attempts, &out->status);
+                                len, true, &body, &out->attempts, st);
     free(req);
     if (rc != SLOTD_CLIENT_OK)
         return rc;
+    snprintf(out->address, sizeof(out->address), "%s", st->address);
     rc = client_read_decode(body, out);
     grpc_slice_unref(body);
     if (rc == SLOTD_CLIENT_EMALFORMED)
-        snprintf(out->status.message, sizeof(out->status.message),
+        snprintf(st->message, sizeof(st->message),
                  "get: response is not a ReadResponse with a get result");
+    return rc;
+}
+
+int slotd_client_get(struct slotd_client *c, const void *key, size_t klen,
+                     const struct slotd_read_options *ro, struct slotd_value **out,
+                     struct slotd_error **err)
+{
+    *out = NULL;
+    struct slotd_value *v = calloc(1, sizeof(*v));
+    if (!v)
+        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "get: out of memory", NULL, err);
+    struct slotd_status st;
+    int rc = client_get(c, key, klen, ro ? ro->consistency : SLOTD_CONSISTENCY_LINEARIZABLE,
+                        ro ? ro->min_applied_index : 0, v, &st);
+    slotd__finish(rc, &st, v->attempts, err);
+    if (rc == SLOTD_CLIENT_OK)
+        *out = v;
+    else
+        slotd_value_destroy(v);
     return rc;
 }
 
@@ -942,11 +968,11 @@ const char *slotd_health_status_name(int serving)
     }
 }
 
-int slotd_health_check(struct slotd_client *c, const char *address, int *serving,
-                       struct slotd_status *status)
+int slotd_client_health_check(struct slotd_client *c, const char *address, int *serving,
+                              struct slotd_error **err)
 {
     struct slotd_status local;
-    struct slotd_status *st = status ? status : &local;
+    struct slotd_status *st = &local;
     *serving = SLOTD_HEALTH_UNKNOWN;
     Grpc__Health__V1__HealthCheckRequest req = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
     req.service = (char *)"";
@@ -954,14 +980,20 @@ int slotd_health_check(struct slotd_client *c, const char *address, int *serving
     size_t len = grpc__health__v1__health_check_request__pack(&req, buf);
     grpc_slice body;
     int rc = client_unary(c, address, CLIENT_METHOD_HEALTH, buf, len, &body, st);
-    if (rc != SLOTD_CLIENT_OK)
-        return rc;
+    if (rc != SLOTD_CLIENT_OK) {
+        char text[SLOTD_STATUS_MESSAGE_LEN];
+        snprintf(text, sizeof(text), "health: %s: %s [%s]", slotd_grpc_status_name(st->grpc_status),
+                 st->message[0] ? st->message : slotd_client_strerror(rc), address);
+        snprintf(st->message, sizeof(st->message), "%s", text);
+        return slotd__finish(rc, st, 1, err);
+    }
     Grpc__Health__V1__HealthCheckResponse *m = grpc__health__v1__health_check_response__unpack(
         NULL, GRPC_SLICE_LENGTH(body), GRPC_SLICE_START_PTR(body));
     grpc_slice_unref(body);
     if (!m) {
-        snprintf(st->message, sizeof(st->message), "health: response does not decode");
-        return SLOTD_CLIENT_EMALFORMED;
+        snprintf(st->message, sizeof(st->message), "health: response does not decode [%s]",
+                 address);
+        return slotd__finish(SLOTD_CLIENT_EMALFORMED, st, 1, err);
     }
     *serving = (int)m->status;
     grpc__health__v1__health_check_response__free_unpacked(m, NULL);
@@ -1010,11 +1042,6 @@ size_t slotd__client_endpoints(struct slotd_client *c, char (*out)[SLOTD_ADDRESS
 int slotd__client_max_retries(const struct slotd_client *c)
 {
     return c->o.max_retries;
-}
-
-void slotd__client_record_error(struct slotd_client *c, const struct slotd_status *st)
-{
-    client_record_error(c, st);
 }
 
 void slotd__sleep_ms(int ms)

@@ -46,8 +46,7 @@ void slotd__admin_status_reset(struct slotd_status *st)
     st->grpc_status = -1;
 }
 
-void slotd__admin_fail_text(struct slotd_client *c, const char *op, int rc, unsigned attempts,
-                            struct slotd_status *st)
+void slotd__admin_fail_text(const char *op, int rc, unsigned attempts, struct slotd_status *st)
 {
     char text[SLOTD_STATUS_MESSAGE_LEN];
     snprintf(text, sizeof(text), "%s: %s: %s", op,
@@ -60,21 +59,31 @@ void slotd__admin_fail_text(struct slotd_client *c, const char *op, int rc, unsi
     snprintf(text + used, sizeof(text) - used, " [%s, %u attempt%s]",
              st->address[0] ? st->address : "no endpoint", attempts, attempts == 1 ? "" : "s");
     snprintf(st->message, sizeof(st->message), "%s", text);
-    slotd__client_record_error(c, st);
 }
 
-void slotd_admin_cluster_state_free(struct slotd_cluster_state *s)
+void slotd_cluster_state_destroy(struct slotd_cluster_state *s)
 {
+    if (!s)
+        return;
     free(s->state_json);
-    memset(s, 0, sizeof(*s));
-    s->status.grpc_status = -1;
+    free(s);
+}
+
+void slotd_admin_result_destroy(struct slotd_admin_result *r)
+{
+    free(r);
+}
+
+void slotd_controller_status_destroy(struct slotd_controller_status *s)
+{
+    free(s);
 }
 
 /* Fills out from a ClusterStateResponse (buf borrowed for the call). */
-static int admin_state_decode(const uint8_t *buf, size_t len, struct slotd_cluster_state *out)
+static int admin_state_decode(const uint8_t *buf, size_t len, struct slotd_cluster_state *out,
+                              struct slotd_status *st)
 {
     Slotd__V1__ClusterStateResponse *m = slotd__v1__cluster_state_response__unpack(NULL, len, buf);
-    struct slotd_status *st = &out->status;
     int rc = SLOTD_CLIENT_EMALFORMED;
     if (!m) {
         snprintf(st->message, sizeof(st->message), "response is not a ClusterStateResponse");
@@ -125,12 +134,12 @@ bool slotd__admin_skippable(int rc)
            rc == SLOTD_CLIENT_EEXHAUSTED;
 }
 
-int slotd_admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
-                              const char *known_checksum, struct slotd_cluster_state *out)
+/* One ClusterState answer into out (borrowed for the call); st describes a failure. */
+static int admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
+                               const char *known_checksum, struct slotd_cluster_state *out,
+                               struct slotd_status *st)
 {
-    memset(out, 0, sizeof(*out));
-    slotd__admin_status_reset(&out->status);
-    struct slotd_status *st = &out->status;
+    slotd__admin_status_reset(st);
     Slotd__V1__ClusterStateRequest req = SLOTD__V1__CLUSTER_STATE_REQUEST__INIT;
     req.known_revision = known_revision;
     req.known_checksum = (char *)(known_checksum ? known_checksum : "");
@@ -138,7 +147,7 @@ int slotd_admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
     if (strlen(req.known_checksum) > ADMIN_CHECKSUM_LEN_MAX) {
         snprintf(st->message, sizeof(st->message), "known_checksum longer than %d characters",
                  ADMIN_CHECKSUM_LEN_MAX);
-        slotd__admin_fail_text(c, "cluster state", SLOTD_CLIENT_EINVAL, 0, st);
+        slotd__admin_fail_text("cluster state", SLOTD_CLIENT_EINVAL, 0, st);
         return SLOTD_CLIENT_EINVAL;
     }
     uint8_t buf[96]; /* known_checksum plus two varints */
@@ -153,7 +162,7 @@ int slotd_admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
         rc = slotd__client_unary(c, endpoints[i], ADMIN_METHOD_STATE, buf, len, &body, &body_len,
                                  st);
         if (rc == SLOTD_CLIENT_OK) {
-            rc = admin_state_decode(body, body_len, out);
+            rc = admin_state_decode(body, body_len, out, st);
             free(body);
             if (rc == SLOTD_CLIENT_OK) {
                 snprintf(out->source, sizeof(out->source), "%s", endpoints[i]);
@@ -165,17 +174,35 @@ int slotd_admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
             break;
     }
     if (rc != SLOTD_CLIENT_OK)
-        slotd__admin_fail_text(c, "cluster state", rc, out->attempts, st);
+        slotd__admin_fail_text("cluster state", rc, out->attempts, st);
+    return rc;
+}
+
+int slotd_client_cluster_state(struct slotd_client *c, uint64_t known_revision,
+                               const char *known_checksum, struct slotd_cluster_state **out,
+                               struct slotd_error **err)
+{
+    *out = NULL;
+    struct slotd_cluster_state *s = calloc(1, sizeof(*s));
+    if (!s)
+        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "cluster state: out of memory", NULL, err);
+    struct slotd_status st;
+    int rc = admin_cluster_state(c, known_revision, known_checksum, s, &st);
+    slotd__finish(rc, &st, s->attempts, err);
+    if (rc == SLOTD_CLIENT_OK)
+        *out = s;
+    else
+        slotd_cluster_state_destroy(s);
     return rc;
 }
 
 int slotd__controller_status_decode(const uint8_t *buf, size_t len,
-                                    struct slotd_controller_status *out)
+                                    struct slotd_controller_status *out, struct slotd_status *st)
 {
     Slotd__V1__ControllerStatusResponse *m =
         slotd__v1__controller_status_response__unpack(NULL, len, buf);
     if (!m) {
-        snprintf(out->status.message, sizeof(out->status.message),
+        snprintf(st->message, sizeof(st->message),
                  "response is not a ControllerStatusResponse");
         return SLOTD_CLIENT_EMALFORMED;
     }
@@ -194,17 +221,16 @@ int slotd__controller_status_decode(const uint8_t *buf, size_t len,
     return SLOTD_CLIENT_OK;
 }
 
-int slotd_controller_status(struct slotd_client *c, const char *address,
-                            struct slotd_controller_status *out)
+/* One ControllerStatus answer of address into out (borrowed); st describes a failure. */
+static int admin_controller_status(struct slotd_client *c, const char *address,
+                                   struct slotd_controller_status *out, struct slotd_status *st)
 {
-    memset(out, 0, sizeof(*out));
-    slotd__admin_status_reset(&out->status);
-    struct slotd_status *st = &out->status;
+    slotd__admin_status_reset(st);
     /* exactly one node: a list would make the answer ambiguous, so it is refused */
     if (!address || !*address || strlen(address) > SLOTD_ADDRESS_LEN || strchr(address, ',')) {
         snprintf(st->message, sizeof(st->message), "address must be one host:port of 1..%d bytes",
                  SLOTD_ADDRESS_LEN);
-        slotd__admin_fail_text(c, "controller status", SLOTD_CLIENT_EINVAL, 0, st);
+        slotd__admin_fail_text("controller status", SLOTD_CLIENT_EINVAL, 0, st);
         return SLOTD_CLIENT_EINVAL;
     }
     snprintf(out->source, sizeof(out->source), "%s", address);
@@ -217,17 +243,35 @@ int slotd_controller_status(struct slotd_client *c, const char *address,
     int rc = slotd__client_unary(c, address, ADMIN_METHOD_CONTROLLER_STATUS, buf, len, &body,
                                  &body_len, st);
     if (rc == SLOTD_CLIENT_OK) {
-        rc = slotd__controller_status_decode(body, body_len, out);
+        rc = slotd__controller_status_decode(body, body_len, out, st);
         free(body);
     }
     if (rc != SLOTD_CLIENT_OK)
-        slotd__admin_fail_text(c, "controller status", rc, out->attempts, st);
+        slotd__admin_fail_text("controller status", rc, out->attempts, st);
+    return rc;
+}
+
+int slotd_client_controller_status(struct slotd_client *c, const char *address,
+                                   struct slotd_controller_status **out,
+                                   struct slotd_error **err)
+{
+    *out = NULL;
+    struct slotd_controller_status *s = calloc(1, sizeof(*s));
+    if (!s)
+        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "controller status: out of memory", NULL, err);
+    struct slotd_status st;
+    int rc = admin_controller_status(c, address, s, &st);
+    slotd__finish(rc, &st, s->attempts, err);
+    if (rc == SLOTD_CLIENT_OK)
+        *out = s;
+    else
+        slotd_controller_status_destroy(s);
     return rc;
 }
 
 /* Checks w's hash slots (1..256 distinct values in 0..255) into a request's array (ascending;
  * slots has SLOTD_HASH_SLOTS entries); EINVAL naming the field and the bad value otherwise. */
-static int admin_slots_check(const struct slotd_admin_write *w, uint32_t *slots,
+static int admin_slots_check(const struct slotd_admin_command *w, uint32_t *slots,
                              struct slotd_status *st)
 {
     bool seen[SLOTD_HASH_SLOTS] = {false};
@@ -261,7 +305,7 @@ static int admin_slots_check(const struct slotd_admin_write *w, uint32_t *slots,
 }
 
 /* MigrateHashSlots: the checked hash slot list, ascending. */
-static int admin_migrate_encode(const struct slotd_admin_write *w, uint8_t *buf, size_t *len,
+static int admin_migrate_encode(const struct slotd_admin_command *w, uint8_t *buf, size_t *len,
                                 struct slotd_status *st)
 {
     uint32_t slots[SLOTD_HASH_SLOTS];
@@ -278,7 +322,7 @@ static int admin_migrate_encode(const struct slotd_admin_write *w, uint8_t *buf,
 }
 
 /* The task commands: MoveReplica .. MigrateHashSlots. */
-static int admin_task_encode(const struct slotd_admin_write *w, uint8_t *buf, size_t *len,
+static int admin_task_encode(const struct slotd_admin_command *w, uint8_t *buf, size_t *len,
                              const char **method, const char **op, struct slotd_status *st)
 {
     switch (w->kind) {
@@ -343,7 +387,7 @@ static int admin_task_encode(const struct slotd_admin_write *w, uint8_t *buf, si
     return SLOTD_CLIENT_EINVAL;
 }
 
-int slotd__admin_write_encode(const struct slotd_admin_write *w, uint8_t *buf, size_t *len,
+int slotd__admin_write_encode(const struct slotd_admin_command *w, uint8_t *buf, size_t *len,
                               const char **method, const char **op, struct slotd_status *st)
 {
     switch (w->kind) {
@@ -403,11 +447,12 @@ int slotd__admin_write_encode(const struct slotd_admin_write *w, uint8_t *buf, s
     }
 }
 
-static int admin_write_decode(const uint8_t *body, size_t len, struct slotd_admin_result *out)
+static int admin_write_decode(const uint8_t *body, size_t len, struct slotd_admin_result *out,
+                              struct slotd_status *st)
 {
     Slotd__V1__AdminWriteResponse *m = slotd__v1__admin_write_response__unpack(NULL, len, body);
     if (!m) {
-        snprintf(out->status.message, sizeof(out->status.message),
+        snprintf(st->message, sizeof(st->message),
                  "response is not an AdminWriteResponse");
         return SLOTD_CLIENT_EMALFORMED;
     }
@@ -420,18 +465,17 @@ static int admin_write_decode(const uint8_t *body, size_t len, struct slotd_admi
     return SLOTD_CLIENT_OK;
 }
 
-int slotd_admin_write(struct slotd_client *c, const struct slotd_admin_write *w,
-                      struct slotd_admin_result *out)
+/* Sends w (see slotd_client_admin_command) into out (borrowed); st describes a failure. */
+static int admin_command(struct slotd_client *c, const struct slotd_admin_command *w,
+                         struct slotd_admin_result *out, struct slotd_status *st)
 {
-    memset(out, 0, sizeof(*out));
-    slotd__admin_status_reset(&out->status);
-    struct slotd_status *st = &out->status;
+    slotd__admin_status_reset(st);
     uint8_t req[SLOTD__ADMIN_REQUEST_MAX];
     size_t len = 0;
     const char *method = NULL, *op = "admin";
     int rc = slotd__admin_write_encode(w, req, &len, &method, &op, st);
     if (rc != SLOTD_CLIENT_OK) {
-        slotd__admin_fail_text(c, op, rc, 0, st);
+        slotd__admin_fail_text(op, rc, 0, st);
         return rc;
     }
     char endpoints[SLOTD_CLIENT_ENDPOINTS_MAX][SLOTD_ADDRESS_LEN + 1];
@@ -448,7 +492,7 @@ int slotd_admin_write(struct slotd_client *c, const struct slotd_admin_write *w,
             out->attempts++;
             rc = slotd__client_unary(c, endpoints[i], method, req, len, &body, &body_len, st);
             if (rc == SLOTD_CLIENT_OK) {
-                rc = admin_write_decode(body, body_len, out);
+                rc = admin_write_decode(body, body_len, out, st);
                 free(body);
                 if (rc == SLOTD_CLIENT_OK)
                     slotd_client_observe_revision(c, out->revision);
@@ -461,6 +505,23 @@ done:
     if (rc == SLOTD_CLIENT_ERPC && st->grpc_status == ADMIN_GRPC_ABORTED)
         rc = SLOTD_CLIENT_ESTALE_REVISION;
     if (rc != SLOTD_CLIENT_OK)
-        slotd__admin_fail_text(c, op, rc, out->attempts, st);
+        slotd__admin_fail_text(op, rc, out->attempts, st);
+    return rc;
+}
+
+int slotd_client_admin_command(struct slotd_client *c, const struct slotd_admin_command *cmd,
+                               struct slotd_admin_result **out, struct slotd_error **err)
+{
+    *out = NULL;
+    struct slotd_admin_result *r = calloc(1, sizeof(*r));
+    if (!r)
+        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "admin: out of memory", NULL, err);
+    struct slotd_status st;
+    int rc = admin_command(c, cmd, r, &st);
+    slotd__finish(rc, &st, r->attempts, err);
+    if (rc == SLOTD_CLIENT_OK)
+        *out = r;
+    else
+        slotd_admin_result_destroy(r);
     return rc;
 }

@@ -45,10 +45,10 @@ static int call_endpoints(struct slotd_client *c, const char *method, const uint
 }
 
 int slotd_client_authenticate(struct slotd_client *c, const char *user, const char *password,
-                              uint64_t *expires_at_ms, struct slotd_status *st)
+                              uint64_t *expires_at_ms, struct slotd_error **err)
 {
     struct slotd_status local;
-    st = st ? st : &local;
+    struct slotd_status *st = &local;
     slotd__admin_status_reset(st);
     Slotd__V1__AuthenticateRequest q = SLOTD__V1__AUTHENTICATE_REQUEST__INIT;
     q.user = text(user);
@@ -56,7 +56,7 @@ int slotd_client_authenticate(struct slotd_client *c, const char *user, const ch
     size_t len = slotd__v1__authenticate_request__get_packed_size(&q);
     if (len > AUTH_REQUEST_MAX) {
         snprintf(st->message, sizeof(st->message), "authenticate: user or password too long");
-        return SLOTD_CLIENT_EINVAL;
+        return slotd__finish(SLOTD_CLIENT_EINVAL, st, 0, err);
     }
     uint8_t req[AUTH_REQUEST_MAX];
     slotd__v1__authenticate_request__pack(&q, req);
@@ -81,8 +81,8 @@ int slotd_client_authenticate(struct slotd_client *c, const char *user, const ch
         }
     }
     if (rc != SLOTD_CLIENT_OK)
-        slotd__admin_fail_text(c, "authenticate", rc, attempts, st);
-    return rc;
+        slotd__admin_fail_text("authenticate", rc, attempts, st);
+    return slotd__finish(rc, st, attempts, err);
 }
 
 static int auth_write_encode(const struct slotd_auth_write *w, uint8_t *buf, size_t *len)
@@ -118,12 +118,11 @@ static int auth_write_encode(const struct slotd_auth_write *w, uint8_t *buf, siz
     return SLOTD_CLIENT_OK;
 }
 
-int slotd_admin_auth_write(struct slotd_client *c, const struct slotd_auth_write *w,
-                           struct slotd_admin_result *out)
+/* Sends w into out (borrowed for the call); st describes a failure. */
+static int auth_write(struct slotd_client *c, const struct slotd_auth_write *w,
+                      struct slotd_admin_result *out, struct slotd_status *st)
 {
-    memset(out, 0, sizeof(*out));
-    slotd__admin_status_reset(&out->status);
-    struct slotd_status *st = &out->status;
+    slotd__admin_status_reset(st);
     const char *op = w->role ? "role" : "user";
     uint8_t req[AUTH_REQUEST_MAX];
     size_t len = 0;
@@ -131,7 +130,7 @@ int slotd_admin_auth_write(struct slotd_client *c, const struct slotd_auth_write
     if (rc != SLOTD_CLIENT_OK) {
         snprintf(st->message, sizeof(st->message), "request larger than %d bytes",
                  AUTH_REQUEST_MAX);
-        slotd__admin_fail_text(c, op, rc, 0, st);
+        slotd__admin_fail_text(op, rc, 0, st);
         return rc;
     }
     uint8_t *body = NULL;
@@ -155,16 +154,98 @@ int slotd_admin_auth_write(struct slotd_client *c, const struct slotd_auth_write
         }
     }
     if (rc != SLOTD_CLIENT_OK)
-        slotd__admin_fail_text(c, op, rc, out->attempts, st);
+        slotd__admin_fail_text(op, rc, out->attempts, st);
     return rc;
+}
+
+/* auth_write into a new result: *out on success, *err on failure. */
+static int auth_write_run(struct slotd_client *c, const struct slotd_auth_write *w,
+                          struct slotd_admin_result **out, struct slotd_error **err)
+{
+    *out = NULL;
+    struct slotd_admin_result *r = calloc(1, sizeof(*r));
+    if (!r)
+        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "auth: out of memory", NULL, err);
+    struct slotd_status st;
+    int rc = auth_write(c, w, r, &st);
+    slotd__finish(rc, &st, r->attempts, err);
+    if (rc == SLOTD_CLIENT_OK)
+        *out = r;
+    else
+        slotd_admin_result_destroy(r);
+    return rc;
+}
+
+int slotd_client_user_write(struct slotd_client *c, int op, const char *name,
+                            const char *password, const char *role, uint64_t expected_revision,
+                            struct slotd_admin_result **out, struct slotd_error **err)
+{
+    struct slotd_auth_write w = {.op = op,
+                                 .name = name,
+                                 .password = password,
+                                 .role_name = role,
+                                 .expected_revision = expected_revision};
+    return auth_write_run(c, &w, out, err);
+}
+
+int slotd_client_role_write(struct slotd_client *c, int op, const char *name,
+                            const char *perm_type, const char *perm_access,
+                            const char *perm_value, uint64_t expected_revision,
+                            struct slotd_admin_result **out, struct slotd_error **err)
+{
+    struct slotd_auth_write w = {.role = true,
+                                 .op = op,
+                                 .name = name,
+                                 .perm_type = perm_type,
+                                 .perm_access = perm_access,
+                                 .perm_value = perm_value,
+                                 .expected_revision = expected_revision};
+    return auth_write_run(c, &w, out, err);
+}
+
+void slotd_auth_list_destroy(struct slotd_auth_list *l)
+{
+    if (!l)
+        return;
+    if (l->users)
+        free(l->users[0]); /* the block of every entry */
+    if (l->roles)
+        free(l->roles[0]);
+    free(l->users);
+    free(l->roles);
+    free(l);
+}
+
+/* An empty list with room for every user and role: each pointer array points into one block
+ * of entries (users[0] and roles[0] are the blocks slotd_auth_list_destroy frees). */
+static struct slotd_auth_list *list_alloc(void)
+{
+    struct slotd_auth_list *l = calloc(1, sizeof(*l));
+    struct slotd_auth_user *users = calloc(SLOTD_AUTH_USERS_MAX, sizeof(*users));
+    struct slotd_auth_role *roles = calloc(SLOTD_AUTH_ROLES_MAX, sizeof(*roles));
+    if (l) {
+        l->users = calloc(SLOTD_AUTH_USERS_MAX + 1, sizeof(*l->users));
+        l->roles = calloc(SLOTD_AUTH_ROLES_MAX + 1, sizeof(*l->roles));
+    }
+    if (!l || !users || !roles || !l->users || !l->roles) {
+        free(users);
+        free(roles);
+        slotd_auth_list_destroy(l);
+        return NULL;
+    }
+    for (size_t i = 0; i < SLOTD_AUTH_USERS_MAX; i++)
+        l->users[i] = &users[i];
+    for (size_t i = 0; i < SLOTD_AUTH_ROLES_MAX; i++)
+        l->roles[i] = &roles[i];
+    return l;
 }
 
 static void list_fill(const Slotd__V1__AuthListResponse *m, struct slotd_auth_list *out)
 {
     out->enabled = m->enabled;
     out->revision = m->revision;
-    for (size_t i = 0; i < m->n_users && out->n_users < SLOTD_AUTH_USERS_MAX; i++) {
-        typeof(out->users[0]) *u = &out->users[out->n_users++];
+    for (size_t i = 0; i < m->n_users && out->user_count < SLOTD_AUTH_USERS_MAX; i++) {
+        struct slotd_auth_user *u = out->users[out->user_count++];
         snprintf(u->name, sizeof(u->name), "%s", m->users[i]->name);
         u->revision = m->users[i]->revision;
         size_t at = 0;
@@ -172,8 +253,8 @@ static void list_fill(const Slotd__V1__AuthListResponse *m, struct slotd_auth_li
             at += (size_t)snprintf(u->roles + at, sizeof(u->roles) - at, "%s%s", j ? "," : "",
                                    m->users[i]->roles[j]);
     }
-    for (size_t i = 0; i < m->n_roles && out->n_roles < SLOTD_AUTH_ROLES_MAX; i++) {
-        typeof(out->roles[0]) *r = &out->roles[out->n_roles++];
+    for (size_t i = 0; i < m->n_roles && out->role_count < SLOTD_AUTH_ROLES_MAX; i++) {
+        struct slotd_auth_role *r = out->roles[out->role_count++];
         snprintf(r->name, sizeof(r->name), "%s", m->roles[i]->name);
         size_t at = 0;
         for (size_t j = 0; j < m->roles[i]->n_permissions && at < sizeof(r->permissions); j++) {
@@ -189,13 +270,13 @@ static void list_fill(const Slotd__V1__AuthListResponse *m, struct slotd_auth_li
     }
 }
 
-int slotd_admin_auth_list(struct slotd_client *c, struct slotd_auth_list *out,
-                          struct slotd_status *st)
+int slotd_client_auth_list(struct slotd_client *c, struct slotd_auth_list **out,
+                           struct slotd_error **err)
 {
     struct slotd_status local;
-    st = st ? st : &local;
+    struct slotd_status *st = &local;
     slotd__admin_status_reset(st);
-    memset(out, 0, sizeof(*out));
+    *out = NULL;
     Slotd__V1__AuthListRequest q = SLOTD__V1__AUTH_LIST_REQUEST__INIT;
     q.min_revision = slotd_client_last_revision(c);
     uint8_t req[32];
@@ -211,11 +292,15 @@ int slotd_admin_auth_list(struct slotd_client *c, struct slotd_auth_list *out,
         if (m == NULL) {
             rc = SLOTD_CLIENT_EMALFORMED;
         } else {
-            list_fill(m, out);
+            *out = list_alloc();
+            if (*out)
+                list_fill(m, *out);
+            else
+                rc = SLOTD_CLIENT_ENOMEM;
             slotd__v1__auth_list_response__free_unpacked(m, NULL);
         }
     }
     if (rc != SLOTD_CLIENT_OK)
-        slotd__admin_fail_text(c, "auth list", rc, attempts, st);
-    return rc;
+        slotd__admin_fail_text("auth list", rc, attempts, st);
+    return slotd__finish(rc, st, attempts, err);
 }

@@ -10,9 +10,228 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define SLOTD_STATUS_MESSAGE_LEN 512
+#define SLOTD_FIELD_LEN 64
+
+/* The outcome of the last attempt of a call: its gRPC status and the server's ErrorDetail. */
+struct slotd_status {
+    int grpc_status;                        /* 0 (OK) on success; -1 when no call was made */
+    char message[SLOTD_STATUS_MESSAGE_LEN]; /* a sentence: "put: UNAVAILABLE: ..." ("" on ok) */
+    bool has_detail;                        /* a slotd.v1.ErrorDetail came with the status */
+    int detail_code;                        /* enum slotd_error_code */
+    char field[SLOTD_FIELD_LEN];            /* INVALID_FIELD: the request field ("put.key") */
+    uint64_t limit;                         /* INVALID_FIELD: the field's limit */
+    uint32_t retry_after_ms;                /* retriable errors: the server's suggested wait */
+    uint64_t leader_node_id;                /* NOT_LEADER: leader hint (0 = none) */
+    char leader_address[SLOTD_ADDRESS_LEN + 1];
+    uint32_t leader_group_id;
+    uint64_t leader_term;
+    char address[SLOTD_ADDRESS_LEN + 1]; /* the node the last attempt went to */
+    /* COMPACTED (a watch resumed behind a group's history): that group and the oldest
+     * position a watch can resume from in it */
+    uint32_t compacted_group_id;
+    uint64_t compacted_index;
+};
+
+/* The options (slotd_options_create); the tls_* strings are owned copies (NULL = unset). */
+struct slotd_options {
+    int deadline_ms;      /* per attempt; 0 = 5000 */
+    int max_retries;      /* retries of retriable failures; 0 = 3, negative = none */
+    int route_refresh_ms; /* refetch the route when older than this; 0 = only when a call fails */
+    /* TLS (gRPC SSL channel credentials) for every channel when tls_ca_file or tls_cert_file is
+     * set; all NULL (default): plaintext. PEM file paths, read by slotd_client_create.
+     * tls_ca_file verifies the servers (NULL: gRPC's default roots);
+     * tls_cert_file and tls_key_file (both or neither) are the client certificate for servers
+     * that require one (mTLS). tls_server_name (NULL: the host of each address) is the name
+     * checked in the servers' certificates. */
+    const char *tls_ca_file;
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    const char *tls_server_name;
+};
+
+enum slotd_write_kind { SLOTD_WRITE_PUT, SLOTD_WRITE_DELETE, SLOTD_WRITE_CAS };
+
+/* One Propose, built by the put/delete/cas calls. Pointers are borrowed for the call. */
+struct slotd_write {
+    enum slotd_write_kind kind;
+    const void *key;
+    size_t key_len;
+    const void *value; /* PUT and CAS */
+    size_t value_len;
+    uint64_t expected_version; /* CAS: 0 = the key must be absent */
+    bool cas_delete;           /* CAS: delete instead of writing value */
+    /* 1..64 bytes; NULL = a random 16-byte id chosen by the client (retries reuse it) */
+    const void *request_id;
+    size_t request_id_len;
+    /* send no request id at all: then an ambiguous failure (UNAVAILABLE, deadline) is
+     * returned to the caller, never retried, since the write might have been applied */
+    bool no_request_id;
+    /* PUT: attach the key to this lease (slotd_lease_grant(); it must live in the key's hash
+     * slot, else SLOTD_CLIENT_EPRECONDITION and nothing is written); 0 = none, which also
+     * detaches the key from a lease it had. Other kinds: must be 0. */
+    uint64_t lease;
+};
+
+/* One Read range query (slotd_range_query_create); the byte fields are owned copies.
+ * prefix, or [start, end) (end empty: no upper bound), or none of them: every key. Pages come
+ * in hash-slot order (0..255), then in key byte order within a hash slot: not global key
+ * order. */
+struct slotd_range_query {
+    const void *prefix;
+    size_t prefix_len;
+    const void *start;
+    size_t start_len;
+    const void *end;
+    size_t end_len;
+    uint32_t limit; /* entries per page: 0 = SLOTD_RANGE_LIMIT_DEFAULT, <= SLOTD_RANGE_LIMIT_MAX */
+    bool keys_only;  /* entries carry no value */
+    bool count_only; /* no entries, only the page's count */
+    int consistency; /* enum slotd_consistency */
+    /* the previous page's cursor (same prefix/start/end); NULL = from the first hash slot */
+    const void *cursor;
+    size_t cursor_len;
+};
+
+struct slotd_txn_compare {
+    const void *key;
+    size_t key_len;
+    int target;       /* enum slotd_txn_target */
+    int op;           /* enum slotd_txn_cmp */
+    uint64_t version; /* TARGET_VERSION */
+    const void *value; /* TARGET_VALUE */
+    size_t value_len;
+};
+
+struct slotd_txn_op {
+    int kind; /* enum slotd_txn_op_kind */
+    const void *key;
+    size_t key_len;
+    const void *value; /* PUT */
+    size_t value_len;
+    uint64_t lease; /* PUT: as slotd_write.lease (0 = none); other kinds: must be 0 */
+};
+
+/* One txn (slotd_txn_create): the compares and both branches, keys and values owned copies.
+ * bad: the first add that was refused (a sentence; field in bad_field), reported by the call. */
+struct slotd_txn {
+    struct slotd_txn_compare compares[SLOTD_TXN_COMPARES_MAX];
+    size_t compare_count;
+    struct slotd_txn_op success[SLOTD_TXN_OPS_MAX];
+    size_t success_count;
+    struct slotd_txn_op failure[SLOTD_TXN_OPS_MAX];
+    size_t failure_count;
+    uint8_t request_id[SLOTD_REQUEST_ID_LEN_MAX];
+    size_t request_id_len;
+    bool has_request_id; /* false: a random 16-byte id (retries reuse it) */
+    bool no_request_id;
+    char bad[SLOTD_STATUS_MESSAGE_LEN];
+    char bad_field[SLOTD_FIELD_LEN];
+    uint64_t bad_limit;
+};
+
+/* A watch (slotd_watch_request_create); key, prefix, typed_id and resume are owned copies. key (one key), or prefix (key empty), or
+ * neither: every key; or, with typed_kind set (no key, no prefix), the typed rows of typed_id
+ * (a uid or channel id, served by the group owning its hash slot). */
+struct slotd_watch_request {
+    const void *key;
+    size_t key_len;
+    const void *prefix;
+    size_t prefix_len;
+    int typed_kind;       /* enum slotd_typed_watch_kind; 0 = keys */
+    const char *typed_id; /* NUL-terminated */
+    const struct slotd_watch_position *resume; /* where to continue (a result's positions) */
+    size_t resume_count;
+    uint32_t progress_interval_ms; /* 0: the server's default */
+    bool keys_only;
+    int timeout_ms;  /* stop after this long (returns OK, timed_out); 0 = no limit */
+    int max_resumes; /* 0 = SLOTD_WATCH_RESUMES_DEFAULT, negative = no limit */
+};
+
+/* One Admin command (slotd_admin_command_create); address, hash_slots and feature are owned
+ * copies. */
+struct slotd_admin_command {
+    enum slotd_admin_kind kind;
+    uint64_t node_id;    /* JOIN/ACTIVATE/SET_PREFERRED_LEADER/PROMOTE_CONTROLLER_VOTER/DRAIN */
+    const char *address; /* JOIN_NODE: "host:port" others reach the node at */
+    uint32_t weight;     /* JOIN_NODE: 1..1000, 0 = default */
+    uint32_t group_id;   /* SET_PREFERRED_LEADER, MOVE_REPLICA, TRANSFER_LEADER */
+    /* 0 = unconditional; else the command is refused (SLOTD_CLIENT_ESTALE_REVISION, gRPC
+     * ABORTED) unless the controller's revision equals it */
+    uint64_t expected_revision;
+    uint64_t from_node; /* MOVE_REPLICA: the node giving up its replica */
+    uint64_t to_node;   /* MOVE_REPLICA, TRANSFER_LEADER */
+    uint64_t task_id;   /* RETRY_TASK */
+    /* MIGRATE_HASH_SLOTS: 1..SLOTD_HASH_SLOTS distinct hash slots, each 0..255 (checked before
+     * any call: SLOTD_CLIENT_EINVAL with status.field "hash_slots"), moved to to_group */
+    const uint32_t *hash_slots;
+    size_t hash_slot_count;
+    uint32_t to_group;
+    const char *feature; /* SET_FEATURE: a cluster-state feature ("hash_slot_migration") */
+    bool enabled;        /* SET_FEATURE */
+};
+
+
+/* A failed call's error (slotd_error_destroy). */
+struct slotd_error {
+    int code; /* enum slotd_client_err */
+    unsigned attempts;
+    struct slotd_status st;
+};
+
+/* The options of a write (slotd_write_options_create). */
+struct slotd_write_options {
+    uint8_t request_id[SLOTD_REQUEST_ID_LEN_MAX];
+    size_t request_id_len;
+    bool has_request_id;
+    bool no_request_id;
+    uint64_t lease;
+};
+
+/* The options of a read (slotd_read_options_create). */
+struct slotd_read_options {
+    int consistency;
+    uint64_t min_applied_index;
+};
+
+/* One Admin.UserWrite / Admin.RoleWrite; strings borrowed for the call, NULL = "". */
+struct slotd_auth_write {
+    bool role; /* false: UserWrite (op is a slotd_user_op); true: RoleWrite */
+    int op;
+    const char *name;      /* the user or the role */
+    const char *password;  /* SLOTD_USER_ADD, SLOTD_USER_PASSWD */
+    const char *role_name; /* SLOTD_USER_GRANT_ROLE, SLOTD_USER_REVOKE_ROLE */
+    const char *perm_type, *perm_access, *perm_value; /* SLOTD_ROLE_GRANT, SLOTD_ROLE_REVOKE */
+    uint64_t expected_revision;
+};
+
+/* A decoded RouteSnapshotResponse. */
+struct slotd_route {
+    uint64_t revision;
+    uint32_t hash_slot_table[SLOTD_HASH_SLOTS];
+    struct slotd_route_group *groups; /* sorted by group_id */
+    size_t group_count;
+    struct slotd_route_node *nodes; /* sorted by node_id; at most SLOTD_CLIENT_NODES_MAX */
+    size_t node_count;
+    char source[SLOTD_ADDRESS_LEN + 1]; /* the endpoint that answered */
+};
+
+/* A TaskStatus answer: one task (asked by id) or the list (task_id 0). */
+struct slotd_task_list {
+    uint64_t revision;        /* the controller revision the answer was read at */
+    struct slotd_task *tasks; /* task_count entries (oldest first when listing) */
+    size_t task_count;        /* by id: 1; listing: 0..SLOTD_TASKS_MAX */
+    char source[SLOTD_ADDRESS_LEN + 1]; /* the endpoint that answered */
+    unsigned attempts;
+    /* what tasks[i].participants and .hash_slots point at (task_count rows each) */
+    uint64_t (*participants)[SLOTD_TASK_PARTICIPANTS_MAX];
+    uint32_t (*hash_slots)[SLOTD_HASH_SLOTS];
+};
+
+
 /*
  * buf, err: borrowed for the call. Decodes a RouteSnapshotResponse into *out (caller frees with
- * slotd_route_free()). SLOTD_CLIENT_EMALFORMED with a sentence in err when the bytes do not
+ * slotd_route_destroy()). SLOTD_CLIENT_EMALFORMED with a sentence in err when the bytes do not
  * decode, the table does not have 256 entries or a bound is exceeded.
  */
 int slotd__route_decode(const uint8_t *buf, size_t len, struct slotd_route **out, char *err,
@@ -23,7 +242,7 @@ int slotd__route_decode(const uint8_t *buf, size_t len, struct slotd_route **out
  * address is unknown. */
 const char *slotd__route_slot_leader_address(const struct slotd_route *r, unsigned hash_slot);
 
-/* r: borrowed for the call. A deep copy (caller frees with slotd_route_free()), NULL on ENOMEM. */
+/* r: borrowed for the call. A deep copy (caller frees with slotd_route_destroy()), NULL on ENOMEM. */
 struct slotd_route *slotd__route_copy(const struct slotd_route *r);
 
 /* r: borrowed for the call. Records a NOT_LEADER hint: group_id's leader becomes node_id at
@@ -59,9 +278,22 @@ int slotd__backoff_ms(unsigned attempt, uint32_t retry_after_ms);
 int slotd__endpoints_parse(const char *s, char (*out)[SLOTD_ADDRESS_LEN + 1], size_t max,
                            size_t *count, char *err, size_t errlen);
 
-/* in (may be NULL), out, err: borrowed for the call. Applies defaults and checks ranges. */
-int slotd__options_resolve(const struct slotd_client_options *in, struct slotd_client_options *out,
-                           char *err, size_t errlen);
+/* o: borrowed for the call. Sets the defaults (deadline_ms 5000, max_retries 3, no TLS). */
+void slotd__options_init(struct slotd_options *o);
+
+/* in (may be NULL: the defaults), out, err: borrowed for the call. Checks ranges and
+ * combinations; out gets in's numbers (its tls_* pointers borrowed from in). */
+int slotd__options_resolve(const struct slotd_options *in, struct slotd_options *out, char *err,
+                           size_t errlen);
+
+/* Ends a call: when rc is a failure and err is not NULL, replaces *err by a new error holding
+ * rc, attempts and st (borrowed for the call). Returns rc (SLOTD_CLIENT_ENOMEM when the error
+ * itself cannot be allocated is still reported as rc, with *err NULL). */
+int slotd__finish(int rc, const struct slotd_status *st, unsigned attempts,
+                  struct slotd_error **err);
+
+/* As slotd__finish for a failure found before any call: message (and field, may be NULL). */
+int slotd__refuse(int rc, const char *message, const char *field, struct slotd_error **err);
 
 /* ---- what client_admin.c uses from client.c ---- */
 
@@ -80,9 +312,6 @@ size_t slotd__client_endpoints(struct slotd_client *c, char (*out)[SLOTD_ADDRESS
 /* c: borrowed for the call. The resolved max_retries (negative = none). */
 int slotd__client_max_retries(const struct slotd_client *c);
 
-/* c, st: borrowed for the call. Makes st the client's last error. */
-void slotd__client_record_error(struct slotd_client *c, const struct slotd_status *st);
-
 /* Sleeps ms milliseconds (restarts after signals). */
 void slotd__sleep_ms(int ms);
 
@@ -91,10 +320,9 @@ void slotd__sleep_ms(int ms);
 /* st: borrowed for the call. Clears st; grpc_status -1 (no call made). */
 void slotd__admin_status_reset(struct slotd_status *st);
 
-/* c, op, st: borrowed for the call. Rewrites st->message as "op: STATUS: text (field F)
- * [address, N attempts]" and makes st the client's last error. */
-void slotd__admin_fail_text(struct slotd_client *c, const char *op, int rc, unsigned attempts,
-                            struct slotd_status *st);
+/* op, st: borrowed for the call. Rewrites st->message as "op: STATUS: text (field F)
+ * [address, N attempts]". */
+void slotd__admin_fail_text(const char *op, int rc, unsigned attempts, struct slotd_status *st);
 
 /* Whether a failed read-only admin call is worth asking the next endpoint (UNAVAILABLE, past
  * its deadline, overloaded). */
@@ -108,22 +336,22 @@ bool slotd__admin_skippable(int rc);
  * SLOTD__ADMIN_REQUEST_MAX bytes) and sets *method (gRPC path) and *op (its name in messages).
  * SLOTD_CLIENT_EINVAL with a sentence in st->message for a bad kind, address or hash slot
  * list (no call is to be made then). */
-int slotd__admin_write_encode(const struct slotd_admin_write *w, uint8_t *buf, size_t *len,
+int slotd__admin_write_encode(const struct slotd_admin_command *w, uint8_t *buf, size_t *len,
                               const char **method, const char **op, struct slotd_status *st);
 
-/* buf, out: borrowed for the call. Decodes a TaskStatusResponse into out->tasks (malloc'd,
- * freed by slotd_task_status_free()) and out->revision. by_id: the answer to a task_id > 0
- * request (exactly one task expected). SLOTD_CLIENT_EMALFORMED with a sentence in
- * out->status.message when it does not decode or exceeds a bound (SLOTD_TASKS_MAX tasks,
- * SLOTD_TASK_PARTICIPANTS_MAX participants, SLOTD_HASH_SLOTS hash slots). */
+/* buf, out, st: borrowed for the call. Decodes a TaskStatusResponse into out->tasks (freed by
+ * slotd_task_list_destroy()) and out->revision. by_id: the answer to a task_id > 0 request
+ * (exactly one task expected). SLOTD_CLIENT_EMALFORMED with a sentence in st->message when it
+ * does not decode or exceeds a bound (SLOTD_TASKS_MAX tasks, SLOTD_TASK_PARTICIPANTS_MAX
+ * participants, SLOTD_HASH_SLOTS hash slots). */
 int slotd__task_status_decode(const uint8_t *buf, size_t len, bool by_id,
-                              struct slotd_task_status *out);
+                              struct slotd_task_list *out, struct slotd_status *st);
 
-/* buf, out: borrowed for the call. Fills out's answer fields from a ControllerStatusResponse
- * (role cut to SLOTD_CONTROLLER_ROLE_LEN - 1 bytes); SLOTD_CLIENT_EMALFORMED with a sentence in
- * out->status.message when the bytes do not decode. */
+/* buf, out, st: borrowed for the call. Fills out's answer fields from a
+ * ControllerStatusResponse (role cut to SLOTD_CONTROLLER_ROLE_LEN - 1 bytes);
+ * SLOTD_CLIENT_EMALFORMED with a sentence in st->message when the bytes do not decode. */
 int slotd__controller_status_decode(const uint8_t *buf, size_t len,
-                                    struct slotd_controller_status *out);
+                                    struct slotd_controller_status *out, struct slotd_status *st);
 
 /* ---- what client_kv.c and client_watch.c use from client.c ---- */
 

@@ -34,15 +34,43 @@ static bool kv_bad_bytes(const void *p, size_t len)
 
 /* ---- range ------------------------------------------------------------------------------- */
 
-void slotd_range_page_free(struct slotd_range_page *p)
+/* Allocates an array of n pointers to n zeroed elements of size each, the elements in one block
+ * (ptrs[0] is the block). NULL on ENOMEM; n 0 gives NULL too (nothing to allocate). */
+static void **kv_ptr_array(size_t n, size_t size)
 {
-    for (size_t i = 0; i < p->entry_count; i++) {
-        free(p->entries[i].key);
-        free(p->entries[i].value);
+    if (n == 0)
+        return NULL;
+    void **ptrs = malloc(n * sizeof(*ptrs));
+    char *block = calloc(n, size);
+    if (!ptrs || !block) {
+        free(ptrs);
+        free(block);
+        return NULL;
     }
-    free(p->entries);
+    for (size_t i = 0; i < n; i++)
+        ptrs[i] = block + i * size;
+    return ptrs;
+}
+
+/* Frees what kv_ptr_array allocated. */
+static void kv_ptr_array_free(void **ptrs)
+{
+    if (ptrs)
+        free(ptrs[0]);
+    free(ptrs);
+}
+
+void slotd_range_page_destroy(struct slotd_range_page *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->entry_count; i++) {
+        free(p->entries[i]->key);
+        free(p->entries[i]->value);
+    }
+    kv_ptr_array_free((void **)p->entries);
     free(p->cursor);
-    memset(p, 0, sizeof(*p));
+    free(p);
 }
 
 static int kv_range_decode(grpc_slice body, struct slotd_range_page *out)
@@ -64,14 +92,15 @@ static int kv_range_decode(grpc_slice body, struct slotd_range_page *out)
     out->count = r->count;
     out->more = r->more;
     if (r->n_entries > 0) {
-        out->entries = calloc(r->n_entries, sizeof(*out->entries));
+        out->entries =
+            (struct slotd_range_entry **)kv_ptr_array(r->n_entries, sizeof(**out->entries));
         if (!out->entries) {
             rc = SLOTD_CLIENT_ENOMEM;
             goto done;
         }
     }
     for (size_t i = 0; i < r->n_entries; i++) {
-        struct slotd_range_entry *e = &out->entries[i];
+        struct slotd_range_entry *e = out->entries[i];
         out->entry_count = i + 1;
         e->version = r->entries[i]->version;
         if (!kv_dup(r->entries[i]->key.data, r->entries[i]->key.len, &e->key, &e->key_len) ||
@@ -88,16 +117,16 @@ done:
     return rc;
 }
 
-int slotd_range(struct slotd_client *c, const struct slotd_range_query *q,
-                struct slotd_range_page *out)
+/* One range page for q; fills out (borrowed for the call) and st. */
+static int kv_range(struct slotd_client *c, const struct slotd_range_query *q,
+                    struct slotd_range_page *out, struct slotd_status *st)
 {
-    memset(out, 0, sizeof(*out));
-    slotd__status_reset(&out->status);
+    slotd__status_reset(st);
     if (q->consistency < SLOTD_CONSISTENCY_LINEARIZABLE ||
         q->consistency > SLOTD_CONSISTENCY_LOCAL || kv_bad_bytes(q->prefix, q->prefix_len) ||
         kv_bad_bytes(q->start, q->start_len) || kv_bad_bytes(q->end, q->end_len) ||
         kv_bad_bytes(q->cursor, q->cursor_len)) {
-        snprintf(out->status.message, sizeof(out->status.message),
+        snprintf(st->message, sizeof(st->message),
                  "range: consistency %d is not 0..2, or a NULL prefix/start/end/cursor has a "
                  "length",
                  q->consistency);
@@ -124,35 +153,47 @@ int slotd_range(struct slotd_client *c, const struct slotd_range_query *q,
     slotd__v1__read_request__pack(&m, req);
     grpc_slice body;
     int rc = slotd__client_routed_call(c, "range", KV_METHOD_READ, NULL, 0, req, len, true, &body,
-                                       &out->attempts, &out->status);
+                                       &out->attempts, st);
     free(req);
     if (rc != SLOTD_CLIENT_OK)
         return rc;
     rc = kv_range_decode(body, out);
     grpc_slice_unref(body);
     if (rc == SLOTD_CLIENT_EMALFORMED)
-        snprintf(out->status.message, sizeof(out->status.message),
+        snprintf(st->message, sizeof(st->message),
                  "range: response is not a ReadResponse with a range result of at most %d "
                  "entries",
                  SLOTD_RANGE_LIMIT_MAX);
-    if (rc != SLOTD_CLIENT_OK) {
-        struct slotd_status st = out->status;
-        unsigned attempts = out->attempts;
-        slotd_range_page_free(out);
-        out->status = st;
-        out->attempts = attempts;
-    }
+    return rc;
+}
+
+int slotd_client_range(struct slotd_client *c, const struct slotd_range_query *q,
+                       struct slotd_range_page **out, struct slotd_error **err)
+{
+    *out = NULL;
+    struct slotd_range_page *p = calloc(1, sizeof(*p));
+    if (!p)
+        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "range: out of memory", NULL, err);
+    struct slotd_status st;
+    int rc = kv_range(c, q, p, &st);
+    slotd__finish(rc, &st, p->attempts, err);
+    if (rc == SLOTD_CLIENT_OK)
+        *out = p;
+    else
+        slotd_range_page_destroy(p);
     return rc;
 }
 
 /* ---- txn --------------------------------------------------------------------------------- */
 
-void slotd_txn_result_free(struct slotd_txn_result *r)
+void slotd_txn_result_destroy(struct slotd_txn_result *r)
 {
+    if (!r)
+        return;
     for (size_t i = 0; i < r->result_count; i++)
-        free(r->results[i].value);
-    free(r->results);
-    memset(r, 0, sizeof(*r));
+        free(r->results[i]->value);
+    kv_ptr_array_free((void **)r->results);
+    free(r);
 }
 
 /* The key the txn is routed by: the first compare's, else the first success op's, else the
@@ -174,57 +215,15 @@ static const void *kv_txn_first_key(const struct slotd_txn *t, size_t *len)
     return key;
 }
 
-/* Checks what the server cannot see (pointers, the client's own bounds of its arrays). */
-static int kv_txn_check(const struct slotd_txn *t, struct slotd_txn_result *out)
+/* Reports the first add the builder refused (the bounds and pointers are checked there). */
+static int kv_txn_check(const struct slotd_txn *t, struct slotd_status *st)
 {
-    const char *bad = NULL;
-    int max = SLOTD_TXN_OPS_MAX;
-    if (t->compare_count > SLOTD_TXN_COMPARES_MAX || (t->compare_count && !t->compares)) {
-        bad = "txn.compares";
-        max = SLOTD_TXN_COMPARES_MAX;
-    } else if (t->success_count > SLOTD_TXN_OPS_MAX || (t->success_count && !t->success)) {
-        bad = "txn.success";
-    } else if (t->failure_count > SLOTD_TXN_OPS_MAX || (t->failure_count && !t->failure)) {
-        bad = "txn.failure";
-    }
-    if (bad) {
-        snprintf(out->status.message, sizeof(out->status.message),
-                 "txn: %s: a NULL array with a count, or more than %d entries", bad, max);
-        snprintf(out->status.field, sizeof(out->status.field), "%s", bad);
-        out->status.limit = (uint64_t)max;
-        return SLOTD_CLIENT_EINVAL;
-    }
-    for (size_t i = 0; i < t->compare_count; i++)
-        if (kv_bad_bytes(t->compares[i].key, t->compares[i].key_len) ||
-            kv_bad_bytes(t->compares[i].value, t->compares[i].value_len))
-            bad = "txn.compares";
-    const struct slotd_txn_op *branches[2] = {t->success, t->failure};
-    size_t counts[2] = {t->success_count, t->failure_count};
-    for (int b = 0; b < 2; b++)
-        for (size_t i = 0; i < counts[b]; i++) {
-            const struct slotd_txn_op *op = &branches[b][i];
-            if (kv_bad_bytes(op->key, op->key_len) || kv_bad_bytes(op->value, op->value_len) ||
-                op->kind < SLOTD_TXN_PUT || op->kind > SLOTD_TXN_GET ||
-                (op->lease != 0 && op->kind != SLOTD_TXN_PUT))
-                bad = b == 0 ? "txn.success" : "txn.failure";
-        }
-    if (bad) {
-        snprintf(out->status.message, sizeof(out->status.message),
-                 "txn: %s: an op kind that is not put/delete/get, a NULL key or value with a "
-                 "length, or a lease on an op that is not a put",
-                 bad);
-        snprintf(out->status.field, sizeof(out->status.field), "%s", bad);
-        return SLOTD_CLIENT_EINVAL;
-    }
-    if (t->request_id && !t->no_request_id &&
-        (t->request_id_len == 0 || t->request_id_len > SLOTD_REQUEST_ID_LEN_MAX)) {
-        snprintf(out->status.message, sizeof(out->status.message),
-                 "txn: request id of %zu bytes is not in 1..%d", t->request_id_len,
-                 SLOTD_REQUEST_ID_LEN_MAX);
-        snprintf(out->status.field, sizeof(out->status.field), "request_id");
-        return SLOTD_CLIENT_EINVAL;
-    }
-    return SLOTD_CLIENT_OK;
+    if (t->bad[0] == '\0')
+        return SLOTD_CLIENT_OK;
+    snprintf(st->message, sizeof(st->message), "%s", t->bad);
+    snprintf(st->field, sizeof(st->field), "%s", t->bad_field);
+    st->limit = t->bad_limit;
+    return SLOTD_CLIENT_EINVAL;
 }
 
 /* The n ops of one branch as protobuf-c messages in the caller's arrays (msgs[i] and the
@@ -323,7 +322,8 @@ static int kv_txn_decode(grpc_slice body, struct slotd_txn_result *out)
     out->deduplicated = m->deduplicated;
     out->succeeded = m->txn->succeeded;
     if (m->txn->n_results > 0) {
-        out->results = calloc(m->txn->n_results, sizeof(*out->results));
+        out->results = (struct slotd_txn_op_result **)kv_ptr_array(m->txn->n_results,
+                                                                   sizeof(**out->results));
         if (!out->results) {
             rc = SLOTD_CLIENT_ENOMEM;
             goto done;
@@ -331,7 +331,7 @@ static int kv_txn_decode(grpc_slice body, struct slotd_txn_result *out)
     }
     for (size_t i = 0; i < m->txn->n_results; i++) {
         const Slotd__V1__TxnOpResult *r = m->txn->results[i];
-        struct slotd_txn_op_result *o = &out->results[i];
+        struct slotd_txn_op_result *o = out->results[i];
         out->result_count = i + 1;
         switch (r->result_case) {
         case SLOTD__V1__TXN_OP_RESULT__RESULT_PUT:
@@ -363,16 +363,17 @@ done:
     return rc;
 }
 
-int slotd_txn(struct slotd_client *c, const struct slotd_txn *t, struct slotd_txn_result *out)
+/* Sends t; fills out (borrowed for the call) and st. */
+static int kv_txn(struct slotd_client *c, const struct slotd_txn *t, struct slotd_txn_result *out,
+                  struct slotd_status *st)
 {
-    memset(out, 0, sizeof(*out));
-    slotd__status_reset(&out->status);
-    int rc = kv_txn_check(t, out);
+    slotd__status_reset(st);
+    int rc = kv_txn_check(t, st);
     if (rc != SLOTD_CLIENT_OK)
         return rc;
     if (t->no_request_id) {
         out->request_id_len = 0;
-    } else if (t->request_id) {
+    } else if (t->has_request_id) {
         memcpy(out->request_id, t->request_id, t->request_id_len);
         out->request_id_len = t->request_id_len;
     } else {
@@ -389,24 +390,33 @@ int slotd_txn(struct slotd_client *c, const struct slotd_txn *t, struct slotd_tx
     /* An empty txn still goes out (routed by the empty key): the server names the field. */
     grpc_slice body;
     rc = slotd__client_routed_call(c, "txn", KV_METHOD_PROPOSE, key ? key : "", key ? klen : 0,
-                                   req, req_len, out->request_id_len > 0, &body, &out->attempts,
-                                   &out->status);
+                                   req, req_len, out->request_id_len > 0, &body, &out->attempts, st);
     free(req);
     if (rc != SLOTD_CLIENT_OK)
         return rc;
     rc = kv_txn_decode(body, out);
     grpc_slice_unref(body);
-    if (rc != SLOTD_CLIENT_OK) {
-        struct slotd_status st = out->status;
-        unsigned attempts = out->attempts;
-        slotd_txn_result_free(out);
-        out->status = st;
-        out->attempts = attempts;
-        if (rc == SLOTD_CLIENT_EMALFORMED)
-            snprintf(out->status.message, sizeof(out->status.message),
-                     "txn: response is not a ProposeResponse with a txn result of at most %d "
-                     "results",
-                     SLOTD_TXN_OPS_MAX);
-    }
+    if (rc == SLOTD_CLIENT_EMALFORMED)
+        snprintf(st->message, sizeof(st->message),
+                 "txn: response is not a ProposeResponse with a txn result of at most %d "
+                 "results",
+                 SLOTD_TXN_OPS_MAX);
+    return rc;
+}
+
+int slotd_client_txn(struct slotd_client *c, const struct slotd_txn *t,
+                     struct slotd_txn_result **out, struct slotd_error **err)
+{
+    *out = NULL;
+    struct slotd_txn_result *r = calloc(1, sizeof(*r));
+    if (!r)
+        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "txn: out of memory", NULL, err);
+    struct slotd_status st;
+    int rc = kv_txn(c, t, r, &st);
+    slotd__finish(rc, &st, r->attempts, err);
+    if (rc == SLOTD_CLIENT_OK)
+        *out = r;
+    else
+        slotd_txn_result_destroy(r);
     return rc;
 }

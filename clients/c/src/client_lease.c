@@ -31,17 +31,15 @@ struct lease_cmd {
     uint64_t id;          /* keep-alive, revoke */
 };
 
-static void lease_result_reset(struct slotd_lease_result *out)
+void slotd_lease_result_destroy(struct slotd_lease_result *r)
 {
-    memset(out, 0, sizeof(*out));
-    slotd__status_reset(&out->status);
+    free(r);
 }
 
 /* What the server cannot see or the client needs to route: the TTL bound, a NULL key with a
  * length, an id that names no hash slot. */
-static int lease_check(const struct lease_cmd *cmd, struct slotd_lease_result *out)
+static int lease_check(const struct lease_cmd *cmd, struct slotd_status *st)
 {
-    struct slotd_status *st = &out->status;
     if (cmd->command_case == SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_GRANT) {
         if (!cmd->key && cmd->key_len) {
             snprintf(st->message, sizeof(st->message),
@@ -138,12 +136,12 @@ static int lease_decode(const struct lease_cmd *cmd, grpc_slice body,
 
 /* Runs one lease command: checks, a random request id (so every retry is safe), the call to
  * the leader of the lease's hash slot (the grant's key's), the answer. */
-static int lease_run(struct slotd_client *c, const struct lease_cmd *cmd,
-                     struct slotd_lease_result *out)
+static int lease_call(struct slotd_client *c, const struct lease_cmd *cmd,
+                      struct slotd_lease_result *out, struct slotd_status *st)
 {
-    lease_result_reset(out);
+    slotd__status_reset(st);
     out->id = cmd->id;
-    int rc = lease_check(cmd, out);
+    int rc = lease_check(cmd, st);
     if (rc != SLOTD_CLIENT_OK)
         return rc;
     slotd__client_request_id(c, out->request_id, SLOTD_REQUEST_ID_LEN_DEFAULT);
@@ -158,20 +156,39 @@ static int lease_run(struct slotd_client *c, const struct lease_cmd *cmd,
                              : (unsigned)slotd_lease_hash_slot(cmd->id);
     grpc_slice body;
     rc = slotd__client_slot_call(c, cmd->op, LEASE_METHOD_PROPOSE, hash_slot, req, req_len, true,
-                                 &body, &out->attempts, &out->status);
+                                 &body, &out->attempts, st);
     free(req);
     if (rc != SLOTD_CLIENT_OK)
         return rc;
     rc = lease_decode(cmd, body, out);
     grpc_slice_unref(body);
     if (rc == SLOTD_CLIENT_EMALFORMED)
-        snprintf(out->status.message, sizeof(out->status.message),
+        snprintf(st->message, sizeof(st->message),
                  "%s: response is not a ProposeResponse with a matching lease result", cmd->op);
     return rc;
 }
 
-int slotd_lease_grant(struct slotd_client *c, const void *key, size_t klen, uint32_t ttl_seconds,
-                      struct slotd_lease_result *out)
+/* lease_call into a new result: *out on success, *err on failure. */
+static int lease_run(struct slotd_client *c, const struct lease_cmd *cmd,
+                     struct slotd_lease_result **out, struct slotd_error **err)
+{
+    *out = NULL;
+    struct slotd_lease_result *r = calloc(1, sizeof(*r));
+    if (!r)
+        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "lease: out of memory", NULL, err);
+    struct slotd_status st;
+    int rc = lease_call(c, cmd, r, &st);
+    slotd__finish(rc, &st, r->attempts, err);
+    if (rc == SLOTD_CLIENT_OK)
+        *out = r;
+    else
+        slotd_lease_result_destroy(r);
+    return rc;
+}
+
+int slotd_client_lease_grant(struct slotd_client *c, const void *key, size_t klen,
+                             uint32_t ttl_seconds, struct slotd_lease_result **out,
+                             struct slotd_error **err)
 {
     struct lease_cmd cmd = {.op = "lease grant",
                             .field = "lease_grant",
@@ -179,23 +196,25 @@ int slotd_lease_grant(struct slotd_client *c, const void *key, size_t klen, uint
                             .key = key,
                             .key_len = klen,
                             .ttl_seconds = ttl_seconds};
-    return lease_run(c, &cmd, out);
+    return lease_run(c, &cmd, out, err);
 }
 
-int slotd_lease_keepalive(struct slotd_client *c, uint64_t id, struct slotd_lease_result *out)
+int slotd_client_lease_keepalive(struct slotd_client *c, uint64_t id,
+                                 struct slotd_lease_result **out, struct slotd_error **err)
 {
     struct lease_cmd cmd = {.op = "lease keepalive",
                             .field = "lease_keep_alive.id",
                             .command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_KEEP_ALIVE,
                             .id = id};
-    return lease_run(c, &cmd, out);
+    return lease_run(c, &cmd, out, err);
 }
 
-int slotd_lease_revoke(struct slotd_client *c, uint64_t id, struct slotd_lease_result *out)
+int slotd_client_lease_revoke(struct slotd_client *c, uint64_t id,
+                              struct slotd_lease_result **out, struct slotd_error **err)
 {
     struct lease_cmd cmd = {.op = "lease revoke",
                             .field = "lease_revoke.id",
                             .command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_REVOKE,
                             .id = id};
-    return lease_run(c, &cmd, out);
+    return lease_run(c, &cmd, out, err);
 }

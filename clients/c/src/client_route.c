@@ -1,4 +1,5 @@
-/* client_route.c - hash slots (zlib crc32 % 256), RouteSnapshotResponse decoding and lookups. */
+/* client_route.c - hash slots (zlib crc32 % 256), RouteSnapshotResponse decoding, the route
+ * object's getters and lookups. */
 #include "client_internal.h"
 
 #include "slotd/v1/metadata.pb-c.h"
@@ -26,13 +27,48 @@ unsigned slotd_hash_slot(const void *key, size_t klen)
     return (unsigned)(crc % SLOTD_HASH_SLOTS);
 }
 
-void slotd_route_free(struct slotd_route *r)
+void slotd_route_destroy(struct slotd_route *r)
 {
     if (!r)
         return;
     free(r->groups);
     free(r->nodes);
     free(r);
+}
+
+uint64_t slotd_route_revision(const struct slotd_route *r)
+{
+    return r->revision;
+}
+
+const char *slotd_route_source(const struct slotd_route *r)
+{
+    return r->source;
+}
+
+uint32_t slotd_route_hash_slot_group(const struct slotd_route *r, unsigned hash_slot)
+{
+    return hash_slot < SLOTD_HASH_SLOTS ? r->hash_slot_table[hash_slot] : 0;
+}
+
+size_t slotd_route_group_count(const struct slotd_route *r)
+{
+    return r->group_count;
+}
+
+const struct slotd_route_group *slotd_route_group_at(const struct slotd_route *r, size_t i)
+{
+    return i < r->group_count ? &r->groups[i] : NULL;
+}
+
+size_t slotd_route_node_count(const struct slotd_route *r)
+{
+    return r->node_count;
+}
+
+const struct slotd_route_node *slotd_route_node_at(const struct slotd_route *r, size_t i)
+{
+    return i < r->node_count ? &r->nodes[i] : NULL;
 }
 
 static int route_fail(char *err, size_t errlen, const char *fmt, ...)
@@ -177,7 +213,7 @@ int slotd__route_decode(const uint8_t *buf, size_t len, struct slotd_route **out
     return SLOTD_CLIENT_OK;
 
 err_after_route:
-    slotd_route_free(r);
+    slotd_route_destroy(r);
 err_after_unpack:
     slotd__v1__route_snapshot_response__free_unpacked(m, NULL);
     if (rc == SLOTD_CLIENT_ENOMEM)

@@ -12,11 +12,39 @@
 
 #define TASK_METHOD_STATUS "/slotd.v1.Metadata/TaskStatus"
 
-void slotd_task_status_free(struct slotd_task_status *s)
+void slotd_task_list_destroy(struct slotd_task_list *l)
 {
-    free(s->tasks);
-    memset(s, 0, sizeof(*s));
-    s->status.grpc_status = -1;
+    if (!l)
+        return;
+    free(l->tasks);
+    free(l->participants);
+    free(l->hash_slots);
+    free(l);
+}
+
+uint64_t slotd_task_list_revision(const struct slotd_task_list *l)
+{
+    return l->revision;
+}
+
+const char *slotd_task_list_source(const struct slotd_task_list *l)
+{
+    return l->source;
+}
+
+unsigned slotd_task_list_attempts(const struct slotd_task_list *l)
+{
+    return l->attempts;
+}
+
+size_t slotd_task_list_count(const struct slotd_task_list *l)
+{
+    return l->task_count;
+}
+
+const struct slotd_task *slotd_task_list_at(const struct slotd_task_list *l, size_t i)
+{
+    return i < l->task_count ? &l->tasks[i] : NULL;
 }
 
 bool slotd_task_finished(const struct slotd_task *t)
@@ -25,7 +53,10 @@ bool slotd_task_finished(const struct slotd_task *t)
 }
 
 /* Copies one Task into out; EMALFORMED with a sentence in msg when a bound is exceeded. */
-static int task_copy(const Slotd__V1__Task *m, struct slotd_task *out, char *msg, size_t msglen)
+/* participants and hash_slots: the storage out's arrays point at (SLOTD_TASK_PARTICIPANTS_MAX
+ * and SLOTD_HASH_SLOTS entries). */
+static int task_copy(const Slotd__V1__Task *m, struct slotd_task *out, uint64_t *participants,
+                     uint32_t *hash_slots, char *msg, size_t msglen)
 {
     if (m->n_participants > SLOTD_TASK_PARTICIPANTS_MAX) {
         snprintf(msg, msglen, "task %llu: %zu participants exceed %d",
@@ -49,8 +80,9 @@ static int task_copy(const Slotd__V1__Task *m, struct slotd_task *out, char *msg
     out->source_node = m->source_node;
     out->target_node = m->target_node;
     for (size_t i = 0; i < m->n_participants; i++)
-        out->participants[i] = m->participants[i];
-    out->participant_count = (unsigned)m->n_participants;
+        participants[i] = m->participants[i];
+    out->participants = participants;
+    out->participant_count = m->n_participants;
     out->config_epoch = m->config_epoch;
     out->bytes_sent = m->bytes_sent;
     out->bytes_total = m->bytes_total;
@@ -61,15 +93,15 @@ static int task_copy(const Slotd__V1__Task *m, struct slotd_task *out, char *msg
     out->revision = m->revision;
     out->to_group = m->to_group;
     for (size_t i = 0; i < m->n_hash_slots; i++)
-        out->hash_slots[i] = m->hash_slots[i];
-    out->hash_slot_count = (unsigned)m->n_hash_slots;
+        hash_slots[i] = m->hash_slots[i];
+    out->hash_slots = hash_slots;
+    out->hash_slot_count = m->n_hash_slots;
     return SLOTD_CLIENT_OK;
 }
 
 int slotd__task_status_decode(const uint8_t *buf, size_t len, bool by_id,
-                              struct slotd_task_status *out)
+                              struct slotd_task_list *out, struct slotd_status *st)
 {
-    struct slotd_status *st = &out->status;
     int rc = SLOTD_CLIENT_EMALFORMED;
     Slotd__V1__TaskStatusResponse *m = slotd__v1__task_status_response__unpack(NULL, len, buf);
     if (!m) {
@@ -87,14 +119,16 @@ int slotd__task_status_decode(const uint8_t *buf, size_t len, bool by_id,
         goto err_after_unpack;
     }
     out->tasks = n ? calloc(n, sizeof(*out->tasks)) : NULL;
-    if (n && !out->tasks) {
+    out->participants = n ? calloc(n, sizeof(*out->participants)) : NULL;
+    out->hash_slots = n ? calloc(n, sizeof(*out->hash_slots)) : NULL;
+    if (n && (!out->tasks || !out->participants || !out->hash_slots)) {
         rc = SLOTD_CLIENT_ENOMEM;
         snprintf(st->message, sizeof(st->message), "out of memory");
-        goto err_after_unpack;
+        goto err_after_tasks;
     }
     for (size_t i = 0; i < n; i++) {
-        rc = task_copy(by_id ? m->task : m->tasks[i], &out->tasks[i], st->message,
-                       sizeof(st->message));
+        rc = task_copy(by_id ? m->task : m->tasks[i], &out->tasks[i], out->participants[i],
+                       out->hash_slots[i], st->message, sizeof(st->message));
         if (rc != SLOTD_CLIENT_OK)
             goto err_after_tasks;
     }
@@ -105,19 +139,22 @@ int slotd__task_status_decode(const uint8_t *buf, size_t len, bool by_id,
 
 err_after_tasks:
     free(out->tasks);
+    free(out->participants);
+    free(out->hash_slots);
     out->tasks = NULL;
+    out->participants = NULL;
+    out->hash_slots = NULL;
 err_after_unpack:
     slotd__v1__task_status_response__free_unpacked(m, NULL);
 err_after_nothing:
     return rc;
 }
 
-int slotd_task_status(struct slotd_client *c, uint64_t task_id, bool active_only,
-                      struct slotd_task_status *out)
+/* One TaskStatus answer into out (borrowed for the call); st describes a failure. */
+static int task_status(struct slotd_client *c, uint64_t task_id, bool active_only,
+                       struct slotd_task_list *out, struct slotd_status *st)
 {
-    memset(out, 0, sizeof(*out));
-    slotd__admin_status_reset(&out->status);
-    struct slotd_status *st = &out->status;
+    slotd__admin_status_reset(st);
     Slotd__V1__TaskStatusRequest req = SLOTD__V1__TASK_STATUS_REQUEST__INIT;
     req.task_id = task_id;
     req.active_only = active_only;
@@ -134,7 +171,7 @@ int slotd_task_status(struct slotd_client *c, uint64_t task_id, bool active_only
         rc = slotd__client_unary(c, endpoints[i], TASK_METHOD_STATUS, buf, len, &body, &body_len,
                                  st);
         if (rc == SLOTD_CLIENT_OK) {
-            rc = slotd__task_status_decode(body, body_len, task_id != 0, out);
+            rc = slotd__task_status_decode(body, body_len, task_id != 0, out, st);
             free(body);
             if (rc == SLOTD_CLIENT_OK) {
                 snprintf(out->source, sizeof(out->source), "%s", endpoints[i]);
@@ -151,7 +188,24 @@ int slotd_task_status(struct slotd_client *c, uint64_t task_id, bool active_only
             snprintf(op, sizeof(op), "task status %llu", (unsigned long long)task_id);
         else
             snprintf(op, sizeof(op), "task status%s", active_only ? " (active)" : "");
-        slotd__admin_fail_text(c, op, rc, out->attempts, st);
+        slotd__admin_fail_text(op, rc, out->attempts, st);
     }
+    return rc;
+}
+
+int slotd_client_task_status(struct slotd_client *c, uint64_t task_id, bool active_only,
+                             struct slotd_task_list **out, struct slotd_error **err)
+{
+    *out = NULL;
+    struct slotd_task_list *l = calloc(1, sizeof(*l));
+    if (!l)
+        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "task status: out of memory", NULL, err);
+    struct slotd_status st;
+    int rc = task_status(c, task_id, active_only, l, &st);
+    slotd__finish(rc, &st, l->attempts, err);
+    if (rc == SLOTD_CLIENT_OK)
+        *out = l;
+    else
+        slotd_task_list_destroy(l);
     return rc;
 }

@@ -38,10 +38,12 @@ static int64_t watch_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void slotd_watch_result_free(struct slotd_watch_result *r)
+void slotd_watch_result_destroy(struct slotd_watch_result *r)
 {
+    if (!r)
+        return;
     free(r->positions);
-    memset(r, 0, sizeof(*r));
+    free(r);
 }
 
 /* Raises group's position in out to index (adding the group). False when the table is full or
@@ -132,6 +134,7 @@ static int watch_deliver(grpc_byte_buffer *recv, struct slotd_watch_result *out,
     }
     int rc = SLOTD_CLIENT_OK;
     struct slotd_watch_event *events = NULL;
+    const struct slotd_watch_event **event_ptrs = NULL;
     for (size_t i = 0; i < m->n_positions; i++)
         if (!watch_position_set(out, cap, m->positions[i]->group_id, m->positions[i]->index)) {
             snprintf(st->message, sizeof(st->message),
@@ -142,7 +145,8 @@ static int watch_deliver(grpc_byte_buffer *recv, struct slotd_watch_result *out,
         }
     if (m->n_events > 0) {
         events = calloc(m->n_events, sizeof(*events));
-        if (!events) {
+        event_ptrs = malloc(m->n_events * sizeof(*event_ptrs));
+        if (!events || !event_ptrs) {
             rc = SLOTD_CLIENT_ENOMEM;
             goto done;
         }
@@ -160,9 +164,10 @@ static int watch_deliver(grpc_byte_buffer *recv, struct slotd_watch_result *out,
             .index = e->index,
             .table = (int)e->table,
         };
+        event_ptrs[i] = &events[i];
     }
     struct slotd_watch_message msg = {
-        .events = events,
+        .events = event_ptrs,
         .event_count = m->n_events,
         .positions = out->positions,
         .position_count = out->position_count,
@@ -173,6 +178,7 @@ static int watch_deliver(grpc_byte_buffer *recv, struct slotd_watch_result *out,
     out->messages++;
     *stop = cb(arg, &msg) != 0;
 done:
+    free(event_ptrs);
     free(events);
     slotd__v1__watch_response__free_unpacked(m, NULL);
     return rc;
@@ -336,7 +342,7 @@ static bool watch_resumable(int status)
            status == GRPC_STATUS_DEADLINE_EXCEEDED || status == GRPC_STATUS_INTERNAL;
 }
 
-static int watch_check(const struct slotd_watch_request *w, struct slotd_watch_result *out)
+static int watch_check(const struct slotd_watch_request *w, struct slotd_status *st)
 {
     const char *bad = NULL;
     if ((!w->key && w->key_len) || (!w->prefix && w->prefix_len))
@@ -351,16 +357,17 @@ static int watch_check(const struct slotd_watch_request *w, struct slotd_watch_r
         bad = "a negative timeout_ms";
     if (!bad)
         return SLOTD_CLIENT_OK;
-    snprintf(out->status.message, sizeof(out->status.message), "watch: %s", bad);
+    snprintf(st->message, sizeof(st->message), "watch: %s", bad);
     return SLOTD_CLIENT_EINVAL;
 }
 
-int slotd_watch(struct slotd_client *c, const struct slotd_watch_request *w, slotd_watch_cb cb,
-                void *arg, struct slotd_watch_result *out)
+/* Runs w into out (borrowed for the call); st describes a failure. */
+static int watch_run(struct slotd_client *c, const struct slotd_watch_request *w,
+                     slotd_watch_cb cb, void *arg, struct slotd_watch_result *out,
+                     struct slotd_status *st_out)
 {
-    memset(out, 0, sizeof(*out));
-    slotd__status_reset(&out->status);
-    int rc = watch_check(w, out);
+    slotd__status_reset(st_out);
+    int rc = watch_check(w, st_out);
     if (rc != SLOTD_CLIENT_OK)
         return rc;
     size_t cap = 0;
@@ -374,6 +381,7 @@ int slotd_watch(struct slotd_client *c, const struct slotd_watch_request *w, slo
     unsigned in_a_row = 0;
     int backoff = WATCH_BACKOFF_FIRST_MS;
     struct slotd_status st;
+    slotd__status_reset(&st);
     for (size_t at = 0;; at++) {
         const char *address = addrs[at % n];
         uint8_t *req;
@@ -424,7 +432,24 @@ int slotd_watch(struct slotd_client *c, const struct slotd_watch_request *w, slo
     snprintf(text + used, sizeof(text) - used, " [%s, %u resume%s]", st.address, out->resumes,
              out->resumes == 1 ? "" : "s");
     memcpy(st.message, text, sizeof(st.message));
-    out->status = st;
-    slotd__client_record_error(c, &st);
+    *st_out = st;
+    return rc;
+}
+
+int slotd_client_watch(struct slotd_client *c, const struct slotd_watch_request *w,
+                       slotd_watch_cb cb, void *arg, struct slotd_watch_result **out,
+                       struct slotd_error **err)
+{
+    *out = NULL;
+    struct slotd_watch_result *r = calloc(1, sizeof(*r));
+    if (!r)
+        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "watch: out of memory", NULL, err);
+    struct slotd_status st;
+    int rc = watch_run(c, w, cb, arg, r, &st);
+    slotd__finish(rc, &st, r->resumes + 1, err);
+    if (rc == SLOTD_CLIENT_EINVAL || rc == SLOTD_CLIENT_ENOMEM)
+        slotd_watch_result_destroy(r);
+    else
+        *out = r;
     return rc;
 }

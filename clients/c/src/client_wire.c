@@ -1,10 +1,11 @@
-/* client_wire.c - libslotd error texts, ErrorDetail decoding, retry policy and option parsing. */
+/* client_wire.c - libslotd error texts and objects, ErrorDetail decoding, retry policy, options. */
 #include "client_internal.h"
 
 #include "google/rpc/status.pb-c.h"
 #include "slotd/v1/metadata.pb-c.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define WIRE_DETAIL_TYPE_URL "type.googleapis.com/slotd.v1.ErrorDetail"
@@ -213,25 +214,27 @@ int slotd__endpoints_parse(const char *s, char (*out)[SLOTD_ADDRESS_LEN + 1], si
     }
 }
 
-int slotd__options_resolve(const struct slotd_client_options *in, struct slotd_client_options *out,
-                           char *err, size_t errlen)
+void slotd__options_init(struct slotd_options *o)
 {
-    struct slotd_client_options o = {0};
+    memset(o, 0, sizeof(*o));
+    o->deadline_ms = SLOTD_CLIENT_DEADLINE_MS_DEFAULT;
+    o->max_retries = SLOTD_CLIENT_MAX_RETRIES_DEFAULT;
+}
+
+int slotd__options_resolve(const struct slotd_options *in, struct slotd_options *out, char *err,
+                           size_t errlen)
+{
+    struct slotd_options o;
+    slotd__options_init(&o);
     if (in)
         o = *in;
-    if (o.deadline_ms == 0)
-        o.deadline_ms = SLOTD_CLIENT_DEADLINE_MS_DEFAULT;
-    if (o.max_retries == 0)
-        o.max_retries = SLOTD_CLIENT_MAX_RETRIES_DEFAULT;
-    else if (o.max_retries < 0)
-        o.max_retries = 0;
-    if (o.deadline_ms < 0 || o.deadline_ms > SLOTD_CLIENT_DEADLINE_MS_MAX) {
+    if (o.deadline_ms < 1 || o.deadline_ms > SLOTD_CLIENT_DEADLINE_MS_MAX) {
         snprintf(err, errlen, "deadline_ms: %d is not in 1..%d", o.deadline_ms,
                  SLOTD_CLIENT_DEADLINE_MS_MAX);
         return SLOTD_CLIENT_EINVAL;
     }
-    if (o.max_retries > SLOTD_CLIENT_MAX_RETRIES_MAX) {
-        snprintf(err, errlen, "max_retries: %d is more than %d", o.max_retries,
+    if (o.max_retries < 0 || o.max_retries > SLOTD_CLIENT_MAX_RETRIES_MAX) {
+        snprintf(err, errlen, "max_retries: %d is not in 0..%d", o.max_retries,
                  SLOTD_CLIENT_MAX_RETRIES_MAX);
         return SLOTD_CLIENT_EINVAL;
     }
@@ -255,4 +258,120 @@ int slotd__options_resolve(const struct slotd_client_options *in, struct slotd_c
     }
     *out = o;
     return SLOTD_CLIENT_OK;
+}
+
+/* ---- the per-call error object ------------------------------------------------------------ */
+
+int slotd__finish(int rc, const struct slotd_status *st, unsigned attempts,
+                  struct slotd_error **err)
+{
+    if (rc == SLOTD_CLIENT_OK || err == NULL)
+        return rc;
+    slotd_error_destroy(*err);
+    *err = malloc(sizeof(**err));
+    if (*err) {
+        (*err)->code = rc;
+        (*err)->attempts = attempts;
+        (*err)->st = *st;
+        if ((*err)->st.message[0] == '\0')
+            snprintf((*err)->st.message, sizeof((*err)->st.message), "%s",
+                     slotd_client_strerror(rc));
+    }
+    return rc;
+}
+
+int slotd__refuse(int rc, const char *message, const char *field, struct slotd_error **err)
+{
+    struct slotd_status st;
+    memset(&st, 0, sizeof(st));
+    st.grpc_status = -1;
+    snprintf(st.message, sizeof(st.message), "%s", message);
+    if (field)
+        snprintf(st.field, sizeof(st.field), "%s", field);
+    return slotd__finish(rc, &st, 0, err);
+}
+
+void slotd_error_destroy(struct slotd_error *e)
+{
+    free(e);
+}
+
+int slotd_error_code(const struct slotd_error *e)
+{
+    return e->code;
+}
+
+const char *slotd_error_message(const struct slotd_error *e)
+{
+    return e->st.message;
+}
+
+int slotd_error_grpc_status(const struct slotd_error *e)
+{
+    return e->st.grpc_status;
+}
+
+unsigned slotd_error_attempts(const struct slotd_error *e)
+{
+    return e->attempts;
+}
+
+const char *slotd_error_address(const struct slotd_error *e)
+{
+    return e->st.address;
+}
+
+bool slotd_error_has_detail(const struct slotd_error *e)
+{
+    return e->st.has_detail;
+}
+
+int slotd_error_detail_code(const struct slotd_error *e)
+{
+    return e->st.detail_code;
+}
+
+const char *slotd_error_field(const struct slotd_error *e)
+{
+    return e->st.field;
+}
+
+uint64_t slotd_error_limit(const struct slotd_error *e)
+{
+    return e->st.limit;
+}
+
+uint32_t slotd_error_retry_after_ms(const struct slotd_error *e)
+{
+    return e->st.retry_after_ms;
+}
+
+uint64_t slotd_error_leader_node_id(const struct slotd_error *e)
+{
+    return e->st.leader_node_id;
+}
+
+const char *slotd_error_leader_address(const struct slotd_error *e)
+{
+    return e->st.leader_address;
+}
+
+uint32_t slotd_error_leader_group_id(const struct slotd_error *e)
+{
+    return e->st.leader_group_id;
+}
+
+uint64_t slotd_error_leader_term(const struct slotd_error *e)
+{
+    return e->st.leader_term;
+}
+
+uint32_t slotd_error_compacted_group_id(const struct slotd_error *e)
+{
+    return e->st.compacted_group_id;
+}
+
+uint64_t slotd_error_compacted_index(const struct slotd_error *e)
+{
+    return e->st.compacted_index;
 }

@@ -3,7 +3,7 @@
 #include "slotctl_cli.h"
 #include "slotctl_cmds.h"
 
-#include "slotd/client.h"
+#include "client_internal.h" /* route and status structs to build fixtures from */
 
 #include <CUnit/Basic.h>
 #include <jansson.h>
@@ -226,6 +226,11 @@ static void test_cluster_tables_with_route(void)
     struct slotd_route_node nodes[1] = {{.node_id = 1, .address = "10.0.0.1:7700"}};
     struct slotd_route route = {
         .revision = 9, .groups = groups, .group_count = 3, .nodes = nodes, .node_count = 1};
+    /* the route object's getters see what the fixture holds */
+    CU_ASSERT_EQUAL(slotd_route_group_count(&route), 3);
+    CU_ASSERT_EQUAL(slotd_route_group_at(&route, 1)->leader, 2);
+    CU_ASSERT_PTR_NULL(slotd_route_group_at(&route, 3));
+    CU_ASSERT_STRING_EQUAL(slotd_route_node_at(&route, 0)->address, "10.0.0.1:7700");
     char *got = render(fixture_json, &route);
     check_render(got, "    1  1,2                 1          1         1      4\n"
                       "    2  2,3                 2          3         2      7  * observed != "
@@ -500,6 +505,9 @@ static void test_progress_bar(void)
 }
 
 /* Three tasks: a move in catch-up, a pending drain, a failed hash slot migration. */
+static const uint64_t task_participants[] = {3, 4};
+static const uint32_t task_hash_slots[] = {3, 7, 10, 11, 12};
+
 static void task_fixture(struct slotd_task *t)
 {
     memset(t, 0, 3 * sizeof(*t));
@@ -512,7 +520,7 @@ static void task_fixture(struct slotd_task *t)
                                .group_id = 2,
                                .source_node = 3,
                                .target_node = 4,
-                               .participants = {3, 4},
+                               .participants = task_participants,
                                .participant_count = 2,
                                .config_epoch = 6,
                                .target_match = 1520,
@@ -536,19 +544,21 @@ static void task_fixture(struct slotd_task *t)
                                .to_group = 2,
                                .bytes_sent = 3250586,
                                .bytes_total = 5557452,
-                               .hash_slots = {3, 7, 10, 11, 12},
+                               .hash_slots = task_hash_slots,
                                .hash_slot_count = 5,
                                .last_error = "group 2: no leader"};
 }
 
-static char *render_with(void (*fn)(FILE *, const struct slotd_task *, size_t, bool),
-                         const struct slotd_task *t, size_t n, bool active)
+/* Renders fn of a task list holding t[0..n) (the list the library would have decoded). */
+static char *render_with(void (*fn)(FILE *, const struct slotd_task_list *, bool),
+                         struct slotd_task *t, size_t n, bool active)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&buf, &len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
-    fn(out, t, n, active);
+    struct slotd_task_list l = {.tasks = t, .task_count = n};
+    fn(out, &l, active);
     fclose(out);
     return buf;
 }
@@ -579,11 +589,10 @@ static void test_task_table(void)
     free(got);
 }
 
-static void print_one(FILE *out, const struct slotd_task *t, size_t n, bool active)
+static void print_one(FILE *out, const struct slotd_task_list *l, bool active)
 {
-    (void)n;
     (void)active;
-    slotctl_task_print(out, t);
+    slotctl_task_print(out, slotd_task_list_at(l, 0));
 }
 
 static void test_task_detail_and_json(void)
@@ -633,93 +642,120 @@ static void test_task_detail_and_json(void)
 static struct slotd_client *dead_client(int max_retries)
 {
     /* ports 1 and 2 on loopback: nothing listens, connections are refused at once */
-    struct slotd_client_options o = {.deadline_ms = 2000, .max_retries = max_retries};
+    struct slotd_options *o = slotd_options_create();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    slotd_options_set_deadline_ms(o, 2000);
+    slotd_options_set_max_retries(o, max_retries);
     struct slotd_client *c = NULL;
-    char err[256];
-    CU_ASSERT_EQUAL_FATAL(slotd_client_new("127.0.0.1:1,127.0.0.1:2", &o, &c, err, sizeof(err)),
+    CU_ASSERT_EQUAL_FATAL(slotd_client_create("127.0.0.1:1,127.0.0.1:2", o, &c, NULL),
                           SLOTD_CLIENT_OK);
+    slotd_options_destroy(o);
     return c;
+}
+
+/* Sends cmd (ownership transfers) and checks that it failed with want; returns its error
+ * (caller frees). */
+static struct slotd_error *admin_fails(struct slotd_client *c, struct slotd_admin_command *cmd,
+                                       int want)
+{
+    struct slotd_admin_result *r = (struct slotd_admin_result *)1;
+    struct slotd_error *e = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cmd);
+    CU_ASSERT_EQUAL(slotd_client_admin_command(c, cmd, &r, &e), want);
+    CU_ASSERT_PTR_NULL(r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(slotd_error_code(e), want);
+    slotd_admin_command_destroy(cmd);
+    return e;
 }
 
 static void test_admin_write_fails_over_then_gives_up(void)
 {
     struct slotd_client *c = dead_client(1);
-    struct slotd_admin_write w = {
-        .kind = SLOTD_ADMIN_SET_PREFERRED_LEADER, .group_id = 1, .node_id = 2};
-    struct slotd_admin_result r;
-    CU_ASSERT_EQUAL(slotd_admin_write(c, &w, &r), SLOTD_CLIENT_EUNAVAILABLE);
-    CU_ASSERT_EQUAL(r.attempts, 4); /* two endpoints, two passes (max_retries 1) */
-    CU_ASSERT_EQUAL(r.status.grpc_status, 14);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "set preferred leader: UNAVAILABLE: "));
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "[127.0.0.1:2, 4 attempts]"));
-    struct slotd_status last;
-    slotd_client_last_error(c, &last);
-    CU_ASSERT_STRING_EQUAL(last.message, r.status.message);
+    struct slotd_admin_command *cmd = slotd_admin_command_create(SLOTD_ADMIN_SET_PREFERRED_LEADER);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cmd);
+    slotd_admin_command_set_group_id(cmd, 1);
+    slotd_admin_command_set_node_id(cmd, 2);
+    struct slotd_error *e = admin_fails(c, cmd, SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 4); /* two endpoints, two passes (max_retries 1) */
+    CU_ASSERT_EQUAL(slotd_error_grpc_status(e), 14);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "set preferred leader: UNAVAILABLE: "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "[127.0.0.1:2, 4 attempts]"));
 
-    struct slotd_cluster_state cs;
-    CU_ASSERT_EQUAL(slotd_admin_cluster_state(c, 0, NULL, &cs), SLOTD_CLIENT_EUNAVAILABLE);
-    CU_ASSERT_EQUAL(cs.attempts, 2); /* one pass over the endpoints */
-    CU_ASSERT_PTR_NULL(cs.state_json);
-    CU_ASSERT_PTR_NOT_NULL(strstr(cs.status.message, "cluster state: UNAVAILABLE: "));
-    slotd_admin_cluster_state_free(&cs);
-    slotd_client_free(c);
+    struct slotd_cluster_state *cs = (struct slotd_cluster_state *)1;
+    CU_ASSERT_EQUAL(slotd_client_cluster_state(c, 0, NULL, &cs, &e), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_PTR_NULL(cs);
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 2); /* one pass over the endpoints */
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "cluster state: UNAVAILABLE: "));
+    slotd_error_destroy(e);
+    slotd_client_destroy(c);
 }
 
 static void test_admin_bad_arguments_make_no_call(void)
 {
-    struct slotd_client *c = dead_client(-1);
-    struct slotd_admin_write w = {.kind = SLOTD_ADMIN_JOIN_NODE, .node_id = 4, .address = ""};
-    struct slotd_admin_result r;
-    CU_ASSERT_EQUAL(slotd_admin_write(c, &w, &r), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_EQUAL(r.attempts, 0);
-    CU_ASSERT_EQUAL(r.status.grpc_status, -1);
-    CU_ASSERT_STRING_EQUAL(r.status.message,
+    struct slotd_client *c = dead_client(0);
+    struct slotd_admin_command *cmd = slotd_admin_command_create(SLOTD_ADMIN_JOIN_NODE);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cmd);
+    slotd_admin_command_set_node_id(cmd, 4);
+    CU_ASSERT_EQUAL(slotd_admin_command_set_address(cmd, ""), SLOTD_CLIENT_OK);
+    struct slotd_error *e = admin_fails(c, cmd, SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 0);
+    CU_ASSERT_EQUAL(slotd_error_grpc_status(e), -1);
+    CU_ASSERT_STRING_EQUAL(slotd_error_message(e),
                            "join node: no call: address must be 1..255 bytes [no endpoint, 0 "
                            "attempts]");
-    w.kind = (enum slotd_admin_kind)17;
-    CU_ASSERT_EQUAL(slotd_admin_write(c, &w, &r), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "unknown admin command kind 17"));
-    struct slotd_cluster_state cs;
-    CU_ASSERT_EQUAL(slotd_admin_cluster_state(c, 3, "0123456789abcdef", &cs), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_EQUAL(cs.attempts, 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(cs.status.message, "known_checksum longer than 15"));
-    slotd_admin_cluster_state_free(&cs);
-    slotd_client_free(c);
+    slotd_error_destroy(e);
+    e = admin_fails(c, slotd_admin_command_create(17), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "unknown admin command kind 17"));
+    struct slotd_cluster_state *cs = NULL;
+    CU_ASSERT_EQUAL(slotd_client_cluster_state(c, 3, "0123456789abcdef", &cs, &e),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "known_checksum longer than 15"));
+    slotd_error_destroy(e);
+    slotd_client_destroy(c);
 }
 
 static void test_task_calls_without_server(void)
 {
-    struct slotd_client *c = dead_client(-1);
-    struct slotd_task_status ts;
-    CU_ASSERT_EQUAL(slotd_task_status(c, 7, false, &ts), SLOTD_CLIENT_EUNAVAILABLE);
-    CU_ASSERT_EQUAL(ts.attempts, 2); /* one pass over the endpoints */
-    CU_ASSERT_PTR_NULL(ts.tasks);
-    CU_ASSERT_EQUAL(ts.task_count, 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(ts.status.message, "task status 7: UNAVAILABLE: "));
-    slotd_task_status_free(&ts);
-    CU_ASSERT_EQUAL(slotd_task_status(c, 0, true, &ts), SLOTD_CLIENT_EUNAVAILABLE);
-    CU_ASSERT_PTR_NOT_NULL(strstr(ts.status.message, "task status (active): UNAVAILABLE: "));
-    slotd_task_status_free(&ts);
+    struct slotd_client *c = dead_client(0);
+    struct slotd_task_list *ts = (struct slotd_task_list *)1;
+    struct slotd_error *e = NULL;
+    CU_ASSERT_EQUAL(slotd_client_task_status(c, 7, false, &ts, &e), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_PTR_NULL(ts);
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 2); /* one pass over the endpoints */
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "task status 7: UNAVAILABLE: "));
+    CU_ASSERT_EQUAL(slotd_client_task_status(c, 0, true, &ts, &e), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(slotd_error_message(e), "task status (active): UNAVAILABLE: "));
+    slotd_error_destroy(e);
 
     /* a bad hash slot list makes no call */
     uint32_t slots[] = {4, 9, 4};
-    struct slotd_admin_write w = {.kind = SLOTD_ADMIN_MIGRATE_HASH_SLOTS,
-                                  .hash_slots = slots,
-                                  .hash_slot_count = 3,
-                                  .to_group = 2};
-    struct slotd_admin_result r;
-    CU_ASSERT_EQUAL(slotd_admin_write(c, &w, &r), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_EQUAL(r.attempts, 0);
-    CU_ASSERT_STRING_EQUAL(r.status.message, "migrate hash slots: no call: hash_slots: 4 given "
-                                             "twice [no endpoint, 0 attempts]");
-    CU_ASSERT_STRING_EQUAL(r.status.field, "hash_slots");
-    w.kind = SLOTD_ADMIN_DRAIN_NODE;
-    w.node_id = 5;
-    CU_ASSERT_EQUAL(slotd_admin_write(c, &w, &r), SLOTD_CLIENT_EUNAVAILABLE);
-    CU_ASSERT_EQUAL(r.attempts, 2);
-    CU_ASSERT_EQUAL(r.task_id, 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "drain node: UNAVAILABLE: "));
-    slotd_client_free(c);
+    struct slotd_admin_command *cmd = slotd_admin_command_create(SLOTD_ADMIN_MIGRATE_HASH_SLOTS);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cmd);
+    CU_ASSERT_EQUAL(slotd_admin_command_set_hash_slots(cmd, slots, 3), SLOTD_CLIENT_OK);
+    slotd_admin_command_set_to_group(cmd, 2);
+    e = admin_fails(c, cmd, SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 0);
+    CU_ASSERT_STRING_EQUAL(slotd_error_message(e), "migrate hash slots: no call: hash_slots: 4 "
+                                                   "given twice [no endpoint, 0 attempts]");
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "hash_slots");
+    slotd_error_destroy(e);
+    /* more hash slots than there are is refused by the setter */
+    cmd = slotd_admin_command_create(SLOTD_ADMIN_MIGRATE_HASH_SLOTS);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cmd);
+    CU_ASSERT_EQUAL(slotd_admin_command_set_hash_slots(cmd, slots, SLOTD_HASH_SLOTS + 1),
+                    SLOTD_CLIENT_EINVAL);
+    slotd_admin_command_destroy(cmd);
+    cmd = slotd_admin_command_create(SLOTD_ADMIN_DRAIN_NODE);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cmd);
+    slotd_admin_command_set_node_id(cmd, 5);
+    e = admin_fails(c, cmd, SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "drain node: UNAVAILABLE: "));
+    slotd_error_destroy(e);
+    slotd_client_destroy(c);
 }
 
 /* ---- status: parser, table, disagreements, JSON, calls without a server -------------------- */
@@ -749,7 +785,9 @@ static struct slotctl_status_row status_ok(const char *endpoint, uint64_t node, 
     memset(&r, 0, sizeof(r));
     snprintf(r.endpoint, sizeof(r.endpoint), "%s", endpoint);
     r.rc = SLOTD_CLIENT_OK;
-    r.cs = (struct slotd_controller_status){.node_id = node,
+    r.cs = malloc(sizeof(*r.cs));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r.cs);
+    *r.cs = (struct slotd_controller_status){.node_id = node,
                                             .term = term,
                                             .commit_index = commit,
                                             .applied_index = applied,
@@ -760,8 +798,8 @@ static struct slotctl_status_row status_ok(const char *endpoint, uint64_t node, 
                                             .mirror_lag_ms = mirror_lag_ms,
                                             .leader = leader,
                                             .attempts = 1};
-    snprintf(r.cs.role, sizeof(r.cs.role), "%s", role);
-    snprintf(r.cs.source, sizeof(r.cs.source), "%s", endpoint);
+    snprintf(r.cs->role, sizeof(r.cs->role), "%s", role);
+    snprintf(r.cs->source, sizeof(r.cs->source), "%s", endpoint);
     return r;
 }
 
@@ -771,10 +809,14 @@ static struct slotctl_status_row status_failed(const char *endpoint)
     memset(&r, 0, sizeof(r));
     snprintf(r.endpoint, sizeof(r.endpoint), "%s", endpoint);
     r.rc = SLOTD_CLIENT_EUNAVAILABLE;
-    r.cs.status.grpc_status = 14;
-    snprintf(r.cs.status.address, sizeof(r.cs.status.address), "%s", endpoint);
-    snprintf(r.cs.status.message, sizeof(r.cs.status.message),
+    struct slotd_status st;
+    memset(&st, 0, sizeof(st));
+    st.grpc_status = 14;
+    snprintf(st.address, sizeof(st.address), "%s", endpoint);
+    snprintf(st.message, sizeof(st.message),
              "controller status: UNAVAILABLE: connection refused [%s, 1 attempt]", endpoint);
+    slotd__finish(r.rc, &st, 1, &r.err);
+    CU_ASSERT_PTR_NOT_NULL(r.err);
     return r;
 }
 
@@ -875,9 +917,13 @@ static void test_status_judge(void)
 
     /* three revisions, the most common one last; a minority leader named by two nodes */
     struct slotctl_status_row many[5] = {rows[0], rows[1], rows[2], rows[4], rows[0]};
-    many[1].cs.revision = 30;
-    many[3].cs.leader = 2;
-    many[4].cs.node_id = 5;
+    struct slotd_controller_status copies[3] = {*rows[1].cs, *rows[4].cs, *rows[0].cs};
+    many[1].cs = &copies[0];
+    many[1].cs->revision = 30;
+    many[3].cs = &copies[1];
+    many[3].cs->leader = 2;
+    many[4].cs = &copies[2];
+    many[4].cs->node_id = 5;
     slotctl_status_judge(many, 5, &v);
     CU_ASSERT_STRING_EQUAL(v.revisions, "revisions differ: node 2 at 30, node 4 at 31, others at "
                                         "33");
@@ -893,6 +939,7 @@ static void test_status_judge(void)
     slotctl_status_judge(rows, 0, &v);
     CU_ASSERT_FALSE(v.agree);
     CU_ASSERT_EQUAL(v.asked, 0);
+    slotctl_status_rows_clear(rows, n);
 }
 
 static void test_status_json(void)
@@ -914,6 +961,7 @@ static void test_status_json(void)
            "\"ok\":false}");
     free(s);
     json_decref(j);
+    slotctl_status_rows_clear(rows, 2);
 
     struct slotctl_status_row fx[SLOTD_CLIENT_ENDPOINTS_MAX];
     size_t n = status_fixture(fx);
@@ -927,36 +975,35 @@ static void test_status_json(void)
     CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(d, 1)),
                            "leaders differ: node 4 names node 2, others name node 1");
     json_decref(j);
+    slotctl_status_rows_clear(fx, n);
 }
 
 static void test_status_without_server(void)
 {
     struct slotd_client *c = dead_client(3);
-    struct slotd_controller_status cs;
+    struct slotd_controller_status *cs = (struct slotd_controller_status *)1;
+    struct slotd_error *e = NULL;
     /* an address the client was not given: asked as is, once, and no endpoint is tried */
-    CU_ASSERT_EQUAL(slotd_controller_status(c, "127.0.0.1:3", &cs), SLOTD_CLIENT_EUNAVAILABLE);
-    CU_ASSERT_EQUAL(cs.attempts, 1);
-    CU_ASSERT_EQUAL(cs.status.grpc_status, 14);
-    CU_ASSERT_STRING_EQUAL(cs.status.address, "127.0.0.1:3");
-    CU_ASSERT_STRING_EQUAL(cs.source, "127.0.0.1:3");
-    CU_ASSERT_EQUAL(cs.node_id, 0);
-    CU_ASSERT_STRING_EQUAL(cs.role, "");
-    CU_ASSERT_PTR_NOT_NULL(strstr(cs.status.message, "controller status: UNAVAILABLE: "));
-    CU_ASSERT_PTR_NOT_NULL(strstr(cs.status.message, "[127.0.0.1:3, 1 attempt]"));
-    struct slotd_status last;
-    slotd_client_last_error(c, &last);
-    CU_ASSERT_STRING_EQUAL(last.message, cs.status.message);
+    CU_ASSERT_EQUAL(slotd_client_controller_status(c, "127.0.0.1:3", &cs, &e),
+                    SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_PTR_NULL(cs);
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 1);
+    CU_ASSERT_EQUAL(slotd_error_grpc_status(e), 14);
+    CU_ASSERT_STRING_EQUAL(slotd_error_address(e), "127.0.0.1:3");
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "controller status: UNAVAILABLE: "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "[127.0.0.1:3, 1 attempt]"));
 
     /* not one host:port: no call */
     const char *bad[] = {NULL, "", "127.0.0.1:1,127.0.0.1:2"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        CU_ASSERT_EQUAL(slotd_controller_status(c, bad[i], &cs), SLOTD_CLIENT_EINVAL);
-        CU_ASSERT_EQUAL(cs.attempts, 0);
-        CU_ASSERT_EQUAL(cs.status.grpc_status, -1);
-        CU_ASSERT_STRING_EQUAL(cs.status.message,
+        CU_ASSERT_EQUAL(slotd_client_controller_status(c, bad[i], &cs, &e), SLOTD_CLIENT_EINVAL);
+        CU_ASSERT_EQUAL(slotd_error_attempts(e), 0);
+        CU_ASSERT_EQUAL(slotd_error_grpc_status(e), -1);
+        CU_ASSERT_STRING_EQUAL(slotd_error_message(e),
                                "controller status: no call: address must be one host:port of "
                                "1..255 bytes [no endpoint, 0 attempts]");
     }
+    slotd_error_destroy(e);
 
     /* slotctl status: each endpoint asked on its own, each row with its own error */
     struct slotctl_status_row rows[SLOTD_CLIENT_ENDPOINTS_MAX];
@@ -967,15 +1014,18 @@ static void test_status_without_server(void)
         snprintf(want, sizeof(want), "127.0.0.1:%zu", i + 1);
         CU_ASSERT_STRING_EQUAL(rows[i].endpoint, want);
         CU_ASSERT_EQUAL(rows[i].rc, SLOTD_CLIENT_EUNAVAILABLE);
-        CU_ASSERT_EQUAL(rows[i].cs.attempts, 1);
-        CU_ASSERT_STRING_EQUAL(rows[i].cs.status.address, want);
+        CU_ASSERT_PTR_NULL(rows[i].cs);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(rows[i].err);
+        CU_ASSERT_EQUAL(slotd_error_attempts(rows[i].err), 1);
+        CU_ASSERT_STRING_EQUAL(slotd_error_address(rows[i].err), want);
     }
     char *got = render_status(rows, n);
     CU_ASSERT_PTR_NOT_NULL(strstr(got, "\n127.0.0.1:1     -  error: controller status: "
                                        "UNAVAILABLE: "));
     CU_ASSERT_PTR_NOT_NULL(strstr(got, "\n\nno endpoint answered (2 asked)\n"));
     free(got);
-    slotd_client_free(c);
+    slotctl_status_rows_clear(rows, n);
+    slotd_client_destroy(c);
 }
 
 /* ---- get --prefix, txn and watch ----------------------------------------------------------- */
@@ -1054,10 +1104,10 @@ static void test_txn_text(void)
                   "\n"
                   "get k1\n";
     CU_ASSERT_EQUAL_FATAL(slotctl_txn_parse(text, t, err, sizeof(err)), 0);
-    CU_ASSERT_EQUAL(t->txn.compare_count, 5);
-    CU_ASSERT_EQUAL(t->txn.success_count, 2);
-    CU_ASSERT_EQUAL(t->txn.failure_count, 1);
-    const struct slotd_txn_compare *c = t->txn.compares;
+    CU_ASSERT_EQUAL(t->compare_count, 5);
+    CU_ASSERT_EQUAL(t->success_count, 2);
+    CU_ASSERT_EQUAL(t->failure_count, 1);
+    const struct slotctl_txn_compare *c = t->compares;
     CU_ASSERT_EQUAL(c[0].target, SLOTD_TXN_TARGET_VALUE);
     CU_ASSERT_EQUAL(c[0].op, SLOTD_TXN_CMP_EQUAL);
     CU_ASSERT_EQUAL(c[0].key_len, 3);
@@ -1072,10 +1122,10 @@ static void test_txn_text(void)
     CU_ASSERT_EQUAL(c[4].target, SLOTD_TXN_TARGET_ABSENT);
     CU_ASSERT_EQUAL(c[4].key_len, 3);
     CU_ASSERT_EQUAL(memcmp(c[4].key, "k\0z", 3), 0);
-    CU_ASSERT_EQUAL(t->txn.success[0].kind, SLOTD_TXN_PUT);
-    CU_ASSERT_EQUAL(t->txn.success[0].value_len, 3);
-    CU_ASSERT_EQUAL(t->txn.success[1].kind, SLOTD_TXN_DELETE);
-    CU_ASSERT_EQUAL(t->txn.failure[0].kind, SLOTD_TXN_GET);
+    CU_ASSERT_EQUAL(t->success[0].kind, SLOTD_TXN_PUT);
+    CU_ASSERT_EQUAL(t->success[0].value_len, 3);
+    CU_ASSERT_EQUAL(t->success[1].kind, SLOTD_TXN_DELETE);
+    CU_ASSERT_EQUAL(t->failure[0].kind, SLOTD_TXN_GET);
     static const struct {
         const char *text;
         const char *err;
@@ -1149,47 +1199,83 @@ static int kv_never_called(void *arg, const struct slotd_watch_message *m)
 /* What libslotd refuses before any call: no attempt is made. */
 static void test_kv_bad_arguments_make_no_call(void)
 {
-    struct slotd_client *c = dead_client(-1);
-    struct slotd_range_query q = {.prefix = NULL, .prefix_len = 3};
-    struct slotd_range_page p;
-    CU_ASSERT_EQUAL(slotd_range(c, &q, &p), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_EQUAL(p.attempts, 0);
-    slotd_range_page_free(&p);
-    struct slotd_txn_op ops[1] = {{.kind = 9, .key = "k", .key_len = 1}};
-    struct slotd_txn t = {.success = ops, .success_count = 1};
-    struct slotd_txn_result r;
-    CU_ASSERT_EQUAL(slotd_txn(c, &t, &r), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_STRING_EQUAL(r.status.field, "txn.success");
-    CU_ASSERT_EQUAL(r.attempts, 0);
-    slotd_txn_result_free(&r);
-    t = (struct slotd_txn){.success = ops, .success_count = SLOTD_TXN_OPS_MAX + 1};
-    CU_ASSERT_EQUAL(slotd_txn(c, &t, &r), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_EQUAL(r.status.limit, SLOTD_TXN_OPS_MAX);
-    slotd_txn_result_free(&r);
+    struct slotd_client *c = dead_client(0);
+    struct slotd_error *e = NULL;
+    struct slotd_range_query *q = slotd_range_query_create();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    CU_ASSERT_EQUAL(slotd_range_query_set_prefix(q, NULL, 3), SLOTD_CLIENT_EINVAL);
+    slotd_range_query_set_consistency(q, 9);
+    struct slotd_range_page *p = (struct slotd_range_page *)1;
+    CU_ASSERT_EQUAL(slotd_client_range(c, q, &p, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NULL(p);
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "consistency 9 is not 0..2"));
+    slotd_range_query_destroy(q);
+    /* a refused add is reported by the call, naming the field, and nothing is sent */
+    struct slotd_txn *t = slotd_txn_create();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL(slotd_txn_add_op(t, SLOTD_TXN_SUCCESS, 9, "k", 1, NULL, 0, 0),
+                    SLOTD_CLIENT_EINVAL);
+    struct slotd_txn_result *r = (struct slotd_txn_result *)1;
+    CU_ASSERT_EQUAL(slotd_client_txn(c, t, &r, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NULL(r);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "txn.success");
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 0);
+    slotd_txn_destroy(t);
+    t = slotd_txn_create();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    for (int i = 0; i < SLOTD_TXN_OPS_MAX; i++)
+        CU_ASSERT_EQUAL(slotd_txn_add_op(t, SLOTD_TXN_FAILURE, SLOTD_TXN_GET, "k", 1, NULL, 0, 0),
+                        SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(slotd_txn_add_op(t, SLOTD_TXN_FAILURE, SLOTD_TXN_GET, "k", 1, NULL, 0, 0),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(slotd_client_txn(c, t, &r, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(slotd_error_limit(e), SLOTD_TXN_OPS_MAX);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "txn.failure");
+    slotd_txn_destroy(t);
     int calls = 0;
-    struct slotd_watch_request w = {.key = "k", .key_len = 1, .prefix = "p", .prefix_len = 1};
-    struct slotd_watch_result wr;
-    CU_ASSERT_EQUAL(slotd_watch(c, &w, kv_never_called, &calls, &wr), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_PTR_NOT_NULL(strstr(wr.status.message, "both a key and a prefix"));
-    slotd_watch_result_free(&wr);
+    struct slotd_watch_request *w = slotd_watch_request_create();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    CU_ASSERT_EQUAL(slotd_watch_request_set_key(w, "k", 1), SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(slotd_watch_request_set_prefix(w, "p", 1), SLOTD_CLIENT_OK);
+    struct slotd_watch_result *wr = (struct slotd_watch_result *)1;
+    CU_ASSERT_EQUAL(slotd_client_watch(c, w, kv_never_called, &calls, &wr, &e),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NULL(wr);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "both a key and a prefix"));
+    slotd_watch_request_destroy(w);
     CU_ASSERT_EQUAL(calls, 0);
-    slotd_client_free(c);
+    slotd_error_destroy(e);
+    slotd_client_destroy(c);
 }
 
-/* A watch on endpoints that do not answer gives up after max_resumes restarts. */
+/* A watch on endpoints that do not answer gives up after max_resumes restarts; the result
+ * still says where it stopped. */
 static void test_watch_gives_up_on_dead_endpoints(void)
 {
-    struct slotd_client *c = dead_client(-1);
+    struct slotd_client *c = dead_client(0);
     int calls = 0;
-    struct slotd_watch_request w = {.prefix = "p", .prefix_len = 1, .max_resumes = 2};
-    struct slotd_watch_result wr;
-    CU_ASSERT_EQUAL(slotd_watch(c, &w, kv_never_called, &calls, &wr), SLOTD_CLIENT_EUNAVAILABLE);
-    CU_ASSERT_EQUAL(wr.resumes, 2);
+    struct slotd_watch_request *w = slotd_watch_request_create();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    CU_ASSERT_EQUAL(slotd_watch_request_set_prefix(w, "p", 1), SLOTD_CLIENT_OK);
+    struct slotd_watch_position from[1] = {{.group_id = 3, .index = 40}};
+    CU_ASSERT_EQUAL(slotd_watch_request_set_resume(w, from, 1), SLOTD_CLIENT_OK);
+    slotd_watch_request_set_max_resumes(w, 2);
+    struct slotd_watch_result *wr = NULL;
+    struct slotd_error *e = NULL;
+    CU_ASSERT_EQUAL(slotd_client_watch(c, w, kv_never_called, &calls, &wr, &e),
+                    SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wr);
+    CU_ASSERT_EQUAL(wr->resumes, 2);
+    CU_ASSERT_EQUAL_FATAL(wr->position_count, 1);
+    CU_ASSERT_EQUAL(wr->positions[0].index, 40);
     CU_ASSERT_EQUAL(calls, 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(wr.status.message, "watch: UNAVAILABLE"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(wr.status.message, "2 resumes]"));
-    slotd_watch_result_free(&wr);
-    slotd_client_free(c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "watch: UNAVAILABLE"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "2 resumes]"));
+    slotd_watch_result_destroy(wr);
+    slotd_watch_request_destroy(w);
+    slotd_error_destroy(e);
+    slotd_client_destroy(c);
 }
 
 /* ---- leases ------------------------------------------------------------------------------- */
@@ -1283,48 +1369,57 @@ static void test_parse_lease_commands(void)
  * a lease on a write that is not a put; nothing is sent (attempts 0). */
 static void test_lease_bad_arguments_make_no_call(void)
 {
-    struct slotd_client *c = dead_client(-1);
-    struct slotd_lease_result r;
-    CU_ASSERT_EQUAL(slotd_lease_grant(c, "k", 1, 0, &r), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_EQUAL(r.attempts, 0);
-    CU_ASSERT_STRING_EQUAL(r.status.field, "lease_grant.ttl_seconds");
-    CU_ASSERT_EQUAL(r.status.limit, SLOTD_LEASE_TTL_MAX);
-    CU_ASSERT_STRING_EQUAL(r.status.message,
+    struct slotd_client *c = dead_client(0);
+    struct slotd_lease_result *r = (struct slotd_lease_result *)1;
+    struct slotd_error *e = NULL;
+    CU_ASSERT_EQUAL(slotd_client_lease_grant(c, "k", 1, 0, &r, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NULL(r);
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 0);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "lease_grant.ttl_seconds");
+    CU_ASSERT_EQUAL(slotd_error_limit(e), SLOTD_LEASE_TTL_MAX);
+    CU_ASSERT_STRING_EQUAL(slotd_error_message(e),
                            "lease grant: no call: lease_grant.ttl_seconds: 0 is not in "
                            "1..31536000");
-    CU_ASSERT_EQUAL(slotd_lease_grant(c, "k", 1, SLOTD_LEASE_TTL_MAX + 1, &r), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_EQUAL(r.attempts, 0);
-    CU_ASSERT_EQUAL(slotd_lease_grant(c, NULL, 3, 10, &r), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_STRING_EQUAL(r.status.field, "lease_grant.key");
-    CU_ASSERT_EQUAL(r.attempts, 0);
+    CU_ASSERT_EQUAL(slotd_client_lease_grant(c, "k", 1, SLOTD_LEASE_TTL_MAX + 1, &r, &e),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 0);
+    CU_ASSERT_EQUAL(slotd_client_lease_grant(c, NULL, 3, 10, &r, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "lease_grant.key");
     /* sequence 0, and hash slot 256: not lease ids */
-    CU_ASSERT_EQUAL(slotd_lease_keepalive(c, 0, &r), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_STRING_EQUAL(r.status.field, "lease_keep_alive.id");
-    CU_ASSERT_EQUAL(r.attempts, 0);
-    CU_ASSERT_EQUAL(slotd_lease_keepalive(c, UINT64_C(7) << 48, &r), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_EQUAL(r.id, UINT64_C(7) << 48);
-    CU_ASSERT_EQUAL(slotd_lease_revoke(c, (UINT64_C(256) << 48) | 1, &r), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_STRING_EQUAL(r.status.field, "lease_revoke.id");
-    CU_ASSERT_STRING_EQUAL(r.status.message,
+    CU_ASSERT_EQUAL(slotd_client_lease_keepalive(c, 0, &r, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "lease_keep_alive.id");
+    CU_ASSERT_EQUAL(slotd_client_lease_keepalive(c, UINT64_C(7) << 48, &r, &e),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(slotd_client_lease_revoke(c, (UINT64_C(256) << 48) | 1, &r, &e),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "lease_revoke.id");
+    CU_ASSERT_STRING_EQUAL(slotd_error_message(e),
                            "lease revoke: no call: lease_revoke.id: 72057594037927937 "
                            "(0x100000000000001) is not a lease id (hash slot 0..255 << 48 | "
                            "sequence >= 1)");
-    CU_ASSERT_EQUAL(r.attempts, 0);
-    CU_ASSERT_EQUAL(r.status.grpc_status, -1);
-    struct slotd_write w = {.kind = SLOTD_WRITE_DELETE, .key = "k", .key_len = 1, .lease = 5};
-    struct slotd_write_result wr;
-    CU_ASSERT_EQUAL(slotd_write(c, &w, &wr), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_EQUAL(wr.attempts, 0);
-    CU_ASSERT_STRING_EQUAL(wr.status.message, "delete: a lease is only for puts (lease 5 given)");
-    slotd_write_result_free(&wr);
-    struct slotd_txn_op ops[1] = {{.kind = SLOTD_TXN_DELETE, .key = "k", .key_len = 1, .lease = 5}};
-    struct slotd_txn t = {.success = ops, .success_count = 1};
-    struct slotd_txn_result tr;
-    CU_ASSERT_EQUAL(slotd_txn(c, &t, &tr), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_STRING_EQUAL(tr.status.field, "txn.success");
-    CU_ASSERT_EQUAL(tr.attempts, 0);
-    slotd_txn_result_free(&tr);
-    slotd_client_free(c);
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 0);
+    CU_ASSERT_EQUAL(slotd_error_grpc_status(e), -1);
+    struct slotd_write_options *wo = slotd_write_options_create();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wo);
+    slotd_write_options_set_lease(wo, 5);
+    struct slotd_write_result *wr = (struct slotd_write_result *)1;
+    CU_ASSERT_EQUAL(slotd_client_delete(c, "k", 1, wo, &wr, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NULL(wr);
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 0);
+    CU_ASSERT_STRING_EQUAL(slotd_error_message(e),
+                           "delete: a lease is only for puts (lease 5 given)");
+    slotd_write_options_destroy(wo);
+    struct slotd_txn *t = slotd_txn_create();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL(slotd_txn_add_op(t, SLOTD_TXN_SUCCESS, SLOTD_TXN_DELETE, "k", 1, NULL, 0, 5),
+                    SLOTD_CLIENT_EINVAL);
+    struct slotd_txn_result *tr = (struct slotd_txn_result *)1;
+    CU_ASSERT_EQUAL(slotd_client_txn(c, t, &tr, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "txn.success");
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 0);
+    slotd_txn_destroy(t);
+    slotd_error_destroy(e);
+    slotd_client_destroy(c);
 }
 
 /* A lease call to endpoints that do not answer: retried (it carries a request id), then
@@ -1332,23 +1427,23 @@ static void test_lease_bad_arguments_make_no_call(void)
 static void test_lease_calls_without_server(void)
 {
     struct slotd_client *c = dead_client(1);
-    struct slotd_lease_result r;
-    CU_ASSERT_EQUAL(slotd_lease_keepalive(c, (UINT64_C(3) << 48) | 9, &r),
+    struct slotd_lease_result *r = NULL;
+    struct slotd_error *e = NULL;
+    CU_ASSERT_EQUAL(slotd_client_lease_keepalive(c, (UINT64_C(3) << 48) | 9, &r, &e),
                     SLOTD_CLIENT_EUNAVAILABLE);
-    CU_ASSERT_EQUAL(r.attempts, 2); /* the first try and one retry (max_retries 1) */
-    CU_ASSERT_EQUAL(r.request_id_len, SLOTD_REQUEST_ID_LEN_DEFAULT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "lease keepalive: UNAVAILABLE: "));
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "2 attempts]"));
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 2); /* the first try and one retry (max_retries 1) */
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "lease keepalive: UNAVAILABLE: "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "2 attempts]"));
     CU_ASSERT_EQUAL(slotctl_exit_of(SLOTD_CLIENT_EUNAVAILABLE), SLOTCTL_EXIT_UNAVAILABLE);
     CU_ASSERT_EQUAL(slotctl_exit_of(SLOTD_CLIENT_ENOTFOUND), SLOTCTL_EXIT_NOT_FOUND);
-    CU_ASSERT_EQUAL(slotd_lease_grant(c, "k", 1, 10, &r), SLOTD_CLIENT_EUNAVAILABLE);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "lease grant: UNAVAILABLE: "));
-    CU_ASSERT_EQUAL(slotd_lease_revoke(c, (UINT64_C(3) << 48) | 9, &r), SLOTD_CLIENT_EUNAVAILABLE);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "lease revoke: UNAVAILABLE: "));
-    struct slotd_status last;
-    slotd_client_last_error(c, &last);
-    CU_ASSERT_STRING_EQUAL(last.message, r.status.message);
-    slotd_client_free(c);
+    CU_ASSERT_EQUAL(slotd_client_lease_grant(c, "k", 1, 10, &r, &e), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "lease grant: UNAVAILABLE: "));
+    CU_ASSERT_EQUAL(slotd_client_lease_revoke(c, (UINT64_C(3) << 48) | 9, &r, &e),
+                    SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "lease revoke: UNAVAILABLE: "));
+    CU_ASSERT_PTR_NULL(r);
+    slotd_error_destroy(e);
+    slotd_client_destroy(c);
 }
 
 int main(void)

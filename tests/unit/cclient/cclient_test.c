@@ -171,8 +171,8 @@ static void test_route_decode_and_leader(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(copy);
     CU_ASSERT_EQUAL(copy->node_count, 4);
     CU_ASSERT_STRING_EQUAL(slotd_route_leader_address(copy, k1, strlen(k1)), "10.0.0.9:7700");
-    slotd_route_free(copy);
-    slotd_route_free(r);
+    slotd_route_destroy(copy);
+    slotd_route_destroy(r);
 }
 
 static void test_route_decode_rejects_bad_input(void)
@@ -337,58 +337,90 @@ static void test_endpoints_and_options(void)
                     SLOTD_CLIENT_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "more than 4"));
 
-    struct slotd_client_options o;
+    struct slotd_options o;
     CU_ASSERT_EQUAL(slotd__options_resolve(NULL, &o, err, sizeof(err)), SLOTD_CLIENT_OK);
     CU_ASSERT_EQUAL(o.deadline_ms, 5000);
     CU_ASSERT_EQUAL(o.max_retries, 3);
     CU_ASSERT_EQUAL(o.route_refresh_ms, 0);
-    struct slotd_client_options in = {
-        .deadline_ms = 250, .max_retries = -1, .route_refresh_ms = 10};
-    CU_ASSERT_EQUAL(slotd__options_resolve(&in, &o, err, sizeof(err)), SLOTD_CLIENT_OK);
+    struct slotd_options *in = slotd_options_create();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(in);
+    slotd_options_set_deadline_ms(in, 250);
+    slotd_options_set_max_retries(in, 0);
+    slotd_options_set_route_refresh_ms(in, 10);
+    CU_ASSERT_EQUAL(slotd__options_resolve(in, &o, err, sizeof(err)), SLOTD_CLIENT_OK);
     CU_ASSERT_EQUAL(o.deadline_ms, 250);
     CU_ASSERT_EQUAL(o.max_retries, 0);
-    in.deadline_ms = -5;
-    CU_ASSERT_EQUAL(slotd__options_resolve(&in, &o, err, sizeof(err)), SLOTD_CLIENT_EINVAL);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "deadline_ms"));
-    in.deadline_ms = 100;
-    in.max_retries = 1000;
-    CU_ASSERT_EQUAL(slotd__options_resolve(&in, &o, err, sizeof(err)), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(o.route_refresh_ms, 10);
+    slotd_options_set_deadline_ms(in, -5);
+    CU_ASSERT_EQUAL(slotd__options_resolve(in, &o, err, sizeof(err)), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "deadline_ms: -5 is not in 1..3600000"));
+    slotd_options_set_deadline_ms(in, 100);
+    slotd_options_set_max_retries(in, 1000);
+    CU_ASSERT_EQUAL(slotd__options_resolve(in, &o, err, sizeof(err)), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "max_retries: 1000 is not in 0..100"));
+    slotd_options_set_max_retries(in, -1);
+    CU_ASSERT_EQUAL(slotd__options_resolve(in, &o, err, sizeof(err)), SLOTD_CLIENT_EINVAL);
 
+    /* slotd_client_create names the bad option in its error object; nothing is made */
     struct slotd_client *c = NULL;
-    CU_ASSERT_EQUAL(slotd_client_new("x", NULL, &c, err, sizeof(err)), SLOTD_CLIENT_EINVAL);
+    struct slotd_error *e = NULL;
+    CU_ASSERT_EQUAL(slotd_client_create("127.0.0.1:1", in, &c, &e), SLOTD_CLIENT_EINVAL);
     CU_ASSERT_PTR_NULL(c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(slotd_error_code(e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "max_retries"));
+    CU_ASSERT_EQUAL(slotd_error_grpc_status(e), -1);
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 0);
+    /* a TLS file that cannot be read is named with its option */
+    slotd_options_set_max_retries(in, 1);
+    CU_ASSERT_EQUAL(slotd_options_set_tls_ca_file(in, "/nonexistent/ca.pem"), SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(slotd_client_create("127.0.0.1:1", in, &c, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "tls_ca_file: cannot open"));
+    CU_ASSERT_EQUAL(slotd_options_set_tls_ca_file(in, NULL), SLOTD_CLIENT_OK);
+    slotd_options_destroy(in);
+    CU_ASSERT_EQUAL(slotd_client_create("x", NULL, &c, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NULL(c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "endpoints"));
+    slotd_error_destroy(e);
+}
+
+/* A client of endpoints with the given deadline and retries (the test fails without one). */
+static struct slotd_client *client_at(const char *endpoints, int deadline_ms, int max_retries)
+{
+    struct slotd_options *o = slotd_options_create();
+    struct slotd_client *c = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    slotd_options_set_deadline_ms(o, deadline_ms);
+    slotd_options_set_max_retries(o, max_retries);
+    CU_ASSERT_EQUAL(slotd_client_create(endpoints, o, &c, NULL), SLOTD_CLIENT_OK);
+    slotd_options_destroy(o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    return c;
 }
 
 /* A client pointed at a closed port fails fast with UNAVAILABLE after bounded retries. */
 /* The last revision only rises; a failed call leaves it where it was. */
 static void test_last_revision(void)
 {
-    struct slotd_client *c = NULL;
-    char err[256];
-    struct slotd_client_options o = {.deadline_ms = 200, .max_retries = 0};
-    CU_ASSERT_EQUAL_FATAL(slotd_client_new("127.0.0.1:1", &o, &c, err, sizeof(err)),
-                          SLOTD_CLIENT_OK);
+    struct slotd_client *c = client_at("127.0.0.1:1", 200, 0);
     CU_ASSERT_EQUAL(slotd_client_last_revision(c), 0);
     slotd_client_observe_revision(c, 31);
     slotd_client_observe_revision(c, 12);
     CU_ASSERT_EQUAL(slotd_client_last_revision(c), 31);
-    struct slotd_task_status ts;
-    CU_ASSERT_NOT_EQUAL(slotd_task_status(c, 7, false, &ts), SLOTD_CLIENT_OK);
-    slotd_task_status_free(&ts);
+    struct slotd_task_list *ts = (struct slotd_task_list *)1;
+    CU_ASSERT_NOT_EQUAL(slotd_client_task_status(c, 7, false, &ts, NULL), SLOTD_CLIENT_OK);
+    CU_ASSERT_PTR_NULL(ts);
     CU_ASSERT_EQUAL(slotd_client_last_revision(c), 31);
     slotd_client_observe_revision(c, 32);
     CU_ASSERT_EQUAL(slotd_client_last_revision(c), 32);
-    slotd_client_free(c);
+    slotd_client_destroy(c);
 }
 
 /* Tokens: printable and bounded; authenticate against nothing fails UNAVAILABLE, sets none. */
 static void test_token(void)
 {
-    struct slotd_client *c = NULL;
-    char err[256], big[SLOTD_CLIENT_TOKEN_MAX + 2];
-    struct slotd_client_options o = {.deadline_ms = 200, .max_retries = 0};
-    CU_ASSERT_EQUAL_FATAL(slotd_client_new("127.0.0.1:1", &o, &c, err, sizeof(err)),
-                          SLOTD_CLIENT_OK);
+    struct slotd_client *c = client_at("127.0.0.1:1", 200, 0);
+    char big[SLOTD_CLIENT_TOKEN_MAX + 2];
     CU_ASSERT_EQUAL(slotd_client_set_token(c, "t1.bob.3.99.abcdef"), SLOTD_CLIENT_OK);
     CU_ASSERT_EQUAL(slotd_client_set_token(c, "has space"), SLOTD_CLIENT_EINVAL);
     CU_ASSERT_EQUAL(slotd_client_set_token(c, "new\nline"), SLOTD_CLIENT_EINVAL);
@@ -398,54 +430,73 @@ static void test_token(void)
     big[SLOTD_CLIENT_TOKEN_MAX] = '\0';
     CU_ASSERT_EQUAL(slotd_client_set_token(c, big), SLOTD_CLIENT_OK);
     CU_ASSERT_EQUAL(slotd_client_set_token(c, NULL), SLOTD_CLIENT_OK);
-    struct slotd_status st;
+    struct slotd_error *e = NULL;
     uint64_t expires = 7;
-    CU_ASSERT_EQUAL(slotd_client_authenticate(c, "bob", "pw", &expires, &st),
+    CU_ASSERT_EQUAL(slotd_client_authenticate(c, "bob", "pw", &expires, &e),
                     SLOTD_CLIENT_EUNAVAILABLE);
     CU_ASSERT_EQUAL(expires, 7);
-    CU_ASSERT_PTR_NOT_NULL(strstr(st.message, "authenticate: UNAVAILABLE"));
-    slotd_client_free(c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "authenticate: UNAVAILABLE"));
+    slotd_error_destroy(e);
+    slotd_client_destroy(c);
 }
 
 static void test_client_unreachable(void)
 {
-    struct slotd_client *c = NULL;
-    char err[256];
-    struct slotd_client_options o = {.deadline_ms = 500, .max_retries = 2};
-    CU_ASSERT_EQUAL_FATAL(slotd_client_new("127.0.0.1:1", &o, &c, err, sizeof(err)),
-                          SLOTD_CLIENT_OK);
-    struct slotd_write_result r;
-    CU_ASSERT_EQUAL(slotd_put(c, "k", 1, "v", 1, &r), SLOTD_CLIENT_EUNAVAILABLE);
-    CU_ASSERT_EQUAL(r.attempts, 3);
-    CU_ASSERT_EQUAL(r.request_id_len, SLOTD_REQUEST_ID_LEN_DEFAULT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.status.message, "put: UNAVAILABLE"));
-    slotd_write_result_free(&r);
-    /* without a request id an ambiguous failure is not retried */
-    struct slotd_write w = {.kind = SLOTD_WRITE_PUT,
-                            .key = "k",
-                            .key_len = 1,
-                            .value = "v",
-                            .value_len = 1,
-                            .no_request_id = true};
-    CU_ASSERT_EQUAL(slotd_write(c, &w, &r), SLOTD_CLIENT_EUNAVAILABLE);
-    CU_ASSERT_EQUAL(r.attempts, 1);
-    CU_ASSERT_EQUAL(r.request_id_len, 0);
-    slotd_write_result_free(&r);
-    w.no_request_id = false;
-    w.request_id = "";
-    w.request_id_len = 0;
-    CU_ASSERT_EQUAL(slotd_write(c, &w, &r), SLOTD_CLIENT_EINVAL);
-    slotd_write_result_free(&r);
-    struct slotd_status last;
-    slotd_client_last_error(c, &last);
-    CU_ASSERT_EQUAL(last.grpc_status, 14);
-    struct slotd_value v;
-    CU_ASSERT_EQUAL(slotd_get(c, "k", 1, 7, 0, &v), SLOTD_CLIENT_EINVAL);
-    slotd_value_free(&v);
-    struct slotd_route *route;
-    CU_ASSERT_EQUAL(slotd_route_fetch(c, &route, NULL), SLOTD_CLIENT_EUNAVAILABLE);
+    struct slotd_client *c = client_at("127.0.0.1:1", 500, 2);
+    struct slotd_write_result *r = (struct slotd_write_result *)1;
+    struct slotd_error *e = NULL;
+    CU_ASSERT_EQUAL(slotd_client_put(c, "k", 1, "v", 1, NULL, &r, &e), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_PTR_NULL(r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(slotd_error_code(e), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 3);
+    CU_ASSERT_EQUAL(slotd_error_grpc_status(e), 14);
+    CU_ASSERT_STRING_EQUAL(slotd_error_address(e), "127.0.0.1:1");
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "put: UNAVAILABLE"));
+    struct slotd_error *first = e;
+    /* without a request id an ambiguous failure is not retried; the old error is replaced */
+    struct slotd_write_options *wo = slotd_write_options_create();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wo);
+    slotd_write_options_set_no_request_id(wo, true);
+    CU_ASSERT_EQUAL(slotd_client_put(c, "k", 1, "v", 1, wo, &r, &e), SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 1);
+    (void)first; /* destroyed by the call that replaced it (ASan would see a leak otherwise) */
+    slotd_write_options_set_no_request_id(wo, false);
+    CU_ASSERT_EQUAL(slotd_write_options_set_request_id(wo, "", 0), SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(slotd_client_put(c, "k", 1, "v", 1, wo, &r, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "request_id");
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 0);
+    CU_ASSERT_EQUAL(slotd_write_options_set_request_id(wo, "x", SLOTD_REQUEST_ID_LEN_MAX + 1),
+                    SLOTD_CLIENT_EINVAL);
+    /* a lease only goes with a put */
+    CU_ASSERT_EQUAL(slotd_write_options_set_request_id(wo, NULL, 0), SLOTD_CLIENT_OK);
+    slotd_write_options_set_lease(wo, 5);
+    CU_ASSERT_EQUAL(slotd_client_delete(c, "k", 1, wo, &r, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "lease");
+    slotd_write_options_destroy(wo);
+    /* a bad consistency is refused before any call, naming the option */
+    struct slotd_read_options *ro = slotd_read_options_create();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ro);
+    slotd_read_options_set_consistency(ro, 7);
+    struct slotd_value *v = (struct slotd_value *)1;
+    CU_ASSERT_EQUAL(slotd_client_get(c, "k", 1, ro, &v, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NULL(v);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "consistency");
+    slotd_read_options_destroy(ro);
+    /* err NULL: the caller does not want the error object */
+    CU_ASSERT_EQUAL(slotd_client_get(c, "k", 1, NULL, &v, NULL), SLOTD_CLIENT_EUNAVAILABLE);
+    struct slotd_route *route = (struct slotd_route *)1;
+    CU_ASSERT_EQUAL(slotd_client_route_fetch(c, &route, &e), SLOTD_CLIENT_EUNAVAILABLE);
     CU_ASSERT_PTR_NULL(route);
-    slotd_client_free(c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "route: "));
+    int serving = 9;
+    CU_ASSERT_EQUAL(slotd_client_health_check(c, "127.0.0.1:1", &serving, &e),
+                    SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_EQUAL(serving, SLOTD_HEALTH_UNKNOWN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "health: UNAVAILABLE"));
+    slotd_error_destroy(e);
+    slotd_client_destroy(c);
 }
 
 /* Lease ids: hash slot << 48 | sequence >= 1; anything else names no hash slot. */
@@ -532,7 +583,7 @@ static void test_admin_task_encoding(void)
     const char *method = NULL, *op = NULL;
     struct slotd_status st;
 
-    struct slotd_admin_write w = {.kind = SLOTD_ADMIN_MOVE_REPLICA,
+    struct slotd_admin_command w = {.kind = SLOTD_ADMIN_MOVE_REPLICA,
                                   .group_id = 3,
                                   .from_node = 2,
                                   .to_node = 5,
@@ -550,7 +601,7 @@ static void test_admin_task_encoding(void)
     CU_ASSERT_FALSE(mv->no_forward);
     slotd__v1__move_replica_request__free_unpacked(mv, NULL);
 
-    w = (struct slotd_admin_write){
+    w = (struct slotd_admin_command){
         .kind = SLOTD_ADMIN_TRANSFER_LEADER, .group_id = 4, .to_node = 1};
     CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st), SLOTD_CLIENT_OK);
     CU_ASSERT_STRING_EQUAL(method, "/slotd.v1.Admin/TransferLeader");
@@ -561,7 +612,7 @@ static void test_admin_task_encoding(void)
     CU_ASSERT_EQUAL(tl->to_node, 1);
     slotd__v1__transfer_leader_request__free_unpacked(tl, NULL);
 
-    w = (struct slotd_admin_write){.kind = SLOTD_ADMIN_RETRY_TASK, .task_id = 42};
+    w = (struct slotd_admin_command){.kind = SLOTD_ADMIN_RETRY_TASK, .task_id = 42};
     CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st), SLOTD_CLIENT_OK);
     CU_ASSERT_STRING_EQUAL(method, "/slotd.v1.Admin/RetryTask");
     Slotd__V1__RetryTaskRequest *rt = slotd__v1__retry_task_request__unpack(NULL, len, buf);
@@ -569,7 +620,7 @@ static void test_admin_task_encoding(void)
     CU_ASSERT_EQUAL(rt->task_id, 42);
     slotd__v1__retry_task_request__free_unpacked(rt, NULL);
 
-    w = (struct slotd_admin_write){.kind = SLOTD_ADMIN_DRAIN_NODE, .node_id = 5};
+    w = (struct slotd_admin_command){.kind = SLOTD_ADMIN_DRAIN_NODE, .node_id = 5};
     CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st), SLOTD_CLIENT_OK);
     CU_ASSERT_STRING_EQUAL(method, "/slotd.v1.Admin/DrainNode");
     w.kind = SLOTD_ADMIN_PROMOTE_CONTROLLER_VOTER;
@@ -585,7 +636,7 @@ static void test_admin_task_encoding(void)
     uint32_t slots[SLOTD_HASH_SLOTS];
     for (uint32_t i = 0; i < SLOTD_HASH_SLOTS; i++)
         slots[i] = SLOTD_HASH_SLOTS - 1 - i;
-    w = (struct slotd_admin_write){.kind = SLOTD_ADMIN_MIGRATE_HASH_SLOTS,
+    w = (struct slotd_admin_command){.kind = SLOTD_ADMIN_MIGRATE_HASH_SLOTS,
                                    .hash_slots = slots,
                                    .hash_slot_count = SLOTD_HASH_SLOTS,
                                    .to_group = 9,
@@ -688,15 +739,18 @@ static uint8_t *task_response(size_t n, bool by_id, size_t participants, size_t 
 
 static void test_task_status_decode(void)
 {
-    struct slotd_task_status ts;
+    struct slotd_task_list *ts = calloc(1, sizeof(*ts));
+    struct slotd_status st;
     size_t len;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ts);
     uint8_t *buf = task_response(1, true, 2, &len);
-    memset(&ts, 0, sizeof(ts));
-    CU_ASSERT_EQUAL(slotd__task_status_decode(buf, len, true, &ts), SLOTD_CLIENT_OK);
+    memset(ts, 0, sizeof(*ts));
+    CU_ASSERT_EQUAL(slotd__task_status_decode(buf, len, true, ts, &st), SLOTD_CLIENT_OK);
     free(buf);
-    CU_ASSERT_EQUAL_FATAL(ts.task_count, 1);
-    CU_ASSERT_EQUAL(ts.revision, 77);
-    const struct slotd_task *t = &ts.tasks[0];
+    CU_ASSERT_EQUAL_FATAL(slotd_task_list_count(ts), 1);
+    CU_ASSERT_EQUAL(slotd_task_list_revision(ts), 77);
+    const struct slotd_task *t = slotd_task_list_at(ts, 0);
+    CU_ASSERT_PTR_NULL(slotd_task_list_at(ts, 1));
     CU_ASSERT_EQUAL(t->task_id, 1);
     CU_ASSERT_STRING_EQUAL(t->kind, "hash_slot_migration");
     CU_ASSERT_STRING_EQUAL(t->status, "running");
@@ -720,26 +774,25 @@ static void test_task_status_decode(void)
     CU_ASSERT_EQUAL(t->hash_slot_count, 3);
     CU_ASSERT_EQUAL(t->hash_slots[2], 10);
     CU_ASSERT_FALSE(slotd_task_finished(t));
-    slotd_task_status_free(&ts);
-    CU_ASSERT_PTR_NULL(ts.tasks);
-    CU_ASSERT_EQUAL(ts.status.grpc_status, -1);
+    slotd_task_list_destroy(ts);
 
     /* a full list (the controller keeps at most 64), oldest first */
     buf = task_response(SLOTD_TASKS_MAX, false, 1, &len);
-    memset(&ts, 0, sizeof(ts));
-    CU_ASSERT_EQUAL(slotd__task_status_decode(buf, len, false, &ts), SLOTD_CLIENT_OK);
+    ts = calloc(1, sizeof(*ts));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ts);
+    CU_ASSERT_EQUAL(slotd__task_status_decode(buf, len, false, ts, &st), SLOTD_CLIENT_OK);
     free(buf);
-    CU_ASSERT_EQUAL(ts.task_count, SLOTD_TASKS_MAX);
-    CU_ASSERT_EQUAL(ts.tasks[SLOTD_TASKS_MAX - 1].task_id, SLOTD_TASKS_MAX);
-    CU_ASSERT_STRING_EQUAL(ts.tasks[1].kind, "replica_move");
-    slotd_task_status_free(&ts);
+    CU_ASSERT_EQUAL(slotd_task_list_count(ts), SLOTD_TASKS_MAX);
+    CU_ASSERT_EQUAL(slotd_task_list_at(ts, SLOTD_TASKS_MAX - 1)->task_id, SLOTD_TASKS_MAX);
+    CU_ASSERT_STRING_EQUAL(slotd_task_list_at(ts, 1)->kind, "replica_move");
+    slotd_task_list_destroy(ts);
     buf = task_response(0, false, 0, &len); /* no tasks */
-    memset(&ts, 0, sizeof(ts));
-    CU_ASSERT_EQUAL(slotd__task_status_decode(buf, len, false, &ts), SLOTD_CLIENT_OK);
+    ts = calloc(1, sizeof(*ts));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ts);
+    CU_ASSERT_EQUAL(slotd__task_status_decode(buf, len, false, ts, &st), SLOTD_CLIENT_OK);
     free(buf);
-    CU_ASSERT_EQUAL(ts.task_count, 0);
-    CU_ASSERT_EQUAL(ts.revision, 77);
-    slotd_task_status_free(&ts);
+    CU_ASSERT_EQUAL(slotd_task_list_count(ts), 0);
+    CU_ASSERT_EQUAL(slotd_task_list_revision(ts), 77);
 
     /* bounds and shape errors name what is wrong and leave nothing allocated */
     static const struct {
@@ -754,22 +807,23 @@ static void test_task_status_decode(void)
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         buf = task_response(bad[i].n, bad[i].by_id, bad[i].participants, &len);
-        memset(&ts, 0, sizeof(ts));
-        CU_ASSERT_EQUAL(slotd__task_status_decode(buf, len, bad[i].by_id, &ts),
+        memset(ts, 0, sizeof(*ts));
+        CU_ASSERT_EQUAL(slotd__task_status_decode(buf, len, bad[i].by_id, ts, &st),
                         SLOTD_CLIENT_EMALFORMED);
         free(buf);
-        CU_ASSERT_STRING_EQUAL(ts.status.message, bad[i].msg);
-        CU_ASSERT_PTR_NULL(ts.tasks);
-        CU_ASSERT_EQUAL(ts.task_count, 0);
+        CU_ASSERT_STRING_EQUAL(st.message, bad[i].msg);
+        CU_ASSERT_PTR_NULL(ts->tasks);
+        CU_ASSERT_EQUAL(slotd_task_list_count(ts), 0);
     }
     static const uint8_t junk[] = {0xff, 0xff, 0xff};
-    memset(&ts, 0, sizeof(ts));
-    CU_ASSERT_EQUAL(slotd__task_status_decode(junk, sizeof(junk), true, &ts),
+    memset(ts, 0, sizeof(*ts));
+    CU_ASSERT_EQUAL(slotd__task_status_decode(junk, sizeof(junk), true, ts, &st),
                     SLOTD_CLIENT_EMALFORMED);
-    CU_ASSERT_STRING_EQUAL(ts.status.message, "response is not a TaskStatusResponse");
+    CU_ASSERT_STRING_EQUAL(st.message, "response is not a TaskStatusResponse");
     struct slotd_task done = {.status = "done"}, failed = {.status = "failed"};
     CU_ASSERT_TRUE(slotd_task_finished(&done));
     CU_ASSERT_TRUE(slotd_task_finished(&failed));
+    slotd_task_list_destroy(ts);
 }
 
 static void test_controller_status_decode(void)
@@ -789,8 +843,9 @@ static void test_controller_status_decode(void)
     uint8_t buf[256];
     size_t len = slotd__v1__controller_status_response__pack(&m, buf);
     struct slotd_controller_status cs;
+    struct slotd_status st;
     memset(&cs, 0, sizeof(cs));
-    CU_ASSERT_EQUAL(slotd__controller_status_decode(buf, len, &cs), SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(slotd__controller_status_decode(buf, len, &cs, &st), SLOTD_CLIENT_OK);
     CU_ASSERT_EQUAL(cs.node_id, 4);
     CU_ASSERT_STRING_EQUAL(cs.role, "mirror");
     CU_ASSERT_EQUAL(cs.term, 0);
@@ -812,7 +867,7 @@ static void test_controller_status_decode(void)
     m.mirror_lag_ms = -1;
     len = slotd__v1__controller_status_response__pack(&m, buf);
     memset(&cs, 0, sizeof(cs));
-    CU_ASSERT_EQUAL(slotd__controller_status_decode(buf, len, &cs), SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(slotd__controller_status_decode(buf, len, &cs, &st), SLOTD_CLIENT_OK);
     CU_ASSERT_EQUAL(strlen(cs.role), SLOTD_CONTROLLER_ROLE_LEN - 1);
     CU_ASSERT_EQUAL(cs.term, 9);
     CU_ASSERT_EQUAL(cs.commit_index, 120);
@@ -820,9 +875,9 @@ static void test_controller_status_decode(void)
 
     static const uint8_t junk[] = {0xff, 0xff, 0xff};
     memset(&cs, 0, sizeof(cs));
-    CU_ASSERT_EQUAL(slotd__controller_status_decode(junk, sizeof(junk), &cs),
+    CU_ASSERT_EQUAL(slotd__controller_status_decode(junk, sizeof(junk), &cs, &st),
                     SLOTD_CLIENT_EMALFORMED);
-    CU_ASSERT_STRING_EQUAL(cs.status.message, "response is not a ControllerStatusResponse");
+    CU_ASSERT_STRING_EQUAL(st.message, "response is not a ControllerStatusResponse");
     CU_ASSERT_EQUAL(cs.node_id, 0);
 }
 

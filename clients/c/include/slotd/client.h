@@ -1,4 +1,4 @@
-/* client.h - libslotd: route-aware synchronous C client for slotd.v1.Metadata. */
+/* client.h - libslotd 1.0: route-aware synchronous C client for slotd.v1.Metadata and Admin. */
 #ifndef SLOTD_CLIENT_H
 #define SLOTD_CLIENT_H
 
@@ -10,9 +10,24 @@
 extern "C" {
 #endif
 
+/*
+ * How this header stays stable (ABI SLOTD_1.0, libslotd.so.1):
+ * - The client, its options, every request builder and the error are opaque: a caller holds a
+ *   pointer, never a struct, so a field added later changes no compiled caller.
+ * - Results are structs libslotd allocates; a caller reads their fields through the pointer it
+ *   gets and never allocates, copies by value or takes the size of one. Later 1.x versions only
+ *   append fields. Where a result holds a list, it is an array of pointers (or an opaque object
+ *   with _count/_at getters), so an element can grow too.
+ * - Names: slotd_<object>_<verb>. slotd_X_create() makes an object, slotd_X_destroy() frees an
+ *   object and what it owns (NULL is a no-op). No function frees only the contents of a struct.
+ * - Every call that can fail returns an enum slotd_client_err (0 = SLOTD_CLIENT_OK) and, when
+ *   err is not NULL, stores a new error object in *err on failure (caller frees with
+ *   slotd_error_destroy(); an object already in *err is destroyed first). On success *err is
+ *   left alone. There is no last error: each call reports its own.
+ */
+
 /* ---- errors ------------------------------------------------------------------------------ */
 
-/* Every libslotd function returns one of these; 0 is success. */
 #define SLOTD_CLIENT_ERRORS(X)                                                                     \
     X(SLOTD_CLIENT_OK, "ok")                                                                       \
     X(SLOTD_CLIENT_EINVAL, "invalid argument")                                                     \
@@ -62,53 +77,44 @@ const char *slotd_error_code_name(int code);
 /* Static name of a gRPC status code ("UNAVAILABLE"); "UNKNOWN_STATUS" outside 0..16. */
 const char *slotd_grpc_status_name(int status);
 
-#define SLOTD_STATUS_MESSAGE_LEN 512
-#define SLOTD_FIELD_LEN 64
 #define SLOTD_ADDRESS_LEN 255
 
-/* The outcome of the last attempt of a call: its gRPC status and the server's ErrorDetail. */
-struct slotd_status {
-    int grpc_status;                        /* 0 (OK) on success; -1 when no call was made */
-    char message[SLOTD_STATUS_MESSAGE_LEN]; /* a sentence: "put: UNAVAILABLE: ..." ("" on ok) */
-    bool has_detail;                        /* a slotd.v1.ErrorDetail came with the status */
-    int detail_code;                        /* enum slotd_error_code */
-    char field[SLOTD_FIELD_LEN];            /* INVALID_FIELD: the request field ("put.key") */
-    uint64_t limit;                         /* INVALID_FIELD: the field's limit */
-    uint32_t retry_after_ms;                /* retriable errors: the server's suggested wait */
-    uint64_t leader_node_id;                /* NOT_LEADER: leader hint (0 = none) */
-    char leader_address[SLOTD_ADDRESS_LEN + 1];
-    uint32_t leader_group_id;
-    uint64_t leader_term;
-    char address[SLOTD_ADDRESS_LEN + 1]; /* the node the last attempt went to */
-    /* COMPACTED (a watch resumed behind a group's history): that group and the oldest
-     * position a watch can resume from in it */
-    uint32_t compacted_group_id;
-    uint64_t compacted_index;
-};
+/* What one failed call says: the client error, the gRPC status of its last attempt and the
+ * server's ErrorDetail. Opaque; read it with the getters below. */
+struct slotd_error;
 
-/* ---- the client ---------------------------------------------------------------------------- */
+/* e: ownership transfers. NULL is a no-op. */
+void slotd_error_destroy(struct slotd_error *e);
+/* The getters take e borrowed for the call; strings point into e (valid until it is destroyed)
+ * and are "" when absent; numbers are 0 when absent. */
+int slotd_error_code(const struct slotd_error *e); /* enum slotd_client_err */
+/* A sentence: "put: INVALID_ARGUMENT: put.key: must be 1..1024 bytes, got 0 (field put.key,
+ * limit 1024) [127.0.0.1:7700, 1 attempt]". */
+const char *slotd_error_message(const struct slotd_error *e);
+int slotd_error_grpc_status(const struct slotd_error *e); /* -1 when no call was made */
+unsigned slotd_error_attempts(const struct slotd_error *e); /* calls made, 0 = refused before */
+const char *slotd_error_address(const struct slotd_error *e); /* node of the last attempt */
+bool slotd_error_has_detail(const struct slotd_error *e); /* an ErrorDetail came back */
+int slotd_error_detail_code(const struct slotd_error *e); /* enum slotd_error_code */
+/* INVALID_FIELD (or a client-side check): the request field ("put.key") and its limit. */
+const char *slotd_error_field(const struct slotd_error *e);
+uint64_t slotd_error_limit(const struct slotd_error *e);
+uint32_t slotd_error_retry_after_ms(const struct slotd_error *e);
+/* NOT_LEADER: the leader hint (node 0 = none). */
+uint64_t slotd_error_leader_node_id(const struct slotd_error *e);
+const char *slotd_error_leader_address(const struct slotd_error *e);
+uint32_t slotd_error_leader_group_id(const struct slotd_error *e);
+uint64_t slotd_error_leader_term(const struct slotd_error *e);
+/* COMPACTED (a watch resumed behind a group's history): the group and the oldest position a
+ * watch can resume from in it. */
+uint32_t slotd_error_compacted_group_id(const struct slotd_error *e);
+uint64_t slotd_error_compacted_index(const struct slotd_error *e);
 
-struct slotd_client_options {
-    int deadline_ms;      /* per attempt; 0 = 5000 */
-    int max_retries;      /* retries of retriable failures; 0 = 3, negative = none */
-    int route_refresh_ms; /* refetch the route when older than this; 0 = only when a call fails */
-    /* TLS (gRPC SSL channel credentials) for every channel when tls_ca_file or tls_cert_file is
-     * set; all NULL (default): plaintext. PEM file paths, read by slotd_client_new (borrowed for
-     * that call). tls_ca_file verifies the servers (NULL: gRPC's default roots);
-     * tls_cert_file and tls_key_file (both or neither) are the client certificate for servers
-     * that require one (mTLS). tls_server_name (NULL: the host of each address) is the name
-     * checked in the servers' certificates. */
-    const char *tls_ca_file;
-    const char *tls_cert_file;
-    const char *tls_key_file;
-    const char *tls_server_name;
-};
+/* ---- options and the client ---------------------------------------------------------------- */
 
-/* Largest PEM file slotd_client_new reads; longest tls_server_name. */
+/* Largest PEM file slotd_client_create reads; longest tls_server_name. */
 #define SLOTD_CLIENT_PEM_MAX (1 << 20)
 #define SLOTD_CLIENT_SERVER_NAME_MAX 255
-
-/* Defaults: deadline_ms 5000, max_retries 3, route_refresh_ms 0. */
 #define SLOTD_CLIENT_DEADLINE_MS_DEFAULT 5000
 #define SLOTD_CLIENT_MAX_RETRIES_DEFAULT 3
 #define SLOTD_CLIENT_DEADLINE_MS_MAX 3600000
@@ -117,108 +123,126 @@ struct slotd_client_options {
 #define SLOTD_CLIENT_ENDPOINTS_MAX 16
 #define SLOTD_CLIENT_NODES_MAX 64
 
+/* Client options. Opaque: made by slotd_options_create() with the defaults below, changed by
+ * the setters, read by slotd_client_create() (which checks them and names a bad one). */
+struct slotd_options;
+
+/* NULL when out of memory. Caller frees with slotd_options_destroy(). */
+struct slotd_options *slotd_options_create(void);
+/* o: ownership transfers. NULL is a no-op. */
+void slotd_options_destroy(struct slotd_options *o);
+/* o: borrowed for the call. Per attempt, 1..SLOTD_CLIENT_DEADLINE_MS_MAX (default 5000). */
+void slotd_options_set_deadline_ms(struct slotd_options *o, int deadline_ms);
+/* Retries of retriable failures, 0..SLOTD_CLIENT_MAX_RETRIES_MAX (default 3). */
+void slotd_options_set_max_retries(struct slotd_options *o, int max_retries);
+/* Refetch the route when older than this (ms); 0 (default) = only when a call fails. */
+void slotd_options_set_route_refresh_ms(struct slotd_options *o, int route_refresh_ms);
+/*
+ * TLS (gRPC SSL channel credentials) for every channel once a CA or client certificate is set;
+ * none (default): plaintext. path: borrowed for the call (copied), NULL unsets. The files are
+ * read by slotd_client_create. ca_file verifies the servers (unset: gRPC's default roots);
+ * cert_file and key_file (both or neither) are the client certificate for servers requiring
+ * one (mTLS); server_name (unset: the host of each address) is the name checked in the
+ * servers' certificates. Return SLOTD_CLIENT_OK or SLOTD_CLIENT_ENOMEM.
+ */
+int slotd_options_set_tls_ca_file(struct slotd_options *o, const char *path);
+int slotd_options_set_tls_cert_file(struct slotd_options *o, const char *path);
+int slotd_options_set_tls_key_file(struct slotd_options *o, const char *path);
+int slotd_options_set_tls_server_name(struct slotd_options *o, const char *server_name);
+
 struct slotd_client;
 
 /*
  * endpoints: borrowed for the call, "host:port[,host:port...]" (1..SLOTD_CLIENT_ENDPOINTS_MAX
  * entries). o: borrowed for the call, NULL for the defaults. *out: caller frees with
- * slotd_client_free(). err: borrowed for the call, receives a sentence on failure. No network
- * traffic happens here: the route is fetched by the first call. Returns SLOTD_CLIENT_OK or
- * SLOTD_CLIENT_EINVAL (bad endpoints or options, or a TLS file that cannot be read; err names
- * the option and the file) / SLOTD_CLIENT_ENOMEM. The client is safe to
- * use from many threads at once.
+ * slotd_client_destroy(). No network traffic happens here: the route is fetched by the first
+ * call. Returns SLOTD_CLIENT_OK or SLOTD_CLIENT_EINVAL (bad endpoints or options, or a TLS file
+ * that cannot be read: the error names the option and the file) / SLOTD_CLIENT_ENOMEM. The
+ * client is safe to use from many threads at once.
  */
-int slotd_client_new(const char *endpoints, const struct slotd_client_options *o,
-                     struct slotd_client **out, char *err, size_t errlen);
+int slotd_client_create(const char *endpoints, const struct slotd_options *o,
+                        struct slotd_client **out, struct slotd_error **err);
 
 /* c: ownership transfers (closes every channel). NULL is a no-op. */
-void slotd_client_free(struct slotd_client *c);
-
-/* c, out: borrowed for the call. Copies the status of the client's most recently failed call
- * (any thread); grpc_status -1 when no call has failed yet. */
-void slotd_client_last_error(struct slotd_client *c, struct slotd_status *out);
+void slotd_client_destroy(struct slotd_client *c);
 
 /* ---- read your admin writes ----------------------------------------------------------------- */
 
 /* c: borrowed for the call. The highest controller revision this client has seen (0: none):
- * from admin writes, cluster states, task lists and routes it received. Its RouteSnapshot,
- * ClusterState and TaskStatus calls send it as min_revision, so the node asked answers only
- * from that cluster state or a newer one (it waits up to 3 s, then the call fails
- * SLOTD_CLIENT_EUNAVAILABLE naming the revision it reached). */
+ * from admin writes, cluster states, task lists and routes. Its RouteSnapshot, ClusterState and
+ * TaskStatus calls send it as min_revision, so the node asked answers only from that cluster
+ * state or a newer one (it waits up to 3 s, then the call fails SLOTD_CLIENT_EUNAVAILABLE). */
 uint64_t slotd_client_last_revision(const struct slotd_client *c);
-/* c: borrowed for the call. Raises the client's last revision to revision (never lowers it):
- * carries what another client or process saw to this one. */
+/* c: borrowed for the call. Raises the client's last revision to revision (never lowers it). */
 void slotd_client_observe_revision(struct slotd_client *c, uint64_t revision);
 
 /* ---- writes --------------------------------------------------------------------------------- */
 
-enum slotd_write_kind { SLOTD_WRITE_PUT, SLOTD_WRITE_DELETE, SLOTD_WRITE_CAS };
-
 #define SLOTD_REQUEST_ID_LEN_MAX 64
 #define SLOTD_REQUEST_ID_LEN_DEFAULT 16
 
-/* One Propose. Pointers are borrowed for the call. */
-struct slotd_write {
-    enum slotd_write_kind kind;
-    const void *key;
-    size_t key_len;
-    const void *value; /* PUT and CAS */
-    size_t value_len;
-    uint64_t expected_version; /* CAS: 0 = the key must be absent */
-    bool cas_delete;           /* CAS: delete instead of writing value */
-    /* 1..64 bytes; NULL = a random 16-byte id chosen by the client (retries reuse it) */
-    const void *request_id;
-    size_t request_id_len;
-    /* send no request id at all: then an ambiguous failure (UNAVAILABLE, deadline) is
-     * returned to the caller, never retried, since the write might have been applied */
-    bool no_request_id;
-    /* PUT: attach the key to this lease (slotd_lease_grant(); it must live in the key's hash
-     * slot, else SLOTD_CLIENT_EPRECONDITION and nothing is written); 0 = none, which also
-     * detaches the key from a lease it had. Other kinds: must be 0. */
-    uint64_t lease;
-};
+/* Per-write options (opaque). NULL where a call takes one: a random 16-byte request id, no
+ * lease. */
+struct slotd_write_options;
 
+/* NULL when out of memory. Caller frees with slotd_write_options_destroy(). */
+struct slotd_write_options *slotd_write_options_create(void);
+/* wo: ownership transfers. NULL is a no-op. */
+void slotd_write_options_destroy(struct slotd_write_options *wo);
+/* id: borrowed for the call (copied), 1..SLOTD_REQUEST_ID_LEN_MAX bytes (checked by the call,
+ * error field "request_id"); NULL = a random id chosen per call (retries reuse it). Returns
+ * SLOTD_CLIENT_OK or SLOTD_CLIENT_EINVAL (longer than SLOTD_REQUEST_ID_LEN_MAX). */
+int slotd_write_options_set_request_id(struct slotd_write_options *wo, const void *id,
+                                       size_t len);
+/* true: send no request id at all; then an ambiguous failure (UNAVAILABLE, deadline) is
+ * returned, never retried, since the write might have been applied. */
+void slotd_write_options_set_no_request_id(struct slotd_write_options *wo, bool no_request_id);
+/* PUT: attach the key to this lease (slotd_client_lease_grant(); it must live in the key's hash
+ * slot, else SLOTD_CLIENT_EPRECONDITION and nothing is written); 0 = none, which also detaches
+ * the key from a lease it had. Other writes refuse a lease (SLOTD_CLIENT_EINVAL, field
+ * "lease"). */
+void slotd_write_options_set_lease(struct slotd_write_options *wo, uint64_t lease);
+
+/* What a write did. Allocated by libslotd; caller frees with slotd_write_result_destroy(). */
 struct slotd_write_result {
     uint64_t applied_index; /* raft index of the entry that carried the command */
     uint32_t group_id;
     uint64_t term;
     bool deduplicated;      /* the server returned the stored result of this request id */
-    uint64_t version;       /* PUT/CAS: the key's version afterwards (CAS: 0 if absent) */
-    uint64_t prev_version;  /* PUT/DELETE */
-    bool deleted;           /* DELETE: the key existed */
-    bool cas_succeeded;     /* CAS */
-    uint8_t *current_value; /* CAS mismatch: the current value (malloc'd, may be NULL) */
+    uint64_t version;       /* put/cas: the key's version afterwards (cas: 0 if absent) */
+    uint64_t prev_version;  /* put/delete */
+    bool deleted;           /* delete: the key existed */
+    bool cas_succeeded;     /* cas */
+    uint8_t *current_value; /* cas mismatch: the current value (may be NULL) */
     size_t current_value_len;
     uint8_t request_id[SLOTD_REQUEST_ID_LEN_MAX]; /* the id sent (empty with no_request_id) */
     size_t request_id_len;
     unsigned attempts; /* calls made, redirects and retries included */
-    struct slotd_status status;
+    char address[SLOTD_ADDRESS_LEN + 1]; /* the node that answered */
 };
 
-/* r: borrowed for the call. Frees what a result owns (current_value) and clears it. */
-void slotd_write_result_free(struct slotd_write_result *r);
+/* r: ownership transfers. NULL is a no-op. */
+void slotd_write_result_destroy(struct slotd_write_result *r);
 
 /*
- * c, w, out: borrowed for the call; out must be freed with slotd_write_result_free() whatever
- * the return value. Sends w to the leader of its key's slot group (no_forward), following
- * NOT_LEADER hints, refreshing the route and retrying retriable failures up to max_retries
- * times when the call is idempotent (it carries a request id). Returns SLOTD_CLIENT_OK,
- * SLOTD_CLIENT_ECAS_MISMATCH (CAS only; out->version and out->current_value say what is
- * stored), or an error with out->status describing the last attempt.
+ * c, key, val, wo (NULL: defaults), err: borrowed for the call; *out: caller frees with
+ * slotd_write_result_destroy() (set on SLOTD_CLIENT_OK, and on SLOTD_CLIENT_ECAS_MISMATCH where
+ * out says what is stored; NULL otherwise). Each goes to the leader of its key's slot group
+ * (no_forward), following NOT_LEADER hints, refreshing the route and retrying retriable failures
+ * up to max_retries times when the call carries a request id.
  */
-int slotd_write(struct slotd_client *c, const struct slotd_write *w,
-                struct slotd_write_result *out);
-
-/* Shorthands for slotd_write() with a client-chosen request id; same ownership. */
-int slotd_put(struct slotd_client *c, const void *key, size_t klen, const void *val, size_t vlen,
-              struct slotd_write_result *out);
-/* A put attached to lease (0 = none: as slotd_put, detaching the key from its lease). */
-int slotd_put_lease(struct slotd_client *c, const void *key, size_t klen, const void *val,
-                    size_t vlen, uint64_t lease, struct slotd_write_result *out);
-int slotd_delete(struct slotd_client *c, const void *key, size_t klen,
-                 struct slotd_write_result *out);
-int slotd_cas(struct slotd_client *c, const void *key, size_t klen, uint64_t expected_version,
-              const void *val, size_t vlen, bool del, struct slotd_write_result *out);
+int slotd_client_put(struct slotd_client *c, const void *key, size_t klen, const void *val,
+                     size_t vlen, const struct slotd_write_options *wo,
+                     struct slotd_write_result **out, struct slotd_error **err);
+int slotd_client_delete(struct slotd_client *c, const void *key, size_t klen,
+                        const struct slotd_write_options *wo, struct slotd_write_result **out,
+                        struct slotd_error **err);
+/* Writes val (or, del true, deletes the key) only if the key's version is expected_version
+ * (0 = the key must be absent); else SLOTD_CLIENT_ECAS_MISMATCH. */
+int slotd_client_cas(struct slotd_client *c, const void *key, size_t klen,
+                     uint64_t expected_version, const void *val, size_t vlen, bool del,
+                     const struct slotd_write_options *wo, struct slotd_write_result **out,
+                     struct slotd_error **err);
 
 /* ---- reads ---------------------------------------------------------------------------------- */
 
@@ -228,28 +252,40 @@ enum slotd_consistency {
     SLOTD_CONSISTENCY_LOCAL = 2,        /* a replica's applied state (sent to the leader) */
 };
 
+/* Per-read options (opaque). NULL where a call takes one: linearizable. */
+struct slotd_read_options;
+
+/* NULL when out of memory. Caller frees with slotd_read_options_destroy(). */
+struct slotd_read_options *slotd_read_options_create(void);
+/* ro: ownership transfers. NULL is a no-op. */
+void slotd_read_options_destroy(struct slotd_read_options *ro);
+/* An enum slotd_consistency (another value fails the read with SLOTD_CLIENT_EINVAL). */
+void slotd_read_options_set_consistency(struct slotd_read_options *ro, int consistency);
+/* LOCAL reads: the replica must have applied at least this raft index. */
+void slotd_read_options_set_min_applied_index(struct slotd_read_options *ro, uint64_t index);
+
+/* A get's answer. Allocated by libslotd; caller frees with slotd_value_destroy(). */
 struct slotd_value {
     bool found;
-    uint8_t *value; /* malloc'd (NULL when not found or empty) */
+    uint8_t *value; /* NULL when not found or empty */
     size_t value_len;
     uint64_t version;
     uint64_t applied_index;
     uint32_t group_id;
     uint64_t term;
     unsigned attempts;
-    struct slotd_status status;
+    char address[SLOTD_ADDRESS_LEN + 1]; /* the node that answered */
 };
 
-/* v: borrowed for the call. Frees v->value and clears v. */
-void slotd_value_free(struct slotd_value *v);
+/* v: ownership transfers. NULL is a no-op. */
+void slotd_value_destroy(struct slotd_value *v);
 
-/*
- * c, key, out: borrowed for the call; free out with slotd_value_free() whatever the return
- * value. consistency is an enum slotd_consistency; min_applied_index applies to LOCAL reads.
- * A missing key is SLOTD_CLIENT_OK with out->found false. Reads are retried like writes.
- */
-int slotd_get(struct slotd_client *c, const void *key, size_t klen, int consistency,
-              uint64_t min_applied_index, struct slotd_value *out);
+/* c, key, ro (NULL: linearizable), err: borrowed for the call; *out: caller frees with
+ * slotd_value_destroy() (NULL on failure). A missing key is SLOTD_CLIENT_OK with found false.
+ * Reads are retried like writes. */
+int slotd_client_get(struct slotd_client *c, const void *key, size_t klen,
+                     const struct slotd_read_options *ro, struct slotd_value **out,
+                     struct slotd_error **err);
 
 /* ---- range: pages of keys across slot groups ------------------------------------------------ */
 
@@ -257,62 +293,62 @@ int slotd_get(struct slotd_client *c, const void *key, size_t klen, int consiste
 #define SLOTD_RANGE_LIMIT_DEFAULT 100
 #define SLOTD_RANGE_LIMIT_MAX 1000
 
-/* One page of a Read range query (slotd.v1.RangeQuery). Pointers are borrowed for the call.
- * prefix, or [start, end) (end empty: no upper bound), or none of them: every key. Pages come
- * in hash-slot order (0..255), then in key byte order within a hash slot: not global key
- * order. */
-struct slotd_range_query {
-    const void *prefix;
-    size_t prefix_len;
-    const void *start;
-    size_t start_len;
-    const void *end;
-    size_t end_len;
-    uint32_t limit; /* entries per page: 0 = SLOTD_RANGE_LIMIT_DEFAULT, <= SLOTD_RANGE_LIMIT_MAX */
-    bool keys_only;  /* entries carry no value */
-    bool count_only; /* no entries, only the page's count */
-    int consistency; /* enum slotd_consistency */
-    /* the previous page's cursor (same prefix/start/end); NULL = from the first hash slot */
-    const void *cursor;
-    size_t cursor_len;
-};
+/* One range query (opaque): prefix, or [start, end) (end empty: no upper bound), or neither:
+ * every key. Pages come in hash-slot order (0..255), then in key byte order within a hash slot:
+ * not global key order. The byte setters copy their argument (borrowed for the call) and return
+ * SLOTD_CLIENT_OK, SLOTD_CLIENT_EINVAL (NULL with a length) or SLOTD_CLIENT_ENOMEM. */
+struct slotd_range_query;
 
+/* NULL when out of memory. Caller frees with slotd_range_query_destroy(). */
+struct slotd_range_query *slotd_range_query_create(void);
+/* q: ownership transfers. NULL is a no-op. */
+void slotd_range_query_destroy(struct slotd_range_query *q);
+int slotd_range_query_set_prefix(struct slotd_range_query *q, const void *prefix, size_t len);
+int slotd_range_query_set_start(struct slotd_range_query *q, const void *start, size_t len);
+int slotd_range_query_set_end(struct slotd_range_query *q, const void *end, size_t len);
+/* The previous page's cursor (slotd_range_page.cursor); len 0 = from the first hash slot. */
+int slotd_range_query_set_cursor(struct slotd_range_query *q, const void *cursor, size_t len);
+/* Entries per page: 0 = SLOTD_RANGE_LIMIT_DEFAULT, at most SLOTD_RANGE_LIMIT_MAX. */
+void slotd_range_query_set_limit(struct slotd_range_query *q, uint32_t limit);
+void slotd_range_query_set_keys_only(struct slotd_range_query *q, bool keys_only);
+void slotd_range_query_set_count_only(struct slotd_range_query *q, bool count_only);
+void slotd_range_query_set_consistency(struct slotd_range_query *q, int consistency);
+
+/* One entry of a page (reached through slotd_range_page.entries). */
 struct slotd_range_entry {
-    uint8_t *key; /* malloc'd */
+    uint8_t *key;
     size_t key_len;
-    uint8_t *value; /* malloc'd (NULL with keys_only or an empty value) */
+    uint8_t *value; /* NULL with keys_only or an empty value */
     size_t value_len;
     uint64_t version; /* raft index that last wrote the key */
 };
 
+/* One page. Allocated by libslotd; caller frees with slotd_range_page_destroy(). */
 struct slotd_range_page {
-    struct slotd_range_entry *entries; /* malloc'd array of entry_count */
+    struct slotd_range_entry **entries; /* entry_count pointers */
     size_t entry_count;
     uint32_t count; /* entries of the page (also with count_only) */
-    bool more;      /* more pages may follow: ask again with cursor */
-    /* malloc'd (NULL when more is false); a caller may keep it (free() it later) by setting
-     * cursor to NULL before slotd_range_page_free() */
-    uint8_t *cursor;
+    bool more;      /* more pages may follow: set cursor on the query and ask again */
+    uint8_t *cursor; /* NULL when more is false */
     size_t cursor_len;
     uint64_t applied_index; /* of the replica that served the page */
     uint32_t group_id;
     uint64_t term;
     unsigned attempts;
-    struct slotd_status status;
 };
 
-/* p: borrowed for the call. Frees what the page owns and clears it. */
-void slotd_range_page_free(struct slotd_range_page *p);
+/* p: ownership transfers. NULL is a no-op. */
+void slotd_range_page_destroy(struct slotd_range_page *p);
 
 /*
- * c, q, out: borrowed for the call; free out with slotd_range_page_free() whatever the return
- * value. Reads one page: the node asked merges it from the slot groups of the next runs of
+ * c, q, err: borrowed for the call; *out: caller frees with slotd_range_page_destroy() (NULL on
+ * failure). Reads one page: the node asked merges it from the slot groups of the next runs of
  * hash slots from the cursor's (forwarding to their leaders). A page may hold fewer than limit
  * entries, even none, while more is true. The server checks the query (INVALID_ARGUMENT names
  * the field: range.limit, range.prefix, ...). Retried like a get.
  */
-int slotd_range(struct slotd_client *c, const struct slotd_range_query *q,
-                struct slotd_range_page *out);
+int slotd_client_range(struct slotd_client *c, const struct slotd_range_query *q,
+                       struct slotd_range_page **out, struct slotd_error **err);
 
 /* ---- txn: compares, then one branch of ops, atomic in one slot group ------------------------ */
 
@@ -333,60 +369,54 @@ enum slotd_txn_cmp {
     SLOTD_TXN_CMP_LESS = 4,
 };
 
-struct slotd_txn_compare {
-    const void *key;
-    size_t key_len;
-    int target;       /* enum slotd_txn_target */
-    int op;           /* enum slotd_txn_cmp */
-    uint64_t version; /* TARGET_VERSION */
-    const void *value; /* TARGET_VALUE */
-    size_t value_len;
-};
-
 enum slotd_txn_op_kind { SLOTD_TXN_PUT = 1, SLOTD_TXN_DELETE = 2, SLOTD_TXN_GET = 3 };
 
-struct slotd_txn_op {
-    int kind; /* enum slotd_txn_op_kind */
-    const void *key;
-    size_t key_len;
-    const void *value; /* PUT */
-    size_t value_len;
-    uint64_t lease; /* PUT: as slotd_write.lease (0 = none); other kinds: must be 0 */
-};
+/* The branch an op runs in. */
+enum slotd_txn_branch { SLOTD_TXN_SUCCESS = 0, SLOTD_TXN_FAILURE = 1 };
 
 /* Server limits (slotd.v1.TxnCommand): compares, and ops of each branch. */
 #define SLOTD_TXN_COMPARES_MAX 16
 #define SLOTD_TXN_OPS_MAX 64
 
-/* One txn Propose. Pointers are borrowed for the call. Every key must map to the slot group of
- * the first key (the first compare's, else the first success op's, else the first failure
- * op's); keys in two groups are refused with INVALID_ARGUMENT naming both. */
-struct slotd_txn {
-    const struct slotd_txn_compare *compares;
-    size_t compare_count;
-    const struct slotd_txn_op *success;
-    size_t success_count;
-    const struct slotd_txn_op *failure;
-    size_t failure_count;
-    /* as in struct slotd_write: NULL = a random 16-byte id (retries reuse it) */
-    const void *request_id;
-    size_t request_id_len;
-    bool no_request_id;
-};
+/* One txn (opaque): compares, then the success or the failure branch. Every key must map to the
+ * slot group of the first key (the first compare's, else the first success op's, else the first
+ * failure op's); keys in two groups are refused with INVALID_ARGUMENT naming both. The add
+ * functions copy key and value (borrowed for the call) and return SLOTD_CLIENT_OK,
+ * SLOTD_CLIENT_EINVAL (a bound passed, a NULL key or value with a length, an unknown target,
+ * comparison, kind or branch, a lease on an op that is not a put) or SLOTD_CLIENT_ENOMEM. */
+struct slotd_txn;
 
+/* NULL when out of memory. Caller frees with slotd_txn_destroy(). */
+struct slotd_txn *slotd_txn_create(void);
+/* t: ownership transfers. NULL is a no-op. */
+void slotd_txn_destroy(struct slotd_txn *t);
+/* key's target (enum slotd_txn_target) <op> (enum slotd_txn_cmp) version (TARGET_VERSION) or
+ * value (TARGET_VALUE); at most SLOTD_TXN_COMPARES_MAX. */
+int slotd_txn_add_compare(struct slotd_txn *t, const void *key, size_t klen, int target, int op,
+                          uint64_t version, const void *value, size_t vlen);
+/* An op (enum slotd_txn_op_kind) in branch (enum slotd_txn_branch); value for puts, lease for
+ * puts (0 = none); at most SLOTD_TXN_OPS_MAX per branch. */
+int slotd_txn_add_op(struct slotd_txn *t, int branch, int kind, const void *key, size_t klen,
+                     const void *value, size_t vlen, uint64_t lease);
+/* As slotd_write_options_set_request_id / _set_no_request_id. */
+int slotd_txn_set_request_id(struct slotd_txn *t, const void *id, size_t len);
+void slotd_txn_set_no_request_id(struct slotd_txn *t, bool no_request_id);
+
+/* The result of one op of the branch that ran. */
 struct slotd_txn_op_result {
     int kind;              /* enum slotd_txn_op_kind of the op */
     uint64_t version;      /* PUT: the new version; GET: the key's version */
     uint64_t prev_version; /* PUT, DELETE */
     bool deleted;          /* DELETE: the key existed */
     bool found;            /* GET */
-    uint8_t *value;        /* GET: malloc'd (NULL when absent or empty) */
+    uint8_t *value;        /* GET: NULL when absent or empty */
     size_t value_len;
 };
 
+/* Allocated by libslotd; caller frees with slotd_txn_result_destroy(). */
 struct slotd_txn_result {
     bool succeeded; /* every compare held: the success branch ran; else the failure branch */
-    struct slotd_txn_op_result *results; /* malloc'd, one per op of the branch that ran */
+    struct slotd_txn_op_result **results; /* result_count pointers, one per op of the branch */
     size_t result_count;
     uint64_t applied_index;
     uint32_t group_id;
@@ -395,25 +425,22 @@ struct slotd_txn_result {
     uint8_t request_id[SLOTD_REQUEST_ID_LEN_MAX];
     size_t request_id_len;
     unsigned attempts;
-    struct slotd_status status;
 };
 
-/* r: borrowed for the call. Frees what the result owns and clears it. */
-void slotd_txn_result_free(struct slotd_txn_result *r);
+/* r: ownership transfers. NULL is a no-op. */
+void slotd_txn_result_destroy(struct slotd_txn_result *r);
 
-/*
- * c, t, out: borrowed for the call; free out with slotd_txn_result_free() whatever the return
- * value. Sends the txn to the leader of the first key's group, following hints and retrying
- * like slotd_write() (only with a request id). A failed compare is SLOTD_CLIENT_OK with
- * out->succeeded false.
- */
-int slotd_txn(struct slotd_client *c, const struct slotd_txn *t, struct slotd_txn_result *out);
+/* c, t, err: borrowed for the call; *out: caller frees with slotd_txn_result_destroy() (NULL on
+ * failure). Sends the txn to the leader of the first key's group, following hints and retrying
+ * like a put (only with a request id). A failed compare is SLOTD_CLIENT_OK with succeeded
+ * false. */
+int slotd_client_txn(struct slotd_client *c, const struct slotd_txn *t,
+                     struct slotd_txn_result **out, struct slotd_error **err);
 
 /* ---- leases: keys deleted when their lease expires or is revoked ---------------------------- */
 
 /* A lease lives in one hash slot: its id is hash_slot << SLOTD_LEASE_ID_SHIFT | a sequence
- * number (>= 1) of that hash slot, never reused. Only keys of that hash slot can be attached to
- * it (slotd_put_lease(), slotd_write.lease, slotd_txn_op.lease). */
+ * number (>= 1) of that hash slot, never reused. Only keys of that hash slot can be attached. */
 #define SLOTD_LEASE_ID_SHIFT 48
 /* ttl_seconds of a grant: 1..SLOTD_LEASE_TTL_MAX (365 days). */
 #define SLOTD_LEASE_TTL_MAX 31536000u
@@ -422,7 +449,8 @@ int slotd_txn(struct slotd_client *c, const struct slotd_txn *t, struct slotd_tx
  * (a hash slot above 255, or sequence number 0). */
 int slotd_lease_hash_slot(uint64_t id);
 
-/* The answer to a lease command. Owns no memory (nothing to free). */
+/* The answer to a lease command. Allocated by libslotd; caller frees with
+ * slotd_lease_result_destroy(). */
 struct slotd_lease_result {
     uint64_t id;            /* grant: the new lease's id; keep-alive, revoke: the id given */
     uint32_t ttl_seconds;   /* grant: the TTL granted; keep-alive: the TTL restarted */
@@ -431,45 +459,40 @@ struct slotd_lease_result {
     uint64_t applied_index; /* raft index of the entry that carried the command */
     uint32_t group_id;
     uint64_t term;
-    bool deduplicated; /* the server returned the stored result of this request id */
+    bool deduplicated;
     uint8_t request_id[SLOTD_REQUEST_ID_LEN_MAX]; /* the random id sent (retries reuse it) */
     size_t request_id_len;
-    unsigned attempts; /* 0 when the arguments were refused before any call */
-    struct slotd_status status;
+    unsigned attempts;
 };
 
-/*
- * c, key, out: borrowed for the call. Grants a lease of ttl_seconds (1..SLOTD_LEASE_TTL_MAX) in
- * the hash slot of key (the key itself is not written), sent to that group's leader like a put,
- * with a random request id so retries are safe. The lease expires ttl_seconds after its grant
- * or last keep-alive (as the group's leader measures it); its keys are then deleted. Returns
- * SLOTD_CLIENT_OK with out->id and out->ttl_seconds, SLOTD_CLIENT_EINVAL (a TTL out of range or
- * a NULL key with a length: no call, out->status.field "lease_grant.ttl_seconds" /
- * "lease_grant.key"; or the server's INVALID_ARGUMENT) or another error in out->status.
- */
-int slotd_lease_grant(struct slotd_client *c, const void *key, size_t klen, uint32_t ttl_seconds,
-                      struct slotd_lease_result *out);
+/* r: ownership transfers. NULL is a no-op. */
+void slotd_lease_result_destroy(struct slotd_lease_result *r);
 
 /*
- * c, out: borrowed for the call. Restarts lease id's TTL; routed to the leader of the group
- * owning the id's hash slot. Returns SLOTD_CLIENT_OK with out->ttl_seconds and out->keys,
- * SLOTD_CLIENT_ENOTFOUND (gRPC NOT_FOUND: the lease expired or was revoked),
- * SLOTD_CLIENT_EINVAL (id is not a lease id: no call, out->status.field "lease_keep_alive.id")
- * or another error in out->status.
+ * c, key, err: borrowed for the call; *out: caller frees with slotd_lease_result_destroy() (NULL
+ * on failure). Grants a lease of ttl_seconds in the hash slot of key (the key is not written),
+ * sent to that group's leader like a put, with a random request id. The lease expires
+ * ttl_seconds after its grant or last keep-alive; its keys are then deleted. Checked first
+ * (SLOTD_CLIENT_EINVAL, no call): a TTL outside 1..SLOTD_LEASE_TTL_MAX (field
+ * "lease_grant.ttl_seconds"), a NULL key with a length ("lease_grant.key").
  */
-int slotd_lease_keepalive(struct slotd_client *c, uint64_t id, struct slotd_lease_result *out);
-
-/*
- * c, out: borrowed for the call. Deletes lease id and every key attached to it in one entry;
- * routed like slotd_lease_keepalive(). Returns SLOTD_CLIENT_OK with out->keys_deleted,
- * SLOTD_CLIENT_ENOTFOUND (already expired or revoked), SLOTD_CLIENT_EINVAL (not a lease id:
- * no call, out->status.field "lease_revoke.id") or another error in out->status.
- */
-int slotd_lease_revoke(struct slotd_client *c, uint64_t id, struct slotd_lease_result *out);
+int slotd_client_lease_grant(struct slotd_client *c, const void *key, size_t klen,
+                             uint32_t ttl_seconds, struct slotd_lease_result **out,
+                             struct slotd_error **err);
+/* Restarts lease id's TTL (routed to the group owning id's hash slot): ttl_seconds and keys.
+ * SLOTD_CLIENT_ENOTFOUND: it expired or was revoked; SLOTD_CLIENT_EINVAL: not a lease id (no
+ * call, field "lease_keep_alive.id"). */
+int slotd_client_lease_keepalive(struct slotd_client *c, uint64_t id,
+                                 struct slotd_lease_result **out, struct slotd_error **err);
+/* Deletes lease id and every key attached to it in one entry: keys_deleted. Errors as for
+ * keep-alive (field "lease_revoke.id"). */
+int slotd_client_lease_revoke(struct slotd_client *c, uint64_t id,
+                              struct slotd_lease_result **out, struct slotd_error **err);
 
 /* ---- watch: a stream of key changes that resumes by itself ---------------------------------- */
 
-/* A watch position: the index through which a group's changes were seen. */
+/* A watch position: the index through which a group's changes were seen. Two fields, fixed for
+ * the 1.x ABI (callers keep arrays of them to resume). */
 struct slotd_watch_position {
     uint32_t group_id;
     uint64_t index;
@@ -492,7 +515,7 @@ enum slotd_typed_table {
     SLOTD_TYPED_TABLE_DEVICE = 6,
     SLOTD_TYPED_TABLE_SYSTEM_UID = 7,
     SLOTD_TYPED_TABLE_CHANNEL = 8,
-    SLOTD_TYPED_TABLE_CHANNEL_MEMBER = 9, /* key [len u8][channel id][list u8][uid] */
+    SLOTD_TYPED_TABLE_CHANNEL_MEMBER = 9, /* key [len u8][channel id][type u8][list u8][uid] */
     SLOTD_TYPED_TABLE_MEMBERSHIP = 10,
     SLOTD_TYPED_TABLE_CMD_BINDING = 12,
     SLOTD_TYPED_TABLE_RUNTIME_META = 13,
@@ -501,7 +524,7 @@ enum slotd_typed_table {
     SLOTD_TYPED_TABLE_EVENT = 17,
 };
 
-/* One change. Pointers are valid during the callback only. */
+/* One change. Valid during the callback only. */
 struct slotd_watch_event {
     int type; /* enum slotd_watch_event_type */
     const uint8_t *key;
@@ -514,74 +537,83 @@ struct slotd_watch_event {
     int table;      /* enum slotd_typed_table: typed watches; 0 for keys */
 };
 
-/* One WatchResponse as the callback sees it. Pointers are valid during the callback only. */
+/* One WatchResponse as the callback sees it. Valid during the callback only. */
 struct slotd_watch_message {
-    const struct slotd_watch_event *events; /* in each group's apply order */
+    const struct slotd_watch_event *const *events; /* event_count, in each group's apply order */
     size_t event_count;
     /* the watch's position in every group it has seen, through this message: resume here */
     const struct slotd_watch_position *positions;
     size_t position_count;
-    bool created;  /* the first message of a stream (no events) */
-    bool progress; /* a progress notification (no events) */
+    bool created;     /* the first message of a stream (no events) */
+    bool progress;    /* a progress notification (no events) */
     unsigned resumes; /* streams restarted so far */
 };
 
-/* Returns 0 to go on watching, anything else to stop (slotd_watch then returns OK). */
+/* Returns 0 to go on watching, anything else to stop (the watch then returns OK). */
 typedef int (*slotd_watch_cb)(void *arg, const struct slotd_watch_message *m);
-
-/* Most groups a watch tracks positions of, most positions in a resume. */
-#define SLOTD_WATCH_GROUPS_MAX SLOTD_ROUTE_GROUPS_MAX
-/* Resumes in a row without a message in between before slotd_watch gives up (max_resumes 0). */
-#define SLOTD_WATCH_RESUMES_DEFAULT 10
-
-/* A watch. Pointers are borrowed for the call. key (one key), or prefix (key empty), or
- * neither: every key; or, with typed_kind set (no key, no prefix), the typed rows of typed_id
- * (a uid or channel id, served by the group owning its hash slot). */
-struct slotd_watch_request {
-    const void *key;
-    size_t key_len;
-    const void *prefix;
-    size_t prefix_len;
-    int typed_kind;       /* enum slotd_typed_watch_kind; 0 = keys */
-    const char *typed_id; /* NUL-terminated */
-    const struct slotd_watch_position *resume; /* where to continue (a result's positions) */
-    size_t resume_count;
-    uint32_t progress_interval_ms; /* 0: the server's default */
-    bool keys_only;
-    int timeout_ms;  /* stop after this long (returns OK, timed_out); 0 = no limit */
-    int max_resumes; /* 0 = SLOTD_WATCH_RESUMES_DEFAULT, negative = no limit */
-};
-
-struct slotd_watch_result {
-    struct slotd_watch_position *positions; /* malloc'd: where the watch stopped */
-    size_t position_count;
-    unsigned resumes;   /* streams restarted (after UNAVAILABLE, QUEUE_FULL, a lost node) */
-    unsigned messages;  /* messages passed to the callback */
-    bool timed_out;     /* timeout_ms passed */
-    struct slotd_status status; /* the failure that ended the watch */
-};
-
-/* r: borrowed for the call. Frees what the result owns and clears it. */
-void slotd_watch_result_free(struct slotd_watch_result *r);
-
-/*
- * c, w, out: borrowed for the call; free out with slotd_watch_result_free() whatever the return
- * value. Runs a Metadata/Watch on the seed endpoints, calling cb(arg, message) from this thread
- * for every message, until cb returns non-zero or timeout_ms passes (both SLOTD_CLIENT_OK). A
- * stream that ends UNAVAILABLE, RESOURCE_EXHAUSTED (a slow reader), DEADLINE_EXCEEDED,
- * CANCELLED, UNKNOWN or INTERNAL is restarted on the next endpoint with resume = the positions
- * reached, so no event is lost or repeated. Anything else ends the watch with the error: a
- * resume behind a group's history is OUT_OF_RANGE (SLOTD_CLIENT_ERPC) with detail_code
- * SLOTD_ERROR_CODE_COMPACTED and status.compacted_* naming the oldest position left.
- */
-int slotd_watch(struct slotd_client *c, const struct slotd_watch_request *w, slotd_watch_cb cb,
-                void *arg, struct slotd_watch_result *out);
-
-/* ---- route and health ----------------------------------------------------------------------- */
 
 #define SLOTD_HASH_SLOTS 256
 #define SLOTD_ROUTE_REPLICAS_MAX 16
 #define SLOTD_ROUTE_GROUPS_MAX 4096
+/* Most groups a watch tracks positions of, most positions in a resume. */
+#define SLOTD_WATCH_GROUPS_MAX SLOTD_ROUTE_GROUPS_MAX
+/* Resumes in a row without a message in between before a watch gives up (max_resumes 0). */
+#define SLOTD_WATCH_RESUMES_DEFAULT 10
+
+/* A watch (opaque): one key, or a prefix, or neither (every key); or a typed watch (no key, no
+ * prefix) of typed_id's rows (a uid or channel id, served by the group owning its hash slot).
+ * The byte and string setters copy (borrowed for the call) and return SLOTD_CLIENT_OK,
+ * SLOTD_CLIENT_EINVAL (NULL with a length; more than SLOTD_WATCH_GROUPS_MAX positions) or
+ * SLOTD_CLIENT_ENOMEM. */
+struct slotd_watch_request;
+
+/* NULL when out of memory. Caller frees with slotd_watch_request_destroy(). */
+struct slotd_watch_request *slotd_watch_request_create(void);
+/* w: ownership transfers. NULL is a no-op. */
+void slotd_watch_request_destroy(struct slotd_watch_request *w);
+int slotd_watch_request_set_key(struct slotd_watch_request *w, const void *key, size_t len);
+int slotd_watch_request_set_prefix(struct slotd_watch_request *w, const void *prefix, size_t len);
+/* kind: enum slotd_typed_watch_kind (0 = keys); id NUL-terminated. */
+int slotd_watch_request_set_typed(struct slotd_watch_request *w, int kind, const char *id);
+/* Where to continue (a result's positions). */
+int slotd_watch_request_set_resume(struct slotd_watch_request *w,
+                                   const struct slotd_watch_position *positions, size_t count);
+void slotd_watch_request_set_progress_interval_ms(struct slotd_watch_request *w, uint32_t ms);
+void slotd_watch_request_set_keys_only(struct slotd_watch_request *w, bool keys_only);
+/* Stop after this long (the watch returns OK with timed_out); 0 (default) = no limit. */
+void slotd_watch_request_set_timeout_ms(struct slotd_watch_request *w, int timeout_ms);
+/* Restarts in a row without a message: 0 = SLOTD_WATCH_RESUMES_DEFAULT, negative = no limit. */
+void slotd_watch_request_set_max_resumes(struct slotd_watch_request *w, int max_resumes);
+
+/* Where a watch stopped. Allocated by libslotd; caller frees with slotd_watch_result_destroy(). */
+struct slotd_watch_result {
+    struct slotd_watch_position *positions; /* position_count: where the watch stopped */
+    size_t position_count;
+    unsigned resumes;  /* streams restarted (after UNAVAILABLE, QUEUE_FULL, a lost node) */
+    unsigned messages; /* messages passed to the callback */
+    bool timed_out;    /* timeout_ms passed */
+};
+
+/* r: ownership transfers. NULL is a no-op. */
+void slotd_watch_result_destroy(struct slotd_watch_result *r);
+
+/*
+ * c, w, err: borrowed for the call; *out: caller frees with slotd_watch_result_destroy() (set
+ * whenever the watch ran, also when it failed: resume from its positions; NULL when w was
+ * refused or memory ran out). Runs a Metadata/Watch on the seed endpoints, calling cb(arg,
+ * message) from this thread for every message, until cb returns non-zero or timeout_ms passes
+ * (both SLOTD_CLIENT_OK). A stream that ends UNAVAILABLE, RESOURCE_EXHAUSTED (a slow reader),
+ * DEADLINE_EXCEEDED, CANCELLED, UNKNOWN or INTERNAL is restarted on the next endpoint with
+ * resume = the positions reached, so no event is lost or repeated. Anything else ends the watch
+ * with the error: a resume behind a group's history is OUT_OF_RANGE (SLOTD_CLIENT_ERPC) with
+ * detail code SLOTD_ERROR_CODE_COMPACTED and slotd_error_compacted_*() naming the oldest
+ * position left.
+ */
+int slotd_client_watch(struct slotd_client *c, const struct slotd_watch_request *w,
+                       slotd_watch_cb cb, void *arg, struct slotd_watch_result **out,
+                       struct slotd_error **err);
+
+/* ---- route ---------------------------------------------------------------------------------- */
 
 /* One replica's own answer to the serving node (RouteSnapshot ReplicaStatus). */
 enum slotd_replica_role {
@@ -600,6 +632,7 @@ struct slotd_route_replica {
     uint64_t age_ms; /* how old the answer was when the route was served */
 };
 
+/* One slot group of a route (reached through slotd_route_group_at / _find). */
 struct slotd_route_group {
     uint32_t group_id;
     /* Observed: the configuration the group itself has (the leader's, as the serving node last
@@ -622,53 +655,52 @@ struct slotd_route_group {
     unsigned hash_slot_count; /* entries of the hash-slot table naming this group */
 };
 
+/* One node of a route (reached through slotd_route_node_at). */
 struct slotd_route_node {
     uint64_t node_id;
     char address[SLOTD_ADDRESS_LEN + 1];
 };
 
-/* A decoded RouteSnapshotResponse. */
-struct slotd_route {
-    uint64_t revision;
-    uint32_t hash_slot_table[SLOTD_HASH_SLOTS];
-    struct slotd_route_group *groups; /* sorted by group_id */
-    size_t group_count;
-    struct slotd_route_node *nodes; /* sorted by node_id; at most SLOTD_CLIENT_NODES_MAX */
-    size_t node_count;
-    char source[SLOTD_ADDRESS_LEN + 1]; /* the endpoint that answered */
-};
+/* A decoded RouteSnapshotResponse (opaque). Every getter takes r borrowed for the call; the
+ * pointers they return point into r. */
+struct slotd_route;
 
 /* r: ownership transfers. NULL is a no-op. */
-void slotd_route_free(struct slotd_route *r);
-
-/*
- * c, status: borrowed for the call (status may be NULL). Fetches a fresh route (trying every
- * endpoint and known node in turn), installs it as the client's cache and returns a copy in
- * *out (caller frees with slotd_route_free()).
- */
-int slotd_route_fetch(struct slotd_client *c, struct slotd_route **out,
-                      struct slotd_status *status);
-
-/* crc32_ieee(key) % 256, the hash slot of key (borrowed for the call). */
-unsigned slotd_hash_slot(const void *key, size_t klen);
-
-/* r, key: borrowed for the call. The group owning key's hash slot. */
+void slotd_route_destroy(struct slotd_route *r);
+uint64_t slotd_route_revision(const struct slotd_route *r);
+const char *slotd_route_source(const struct slotd_route *r); /* the endpoint that answered */
+/* The group owning hash_slot (0..255); 0 for a hash slot outside 0..255. */
+uint32_t slotd_route_hash_slot_group(const struct slotd_route *r, unsigned hash_slot);
+/* Groups sorted by group_id: i in 0..count-1, NULL outside. */
+size_t slotd_route_group_count(const struct slotd_route *r);
+const struct slotd_route_group *slotd_route_group_at(const struct slotd_route *r, size_t i);
+/* The group's entry, or NULL when the route does not list it. */
+const struct slotd_route_group *slotd_route_group_find(const struct slotd_route *r,
+                                                       uint32_t group_id);
+/* Nodes sorted by node_id (at most SLOTD_CLIENT_NODES_MAX): i in 0..count-1, NULL outside. */
+size_t slotd_route_node_count(const struct slotd_route *r);
+const struct slotd_route_node *slotd_route_node_at(const struct slotd_route *r, size_t i);
+/* The address of node_id, or NULL when unknown. */
+const char *slotd_route_node_address(const struct slotd_route *r, uint64_t node_id);
+/* key: borrowed for the call. The group owning key's hash slot. */
 uint32_t slotd_route_group_of(const struct slotd_route *r, const void *key, size_t klen);
-
+/* key: borrowed for the call. The address of the leader of key's group, or NULL when that
+ * group, its leader or the leader's address is unknown. */
+const char *slotd_route_leader_address(const struct slotd_route *r, const void *key, size_t klen);
 /* g: borrowed for the call. 1 when the observed voters and learners are the intended ones (as
  * sets), 0 when they disagree. */
 int slotd_route_group_agrees(const struct slotd_route_group *g);
 
-/* r: borrowed for the call. The group's entry, or NULL when the route does not list it. */
-const struct slotd_route_group *slotd_route_group_find(const struct slotd_route *r,
-                                                       uint32_t group_id);
+/* c, err: borrowed for the call. Fetches a fresh route (trying every endpoint and known node in
+ * turn), installs it as the client's cache and returns a copy in *out (caller frees with
+ * slotd_route_destroy(); NULL on failure). */
+int slotd_client_route_fetch(struct slotd_client *c, struct slotd_route **out,
+                             struct slotd_error **err);
 
-/* r: borrowed for the call. The address of node_id (pointer into r), or NULL when unknown. */
-const char *slotd_route_node_address(const struct slotd_route *r, uint64_t node_id);
+/* zlib crc32(key) % 256 (CRC-32/IEEE), the hash slot of key (borrowed for the call). */
+unsigned slotd_hash_slot(const void *key, size_t klen);
 
-/* r, key: borrowed for the call. The address of the leader of key's group (pointer into r), or
- * NULL when that group, its leader or the leader's address is unknown. */
-const char *slotd_route_leader_address(const struct slotd_route *r, const void *key, size_t klen);
+/* ---- health --------------------------------------------------------------------------------- */
 
 /* grpc.health.v1 serving status values. */
 enum slotd_health_status {
@@ -678,48 +710,49 @@ enum slotd_health_status {
     SLOTD_HEALTH_SERVICE_UNKNOWN = 3,
 };
 
-/* c, address, serving, status: borrowed for the call (status may be NULL). One
- * grpc.health.v1.Health/Check("") to address, bounded by the deadline; no retries. */
-int slotd_health_check(struct slotd_client *c, const char *address, int *serving,
-                       struct slotd_status *status);
+/* c, address, serving, err: borrowed for the call. One grpc.health.v1.Health/Check("") to
+ * address, bounded by the deadline; no retries. *serving: an enum slotd_health_status. */
+int slotd_client_health_check(struct slotd_client *c, const char *address, int *serving,
+                              struct slotd_error **err);
 
 /* Static name of a health status ("SERVING"). */
 const char *slotd_health_status_name(int serving);
 
 /* ---- admin: the controller's cluster state and commands (slotd.v1.Admin) ------------------ */
 
-/* An Admin.ClusterState answer. */
+/* An Admin.ClusterState answer. Allocated by libslotd; caller frees with
+ * slotd_cluster_state_destroy(). */
 struct slotd_cluster_state {
     bool not_modified; /* known_revision and known_checksum matched: state_json is NULL */
     uint64_t revision;
     char checksum[16]; /* 8 hex digits, CRC-32C of the canonical encoding */
     uint64_t applied_raft_index;
     bool from_voter;  /* answered by a controller voter (false: a mirror's copy) */
-    char *state_json; /* cluster-state.json, NUL-terminated (malloc'd; NULL when not_modified) */
+    char *state_json; /* cluster-state.json, NUL-terminated (NULL when not_modified) */
     size_t state_json_len;
     char source[SLOTD_ADDRESS_LEN + 1]; /* the endpoint that answered */
     unsigned attempts;
-    struct slotd_status status;
 };
 
-/* s: borrowed for the call. Frees s->state_json and clears s. */
-void slotd_admin_cluster_state_free(struct slotd_cluster_state *s);
+/* s: ownership transfers. NULL is a no-op. */
+void slotd_cluster_state_destroy(struct slotd_cluster_state *s);
 
-/* Largest state_json accepted from a server (64 nodes, 64 groups, 64 tasks fit easily). */
+/* Largest state_json accepted from a server. */
 #define SLOTD_ADMIN_STATE_JSON_MAX (4 << 20)
 
 /*
- * c, known_checksum (may be NULL), out: borrowed for the call; free out with
- * slotd_admin_cluster_state_free() whatever the return value. Asks the endpoints in turn
- * (starting at the one that answered the latest route fetch) until one answers; a node that is
- * UNAVAILABLE, past its deadline or overloaded is skipped. known_revision/known_checksum: when
- * both match the answering node's state, out->not_modified is set and no JSON is sent.
+ * c, known_checksum (may be NULL), err: borrowed for the call; *out: caller frees with
+ * slotd_cluster_state_destroy() (NULL on failure). Asks the endpoints in turn (starting at the
+ * one that answered the latest route fetch) until one answers; a node that is UNAVAILABLE, past
+ * its deadline or overloaded is skipped. known_revision/known_checksum: when both match the
+ * answering node's state, not_modified is set and no JSON is sent.
  */
-int slotd_admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
-                              const char *known_checksum, struct slotd_cluster_state *out);
+int slotd_client_cluster_state(struct slotd_client *c, uint64_t known_revision,
+                               const char *known_checksum, struct slotd_cluster_state **out,
+                               struct slotd_error **err);
 
 /* Admin commands. The task commands (MOVE_REPLICA .. MIGRATE_HASH_SLOTS) answer the new task's
- * id in slotd_admin_result.task_id; follow it with slotd_task_status(). */
+ * id in slotd_admin_result.task_id; follow it with slotd_client_task_status(). */
 enum slotd_admin_kind {
     SLOTD_ADMIN_JOIN_NODE,                /* node_id, address, weight (0 = the server's 100) */
     SLOTD_ADMIN_ACTIVATE_NODE,            /* node_id */
@@ -729,31 +762,42 @@ enum slotd_admin_kind {
     SLOTD_ADMIN_PROMOTE_CONTROLLER_VOTER, /* node_id */
     SLOTD_ADMIN_DRAIN_NODE,               /* node_id */
     SLOTD_ADMIN_RETRY_TASK,               /* task_id */
-    SLOTD_ADMIN_MIGRATE_HASH_SLOTS,       /* hash_slots[0..hash_slot_count), to_group */
+    SLOTD_ADMIN_MIGRATE_HASH_SLOTS,       /* hash_slots, to_group */
     SLOTD_ADMIN_SET_FEATURE,              /* feature, enabled (Admin/SetFeature) */
 };
 
-/* One Admin command. Pointers are borrowed for the call. */
-struct slotd_admin_write {
-    enum slotd_admin_kind kind;
-    uint64_t node_id;    /* JOIN/ACTIVATE/SET_PREFERRED_LEADER/PROMOTE_CONTROLLER_VOTER/DRAIN */
-    const char *address; /* JOIN_NODE: "host:port" others reach the node at */
-    uint32_t weight;     /* JOIN_NODE: 1..1000, 0 = default */
-    uint32_t group_id;   /* SET_PREFERRED_LEADER, MOVE_REPLICA, TRANSFER_LEADER */
-    /* 0 = unconditional; else the command is refused (SLOTD_CLIENT_ESTALE_REVISION, gRPC
-     * ABORTED) unless the controller's revision equals it */
-    uint64_t expected_revision;
-    uint64_t from_node; /* MOVE_REPLICA: the node giving up its replica */
-    uint64_t to_node;   /* MOVE_REPLICA, TRANSFER_LEADER */
-    uint64_t task_id;   /* RETRY_TASK */
-    /* MIGRATE_HASH_SLOTS: 1..SLOTD_HASH_SLOTS distinct hash slots, each 0..255 (checked before
-     * any call: SLOTD_CLIENT_EINVAL with status.field "hash_slots"), moved to to_group */
-    const uint32_t *hash_slots;
-    size_t hash_slot_count;
-    uint32_t to_group;
-    const char *feature; /* SET_FEATURE: a cluster-state feature ("hash_slot_migration") */
-    bool enabled;        /* SET_FEATURE */
-};
+/* One Admin command (opaque): a kind and the fields it uses (above; the others are ignored).
+ * The string and array setters copy (borrowed for the call) and return SLOTD_CLIENT_OK,
+ * SLOTD_CLIENT_EINVAL (more than SLOTD_HASH_SLOTS hash slots) or SLOTD_CLIENT_ENOMEM; the call
+ * checks the values and names a bad field. */
+struct slotd_admin_command;
+
+/* kind: an enum slotd_admin_kind. NULL when out of memory. Caller frees with
+ * slotd_admin_command_destroy(). */
+struct slotd_admin_command *slotd_admin_command_create(int kind);
+/* cmd: ownership transfers. NULL is a no-op. */
+void slotd_admin_command_destroy(struct slotd_admin_command *cmd);
+void slotd_admin_command_set_node_id(struct slotd_admin_command *cmd, uint64_t node_id);
+/* JOIN_NODE: "host:port" others reach the node at. */
+int slotd_admin_command_set_address(struct slotd_admin_command *cmd, const char *address);
+/* JOIN_NODE: 1..1000, 0 = default. */
+void slotd_admin_command_set_weight(struct slotd_admin_command *cmd, uint32_t weight);
+void slotd_admin_command_set_group_id(struct slotd_admin_command *cmd, uint32_t group_id);
+void slotd_admin_command_set_from_node(struct slotd_admin_command *cmd, uint64_t node_id);
+void slotd_admin_command_set_to_node(struct slotd_admin_command *cmd, uint64_t node_id);
+void slotd_admin_command_set_task_id(struct slotd_admin_command *cmd, uint64_t task_id);
+/* MIGRATE_HASH_SLOTS: 1..SLOTD_HASH_SLOTS distinct hash slots, each 0..255 (checked by the call:
+ * SLOTD_CLIENT_EINVAL with field "hash_slots"; sent ascending), moved to to_group. */
+int slotd_admin_command_set_hash_slots(struct slotd_admin_command *cmd, const uint32_t *slots,
+                                       size_t count);
+void slotd_admin_command_set_to_group(struct slotd_admin_command *cmd, uint32_t to_group);
+/* SET_FEATURE: a cluster-state feature ("hash_slot_migration") and its new value. */
+int slotd_admin_command_set_feature(struct slotd_admin_command *cmd, const char *feature,
+                                    bool enabled);
+/* 0 = unconditional (default); else the command is refused (SLOTD_CLIENT_ESTALE_REVISION, gRPC
+ * ABORTED) unless the controller's revision equals it. */
+void slotd_admin_command_set_expected_revision(struct slotd_admin_command *cmd,
+                                               uint64_t revision);
 
 /* slotd.v1.Outcome values. */
 enum slotd_admin_outcome {
@@ -766,33 +810,34 @@ enum slotd_admin_outcome {
 /* Static name of an outcome ("CHANGED"); "UNSPECIFIED" for other values. */
 const char *slotd_admin_outcome_name(int outcome);
 
+#define SLOTD_ADMIN_REASON_LEN 512
+
+/* An admin command's answer. Allocated by libslotd; caller frees with
+ * slotd_admin_result_destroy(). */
 struct slotd_admin_result {
     int outcome; /* enum slotd_admin_outcome */
-    char reason[SLOTD_STATUS_MESSAGE_LEN];
+    char reason[SLOTD_ADMIN_REASON_LEN];
     uint64_t revision;      /* controller revision after the command */
     uint64_t applied_index; /* controller raft index of the entry that carried it */
     uint64_t task_id;       /* the task a task command made (0 for the other commands) */
     unsigned attempts;
-    struct slotd_status status;
 };
 
+/* r: ownership transfers. NULL is a no-op. */
+void slotd_admin_result_destroy(struct slotd_admin_result *r);
+
 /*
- * c, w, out: borrowed for the call. Sends the command to an endpoint (any node relays it to the
- * controller leader). An endpoint answering UNAVAILABLE (down, or no controller leader) is
- * skipped for the next one; after a whole pass of UNAVAILABLE answers the client backs off and
- * tries another pass, at most max_retries more passes. Nothing else is retried: a command that
- * timed out may have been applied (repeating it is harmless without expected_revision: it
- * answers NOOP). Returns SLOTD_CLIENT_OK with the outcome, SLOTD_CLIENT_ESTALE_REVISION
- * (ABORTED: expected_revision is not the current revision; nothing changed),
- * SLOTD_CLIENT_EINVAL (INVALID_ARGUMENT, the detail names the field) or another error, with
- * out->status describing the last attempt.
+ * c, cmd, err: borrowed for the call; *out: caller frees with slotd_admin_result_destroy() (NULL
+ * on failure). Sends the command to an endpoint (any node relays it to the controller leader).
+ * An endpoint answering UNAVAILABLE (down, or no controller leader) is skipped for the next one;
+ * after a whole pass of UNAVAILABLE answers the client backs off and tries another pass, at
+ * most max_retries more passes. Nothing else is retried: a command that timed out may have been
+ * applied (repeating it is harmless without an expected revision: it answers NOOP). Returns
+ * SLOTD_CLIENT_OK, SLOTD_CLIENT_ESTALE_REVISION (ABORTED: nothing changed), SLOTD_CLIENT_EINVAL
+ * (INVALID_ARGUMENT, the error names the field) or another error.
  */
-int slotd_admin_write(struct slotd_client *c, const struct slotd_admin_write *w,
-                      struct slotd_admin_result *out);
-
-/* ---- controller status: slotd.v1.Admin/ControllerStatus ------------------------------------ */
-
-#define SLOTD_CONTROLLER_ROLE_LEN 32 /* role names, cut to this many bytes with the NUL */
+int slotd_client_admin_command(struct slotd_client *c, const struct slotd_admin_command *cmd,
+                               struct slotd_admin_result **out, struct slotd_error **err);
 
 /* ---- users and roles (servers started with --auth 1; docs/security.md) ----------------- */
 
@@ -808,7 +853,7 @@ int slotd_client_set_token(struct slotd_client *c, const char *token);
  * *expires_at_ms gets its expiry (ms since the Unix epoch). A wrong user or password is
  * SLOTD_CLIENT_ERPC with status UNAUTHENTICATED. All pointers borrowed for the call. */
 int slotd_client_authenticate(struct slotd_client *c, const char *user, const char *password,
-                              uint64_t *expires_at_ms, struct slotd_status *st);
+                              uint64_t *expires_at_ms, struct slotd_error **err);
 
 enum slotd_user_op {
     SLOTD_USER_ADD = 1,
@@ -824,45 +869,57 @@ enum slotd_role_op {
     SLOTD_ROLE_REVOKE = 4
 };
 
-/* One Admin.UserWrite / Admin.RoleWrite; strings borrowed for the call, NULL = "". */
-struct slotd_auth_write {
-    bool role; /* false: UserWrite (op is a slotd_user_op); true: RoleWrite */
-    int op;
-    const char *name;      /* the user or the role */
-    const char *password;  /* SLOTD_USER_ADD, SLOTD_USER_PASSWD */
-    const char *role_name; /* SLOTD_USER_GRANT_ROLE, SLOTD_USER_REVOKE_ROLE */
-    const char *perm_type, *perm_access, *perm_value; /* SLOTD_ROLE_GRANT, SLOTD_ROLE_REVOKE */
-    uint64_t expected_revision;
-};
-
-/* Sends w like slotd_admin_write sends its commands (endpoints in turn, retries of
- * UNAVAILABLE). out as for slotd_admin_write. */
-int slotd_admin_auth_write(struct slotd_client *c, const struct slotd_auth_write *w,
-                           struct slotd_admin_result *out);
+/* Admin.UserWrite: op (enum slotd_user_op) on user name; password for ADD and PASSWD, role for
+ * GRANT_ROLE and REVOKE_ROLE (NULL = ""); sent like an admin command. Strings borrowed for the
+ * call; *out as for slotd_client_admin_command(). */
+int slotd_client_user_write(struct slotd_client *c, int op, const char *name,
+                            const char *password, const char *role, uint64_t expected_revision,
+                            struct slotd_admin_result **out, struct slotd_error **err);
+/* Admin.RoleWrite: op (enum slotd_role_op) on role name; the permission (type, access, value)
+ * for GRANT and REVOKE (NULL = ""). */
+int slotd_client_role_write(struct slotd_client *c, int op, const char *name,
+                            const char *perm_type, const char *perm_access,
+                            const char *perm_value, uint64_t expected_revision,
+                            struct slotd_admin_result **out, struct slotd_error **err);
 
 #define SLOTD_AUTH_USERS_MAX 64
 #define SLOTD_AUTH_ROLES_MAX 32
+
+struct slotd_auth_user {
+    char name[33];
+    char roles[8 * 34]; /* comma-separated */
+    uint64_t revision;
+};
+
+struct slotd_auth_role {
+    char name[33];
+    char permissions[16 * 150]; /* "read key_prefix \"b/\", ..." */
+};
+
+/* An Admin.AuthList answer. Allocated by libslotd; caller frees with slotd_auth_list_destroy(). */
 struct slotd_auth_list {
     bool enabled;
     uint64_t revision;
-    size_t n_users, n_roles;
-    struct {
-        char name[33];
-        char roles[8 * 34]; /* comma-separated */
-        uint64_t revision;
-    } users[SLOTD_AUTH_USERS_MAX];
-    struct {
-        char name[33];
-        char permissions[16 * 150]; /* "read key_prefix \"b/\", ..." */
-    } roles[SLOTD_AUTH_ROLES_MAX];
+    struct slotd_auth_user **users; /* user_count pointers (at most SLOTD_AUTH_USERS_MAX) */
+    size_t user_count;
+    struct slotd_auth_role **roles; /* role_count pointers (at most SLOTD_AUTH_ROLES_MAX) */
+    size_t role_count;
 };
 
-/* Admin.AuthList from the first endpoint that answers; *out (borrowed) filled. */
-int slotd_admin_auth_list(struct slotd_client *c, struct slotd_auth_list *out,
-                          struct slotd_status *st);
+/* l: ownership transfers. NULL is a no-op. */
+void slotd_auth_list_destroy(struct slotd_auth_list *l);
 
-/* One node's own view of the controller (an Admin.ControllerStatus answer), read from that
- * node's local state without a quorum: it answers during an election and when cut off. */
+/* Admin.AuthList from the first endpoint that answers; *out: caller frees with
+ * slotd_auth_list_destroy() (NULL on failure). */
+int slotd_client_auth_list(struct slotd_client *c, struct slotd_auth_list **out,
+                           struct slotd_error **err);
+
+/* ---- controller status: slotd.v1.Admin/ControllerStatus ------------------------------------ */
+
+#define SLOTD_CONTROLLER_ROLE_LEN 32 /* role names, cut to this many bytes with the NUL */
+
+/* One node's own view of the controller, read from that node's local state without a quorum.
+ * Allocated by libslotd; caller frees with slotd_controller_status_destroy(). */
 struct slotd_controller_status {
     uint64_t node_id; /* the node that answered */
     /* "leader", "follower", "pre_candidate", "candidate" or "learner" on a node hosting the
@@ -877,33 +934,34 @@ struct slotd_controller_status {
     int64_t state_file_age_ms;    /* its age (-1: not written by this process) */
     int64_t mirror_lag_ms;        /* mirrors: since a voter last answered its poll (-1: never) */
     uint64_t leader;              /* the controller leader this node believes in (0: unknown) */
-    char source[SLOTD_ADDRESS_LEN + 1]; /* the endpoint asked ("" when the address was bad) */
-    unsigned attempts;                  /* 1, or 0 when no call was made */
-    struct slotd_status status;
+    char source[SLOTD_ADDRESS_LEN + 1]; /* the endpoint asked */
+    unsigned attempts;
 };
 
+/* s: ownership transfers. NULL is a no-op. */
+void slotd_controller_status_destroy(struct slotd_controller_status *s);
+
 /*
- * c, address, out: borrowed for the call; out owns no memory (nothing to free). One
- * Admin.ControllerStatus call to address (one "host:port", any node, not necessarily one of
- * the client's endpoints), bounded by the client's deadline. It is never routed, retried or
- * sent to another node: the answer describes the node asked. Returns SLOTD_CLIENT_OK,
- * SLOTD_CLIENT_EINVAL (address empty, longer than SLOTD_ADDRESS_LEN or a list; no call made),
- * SLOTD_CLIENT_EMALFORMED or the call's error, with out->status describing it
- * ("controller status: UNAVAILABLE: ... [127.0.0.1:7701, 1 attempt]").
+ * c, address, err: borrowed for the call; *out: caller frees with
+ * slotd_controller_status_destroy() (NULL on failure). One Admin.ControllerStatus call to
+ * address (one "host:port", any node), bounded by the client's deadline; never routed, retried
+ * or sent to another node. SLOTD_CLIENT_EINVAL: address empty, longer than SLOTD_ADDRESS_LEN or a
+ * list (no call made).
  */
-int slotd_controller_status(struct slotd_client *c, const char *address,
-                            struct slotd_controller_status *out);
+int slotd_client_controller_status(struct slotd_client *c, const char *address,
+                                   struct slotd_controller_status **out,
+                                   struct slotd_error **err);
 
 /* ---- tasks: slotd.v1.Metadata/TaskStatus ---------------------------------------------------- */
 
-/* Bounds of a decoded task list and of one task's arrays (the controller keeps at most 64
- * tasks); a larger answer is SLOTD_CLIENT_EMALFORMED naming the field and the bound. */
+/* Bounds of a decoded task list and of one task's arrays; a larger answer is
+ * SLOTD_CLIENT_EMALFORMED naming the field and the bound. */
 #define SLOTD_TASKS_MAX 64
 #define SLOTD_TASK_PARTICIPANTS_MAX 16
 #define SLOTD_TASK_NAME_LEN 32        /* kind, status and phase names */
 #define SLOTD_TASK_LAST_ERROR_LEN 512 /* last_error, cut to this many bytes */
 
-/* One slotd.v1.Task. */
+/* One slotd.v1.Task (reached through slotd_task_list_at). */
 struct slotd_task {
     uint64_t task_id;
     /* replica_move, leader_transfer, hash_slot_migration, controller_voter_promotion,
@@ -917,8 +975,8 @@ struct slotd_task {
     char last_error[SLOTD_TASK_LAST_ERROR_LEN]; /* "" = none */
     uint64_t source_node;
     uint64_t target_node;
-    uint64_t participants[SLOTD_TASK_PARTICIPANTS_MAX];
-    unsigned participant_count;
+    const uint64_t *participants; /* participant_count (at most SLOTD_TASK_PARTICIPANTS_MAX) */
+    size_t participant_count;
     uint64_t config_epoch;
     /* last reported progress: snapshot/copy bytes, and the target's match index against the
      * group's commit index (catch-up) */
@@ -932,36 +990,36 @@ struct slotd_task {
     /* hash_slot_migration: the group the slots move to (group_id is the source) and the hash
      * slots, ascending */
     uint32_t to_group;
-    uint32_t hash_slots[SLOTD_HASH_SLOTS];
-    unsigned hash_slot_count;
+    const uint32_t *hash_slots; /* hash_slot_count (at most SLOTD_HASH_SLOTS) */
+    size_t hash_slot_count;
 };
-
-/* A TaskStatus answer: one task (asked by id) or the list (task_id 0). */
-struct slotd_task_status {
-    uint64_t revision;        /* the controller revision the answer was read at */
-    struct slotd_task *tasks; /* malloc'd, task_count entries (oldest first when listing) */
-    size_t task_count;        /* by id: 1; listing: 0..SLOTD_TASKS_MAX */
-    char source[SLOTD_ADDRESS_LEN + 1]; /* the endpoint that answered */
-    unsigned attempts;
-    struct slotd_status status;
-};
-
-/* s: borrowed for the call. Frees s->tasks and clears s. */
-void slotd_task_status_free(struct slotd_task_status *s);
 
 /* t: borrowed for the call. True when t->status is "done" or "failed" (final until a retry). */
 bool slotd_task_finished(const struct slotd_task *t);
 
+/* A TaskStatus answer (opaque): one task (asked by id) or the list. Getters take l borrowed for
+ * the call; returned pointers point into l. */
+struct slotd_task_list;
+
+/* l: ownership transfers. NULL is a no-op. */
+void slotd_task_list_destroy(struct slotd_task_list *l);
+uint64_t slotd_task_list_revision(const struct slotd_task_list *l); /* read at this revision */
+const char *slotd_task_list_source(const struct slotd_task_list *l); /* the endpoint */
+unsigned slotd_task_list_attempts(const struct slotd_task_list *l);
+/* by id: 1; listing: 0..SLOTD_TASKS_MAX, oldest first. */
+size_t slotd_task_list_count(const struct slotd_task_list *l);
+/* i in 0..count-1; NULL outside. */
+const struct slotd_task *slotd_task_list_at(const struct slotd_task_list *l, size_t i);
+
 /*
- * c, out: borrowed for the call; free out with slotd_task_status_free() whatever the return
- * value. task_id > 0: that task (SLOTD_CLIENT_ENOTFOUND when the answering node's copy of the
+ * c, err: borrowed for the call; *out: caller frees with slotd_task_list_destroy() (NULL on
+ * failure). task_id > 0: that task (SLOTD_CLIENT_ENOTFOUND when the answering node's copy of the
  * cluster state does not hold it; a mirror's copy may lag about 500 ms behind a new task).
  * task_id 0: every task the controller keeps, oldest first (active_only: pending and running
- * ones). Asks the endpoints in turn like slotd_admin_cluster_state(): one pass, skipping a node
- * that is UNAVAILABLE, past its deadline or overloaded.
+ * ones). Asks the endpoints in turn like slotd_client_cluster_state().
  */
-int slotd_task_status(struct slotd_client *c, uint64_t task_id, bool active_only,
-                      struct slotd_task_status *out);
+int slotd_client_task_status(struct slotd_client *c, uint64_t task_id, bool active_only,
+                             struct slotd_task_list **out, struct slotd_error **err);
 
 #ifdef __cplusplus
 }
