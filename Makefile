@@ -88,3 +88,11 @@ bench-cluster: build
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(TSAN) build-bug-*
+
+# Installs headers (slotd/client.h), libslotd (.a, .so.1 with soname), slotd.pc, slotctl and slotd
+# under PREFIX: make install PREFIX=$HOME/.local (then pkg-config --cflags --libs slotd with
+# PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig).
+PREFIX ?= /usr/local
+.PHONY: install
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
