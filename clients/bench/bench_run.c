@@ -5,6 +5,7 @@
 #include "bench_route.h"
 #include "bench_watch.h"
 #include "bench_wire.h"
+#include "call.h"
 #include "slotd/client.h"
 #include "slotd/v1/metadata.pb-c.h"
 
@@ -544,14 +545,13 @@ static bool run_response_ok(const struct run_worker *w, const struct run_call *c
 /* The slotd.v1.ErrorCode a failed call carries in its trailer; false when it has none. */
 static bool run_detail_of(const struct run_call *c, unsigned *detail)
 {
-    for (size_t i = 0; i < c->trailing_md.count; i++) {
-        const grpc_metadata *md = &c->trailing_md.metadata[i];
-        if (grpc_slice_str_cmp(md->key, "grpc-status-details-bin") == 0 &&
-            bench_wire_error_detail(GRPC_SLICE_START_PTR(md->value), GRPC_SLICE_LENGTH(md->value),
-                                    detail) == BENCH_OK)
-            return true;
-    }
-    return false;
+    struct slotd_status st;
+    slotd_call_status_reset(&st);
+    slotd_call_trailer_detail(&c->trailing_md, &st); /* libslotd's call layer */
+    if (!st.has_detail)
+        return false;
+    *detail = bench_wire_detail_bucket(st.detail_code);
+    return true;
 }
 
 /* --route-aware: whether a failed call says the route is stale (NOT_LEADER) or a node is gone

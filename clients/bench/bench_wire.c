@@ -2,8 +2,8 @@
 #include "bench_wire.h"
 
 #include "bench_err.h"
+#include "call.h"
 #include "etcd_rpc.pb-c.h"
-#include "google/rpc/status.pb-c.h"
 #include "slotd/v1/metadata.pb-c.h"
 
 #include <assert.h>
@@ -160,28 +160,19 @@ int bench_wire_response_check(enum bench_target target, enum bench_req req, cons
     return valid ? BENCH_OK : BENCH_EMALFORMED;
 }
 
-#define WIRE_DETAIL_TYPE_URL "type.googleapis.com/slotd.v1.ErrorDetail"
+unsigned bench_wire_detail_bucket(int code)
+{
+    return code >= 0 && code < BENCH_DETAIL_OTHER ? (unsigned)code : BENCH_DETAIL_OTHER;
+}
 
 int bench_wire_error_detail(const uint8_t *buf, size_t len, unsigned *code)
 {
-    Google__Rpc__Status *st = google__rpc__status__unpack(NULL, len, buf);
-    if (!st)
+    struct slotd_status st; /* libslotd's call layer decodes google.rpc.Status */
+    slotd_call_status_reset(&st);
+    if (slotd_call_detail_decode(buf, len, &st) != 0)
         return BENCH_EMALFORMED;
-    int rc = BENCH_EMALFORMED;
-    for (size_t i = 0; i < st->n_details && rc != BENCH_OK; i++) {
-        const Google__Protobuf__Any *any = st->details[i];
-        if (strcmp(any->type_url, WIRE_DETAIL_TYPE_URL) != 0)
-            continue;
-        Slotd__V1__ErrorDetail *d =
-            slotd__v1__error_detail__unpack(NULL, any->value.len, any->value.data);
-        if (!d)
-            break;
-        *code = (unsigned)d->code < BENCH_DETAIL_OTHER ? (unsigned)d->code : BENCH_DETAIL_OTHER;
-        slotd__v1__error_detail__free_unpacked(d, NULL);
-        rc = BENCH_OK;
-    }
-    google__rpc__status__free_unpacked(st, NULL);
-    return rc;
+    *code = bench_wire_detail_bucket(st.detail_code);
+    return BENCH_OK;
 }
 
 const char *bench_wire_error_code_name(unsigned code)

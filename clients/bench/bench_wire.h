@@ -97,11 +97,15 @@ int bench_wire_watch_decode(enum bench_target target, const uint8_t *buf, size_t
 
 /*
  * buf, code: borrowed for the call. Decodes a grpc-status-details-bin trailer value
- * (google.rpc.Status) and sets *code to the slotd.v1.ErrorCode of its first
+ * (google.rpc.Status, with libslotd's call layer: slotd_call_detail_decode) and sets *code to the slotd.v1.ErrorCode of its first
  * "type.googleapis.com/slotd.v1.ErrorDetail" detail, capped at BENCH_DETAIL_OTHER. Returns
  * BENCH_OK, or BENCH_EMALFORMED when the bytes do not decode or carry no such detail.
  */
 int bench_wire_error_detail(const uint8_t *buf, size_t len, unsigned *code);
+
+/* The bucket of a slotd.v1.ErrorCode in slotbench's counts: code itself, or BENCH_DETAIL_OTHER
+ * for a negative or larger one. */
+unsigned bench_wire_detail_bucket(int code);
 
 /* Static name of a counted slotd.v1.ErrorCode without its prefix ("NOT_LEADER"); "OTHER". */
 const char *bench_wire_error_code_name(unsigned code);

@@ -12,7 +12,6 @@
     X(HEALTH_ENOMEM, "out of memory")                                                              \
     X(HEALTH_ECALL, "the call could not be started")                                               \
     X(HEALTH_ESTATUS, "the call failed")                                                           \
-    X(HEALTH_ETIMEOUT, "no answer before the deadline")                                            \
     X(HEALTH_EMALFORMED, "malformed response")
 
 enum health_err {

@@ -49,8 +49,8 @@ int client_tls_opts_check(const struct client_tls_opts *o, char *err, size_t err
     return CLIENT_TLS_OK;
 }
 
-/* Reads path (borrowed for the call) into *out (caller frees with free()); NULL path gives NULL. */
-static int tls_read_pem(const char *option, const char *path, char **out, char *err, size_t errlen)
+int client_tls_pem_read(const char *option, const char *path, char **out, char *err,
+                        size_t errlen)
 {
     *out = NULL;
     if (path == NULL)
@@ -98,11 +98,11 @@ int client_tls_pem_load(const struct client_tls_opts *o, struct client_tls_pem *
     memset(out, 0, sizeof(*out));
     int rc = client_tls_opts_check(o, err, errlen);
     if (rc == CLIENT_TLS_OK)
-        rc = tls_read_pem("--tls-ca", o->ca_file, &out->ca, err, errlen);
+        rc = client_tls_pem_read("--tls-ca", o->ca_file, &out->ca, err, errlen);
     if (rc == CLIENT_TLS_OK)
-        rc = tls_read_pem("--tls-cert", o->cert_file, &out->cert, err, errlen);
+        rc = client_tls_pem_read("--tls-cert", o->cert_file, &out->cert, err, errlen);
     if (rc == CLIENT_TLS_OK)
-        rc = tls_read_pem("--tls-key", o->key_file, &out->key, err, errlen);
+        rc = client_tls_pem_read("--tls-key", o->key_file, &out->key, err, errlen);
     if (rc == CLIENT_TLS_OK)
         out->server_name = o->server_name;
     return rc;

@@ -1,4 +1,5 @@
-/* client_tls.h - PEM files to gRPC channel credentials, shared by slotbench and slotd-health. */
+/* client_tls.h - PEM files to gRPC channel credentials, shared by libslotd, slotbench and
+ * slotd-health. */
 #ifndef SLOTD_CLIENT_TLS_H
 #define SLOTD_CLIENT_TLS_H
 
@@ -60,6 +61,14 @@ bool client_tls_opts_enabled(const struct client_tls_opts *o);
  * CLIENT_TLS_EINVAL / ENOMEM with a sentence naming the option and the file otherwise.
  */
 int client_tls_pem_load(const struct client_tls_opts *o, struct client_tls_pem *out, char *err,
+                        size_t errlen);
+
+/*
+ * option, path, err: borrowed for the call. Reads the PEM file path (at most CLIENT_TLS_PEM_MAX
+ * bytes holding a PEM block) into *out (caller frees with free()); NULL path gives NULL.
+ * CLIENT_TLS_EINVAL / ENOMEM with a sentence naming option and path in err otherwise.
+ */
+int client_tls_pem_read(const char *option, const char *path, char **out, char *err,
                         size_t errlen);
 
 /* pem: borrowed for the call. Frees the PEM text and clears pem. */

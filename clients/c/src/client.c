@@ -2,6 +2,8 @@
  * put/delete/cas, get and health. */
 #include "client_internal.h"
 
+#include "client_tls.h"
+
 #include "grpc/health/v1/health.pb-c.h"
 #include "slotd/v1/metadata.pb-c.h"
 
@@ -31,8 +33,6 @@
 #define CLIENT_METHOD_HEALTH "/grpc.health.v1.Health/Check"
 /* NOT_LEADER redirects per call (each one is answered before anything is proposed). */
 #define CLIENT_REDIRECTS_MAX 8
-/* Extra wait for a batch after its call's own deadline (gRPC enforces the deadline). */
-#define CLIENT_CQ_GRACE_MS 2000
 /* A stale route is refetched at most this often (all threads together). */
 #define CLIENT_ROUTE_REFETCH_MIN_MS 20
 #define CLIENT_CHANNELS_MAX (SLOTD_CLIENT_NODES_MAX + SLOTD_CLIENT_ENDPOINTS_MAX)
@@ -77,88 +77,34 @@ static void client_sleep_ms(int ms)
         ;
 }
 
-static void status_reset(struct slotd_status *st)
-{
-    memset(st, 0, sizeof(*st));
-    st->grpc_status = -1;
-}
-
 /* ---- object ---------------------------------------------------------------------------- */
 
-/* Reads the PEM file path (borrowed for the call) into *out (caller frees with free()); NULL path
- * gives NULL. Returns SLOTD_CLIENT_OK, or SLOTD_CLIENT_EINVAL / ENOMEM with a sentence naming
- * option and path in err. */
-static int client_read_pem(const char *option, const char *path, char **out, char *err,
-                           size_t errlen)
-{
-    *out = NULL;
-    if (path == NULL)
-        return SLOTD_CLIENT_OK;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open %s: %s", option, path, strerror(errno));
-        return SLOTD_CLIENT_EINVAL;
-    }
-    int rc = SLOTD_CLIENT_EINVAL;
-    char *buf = malloc(SLOTD_CLIENT_PEM_MAX + 1);
-    if (!buf) {
-        snprintf(err, errlen, "%s: %s: out of memory", option, path);
-        rc = SLOTD_CLIENT_ENOMEM;
-        goto err_after_open;
-    }
-    size_t n = fread(buf, 1, SLOTD_CLIENT_PEM_MAX + 1, f);
-    if (ferror(f)) {
-        snprintf(err, errlen, "%s: cannot read %s: %s", option, path, strerror(errno));
-        goto err_after_alloc;
-    }
-    buf[n > SLOTD_CLIENT_PEM_MAX ? SLOTD_CLIENT_PEM_MAX : n] = '\0';
-    if (n > SLOTD_CLIENT_PEM_MAX) {
-        snprintf(err, errlen, "%s: %s is larger than %d bytes", option, path, SLOTD_CLIENT_PEM_MAX);
-        goto err_after_alloc;
-    }
-    if (!strstr(buf, "-----BEGIN ")) {
-        snprintf(err, errlen, "%s: %s holds no PEM block", option, path);
-        goto err_after_alloc;
-    }
-    fclose(f);
-    *out = buf;
-    return SLOTD_CLIENT_OK;
+_Static_assert(SLOTD_CLIENT_PEM_MAX == CLIENT_TLS_PEM_MAX, "one PEM bound");
 
-err_after_alloc:
-    free(buf);
-err_after_open:
-    fclose(f);
-    return rc;
-}
-
-/* c->creds from c's options o (after grpc_init). Returns SLOTD_CLIENT_OK or an error with err. */
+/* c->creds from c's options o (after grpc_init): the PEM files read by clients/tls, named by
+ * their option in a failure. Returns SLOTD_CLIENT_OK or an error with a sentence in err. */
 static int client_creds_new(struct slotd_client *c, const struct slotd_options *o, char *err,
                             size_t errlen)
 {
-    if (!o->tls_ca_file && !o->tls_cert_file) {
-        c->creds = grpc_insecure_credentials_create();
-        return c->creds ? SLOTD_CLIENT_OK : SLOTD_CLIENT_ENOMEM;
-    }
-    char *ca = NULL, *cert = NULL, *key = NULL;
-    int rc = client_read_pem("tls_ca_file", o->tls_ca_file, &ca, err, errlen);
-    if (rc == SLOTD_CLIENT_OK)
-        rc = client_read_pem("tls_cert_file", o->tls_cert_file, &cert, err, errlen);
-    if (rc == SLOTD_CLIENT_OK)
-        rc = client_read_pem("tls_key_file", o->tls_key_file, &key, err, errlen);
-    if (rc == SLOTD_CLIENT_OK) {
-        grpc_ssl_pem_key_cert_pair pair = {key, cert}; /* gRPC copies the text */
-        c->creds = grpc_ssl_credentials_create(ca, cert ? &pair : NULL, NULL, NULL);
+    struct client_tls_pem pem = {0};
+    int rc = client_tls_pem_read("tls_ca_file", o->tls_ca_file, &pem.ca, err, errlen);
+    if (rc == CLIENT_TLS_OK)
+        rc = client_tls_pem_read("tls_cert_file", o->tls_cert_file, &pem.cert, err, errlen);
+    if (rc == CLIENT_TLS_OK)
+        rc = client_tls_pem_read("tls_key_file", o->tls_key_file, &pem.key, err, errlen);
+    if (rc == CLIENT_TLS_OK) {
+        c->creds = client_tls_creds_new(&pem); /* insecure without a CA or certificate */
         if (!c->creds) {
             snprintf(err, errlen, "tls: gRPC refused the SSL credentials");
-            rc = SLOTD_CLIENT_EINVAL;
+            rc = CLIENT_TLS_EINVAL;
         }
     }
-    if (rc == SLOTD_CLIENT_OK && o->tls_server_name)
+    if (rc == CLIENT_TLS_OK && o->tls_server_name)
         snprintf(c->server_name, sizeof(c->server_name), "%s", o->tls_server_name);
-    free(ca);
-    free(cert);
-    free(key);
-    return rc;
+    client_tls_pem_free(&pem);
+    return rc == CLIENT_TLS_OK    ? SLOTD_CLIENT_OK
+           : rc == CLIENT_TLS_ENOMEM ? SLOTD_CLIENT_ENOMEM
+                                  : SLOTD_CLIENT_EINVAL;
 }
 
 int slotd_client_create(const char *endpoints, const struct slotd_options *o,
@@ -230,23 +176,7 @@ static grpc_channel *client_channel(struct slotd_client *c, const char *address)
         if (strcmp(c->channels[i].address, address) == 0)
             ch = c->channels[i].channel;
     if (!ch && c->channel_count < CLIENT_CHANNELS_MAX) {
-        grpc_arg args[5] = {
-            {.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ENABLE_RETRIES, .value.integer = 0},
-            {.type = GRPC_ARG_INTEGER,
-             .key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
-             .value.integer = 100},
-            {.type = GRPC_ARG_INTEGER,
-             .key = (char *)GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
-             .value.integer = 100},
-            {.type = GRPC_ARG_INTEGER,
-             .key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
-             .value.integer = 1000},
-            {.type = GRPC_ARG_STRING,
-             .key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG,
-             .value.string = c->server_name}, /* last: only passed when set */
-        };
-        grpc_channel_args channel_args = {c->server_name[0] ? 5 : 4, args};
-        ch = grpc_channel_create(address, c->creds, &channel_args);
+        ch = slotd_call_channel_create(address, c->creds, c->server_name, true);
         struct client_channel *slot = &c->channels[c->channel_count++];
         snprintf(slot->address, sizeof(slot->address), "%s", address);
         slot->channel = ch;
@@ -257,95 +187,6 @@ static grpc_channel *client_channel(struct slotd_client *c, const char *address)
 
 /* ---- one unary call -------------------------------------------------------------------- */
 
-/* Reads the grpc-status-details-bin trailer of md into st, if there is one. */
-static void client_trailer_detail(const grpc_metadata_array *md, struct slotd_status *st)
-{
-    for (size_t i = 0; i < md->count; i++) {
-        const grpc_slice *k = &md->metadata[i].key;
-        const char *name = "grpc-status-details-bin";
-        if (GRPC_SLICE_LENGTH(*k) != strlen(name) ||
-            memcmp(GRPC_SLICE_START_PTR(*k), name, strlen(name)) != 0)
-            continue;
-        const grpc_slice *v = &md->metadata[i].value;
-        slotd__status_detail_decode(GRPC_SLICE_START_PTR(*v), GRPC_SLICE_LENGTH(*v), st);
-        return;
-    }
-}
-
-/* Shuts cq down, drains it (bounded: one batch was ever started) and destroys it. */
-static void client_cq_destroy(grpc_completion_queue *cq)
-{
-    grpc_completion_queue_shutdown(cq);
-    for (int i = 0; i < 16; i++) {
-        grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
-        if (ev.type == GRPC_QUEUE_SHUTDOWN)
-            break;
-    }
-    grpc_completion_queue_destroy(cq);
-}
-
-/* Runs the batch of one unary call; fills st (status, server text, detail) and *body. */
-static void client_call_run(grpc_call *call, grpc_completion_queue *cq, grpc_byte_buffer *send,
-                            int deadline_ms, const char *authorization, grpc_byte_buffer **recv,
-                            struct slotd_status *st)
-{
-    grpc_metadata md;
-    memset(&md, 0, sizeof(md));
-    grpc_metadata_array initial_md, trailing_md;
-    grpc_metadata_array_init(&initial_md);
-    grpc_metadata_array_init(&trailing_md);
-    grpc_status_code status = GRPC_STATUS_UNKNOWN;
-    grpc_slice details = grpc_empty_slice();
-    grpc_op ops[6];
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    if (authorization[0] != '\0') {
-        md.key = grpc_slice_from_static_string("authorization");
-        md.value = grpc_slice_from_copied_string(authorization);
-        ops[0].data.send_initial_metadata.count = 1;
-        ops[0].data.send_initial_metadata.metadata = &md;
-    }
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial_md;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = recv;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &trailing_md;
-    ops[5].data.recv_status_on_client.status = &status;
-    ops[5].data.recv_status_on_client.status_details = &details;
-    int tag;
-    grpc_call_error ce = grpc_call_start_batch(call, ops, 6, &tag, NULL);
-    if (ce != GRPC_CALL_OK) {
-        st->grpc_status = GRPC_STATUS_INTERNAL;
-        snprintf(st->message, sizeof(st->message), "cannot start the call (error %d)", (int)ce);
-        goto done;
-    }
-    gpr_timespec wait =
-        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                     gpr_time_from_millis(deadline_ms + CLIENT_CQ_GRACE_MS, GPR_TIMESPAN));
-    grpc_event ev = grpc_completion_queue_next(cq, wait, NULL);
-    if (ev.type != GRPC_OP_COMPLETE) {
-        /* gRPC did not enforce the deadline in time: cancel, then the batch completes */
-        grpc_call_cancel(call, NULL);
-        ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
-        status = GRPC_STATUS_DEADLINE_EXCEEDED;
-    }
-    st->grpc_status = (int)status;
-    snprintf(st->message, sizeof(st->message), "%.*s", (int)GRPC_SLICE_LENGTH(details),
-             (const char *)GRPC_SLICE_START_PTR(details));
-    if (status != GRPC_STATUS_OK)
-        client_trailer_detail(&trailing_md, st);
-done:
-    grpc_slice_unref(details);
-    if (authorization[0] != '\0')
-        grpc_slice_unref(md.value); /* the batch is complete (or never started) */
-    grpc_metadata_array_destroy(&initial_md);
-    grpc_metadata_array_destroy(&trailing_md);
-}
-
 /* address, method, req, st: borrowed for the call. One unary call bounded by deadline_ms.
  * Returns SLOTD_CLIENT_OK with *body set (caller frees with grpc_slice_unref()), or the error
  * its status means with st filled in (st->message holds the server's text only). */
@@ -353,7 +194,7 @@ static int client_unary(struct slotd_client *c, const char *address, const char 
                         const uint8_t *req, size_t req_len, grpc_slice *body,
                         struct slotd_status *st)
 {
-    status_reset(st);
+    slotd_call_status_reset(st);
     snprintf(st->address, sizeof(st->address), "%s", address);
     *body = grpc_empty_slice();
     grpc_channel *ch = client_channel(c, address);
@@ -363,25 +204,13 @@ static int client_unary(struct slotd_client *c, const char *address, const char 
                  CLIENT_CHANNELS_MAX);
         return SLOTD_CLIENT_EUNAVAILABLE;
     }
-    gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                         gpr_time_from_millis(c->o.deadline_ms, GPR_TIMESPAN));
-    grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
-    grpc_slice method_slice = grpc_slice_from_static_string(method);
-    grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method_slice,
-                                               NULL, deadline, NULL);
-    grpc_slice req_slice = grpc_slice_from_copied_buffer((const char *)req, req_len);
-    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&req_slice, 1);
-    grpc_slice_unref(req_slice);
-    grpc_byte_buffer *recv = NULL;
     char authorization[sizeof(c->authorization)];
     pthread_mutex_lock(&c->lock);
     memcpy(authorization, c->authorization, sizeof(authorization));
     pthread_mutex_unlock(&c->lock);
-    client_call_run(call, cq, send, c->o.deadline_ms, authorization, &recv, st);
+    grpc_byte_buffer *recv = NULL;
+    slotd_call_unary(ch, method, req, req_len, c->o.deadline_ms, authorization, &recv, st);
     memset(authorization, 0, sizeof(authorization));
-    grpc_byte_buffer_destroy(send);
-    grpc_call_unref(call);
-    client_cq_destroy(cq);
     int rc = slotd__err_of_status(st);
     if (rc == SLOTD_CLIENT_OK) {
         grpc_byte_buffer_reader reader;
@@ -442,7 +271,7 @@ static int client_route_refresh(struct slotd_client *c, struct slotd_route **cop
 {
     char(*sources)[SLOTD_ADDRESS_LEN + 1] = malloc(CLIENT_CHANNELS_MAX * sizeof(*sources));
     if (!sources) {
-        status_reset(st);
+        slotd_call_status_reset(st);
         snprintf(st->message, sizeof(st->message), "route: out of memory");
         return SLOTD_CLIENT_ENOMEM;
     }
@@ -757,7 +586,7 @@ static const char *client_write_op(enum slotd_write_kind kind)
 static int client_write(struct slotd_client *c, const struct slotd_write *w,
                         struct slotd_write_result *out, struct slotd_status *st)
 {
-    status_reset(st);
+    slotd_call_status_reset(st);
     int rc = client_write_check(w, st);
     if (rc != SLOTD_CLIENT_OK)
         return rc;
@@ -896,7 +725,7 @@ done:
 static int client_get(struct slotd_client *c, const void *key, size_t klen, int consistency,
                       uint64_t min_applied_index, struct slotd_value *out, struct slotd_status *st)
 {
-    status_reset(st);
+    slotd_call_status_reset(st);
     if (consistency < SLOTD_CONSISTENCY_LINEARIZABLE || consistency > SLOTD_CONSISTENCY_LOCAL ||
         (!key && klen)) {
         snprintf(st->message, sizeof(st->message),
@@ -1068,11 +897,6 @@ int slotd_client_set_token(struct slotd_client *c, const char *token)
 
 /* ---- what client_kv.c and client_watch.c use from client.c ---- */
 
-void slotd__status_reset(struct slotd_status *st)
-{
-    status_reset(st);
-}
-
 int slotd__client_routed_call(struct slotd_client *c, const char *op, const char *method,
                               const void *key, size_t klen, const uint8_t *req, size_t req_len,
                               bool idempotent, grpc_slice *body, unsigned *attempts,
@@ -1108,7 +932,4 @@ void slotd__client_authorization(struct slotd_client *c, char *out, size_t len)
     pthread_mutex_unlock(&c->lock);
 }
 
-void slotd__client_trailer_detail(const grpc_metadata_array *md, struct slotd_status *st)
-{
-    client_trailer_detail(md, st);
-}
+

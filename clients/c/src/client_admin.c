@@ -40,12 +40,6 @@ const char *slotd_admin_outcome_name(int outcome)
     }
 }
 
-void slotd__admin_status_reset(struct slotd_status *st)
-{
-    memset(st, 0, sizeof(*st));
-    st->grpc_status = -1;
-}
-
 void slotd__admin_fail_text(const char *op, int rc, unsigned attempts, struct slotd_status *st)
 {
     char text[SLOTD_STATUS_MESSAGE_LEN];
@@ -139,7 +133,7 @@ static int admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
                                const char *known_checksum, struct slotd_cluster_state *out,
                                struct slotd_status *st)
 {
-    slotd__admin_status_reset(st);
+    slotd_call_status_reset(st);
     Slotd__V1__ClusterStateRequest req = SLOTD__V1__CLUSTER_STATE_REQUEST__INIT;
     req.known_revision = known_revision;
     req.known_checksum = (char *)(known_checksum ? known_checksum : "");
@@ -225,7 +219,7 @@ int slotd__controller_status_decode(const uint8_t *buf, size_t len,
 static int admin_controller_status(struct slotd_client *c, const char *address,
                                    struct slotd_controller_status *out, struct slotd_status *st)
 {
-    slotd__admin_status_reset(st);
+    slotd_call_status_reset(st);
     /* exactly one node: a list would make the answer ambiguous, so it is refused */
     if (!address || !*address || strlen(address) > SLOTD_ADDRESS_LEN || strchr(address, ',')) {
         snprintf(st->message, sizeof(st->message), "address must be one host:port of 1..%d bytes",
@@ -469,7 +463,7 @@ static int admin_write_decode(const uint8_t *body, size_t len, struct slotd_admi
 static int admin_command(struct slotd_client *c, const struct slotd_admin_command *w,
                          struct slotd_admin_result *out, struct slotd_status *st)
 {
-    slotd__admin_status_reset(st);
+    slotd_call_status_reset(st);
     uint8_t req[SLOTD__ADMIN_REQUEST_MAX];
     size_t len = 0;
     const char *method = NULL, *op = "admin";

@@ -49,7 +49,7 @@ int slotd_client_authenticate(struct slotd_client *c, const char *user, const ch
 {
     struct slotd_status local;
     struct slotd_status *st = &local;
-    slotd__admin_status_reset(st);
+    slotd_call_status_reset(st);
     Slotd__V1__AuthenticateRequest q = SLOTD__V1__AUTHENTICATE_REQUEST__INIT;
     q.user = text(user);
     q.password = text(password);
@@ -122,7 +122,7 @@ static int auth_write_encode(const struct slotd_auth_write *w, uint8_t *buf, siz
 static int auth_write(struct slotd_client *c, const struct slotd_auth_write *w,
                       struct slotd_admin_result *out, struct slotd_status *st)
 {
-    slotd__admin_status_reset(st);
+    slotd_call_status_reset(st);
     const char *op = w->role ? "role" : "user";
     uint8_t req[AUTH_REQUEST_MAX];
     size_t len = 0;
@@ -275,7 +275,7 @@ int slotd_client_auth_list(struct slotd_client *c, struct slotd_auth_list **out,
 {
     struct slotd_status local;
     struct slotd_status *st = &local;
-    slotd__admin_status_reset(st);
+    slotd_call_status_reset(st);
     *out = NULL;
     Slotd__V1__AuthListRequest q = SLOTD__V1__AUTH_LIST_REQUEST__INIT;
     q.min_revision = slotd_client_last_revision(c);

@@ -2,6 +2,7 @@
 #ifndef SLOTD_CLIENT_INTERNAL_H
 #define SLOTD_CLIENT_INTERNAL_H
 
+#include "call.h"
 #include "slotd/client.h"
 
 #include <grpc/grpc.h>
@@ -10,28 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SLOTD_STATUS_MESSAGE_LEN 512
-#define SLOTD_FIELD_LEN 64
-
-/* The outcome of the last attempt of a call: its gRPC status and the server's ErrorDetail. */
-struct slotd_status {
-    int grpc_status;                        /* 0 (OK) on success; -1 when no call was made */
-    char message[SLOTD_STATUS_MESSAGE_LEN]; /* a sentence: "put: UNAVAILABLE: ..." ("" on ok) */
-    bool has_detail;                        /* a slotd.v1.ErrorDetail came with the status */
-    int detail_code;                        /* enum slotd_error_code */
-    char field[SLOTD_FIELD_LEN];            /* INVALID_FIELD: the request field ("put.key") */
-    uint64_t limit;                         /* INVALID_FIELD: the field's limit */
-    uint32_t retry_after_ms;                /* retriable errors: the server's suggested wait */
-    uint64_t leader_node_id;                /* NOT_LEADER: leader hint (0 = none) */
-    char leader_address[SLOTD_ADDRESS_LEN + 1];
-    uint32_t leader_group_id;
-    uint64_t leader_term;
-    char address[SLOTD_ADDRESS_LEN + 1]; /* the node the last attempt went to */
-    /* COMPACTED (a watch resumed behind a group's history): that group and the oldest
-     * position a watch can resume from in it */
-    uint32_t compacted_group_id;
-    uint64_t compacted_index;
-};
+_Static_assert(SLOTD_CALL_ADDRESS_LEN == SLOTD_ADDRESS_LEN, "one address bound");
 
 /* The options (slotd_options_create); the tls_* strings are owned copies (NULL = unset). */
 struct slotd_options {
@@ -250,11 +230,6 @@ struct slotd_route *slotd__route_copy(const struct slotd_route *r);
 bool slotd__route_apply_hint(struct slotd_route *r, uint32_t group_id, uint64_t node_id,
                              const char *address, uint64_t term);
 
-/* buf, st: borrowed for the call. Fills st's detail fields from a grpc-status-details-bin value
- * (google.rpc.Status holding a slotd.v1.ErrorDetail). SLOTD_CLIENT_EMALFORMED when the bytes do
- * not decode or carry no ErrorDetail (st->has_detail stays false). */
-int slotd__status_detail_decode(const uint8_t *buf, size_t len, struct slotd_status *st);
-
 /* st: borrowed for the call. The client error a failed status means (OK for grpc_status 0). */
 int slotd__err_of_status(const struct slotd_status *st);
 
@@ -317,9 +292,6 @@ void slotd__sleep_ms(int ms);
 
 /* ---- what client_task.c and the unit test use from client_admin.c ---- */
 
-/* st: borrowed for the call. Clears st; grpc_status -1 (no call made). */
-void slotd__admin_status_reset(struct slotd_status *st);
-
 /* op, st: borrowed for the call. Rewrites st->message as "op: STATUS: text (field F)
  * [address, N attempts]". */
 void slotd__admin_fail_text(const char *op, int rc, unsigned attempts, struct slotd_status *st);
@@ -355,9 +327,6 @@ int slotd__controller_status_decode(const uint8_t *buf, size_t len,
 
 /* ---- what client_kv.c and client_watch.c use from client.c ---- */
 
-/* Clears st: no call made yet (grpc_status -1). */
-void slotd__status_reset(struct slotd_status *st);
-
 /* c, op, key, req, st: borrowed for the call. Sends req to the leader of key's slot group (key
  * NULL: to a seed endpoint, for calls any node serves), following NOT_LEADER hints and retrying
  * retriable failures when idempotent. On SLOTD_CLIENT_OK *body holds the response (caller frees
@@ -383,7 +352,5 @@ grpc_channel *slotd__client_channel(struct slotd_client *c, const char *address)
 /* Copies the "authorization" value every call sends ("" = none) into out. */
 void slotd__client_authorization(struct slotd_client *c, char *out, size_t len);
 
-/* md, st: borrowed for the call. Reads a grpc-status-details-bin trailer into st's detail. */
-void slotd__client_trailer_detail(const grpc_metadata_array *md, struct slotd_status *st);
 
 #endif /* SLOTD_CLIENT_INTERNAL_H */

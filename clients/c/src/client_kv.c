@@ -121,7 +121,7 @@ done:
 static int kv_range(struct slotd_client *c, const struct slotd_range_query *q,
                     struct slotd_range_page *out, struct slotd_status *st)
 {
-    slotd__status_reset(st);
+    slotd_call_status_reset(st);
     if (q->consistency < SLOTD_CONSISTENCY_LINEARIZABLE ||
         q->consistency > SLOTD_CONSISTENCY_LOCAL || kv_bad_bytes(q->prefix, q->prefix_len) ||
         kv_bad_bytes(q->start, q->start_len) || kv_bad_bytes(q->end, q->end_len) ||
@@ -367,7 +367,7 @@ done:
 static int kv_txn(struct slotd_client *c, const struct slotd_txn *t, struct slotd_txn_result *out,
                   struct slotd_status *st)
 {
-    slotd__status_reset(st);
+    slotd_call_status_reset(st);
     int rc = kv_txn_check(t, st);
     if (rc != SLOTD_CLIENT_OK)
         return rc;

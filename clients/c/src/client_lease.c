@@ -139,7 +139,7 @@ static int lease_decode(const struct lease_cmd *cmd, grpc_slice body,
 static int lease_call(struct slotd_client *c, const struct lease_cmd *cmd,
                       struct slotd_lease_result *out, struct slotd_status *st)
 {
-    slotd__status_reset(st);
+    slotd_call_status_reset(st);
     out->id = cmd->id;
     int rc = lease_check(cmd, st);
     if (rc != SLOTD_CLIENT_OK)

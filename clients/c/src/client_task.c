@@ -154,7 +154,7 @@ err_after_nothing:
 static int task_status(struct slotd_client *c, uint64_t task_id, bool active_only,
                        struct slotd_task_list *out, struct slotd_status *st)
 {
-    slotd__admin_status_reset(st);
+    slotd_call_status_reset(st);
     Slotd__V1__TaskStatusRequest req = SLOTD__V1__TASK_STATUS_REQUEST__INIT;
     req.task_id = task_id;
     req.active_only = active_only;

@@ -191,7 +191,7 @@ static enum watch_end watch_stream(struct slotd_client *c, const char *address,
                                    slotd_watch_cb cb, void *arg, struct slotd_watch_result *out,
                                    size_t *cap, bool *got, struct slotd_status *st)
 {
-    slotd__status_reset(st);
+    slotd_call_status_reset(st);
     snprintf(st->address, sizeof(st->address), "%s", address);
     *got = false;
     grpc_channel *ch = slotd__client_channel(c, address);
@@ -313,7 +313,7 @@ static enum watch_end watch_stream(struct slotd_client *c, const char *address,
         snprintf(st->message, sizeof(st->message), "%.*s", (int)GRPC_SLICE_LENGTH(details),
                  (const char *)GRPC_SLICE_START_PTR(details));
         if (status != GRPC_STATUS_OK)
-            slotd__client_trailer_detail(&trailing_md, st);
+            slotd_call_trailer_detail(&trailing_md, st);
         end = status == GRPC_STATUS_OK ? WATCH_END_CLOSED : WATCH_END_FAILED;
     }
     if (recv)
@@ -366,7 +366,7 @@ static int watch_run(struct slotd_client *c, const struct slotd_watch_request *w
                      slotd_watch_cb cb, void *arg, struct slotd_watch_result *out,
                      struct slotd_status *st_out)
 {
-    slotd__status_reset(st_out);
+    slotd_call_status_reset(st_out);
     int rc = watch_check(w, st_out);
     if (rc != SLOTD_CLIENT_OK)
         return rc;
@@ -381,7 +381,7 @@ static int watch_run(struct slotd_client *c, const struct slotd_watch_request *w
     unsigned in_a_row = 0;
     int backoff = WATCH_BACKOFF_FIRST_MS;
     struct slotd_status st;
-    slotd__status_reset(&st);
+    slotd_call_status_reset(&st);
     for (size_t at = 0;; at++) {
         const char *address = addrs[at % n];
         uint8_t *req;

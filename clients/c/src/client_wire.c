@@ -1,14 +1,12 @@
-/* client_wire.c - libslotd error texts and objects, ErrorDetail decoding, retry policy, options. */
+/* client_wire.c - libslotd error texts and objects, retry policy, endpoints and options. */
 #include "client_internal.h"
 
-#include "google/rpc/status.pb-c.h"
 #include "slotd/v1/metadata.pb-c.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define WIRE_DETAIL_TYPE_URL "type.googleapis.com/slotd.v1.ErrorDetail"
 /* gRPC status codes used by the retry policy (grpc/status.h values, kept here so this file
  * needs no gRPC header). */
 enum {
@@ -49,77 +47,6 @@ const char *slotd_error_code_name(int code)
     if (code < 0 || (size_t)code >= sizeof(names) / sizeof(names[0]))
         return "UNKNOWN";
     return names[code];
-}
-
-const char *slotd_grpc_status_name(int status)
-{
-    static const char *const names[] = {
-        "OK",
-        "CANCELLED",
-        "UNKNOWN",
-        "INVALID_ARGUMENT",
-        "DEADLINE_EXCEEDED",
-        "NOT_FOUND",
-        "ALREADY_EXISTS",
-        "PERMISSION_DENIED",
-        "RESOURCE_EXHAUSTED",
-        "FAILED_PRECONDITION",
-        "ABORTED",
-        "OUT_OF_RANGE",
-        "UNIMPLEMENTED",
-        "INTERNAL",
-        "UNAVAILABLE",
-        "DATA_LOSS",
-        "UNAUTHENTICATED",
-    };
-    if (status < 0 || (size_t)status >= sizeof(names) / sizeof(names[0]))
-        return "UNKNOWN_STATUS";
-    return names[status];
-}
-
-/* Copies d into st's detail fields. */
-static void wire_detail_fill(struct slotd_status *st, const Slotd__V1__ErrorDetail *d)
-{
-    st->has_detail = true;
-    st->detail_code = (int)d->code;
-    snprintf(st->field, sizeof(st->field), "%s", d->field ? d->field : "");
-    st->limit = d->limit;
-    st->retry_after_ms = d->retry_after_ms;
-    st->leader_node_id = 0;
-    st->leader_address[0] = '\0';
-    st->leader_group_id = 0;
-    st->leader_term = 0;
-    st->compacted_group_id = d->compacted ? d->compacted->group_id : 0;
-    st->compacted_index = d->compacted ? d->compacted->index : 0;
-    if (d->leader_hint) {
-        st->leader_node_id = d->leader_hint->node_id;
-        snprintf(st->leader_address, sizeof(st->leader_address), "%s",
-                 d->leader_hint->address ? d->leader_hint->address : "");
-        st->leader_group_id = d->leader_hint->group_id;
-        st->leader_term = d->leader_hint->term;
-    }
-}
-
-int slotd__status_detail_decode(const uint8_t *buf, size_t len, struct slotd_status *st)
-{
-    Google__Rpc__Status *s = google__rpc__status__unpack(NULL, len, buf);
-    if (!s)
-        return SLOTD_CLIENT_EMALFORMED;
-    int rc = SLOTD_CLIENT_EMALFORMED;
-    for (size_t i = 0; i < s->n_details && rc != SLOTD_CLIENT_OK; i++) {
-        const Google__Protobuf__Any *any = s->details[i];
-        if (!any->type_url || strcmp(any->type_url, WIRE_DETAIL_TYPE_URL) != 0)
-            continue;
-        Slotd__V1__ErrorDetail *d =
-            slotd__v1__error_detail__unpack(NULL, any->value.len, any->value.data);
-        if (!d)
-            break;
-        wire_detail_fill(st, d);
-        slotd__v1__error_detail__free_unpacked(d, NULL);
-        rc = SLOTD_CLIENT_OK;
-    }
-    google__rpc__status__free_unpacked(s, NULL);
-    return rc;
 }
 
 int slotd__err_of_status(const struct slotd_status *st)

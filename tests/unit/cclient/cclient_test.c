@@ -231,7 +231,7 @@ static void test_error_detail_decode(void)
     uint8_t *buf = status_bytes("type.googleapis.com/slotd.v1.ErrorDetail", &d, &len);
     struct slotd_status st;
     memset(&st, 0, sizeof(st));
-    CU_ASSERT_EQUAL(slotd__status_detail_decode(buf, len, &st), SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(slotd_call_detail_decode(buf, len, &st), 0);
     free(buf);
     CU_ASSERT_TRUE(st.has_detail);
     CU_ASSERT_EQUAL(st.detail_code, SLOTD_ERROR_CODE_NOT_LEADER);
@@ -248,7 +248,7 @@ static void test_error_detail_decode(void)
     f.limit = 1024;
     buf = status_bytes("type.googleapis.com/slotd.v1.ErrorDetail", &f, &len);
     memset(&st, 0, sizeof(st));
-    CU_ASSERT_EQUAL(slotd__status_detail_decode(buf, len, &st), SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(slotd_call_detail_decode(buf, len, &st), 0);
     free(buf);
     CU_ASSERT_STRING_EQUAL(st.field, "put.key");
     CU_ASSERT_EQUAL(st.limit, 1024);
@@ -257,11 +257,11 @@ static void test_error_detail_decode(void)
     /* another type URL is not an ErrorDetail; junk does not decode */
     buf = status_bytes("type.googleapis.com/other.Detail", &f, &len);
     memset(&st, 0, sizeof(st));
-    CU_ASSERT_EQUAL(slotd__status_detail_decode(buf, len, &st), SLOTD_CLIENT_EMALFORMED);
+    CU_ASSERT_EQUAL(slotd_call_detail_decode(buf, len, &st), -1);
     CU_ASSERT_FALSE(st.has_detail);
     free(buf);
     uint8_t junk[] = {0x0a, 0x7f};
-    CU_ASSERT_EQUAL(slotd__status_detail_decode(junk, sizeof(junk), &st), SLOTD_CLIENT_EMALFORMED);
+    CU_ASSERT_EQUAL(slotd_call_detail_decode(junk, sizeof(junk), &st), -1);
 }
 
 /* ---- retry policy and errors ----------------------------------------------------------- */
@@ -588,7 +588,7 @@ static void test_admin_task_encoding(void)
                                   .from_node = 2,
                                   .to_node = 5,
                                   .expected_revision = 11};
-    slotd__admin_status_reset(&st);
+    slotd_call_status_reset(&st);
     CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st), SLOTD_CLIENT_OK);
     CU_ASSERT_STRING_EQUAL(method, "/slotd.v1.Admin/MoveReplica");
     CU_ASSERT_STRING_EQUAL(op, "move replica");
@@ -667,7 +667,7 @@ static void test_admin_task_encoding(void)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         w.hash_slots = bad[i].slots;
         w.hash_slot_count = bad[i].n;
-        slotd__admin_status_reset(&st);
+        slotd_call_status_reset(&st);
         len = 0;
         CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st),
                         SLOTD_CLIENT_EINVAL);

@@ -1,0 +1,78 @@
+/* call.h - the one C gRPC call layer of the clients: channels, a unary call with a deadline,
+ * the status with its google.rpc.Status / slotd.v1.ErrorDetail (libslotd, slotd-health,
+ * slotbench). */
+#ifndef SLOTD_CALL_H
+#define SLOTD_CALL_H
+
+#include <grpc/grpc.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SLOTD_STATUS_MESSAGE_LEN 512
+#define SLOTD_FIELD_LEN 64
+#define SLOTD_CALL_ADDRESS_LEN 255
+
+/* The outcome of one attempt of a call: its gRPC status and the server's ErrorDetail. */
+struct slotd_status {
+    int grpc_status;                        /* 0 (OK) on success; -1 when no call was made */
+    char message[SLOTD_STATUS_MESSAGE_LEN]; /* the server's text, or a caller's sentence */
+    bool has_detail;                        /* a slotd.v1.ErrorDetail came with the status */
+    int detail_code;                        /* enum slotd_error_code */
+    char field[SLOTD_FIELD_LEN];            /* INVALID_FIELD: the request field ("put.key") */
+    uint64_t limit;                         /* INVALID_FIELD: the field's limit */
+    uint32_t retry_after_ms;                /* retriable errors: the server's suggested wait */
+    uint64_t leader_node_id;                /* NOT_LEADER: leader hint (0 = none) */
+    char leader_address[SLOTD_CALL_ADDRESS_LEN + 1];
+    uint32_t leader_group_id;
+    uint64_t leader_term;
+    char address[SLOTD_CALL_ADDRESS_LEN + 1]; /* the node the attempt went to */
+    /* COMPACTED (a watch resumed behind a group's history): that group and the oldest
+     * position a watch can resume from in it */
+    uint32_t compacted_group_id;
+    uint64_t compacted_index;
+};
+
+/* st: borrowed for the call. Clears st; grpc_status -1 (no call made). */
+void slotd_call_status_reset(struct slotd_status *st);
+
+/* Static name of a gRPC status code ("UNAVAILABLE"); "UNKNOWN_STATUS" outside 0..16. */
+const char *slotd_grpc_status_name(int status);
+
+/* Reconnect back-off of a channel that fails over quickly (libslotd's): the first and least
+ * wait, which gRPC also takes as the least time a connection attempt gets, and the most. */
+#define SLOTD_CALL_RECONNECT_MIN_MS 100
+#define SLOTD_CALL_RECONNECT_MAX_MS 1000
+
+/*
+ * target, creds, server_name: borrowed for the call (creds NULL: plaintext; server_name NULL or
+ * "": no override of the name checked in the server's certificate). A channel without gRPC's
+ * own retries; fast_reconnect: reconnect after SLOTD_CALL_RECONNECT_MIN_MS up to _MAX_MS apart
+ * (a peer that accepts but does not answer the HTTP/2 handshake fails after about 100 ms), else
+ * gRPC's defaults (one attempt may use the whole call deadline). Call after grpc_init(); caller
+ * frees with grpc_channel_destroy().
+ */
+grpc_channel *slotd_call_channel_create(const char *target, grpc_channel_credentials *creds,
+                                        const char *server_name, bool fast_reconnect);
+
+/*
+ * ch, method, req, authorization ("" = none), st: borrowed for the call. One unary call bounded
+ * by deadline_ms (gRPC's deadline; the batch is cancelled if it has not ended 2 s later).
+ * Returns the gRPC status code, also in st->grpc_status, with st->message the server's text and
+ * the detail of a grpc-status-details-bin trailer; on GRPC_STATUS_OK *body holds the response
+ * (caller frees with grpc_byte_buffer_destroy(); NULL when the server sent no message).
+ */
+int slotd_call_unary(grpc_channel *ch, const char *method, const uint8_t *req, size_t req_len,
+                     int deadline_ms, const char *authorization, grpc_byte_buffer **body,
+                     struct slotd_status *st);
+
+/* md, st: borrowed for the call. Reads a grpc-status-details-bin trailer into st's detail. */
+void slotd_call_trailer_detail(const grpc_metadata_array *md, struct slotd_status *st);
+
+/* buf, st: borrowed for the call. Fills st's detail fields from a grpc-status-details-bin value
+ * (google.rpc.Status holding a slotd.v1.ErrorDetail). Returns 0, or -1 when the bytes do not
+ * decode or carry no ErrorDetail (st->has_detail stays false). */
+int slotd_call_detail_decode(const uint8_t *buf, size_t len, struct slotd_status *st);
+
+#endif /* SLOTD_CALL_H */
