@@ -135,30 +135,9 @@ struct run_worker {
     struct run_fetch fetch;
 };
 
-static const char *const status_names[BENCH_STATUS_SLOTS] = {
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-    "OTHER",
-};
-
 const char *bench_status_name(unsigned code)
 {
-    return code < BENCH_STATUS_SLOTS ? status_names[code] : "OTHER";
+    return code < BENCH_STATUS_OTHER ? slotd_grpc_status_name((int)code) : "OTHER";
 }
 
 static int run_fail(char *errmsg, size_t errmsg_len, int err, const char *fmt, ...)

@@ -319,11 +319,14 @@ void slotctl_admin_result_print(const struct slotd_admin_result *r, const char *
 }
 
 int slotctl_admin_send(struct slotd_client *c, const struct slotctl_args *a,
-                       struct slotd_admin_command *cmd, struct slotd_admin_result **out)
+                       struct slotd_admin_command *cmd, int built,
+                       struct slotd_admin_result **out)
 {
     struct slotd_error *err = NULL;
     *out = NULL;
-    int rc = cmd ? slotd_client_admin_command(c, cmd, out, &err) : SLOTD_CLIENT_ENOMEM;
+    int rc = !cmd ? SLOTD_CLIENT_ENOMEM
+             : built != SLOTD_CLIENT_OK ? built
+                                        : slotd_client_admin_command(c, cmd, out, &err);
     int code = rc == SLOTD_CLIENT_OK ? SLOTCTL_EXIT_OK : slotctl_error_report(a, rc, err);
     slotd_error_destroy(err);
     slotd_admin_command_destroy(cmd);
@@ -335,17 +338,14 @@ int slotctl_node_admin_run(struct slotd_client *c, const struct slotctl_args *a)
     bool join = a->cmd == SLOTCTL_CMD_JOIN;
     struct slotd_admin_command *cmd =
         slotd_admin_command_create(join ? SLOTD_ADMIN_JOIN_NODE : SLOTD_ADMIN_ACTIVATE_NODE);
+    int built = cmd ? slotd_admin_command_set_address(cmd, a->address) : SLOTD_CLIENT_ENOMEM;
     if (cmd) {
         slotd_admin_command_set_node_id(cmd, a->node_id);
         slotd_admin_command_set_weight(cmd, a->weight);
         slotd_admin_command_set_expected_revision(cmd, a->expected_revision);
-        if (slotd_admin_command_set_address(cmd, a->address) != SLOTD_CLIENT_OK) {
-            slotd_admin_command_destroy(cmd);
-            cmd = NULL;
-        }
     }
     struct slotd_admin_result *rp;
-    int code = slotctl_admin_send(c, a, cmd, &rp);
+    int code = slotctl_admin_send(c, a, cmd, built, &rp);
     if (code != SLOTCTL_EXIT_OK)
         return code;
     const struct slotd_admin_result *r = rp;
@@ -472,7 +472,7 @@ int slotctl_transfer_leader_run(struct slotd_client *c, const struct slotctl_arg
         slotd_admin_command_set_expected_revision(cmd, a->expected_revision);
     }
     struct slotd_admin_result *rp;
-    int sent = slotctl_admin_send(c, a, cmd, &rp);
+    int sent = slotctl_admin_send(c, a, cmd, SLOTD_CLIENT_OK, &rp);
     if (sent != SLOTCTL_EXIT_OK)
         return sent;
     int code = transfer_leader_report(c, a, rp);
@@ -535,15 +535,12 @@ int slotctl_feature_run(struct slotd_client *c, const struct slotctl_args *a)
     const char *feature = a->pos[1];
     bool enabled = strcmp(a->pos[2], "on") == 0;
     struct slotd_admin_command *cmd = slotd_admin_command_create(SLOTD_ADMIN_SET_FEATURE);
-    if (cmd) {
+    int built =
+        cmd ? slotd_admin_command_set_feature(cmd, feature, enabled) : SLOTD_CLIENT_ENOMEM;
+    if (cmd)
         slotd_admin_command_set_expected_revision(cmd, a->expected_revision);
-        if (slotd_admin_command_set_feature(cmd, feature, enabled) != SLOTD_CLIENT_OK) {
-            slotd_admin_command_destroy(cmd);
-            cmd = NULL;
-        }
-    }
     struct slotd_admin_result *rp;
-    int code = slotctl_admin_send(c, a, cmd, &rp);
+    int code = slotctl_admin_send(c, a, cmd, built, &rp);
     if (code != SLOTCTL_EXIT_OK)
         return code;
     const struct slotd_admin_result *r = rp;

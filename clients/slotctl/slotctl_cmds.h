@@ -34,11 +34,13 @@ int slotctl_error_report(const struct slotctl_args *a, int rc, const struct slot
 int slotctl_error_report_text(const struct slotctl_args *a, int rc, const char *message,
                               const struct slotd_error *e);
 
-/* c, a: borrowed for the call; cmd: ownership transfers (NULL: out of memory). Sends the admin
+/* c, a: borrowed for the call; cmd: ownership transfers (NULL: out of memory); built: the
+ * result of the setters that can fail (a failure is reported, nothing is sent). Sends the admin
  * command; SLOTCTL_EXIT_OK with *out (caller frees with slotd_admin_result_destroy()), or the
  * exit code of the failure, reported. */
 int slotctl_admin_send(struct slotd_client *c, const struct slotctl_args *a,
-                       struct slotd_admin_command *cmd, struct slotd_admin_result **out);
+                       struct slotd_admin_command *cmd, int built,
+                       struct slotd_admin_result **out);
 
 /* e: borrowed for the call. A failed call's gRPC status and ErrorDetail as a JSON object
  * (grpc_status, address, detail); caller owns it. */
