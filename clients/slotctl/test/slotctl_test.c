@@ -892,6 +892,7 @@ static void test_status_table(void)
                     "\n"
                     "no endpoint answered (1 asked)\n");
     free(got);
+    slotctl_status_rows_clear(rows, n);
 }
 
 static void test_status_judge(void)
