@@ -57,7 +57,7 @@ struct target {
     uint64_t leader; /* observed; 0 = unknown */
     uint64_t term;
     char leader_address[128];
-    uint64_t ask; /* no leader known: a voter to ask (it names its leader), 0 = none */
+    uint64_t ask;         /* no leader known: a voter to ask (it names its leader), 0 = none */
     uint64_t silent_term; /* no leader known: the term whose leader went silent here */
 };
 
@@ -451,11 +451,15 @@ static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
         goto fail;
     bool local = r->consistency == SLOTD__V1__CONSISTENCY__CONSISTENCY_LOCAL;
     bool no_forward = r->no_forward;
-    /* A client's range page (forwarding allowed) is merged from the next runs' group pages,
-     * asked at once; those come back here as local calls and are served one group each. */
-    if (r->query_case == SLOTD__V1__READ_REQUEST__QUERY_RANGE && !no_forward &&
-        !r->range->count_only && !rpc_call_is_local(call)) {
-        if (node_range_fanout(api, call, r, &err) != 0)
+    /* A client's range page or spanning listing page (forwarding allowed) is merged from the
+     * next runs' group pages, asked at once; those come back here as local calls and are served
+     * one group each. */
+    bool range = r->query_case == SLOTD__V1__READ_REQUEST__QUERY_RANGE;
+    if (!no_forward && !rpc_call_is_local(call) &&
+        ((range && !r->range->count_only) || (!range && slot_list_spans(r)))) {
+        /* (a spanning listing is routed by its cursor's hash slot: t.hash_slot) */
+        if ((range ? node_range_fanout(api, call, r, &err)
+                   : node_list_fanout(api, call, r, t.hash_slot, &err)) != 0)
             goto fail;
         node_caller_release(&caller);
         slotd__v1__read_request__free_unpacked(r, NULL);

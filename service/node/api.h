@@ -31,8 +31,9 @@ struct node_api {
     struct node_watch *watch; /* watch.c: Metadata/Watch streams (node_watch_register) */
 };
 
-/* Runs of hash slots (parts) one range page asks at once: at most this many group pages of at
- * most SLOT_RANGE_PAGE_BYTES each are held while a page is merged. */
+/* Runs of hash slots (parts) one range or spanning listing page asks at once: at most this many
+ * group pages of at most SLOT_RANGE_PAGE_BYTES (SLOT_LIST_PAGE_BYTES) each are held while a page
+ * is merged. */
 #define NODE_RANGE_FANOUT_RUNS 8
 
 /* range.c: serves the validated, authorized range query r (not count_only) of call as one page
@@ -43,6 +44,11 @@ struct node_api {
  * answer). Returns 0 (the call is or will be answered) or -1 with err. */
 int node_range_fanout(struct node_api *api, struct rpc_call *call, const Slotd__V1__ReadRequest *r,
                       struct slotd_error *err);
+/* range.c: the same for a validated, authorized typed listing that spans hash slots
+ * (slot_list_spans), from hash slot `first` (its cursor's), up to the query's limit and
+ * SLOT_LIST_PAGE_BYTES. */
+int node_list_fanout(struct node_api *api, struct rpc_call *call, const Slotd__V1__ReadRequest *r,
+                     uint16_t first, struct slotd_error *err);
 
 /* Metadata/Watch on the client port and Peer/WatchPoll on the peer port, and the thread that
  * drives the streams (node_api_register calls it). */

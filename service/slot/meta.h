@@ -116,12 +116,34 @@ int slot__store_flag_get(struct store *st, const struct slot__key *k, bool *pres
  * the last row returned. Returns 0 when c is empty or well formed, else -1. */
 int slot__cursor_check(const ProtobufCBinaryData *c);
 
-/* Visits rows under prefix p after the cursor (borrowed), at most limit; cb gets the key suffix
- * and value (borrowed for the call) and returns 0 or an error that stops the scan. On success
- * *next is the cursor of the last visited row when more rows follow (caller frees with free()),
- * else NULL. */
+/* A scan callback gets a row's key suffix and value (borrowed for the call) and returns 0 (the
+ * row was listed), SLOT__SCAN_SKIP (filtered out) or a store error that stops the scan. */
+#define SLOT__SCAN_SKIP (-1)
 typedef int (*slot__scan_cb)(void *ctx, const uint8_t *suffix, size_t sl, const uint8_t *val,
                              size_t vl);
+
+/* One page being scanned: its bounds (limit entries, SLOT_LIST_PAGE_BYTES of key suffix and
+ * value bytes, SLOT_LIST_SCAN_ROWS_MAX rows visited) and where it stands. */
+struct slot__page {
+    uint32_t limit;
+    uint32_t n;        /* rows listed; invariant: n <= limit */
+    size_t bytes;      /* their key suffix and value bytes */
+    uint32_t examined; /* rows visited, listed or skipped; invariant: <= SLOT_LIST_SCAN_ROWS_MAX */
+    bool full;         /* stopped by a bound with a row left after `last` */
+    uint8_t last[STORE_FSM_KEY_MAX]; /* key suffix of the last row consumed (empty: none) */
+    size_t last_len;
+};
+
+/* Visits the rows under prefix p after pg->last (empty: from the first), below end (NULL: to
+ * the prefix's end), into pg until a bound stops it (pg->full) or the rows end. */
+int slot__scan_page(struct store *st, const struct slot__key *p, const struct slot__key *end,
+                    struct slot__page *pg, slot__scan_cb cb, void *ctx);
+/* Visits rows under prefix p (below end, NULL: all of them) after the cursor (borrowed), at
+ * most limit listed, within the page bounds. On success *next is the cursor of the last visited
+ * row when more rows may follow (caller frees with free()), else empty. */
+int slot__scan_until(struct store *st, const struct slot__key *p, const struct slot__key *end,
+                     const ProtobufCBinaryData *cursor, uint32_t limit, slot__scan_cb cb, void *ctx,
+                     ProtobufCBinaryData *next);
 int slot__scan(struct store *st, const struct slot__key *p, const ProtobufCBinaryData *cursor,
                uint32_t limit, slot__scan_cb cb, void *ctx, ProtobufCBinaryData *next);
 
@@ -203,6 +225,7 @@ struct slot__apply {
 struct slot__serve {
     struct store *st;
     uint16_t hs;
+    const uint8_t *owned; /* the group's owned hash slots (NULL: hs alone), for spanning lists */
     unsigned number;
     Slotd__V1__ReadResponse *resp;
     uint8_t *buf; /* on success: the packed response (free()) */
@@ -265,13 +288,17 @@ typedef int (*slot__serve_fn)(struct slot__serve *s, const ProtobufCMessage *que
     X(GET_USER, uid_only, get_user, get_user_result)                                               \
     X(GET_DEVICE, get_device, get_device, get_device_result)                                       \
     X(IS_SYSTEM_UID, uid_only, is_system_uid, is_system_uid_result)                                \
+    X(LIST_DEVICES, list_devices, list_devices, list_devices_result)                               \
+    X(LIST_SYSTEM_UIDS, list_system_uids, list_system_uids, list_system_uids_result)               \
     X(GET_CHANNEL, channel_only, get_channel, get_channel_result)                                  \
     X(LIST_MEMBERS, list_members, list_members, list_members_result)                               \
     X(CHECK_MEMBER, check_member, check_member, check_member_result)                               \
+    X(LIST_CHANNELS, list_channels, list_channels, list_channels_result)                           \
     X(GET_MEMBERSHIP, uid_channel, get_membership, get_membership_result)                          \
     X(LIST_CONVERSATIONS, list_conversations, list_conversations, list_conversations_result)       \
     X(GET_CMD_BINDING, uid_channel, get_cmd_binding, get_cmd_binding_result)                       \
     X(GET_RUNTIME_META, channel_only, get_runtime_meta, get_runtime_meta_result)                   \
+    X(LIST_RUNTIME_META, list_runtime_meta, list_runtime_meta, list_runtime_meta_result)           \
     X(LIST_MIGRATION_TASKS, list_migration_tasks, list_migration_tasks,                            \
       list_migration_tasks_result)                                                                 \
     X(GET_PLUGIN_BINDING, uid_only, get_plugin_binding, get_plugin_binding_result)                 \
@@ -318,6 +345,19 @@ int slot__serve_get(struct slot__serve *s, const struct slot__key *k,
 int slot__serve_list(struct slot__serve *s, const struct slot__key *p,
                      const ProtobufCBinaryData *cursor, uint32_t limit,
                      const ProtobufCMessageDescriptor *d, ProtobufCMessage *result);
+/* A spanning listing's result (meta_span.c): the rows of `table` from the cursor's position (a
+ * slot_list_cursor) through the group's run of owned hash slots, listed by cb (into s->rows of
+ * type d, or s->strs when d is NULL), within the page bounds; next_cursor names where the next
+ * page starts (the next run's first hash slot when this run ended), empty after hash slot 255. */
+int slot__serve_span(struct slot__serve *s, uint8_t table, const ProtobufCBinaryData *cursor,
+                     uint32_t limit, const ProtobufCMessageDescriptor *d, slot__scan_cb cb,
+                     void *ctx, ProtobufCMessage *result);
+/* Lists migration task rows into tf->s->rows, only those of tf->status when it is not 0. */
+struct slot__task_filter {
+    struct slot__serve *s;
+    unsigned status;
+};
+int slot__collect_task(void *ctx, const uint8_t *suffix, size_t sl, const uint8_t *val, size_t vl);
 /* Sets result's repeated field 1 and next_cursor (field 2) to what s collected. */
 void slot__serve_list_result(struct slot__serve *s, ProtobufCMessage *result, bool rows);
 

@@ -492,16 +492,38 @@ int slot__serve_list_migration_tasks(struct slot__serve *s, const ProtobufCMessa
                                      ProtobufCMessage *r)
 {
     const Slotd__V1__ListMigrationTasksQuery *q = (const void *)m;
+    const ProtobufCMessageDescriptor *d = &slotd__v1__channel_migration_task__descriptor;
+    struct slot__task_filter tf = {s, (unsigned)q->status};
+    if (q->channel_id[0] == '\0') /* every channel's: spans hash slots */
+        return slot__serve_span(s, SLOT_TABLE_MIGRATION, &q->cursor, q->limit, d,
+                                slot__collect_task, &tf, r);
     struct slot__key p;
     task_key(&p, s->hs, q->channel_id, q->channel_type, 0);
-    return slot__serve_list(s, &p, &q->cursor, q->limit,
-                            &slotd__v1__channel_migration_task__descriptor, r);
+    uint32_t limit = slot__page(q->limit);
+    int rc = slot__rows_init(&s->rows, d, limit);
+    if (rc == 0)
+        rc = slot__scan(s->st, &p, &q->cursor, limit, slot__collect_task, &tf, &s->next);
+    if (rc == 0)
+        slot__serve_list_result(s, r, true);
+    return rc;
 }
 
 int slot__serve_list_events(struct slot__serve *s, const ProtobufCMessage *m, ProtobufCMessage *r)
 {
     const Slotd__V1__ListEventsQuery *q = (const void *)m;
-    struct slot__key p;
+    struct slot__key p, end;
     event_key(&p, s->hs, q->channel_id, q->channel_type, 0);
-    return slot__serve_list(s, &p, &q->cursor, q->limit, &slotd__v1__channel_event__descriptor, r);
+    if (q->after_seq == 0)
+        return slot__serve_list(s, &p, &q->cursor, q->limit, &slotd__v1__channel_event__descriptor,
+                                r);
+    /* Newest first, the events after after_seq: the keys below after_seq's own ([~seq]). */
+    event_key(&end, s->hs, q->channel_id, q->channel_type, q->after_seq);
+    uint32_t limit = slot__page(q->limit);
+    int rc = slot__rows_init(&s->rows, &slotd__v1__channel_event__descriptor, limit);
+    if (rc == 0)
+        rc = slot__scan_until(s->st, &p, &end, &q->cursor, limit, slot__collect_row, &s->rows,
+                              &s->next);
+    if (rc == 0)
+        slot__serve_list_result(s, r, true);
+    return rc;
 }

@@ -348,55 +348,81 @@ static void prefix_end(const struct slot__key *p, struct slot__key *end)
     end->b[end->n - 1]++;
 }
 
-int slot__scan(struct store *st, const struct slot__key *p, const ProtobufCBinaryData *cursor,
-               uint32_t limit, slot__scan_cb cb, void *ctx, ProtobufCBinaryData *next)
+int slot__scan_page(struct store *st, const struct slot__key *p, const struct slot__key *end,
+                    struct slot__page *pg, slot__scan_cb cb, void *ctx)
 {
     struct slot__key lo = *p, hi;
-    next->data = NULL;
-    next->len = 0;
-    if (cursor->len > CURSOR_HEADER) {
-        size_t sl = cursor->len - CURSOR_HEADER;
-        if (lo.n + sl + 1 > sizeof(lo.b))
+    if (pg->last_len > 0) {
+        if (lo.n + pg->last_len + 1 > sizeof(lo.b))
             return STORE_EINVAL;
-        memcpy(lo.b + lo.n, cursor->data + CURSOR_HEADER, sl);
-        lo.n += sl;
-        lo.b[lo.n++] = 0; /* the smallest key after the cursor's row */
+        memcpy(lo.b + lo.n, pg->last, pg->last_len);
+        lo.n += pg->last_len;
+        lo.b[lo.n++] = 0; /* the smallest key after the last row consumed */
     }
-    prefix_end(p, &hi);
+    if (end != NULL)
+        hi = *end;
+    else
+        prefix_end(p, &hi);
     struct store_iter *it;
     int rc = store_fsm_iter_new(st, lo.b, lo.n, hi.b, hi.n, &it);
     if (rc != 0)
         return rc;
-    uint32_t seen = 0;
-    uint8_t last[STORE_FSM_KEY_MAX]; /* a copy: iterator keys die at the next step */
-    size_t last_len = 0;
     for (; rc == 0 && store_iter_valid(it); store_iter_next(it)) {
         size_t kl, vl;
         const uint8_t *k = store_iter_key(it, &kl);
         const uint8_t *v = store_iter_value(it, &vl);
         if (kl < p->n || memcmp(k, p->b, p->n) != 0)
             break;
-        if (seen == limit) {
-            rc = cursor_make(last, last_len, next);
+        size_t sl = kl - p->n, cost = sl + vl;
+        if (sl > sizeof(pg->last)) {
+            rc = STORE_ECORRUPT;
             break;
         }
-        rc = cb(ctx, k + p->n, kl - p->n, v, vl);
-        seen++;
-        last_len = kl - p->n;
-        if (last_len > sizeof(last))
-            rc = STORE_ECORRUPT;
-        else
-            memcpy(last, k + p->n, last_len);
+        if (pg->n == pg->limit || (pg->n > 0 && pg->bytes + cost > SLOT_LIST_PAGE_BYTES) ||
+            pg->examined == SLOT_LIST_SCAN_ROWS_MAX) {
+            pg->full = true; /* a row remains after pg->last */
+            break;
+        }
+        rc = cb(ctx, k + p->n, sl, v, vl);
+        pg->examined++;
+        if (rc == SLOT__SCAN_SKIP) {
+            rc = 0;
+        } else if (rc == 0) {
+            pg->n++;
+            pg->bytes += cost;
+        }
+        memcpy(pg->last, k + p->n, sl);
+        pg->last_len = sl;
     }
     if (rc == 0)
         rc = store_iter_status(it);
     store_iter_free(it);
-    if (rc != 0) {
-        free(next->data);
-        next->data = NULL;
-        next->len = 0;
-    }
     return rc;
+}
+
+int slot__scan_until(struct store *st, const struct slot__key *p, const struct slot__key *end,
+                     const ProtobufCBinaryData *cursor, uint32_t limit, slot__scan_cb cb, void *ctx,
+                     ProtobufCBinaryData *next)
+{
+    struct slot__page pg = {.limit = limit};
+    next->data = NULL;
+    next->len = 0;
+    if (cursor->len > CURSOR_HEADER) {
+        pg.last_len = cursor->len - CURSOR_HEADER;
+        if (pg.last_len > sizeof(pg.last))
+            return STORE_EINVAL;
+        memcpy(pg.last, cursor->data + CURSOR_HEADER, pg.last_len);
+    }
+    int rc = slot__scan_page(st, p, end, &pg, cb, ctx);
+    if (rc == 0 && pg.full) /* (a full page consumed a row: pg.last is set) */
+        rc = cursor_make(pg.last, pg.last_len, next);
+    return rc;
+}
+
+int slot__scan(struct store *st, const struct slot__key *p, const ProtobufCBinaryData *cursor,
+               uint32_t limit, slot__scan_cb cb, void *ctx, ProtobufCBinaryData *next)
+{
+    return slot__scan_until(st, p, NULL, cursor, limit, cb, ctx, next);
 }
 
 /* ---- rejections ---- */

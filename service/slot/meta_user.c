@@ -262,3 +262,12 @@ int slot__serve_list_plugin_users(struct slot__serve *s, const ProtobufCMessage 
     plugin_user_key(&p, (uint16_t)q->hash_slot, q->plugin_no, NULL);
     return slot__serve_list(s, &p, &q->cursor, q->limit, NULL, r);
 }
+
+int slot__serve_list_devices(struct slot__serve *s, const ProtobufCMessage *m, ProtobufCMessage *r)
+{
+    const Slotd__V1__ListDevicesQuery *q = (const void *)m;
+    struct slot__key p;
+    slot__key_init(&p, s->hs, SLOT_TABLE_DEVICE);
+    slot__key_str(&p, q->uid);
+    return slot__serve_list(s, &p, &q->cursor, q->limit, &slotd__v1__device__descriptor, r);
+}

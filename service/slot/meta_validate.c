@@ -442,14 +442,74 @@ int slot__v_list_conversations(struct slot__vctx *v, const ProtobufCMessage *m,
     return 0;
 }
 
+/* A listing that spans hash slots: its cursor (a spanning one) names the hash slot it is
+ * routed by (v->keybuf holds a key of that hash slot). */
+static int v_span(struct slot__vctx *v, const ProtobufCBinaryData *cursor, uint32_t limit,
+                  ProtobufCBinaryData *key)
+{
+    uint16_t hs;
+    const uint8_t *suffix;
+    size_t sl;
+    char field[64];
+    if (slot_list_cursor_decode(cursor, &hs, &suffix, &sl) != 0) {
+        snprintf(field, sizeof(field), "%s.cursor", v->root);
+        slotd_error_field(v->err, field, 0, "%s: not a cursor this server returned", field);
+        return -1;
+    }
+    if (v_max(v, "limit", limit, 0, SLOT_PAGE_MAX))
+        return -1;
+    slot__hash_slot_key(hs, v->keybuf);
+    routing_str(key, v->keybuf);
+    return 0;
+}
+
 int slot__v_list_migration_tasks(struct slot__vctx *v, const ProtobufCMessage *m,
                                  ProtobufCBinaryData *key)
 {
     const Slotd__V1__ListMigrationTasksQuery *q = (const void *)m;
+    if (v_max(v, "status", (uint64_t)(unsigned)q->status, 0,
+              SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_FAILED))
+        return -1;
+    if (q->channel_id[0] == '\0') /* every channel's tasks */
+        return v_max(v, "channel_type", q->channel_type, 0, 0)
+                   ? -1
+                   : v_span(v, &q->cursor, q->limit, key);
     if (v_channel_ref(v, "", q->channel_id, q->channel_type) || v_page(v, &q->cursor, q->limit))
         return -1;
     routing_str(key, q->channel_id);
     return 0;
+}
+
+int slot__v_list_devices(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__ListDevicesQuery *q = (const void *)m;
+    if (v_uid(v, "uid", q->uid) || v_page(v, &q->cursor, q->limit))
+        return -1;
+    routing_str(key, q->uid);
+    return 0;
+}
+
+int slot__v_list_system_uids(struct slot__vctx *v, const ProtobufCMessage *m,
+                             ProtobufCBinaryData *key)
+{
+    const Slotd__V1__ListSystemUidsQuery *q = (const void *)m;
+    return v_span(v, &q->cursor, q->limit, key);
+}
+
+int slot__v_list_channels(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)
+{
+    const Slotd__V1__ListChannelsQuery *q = (const void *)m;
+    if (v_str(v, "id_prefix", q->id_prefix, 0, SLOT_CHANNEL_ID_MAX) ||
+        v_max(v, "channel_type", q->channel_type, 0, SLOT_SMALL_INT_MAX))
+        return -1;
+    return v_span(v, &q->cursor, q->limit, key);
+}
+
+int slot__v_list_runtime_meta(struct slot__vctx *v, const ProtobufCMessage *m,
+                              ProtobufCBinaryData *key)
+{
+    const Slotd__V1__ListRuntimeMetaQuery *q = (const void *)m;
+    return v_span(v, &q->cursor, q->limit, key);
 }
 
 int slot__v_list_events(struct slot__vctx *v, const ProtobufCMessage *m, ProtobufCBinaryData *key)

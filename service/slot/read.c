@@ -5,17 +5,21 @@
 #include "service/slot/slot.h"
 
 /* Serves a typed query (validated again: the request was re-decoded). */
-static int serve_typed(struct store *store, uint16_t hash_slot, const Slotd__V1__ReadRequest *r,
-                       Slotd__V1__ReadResponse *resp, uint8_t **out, size_t *out_len,
-                       struct slotd_error *err)
+static int serve_typed(struct store *store, const uint8_t *owned, uint16_t hash_slot,
+                       const Slotd__V1__ReadRequest *r, Slotd__V1__ReadResponse *resp,
+                       uint8_t **out, size_t *out_len, struct slotd_error *err)
 {
     const ProtobufCMessage *q = slot__oneof_get(&r->base, r->query_case);
     ProtobufCBinaryData key;
     char keybuf[32];
     if (slot__meta_validate_query(r->query_case, q, &key, keybuf, err) != 0)
         return -1;
-    struct slot__serve s = {
-        .st = store, .hs = hash_slot, .number = r->query_case, .resp = resp, .err = err};
+    struct slot__serve s = {.st = store,
+                            .hs = hash_slot,
+                            .owned = owned,
+                            .number = r->query_case,
+                            .resp = resp,
+                            .err = err};
     int rc = slot__meta_serve(&s, q);
     if (rc != 0) {
         free(s.buf);
@@ -68,7 +72,7 @@ int slot_serve_read(struct store *store, const uint8_t *owned, uint16_t hash_slo
     void *value = NULL;
     int rc;
     if (slot__meta_is_query(r->query_case)) {
-        rc = serve_typed(store, hash_slot, r, &resp, out, out_len, err);
+        rc = serve_typed(store, owned, hash_slot, r, &resp, out, out_len, err);
         slotd__v1__read_request__free_unpacked(r, NULL);
         return rc;
     }

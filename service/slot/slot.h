@@ -41,11 +41,13 @@
 #define SLOT_BATCH_BYTES_MAX (64u * 1024u) /* summed uid bytes per such command */
 #define SLOT_PAGE_MAX 1000u                /* list limit */
 #define SLOT_PAGE_DEFAULT 100u             /* list limit 0 */
+#define SLOT_LIST_PAGE_BYTES (1u << 20)    /* key and value bytes of the rows of one list page */
+#define SLOT_LIST_SCAN_ROWS_MAX 10000u     /* rows one group visits (listed or not) for a page */
 #define SLOT_EVENT_CAPACITY_MAX 1000u
 #define SLOT_EVENT_CAPACITY_DEFAULT 100u
 #define SLOT_EVENT_PAYLOAD_MAX 4096u
 #define SLOT_DELETE_ROWS_MAX 10000u /* rows one delete_user / delete_channel entry deletes */
-#define SLOT_REPLICAS_MAX 16u /* replicas and isr of a channel's runtime meta */
+#define SLOT_REPLICAS_MAX 16u       /* replicas and isr of a channel's runtime meta */
 
 /* FSM tables under [hash_slot u16][table u8] (store/FORMAT.md). */
 enum slot_table {
@@ -273,7 +275,8 @@ int slot_encode_lease_expire(uint64_t id, uint64_t refreshed_index, uint8_t **bu
 int slot_validate_range(const Slotd__V1__RangeQuery *q, uint16_t *hash_slot,
                         struct slotd_error *err);
 /* Decodes q's cursor: its hash slot and last key (borrowed from q; empty = the hash slot's first
- * key). An empty cursor is hash slot 0. Returns 0, or -1 when malformed or made for other bounds. */
+ * key). An empty cursor is hash slot 0. Returns 0, or -1 when malformed or made for other bounds.
+ */
 int slot_range_cursor_decode(const Slotd__V1__RangeQuery *q, uint16_t *hash_slot,
                              ProtobufCBinaryData *last);
 /* The cursor (out->data malloc'ed; free()) that continues q's bounds (q->cursor unused) in hash
@@ -287,14 +290,32 @@ int slot_serve_range(struct store *st, const uint8_t owned[32], uint16_t hash_sl
                      struct slotd_error *err);
 void slot_range_result_free(Slotd__V1__RangeResult *res);
 
+/* ---- Typed listings that span hash slots (meta_span.c). ---- */
+
+/* Whether the (validated) query of r lists rows of every hash slot: list_system_uids,
+ * list_channels, list_runtime_meta, list_migration_tasks without channel_id. The node merges
+ * such a page from the groups of the next runs of hash slots. */
+bool slot_list_spans(const Slotd__V1__ReadRequest *r);
+/* A spanning listing's cursor: [2][crc32 u32][hash slot u16][key suffix of the last row]. An
+ * empty cursor is hash slot 0's first row. Returns 0 (*suffix borrowed from c) or -1. */
+int slot_list_cursor_decode(const ProtobufCBinaryData *c, uint16_t *hs, const uint8_t **suffix,
+                            size_t *sl);
+/* The cursor at hash slot hs after key suffix (sl bytes; 0 = from hs's first row); out->data is
+ * malloc'ed (free()). Returns 0 or STORE_ENOMEM. */
+int slot_list_cursor_make(uint16_t hs, const uint8_t *suffix, size_t sl, ProtobufCBinaryData *out);
+/* The cursor right after `entry` (borrowed: a uid string of list_system_uids, else the listed
+ * message) of spanning listing query_case. Returns 0, STORE_ENOMEM or STORE_EINVAL. */
+int slot_list_entry_cursor(unsigned query_case, const void *entry, ProtobufCBinaryData *out);
+
 /* ---- Reads (read.c). ---- */
 
 /* Serves a packed, validated ReadRequest (borrowed for the call) against the applied state of
  * `group` at hash slot hash_slot; a range query scans on through the run of hash slots set in
- * owned (the group's owned bitmap, NULL = hash_slot alone). On success *out is a packed ReadResponse carrying group,
- * applied_index and term (caller frees with free()); on error err is filled. */
+ * owned (the group's owned bitmap, NULL = hash_slot alone). On success *out is a packed
+ * ReadResponse carrying group, applied_index and term (caller frees with free()); on error err is
+ * filled. */
 int slot_serve_read(struct store *store, const uint8_t *owned, uint16_t hash_slot,
-                    const uint8_t *req, size_t len, uint32_t group, uint64_t applied_index, uint64_t term, uint8_t **out,
-                    size_t *out_len, struct slotd_error *err);
+                    const uint8_t *req, size_t len, uint32_t group, uint64_t applied_index,
+                    uint64_t term, uint8_t **out, size_t *out_len, struct slotd_error *err);
 
 #endif /* SLOTD_SLOT_H */

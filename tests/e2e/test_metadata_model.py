@@ -149,6 +149,99 @@ class MetadataModelTest(h.SlotdTestCase):
                                                                          channel_type=GROUP)),
             grpc.StatusCode.NOT_FOUND, pb.ERROR_CODE_NOT_FOUND)
 
+    def test_listings_page_across_groups(self):
+        """Listings page with cursors on every node: one owner's rows from its group, spanning
+        listings merged from every group in hash-slot order; bad input names field and limit."""
+        stub = self.cluster.stub(1)
+        route = self.cluster.wait_leaders()
+        for flag in (3, 1, 2):
+            propose(stub, put_device=pb.PutDeviceCommand(device=pb.Device(
+                uid="lst-user", device_flag=flag, token="t%d" % flag)))
+        for i in range(24):
+            propose(stub, set_system_uid=pb.SetSystemUidCommand(uid="lst-sys-%02d" % i,
+                                                                system=True))
+            propose(stub, create_channel=pb.CreateChannelCommand(
+                channel_id="lst-ch-%02d" % i, channel_type=GROUP if i % 2 else PERSON))
+            propose(stub, update_runtime_meta=pb.UpdateRuntimeMetaCommand(
+                channel_id="lst-ch-%02d" % i, channel_type=GROUP if i % 2 else PERSON,
+                meta=pb.ChannelRuntimeMeta(leader=901 if i % 3 == 0 else 902,
+                                           replicas=[901, 902])))
+            propose(stub, put_migration_task=pb.PutMigrationTaskCommand(task=pb.ChannelMigrationTask(
+                channel_id="lst-ch-%02d" % i, channel_type=GROUP if i % 2 else PERSON, task_id=1,
+                source_node=901, target_node=902,
+                status=pb.MIGRATION_STATUS_RUNNING if i % 4 == 0 else pb.MIGRATION_STATUS_DONE)))
+        propose(stub, create_channel=pb.CreateChannelCommand(channel_id="lst-ev", channel_type=GROUP))
+        for i in range(1, 8):
+            propose(stub, append_event=pb.AppendEventCommand(
+                channel_id="lst-ev", channel_type=GROUP, message_seq=i, event_type="m"))
+        groups = {route.hash_slot_table[h.hash_slot(("lst-ch-%02d" % i).encode())]
+                  for i in range(24)}
+        self.assertGreater(len(groups), 1)  # the spanning listings cross groups
+
+        def pages(s, field, limit, **q):
+            """(entries, number of pages) of listing `field` through node stub s."""
+            out, cursor, n = [], b"", 0
+            while True:
+                query = getattr(pb, {"list_devices": "ListDevicesQuery",
+                                     "list_system_uids": "ListSystemUidsQuery",
+                                     "list_channels": "ListChannelsQuery",
+                                     "list_runtime_meta": "ListRuntimeMetaQuery",
+                                     "list_migration_tasks": "ListMigrationTasksQuery",
+                                     "list_events": "ListEventsQuery"}[field])
+                r = getattr(read(s, **{field: query(cursor=cursor, limit=limit, **q)}), field)
+                entries = list(getattr(r, r.DESCRIPTOR.fields_by_number[1].name))
+                self.assertLessEqual(len(entries), limit)
+                out += entries
+                n += 1
+                cursor = r.next_cursor
+                if not cursor:
+                    return out, n
+
+        def slot_of(channel_id):
+            return h.hash_slot(channel_id.encode())
+
+        for s in self.live_stubs():
+            devices, n = pages(s, "list_devices", 2, uid="lst-user")
+            self.assertEqual([d.device_flag for d in devices], [1, 2, 3])
+            self.assertEqual(n, 2)
+            uids = [u for u in pages(s, "list_system_uids", 7)[0] if u.startswith("lst-sys-")]
+            self.assertEqual(sorted(uids), ["lst-sys-%02d" % i for i in range(24)])
+            self.assertEqual(uids, sorted(uids, key=lambda u: (slot_of(u), u)))
+            chans, _ = pages(s, "list_channels", 5, id_prefix="lst-ch-", channel_type=GROUP)
+            self.assertEqual(sorted(c.channel_id for c in chans),
+                             ["lst-ch-%02d" % i for i in range(1, 24, 2)])
+            self.assertTrue(all(c.channel_type == GROUP for c in chans))
+            self.assertEqual([slot_of(c.channel_id) for c in chans],
+                             sorted(slot_of(c.channel_id) for c in chans))
+            metas, _ = pages(s, "list_runtime_meta", 3, leader=901)
+            self.assertEqual(sorted(m.channel_id for m in metas if m.channel_id.startswith("lst-")),
+                             ["lst-ch-%02d" % i for i in range(0, 24, 3)])
+            self.assertTrue(all(m.meta.leader == 901 for m in metas))
+            tasks, _ = pages(s, "list_migration_tasks", 2, status=pb.MIGRATION_STATUS_RUNNING)
+            self.assertEqual(sorted(t.channel_id for t in tasks if t.channel_id.startswith("lst-")),
+                             ["lst-ch-%02d" % i for i in range(0, 24, 4)])
+            events, _ = pages(s, "list_events", 2, channel_id="lst-ev", channel_type=GROUP,
+                              after_seq=4)
+            self.assertEqual([e.event_seq for e in events], [7, 6, 5])
+        # Bad input: INVALID_ARGUMENT naming the field and its limit; nothing stored changes.
+        before = pages(stub, "list_channels", 1000, id_prefix="lst-ch-")[0]
+        self.assertRpcError(lambda: read(stub, list_channels=pb.ListChannelsQuery(limit=1001)),
+                            grpc.StatusCode.INVALID_ARGUMENT, pb.ERROR_CODE_INVALID_FIELD,
+                            field="list_channels.limit", limit=1000)
+        self.assertRpcError(lambda: read(stub, list_channels=pb.ListChannelsQuery(channel_type=256)),
+                            grpc.StatusCode.INVALID_ARGUMENT, pb.ERROR_CODE_INVALID_FIELD,
+                            field="list_channels.channel_type", limit=255)
+        other = read(stub, list_devices=pb.ListDevicesQuery(uid="lst-user", limit=1)).list_devices
+        self.assertRpcError(  # one owner's cursor is no spanning listing's
+            lambda: read(stub, list_system_uids=pb.ListSystemUidsQuery(cursor=other.next_cursor)),
+            grpc.StatusCode.INVALID_ARGUMENT, pb.ERROR_CODE_INVALID_FIELD,
+            field="list_system_uids.cursor")
+        self.assertRpcError(
+            lambda: read(stub, list_migration_tasks=pb.ListMigrationTasksQuery(status=9)),
+            grpc.StatusCode.INVALID_ARGUMENT, pb.ERROR_CODE_INVALID_FIELD,
+            field="list_migration_tasks.status", limit=4)
+        self.assertEqual(pages(stub, "list_channels", 1000, id_prefix="lst-ch-")[0], before)
+
     def test_stale_fences_refused(self):
         stub = self.cluster.stub(3)
         ch = "fence-room"

@@ -4102,6 +4102,186 @@ void   slotd__v1__is_system_uid_result__free_unpacked
   assert(message->base.descriptor == &slotd__v1__is_system_uid_result__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__v1__list_devices_query__init
+                     (Slotd__V1__ListDevicesQuery         *message)
+{
+  static const Slotd__V1__ListDevicesQuery init_value = SLOTD__V1__LIST_DEVICES_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_devices_query__get_packed_size
+                     (const Slotd__V1__ListDevicesQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_devices_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_devices_query__pack
+                     (const Slotd__V1__ListDevicesQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_devices_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_devices_query__pack_to_buffer
+                     (const Slotd__V1__ListDevicesQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_devices_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListDevicesQuery *
+       slotd__v1__list_devices_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListDevicesQuery *)
+     protobuf_c_message_unpack (&slotd__v1__list_devices_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_devices_query__free_unpacked
+                     (Slotd__V1__ListDevicesQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_devices_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_devices_result__init
+                     (Slotd__V1__ListDevicesResult         *message)
+{
+  static const Slotd__V1__ListDevicesResult init_value = SLOTD__V1__LIST_DEVICES_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_devices_result__get_packed_size
+                     (const Slotd__V1__ListDevicesResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_devices_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_devices_result__pack
+                     (const Slotd__V1__ListDevicesResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_devices_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_devices_result__pack_to_buffer
+                     (const Slotd__V1__ListDevicesResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_devices_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListDevicesResult *
+       slotd__v1__list_devices_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListDevicesResult *)
+     protobuf_c_message_unpack (&slotd__v1__list_devices_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_devices_result__free_unpacked
+                     (Slotd__V1__ListDevicesResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_devices_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_system_uids_query__init
+                     (Slotd__V1__ListSystemUidsQuery         *message)
+{
+  static const Slotd__V1__ListSystemUidsQuery init_value = SLOTD__V1__LIST_SYSTEM_UIDS_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_system_uids_query__get_packed_size
+                     (const Slotd__V1__ListSystemUidsQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_system_uids_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_system_uids_query__pack
+                     (const Slotd__V1__ListSystemUidsQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_system_uids_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_system_uids_query__pack_to_buffer
+                     (const Slotd__V1__ListSystemUidsQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_system_uids_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListSystemUidsQuery *
+       slotd__v1__list_system_uids_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListSystemUidsQuery *)
+     protobuf_c_message_unpack (&slotd__v1__list_system_uids_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_system_uids_query__free_unpacked
+                     (Slotd__V1__ListSystemUidsQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_system_uids_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_system_uids_result__init
+                     (Slotd__V1__ListSystemUidsResult         *message)
+{
+  static const Slotd__V1__ListSystemUidsResult init_value = SLOTD__V1__LIST_SYSTEM_UIDS_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_system_uids_result__get_packed_size
+                     (const Slotd__V1__ListSystemUidsResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_system_uids_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_system_uids_result__pack
+                     (const Slotd__V1__ListSystemUidsResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_system_uids_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_system_uids_result__pack_to_buffer
+                     (const Slotd__V1__ListSystemUidsResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_system_uids_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListSystemUidsResult *
+       slotd__v1__list_system_uids_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListSystemUidsResult *)
+     protobuf_c_message_unpack (&slotd__v1__list_system_uids_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_system_uids_result__free_unpacked
+                     (Slotd__V1__ListSystemUidsResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_system_uids_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__v1__get_channel_query__init
                      (Slotd__V1__GetChannelQuery         *message)
 {
@@ -4370,6 +4550,96 @@ void   slotd__v1__check_member_result__free_unpacked
   if(!message)
     return;
   assert(message->base.descriptor == &slotd__v1__check_member_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_channels_query__init
+                     (Slotd__V1__ListChannelsQuery         *message)
+{
+  static const Slotd__V1__ListChannelsQuery init_value = SLOTD__V1__LIST_CHANNELS_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_channels_query__get_packed_size
+                     (const Slotd__V1__ListChannelsQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_channels_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_channels_query__pack
+                     (const Slotd__V1__ListChannelsQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_channels_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_channels_query__pack_to_buffer
+                     (const Slotd__V1__ListChannelsQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_channels_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListChannelsQuery *
+       slotd__v1__list_channels_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListChannelsQuery *)
+     protobuf_c_message_unpack (&slotd__v1__list_channels_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_channels_query__free_unpacked
+                     (Slotd__V1__ListChannelsQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_channels_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_channels_result__init
+                     (Slotd__V1__ListChannelsResult         *message)
+{
+  static const Slotd__V1__ListChannelsResult init_value = SLOTD__V1__LIST_CHANNELS_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_channels_result__get_packed_size
+                     (const Slotd__V1__ListChannelsResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_channels_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_channels_result__pack
+                     (const Slotd__V1__ListChannelsResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_channels_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_channels_result__pack_to_buffer
+                     (const Slotd__V1__ListChannelsResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_channels_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListChannelsResult *
+       slotd__v1__list_channels_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListChannelsResult *)
+     protobuf_c_message_unpack (&slotd__v1__list_channels_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_channels_result__free_unpacked
+                     (Slotd__V1__ListChannelsResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_channels_result__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
 void   slotd__v1__get_membership_query__init
@@ -4730,6 +5000,141 @@ void   slotd__v1__get_runtime_meta_result__free_unpacked
   if(!message)
     return;
   assert(message->base.descriptor == &slotd__v1__get_runtime_meta_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_runtime_meta_query__init
+                     (Slotd__V1__ListRuntimeMetaQuery         *message)
+{
+  static const Slotd__V1__ListRuntimeMetaQuery init_value = SLOTD__V1__LIST_RUNTIME_META_QUERY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_runtime_meta_query__get_packed_size
+                     (const Slotd__V1__ListRuntimeMetaQuery *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_runtime_meta_query__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_runtime_meta_query__pack
+                     (const Slotd__V1__ListRuntimeMetaQuery *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_runtime_meta_query__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_runtime_meta_query__pack_to_buffer
+                     (const Slotd__V1__ListRuntimeMetaQuery *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_runtime_meta_query__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListRuntimeMetaQuery *
+       slotd__v1__list_runtime_meta_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListRuntimeMetaQuery *)
+     protobuf_c_message_unpack (&slotd__v1__list_runtime_meta_query__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_runtime_meta_query__free_unpacked
+                     (Slotd__V1__ListRuntimeMetaQuery *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_runtime_meta_query__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__runtime_meta_entry__init
+                     (Slotd__V1__RuntimeMetaEntry         *message)
+{
+  static const Slotd__V1__RuntimeMetaEntry init_value = SLOTD__V1__RUNTIME_META_ENTRY__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__runtime_meta_entry__get_packed_size
+                     (const Slotd__V1__RuntimeMetaEntry *message)
+{
+  assert(message->base.descriptor == &slotd__v1__runtime_meta_entry__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__runtime_meta_entry__pack
+                     (const Slotd__V1__RuntimeMetaEntry *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__runtime_meta_entry__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__runtime_meta_entry__pack_to_buffer
+                     (const Slotd__V1__RuntimeMetaEntry *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__runtime_meta_entry__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__RuntimeMetaEntry *
+       slotd__v1__runtime_meta_entry__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__RuntimeMetaEntry *)
+     protobuf_c_message_unpack (&slotd__v1__runtime_meta_entry__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__runtime_meta_entry__free_unpacked
+                     (Slotd__V1__RuntimeMetaEntry *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__runtime_meta_entry__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__list_runtime_meta_result__init
+                     (Slotd__V1__ListRuntimeMetaResult         *message)
+{
+  static const Slotd__V1__ListRuntimeMetaResult init_value = SLOTD__V1__LIST_RUNTIME_META_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__list_runtime_meta_result__get_packed_size
+                     (const Slotd__V1__ListRuntimeMetaResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__list_runtime_meta_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__list_runtime_meta_result__pack
+                     (const Slotd__V1__ListRuntimeMetaResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__list_runtime_meta_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__list_runtime_meta_result__pack_to_buffer
+                     (const Slotd__V1__ListRuntimeMetaResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__list_runtime_meta_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ListRuntimeMetaResult *
+       slotd__v1__list_runtime_meta_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ListRuntimeMetaResult *)
+     protobuf_c_message_unpack (&slotd__v1__list_runtime_meta_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__list_runtime_meta_result__free_unpacked
+                     (Slotd__V1__ListRuntimeMetaResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__list_runtime_meta_result__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
 void   slotd__v1__list_migration_tasks_query__init
@@ -7342,7 +7747,7 @@ const ProtobufCMessageDescriptor slotd__v1__txn_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__txn_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__read_request__field_descriptors[19] =
+static const ProtobufCFieldDescriptor slotd__v1__read_request__field_descriptors[23] =
 {
   {
     "consistency",
@@ -7441,6 +7846,30 @@ static const ProtobufCFieldDescriptor slotd__v1__read_request__field_descriptors
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "list_devices",
+    23,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, list_devices),
+    &slotd__v1__list_devices_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_system_uids",
+    24,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, list_system_uids),
+    &slotd__v1__list_system_uids_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "get_channel",
     30,
     PROTOBUF_C_LABEL_NONE,
@@ -7472,6 +7901,18 @@ static const ProtobufCFieldDescriptor slotd__v1__read_request__field_descriptors
     offsetof(Slotd__V1__ReadRequest, query_case),
     offsetof(Slotd__V1__ReadRequest, check_member),
     &slotd__v1__check_member_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_channels",
+    33,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, list_channels),
+    &slotd__v1__list_channels_query__descriptor,
     NULL,
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -7520,6 +7961,18 @@ static const ProtobufCFieldDescriptor slotd__v1__read_request__field_descriptors
     offsetof(Slotd__V1__ReadRequest, query_case),
     offsetof(Slotd__V1__ReadRequest, get_runtime_meta),
     &slotd__v1__get_runtime_meta_query__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_runtime_meta",
+    53,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadRequest, query_case),
+    offsetof(Slotd__V1__ReadRequest, list_runtime_meta),
+    &slotd__v1__list_runtime_meta_query__descriptor,
     NULL,
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -7574,39 +8027,44 @@ static const ProtobufCFieldDescriptor slotd__v1__read_request__field_descriptors
   },
 };
 static const unsigned slotd__v1__read_request__field_indices_by_name[] = {
-  10,   /* field[10] = check_member */
+  12,   /* field[12] = check_member */
   0,   /* field[0] = consistency */
   3,   /* field[3] = get */
-  8,   /* field[8] = get_channel */
-  13,   /* field[13] = get_cmd_binding */
+  10,   /* field[10] = get_channel */
+  16,   /* field[16] = get_cmd_binding */
   6,   /* field[6] = get_device */
-  11,   /* field[11] = get_membership */
-  16,   /* field[16] = get_plugin_binding */
-  14,   /* field[14] = get_runtime_meta */
+  14,   /* field[14] = get_membership */
+  20,   /* field[20] = get_plugin_binding */
+  17,   /* field[17] = get_runtime_meta */
   5,   /* field[5] = get_user */
   7,   /* field[7] = is_system_uid */
-  12,   /* field[12] = list_conversations */
-  18,   /* field[18] = list_events */
-  9,   /* field[9] = list_members */
-  15,   /* field[15] = list_migration_tasks */
-  17,   /* field[17] = list_plugin_users */
+  13,   /* field[13] = list_channels */
+  15,   /* field[15] = list_conversations */
+  8,   /* field[8] = list_devices */
+  22,   /* field[22] = list_events */
+  11,   /* field[11] = list_members */
+  19,   /* field[19] = list_migration_tasks */
+  21,   /* field[21] = list_plugin_users */
+  18,   /* field[18] = list_runtime_meta */
+  9,   /* field[9] = list_system_uids */
   1,   /* field[1] = min_applied_index */
   2,   /* field[2] = no_forward */
   4,   /* field[4] = range */
 };
-static const ProtobufCIntRange slotd__v1__read_request__number_ranges[10 + 1] =
+static const ProtobufCIntRange slotd__v1__read_request__number_ranges[11 + 1] =
 {
   { 1, 0 },
   { 10, 3 },
   { 20, 5 },
-  { 30, 8 },
-  { 40, 11 },
-  { 45, 13 },
-  { 51, 14 },
-  { 55, 15 },
-  { 60, 16 },
-  { 65, 18 },
-  { 0, 19 }
+  { 30, 10 },
+  { 40, 14 },
+  { 45, 16 },
+  { 51, 17 },
+  { 53, 18 },
+  { 55, 19 },
+  { 60, 20 },
+  { 65, 22 },
+  { 0, 23 }
 };
 const ProtobufCMessageDescriptor slotd__v1__read_request__descriptor =
 {
@@ -7616,10 +8074,10 @@ const ProtobufCMessageDescriptor slotd__v1__read_request__descriptor =
   "Slotd__V1__ReadRequest",
   "slotd.v1",
   sizeof(Slotd__V1__ReadRequest),
-  19,
+  23,
   slotd__v1__read_request__field_descriptors,
   slotd__v1__read_request__field_indices_by_name,
-  10,  slotd__v1__read_request__number_ranges,
+  11,  slotd__v1__read_request__number_ranges,
   (ProtobufCMessageInit) slotd__v1__read_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -7661,7 +8119,7 @@ const ProtobufCMessageDescriptor slotd__v1__get_query__descriptor =
   (ProtobufCMessageInit) slotd__v1__get_query__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__read_response__field_descriptors[19] =
+static const ProtobufCFieldDescriptor slotd__v1__read_response__field_descriptors[23] =
 {
   {
     "applied_index",
@@ -7760,6 +8218,30 @@ static const ProtobufCFieldDescriptor slotd__v1__read_response__field_descriptor
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "list_devices",
+    23,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, list_devices),
+    &slotd__v1__list_devices_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_system_uids",
+    24,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, list_system_uids),
+    &slotd__v1__list_system_uids_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "get_channel",
     30,
     PROTOBUF_C_LABEL_NONE,
@@ -7791,6 +8273,18 @@ static const ProtobufCFieldDescriptor slotd__v1__read_response__field_descriptor
     offsetof(Slotd__V1__ReadResponse, result_case),
     offsetof(Slotd__V1__ReadResponse, check_member),
     &slotd__v1__check_member_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_channels",
+    33,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, list_channels),
+    &slotd__v1__list_channels_result__descriptor,
     NULL,
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -7839,6 +8333,18 @@ static const ProtobufCFieldDescriptor slotd__v1__read_response__field_descriptor
     offsetof(Slotd__V1__ReadResponse, result_case),
     offsetof(Slotd__V1__ReadResponse, get_runtime_meta),
     &slotd__v1__get_runtime_meta_result__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "list_runtime_meta",
+    53,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ReadResponse, result_case),
+    offsetof(Slotd__V1__ReadResponse, list_runtime_meta),
+    &slotd__v1__list_runtime_meta_result__descriptor,
     NULL,
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -7894,38 +8400,43 @@ static const ProtobufCFieldDescriptor slotd__v1__read_response__field_descriptor
 };
 static const unsigned slotd__v1__read_response__field_indices_by_name[] = {
   0,   /* field[0] = applied_index */
-  10,   /* field[10] = check_member */
+  12,   /* field[12] = check_member */
   3,   /* field[3] = get */
-  8,   /* field[8] = get_channel */
-  13,   /* field[13] = get_cmd_binding */
+  10,   /* field[10] = get_channel */
+  16,   /* field[16] = get_cmd_binding */
   6,   /* field[6] = get_device */
-  11,   /* field[11] = get_membership */
-  16,   /* field[16] = get_plugin_binding */
-  14,   /* field[14] = get_runtime_meta */
+  14,   /* field[14] = get_membership */
+  20,   /* field[20] = get_plugin_binding */
+  17,   /* field[17] = get_runtime_meta */
   5,   /* field[5] = get_user */
   1,   /* field[1] = group_id */
   7,   /* field[7] = is_system_uid */
-  12,   /* field[12] = list_conversations */
-  18,   /* field[18] = list_events */
-  9,   /* field[9] = list_members */
-  15,   /* field[15] = list_migration_tasks */
-  17,   /* field[17] = list_plugin_users */
+  13,   /* field[13] = list_channels */
+  15,   /* field[15] = list_conversations */
+  8,   /* field[8] = list_devices */
+  22,   /* field[22] = list_events */
+  11,   /* field[11] = list_members */
+  19,   /* field[19] = list_migration_tasks */
+  21,   /* field[21] = list_plugin_users */
+  18,   /* field[18] = list_runtime_meta */
+  9,   /* field[9] = list_system_uids */
   4,   /* field[4] = range */
   2,   /* field[2] = term */
 };
-static const ProtobufCIntRange slotd__v1__read_response__number_ranges[10 + 1] =
+static const ProtobufCIntRange slotd__v1__read_response__number_ranges[11 + 1] =
 {
   { 1, 0 },
   { 10, 3 },
   { 20, 5 },
-  { 30, 8 },
-  { 40, 11 },
-  { 45, 13 },
-  { 51, 14 },
-  { 55, 15 },
-  { 60, 16 },
-  { 65, 18 },
-  { 0, 19 }
+  { 30, 10 },
+  { 40, 14 },
+  { 45, 16 },
+  { 51, 17 },
+  { 53, 18 },
+  { 55, 19 },
+  { 60, 20 },
+  { 65, 22 },
+  { 0, 23 }
 };
 const ProtobufCMessageDescriptor slotd__v1__read_response__descriptor =
 {
@@ -7935,10 +8446,10 @@ const ProtobufCMessageDescriptor slotd__v1__read_response__descriptor =
   "Slotd__V1__ReadResponse",
   "slotd.v1",
   sizeof(Slotd__V1__ReadResponse),
-  19,
+  23,
   slotd__v1__read_response__field_descriptors,
   slotd__v1__read_response__field_indices_by_name,
-  10,  slotd__v1__read_response__number_ranges,
+  11,  slotd__v1__read_response__number_ranges,
   (ProtobufCMessageInit) slotd__v1__read_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -13125,6 +13636,223 @@ const ProtobufCMessageDescriptor slotd__v1__is_system_uid_result__descriptor =
   (ProtobufCMessageInit) slotd__v1__is_system_uid_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor slotd__v1__list_devices_query__field_descriptors[3] =
+{
+  {
+    "uid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListDevicesQuery, uid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cursor",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListDevicesQuery, cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListDevicesQuery, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_devices_query__field_indices_by_name[] = {
+  1,   /* field[1] = cursor */
+  2,   /* field[2] = limit */
+  0,   /* field[0] = uid */
+};
+static const ProtobufCIntRange slotd__v1__list_devices_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_devices_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListDevicesQuery",
+  "ListDevicesQuery",
+  "Slotd__V1__ListDevicesQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListDevicesQuery),
+  3,
+  slotd__v1__list_devices_query__field_descriptors,
+  slotd__v1__list_devices_query__field_indices_by_name,
+  1,  slotd__v1__list_devices_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_devices_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_devices_result__field_descriptors[2] =
+{
+  {
+    "devices",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ListDevicesResult, n_devices),
+    offsetof(Slotd__V1__ListDevicesResult, devices),
+    &slotd__v1__device__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_cursor",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListDevicesResult, next_cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_devices_result__field_indices_by_name[] = {
+  0,   /* field[0] = devices */
+  1,   /* field[1] = next_cursor */
+};
+static const ProtobufCIntRange slotd__v1__list_devices_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_devices_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListDevicesResult",
+  "ListDevicesResult",
+  "Slotd__V1__ListDevicesResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListDevicesResult),
+  2,
+  slotd__v1__list_devices_result__field_descriptors,
+  slotd__v1__list_devices_result__field_indices_by_name,
+  1,  slotd__v1__list_devices_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_devices_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_system_uids_query__field_descriptors[2] =
+{
+  {
+    "cursor",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListSystemUidsQuery, cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListSystemUidsQuery, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_system_uids_query__field_indices_by_name[] = {
+  0,   /* field[0] = cursor */
+  1,   /* field[1] = limit */
+};
+static const ProtobufCIntRange slotd__v1__list_system_uids_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_system_uids_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListSystemUidsQuery",
+  "ListSystemUidsQuery",
+  "Slotd__V1__ListSystemUidsQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListSystemUidsQuery),
+  2,
+  slotd__v1__list_system_uids_query__field_descriptors,
+  slotd__v1__list_system_uids_query__field_indices_by_name,
+  1,  slotd__v1__list_system_uids_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_system_uids_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_system_uids_result__field_descriptors[2] =
+{
+  {
+    "uids",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Slotd__V1__ListSystemUidsResult, n_uids),
+    offsetof(Slotd__V1__ListSystemUidsResult, uids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_cursor",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListSystemUidsResult, next_cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_system_uids_result__field_indices_by_name[] = {
+  1,   /* field[1] = next_cursor */
+  0,   /* field[0] = uids */
+};
+static const ProtobufCIntRange slotd__v1__list_system_uids_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_system_uids_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListSystemUidsResult",
+  "ListSystemUidsResult",
+  "Slotd__V1__ListSystemUidsResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListSystemUidsResult),
+  2,
+  slotd__v1__list_system_uids_result__field_descriptors,
+  slotd__v1__list_system_uids_result__field_indices_by_name,
+  1,  slotd__v1__list_system_uids_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_system_uids_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor slotd__v1__get_channel_query__field_descriptors[2] =
 {
   {
@@ -13481,6 +14209,134 @@ const ProtobufCMessageDescriptor slotd__v1__check_member_result__descriptor =
   slotd__v1__check_member_result__field_indices_by_name,
   1,  slotd__v1__check_member_result__number_ranges,
   (ProtobufCMessageInit) slotd__v1__check_member_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_channels_query__field_descriptors[4] =
+{
+  {
+    "id_prefix",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListChannelsQuery, id_prefix),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_type",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListChannelsQuery, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cursor",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListChannelsQuery, cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListChannelsQuery, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_channels_query__field_indices_by_name[] = {
+  1,   /* field[1] = channel_type */
+  2,   /* field[2] = cursor */
+  0,   /* field[0] = id_prefix */
+  3,   /* field[3] = limit */
+};
+static const ProtobufCIntRange slotd__v1__list_channels_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_channels_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListChannelsQuery",
+  "ListChannelsQuery",
+  "Slotd__V1__ListChannelsQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListChannelsQuery),
+  4,
+  slotd__v1__list_channels_query__field_descriptors,
+  slotd__v1__list_channels_query__field_indices_by_name,
+  1,  slotd__v1__list_channels_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_channels_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_channels_result__field_descriptors[2] =
+{
+  {
+    "channels",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ListChannelsResult, n_channels),
+    offsetof(Slotd__V1__ListChannelsResult, channels),
+    &slotd__v1__channel__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_cursor",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListChannelsResult, next_cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_channels_result__field_indices_by_name[] = {
+  0,   /* field[0] = channels */
+  1,   /* field[1] = next_cursor */
+};
+static const ProtobufCIntRange slotd__v1__list_channels_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_channels_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListChannelsResult",
+  "ListChannelsResult",
+  "Slotd__V1__ListChannelsResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListChannelsResult),
+  2,
+  slotd__v1__list_channels_result__field_descriptors,
+  slotd__v1__list_channels_result__field_indices_by_name,
+  1,  slotd__v1__list_channels_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_channels_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor slotd__v1__get_membership_query__field_descriptors[3] =
@@ -13930,7 +14786,186 @@ const ProtobufCMessageDescriptor slotd__v1__get_runtime_meta_result__descriptor 
   (ProtobufCMessageInit) slotd__v1__get_runtime_meta_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__list_migration_tasks_query__field_descriptors[4] =
+static const ProtobufCFieldDescriptor slotd__v1__list_runtime_meta_query__field_descriptors[3] =
+{
+  {
+    "leader",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListRuntimeMetaQuery, leader),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "cursor",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListRuntimeMetaQuery, cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListRuntimeMetaQuery, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_runtime_meta_query__field_indices_by_name[] = {
+  1,   /* field[1] = cursor */
+  0,   /* field[0] = leader */
+  2,   /* field[2] = limit */
+};
+static const ProtobufCIntRange slotd__v1__list_runtime_meta_query__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_runtime_meta_query__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListRuntimeMetaQuery",
+  "ListRuntimeMetaQuery",
+  "Slotd__V1__ListRuntimeMetaQuery",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListRuntimeMetaQuery),
+  3,
+  slotd__v1__list_runtime_meta_query__field_descriptors,
+  slotd__v1__list_runtime_meta_query__field_indices_by_name,
+  1,  slotd__v1__list_runtime_meta_query__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_runtime_meta_query__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__runtime_meta_entry__field_descriptors[3] =
+{
+  {
+    "channel_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RuntimeMetaEntry, channel_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "channel_type",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RuntimeMetaEntry, channel_type),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "meta",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__RuntimeMetaEntry, meta),
+    &slotd__v1__channel_runtime_meta__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__runtime_meta_entry__field_indices_by_name[] = {
+  0,   /* field[0] = channel_id */
+  1,   /* field[1] = channel_type */
+  2,   /* field[2] = meta */
+};
+static const ProtobufCIntRange slotd__v1__runtime_meta_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__runtime_meta_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.RuntimeMetaEntry",
+  "RuntimeMetaEntry",
+  "Slotd__V1__RuntimeMetaEntry",
+  "slotd.v1",
+  sizeof(Slotd__V1__RuntimeMetaEntry),
+  3,
+  slotd__v1__runtime_meta_entry__field_descriptors,
+  slotd__v1__runtime_meta_entry__field_indices_by_name,
+  1,  slotd__v1__runtime_meta_entry__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__runtime_meta_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_runtime_meta_result__field_descriptors[2] =
+{
+  {
+    "entries",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ListRuntimeMetaResult, n_entries),
+    offsetof(Slotd__V1__ListRuntimeMetaResult, entries),
+    &slotd__v1__runtime_meta_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_cursor",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListRuntimeMetaResult, next_cursor),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__list_runtime_meta_result__field_indices_by_name[] = {
+  0,   /* field[0] = entries */
+  1,   /* field[1] = next_cursor */
+};
+static const ProtobufCIntRange slotd__v1__list_runtime_meta_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__list_runtime_meta_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ListRuntimeMetaResult",
+  "ListRuntimeMetaResult",
+  "Slotd__V1__ListRuntimeMetaResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__ListRuntimeMetaResult),
+  2,
+  slotd__v1__list_runtime_meta_result__field_descriptors,
+  slotd__v1__list_runtime_meta_result__field_indices_by_name,
+  1,  slotd__v1__list_runtime_meta_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__list_runtime_meta_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__list_migration_tasks_query__field_descriptors[5] =
 {
   {
     "channel_id",
@@ -13980,17 +15015,30 @@ static const ProtobufCFieldDescriptor slotd__v1__list_migration_tasks_query__fie
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "status",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListMigrationTasksQuery, status),
+    &slotd__v1__migration_status__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__list_migration_tasks_query__field_indices_by_name[] = {
   0,   /* field[0] = channel_id */
   3,   /* field[3] = channel_type */
   1,   /* field[1] = cursor */
   2,   /* field[2] = limit */
+  4,   /* field[4] = status */
 };
 static const ProtobufCIntRange slotd__v1__list_migration_tasks_query__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor slotd__v1__list_migration_tasks_query__descriptor =
 {
@@ -14000,7 +15048,7 @@ const ProtobufCMessageDescriptor slotd__v1__list_migration_tasks_query__descript
   "Slotd__V1__ListMigrationTasksQuery",
   "slotd.v1",
   sizeof(Slotd__V1__ListMigrationTasksQuery),
-  4,
+  5,
   slotd__v1__list_migration_tasks_query__field_descriptors,
   slotd__v1__list_migration_tasks_query__field_indices_by_name,
   1,  slotd__v1__list_migration_tasks_query__number_ranges,
@@ -14275,7 +15323,7 @@ const ProtobufCMessageDescriptor slotd__v1__list_plugin_users_result__descriptor
   (ProtobufCMessageInit) slotd__v1__list_plugin_users_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__list_events_query__field_descriptors[4] =
+static const ProtobufCFieldDescriptor slotd__v1__list_events_query__field_descriptors[5] =
 {
   {
     "channel_id",
@@ -14325,8 +15373,21 @@ static const ProtobufCFieldDescriptor slotd__v1__list_events_query__field_descri
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "after_seq",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ListEventsQuery, after_seq),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__list_events_query__field_indices_by_name[] = {
+  4,   /* field[4] = after_seq */
   0,   /* field[0] = channel_id */
   3,   /* field[3] = channel_type */
   1,   /* field[1] = cursor */
@@ -14335,7 +15396,7 @@ static const unsigned slotd__v1__list_events_query__field_indices_by_name[] = {
 static const ProtobufCIntRange slotd__v1__list_events_query__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor slotd__v1__list_events_query__descriptor =
 {
@@ -14345,7 +15406,7 @@ const ProtobufCMessageDescriptor slotd__v1__list_events_query__descriptor =
   "Slotd__V1__ListEventsQuery",
   "slotd.v1",
   sizeof(Slotd__V1__ListEventsQuery),
-  4,
+  5,
   slotd__v1__list_events_query__field_descriptors,
   slotd__v1__list_events_query__field_indices_by_name,
   1,  slotd__v1__list_events_query__number_ranges,

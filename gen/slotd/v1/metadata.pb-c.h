@@ -106,12 +106,18 @@ typedef struct Slotd__V1__GetDeviceQuery Slotd__V1__GetDeviceQuery;
 typedef struct Slotd__V1__GetDeviceResult Slotd__V1__GetDeviceResult;
 typedef struct Slotd__V1__IsSystemUidQuery Slotd__V1__IsSystemUidQuery;
 typedef struct Slotd__V1__IsSystemUidResult Slotd__V1__IsSystemUidResult;
+typedef struct Slotd__V1__ListDevicesQuery Slotd__V1__ListDevicesQuery;
+typedef struct Slotd__V1__ListDevicesResult Slotd__V1__ListDevicesResult;
+typedef struct Slotd__V1__ListSystemUidsQuery Slotd__V1__ListSystemUidsQuery;
+typedef struct Slotd__V1__ListSystemUidsResult Slotd__V1__ListSystemUidsResult;
 typedef struct Slotd__V1__GetChannelQuery Slotd__V1__GetChannelQuery;
 typedef struct Slotd__V1__GetChannelResult Slotd__V1__GetChannelResult;
 typedef struct Slotd__V1__ListMembersQuery Slotd__V1__ListMembersQuery;
 typedef struct Slotd__V1__ListMembersResult Slotd__V1__ListMembersResult;
 typedef struct Slotd__V1__CheckMemberQuery Slotd__V1__CheckMemberQuery;
 typedef struct Slotd__V1__CheckMemberResult Slotd__V1__CheckMemberResult;
+typedef struct Slotd__V1__ListChannelsQuery Slotd__V1__ListChannelsQuery;
+typedef struct Slotd__V1__ListChannelsResult Slotd__V1__ListChannelsResult;
 typedef struct Slotd__V1__GetMembershipQuery Slotd__V1__GetMembershipQuery;
 typedef struct Slotd__V1__GetMembershipResult Slotd__V1__GetMembershipResult;
 typedef struct Slotd__V1__ListConversationsQuery Slotd__V1__ListConversationsQuery;
@@ -120,6 +126,9 @@ typedef struct Slotd__V1__GetCmdBindingQuery Slotd__V1__GetCmdBindingQuery;
 typedef struct Slotd__V1__GetCmdBindingResult Slotd__V1__GetCmdBindingResult;
 typedef struct Slotd__V1__GetRuntimeMetaQuery Slotd__V1__GetRuntimeMetaQuery;
 typedef struct Slotd__V1__GetRuntimeMetaResult Slotd__V1__GetRuntimeMetaResult;
+typedef struct Slotd__V1__ListRuntimeMetaQuery Slotd__V1__ListRuntimeMetaQuery;
+typedef struct Slotd__V1__RuntimeMetaEntry Slotd__V1__RuntimeMetaEntry;
+typedef struct Slotd__V1__ListRuntimeMetaResult Slotd__V1__ListRuntimeMetaResult;
 typedef struct Slotd__V1__ListMigrationTasksQuery Slotd__V1__ListMigrationTasksQuery;
 typedef struct Slotd__V1__ListMigrationTasksResult Slotd__V1__ListMigrationTasksResult;
 typedef struct Slotd__V1__GetPluginBindingQuery Slotd__V1__GetPluginBindingQuery;
@@ -843,13 +852,17 @@ typedef enum {
   SLOTD__V1__READ_REQUEST__QUERY_GET_USER = 20,
   SLOTD__V1__READ_REQUEST__QUERY_GET_DEVICE = 21,
   SLOTD__V1__READ_REQUEST__QUERY_IS_SYSTEM_UID = 22,
+  SLOTD__V1__READ_REQUEST__QUERY_LIST_DEVICES = 23,
+  SLOTD__V1__READ_REQUEST__QUERY_LIST_SYSTEM_UIDS = 24,
   SLOTD__V1__READ_REQUEST__QUERY_GET_CHANNEL = 30,
   SLOTD__V1__READ_REQUEST__QUERY_LIST_MEMBERS = 31,
   SLOTD__V1__READ_REQUEST__QUERY_CHECK_MEMBER = 32,
+  SLOTD__V1__READ_REQUEST__QUERY_LIST_CHANNELS = 33,
   SLOTD__V1__READ_REQUEST__QUERY_GET_MEMBERSHIP = 40,
   SLOTD__V1__READ_REQUEST__QUERY_LIST_CONVERSATIONS = 41,
   SLOTD__V1__READ_REQUEST__QUERY_GET_CMD_BINDING = 45,
   SLOTD__V1__READ_REQUEST__QUERY_GET_RUNTIME_META = 51,
+  SLOTD__V1__READ_REQUEST__QUERY_LIST_RUNTIME_META = 53,
   SLOTD__V1__READ_REQUEST__QUERY_LIST_MIGRATION_TASKS = 55,
   SLOTD__V1__READ_REQUEST__QUERY_GET_PLUGIN_BINDING = 60,
   SLOTD__V1__READ_REQUEST__QUERY_LIST_PLUGIN_USERS = 61,
@@ -880,13 +893,29 @@ struct  Slotd__V1__ReadRequest
     Slotd__V1__GetUserQuery *get_user;
     Slotd__V1__GetDeviceQuery *get_device;
     Slotd__V1__IsSystemUidQuery *is_system_uid;
+    Slotd__V1__ListDevicesQuery *list_devices;
+    /*
+     * Spans hash slots (every group; docs/api.md "Listings").
+     */
+    Slotd__V1__ListSystemUidsQuery *list_system_uids;
     Slotd__V1__GetChannelQuery *get_channel;
     Slotd__V1__ListMembersQuery *list_members;
     Slotd__V1__CheckMemberQuery *check_member;
+    /*
+     * Spans hash slots.
+     */
+    Slotd__V1__ListChannelsQuery *list_channels;
     Slotd__V1__GetMembershipQuery *get_membership;
     Slotd__V1__ListConversationsQuery *list_conversations;
     Slotd__V1__GetCmdBindingQuery *get_cmd_binding;
     Slotd__V1__GetRuntimeMetaQuery *get_runtime_meta;
+    /*
+     * Spans hash slots.
+     */
+    Slotd__V1__ListRuntimeMetaQuery *list_runtime_meta;
+    /*
+     * One channel's tasks, or (channel_id empty) every channel's: that one spans hash slots.
+     */
     Slotd__V1__ListMigrationTasksQuery *list_migration_tasks;
     Slotd__V1__GetPluginBindingQuery *get_plugin_binding;
     Slotd__V1__ListPluginUsersQuery *list_plugin_users;
@@ -915,13 +944,17 @@ typedef enum {
   SLOTD__V1__READ_RESPONSE__RESULT_GET_USER = 20,
   SLOTD__V1__READ_RESPONSE__RESULT_GET_DEVICE = 21,
   SLOTD__V1__READ_RESPONSE__RESULT_IS_SYSTEM_UID = 22,
+  SLOTD__V1__READ_RESPONSE__RESULT_LIST_DEVICES = 23,
+  SLOTD__V1__READ_RESPONSE__RESULT_LIST_SYSTEM_UIDS = 24,
   SLOTD__V1__READ_RESPONSE__RESULT_GET_CHANNEL = 30,
   SLOTD__V1__READ_RESPONSE__RESULT_LIST_MEMBERS = 31,
   SLOTD__V1__READ_RESPONSE__RESULT_CHECK_MEMBER = 32,
+  SLOTD__V1__READ_RESPONSE__RESULT_LIST_CHANNELS = 33,
   SLOTD__V1__READ_RESPONSE__RESULT_GET_MEMBERSHIP = 40,
   SLOTD__V1__READ_RESPONSE__RESULT_LIST_CONVERSATIONS = 41,
   SLOTD__V1__READ_RESPONSE__RESULT_GET_CMD_BINDING = 45,
   SLOTD__V1__READ_RESPONSE__RESULT_GET_RUNTIME_META = 51,
+  SLOTD__V1__READ_RESPONSE__RESULT_LIST_RUNTIME_META = 53,
   SLOTD__V1__READ_RESPONSE__RESULT_LIST_MIGRATION_TASKS = 55,
   SLOTD__V1__READ_RESPONSE__RESULT_GET_PLUGIN_BINDING = 60,
   SLOTD__V1__READ_RESPONSE__RESULT_LIST_PLUGIN_USERS = 61,
@@ -948,13 +981,17 @@ struct  Slotd__V1__ReadResponse
     Slotd__V1__GetUserResult *get_user;
     Slotd__V1__GetDeviceResult *get_device;
     Slotd__V1__IsSystemUidResult *is_system_uid;
+    Slotd__V1__ListDevicesResult *list_devices;
+    Slotd__V1__ListSystemUidsResult *list_system_uids;
     Slotd__V1__GetChannelResult *get_channel;
     Slotd__V1__ListMembersResult *list_members;
     Slotd__V1__CheckMemberResult *check_member;
+    Slotd__V1__ListChannelsResult *list_channels;
     Slotd__V1__GetMembershipResult *get_membership;
     Slotd__V1__ListConversationsResult *list_conversations;
     Slotd__V1__GetCmdBindingResult *get_cmd_binding;
     Slotd__V1__GetRuntimeMetaResult *get_runtime_meta;
+    Slotd__V1__ListRuntimeMetaResult *list_runtime_meta;
     Slotd__V1__ListMigrationTasksResult *list_migration_tasks;
     Slotd__V1__GetPluginBindingResult *get_plugin_binding;
     Slotd__V1__ListPluginUsersResult *list_plugin_users;
@@ -2282,6 +2319,59 @@ struct  Slotd__V1__IsSystemUidResult
     , 0 }
 
 
+/*
+ * The user's devices in device_flag order.
+ */
+struct  Slotd__V1__ListDevicesQuery
+{
+  ProtobufCMessage base;
+  char *uid;
+  ProtobufCBinaryData cursor;
+  uint32_t limit;
+};
+#define SLOTD__V1__LIST_DEVICES_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_devices_query__descriptor) \
+    , (char *)protobuf_c_empty_string, {0,NULL}, 0 }
+
+
+struct  Slotd__V1__ListDevicesResult
+{
+  ProtobufCMessage base;
+  size_t n_devices;
+  Slotd__V1__Device **devices;
+  ProtobufCBinaryData next_cursor;
+};
+#define SLOTD__V1__LIST_DEVICES_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_devices_result__descriptor) \
+    , 0,NULL, {0,NULL} }
+
+
+/*
+ * Every system uid (spans hash slots): in hash-slot order, then uid byte order.
+ */
+struct  Slotd__V1__ListSystemUidsQuery
+{
+  ProtobufCMessage base;
+  ProtobufCBinaryData cursor;
+  uint32_t limit;
+};
+#define SLOTD__V1__LIST_SYSTEM_UIDS_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_system_uids_query__descriptor) \
+    , {0,NULL}, 0 }
+
+
+struct  Slotd__V1__ListSystemUidsResult
+{
+  ProtobufCMessage base;
+  size_t n_uids;
+  char **uids;
+  ProtobufCBinaryData next_cursor;
+};
+#define SLOTD__V1__LIST_SYSTEM_UIDS_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_system_uids_result__descriptor) \
+    , 0,NULL, {0,NULL} }
+
+
 struct  Slotd__V1__GetChannelQuery
 {
   ProtobufCMessage base;
@@ -2363,6 +2453,36 @@ struct  Slotd__V1__CheckMemberResult
 #define SLOTD__V1__CHECK_MEMBER_RESULT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__check_member_result__descriptor) \
     , 0 }
+
+
+/*
+ * Channels whose id starts with id_prefix (empty: every id) and, when channel_type is set
+ * (1..255), of that type (spans hash slots): in hash-slot order, then by the row key within a
+ * hash slot (id length, id, type).
+ */
+struct  Slotd__V1__ListChannelsQuery
+{
+  ProtobufCMessage base;
+  char *id_prefix;
+  uint32_t channel_type;
+  ProtobufCBinaryData cursor;
+  uint32_t limit;
+};
+#define SLOTD__V1__LIST_CHANNELS_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_channels_query__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, {0,NULL}, 0 }
+
+
+struct  Slotd__V1__ListChannelsResult
+{
+  ProtobufCMessage base;
+  size_t n_channels;
+  Slotd__V1__Channel **channels;
+  ProtobufCBinaryData next_cursor;
+};
+#define SLOTD__V1__LIST_CHANNELS_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_channels_result__descriptor) \
+    , 0,NULL, {0,NULL} }
 
 
 struct  Slotd__V1__GetMembershipQuery
@@ -2469,6 +2589,51 @@ struct  Slotd__V1__GetRuntimeMetaResult
     , 0, NULL }
 
 
+/*
+ * The runtime meta of the channels whose leader is node `leader` (0: of every channel), spans
+ * hash slots: in hash-slot order, then by channel (id length, id, type) within a hash slot.
+ */
+struct  Slotd__V1__ListRuntimeMetaQuery
+{
+  ProtobufCMessage base;
+  uint64_t leader;
+  ProtobufCBinaryData cursor;
+  uint32_t limit;
+};
+#define SLOTD__V1__LIST_RUNTIME_META_QUERY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_runtime_meta_query__descriptor) \
+    , 0, {0,NULL}, 0 }
+
+
+struct  Slotd__V1__RuntimeMetaEntry
+{
+  ProtobufCMessage base;
+  char *channel_id;
+  uint32_t channel_type;
+  Slotd__V1__ChannelRuntimeMeta *meta;
+};
+#define SLOTD__V1__RUNTIME_META_ENTRY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__runtime_meta_entry__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, NULL }
+
+
+struct  Slotd__V1__ListRuntimeMetaResult
+{
+  ProtobufCMessage base;
+  size_t n_entries;
+  Slotd__V1__RuntimeMetaEntry **entries;
+  ProtobufCBinaryData next_cursor;
+};
+#define SLOTD__V1__LIST_RUNTIME_META_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_runtime_meta_result__descriptor) \
+    , 0,NULL, {0,NULL} }
+
+
+/*
+ * The migration task records of channel (channel_id, channel_type) in task_id order; with
+ * channel_id empty (and channel_type 0), every channel's (spans hash slots: hash-slot order,
+ * then channel, then task_id). status set: only the tasks in that status.
+ */
 struct  Slotd__V1__ListMigrationTasksQuery
 {
   ProtobufCMessage base;
@@ -2479,10 +2644,11 @@ struct  Slotd__V1__ListMigrationTasksQuery
    * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
    */
   uint32_t channel_type;
+  Slotd__V1__MigrationStatus status;
 };
 #define SLOTD__V1__LIST_MIGRATION_TASKS_QUERY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_migration_tasks_query__descriptor) \
-    , (char *)protobuf_c_empty_string, {0,NULL}, 0, 0 }
+    , (char *)protobuf_c_empty_string, {0,NULL}, 0, 0, SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_UNSPECIFIED }
 
 
 struct  Slotd__V1__ListMigrationTasksResult
@@ -2548,7 +2714,8 @@ struct  Slotd__V1__ListPluginUsersResult
 
 
 /*
- * The channel's kept message events, newest first.
+ * The channel's kept message events, newest first; after_seq set: only those with event_seq >
+ * after_seq.
  */
 struct  Slotd__V1__ListEventsQuery
 {
@@ -2560,10 +2727,11 @@ struct  Slotd__V1__ListEventsQuery
    * The channel's type (1..255): a channel is keyed by (channel_id, channel_type).
    */
   uint32_t channel_type;
+  uint64_t after_seq;
 };
 #define SLOTD__V1__LIST_EVENTS_QUERY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__list_events_query__descriptor) \
-    , (char *)protobuf_c_empty_string, {0,NULL}, 0, 0 }
+    , (char *)protobuf_c_empty_string, {0,NULL}, 0, 0, 0 }
 
 
 struct  Slotd__V1__ListEventsResult
@@ -4425,6 +4593,82 @@ Slotd__V1__IsSystemUidResult *
 void   slotd__v1__is_system_uid_result__free_unpacked
                      (Slotd__V1__IsSystemUidResult *message,
                       ProtobufCAllocator *allocator);
+/* Slotd__V1__ListDevicesQuery methods */
+void   slotd__v1__list_devices_query__init
+                     (Slotd__V1__ListDevicesQuery         *message);
+size_t slotd__v1__list_devices_query__get_packed_size
+                     (const Slotd__V1__ListDevicesQuery   *message);
+size_t slotd__v1__list_devices_query__pack
+                     (const Slotd__V1__ListDevicesQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_devices_query__pack_to_buffer
+                     (const Slotd__V1__ListDevicesQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListDevicesQuery *
+       slotd__v1__list_devices_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_devices_query__free_unpacked
+                     (Slotd__V1__ListDevicesQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListDevicesResult methods */
+void   slotd__v1__list_devices_result__init
+                     (Slotd__V1__ListDevicesResult         *message);
+size_t slotd__v1__list_devices_result__get_packed_size
+                     (const Slotd__V1__ListDevicesResult   *message);
+size_t slotd__v1__list_devices_result__pack
+                     (const Slotd__V1__ListDevicesResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_devices_result__pack_to_buffer
+                     (const Slotd__V1__ListDevicesResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListDevicesResult *
+       slotd__v1__list_devices_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_devices_result__free_unpacked
+                     (Slotd__V1__ListDevicesResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListSystemUidsQuery methods */
+void   slotd__v1__list_system_uids_query__init
+                     (Slotd__V1__ListSystemUidsQuery         *message);
+size_t slotd__v1__list_system_uids_query__get_packed_size
+                     (const Slotd__V1__ListSystemUidsQuery   *message);
+size_t slotd__v1__list_system_uids_query__pack
+                     (const Slotd__V1__ListSystemUidsQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_system_uids_query__pack_to_buffer
+                     (const Slotd__V1__ListSystemUidsQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListSystemUidsQuery *
+       slotd__v1__list_system_uids_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_system_uids_query__free_unpacked
+                     (Slotd__V1__ListSystemUidsQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListSystemUidsResult methods */
+void   slotd__v1__list_system_uids_result__init
+                     (Slotd__V1__ListSystemUidsResult         *message);
+size_t slotd__v1__list_system_uids_result__get_packed_size
+                     (const Slotd__V1__ListSystemUidsResult   *message);
+size_t slotd__v1__list_system_uids_result__pack
+                     (const Slotd__V1__ListSystemUidsResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_system_uids_result__pack_to_buffer
+                     (const Slotd__V1__ListSystemUidsResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListSystemUidsResult *
+       slotd__v1__list_system_uids_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_system_uids_result__free_unpacked
+                     (Slotd__V1__ListSystemUidsResult *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__V1__GetChannelQuery methods */
 void   slotd__v1__get_channel_query__init
                      (Slotd__V1__GetChannelQuery         *message);
@@ -4538,6 +4782,44 @@ Slotd__V1__CheckMemberResult *
                       const uint8_t       *data);
 void   slotd__v1__check_member_result__free_unpacked
                      (Slotd__V1__CheckMemberResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListChannelsQuery methods */
+void   slotd__v1__list_channels_query__init
+                     (Slotd__V1__ListChannelsQuery         *message);
+size_t slotd__v1__list_channels_query__get_packed_size
+                     (const Slotd__V1__ListChannelsQuery   *message);
+size_t slotd__v1__list_channels_query__pack
+                     (const Slotd__V1__ListChannelsQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_channels_query__pack_to_buffer
+                     (const Slotd__V1__ListChannelsQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListChannelsQuery *
+       slotd__v1__list_channels_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_channels_query__free_unpacked
+                     (Slotd__V1__ListChannelsQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListChannelsResult methods */
+void   slotd__v1__list_channels_result__init
+                     (Slotd__V1__ListChannelsResult         *message);
+size_t slotd__v1__list_channels_result__get_packed_size
+                     (const Slotd__V1__ListChannelsResult   *message);
+size_t slotd__v1__list_channels_result__pack
+                     (const Slotd__V1__ListChannelsResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_channels_result__pack_to_buffer
+                     (const Slotd__V1__ListChannelsResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListChannelsResult *
+       slotd__v1__list_channels_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_channels_result__free_unpacked
+                     (Slotd__V1__ListChannelsResult *message,
                       ProtobufCAllocator *allocator);
 /* Slotd__V1__GetMembershipQuery methods */
 void   slotd__v1__get_membership_query__init
@@ -4690,6 +4972,63 @@ Slotd__V1__GetRuntimeMetaResult *
                       const uint8_t       *data);
 void   slotd__v1__get_runtime_meta_result__free_unpacked
                      (Slotd__V1__GetRuntimeMetaResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListRuntimeMetaQuery methods */
+void   slotd__v1__list_runtime_meta_query__init
+                     (Slotd__V1__ListRuntimeMetaQuery         *message);
+size_t slotd__v1__list_runtime_meta_query__get_packed_size
+                     (const Slotd__V1__ListRuntimeMetaQuery   *message);
+size_t slotd__v1__list_runtime_meta_query__pack
+                     (const Slotd__V1__ListRuntimeMetaQuery   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_runtime_meta_query__pack_to_buffer
+                     (const Slotd__V1__ListRuntimeMetaQuery   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListRuntimeMetaQuery *
+       slotd__v1__list_runtime_meta_query__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_runtime_meta_query__free_unpacked
+                     (Slotd__V1__ListRuntimeMetaQuery *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__RuntimeMetaEntry methods */
+void   slotd__v1__runtime_meta_entry__init
+                     (Slotd__V1__RuntimeMetaEntry         *message);
+size_t slotd__v1__runtime_meta_entry__get_packed_size
+                     (const Slotd__V1__RuntimeMetaEntry   *message);
+size_t slotd__v1__runtime_meta_entry__pack
+                     (const Slotd__V1__RuntimeMetaEntry   *message,
+                      uint8_t             *out);
+size_t slotd__v1__runtime_meta_entry__pack_to_buffer
+                     (const Slotd__V1__RuntimeMetaEntry   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__RuntimeMetaEntry *
+       slotd__v1__runtime_meta_entry__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__runtime_meta_entry__free_unpacked
+                     (Slotd__V1__RuntimeMetaEntry *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ListRuntimeMetaResult methods */
+void   slotd__v1__list_runtime_meta_result__init
+                     (Slotd__V1__ListRuntimeMetaResult         *message);
+size_t slotd__v1__list_runtime_meta_result__get_packed_size
+                     (const Slotd__V1__ListRuntimeMetaResult   *message);
+size_t slotd__v1__list_runtime_meta_result__pack
+                     (const Slotd__V1__ListRuntimeMetaResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__list_runtime_meta_result__pack_to_buffer
+                     (const Slotd__V1__ListRuntimeMetaResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ListRuntimeMetaResult *
+       slotd__v1__list_runtime_meta_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__list_runtime_meta_result__free_unpacked
+                     (Slotd__V1__ListRuntimeMetaResult *message,
                       ProtobufCAllocator *allocator);
 /* Slotd__V1__ListMigrationTasksQuery methods */
 void   slotd__v1__list_migration_tasks_query__init
@@ -5213,6 +5552,18 @@ typedef void (*Slotd__V1__IsSystemUidQuery_Closure)
 typedef void (*Slotd__V1__IsSystemUidResult_Closure)
                  (const Slotd__V1__IsSystemUidResult *message,
                   void *closure_data);
+typedef void (*Slotd__V1__ListDevicesQuery_Closure)
+                 (const Slotd__V1__ListDevicesQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListDevicesResult_Closure)
+                 (const Slotd__V1__ListDevicesResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListSystemUidsQuery_Closure)
+                 (const Slotd__V1__ListSystemUidsQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListSystemUidsResult_Closure)
+                 (const Slotd__V1__ListSystemUidsResult *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__GetChannelQuery_Closure)
                  (const Slotd__V1__GetChannelQuery *message,
                   void *closure_data);
@@ -5230,6 +5581,12 @@ typedef void (*Slotd__V1__CheckMemberQuery_Closure)
                   void *closure_data);
 typedef void (*Slotd__V1__CheckMemberResult_Closure)
                  (const Slotd__V1__CheckMemberResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListChannelsQuery_Closure)
+                 (const Slotd__V1__ListChannelsQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListChannelsResult_Closure)
+                 (const Slotd__V1__ListChannelsResult *message,
                   void *closure_data);
 typedef void (*Slotd__V1__GetMembershipQuery_Closure)
                  (const Slotd__V1__GetMembershipQuery *message,
@@ -5254,6 +5611,15 @@ typedef void (*Slotd__V1__GetRuntimeMetaQuery_Closure)
                   void *closure_data);
 typedef void (*Slotd__V1__GetRuntimeMetaResult_Closure)
                  (const Slotd__V1__GetRuntimeMetaResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListRuntimeMetaQuery_Closure)
+                 (const Slotd__V1__ListRuntimeMetaQuery *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__RuntimeMetaEntry_Closure)
+                 (const Slotd__V1__RuntimeMetaEntry *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ListRuntimeMetaResult_Closure)
+                 (const Slotd__V1__ListRuntimeMetaResult *message,
                   void *closure_data);
 typedef void (*Slotd__V1__ListMigrationTasksQuery_Closure)
                  (const Slotd__V1__ListMigrationTasksQuery *message,
@@ -5458,12 +5824,18 @@ extern const ProtobufCMessageDescriptor slotd__v1__get_device_query__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__get_device_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__is_system_uid_query__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__is_system_uid_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_devices_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_devices_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_system_uids_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_system_uids_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__get_channel_query__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__get_channel_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__list_members_query__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__list_members_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__check_member_query__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__check_member_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_channels_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_channels_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__get_membership_query__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__get_membership_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__list_conversations_query__descriptor;
@@ -5472,6 +5844,9 @@ extern const ProtobufCMessageDescriptor slotd__v1__get_cmd_binding_query__descri
 extern const ProtobufCMessageDescriptor slotd__v1__get_cmd_binding_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__get_runtime_meta_query__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__get_runtime_meta_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_runtime_meta_query__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__runtime_meta_entry__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__list_runtime_meta_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__list_migration_tasks_query__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__list_migration_tasks_result__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__get_plugin_binding_query__descriptor;

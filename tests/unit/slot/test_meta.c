@@ -156,9 +156,10 @@ static void rejected(unsigned num, const ProtobufCMessage *cmd, int code, const 
 
 #define FREE_RESP(r) slotd__v1__propose_response__free_unpacked((r), NULL)
 
-/* Serves typed query `num`; returns the response (caller frees) or NULL with *err. */
-static Slotd__V1__ReadResponse *query(unsigned num, const ProtobufCMessage *q,
-                                      struct slotd_error *err)
+/* Serves typed query `num` at its routing key's hash slot for a group owning `owned` (NULL:
+ * that hash slot alone); returns the response (caller frees) or NULL with *err. */
+static Slotd__V1__ReadResponse *query_owned(unsigned num, const ProtobufCMessage *q,
+                                            const uint8_t *owned, struct slotd_error *err)
 {
     Slotd__V1__ReadRequest req = SLOTD__V1__READ_REQUEST__INIT;
     slot__oneof_set(&req.base, num, q);
@@ -171,7 +172,7 @@ static Slotd__V1__ReadResponse *query(unsigned num, const ProtobufCMessage *q,
     slotd__v1__read_request__pack(&req, buf);
     uint8_t *out = NULL;
     size_t out_len = 0;
-    int rc = slot_serve_read(st, NULL, hs, buf, len, 1, next_index - 1, 3, &out, &out_len, err);
+    int rc = slot_serve_read(st, owned, hs, buf, len, 1, next_index - 1, 3, &out, &out_len, err);
     free(buf);
     if (rc != 0)
         return NULL;
@@ -179,6 +180,12 @@ static Slotd__V1__ReadResponse *query(unsigned num, const ProtobufCMessage *q,
     free(out);
     CU_ASSERT_FATAL(resp != NULL);
     return resp;
+}
+
+static Slotd__V1__ReadResponse *query(unsigned num, const ProtobufCMessage *q,
+                                      struct slotd_error *err)
+{
+    return query_owned(num, q, NULL, err);
 }
 
 static const void *qok(unsigned num, const ProtobufCMessage *q, Slotd__V1__ReadResponse **keep)
@@ -1563,6 +1570,490 @@ static void test_encoding_and_dedupe(void)
     teardown();
 }
 
+/* ---- listings (issue 23 item 3) ---- */
+
+/* The field of a listing result: its entries (field 1) and next_cursor (field 2). */
+static size_t list_n(const ProtobufCMessage *res, void ***v, ProtobufCBinaryData *next)
+{
+    const ProtobufCFieldDescriptor *e = protobuf_c_message_descriptor_get_field(res->descriptor, 1);
+    const ProtobufCFieldDescriptor *c = protobuf_c_message_descriptor_get_field(res->descriptor, 2);
+    *v = *(void ***)((char *)res + e->offset);
+    *next = *(ProtobufCBinaryData *)((char *)res + c->offset);
+    return *(size_t *)((char *)res + e->quantifier_offset);
+}
+
+/* Pages through listing `num` (q's cursor field is `cursor`) for a group owning `owned`,
+ * calling each(ctx, entry) per entry; returns the entries seen, at most `max_pages` pages,
+ * each checked against `limit` (entries) and the page byte bound. *pages counts them. */
+typedef void (*entry_fn)(void *ctx, const void *entry);
+static size_t page_all(unsigned num, ProtobufCMessage *q, const uint8_t *owned, uint32_t limit,
+                       entry_fn each, void *ctx, int *pages)
+{
+    const ProtobufCFieldDescriptor *cf =
+        protobuf_c_message_descriptor_get_field_by_name(q->descriptor, "cursor");
+    ProtobufCBinaryData *cursor = (ProtobufCBinaryData *)((char *)q + cf->offset);
+    static uint8_t held[STORE_FSM_KEY_MAX + 16];
+    cursor->len = 0;
+    size_t total = 0;
+    *pages = 0;
+    for (; *pages < 1000; (*pages)++) {
+        struct slotd_error err;
+        Slotd__V1__ReadResponse *rr = query_owned(num, q, owned, &err);
+        CU_ASSERT_FATAL(rr != NULL);
+        void **v;
+        ProtobufCBinaryData next;
+        size_t n = list_n(slot__oneof_get(&rr->base, num), &v, &next);
+        size_t bytes = 0;
+        for (size_t i = 0; i < n; i++) {
+            each(ctx, v[i]);
+            bytes += num == Q(LIST_SYSTEM_UIDS) ? strlen(v[i])
+                                                : protobuf_c_message_get_packed_size(v[i]);
+        }
+        CU_ASSERT(n <= (limit ? limit : SLOT_PAGE_DEFAULT));
+        CU_ASSERT(n <= 1 || bytes <= SLOT_LIST_PAGE_BYTES);
+        total += n;
+        CU_ASSERT_FATAL(next.len <= sizeof(held));
+        memcpy(held, next.data, next.len);
+        cursor->data = held;
+        cursor->len = next.len;
+        FREE_READ(rr);
+        if (next.len == 0)
+            break;
+    }
+    (*pages)++;
+    return total;
+}
+
+struct seen {
+    char ids[64][40];
+    uint16_t hs[64];
+    size_t n;
+};
+
+static void seen_str(void *ctx, const void *e)
+{
+    struct seen *s = ctx;
+    CU_ASSERT_FATAL(s->n < 64);
+    snprintf(s->ids[s->n], sizeof(s->ids[0]), "%s", (const char *)e);
+    s->hs[s->n] = route_hash_slot(e, strlen(e));
+    s->n++;
+}
+
+static void seen_channel(void *ctx, const void *e)
+{
+    const Slotd__V1__Channel *c = e;
+    char id[40];
+    snprintf(id, sizeof(id), "%s/%u", c->channel_id, c->channel_type);
+    seen_str(ctx, id);
+    ((struct seen *)ctx)->hs[((struct seen *)ctx)->n - 1] =
+        route_hash_slot(c->channel_id, strlen(c->channel_id));
+}
+
+/* Every listed entry comes once, in hash-slot order. */
+static void check_span_order(const struct seen *s)
+{
+    for (size_t i = 1; i < s->n; i++) {
+        CU_ASSERT(s->hs[i - 1] <= s->hs[i]);
+        CU_ASSERT(strcmp(s->ids[i - 1], s->ids[i]) != 0);
+    }
+}
+
+static void system_uid(const char *uid)
+{
+    Slotd__V1__ProposeResponse *r;
+    Slotd__V1__SetSystemUidCommand ss = SLOTD__V1__SET_SYSTEM_UID_COMMAND__INIT;
+    ss.uid = (char *)uid;
+    ss.system = true;
+    ok(P(SET_SYSTEM_UID), &ss.base, &r);
+    FREE_RESP(r);
+}
+
+static void test_list_devices(void)
+{
+    setup();
+    Slotd__V1__ProposeResponse *r;
+    Slotd__V1__ReadResponse *rr;
+    struct slotd_error err;
+    for (uint32_t flag = 3; flag >= 1; flag--) {
+        Slotd__V1__Device d = SLOTD__V1__DEVICE__INIT;
+        Slotd__V1__PutDeviceCommand pd = SLOTD__V1__PUT_DEVICE_COMMAND__INIT;
+        d.uid = flag == 2 ? "devs-other" : "devs";
+        d.device_flag = flag;
+        pd.device = &d;
+        ok(P(PUT_DEVICE), &pd.base, &r);
+        FREE_RESP(r);
+        d.uid = "devs";
+        ok(P(PUT_DEVICE), &pd.base, &r);
+        FREE_RESP(r);
+    }
+    Slotd__V1__ListDevicesQuery q = SLOTD__V1__LIST_DEVICES_QUERY__INIT;
+    q.uid = "devs";
+    q.limit = 2;
+    const Slotd__V1__ListDevicesResult *lr = qok(Q(LIST_DEVICES), &q.base, &rr);
+    CU_ASSERT_FATAL(lr->n_devices == 2 && lr->next_cursor.len > 0);
+    CU_ASSERT(lr->devices[0]->device_flag == 1 && lr->devices[1]->device_flag == 2 &&
+              strcmp(lr->devices[0]->uid, "devs") == 0);
+    uint8_t cursor[64];
+    memcpy(cursor, lr->next_cursor.data, lr->next_cursor.len);
+    q.cursor.data = cursor;
+    q.cursor.len = lr->next_cursor.len;
+    FREE_READ(rr);
+    lr = qok(Q(LIST_DEVICES), &q.base, &rr);
+    CU_ASSERT(lr->n_devices == 1 && lr->devices[0]->device_flag == 3 && lr->next_cursor.len == 0);
+    FREE_READ(rr);
+    /* Bad input: the field and its limit; a spanning listing's cursor is not this one's. */
+    uint64_t before = keyspace_digest();
+    q.limit = SLOT_PAGE_MAX + 1;
+    q.cursor.len = 0;
+    CU_ASSERT(query(Q(LIST_DEVICES), &q.base, &err) == NULL);
+    CU_ASSERT(err.code == SLOTD_EINVALID_FIELD && strcmp(err.field, "list_devices.limit") == 0 &&
+              err.limit == SLOT_PAGE_MAX);
+    ProtobufCBinaryData span;
+    CU_ASSERT_FATAL(slot_list_cursor_make(3, (const uint8_t *)"x", 1, &span) == 0);
+    q.limit = 0;
+    q.cursor = span;
+    CU_ASSERT(query(Q(LIST_DEVICES), &q.base, &err) == NULL);
+    CU_ASSERT(err.code == SLOTD_EINVALID_FIELD && strcmp(err.field, "list_devices.cursor") == 0);
+    free(span.data);
+    q.cursor.len = 0;
+    q.uid = "";
+    CU_ASSERT(query(Q(LIST_DEVICES), &q.base, &err) == NULL);
+    CU_ASSERT(err.code == SLOTD_EINVALID_FIELD && strcmp(err.field, "list_devices.uid") == 0 &&
+              err.limit == SLOT_UID_MAX);
+    CU_ASSERT(keyspace_digest() == before);
+    teardown();
+}
+
+static void test_list_system_uids(void)
+{
+    setup();
+    char uid[16];
+    for (int i = 0; i < 40; i++) {
+        snprintf(uid, sizeof(uid), "sys-%02d", i);
+        system_uid(uid);
+    }
+    /* One group owning every hash slot: pages of 7 cover all 40 once, in hash-slot order, then
+     * uid order within a hash slot. */
+    Slotd__V1__ListSystemUidsQuery q = SLOTD__V1__LIST_SYSTEM_UIDS_QUERY__INIT;
+    q.limit = 7;
+    struct seen s = {0};
+    int pages;
+    CU_ASSERT(page_all(Q(LIST_SYSTEM_UIDS), &q.base, gs.owned, 7, seen_str, &s, &pages) == 40);
+    CU_ASSERT(pages == 6);
+    check_span_order(&s);
+    for (size_t i = 1; i < s.n; i++)
+        CU_ASSERT(s.hs[i - 1] < s.hs[i] || strcmp(s.ids[i - 1], s.ids[i]) < 0);
+    /* The cursor the node makes after an entry (when it cuts a merged page) continues where
+     * the group's own next_cursor does. */
+    Slotd__V1__ReadResponse *rr, *r2;
+    const Slotd__V1__ListSystemUidsResult *lr;
+    struct slotd_error err;
+    rr = query_owned(Q(LIST_SYSTEM_UIDS), &q.base, gs.owned, &err);
+    CU_ASSERT_FATAL(rr != NULL);
+    lr = rr->list_system_uids;
+    CU_ASSERT_FATAL(lr->n_uids == 7);
+    ProtobufCBinaryData after;
+    CU_ASSERT_FATAL(slot_list_entry_cursor(Q(LIST_SYSTEM_UIDS), lr->uids[6], &after) == 0);
+    char next_uid[2][16];
+    for (int i = 0; i < 2; i++) {
+        q.cursor = i == 0 ? after : lr->next_cursor;
+        q.limit = 1;
+        r2 = query_owned(Q(LIST_SYSTEM_UIDS), &q.base, gs.owned, &err);
+        CU_ASSERT_FATAL(r2 != NULL && r2->list_system_uids->n_uids == 1);
+        snprintf(next_uid[i], sizeof(next_uid[i]), "%s", r2->list_system_uids->uids[0]);
+        FREE_READ(r2);
+    }
+    CU_ASSERT(strcmp(next_uid[0], next_uid[1]) == 0 && strcmp(next_uid[0], s.ids[7]) == 0);
+    free(after.data);
+    FREE_READ(rr);
+    /* A group owning hash slots 0..127 serves its run and names 128's start as the next page. */
+    uint8_t half[32] = {0};
+    memset(half, 0xFF, 16);
+    q.limit = 1000;
+    q.cursor.len = 0;
+    rr = query_owned(Q(LIST_SYSTEM_UIDS), &q.base, half, &err);
+    CU_ASSERT_FATAL(rr != NULL);
+    lr = rr->list_system_uids;
+    uint16_t hs;
+    const uint8_t *suffix;
+    size_t sl;
+    CU_ASSERT(slot_list_cursor_decode(&lr->next_cursor, &hs, &suffix, &sl) == 0 && hs == 128 &&
+              sl == 0);
+    size_t low = 0;
+    for (size_t i = 0; i < s.n; i++)
+        low += s.hs[i] < 128;
+    CU_ASSERT(lr->n_uids == low);
+    for (size_t i = 0; i < lr->n_uids; i++)
+        CU_ASSERT(route_hash_slot(lr->uids[i], strlen(lr->uids[i])) < 128);
+    FREE_READ(rr);
+    /* Bad input names the field and the limit; nothing stored changes. */
+    uint64_t before = keyspace_digest();
+    q.limit = SLOT_PAGE_MAX + 1;
+    CU_ASSERT(query(Q(LIST_SYSTEM_UIDS), &q.base, &err) == NULL);
+    CU_ASSERT(err.code == SLOTD_EINVALID_FIELD &&
+              strcmp(err.field, "list_system_uids.limit") == 0 && err.limit == SLOT_PAGE_MAX);
+    uint8_t junk[9] = {2, 0, 0, 0, 0, 0x01, 0x00, 'x', 'y'}; /* hash slot 256, bad crc */
+    q.limit = 0;
+    q.cursor.data = junk;
+    q.cursor.len = sizeof(junk);
+    CU_ASSERT(query(Q(LIST_SYSTEM_UIDS), &q.base, &err) == NULL);
+    CU_ASSERT(err.code == SLOTD_EINVALID_FIELD &&
+              strcmp(err.field, "list_system_uids.cursor") == 0);
+    CU_ASSERT(keyspace_digest() == before);
+    teardown();
+}
+
+static void test_list_channels(void)
+{
+    setup();
+    Slotd__V1__ProposeResponse *r;
+    char id[16];
+    for (int i = 0; i < 30; i++) {
+        Slotd__V1__CreateChannelCommand cc = SLOTD__V1__CREATE_CHANNEL_COMMAND__INIT;
+        snprintf(id, sizeof(id), "%s-%02d", i % 3 == 0 ? "room" : "chat", i);
+        cc.channel_id = id;
+        cc.channel_type = i % 2 ? 1 : 2;
+        ok(P(CREATE_CHANNEL), &cc.base, &r);
+        FREE_RESP(r);
+    }
+    Slotd__V1__ListChannelsQuery q = SLOTD__V1__LIST_CHANNELS_QUERY__INIT;
+    struct seen s = {0};
+    int pages;
+    q.limit = 4;
+    CU_ASSERT(page_all(Q(LIST_CHANNELS), &q.base, gs.owned, 4, seen_channel, &s, &pages) == 30);
+    check_span_order(&s);
+    memset(&s, 0, sizeof(s));
+    q.id_prefix = "room"; /* ids 0, 3, ..., 27 */
+    CU_ASSERT(page_all(Q(LIST_CHANNELS), &q.base, gs.owned, 4, seen_channel, &s, &pages) == 10);
+    for (size_t i = 0; i < s.n; i++)
+        CU_ASSERT(strncmp(s.ids[i], "room-", 5) == 0);
+    memset(&s, 0, sizeof(s));
+    q.channel_type = 1; /* and odd */
+    CU_ASSERT(page_all(Q(LIST_CHANNELS), &q.base, gs.owned, 0, seen_channel, &s, &pages) == 5);
+    for (size_t i = 0; i < s.n; i++)
+        CU_ASSERT(strncmp(s.ids[i], "room-", 5) == 0 && strcmp(s.ids[i] + 7, "/1") == 0);
+    /* Bad input. */
+    struct slotd_error err;
+    uint64_t before = keyspace_digest();
+    q.channel_type = 256;
+    CU_ASSERT(query(Q(LIST_CHANNELS), &q.base, &err) == NULL);
+    CU_ASSERT(err.code == SLOTD_EINVALID_FIELD &&
+              strcmp(err.field, "list_channels.channel_type") == 0 && err.limit == 255);
+    char longp[SLOT_CHANNEL_ID_MAX + 2];
+    memset(longp, 'p', sizeof(longp) - 1);
+    longp[sizeof(longp) - 1] = '\0';
+    q.channel_type = 0;
+    q.id_prefix = longp;
+    CU_ASSERT(query(Q(LIST_CHANNELS), &q.base, &err) == NULL);
+    CU_ASSERT(err.code == SLOTD_EINVALID_FIELD &&
+              strcmp(err.field, "list_channels.id_prefix") == 0 &&
+              err.limit == SLOT_CHANNEL_ID_MAX);
+    CU_ASSERT(keyspace_digest() == before);
+    teardown();
+}
+
+/* A group page visits at most SLOT_LIST_SCAN_ROWS_MAX rows: a filter that matches nothing
+ * still ends each page with a cursor where it stopped. */
+static void test_list_scan_bound(void)
+{
+    setup();
+    in_batch = true;
+    slot_fsm_begin(fsm);
+    char id[24];
+    for (unsigned i = 0; i < SLOT_LIST_SCAN_ROWS_MAX + 50; i++) {
+        Slotd__V1__ProposeResponse *r;
+        Slotd__V1__CreateChannelCommand cc = SLOTD__V1__CREATE_CHANNEL_COMMAND__INIT;
+        snprintf(id, sizeof(id), "scan-%05u", i);
+        cc.channel_id = id;
+        cc.channel_type = 2;
+        ok(P(CREATE_CHANNEL), &cc.base, &r);
+        FREE_RESP(r);
+    }
+    CU_ASSERT_FATAL(slot_fsm_commit(fsm) == 0);
+    in_batch = false;
+    Slotd__V1__ListChannelsQuery q = SLOTD__V1__LIST_CHANNELS_QUERY__INIT;
+    q.id_prefix = "none-";
+    struct slotd_error err;
+    Slotd__V1__ReadResponse *rr = query_owned(Q(LIST_CHANNELS), &q.base, gs.owned, &err);
+    CU_ASSERT_FATAL(rr != NULL);
+    CU_ASSERT(rr->list_channels->n_channels == 0 && rr->list_channels->next_cursor.len > 0);
+    FREE_READ(rr);
+    struct seen s = {0};
+    int pages;
+    CU_ASSERT(page_all(Q(LIST_CHANNELS), &q.base, gs.owned, 0, seen_channel, &s, &pages) == 0);
+    CU_ASSERT(pages == 2);
+    teardown();
+}
+
+static void runtime_meta(const char *ch, uint64_t leader)
+{
+    Slotd__V1__ProposeResponse *r;
+    uint64_t replicas[2] = {leader, leader + 10};
+    Slotd__V1__ChannelRuntimeMeta m = SLOTD__V1__CHANNEL_RUNTIME_META__INIT;
+    m.leader = leader;
+    m.n_replicas = 2;
+    m.replicas = replicas;
+    Slotd__V1__UpdateRuntimeMetaCommand u = SLOTD__V1__UPDATE_RUNTIME_META_COMMAND__INIT;
+    u.channel_id = (char *)ch;
+    u.channel_type = 2;
+    u.meta = &m;
+    ok(P(UPDATE_RUNTIME_META), &u.base, &r);
+    FREE_RESP(r);
+}
+
+static void seen_meta(void *ctx, const void *e)
+{
+    const Slotd__V1__RuntimeMetaEntry *m = e;
+    char id[40];
+    snprintf(id, sizeof(id), "%s/%u/%llu", m->channel_id, m->channel_type,
+             (unsigned long long)m->meta->leader);
+    seen_str(ctx, id);
+    ((struct seen *)ctx)->hs[((struct seen *)ctx)->n - 1] =
+        route_hash_slot(m->channel_id, strlen(m->channel_id));
+}
+
+static void seen_task(void *ctx, const void *e)
+{
+    const Slotd__V1__ChannelMigrationTask *t = e;
+    char id[40];
+    snprintf(id, sizeof(id), "%s/%llu/%d", t->channel_id, (unsigned long long)t->task_id,
+             (int)t->status);
+    seen_str(ctx, id);
+    ((struct seen *)ctx)->hs[((struct seen *)ctx)->n - 1] =
+        route_hash_slot(t->channel_id, strlen(t->channel_id));
+}
+
+static void test_list_runtime_meta_and_tasks(void)
+{
+    setup();
+    Slotd__V1__ProposeResponse *r;
+    char id[16];
+    for (int i = 0; i < 12; i++) {
+        snprintf(id, sizeof(id), "rt-%02d", i);
+        runtime_meta(id, i % 3 == 0 ? 7 : 8);
+        Slotd__V1__ChannelMigrationTask t = SLOTD__V1__CHANNEL_MIGRATION_TASK__INIT;
+        Slotd__V1__PutMigrationTaskCommand pt = SLOTD__V1__PUT_MIGRATION_TASK_COMMAND__INIT;
+        t.channel_id = id;
+        t.channel_type = 2;
+        t.source_node = 1;
+        t.target_node = 2;
+        pt.task = &t;
+        for (uint64_t task = 1; task <= 2; task++) { /* task 2 of every fourth channel runs */
+            t.task_id = task;
+            t.status = task == 2 && i % 4 == 0
+                           ? SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_RUNNING
+                           : SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_PENDING;
+            ok(P(PUT_MIGRATION_TASK), &pt.base, &r);
+            FREE_RESP(r);
+        }
+    }
+    Slotd__V1__ListRuntimeMetaQuery mq = SLOTD__V1__LIST_RUNTIME_META_QUERY__INIT;
+    struct seen s = {0};
+    int pages;
+    mq.leader = 7;
+    mq.limit = 3;
+    CU_ASSERT(page_all(Q(LIST_RUNTIME_META), &mq.base, gs.owned, 3, seen_meta, &s, &pages) == 4);
+    check_span_order(&s);
+    for (size_t i = 0; i < s.n; i++) /* rt-00, 03, 06, 09: type 2, leader 7 */
+        CU_ASSERT(strstr(s.ids[i], "/2/7") != NULL && (s.ids[i][4] - '0') % 3 == 0);
+    memset(&s, 0, sizeof(s));
+    mq.leader = 0; /* every channel's */
+    CU_ASSERT(page_all(Q(LIST_RUNTIME_META), &mq.base, gs.owned, 3, seen_meta, &s, &pages) == 12);
+    /* Every channel's running tasks (spans hash slots), then one channel's by status. */
+    Slotd__V1__ListMigrationTasksQuery tq = SLOTD__V1__LIST_MIGRATION_TASKS_QUERY__INIT;
+    tq.channel_id = "";
+    tq.status = SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_RUNNING;
+    tq.limit = 2;
+    memset(&s, 0, sizeof(s));
+    CU_ASSERT(page_all(Q(LIST_MIGRATION_TASKS), &tq.base, gs.owned, 2, seen_task, &s, &pages) == 3);
+    check_span_order(&s);
+    for (size_t i = 0; i < s.n; i++)
+        CU_ASSERT(strstr(s.ids[i], "/2/2") != NULL);
+    tq.status = 0;
+    memset(&s, 0, sizeof(s));
+    CU_ASSERT(page_all(Q(LIST_MIGRATION_TASKS), &tq.base, gs.owned, 2, seen_task, &s, &pages) ==
+              24);
+    tq.channel_id = "rt-04";
+    tq.channel_type = 2;
+    tq.status = SLOTD__V1__MIGRATION_STATUS__MIGRATION_STATUS_PENDING;
+    memset(&s, 0, sizeof(s));
+    CU_ASSERT(page_all(Q(LIST_MIGRATION_TASKS), &tq.base, NULL, 2, seen_task, &s, &pages) == 1);
+    CU_ASSERT(strcmp(s.ids[0], "rt-04/1/1") == 0);
+    /* Bad input. */
+    struct slotd_error err;
+    uint64_t before = keyspace_digest();
+    tq.status = (Slotd__V1__MigrationStatus)9;
+    CU_ASSERT(query(Q(LIST_MIGRATION_TASKS), &tq.base, &err) == NULL);
+    CU_ASSERT(err.code == SLOTD_EINVALID_FIELD &&
+              strcmp(err.field, "list_migration_tasks.status") == 0 && err.limit == 4);
+    tq.status = 0;
+    tq.channel_id = "";
+    CU_ASSERT(query(Q(LIST_MIGRATION_TASKS), &tq.base, &err) == NULL); /* a type without an id */
+    CU_ASSERT(err.code == SLOTD_EINVALID_FIELD &&
+              strcmp(err.field, "list_migration_tasks.channel_type") == 0 && err.limit == 0);
+    mq.limit = SLOT_PAGE_MAX + 1;
+    CU_ASSERT(query(Q(LIST_RUNTIME_META), &mq.base, &err) == NULL);
+    CU_ASSERT(err.code == SLOTD_EINVALID_FIELD &&
+              strcmp(err.field, "list_runtime_meta.limit") == 0 && err.limit == SLOT_PAGE_MAX);
+    CU_ASSERT(keyspace_digest() == before);
+    teardown();
+}
+
+static void seen_event(void *ctx, const void *e)
+{
+    char id[24];
+    snprintf(id, sizeof(id), "%llu",
+             (unsigned long long)((const Slotd__V1__ChannelEvent *)e)->event_seq);
+    seen_str(ctx, id);
+}
+
+/* Events after a sequence, newest first; a page also stops at SLOT_LIST_PAGE_BYTES. */
+static void test_list_events_after(void)
+{
+    setup();
+    Slotd__V1__ProposeResponse *r;
+    create_channel("evb", 600);
+    static uint8_t payload[SLOT_EVENT_PAYLOAD_MAX];
+    memset(payload, 'x', sizeof(payload));
+    for (int i = 1; i <= 300; i++) {
+        Slotd__V1__AppendEventCommand a = SLOTD__V1__APPEND_EVENT_COMMAND__INIT;
+        a.channel_id = "evb";
+        a.channel_type = 2;
+        a.message_seq = (uint64_t)i;
+        a.event_type = "m";
+        a.payload.data = payload;
+        a.payload.len = sizeof(payload);
+        ok(P(APPEND_EVENT), &a.base, &r);
+        FREE_RESP(r);
+    }
+    Slotd__V1__ListEventsQuery q = SLOTD__V1__LIST_EVENTS_QUERY__INIT;
+    q.channel_id = "evb";
+    q.channel_type = 2;
+    q.after_seq = 297;
+    Slotd__V1__ReadResponse *rr;
+    const Slotd__V1__ListEventsResult *lr = qok(Q(LIST_EVENTS), &q.base, &rr);
+    CU_ASSERT(lr->n_events == 3 && lr->next_cursor.len == 0);
+    CU_ASSERT(lr->n_events == 3 && lr->events[0]->event_seq == 300 &&
+              lr->events[2]->event_seq == 298);
+    FREE_READ(rr);
+    /* 300 events of 4 KiB: a page of limit 1000 stops near 1 MiB; pages go on without overlap. */
+    q.after_seq = 0;
+    q.limit = 1000;
+    lr = qok(Q(LIST_EVENTS), &q.base, &rr);
+    size_t first = lr->n_events;
+    CU_ASSERT(first > 200 && first < 256 && lr->next_cursor.len > 0);
+    FREE_READ(rr);
+    struct seen s = {0};
+    int pages;
+    q.after_seq = 250;
+    q.limit = 20;
+    CU_ASSERT(page_all(Q(LIST_EVENTS), &q.base, NULL, 20, seen_event, &s, &pages) == 50);
+    CU_ASSERT(pages == 3);
+    for (size_t i = 0; i < s.n; i++)
+        CU_ASSERT(strtoull(s.ids[i], NULL, 10) == 300 - i);
+    teardown();
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -1588,6 +2079,12 @@ int main(void)
     CU_add_test(s, "plugin_bindings", test_plugins);
     CU_add_test(s, "event_projection", test_events);
     CU_add_test(s, "encoding_and_dedupe", test_encoding_and_dedupe);
+    CU_add_test(s, "list_devices", test_list_devices);
+    CU_add_test(s, "list_system_uids_spans", test_list_system_uids);
+    CU_add_test(s, "list_channels_prefix_type", test_list_channels);
+    CU_add_test(s, "list_scan_bound", test_list_scan_bound);
+    CU_add_test(s, "list_runtime_meta_and_tasks", test_list_runtime_meta_and_tasks);
+    CU_add_test(s, "list_events_after_and_bytes", test_list_events_after);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed() + CU_get_number_of_failures();
