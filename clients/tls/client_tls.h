@@ -1,5 +1,4 @@
-/* client_tls.h - PEM files to gRPC channel credentials, shared by libslotd, slotbench and
- * slotd-health. */
+/* client_tls.h - PEM files to gRPC credentials (libslotd, slotbench, slotd-health). */
 #ifndef SLOTD_CLIENT_TLS_H
 #define SLOTD_CLIENT_TLS_H
 

@@ -1,5 +1,4 @@
-/* abi_opaque.c - compiled by the cclient_abi_opaque_* tests: sizeof(struct SLOTD_ABI_TYPE) must
- * not compile for libslotd's opaque objects (the control, a result struct, must). */
+/* abi_opaque.c - cclient_abi_opaque_* probe: sizeof(struct SLOTD_ABI_TYPE) of an opaque type. */
 #include <slotd/client.h>
 
 #ifndef SLOTD_ABI_TYPE

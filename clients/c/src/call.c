@@ -1,5 +1,4 @@
-/* call.c - the clients' one gRPC call layer: channels, unary calls with a deadline, the status
- * and its google.rpc.Status / slotd.v1.ErrorDetail detail. */
+/* call.c - the clients' one gRPC call layer: channels, unary calls, status detail. */
 #include "call.h"
 
 #include "google/rpc/status.pb-c.h"

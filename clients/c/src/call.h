@@ -1,6 +1,4 @@
-/* call.h - the one C gRPC call layer of the clients: channels, a unary call with a deadline,
- * the status with its google.rpc.Status / slotd.v1.ErrorDetail (libslotd, slotd-health,
- * slotbench). */
+/* call.h - the clients' one gRPC call layer (libslotd, slotd-health, slotbench). */
 #ifndef SLOTD_CALL_H
 #define SLOTD_CALL_H
 

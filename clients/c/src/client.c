@@ -1,5 +1,4 @@
-/* client.c - the libslotd client object: channels, route cache, routed calls with retries,
- * put/delete/cas, get and health. */
+/* client.c - the libslotd client: channels, route cache, routed calls, writes, get, health. */
 #include "client_internal.h"
 
 #include "client_tls.h"

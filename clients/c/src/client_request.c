@@ -1,5 +1,4 @@
-/* client_request.c - libslotd's opaque inputs: client options, write/read options, range query,
- * txn, watch request and admin command, built with create/set/destroy. */
+/* client_request.c - libslotd's opaque inputs (options, queries, txn, watch, admin command). */
 #include "client_internal.h"
 
 #include <stdio.h>

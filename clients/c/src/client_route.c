@@ -1,5 +1,4 @@
-/* client_route.c - hash slots (zlib crc32 % 256), RouteSnapshotResponse decoding, the route
- * object's getters and lookups. */
+/* client_route.c - hash slots (zlib crc32 % 256), route decoding, the route's getters, lookups. */
 #include "client_internal.h"
 
 #include "slotd/v1/metadata.pb-c.h"
