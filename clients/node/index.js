@@ -5,9 +5,14 @@ const fs = require('fs');
 const path = require('path');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
+const { makeTyped } = require('./typed');
 
-// The .proto files come straight from the repo's api/ folder (or SLOTD_API_DIR / options.apiDir).
-const DEFAULT_API_DIR = process.env.SLOTD_API_DIR || path.join(__dirname, '..', '..', 'api');
+// The .proto files: SLOTD_API_DIR / options.apiDir, else the copy an installed package ships in
+// proto/ (npm pack puts it there), else the repo's api/ folder.
+const PACKAGED_API_DIR = path.join(__dirname, 'proto');
+const DEFAULT_API_DIR = process.env.SLOTD_API_DIR ||
+  (fs.existsSync(path.join(PACKAGED_API_DIR, 'slotd', 'v1', 'metadata.proto'))
+    ? PACKAGED_API_DIR : path.join(__dirname, '..', '..', 'api'));
 const DEFAULT_DEADLINE_MS = 5000;
 const DEFAULT_MAX_RETRIES = 4;
 const BACKOFF_FIRST_MS = 50;
@@ -185,8 +190,9 @@ function channelSetup(options) {
 }
 
 // createClient(addr, {deadlineMs, maxRetries, apiDir, rootCerts, privateKey, certChain,
-//   serverName}) -> {put, get, leaseGrant, leaseKeepAlive, leaseRevoke, range, rangePage, txn,
-//   watch, route, taskStatus, clusterState, admin, lastRevision, observeRevision, close}.
+//   serverName}) -> {users, channels, put, get, leaseGrant, leaseKeepAlive, leaseRevoke, range,
+//   rangePage, txn, watch, route, taskStatus, clusterState, admin, lastRevision,
+//   observeRevision, close}.
 // addr: "host:port", a comma-separated list of them, or an array. put and get go to the first
 // one, which forwards requests for groups it does not lead; route, taskStatus, clusterState and
 // admin go to the endpoints in turn (the one that answered last first). Every call has a deadline
@@ -286,7 +292,18 @@ function createClient(addr, options = {}) {
     throw last;
   }
 
+  // Typed metadata (typed.js): writes and one owner's reads go to the first address (which
+  // forwards), spanning listings to any endpoint, like range pages.
+  const typed = makeTyped({
+    propose: (request) => unary(endpoints[0], 'metadata', 'Propose', request),
+    read: (request) => unary(endpoints[0], 'metadata', 'Read', request),
+    readAny: (request) => anyEndpoint('metadata', 'Read', request, SKIP_READ_CODES,
+      1 + maxRetries),
+  });
+
   return {
+    users: typed.users,
+    channels: typed.channels,
     // Resolves to the ProposeResponse: {group_id, applied_index, deduplicated, put: {version}}.
     // requestId (Buffer or string, 1..64 bytes) makes a retry of the same put safe. lease (an
     // id from leaseGrant) attaches the key to that lease, which must live in the key's hash

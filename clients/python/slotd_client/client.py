@@ -686,6 +686,20 @@ class Client:
         self.observe_revision(response.revision)
         return response
 
+    # -- typed metadata (typed.py) --
+
+    @property
+    def users(self):
+        """Typed helpers for users, devices, system uids and conversations (typed.Users)."""
+        from .typed import Users
+        return Users(self)
+
+    @property
+    def channels(self):
+        """Typed helpers for channels, members, events and runtime meta (typed.Channels)."""
+        from .typed import Channels
+        return Channels(self)
+
     def set_feature(self, name, enabled):
         """Admin.SetFeature: a switch in the replicated cluster state (name "hash_slot_migration"),
         honoured by every node. Returns the AdminWriteResponse (OUTCOME_NOOP when already so)."""
