@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include <sodium.h>
+#include <sys/prctl.h>
 
 #include "token.h"
 
@@ -46,6 +47,7 @@ static void run(struct auth_pwhash_pool *p, struct job *j, int *rc, char out[AUT
 static void *worker(void *arg)
 {
     struct auth_pwhash_pool *p = arg;
+    prctl(PR_SET_NAME, "slotd-pwhash");
     pthread_mutex_lock(&p->mu);
     for (;;) {
         while (p->head == NULL && !p->stopping) {

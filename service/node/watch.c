@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include <grpc/status.h>
+#include <sys/prctl.h>
 
 #include "google/rpc/status.pb-c.h"
 #include "service/log/log.h"
@@ -432,6 +433,7 @@ static void session_free(struct watch_session *s)
 static void *hub_main(void *arg)
 {
     struct node_watch *hub = arg;
+    prctl(PR_SET_NAME, "slotd-watchhub");
     pthread_mutex_lock(&hub->mu);
     for (;;) {
         if (!hub->kick) {

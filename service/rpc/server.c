@@ -1,5 +1,6 @@
 /* server.c - gRPC core server: method table, completion-queue threads, call dispatch, shutdown. */
 #include <assert.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
+#include <sys/prctl.h>
 
 #include "service/log/log.h"
 #include "descset.h"
@@ -178,6 +180,24 @@ int rpc_server_add_unary(struct rpc_server *s, const char *method, rpc_unary_cb 
     return SLOTD_OK;
 }
 
+int rpc_server_add_client_stream(struct rpc_server *s, const char *method,
+                                 rpc_cstream_frame_cb on_frame, rpc_cstream_end_cb on_end,
+                                 void *ctx)
+{
+    assert(on_frame != NULL);
+    struct rpc__method *m = method_get(s, method);
+    if (m == NULL) {
+        return SLOTD_EINVALID_FIELD;
+    }
+    m->kind = RPC__METHOD_CLIENT_STREAM;
+    m->cb = NULL;
+    m->cstream_frame = on_frame;
+    m->cstream_end = on_end;
+    m->ctx = ctx;
+    m->counted = true;
+    return SLOTD_OK;
+}
+
 int rpc_server_add_server_stream(struct rpc_server *s, const char *method, rpc_stream_cb cb,
                                  void *ctx)
 {
@@ -192,6 +212,22 @@ int rpc_server_add_server_stream(struct rpc_server *s, const char *method, rpc_s
     m->ctx = ctx;
     m->counted = true;
     return SLOTD_OK;
+}
+
+/* Debian's abseil is built without NDEBUG, so every absl::Mutex acquisition under gRPC core runs
+ * abseil's lock-order (deadlock) detector: a graph lookup per lock, 4-6% of a loaded node's CPU
+ * (perf: absl::...::GraphCycles::GetId; BENCHMARKS.md). Release builds of abseil have it off.
+ * The setter is C++ (absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore), value
+ * 0), so it is looked up by its mangled Debian name at run time: an abseil without that symbol
+ * keeps its own default. Idempotent; before the first gRPC call. */
+static void absl_deadlock_detection_off(void)
+{
+    void (*set_mode)(int) = NULL;
+    void *sym = dlsym(RTLD_DEFAULT,
+                      "_ZN4absl7debian329SetMutexDeadlockDetectionModeENS0_15OnDeadlockCycleE");
+    memcpy(&set_mode, &sym, sizeof(set_mode)); /* object to function pointer, without a cast */
+    if (set_mode != NULL)
+        set_mode(0);
 }
 
 int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out)
@@ -269,6 +305,7 @@ int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out)
          rpc__health_register(s) != SLOTD_OK || rpc__reflection_register(s) != SLOTD_OK)) {
         goto err_after_cond;
     }
+    absl_deadlock_detection_off();
     grpc_init();
     *out = s;
     return SLOTD_OK;
@@ -313,7 +350,9 @@ static void request_arm(struct rpc_server *s, struct rpc__method *m)
     grpc_call_error e;
     if (m != NULL) {
         /* Methods registered with GRPC_SRM_PAYLOAD_NONE must not ask for a payload. */
-        grpc_byte_buffer **payload = m->kind == RPC__METHOD_REFLECTION ? NULL : &r->payload;
+        grpc_byte_buffer **payload =
+            m->kind == RPC__METHOD_REFLECTION || m->kind == RPC__METHOD_CLIENT_STREAM ? NULL
+                                                                                      : &r->payload;
         e = grpc_server_request_registered_call(s->server, m->handle, &r->call, &r->deadline,
                                                 &r->md, payload, s->cq, s->cq, &r->tag);
     } else {
@@ -599,6 +638,18 @@ static void call_dispatch(struct rpc_server *s, const struct rpc__method *m, str
         rpc__reflection_start(s, c); /* a stream: reads its own messages */
         return;
     }
+    if (m->kind == RPC__METHOD_CLIENT_STREAM) {
+        if (m->counted && !inflight_acquire(s)) {
+            slotd_error_set(&e, SLOTD_EQUEUE_FULL, "server: %zu calls in flight, the limit is %zu",
+                            s->opts.max_inflight_calls, s->opts.max_inflight_calls);
+            e.retry_after_ms = RPC_QUEUE_FULL_RETRY_MS;
+            rpc_call_fail(c, &e);
+            return;
+        }
+        c->counted = m->counted;
+        rpc__cstream_start(s, m, c); /* reads its own frames */
+        return;
+    }
     if (payload == NULL) {
         slotd_error_set(&e, SLOTD_EMALFORMED, "request: no message (cancelled or not sent)");
         snprintf(e.field, sizeof(e.field), "request");
@@ -744,6 +795,7 @@ out_disarm:
 static void *cq_thread_main(void *arg)
 {
     struct rpc_server *s = arg;
+    prctl(PR_SET_NAME, "slotd-rpc");
     for (;;) {
         grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN) {
@@ -775,6 +827,11 @@ static void *cq_thread_main(void *arg)
         case RPC__TAG_STREAM_CLOSE:
         case RPC__TAG_STREAM_STATUS:
             rpc__stream_on_event(t, ev.success != 0);
+            break;
+        case RPC__TAG_CSTREAM_RECV:
+        case RPC__TAG_CSTREAM_CLOSE:
+        case RPC__TAG_CSTREAM_STATUS:
+            rpc__cstream_on_event(t, ev.success != 0);
             break;
         case RPC__TAG_SHUTDOWN:
             pthread_mutex_lock(&s->mu);
@@ -842,7 +899,8 @@ static int server_create(struct rpc_server *s, char *err, size_t errlen)
     for (size_t i = 0; i < s->n_methods; i++) {
         /* Streams whose requests arrive one by one read them themselves. */
         grpc_server_register_method_payload_handling payload =
-            s->methods[i].kind == RPC__METHOD_REFLECTION
+            s->methods[i].kind == RPC__METHOD_REFLECTION ||
+                    s->methods[i].kind == RPC__METHOD_CLIENT_STREAM
                 ? GRPC_SRM_PAYLOAD_NONE
                 : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER;
         s->methods[i].handle =

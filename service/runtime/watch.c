@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "service/runtime/internal.h"
 
@@ -47,6 +48,7 @@ static void *notifier_main(void *arg)
 {
     struct runtime *rt = arg;
     struct rt_watch_notifier *n = rt->watch_notifier;
+    prctl(PR_SET_NAME, "slotd-watch");
     bool dirty[RT_GROUPS_CAP];
     pthread_mutex_lock(&n->mu);
     for (;;) {

@@ -8,6 +8,7 @@
 
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
+#include <sys/prctl.h>
 
 #include "transport_internal.h"
 
@@ -350,6 +351,7 @@ static gpr_timespec wake_deadline(int64_t wake_ms)
 static void *cq_main(void *arg)
 {
     struct transport *t = arg;
+    prctl(PR_SET_NAME, "slotd-peer");
     int64_t wake_ms = INT64_MAX;
     for (;;) {
         grpc_event ev = grpc_completion_queue_next(t->cq, wake_deadline(wake_ms), NULL);
