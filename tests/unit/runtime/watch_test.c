@@ -208,17 +208,18 @@ static int typed_poll(uint32_t kind, const char *id, struct answer *a, struct sl
 static void test_typed(void)
 {
     setup(1 << 20);
-    /* 14: subscriber u1 of c1 and c1's channel row; 15: an allowlist member of c1; 16: a
-     * subscriber of c12 (a longer id sharing the prefix); 17: user c1's device (a uid that
-     * happens to equal the channel id) */
+    /* Channel rows are [s channel_id][channel_type u8]... (store/FORMAT.md). 14: subscriber u1
+     * of (c1, type 2) and that channel's row; 15: an allowlist member of (c1, type 3), another
+     * channel of the same id; 16: a subscriber of c12 (a longer id sharing the prefix); 17: user
+     * c1's device (a uid that happens to equal the channel id) */
     rt_watch_append(rt, G,
-                    list(tev(14, SLOT_TABLE_CHANNEL_MEMBER, "\x02" "c1\x01u1", 6),
-                         tev(14, SLOT_TABLE_CHANNEL, "c1", 2), NULL),
+                    list(tev(14, SLOT_TABLE_CHANNEL_MEMBER, "\x02" "c1\x02\x01u1", 7),
+                         tev(14, SLOT_TABLE_CHANNEL, "\x02" "c1\x02", 4), NULL),
                     14);
-    rt_watch_append(rt, G, list(tev(15, SLOT_TABLE_CHANNEL_MEMBER, "\x02" "c1\x02u2", 6), NULL),
-                    15);
-    rt_watch_append(rt, G, list(tev(16, SLOT_TABLE_CHANNEL_MEMBER, "\x03" "c12\x01u3", 7), NULL),
-                    16);
+    rt_watch_append(rt, G,
+                    list(tev(15, SLOT_TABLE_CHANNEL_MEMBER, "\x02" "c1\x03\x02u2", 7), NULL), 15);
+    rt_watch_append(rt, G,
+                    list(tev(16, SLOT_TABLE_CHANNEL_MEMBER, "\x03" "c12\x02\x01u3", 8), NULL), 16);
     rt_watch_append(rt, G, list(tev(17, SLOT_TABLE_DEVICE, "\x02" "c1\x01", 4), NULL), 17);
     struct answer a;
     struct slotd_error err;
@@ -231,7 +232,7 @@ static void test_typed(void)
     CU_ASSERT_EQUAL(typed_poll(SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_CHANNEL, "c1", &a,
                                &err),
                     0);
-    CU_ASSERT_EQUAL(a.n, 3); /* the member, the channel row, the allowlist member */
+    CU_ASSERT_EQUAL(a.n, 3); /* the member, the channel row, the allowlist member (every type) */
     CU_ASSERT_EQUAL(a.index[2], 15);
     CU_ASSERT_EQUAL(typed_poll(SLOTD__V1__TYPED_WATCH_KIND__TYPED_WATCH_KIND_USER, "c1", &a, &err),
                     0);
