@@ -204,6 +204,13 @@ cpu_ticks() {
   echo "$t"
 }
 
+# ctx_switches PIDS...: context switches (voluntary + involuntary) of every thread of the pids so
+# far; a thread that ended meanwhile takes its count with it.
+ctx_switches() {
+  cat $(printf '/proc/%s/task/*/status ' "$@") 2>/dev/null |
+    awk '/^(non)?voluntary_ctxt_switches:/ { n += $2 } END { print n + 0 }'
+}
+
 # idle_cpu SECONDS PIDS...: CPU the pids used while nothing loaded them, in % of one core.
 idle_cpu() {
   local secs=$1 t0
@@ -217,12 +224,14 @@ idle_cpu() {
 # --- measuring ------------------------------------------------------------------------------
 
 # run_one FILE TARGET ENDPOINTS OP CONC [extra]: one measured slotbench run appended to FILE;
-# the server CPU it took (ticks over warm-up and run, all of the target's processes) to FILE.cpu.
+# the server CPU it took (ticks over warm-up and run, all of the target's processes) to FILE.cpu,
+# and the context switches of those processes' threads to FILE.cs.
 run_one() {
-  local file=$1 target=$2 eps=$3 op=$4 conc=$5 t0
+  local file=$1 target=$2 eps=$3 op=$4 conc=$5 t0 cs0
   shift 5
   local -n server_pids="${target}_pids"
   t0=$(cpu_ticks "${server_pids[@]}")
+  cs0=$(ctx_switches "${server_pids[@]}")
   "$bin"/slotbench --target "$target" --endpoints "$eps" --keys $KEYS --key-size 64 \
     --value-size 256 --op "$op" --concurrency "$conc" --duration "$DURATION" \
     --warmup "$WARMUP" --json "$@" >>"$file" 2>"$dir/run.err" || {
@@ -231,6 +240,7 @@ run_one() {
   }
   echo >>"$file"
   echo $(($(cpu_ticks "${server_pids[@]}") - t0)) >>"$file.cpu"
+  echo $(($(ctx_switches "${server_pids[@]}") - cs0)) >>"$file.cs"
 }
 
 # scenario NODES OP CONC: ROUNDS rounds; in each the systems run one after the other (A B A B).
@@ -308,6 +318,9 @@ echo "# idle CPU of the system not being measured (% of one core): 1 node slotd 
   "etcd $idle_1n_etcd; 3 nodes slotd $idle_3n_slotd, etcd $idle_3n_etcd"
 echo "# server CPU per request: CPU of all the system's processes over warm-up and run, divided by" \
   "ops/s x (warm-up + run) s; the get-local row is a serializable read (no raft, no disk)"
+echo "# server ctx switches per request: voluntary + involuntary context switches of every thread" \
+  "of the system's processes over warm-up and run, divided the same way (each thread hand-off" \
+  "costs at least one)"
 echo "# echo ceiling: slotd --echo-only 1 (rpc layer only, reply on the gRPC thread) loaded by" \
   "slotbench --target echo with a serializable read's bytes; slotd/echo divides each slotd row" \
   "by the echo median at the same in-flight count (measured on one node, also for 3-node rows)"
@@ -321,9 +334,12 @@ def load(name):
         runs = [json.loads(l)["run"] for l in f if l.strip()]
     with open(f"{d}/{name}.json.cpu") as f:
         ticks = [int(l) for l in f if l.strip()]
-    for r, t in zip(runs, ticks):
+    with open(f"{d}/{name}.json.cs") as f:
+        switches = [int(l) for l in f if l.strip()]
+    for r, t, cs in zip(runs, ticks, switches):
         ops = r["ops_per_s"] * (run_s + warm_s)
         r["server_cpu_us"] = t / hz * 1e6 / ops if ops > 0 else float("nan")
+        r["server_cs"] = cs / ops if ops > 0 else float("nan")
     return runs
 
 def med(runs, f):
@@ -338,8 +354,8 @@ rows += [(3, op, c, v, m) for op in ("put", "get") for c in (16, 64, 256)
          for v, m in (("slotd-ra", "route-aware"), ("slotd-rr", "round robin"))]
 print("| nodes | op | in flight | slotd client | slotd ops/s | etcd ops/s | slotd/etcd | slotd/echo "
       "| slotd p50 ms | etcd p50 ms | slotd p99 ms | etcd p99 ms | errors slotd/etcd "
-      "| client CPU % slotd/etcd | server CPU us/op slotd/etcd |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "| client CPU % slotd/etcd | server CPU us/op slotd/etcd | server ctx switches/op slotd/etcd |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 echo = {}
 for c in (1, 16, 64, 256):
     x = load(f"echo_c{c}_1n-echo")
@@ -349,7 +365,8 @@ for c in (1, 16, 64, 256):
           f"| {p(x, 'p50'):.2f} | - | {p(x, 'p99'):.2f} | - "
           f"| {sum(r['errors_total'] for r in x)}/- "
           f"| {med(x, lambda r: r['client_cpu_pct']):.0f}/- "
-          f"| {med(x, lambda r: r['server_cpu_us']):.0f}/- |")
+          f"| {med(x, lambda r: r['server_cpu_us']):.0f}/- "
+          f"| {med(x, lambda r: r['server_cs']):.2f}/- |")
 summary = {}
 p99_rows = []  # (row name, slotd p99 <= etcd p99) for the rows the targets use
 for nodes, op, c, var, mode in rows:
@@ -364,12 +381,14 @@ for nodes, op, c, var, mode in rows:
     errs = lambda runs: sum(r["errors_total"] for r in runs)
     cpu = lambda runs: med(runs, lambda r: r["client_cpu_pct"])
     scpu = lambda runs: med(runs, lambda r: r["server_cpu_us"])
+    scs = lambda runs: med(runs, lambda r: r["server_cs"])
     label = {"put": "put (durable)", "get": "get (linearizable)",
              "get-local": "get (serializable)"}[op]
     print(f"| {nodes} | {label} | {c} | {mode} | {s_ops:.0f} | {e_ops:.0f} | {q:.2f} "
           f"| {ratio(s_ops, echo[c]):.2f} "
           f"| {p(s, 'p50'):.2f} | {p(e, 'p50'):.2f} | {p(s, 'p99'):.2f} | {p(e, 'p99'):.2f} "
-          f"| {errs(s)}/{errs(e)} | {cpu(s):.0f}/{cpu(e):.0f} | {scpu(s):.0f}/{scpu(e):.0f} |")
+          f"| {errs(s)}/{errs(e)} | {cpu(s):.0f}/{cpu(e):.0f} | {scpu(s):.0f}/{scpu(e):.0f} "
+          f"| {scs(s):.2f}/{scs(e):.2f} |")
 print()
 # Issue 9's targets: put >= 2x etcd at 64 and 256 in flight (1 and 3 nodes), linearizable get >= 2x
 # at 256, slotd p99 <= etcd p99 on every row (3 nodes: the route-aware rows).

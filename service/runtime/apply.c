@@ -23,6 +23,7 @@ void rt_apply_job_free(struct rt_apply_job *job)
     free(job->groups);
     free(job->arena);
     free(job->ctl_pub);
+    free(job->durable);
     free(job);
 }
 
@@ -121,11 +122,11 @@ static void serve_read(struct runtime *rt, struct rt_request *r)
     free(r);
 }
 
-/* Threadpool: apply every group's entries into one fsm batch, write it,
+/* The apply stage's thread: apply every group's entries into one fsm batch, write it,
  * complete proposals, then serve the reads this job carries. */
-static void apply_work(uv_work_t *w)
+static void apply_work(struct rt_stage_item *it)
 {
-    struct rt_apply_job *job = w->data;
+    struct rt_apply_job *job = (struct rt_apply_job *)it;
     struct runtime *rt = job->rt;
     RT_ASSERT_NOT_LOOP(rt);
     size_t n_waiting = 0;
@@ -201,6 +202,12 @@ static void apply_work(uv_work_t *w)
             atomic_store_explicit(&ag->g->applied, ag->entries[ag->n_entries - 1].index,
                                   memory_order_release);
     }
+    /* What apply_done may count as durable: this thread is the only writer of applied while
+     * jobs run (opens, installs and removals wait for an idle stage). */
+    job->applied0 = atomic_load_explicit(&rt->groups[0].applied, memory_order_relaxed);
+    if (job->sync_fsm && job->durable != NULL)
+        for (size_t i = 1; i < RT_GROUPS_CAP; i++)
+            job->durable[i] = atomic_load_explicit(&rt->groups[i].applied, memory_order_relaxed);
     for (size_t i = 0; i < k; i++)
         finish_proposal(waiters[i], &results[i]);
     struct rt_request *r;
@@ -210,28 +217,29 @@ static void apply_work(uv_work_t *w)
     free(waiters);
 }
 
-static void apply_done(uv_work_t *w, int status)
+/* The loop, for each finished job in order; the stage may already run the next ones. */
+static void apply_done(struct rt_stage_item *it)
 {
-    struct rt_apply_job *job = w->data;
+    struct rt_apply_job *job = (struct rt_apply_job *)it;
     struct runtime *rt = job->rt;
     RT_ASSERT_LOOP(rt);
-    rt->apply_running = NULL;
     size_t entries = 0;
     for (size_t i = 0; i < job->n_groups; i++) {
         struct rt_apply_group *ag = &job->groups[i];
         ag->g->apply_jobs--;
-        if (ag->n_entries > 0) {
-            ag->g->applied = ag->entries[ag->n_entries - 1].index;
-            metrics_gauge_set(ag->g->metrics.applied, (int64_t)ag->g->applied);
-        }
+        if (ag->n_entries > 0)
+            metrics_gauge_set(ag->g->metrics.applied,
+                              (int64_t)ag->entries[ag->n_entries - 1].index);
         entries += ag->n_entries;
     }
     if (entries > 0)
         metrics_histogram_observe(rt->metrics.apply_entries, (double)entries);
-    if (job->sync_fsm) /* every fsm write so far is on disk: all applied indexes are durable */
+    if (job->sync_fsm && job->durable != NULL) /* every fsm write up to this job is on disk */
         for (size_t i = 1; i < RT_GROUP_SLOTS(rt); i++)
-            rt->groups[i].durable_applied = rt->groups[i].applied;
-    rt->groups[0].durable_applied = rt->groups[0].applied; /* its state save is synced */
+            if (job->durable[i] > rt->groups[i].durable_applied)
+                rt->groups[i].durable_applied = job->durable[i];
+    if (job->applied0 > rt->groups[0].durable_applied) /* its state save is synced */
+        rt->groups[0].durable_applied = job->applied0;
     if (job->capture != NULL) {
         rt_snap_captured(rt, job->capture);
         rt_snap_kick(rt);
@@ -241,15 +249,13 @@ static void apply_done(uv_work_t *w, int status)
         job->ctl_pub = NULL;
     }
     rt_apply_job_free(job);
-    struct rt_apply_job *next = rt->apply_queue_head;
-    if (next != NULL) {
-        rt->apply_queue_head = next->next;
-        if (rt->apply_queue_head == NULL)
-            rt->apply_queue_tail = NULL;
-        rt->apply_running = next;
-        uv_queue_work(&rt->loop, &next->work, apply_work, apply_done);
-    }
     rt_pump(rt);
+    rt_stages_close_idle(rt);
+}
+
+int rt_apply_init(struct runtime *rt)
+{
+    return rt_stage_init(&rt->apply, &rt->loop, "slotd-apply", apply_work, apply_done);
 }
 
 /* Jobs run one at a time, in submission order, so each group applies in
@@ -271,16 +277,11 @@ void rt_apply_submit(struct runtime *rt, struct rt_apply_job *job)
         for (size_t j = 0; j < ag->n_entries; j++)
             ag->entries[j].data = job->arena + (uintptr_t)ag->entries[j].data;
     }
-    job->work.data = job;
-    job->next = NULL;
-    if (rt->apply_running == NULL) {
-        rt->apply_running = job;
-        uv_queue_work(&rt->loop, &job->work, apply_work, apply_done);
-        return;
+    if (job->sync_fsm && job->durable == NULL) {
+        job->durable = calloc(RT_GROUPS_CAP, sizeof(*job->durable));
+        if (job->durable == NULL) /* durable_applied then moves at a later synced job */
+            RT_LOG("warn", "msg=\"out of memory: a synced apply job does not advance the "
+                           "durable applied index\"");
     }
-    if (rt->apply_queue_tail)
-        rt->apply_queue_tail->next = job;
-    else
-        rt->apply_queue_head = job;
-    rt->apply_queue_tail = job;
+    rt_stage_submit(&rt->apply, &job->item);
 }

@@ -12,6 +12,7 @@
 #include "raft/raft.h"
 #include "service/metrics/metrics.h"
 #include "service/runtime/runtime.h"
+#include "service/runtime/stage.h"
 #include "service/log/log.h"
 #include "service/slot/slot.h"
 #include "service/transport/transport.h"
@@ -219,9 +220,11 @@ struct rt_metrics {
 };
 
 /* Threads (runtime.h): the LOOP thread (loop_main, libuv), gRPC handler threads and the transport
- * thread (GRPC), the STORAGE stage and the APPLY stage (libuv threadpool, started and finished by
- * the loop, so everything the loop wrote before uv_queue_work happens before the work, and the
- * work before its after-work callback on the loop). Each field names the thread that writes it;
+ * thread (GRPC), the STORAGE stage and the APPLY stage (a thread each, stage.c: the loop submits
+ * a job under the stage's lock and takes it back done under the same lock, so everything the loop
+ * wrote before rt_stage_submit happens before the work, and the work before its done callback on
+ * the loop; the apply stage may run later jobs while the loop runs an earlier one's done).
+ * Each field names the thread that writes it;
  * a field any other thread reads while it may change is _Atomic or guarded by a named lock. */
 struct rt_group {
     /* -- read by other threads while the loop changes them: atomics, written on the loop -- */
@@ -349,9 +352,8 @@ struct rt_apply_group {
 
 /* Work for the apply stage: entries of many groups plus reads to serve. */
 struct rt_apply_job {
-    uv_work_t work;
+    struct rt_stage_item item; /* in rt->apply's queues */
     struct runtime *rt;
-    struct rt_apply_job *next;
     size_t n_groups;
     size_t cap_groups;
     struct rt_apply_group *groups;
@@ -359,6 +361,12 @@ struct rt_apply_job {
     struct rt_snap_send *capture; /* snapshot to capture after the entries */
     struct ctl_state *ctl_pub;    /* controller state after this job, published by the loop */
     bool sync_fsm;                /* write the fsm batch synced (log compaction needs it) */
+    /* Set by the apply stage for apply_done: the controller group's applied index after this
+     * job (its state save is synced every job) and, for a synced job, every group's (indexed by
+     * group id, RT_GROUPS_CAP): what the synced batch made durable. The later jobs may already
+     * run when the loop reads them, so the loop never takes them from g->applied. */
+    uint64_t applied0;
+    uint64_t *durable;
     uint8_t *arena;
     size_t arena_len;
     size_t arena_cap;
@@ -417,6 +425,7 @@ struct runtime {
     /* -- main thread (runtime_start / runtime_stop) -- */
     pthread_t thread;
     bool started;
+    bool stages_ready; /* runtime_new set up rt->storage and rt->apply */
     _Atomic bool loop_running; /* loop: set when loop_main starts (RT_ASSERT_LOOP) */
     pthread_t loop_thread;     /* loop: itself, written before loop_running */
 
@@ -429,11 +438,12 @@ struct runtime {
     struct route_snapshot *route_base; /* table + members; leaders filled at publish */
     uint64_t next_read_ctx;
     bool storage_busy;
-    uv_work_t storage_work;
+    bool loop_stopping; /* on_stop ran: the stages close their handles once idle */
+    struct rt_stage storage;           /* the STORAGE stage: raftlog batches, one at a time */
+    struct rt_stage_item storage_item; /* the one item it runs (rt itself) */
     struct store_log_batch *log_batch; /* the STORAGE stage writes it out while storage_busy */
     int storage_rc;                    /* STORAGE stage -> loop (storage_done) */
-    struct rt_apply_job *apply_running;
-    struct rt_apply_job *apply_queue_head, *apply_queue_tail;
+    struct rt_stage apply;             /* the APPLY stage: rt_apply_jobs, back to back */
     struct rt_apply_job *building; /* job collecting entries this turn */
     bool health_serving;
     struct rt_snap_send *snap_sends;  /* in progress */
@@ -483,7 +493,7 @@ struct runtime {
 
 /* Builds with asserts on (all of ours): RT_ASSERT_LOOP, the caller is the loop thread or no loop
  * thread runs (runtime_new before it starts, runtime_free after it ended); RT_ASSERT_NOT_LOOP,
- * the caller is a storage or apply stage job on the threadpool while the loop runs. */
+ * the caller is a storage or apply stage job on its stage's thread while the loop runs. */
 #define RT_ASSERT_LOOP(rt)                                                                         \
     assert(!atomic_load_explicit(&(rt)->loop_running, memory_order_acquire) ||                     \
            pthread_equal(pthread_self(), (rt)->loop_thread))
@@ -620,7 +630,16 @@ struct rt_apply_job *rt_apply_job_new(struct runtime *rt);
 int rt_apply_job_add(struct rt_apply_job *job, struct rt_group *g, const struct raft_entry *e,
                      struct rt_request *waiter, const struct raft_conf_state *conf);
 void rt_apply_submit(struct runtime *rt, struct rt_apply_job *job);
+int rt_apply_init(struct runtime *rt); /* runtime_new: the stage on rt->loop */
 void rt_apply_job_free(struct rt_apply_job *job);
+/* Loop: no apply job is queued or running (nor waiting for apply_done). */
+static inline bool rt_apply_idle(const struct runtime *rt)
+{
+    return rt_stage_pending(&rt->apply) == 0;
+}
+/* Loop: at stop, closes the stages' handles once neither has work (uv_run can then end). */
+void rt_stages_close_idle(struct runtime *rt);
+int rt_storage_init(struct runtime *rt); /* runtime_new: the stage on rt->loop (loop.c) */
 
 /* loop.c */
 void rt_pump(struct runtime *rt);

@@ -524,15 +524,19 @@ static void add_ready_to_batch(struct runtime *rt, struct rt_group *g)
     queue_compaction(rt, g);
 }
 
-static void storage_done(uv_work_t *w, int status);
-
-/* Snapshot rows go in (synced) before the raftlog batch that records them. */
-static void storage_work(uv_work_t *w)
+static struct runtime *storage_rt(struct rt_stage_item *it)
 {
-    struct runtime *rt = w->data;
+    return (struct runtime *)((char *)it - offsetof(struct runtime, storage_item));
+}
+
+/* The storage stage's thread. Snapshot rows go in (synced) before the raftlog batch that
+ * records them. */
+static void storage_work(struct rt_stage_item *it)
+{
+    struct runtime *rt = storage_rt(it);
     RT_ASSERT_NOT_LOOP(rt);
     /* installs write fsm state the apply stage owns otherwise: no apply job may run meanwhile */
-    assert(rt->installs == NULL || (rt->apply_running == NULL && rt->apply_queue_head == NULL));
+    assert(rt->installs == NULL || rt_apply_idle(rt));
     rt->storage_rc = 0;
     for (struct rt_snap_install *in = rt->installs; in != NULL && rt->storage_rc == 0;
          in = in->next) {
@@ -564,7 +568,7 @@ static bool installs_blocked(const struct runtime *rt)
 {
     /* An install reads every hosted group's ownership (peer.c, snap_yields): no apply job may
      * change it meanwhile. */
-    if (rt->installs != NULL && rt->apply_running != NULL)
+    if (rt->installs != NULL && !rt_apply_idle(rt))
         return true;
     for (const struct rt_snap_install *in = rt->installs; in != NULL; in = in->next)
         if (in->g->apply_jobs > 0)
@@ -575,8 +579,7 @@ static bool installs_blocked(const struct runtime *rt)
 static void start_storage(struct runtime *rt)
 {
     rt->storage_busy = true;
-    rt->storage_work.data = rt;
-    uv_queue_work(&rt->loop, &rt->storage_work, storage_work, storage_done);
+    rt_stage_submit(&rt->storage, &rt->storage_item);
 }
 
 /* Submits the job built this turn (committed entries, covered reads). */
@@ -616,9 +619,9 @@ static void storage_failed(struct runtime *rt)
     abort();
 }
 
-static void storage_done(uv_work_t *w, int status)
+static void storage_done(struct rt_stage_item *it)
 {
-    struct runtime *rt = w->data;
+    struct runtime *rt = storage_rt(it);
     RT_ASSERT_LOOP(rt);
     rt->storage_busy = false;
     if (rt->storage_rc != 0)
@@ -633,6 +636,22 @@ static void storage_done(uv_work_t *w, int status)
     }
     finish_batch(rt);
     rt_pump(rt);
+    rt_stages_close_idle(rt);
+}
+
+int rt_storage_init(struct runtime *rt)
+{
+    return rt_stage_init(&rt->storage, &rt->loop, "slotd-storage", storage_work, storage_done);
+}
+
+void rt_stages_close_idle(struct runtime *rt)
+{
+    RT_ASSERT_LOOP(rt);
+    if (!rt->loop_stopping || rt->storage_busy || rt_stage_pending(&rt->storage) > 0 ||
+        !rt_apply_idle(rt))
+        return;
+    rt_stage_close(&rt->storage);
+    rt_stage_close(&rt->apply);
 }
 
 /* Takes one group's ready: committed entries already durable here and read

@@ -805,7 +805,7 @@ static int delete_owned(struct runtime *rt, struct store_fsm_batch *b, const uin
 void rt_group_close_removed(struct runtime *rt, struct rt_group *g)
 {
     RT_ASSERT_LOOP(rt);
-    assert(rt->apply_running == NULL && rt->installs == NULL && g->apply_jobs == 0);
+    assert(rt_apply_idle(rt) && rt->installs == NULL && g->apply_jobs == 0);
     atomic_store_explicit(&g->hosted, false, memory_order_seq_cst);
     atomic_fetch_add_explicit(&g->read_seq, 1, memory_order_seq_cst); /* odd: rows go */
     rt_watch_reset(rt, g->id, 0, false);

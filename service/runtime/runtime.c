@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/prctl.h>
 
 #include "service/runtime/internal.h"
 
@@ -478,11 +479,14 @@ static void on_stop(uv_async_t *h)
     uv_close((uv_handle_t *)&rt->stop_async, on_close);
     uv_close((uv_handle_t *)&rt->ticker, on_close);
     uv_close((uv_handle_t *)&rt->poller, on_close);
+    rt->loop_stopping = true;
+    rt_stages_close_idle(rt); /* else when their last job is through */
 }
 
 static void *loop_main(void *arg)
 {
     struct runtime *rt = arg;
+    prctl(PR_SET_NAME, "slotd-loop");
     rt->loop_thread = pthread_self();
     atomic_store_explicit(&rt->loop_running, true, memory_order_release);
     struct ctl_state *pending = rt->ctl_pending;
@@ -555,6 +559,11 @@ int runtime_new(const struct runtime_options *o, struct store *store, struct rou
         snprintf(err, errlen, "uv_loop_init failed");
         goto err_after_alloc;
     }
+    if (rt_storage_init(rt) != 0 || rt_apply_init(rt) != 0) {
+        snprintf(err, errlen, "uv_async_init failed");
+        goto err_after_alloc;
+    }
+    rt->stages_ready = true;
     uv_async_init(&rt->loop, &rt->wake, on_wake);
     uv_async_init(&rt->loop, &rt->stop_async, on_stop);
     uv_timer_init(&rt->loop, &rt->ticker);
@@ -565,6 +574,10 @@ int runtime_new(const struct runtime_options *o, struct store *store, struct rou
     return 0;
 
 err_after_alloc:
+    if (rt->stages_ready) {
+        rt_stage_destroy(&rt->storage);
+        rt_stage_destroy(&rt->apply);
+    }
     rt_watch_free(rt);
     rt_groups_close(rt);
     rt_ctl_close(rt);
@@ -580,6 +593,8 @@ int runtime_start(struct runtime *rt)
 {
     uv_timer_start(&rt->ticker, on_tick, rt->opts.tick_ms, rt->opts.tick_ms);
     uv_timer_start(&rt->poller, on_poll, 200, 500); /* peers, controller, liveness */
+    if (rt_stage_start(&rt->storage) != 0 || rt_stage_start(&rt->apply) != 0)
+        return -1;
     if (pthread_create(&rt->thread, NULL, loop_main, rt) != 0)
         return -1;
     rt->started = true;
@@ -605,6 +620,10 @@ void runtime_free(struct runtime *rt)
         return;
     if (rt->started)
         uv_loop_close(&rt->loop);
+    if (rt->stages_ready) { /* idle: the loop ended with no job left (rt_stages_close_idle) */
+        rt_stage_destroy(&rt->storage);
+        rt_stage_destroy(&rt->apply);
+    }
     rt_snap_free_all(rt);
     rt_watch_free(rt);
     rt_keyleases_free(rt);

@@ -21,8 +21,9 @@
  *     collects the ready of every group into ONE synced raftlog batch (group
  *     commit) while at most one such batch is in flight, and hands committed
  *     entries to the apply stage.
- *   - The storage stage (libuv threadpool) writes and syncs that batch.
- *   - The apply stage (libuv threadpool, one job at a time, in order) applies
+ *   - The storage stage (thread "slotd-storage", stage.c) writes and syncs that batch.
+ *   - The apply stage (thread "slotd-apply", one job at a time, in order, the next one
+ *     right after the last without waiting for the loop) applies
  *     committed entries of all groups into one fsm batch with each group's
  *     applied index, serves reads whose read index is covered, and finishes
  *     the waiting gRPC calls.
