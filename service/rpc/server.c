@@ -180,24 +180,6 @@ int rpc_server_add_unary(struct rpc_server *s, const char *method, rpc_unary_cb 
     return SLOTD_OK;
 }
 
-int rpc_server_add_client_stream(struct rpc_server *s, const char *method,
-                                 rpc_cstream_frame_cb on_frame, rpc_cstream_end_cb on_end,
-                                 void *ctx)
-{
-    assert(on_frame != NULL);
-    struct rpc__method *m = method_get(s, method);
-    if (m == NULL) {
-        return SLOTD_EINVALID_FIELD;
-    }
-    m->kind = RPC__METHOD_CLIENT_STREAM;
-    m->cb = NULL;
-    m->cstream_frame = on_frame;
-    m->cstream_end = on_end;
-    m->ctx = ctx;
-    m->counted = true;
-    return SLOTD_OK;
-}
-
 int rpc_server_add_server_stream(struct rpc_server *s, const char *method, rpc_stream_cb cb,
                                  void *ctx)
 {
@@ -350,9 +332,7 @@ static void request_arm(struct rpc_server *s, struct rpc__method *m)
     grpc_call_error e;
     if (m != NULL) {
         /* Methods registered with GRPC_SRM_PAYLOAD_NONE must not ask for a payload. */
-        grpc_byte_buffer **payload =
-            m->kind == RPC__METHOD_REFLECTION || m->kind == RPC__METHOD_CLIENT_STREAM ? NULL
-                                                                                      : &r->payload;
+        grpc_byte_buffer **payload = m->kind == RPC__METHOD_REFLECTION ? NULL : &r->payload;
         e = grpc_server_request_registered_call(s->server, m->handle, &r->call, &r->deadline,
                                                 &r->md, payload, s->cq, s->cq, &r->tag);
     } else {
@@ -638,18 +618,6 @@ static void call_dispatch(struct rpc_server *s, const struct rpc__method *m, str
         rpc__reflection_start(s, c); /* a stream: reads its own messages */
         return;
     }
-    if (m->kind == RPC__METHOD_CLIENT_STREAM) {
-        if (m->counted && !inflight_acquire(s)) {
-            slotd_error_set(&e, SLOTD_EQUEUE_FULL, "server: %zu calls in flight, the limit is %zu",
-                            s->opts.max_inflight_calls, s->opts.max_inflight_calls);
-            e.retry_after_ms = RPC_QUEUE_FULL_RETRY_MS;
-            rpc_call_fail(c, &e);
-            return;
-        }
-        c->counted = m->counted;
-        rpc__cstream_start(s, m, c); /* reads its own frames */
-        return;
-    }
     if (payload == NULL) {
         slotd_error_set(&e, SLOTD_EMALFORMED, "request: no message (cancelled or not sent)");
         snprintf(e.field, sizeof(e.field), "request");
@@ -828,11 +796,6 @@ static void *cq_thread_main(void *arg)
         case RPC__TAG_STREAM_STATUS:
             rpc__stream_on_event(t, ev.success != 0);
             break;
-        case RPC__TAG_CSTREAM_RECV:
-        case RPC__TAG_CSTREAM_CLOSE:
-        case RPC__TAG_CSTREAM_STATUS:
-            rpc__cstream_on_event(t, ev.success != 0);
-            break;
         case RPC__TAG_SHUTDOWN:
             pthread_mutex_lock(&s->mu);
             s->shutdown_done = true;
@@ -899,8 +862,7 @@ static int server_create(struct rpc_server *s, char *err, size_t errlen)
     for (size_t i = 0; i < s->n_methods; i++) {
         /* Streams whose requests arrive one by one read them themselves. */
         grpc_server_register_method_payload_handling payload =
-            s->methods[i].kind == RPC__METHOD_REFLECTION ||
-                    s->methods[i].kind == RPC__METHOD_CLIENT_STREAM
+            s->methods[i].kind == RPC__METHOD_REFLECTION
                 ? GRPC_SRM_PAYLOAD_NONE
                 : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER;
         s->methods[i].handle =
