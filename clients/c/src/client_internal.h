@@ -352,5 +352,29 @@ grpc_channel *slotd__client_channel(struct slotd_client *c, const char *address)
 /* Copies the "authorization" value every call sends ("" = none) into out. */
 void slotd__client_authorization(struct slotd_client *c, char *out, size_t len);
 
+/* ---- what the unit test uses from client_meta.c ---- */
+
+struct Slotd__V1__ProposeRequest;
+struct Slotd__V1__SubscribersCommand;
+struct Slotd__V1__ChannelListCommand;
+
+/* m, wo (NULL: defaults), random_id (SLOTD_REQUEST_ID_LEN_DEFAULT bytes): borrowed for the
+ * call. Sets m's no_forward and request id (wo's, none with no_request_id, else random_id) and
+ * packs m into *buf (caller frees with free()). SLOTD_CLIENT_OK or SLOTD_CLIENT_ENOMEM. */
+int slotd__meta_propose_encode(struct Slotd__V1__ProposeRequest *m,
+                               const struct slotd_write_options *wo, const uint8_t *random_id,
+                               uint8_t **buf, size_t *len);
+
+/* All borrowed for the call (m points at sub or cl afterwards). Builds the add (add true) or
+ * remove command of list for uids[0..uid_count) into m. SLOTD_CLIENT_EINVAL with the request
+ * field in field and a sentence in what for a bad list, a NULL channel id or uid, 0 or more
+ * than SLOTD_META_UIDS_MAX uids, or an expected_version on an allowlist or denylist. */
+int slotd__meta_members_build(struct Slotd__V1__ProposeRequest *m,
+                              struct Slotd__V1__SubscribersCommand *sub,
+                              struct Slotd__V1__ChannelListCommand *cl, const char *channel_id,
+                              uint32_t channel_type, enum slotd_member_list list, bool add,
+                              const char *const *uids, size_t uid_count,
+                              uint64_t expected_version, char *field, size_t field_len,
+                              char *what, size_t what_len);
 
 #endif /* SLOTD_CLIENT_INTERNAL_H */

@@ -1021,6 +1021,381 @@ const struct slotd_task *slotd_task_list_at(const struct slotd_task_list *l, siz
 int slotd_client_task_status(struct slotd_client *c, uint64_t task_id, bool active_only,
                              struct slotd_task_list **out, struct slotd_error **err);
 
+/* ---- typed metadata (docs/api.md; client_meta.c) ------------------------------------------ */
+
+/*
+ * Typed helpers for the slotd.v1 typed commands and queries. A channel is named by (channel_id,
+ * channel_type). Writes go to the leader of the owner's group (the uid for user-owned rows, the
+ * channel id for channel-owned ones) with a request id from wo (NULL: a random one, so retries
+ * are safe); reads are routed the same way with ro's consistency (NULL: linearizable). Listings
+ * that span hash slots (channels, system uids) go to a seed endpoint, which merges the groups.
+ * Every call takes c and its string and array arguments borrowed for the call; a NULL string is
+ * SLOTD_CLIENT_EINVAL naming the field, with no call made. Results are library-allocated: *out
+ * is NULL on failure, else caller frees with slotd_meta_result_destroy() or
+ * slotd_meta_page_destroy(). Strings in a result point into it and are "" when absent.
+ */
+
+/* uids per subscriber/allowlist/denylist command; entries per listing page (0 = 100). */
+#define SLOTD_META_UIDS_MAX 1000
+#define SLOTD_META_PAGE_LIMIT_MAX 1000
+
+/* ChannelFlags as a bit set. */
+#define SLOTD_CHANNEL_FLAG_BAN 0x1u
+#define SLOTD_CHANNEL_FLAG_DISBAND 0x2u
+#define SLOTD_CHANNEL_FLAG_SEND_BAN 0x4u
+#define SLOTD_CHANNEL_FLAG_ALLOW_STRANGER 0x8u
+#define SLOTD_CHANNEL_FLAG_LARGE 0x10u
+
+/* slotd.v1.MemberList. */
+enum slotd_member_list {
+    SLOTD_MEMBER_LIST_SUBSCRIBERS = 1,
+    SLOTD_MEMBER_LIST_ALLOWLIST = 2,
+    SLOTD_MEMBER_LIST_DENYLIST = 3,
+};
+
+/* slotd.v1.ChannelStatus. */
+enum slotd_channel_status {
+    SLOTD_CHANNEL_STATUS_UNSPECIFIED = 0,
+    SLOTD_CHANNEL_STATUS_CREATING = 1,
+    SLOTD_CHANNEL_STATUS_ACTIVE = 2,
+    SLOTD_CHANNEL_STATUS_DELETING = 3,
+};
+
+/* The rows (slotd.v1.User, Device, Channel, Membership, CmdBinding, ChannelRuntimeMeta,
+ * PluginBinding, ChannelEvent), read through a result. */
+struct slotd_meta_user {
+    const char *uid;
+    const char *token;
+    uint32_t device_flag;
+    uint32_t device_level;
+};
+
+struct slotd_meta_device {
+    const char *uid;
+    uint32_t device_flag;
+    const char *token;
+    uint32_t device_level;
+};
+
+struct slotd_meta_channel {
+    const char *channel_id;
+    uint32_t channel_type;
+    uint32_t flags; /* SLOTD_CHANNEL_FLAG_* */
+    uint64_t subscriber_count;
+    uint64_t subscriber_version;
+    uint32_t event_capacity;
+    uint64_t event_next_seq;
+};
+
+struct slotd_meta_membership {
+    const char *uid;
+    const char *channel_id;
+    uint32_t channel_type;
+    uint64_t join_seq;
+    uint64_t read_seq;
+    uint64_t hide_through_seq;
+    uint64_t activated_at_ms;
+    bool hidden;
+    bool left;
+};
+
+struct slotd_meta_cmd_binding {
+    const char *uid;
+    const char *channel_id;
+    uint32_t channel_type;
+    uint64_t start_seq;
+    uint64_t ack_seq;
+    bool unbound;
+};
+
+struct slotd_meta_runtime {
+    const char *channel_id; /* the channel (a get or set: the one asked for) */
+    uint32_t channel_type;
+    uint64_t leader;
+    const uint64_t *replicas;
+    size_t replica_count;
+    const uint64_t *isr;
+    size_t isr_count;
+    uint64_t channel_epoch;
+    uint64_t leader_epoch;
+    uint64_t write_fence;
+    uint64_t retention_through_seq;
+    uint64_t lease_until_ms;
+    uint32_t min_isr;
+    int status; /* enum slotd_channel_status */
+    uint64_t features;
+};
+
+struct slotd_meta_plugin_binding {
+    const char *uid;
+    const char *plugin_no;
+};
+
+struct slotd_meta_event {
+    const char *channel_id;
+    uint32_t channel_type;
+    uint64_t event_seq;
+    uint64_t message_seq;
+    const char *event_type;
+    const uint8_t *payload;
+    size_t payload_len;
+};
+
+/* What a typed command's or get's answer says; the fields its command does not answer are 0 and
+ * its row pointers NULL. */
+struct slotd_meta_result {
+    uint64_t applied_index;
+    uint32_t group_id;
+    uint64_t term;
+    bool deduplicated; /* writes: the stored result of an earlier request with the same id */
+    unsigned attempts;
+    bool found;   /* gets: the row exists */
+    bool changed; /* writes: something changed (put_device: created; remove/unbind: removed) */
+    bool more;    /* user/channel delete: rows remain, send the delete again */
+    bool member;  /* member check */
+    const struct slotd_meta_user *user;
+    const struct slotd_meta_device *device;
+    const struct slotd_meta_channel *channel;
+    const struct slotd_meta_membership *membership;
+    const struct slotd_meta_cmd_binding *cmd_binding;
+    const struct slotd_meta_runtime *runtime;
+    const struct slotd_meta_plugin_binding *plugin_binding;
+    /* user and channel deletes: what this command removed */
+    bool removed; /* the user or channel row itself */
+    uint32_t removed_devices, removed_memberships, removed_cmd_bindings;
+    bool removed_plugin_binding, removed_system_uid;
+    uint32_t removed_subscribers, removed_allowlist, removed_denylist;
+    bool removed_runtime_meta;
+    uint32_t removed_migration_tasks, removed_events;
+    /* member add/remove */
+    uint32_t members_changed;
+    uint64_t subscriber_count;
+    uint64_t subscriber_version;
+    /* event append */
+    uint64_t event_seq;
+    uint32_t evicted;
+};
+
+/* r: ownership transfers. NULL is a no-op. */
+void slotd_meta_result_destroy(struct slotd_meta_result *r);
+
+/* One page of a listing: count entries in the array of its kind (the others NULL), and the
+ * cursor of the next page (next_cursor_len 0: this was the last page). */
+struct slotd_meta_page {
+    size_t count;
+    const char *const *uids; /* members, system uids */
+    const struct slotd_meta_device *const *devices;
+    const struct slotd_meta_channel *const *channels;
+    const struct slotd_meta_membership *const *conversations;
+    const struct slotd_meta_runtime *const *runtimes;
+    const struct slotd_meta_event *const *events;
+    const uint8_t *next_cursor;
+    size_t next_cursor_len;
+    uint64_t applied_index;
+    uint32_t group_id;
+    unsigned attempts;
+};
+
+/* p: ownership transfers. NULL is a no-op. */
+void slotd_meta_page_destroy(struct slotd_meta_page *p);
+
+/* Every listing takes cursor (NULL/0: the first page; else a page's next_cursor) and limit
+ * (0 = 100, at most SLOTD_META_PAGE_LIMIT_MAX; the server names the field beyond). */
+
+/* Users (create is idempotent for the same row; update replaces token and device fields). */
+int slotd_client_user_create(struct slotd_client *c, const char *uid, const char *token,
+                             uint32_t device_flag, uint32_t device_level,
+                             const struct slotd_write_options *wo, struct slotd_meta_result **out,
+                             struct slotd_error **err);
+int slotd_client_user_update(struct slotd_client *c, const char *uid, const char *token,
+                             uint32_t device_flag, uint32_t device_level,
+                             const struct slotd_write_options *wo, struct slotd_meta_result **out,
+                             struct slotd_error **err);
+int slotd_client_user_get(struct slotd_client *c, const char *uid,
+                          const struct slotd_read_options *ro, struct slotd_meta_result **out,
+                          struct slotd_error **err);
+/* One delete_user command (at most 10,000 rows); out->more: send it again. */
+int slotd_client_user_delete(struct slotd_client *c, const char *uid,
+                             const struct slotd_write_options *wo, struct slotd_meta_result **out,
+                             struct slotd_error **err);
+int slotd_client_user_set_system(struct slotd_client *c, const char *uid, bool system,
+                                 const struct slotd_write_options *wo,
+                                 struct slotd_meta_result **out, struct slotd_error **err);
+/* out->uids: the system uids (spans hash slots). */
+int slotd_client_system_uids_list(struct slotd_client *c, const void *cursor, size_t cursor_len,
+                                  uint32_t limit, const struct slotd_read_options *ro,
+                                  struct slotd_meta_page **out, struct slotd_error **err);
+
+/* Devices of a user (put: out->changed = created). */
+int slotd_client_device_put(struct slotd_client *c, const char *uid, uint32_t device_flag,
+                            const char *token, uint32_t device_level,
+                            const struct slotd_write_options *wo, struct slotd_meta_result **out,
+                            struct slotd_error **err);
+int slotd_client_device_list(struct slotd_client *c, const char *uid, const void *cursor,
+                             size_t cursor_len, uint32_t limit,
+                             const struct slotd_read_options *ro, struct slotd_meta_page **out,
+                             struct slotd_error **err);
+/* out->changed: removed; out->device: the device removed. */
+int slotd_client_device_delete(struct slotd_client *c, const char *uid, uint32_t device_flag,
+                               const struct slotd_write_options *wo,
+                               struct slotd_meta_result **out, struct slotd_error **err);
+
+/* Channels. flags: SLOTD_CHANNEL_FLAG_*; event_capacity 0 = 100. */
+int slotd_client_channel_create(struct slotd_client *c, const char *channel_id,
+                                uint32_t channel_type, uint32_t flags, uint32_t event_capacity,
+                                const struct slotd_write_options *wo,
+                                struct slotd_meta_result **out, struct slotd_error **err);
+int slotd_client_channel_get(struct slotd_client *c, const char *channel_id,
+                             uint32_t channel_type, const struct slotd_read_options *ro,
+                             struct slotd_meta_result **out, struct slotd_error **err);
+int slotd_client_channel_set_flags(struct slotd_client *c, const char *channel_id,
+                                   uint32_t channel_type, uint32_t flags,
+                                   const struct slotd_write_options *wo,
+                                   struct slotd_meta_result **out, struct slotd_error **err);
+/* One delete_channel command (at most 10,000 rows); out->more: send it again. */
+int slotd_client_channel_delete(struct slotd_client *c, const char *channel_id,
+                                uint32_t channel_type, const struct slotd_write_options *wo,
+                                struct slotd_meta_result **out, struct slotd_error **err);
+/* id_prefix "" = every id; channel_type 0 = every type (spans hash slots). */
+int slotd_client_channel_list(struct slotd_client *c, const char *id_prefix,
+                              uint32_t channel_type, const void *cursor, size_t cursor_len,
+                              uint32_t limit, const struct slotd_read_options *ro,
+                              struct slotd_meta_page **out, struct slotd_error **err);
+
+/* A channel's subscribers, allowlist or denylist: 1..SLOTD_META_UIDS_MAX uids per command,
+ * applied atomically. expected_version (subscribers only; 0 = unconditional) fences on the
+ * channel's subscriber_version. */
+int slotd_client_members_add(struct slotd_client *c, const char *channel_id,
+                             uint32_t channel_type, enum slotd_member_list list,
+                             const char *const *uids, size_t uid_count, uint64_t expected_version,
+                             const struct slotd_write_options *wo, struct slotd_meta_result **out,
+                             struct slotd_error **err);
+int slotd_client_members_remove(struct slotd_client *c, const char *channel_id,
+                                uint32_t channel_type, enum slotd_member_list list,
+                                const char *const *uids, size_t uid_count,
+                                uint64_t expected_version, const struct slotd_write_options *wo,
+                                struct slotd_meta_result **out, struct slotd_error **err);
+int slotd_client_members_list(struct slotd_client *c, const char *channel_id,
+                              uint32_t channel_type, enum slotd_member_list list,
+                              const void *cursor, size_t cursor_len, uint32_t limit,
+                              const struct slotd_read_options *ro, struct slotd_meta_page **out,
+                              struct slotd_error **err);
+/* out->member */
+int slotd_client_member_check(struct slotd_client *c, const char *channel_id,
+                              uint32_t channel_type, enum slotd_member_list list, const char *uid,
+                              const struct slotd_read_options *ro, struct slotd_meta_result **out,
+                              struct slotd_error **err);
+
+/* A user's conversations (memberships; out->membership). */
+int slotd_client_conversation_join(struct slotd_client *c, const char *uid,
+                                   const char *channel_id, uint32_t channel_type,
+                                   uint64_t join_seq, uint64_t activated_at_ms,
+                                   const struct slotd_write_options *wo,
+                                   struct slotd_meta_result **out, struct slotd_error **err);
+int slotd_client_conversation_leave(struct slotd_client *c, const char *uid,
+                                    const char *channel_id, uint32_t channel_type,
+                                    const struct slotd_write_options *wo,
+                                    struct slotd_meta_result **out, struct slotd_error **err);
+int slotd_client_conversation_read(struct slotd_client *c, const char *uid,
+                                   const char *channel_id, uint32_t channel_type,
+                                   uint64_t read_seq, const struct slotd_write_options *wo,
+                                   struct slotd_meta_result **out, struct slotd_error **err);
+int slotd_client_conversation_hide(struct slotd_client *c, const char *uid,
+                                   const char *channel_id, uint32_t channel_type,
+                                   uint64_t hide_through_seq, const struct slotd_write_options *wo,
+                                   struct slotd_meta_result **out, struct slotd_error **err);
+int slotd_client_conversation_activate(struct slotd_client *c, const char *uid,
+                                       const char *channel_id, uint32_t channel_type,
+                                       uint64_t activated_at_ms,
+                                       const struct slotd_write_options *wo,
+                                       struct slotd_meta_result **out, struct slotd_error **err);
+int slotd_client_conversation_get(struct slotd_client *c, const char *uid,
+                                  const char *channel_id, uint32_t channel_type,
+                                  const struct slotd_read_options *ro,
+                                  struct slotd_meta_result **out, struct slotd_error **err);
+int slotd_client_conversation_list(struct slotd_client *c, const char *uid, const void *cursor,
+                                   size_t cursor_len, uint32_t limit,
+                                   const struct slotd_read_options *ro,
+                                   struct slotd_meta_page **out, struct slotd_error **err);
+
+/* CMD bindings (out->cmd_binding). */
+int slotd_client_cmd_bind(struct slotd_client *c, const char *uid, const char *channel_id,
+                          uint32_t channel_type, uint64_t start_seq,
+                          const struct slotd_write_options *wo, struct slotd_meta_result **out,
+                          struct slotd_error **err);
+int slotd_client_cmd_ack(struct slotd_client *c, const char *uid, const char *channel_id,
+                         uint32_t channel_type, uint64_t ack_seq,
+                         const struct slotd_write_options *wo, struct slotd_meta_result **out,
+                         struct slotd_error **err);
+int slotd_client_cmd_unbind(struct slotd_client *c, const char *uid, const char *channel_id,
+                            uint32_t channel_type, const struct slotd_write_options *wo,
+                            struct slotd_meta_result **out, struct slotd_error **err);
+
+/* A runtime meta update (UpdateRuntimeMetaCommand), opaque: the expected values it is fenced by
+ * and the new ChannelRuntimeMeta. NULL when out of memory; caller frees with
+ * slotd_runtime_update_destroy(). */
+struct slotd_runtime_update;
+struct slotd_runtime_update *slotd_runtime_update_create(void);
+/* u: ownership transfers. NULL is a no-op. */
+void slotd_runtime_update_destroy(struct slotd_runtime_update *u);
+/* u: borrowed for the call. The fence: the stored channel epoch, leader epoch and leader. */
+void slotd_runtime_update_set_expected(struct slotd_runtime_update *u, uint64_t channel_epoch,
+                                       uint64_t leader_epoch, uint64_t leader);
+/* replicas, isr: borrowed for the call (copied), at most 64 each. SLOTD_CLIENT_EINVAL beyond,
+ * SLOTD_CLIENT_ENOMEM. */
+int slotd_runtime_update_set_members(struct slotd_runtime_update *u, uint64_t leader,
+                                     const uint64_t *replicas, size_t replica_count,
+                                     const uint64_t *isr, size_t isr_count);
+void slotd_runtime_update_set_epochs(struct slotd_runtime_update *u, uint64_t channel_epoch,
+                                     uint64_t leader_epoch, uint64_t write_fence);
+void slotd_runtime_update_set_lease(struct slotd_runtime_update *u, uint64_t lease_until_ms,
+                                    uint32_t min_isr);
+/* status: enum slotd_channel_status; features: bits only ever added. */
+void slotd_runtime_update_set_status(struct slotd_runtime_update *u, int status,
+                                     uint64_t features);
+void slotd_runtime_update_set_retention(struct slotd_runtime_update *u,
+                                        uint64_t retention_through_seq);
+
+/* Runtime meta (out->runtime). set: FAILED_PRECONDITION (SLOTD_CLIENT_EPRECONDITION) naming the
+ * field and both values when the fence is stale. */
+int slotd_client_runtime_get(struct slotd_client *c, const char *channel_id,
+                             uint32_t channel_type, const struct slotd_read_options *ro,
+                             struct slotd_meta_result **out, struct slotd_error **err);
+int slotd_client_runtime_set(struct slotd_client *c, const char *channel_id,
+                             uint32_t channel_type, const struct slotd_runtime_update *u,
+                             const struct slotd_write_options *wo, struct slotd_meta_result **out,
+                             struct slotd_error **err);
+/* out->runtimes: the runtime meta of the channels led by node leader (0: every channel; spans
+ * hash slots). */
+int slotd_client_runtime_list(struct slotd_client *c, uint64_t leader, const void *cursor,
+                              size_t cursor_len, uint32_t limit,
+                              const struct slotd_read_options *ro, struct slotd_meta_page **out,
+                              struct slotd_error **err);
+
+/* Plugin bindings (out->plugin_binding; unbind: out->changed = removed). */
+int slotd_client_plugin_bind(struct slotd_client *c, const char *uid, const char *plugin_no,
+                             const struct slotd_write_options *wo, struct slotd_meta_result **out,
+                             struct slotd_error **err);
+int slotd_client_plugin_get(struct slotd_client *c, const char *uid,
+                            const struct slotd_read_options *ro, struct slotd_meta_result **out,
+                            struct slotd_error **err);
+int slotd_client_plugin_unbind(struct slotd_client *c, const char *uid,
+                               const struct slotd_write_options *wo,
+                               struct slotd_meta_result **out, struct slotd_error **err);
+
+/* Message-event projection (append: out->event_seq, out->evicted; list: events after
+ * after_seq). payload: borrowed for the call, may be NULL with len 0. */
+int slotd_client_event_append(struct slotd_client *c, const char *channel_id,
+                              uint32_t channel_type, uint64_t message_seq, const char *event_type,
+                              const void *payload, size_t payload_len,
+                              const struct slotd_write_options *wo,
+                              struct slotd_meta_result **out, struct slotd_error **err);
+int slotd_client_event_list(struct slotd_client *c, const char *channel_id,
+                            uint32_t channel_type, uint64_t after_seq, const void *cursor,
+                            size_t cursor_len, uint32_t limit,
+                            const struct slotd_read_options *ro, struct slotd_meta_page **out,
+                            struct slotd_error **err);
+
 #ifdef __cplusplus
 }
 #endif
