@@ -467,7 +467,8 @@ int main(int argc, char **argv)
     char err[256];
     if (slotctl_args_parse(argc, argv, &a, err, sizeof(err)) != SLOTCTL_EXIT_OK) {
         fprintf(stderr, "slotctl: %s\n", err);
-        slotctl_usage(stderr);
+        if (a.cmd != SLOTCTL_CMD_META) /* a typed command's message carries its usage */
+            slotctl_usage(stderr);
         return SLOTCTL_EXIT_USAGE;
     }
     if (a.help) {
@@ -485,6 +486,9 @@ int main(int argc, char **argv)
         return code;
     }
     switch (a.cmd) {
+    case SLOTCTL_CMD_META:
+        code = slotctl_meta_run(c, &a);
+        break;
     case SLOTCTL_CMD_USER:
     case SLOTCTL_CMD_ROLE:
         code = slotctl_auth_run(c, &a);

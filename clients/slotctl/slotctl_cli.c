@@ -637,6 +637,50 @@ static int cli_check(struct slotctl_args *a, char *err, size_t errlen)
     return 0;
 }
 
+/* slotctl's own options, which a typed command leaves to the main parser (the ones taking a
+ * value first). */
+static const char *const cli_global_opts[] = {
+    "--endpoints", "--deadline-ms",     "--max-retries", "--tls-ca", "--tls-cert",
+    "--tls-key",   "--tls-server-name", "--user",        "--password-file", "--json",
+    "--help",      "-h",
+};
+
+/* A typed command from argv[i] (its noun) on: slotctl's own options go to cli_option, the rest
+ * to slotctl_meta_parse. */
+static int cli_meta_collect(int argc, char **argv, int i, struct slotctl_args *a, char *err,
+                            size_t errlen)
+{
+    const char *words[SLOTCTL_META_ARGS_MAX];
+    int n = 0;
+    bool options_done = false;
+    a->cmd = SLOTCTL_CMD_META;
+    for (; i < argc; i++) {
+        bool global = false;
+        for (size_t k = 0; !options_done && k < sizeof(cli_global_opts) / sizeof(char *); k++)
+            global = global || strcmp(argv[i], cli_global_opts[k]) == 0;
+        if (global) {
+            if (cli_option(argc, argv, &i, a, err, errlen) != 0)
+                return SLOTCTL_EXIT_USAGE;
+            continue;
+        }
+        if (strcmp(argv[i], "--") == 0)
+            options_done = true;
+        if (n == SLOTCTL_META_ARGS_MAX)
+            return cli_fail(err, errlen, "%s: more than %d arguments", argv[0],
+                            SLOTCTL_META_ARGS_MAX);
+        words[n++] = argv[i];
+    }
+    if (a->help)
+        return SLOTCTL_EXIT_OK;
+    if (slotctl_meta_parse(n, words, &a->meta, err, errlen) != 0)
+        return SLOTCTL_EXIT_USAGE;
+    if ((a->tls_cert == NULL) != (a->tls_key == NULL))
+        return cli_fail(err, errlen, "--tls-cert and --tls-key: give both or neither");
+    if ((a->user == NULL) != (a->password_file == NULL))
+        return cli_fail(err, errlen, "--user and --password-file: give both or neither");
+    return SLOTCTL_EXIT_OK;
+}
+
 int slotctl_args_parse(int argc, char **argv, struct slotctl_args *a, char *err, size_t errlen)
 {
     memset(a, 0, sizeof(*a));
@@ -650,6 +694,8 @@ int slotctl_args_parse(int argc, char **argv, struct slotctl_args *a, char *err,
             options_done = true;
             continue;
         }
+        if (a->cmd == SLOTCTL_CMD_NONE && arg[0] != '-' && slotctl_meta_is_typed(argc, argv, i))
+            return cli_meta_collect(argc, argv, i, a, err, errlen);
         if (!options_done && arg[0] == '-' && arg[1] != '\0')
             rc = cli_option(argc, argv, &i, a, err, errlen);
         else
@@ -784,6 +830,35 @@ void slotctl_usage(FILE *out)
         "                                      migration_task, plugin, event, lease) or\n"
         "                                      admin;\n"
         "                                      ACCESS read, write or readwrite\n"
+        "  typed metadata (CHANNEL always with --type N, 1..255; docs/api.md):\n"
+        "  user create|update UID [--token T] [--device-flag N] [--device-level N]\n"
+        "                     [--system on|off (update)] | user get UID\n"
+        "  user delete UID --meta | user list --meta   (system uids)\n"
+        "  device put UID FLAG [--token T] [--device-level N] | device list UID\n"
+        "  device delete UID FLAG\n"
+        "  channel create CHANNEL --type N [--flags ban,disband,send_ban,allow_stranger,large]\n"
+        "                 [--event-capacity N] | channel get|delete CHANNEL --type N\n"
+        "  channel flags CHANNEL --type N --flags F,F|none\n"
+        "  channel list [--prefix P] [--type N]\n"
+        "  member add|remove CHANNEL --type N UID... [--list subscribers|allow|deny]\n"
+        "                 [--expected-version V]     (1..1000 uids, atomically)\n"
+        "  member list CHANNEL --type N [--list L] | member check CHANNEL --type N UID [--list L]\n"
+        "  conversation join UID CHANNEL --type N [--seq JOIN_SEQ] [--at-ms MS]\n"
+        "  conversation leave|get UID CHANNEL --type N | conversation list UID\n"
+        "  conversation read|hide UID CHANNEL --type N --seq N\n"
+        "  conversation activate UID CHANNEL --type N --at-ms MS\n"
+        "  cmd bind|ack UID CHANNEL --type N [--seq N] | cmd unbind UID CHANNEL --type N\n"
+        "  runtime get CHANNEL --type N | runtime list [--leader NODE]\n"
+        "  runtime set CHANNEL --type N [--leader N --replicas N,N --isr N,N --channel-epoch N\n"
+        "              --leader-epoch N --write-fence N --lease-until-ms MS --min-isr N\n"
+        "              --status creating|active|deleting --features BITS\n"
+        "              --retention-through-seq N --expect-channel-epoch N\n"
+        "              --expect-leader-epoch N --expect-leader N]\n"
+        "  plugin bind UID PLUGIN_NO | plugin get|unbind UID\n"
+        "  event append CHANNEL --type N EVENT_TYPE [--message-seq N] [--payload TEXT]\n"
+        "  event list CHANNEL --type N [--after-seq N]\n"
+        "                                      listings follow every page (--limit N: stop\n"
+        "                                      after N); deletes repeat while rows remain\n"
         "  bench ARGS...                       runs slotbench ARGS... from slotctl's directory\n"
         "\n"
         "options:\n"

@@ -2,6 +2,7 @@
 #ifndef SLOTD_SLOTCTL_CLI_H
 #define SLOTD_SLOTCTL_CLI_H
 
+#include "slotctl_meta.h"
 #include "slotd/client.h"
 
 #include <stdbool.h>
@@ -13,7 +14,8 @@
 #define SLOTCTL_EXITS(X)                                                                           \
     X(SLOTCTL_EXIT_OK, 0, "success")                                                               \
     X(SLOTCTL_EXIT_NOT_FOUND, 1,                                                                   \
-      "get: the key does not exist; task status: no such task; lease: no such lease")              \
+      "get: the key does not exist; task status: no such task; lease: no such lease; typed "   \
+      "gets: no such row; member check: not a member")              \
     X(SLOTCTL_EXIT_USAGE, 2, "usage error (bad command line)")                                     \
     X(SLOTCTL_EXIT_PRECONDITION, 3, "failed precondition (CAS version mismatch, ...)")             \
     X(SLOTCTL_EXIT_UNAVAILABLE, 4,                                                                 \
@@ -59,6 +61,7 @@ enum slotctl_cmd {
     SLOTCTL_CMD_LEASE_GRANT, /* lease grant KEY TTL */
     SLOTCTL_CMD_LEASE_KEEPALIVE, /* lease keepalive ID [--count N] [--interval S] */
     SLOTCTL_CMD_LEASE_REVOKE,    /* lease revoke ID */
+    SLOTCTL_CMD_META,            /* a typed metadata command (a->meta; slotctl_meta.h) */
 };
 
 #define SLOTCTL_ENDPOINTS_DEFAULT "127.0.0.1:7700"
@@ -141,6 +144,7 @@ struct slotctl_args {
     uint64_t lease_id;
     bool has_lease;        /* put --lease given */
     int lease_interval_ms; /* lease keepalive --interval (0: a third of the TTL) */
+    struct slotctl_meta_args meta; /* SLOTCTL_CMD_META: the typed command */
     int bench_argc;  /* bench: the arguments after "bench" */
     char **bench_argv;
 };

@@ -252,4 +252,12 @@ int slotctl_watch_run(struct slotd_client *c, const struct slotctl_args *a);
  * object per answer. Returns the exit code (a lease that is gone: SLOTCTL_EXIT_NOT_FOUND). */
 int slotctl_lease_run(struct slotd_client *c, const struct slotctl_args *a);
 
+/* ---- typed metadata (slotctl_meta.c) ---- */
+
+/* c, a: borrowed for the call. The typed command in a->meta: a table (or one JSON object) of
+ * what it answered; gets of an absent row and a failed member check exit
+ * SLOTCTL_EXIT_NOT_FOUND; deletes repeat while the server says more (at most
+ * SLOTCTL_META_DELETE_REPEATS_MAX commands); listings follow every cursor up to --limit. */
+int slotctl_meta_run(struct slotd_client *c, const struct slotctl_args *a);
+
 #endif /* SLOTD_SLOTCTL_CMDS_H */

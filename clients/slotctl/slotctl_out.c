@@ -77,7 +77,9 @@ int slotctl_error_report_text(const struct slotctl_args *a, int rc, const char *
     const char *msg = message ? message : slotd_client_strerror(rc);
     if (a->json) {
         json_t *j = json_object();
-        json_object_set_new(j, "command", json_string(slotctl_cmd_name(a->cmd)));
+        json_object_set_new(j, "command", json_string(a->cmd == SLOTCTL_CMD_META
+                                                          ? a->meta.name
+                                                          : slotctl_cmd_name(a->cmd)));
         json_object_set_new(j, "ok", json_false());
         json_object_set_new(j, "error", json_string(slotd_client_strerror(rc)));
         json_object_set_new(j, "message", json_string(msg));
