@@ -673,6 +673,26 @@ static int meta_user_update(struct slotd_client *c, const struct slotctl_meta_ar
                                     r, e);
 }
 
+/* member add/remove; a subscriber command without --expected-version is fenced on the version
+ * the channel has now (read first, as the Python and Node helpers do). */
+static int meta_members_change(struct slotd_client *c, const struct slotctl_meta_args *m,
+                               struct slotd_meta_result **r, struct slotd_error **e)
+{
+    uint64_t version = m->expected_version;
+    if (m->list == SLOTD_MEMBER_LIST_SUBSCRIBERS && !m->has_expected_version) {
+        int rc = slotd_client_channel_get(c, m->channel_id, m->channel_type, NULL, r, e);
+        if (rc != SLOTD_CLIENT_OK)
+            return rc;
+        version = (*r)->channel ? (*r)->channel->subscriber_version : 0;
+        slotd_meta_result_destroy(*r);
+        *r = NULL;
+    }
+    return (m->verb == SLOTCTL_META_MEMBER_ADD ? slotd_client_members_add
+                                               : slotd_client_members_remove)(
+        c, m->channel_id, m->channel_type, (enum slotd_member_list)m->list, m->uids, m->uid_count,
+        version, NULL, r, e);
+}
+
 /* Sends the single write a->meta names. */
 static int meta_write(struct slotd_client *c, const struct slotctl_meta_args *m,
                       struct slotd_meta_result **r, struct slotd_error **e)
@@ -696,10 +716,7 @@ static int meta_write(struct slotd_client *c, const struct slotctl_meta_args *m,
         return slotd_client_channel_set_flags(c, ch, t, m->flags, NULL, r, e);
     case SLOTCTL_META_MEMBER_ADD:
     case SLOTCTL_META_MEMBER_REMOVE:
-        return (m->verb == SLOTCTL_META_MEMBER_ADD ? slotd_client_members_add
-                                                   : slotd_client_members_remove)(
-            c, ch, t, (enum slotd_member_list)m->list, m->uids, m->uid_count, m->expected_version,
-            NULL, r, e);
+        return meta_members_change(c, m, r, e);
     case SLOTCTL_META_CONV_JOIN:
         return slotd_client_conversation_join(c, u, ch, t, m->seq, m->at_ms, NULL, r, e);
     case SLOTCTL_META_CONV_LEAVE:

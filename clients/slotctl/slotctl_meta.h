@@ -83,6 +83,7 @@ struct slotctl_meta_args {
     uint64_t at_ms;  /* --at-ms: activated_at_ms */
     bool has_at_ms;
     uint64_t expected_version;
+    bool has_expected_version; /* else member add/remove read the channel's version first */
     int system;      /* user update --system on|off: 1 / 0; -1 not given */
     bool user_fields; /* user update: --token, --device-flag or --device-level given */
     uint64_t message_seq;

@@ -209,7 +209,7 @@ static uint64_t *meta_num_slot(struct slotctl_meta_args *m, const char *opt, uin
     if (strcmp(opt, "--limit") == 0)
         return &m->limit;
     if (strcmp(opt, "--expected-version") == 0)
-        return &m->expected_version;
+        return (*given = &m->has_expected_version, &m->expected_version);
     if (strcmp(opt, "--message-seq") == 0)
         return &m->message_seq;
     if (strcmp(opt, "--after-seq") == 0)
@@ -376,7 +376,7 @@ static int meta_required(const struct meta_cmd *cmd, const struct slotctl_meta_a
                          "%s: nothing to update (give --token, --device-flag, --device-level or "
                          "--system)",
                          m->name);
-    if (m->expected_version && m->list != SLOTD_MEMBER_LIST_SUBSCRIBERS)
+    if (m->has_expected_version && m->list != SLOTD_MEMBER_LIST_SUBSCRIBERS)
         return meta_fail(err, errlen, "%s: --expected-version: only with --list subscribers",
                          m->name);
     return 0;

@@ -416,6 +416,150 @@ class TestSlotctlSingleNode(SlotctlChecks, h.SlotdTestCase):
         self.assertEqual(j["source"], self.endpoints)
 
 
+class TestSlotctlTyped(h.SlotdTestCase):
+    """The typed metadata commands (user, device, channel, member, conversation, cmd, runtime,
+    plugin, event) against one node shared by the class; every id is fresh per test."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = cls.new_class_server()
+        cls.endpoints = cls.server.addr
+
+    def uid(self, prefix):
+        return h.unique_key(prefix).decode().replace("/", "-")
+
+    def ok(self, *args):
+        code, out, err = slotctl(self.endpoints, *args)
+        self.assertEqual(code, 0, "%s: %s" % (args, err))
+        return out
+
+    def ok_json(self, *args):
+        code, j, err = slotctl_json(self.endpoints, *args)
+        self.assertEqual(code, 0, "%s: %s" % (args, err))
+        self.assertTrue(j["ok"])
+        return j
+
+    def test_user_and_device(self):
+        uid = self.uid("u")
+        out = self.ok("user", "create", uid, "--token", "t1", "--device-flag", "1")
+        self.assertIn("OK  changed yes", out)
+        self.assertRegex(out, r"UID\s+TOKEN\s+DEVICE_FLAG\s+DEVICE_LEVEL\n%s\s+t1\s+1\s+0" % uid)
+        self.ok("user", "update", uid, "--token", "t2", "--system", "on")
+        j = self.ok_json("user", "get", uid)
+        self.assertEqual((j["found"], j["user"]["token"]), (True, "t2"))
+        self.assertIn(uid, self.ok_json("user", "list", "--meta")["entries"])
+        self.ok("device", "put", uid, "1", "--token", "apns", "--device-level", "2")
+        self.ok("device", "put", uid, "2")
+        j = self.ok_json("device", "list", uid)
+        self.assertEqual([(d["device_flag"], d["token"]) for d in j["entries"]],
+                         [(1, "apns"), (2, "")])
+        j = self.ok_json("device", "delete", uid, "2")
+        self.assertEqual((j["changed"], j["device"]["device_flag"]), (True, 2))
+        out = self.ok("user", "delete", uid, "--meta")
+        self.assertIn("removed user %s: devices 1, memberships 0, cmd bindings 0, plugin "
+                      "binding no, system uid yes  (1 command)" % uid, out)
+        code, out, err = slotctl(self.endpoints, "user", "get", uid)
+        self.assertEqual((code, out), (1, ""), err)
+        self.assertIn("not found", err)
+        self.assertNotIn(uid, self.ok_json("user", "list", "--meta")["entries"])
+
+    def test_channel_and_members(self):
+        ch = self.uid("ch")
+        j = self.ok_json("channel", "create", ch, "--type", "2", "--flags", "large")
+        self.assertEqual((j["channel"]["channel_type"], j["channel"]["flags"]), (2, "large"))
+        self.ok("channel", "create", ch, "--type", "3")  # same id, another type
+        self.assertIn("ban,send_ban", self.ok("channel", "flags", ch, "--type", "2", "--flags",
+                                              "ban,send_ban"))
+        j = self.ok_json("channel", "list", "--prefix", ch)
+        self.assertEqual([(c["channel_id"], c["channel_type"]) for c in j["entries"]],
+                         [(ch, 2), (ch, 3)])
+        uids = ["m%03d" % i for i in range(300)]
+        j = self.ok_json("member", "add", ch, "--type", "2", *uids)
+        self.assertEqual((j["members_changed"], j["subscriber_count"]), (300, 300))
+        self.ok("member", "add", ch, "--type", "2", "--list", "deny", "spammer")
+        self.ok("member", "remove", ch, "--type", "2", "m000")
+        j = self.ok_json("member", "list", ch, "--type", "2", "--limit", "250")
+        self.assertEqual((j["count"], j["more"], j["entries"][0]), (250, True, "m001"))
+        self.assertEqual(self.ok_json("member", "list", ch, "--type", "2")["count"], 299)
+        self.assertIn("is in the denylist",
+                      self.ok("member", "check", ch, "--type", "2", "spammer", "--list", "deny"))
+        code, out, err = slotctl(self.endpoints, "member", "check", ch, "--type", "3", "m001")
+        self.assertEqual(code, 1, err)  # the type-3 channel has no subscribers
+        j = self.ok_json("channel", "delete", ch, "--type", "2")
+        self.assertEqual((j["removed"], j["subscribers"], j["denylist"], j["commands"]),
+                         (True, 299, 1, 1))
+        code, _, err = slotctl(self.endpoints, "channel", "get", ch, "--type", "2")
+        self.assertEqual(code, 1, err)
+        self.assertIn(ch, self.ok("channel", "get", ch, "--type", "3"))
+
+    def test_conversation_and_cmd(self):
+        uid, ch = self.uid("u"), self.uid("ch")
+        self.ok("channel", "create", ch, "--type", "2")
+        self.ok("conversation", "join", uid, ch, "--type", "2", "--at-ms", "1000")
+        self.ok("conversation", "read", uid, ch, "--type", "2", "--seq", "42")
+        self.ok("conversation", "hide", uid, ch, "--type", "2", "--seq", "40")
+        j = self.ok_json("conversation", "activate", uid, ch, "--type", "2", "--at-ms", "2000")
+        self.assertEqual((j["membership"]["read_seq"], j["membership"]["activated_at_ms"],
+                          j["membership"]["hidden"]), (42, 2000, False))
+        out = self.ok("conversation", "list", uid)
+        self.assertRegex(out, r"%s\s+%s\s+2\s+0\s+42\s+40\s+2000\s+no\s+no" % (uid, ch))
+        self.ok("cmd", "bind", uid, ch, "--type", "2", "--seq", "5")
+        j = self.ok_json("cmd", "ack", uid, ch, "--type", "2", "--seq", "9")
+        self.assertEqual((j["cmd_binding"]["start_seq"], j["cmd_binding"]["ack_seq"]), (5, 9))
+        self.assertTrue(self.ok_json("cmd", "unbind", uid, ch, "--type", "2")["cmd_binding"]
+                        ["unbound"])
+        j = self.ok_json("conversation", "leave", uid, ch, "--type", "2")
+        self.assertTrue(j["membership"]["left"])
+
+    def test_runtime_plugin_event(self):
+        uid, ch = self.uid("u"), self.uid("ch")
+        self.ok("channel", "create", ch, "--type", "2")
+        meta = ["--leader", "1", "--replicas", "1", "--isr", "1", "--channel-epoch", "1",
+                "--leader-epoch", "1", "--write-fence", "1", "--min-isr", "1", "--status",
+                "active", "--features", "1"]
+        self.ok("runtime", "set", ch, "--type", "2", *meta)
+        j = self.ok_json("runtime", "get", ch, "--type", "2")
+        r = j["runtime_meta"]
+        self.assertEqual((r["channel_id"], r["leader"], r["replicas"], r["status"]),
+                         (ch, 1, [1], "active"))
+        code, out, err = slotctl(self.endpoints, "--max-retries", "0", "runtime", "set", ch,
+                                 "--type", "2", *meta)  # fenced on epochs 0: stale now
+        self.assertNotEqual(code, 0)
+        self.assertIn("channel_epoch", err)
+        self.assertEqual(self.ok_json("runtime", "get", ch, "--type", "2")["runtime_meta"], r)
+        self.ok("plugin", "bind", uid, "p-7")
+        self.assertRegex(self.ok("plugin", "get", uid), r"%s\s+p-7" % uid)
+        self.assertTrue(self.ok_json("plugin", "unbind", uid)["changed"])
+        self.assertEqual(slotctl(self.endpoints, "plugin", "get", uid)[0], 1)
+        j = self.ok_json("event", "append", ch, "--type", "2", "msg.revoke", "--message-seq", "7",
+                         "--payload", "hello")
+        self.assertEqual(j["event_seq"], 1)
+        j = self.ok_json("event", "list", ch, "--type", "2")
+        self.assertEqual([(e["event_seq"], e["message_seq"], e["event_type"], e["payload"])
+                          for e in j["entries"]], [(1, 7, "msg.revoke", "hello")])
+
+    def test_bad_input_names_the_flag_or_field(self):
+        ch = self.uid("ch")
+        for args, needle in [
+                (["channel", "get", ch], "channel get: --type: required"),
+                (["channel", "create", ch, "--type", "0"], "--type: '0' is not a channel type"),
+                (["channel", "create", ch, "--type", "2", "--flags", "loud"], "--flags: 'loud'"),
+                (["device", "put", "u", "999"], "DEVICE_FLAG '999'"),
+                (["member", "add", ch, "--type", "2", "--colour", "red"], "--colour: unknown"),
+                (["member", "add", ch, "--type", "2"] + ["u%d" % i for i in range(1001)],
+                 "more than 1000 uids")]:
+            code, out, err = slotctl(self.endpoints, *args)
+            self.assertEqual(code, 2, (args, err))
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertIn(needle, err)
+        code, j, err = slotctl_json(self.endpoints, "user", "create", "")
+        self.assertEqual((code, j["ok"], j["status"].get("detail", {}).get("field")),
+                         (5, False, "create_user.user.uid"), j)
+        self.assertEqual(slotctl(self.endpoints, "channel", "list", "--prefix", ch)[1].strip(),
+                         "CHANNEL  TYPE  FLAGS  SUBSCRIBERS  SUBSCRIBER_VERSION  EVENT_CAPACITY"
+                         "  EVENT_NEXT_SEQ")  # nothing was created
+
+
 class TestSlotctlCluster(SlotctlChecks, h.SlotdTestCase):
     @classmethod
     def setUpClass(cls):

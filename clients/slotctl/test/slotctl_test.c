@@ -8,6 +8,7 @@
 #include <CUnit/Basic.h>
 #include <jansson.h>
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1447,6 +1448,107 @@ static void test_lease_calls_without_server(void)
     slotd_client_destroy(c);
 }
 
+/* argv for slotctl_args_parse: "slotctl" then the words. */
+static int meta_args(struct slotctl_args *a, char *err, size_t errlen, int n, ...)
+{
+    static char *argv[16];
+    va_list ap;
+    va_start(ap, n);
+    argv[0] = "slotctl";
+    for (int i = 0; i < n; i++)
+        argv[i + 1] = va_arg(ap, char *);
+    va_end(ap);
+    return slotctl_args_parse(n + 1, argv, a, err, errlen);
+}
+
+static void test_parse_meta_commands(void)
+{
+    static struct slotctl_args a;
+    char err[512];
+    CU_ASSERT_EQUAL(meta_args(&a, err, sizeof(err), 8, "channel", "create", "g1", "--type", "2",
+                              "--flags", "ban,large", "--json"),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_META);
+    CU_ASSERT_TRUE(a.json); /* slotctl's own option, taken among the command's */
+    CU_ASSERT_EQUAL(a.meta.verb, SLOTCTL_META_CHANNEL_CREATE);
+    CU_ASSERT_STRING_EQUAL(a.meta.name, "channel create");
+    CU_ASSERT_STRING_EQUAL(a.meta.channel_id, "g1");
+    CU_ASSERT_EQUAL(a.meta.channel_type, 2);
+    CU_ASSERT_EQUAL(a.meta.flags, SLOTD_CHANNEL_FLAG_BAN | SLOTD_CHANNEL_FLAG_LARGE);
+    CU_ASSERT_EQUAL(meta_args(&a, err, sizeof(err), 8, "member", "add", "g1", "--type", "2", "a",
+                              "b", "c"),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.meta.uid_count, 3);
+    CU_ASSERT_EQUAL(a.meta.list, SLOTD_MEMBER_LIST_SUBSCRIBERS);
+    CU_ASSERT_FALSE(a.meta.has_expected_version);
+    CU_ASSERT_EQUAL(meta_args(&a, err, sizeof(err), 7, "conversation", "read", "alice", "g1",
+                              "--seq", "42", "--type=2"),
+                    SLOTCTL_EXIT_USAGE); /* no --opt=value form */
+    CU_ASSERT_EQUAL(meta_args(&a, err, sizeof(err), 8, "conversation", "read", "alice", "g1",
+                              "--seq", "42", "--type", "2"),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.meta.seq, 42);
+    CU_ASSERT_STRING_EQUAL(a.meta.uid, "alice");
+    /* user delete|list are the auth commands unless --meta is given */
+    CU_ASSERT_EQUAL(meta_args(&a, err, sizeof(err), 3, "user", "delete", "bob"), SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_USER);
+    CU_ASSERT_EQUAL(meta_args(&a, err, sizeof(err), 4, "user", "delete", "bob", "--meta"),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_META);
+    CU_ASSERT_EQUAL(a.meta.verb, SLOTCTL_META_USER_DELETE);
+    CU_ASSERT_EQUAL(meta_args(&a, err, sizeof(err), 13, "runtime", "set", "g1", "--type", "2",
+                              "--replicas", "1,2,3", "--isr", "1,2", "--status", "active",
+                              "--expect-leader", "4"),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.meta.replica_count, 3);
+    CU_ASSERT_EQUAL(a.meta.isr[1], 2);
+    CU_ASSERT_EQUAL(a.meta.status, SLOTD_CHANNEL_STATUS_ACTIVE);
+    CU_ASSERT_EQUAL(a.meta.expect_leader, 4);
+}
+
+static void test_parse_meta_errors(void)
+{
+    static struct slotctl_args a;
+    char err[512];
+    static const struct {
+        int n;
+        char *w[6];
+        const char *want;
+    } cases[] = {
+        {3, {"channel", "get", "g1"}, "channel get: --type: required"},
+        {5, {"channel", "get", "g1", "--type", "256"}, "--type: '256' is not a channel type"},
+        {5, {"channel", "get", "g1", "--tpye", "2"}, "channel get: --tpye: unknown option"},
+        {6, {"channel", "flags", "g1", "--type", "2", "--flags"}, "--flags: needs a value"},
+        {4, {"device", "put", "u", "x"}, "DEVICE_FLAG 'x'"},
+        {2, {"device", "list"}, "device list: missing arguments"},
+        {4, {"plugin", "get", "u", "extra"}, "unexpected argument 'extra'"},
+        {2, {"channel", "explode"}, "channel: unknown subcommand 'explode'"},
+        {5, {"conversation", "read", "u", "g", "--type"}, "--type: needs a value"},
+        {6, {"conversation", "hide", "u", "g", "--type", "2"}, "--seq: required"},
+        {3, {"user", "update", "u"}, "nothing to update"},
+        {6, {"runtime", "set", "g", "--type", "2", "--status"}, "--status: needs a value"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *argv[8] = {"slotctl"};
+        for (int k = 0; k < cases[i].n; k++)
+            argv[k + 1] = cases[i].w[k];
+        CU_ASSERT_EQUAL(slotctl_args_parse(cases[i].n + 1, argv, &a, err, sizeof(err)),
+                        SLOTCTL_EXIT_USAGE);
+        if (!strstr(err, cases[i].want))
+            fprintf(stderr, "case %zu: want '%s' in '%s'\n", i, cases[i].want, err);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, cases[i].want));
+        CU_ASSERT_PTR_NULL(strchr(err, '\n'));
+    }
+    uint32_t flags;
+    CU_ASSERT_FALSE(slotctl_meta_flags_parse("ban,", &flags));
+    CU_ASSERT_TRUE(slotctl_meta_flags_parse("none", &flags));
+    CU_ASSERT_EQUAL(flags, 0);
+    char names[64];
+    slotctl_meta_flags_name(SLOTD_CHANNEL_FLAG_DISBAND | SLOTD_CHANNEL_FLAG_ALLOW_STRANGER, names,
+                            sizeof(names));
+    CU_ASSERT_STRING_EQUAL(names, "disband,allow_stranger");
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -1482,6 +1584,8 @@ int main(void)
     CU_add_test(s, "parse lease commands", test_parse_lease_commands);
     CU_add_test(s, "lease bad arguments make no call", test_lease_bad_arguments_make_no_call);
     CU_add_test(s, "lease calls without a server", test_lease_calls_without_server);
+    CU_add_test(s, "parse typed metadata commands", test_parse_meta_commands);
+    CU_add_test(s, "parse typed metadata errors", test_parse_meta_errors);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed();

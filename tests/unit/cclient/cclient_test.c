@@ -881,6 +881,105 @@ static void test_controller_status_decode(void)
     CU_ASSERT_EQUAL(cs.node_id, 0);
 }
 
+/* Typed helpers: the members command's bounds name the field, the packed request carries the
+ * command, the request id and no_forward, and a NULL id is refused with no call. */
+static void test_meta_request_building(void)
+{
+    static const char *uids[SLOTD_META_UIDS_MAX + 1];
+    for (size_t i = 0; i <= SLOTD_META_UIDS_MAX; i++)
+        uids[i] = "u";
+    Slotd__V1__ProposeRequest m = SLOTD__V1__PROPOSE_REQUEST__INIT;
+    Slotd__V1__SubscribersCommand sub = SLOTD__V1__SUBSCRIBERS_COMMAND__INIT;
+    Slotd__V1__ChannelListCommand cl = SLOTD__V1__CHANNEL_LIST_COMMAND__INIT;
+    char field[SLOTD_FIELD_LEN], what[128];
+    CU_ASSERT_EQUAL(slotd__meta_members_build(&m, &sub, &cl, "g", 2, SLOTD_MEMBER_LIST_SUBSCRIBERS,
+                                              true, uids, SLOTD_META_UIDS_MAX + 1, 0, field,
+                                              sizeof(field), what, sizeof(what)),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(field, "add_subscribers.uids");
+    CU_ASSERT_PTR_NOT_NULL(strstr(what, "1001 entries, want 1..1000"));
+    CU_ASSERT_EQUAL(slotd__meta_members_build(&m, &sub, &cl, "g", 2, SLOTD_MEMBER_LIST_DENYLIST,
+                                              false, uids, 0, 0, field, sizeof(field), what,
+                                              sizeof(what)),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(field, "remove_denylist.uids");
+    CU_ASSERT_EQUAL(slotd__meta_members_build(&m, &sub, &cl, "g", 2, SLOTD_MEMBER_LIST_ALLOWLIST,
+                                              true, uids, 1, 7, field, sizeof(field), what,
+                                              sizeof(what)),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(field, "add_allowlist.expected_version");
+    CU_ASSERT_EQUAL(slotd__meta_members_build(&m, &sub, &cl, "g", 2, (enum slotd_member_list)9,
+                                              true, uids, 1, 0, field, sizeof(field), what,
+                                              sizeof(what)),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(field, "list");
+    CU_ASSERT_EQUAL(m.command_case, SLOTD__V1__PROPOSE_REQUEST__COMMAND__NOT_SET);
+
+    CU_ASSERT_EQUAL(slotd__meta_members_build(&m, &sub, &cl, "g", 2, SLOTD_MEMBER_LIST_DENYLIST,
+                                              false, uids, 3, 0, field, sizeof(field), what,
+                                              sizeof(what)),
+                    SLOTD_CLIENT_OK);
+    struct slotd_write_options *wo = slotd_write_options_create();
+    CU_ASSERT_EQUAL(slotd_write_options_set_request_id(wo, "rid-1", 5), SLOTD_CLIENT_OK);
+    static const uint8_t random_id[SLOTD_REQUEST_ID_LEN_DEFAULT] = {1};
+    uint8_t *buf;
+    size_t len;
+    CU_ASSERT_EQUAL(slotd__meta_propose_encode(&m, wo, random_id, &buf, &len), SLOTD_CLIENT_OK);
+    Slotd__V1__ProposeRequest *back = slotd__v1__propose_request__unpack(NULL, len, buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+    CU_ASSERT_EQUAL(back->command_case, SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_DENYLIST);
+    CU_ASSERT_STRING_EQUAL(back->remove_denylist->channel_id, "g");
+    CU_ASSERT_EQUAL(back->remove_denylist->channel_type, 2);
+    CU_ASSERT_EQUAL(back->remove_denylist->n_uids, 3);
+    CU_ASSERT_TRUE(back->no_forward);
+    CU_ASSERT_EQUAL(back->request_id.len, 5);
+    CU_ASSERT_EQUAL(memcmp(back->request_id.data, "rid-1", 5), 0);
+    slotd__v1__propose_request__free_unpacked(back, NULL);
+    free(buf);
+    slotd_write_options_set_no_request_id(wo, true);
+    CU_ASSERT_EQUAL(slotd__meta_propose_encode(&m, wo, random_id, &buf, &len), SLOTD_CLIENT_OK);
+    back = slotd__v1__propose_request__unpack(NULL, len, buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+    CU_ASSERT_EQUAL(back->request_id.len, 0);
+    slotd__v1__propose_request__free_unpacked(back, NULL);
+    free(buf);
+    CU_ASSERT_EQUAL(slotd__meta_propose_encode(&m, NULL, random_id, &buf, &len), SLOTD_CLIENT_OK);
+    back = slotd__v1__propose_request__unpack(NULL, len, buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+    CU_ASSERT_EQUAL(back->request_id.len, SLOTD_REQUEST_ID_LEN_DEFAULT);
+    CU_ASSERT_EQUAL(back->request_id.data[0], 1);
+    slotd__v1__propose_request__free_unpacked(back, NULL);
+    free(buf);
+    slotd_write_options_destroy(wo);
+
+    /* NULL ids: refused naming the field, no attempt (the endpoint would not answer anyway) */
+    struct slotd_client *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(slotd_client_create("127.0.0.1:1", NULL, &c, NULL), SLOTD_CLIENT_OK);
+    struct slotd_meta_result *r = (struct slotd_meta_result *)1;
+    struct slotd_meta_page *p = (struct slotd_meta_page *)1;
+    struct slotd_error *e = NULL;
+    CU_ASSERT_EQUAL(slotd_client_user_get(c, NULL, NULL, &r, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NULL(r);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "get_user.uid");
+    CU_ASSERT_EQUAL(slotd_error_attempts(e), 0);
+    CU_ASSERT_EQUAL(slotd_client_conversation_join(c, "alice", NULL, 2, 0, 0, NULL, &r, &e),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "join_channel.channel_id");
+    CU_ASSERT_EQUAL(slotd_client_members_add(c, "g", 2, SLOTD_MEMBER_LIST_SUBSCRIBERS, uids, 0, 0,
+                                             NULL, &r, &e),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "add_subscribers.uids");
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "member add: no call"));
+    CU_ASSERT_EQUAL(slotd_client_event_list(c, NULL, 2, 0, NULL, 0, 0, NULL, &p, &e),
+                    SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NULL(p);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "list_events.channel_id");
+    slotd_error_destroy(e);
+    slotd_client_destroy(c);
+    slotd_meta_result_destroy(NULL);
+    slotd_meta_page_destroy(NULL);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -900,6 +999,7 @@ int main(void)
     CU_add_test(s, "admin task commands encode", test_admin_task_encoding);
     CU_add_test(s, "TaskStatus decode and bounds", test_task_status_decode);
     CU_add_test(s, "ControllerStatus decode", test_controller_status_decode);
+    CU_add_test(s, "typed helpers build and refuse requests", test_meta_request_building);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed() + CU_get_number_of_failures();

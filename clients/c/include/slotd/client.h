@@ -1263,8 +1263,10 @@ int slotd_client_channel_list(struct slotd_client *c, const char *id_prefix,
                               struct slotd_meta_page **out, struct slotd_error **err);
 
 /* A channel's subscribers, allowlist or denylist: 1..SLOTD_META_UIDS_MAX uids per command,
- * applied atomically. expected_version (subscribers only; 0 = unconditional) fences on the
- * channel's subscriber_version. */
+ * applied atomically. Subscriber commands are fenced: they apply only when expected_version is
+ * the channel's subscriber_version (read it with slotd_client_channel_get()), else
+ * the call fails with gRPC ABORTED, nothing written; allowlist and denylist commands take
+ * expected_version 0. */
 int slotd_client_members_add(struct slotd_client *c, const char *channel_id,
                              uint32_t channel_type, enum slotd_member_list list,
                              const char *const *uids, size_t uid_count, uint64_t expected_version,
