@@ -1,6 +1,7 @@
 # test_docs_scenario.py - runs docs/api.md's IM scenario ("An IM scenario, end to end") block by
 # block against one fresh node: the grpcurl block with bash (grpcurl where installed, else
-# grpcurl_lite.py under that name), the Python block from slotd_client installed with pip into a
+# grpcurl_lite.py under that name), the slotctl block with bash and the built slotctl on PATH
+# ($SLOTCTL_BIN, else next to the slotd binary), the Python block from slotd_client installed with pip into a
 # temporary venv with system site packages, the Node block from the `npm pack` tarball installed
 # into a temporary directory without SLOTD_API_DIR.
 import os
@@ -30,7 +31,10 @@ def scenario_blocks():
     section = text[start:end if end >= 0 else len(text)]
     blocks = {}
     for m in re.finditer(r"```(\w*)\n(.*?)```", section, re.S):
-        blocks.setdefault(m.group(1) or "output", m.group(2))
+        language = m.group(1) or "output"
+        if language == "sh" and re.search(r"^slotctl ", m.group(2), re.M):
+            language = "slotctl"  # the shell block made of slotctl commands
+        blocks.setdefault(language, m.group(2))
     return blocks
 
 
@@ -67,7 +71,7 @@ class DocsScenarioTest(h.SlotdTestCase):
 
     def test_block_output_is_documented(self):
         self.assertEqual(self.blocks["output"].split("\n")[:3], EXPECTED)
-        self.assertEqual(set(self.blocks), {"sh", "python", "js", "output"})
+        self.assertEqual(set(self.blocks), {"sh", "slotctl", "python", "js", "output"})
 
     def test_a_grpcurl(self):
         bin_dir = self.tmp / "bin"
@@ -80,6 +84,15 @@ class DocsScenarioTest(h.SlotdTestCase):
         self.assertIn('"changed": 500', out)
         self.assertRegex(out, r'"channelId": "team-1",[^}]*"readSeq": "42"')
         self.assertRegex(out, r'"deleteChannel": \{\s*"removed": true,\s*"subscribers": 500')
+
+    def test_a_slotctl(self):
+        slotctl = Path(os.environ.get("SLOTCTL_BIN", str(h.SLOTD_BIN.parent / "slotctl")))
+        env = self.env()
+        env["PATH"] = "%s:%s" % (slotctl.resolve().parent, env.get("PATH", ""))
+        out = run(["bash", "-e", "-o", "pipefail", "-c", self.code("slotctl")], env=env)
+        self.assertIn("subscribers changed 500", out)
+        self.assertRegex(out, r"\nalice\s+team-1\s+2\s+0\s+42\s+0\s+1700000000000\s+no\s+no\n")
+        self.assertIn("removed channel team-1 (type 2): subscribers 500,", out)
 
     def test_b_python_package(self):
         venv = self.tmp / "venv"
