@@ -75,6 +75,9 @@ static const struct opt opts[] = {
     U64(max_connections, 1, 1u << 20, "1024",
         "connections served at once; a call on one more gets RESOURCE_EXHAUSTED"),
     U64(conn_idle_ms, 1000, 86400000, "60000", "a connection without calls is closed after this"),
+    U64(group_proposals_max, 1, 1u << 20, "1024",
+        "proposals of one slot group waiting to commit on its leader before more get "
+        "RESOURCE_EXHAUSTED (QUEUE_FULL): a hot group is refused while the others keep their rate"),
     U64(compact_entries, 10, 1ull << 32, "10000",
         "compact a group's log after this many applied entries"),
     U64(compact_tail, 1, 1ull << 32, "1000", "entries kept behind the compaction point"),

@@ -421,6 +421,7 @@ int main(int argc, char **argv)
         ro.compact_entries = f.compact_entries;
     if (f.compact_tail)
         ro.compact_tail = f.compact_tail;
+    ro.group_proposals_max = f.group_proposals_max;
     ro.watch_history_bytes = f.watch_history_bytes;
     const char *pa = ro.peer_advertise;
     if (f.join[0] != '\0' && net_addr_wildcard(pa)) {

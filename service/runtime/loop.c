@@ -164,6 +164,19 @@ void rt_handle_requests(struct runtime *rt, struct rt_list *reqs)
         }
         if (r->group == 0 && (r = rt_ctl_vet_request(rt, r)) == NULL)
             continue; /* a controller command the leader's own facts refute (facts.c) */
+        size_t waiting = g->proposals.len + (run_group == g ? n_run : 0);
+        if (waiting >= rt->opts.group_proposals_max) { /* a hot group: the others go on */
+            struct slotd_error e;
+            slotd_error_set(&e, SLOTD_EQUEUE_FULL,
+                            "group %u: %zu proposals are waiting to commit, the limit is %zu "
+                            "(--group-proposals-max); nothing was proposed",
+                            g->id, waiting, rt->opts.group_proposals_max);
+            e.limit = rt->opts.group_proposals_max; /* ErrorDetail.limit */
+            e.retry_after_ms = 100;
+            rpc_call_fail(r->call, &e);
+            free(r);
+            continue;
+        }
         if (run_group != g || n_run == PROPOSE_BATCH_MAX) {
             if (n_run > 0)
                 propose_run(rt, run_group, run, n_run);

@@ -19,6 +19,7 @@ void runtime_options_default(struct runtime_options *o)
     o->heartbeat_tick = 1;
     o->queue_len_max = 65536;
     o->queue_bytes_max = (size_t)256 << 20;
+    o->group_proposals_max = 1024;
     o->compact_entries = 10000;
     o->compact_tail = 1000;
     o->watch_history_bytes = 4u << 20;

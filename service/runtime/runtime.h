@@ -61,6 +61,10 @@ struct runtime_options {
     size_t
         compact_entries; /* compact a group's log after this many applied entries; default 10000 */
     size_t compact_tail; /* entries kept behind the compaction point; default 1000 */
+    /* Proposals of one group appended on its leader and not yet committed (its pending list)
+     * beyond which a new one is refused with QUEUE_FULL (loop.c), so one hot group cannot hold
+     * every call the node takes while the others wait; default 1024. */
+    size_t group_proposals_max;
     /* Bytes of recent key changes each hosted group keeps for Watch (watch.c); 0 = Watch off
      * (nothing recorded, polls answer UNIMPLEMENTED); default 4 MiB. */
     size_t watch_history_bytes;

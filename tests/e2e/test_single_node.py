@@ -526,14 +526,52 @@ class SingleNodeTest(h.SlotdTestCase):
 
 
 class ThreeGroupsTest(h.SlotdTestCase):
-    """A second server with --slot-groups 3 (86 + 85 + 85 hash slots) and --max-request-bytes 65536."""
+    """A second server with --slot-groups 3 (86 + 85 + 85 hash slots), --max-request-bytes 65536
+    and --group-proposals-max 4."""
 
     REQUEST_BYTES_MAX = 65536
+    GROUP_PROPOSALS_MAX = 4
 
     @classmethod
     def setUpClass(cls):
         cls.server = cls.new_class_server(
-            slot_groups=3, extra_args=["--max-request-bytes", str(cls.REQUEST_BYTES_MAX)])
+            slot_groups=3, extra_args=["--max-request-bytes", str(cls.REQUEST_BYTES_MAX),
+                                       "--group-proposals-max", str(cls.GROUP_PROPOSALS_MAX)])
+
+    def test_hot_group_refused_others_go_on(self):
+        """A burst at one group past --group-proposals-max gets RESOURCE_EXHAUSTED QUEUE_FULL
+        naming the limit and stores nothing for the refused puts, while a group under its limit
+        takes every put of the same moment; the hot group takes puts again right after."""
+        table = list(self.server.route().hash_slot_table)
+        rng = random.Random(SEED)
+        hot = [h.key_in_group(table, 1, b"hot/", rng) for _ in range(200)]
+        calm = [h.key_in_group(table, 2, b"calm/", rng) for _ in range(3)]
+        stub = self.server.stub
+        req = lambda k: pb.ProposeRequest(put=pb.PutCommand(key=k, value=b"v"))
+        futures = [(k, stub.Propose.future(req(k), timeout=10)) for k in hot[:100]]
+        futures += [(k, stub.Propose.future(req(k), timeout=10)) for k in calm]
+        futures += [(k, stub.Propose.future(req(k), timeout=10)) for k in hot[100:]]
+        acked, refused = set(), set()
+        for key, f in futures:
+            try:
+                f.result()
+                acked.add(key)
+            except grpc.RpcError as err:
+                self.assertEqual(err.code(), grpc.StatusCode.RESOURCE_EXHAUSTED, err.details())
+                detail = h.error_detail(err)
+                self.assertEqual(pb.ErrorCode.Name(detail.code), "ERROR_CODE_QUEUE_FULL")
+                self.assertEqual(detail.limit, self.GROUP_PROPOSALS_MAX)
+                self.assertIn("--group-proposals-max", err.details())
+                self.assertGreater(detail.retry_after_ms, 0)
+                refused.add(key)
+        self.assertTrue(refused, "200 puts at once to one group never passed a bound of 4")
+        self.assertTrue(refused <= set(hot), "a put of the calm group was refused")
+        self.assertTrue(set(calm) <= acked)
+        for key in refused:
+            self.assertFalse(h.get(stub, key).get.found, "refused put %r stored" % key)
+        for key in acked:
+            self.assertTrue(h.get(stub, key).get.found, "acknowledged put %r lost" % key)
+        h.put(stub, h.key_in_group(table, 1, b"hot/after/", rng), b"v")  # nothing left held
 
     def test_max_request_bytes_flag(self):
         key = b"flag/request-bytes"
