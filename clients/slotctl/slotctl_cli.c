@@ -34,6 +34,11 @@ static bool cli_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
     return true;
 }
 
+bool slotctl_uint_parse(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    return cli_uint(s, min, max, out);
+}
+
 bool slotctl_lease_id_parse(const char *s, uint64_t *out)
 {
     if (!s || !*s || *s == '-' || *s == '+' || isspace((unsigned char)*s))
@@ -843,7 +848,7 @@ void slotctl_usage(FILE *out)
         "  member add|remove CHANNEL --type N UID... [--list subscribers|allow|deny]\n"
         "                 [--expected-version V]     (1..1000 uids, atomically)\n"
         "  member list CHANNEL --type N [--list L] | member check CHANNEL --type N UID [--list L]\n"
-        "  conversation join UID CHANNEL --type N [--seq JOIN_SEQ] [--at-ms MS]\n"
+        "  conversation join UID CHANNEL --type N [--seq JOIN_SEQ] [--at-ms MS (default: now)]\n"
         "  conversation leave|get UID CHANNEL --type N | conversation list UID\n"
         "  conversation read|hide UID CHANNEL --type N --seq N\n"
         "  conversation activate UID CHANNEL --type N --at-ms MS\n"

@@ -171,6 +171,10 @@ void slotctl_usage(FILE *out);
 /* The exit code for a libslotd result (enum slotd_client_err). */
 int slotctl_exit_of(int client_err);
 
+/* s, out: borrowed for the call. Parses a decimal in [min, max] (no sign, no spaces); false when
+ * s is not one. */
+bool slotctl_uint_parse(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
 /* s, out: borrowed for the call. Parses a lease id: decimal, or hex after 0x/0X. Returns false
  * when s is not one (empty, signs, junk, more than 64 bits). */
 bool slotctl_lease_id_parse(const char *s, uint64_t *out);

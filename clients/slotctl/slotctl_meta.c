@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The row kinds a command prints. */
 enum meta_kind { K_USER, K_DEVICE, K_CHANNEL, K_MEMBERSHIP, K_CMD, K_RUNTIME, K_PLUGIN, K_EVENT,
@@ -673,6 +674,14 @@ static int meta_user_update(struct slotd_client *c, const struct slotctl_meta_ar
                                     r, e);
 }
 
+/* The wall clock in ms (conversation join's default activated_at_ms). */
+static uint64_t meta_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 /* member add/remove; a subscriber command without --expected-version is fenced on the version
  * the channel has now (read first, as the Python and Node helpers do). */
 static int meta_members_change(struct slotd_client *c, const struct slotctl_meta_args *m,
@@ -718,7 +727,8 @@ static int meta_write(struct slotd_client *c, const struct slotctl_meta_args *m,
     case SLOTCTL_META_MEMBER_REMOVE:
         return meta_members_change(c, m, r, e);
     case SLOTCTL_META_CONV_JOIN:
-        return slotd_client_conversation_join(c, u, ch, t, m->seq, m->at_ms, NULL, r, e);
+        return slotd_client_conversation_join(c, u, ch, t, m->seq,
+                                              m->has_at_ms ? m->at_ms : meta_now_ms(), NULL, r, e);
     case SLOTCTL_META_CONV_LEAVE:
         return slotd_client_conversation_leave(c, u, ch, t, NULL, r, e);
     case SLOTCTL_META_CONV_READ:

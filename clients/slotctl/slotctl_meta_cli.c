@@ -1,8 +1,7 @@
 /* slotctl_meta_cli.c - the argument parser of slotctl's typed metadata commands (user, device,
  * channel, member, conversation, cmd, runtime, plugin, event). */
-#include "slotctl_meta.h"
+#include "slotctl_cli.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +46,7 @@ static const struct meta_cmd {
     {"member", "check", SLOTCTL_META_MEMBER_CHECK, "CK", " --type --list ",
      "CHANNEL --type N UID [--list subscribers|allow|deny]"},
     {"conversation", "join", SLOTCTL_META_CONV_JOIN, "UC", " --type --seq --at-ms ",
-     "UID CHANNEL --type N [--seq JOIN_SEQ] [--at-ms MS]"},
+     "UID CHANNEL --type N [--seq JOIN_SEQ] [--at-ms MS (default: now)]"},
     {"conversation", "leave", SLOTCTL_META_CONV_LEAVE, "UC", " --type ", "UID CHANNEL --type N"},
     {"conversation", "read", SLOTCTL_META_CONV_READ, "UC", " --type --seq ",
      "UID CHANNEL --type N --seq READ_SEQ"},
@@ -159,20 +158,6 @@ void slotctl_meta_flags_name(uint32_t flags, char *out, size_t len)
         snprintf(out, len, "none");
 }
 
-/* A decimal number in lo..hi. */
-static bool meta_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    if (!*s || *s == '-' || *s == '+' || *s == ' ')
-        return false;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
 /* "1,2,3" into out (at most SLOTCTL_META_NODES_MAX node ids). */
 static bool meta_nodes(const char *s, uint64_t *out, size_t *count)
 {
@@ -186,7 +171,7 @@ static bool meta_nodes(const char *s, uint64_t *out, size_t *count)
             return false;
         memcpy(buf, s, n);
         buf[n] = '\0';
-        if (!meta_uint(buf, 1, UINT64_MAX, &out[(*count)++]))
+        if (!slotctl_uint_parse(buf, 1, UINT64_MAX, &out[(*count)++]))
             return false;
         s += n;
         if (*s == ',' && *++s == '\0')
@@ -249,12 +234,12 @@ static int meta_option(const struct meta_cmd *cmd, const char *opt, const char *
     if (!val)
         return meta_fail(err, errlen, "%s: %s: needs a value", name, opt);
     if (strcmp(opt, "--type") == 0) {
-        if (!meta_uint(val, 1, SLOTCTL_META_CHANNEL_TYPE_MAX, &n))
+        if (!slotctl_uint_parse(val, 1, SLOTCTL_META_CHANNEL_TYPE_MAX, &n))
             return meta_fail(err, errlen, "%s: --type: '%s' is not a channel type in 1..%d", name,
                              val, SLOTCTL_META_CHANNEL_TYPE_MAX);
         m->channel_type = (uint32_t)n;
     } else if (strcmp(opt, "--device-flag") == 0 || strcmp(opt, "--device-level") == 0) {
-        if (!meta_uint(val, 0, SLOTCTL_META_DEVICE_MAX, &n))
+        if (!slotctl_uint_parse(val, 0, SLOTCTL_META_DEVICE_MAX, &n))
             return meta_fail(err, errlen, "%s: %s: '%s' is not a number in 0..%d", name, opt, val,
                              SLOTCTL_META_DEVICE_MAX);
         *(opt[9] == 'f' ? &m->device_flag : &m->device_level) = (uint32_t)n;
@@ -274,12 +259,12 @@ static int meta_option(const struct meta_cmd *cmd, const char *opt, const char *
                              name, val);
         m->has_flags = true;
     } else if (strcmp(opt, "--event-capacity") == 0) {
-        if (!meta_uint(val, 0, 1000, &n))
+        if (!slotctl_uint_parse(val, 0, 1000, &n))
             return meta_fail(err, errlen, "%s: --event-capacity: '%s' is not a number in 0..1000",
                              name, val);
         m->event_capacity = (uint32_t)n;
     } else if (strcmp(opt, "--min-isr") == 0) {
-        if (!meta_uint(val, 0, SLOTCTL_META_NODES_MAX, &n))
+        if (!slotctl_uint_parse(val, 0, SLOTCTL_META_NODES_MAX, &n))
             return meta_fail(err, errlen, "%s: --min-isr: '%s' is not a number in 0..%d", name,
                              val, SLOTCTL_META_NODES_MAX);
         m->min_isr = (uint32_t)n;
@@ -312,7 +297,7 @@ static int meta_option(const struct meta_cmd *cmd, const char *opt, const char *
         uint64_t *slot = meta_num_slot(m, opt, &hi, &given);
         if (!slot)
             return meta_fail(err, errlen, "%s: %s: unknown option", name, opt);
-        if (!meta_uint(val, 0, hi, slot))
+        if (!slotctl_uint_parse(val, 0, hi, slot))
             return meta_fail(err, errlen, "%s: %s: '%s' is not a non-negative integer", name, opt,
                              val);
         if (strcmp(opt, "--limit") == 0 && m->limit > 100000000)
@@ -341,7 +326,7 @@ static int meta_positional(char k, const char *w, struct slotctl_meta_args *m, c
         m->event_type = w;
         break;
     case 'F':
-        if (!meta_uint(w, 0, SLOTCTL_META_DEVICE_MAX, &n))
+        if (!slotctl_uint_parse(w, 0, SLOTCTL_META_DEVICE_MAX, &n))
             return meta_fail(err, errlen, "%s: DEVICE_FLAG '%s' is not a number in 0..%d",
                              m->name, w, SLOTCTL_META_DEVICE_MAX);
         m->device_flag = (uint32_t)n;
