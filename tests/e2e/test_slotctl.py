@@ -424,6 +424,11 @@ class TestSlotctlTyped(h.SlotdTestCase):
     def setUpClass(cls):
         cls.server = cls.new_class_server()
         cls.endpoints = cls.server.addr
+        deadline = time.monotonic() + 10  # every group led, so calls go straight to leaders
+        while any(g.leader == 0 for g in cls.server.route().groups):
+            if time.monotonic() > deadline:
+                raise AssertionError("groups without a leader: %s" % cls.server.route())
+            time.sleep(0.05)
 
     def uid(self, prefix):
         return h.unique_key(prefix).decode().replace("/", "-")
