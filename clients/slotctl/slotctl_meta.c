@@ -9,8 +9,17 @@
 #include <time.h>
 
 /* The row kinds a command prints. */
-enum meta_kind { K_USER, K_DEVICE, K_CHANNEL, K_MEMBERSHIP, K_CMD, K_RUNTIME, K_PLUGIN, K_EVENT,
-                 K_UID };
+enum meta_kind {
+    K_USER,
+    K_DEVICE,
+    K_CHANNEL,
+    K_MEMBERSHIP,
+    K_CMD,
+    K_RUNTIME,
+    K_PLUGIN,
+    K_EVENT,
+    K_UID
+};
 
 #define META_COLS_MAX 13
 #define META_CELL_LEN 96
@@ -153,7 +162,6 @@ static size_t meta_cells(enum meta_kind k, const void *row, char cells[][META_CE
 static json_t *meta_row_json(enum meta_kind k, const void *row)
 {
     json_t *j = json_object();
-    char flags[META_CELL_LEN];
 #define JS(name, v) json_object_set_new(j, name, json_string(v))
 #define JI(name, v) json_object_set_new(j, name, json_integer((json_int_t)(v)))
 #define JB(name, v) json_object_set_new(j, name, json_boolean(v))
@@ -172,6 +180,7 @@ static json_t *meta_row_json(enum meta_kind k, const void *row)
     }
     case K_CHANNEL: {
         const struct slotd_meta_channel *ch = row;
+        char flags[META_CELL_LEN];
         slotctl_meta_flags_name(ch->flags, flags, sizeof(flags));
         JS("channel_id", ch->channel_id), JI("channel_type", ch->channel_type);
         JS("flags", flags), JI("subscriber_count", ch->subscriber_count);
@@ -272,9 +281,9 @@ static int meta_fail(const struct slotctl_args *a, int rc, struct slotd_error *e
 /* The row of a result and its kind (NULL when it carries none). */
 static const void *meta_result_row(const struct slotd_meta_result *r, enum meta_kind *k)
 {
-    const void *rows[] = {r->user,       r->device,  r->channel,       r->membership,
+    const void *rows[] = {r->user,        r->device,  r->channel,       r->membership,
                           r->cmd_binding, r->runtime, r->plugin_binding};
-    const enum meta_kind kinds[] = {K_USER, K_DEVICE, K_CHANNEL, K_MEMBERSHIP,
+    const enum meta_kind kinds[] = {K_USER, K_DEVICE,  K_CHANNEL, K_MEMBERSHIP,
                                     K_CMD,  K_RUNTIME, K_PLUGIN};
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         if (rows[i]) {
@@ -286,9 +295,12 @@ static const void *meta_result_row(const struct slotd_meta_result *r, enum meta_
 
 static const char *meta_row_key(enum meta_kind k)
 {
-    static const char *const keys[] = {[K_USER] = "user",      [K_DEVICE] = "device",
-                                       [K_CHANNEL] = "channel", [K_MEMBERSHIP] = "membership",
-                                       [K_CMD] = "cmd_binding", [K_RUNTIME] = "runtime_meta",
+    static const char *const keys[] = {[K_USER] = "user",
+                                       [K_DEVICE] = "device",
+                                       [K_CHANNEL] = "channel",
+                                       [K_MEMBERSHIP] = "membership",
+                                       [K_CMD] = "cmd_binding",
+                                       [K_RUNTIME] = "runtime_meta",
                                        [K_PLUGIN] = "plugin_binding"};
     return keys[k];
 }
@@ -299,8 +311,8 @@ static int meta_write_print(const struct slotctl_args *a, const struct slotd_met
 {
     enum meta_kind k;
     const void *row = meta_result_row(r, &k);
-    bool members = a->meta.verb == SLOTCTL_META_MEMBER_ADD ||
-                   a->meta.verb == SLOTCTL_META_MEMBER_REMOVE;
+    bool members =
+        a->meta.verb == SLOTCTL_META_MEMBER_ADD || a->meta.verb == SLOTCTL_META_MEMBER_REMOVE;
     bool event = a->meta.verb == SLOTCTL_META_EVENT_APPEND;
     if (a->json) {
         json_t *j = meta_json_head(a);
@@ -363,15 +375,14 @@ static int meta_get_print(const struct slotctl_args *a, const struct slotd_meta_
     return SLOTCTL_EXIT_OK;
 }
 
-
 /* ---- deletes ------------------------------------------------------------------------------- */
 
 /* What repeated user or channel deletes removed in all. */
 struct meta_removed {
     unsigned commands;
     bool row, plugin_binding, system_uid, runtime_meta;
-    uint64_t devices, memberships, cmd_bindings, subscribers, allowlist, denylist,
-        migration_tasks, events;
+    uint64_t devices, memberships, cmd_bindings, subscribers, allowlist, denylist, migration_tasks,
+        events;
 };
 
 static void meta_removed_add(struct meta_removed *t, const struct slotd_meta_result *r)
@@ -411,8 +422,7 @@ static void meta_removed_print(const struct slotctl_args *a, const struct meta_r
             json_object_set_new(j, "allowlist", json_integer((json_int_t)t->allowlist));
             json_object_set_new(j, "denylist", json_integer((json_int_t)t->denylist));
             json_object_set_new(j, "runtime_meta", json_boolean(t->runtime_meta));
-            json_object_set_new(j, "migration_tasks",
-                                json_integer((json_int_t)t->migration_tasks));
+            json_object_set_new(j, "migration_tasks", json_integer((json_int_t)t->migration_tasks));
             json_object_set_new(j, "events", json_integer((json_int_t)t->events));
         }
         json_object_set_new(j, "commands", json_integer(t->commands));
@@ -444,8 +454,7 @@ static int meta_delete_run(struct slotd_client *c, const struct slotctl_args *a)
         struct slotd_error *e = NULL;
         int rc = m->verb == SLOTCTL_META_USER_DELETE
                      ? slotd_client_user_delete(c, m->uid, NULL, &r, &e)
-                     : slotd_client_channel_delete(c, m->channel_id, m->channel_type, NULL, &r,
-                                                   &e);
+                     : slotd_client_channel_delete(c, m->channel_id, m->channel_type, NULL, &r, &e);
         if (rc != SLOTD_CLIENT_OK)
             return meta_fail(a, rc, e);
         meta_removed_add(&t, r);
@@ -484,8 +493,7 @@ static int meta_page_get(struct slotd_client *c, const struct slotctl_meta_args 
         return slotd_client_members_list(c, m->channel_id, m->channel_type, m->list, cursor,
                                          cursor_len, limit, NULL, out, err);
     case SLOTCTL_META_CONV_LIST:
-        return slotd_client_conversation_list(c, m->uid, cursor, cursor_len, limit, NULL, out,
-                                              err);
+        return slotd_client_conversation_list(c, m->uid, cursor, cursor_len, limit, NULL, out, err);
     case SLOTCTL_META_RUNTIME_LIST:
         return slotd_client_runtime_list(c, m->leader, cursor, cursor_len, limit, NULL, out, err);
     default:
@@ -604,8 +612,8 @@ static int meta_list_run(struct slotd_client *c, const struct slotctl_args *a)
     int code = SLOTCTL_EXIT_OK;
     for (;;) {
         uint64_t left = m->limit ? m->limit - ps.row_count : SLOTD_META_PAGE_LIMIT_MAX;
-        uint32_t page_limit = (uint32_t)(left < SLOTD_META_PAGE_LIMIT_MAX ? left
-                                                                          : SLOTD_META_PAGE_LIMIT_MAX);
+        uint32_t page_limit =
+            (uint32_t)(left < SLOTD_META_PAGE_LIMIT_MAX ? left : SLOTD_META_PAGE_LIMIT_MAX);
         struct slotd_meta_page *p;
         struct slotd_error *e = NULL;
         int rc = meta_page_get(c, m, last ? last->next_cursor : NULL,
@@ -670,8 +678,8 @@ static int meta_user_update(struct slotd_client *c, const struct slotctl_meta_ar
             return rc;
         slotd_meta_result_destroy(*r);
     }
-    return slotd_client_user_update(c, m->uid, m->token, m->device_flag, m->device_level, NULL,
-                                    r, e);
+    return slotd_client_user_update(c, m->uid, m->token, m->device_flag, m->device_level, NULL, r,
+                                    e);
 }
 
 /* The wall clock in ms (conversation join's default activated_at_ms). */
@@ -715,8 +723,7 @@ static int meta_write(struct slotd_client *c, const struct slotctl_meta_args *m,
     case SLOTCTL_META_USER_UPDATE:
         return meta_user_update(c, m, r, e);
     case SLOTCTL_META_DEVICE_PUT:
-        return slotd_client_device_put(c, u, m->device_flag, m->token, m->device_level, NULL, r,
-                                       e);
+        return slotd_client_device_put(c, u, m->device_flag, m->token, m->device_level, NULL, r, e);
     case SLOTCTL_META_DEVICE_DELETE:
         return slotd_client_device_delete(c, u, m->device_flag, NULL, r, e);
     case SLOTCTL_META_CHANNEL_CREATE:
@@ -757,8 +764,7 @@ static int meta_write(struct slotd_client *c, const struct slotctl_meta_args *m,
 
 /* Sends the get a->meta names; what: the row asked for, in the not-found message. */
 static int meta_get(struct slotd_client *c, const struct slotctl_meta_args *m,
-                    struct slotd_meta_result **r, struct slotd_error **e, char *what,
-                    size_t len)
+                    struct slotd_meta_result **r, struct slotd_error **e, char *what, size_t len)
 {
     switch (m->verb) {
     case SLOTCTL_META_USER_GET:
@@ -770,8 +776,7 @@ static int meta_get(struct slotd_client *c, const struct slotctl_meta_args *m,
     case SLOTCTL_META_CONV_GET:
         snprintf(what, len, "membership of '%s' in '%s' (type %u)", m->uid, m->channel_id,
                  m->channel_type);
-        return slotd_client_conversation_get(c, m->uid, m->channel_id, m->channel_type, NULL, r,
-                                             e);
+        return slotd_client_conversation_get(c, m->uid, m->channel_id, m->channel_type, NULL, r, e);
     case SLOTCTL_META_RUNTIME_GET:
         snprintf(what, len, "runtime meta of '%s' (type %u)", m->channel_id, m->channel_type);
         return slotd_client_runtime_get(c, m->channel_id, m->channel_type, NULL, r, e);

@@ -75,17 +75,17 @@ struct slotctl_meta_args {
     uint32_t flags; /* --flags: SLOTD_CHANNEL_FLAG_* */
     bool has_flags;
     uint32_t event_capacity;
-    int list; /* --list: enum slotd_member_list (default subscribers) */
+    int list;       /* --list: enum slotd_member_list (default subscribers) */
     uint64_t limit; /* listings: entries in all (0 = every one) */
     const char *prefix;
-    uint64_t seq;    /* --seq: join_seq, read_seq, hide_through_seq, start_seq, ack_seq */
+    uint64_t seq; /* --seq: join_seq, read_seq, hide_through_seq, start_seq, ack_seq */
     bool has_seq;
-    uint64_t at_ms;  /* --at-ms: activated_at_ms */
+    uint64_t at_ms; /* --at-ms: activated_at_ms */
     bool has_at_ms;
     uint64_t expected_version;
     bool has_expected_version; /* else member add/remove read the channel's version first */
-    int system;      /* user update --system on|off: 1 / 0; -1 not given */
-    bool user_fields; /* user update: --token, --device-flag or --device-level given */
+    int system;                /* user update --system on|off: 1 / 0; -1 not given */
+    bool user_fields;          /* user update: --token, --device-flag or --device-level given */
     uint64_t message_seq;
     uint64_t after_seq;
     const char *payload;

@@ -133,7 +133,8 @@ bool slotctl_meta_flags_parse(const char *s, uint32_t *out)
         size_t n = strcspn(s, ",");
         bool known = false;
         for (size_t k = 0; k < sizeof(meta_flag_names) / sizeof(meta_flag_names[0]); k++)
-            if (strlen(meta_flag_names[k].name) == n && strncmp(s, meta_flag_names[k].name, n) == 0) {
+            if (strlen(meta_flag_names[k].name) == n &&
+                strncmp(s, meta_flag_names[k].name, n) == 0) {
                 *out |= meta_flag_names[k].bit;
                 known = true;
             }
@@ -180,13 +181,12 @@ static bool meta_nodes(const char *s, uint64_t *out, size_t *count)
     return true;
 }
 
-/* Numeric options: name, where, bounds. */
+/* Where a numeric option goes (NULL: not one), its bound and its "given" flag. */
 static uint64_t *meta_num_slot(struct slotctl_meta_args *m, const char *opt, uint64_t *hi,
-                               bool **given)
+                               bool **given, bool *ignored)
 {
-    static bool ignored;
     *hi = UINT64_MAX;
-    *given = &ignored;
+    *given = ignored; /* the options without a "given" flag write here */
     if (strcmp(opt, "--seq") == 0)
         return (*given = &m->has_seq, &m->seq);
     if (strcmp(opt, "--at-ms") == 0)
@@ -228,7 +228,7 @@ static int meta_option(const struct meta_cmd *cmd, const char *opt, const char *
 {
     const char *name = m->name;
     uint64_t n, hi;
-    bool *given;
+    bool *given, ignored;
     if (strcmp(opt, "--meta") == 0)
         return 0;
     if (!val)
@@ -265,8 +265,8 @@ static int meta_option(const struct meta_cmd *cmd, const char *opt, const char *
         m->event_capacity = (uint32_t)n;
     } else if (strcmp(opt, "--min-isr") == 0) {
         if (!slotctl_uint_parse(val, 0, SLOTCTL_META_NODES_MAX, &n))
-            return meta_fail(err, errlen, "%s: --min-isr: '%s' is not a number in 0..%d", name,
-                             val, SLOTCTL_META_NODES_MAX);
+            return meta_fail(err, errlen, "%s: --min-isr: '%s' is not a number in 0..%d", name, val,
+                             SLOTCTL_META_NODES_MAX);
         m->min_isr = (uint32_t)n;
     } else if (strcmp(opt, "--list") == 0) {
         m->list = strcmp(val, "subscribers") == 0 ? SLOTD_MEMBER_LIST_SUBSCRIBERS
@@ -287,14 +287,14 @@ static int meta_option(const struct meta_cmd *cmd, const char *opt, const char *
     } else if (strcmp(opt, "--replicas") == 0 || strcmp(opt, "--isr") == 0) {
         bool rep = opt[2] == 'r';
         if (!meta_nodes(val, rep ? m->replicas : m->isr, rep ? &m->replica_count : &m->isr_count))
-            return meta_fail(err, errlen, "%s: %s: '%s' is not a list of at most %d node ids",
-                             name, opt, val, SLOTCTL_META_NODES_MAX);
+            return meta_fail(err, errlen, "%s: %s: '%s' is not a list of at most %d node ids", name,
+                             opt, val, SLOTCTL_META_NODES_MAX);
     } else if (strcmp(opt, "--prefix") == 0) {
         m->prefix = val;
     } else if (strcmp(opt, "--payload") == 0) {
         m->payload = val;
     } else {
-        uint64_t *slot = meta_num_slot(m, opt, &hi, &given);
+        uint64_t *slot = meta_num_slot(m, opt, &hi, &given, &ignored);
         if (!slot)
             return meta_fail(err, errlen, "%s: %s: unknown option", name, opt);
         if (!slotctl_uint_parse(val, 0, hi, slot))
@@ -327,8 +327,8 @@ static int meta_positional(char k, const char *w, struct slotctl_meta_args *m, c
         break;
     case 'F':
         if (!slotctl_uint_parse(w, 0, SLOTCTL_META_DEVICE_MAX, &n))
-            return meta_fail(err, errlen, "%s: DEVICE_FLAG '%s' is not a number in 0..%d",
-                             m->name, w, SLOTCTL_META_DEVICE_MAX);
+            return meta_fail(err, errlen, "%s: DEVICE_FLAG '%s' is not a number in 0..%d", m->name,
+                             w, SLOTCTL_META_DEVICE_MAX);
         m->device_flag = (uint32_t)n;
         break;
     default: /* K, M */

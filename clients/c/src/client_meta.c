@@ -109,17 +109,17 @@ static void meta_device_of(const Slotd__V1__Device *m, struct slotd_meta_device 
 
 static void meta_channel_of(const Slotd__V1__Channel *m, struct slotd_meta_channel *o)
 {
-    *o = (struct slotd_meta_channel){m->channel_id,         m->channel_type,
-                                     meta_flags_of(m->flags), m->subscriber_count,
-                                     m->subscriber_version, m->event_capacity,
-                                     m->event_next_seq};
+    *o = (struct slotd_meta_channel){
+        m->channel_id,         m->channel_type,   meta_flags_of(m->flags), m->subscriber_count,
+        m->subscriber_version, m->event_capacity, m->event_next_seq};
 }
 
 static void meta_membership_of(const Slotd__V1__Membership *m, struct slotd_meta_membership *o)
 {
-    *o = (struct slotd_meta_membership){m->uid,      m->channel_id,       m->channel_type,
-                                        m->join_seq, m->read_seq,         m->hide_through_seq,
-                                        m->activated_at_ms, m->hidden,    m->left};
+    *o = (struct slotd_meta_membership){
+        m->uid,      m->channel_id,       m->channel_type,    m->join_seq,
+        m->read_seq, m->hide_through_seq, m->activated_at_ms, m->hidden,
+        m->left};
 }
 
 static void meta_cmd_of(const Slotd__V1__CmdBinding *m, struct slotd_meta_cmd_binding *o)
@@ -150,27 +150,22 @@ static void meta_runtime_of(const Slotd__V1__ChannelRuntimeMeta *m, const char *
 
 static void meta_event_of(const Slotd__V1__ChannelEvent *m, struct slotd_meta_event *o)
 {
-    *o = (struct slotd_meta_event){m->channel_id,  m->channel_type, m->event_seq, m->message_seq,
-                                   m->event_type, m->payload.data,  m->payload.len};
+    *o = (struct slotd_meta_event){m->channel_id, m->channel_type, m->event_seq,  m->message_seq,
+                                   m->event_type, m->payload.data, m->payload.len};
 }
 
 /* ---- answers ------------------------------------------------------------------------------- */
 
-/* The ProposeResponse rows and counts of b->propose (result_case already checked). */
-static void meta_propose_fill(struct meta_box *b)
+/* User-owned answers: users, devices, the system-uid flag, delete_user. */
+static void meta_fill_user(struct meta_box *b)
 {
     Slotd__V1__ProposeResponse *m = b->propose;
     struct slotd_meta_result *r = &b->pub;
-    r->applied_index = m->applied_index;
-    r->group_id = m->group_id;
-    r->term = m->term;
-    r->deduplicated = m->deduplicated;
     switch (m->result_case) {
     case SLOTD__V1__PROPOSE_RESPONSE__RESULT_CREATE_USER:
     case SLOTD__V1__PROPOSE_RESPONSE__RESULT_UPDATE_USER: {
-        Slotd__V1__UserResult *u = m->result_case == SLOTD__V1__PROPOSE_RESPONSE__RESULT_CREATE_USER
-                                       ? m->create_user
-                                       : m->update_user;
+        /* both results are UserResult in one union slot */
+        Slotd__V1__UserResult *u = m->create_user;
         r->changed = u->changed;
         if (u->user) {
             meta_user_of(u->user, &b->user);
@@ -195,7 +190,7 @@ static void meta_propose_fill(struct meta_box *b)
     case SLOTD__V1__PROPOSE_RESPONSE__RESULT_SET_SYSTEM_UID:
         r->changed = m->set_system_uid->changed;
         break;
-    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_DELETE_USER: {
+    default: { /* SLOTD__V1__PROPOSE_RESPONSE__RESULT_DELETE_USER */
         Slotd__V1__DeleteUserResult *d = m->delete_user;
         r->removed = d->removed;
         r->changed = d->removed || d->devices || d->memberships || d->cmd_bindings ||
@@ -208,12 +203,18 @@ static void meta_propose_fill(struct meta_box *b)
         r->more = d->more;
         break;
     }
+    }
+}
+
+/* Channel-owned answers: channels, delete_channel, member lists, runtime meta, events. */
+static void meta_fill_channel(struct meta_box *b)
+{
+    Slotd__V1__ProposeResponse *m = b->propose;
+    struct slotd_meta_result *r = &b->pub;
+    switch (m->result_case) {
     case SLOTD__V1__PROPOSE_RESPONSE__RESULT_CREATE_CHANNEL:
     case SLOTD__V1__PROPOSE_RESPONSE__RESULT_UPDATE_CHANNEL_FLAGS: {
-        Slotd__V1__ChannelResult *ch =
-            m->result_case == SLOTD__V1__PROPOSE_RESPONSE__RESULT_CREATE_CHANNEL
-                ? m->create_channel
-                : m->update_channel_flags;
+        Slotd__V1__ChannelResult *ch = m->create_channel; /* one union slot, one type */
         r->changed = ch->changed;
         if (ch->channel) {
             meta_channel_of(ch->channel, &b->channel);
@@ -235,13 +236,19 @@ static void meta_propose_fill(struct meta_box *b)
         r->more = d->more;
         break;
     }
-    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_ADD_SUBSCRIBERS:
-    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_REMOVE_SUBSCRIBERS:
-    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_ADD_ALLOWLIST:
-    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_REMOVE_ALLOWLIST:
-    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_ADD_DENYLIST:
-    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_REMOVE_DENYLIST: {
-        /* the six members results share one message type; add_subscribers is the union's */
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_UPDATE_RUNTIME_META:
+        r->changed = m->update_runtime_meta->changed;
+        if (m->update_runtime_meta->meta) {
+            meta_runtime_of(m->update_runtime_meta->meta, "", 0, &b->runtime);
+            r->runtime = &b->runtime;
+        }
+        break;
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_APPEND_EVENT:
+        r->changed = true;
+        r->event_seq = m->append_event->event_seq;
+        r->evicted = m->append_event->evicted;
+        break;
+    default: { /* the six member-list results share one message type and one union slot */
         Slotd__V1__MembersResult *mr = m->add_subscribers;
         r->members_changed = mr->changed;
         r->changed = mr->changed > 0;
@@ -249,19 +256,15 @@ static void meta_propose_fill(struct meta_box *b)
         r->subscriber_version = mr->subscriber_version;
         break;
     }
-    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_JOIN_CHANNEL:
-    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_LEAVE_CHANNEL:
-    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_MARK_READ:
-    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_HIDE_CONVERSATION:
-    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_ACTIVATE_CONVERSATION: {
-        Slotd__V1__MembershipResult *mr = m->join_channel;
-        r->changed = mr->changed;
-        if (mr->membership) {
-            meta_membership_of(mr->membership, &b->membership);
-            r->membership = &b->membership;
-        }
-        break;
     }
+}
+
+/* Answers of a uid's commands about a channel: memberships, CMD bindings; plugin bindings. */
+static void meta_fill_binding(struct meta_box *b)
+{
+    Slotd__V1__ProposeResponse *m = b->propose;
+    struct slotd_meta_result *r = &b->pub;
+    switch (m->result_case) {
     case SLOTD__V1__PROPOSE_RESPONSE__RESULT_BIND_CMD:
     case SLOTD__V1__PROPOSE_RESPONSE__RESULT_ACK_CMD:
     case SLOTD__V1__PROPOSE_RESPONSE__RESULT_UNBIND_CMD: {
@@ -273,32 +276,73 @@ static void meta_propose_fill(struct meta_box *b)
         }
         break;
     }
-    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_UPDATE_RUNTIME_META: {
-        Slotd__V1__RuntimeMetaResult *rr = m->update_runtime_meta;
-        r->changed = rr->changed;
-        if (rr->meta) {
-            meta_runtime_of(rr->meta, "", 0, &b->runtime);
-            r->runtime = &b->runtime;
-        }
-        break;
-    }
     case SLOTD__V1__PROPOSE_RESPONSE__RESULT_BIND_PLUGIN:
     case SLOTD__V1__PROPOSE_RESPONSE__RESULT_UNBIND_PLUGIN: {
         Slotd__V1__PluginBindingResult *pr = m->bind_plugin;
         r->changed = pr->changed;
         if (pr->binding) {
-            b->plugin_binding = (struct slotd_meta_plugin_binding){pr->binding->uid,
-                                                                   pr->binding->plugin_no};
+            b->plugin_binding =
+                (struct slotd_meta_plugin_binding){pr->binding->uid, pr->binding->plugin_no};
             r->plugin_binding = &b->plugin_binding;
         }
         break;
     }
-    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_APPEND_EVENT:
-        r->changed = true;
-        r->event_seq = m->append_event->event_seq;
-        r->evicted = m->append_event->evicted;
+    default: { /* the five membership results: MembershipResult in one union slot */
+        Slotd__V1__MembershipResult *mr = m->join_channel;
+        r->changed = mr->changed;
+        if (mr->membership) {
+            meta_membership_of(mr->membership, &b->membership);
+            r->membership = &b->membership;
+        }
         break;
-    default:
+    }
+    }
+}
+
+/* The ProposeResponse rows and counts of b->propose (result_case already checked). */
+static void meta_propose_fill(struct meta_box *b)
+{
+    Slotd__V1__ProposeResponse *m = b->propose;
+    struct slotd_meta_result *r = &b->pub;
+    r->applied_index = m->applied_index;
+    r->group_id = m->group_id;
+    r->term = m->term;
+    r->deduplicated = m->deduplicated;
+    switch (m->result_case) {
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_CREATE_USER:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_UPDATE_USER:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_PUT_DEVICE:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_REMOVE_DEVICE:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_SET_SYSTEM_UID:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_DELETE_USER:
+        meta_fill_user(b);
+        break;
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_CREATE_CHANNEL:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_UPDATE_CHANNEL_FLAGS:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_DELETE_CHANNEL:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_ADD_SUBSCRIBERS:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_REMOVE_SUBSCRIBERS:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_ADD_ALLOWLIST:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_REMOVE_ALLOWLIST:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_ADD_DENYLIST:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_REMOVE_DENYLIST:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_UPDATE_RUNTIME_META:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_APPEND_EVENT:
+        meta_fill_channel(b);
+        break;
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_JOIN_CHANNEL:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_LEAVE_CHANNEL:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_MARK_READ:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_HIDE_CONVERSATION:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_ACTIVATE_CONVERSATION:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_BIND_CMD:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_ACK_CMD:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_UNBIND_CMD:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_BIND_PLUGIN:
+    case SLOTD__V1__PROPOSE_RESPONSE__RESULT_UNBIND_PLUGIN:
+        meta_fill_binding(b);
+        break;
+    default: /* not a typed command's result: nothing to fill */
         break;
     }
 }
@@ -416,8 +460,7 @@ static int meta_page_fill(struct meta_page_box *b)
         for (size_t i = 0; rc == 0 && i < p->count; i++) {
             Slotd__V1__RuntimeMetaEntry *e = l->entries[i];
             Slotd__V1__ChannelRuntimeMeta empty = SLOTD__V1__CHANNEL_RUNTIME_META__INIT;
-            meta_runtime_of(e->meta ? e->meta : &empty, e->channel_id, e->channel_type,
-                            b->ptrs[i]);
+            meta_runtime_of(e->meta ? e->meta : &empty, e->channel_id, e->channel_type, b->ptrs[i]);
             if (!e->meta) /* nothing of empty may be kept */
                 ((struct slotd_meta_runtime *)b->ptrs[i])->replicas = NULL;
         }
@@ -459,9 +502,9 @@ static int meta_call(struct slotd_client *c, const char *op, const char *route, 
                      struct slotd_status *st)
 {
     grpc_slice body;
-    int rc = slotd__client_routed_call(
-        c, op, is_propose ? META_METHOD_PROPOSE : META_METHOD_READ, route,
-        route ? strlen(route) : 0, req, req_len, idempotent, &body, attempts, st);
+    int rc = slotd__client_routed_call(c, op, is_propose ? META_METHOD_PROPOSE : META_METHOD_READ,
+                                       route, route ? strlen(route) : 0, req, req_len, idempotent,
+                                       &body, attempts, st);
     if (rc != SLOTD_CLIENT_OK)
         return rc;
     if (is_propose)
@@ -733,9 +776,8 @@ int slotd_client_device_put(struct slotd_client *c, const char *uid, uint32_t de
 }
 
 int slotd_client_device_list(struct slotd_client *c, const char *uid, const void *cursor,
-                             size_t cursor_len, uint32_t limit,
-                             const struct slotd_read_options *ro, struct slotd_meta_page **out,
-                             struct slotd_error **err)
+                             size_t cursor_len, uint32_t limit, const struct slotd_read_options *ro,
+                             struct slotd_meta_page **out, struct slotd_error **err)
 {
     META_NEED(uid, "device list", "list_devices.uid");
     Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
@@ -749,8 +791,8 @@ int slotd_client_device_list(struct slotd_client *c, const char *uid, const void
 }
 
 int slotd_client_device_delete(struct slotd_client *c, const char *uid, uint32_t device_flag,
-                               const struct slotd_write_options *wo,
-                               struct slotd_meta_result **out, struct slotd_error **err)
+                               const struct slotd_write_options *wo, struct slotd_meta_result **out,
+                               struct slotd_error **err)
 {
     META_NEED(uid, "device delete", "remove_device.uid");
     Slotd__V1__ProposeRequest m = SLOTD__V1__PROPOSE_REQUEST__INIT;
@@ -783,9 +825,9 @@ int slotd_client_channel_create(struct slotd_client *c, const char *channel_id,
     return meta_propose(c, "channel create", channel_id, &m, wo, out, err);
 }
 
-int slotd_client_channel_get(struct slotd_client *c, const char *channel_id,
-                             uint32_t channel_type, const struct slotd_read_options *ro,
-                             struct slotd_meta_result **out, struct slotd_error **err)
+int slotd_client_channel_get(struct slotd_client *c, const char *channel_id, uint32_t channel_type,
+                             const struct slotd_read_options *ro, struct slotd_meta_result **out,
+                             struct slotd_error **err)
 {
     META_NEED(channel_id, "channel get", "get_channel.channel_id");
     Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
@@ -829,10 +871,10 @@ int slotd_client_channel_delete(struct slotd_client *c, const char *channel_id,
     return meta_propose(c, "channel delete", channel_id, &m, wo, out, err);
 }
 
-int slotd_client_channel_list(struct slotd_client *c, const char *id_prefix,
-                              uint32_t channel_type, const void *cursor, size_t cursor_len,
-                              uint32_t limit, const struct slotd_read_options *ro,
-                              struct slotd_meta_page **out, struct slotd_error **err)
+int slotd_client_channel_list(struct slotd_client *c, const char *id_prefix, uint32_t channel_type,
+                              const void *cursor, size_t cursor_len, uint32_t limit,
+                              const struct slotd_read_options *ro, struct slotd_meta_page **out,
+                              struct slotd_error **err)
 {
     Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
     Slotd__V1__ListChannelsQuery q = SLOTD__V1__LIST_CHANNELS_QUERY__INIT;
@@ -872,9 +914,8 @@ static int meta_members_case(enum slotd_member_list list, bool add, const char *
 int slotd__meta_members_build(Slotd__V1__ProposeRequest *m, Slotd__V1__SubscribersCommand *sub,
                               Slotd__V1__ChannelListCommand *cl, const char *channel_id,
                               uint32_t channel_type, enum slotd_member_list list, bool add,
-                              const char *const *uids, size_t uid_count,
-                              uint64_t expected_version, char *field, size_t field_len,
-                              char *what, size_t what_len)
+                              const char *const *uids, size_t uid_count, uint64_t expected_version,
+                              char *field, size_t field_len, char *what, size_t what_len)
 {
     const char *name;
     int command_case = meta_members_case(list, add, &name);
@@ -930,9 +971,9 @@ int slotd__meta_members_build(Slotd__V1__ProposeRequest *m, Slotd__V1__Subscribe
 
 static int meta_members_change(struct slotd_client *c, bool add, const char *channel_id,
                                uint32_t channel_type, enum slotd_member_list list,
-                               const char *const *uids, size_t uid_count,
-                               uint64_t expected_version, const struct slotd_write_options *wo,
-                               struct slotd_meta_result **out, struct slotd_error **err)
+                               const char *const *uids, size_t uid_count, uint64_t expected_version,
+                               const struct slotd_write_options *wo, struct slotd_meta_result **out,
+                               struct slotd_error **err)
 {
     const char *op = add ? "member add" : "member remove";
     Slotd__V1__ProposeRequest m = SLOTD__V1__PROPOSE_REQUEST__INIT;
@@ -949,11 +990,10 @@ static int meta_members_change(struct slotd_client *c, bool add, const char *cha
     return meta_propose(c, op, channel_id, &m, wo, out, err);
 }
 
-int slotd_client_members_add(struct slotd_client *c, const char *channel_id,
-                             uint32_t channel_type, enum slotd_member_list list,
-                             const char *const *uids, size_t uid_count, uint64_t expected_version,
-                             const struct slotd_write_options *wo, struct slotd_meta_result **out,
-                             struct slotd_error **err)
+int slotd_client_members_add(struct slotd_client *c, const char *channel_id, uint32_t channel_type,
+                             enum slotd_member_list list, const char *const *uids, size_t uid_count,
+                             uint64_t expected_version, const struct slotd_write_options *wo,
+                             struct slotd_meta_result **out, struct slotd_error **err)
 {
     return meta_members_change(c, true, channel_id, channel_type, list, uids, uid_count,
                                expected_version, wo, out, err);
@@ -974,11 +1014,10 @@ static bool meta_list_ok(enum slotd_member_list list)
     return list >= SLOTD_MEMBER_LIST_SUBSCRIBERS && list <= SLOTD_MEMBER_LIST_DENYLIST;
 }
 
-int slotd_client_members_list(struct slotd_client *c, const char *channel_id,
-                              uint32_t channel_type, enum slotd_member_list list,
-                              const void *cursor, size_t cursor_len, uint32_t limit,
-                              const struct slotd_read_options *ro, struct slotd_meta_page **out,
-                              struct slotd_error **err)
+int slotd_client_members_list(struct slotd_client *c, const char *channel_id, uint32_t channel_type,
+                              enum slotd_member_list list, const void *cursor, size_t cursor_len,
+                              uint32_t limit, const struct slotd_read_options *ro,
+                              struct slotd_meta_page **out, struct slotd_error **err)
 {
     META_NEED(channel_id, "member list", "list_members.channel_id");
     if (!meta_list_ok(list))
@@ -995,8 +1034,8 @@ int slotd_client_members_list(struct slotd_client *c, const char *channel_id,
     return meta_list(c, "member list", channel_id, &m, ro, out, err);
 }
 
-int slotd_client_member_check(struct slotd_client *c, const char *channel_id,
-                              uint32_t channel_type, enum slotd_member_list list, const char *uid,
+int slotd_client_member_check(struct slotd_client *c, const char *channel_id, uint32_t channel_type,
+                              enum slotd_member_list list, const char *uid,
                               const struct slotd_read_options *ro, struct slotd_meta_result **out,
                               struct slotd_error **err)
 {
@@ -1033,9 +1072,9 @@ static int meta_uc_send(struct slotd_client *c, const struct meta_uc *u,
                         const struct slotd_write_options *wo, struct slotd_meta_result **out,
                         struct slotd_error **err)
 {
-    char field[SLOTD_FIELD_LEN];
     *out = NULL;
     if (!u->uid || !u->channel_id) {
+        char field[SLOTD_FIELD_LEN];
         snprintf(field, sizeof(field), "%s.%s", u->name, u->uid ? "channel_id" : "uid");
         return meta_refuse(u->op, field, "NULL", err);
     }
@@ -1095,40 +1134,38 @@ static int meta_uc_send(struct slotd_client *c, const struct meta_uc *u,
 }
 
 #define META_UC(opname, field, cc, ...)                                                            \
-    struct meta_uc u = {opname, field, SLOTD__V1__PROPOSE_REQUEST__COMMAND_##cc, __VA_ARGS__};   \
+    struct meta_uc u = {opname, field, SLOTD__V1__PROPOSE_REQUEST__COMMAND_##cc, __VA_ARGS__};     \
     return meta_uc_send(c, &u, wo, out, err)
 
-int slotd_client_conversation_join(struct slotd_client *c, const char *uid,
-                                   const char *channel_id, uint32_t channel_type,
-                                   uint64_t join_seq, uint64_t activated_at_ms,
-                                   const struct slotd_write_options *wo,
+int slotd_client_conversation_join(struct slotd_client *c, const char *uid, const char *channel_id,
+                                   uint32_t channel_type, uint64_t join_seq,
+                                   uint64_t activated_at_ms, const struct slotd_write_options *wo,
                                    struct slotd_meta_result **out, struct slotd_error **err)
 {
     META_UC("conversation join", "join_channel", JOIN_CHANNEL, uid, channel_id, channel_type,
             join_seq, activated_at_ms);
 }
 
-int slotd_client_conversation_leave(struct slotd_client *c, const char *uid,
-                                    const char *channel_id, uint32_t channel_type,
-                                    const struct slotd_write_options *wo,
+int slotd_client_conversation_leave(struct slotd_client *c, const char *uid, const char *channel_id,
+                                    uint32_t channel_type, const struct slotd_write_options *wo,
                                     struct slotd_meta_result **out, struct slotd_error **err)
 {
-    META_UC("conversation leave", "leave_channel", LEAVE_CHANNEL, uid, channel_id, channel_type,
-            0, 0);
+    META_UC("conversation leave", "leave_channel", LEAVE_CHANNEL, uid, channel_id, channel_type, 0,
+            0);
 }
 
-int slotd_client_conversation_read(struct slotd_client *c, const char *uid,
-                                   const char *channel_id, uint32_t channel_type,
-                                   uint64_t read_seq, const struct slotd_write_options *wo,
+int slotd_client_conversation_read(struct slotd_client *c, const char *uid, const char *channel_id,
+                                   uint32_t channel_type, uint64_t read_seq,
+                                   const struct slotd_write_options *wo,
                                    struct slotd_meta_result **out, struct slotd_error **err)
 {
     META_UC("conversation read", "mark_read", MARK_READ, uid, channel_id, channel_type, read_seq,
             0);
 }
 
-int slotd_client_conversation_hide(struct slotd_client *c, const char *uid,
-                                   const char *channel_id, uint32_t channel_type,
-                                   uint64_t hide_through_seq, const struct slotd_write_options *wo,
+int slotd_client_conversation_hide(struct slotd_client *c, const char *uid, const char *channel_id,
+                                   uint32_t channel_type, uint64_t hide_through_seq,
+                                   const struct slotd_write_options *wo,
                                    struct slotd_meta_result **out, struct slotd_error **err)
 {
     META_UC("conversation hide", "hide_conversation", HIDE_CONVERSATION, uid, channel_id,
@@ -1145,9 +1182,8 @@ int slotd_client_conversation_activate(struct slotd_client *c, const char *uid,
             channel_id, channel_type, activated_at_ms, 0);
 }
 
-int slotd_client_conversation_get(struct slotd_client *c, const char *uid,
-                                  const char *channel_id, uint32_t channel_type,
-                                  const struct slotd_read_options *ro,
+int slotd_client_conversation_get(struct slotd_client *c, const char *uid, const char *channel_id,
+                                  uint32_t channel_type, const struct slotd_read_options *ro,
                                   struct slotd_meta_result **out, struct slotd_error **err)
 {
     META_NEED(uid, "conversation get", "get_membership.uid");
@@ -1253,8 +1289,7 @@ void slotd_runtime_update_set_lease(struct slotd_runtime_update *u, uint64_t lea
     u->min_isr = min_isr;
 }
 
-void slotd_runtime_update_set_status(struct slotd_runtime_update *u, int status,
-                                     uint64_t features)
+void slotd_runtime_update_set_status(struct slotd_runtime_update *u, int status, uint64_t features)
 {
     u->status = status;
     u->features = features;
@@ -1284,9 +1319,9 @@ static int meta_runtime_label(struct slotd_meta_result **r, const char *channel_
     return SLOTD_CLIENT_OK;
 }
 
-int slotd_client_runtime_get(struct slotd_client *c, const char *channel_id,
-                             uint32_t channel_type, const struct slotd_read_options *ro,
-                             struct slotd_meta_result **out, struct slotd_error **err)
+int slotd_client_runtime_get(struct slotd_client *c, const char *channel_id, uint32_t channel_type,
+                             const struct slotd_read_options *ro, struct slotd_meta_result **out,
+                             struct slotd_error **err)
 {
     META_NEED(channel_id, "runtime get", "get_runtime_meta.channel_id");
     Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
@@ -1299,8 +1334,8 @@ int slotd_client_runtime_get(struct slotd_client *c, const char *channel_id,
     return rc == SLOTD_CLIENT_OK ? meta_runtime_label(out, channel_id, channel_type, err) : rc;
 }
 
-int slotd_client_runtime_set(struct slotd_client *c, const char *channel_id,
-                             uint32_t channel_type, const struct slotd_runtime_update *u,
+int slotd_client_runtime_set(struct slotd_client *c, const char *channel_id, uint32_t channel_type,
+                             const struct slotd_runtime_update *u,
                              const struct slotd_write_options *wo, struct slotd_meta_result **out,
                              struct slotd_error **err)
 {
@@ -1380,8 +1415,8 @@ int slotd_client_plugin_get(struct slotd_client *c, const char *uid,
 }
 
 int slotd_client_plugin_unbind(struct slotd_client *c, const char *uid,
-                               const struct slotd_write_options *wo,
-                               struct slotd_meta_result **out, struct slotd_error **err)
+                               const struct slotd_write_options *wo, struct slotd_meta_result **out,
+                               struct slotd_error **err)
 {
     META_NEED(uid, "plugin unbind", "unbind_plugin.uid");
     Slotd__V1__ProposeRequest m = SLOTD__V1__PROPOSE_REQUEST__INIT;
@@ -1392,10 +1427,9 @@ int slotd_client_plugin_unbind(struct slotd_client *c, const char *uid,
     return meta_propose(c, "plugin unbind", uid, &m, wo, out, err);
 }
 
-int slotd_client_event_append(struct slotd_client *c, const char *channel_id,
-                              uint32_t channel_type, uint64_t message_seq, const char *event_type,
-                              const void *payload, size_t payload_len,
-                              const struct slotd_write_options *wo,
+int slotd_client_event_append(struct slotd_client *c, const char *channel_id, uint32_t channel_type,
+                              uint64_t message_seq, const char *event_type, const void *payload,
+                              size_t payload_len, const struct slotd_write_options *wo,
                               struct slotd_meta_result **out, struct slotd_error **err)
 {
     META_NEED(channel_id, "event append", "append_event.channel_id");
@@ -1415,11 +1449,10 @@ int slotd_client_event_append(struct slotd_client *c, const char *channel_id,
     return meta_propose(c, "event append", channel_id, &m, wo, out, err);
 }
 
-int slotd_client_event_list(struct slotd_client *c, const char *channel_id,
-                            uint32_t channel_type, uint64_t after_seq, const void *cursor,
-                            size_t cursor_len, uint32_t limit,
-                            const struct slotd_read_options *ro, struct slotd_meta_page **out,
-                            struct slotd_error **err)
+int slotd_client_event_list(struct slotd_client *c, const char *channel_id, uint32_t channel_type,
+                            uint64_t after_seq, const void *cursor, size_t cursor_len,
+                            uint32_t limit, const struct slotd_read_options *ro,
+                            struct slotd_meta_page **out, struct slotd_error **err)
 {
     META_NEED(channel_id, "event list", "list_events.channel_id");
     Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
