@@ -72,6 +72,7 @@ int rt_apply_job_add(struct rt_apply_job *job, struct rt_group *g, const struct 
         job->arena_cap = cap;
     }
     struct rt_apply_entry *ae = &ag->entries[ag->n_entries++];
+    job->n_entries++;
     ae->index = e->index;
     ae->term = e->term;
     ae->len = e->data.len;

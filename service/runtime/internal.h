@@ -46,6 +46,11 @@ enum rt_request_kind {
 /* Snapshot sizes: chunks on the wire, and the largest snapshot staged in memory. */
 #define RT_SNAP_CHUNK_BYTES ((size_t)1 << 20)
 #define RT_SNAP_BYTES_MAX ((size_t)512 << 20)
+/* An apply job (one fsm batch) takes at most this many committed entries or arena bytes (but
+ * always at least one entry): a follower catching up, or a group committing a long run at once,
+ * is applied in several jobs back to back instead of one unbounded batch (loop.c). */
+#define RT_APPLY_JOB_ENTRIES_MAX 4096
+#define RT_APPLY_JOB_BYTES_MAX ((size_t)8 << 20)
 /* Requests are answered this long before their deadline at the latest. */
 #define RT_DEADLINE_MARGIN_MS 150
 /* Bounds of the queue of peer traffic (raft batches, snapshot chunks, status). */
@@ -357,6 +362,7 @@ struct rt_apply_job {
     size_t n_groups;
     size_t cap_groups;
     struct rt_apply_group *groups;
+    size_t n_entries; /* over all groups (RT_APPLY_JOB_ENTRIES_MAX) */
     struct rt_list reads;
     struct rt_snap_send *capture; /* snapshot to capture after the entries */
     struct ctl_state *ctl_pub;    /* controller state after this job, published by the loop */

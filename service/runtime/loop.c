@@ -371,6 +371,18 @@ static struct rt_request *waiter_for(struct rt_group *g, uint64_t index, uint64_
     return w;
 }
 
+/* The job being built is full: it goes to the apply stage now, without the turn's reads (they
+ * ride on the turn's last job, submit_building), and a new one collects the rest. */
+static void seal_building(struct runtime *rt)
+{
+    rt_apply_submit(rt, rt->building);
+    rt->building = rt_apply_job_new(rt);
+    if (rt->building == NULL) {
+        RT_LOG("fatal", "msg=\"out of memory\"");
+        abort();
+    }
+}
+
 static void hand_committed(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd)
 {
     for (size_t i = 0; i < rd->n_committed; i++) {
@@ -394,6 +406,9 @@ static void hand_committed(struct runtime *rt, struct rt_group *g, const struct 
             RT_LOG("fatal", "msg=\"out of memory building the apply job\" group=%u", g->id);
             abort();
         }
+        if (rt->building->n_entries >= RT_APPLY_JOB_ENTRIES_MAX ||
+            rt->building->arena_len >= RT_APPLY_JOB_BYTES_MAX)
+            seal_building(rt); /* the rest of this turn goes into the next job */
     }
     if (rd->n_committed > 0)
         g->applied_submitted = rd->committed[rd->n_committed - 1].index;
