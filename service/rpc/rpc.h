@@ -233,6 +233,40 @@ int64_t rpc_stream_deadline_ms(const struct rpc_stream *st);
 /* The method path, borrowed from the server. */
 const char *rpc_stream_method(const struct rpc_stream *st);
 
+/* ---- client-streaming methods (cstream.c) ------------------------------------------------ */
+
+struct rpc_cstream;
+
+/* Called on a completion-queue thread with one frame (a request message of the stream; frame
+ * borrowed for the call, NULL when len is 0). Frames of one stream are handed over one at a
+ * time, in order: the next is read only after this returns. Return 0 to read on, or -1 with err
+ * filled to end the stream with that status (no more frames are handed over). Must not block. */
+typedef int (*rpc_cstream_frame_cb)(void *ctx, struct rpc_cstream *st, const uint8_t *frame,
+                                    size_t len, struct slotd_error *err);
+/* Called once per stream, on a completion-queue thread, after its last frame callback and once
+ * the call is over: frees what the handler keeps with rpc_cstream_set_data. */
+typedef void (*rpc_cstream_end_cb)(void *ctx, struct rpc_cstream *st);
+
+/* Sets the client-streaming handler of method (borrowed for the call; on_frame not NULL, on_end
+ * may be NULL), registering the path if it is new. Before start only. A stream passes the
+ * unary call's checks before its first frame is read (shutdown, connection limits,
+ * max_inflight_calls, whose slot and connection count it holds until it ends); each frame must
+ * be within max_request_bytes (a larger one ends the stream with INVALID_ARGUMENT). When the
+ * client half-closes, the stream ends with OK and an empty response message; when the call
+ * breaks (client cancel, connection lost, server shutdown) it ends without more callbacks but
+ * on_end. No deadline is enforced beyond the client's. Returns SLOTD_EINVALID_FIELD when the
+ * path is too long or RPC_METHODS_MAX is reached. */
+int rpc_server_add_client_stream(struct rpc_server *s, const char *method,
+                                 rpc_cstream_frame_cb on_frame, rpc_cstream_end_cb on_end,
+                                 void *ctx);
+/* The stream's call, for the accessors only (rpc_call_peer_names, rpc_call_is_local,
+ * rpc_call_method, rpc_call_deadline_ms; rpc_call_header answers NULL): never reply or fail it. */
+struct rpc_call *rpc_cstream_call(struct rpc_cstream *st);
+/* A pointer the handler keeps with the stream (NULL until set). Only from the frame callback or
+ * on_end, which never run at the same time for one stream. */
+void rpc_cstream_set_data(struct rpc_cstream *st, void *data);
+void *rpc_cstream_data(const struct rpc_cstream *st);
+
 #define RPC_PEER_NAME_MAX 128 /* bytes of one certificate name incl. NUL */
 
 /* The names in the client certificate the TLS handshake verified against tls_ca_pem: the

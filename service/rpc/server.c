@@ -180,19 +180,44 @@ int rpc_server_add_unary(struct rpc_server *s, const char *method, rpc_unary_cb 
     return SLOTD_OK;
 }
 
+/* The method with this path (added if new) made a streaming method of kind with ctx, counted
+ * against max_inflight_calls and without a unary handler; NULL as method_get. */
+static struct rpc__method *stream_method_get(struct rpc_server *s, const char *path,
+                                             enum rpc__method_kind kind, void *ctx)
+{
+    struct rpc__method *m = method_get(s, path);
+    if (m != NULL) {
+        m->kind = kind;
+        m->cb = NULL;
+        m->ctx = ctx;
+        m->counted = true;
+    }
+    return m;
+}
+
+int rpc_server_add_client_stream(struct rpc_server *s, const char *method,
+                                 rpc_cstream_frame_cb on_frame, rpc_cstream_end_cb on_end,
+                                 void *ctx)
+{
+    assert(on_frame != NULL);
+    struct rpc__method *m = stream_method_get(s, method, RPC__METHOD_CLIENT_STREAM, ctx);
+    if (m == NULL) {
+        return SLOTD_EINVALID_FIELD;
+    }
+    m->cstream_frame = on_frame;
+    m->cstream_end = on_end;
+    return SLOTD_OK;
+}
+
 int rpc_server_add_server_stream(struct rpc_server *s, const char *method, rpc_stream_cb cb,
                                  void *ctx)
 {
     assert(cb != NULL);
-    struct rpc__method *m = method_get(s, method);
+    struct rpc__method *m = stream_method_get(s, method, RPC__METHOD_SERVER_STREAM, ctx);
     if (m == NULL) {
         return SLOTD_EINVALID_FIELD;
     }
-    m->kind = RPC__METHOD_SERVER_STREAM;
-    m->cb = NULL;
     m->stream_cb = cb;
-    m->ctx = ctx;
-    m->counted = true;
     return SLOTD_OK;
 }
 
@@ -332,7 +357,9 @@ static void request_arm(struct rpc_server *s, struct rpc__method *m)
     grpc_call_error e;
     if (m != NULL) {
         /* Methods registered with GRPC_SRM_PAYLOAD_NONE must not ask for a payload. */
-        grpc_byte_buffer **payload = m->kind == RPC__METHOD_REFLECTION ? NULL : &r->payload;
+        grpc_byte_buffer **payload =
+            m->kind == RPC__METHOD_REFLECTION || m->kind == RPC__METHOD_CLIENT_STREAM ? NULL
+                                                                                      : &r->payload;
         e = grpc_server_request_registered_call(s->server, m->handle, &r->call, &r->deadline,
                                                 &r->md, payload, s->cq, s->cq, &r->tag);
     } else {
@@ -618,6 +645,18 @@ static void call_dispatch(struct rpc_server *s, const struct rpc__method *m, str
         rpc__reflection_start(s, c); /* a stream: reads its own messages */
         return;
     }
+    if (m->kind == RPC__METHOD_CLIENT_STREAM) {
+        if (m->counted && !inflight_acquire(s)) {
+            slotd_error_set(&e, SLOTD_EQUEUE_FULL, "server: %zu calls in flight, the limit is %zu",
+                            s->opts.max_inflight_calls, s->opts.max_inflight_calls);
+            e.retry_after_ms = RPC_QUEUE_FULL_RETRY_MS;
+            rpc_call_fail(c, &e);
+            return;
+        }
+        c->counted = m->counted;
+        rpc__cstream_start(s, m, c); /* reads its own frames */
+        return;
+    }
     if (payload == NULL) {
         slotd_error_set(&e, SLOTD_EMALFORMED, "request: no message (cancelled or not sent)");
         snprintf(e.field, sizeof(e.field), "request");
@@ -796,6 +835,11 @@ static void *cq_thread_main(void *arg)
         case RPC__TAG_STREAM_STATUS:
             rpc__stream_on_event(t, ev.success != 0);
             break;
+        case RPC__TAG_CSTREAM_RECV:
+        case RPC__TAG_CSTREAM_CLOSE:
+        case RPC__TAG_CSTREAM_STATUS:
+            rpc__cstream_on_event(t, ev.success != 0);
+            break;
         case RPC__TAG_SHUTDOWN:
             pthread_mutex_lock(&s->mu);
             s->shutdown_done = true;
@@ -862,7 +906,8 @@ static int server_create(struct rpc_server *s, char *err, size_t errlen)
     for (size_t i = 0; i < s->n_methods; i++) {
         /* Streams whose requests arrive one by one read them themselves. */
         grpc_server_register_method_payload_handling payload =
-            s->methods[i].kind == RPC__METHOD_REFLECTION
+            s->methods[i].kind == RPC__METHOD_REFLECTION ||
+                    s->methods[i].kind == RPC__METHOD_CLIENT_STREAM
                 ? GRPC_SRM_PAYLOAD_NONE
                 : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER;
         s->methods[i].handle =

@@ -1,5 +1,6 @@
 /* rpc_test.c - unit tests for service/rpc: error mapping, and a live server on 127.0.0.1 called
- * through a gRPC core client (echo, cross-thread reply, limits, health, streams, shutdown). */
+ * through a gRPC core client (echo, cross-thread reply, limits, health, server and client
+ * streams, shutdown). */
 #include <CUnit/Basic.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -463,6 +464,55 @@ static int sheld_closes(int i)
     return n;
 }
 
+/* ---- a client-streaming method -------------------------------------------------------------- */
+
+#define CSTREAM_PATH "/slotd.test.v1.CStream/Frames"
+
+/* What the frames of client streams did: frame i of a stream must be "frame-<i>"; "refuse"
+ * ends the stream with QUEUE_FULL. */
+static struct {
+    pthread_mutex_t mu;
+    int frames, out_of_order, ends, concurrent, max_concurrent;
+} cs = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int cstream_frame_cb(void *ctx, struct rpc_cstream *st, const uint8_t *frame, size_t len,
+                            struct slotd_error *err)
+{
+    (void)ctx;
+    intptr_t next = (intptr_t)rpc_cstream_data(st); /* frames this stream handed over */
+    char want[32];
+    snprintf(want, sizeof(want), "frame-%d", (int)next);
+    pthread_mutex_lock(&cs.mu);
+    cs.concurrent++;
+    cs.max_concurrent = cs.concurrent > cs.max_concurrent ? cs.concurrent : cs.max_concurrent;
+    pthread_mutex_unlock(&cs.mu);
+    int rc = 0;
+    if (len == 6 && memcmp(frame, "refuse", 6) == 0) {
+        slotd_error_set(err, SLOTD_EQUEUE_FULL, "test: frame %d refused", (int)next);
+        rc = -1;
+    }
+    pthread_mutex_lock(&cs.mu);
+    cs.concurrent--;
+    if (rc == 0) {
+        cs.frames++;
+        if (len != strlen(want) || memcmp(frame, want, len) != 0) {
+            cs.out_of_order++;
+        }
+    }
+    pthread_mutex_unlock(&cs.mu);
+    rpc_cstream_set_data(st, (void *)(next + 1));
+    return rc;
+}
+
+static void cstream_end_cb(void *ctx, struct rpc_cstream *st)
+{
+    (void)ctx;
+    (void)st;
+    pthread_mutex_lock(&cs.mu);
+    cs.ends++;
+    pthread_mutex_unlock(&cs.mu);
+}
+
 /* ---- client ------------------------------------------------------------------------------ */
 
 struct client {
@@ -661,6 +711,7 @@ static int fixture_up(struct fixture *f, size_t max_inflight, unsigned cq_thread
     rpc_server_add_server_stream(f->server, STREAM_COUNT_PATH, count_cb, NULL);
     rpc_server_add_server_stream(f->server, STREAM_HOLD_PATH, hold_stream_cb, NULL);
     rpc_server_add_server_stream(f->server, STREAM_FAIL_PATH, fail_stream_cb, NULL);
+    rpc_server_add_client_stream(f->server, CSTREAM_PATH, cstream_frame_cb, cstream_end_cb, NULL);
     if (rpc_server_add_echo(f->server) != SLOTD_OK) {
         return -1;
     }
@@ -1340,6 +1391,158 @@ static bool wait_inflight(struct rpc_server *s, size_t n)
 }
 
 /* 1000 messages sent from another thread (pacing on EFULL with a 4 KiB bound), then OK. */
+/* A client-streaming call on the fixture's client: open (the receive side armed up to the
+ * status on tag cc), then cs_send per frame. */
+static struct ccall *cs_open(struct client *c)
+{
+    struct ccall *cc = calloc(1, sizeof(*cc));
+    grpc_slice m = grpc_slice_from_static_string(CSTREAM_PATH);
+    cc->call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, m, NULL,
+                                        in_ms(WAIT_MS), NULL);
+    grpc_metadata_array_init(&cc->init_md);
+    grpc_metadata_array_init(&cc->trail_md);
+    grpc_op ops[4];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[1].data.recv_initial_metadata.recv_initial_metadata = &cc->init_md;
+    ops[2].op = GRPC_OP_RECV_MESSAGE;
+    ops[2].data.recv_message.recv_message = &cc->recv;
+    ops[3].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[3].data.recv_status_on_client.trailing_metadata = &cc->trail_md;
+    ops[3].data.recv_status_on_client.status = &cc->status;
+    ops[3].data.recv_status_on_client.status_details = &cc->details;
+    ops[3].data.recv_status_on_client.error_string = &cc->error_string;
+    CU_ASSERT_EQUAL(grpc_call_start_batch(cc->call, ops, 4, cc, NULL), GRPC_CALL_OK);
+    return cc;
+}
+
+/* Sends one frame (or, with frame NULL, the half-close) and waits for the send; its success. */
+static bool cs_send(struct client *c, struct ccall *cc, const char *frame, size_t len)
+{
+    int tag;
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    grpc_byte_buffer *bb = NULL;
+    if (frame != NULL) {
+        grpc_slice s = grpc_slice_from_copied_buffer(frame, len);
+        bb = grpc_raw_byte_buffer_create(&s, 1);
+        grpc_slice_unref(s);
+        op.op = GRPC_OP_SEND_MESSAGE;
+        op.data.send_message.send_message = bb;
+    } else {
+        op.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    }
+    CU_ASSERT_EQUAL(grpc_call_start_batch(cc->call, &op, 1, &tag, NULL), GRPC_CALL_OK);
+    grpc_event ev = grpc_completion_queue_pluck(c->cq, &tag, in_ms(WAIT_MS), NULL);
+    CU_ASSERT_EQUAL(ev.type, GRPC_OP_COMPLETE);
+    if (bb != NULL) {
+        grpc_byte_buffer_destroy(bb);
+    }
+    return ev.type == GRPC_OP_COMPLETE && ev.success;
+}
+
+static void cs_reset(void)
+{
+    pthread_mutex_lock(&cs.mu);
+    cs.frames = cs.out_of_order = cs.ends = cs.max_concurrent = 0;
+    pthread_mutex_unlock(&cs.mu);
+}
+
+static bool cs_wait_ends(int n)
+{
+    int64_t end = now_ms() + WAIT_MS;
+    for (;;) {
+        pthread_mutex_lock(&cs.mu);
+        int ends = cs.ends;
+        pthread_mutex_unlock(&cs.mu);
+        if (ends >= n) {
+            return ends == n;
+        }
+        if (now_ms() > end) {
+            return false;
+        }
+        sleep_ms(1);
+    }
+}
+
+/* 200 frames, one at a time in order, then the half-close: OK with an empty response. */
+static void test_cstream_frames(void)
+{
+    cs_reset();
+    struct ccall *cc = cs_open(&fx.client);
+    char buf[32];
+    for (int i = 0; i < 200; i++) {
+        int n = snprintf(buf, sizeof(buf), "frame-%d", i);
+        CU_ASSERT(cs_send(&fx.client, cc, buf, (size_t)n));
+    }
+    CU_ASSERT(cs_send(&fx.client, cc, NULL, 0));
+    CU_ASSERT_FATAL(ccall_wait(&fx.client, cc));
+    CU_ASSERT_EQUAL(cc->status, GRPC_STATUS_OK);
+    CU_ASSERT(cc->has_resp && cc->resp_len == 0);
+    CU_ASSERT(cs_wait_ends(1));
+    pthread_mutex_lock(&cs.mu);
+    CU_ASSERT_EQUAL(cs.frames, 200);
+    CU_ASSERT_EQUAL(cs.out_of_order, 0);
+    CU_ASSERT_EQUAL(cs.max_concurrent, 1);
+    pthread_mutex_unlock(&cs.mu);
+    ccall_free(cc);
+    CU_ASSERT(wait_inflight(fx.server, 0));
+}
+
+/* A refused frame ends the stream with its error and details; nothing after it is handed over.
+ * A frame over max_request_bytes ends it with INVALID_ARGUMENT. */
+static void test_cstream_refuse(void)
+{
+    cs_reset();
+    struct ccall *cc = cs_open(&fx.client);
+    CU_ASSERT(cs_send(&fx.client, cc, "frame-0", 7));
+    CU_ASSERT(cs_send(&fx.client, cc, "refuse", 6));
+    cs_send(&fx.client, cc, "frame-2", 7); /* may still be accepted by the transport */
+    CU_ASSERT_FATAL(ccall_wait(&fx.client, cc));
+    CU_ASSERT_EQUAL(cc->status, GRPC_STATUS_RESOURCE_EXHAUSTED);
+    CU_ASSERT_STRING_EQUAL(cc->message, "test: frame 1 refused");
+    CU_ASSERT_FALSE(cc->has_resp);
+    Google__Rpc__Status *st = NULL;
+    Slotd__V1__ErrorDetail *d = ccall_detail(cc, &st);
+    CU_ASSERT_PTR_NOT_NULL(d);
+    if (d != NULL) {
+        CU_ASSERT_EQUAL(d->code, SLOTD__V1__ERROR_CODE__ERROR_CODE_QUEUE_FULL);
+        slotd__v1__error_detail__free_unpacked(d, NULL);
+        google__rpc__status__free_unpacked(st, NULL);
+    }
+    CU_ASSERT(cs_wait_ends(1));
+    pthread_mutex_lock(&cs.mu);
+    CU_ASSERT_EQUAL(cs.frames, 1);
+    pthread_mutex_unlock(&cs.mu);
+    ccall_free(cc);
+
+    char big[1500];
+    memset(big, 'x', sizeof(big));
+    cc = cs_open(&fx.client);
+    cs_send(&fx.client, cc, big, sizeof(big));
+    CU_ASSERT_FATAL(ccall_wait(&fx.client, cc));
+    CU_ASSERT_EQUAL(cc->status, GRPC_STATUS_INVALID_ARGUMENT);
+    CU_ASSERT(cs_wait_ends(2));
+    ccall_free(cc);
+    CU_ASSERT(wait_inflight(fx.server, 0));
+}
+
+/* The client cancels an open stream: the handler's on_end runs once, the slot is given back. */
+static void test_cstream_cancel(void)
+{
+    cs_reset();
+    struct ccall *cc = cs_open(&fx.client);
+    CU_ASSERT(cs_send(&fx.client, cc, "frame-0", 7));
+    CU_ASSERT(wait_inflight(fx.server, 1)); /* the stream holds a max_inflight_calls slot */
+    grpc_call_cancel(cc->call, NULL);
+    CU_ASSERT_FATAL(ccall_wait(&fx.client, cc));
+    CU_ASSERT_EQUAL(cc->status, GRPC_STATUS_CANCELLED);
+    CU_ASSERT(cs_wait_ends(1));
+    ccall_free(cc);
+    CU_ASSERT(wait_inflight(fx.server, 0));
+}
+
 static void test_stream_count(void)
 {
     struct sclient w;
@@ -1694,6 +1897,9 @@ int main(void)
     CU_add_test(strm, "queue bound: EFULL, nothing more queued", test_stream_queue_bound);
     CU_add_test(strm, "client cancel: on_close once, then ECLOSED", test_stream_client_cancel);
     CU_add_test(strm, "finish with an error: code and ErrorDetail", test_stream_fail);
+    CU_add_test(strm, "client stream: frames in order, one at a time, OK", test_cstream_frames);
+    CU_add_test(strm, "client stream: refused and oversized frames end it", test_cstream_refuse);
+    CU_add_test(strm, "client stream: client cancel ends it once", test_cstream_cancel);
     CU_pSuite down = CU_add_suite("rpc_shutdown", NULL, NULL);
     CU_add_test(down, "shutdown with calls in flight", test_shutdown_in_flight);
     CU_add_test(down, "shutdown with open streams", test_stream_shutdown);

@@ -1,0 +1,271 @@
+/* cstream.c - client-streaming calls: one RECV_MESSAGE armed at a time, a callback per frame. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/byte_buffer_reader.h>
+
+#include "rpc_internal.h"
+
+#define RPC__DETAILS_KEY "grpc-status-details-bin"
+
+/* One client-streaming call. The close batch (RECV_CLOSE_ON_SERVER) and one RECV_MESSAGE are
+ * armed at start; each frame runs on_frame on the CQ thread that received it, then RECV_MESSAGE
+ * is armed again, so at most one frame of a stream is processed at a time; once the close batch
+ * completed (the client cancelled, the connection is gone) frames gRPC still delivers are
+ * dropped. The end (the client's
+ * half-close: OK with an empty response message; a refused frame: its error; a broken call:
+ * CANCELLED) starts the one status batch. st is freed, after on_end, when its last batch
+ * completed. */
+struct rpc_cstream {
+    struct rpc__tag recv_tag, close_tag, status_tag;
+    struct rpc_server *server;
+    const struct rpc__method *method;
+    /* The call's shell: its grpc_call, connection count, max_inflight_calls slot and live-call
+     * count; freed with st. */
+    struct rpc_call *call;
+    void *data;              /* rpc_cstream_set_data; the handler's, freed by on_end */
+    pthread_mutex_t mu;      /* guards everything below (events may come on several threads) */
+    unsigned batches;        /* given to gRPC and not yet completed */
+    grpc_byte_buffer *in;    /* RECV_MESSAGE output */
+    bool recv_pending;       /* invariant: at most one RECV_MESSAGE outstanding */
+    bool status_started;     /* the status batch was started (the stream is over) */
+    bool closed;             /* the close batch completed: the call is over, read no more */
+    int cancelled;           /* RECV_CLOSE_ON_SERVER output: alive until the batch completes */
+    grpc_status_code code;
+    grpc_slice status_details;
+    grpc_metadata trailer; /* grpc-status-details-bin */
+    bool has_trailer;
+    grpc_byte_buffer *response; /* the empty response message of an OK end */
+};
+
+static void cstream_free(struct rpc_cstream *st)
+{
+    struct rpc_call *c = st->call;
+    if (st->method->cstream_end != NULL) {
+        st->method->cstream_end(st->method->ctx, st);
+    }
+    if (st->response != NULL) {
+        grpc_byte_buffer_destroy(st->response);
+    }
+    grpc_slice_unref(st->status_details);
+    if (st->has_trailer) {
+        grpc_slice_unref(st->trailer.value);
+    }
+    pthread_mutex_destroy(&st->mu);
+    free(st);
+    if (c->counted) {
+        c->counted = false;
+        atomic_fetch_sub_explicit(&c->server->inflight, 1, memory_order_relaxed);
+    }
+    rpc__call_free(c); /* last: shutdown may proceed once the live-call count drops */
+}
+
+/* Starts ops[n] on tag; counts the batch. Under st->mu. */
+static bool batch_start_locked(struct rpc_cstream *st, grpc_op *ops, size_t n, struct rpc__tag *tag)
+{
+    grpc_call_error e = grpc_call_start_batch(st->call->call, ops, n, tag, NULL);
+    /* Only misuse (two batches of one op type, ops after the status) can fail here. */
+    assert(e == GRPC_CALL_OK);
+    if (e != GRPC_CALL_OK) {
+        return false;
+    }
+    st->batches++;
+    return true;
+}
+
+static void recv_arm_locked(struct rpc_cstream *st)
+{
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &st->in;
+    st->recv_pending = batch_start_locked(st, &op, 1, &st->recv_tag);
+}
+
+/* Ends the stream with code (and e's message and details when e is not NULL; else message):
+ * initial metadata, the empty response when OK, and the status, in one batch. Once. */
+static void end_locked(struct rpc_cstream *st, grpc_status_code code, const char *message,
+                       const struct slotd_error *e)
+{
+    if (st->status_started) {
+        return;
+    }
+    st->status_started = true;
+    st->code = code;
+    uint8_t *details = NULL;
+    size_t details_len = 0;
+    if (e != NULL) {
+        message = slotd_error_message(e);
+        if (slotd_error_encode_details(e, &details, &details_len) != SLOTD_OK) {
+            details = NULL; /* without memory for the details the status still goes out */
+        }
+    }
+    st->status_details = grpc_slice_from_copied_string(message);
+    if (details != NULL) {
+        st->trailer.key = grpc_slice_from_static_string(RPC__DETAILS_KEY);
+        st->trailer.value = grpc_slice_from_copied_buffer((const char *)details, details_len);
+        st->has_trailer = true;
+        free(details);
+    }
+    grpc_op ops[3];
+    size_t n = 0;
+    memset(ops, 0, sizeof(ops));
+    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (code == GRPC_STATUS_OK) {
+        grpc_slice empty = grpc_empty_slice();
+        st->response = grpc_raw_byte_buffer_create(&empty, 1);
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n++].data.send_message.send_message = st->response;
+    }
+    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[n].data.send_status_from_server.status = code;
+    ops[n].data.send_status_from_server.status_details = &st->status_details;
+    ops[n].data.send_status_from_server.trailing_metadata_count = st->has_trailer ? 1 : 0;
+    ops[n++].data.send_status_from_server.trailing_metadata = st->has_trailer ? &st->trailer : NULL;
+    batch_start_locked(st, ops, n, &st->status_tag);
+}
+
+/* Drops one completed batch and unlocks st->mu (held on entry); frees st after the last. */
+static void batch_done_unlock(struct rpc_cstream *st)
+{
+    assert(st->batches > 0);
+    bool last = --st->batches == 0;
+    pthread_mutex_unlock(&st->mu);
+    if (last) {
+        cstream_free(st);
+    }
+}
+
+/* A frame arrived (or the end of the client's half): runs on_frame outside the lock. */
+static void on_recv(struct rpc_cstream *st, bool ok)
+{
+    pthread_mutex_lock(&st->mu);
+    st->recv_pending = false;
+    grpc_byte_buffer *in = st->in;
+    st->in = NULL;
+    if (st->status_started) {
+        if (in != NULL) {
+            grpc_byte_buffer_destroy(in);
+        }
+        batch_done_unlock(st);
+        return;
+    }
+    if (!ok || in == NULL || st->closed) {
+        /* ok with no message: the client half-closed; not ok, or the close batch came back
+         * (client cancel, connection lost, shutdown): the call broke and frames gRPC still
+         * holds are not handed over (the client's status is decided, this one is not seen) */
+        if (in != NULL) {
+            grpc_byte_buffer_destroy(in);
+            in = NULL;
+            ok = false;
+        }
+        end_locked(st, ok ? GRPC_STATUS_OK : GRPC_STATUS_CANCELLED,
+                   ok ? "" : "stream: the call ended", NULL);
+        batch_done_unlock(st);
+        return;
+    }
+    pthread_mutex_unlock(&st->mu);
+
+    struct slotd_error e;
+    int rc = -1;
+    size_t len = grpc_byte_buffer_length(in);
+    grpc_byte_buffer_reader reader;
+    if (len > st->server->opts.max_request_bytes) {
+        slotd_error_field(&e, "request", st->server->opts.max_request_bytes,
+                          "request: a frame of %zu bytes exceeds the limit of %zu", len,
+                          st->server->opts.max_request_bytes);
+    } else if (!grpc_byte_buffer_reader_init(&reader, in)) {
+        slotd_error_set(&e, SLOTD_EMALFORMED, "request: cannot read the frame");
+    } else {
+        grpc_slice body = grpc_byte_buffer_reader_readall(&reader);
+        grpc_byte_buffer_reader_destroy(&reader);
+        const uint8_t *p = GRPC_SLICE_LENGTH(body) > 0 ? GRPC_SLICE_START_PTR(body) : NULL;
+        rc = st->method->cstream_frame(st->method->ctx, st, p, GRPC_SLICE_LENGTH(body), &e);
+        grpc_slice_unref(body);
+    }
+    grpc_byte_buffer_destroy(in);
+
+    pthread_mutex_lock(&st->mu);
+    if (rc != 0) {
+        end_locked(st, (grpc_status_code)slotd_error_grpc_code(e.code), NULL, &e);
+    } else if (!st->status_started) {
+        recv_arm_locked(st);
+        if (!st->recv_pending) {
+            end_locked(st, GRPC_STATUS_INTERNAL, "stream: cannot read the next frame", NULL);
+        }
+    }
+    batch_done_unlock(st);
+}
+
+void rpc__cstream_start(struct rpc_server *s, const struct rpc__method *m, struct rpc_call *c)
+{
+    struct slotd_error e;
+    struct rpc_cstream *st = calloc(1, sizeof(*st));
+    if (st == NULL) {
+        goto err;
+    }
+    if (pthread_mutex_init(&st->mu, NULL) != 0) {
+        goto err_after_alloc;
+    }
+    st->server = s;
+    st->method = m;
+    st->call = c;
+    st->recv_tag = (struct rpc__tag){RPC__TAG_CSTREAM_RECV, st};
+    st->close_tag = (struct rpc__tag){RPC__TAG_CSTREAM_CLOSE, st};
+    st->status_tag = (struct rpc__tag){RPC__TAG_CSTREAM_STATUS, st};
+    st->status_details = grpc_empty_slice();
+    c->md = NULL; /* the request's metadata is not kept: frames carry what a handler needs */
+
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &st->cancelled;
+    pthread_mutex_lock(&st->mu);
+    st->batches = 1; /* ours until the two batches are started */
+    if (batch_start_locked(st, &op, 1, &st->close_tag)) {
+        recv_arm_locked(st);
+    }
+    if (!st->recv_pending) {
+        end_locked(st, GRPC_STATUS_INTERNAL, "stream: cannot read frames", NULL);
+    }
+    batch_done_unlock(st);
+    return;
+
+err_after_alloc:
+    free(st);
+err:
+    slotd_error_set(&e, SLOTD_EINTERNAL, "stream: out of memory");
+    rpc_call_fail(c, &e);
+}
+
+void rpc__cstream_on_event(struct rpc__tag *t, bool ok)
+{
+    struct rpc_cstream *st = t->owner;
+    if (t->kind == RPC__TAG_CSTREAM_RECV) {
+        on_recv(st, ok);
+        return;
+    }
+    pthread_mutex_lock(&st->mu);
+    /* The close batch: the call is over (status sent, client cancel, connection gone, shutdown);
+     * the next RECV_MESSAGE completion ends the stream. The status batch: nothing. */
+    if (t->kind == RPC__TAG_CSTREAM_CLOSE) {
+        st->closed = true;
+    }
+    batch_done_unlock(st);
+}
+
+struct rpc_call *rpc_cstream_call(struct rpc_cstream *st)
+{
+    return st->call;
+}
+
+void rpc_cstream_set_data(struct rpc_cstream *st, void *data)
+{
+    st->data = data;
+}
+
+void *rpc_cstream_data(const struct rpc_cstream *st)
+{
+    return st->data;
+}
