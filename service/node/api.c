@@ -610,6 +610,7 @@ static void on_task_status(void *ctx, struct rpc_call *call, const uint8_t *req,
 /* ---- slotd.internal.v1.Peer ---- */
 
 #define PEER_RAFT "/slotd.internal.v1.Peer/Raft"
+#define PEER_RAFT_STREAM "/slotd.internal.v1.Peer/RaftStream"
 #define PEER_SNAPSHOT "/slotd.internal.v1.Peer/Snapshot"
 #define PEER_GROUP_STATUS "/slotd.internal.v1.Peer/GroupStatus"
 
@@ -645,6 +646,59 @@ static void on_peer_raft(void *ctx, struct rpc_call *call, const uint8_t *req, s
     }
     Slotd__Internal__V1__RaftBatchAck ack = SLOTD__INTERNAL__V1__RAFT_BATCH_ACK__INIT;
     rpc_call_reply(call, &ack.base);
+}
+
+/* What one Peer/RaftStream keeps between its frames. */
+struct peer_raft_stream {
+    uint64_t cert_node; /* the node its client certificate names (with peer_mtls), 0: none */
+};
+
+/* One frame of a Peer/RaftStream: verified on its own (its proof over its batch, the batch's
+ * from_node against the proven node) exactly as a Peer/Raft call, then submitted. A refused
+ * frame ends the stream with its error and changes nothing; so does a full raft queue
+ * (RESOURCE_EXHAUSTED: the sender backs off). */
+static int on_peer_raft_frame(void *ctx, struct rpc_cstream *st, const uint8_t *frame, size_t len,
+                              struct slotd_error *err)
+{
+    struct node_api *api = ctx;
+    const char *proof = NULL;
+    const uint8_t *batch = NULL;
+    size_t plen = 0, blen = 0;
+    uint64_t caller = 0, from = 0;
+    if (node_peer_frame_parse(frame, len, &proof, &plen, &batch, &blen) != 0) {
+        slotd_error_set(err, SLOTD_EMALFORMED, "frame is not a valid slotd.internal.v1.RaftStreamFrame");
+        return -1;
+    }
+    struct peer_raft_stream *ps = rpc_cstream_data(st);
+    if (ps == NULL) {
+        ps = malloc(sizeof(*ps));
+        if (ps == NULL) {
+            slotd_error_set(err, SLOTD_EINTERNAL, "%s: out of memory", PEER_RAFT_STREAM);
+            return -1;
+        }
+        ps->cert_node = api->peer_mtls ? node_peer_cert_node(rpc_cstream_call(st)) : 0;
+        rpc_cstream_set_data(st, ps);
+    }
+    if (batch == NULL)
+        batch = (const uint8_t *)"";
+    if (node_peer_frame_caller(api, PEER_RAFT_STREAM, proof, plen, batch, blen, ps->cert_node,
+                               &caller, err) != 0)
+        return -1;
+    if (caller != 0) {
+        if (node_peer_from_node(batch, blen, &from) != 0) {
+            slotd_error_set(err, SLOTD_EMALFORMED, "batch is not a valid slotd.internal.v1.RaftBatch");
+            return -1;
+        }
+        if (node_peer_sender(api, PEER_RAFT_STREAM, caller, from, err) != 0)
+            return -1;
+    }
+    return runtime_submit_raft_batch(api->rt, batch, blen, caller, err) != 0 ? -1 : 0;
+}
+
+static void on_peer_raft_stream_end(void *ctx, struct rpc_cstream *st)
+{
+    (void)ctx;
+    free(rpc_cstream_data(st));
 }
 
 /* The runtime checks the chunk's raft message against from_node (which is the caller here). */
@@ -795,6 +849,9 @@ int node_api_register(struct node_api *api, struct rpc_server *client, struct rp
     for (size_t i = 0; rc == 0 && i < sizeof(methods) / sizeof(methods[0]); i++)
         rc = rpc_server_add_unary(methods[i].peer ? peer : client, methods[i].path, methods[i].cb,
                                   api);
+    if (rc == 0)
+        rc = rpc_server_add_client_stream(peer, PEER_RAFT_STREAM, on_peer_raft_frame,
+                                          on_peer_raft_stream_end, api);
     if (rc == 0)
         rc = node_watch_register(api, client, peer);
     return rc == 0 ? node_admin_register(api, client, peer) : rc;

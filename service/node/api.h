@@ -69,6 +69,21 @@ int node_peer_caller(struct node_api *api, struct rpc_call *call, const char *me
 int node_peer_caller_unaddressed(struct node_api *api, struct rpc_call *call, const char *method,
                                  const uint8_t *req, size_t len, bool remember, uint64_t *caller,
                                  struct slotd_error *err);
+/* The caller of one frame of a Peer stream (method, borrowed) whose body is body (len bytes,
+ * borrowed): as node_peer_caller without replay memory, with the frame's own proof (plen bytes,
+ * borrowed; plen 0: none) and cert, the node the stream's client certificate names
+ * (node_peer_cert_node, looked up once per stream; used only with peer_mtls). Any thread. */
+int node_peer_frame_caller(struct node_api *api, const char *method, const char *proof,
+                           size_t plen, const uint8_t *body, size_t len, uint64_t cert,
+                           uint64_t *caller, struct slotd_error *err);
+/* The node call's verified client certificate names (CN or SAN node-<id>), 0 if none or if
+ * several disagree. */
+uint64_t node_peer_cert_node(struct rpc_call *call);
+/* The fields of a packed slotd.internal.v1.RaftStreamFrame (frame, len bytes, borrowed): proof
+ * (*plen bytes, not NUL-terminated; NULL when absent) and batch (*blen bytes; NULL when absent),
+ * both pointing into frame. Returns 0, or -1 when frame is not well formed. */
+int node_peer_frame_parse(const uint8_t *frame, size_t len, const char **proof, size_t *plen,
+                          const uint8_t **batch, size_t *blen);
 /* 0 when caller is 0 (no authentication) or the sender the body claims (claimed) is caller;
  * else -1 with err UNAUTHENTICATED naming both. */
 int node_peer_sender(struct node_api *api, const char *method, uint64_t caller, uint64_t claimed,

@@ -48,6 +48,9 @@ static uint64_t call_cert_node(struct rpc_call *call)
 static int peer_caller(struct node_api *api, struct rpc_call *call, const char *method,
                        const uint8_t *req, size_t len, bool remember, bool unaddressed,
                        uint64_t *caller, struct slotd_error *err);
+static int peer_check(struct node_api *api, const char *method, const char *proof, size_t plen,
+                      const uint8_t *req, size_t len, bool remember, bool unaddressed,
+                      uint64_t cert, uint64_t *caller, struct slotd_error *err);
 
 int node_peer_caller(struct node_api *api, struct rpc_call *call, const char *method,
                      const uint8_t *req, size_t len, bool remember, uint64_t *caller,
@@ -63,9 +66,36 @@ int node_peer_caller_unaddressed(struct node_api *api, struct rpc_call *call, co
     return peer_caller(api, call, method, req, len, remember, true, caller, err);
 }
 
+uint64_t node_peer_cert_node(struct rpc_call *call)
+{
+    return call_cert_node(call);
+}
+
+int node_peer_frame_caller(struct node_api *api, const char *method, const char *proof,
+                           size_t plen, const uint8_t *body, size_t len, uint64_t cert,
+                           uint64_t *caller, struct slotd_error *err)
+{
+    return peer_check(api, method, plen > 0 ? proof : NULL, plen, body, len, false, false, cert,
+                      caller, err);
+}
+
 static int peer_caller(struct node_api *api, struct rpc_call *call, const char *method,
                        const uint8_t *req, size_t len, bool remember, bool unaddressed,
                        uint64_t *caller, struct slotd_error *err)
+{
+    size_t plen = 0;
+    const char *proof =
+        api->peer_verifier != NULL ? rpc_call_header(call, AUTH_PROOF_HEADER, &plen) : NULL;
+    uint64_t cert = api->peer_mtls ? call_cert_node(call) : 0;
+    return peer_check(api, method, proof, plen, req, len, remember, unaddressed, cert, caller,
+                      err);
+}
+
+/* The checks of peer_caller, with the proof (NULL: none) and the certificate's node (0: none)
+ * already looked up. */
+static int peer_check(struct node_api *api, const char *method, const char *proof, size_t plen,
+                      const uint8_t *req, size_t len, bool remember, bool unaddressed,
+                      uint64_t cert, uint64_t *caller, struct slotd_error *err)
 {
     *caller = 0;
     if (api->peer_verifier == NULL && !api->peer_mtls && node_authz_enabled(api->authz)) {
@@ -78,8 +108,6 @@ static int peer_caller(struct node_api *api, struct rpc_call *call, const char *
         return -1;
     }
     if (api->peer_verifier != NULL) {
-        size_t plen = 0;
-        const char *proof = rpc_call_header(call, AUTH_PROOF_HEADER, &plen);
         char why[256];
         uint64_t node = 0;
         int64_t now = auth_now_wall_ms();
@@ -98,7 +126,7 @@ static int peer_caller(struct node_api *api, struct rpc_call *call, const char *
         *caller = node;
     }
     if (api->peer_mtls) {
-        uint64_t node = call_cert_node(call);
+        uint64_t node = cert;
         if (node == 0) {
             slotd_error_set(err, SLOTD_EUNAUTHENTICATED,
                             "%s refused: the client certificate names no node (a CN or SAN "
@@ -178,6 +206,37 @@ int node_peer_from_node(const uint8_t *msg, size_t len, uint64_t *from)
         default:
             return -1;
         }
+    }
+    return 0;
+}
+
+int node_peer_frame_parse(const uint8_t *frame, size_t len, const char **proof, size_t *plen,
+                          const uint8_t **batch, size_t *blen)
+{
+    const uint8_t *p = frame, *end = frame + len;
+    *proof = NULL;
+    *plen = 0;
+    *batch = NULL;
+    *blen = 0;
+    while (p < end) {
+        uint64_t key, v;
+        if (varint(&p, end, &key) != 0)
+            return -1;
+        if ((key & 7) == 0) { /* an unknown varint field */
+            if (varint(&p, end, &v) != 0)
+                return -1;
+            continue;
+        }
+        if ((key & 7) != 2 || varint(&p, end, &v) != 0 || v > (uint64_t)(end - p))
+            return -1;
+        if ((key >> 3) == 1) { /* the last occurrence wins, as protobuf decoders do */
+            *proof = (const char *)p;
+            *plen = (size_t)v;
+        } else if ((key >> 3) == 2) {
+            *batch = p;
+            *blen = (size_t)v;
+        }
+        p += v;
     }
     return 0;
 }

@@ -154,11 +154,7 @@ void transport__call_complete(struct transport *t, struct transport__call *c, in
         /* The batch itself failed (not expected for a client unary batch): never report OK. */
         c->status = GRPC_STATUS_INTERNAL;
     }
-    if (c->kind == TRANSPORT__CALL_RAFT) {
-        transport__raft_done(t, c);
-    } else {
-        user_done(c);
-    }
+    user_done(c);
     pthread_mutex_lock(&t->mu);
     if (c->prev != NULL) {
         c->prev->next = c->next;

@@ -299,6 +299,9 @@ int transport_add_peer(struct transport *t, uint64_t node_id, const char *addres
         p->node_id = node_id;
         t->peers[t->n_peers++] = p;
     }
+    if (p->chan != chan) {
+        transport__stream_close(t, p); /* the next frame opens one to the new address */
+    }
     p->chan = chan;
     pthread_mutex_unlock(&t->mu);
     return TRANSPORT_OK;
@@ -353,16 +356,28 @@ static void *cq_main(void *arg)
     struct transport *t = arg;
     prctl(PR_SET_NAME, "slotd-peer");
     int64_t wake_ms = INT64_MAX;
+    /* a tenth of the send timeout, 5 ms .. 1 s: a stuck frame fails within 1.1 x the timeout */
+    int64_t tick = (int64_t)t->opts.call_timeout_ms / 10;
+    tick = tick < 5 ? 5 : tick > 1000 ? 1000 : tick;
     for (;;) {
         grpc_event ev = grpc_completion_queue_next(t->cq, wake_deadline(wake_ms), NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN) {
             break;
         }
         if (ev.type == GRPC_OP_COMPLETE) {
-            transport__call_complete(t, ev.tag, ev.success);
+            enum transport__call_kind kind = *(const enum transport__call_kind *)ev.tag;
+            if (kind == TRANSPORT__CALL_USER) {
+                transport__call_complete(t, ev.tag, ev.success);
+            } else {
+                transport__stream_event(t, ev.tag, ev.success);
+            }
         }
-        /* After every event: a completion may have started a backoff, a timeout ended one. */
+        /* After every event: a completion may have started a backoff, a timeout ended one or
+         * a frame's send timeout passed. A frame started by a flush on another thread does
+         * not wake this one, so it also wakes every tick to check the send timeouts. */
         wake_ms = transport__raft_retry_due(t);
+        int64_t tick_ms = transport__now_ms() + tick;
+        wake_ms = tick_ms < wake_ms ? tick_ms : wake_ms;
     }
     return NULL;
 }
@@ -406,11 +421,12 @@ void transport_stop(struct transport *t)
     for (struct transport__call *c = t->calls; c != NULL; c = c->next) {
         grpc_call_cancel(c->call, NULL);
     }
+    transport__streams_cancel(t);
     for (size_t i = 0; i < t->n_peers; i++) {
         transport__ring_clear(t->peers[i]);
     }
-    /* Cancelled calls complete promptly; their callbacks run on the CQ thread meanwhile. */
-    while (t->live_calls > 0) {
+    /* Cancelled calls and streams complete promptly; callbacks run on the CQ thread meanwhile. */
+    while (t->live_calls > 0 || t->live_streams > 0) {
         pthread_cond_wait(&t->cond, &t->mu);
     }
     pthread_mutex_unlock(&t->mu);
@@ -431,7 +447,7 @@ void transport_free(struct transport *t)
     }
     bool started = t->state != TRANSPORT__NEW;
     transport_stop(t);
-    assert(t->live_calls == 0 && t->calls == NULL);
+    assert(t->live_calls == 0 && t->calls == NULL && t->live_streams == 0);
     if (!started) {
         /* Never started: no call was ever created, so the queue holds no events. A started
          * queue was shut down and drained by the thread in transport_stop. */

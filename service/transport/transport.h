@@ -30,17 +30,21 @@ const char *transport_strerror(int code);
 #define TRANSPORT_CHANNELS_MAX 512 /* distinct addresses (one gRPC channel each) per transport */
 #define TRANSPORT_ADDRESS_MAX 256  /* "host:port" incl. NUL */
 #define TRANSPORT_METHOD_MAX 128   /* "/package.Service/Method" incl. NUL */
-#define TRANSPORT_RAFT_METHOD "/slotd.internal.v1.Peer/Raft"
+/* The peer stream raft messages go out on (one per peer, frames of RaftStreamFrame). */
+#define TRANSPORT_RAFT_STREAM_METHOD "/slotd.internal.v1.Peer/RaftStream"
 #define TRANSPORT_PROOF_MAX 256 /* bytes of one signature value incl. NUL */
+/* Bytes of a frame beside its RaftBatch: the proof field (tag, 2-byte length, the proof without
+ * its NUL) and the batch field's tag and length. batch_bytes_max bounds the whole frame. */
+#define TRANSPORT_FRAME_OVERHEAD_MAX (1 + 2 + (TRANSPORT_PROOF_MAX - 1) + 1 + 5)
 
 struct transport_options {
     uint64_t node_id;         /* this node; must not be 0 */
     size_t queue_msgs_max;    /* per peer: raft messages waiting; default 8192 */
     size_t queue_bytes_max;   /* per peer: encoded bytes waiting; default 64 MiB */
-    size_t batch_bytes_max;   /* one RaftBatch; default 4 MiB, at least 1 KiB */
+    size_t batch_bytes_max;   /* one RaftStream frame; default 4 MiB, at least 1 KiB */
     unsigned backoff_min_ms;  /* after a failed send; default 50 */
     unsigned backoff_max_ms;  /* default 2000; must be >= backoff_min_ms */
-    unsigned call_timeout_ms; /* deadline of a Raft batch RPC; default 5000 */
+    unsigned call_timeout_ms; /* a frame's send must complete within it; default 5000 */
     /* TLS to peers (gRPC core SSL credentials); false (default): plaintext. The PEM text is
      * borrowed for transport_new, which copies what it keeps. tls_ca_pem verifies the peers'
      * certificates (NULL: gRPC's default roots). tls_cert_pem and tls_key_pem (both or neither)
@@ -56,7 +60,9 @@ struct transport_options {
      * no call is signed). sign writes a NUL-terminated value of at most TRANSPORT_PROOF_MAX bytes
      * for request metadata key sign_header (lowercase; borrowed, must outlive the transport)
      * of a call to node `to` (0 for transport_call_addr) and returns 0; nonzero sends the call
-     * unsigned (the peer then refuses it). It runs on any thread that starts a call, with the
+     * unsigned (the peer then refuses it). A RaftStream frame carries its proof in its own proof
+     * field instead, made for TRANSPORT_RAFT_STREAM_METHOD over the frame's batch bytes (when
+     * that method starts with sign_prefix). It runs on any thread that starts a call, with the
      * transport's lock held: thread-safe, short, and it must not call the transport. */
     int (*sign)(void *ctx, const char *method, uint64_t to, const uint8_t *body, size_t len,
                 char *out, size_t outlen);
@@ -74,9 +80,10 @@ struct transport;
  * may call any transport function except transport_stop and transport_free. */
 struct transport_callbacks {
     void *ctx;
-    /* A batch to `peer` failed (connect error, deadline, UNAVAILABLE, any non-OK status): its
-     * messages are lost and the peer backs off. why (borrowed for the callback) is a sentence.
-     * Not called for batches cancelled by transport_stop. May be NULL. */
+    /* The RaftStream to `peer` failed (connect error, a refused frame, a send not completed
+     * within call_timeout_ms, any status): the messages of the frame in flight (why says how
+     * many, maybe 0) are lost and the peer backs off. why (borrowed for the callback) is a
+     * sentence. Not called for streams cancelled by transport_stop. May be NULL. */
     void (*peer_unreachable)(void *ctx, uint64_t peer, const char *why);
 };
 
@@ -119,11 +126,12 @@ void transport_free(struct transport *t);
 int transport_send_raft(struct transport *t, uint64_t to,
                         const Slotd__Internal__V1__RaftMessage *m);
 
-/* Starts one Raft RPC per peer that has queued messages and no Raft RPC in flight, unless the
- * peer is backing off. At most one per peer is in flight, so order is kept and messages coalesce
- * while a call is outstanding; a batch holds whole messages up to batch_bytes_max. The
- * completion-queue thread also starts the next batch when a call completes and more is queued,
- * and when a backoff ends. Thread-safe; a no-op unless running. */
+/* Sends one frame on each peer's RaftStream (opening it first when none is open) for every peer
+ * that has queued messages and no frame in flight, unless the peer is backing off. At most one
+ * frame per peer is in flight, so order is kept and messages coalesce while a send is
+ * outstanding; a frame holds whole messages up to batch_bytes_max. The completion-queue thread
+ * also sends the next frame when a send completes and more is queued, and when a backoff ends.
+ * Thread-safe; a no-op unless running. */
 void transport_flush(struct transport *t);
 
 /* Reply of transport_call: status is a grpc_status_code; message (never NULL), resp (NULL unless
@@ -172,15 +180,16 @@ int transport_forward_addr(struct transport *t, const char *address, const char 
 bool transport_reply_unsent(int status, const char *message);
 
 struct transport_peer_stats {
-    uint64_t sent_msgs;      /* messages in batches the peer answered OK */
-    uint64_t sent_batches;   /* batches answered OK */
+    uint64_t sent_msgs;      /* messages in frames whose send completed */
+    uint64_t sent_batches;   /* frames whose send completed (the receiver acks none) */
     uint64_t dropped_full;   /* messages refused by transport_send_raft with TRANSPORT_EFULL */
-    uint64_t failed_batches; /* batches that failed: reported to peer_unreachable, except those
-                                cancelled by transport_stop or that gRPC could not start */
-    uint64_t queued_msgs;    /* waiting now (not counting the batch in flight) */
+    uint64_t failed_batches; /* frames in flight when their stream failed: reported to
+                                peer_unreachable, except those cancelled by transport_stop or
+                                that gRPC could not start */
+    uint64_t queued_msgs;    /* waiting now (not counting the frame in flight) */
     uint64_t queued_bytes;
-    bool in_flight;   /* a Raft batch call is outstanding */
-    bool backing_off; /* a failed batch was followed by a wait that has not ended */
+    bool in_flight;   /* a frame's send is outstanding */
+    bool backing_off; /* a failed stream was followed by a wait that has not ended */
 };
 
 /* Fills out (borrowed for the call) with peer's counters. Thread-safe. Returns TRANSPORT_OK or

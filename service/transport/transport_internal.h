@@ -22,12 +22,15 @@ struct transport__ring {
     size_t cap, head, n;
 };
 
+struct transport__stream;
+
 struct transport__peer {
     uint64_t node_id;
     struct transport__channel *chan; /* current address */
     struct transport__ring queue;
-    size_t queued_bytes;      /* invariant: sum of the queued slices' lengths */
-    bool in_flight;           /* a Raft batch call is outstanding (at most one) */
+    size_t queued_bytes;              /* invariant: sum of the queued slices' lengths */
+    struct transport__stream *stream; /* the open RaftStream call, NULL if none */
+    bool in_flight;           /* a frame's SEND_MESSAGE is outstanding on stream (at most one) */
     unsigned backoff_ms;      /* 0 after a success; else the last wait */
     int64_t backoff_until_ms; /* CLOCK_MONOTONIC ms; 0 = no backoff started */
     uint64_t sent_msgs, sent_batches, dropped_full, failed_batches;
@@ -40,14 +43,40 @@ enum transport__state {
     TRANSPORT__STOPPED,
 };
 
+/* Every completion-queue tag starts with its kind. */
 enum transport__call_kind {
-    TRANSPORT__CALL_RAFT, /* a RaftBatch of one peer */
-    TRANSPORT__CALL_USER, /* transport_call / transport_call_addr */
+    TRANSPORT__CALL_USER,        /* struct transport__call: transport_call / transport_call_addr */
+    TRANSPORT__TAG_STREAM_SEND,  /* struct transport__tag: a frame's SEND_MESSAGE completed */
+    TRANSPORT__TAG_STREAM_END,   /* struct transport__tag: the stream's status arrived */
+};
+
+struct transport__tag {
+    enum transport__call_kind kind;
+    struct transport__stream *st;
+};
+
+/* One peer's RaftStream call (raft.c). Two batches at most: the end batch (initial metadata
+ * out, then RECV_INITIAL_METADATA, RECV_MESSAGE, RECV_STATUS_ON_CLIENT), armed at open and
+ * outstanding until the call is over, and the one frame being sent. Freed once both completed. */
+struct transport__stream {
+    struct transport__tag send_tag, end_tag;
+    struct transport__stream *prev, *next; /* t->streams, under t->mu */
+    struct transport__peer *peer;
+    grpc_call *call;
+    grpc_byte_buffer *send; /* the frame in flight, NULL if none */
+    grpc_byte_buffer *recv;
+    grpc_metadata_array init_md, trail_md;
+    grpc_status_code status;
+    grpc_slice status_details;
+    size_t n_msgs;           /* messages in the frame in flight */
+    int64_t send_until_ms;   /* CLOCK_MONOTONIC: the frame in flight fails the stream after */
+    bool send_pending, end_pending;
+    bool failed;             /* detached from its peer: a failure was counted (or it was closed) */
 };
 
 /* One outstanding unary client call; its address is the completion-queue tag. */
 struct transport__call {
-    enum transport__call_kind kind;
+    enum transport__call_kind kind; /* TRANSPORT__CALL_USER */
     struct transport__call *prev, *next; /* t->calls, under t->mu */
     grpc_call *call;
     grpc_byte_buffer *send, *recv;
@@ -56,10 +85,8 @@ struct transport__call {
     bool has_proof;
     grpc_status_code status;
     grpc_slice status_details;
-    struct transport__peer *peer; /* RAFT */
-    size_t n_msgs;                /* RAFT: messages in the batch */
-    transport_reply_cb cb;        /* USER */
-    void *arg;                    /* USER */
+    transport_reply_cb cb;
+    void *arg;
 };
 
 struct transport {
@@ -78,6 +105,8 @@ struct transport {
     size_t n_channels;
     struct transport__call *calls; /* outstanding calls, for cancellation by stop */
     size_t live_calls;             /* invariant: the length of calls */
+    struct transport__stream *streams; /* RaftStream calls not yet freed (open or closing) */
+    size_t live_streams;               /* invariant: the length of streams */
 };
 
 /* CLOCK_MONOTONIC milliseconds. */
@@ -104,12 +133,21 @@ int transport__call_start(struct transport *t, struct transport__call *c, grpc_c
  * kind's completion, then unlinks and frees c. Takes t->mu itself. */
 void transport__call_complete(struct transport *t, struct transport__call *c, int success);
 
-/* RAFT completion of c (t->mu not held): stats, backoff, peer_unreachable, next batch. */
-void transport__raft_done(struct transport *t, struct transport__call *c);
+/* The CQ thread's handling of a RaftStream tag (success as reported by the queue): stats,
+ * failure (backoff, peer_unreachable), the next frame, the stream's free. Takes t->mu itself. */
+void transport__stream_event(struct transport *t, struct transport__tag *tag, int success);
 
-/* Starts the batches of peers whose backoff has ended and that have messages queued, and returns
- * the earliest future backoff end (CLOCK_MONOTONIC ms), INT64_MAX if none. Takes t->mu. */
+/* Fails the streams whose frame in flight passed call_timeout_ms, starts the frames of peers
+ * whose backoff has ended and that have messages queued, and returns the earliest future
+ * backoff end or send timeout (CLOCK_MONOTONIC ms), INT64_MAX if none. Takes t->mu. */
 int64_t transport__raft_retry_due(struct transport *t);
+
+/* Cancels every stream (transport_stop; their ends are not reported). Under t->mu. */
+void transport__streams_cancel(struct transport *t);
+
+/* Closes p's stream, if any, without counting a failure (its address changed): a frame in
+ * flight is counted failed. Under t->mu. */
+void transport__stream_close(struct transport *t, struct transport__peer *p);
 
 /* Frees every queued slice and the ring storage of p. Under t->mu (or single-threaded). */
 void transport__ring_free(struct transport__peer *p);

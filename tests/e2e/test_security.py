@@ -161,8 +161,21 @@ def forward_request(method, request):
     return _b(1, method.encode()) + _b(2, request)
 
 
-PEER_METHODS = ["Raft", "Snapshot", "GroupStatus", "ControllerCommand", "MigrationPropose",
-                "Forward", "WatchPoll"]
+PEER_METHODS = ["Raft", "RaftStream", "Snapshot", "GroupStatus", "ControllerCommand",
+                "MigrationPropose", "Forward", "WatchPoll"]
+
+RAFT_STREAM = "/slotd.internal.v1.Peer/RaftStream"
+
+
+def raft_frame(batch, proof=None):
+    """slotd.internal.v1.RaftStreamFrame: the proof (absent when None) and the packed batch."""
+    return (b"" if proof is None else _b(1, proof.encode())) + _b(2, batch)
+
+
+def raft_stream(channel, frames, timeout=h.RPC_TIMEOUT_S):
+    """Sends frames on one Peer/RaftStream and half-closes; returns the raw response bytes."""
+    call = channel.stream_unary(RAFT_STREAM, request_serializer=None, response_deserializer=None)
+    return call(iter(frames), timeout=timeout)
 
 
 class PeerAuthTest(h.SlotdTestCase):
@@ -240,6 +253,18 @@ class PeerAuthTest(h.SlotdTestCase):
             got = h.get(self.cluster.stub(3), key)
             self.assertTrue(got.get.found, (tag, g))
 
+    def assertNothingMoved(self, before, rev, tag):
+        """No replica's term jumped past `before` (at most an election), none reached HUGE_TERM,
+        every group takes writes and node 2's cluster-state revision is still rev."""
+        time.sleep(0.5)
+        after = self.terms()
+        for k, term in after.items():
+            self.assertLess(term, HUGE_TERM, k)
+            self.assertLessEqual(term, before.get(k, term) + 2, k)  # no jump, at most an election
+        self.assertWritesEverywhere(tag)
+        self.assertEqual(self.revision(2), rev)
+        self.assertLess(max(self.terms().values()), HUGE_TERM)
+
     def test_forged_raft_refused(self):
         before, rev = self.terms(), self.revision(2)
         self.assertTrue(before)
@@ -274,14 +299,46 @@ class PeerAuthTest(h.SlotdTestCase):
             self.assertUnauthenticated(
                 lambda: node2.peer_call("/slotd.internal.v1.Peer/Snapshot", chunk, node=3),
                 "from_node 1 is not the calling node 3")
-        time.sleep(0.5)
-        after = self.terms()
-        for k, term in after.items():
-            self.assertLess(term, HUGE_TERM, k)
-            self.assertLessEqual(term, before.get(k, term) + 2, k)  # no jump, at most an election
-        self.assertWritesEverywhere("raft")
-        self.assertEqual(self.revision(2), rev)
-        self.assertLess(max(self.terms().values()), HUGE_TERM)
+        self.assertNothingMoved(before, rev, "raft")
+
+    def test_forged_raft_stream_refused(self):
+        """Peer/RaftStream verifies every frame on its own (its proof over its batch, for this
+        receiver and this method, and the batch's from_node against the proven node): a forged
+        frame ends the stream with UNAUTHENTICATED and nothing it carries reaches a group, even
+        behind a valid frame on the same stream; a stream of valid frames ends OK on half-close."""
+        before, rev = self.terms(), self.revision(2)
+        node2 = self.cluster.server(2)
+        secret = b"not the cluster's secret!"
+        for g in self.cluster.group_ids:
+            beat = raft_message(g, RAFT_MSG_HEARTBEAT, 1, 2, HUGE_TERM, commit=HUGE_TERM)
+            append = raft_message(g, RAFT_MSG_APPEND, 1, 2, HUGE_TERM, index=0, log_term=0,
+                                  commit=1, entries=[(HUGE_TERM, 1)])
+            batch = raft_batch(1, 2, [beat, append])
+            own = raft_batch(3, 2, [beat, append])  # node 3's, carrying messages of node 1
+            ch = node2.peer_channel
+            forged = [
+                (raft_frame(batch), RAFT_STREAM + " refused"),  # no proof at all
+                (raft_frame(batch, h.peer_proof(RAFT_STREAM, batch, 1, 2, secret=secret)),
+                 "does not match"),
+                (raft_frame(batch, h.peer_proof(RAFT_STREAM, batch, 1, 3)), "receiving node"),
+                # a proof of the unary method does not prove a stream frame
+                (raft_frame(batch, h.peer_proof("/slotd.internal.v1.Peer/Raft", batch, 1, 2)),
+                 RAFT_STREAM + " refused"),
+                # a proof over another body
+                (raft_frame(batch, h.peer_proof(RAFT_STREAM, own, 1, 2)),
+                 RAFT_STREAM + " refused"),
+                (raft_frame(batch, h.peer_proof(RAFT_STREAM, batch, 3, 2)),
+                 "from_node 1 is not the calling node 3"),
+            ]
+            for frame, needle in forged:
+                self.assertUnauthenticated(lambda: raft_stream(ch, [frame]), needle)
+                # behind a valid frame of node 3 (whose messages the runtime drops)
+                ok = raft_frame(own, h.peer_proof(RAFT_STREAM, own, 3, 2))
+                self.assertUnauthenticated(lambda: raft_stream(ch, [ok, frame, ok]), needle)
+            # Valid frames only: the stream ends OK with an empty RaftBatchAck.
+            ok = raft_frame(own, h.peer_proof(RAFT_STREAM, own, 3, 2))
+            self.assertEqual(raft_stream(ch, [ok, ok]), b"")
+        self.assertNothingMoved(before, rev, "raftstream")
 
     def test_forged_watch_poll_refused(self):
         """Peer/WatchPoll reads a group's changes: without a proof, or with a proof of another

@@ -1,6 +1,6 @@
-/* transport_seeded_test.c - seeded randomized property test of the peer transport's raft message
- * batching against in-process rpc servers: order, exactly-once accounting, batch and queue bounds,
- * one batch in flight per peer, backoff, and isolation of a dead, failing or slow peer. */
+/* transport_seeded_test.c - seeded randomized property test of the peer transport's RaftStream
+ * against in-process rpc servers: order, accounting, frame and queue bounds, one frame processed
+ * at a time per peer, backoff after a refused frame, isolation of a dead, failing or slow peer. */
 #include <CUnit/Basic.h>
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -29,8 +29,7 @@
 #define OPS_MAX 160       /* bursts per sender thread */
 #define SENT_MAX 8192     /* messages send_raft took, per (peer, sender) */
 #define RECORDS_MAX 32768 /* messages one server records per seed */
-#define DELAYED_MAX 64    /* answers waiting in the delay thread */
-#define DELAY_MS_MAX 30
+#define DELAY_MS_MAX 30   /* a frame's handler may take this long (the stream is not read) */
 #define SEND_MS_MAX 3000 /* a sender thread stops early past this */
 #define DRAIN_MS 2000
 #define WAIT_MS 5000
@@ -38,12 +37,13 @@
 #define FAILS_MAX 8  /* failure lines kept per seed */
 #define SEEDS_DEFAULT 30
 #define PAYLOAD_MAX (64 * 1024 + 512)
-/* Header bytes of a RaftBatch to node ids < 128 (two tags, two 1-byte varints), and the room the
- * transport reserves for any header (two tags, two 10-byte varints): a record is refused with
- * TRANSPORT_EINVAL when it plus the reserve exceeds batch_bytes_max, so refusals may start up to
- * 18 bytes before "the message alone exceeds batch_bytes_max". */
-#define BATCH_HEADER_BYTES 4
-#define BATCH_HEADER_RESERVE 22
+/* Header bytes of a RaftBatch to node ids < 128 (two tags, two 1-byte varints) and of its frame
+ * without a proof (tag and a length of at most 3 bytes), and the room the transport reserves for
+ * any header (two tags, two 10-byte varints) and any frame (TRANSPORT_FRAME_OVERHEAD_MAX): a
+ * record is refused with TRANSPORT_EINVAL when it plus the reserve exceeds batch_bytes_max (the
+ * bound of a whole frame). */
+#define BATCH_HEADER_BYTES (4 + 4)
+#define BATCH_HEADER_RESERVE (22 + TRANSPORT_FRAME_OVERHEAD_MAX)
 
 static int64_t now_ms(void)
 {
@@ -206,10 +206,10 @@ static size_t msg_record_len(const Slotd__Internal__V1__RaftMessage *m)
 /* ---- receivers: rpc servers whose Raft handler accepts, delays or fails, driven by the seed -- */
 
 enum peer_mode {
-    MODE_MIXED,    /* accepts, delays or fails each batch at random */
-    MODE_GOOD,     /* accepts every batch, some after a delay */
-    MODE_SLOW,     /* accepts every batch after 15-30 ms */
-    MODE_FAIL_ALL, /* fails every batch (UNAVAILABLE or RESOURCE_EXHAUSTED) */
+    MODE_MIXED,    /* accepts, delays or refuses each frame at random */
+    MODE_GOOD,     /* accepts every frame, some after a delay */
+    MODE_SLOW,     /* accepts every frame after 15-30 ms */
+    MODE_FAIL_ALL, /* refuses every frame (UNAVAILABLE or RESOURCE_EXHAUSTED: ends the stream) */
     MODE_DEAD,     /* no server: the address has nothing listening */
 };
 
@@ -225,17 +225,17 @@ struct peer_server {
     struct rpc_server *server;
     char address[64];
     struct rec *recs;    /* RECORDS_MAX */
-    atomic_int inflight; /* Raft calls received and not yet answered */
+    atomic_int inflight; /* frames in the handler now */
     pthread_mutex_t mu;  /* guards the per-seed state below */
     enum peer_mode mode;
     unsigned backoff_min_ms;
     struct rng rng;
     uint64_t seed;
     size_t batch_bytes_max;
-    size_t n_recs; /* messages of every batch received, in arrival order */
+    size_t n_recs; /* messages of every frame received, in arrival order */
     uint64_t acc_batches, acc_msgs, fail_batches, fail_msgs;
     size_t max_batch_len;
-    int64_t fail_at_ms; /* when the last failure was answered; 0 once the next batch arrived */
+    int64_t fail_at_ms; /* when the last frame was refused; 0 once the next frame arrived */
     int max_inflight;
 };
 
@@ -245,7 +245,7 @@ struct verdict {
     int64_t delay_ms;
 };
 
-/* The answer to the next batch, from the peer's PRNG. Under ps->mu. */
+/* The answer to the next frame, from the peer's PRNG. Under ps->mu. */
 static struct verdict verdict_draw(struct peer_server *ps)
 {
     struct verdict v = {true, SLOTD_OK, 0};
@@ -273,7 +273,7 @@ static struct verdict verdict_draw(struct peer_server *ps)
     return v;
 }
 
-/* Checks one received batch (b NULL when undecodable). Under ps->mu. */
+/* Checks one received frame (len bytes; b its batch, NULL when undecodable). Under ps->mu. */
 static void batch_check(struct peer_server *ps, const Slotd__Internal__V1__RaftBatch *b, size_t len,
                         int inflight, int64_t now)
 {
@@ -281,17 +281,17 @@ static void batch_check(struct peer_server *ps, const Slotd__Internal__V1__RaftB
         ps->max_inflight = inflight;
     }
     if (inflight > 1) {
-        seed_fail("peer %" PRIu64 ": %d Raft calls in flight at once", ps->node_id, inflight);
+        seed_fail("peer %" PRIu64 ": %d frames in the handler at once", ps->node_id, inflight);
     }
     if (len > ps->max_batch_len) {
         ps->max_batch_len = len;
     }
     if (len > ps->batch_bytes_max) {
-        seed_fail("peer %" PRIu64 ": a RaftBatch of %zu bytes exceeds batch_bytes_max %zu",
+        seed_fail("peer %" PRIu64 ": a frame of %zu bytes exceeds batch_bytes_max %zu",
                   ps->node_id, len, ps->batch_bytes_max);
     }
     if (ps->fail_at_ms != 0 && now - ps->fail_at_ms < (int64_t)ps->backoff_min_ms) {
-        seed_fail("peer %" PRIu64 ": a batch %" PRId64 " ms after a failed one (backoff_min_ms %u)",
+        seed_fail("peer %" PRIu64 ": a frame %" PRId64 " ms after a refused one (backoff_min_ms %u)",
                   ps->node_id, now - ps->fail_at_ms, ps->backoff_min_ms);
     }
     ps->fail_at_ms = 0;
@@ -329,131 +329,22 @@ static void batch_record(struct peer_server *ps, const Slotd__Internal__V1__Raft
     }
 }
 
-/* Finishes call with v. Leaves the in-flight count first: the sender may start its next batch as
- * soon as the answer is out. */
-static void server_answer(struct peer_server *ps, struct rpc_call *call, struct verdict v)
+/* ---- the RaftStream handler -------------------------------------------------------------- */
+
+/* One frame: checked, recorded with its verdict, held for the verdict's delay (the stream is not
+ * read meanwhile), then accepted or refused (which ends the stream with the verdict's code). */
+static int raft_frame_cb(void *ctx, struct rpc_cstream *st, const uint8_t *frame, size_t len,
+                         struct slotd_error *err)
 {
-    if (!v.accept) {
-        pthread_mutex_lock(&ps->mu);
-        ps->fail_at_ms = now_ms();
-        pthread_mutex_unlock(&ps->mu);
-    }
-    atomic_fetch_sub(&ps->inflight, 1);
-    if (v.accept) {
-        Slotd__Internal__V1__RaftBatchAck ack = SLOTD__INTERNAL__V1__RAFT_BATCH_ACK__INIT;
-        rpc_call_reply(call, &ack.base);
-        return;
-    }
-    struct slotd_error e;
-    slotd_error_set(&e, v.code, "test peer %" PRIu64 " refuses this batch", ps->node_id);
-    if (v.code == SLOTD_EQUEUE_FULL) {
-        e.retry_after_ms = 1;
-    }
-    rpc_call_fail(call, &e);
-}
-
-/* ---- the delay thread: answers held calls when their time comes ---------------------------- */
-
-struct delayed {
-    struct peer_server *ps;
-    struct rpc_call *call;
-    struct verdict v;
-    int64_t due_ms;
-};
-
-static struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cond; /* CLOCK_MONOTONIC */
-    struct delayed items[DELAYED_MAX];
-    size_t n;
-    bool stop;
-    pthread_t thread;
-} g_delay = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-/* Queues call (ownership transfers on success) for an answer at due_ms; false when full. */
-static bool delayed_push(struct peer_server *ps, struct rpc_call *call, struct verdict v,
-                         int64_t due_ms)
-{
-    pthread_mutex_lock(&g_delay.mu);
-    bool ok = g_delay.n < DELAYED_MAX && !g_delay.stop;
-    if (ok) {
-        g_delay.items[g_delay.n++] = (struct delayed){ps, call, v, due_ms};
-        pthread_cond_signal(&g_delay.cond);
-    }
-    pthread_mutex_unlock(&g_delay.mu);
-    return ok;
-}
-
-static size_t delayed_pending(void)
-{
-    pthread_mutex_lock(&g_delay.mu);
-    size_t n = g_delay.n;
-    pthread_mutex_unlock(&g_delay.mu);
-    return n;
-}
-
-static void *delay_main(void *arg)
-{
-    (void)arg;
-    pthread_mutex_lock(&g_delay.mu);
-    for (;;) {
-        if (g_delay.n == 0) {
-            if (g_delay.stop) {
-                break;
-            }
-            pthread_cond_wait(&g_delay.cond, &g_delay.mu);
-            continue;
-        }
-        size_t first = 0;
-        for (size_t i = 1; i < g_delay.n; i++) {
-            first = g_delay.items[i].due_ms < g_delay.items[first].due_ms ? i : first;
-        }
-        int64_t due = g_delay.items[first].due_ms;
-        if (!g_delay.stop && due > now_ms()) {
-            struct timespec ts = {(time_t)(due / 1000), (long)(due % 1000) * 1000000};
-            pthread_cond_timedwait(&g_delay.cond, &g_delay.mu, &ts);
-            continue;
-        }
-        struct delayed d = g_delay.items[first];
-        g_delay.items[first] = g_delay.items[--g_delay.n];
-        pthread_mutex_unlock(&g_delay.mu);
-        server_answer(d.ps, d.call, d.v);
-        pthread_mutex_lock(&g_delay.mu);
-    }
-    pthread_mutex_unlock(&g_delay.mu);
-    return NULL;
-}
-
-static int delay_start(void)
-{
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&g_delay.cond, &ca);
-    pthread_condattr_destroy(&ca);
-    g_delay.stop = false;
-    return pthread_create(&g_delay.thread, NULL, delay_main, NULL) == 0 ? 0 : -1;
-}
-
-/* Answers what is still held at once and joins the thread. */
-static void delay_stop(void)
-{
-    pthread_mutex_lock(&g_delay.mu);
-    g_delay.stop = true;
-    pthread_cond_signal(&g_delay.cond);
-    pthread_mutex_unlock(&g_delay.mu);
-    pthread_join(g_delay.thread, NULL);
-    pthread_cond_destroy(&g_delay.cond);
-}
-
-/* ---- the Raft handler --------------------------------------------------------------------- */
-
-static void raft_cb(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
-{
+    (void)st;
     struct peer_server *ps = ctx;
     int inflight = atomic_fetch_add(&ps->inflight, 1) + 1;
     int64_t now = now_ms();
-    Slotd__Internal__V1__RaftBatch *b = slotd__internal__v1__raft_batch__unpack(NULL, len, req);
+    Slotd__Internal__V1__RaftStreamFrame *f =
+        slotd__internal__v1__raft_stream_frame__unpack(NULL, len, frame);
+    Slotd__Internal__V1__RaftBatch *b =
+        f != NULL ? slotd__internal__v1__raft_batch__unpack(NULL, f->batch.len, f->batch.data)
+                  : NULL;
     pthread_mutex_lock(&ps->mu);
     batch_check(ps, b, len, inflight, now);
     struct verdict v = verdict_draw(ps);
@@ -462,10 +353,23 @@ static void raft_cb(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
     if (b != NULL) {
         slotd__internal__v1__raft_batch__free_unpacked(b, NULL);
     }
-    if (v.delay_ms > 0 && delayed_push(ps, call, v, now + v.delay_ms)) {
-        return;
+    if (f != NULL) {
+        slotd__internal__v1__raft_stream_frame__free_unpacked(f, NULL);
     }
-    server_answer(ps, call, v);
+    if (v.delay_ms > 0) {
+        sleep_ms(v.delay_ms); /* a slow receiver: the test's servers have two CQ threads */
+    }
+    if (!v.accept) {
+        pthread_mutex_lock(&ps->mu);
+        ps->fail_at_ms = now_ms();
+        pthread_mutex_unlock(&ps->mu);
+        slotd_error_set(err, v.code, "test peer %" PRIu64 " refuses this frame", ps->node_id);
+        if (v.code == SLOTD_EQUEUE_FULL) {
+            err->retry_after_ms = 1;
+        }
+    }
+    atomic_fetch_sub(&ps->inflight, 1);
+    return v.accept ? 0 : -1;
 }
 
 static void server_down(struct peer_server *ps)
@@ -488,12 +392,13 @@ static int server_up(struct peer_server *ps, uint64_t node_id)
     struct rpc_server_options o;
     rpc_server_options_default(&o);
     o.listen_addr = "127.0.0.1:0";
-    o.cq_threads = 2; /* so two overlapping Raft calls would really overlap in the handler */
+    o.cq_threads = 2; /* so two overlapping frames would really overlap in the handler */
     int port = 0;
     char err[256] = "";
     if (ps->recs == NULL || rpc_server_new(&o, &ps->server) != SLOTD_OK ||
         rpc_server_add_service(ps->server, &slotd__internal__v1__peer__descriptor) != SLOTD_OK ||
-        rpc_server_add_unary(ps->server, TRANSPORT_RAFT_METHOD, raft_cb, ps) != SLOTD_OK ||
+        rpc_server_add_client_stream(ps->server, TRANSPORT_RAFT_STREAM_METHOD, raft_frame_cb,
+                                     NULL, ps) != SLOTD_OK ||
         rpc_server_start(ps->server, &port, err, sizeof(err)) != SLOTD_OK) {
         fprintf(stderr, "peer %" PRIu64 ": cannot start: %s\n", node_id, err);
         server_down(ps);
@@ -557,9 +462,10 @@ struct scenario {
     bool pre_start;                        /* a burst is queued before transport_start */
     bool drain_flush_once;                 /* the drain relies on the transport's own restarts */
     bool stop_abrupt;                      /* transport_stop with batches in flight, no drain */
-    /* peer_unreachable, by peer index */
+    /* peer_unreachable, by peer index: every call, those that lost a frame in flight, and the
+     * messages those frames held */
     pthread_mutex_t mu;
-    uint64_t unreach_calls[PEERS_MAX], unreach_msgs[PEERS_MAX];
+    uint64_t unreach_calls[PEERS_MAX], unreach_lost_calls[PEERS_MAX], unreach_msgs[PEERS_MAX];
     /* queue bounds observed */
     uint64_t max_queued_msgs, max_queued_bytes;
 };
@@ -614,14 +520,15 @@ static void unreach_cb(void *ctx, uint64_t peer, const char *why)
 {
     struct scenario *sc = ctx;
     int i = peer_index(sc, peer);
-    const char *at = strstr(why, "Raft batch of ");
+    const char *at = strstr(why, "Raft stream failed, ");
     size_t n = 0;
-    if (i < 0 || at == NULL || sscanf(at, "Raft batch of %zu messages failed", &n) != 1) {
+    if (i < 0 || at == NULL || sscanf(at, "Raft stream failed, %zu messages", &n) != 1) {
         seed_fail("peer_unreachable(%" PRIu64 ") without a message count: %s", peer, why);
         return;
     }
     pthread_mutex_lock(&sc->mu);
     sc->unreach_calls[i]++;
+    sc->unreach_lost_calls[i] += n > 0;
     sc->unreach_msgs[i] += n;
     pthread_mutex_unlock(&sc->mu);
 }
@@ -844,11 +751,14 @@ static bool all_idle(struct scenario *sc, struct transport *t)
             return false;
         }
     }
-    return delayed_pending() == 0;
+    return true;
 }
 
-/* Flushes (each turn, or once) until everything is sent or DRAIN_MS passed, then waits for
- * peer_unreachable to have run once per failed batch. Returns the drain time in ms. */
+static void servers_quiesce(void);
+
+/* Flushes (each turn, or once) until everything is sent or DRAIN_MS passed, then waits for the
+ * receivers to go quiet and for peer_unreachable to have run once per failed frame. Returns the
+ * drain time in ms. */
 static int64_t drain(struct scenario *sc, struct transport *t)
 {
     int64_t start = now_ms();
@@ -866,12 +776,14 @@ static int64_t drain(struct scenario *sc, struct transport *t)
         }
     }
     int64_t drained = now_ms() - start;
+    /* Every send completed; the receivers may still be reading what they buffered. */
+    servers_quiesce();
     for (size_t i = 0; i < sc->n_peers; i++) {
         for (int64_t end = now_ms() + WAIT_MS;;) {
             struct transport_peer_stats st = {0};
             transport_peer_stats(t, sc->peer_id[i], &st);
             pthread_mutex_lock(&sc->mu);
-            bool done = sc->unreach_calls[i] >= st.failed_batches;
+            bool done = sc->unreach_lost_calls[i] >= st.failed_batches;
             pthread_mutex_unlock(&sc->mu);
             if (done || now_ms() > end) {
                 break;
@@ -882,10 +794,11 @@ static int64_t drain(struct scenario *sc, struct transport *t)
     return drained;
 }
 
-/* The messages peer ps received from sender s must be exactly what send_raft took from s for it,
- * in send order: nothing lost, duplicated or reordered, accepted or not. After an abrupt stop
- * (prefix) they must be a prefix of it. */
-static void sequence_check(struct peer_server *ps, const struct sender *s, size_t p, bool prefix)
+/* The messages peer ps received from sender s (accepted or refused) must be what send_raft took
+ * from s for it, in send order, intact, none twice. A refused frame ends the stream and frames
+ * already sent behind it are never read, so in general some may be missing (exact: none may,
+ * for peers that never refuse a frame). */
+static void sequence_check(struct peer_server *ps, const struct sender *s, size_t p, bool exact)
 {
     size_t j = 0;
     size_t n = ps->n_recs < RECORDS_MAX ? ps->n_recs : RECORDS_MAX;
@@ -894,20 +807,23 @@ static void sequence_check(struct peer_server *ps, const struct sender *s, size_
         if (msg_sender(ctx) != s->idx) {
             continue;
         }
-        if (j >= s->n_sent[p] || ctx != s->sent[p][j]) {
+        size_t k = j;
+        while (k < s->n_sent[p] && s->sent[p][k] != ctx && !exact) {
+            k++; /* skipped: lost behind a refused frame or in a failed one */
+        }
+        if (k >= s->n_sent[p] || ctx != s->sent[p][k]) {
             seed_fail("peer %" PRIu64 " sender %zu: arrival %zu is seq %" PRIu64
                       " (%s), expected %s%" PRIu64 ": %s",
                       ps->node_id, s->idx, j, ctx & 0xffffffffu,
-                      ps->recs[i].accepted ? "accepted" : "failed",
-                      j < s->n_sent[p] ? "seq " : "none, sent ",
+                      ps->recs[i].accepted ? "accepted" : "refused",
+                      j < s->n_sent[p] ? exact ? "seq " : "a seq from " : "none, sent ",
                       j < s->n_sent[p] ? s->sent[p][j] & 0xffffffffu : (uint64_t)s->n_sent[p],
-                      j < s->n_sent[p] && ctx < s->sent[p][j] ? "duplicate or reordered"
-                                                              : "lost, reordered or extra");
+                      "duplicate, reordered, lost or extra");
             return;
         }
-        j++;
+        j = k + 1;
     }
-    if (!prefix && j != s->n_sent[p]) {
+    if (exact && j != s->n_sent[p]) {
         seed_fail("peer %" PRIu64 " sender %zu: %zu of %zu messages never reached the peer",
                   ps->node_id, s->idx, s->n_sent[p] - j, s->n_sent[p]);
     }
@@ -919,22 +835,27 @@ struct totals {
     int max_inflight;
 };
 
-/* Server-side checks of peer p against the transport's stats st. */
+/* Server-side checks of peer p against the transport's stats st: an accepted frame's send
+ * completed, so the transport counted it sent; a peer that never refuses got everything. */
 static void server_check(struct scenario *sc, const struct transport_peer_stats *st, size_t p,
                          const struct sender *senders, struct totals *tot)
 {
     struct peer_server *ps = sc->server[p];
+    bool never_refuses = sc->mode[p] == MODE_GOOD || sc->mode[p] == MODE_SLOW;
     pthread_mutex_lock(&ps->mu);
-    if (ps->acc_msgs != st->sent_msgs || ps->acc_batches != st->sent_batches ||
-        ps->fail_msgs != sc->unreach_msgs[p] || ps->fail_batches != st->failed_batches) {
-        seed_fail("peer %" PRIu64 ": server accepted %" PRIu64 " msgs in %" PRIu64
-                  " batches, failed %" PRIu64 " in %" PRIu64 "; transport says sent %" PRIu64
+    if (ps->acc_msgs > st->sent_msgs || ps->acc_batches > st->sent_batches ||
+        ps->acc_msgs + ps->fail_msgs > st->sent_msgs + sc->unreach_msgs[p] ||
+        (never_refuses && (ps->acc_msgs != st->sent_msgs || ps->acc_batches != st->sent_batches ||
+                           ps->fail_batches != 0 || st->failed_batches != 0))) {
+        seed_fail("peer %" PRIu64 " (%s): server accepted %" PRIu64 " msgs in %" PRIu64
+                  " frames, refused %" PRIu64 " in %" PRIu64 "; transport says sent %" PRIu64
                   " in %" PRIu64 ", lost %" PRIu64 " in %" PRIu64,
-                  ps->node_id, ps->acc_msgs, ps->acc_batches, ps->fail_msgs, ps->fail_batches,
-                  st->sent_msgs, st->sent_batches, sc->unreach_msgs[p], st->failed_batches);
+                  ps->node_id, mode_names[sc->mode[p]], ps->acc_msgs, ps->acc_batches,
+                  ps->fail_msgs, ps->fail_batches, st->sent_msgs, st->sent_batches,
+                  sc->unreach_msgs[p], st->failed_batches);
     }
     for (size_t s = 0; s < SENDERS_MAX; s++) {
-        sequence_check(ps, &senders[s], p, false);
+        sequence_check(ps, &senders[s], p, never_refuses);
     }
     tot->max_batch_len =
         ps->max_batch_len > tot->max_batch_len ? ps->max_batch_len : tot->max_batch_len;
@@ -942,7 +863,8 @@ static void server_check(struct scenario *sc, const struct transport_peer_stats 
     pthread_mutex_unlock(&ps->mu);
 }
 
-/* Accounting of peer p: every message send_raft took is delivered or lost exactly once. */
+/* Accounting of peer p: every message send_raft took went out in a frame whose send completed
+ * or was lost in a frame in flight, exactly once. */
 static void peer_check(struct scenario *sc, struct transport *t, size_t p,
                        const struct sender *senders, struct totals *tot)
 {
@@ -955,7 +877,7 @@ static void peer_check(struct scenario *sc, struct transport *t, size_t p,
         full += senders[s].n_full[p];
     }
     pthread_mutex_lock(&sc->mu);
-    uint64_t u_calls = sc->unreach_calls[p], u_msgs = sc->unreach_msgs[p];
+    uint64_t u_calls = sc->unreach_lost_calls[p], u_msgs = sc->unreach_msgs[p];
     pthread_mutex_unlock(&sc->mu);
     if (st.dropped_full != full) {
         seed_fail("peer %" PRIu64 ": dropped_full %" PRIu64 ", send_raft said EFULL %" PRIu64
@@ -963,8 +885,8 @@ static void peer_check(struct scenario *sc, struct transport *t, size_t p,
                   id, st.dropped_full, full);
     }
     if (st.failed_batches != u_calls) {
-        seed_fail("peer %" PRIu64 ": failed_batches %" PRIu64 ", peer_unreachable ran %" PRIu64
-                  " times",
+        seed_fail("peer %" PRIu64 ": failed_batches %" PRIu64 ", peer_unreachable reported a "
+                  "lost frame %" PRIu64 " times",
                   id, st.failed_batches, u_calls);
     }
     if (st.sent_msgs + u_msgs + st.queued_msgs != taken) {
@@ -993,14 +915,14 @@ static void peer_check(struct scenario *sc, struct transport *t, size_t p,
 
 /* ---- abrupt stop ------------------------------------------------------------------------- */
 
-/* Waits (bounded) until no server handles or holds a Raft call and none arrived for QUIET_MS. */
+/* Waits (bounded) until no server handles a frame and none arrived for QUIET_MS. */
 static void servers_quiesce(void)
 {
     int64_t end = now_ms() + WAIT_MS, quiet_since = now_ms();
     uint64_t seen = UINT64_MAX;
     for (;;) {
         uint64_t batches = 0;
-        bool busy = delayed_pending() != 0;
+        bool busy = false;
         for (size_t i = 0; i < SERVERS; i++) {
             busy = busy || atomic_load(&g_servers[i].inflight) != 0;
             pthread_mutex_lock(&g_servers[i].mu);
@@ -1021,9 +943,9 @@ static void servers_quiesce(void)
     }
 }
 
-/* Server-side checks of live peer p after an abrupt stop: every batch the server saw was
- * completed on the client (sent or failed), at most one was cancelled before it arrived, and
- * what arrived is a prefix of what was sent. */
+/* Server-side checks of live peer p after an abrupt stop: every frame the server saw was
+ * completed on the client (sent, or failed: the one in flight at the stop may have arrived),
+ * and what arrived is in send order. */
 static void server_check_stopped(struct scenario *sc, const struct transport_peer_stats *st,
                                  size_t p, uint64_t u_calls, const struct sender *senders,
                                  struct totals *tot)
@@ -1032,22 +954,21 @@ static void server_check_stopped(struct scenario *sc, const struct transport_pee
     pthread_mutex_lock(&ps->mu);
     uint64_t seen = ps->acc_batches + ps->fail_batches;
     uint64_t done = st->sent_batches + st->failed_batches;
-    if (st->sent_msgs > ps->acc_msgs || st->sent_batches > ps->acc_batches || seen > done ||
-        seen + 1 < done || u_calls > ps->fail_batches) {
+    if (ps->acc_batches > st->sent_batches + 1 || seen > done || u_calls > ps->fail_batches + 1) {
         seed_fail("after stop: peer %" PRIu64 ": server saw %" PRIu64 " accepted + %" PRIu64
-                  " failed batches; transport counted %" PRIu64 " sent + %" PRIu64
+                  " refused frames; transport counted %" PRIu64 " sent + %" PRIu64
                   " failed, %" PRIu64 " reported",
                   ps->node_id, ps->acc_batches, ps->fail_batches, st->sent_batches,
                   st->failed_batches, u_calls);
     }
     for (size_t s = 0; s < SENDERS_MAX; s++) {
-        sequence_check(ps, &senders[s], p, true);
+        sequence_check(ps, &senders[s], p, false);
     }
     tot->max_inflight = ps->max_inflight > tot->max_inflight ? ps->max_inflight : tot->max_inflight;
     pthread_mutex_unlock(&ps->mu);
 }
 
-/* After transport_stop: queues dropped, nothing in flight, at most one cancelled batch per peer
+/* After transport_stop: queues dropped, nothing in flight, at most one cancelled frame per peer
  * counted in failed_batches without a peer_unreachable, nothing delivered twice. */
 static void peer_check_stopped(struct scenario *sc, struct transport *t, size_t p,
                                const struct sender *senders, struct totals *tot)
@@ -1061,7 +982,7 @@ static void peer_check_stopped(struct scenario *sc, struct transport *t, size_t 
         full += senders[s].n_full[p];
     }
     pthread_mutex_lock(&sc->mu);
-    uint64_t u_calls = sc->unreach_calls[p], u_msgs = sc->unreach_msgs[p];
+    uint64_t u_calls = sc->unreach_lost_calls[p], u_msgs = sc->unreach_msgs[p];
     pthread_mutex_unlock(&sc->mu);
     if (st.queued_msgs != 0 || st.queued_bytes != 0 || st.in_flight) {
         seed_fail("after stop: peer %" PRIu64 ": %" PRIu64 " messages (%" PRIu64
@@ -1076,7 +997,7 @@ static void peer_check_stopped(struct scenario *sc, struct transport *t, size_t 
     if (st.failed_batches < u_calls || st.failed_batches > u_calls + 1) {
         seed_fail("after stop: peer %" PRIu64 ": failed_batches %" PRIu64
                   ", peer_unreachable ran %" PRIu64
-                  " times (one cancelled batch may be unreported)",
+                  " times with a lost frame (one cancelled frame may be unreported)",
                   id, st.failed_batches, u_calls);
     }
     if (sc->server[p] != NULL) {
@@ -1218,6 +1139,8 @@ static bool seed_run(uint64_t seed, struct totals *tot)
         seed_fail("setup failed (out of memory or transport)");
     }
     transport_free(t);
+    /* A frame of a cancelled stream may still be in a handler: the next seed starts after. */
+    servers_quiesce();
     for (size_t s = 0; s < SENDERS_MAX; s++) {
         sender_free(&senders[s]);
     }
@@ -1283,7 +1206,6 @@ static void test_seeded_batching(void)
         }
     }
     CU_ASSERT_EQUAL(up, SERVERS);
-    CU_ASSERT_EQUAL(delay_start(), 0);
     struct totals tot;
     memset(&tot, 0, sizeof(tot));
     int64_t start = now_ms();
@@ -1299,7 +1221,6 @@ static void test_seeded_batching(void)
            tot.lost, tot.failed_batches, tot.max_batch_len, tot.max_inflight, now_ms() - start);
     CU_ASSERT(tot.delivered > 0);
     CU_ASSERT(tot.max_inflight <= 1);
-    delay_stop();
     for (size_t i = 0; i < up; i++) {
         server_down(&g_servers[i]);
     }

@@ -1,6 +1,7 @@
 /* transport_test.c - unit tests for service/transport against in-process slotd rpc servers on
- * 127.0.0.1: ordering and batching, queue bounds, dead peers and backoff, unary calls with status
- * details, deadlines, and stop with calls in flight. */
+ * 127.0.0.1: the RaftStream (one stream, ordering and coalescing, queue bounds, refusal, backoff
+ * and reopen, a peer that never reads), dead peers, unary calls with status details, deadlines,
+ * and stop with calls and streams in flight. */
 #include <CUnit/Basic.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -50,14 +51,19 @@ struct peer_server {
     int port;
     char address[64];
     pthread_mutex_t mu;
-    /* Raft batches seen */
-    uint64_t batches, msgs, bad_batches;
+    pthread_cond_t cond; /* signalled when hold_raft clears */
+    /* RaftStream frames seen (one batch each) and streams opened */
+    uint64_t batches, msgs, bad_batches, streams;
+    size_t max_frame_bytes;
+    int fail_next; /* > 0: the next frames end their stream with RESOURCE_EXHAUSTED */
     uint64_t next_context[GROUPS_MAX]; /* per group: messages arrive in send order */
     bool order_ok;
     size_t max_batch_bytes;
     int64_t max_latency_ms, sum_latency_ms; /* receipt - RaftMessage.commit (send time) */
-    /* held calls (HOLD_METHOD always, Raft while hold_raft) */
+    /* held calls (HOLD_METHOD); while hold_raft a frame's callback waits (bounded) for it to
+     * clear, so the stream is not read meanwhile (raft_holding: frames waiting now) */
     bool hold_raft;
+    size_t raft_holding;
     struct rpc_call *held[HELD_MAX];
     size_t n_held;
 };
@@ -68,17 +74,34 @@ static void reply_ack(struct rpc_call *call)
     rpc_call_reply(call, &ack.base);
 }
 
-static void raft_cb(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+/* A RaftStream frame: its batch checked (from, to, per-group order) and counted. */
+static int raft_frame_cb(void *ctx, struct rpc_cstream *st, const uint8_t *frame, size_t len,
+                         struct slotd_error *err)
 {
     struct peer_server *ps = ctx;
-    Slotd__Internal__V1__RaftBatch *b = slotd__internal__v1__raft_batch__unpack(NULL, len, req);
+    Slotd__Internal__V1__RaftStreamFrame *f =
+        slotd__internal__v1__raft_stream_frame__unpack(NULL, len, frame);
+    Slotd__Internal__V1__RaftBatch *b =
+        f != NULL ? slotd__internal__v1__raft_batch__unpack(NULL, f->batch.len, f->batch.data)
+                  : NULL;
     int64_t now = now_ms();
+    int rc = 0;
     pthread_mutex_lock(&ps->mu);
-    if (b == NULL || b->from_node != SELF || b->to_node != ps->node_id || b->n_messages == 0) {
+    if (rpc_cstream_data(st) == NULL) {
+        rpc_cstream_set_data(st, ps); /* a marker: this stream is counted */
+        ps->streams++;
+    }
+    if (ps->fail_next > 0) {
+        ps->fail_next--;
+        slotd_error_set(err, SLOTD_EQUEUE_FULL, "test: raft queue full");
+        rc = -1;
+    } else if (b == NULL || b->from_node != SELF || b->to_node != ps->node_id ||
+               b->n_messages == 0 || f->proof[0] != '\0') {
         ps->bad_batches++;
     } else {
         ps->batches++;
-        ps->max_batch_bytes = len > ps->max_batch_bytes ? len : ps->max_batch_bytes;
+        ps->max_batch_bytes = f->batch.len > ps->max_batch_bytes ? f->batch.len : ps->max_batch_bytes;
+        ps->max_frame_bytes = len > ps->max_frame_bytes ? len : ps->max_frame_bytes;
         for (size_t i = 0; i < b->n_messages; i++) {
             const Slotd__Internal__V1__RaftMessage *m = b->messages[i];
             if (m->group_id >= GROUPS_MAX || m->to != ps->node_id ||
@@ -93,16 +116,51 @@ static void raft_cb(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
             ps->msgs++;
         }
     }
-    bool hold = ps->hold_raft && ps->n_held < HELD_MAX;
-    if (hold) {
-        ps->held[ps->n_held++] = call;
+    int64_t end = now_ms() + WAIT_MS;
+    ps->raft_holding++;
+    while (ps->hold_raft && now_ms() < end) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 10 * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&ps->cond, &ps->mu, &ts);
     }
+    ps->raft_holding--;
     pthread_mutex_unlock(&ps->mu);
     if (b != NULL) {
         slotd__internal__v1__raft_batch__free_unpacked(b, NULL);
     }
-    if (!hold) {
-        reply_ack(call);
+    if (f != NULL) {
+        slotd__internal__v1__raft_stream_frame__free_unpacked(f, NULL);
+    }
+    return rc;
+}
+
+static void raft_hold(struct peer_server *ps, bool hold)
+{
+    pthread_mutex_lock(&ps->mu);
+    ps->hold_raft = hold;
+    pthread_cond_broadcast(&ps->cond);
+    pthread_mutex_unlock(&ps->mu);
+}
+
+static bool server_wait_raft_holding(struct peer_server *ps)
+{
+    int64_t end = now_ms() + WAIT_MS;
+    for (;;) {
+        pthread_mutex_lock(&ps->mu);
+        size_t n = ps->raft_holding;
+        pthread_mutex_unlock(&ps->mu);
+        if (n > 0) {
+            return true;
+        }
+        if (now_ms() > end) {
+            return false;
+        }
+        sleep_ms(1);
     }
 }
 
@@ -161,30 +219,45 @@ static void held_release(struct peer_server *ps)
 static void peer_reset(struct peer_server *ps)
 {
     pthread_mutex_lock(&ps->mu);
-    ps->batches = ps->msgs = ps->bad_batches = 0;
+    ps->batches = ps->msgs = ps->bad_batches = ps->streams = 0;
     memset(ps->next_context, 0, sizeof(ps->next_context));
     ps->order_ok = true;
-    ps->max_batch_bytes = 0;
+    ps->max_batch_bytes = ps->max_frame_bytes = 0;
     ps->max_latency_ms = ps->sum_latency_ms = 0;
     ps->hold_raft = false;
+    ps->fail_next = 0;
+    pthread_cond_broadcast(&ps->cond);
     pthread_mutex_unlock(&ps->mu);
 }
 
-static int peer_up(struct peer_server *ps, uint64_t node_id)
+/* Starts ps as node node_id on 127.0.0.1:0. unread: a peer whose RaftStream handler takes the
+ * first frame and never reads another (the path is served as a unary method that holds its
+ * call, so the stream's flow-control window fills), serving nothing else. */
+static int peer_start(struct peer_server *ps, uint64_t node_id, bool unread)
 {
     memset(ps, 0, sizeof(*ps));
     ps->node_id = node_id;
     ps->order_ok = true;
     pthread_mutex_init(&ps->mu, NULL);
+    pthread_cond_init(&ps->cond, NULL);
     struct rpc_server_options o;
     rpc_server_options_default(&o);
     o.listen_addr = "127.0.0.1:0";
-    if (rpc_server_new(&o, &ps->server) != SLOTD_OK ||
-        rpc_server_add_service(ps->server, &slotd__internal__v1__peer__descriptor) != SLOTD_OK ||
-        rpc_server_add_unary(ps->server, TRANSPORT_RAFT_METHOD, raft_cb, ps) != SLOTD_OK ||
-        rpc_server_add_unary(ps->server, GROUP_STATUS_METHOD, group_status_cb, ps) != SLOTD_OK ||
-        rpc_server_add_unary(ps->server, SNAPSHOT_METHOD, snapshot_fail_cb, ps) != SLOTD_OK ||
-        rpc_server_add_unary(ps->server, HOLD_METHOD, hold_cb, ps) != SLOTD_OK) {
+    o.cq_threads = 2; /* one may wait in a held frame while the other serves */
+    if (rpc_server_new(&o, &ps->server) != SLOTD_OK) {
+        return -1;
+    }
+    if (unread ? rpc_server_add_unary(ps->server, TRANSPORT_RAFT_STREAM_METHOD, hold_cb, ps) !=
+                     SLOTD_OK
+               : rpc_server_add_service(ps->server, &slotd__internal__v1__peer__descriptor) !=
+                         SLOTD_OK ||
+                     rpc_server_add_client_stream(ps->server, TRANSPORT_RAFT_STREAM_METHOD,
+                                                  raft_frame_cb, NULL, ps) != SLOTD_OK ||
+                     rpc_server_add_unary(ps->server, GROUP_STATUS_METHOD, group_status_cb,
+                                          ps) != SLOTD_OK ||
+                     rpc_server_add_unary(ps->server, SNAPSHOT_METHOD, snapshot_fail_cb, ps) !=
+                         SLOTD_OK ||
+                     rpc_server_add_unary(ps->server, HOLD_METHOD, hold_cb, ps) != SLOTD_OK) {
         return -1;
     }
     char err[256];
@@ -196,11 +269,18 @@ static int peer_up(struct peer_server *ps, uint64_t node_id)
     return 0;
 }
 
+static int peer_up(struct peer_server *ps, uint64_t node_id)
+{
+    return peer_start(ps, node_id, false);
+}
+
 static void peer_down(struct peer_server *ps)
 {
     held_release(ps);
+    raft_hold(ps, false);
     rpc_server_free(ps->server);
     ps->server = NULL;
+    pthread_cond_destroy(&ps->cond);
     pthread_mutex_destroy(&ps->mu);
 }
 
@@ -352,6 +432,21 @@ static struct transport *transport_default(struct unreach *u)
     return transport_make(&o, u);
 }
 
+/* A transport reporting to u (initialized here; the caller destroys u.mu) with backoff_min_ms and
+ * call_timeout_ms (0: the defaults). */
+static struct transport *transport_reporting(struct unreach *u, unsigned backoff_min_ms,
+                                             unsigned call_timeout_ms)
+{
+    memset(u, 0, sizeof(*u));
+    pthread_mutex_init(&u->mu, NULL);
+    struct transport_options o;
+    transport_options_default(&o);
+    o.node_id = SELF;
+    o.backoff_min_ms = backoff_min_ms;
+    o.call_timeout_ms = call_timeout_ms;
+    return transport_make(&o, u);
+}
+
 /* Queues message number ctx of group for peer; commit carries the send time. */
 static int send_msg_group(struct transport *t, uint64_t peer, uint32_t group, uint64_t ctx,
                           size_t data_len)
@@ -433,12 +528,14 @@ static void test_options_and_errors(void)
     struct transport_peer_stats s;
     CU_ASSERT_EQUAL(transport_peer_stats(t, 9, &s), TRANSPORT_EUNKNOWN_PEER);
     CU_ASSERT_EQUAL(send_msg(t, 9, 0, 0), TRANSPORT_EUNKNOWN_PEER);
-    CU_ASSERT_EQUAL(send_msg(t, 2, 0, 900), TRANSPORT_OK);
-    /* 1000 data bytes + header cannot fit a 1024-byte batch: refused, not queued forever. */
+    CU_ASSERT_EQUAL(send_msg(t, 2, 0, 700), TRANSPORT_OK);
+    /* 1000 data bytes + header + frame fields cannot fit a 1024-byte frame: refused, not queued
+     * forever. */
     CU_ASSERT_EQUAL(send_msg(t, 2, 1, 1000), TRANSPORT_EINVAL);
     s = stats_of(t, 2);
     CU_ASSERT_EQUAL(s.queued_msgs, 1);
-    CU_ASSERT(s.queued_bytes > 900 && s.queued_bytes < 1000);
+    CU_ASSERT(s.queued_bytes > 700 && s.queued_bytes < 737); /* 1024 - 287 bytes of reserve */
+    CU_ASSERT_EQUAL(send_msg(t, 2, 1, 737 - 15), TRANSPORT_EINVAL); /* record > 737 bytes */
 
     struct reply r = {0};
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -518,6 +615,7 @@ static void test_order_and_batching(void)
     CU_ASSERT(peer_a.order_ok);
     CU_ASSERT_EQUAL(peer_a.bad_batches, 0);
     CU_ASSERT(peer_a.batches < ORDER_MSGS / 10); /* coalesced beyond the flush cadence */
+    CU_ASSERT_EQUAL(peer_a.streams, 1);          /* every frame on one stream */
     uint64_t batches = peer_a.batches;
     pthread_mutex_unlock(&peer_a.mu);
     /* Stats settle when the last ack has been processed. */
@@ -537,38 +635,164 @@ static void test_order_and_batching(void)
     transport_free(t);
 }
 
+/* While peer_a holds its first frame (hold_raft set by the caller, frame 0 sent), sends 4 KiB
+ * messages to peer 2 until a frame's send has been outstanding for 100 ms: the receiver's
+ * flow-control window is full. Returns the frames whose send completed before that one (the
+ * queue is empty then), or -1 when no send stalled within WAIT_MS. */
+static int64_t stall_stream(struct transport *t, uint64_t *ctx)
+{
+    int64_t end = now_ms() + WAIT_MS, stall_since = 0;
+    while (now_ms() < end) {
+        struct transport_peer_stats s = stats_of(t, 2);
+        if (!s.in_flight) {
+            for (int i = 0; i < 16; i++) {
+                CU_ASSERT_EQUAL(send_msg(t, 2, (*ctx)++, 4096), TRANSPORT_OK);
+            }
+            transport_flush(t);
+            stall_since = 0;
+        } else if (stall_since == 0) {
+            stall_since = now_ms();
+        } else if (now_ms() - stall_since >= 100 && s.queued_msgs == 0) {
+            return (int64_t)s.sent_batches;
+        }
+        sleep_ms(1);
+    }
+    return -1;
+}
+
+/* A frame in flight (its send held up by a receiver that is not reading): what is queued
+ * meanwhile waits, then goes out as one frame when the send completes, without a flush. */
 static void test_coalesce_while_in_flight(void)
 {
     struct transport *t = transport_default(NULL);
     CU_ASSERT_EQUAL_FATAL(transport_add_peer(t, 2, peer_a.address), TRANSPORT_OK);
     CU_ASSERT_EQUAL_FATAL(transport_start(t), TRANSPORT_OK);
     peer_reset(&peer_a);
-    pthread_mutex_lock(&peer_a.mu);
-    peer_a.hold_raft = true;
-    pthread_mutex_unlock(&peer_a.mu);
-    CU_ASSERT_EQUAL(send_msg(t, 2, 0, 0), TRANSPORT_OK);
+    raft_hold(&peer_a, true);
+    uint64_t ctx = 0;
+    CU_ASSERT_EQUAL(send_msg(t, 2, ctx++, 0), TRANSPORT_OK);
     transport_flush(t);
-    CU_ASSERT_FATAL(server_wait_held(&peer_a, 1));
-    CU_ASSERT(stats_of(t, 2).in_flight);
-    for (uint64_t i = 1; i < 100; i++) {
-        CU_ASSERT_EQUAL(send_msg(t, 2, i, 0), TRANSPORT_OK);
+    CU_ASSERT(server_wait_raft_holding(&peer_a)); /* the receiver stops reading */
+    int64_t before = stall_stream(t, &ctx);
+    CU_ASSERT(before >= 1);
+    uint64_t stalled_at = ctx;
+    for (int i = 0; i < 99; i++) {
+        CU_ASSERT_EQUAL(send_msg(t, 2, ctx++, 0), TRANSPORT_OK);
         transport_flush(t); /* one in flight: starts nothing */
     }
-    sleep_ms(50);
-    CU_ASSERT_EQUAL(held_count(&peer_a), 1);
+    sleep_ms(20);
     struct transport_peer_stats s = stats_of(t, 2);
     CU_ASSERT(s.in_flight);
     CU_ASSERT_EQUAL(s.queued_msgs, 99);
+    CU_ASSERT_EQUAL((int64_t)s.sent_batches, before);
+    raft_hold(&peer_a, false); /* the completion starts the next frame without a flush */
+    CU_ASSERT(server_wait_msgs(&peer_a, ctx));
     pthread_mutex_lock(&peer_a.mu);
-    peer_a.hold_raft = false;
-    pthread_mutex_unlock(&peer_a.mu);
-    held_release(&peer_a); /* the completion starts the next batch without a flush */
-    CU_ASSERT(server_wait_msgs(&peer_a, 100));
-    pthread_mutex_lock(&peer_a.mu);
-    CU_ASSERT_EQUAL(peer_a.batches, 2);
+    CU_ASSERT_EQUAL((int64_t)peer_a.batches, before + 2); /* the stalled frame, then the 99 */
+    CU_ASSERT_EQUAL(peer_a.streams, 1);
     CU_ASSERT(peer_a.order_ok);
     pthread_mutex_unlock(&peer_a.mu);
+    printf("\n    %llu messages (%lld frames) sent before a frame stalled; 99 queued behind it "
+           "went as one frame\n",
+           (unsigned long long)stalled_at, (long long)before);
     transport_free(t);
+}
+
+/* A frame the receiver refuses (RESOURCE_EXHAUSTED: its raft queue is full) ends the stream:
+ * reported, backed off, and the next frame opens a new stream that delivers. */
+static void test_refused_frame_reopens(void)
+{
+    struct unreach u;
+    struct transport *t = transport_reporting(&u, 100, 0);
+    CU_ASSERT_EQUAL_FATAL(transport_add_peer(t, 2, peer_a.address), TRANSPORT_OK);
+    CU_ASSERT_EQUAL_FATAL(transport_start(t), TRANSPORT_OK);
+    peer_reset(&peer_a);
+    CU_ASSERT_EQUAL(send_msg(t, 2, 0, 0), TRANSPORT_OK);
+    transport_flush(t);
+    CU_ASSERT(server_wait_msgs(&peer_a, 1));
+    pthread_mutex_lock(&peer_a.mu);
+    peer_a.fail_next = 1;
+    pthread_mutex_unlock(&peer_a.mu);
+    CU_ASSERT_EQUAL(send_msg(t, 2, 1, 0), TRANSPORT_OK); /* refused: lost, raft retransmits */
+    transport_flush(t);
+    int64_t t_fail = now_ms();
+    int64_t end = now_ms() + WAIT_MS;
+    while (unreach_count(&u, 2) == 0 && now_ms() < end) {
+        sleep_ms(1);
+    }
+    CU_ASSERT_EQUAL_FATAL(unreach_count(&u, 2), 1);
+    pthread_mutex_lock(&u.mu);
+    CU_ASSERT_PTR_NOT_NULL(strstr(u.last_why[2], "RESOURCE_EXHAUSTED"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(u.last_why[2], "test: raft queue full"));
+    pthread_mutex_unlock(&u.mu);
+    CU_ASSERT(stats_of(t, 2).backing_off);
+    /* The retransmission: sent when the backoff ends, on a new stream, without a flush. */
+    pthread_mutex_lock(&peer_a.mu);
+    peer_a.next_context[7] = 1;
+    pthread_mutex_unlock(&peer_a.mu);
+    CU_ASSERT_EQUAL(send_msg(t, 2, 1, 0), TRANSPORT_OK);
+    transport_flush(t);
+    CU_ASSERT(server_wait_msgs(&peer_a, 2));
+    int64_t reopened_ms = now_ms() - t_fail;
+    CU_ASSERT(reopened_ms >= 90);
+    pthread_mutex_lock(&peer_a.mu);
+    CU_ASSERT_EQUAL(peer_a.streams, 2);
+    CU_ASSERT(peer_a.order_ok);
+    pthread_mutex_unlock(&peer_a.mu);
+    end = now_ms() + WAIT_MS;
+    struct transport_peer_stats s = stats_of(t, 2);
+    while (s.sent_batches + s.failed_batches < 3 && now_ms() < end) {
+        sleep_ms(1);
+        s = stats_of(t, 2);
+    }
+    /* The refused frame counts sent when its send completed before the stream's status came
+     * back, else failed (in flight when the stream ended): either way once. */
+    CU_ASSERT_EQUAL(s.sent_batches + s.failed_batches, 3);
+    CU_ASSERT(s.failed_batches <= 1);
+    CU_ASSERT_FALSE(s.backing_off);
+    printf("\n    refused frame: reopened and delivered %lld ms later (backoff 100)\n",
+           (long long)reopened_ms);
+    transport_free(t);
+    pthread_mutex_destroy(&u.mu);
+}
+
+/* A peer that accepts the stream but stops reading it: the frame whose send cannot complete
+ * fails the stream at call_timeout_ms (DEADLINE_EXCEEDED), like a call that never answers. */
+static void test_unread_stream_times_out(void)
+{
+    struct peer_server hold;
+    CU_ASSERT_EQUAL_FATAL(peer_start(&hold, 6, true), 0);
+    struct unreach u;
+    struct transport *t = transport_reporting(&u, 0, 300);
+    CU_ASSERT_EQUAL_FATAL(transport_add_peer(t, 6, hold.address), TRANSPORT_OK);
+    CU_ASSERT_EQUAL_FATAL(transport_start(t), TRANSPORT_OK);
+    CU_ASSERT_EQUAL(send_msg(t, 6, 0, 0), TRANSPORT_OK);
+    transport_flush(t);
+    CU_ASSERT_FATAL(server_wait_held(&hold, 1));
+    int64_t t0 = now_ms();
+    uint64_t i = 1;
+    int64_t end = now_ms() + WAIT_MS;
+    while (unreach_count(&u, 6) == 0 && now_ms() < end) {
+        if (send_msg(t, 6, i, 4096) == TRANSPORT_OK) {
+            i++;
+        }
+        transport_flush(t);
+        sleep_ms(1);
+    }
+    int64_t failed_ms = now_ms() - t0;
+    CU_ASSERT_EQUAL(unreach_count(&u, 6), 1);
+    CU_ASSERT(failed_ms >= 290 && failed_ms < 2500);
+    pthread_mutex_lock(&u.mu);
+    CU_ASSERT_PTR_NOT_NULL(strstr(u.last_why[6], "DEADLINE_EXCEEDED"));
+    pthread_mutex_unlock(&u.mu);
+    struct transport_peer_stats s = stats_of(t, 6);
+    CU_ASSERT_EQUAL(s.failed_batches, 1);
+    CU_ASSERT_FALSE(s.in_flight);
+    printf("\n    unread stream: failed after %lld ms (timeout 300), %llu frames sent before\n",
+           (long long)failed_ms, (unsigned long long)s.sent_batches);
+    transport_free(t);
+    peer_down(&hold);
+    pthread_mutex_destroy(&u.mu);
 }
 
 static void test_batch_bytes_max(void)
@@ -587,8 +811,8 @@ static void test_batch_bytes_max(void)
     CU_ASSERT(server_wait_msgs(&peer_a, 20));
     pthread_mutex_lock(&peer_a.mu);
     CU_ASSERT(peer_a.order_ok);
-    CU_ASSERT(peer_a.max_batch_bytes <= 4096);
-    CU_ASSERT(peer_a.max_batch_bytes > 3000); /* 3 whole messages per batch */
+    CU_ASSERT(peer_a.max_frame_bytes <= 4096); /* the whole frame, proof field included */
+    CU_ASSERT(peer_a.max_batch_bytes > 3000);  /* 3 whole messages per batch */
     CU_ASSERT_EQUAL(peer_a.batches, 7);       /* 20 = 6 x 3 + 2 */
     pthread_mutex_unlock(&peer_a.mu);
     transport_free(t);
@@ -832,9 +1056,7 @@ static void test_stop_in_flight(void)
     CU_ASSERT_EQUAL_FATAL(transport_add_peer(t, 2, peer_a.address), TRANSPORT_OK);
     CU_ASSERT_EQUAL_FATAL(transport_start(t), TRANSPORT_OK);
     peer_reset(&peer_a);
-    pthread_mutex_lock(&peer_a.mu);
-    peer_a.hold_raft = true;
-    pthread_mutex_unlock(&peer_a.mu);
+    raft_hold(&peer_a, true);
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     struct reply r[STOP_CALLS];
     memset(r, 0, sizeof(r));
@@ -845,8 +1067,13 @@ static void test_stop_in_flight(void)
     }
     CU_ASSERT_EQUAL(send_msg(t, 2, 0, 0), TRANSPORT_OK);
     transport_flush(t);
-    CU_ASSERT_FATAL(server_wait_held(&peer_a, STOP_CALLS + 1));
-    CU_ASSERT_EQUAL(send_msg(t, 2, 1, 0), TRANSPORT_OK); /* queued behind the held batch */
+    CU_ASSERT_FATAL(server_wait_held(&peer_a, STOP_CALLS));
+    CU_ASSERT_FATAL(server_wait_raft_holding(&peer_a)); /* the stream is open and not read */
+    uint64_t ctx = 1;
+    int64_t before = stall_stream(t, &ctx); /* a frame held in flight */
+    CU_ASSERT(before >= 1);
+    CU_ASSERT_EQUAL(send_msg(t, 2, ctx, 0), TRANSPORT_OK); /* queued behind it */
+    CU_ASSERT(stats_of(t, 2).in_flight);
 
     int64_t t0 = now_ms();
     transport_stop(t);
@@ -863,7 +1090,7 @@ static void test_stop_in_flight(void)
     struct transport_peer_stats s = stats_of(t, 2);
     CU_ASSERT_FALSE(s.in_flight);
     CU_ASSERT_EQUAL(s.queued_msgs, 0);
-    CU_ASSERT_EQUAL(s.sent_msgs, 0);
+    CU_ASSERT_EQUAL((int64_t)s.sent_batches, before); /* the stalled frame was not counted */
 
     struct reply late = {0};
     late.mu = &mu;
@@ -878,14 +1105,15 @@ static void test_stop_in_flight(void)
     for (int i = 0; i < STOP_CALLS; i++) {
         CU_ASSERT_EQUAL(r[i].runs, 1); /* still exactly once */
     }
-    printf("\n    stop with %d calls + 1 batch in flight: %lld ms\n", STOP_CALLS,
+    printf("\n    stop with %d calls + 1 stream frame in flight: %lld ms\n", STOP_CALLS,
            (long long)stop_ms);
     transport_free(t);
     held_release(&peer_a); /* the server's side of the cancelled calls */
+    raft_hold(&peer_a, false);
     pthread_mutex_destroy(&u.mu);
 }
 
-/* A peer that accepts TCP but never speaks HTTP/2: the Raft batch fails at call_timeout_ms, and
+/* A peer that accepts TCP but never speaks HTTP/2: the frame fails at call_timeout_ms, and
  * a healthy peer is served meanwhile. */
 static void test_raft_deadline_blackhole(void)
 {
@@ -970,7 +1198,9 @@ static void test_load(void)
     pthread_mutex_lock(&peer_a.mu);
     CU_ASSERT(peer_a.order_ok);
     uint64_t batches = peer_a.batches;
+    CU_ASSERT_EQUAL(peer_a.streams, 1); /* one stream opened for every frame */
     pthread_mutex_unlock(&peer_a.mu);
+    CU_ASSERT(batches > 1);
     CU_ASSERT_EQUAL(stats_of(t, 2).dropped_full, full);
     printf("\n    load: %d msgs (~100 B) in %lld ms = %.0f msgs/s, %llu batches (%.0f msgs each), "
            "%llu EFULL retries\n",
@@ -1071,12 +1301,14 @@ int main(void)
     CU_pSuite live = CU_add_suite("transport_live", live_init, live_clean);
     CU_add_test(live, "queue bounds -> EFULL, queued before start", test_queue_bounds);
     CU_add_test(live, "messages arrive in order, coalesced", test_order_and_batching);
-    CU_add_test(live, "one batch in flight, the rest coalesce", test_coalesce_while_in_flight);
+    CU_add_test(live, "one frame in flight, the rest coalesce", test_coalesce_while_in_flight);
+    CU_add_test(live, "refused frame: reported, backoff, new stream", test_refused_frame_reopens);
+    CU_add_test(live, "a stream not read fails at the send timeout", test_unread_stream_times_out);
     CU_add_test(live, "batch_bytes_max splits on whole messages", test_batch_bytes_max);
     CU_add_test(live, "dead peers back off, healthy one flows", test_dead_peers_isolated);
     CU_add_test(live, "transport_call relays status, message, details", test_call_relays_status);
     CU_add_test(live, "deadlines", test_deadline);
-    CU_add_test(live, "Raft batch deadline against a black hole", test_raft_deadline_blackhole);
+    CU_add_test(live, "frame send timeout against a black hole", test_raft_deadline_blackhole);
     CU_add_test(live, "bounded load to one peer", test_load);
     CU_add_test(live, "senders on several threads", test_threads);
     CU_add_test(live, "stop with calls in flight", test_stop_in_flight);

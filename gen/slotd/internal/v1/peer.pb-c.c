@@ -232,6 +232,51 @@ void   slotd__internal__v1__raft_batch__free_unpacked
   assert(message->base.descriptor == &slotd__internal__v1__raft_batch__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__internal__v1__raft_stream_frame__init
+                     (Slotd__Internal__V1__RaftStreamFrame         *message)
+{
+  static const Slotd__Internal__V1__RaftStreamFrame init_value = SLOTD__INTERNAL__V1__RAFT_STREAM_FRAME__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__raft_stream_frame__get_packed_size
+                     (const Slotd__Internal__V1__RaftStreamFrame *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__raft_stream_frame__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__raft_stream_frame__pack
+                     (const Slotd__Internal__V1__RaftStreamFrame *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__raft_stream_frame__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__raft_stream_frame__pack_to_buffer
+                     (const Slotd__Internal__V1__RaftStreamFrame *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__raft_stream_frame__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__RaftStreamFrame *
+       slotd__internal__v1__raft_stream_frame__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__RaftStreamFrame *)
+     protobuf_c_message_unpack (&slotd__internal__v1__raft_stream_frame__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__raft_stream_frame__free_unpacked
+                     (Slotd__Internal__V1__RaftStreamFrame *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__raft_stream_frame__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__internal__v1__raft_batch_ack__init
                      (Slotd__Internal__V1__RaftBatchAck         *message)
 {
@@ -1025,6 +1070,57 @@ const ProtobufCMessageDescriptor slotd__internal__v1__raft_batch__descriptor =
   slotd__internal__v1__raft_batch__field_indices_by_name,
   1,  slotd__internal__v1__raft_batch__number_ranges,
   (ProtobufCMessageInit) slotd__internal__v1__raft_batch__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__internal__v1__raft_stream_frame__field_descriptors[2] =
+{
+  {
+    "proof",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__RaftStreamFrame, proof),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "batch",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__RaftStreamFrame, batch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__raft_stream_frame__field_indices_by_name[] = {
+  1,   /* field[1] = batch */
+  0,   /* field[0] = proof */
+};
+static const ProtobufCIntRange slotd__internal__v1__raft_stream_frame__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__raft_stream_frame__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.RaftStreamFrame",
+  "RaftStreamFrame",
+  "Slotd__Internal__V1__RaftStreamFrame",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__RaftStreamFrame),
+  2,
+  slotd__internal__v1__raft_stream_frame__field_descriptors,
+  slotd__internal__v1__raft_stream_frame__field_indices_by_name,
+  1,  slotd__internal__v1__raft_stream_frame__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__raft_stream_frame__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 #define slotd__internal__v1__raft_batch_ack__field_descriptors NULL
@@ -2041,9 +2137,10 @@ const ProtobufCMessageDescriptor slotd__internal__v1__watch_poll_response__descr
   (ProtobufCMessageInit) slotd__internal__v1__watch_poll_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor slotd__internal__v1__peer__method_descriptors[7] =
+static const ProtobufCMethodDescriptor slotd__internal__v1__peer__method_descriptors[8] =
 {
   { "Raft", &slotd__internal__v1__raft_batch__descriptor, &slotd__internal__v1__raft_batch_ack__descriptor },
+  { "RaftStream", &slotd__internal__v1__raft_stream_frame__descriptor, &slotd__internal__v1__raft_batch_ack__descriptor },
   { "Snapshot", &slotd__internal__v1__snapshot_chunk__descriptor, &slotd__internal__v1__snapshot_ack__descriptor },
   { "GroupStatus", &slotd__internal__v1__group_status_request__descriptor, &slotd__internal__v1__group_status_response__descriptor },
   { "ControllerCommand", &slotd__internal__v1__controller_command_request__descriptor, &slotd__v1__admin_write_response__descriptor },
@@ -2052,13 +2149,14 @@ static const ProtobufCMethodDescriptor slotd__internal__v1__peer__method_descrip
   { "WatchPoll", &slotd__internal__v1__watch_poll_request__descriptor, &slotd__internal__v1__watch_poll_response__descriptor },
 };
 const unsigned slotd__internal__v1__peer__method_indices_by_name[] = {
-  3,        /* ControllerCommand */
-  5,        /* Forward */
-  2,        /* GroupStatus */
-  4,        /* MigrationPropose */
+  4,        /* ControllerCommand */
+  6,        /* Forward */
+  3,        /* GroupStatus */
+  5,        /* MigrationPropose */
   0,        /* Raft */
-  1,        /* Snapshot */
-  6         /* WatchPoll */
+  1,        /* RaftStream */
+  2,        /* Snapshot */
+  7         /* WatchPoll */
 };
 const ProtobufCServiceDescriptor slotd__internal__v1__peer__descriptor =
 {
@@ -2067,7 +2165,7 @@ const ProtobufCServiceDescriptor slotd__internal__v1__peer__descriptor =
   "Peer",
   "Slotd__Internal__V1__Peer",
   "slotd.internal.v1",
-  7,
+  8,
   slotd__internal__v1__peer__method_descriptors,
   slotd__internal__v1__peer__method_indices_by_name
 };
@@ -2079,13 +2177,21 @@ void slotd__internal__v1__peer__raft(ProtobufCService *service,
   assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
   service->invoke(service, 0, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void slotd__internal__v1__peer__raft_stream(ProtobufCService *service,
+                                            const Slotd__Internal__V1__RaftStreamFrame *input,
+                                            Slotd__Internal__V1__RaftBatchAck_Closure closure,
+                                            void *closure_data)
+{
+  assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
+  service->invoke(service, 1, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void slotd__internal__v1__peer__snapshot(ProtobufCService *service,
                                          const Slotd__Internal__V1__SnapshotChunk *input,
                                          Slotd__Internal__V1__SnapshotAck_Closure closure,
                                          void *closure_data)
 {
   assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
-  service->invoke(service, 1, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 2, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__internal__v1__peer__group_status(ProtobufCService *service,
                                              const Slotd__Internal__V1__GroupStatusRequest *input,
@@ -2093,7 +2199,7 @@ void slotd__internal__v1__peer__group_status(ProtobufCService *service,
                                              void *closure_data)
 {
   assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
-  service->invoke(service, 2, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__internal__v1__peer__controller_command(ProtobufCService *service,
                                                    const Slotd__Internal__V1__ControllerCommandRequest *input,
@@ -2101,7 +2207,7 @@ void slotd__internal__v1__peer__controller_command(ProtobufCService *service,
                                                    void *closure_data)
 {
   assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
-  service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__internal__v1__peer__migration_propose(ProtobufCService *service,
                                                   const Slotd__Internal__V1__MigrationProposeRequest *input,
@@ -2109,7 +2215,7 @@ void slotd__internal__v1__peer__migration_propose(ProtobufCService *service,
                                                   void *closure_data)
 {
   assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
-  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__internal__v1__peer__forward(ProtobufCService *service,
                                         const Slotd__Internal__V1__ForwardRequest *input,
@@ -2117,7 +2223,7 @@ void slotd__internal__v1__peer__forward(ProtobufCService *service,
                                         void *closure_data)
 {
   assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
-  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__internal__v1__peer__watch_poll(ProtobufCService *service,
                                            const Slotd__Internal__V1__WatchPollRequest *input,
@@ -2125,7 +2231,7 @@ void slotd__internal__v1__peer__watch_poll(ProtobufCService *service,
                                            void *closure_data)
 {
   assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
-  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__internal__v1__peer__init (Slotd__Internal__V1__Peer_Service *service,
                                       Slotd__Internal__V1__Peer_ServiceDestroy destroy)

@@ -22,6 +22,7 @@ typedef struct Slotd__Internal__V1__ForwardResponse Slotd__Internal__V1__Forward
 typedef struct Slotd__Internal__V1__MigrationProposeRequest Slotd__Internal__V1__MigrationProposeRequest;
 typedef struct Slotd__Internal__V1__ControllerCommandRequest Slotd__Internal__V1__ControllerCommandRequest;
 typedef struct Slotd__Internal__V1__RaftBatch Slotd__Internal__V1__RaftBatch;
+typedef struct Slotd__Internal__V1__RaftStreamFrame Slotd__Internal__V1__RaftStreamFrame;
 typedef struct Slotd__Internal__V1__RaftBatchAck Slotd__Internal__V1__RaftBatchAck;
 typedef struct Slotd__Internal__V1__RaftEntry Slotd__Internal__V1__RaftEntry;
 typedef struct Slotd__Internal__V1__ConfState Slotd__Internal__V1__ConfState;
@@ -108,6 +109,28 @@ struct  Slotd__Internal__V1__RaftBatch
 #define SLOTD__INTERNAL__V1__RAFT_BATCH__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__raft_batch__descriptor) \
     , 0, 0, 0,NULL }
+
+
+/*
+ * One frame of Peer/RaftStream. The sender fills the fields in this order, proof first.
+ */
+struct  Slotd__Internal__V1__RaftStreamFrame
+{
+  ProtobufCMessage base;
+  /*
+   * The cluster-secret proof (service/auth auth_proof_make, method
+   * "/slotd.internal.v1.Peer/RaftStream") over the bytes of batch; empty without a cluster
+   * secret (with --tls-client-auth 1 the stream's client certificate names the sender).
+   */
+  char *proof;
+  /*
+   * A packed RaftBatch.
+   */
+  ProtobufCBinaryData batch;
+};
+#define SLOTD__INTERNAL__V1__RAFT_STREAM_FRAME__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__raft_stream_frame__descriptor) \
+    , (char *)protobuf_c_empty_string, {0,NULL} }
 
 
 /*
@@ -408,6 +431,25 @@ Slotd__Internal__V1__RaftBatch *
 void   slotd__internal__v1__raft_batch__free_unpacked
                      (Slotd__Internal__V1__RaftBatch *message,
                       ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__RaftStreamFrame methods */
+void   slotd__internal__v1__raft_stream_frame__init
+                     (Slotd__Internal__V1__RaftStreamFrame         *message);
+size_t slotd__internal__v1__raft_stream_frame__get_packed_size
+                     (const Slotd__Internal__V1__RaftStreamFrame   *message);
+size_t slotd__internal__v1__raft_stream_frame__pack
+                     (const Slotd__Internal__V1__RaftStreamFrame   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__raft_stream_frame__pack_to_buffer
+                     (const Slotd__Internal__V1__RaftStreamFrame   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__RaftStreamFrame *
+       slotd__internal__v1__raft_stream_frame__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__raft_stream_frame__free_unpacked
+                     (Slotd__Internal__V1__RaftStreamFrame *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__Internal__V1__RaftBatchAck methods */
 void   slotd__internal__v1__raft_batch_ack__init
                      (Slotd__Internal__V1__RaftBatchAck         *message);
@@ -653,6 +695,9 @@ typedef void (*Slotd__Internal__V1__ControllerCommandRequest_Closure)
 typedef void (*Slotd__Internal__V1__RaftBatch_Closure)
                  (const Slotd__Internal__V1__RaftBatch *message,
                   void *closure_data);
+typedef void (*Slotd__Internal__V1__RaftStreamFrame_Closure)
+                 (const Slotd__Internal__V1__RaftStreamFrame *message,
+                  void *closure_data);
 typedef void (*Slotd__Internal__V1__RaftBatchAck_Closure)
                  (const Slotd__Internal__V1__RaftBatchAck *message,
                   void *closure_data);
@@ -700,6 +745,10 @@ struct Slotd__Internal__V1__Peer_Service
                const Slotd__Internal__V1__RaftBatch *input,
                Slotd__Internal__V1__RaftBatchAck_Closure closure,
                void *closure_data);
+  void (*raft_stream)(Slotd__Internal__V1__Peer_Service *service,
+                      const Slotd__Internal__V1__RaftStreamFrame *input,
+                      Slotd__Internal__V1__RaftBatchAck_Closure closure,
+                      void *closure_data);
   void (*snapshot)(Slotd__Internal__V1__Peer_Service *service,
                    const Slotd__Internal__V1__SnapshotChunk *input,
                    Slotd__Internal__V1__SnapshotAck_Closure closure,
@@ -733,6 +782,7 @@ void slotd__internal__v1__peer__init (Slotd__Internal__V1__Peer_Service *service
 #define SLOTD__INTERNAL__V1__PEER__INIT(function_prefix__) \
     { SLOTD__INTERNAL__V1__PEER__BASE_INIT,\
       function_prefix__ ## raft,\
+      function_prefix__ ## raft_stream,\
       function_prefix__ ## snapshot,\
       function_prefix__ ## group_status,\
       function_prefix__ ## controller_command,\
@@ -743,6 +793,10 @@ void slotd__internal__v1__peer__raft(ProtobufCService *service,
                                      const Slotd__Internal__V1__RaftBatch *input,
                                      Slotd__Internal__V1__RaftBatchAck_Closure closure,
                                      void *closure_data);
+void slotd__internal__v1__peer__raft_stream(ProtobufCService *service,
+                                            const Slotd__Internal__V1__RaftStreamFrame *input,
+                                            Slotd__Internal__V1__RaftBatchAck_Closure closure,
+                                            void *closure_data);
 void slotd__internal__v1__peer__snapshot(ProtobufCService *service,
                                          const Slotd__Internal__V1__SnapshotChunk *input,
                                          Slotd__Internal__V1__SnapshotAck_Closure closure,
@@ -775,6 +829,7 @@ extern const ProtobufCMessageDescriptor slotd__internal__v1__forward_response__d
 extern const ProtobufCMessageDescriptor slotd__internal__v1__migration_propose_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__controller_command_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__raft_batch__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__raft_stream_frame__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__raft_batch_ack__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__raft_entry__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__conf_state__descriptor;
