@@ -371,16 +371,22 @@ static struct rt_request *waiter_for(struct rt_group *g, uint64_t index, uint64_
     return w;
 }
 
-/* The job being built is full: it goes to the apply stage now, without the turn's reads (they
- * ride on the turn's last job, submit_building), and a new one collects the rest. */
-static void seal_building(struct runtime *rt)
+/* A new, empty job collects what the turn hands to the apply stage. */
+static void start_building(struct runtime *rt)
 {
-    rt_apply_submit(rt, rt->building);
     rt->building = rt_apply_job_new(rt);
     if (rt->building == NULL) {
         RT_LOG("fatal", "msg=\"out of memory\"");
         abort();
     }
+}
+
+/* The job being built is full: it goes to the apply stage now, without the turn's reads (they
+ * ride on the turn's last job, submit_building), and a new one collects the rest. */
+static void seal_building(struct runtime *rt)
+{
+    rt_apply_submit(rt, rt->building);
+    start_building(rt);
 }
 
 static void hand_committed(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd)
@@ -626,11 +632,7 @@ static void submit_building(struct runtime *rt)
 
 static void finish_batch(struct runtime *rt)
 {
-    rt->building = rt_apply_job_new(rt);
-    if (rt->building == NULL) {
-        RT_LOG("fatal", "msg=\"out of memory\"");
-        abort();
-    }
+    start_building(rt);
     for (size_t i = 0; i < RT_GROUP_SLOTS(rt); i++)
         if (rt->groups[i].in_batch)
             after_persist(rt, &rt->groups[i]);
@@ -727,11 +729,7 @@ void rt_pump(struct runtime *rt)
         return;
     }
     while (!rt->storage_busy) {
-        rt->building = rt_apply_job_new(rt);
-        if (rt->building == NULL) {
-            RT_LOG("fatal", "msg=\"out of memory\"");
-            abort();
-        }
+        start_building(rt);
         bool any = false, must_sync = false;
         size_t batch_entries = 0;
         for (size_t i = 0; i < RT_GROUP_SLOTS(rt); i++) {
