@@ -183,6 +183,7 @@ static void on_recv(struct rpc_cstream *st, bool ok)
         const uint8_t *p = GRPC_SLICE_LENGTH(body) > 0 ? GRPC_SLICE_START_PTR(body) : NULL;
         rc = st->method->cstream_frame(st->method->ctx, st, p, GRPC_SLICE_LENGTH(body), &e);
         grpc_slice_unref(body);
+        rpc__frame_record(st->server, st->call, rc == 0);
     }
     grpc_byte_buffer_destroy(in);
 

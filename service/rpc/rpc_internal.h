@@ -56,6 +56,7 @@ struct rpc__method_metrics {
     char label[RPC_METHOD_PATH_MAX];           /* the path without its leading '/', or "unknown" */
     struct metrics_histogram *_Atomic latency; /* NULL until first used */
     struct metrics_counter *_Atomic by_code[RPC__GRPC_CODES]; /* NULL until first used */
+    struct metrics_counter *_Atomic frames[2]; /* client-stream frames: accepted, refused */
 };
 
 struct rpc__method {
@@ -129,11 +130,15 @@ struct rpc_server {
 
     struct metrics_family *m_requests; /* NULL when opts.metrics is NULL */
     struct metrics_family *m_latency;
+    struct metrics_family *m_frames; /* client-stream frames; NULL like m_requests */
     struct rpc__method_metrics unknown_metrics; /* every unregistered path */
 };
 
 /* server.c */
 void rpc__call_free(struct rpc_call *c);
+/* Counts one frame of a client stream handed to its method's on_frame, by whether it was
+ * accepted (any thread). */
+void rpc__frame_record(struct rpc_server *s, struct rpc_call *c, bool accepted);
 /* Moves the grpc_call out of c and frees the shell (the caller took over the live-call count). */
 grpc_call *rpc__call_take(struct rpc_call *c);
 

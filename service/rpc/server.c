@@ -91,11 +91,31 @@ static void metrics_families_new(struct rpc_server *s)
         metrics_histogram_family_new(
             s->opts.metrics, "slotd_grpc_request_duration_seconds",
             "Time from dispatch to the final status of unary gRPC calls, by method.", 1, method,
-            metrics_latency_bounds, metrics_latency_bounds_len, &s->m_latency) != METRICS_OK) {
+            metrics_latency_bounds, metrics_latency_bounds_len, &s->m_latency) != METRICS_OK ||
+        metrics_counter_family_new(s->opts.metrics, "slotd_grpc_stream_frames_total",
+                                   "Frames of client-streaming calls handed to their handler, by "
+                                   "method and result (accepted or refused).",
+                                   2, (const char *[]){"method", "result"},
+                                   &s->m_frames) != METRICS_OK) {
         slog("warn", "rpc", "msg=\"grpc metrics not registered\"");
         s->m_requests = NULL;
         s->m_latency = NULL;
+        s->m_frames = NULL;
     }
+}
+
+void rpc__frame_record(struct rpc_server *s, struct rpc_call *c, bool accepted)
+{
+    struct rpc__method_metrics *mm = c->metrics;
+    if (mm == NULL || s->m_frames == NULL)
+        return;
+    struct metrics_counter *ctr = atomic_load_explicit(&mm->frames[!accepted], memory_order_acquire);
+    if (ctr == NULL) {
+        const char *values[] = {mm->label, accepted ? "accepted" : "refused"};
+        ctr = metrics_counter_get(s->m_frames, values);
+        atomic_store_explicit(&mm->frames[!accepted], ctr, memory_order_release);
+    }
+    metrics_counter_add(ctr, 1);
 }
 
 /* Fixes the label of one method's series (at start; the series appear on first use). */

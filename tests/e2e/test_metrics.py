@@ -97,6 +97,7 @@ class MetricsTest(h.SlotdTestCase):
         s = self.scrape()
         want = {"slotd_grpc_requests_total": "counter",
                 "slotd_grpc_request_duration_seconds": "histogram",
+                "slotd_grpc_stream_frames_total": "counter",
                 "slotd_raft_term": "gauge", "slotd_raft_commit_index": "gauge",
                 "slotd_raft_applied_index": "gauge", "slotd_raft_is_leader": "gauge",
                 "slotd_raft_leader_changes_total": "counter",
@@ -306,11 +307,12 @@ class MetricsClusterTest(h.SlotdTestCase):
                 self.assertGreaterEqual(s.value("slotd_raft_commit_index", group=str(group_id)),
                                         1)
             self.assertLessEqual(led, 1, "group %d has %d leaders" % (group_id, led))
-        # Raft traffic between nodes goes through Peer/Raft calls.
-        raft_calls = sum(s.value("slotd_grpc_requests_total",
-                                 method="slotd.internal.v1.Peer/Raft", code="OK") or 0
-                         for s in scrapes.values())
-        self.assertGreater(raft_calls, 0)
+        # Raft traffic between nodes goes through the Peer/RaftStream frames each node accepts.
+        raft_frames = sum(s.value("slotd_grpc_stream_frames_total",
+                                  method="slotd.internal.v1.Peer/RaftStream",
+                                  result="accepted") or 0
+                          for s in scrapes.values())
+        self.assertGreater(raft_frames, 0)
 
 
 if __name__ == "__main__":

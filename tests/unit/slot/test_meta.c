@@ -1613,7 +1613,8 @@ static size_t page_all(unsigned num, ProtobufCMessage *q, const uint8_t *owned, 
         CU_ASSERT(n <= 1 || bytes <= SLOT_LIST_PAGE_BYTES);
         total += n;
         CU_ASSERT_FATAL(next.len <= sizeof(held));
-        memcpy(held, next.data, next.len);
+        if (next.len > 0) /* an empty cursor has no data pointer: memcpy's is never NULL */
+            memcpy(held, next.data, next.len);
         cursor->data = held;
         cursor->len = next.len;
         FREE_READ(rr);
