@@ -9,6 +9,7 @@
 #include <grpc/support/time.h>
 
 #include "service/fault/fault.h"
+#include "call.h" /* slotd_grpc_status_name: clients/c, the one C call layer */
 #include "transport_internal.h"
 
 /* RaftBatch field numbers (peer.proto) and their wire tags (field << 3 | wire type). */
@@ -383,7 +384,7 @@ static bool stream_fail_locked(struct transport *t, struct transport__stream *st
              "peer %llu at %s: Raft stream failed, %zu messages in flight lost: %s: %.*s; "
              "retrying in %u ms",
              (unsigned long long)p->node_id, p->chan->address, lost,
-             transport__status_name(status), (int)details_len, details, p->backoff_ms);
+             slotd_grpc_status_name(status), (int)details_len, details, p->backoff_ms);
     return true;
 }
 

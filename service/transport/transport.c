@@ -45,33 +45,6 @@ const char *transport_strerror(int code)
     }
 }
 
-const char *transport__status_name(int status)
-{
-    static const char *const names[] = {
-        "OK",
-        "CANCELLED",
-        "UNKNOWN",
-        "INVALID_ARGUMENT",
-        "DEADLINE_EXCEEDED",
-        "NOT_FOUND",
-        "ALREADY_EXISTS",
-        "PERMISSION_DENIED",
-        "RESOURCE_EXHAUSTED",
-        "FAILED_PRECONDITION",
-        "ABORTED",
-        "OUT_OF_RANGE",
-        "UNIMPLEMENTED",
-        "INTERNAL",
-        "UNAVAILABLE",
-        "DATA_LOSS",
-        "UNAUTHENTICATED",
-    };
-    if (status < 0 || (size_t)status >= sizeof(names) / sizeof(names[0])) {
-        return "UNKNOWN_STATUS";
-    }
-    return names[status];
-}
-
 int64_t transport__now_ms(void)
 {
     struct timespec ts;

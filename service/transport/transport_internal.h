@@ -156,6 +156,5 @@ void transport__ring_free(struct transport__peer *p);
 void transport__ring_clear(struct transport__peer *p);
 
 /* The short name of a gRPC status code ("UNAVAILABLE"). Static. */
-const char *transport__status_name(int status);
 
 #endif /* SLOTD_TRANSPORT_INTERNAL_H */
