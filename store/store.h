@@ -250,6 +250,45 @@ int store_iter_status(const struct store_iter *it);
 /* NULL is ok. */
 void store_iter_free(struct store_iter *it);
 
+/* ---- fsm snapshots, read in bounded chunks (snap.c) ----
+ * A point-in-time view of the whole fsm database: every read through it sees the fsm as it was
+ * when store_fsm_snap_new() ran, whatever is written later. On LevelDB it is a LevelDB snapshot
+ * (taking it costs about what one write costs; it pins old versions until freed); the memory twin
+ * copies the whole fsm at creation (tests only). A snapshot counts as an open iterator: free it
+ * before store_close(). Any thread; one snapshot used by one thread at a time. */
+struct store_fsm_snap;
+/* On success *out: caller frees with store_fsm_snap_free(). */
+int store_fsm_snap_new(struct store *s, struct store_fsm_snap **out);
+/* NULL is ok. */
+void store_fsm_snap_free(struct store_fsm_snap *sn);
+/* As store_fsm_get(), at the snapshot. */
+int store_fsm_snap_get(struct store_fsm_snap *sn, const void *k, size_t kl, void **val, size_t *vl);
+/* As store_fsm_applied(), at the snapshot. */
+int store_fsm_snap_applied(struct store_fsm_snap *sn, uint32_t group, uint64_t *index);
+
+/* Where a chunked scan of [lo, hi) stands; plain data, no resources (set it up with
+ * store_fsm_snap_cursor_init). */
+#define STORE_FSM_SNAP_KEY_MAX 1103 /* = STORE_FSM_KEY_MAX of store/keys.h */
+struct store_fsm_snap_cursor {
+    uint8_t lo[STORE_FSM_SNAP_KEY_MAX], hi[STORE_FSM_SNAP_KEY_MAX], last[STORE_FSM_SNAP_KEY_MAX];
+    size_t lol, hil, last_len; /* last_len 0: nothing read yet */
+    bool has_hi;
+    bool done; /* the range is read to its end */
+};
+/* lo NULL = from the start, hi NULL = to the end; keys of at most STORE_FSM_KEY_MAX bytes
+ * (STORE_EINVAL otherwise). Pointers borrowed for the call. */
+int store_fsm_snap_cursor_init(struct store_fsm_snap_cursor *c, const void *lo, size_t lol,
+                               const void *hi, size_t hil);
+/* Called once per row in key order; k and v borrowed for the call. Non-zero stops the scan and
+ * is returned as-is. */
+typedef int (*store_row_cb)(void *arg, const void *k, size_t kl, const void *v, size_t vl);
+/* Reads the next chunk of c's range at the snapshot: rows in key order until their key + value
+ * bytes reach max_bytes (at least one row when any is left) or the range ends (then c->done).
+ * Holds no LevelDB iterator between calls: each chunk opens one on the snapshot and closes it.
+ * STORE_OK, STORE_EIO (read error, checksums verified), STORE_ECORRUPT or cb's non-zero value. */
+int store_fsm_snap_scan(struct store_fsm_snap *sn, struct store_fsm_snap_cursor *c,
+                        size_t max_bytes, store_row_cb cb, void *arg);
+
 #ifdef __cplusplus
 }
 #endif

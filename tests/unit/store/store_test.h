@@ -43,6 +43,7 @@ int test_collect_cb(void *arg, const struct store_entry *e);
 /* Test registration of each file: adds its tests to suite. */
 void test_log_register(CU_pSuite suite);
 void test_fsm_register(CU_pSuite suite);
+void test_snap_register(CU_pSuite suite);
 void test_misc_register(CU_pSuite suite);
 
 #define TEST_ADD(suite, fn) CU_add_test(suite, #fn, fn)

@@ -137,6 +137,7 @@ int main(void)
         test_misc_register(suites[i]);
         test_log_register(suites[i]);
         test_fsm_register(suites[i]);
+        test_snap_register(suites[i]);
     }
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
