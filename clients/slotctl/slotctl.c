@@ -1,6 +1,7 @@
 /* slotctl.c - slotctl: put/get/delete/cas, route and health over libslotd; main() and dispatch. */
 #include "slotctl_cli.h"
 #include "slotctl_cmds.h"
+#include "slotctl_mcp.h"
 
 #include "slotd/client.h"
 
@@ -475,8 +476,14 @@ int main(int argc, char **argv)
         slotctl_usage(stdout);
         return SLOTCTL_EXIT_OK;
     }
+    if (a.version) {
+        printf("slotctl %s\n", SLOTD_VERSION_TEXT);
+        return SLOTCTL_EXIT_OK;
+    }
     if (a.cmd == SLOTCTL_CMD_BENCH)
         return cmd_bench(&a);
+    if (a.cmd == SLOTCTL_CMD_MCP) /* its tools run slotctl's commands as children */
+        return slotctl_mcp_run(&a);
     struct slotd_client *c = slotctl_client_create(&a);
     if (!c)
         return SLOTCTL_EXIT_USAGE;

@@ -105,6 +105,7 @@ static const struct {
     {"watch", SLOTCTL_CMD_WATCH, 0, 1},     /* watch KEY | watch --prefix P */
     {"txn", SLOTCTL_CMD_TXN, 0, 0},
     {"lease", SLOTCTL_CMD_LEASE, 2, 3}, /* lease grant KEY TTL | lease keepalive|revoke ID */
+    {"mcp", SLOTCTL_CMD_MCP, 0, 0},     /* mcp [--metrics URL,URL] */
 };
 
 #define CLI_N_CMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
@@ -451,6 +452,10 @@ static int cli_option(int argc, char **argv, int *i, struct slotctl_args *a, cha
         a->help = true;
         return 0;
     }
+    if (strcmp(opt, "--version") == 0) {
+        a->version = true;
+        return 0;
+    }
     if (strcmp(opt, "--delete") == 0) {
         a->cas_delete = true;
         return 0;
@@ -492,6 +497,10 @@ static int cli_option(int argc, char **argv, int *i, struct slotctl_args *a, cha
                              : strcmp(opt, "--tls-key") == 0  ? &a->tls_key
                                                               : &a->tls_server_name;
         *field = val;
+    } else if (strcmp(opt, "--metrics") == 0) {
+        if (!*val)
+            return cli_fail(err, errlen, "--metrics: empty");
+        a->metrics_urls = val;
     } else if (strcmp(opt, "--user") == 0 || strcmp(opt, "--password-file") == 0 ||
                strcmp(opt, "--new-password-file") == 0) {
         if (!*val)
@@ -624,6 +633,10 @@ static int cli_check(struct slotctl_args *a, char *err, size_t errlen)
     }
     if (a->cas_delete && a->cmd != SLOTCTL_CMD_CAS)
         return cli_fail(err, errlen, "--delete: only for cas");
+    if (a->metrics_urls && a->cmd != SLOTCTL_CMD_MCP)
+        return cli_fail(err, errlen, "--metrics: only for mcp");
+    if (a->cmd == SLOTCTL_CMD_MCP && a->json)
+        return cli_fail(err, errlen, "--json: not for mcp (it always speaks JSON-RPC)");
     if ((a->tls_cert == NULL) != (a->tls_key == NULL))
         return cli_fail(err, errlen, "--tls-cert and --tls-key: give both or neither");
     if (a->tls_server_name && !a->tls_ca && !a->tls_cert)
@@ -713,7 +726,7 @@ int slotctl_args_parse(int argc, char **argv, struct slotctl_args *a, char *err,
             return SLOTCTL_EXIT_OK;
         }
     }
-    if (a->help)
+    if (a->help || a->version)
         return SLOTCTL_EXIT_OK;
     if (a->cmd == SLOTCTL_CMD_NONE)
         return cli_fail(err, errlen, "no command given (try --help)");
@@ -865,6 +878,10 @@ void slotctl_usage(FILE *out)
         "                                      listings follow every page (--limit N: stop\n"
         "                                      after N); deletes repeat while rows remain\n"
         "  bench ARGS...                       runs slotbench ARGS... from slotctl's directory\n"
+        "  mcp [--metrics URL,URL]             an MCP server (JSON-RPC 2.0, one message a\n"
+        "                                      line) on stdin/stdout: read-only tools, and\n"
+        "                                      the mutating ones for an admin --user while\n"
+        "                                      feature operations_mcp is on\n"
         "\n"
         "options:\n"
         "  --endpoints H:P,...   seed nodes, tried in turn (default $SLOTD_ENDPOINTS or %s)\n"
@@ -879,6 +896,7 @@ void slotctl_usage(FILE *out)
         "  --user NAME --password-file F\n"
         "                        authenticate as NAME (password: F's first line) and send\n"
         "                        the token with every call (servers with --auth 1)\n"
+        "  --version             print slotctl's version (git describe at build) and exit\n"
         "  --                    ends options (for keys or values starting with '-')\n"
         "\n"
         "exit codes:\n",

@@ -62,6 +62,7 @@ enum slotctl_cmd {
     SLOTCTL_CMD_LEASE_KEEPALIVE, /* lease keepalive ID [--count N] [--interval S] */
     SLOTCTL_CMD_LEASE_REVOKE,    /* lease revoke ID */
     SLOTCTL_CMD_META,            /* a typed metadata command (a->meta; slotctl_meta.h) */
+    SLOTCTL_CMD_MCP,             /* mcp [--metrics URL,URL]: the operations MCP server */
 };
 
 #define SLOTCTL_ENDPOINTS_DEFAULT "127.0.0.1:7700"
@@ -85,6 +86,7 @@ struct slotctl_args {
     const char *endpoints; /* points into argv or the environment */
     bool json;
     bool help;
+    bool version; /* --version: print slotctl's version and exit */
     int deadline_ms; /* 0 = the library default */
     int max_retries; /* 0 = the library default */
     /* TLS: PEM file paths and the expected server name (NULL = unset; point into argv) */
@@ -145,6 +147,7 @@ struct slotctl_args {
     bool has_lease;        /* put --lease given */
     int lease_interval_ms; /* lease keepalive --interval (0: a third of the TTL) */
     struct slotctl_meta_args meta; /* SLOTCTL_CMD_META: the typed command */
+    const char *metrics_urls; /* mcp --metrics: comma-separated http://HOST:PORT/metrics */
     int bench_argc;  /* bench: the arguments after "bench" */
     char **bench_argv;
 };

@@ -402,13 +402,15 @@ static int op_set_feature(struct ctl_state *s, const json_t *cmd, struct ctl_res
     bool enabled;
     READ(r, ctl__json_str(cmd, "name", "", sizeof(name) - 1, name, RS(r)));
     READ(r, ctl__json_bool(cmd, "enabled", "", &enabled, RS(r)));
-    if (strcmp(name, ctl_feature_names[0]) != 0) {
-        return REJECT(r, "name: \"%s\" is not a feature (known: %s)", name, ctl_feature_names[0]);
+    bool *on = ctl_feature_get(&s->features, name);
+    if (on == NULL) {
+        return REJECT(r, "name: \"%s\" is not a feature (known: %s)", name,
+                      CTL_FEATURE_NAMES_TEXT);
     }
-    if (s->features.hash_slot_migration == enabled) {
+    if (*on == enabled) {
         return NOOP(r, "feature %s is already %s", name, enabled ? "on" : "off");
     }
-    s->features.hash_slot_migration = enabled;
+    *on = enabled;
     r->outcome = CTL_OUTCOME_CHANGED;
     return CTL_OK;
 }

@@ -111,9 +111,12 @@ int ctl_cmd_bootstrap_features(const char *cluster_id, const struct ctl_config *
                                     (json_int_t)config->bootstrap_expect));
         bad |= ctl__json_set(cmd, "nodes", list);
         if (features != NULL) {
-            bad |= ctl__json_set(
-                cmd, "features",
-                json_pack("{s:b}", "hash_slot_migration", (int)features->hash_slot_migration));
+            json_t *f =
+                json_pack("{s:b}", "hash_slot_migration", (int)features->hash_slot_migration);
+            if (f != NULL && features->operations_mcp) {
+                bad |= ctl__json_set(f, "operations_mcp", json_true());
+            }
+            bad |= ctl__json_set(cmd, "features", f);
         }
     } else {
         json_decref(list);

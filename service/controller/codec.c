@@ -217,9 +217,13 @@ static json_t *encode_body(const struct ctl_state *s)
     if (s->auth.enabled) {
         bad |= ctl__json_set(o, "auth", ctl__auth_encode(&s->auth));
     }
-    bad |= ctl__json_set(
-        o, "features",
-        json_pack("{s:b}", "hash_slot_migration", (int)s->features.hash_slot_migration));
+    /* operations_mcp only when on, so a state without it encodes as before it existed. */
+    json_t *features =
+        json_pack("{s:b}", "hash_slot_migration", (int)s->features.hash_slot_migration);
+    if (features != NULL && s->features.operations_mcp) {
+        bad |= ctl__json_set(features, "operations_mcp", json_true());
+    }
+    bad |= ctl__json_set(o, "features", features);
     if (bad) {
         json_decref(o);
         return NULL;

@@ -208,11 +208,17 @@ struct ctl_task {
  * "features" and by set_feature. */
 struct ctl_features {
     bool hash_slot_migration; /* Admin.MigrateHashSlots accepted; default false */
+    bool operations_mcp;      /* `slotctl mcp` offers its mutating tools (to admins); default false */
 };
 
-/* Names of the features set_feature takes ("hash_slot_migration"), in ctl_features order. */
-#define CTL_FEATURE_NAMES_MAX 1
+/* Names of the features set_feature takes ("hash_slot_migration", "operations_mcp"), in
+ * ctl_features order; CTL_FEATURE_NAMES_TEXT lists them for error messages. */
+#define CTL_FEATURE_NAMES_MAX 2
+#define CTL_FEATURE_NAMES_TEXT "hash_slot_migration, operations_mcp"
 extern const char *const ctl_feature_names[CTL_FEATURE_NAMES_MAX];
+
+/* The switch of features f named name (one of ctl_feature_names), or NULL. Borrowed from f. */
+bool *ctl_feature_get(struct ctl_features *f, const char *name);
 
 struct ctl_health {
     uint64_t node; /* an existing node; one entry per node at most */

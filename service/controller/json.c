@@ -115,18 +115,33 @@ int ctl__json_bool(const json_t *obj, const char *key, const char *path, bool *o
     return CTL_OK;
 }
 
-const char *const ctl_feature_names[CTL_FEATURE_NAMES_MAX] = {"hash_slot_migration"};
+const char *const ctl_feature_names[CTL_FEATURE_NAMES_MAX] = {"hash_slot_migration",
+                                                               "operations_mcp"};
+
+bool *ctl_feature_get(struct ctl_features *f, const char *name)
+{
+    if (strcmp(name, ctl_feature_names[0]) == 0)
+        return &f->hash_slot_migration;
+    if (strcmp(name, ctl_feature_names[1]) == 0)
+        return &f->operations_mcp;
+    return NULL;
+}
 
 int ctl__features_read(const json_t *obj, const char *path, struct ctl_features *f, char *err,
                        size_t errlen)
 {
     memset(f, 0, sizeof(*f));
-    int rc =
-        ctl__json_fields(obj, path, ctl_feature_names, CTL_FEATURE_NAMES_MAX, NULL, 0, err, errlen);
+    /* operations_mcp came later: a state or bootstrap without it has it off. */
+    int rc = ctl__json_fields(obj, path, ctl_feature_names, 1, ctl_feature_names + 1, 1, err,
+                              errlen);
     if (rc != CTL_OK) {
         return rc;
     }
-    return ctl__json_bool(obj, "hash_slot_migration", path, &f->hash_slot_migration, err, errlen);
+    rc = ctl__json_bool(obj, "hash_slot_migration", path, &f->hash_slot_migration, err, errlen);
+    if (rc == CTL_OK && json_object_get(obj, "operations_mcp") != NULL) {
+        rc = ctl__json_bool(obj, "operations_mcp", path, &f->operations_mcp, err, errlen);
+    }
+    return rc;
 }
 
 int ctl__json_enum(const json_t *obj, const char *key, const char *path, const char *const *names,

@@ -747,12 +747,10 @@ static void on_set_feature(void *ctx, struct rpc_call *call, const uint8_t *req,
     }
     char *cmd = NULL;
     int rc = -1;
-    bool known = false;
-    for (size_t i = 0; i < CTL_FEATURE_NAMES_MAX; i++)
-        known = known || strcmp(r->name, ctl_feature_names[i]) == 0;
-    if (!known)
+    struct ctl_features none = {0};
+    if (ctl_feature_get(&none, r->name) == NULL)
         slotd_error_field(&err, "name", 0, "name: \"%.64s\" is not a feature (known: %s)", r->name,
-                          ctl_feature_names[0]);
+                          CTL_FEATURE_NAMES_TEXT);
     else if ((rc = ctl_cmd_set_feature(r->name, r->enabled, r->expected_revision, &cmd)) != CTL_OK)
         rc = build_failed(rc, &err);
     else

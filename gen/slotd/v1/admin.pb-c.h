@@ -240,7 +240,8 @@ struct  Slotd__V1__SetFeatureRequest
 {
   ProtobufCMessage base;
   /*
-   * "hash_slot_migration" (INVALID_ARGUMENT names the known features otherwise).
+   * "hash_slot_migration" or "operations_mcp" (`slotctl mcp` offers its mutating tools to admins
+   * only while it is on); INVALID_ARGUMENT names the known features otherwise.
    */
   char *name;
   protobuf_c_boolean enabled;

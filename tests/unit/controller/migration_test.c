@@ -445,7 +445,7 @@ static void test_feature_switch(void)
     expect(s, OK(ctl_cmd_set_feature("hash_slot_migration", true, 0, cmd)), CTL_OUTCOME_NOOP,
            "feature hash_slot_migration is already on");
     expect(s, OK(ctl_cmd_set_feature("warp_drive", true, 0, cmd)), CTL_OUTCOME_REJECTED,
-           "name: \"warp_drive\" is not a feature (known: hash_slot_migration)");
+           "name: \"warp_drive\" is not a feature (known: hash_slot_migration, operations_mcp)");
     char *not_bool = strdup("{\"op\":\"set_feature\",\"name\":\"hash_slot_migration\","
                             "\"enabled\":1}"); /* ctl_test_check frees it */
     CU_ASSERT_PTR_NOT_NULL_FATAL(not_bool);
@@ -511,6 +511,40 @@ static void test_feature_switch(void)
     CU_ASSERT_STRING_EQUAL(err, "features.hash_slot_migration: expected true or false");
     json_decref(root);
     free(old);
+    free(s);
+}
+
+/* operations_mcp: off by default and absent from the encoding while off; set_feature turns it on
+ * (then it encodes and decodes back) and off; a non-boolean value does not decode; the other
+ * switch does not move. */
+static void test_feature_operations_mcp(void)
+{
+    struct ctl_state *s = task_fixture(4), *back = malloc(sizeof(*back));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+    char *cmd[1], err[256];
+    CU_ASSERT_FALSE(s->features.operations_mcp);
+    char *json = ctl_test_encode(s);
+    CU_ASSERT_PTR_NULL(strstr(json, "operations_mcp"));
+    ctl_free(json);
+    expect(s, OK(ctl_cmd_set_feature("operations_mcp", false, 0, cmd)), CTL_OUTCOME_NOOP,
+           "feature operations_mcp is already off");
+    bool migration = s->features.hash_slot_migration;
+    expect(s, OK(ctl_cmd_set_feature("operations_mcp", true, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_TRUE(s->features.operations_mcp);
+    CU_ASSERT_EQUAL(s->features.hash_slot_migration, migration);
+    json = ctl_test_encode(s);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"operations_mcp\":true"));
+    json_t *root = json_loads(json, 0, NULL);
+    ctl_free(json);
+    CU_ASSERT_EQUAL(ctl_test_decode_json(root, 1, back, err, sizeof(err)), CTL_OK);
+    CU_ASSERT_TRUE(back->features.operations_mcp);
+    json_object_set_new(json_object_get(root, "features"), "operations_mcp", json_integer(1));
+    CU_ASSERT_EQUAL(ctl_test_decode_json(root, 1, back, err, sizeof(err)), CTL_EDECODE);
+    CU_ASSERT_STRING_EQUAL(err, "features.operations_mcp: expected true or false");
+    json_decref(root);
+    expect(s, OK(ctl_cmd_set_feature("operations_mcp", false, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_FALSE(s->features.operations_mcp);
+    free(back);
     free(s);
 }
 
@@ -735,6 +769,8 @@ void ctl_test_add_migration(void)
     CU_add_test(s, "task_fail and task_retry by phase", test_fail_and_retry);
     CU_add_test(s, "the replicated switch: set_feature, off refuses, release completes",
                 test_feature_switch);
+    CU_add_test(s, "the operations_mcp switch: off by default, set, encoded, decoded",
+                test_feature_operations_mcp);
     CU_add_test(s, "validation: table agrees with active migrations", test_validation);
     CU_add_test(s, "migration tasks round-trip", test_round_trip);
     CU_add_test(s, "decode rejects bad migration fields", test_decode_rejects);
