@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/store.h"
+#include "store/err.h" /* not store.h: store.c includes mem.h, so mem.c stays below it */
 
 /* Node levels come from a hash of the key (p = 1/4 per level), so the map is deterministic:
  * the same writes build the same list, which keeps simulation runs reproducible. */

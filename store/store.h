@@ -34,25 +34,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store/err.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define STORE_ERRORS(X)                                                                            \
-    X(STORE_OK, 0, "ok")                                                                           \
-    X(STORE_ENOMEM, 1, "out of memory")                                                            \
-    X(STORE_EIO, 2, "storage I/O error")                                                           \
-    X(STORE_ENOTFOUND, 3, "not found")                                                             \
-    X(STORE_ECORRUPT, 4, "stored data is corrupt")                                                 \
-    X(STORE_EINVAL, 5, "invalid argument")                                                         \
-    X(STORE_ELIMIT, 6, "limit reached")
-
-#define STORE__ERR_ENUM(name, code, text) name = code,
-enum store_err { STORE_ERRORS(STORE__ERR_ENUM) STORE_ERR_COUNT_ };
-#undef STORE__ERR_ENUM
-
-/* Returns a static string; never NULL. */
-const char *store_strerror(int err);
 
 /* Bounds. A batch whose key+value bytes would exceed STORE_BATCH_BYTES_MAX records STORE_ELIMIT.
  * store_log_batch_delete_entries() spans at most STORE_LOG_DELETE_SPAN_MAX indexes per call. */

@@ -1,4 +1,5 @@
-/* bench_err.h - slotbench's error codes (one X-macro table) and bench_strerror(). */
+/* bench_err.h - slotbench's error codes (one X-macro table), bench_strerror() and gRPC status
+ * names. */
 #ifndef SLOTD_BENCH_ERR_H
 #define SLOTD_BENCH_ERR_H
 
@@ -20,5 +21,12 @@ enum bench_err {
 
 /* Static text for an error code ("unknown error" when out of range). */
 const char *bench_strerror(int err);
+
+/* gRPC status codes 0..16; anything else is counted under BENCH_STATUS_OTHER. */
+#define BENCH_STATUS_OTHER 17
+#define BENCH_STATUS_SLOTS 18
+
+/* Static name of a gRPC status code ("UNAVAILABLE"); "OTHER" for BENCH_STATUS_OTHER. */
+const char *bench_status_name(unsigned code);
 
 #endif /* SLOTD_BENCH_ERR_H */

@@ -135,11 +135,6 @@ struct run_worker {
     struct run_fetch fetch;
 };
 
-const char *bench_status_name(unsigned code)
-{
-    return code < BENCH_STATUS_OTHER ? slotd_grpc_status_name((int)code) : "OTHER";
-}
-
 static int run_fail(char *errmsg, size_t errmsg_len, int err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

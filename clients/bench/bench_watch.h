@@ -2,13 +2,38 @@
 #ifndef SLOTD_BENCH_WATCH_H
 #define SLOTD_BENCH_WATCH_H
 
+#include "bench_err.h"
 #include "bench_opts.h"
-#include "bench_run.h"
 
 #include <grpc/grpc.h>
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* Bytes kept of the first early end of a watch stream, NUL included. */
+#define BENCH_WATCH_ERROR_LEN 256
+
+/* --watchers: what the watch streams received (all zero without the option). */
+struct bench_watch_result {
+    unsigned watchers;     /* streams opened */
+    unsigned created;      /* streams that received their first message (server accepted) */
+    uint64_t events;       /* events received in the measured window, all streams */
+    uint64_t events_total; /* events received while the streams were open (warmup included) */
+    uint64_t messages;     /* messages received in the window (with events or without) */
+    uint64_t malformed;    /* messages that did not decode (their events are not counted) */
+    double elapsed_s;      /* the window the counts cover: the measured phase */
+    double events_per_s;   /* events / elapsed_s: delivered, all watchers together */
+    /* events/s of each stream over the window: the median, the smallest and the largest */
+    double per_watcher_median, per_watcher_min, per_watcher_max;
+    /* streams that ended before slotbench cancelled them at the end of the run: their status
+     * arrived (counted by code in ended_by_status) or etcd canceled the watcher (etcd_canceled;
+     * the stream itself stays open) */
+    unsigned ended_early;
+    unsigned ended_by_status[BENCH_STATUS_SLOTS];
+    unsigned etcd_canceled;
+    double first_end_s; /* the first early end, seconds after the measured start (< 0: before) */
+    char first_end_error[BENCH_WATCH_ERROR_LEN]; /* "RESOURCE_EXHAUSTED: <details>"; "" if none */
+};
 
 /* o->watchers streams with their own completion queue and thread. */
 struct bench_watch;

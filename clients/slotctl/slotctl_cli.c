@@ -20,23 +20,10 @@ static int cli_fail(char *err, size_t errlen, const char *fmt, ...)
     return SLOTCTL_EXIT_USAGE;
 }
 
-/* Parses a decimal in [min, max]; false when s is not one. */
+/* Parses a decimal in [min, max]; false when s is not one (slotctl_num.c). */
 static bool cli_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
-    if (!s || !*s || *s == '-' || *s == '+')
-        return false;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || v < min || v > max)
-        return false;
-    *out = v;
-    return true;
-}
-
-bool slotctl_uint_parse(const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-    return cli_uint(s, min, max, out);
+    return slotctl_uint_parse(s, min, max, out);
 }
 
 bool slotctl_lease_id_parse(const char *s, uint64_t *out)

@@ -2,7 +2,8 @@
 #ifndef SLOTD_SLOTCTL_CLI_H
 #define SLOTD_SLOTCTL_CLI_H
 
-#include "slotctl_meta.h"
+#include "slotctl_meta_cli.h"
+#include "slotctl_num.h"
 #include "slotd/client.h"
 
 #include <stdbool.h>
@@ -61,7 +62,7 @@ enum slotctl_cmd {
     SLOTCTL_CMD_LEASE_GRANT, /* lease grant KEY TTL */
     SLOTCTL_CMD_LEASE_KEEPALIVE, /* lease keepalive ID [--count N] [--interval S] */
     SLOTCTL_CMD_LEASE_REVOKE,    /* lease revoke ID */
-    SLOTCTL_CMD_META,            /* a typed metadata command (a->meta; slotctl_meta.h) */
+    SLOTCTL_CMD_META,            /* a typed metadata command (a->meta; slotctl_meta_cli.h) */
     SLOTCTL_CMD_MCP,             /* mcp [--metrics URL,URL]: the operations MCP server */
 };
 
@@ -173,10 +174,6 @@ void slotctl_usage(FILE *out);
 
 /* The exit code for a libslotd result (enum slotd_client_err). */
 int slotctl_exit_of(int client_err);
-
-/* s, out: borrowed for the call. Parses a decimal in [min, max] (no sign, no spaces); false when
- * s is not one. */
-bool slotctl_uint_parse(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 
 /* s, out: borrowed for the call. Parses a lease id: decimal, or hex after 0x/0X. Returns false
  * when s is not one (empty, signs, junk, more than 64 bits). */

@@ -1,6 +1,7 @@
 /* slotctl_meta_cli.c - the argument parser of slotctl's typed metadata commands (user, device,
  * channel, member, conversation, cmd, runtime, plugin, event). */
-#include "slotctl_cli.h"
+#include "slotctl_meta_cli.h"
+#include "slotctl_num.h"
 
 #include <stdarg.h>
 #include <stdio.h>

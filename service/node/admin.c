@@ -128,6 +128,7 @@ static void answer_cluster_state(const struct node_gated *g)
 
 static void on_cluster_state(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
+    struct node_api *api = ctx;
     Slotd__V1__ClusterStateRequest *r = slotd__v1__cluster_state_request__unpack(NULL, len, req);
     if (r == NULL) {
         fail_malformed(call, "slotd.v1.ClusterStateRequest");
@@ -135,8 +136,8 @@ static void on_cluster_state(void *ctx, struct rpc_call *call, const uint8_t *re
     }
     struct node_caller caller;
     struct slotd_error aerr;
-    if (node_authz_caller(ctx, call, "/slotd.v1.Admin/ClusterState", req, len, &caller, &aerr) !=
-            0 ||
+    if (node_authz_caller(api->authz, api->peer_mtls, call, "/slotd.v1.Admin/ClusterState", req,
+                          len, &caller, &aerr) != 0 ||
         node_authz_allowed(&caller,
                            &(struct ctl_need){.type = CTL_PERM_ADMIN, .access = CTL_ACCESS_READ},
                            &aerr) != 0) {
@@ -146,7 +147,7 @@ static void on_cluster_state(void *ctx, struct rpc_call *call, const uint8_t *re
         return;
     }
     bool node = caller.kind == NODE_CALLER_NODE ||
-                (caller.kind == NODE_CALLER_OPEN && node_authz_is_node(ctx, call));
+                (caller.kind == NODE_CALLER_OPEN && node_authz_is_node(api->peer_mtls, call));
     node_caller_release(&caller);
     struct node_gated g = {.api = ctx,
                            .call = call,
@@ -914,7 +915,8 @@ int node_admin_gate(struct node_api *api, struct rpc_call *call, const uint8_t *
 {
     struct slotd_error err;
     struct ctl_need need = {.type = CTL_PERM_ADMIN, .access = CTL_ACCESS_WRITE};
-    if (node_authz_require(api, call, rpc_call_method(call), req, len, &need, &err) == 0)
+    if (node_authz_require(api->authz, api->peer_mtls, call, rpc_call_method(call), req, len, &need,
+                           &err) == 0)
         return 0;
     rpc_call_fail(call, &err);
     return -1;

@@ -254,7 +254,8 @@ static void on_user_write(void *ctx, struct rpc_call *call, const uint8_t *req, 
         fail_malformed(call, "slotd.v1.UserWriteRequest");
         return;
     }
-    if (node_authz_caller(api, call, M_USER_WRITE, req, len, &caller, &err) != 0)
+    if (node_authz_caller(api->authz, api->peer_mtls, call, M_USER_WRITE, req, len, &caller,
+                          &err) != 0)
         goto fail;
     int rc = node_authz_allowed(
         &caller, &(struct ctl_need){.type = CTL_PERM_ADMIN, .access = CTL_ACCESS_WRITE}, &err);

@@ -371,7 +371,8 @@ static void on_propose(void *ctx, struct rpc_call *call, const uint8_t *req, siz
     struct node_api *api = ctx;
     struct slotd_error err;
     struct node_caller caller; /* before decoding: no validation answers without credentials */
-    if (node_authz_caller(api, call, "/slotd.v1.Metadata/Propose", req, len, &caller, &err) != 0) {
+    if (node_authz_caller(api->authz, api->peer_mtls, call, "/slotd.v1.Metadata/Propose", req, len,
+                          &caller, &err) != 0) {
         rpc_call_fail(call, &err);
         return;
     }
@@ -426,7 +427,8 @@ static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
     struct node_api *api = ctx;
     struct slotd_error err;
     struct node_caller caller; /* before decoding: no validation answers without credentials */
-    if (node_authz_caller(api, call, "/slotd.v1.Metadata/Read", req, len, &caller, &err) != 0) {
+    if (node_authz_caller(api->authz, api->peer_mtls, call, "/slotd.v1.Metadata/Read", req, len,
+                          &caller, &err) != 0) {
         rpc_call_fail(call, &err);
         return;
     }
@@ -563,9 +565,10 @@ static void answer_route(const struct node_gated *g)
 
 static void on_route_snapshot(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
+    struct node_api *api = ctx;
     struct slotd_error err;
-    if (node_authz_require(ctx, call, "/slotd.v1.Metadata/RouteSnapshot", req, len, NULL, &err) !=
-        0) {
+    if (node_authz_require(api->authz, api->peer_mtls, call, "/slotd.v1.Metadata/RouteSnapshot",
+                           req, len, NULL, &err) != 0) {
         rpc_call_fail(call, &err);
         return;
     }
@@ -587,8 +590,10 @@ static void answer_task_status(const struct node_gated *g)
 
 static void on_task_status(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
+    struct node_api *api = ctx;
     struct slotd_error err;
-    if (node_authz_require(ctx, call, "/slotd.v1.Metadata/TaskStatus", req, len, NULL, &err) != 0) {
+    if (node_authz_require(api->authz, api->peer_mtls, call, "/slotd.v1.Metadata/TaskStatus", req,
+                           len, NULL, &err) != 0) {
         rpc_call_fail(call, &err);
         return;
     }

@@ -13,8 +13,8 @@
 #include "service/log/log.h"
 #include "service/auth/auth.h"
 #include "service/auth/token.h"
-#include "service/node/api.h"
 #include "service/node/authz.h"
+#include "service/runtime/runtime.h"
 #include "slotd/v1/admin.pb-c.h"
 
 #define AUTHZ_INIT_RETRY_MS 2000
@@ -316,7 +316,7 @@ static uint64_t cert_node(const char *name)
 }
 
 /* 1 when the client certificate names a node or a user (c filled), 0 when it names neither. */
-static int caller_by_cert(struct node_api *api, struct rpc_call *call, struct node_authz_snap *snap,
+static int caller_by_cert(bool peer_mtls, struct rpc_call *call, struct node_authz_snap *snap,
                           struct node_caller *c, char *cn, size_t cnlen)
 {
     char names[8][RPC_PEER_NAME_MAX];
@@ -326,7 +326,7 @@ static int caller_by_cert(struct node_api *api, struct rpc_call *call, struct no
         return 0;
     }
     snprintf(cn, cnlen, "%s", names[0]);
-    for (size_t i = 0; api->peer_mtls && i < n; i++) {
+    for (size_t i = 0; peer_mtls && i < n; i++) {
         uint64_t node = cert_node(names[i]);
         if (node != 0) {
             c->kind = NODE_CALLER_NODE;
@@ -416,25 +416,25 @@ static int caller_by_token(struct node_authz *a, struct node_authz_snap *snap, c
     return 0;
 }
 
-int node_authz_caller(struct node_api *api, struct rpc_call *call, const char *method,
-                      const uint8_t *req, size_t len, struct node_caller *c,
+int node_authz_caller(struct node_authz *a, bool peer_mtls, struct rpc_call *call,
+                      const char *method, const uint8_t *req, size_t len, struct node_caller *c,
                       struct slotd_error *err)
 {
     memset(c, 0, sizeof(*c));
-    if (!node_authz_enabled(api->authz)) {
+    if (!node_authz_enabled(a)) {
         c->kind = NODE_CALLER_OPEN;
         return 0;
     }
     if (caller_local(call, c) == 1) {
         return 0;
     }
-    struct node_authz_snap *snap = node_authz_snap_acquire(api->authz);
+    struct node_authz_snap *snap = node_authz_snap_acquire(a);
     size_t hlen = 0;
     const char *hdr = rpc_call_header(call, AUTH_TOKEN_HEADER, &hlen);
     bool token = hdr != NULL && hlen > 0;
     char cn[RPC_PEER_NAME_MAX] = "";
     /* A token, when sent, names the caller; else a certificate may (a node's, or a user's CN) */
-    if (!token && caller_by_cert(api, call, snap, c, cn, sizeof(cn)) == 1) {
+    if (!token && caller_by_cert(peer_mtls, call, snap, c, cn, sizeof(cn)) == 1) {
         if (c->kind == NODE_CALLER_USER) {
             c->snap = snap;
         } else {
@@ -465,7 +465,7 @@ int node_authz_caller(struct node_api *api, struct rpc_call *call, const char *m
         node_authz_snap_release(snap);
         return -1;
     }
-    if (caller_by_token(api->authz, snap, hdr, hlen, c, err) != 0) {
+    if (caller_by_token(a, snap, hdr, hlen, c, err) != 0) {
         node_authz_snap_release(snap);
         return -1;
     }
@@ -473,14 +473,15 @@ int node_authz_caller(struct node_api *api, struct rpc_call *call, const char *m
     return 0;
 }
 
-bool node_authz_is_node(struct node_api *api, struct rpc_call *call)
+bool node_authz_is_node(bool peer_mtls, struct rpc_call *call)
 {
     struct node_caller c;
     char cn[RPC_PEER_NAME_MAX];
     memset(&c, 0, sizeof(c));
     if (caller_local(call, &c) == 1)
         return true;
-    return caller_by_cert(api, call, NULL, &c, cn, sizeof(cn)) == 1 && c.kind == NODE_CALLER_NODE;
+    return caller_by_cert(peer_mtls, call, NULL, &c, cn, sizeof(cn)) == 1 &&
+           c.kind == NODE_CALLER_NODE;
 }
 
 void node_caller_release(struct node_caller *c)
@@ -504,12 +505,12 @@ int node_authz_allowed(const struct node_caller *c, const struct ctl_need *need,
     return -1;
 }
 
-int node_authz_require(struct node_api *api, struct rpc_call *call, const char *method,
-                       const uint8_t *req, size_t len, const struct ctl_need *need,
-                       struct slotd_error *err)
+int node_authz_require(struct node_authz *a, bool peer_mtls, struct rpc_call *call,
+                       const char *method, const uint8_t *req, size_t len,
+                       const struct ctl_need *need, struct slotd_error *err)
 {
     struct node_caller c;
-    if (node_authz_caller(api, call, method, req, len, &c, err) != 0) {
+    if (node_authz_caller(a, peer_mtls, call, method, req, len, &c, err) != 0) {
         return -1;
     }
     int rc = node_authz_allowed(&c, need, err);

@@ -9,7 +9,6 @@
 #include "service/controller/controller.h"
 #include "service/rpc/rpc.h"
 
-struct node_api;
 struct runtime;
 struct auth_pwhash_pool;
 
@@ -69,17 +68,19 @@ struct node_caller {
 /* Who made call (method: its path; req, len: its body, for the peer proof), in this order: a node
  * is proven by a slotd-peer-proof header (--cluster-secret-file); a user by the token in
  * "authorization: Bearer <token>" when one is sent (MAC, expiry and the user's current revision
- * checked); else, with --tls-client-auth, a certificate naming node-<id> is that node and one whose
- * CN is a user name is that user. Returns 0 with *c filled (release it), or -1 with err
- * UNAUTHENTICATED naming what failed. Any thread. */
-int node_authz_caller(struct node_api *api, struct rpc_call *call, const char *method,
-                      const uint8_t *req, size_t len, struct node_caller *c,
+ * checked); else, with --tls-client-auth, a certificate naming node-<id> is that node (only when
+ * peer_mtls: the node's struct node_api setting) and one whose CN is a user name is that user.
+ * a (NULL: auth off, every caller is NODE_CALLER_OPEN), call, c, err: borrowed for the call.
+ * Returns 0 with *c filled (release it), or -1 with err UNAUTHENTICATED naming what failed. Any
+ * thread. */
+int node_authz_caller(struct node_authz *a, bool peer_mtls, struct rpc_call *call,
+                      const char *method, const uint8_t *req, size_t len, struct node_caller *c,
                       struct slotd_error *err);
 void node_caller_release(struct node_caller *c);
 /* True when call comes from a node, whether or not --auth is on (ClusterState keeps its secrets
  * only for nodes): a local call (this node's own, or one another node forwarded on the peer
  * plane) or a node-<id> client certificate. */
-bool node_authz_is_node(struct node_api *api, struct rpc_call *call);
+bool node_authz_is_node(bool peer_mtls, struct rpc_call *call);
 
 /* 0 when c may do need (NULL: only being authenticated is needed); else -1 with err
  * PERMISSION_DENIED naming the missing permission and what the user has. */
@@ -87,9 +88,9 @@ int node_authz_allowed(const struct node_caller *c, const struct ctl_need *need,
                        struct slotd_error *err);
 
 /* node_authz_caller + node_authz_allowed + release, for handlers that need no more. */
-int node_authz_require(struct node_api *api, struct rpc_call *call, const char *method,
-                       const uint8_t *req, size_t len, const struct ctl_need *need,
-                       struct slotd_error *err);
+int node_authz_require(struct node_authz *a, bool peer_mtls, struct rpc_call *call,
+                       const char *method, const uint8_t *req, size_t len,
+                       const struct ctl_need *need, struct slotd_error *err);
 
 /* The kind (CTL_AUTH_KINDS) of a typed ProposeRequest command / ReadRequest query field number
  * (20..99), NULL for other numbers. */

@@ -590,7 +590,8 @@ static void on_watch(void *ctx, struct rpc_stream *st, const uint8_t *req, size_
     struct node_api *api = hub->api;
     struct slotd_error err;
     struct node_caller caller;
-    if (node_authz_caller(api, rpc_stream_call(st), WATCH_METHOD, req, len, &caller, &err) != 0) {
+    if (node_authz_caller(api->authz, api->peer_mtls, rpc_stream_call(st), WATCH_METHOD, req, len,
+                          &caller, &err) != 0) {
         rpc_stream_finish(st, &err);
         return;
     }

@@ -1,7 +1,7 @@
-/* slotctl_meta.h - slotctl's typed metadata commands: their parsed arguments (slotctl_meta_cli.c)
- * and the runner (slotctl_meta.c). */
-#ifndef SLOTD_SLOTCTL_META_H
-#define SLOTD_SLOTCTL_META_H
+/* slotctl_meta_cli.h - slotctl's typed metadata commands: their parsed arguments and parser
+ * (slotctl_meta_cli.c); the runner, slotctl_meta.c, is declared in slotctl_cmds.h. */
+#ifndef SLOTD_SLOTCTL_META_CLI_H
+#define SLOTD_SLOTCTL_META_CLI_H
 
 #include "slotd/client.h"
 
@@ -121,4 +121,4 @@ bool slotctl_meta_flags_parse(const char *s, uint32_t *out);
 /* Writes flags as "ban,large" ("none" when 0) into out. */
 void slotctl_meta_flags_name(uint32_t flags, char *out, size_t len);
 
-#endif /* SLOTD_SLOTCTL_META_H */
+#endif /* SLOTD_SLOTCTL_META_CLI_H */
