@@ -85,6 +85,8 @@ static const struct opt opts[] = {
         "bytes of recent key changes each hosted slot group keeps for Watch (older ones: "
         "COMPACTED; 0: Watch disabled)"),
     STR(log_level, "info", "lines below this level are not logged: debug, info, warn or error"),
+    STR(log_format, "text",
+        "log line format: text (ts=... level=... component=... logfmt) or json (one object a line)"),
     STR(metrics_listen, "127.0.0.1:9700",
         "Prometheus /metrics HTTP address (empty: disabled; a busy port is logged, not fatal)"),
     STR(tls_cert, "",

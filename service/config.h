@@ -16,6 +16,7 @@ struct slotd_config {
     char peers[4096];
     char metrics_listen[256];       /* "" disables /metrics */
     char log_level[8];              /* debug, info, warn or error */
+    char log_format[8];             /* text (logfmt) or json */
     char tls_cert[1024];            /* server certificate chain PEM file; "" = plaintext */
     char tls_key[1024];             /* its private key PEM file */
     char tls_ca[1024];              /* CA bundle PEM file verifying peers (and clients with auth) */

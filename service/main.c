@@ -282,7 +282,13 @@ int main(int argc, char **argv)
                  f.log_level);
         rc = -1;
     }
+    enum slog_format format = SLOG_FORMAT_TEXT;
+    if (rc == 0 && slog_format_parse(f.log_format, &format) != 0) {
+        snprintf(err, sizeof(err), "--log-format: \"%s\" is not text or json", f.log_format);
+        rc = -1;
+    }
     slog_set_level(level);
+    slog_set_format(format);
     for (char *line = warnings, *nl; rc == 0 && line != NULL && *line != '\0'; line = nl + 1) {
         nl = strchr(line, '\n');
         if (nl == NULL)
@@ -292,8 +298,9 @@ int main(int argc, char **argv)
     free(warnings);
     if (rc == 1)
         return 0;
-    if (rc != 0) {
-        fprintf(stderr, "slotd: %s\n", err);
+    if (rc != 0) { /* one line naming the option, and where to read about them */
+        fprintf(stderr, "slotd: %s%s\n", err,
+                strstr(err, "slotd --help") ? "" : " (see slotd --help)");
         return 2;
     }
 

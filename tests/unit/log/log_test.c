@@ -1,4 +1,5 @@
-/* log_test.c - CUnit tests of service/log: the line format, level filtering, a cut long line. */
+/* log_test.c - CUnit tests of service/log: the text and JSON line formats, level filtering, cut
+ * long lines. */
 #include <CUnit/Basic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,38 @@ static void test_long_line_is_cut(void)
     CU_ASSERT(strchr(text, '\n') == text + n - 1); /* one line */
 }
 
+static void emit_json(void)
+{
+    slog("info", "test", "msg=\"a \\\"quoted\\\" word\" n=%d path=/a/b", 7);
+    slog("warn", "te\"st", "not logfmt at all");
+    slog("error", "test", "msg=\"tab\there\"");
+}
+
+/* --log-format json: one object a line, ts (RFC 3339 UTC) first, every logfmt field a string,
+ * escapes; a body that is not logfmt goes whole into msg; a long one is cut inside the JSON. */
+static void test_json_format(void)
+{
+    char text[4096];
+    enum slog_format f = SLOG_FORMAT_TEXT;
+    CU_ASSERT(slog_format_parse("json", &f) == 0 && f == SLOG_FORMAT_JSON);
+    CU_ASSERT(slog_format_parse("yaml", &f) == -1 && f == SLOG_FORMAT_JSON);
+    slog_set_format(SLOG_FORMAT_JSON);
+    capture(emit_json, text, sizeof(text));
+    CU_ASSERT(strncmp(text, "{\"ts\":\"", 7) == 0);
+    CU_ASSERT(text[11] == '-' && text[17] == 'T' && text[30] == 'Z' && text[31] == '"');
+    CU_ASSERT(strstr(text, "\",\"level\":\"info\",\"component\":\"test\",\"msg\":\"a "
+                           "\\\"quoted\\\" word\",\"n\":\"7\",\"path\":\"/a/b\"}\n") != NULL);
+    CU_ASSERT(strstr(text, "\"level\":\"warn\",\"component\":\"te\\\"st\",\"msg\":\"not "
+                           "logfmt at all\"}\n") != NULL);
+    CU_ASSERT(strstr(text, "\"msg\":\"tab\\u0009here\"}\n") != NULL);
+    capture(emit_long, text, sizeof(text));
+    size_t n = strlen(text);
+    CU_ASSERT(n <= SLOG_LINE_MAX);
+    CU_ASSERT(n > 14 && strcmp(text + n - 14, "\",\"cut\":true}\n") == 0);
+    CU_ASSERT(strchr(text, '\n') == text + n - 1);
+    slog_set_format(SLOG_FORMAT_TEXT);
+}
+
 static void test_level_names(void)
 {
     enum slog_level l = SLOG_ERROR;
@@ -90,6 +123,7 @@ int main(void)
     CU_add_test(s, "format and levels", test_format_and_levels);
     CU_add_test(s, "a long line is cut", test_long_line_is_cut);
     CU_add_test(s, "level names", test_level_names);
+    CU_add_test(s, "json format", test_json_format);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed();
