@@ -33,12 +33,15 @@ struct metrics_family {
     size_t cap_series;
 };
 
+#define METRICS_DATA_DIR_MAX 1024
+
 struct metrics_registry {
     pthread_mutex_t mu; /* guards families[] and every family's series table */
     struct metrics_family *families[METRICS_FAMILIES_MAX];
     size_t n_families;
     bool process;        /* guarded by mu: render appends process.c's scrape-time samples */
-    char data_dir[1024]; /* guarded by mu: statvfs target of slotd_data_dir_*; "" = none */
+    char data_dir[METRICS_DATA_DIR_MAX]; /* guarded by mu: statvfs target of slotd_data_dir_* and
+                                         * the directory of slotd_store_bytes; "" = none */
 };
 
 double metrics__bits_double(uint64_t u);

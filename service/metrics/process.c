@@ -1,9 +1,11 @@
 /* process.c - slotd_build_info and the process_* / data-directory metrics read at scrape time. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -129,6 +131,49 @@ static int read_proc_stat(struct proc_stat *out)
     return got_start && got_rss ? 0 : -1;
 }
 
+/* The LevelDB databases store/ keeps in the data directory (store/store.c's db_names). */
+static const char *const store_dbs[] = {"fsm", "raftlog"};
+#define STORE_DB_FILES_MAX 100000 /* files counted per database at one scrape */
+
+/* Bytes of the regular files in directory data_dir/db (not recursive: LevelDB keeps a flat
+ * directory), or -1 when it cannot be read or holds more than STORE_DB_FILES_MAX entries. */
+static long long store_db_bytes(const char *data_dir, const char *db)
+{
+    char path[METRICS_DATA_DIR_MAX + 16];
+    snprintf(path, sizeof(path), "%s/%s", data_dir, db);
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return -1;
+    long long bytes = 0;
+    long n = 0;
+    struct stat st;
+    for (struct dirent *e; (e = readdir(d)) != NULL && bytes >= 0;) {
+        if (++n > STORE_DB_FILES_MAX)
+            bytes = -1;
+        else if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            bytes += (long long)st.st_size;
+    }
+    closedir(d);
+    return bytes;
+}
+
+static void store_bytes_render(FILE *f, const char *data_dir)
+{
+    bool head = false;
+    for (size_t i = 0; data_dir[0] != '\0' && i < sizeof(store_dbs) / sizeof(store_dbs[0]); i++) {
+        long long bytes = store_db_bytes(data_dir, store_dbs[i]);
+        if (bytes < 0)
+            continue;
+        if (!head)
+            fputs("# HELP slotd_store_bytes Bytes of the files of each LevelDB database in the "
+                  "data directory (db=\"fsm\": the slot groups' rows; db=\"raftlog\": their raft "
+                  "logs).\n# TYPE slotd_store_bytes gauge\n",
+                  f);
+        head = true;
+        fprintf(f, "slotd_store_bytes{db=\"%s\"} %lld\n", store_dbs[i], bytes);
+    }
+}
+
 /* Called by metrics_registry_render with r->mu held. A value that cannot be read is left out
  * (its family too), so a scrape never reports a made-up number. */
 void metrics__process_render(FILE *f, const struct metrics_registry *r)
@@ -165,4 +210,5 @@ void metrics__process_render(FILE *f, const struct metrics_registry *r)
                    "Size of the data directory's filesystem in bytes.",
                    (double)vfs.f_blocks * (double)vfs.f_frsize);
     }
+    store_bytes_render(f, r->data_dir);
 }

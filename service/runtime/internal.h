@@ -196,6 +196,7 @@ struct rt_group_metrics {
     struct metrics_gauge *commit;
     struct metrics_gauge *applied;
     struct metrics_gauge *is_leader;
+    struct metrics_gauge *has_leader;
     struct metrics_counter *leader_changes;
 };
 
@@ -221,6 +222,7 @@ struct rt_metrics {
     struct metrics_gauge *controller_tasks[4]; /* by enum ctl_task_status */
     /* per-group families: series are added as groups open */
     struct metrics_family *fam_term, *fam_commit, *fam_applied, *fam_leader, *fam_changes;
+    struct metrics_family *fam_has_leader;
     struct metrics_family *fam_decisions; /* preferred-leader convergence, by reason */
 };
 

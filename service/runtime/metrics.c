@@ -97,7 +97,7 @@ static int group_families(struct runtime *rt)
 {
     struct metrics_registry *m = rt->opts.metrics;
     struct metrics_family *term, *commit, *applied, *leader, *changes, *decisions, *revision,
-        *tasks;
+        *tasks, *has_leader;
     const char *group[] = {RT_METRICS_GROUPS_LABEL}, *reason[] = {"reason"};
     int rc = metrics_gauge_family_new(m, "slotd_raft_term", "Current raft term of the group.", 1,
                                       group, &term);
@@ -113,6 +113,11 @@ static int group_families(struct runtime *rt)
             : metrics_gauge_family_new(m, "slotd_raft_is_leader",
                                        "1 when this node leads the group, else 0.", 1, group,
                                        &leader);
+    rc = rc ? rc
+            : metrics_gauge_family_new(m, "slotd_group_has_leader",
+                                       "1 when this replica knows a leader of the group (itself "
+                                       "or another node), 0 during an election or cut off.",
+                                       1, group, &has_leader);
     rc = rc ? rc
             : metrics_counter_family_new(m, "slotd_raft_leader_changes_total",
                                          "Times this replica saw a new leader of the group.", 1,
@@ -144,6 +149,7 @@ static int group_families(struct runtime *rt)
     rt->metrics.fam_commit = commit;
     rt->metrics.fam_applied = applied;
     rt->metrics.fam_leader = leader;
+    rt->metrics.fam_has_leader = has_leader;
     rt->metrics.fam_changes = changes;
     rt->metrics.fam_decisions = decisions;
     rt->metrics.controller_revision = metrics_gauge_get(revision, NULL);
@@ -162,6 +168,7 @@ void rt_metrics_group_register(struct runtime *rt, struct rt_group *g)
     g->metrics.commit = metrics_gauge_get(rt->metrics.fam_commit, v);
     g->metrics.applied = metrics_gauge_get(rt->metrics.fam_applied, v);
     g->metrics.is_leader = metrics_gauge_get(rt->metrics.fam_leader, v);
+    g->metrics.has_leader = metrics_gauge_get(rt->metrics.fam_has_leader, v);
     g->metrics.leader_changes = metrics_counter_get(rt->metrics.fam_changes, v);
     rt_metrics_group(rt, g);
 }
@@ -195,4 +202,5 @@ void rt_metrics_group(struct runtime *rt, const struct rt_group *g)
     metrics_gauge_set(g->metrics.commit, (int64_t)g->commit);
     metrics_gauge_set(g->metrics.applied, (int64_t)g->applied);
     metrics_gauge_set(g->metrics.is_leader, g->hosted && g->leader == rt->opts.node_id);
+    metrics_gauge_set(g->metrics.has_leader, g->hosted && g->leader != 0);
 }

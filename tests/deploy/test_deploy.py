@@ -385,52 +385,94 @@ def rule_exprs():
     return [(r["alert"], r["expr"]) for g in doc["groups"] for r in g["rules"]], doc
 
 
+CLUSTER_SECRET = b"slotd deploy-test cluster secret, not for production"
+METRICS_NODES = 3
+
+
 class LiveMetricsTest(unittest.TestCase):
-    """One real slotd with --metrics-listen on a free port for the whole class."""
+    """A real 3-node slotd cluster (one --peers, a cluster secret, --metrics-listen on a free port
+    each) for the whole class; cls.text is node 1's exposition, cls.texts every node's."""
 
     @classmethod
     def setUpClass(cls):
         if not os.access(slotd_bin(), os.X_OK):
             raise AssertionError("build it first: %s" % slotd_bin())
         cls.tmp = tempfile.mkdtemp(prefix="slotd-metrics-")
-        cls.metrics_port = free_port()
-        cls.proc = subprocess.Popen(
-            [slotd_bin(), "--listen", "127.0.0.1:%d" % free_port(), "--peer-listen",
-             "127.0.0.1:%d" % free_port(), "--data-dir", os.path.join(cls.tmp, "data"),
-             "--metrics-listen", "127.0.0.1:%d" % cls.metrics_port],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        # Per-group series appear once the groups are open and have elected their leader.
+        secret = os.path.join(cls.tmp, "cluster.secret")
+        with open(secret, "wb") as f:
+            f.write(CLUSTER_SECRET + b"\n")
+        n = METRICS_NODES
+        client, peer, metrics = ([free_port() for _ in range(n)] for _ in range(3))
+        peers = ",".join("%d=127.0.0.1:%d" % (i + 1, peer[i]) for i in range(n))
+        cls.metrics_ports = metrics
+        cls.metrics_port = metrics[0]
+        cls.procs = []
+        for i in range(n):
+            cls.procs.append(subprocess.Popen(
+                [slotd_bin(), "--node-id", str(i + 1), "--peers", peers,
+                 "--cluster-secret-file", secret,
+                 "--listen", "127.0.0.1:%d" % client[i], "--peer-listen", "127.0.0.1:%d" % peer[i],
+                 "--data-dir", os.path.join(cls.tmp, "data-%d" % (i + 1)),
+                 "--metrics-listen", "127.0.0.1:%d" % metrics[i]],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        cls.proc = cls.procs[0]
+        # Per-group series appear once the groups are open; wait until the controller group
+        # (group 0) has a leader among the three and every node knows it.
         deadline = time.monotonic() + METRICS_POLL_S
-        cls.text = ""
+        cls.texts = [""] * n
         while time.monotonic() < deadline:
-            try:
-                cls.text = scrape(cls.metrics_port)
-            except OSError:
-                cls.text = ""
-            if 'slotd_raft_is_leader{group="0"} 1' in cls.text:
+            for i in range(n):
+                try:
+                    cls.texts[i] = scrape(metrics[i])
+                except OSError:
+                    cls.texts[i] = ""
+            if cls.controller_led() and all('slotd_group_has_leader{group="0"} 1' in t
+                                            for t in cls.texts):
                 break
             time.sleep(0.1)
+        cls.text = cls.texts[0]
+
+    @classmethod
+    def controller_led(cls):
+        return any('slotd_raft_is_leader{group="0"} 1' in t for t in cls.texts)
 
     @classmethod
     def tearDownClass(cls):
-        if cls.proc.poll() is None:
-            cls.proc.send_signal(signal.SIGTERM)
+        for proc in cls.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in cls.procs:
             try:
-                cls.proc.wait(timeout=20)
+                proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                cls.proc.kill()
-                cls.proc.wait(timeout=10)
-        cls.proc.stdout.close()
+                proc.kill()
+                proc.wait(timeout=10)
         shutil.rmtree(cls.tmp)
 
     def test_promtool_check_metrics(self):
-        self.assertIn('slotd_raft_is_leader{group="0"} 1', self.text,
-                      "no leader of group 0 within %.0f s" % METRICS_POLL_S)
-        r = subprocess.run([promtool(), "check", "metrics"], input=self.text,
-                           capture_output=True, text=True, timeout=30)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        # promtool reports lint problems on stdout/stderr even when they are only warnings.
-        self.assertEqual((r.stdout + r.stderr).strip(), "")
+        self.assertTrue(self.controller_led(),
+                        "no leader of group 0 within %.0f s" % METRICS_POLL_S)
+        for i, text in enumerate(self.texts):
+            r = subprocess.run([promtool(), "check", "metrics"], input=text,
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, "node %d: %s" % (i + 1, r.stdout + r.stderr))
+            # promtool reports lint problems on stdout/stderr even when they are only warnings.
+            self.assertEqual((r.stdout + r.stderr).strip(), "", "node %d" % (i + 1))
+
+    def test_docs_metric_tables_match_exports(self):
+        """The metric tables of service/metrics/README.md and README.md each name exactly the
+        families the cluster's nodes export."""
+        exported = set()
+        for text in self.texts:
+            exported |= {l.split()[2] for l in text.splitlines() if l.startswith("# TYPE ")}
+        tables = {}
+        for doc in ("service/metrics/README.md", "README.md"):
+            with open(os.path.join(REPO, doc)) as f:
+                tables[doc] = set(re.findall(r"^\| `((?:slotd|process)_[a-z_]+)` \|", f.read(),
+                                             re.M))
+            self.assertTrue(tables[doc], doc)
+            self.assertEqual(tables[doc] - exported, set(), "%s names unexported metrics" % doc)
+            self.assertEqual(exported - tables[doc], set(), "exported, not in %s's table" % doc)
 
     def test_build_and_process_metrics(self):
         r = subprocess.run([slotd_bin(), "--version"], capture_output=True, text=True, timeout=10)
@@ -468,8 +510,10 @@ class LiveMetricsTest(unittest.TestCase):
                                                                       r.stderr))
 
     def test_rules_and_dashboard_use_exported_metrics(self):
-        self.assertIn('slotd_raft_is_leader{group="0"} 1', self.text)
-        exported = exported_series_names(self.text)
+        self.assertTrue(self.controller_led())
+        exported = set()
+        for text in self.texts:  # what the 3-node cluster exports, any node
+            exported |= exported_series_names(text)
         with open(DASHBOARD) as f:
             dash = json.load(f)
         rules, _ = rule_exprs()

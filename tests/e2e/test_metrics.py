@@ -23,7 +23,7 @@ READ = "slotd.v1.Metadata/Read"
 HISTOGRAMS = ("slotd_grpc_request_duration_seconds", "slotd_raftlog_batch_entries",
               "slotd_raftlog_write_seconds", "slotd_apply_batch_entries")
 PER_GROUP = ("slotd_raft_term", "slotd_raft_commit_index", "slotd_raft_applied_index",
-             "slotd_raft_is_leader", "slotd_raft_leader_changes_total")
+             "slotd_raft_is_leader", "slotd_raft_leader_changes_total", "slotd_group_has_leader")
 
 
 def http_get(port, path):
@@ -119,7 +119,8 @@ class MetricsTest(h.SlotdTestCase):
                 "process_resident_memory_bytes": "gauge",
                 "process_start_time_seconds": "gauge", "process_open_fds": "gauge",
                 "process_max_fds": "gauge",
-                "slotd_data_dir_available_bytes": "gauge", "slotd_data_dir_size_bytes": "gauge"}
+                "slotd_data_dir_available_bytes": "gauge", "slotd_data_dir_size_bytes": "gauge",
+                "slotd_group_has_leader": "gauge", "slotd_store_bytes": "gauge"}
         for name, kind in want.items():
             self.assertEqual(s.types.get(name), kind, name)
             self.assertIn("# HELP %s " % name, s.text)
@@ -129,6 +130,27 @@ class MetricsTest(h.SlotdTestCase):
         for direction in ("sent", "received"):
             self.assertEqual(s.value("slotd_snapshot_bytes_total", direction=direction), 0)
         self.assertEqual(s.value("slotd_route_revision"), 1)
+
+    def test_store_bytes_per_database(self):
+        """slotd_store_bytes{db} is the size of the files of each LevelDB database, read at the
+        scrape: between two listings of the directory taken around it, and it grows with writes."""
+        def files_bytes(db):
+            d = self.server.data_dir / db
+            return sum(p.stat().st_size for p in d.iterdir() if p.is_file())
+        for _ in range(3):
+            h.put(self.stub, h.unique_key(b"storebytes", self.rng), b"x" * 65536)
+        for db in ("fsm", "raftlog"):
+            low = files_bytes(db)
+            got = self.scrape().value("slotd_store_bytes", db=db)
+            high = files_bytes(db)
+            self.assertIsNotNone(got, db)
+            self.assertGreater(got, 65536, db)  # the values are in the log and the rows
+            self.assertLessEqual(min(low, high), got, db)
+            self.assertLessEqual(got, max(low, high) * 2, db)
+        before = self.scrape().value("slotd_store_bytes", db="raftlog")
+        for _ in range(4):
+            h.put(self.stub, h.unique_key(b"storebytes", self.rng), b"y" * 65536)
+        self.assertGreater(self.scrape().value("slotd_store_bytes", db="raftlog"), before)
 
     def test_serializable_reads_on_the_call_thread(self):
         """LOCAL reads are answered on the gRPC thread (read_local.c) with the written value and
@@ -167,6 +189,7 @@ class MetricsTest(h.SlotdTestCase):
         for g in self.groups:
             label = str(g)
             self.assertEqual(s.value("slotd_raft_is_leader", group=label), 1, "single node leads")
+            self.assertEqual(s.value("slotd_group_has_leader", group=label), 1)
             self.assertGreaterEqual(s.value("slotd_raft_term", group=label), 1)
             self.assertGreaterEqual(s.value("slotd_raft_leader_changes_total", group=label), 1)
             commit = s.value("slotd_raft_commit_index", group=label)
@@ -307,6 +330,11 @@ class MetricsClusterTest(h.SlotdTestCase):
                 self.assertGreaterEqual(s.value("slotd_raft_commit_index", group=str(group_id)),
                                         1)
             self.assertLessEqual(led, 1, "group %d has %d leaders" % (group_id, led))
+            # every voter knows the group's leader once the route shows one
+            for node_id in cluster.voters(group_id):
+                self.assertEqual(scrapes[node_id].value("slotd_group_has_leader",
+                                                        group=str(group_id)), 1,
+                                 "node %d group %d" % (node_id, group_id))
         # Raft traffic between nodes goes through the Peer/RaftStream frames each node accepts.
         raft_frames = sum(s.value("slotd_grpc_stream_frames_total",
                                   method="slotd.internal.v1.Peer/RaftStream",
