@@ -502,6 +502,8 @@ int main(int argc, char **argv)
                            .peer_verifier = verifier,
                            .peer_mtls = peer_mtls,
                            .authz = authz};
+    if (node_api_metrics_register(&api, metrics) != METRICS_OK)
+        slog("warn", "main", "msg=\"forward metrics not registered\"");
     if (node_api_register(&api, server, peer_server) != 0) {
         fprintf(stderr, "slotd: cannot register the API\n");
         goto err_after_runtime;

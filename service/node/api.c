@@ -142,6 +142,38 @@ struct forward {
 
 static void forward_send(struct forward *f);
 
+static const char *const forward_outcome_names[NODE_FORWARD_OUTCOMES] = {
+    "ok", "error", "not_sent", "no_answer", "silent_leader"};
+
+int node_api_metrics_register(struct node_api *api, struct metrics_registry *m)
+{
+    const char *labels[] = {"method", "outcome"};
+    const char *methods[] = {"slotd.v1.Metadata/Read", "slotd.v1.Metadata/Propose"};
+    struct metrics_family *fam = NULL;
+    if (m == NULL)
+        return METRICS_OK;
+    int rc = metrics_counter_family_new(
+        m, "slotd_forward_total",
+        "Reads and proposals this node forwarded to a slot group's leader, by how they ended: ok, "
+        "error (the leader's error relayed), not_sent, no_answer, silent_leader.",
+        2, labels, &fam);
+    if (rc != METRICS_OK)
+        return rc;
+    for (int p = 0; p < 2; p++) {
+        for (int o = 0; o < NODE_FORWARD_OUTCOMES; o++) {
+            const char *v[] = {methods[p], forward_outcome_names[o]};
+            api->forwards[p][o] = metrics_counter_get(fam, v);
+        }
+    }
+    return METRICS_OK;
+}
+
+/* Counts how f ended. */
+static void forward_count(const struct forward *f, enum node_forward_outcome o)
+{
+    metrics_counter_add(f->api->forwards[f->propose ? 1 : 0][o], 1);
+}
+
 /* The NOT_LEADER hint in a relayed error, if any, and its term. */
 static uint64_t hinted_leader(const uint8_t *details, size_t len, uint64_t *term)
 {
@@ -171,6 +203,7 @@ static void forward_done(void *arg, int status, const char *message, const uint8
     struct forward *f = arg;
     struct slotd_error err;
     if (status == GRPC_STATUS_OK) {
+        forward_count(f, NODE_FORWARD_OK);
         rpc_call_reply_bytes(f->call, resp ? resp : (const uint8_t *)"", resp ? resp_len : 0);
         free(f);
         return;
@@ -189,6 +222,7 @@ static void forward_done(void *arg, int status, const char *message, const uint8
                         f->group, (unsigned long long)f->to, (unsigned long long)hint,
                         (unsigned long long)hint_term);
         err.retry_after_ms = 100;
+        forward_count(f, NODE_FORWARD_SILENT_LEADER);
         rpc_call_fail(f->call, &err);
         free(f);
         return;
@@ -205,6 +239,7 @@ static void forward_done(void *arg, int status, const char *message, const uint8
         /* The leader did not answer: a write may or may not have reached it, unless gRPC never
          * sent it (nothing could be connected to): then it is a definite, retryable failure. */
         bool unsent = transport_reply_unsent(status, message);
+        forward_count(f, unsent ? NODE_FORWARD_NOT_SENT : NODE_FORWARD_NO_ANSWER);
         if (unsent) {
             runtime_peer_unreachable(f->api->rt, f->to); /* drop it from the route at once */
             slotd_error_set(&err, SLOTD_ENO_LEADER,
@@ -223,6 +258,7 @@ static void forward_done(void *arg, int status, const char *message, const uint8
         free(f);
         return;
     }
+    forward_count(f, NODE_FORWARD_ERROR);
     rpc_call_fail_raw(f->call, status, message, details, details_len);
     free(f);
 }
@@ -235,6 +271,7 @@ static void forward_send(struct forward *f)
         struct slotd_error err;
         slotd_error_set(&err, SLOTD_ENO_LEADER, "group %u: cannot forward to node %llu: %s",
                         f->group, (unsigned long long)f->to, transport_strerror(rc));
+        forward_count(f, NODE_FORWARD_NOT_SENT);
         rpc_call_fail(f->call, &err);
         free(f);
     }

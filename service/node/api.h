@@ -3,6 +3,7 @@
 #ifndef SLOTD_NODE_API_H
 #define SLOTD_NODE_API_H
 
+#include "service/metrics/metrics.h"
 #include "service/route/route.h"
 #include "service/rpc/rpc.h"
 #include "service/runtime/runtime.h"
@@ -12,6 +13,16 @@
 #define NODE_FORWARD_HOPS_MAX 3
 
 struct auth_verifier;
+
+/* How a Propose or Read forwarded to a leader ended (slotd_forward_total's outcome label). */
+enum node_forward_outcome {
+    NODE_FORWARD_OK,            /* the leader answered OK */
+    NODE_FORWARD_ERROR,         /* the leader answered an error, relayed as it is */
+    NODE_FORWARD_NOT_SENT,      /* it could not be sent (no connection, refused): NO_LEADER */
+    NODE_FORWARD_NO_ANSWER,     /* sent, no answer in time: UNKNOWN_OUTCOME (write), NO_LEADER */
+    NODE_FORWARD_SILENT_LEADER, /* the asked voter named a leader gone silent here: NO_LEADER */
+    NODE_FORWARD_OUTCOMES
+};
 
 struct node_api {
     struct runtime *rt;          /* borrowed */
@@ -29,7 +40,15 @@ struct node_api {
      * Metadata and Admin calls need a caller (node_authz_caller) with the grant. */
     struct node_authz *authz;
     struct node_watch *watch; /* watch.c: Metadata/Watch streams (node_watch_register) */
+    /* slotd_forward_total{method,outcome} by [read = 0, propose = 1][outcome]; owned by the
+     * registry node_api_metrics_register was given; NULL: not counted */
+    struct metrics_counter *forwards[2][NODE_FORWARD_OUTCOMES];
 };
+
+/* m: borrowed (may be NULL: nothing is counted); the series stay the registry's. Registers
+ * slotd_forward_total{method,outcome} and points api->forwards at its series. Returns a
+ * METRICS_* code. Call before node_api_register. */
+int node_api_metrics_register(struct node_api *api, struct metrics_registry *m);
 
 /* Runs of hash slots (parts) one range or spanning listing page asks at once: at most this many
  * group pages of at most SLOT_RANGE_PAGE_BYTES (SLOT_LIST_PAGE_BYTES) each are held while a page

@@ -120,7 +120,8 @@ class MetricsTest(h.SlotdTestCase):
                 "process_start_time_seconds": "gauge", "process_open_fds": "gauge",
                 "process_max_fds": "gauge",
                 "slotd_data_dir_available_bytes": "gauge", "slotd_data_dir_size_bytes": "gauge",
-                "slotd_group_has_leader": "gauge", "slotd_store_bytes": "gauge"}
+                "slotd_group_has_leader": "gauge", "slotd_store_bytes": "gauge",
+                "slotd_forward_total": "counter"}
         for name, kind in want.items():
             self.assertEqual(s.types.get(name), kind, name)
             self.assertIn("# HELP %s " % name, s.text)
@@ -335,6 +336,24 @@ class MetricsClusterTest(h.SlotdTestCase):
                 self.assertEqual(scrapes[node_id].value("slotd_group_has_leader",
                                                         group=str(group_id)), 1,
                                  "node %d group %d" % (node_id, group_id))
+        # A put sent to a follower is forwarded to the leader: counted ok on the follower only.
+        group_id = cluster.group_ids[0]
+        follower = next(n for n in cluster.voters(group_id) if n != leaders[group_id])
+        port_of = dict(zip(cluster.node_ids, ports))
+
+        def forwards(node_id, outcome):
+            status, _, body = http_get(port_of[node_id], "/metrics")
+            self.assertEqual(status, 200)
+            return Scrape(self, body).value("slotd_forward_total", method=PROPOSE,
+                                            outcome=outcome)
+        before = forwards(follower, "ok")
+        leader_before = forwards(leaders[group_id], "ok")
+        key = h.key_in_group(cluster.table, group_id, "forward", random.Random(SEED))
+        h.put(cluster.stub(follower), key, b"forwarded")
+        self.assertEqual(forwards(follower, "ok"), before + 1)
+        self.assertEqual(forwards(leaders[group_id], "ok"), leader_before)
+        for outcome in ("error", "not_sent", "no_answer", "silent_leader"):
+            self.assertIsNotNone(forwards(follower, outcome), outcome)
         # Raft traffic between nodes goes through the Peer/RaftStream frames each node accepts.
         raft_frames = sum(s.value("slotd_grpc_stream_frames_total",
                                   method="slotd.internal.v1.Peer/RaftStream",
