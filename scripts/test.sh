@@ -72,8 +72,11 @@ st_sim_bugs() {
   tests/sim/bugs.sh "$BUILD"
 }
 
+# The e2e modules run in E2E_JOBS worker processes (tests/e2e/run_parallel.py: longest first, the
+# modules that share a folder of the tree one after another); they mostly wait on timers.
+E2E_JOBS=${E2E_JOBS:-3}
 st_e2e() {
-  SLOTD_BIN="$PWD/$BUILD/bin/slotd" "$PY" -m unittest discover -s tests/e2e -p 'test_*.py' -v
+  SLOTD_BIN="$PWD/$BUILD/bin/slotd" "$PY" tests/e2e/run_parallel.py -j "$E2E_JOBS"
 }
 
 # The fault stage also builds slotd with crash points, the peer-network filter and the unsafe-read
@@ -107,8 +110,8 @@ st_asan() {
   fi
   # The real server under the sanitizers (leaks show up as exit codes and log markers), on the
   # suites that drive the most server code; the full e2e suite runs on the normal build above.
-  (cd tests/e2e && ASAN_OPTIONS=detect_leaks=1 SLOTD_BIN="$PWD/../../$ASAN/bin/slotd" \
-    "$PY" -m unittest test_single_node test_cluster test_meta test_crash test_tasks test_migration) || return 1
+  ASAN_OPTIONS=detect_leaks=1 SLOTD_BIN="$PWD/$ASAN/bin/slotd" "$PY" tests/e2e/run_parallel.py -j 2 \
+    test_single_node test_cluster test_meta test_crash test_tasks test_migration || return 1
 }
 
 # ThreadSanitizer (tests/tsan/README.md): the unit suites and a 3-node smoke with a leader kill,
