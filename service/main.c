@@ -501,7 +501,8 @@ int main(int argc, char **argv)
                            .node_id = f.node_id,
                            .peer_verifier = verifier,
                            .peer_mtls = peer_mtls,
-                           .authz = authz};
+                           .authz = authz,
+                           .store = store};
     if (node_api_metrics_register(&api, metrics) != METRICS_OK)
         slog("warn", "main", "msg=\"forward metrics not registered\"");
     if (node_api_register(&api, server, peer_server) != 0) {
@@ -567,6 +568,7 @@ err_after_runtime:
     rpc_server_shutdown(server); /* idempotent: watch streams end before their thread stops */
     rpc_server_shutdown(peer_server);
     node_watch_stop(&api);
+    node_backup_stop(&api); /* before the store closes: the capture reads it */
     node_authz_free(authz); /* its worker's last jobs see a stopped runtime */
     authz = NULL;
     if (transport != NULL)

@@ -496,6 +496,9 @@ int main(int argc, char **argv)
     case SLOTCTL_CMD_META:
         code = slotctl_meta_run(c, &a);
         break;
+    case SLOTCTL_CMD_BACKUP:
+        code = slotctl_backup_run(c, &a);
+        break;
     case SLOTCTL_CMD_USER:
     case SLOTCTL_CMD_ROLE:
         code = slotctl_auth_run(c, &a);

@@ -93,6 +93,7 @@ static const struct {
     {"txn", SLOTCTL_CMD_TXN, 0, 0},
     {"lease", SLOTCTL_CMD_LEASE, 2, 3}, /* lease grant KEY TTL | lease keepalive|revoke ID */
     {"mcp", SLOTCTL_CMD_MCP, 0, 0},     /* mcp [--metrics URL,URL] */
+    {"backup", SLOTCTL_CMD_BACKUP, 2, 2}, /* backup save|verify|inspect FILE */
 };
 
 #define CLI_N_CMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
@@ -612,6 +613,11 @@ static int cli_check(struct slotctl_args *a, char *err, size_t errlen)
             return cli_fail(err, errlen, "feature: usage: feature list | feature set NAME on|off");
         if (a->cmd == SLOTCTL_CMD_LEASE && (a->pos_count < min || a->pos_count > max))
             return cli_fail(err, errlen, "lease: usage: %s", CLI_LEASE_USAGE);
+        if (a->cmd == SLOTCTL_CMD_BACKUP &&
+            (a->pos_count != 2 || (strcmp(a->pos[0], "save") != 0 &&
+                                   strcmp(a->pos[0], "verify") != 0 &&
+                                   strcmp(a->pos[0], "inspect") != 0)))
+            return cli_fail(err, errlen, "backup: usage: backup save|verify|inspect FILE");
         if (a->pos_count < min || a->pos_count > max) {
             if (a->cmd != SLOTCTL_CMD_BENCH)
                 return cli_fail(err, errlen, "%s: takes %d argument%s, got %d", cli_cmds[k].name,
@@ -813,6 +819,11 @@ void slotctl_usage(FILE *out)
         "                                      task: move hash slots (e.g. 3,7,10-12) to G\n"
         "                                      (needs the cluster feature hash_slot_migration\n"
         "                                      on: feature set hash_slot_migration on)\n"
+        "  backup save FILE                    one consistent backup of the cluster into FILE\n"
+        "                                      (docs/backup-format.md; progress on stderr)\n"
+        "  backup verify FILE                  offline: every checksum, the structure, counts\n"
+        "                                      per group (exit 5 naming the bad record)\n"
+        "  backup inspect FILE                 offline: header, groups, rows, sizes\n"
         "  feature list                        the cluster state's features and their values\n"
         "  feature set NAME on|off [--expected-revision R]\n"
         "                                      switch a feature in the replicated cluster\n"

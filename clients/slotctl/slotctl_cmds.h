@@ -87,6 +87,9 @@ int slotctl_auth_run(struct slotd_client *c, const struct slotctl_args *a);
  * done (0), failed (SLOTCTL_EXIT_TASK_FAILED) or --wait seconds (SLOTCTL_EXIT_WAIT_TIMEOUT). */
 int slotctl_task_cmd_run(struct slotd_client *c, const struct slotctl_args *a);
 
+/* c, a: borrowed for the call. `backup save|verify|inspect FILE` (slotctl_backup.c). */
+int slotctl_backup_run(struct slotd_client *c, const struct slotctl_args *a);
+
 /* c, a: borrowed for the call. `task status [TASK_ID] [--active] [--watch ...]`. */
 int slotctl_task_status_run(struct slotd_client *c, const struct slotctl_args *a);
 

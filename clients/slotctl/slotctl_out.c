@@ -13,7 +13,8 @@ static const char *const cmd_names[] = {
     "join",  "activate",      "move-replica", "drain",  "promote",
     "retry", "migrate-slots", "task status",  "status", "user",
     "role", "feature",       "watch",        "txn",    "lease",
-    "lease grant", "lease keepalive", "lease revoke",
+    "lease grant", "lease keepalive", "lease revoke", "" /* meta: a->meta.name */, "mcp",
+    "backup",
 };
 
 const char *slotctl_cmd_name(int cmd)

@@ -30,7 +30,8 @@
     X(BACKUP_ECORRUPT, 3, "backup file is corrupt")                                                \
     X(BACKUP_EINVAL, 4, "invalid argument")                                                        \
     X(BACKUP_ELIMIT, 5, "limit reached")                                                           \
-    X(BACKUP_ESTOP, 6, "stopped by the caller")
+    X(BACKUP_ESTOP, 6, "stopped by the caller")                                                    \
+    X(BACKUP_EPRECONDITION, 7, "the cluster cannot be backed up from here")
 
 #define BACKUP__ERR_ENUM(name, code, text) name = code,
 enum backup_err { BACKUP_ERRORS(BACKUP__ERR_ENUM) BACKUP_ERR_COUNT_ };

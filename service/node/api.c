@@ -896,5 +896,7 @@ int node_api_register(struct node_api *api, struct rpc_server *client, struct rp
                                           on_peer_raft_stream_end, api);
     if (rc == 0)
         rc = node_watch_register(api, client, peer);
+    if (rc == 0)
+        rc = node_backup_register(api, client);
     return rc == 0 ? node_admin_register(api, client, peer) : rc;
 }

@@ -43,6 +43,8 @@ struct node_api {
     /* slotd_forward_total{method,outcome} by [read = 0, propose = 1][outcome]; owned by the
      * registry node_api_metrics_register was given; NULL: not counted */
     struct metrics_counter *forwards[2][NODE_FORWARD_OUTCOMES];
+    struct store *store;        /* borrowed: this node's store, read by Admin/Backup */
+    struct node_backup *backup; /* backup.c: the Admin/Backup capture (node_backup_register) */
 };
 
 /* m: borrowed (may be NULL: nothing is counted); the series stay the registry's. Registers
@@ -74,6 +76,12 @@ int node_list_fanout(struct node_api *api, struct rpc_call *call, const Slotd__V
 int node_watch_register(struct node_api *api, struct rpc_server *client, struct rpc_server *peer);
 /* After the servers are shut down: ends the streams left and stops the thread. */
 void node_watch_stop(struct node_api *api);
+
+/* backup.c: Admin/Backup on the client port (one capture thread at a time per node). */
+int node_backup_register(struct node_api *api, struct rpc_server *client);
+/* After the servers are shut down and before the store closes: waits for the capture thread
+ * (its stream is closed by then, so it stops at its next record) and frees the state. */
+void node_backup_stop(struct node_api *api);
 
 /* The node calling Peer method (its path, borrowed) with request body req (len bytes, borrowed):
  * *caller is the node the cluster-secret proof and/or the client certificate prove, 0 when this

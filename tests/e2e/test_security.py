@@ -740,6 +740,22 @@ class RbacTest(h.SlotdTestCase):
                                        metadata=self.root).users
         self.assertNotIn("mallory", [u.name for u in users])
 
+    def test_backup_needs_admin(self):
+        """Admin/Backup streams every row and the controller's secrets: without credentials
+        UNAUTHENTICATED, as bob (no admin) PERMISSION_DENIED, as root the whole file."""
+        def backup(n, md):
+            return list(self.admin(n).Backup(admin_pb2.BackupRequest(), timeout=30, metadata=md))
+        for n in self.cluster.node_ids:
+            self.assertRefused(UNAUTH, lambda: backup(n, ()), "no credentials")
+            self.assertRefused(DENIED, lambda: backup(n, self.bob), "admin")
+        chunks = backup(2, self.root)
+        records = [c.record for c in chunks]
+        self.assertEqual(records[0][0], 1)  # the header record
+        self.assertEqual(records[0][16:24], b"SLOTDBK\n")
+        self.assertEqual(records[-1][0], 6)  # the trailer
+        self.assertEqual(chunks[-1].groups_done, chunks[-1].groups_total)
+        self.assertStored(self.a_key)
+
     def test_wrong_prefix_permission_denied(self):
         for n in self.cluster.node_ids:
             why = self.assertRefused(DENIED, lambda: self.put(n, self.b_key, b"bob", self.bob),

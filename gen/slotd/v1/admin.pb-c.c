@@ -7,6 +7,96 @@
 #endif
 
 #include "slotd/v1/admin.pb-c.h"
+void   slotd__v1__backup_request__init
+                     (Slotd__V1__BackupRequest         *message)
+{
+  static const Slotd__V1__BackupRequest init_value = SLOTD__V1__BACKUP_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__backup_request__get_packed_size
+                     (const Slotd__V1__BackupRequest *message)
+{
+  assert(message->base.descriptor == &slotd__v1__backup_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__backup_request__pack
+                     (const Slotd__V1__BackupRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__backup_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__backup_request__pack_to_buffer
+                     (const Slotd__V1__BackupRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__backup_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__BackupRequest *
+       slotd__v1__backup_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__BackupRequest *)
+     protobuf_c_message_unpack (&slotd__v1__backup_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__backup_request__free_unpacked
+                     (Slotd__V1__BackupRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__backup_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__backup_chunk__init
+                     (Slotd__V1__BackupChunk         *message)
+{
+  static const Slotd__V1__BackupChunk init_value = SLOTD__V1__BACKUP_CHUNK__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__backup_chunk__get_packed_size
+                     (const Slotd__V1__BackupChunk *message)
+{
+  assert(message->base.descriptor == &slotd__v1__backup_chunk__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__backup_chunk__pack
+                     (const Slotd__V1__BackupChunk *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__backup_chunk__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__backup_chunk__pack_to_buffer
+                     (const Slotd__V1__BackupChunk *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__backup_chunk__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__BackupChunk *
+       slotd__v1__backup_chunk__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__BackupChunk *)
+     protobuf_c_message_unpack (&slotd__v1__backup_chunk__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__backup_chunk__free_unpacked
+                     (Slotd__V1__BackupChunk *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__backup_chunk__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__v1__authenticate_request__init
                      (Slotd__V1__AuthenticateRequest         *message)
 {
@@ -1132,6 +1222,88 @@ void   slotd__v1__admin_write_response__free_unpacked
   assert(message->base.descriptor == &slotd__v1__admin_write_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+#define slotd__v1__backup_request__field_descriptors NULL
+#define slotd__v1__backup_request__field_indices_by_name NULL
+#define slotd__v1__backup_request__number_ranges NULL
+const ProtobufCMessageDescriptor slotd__v1__backup_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.BackupRequest",
+  "BackupRequest",
+  "Slotd__V1__BackupRequest",
+  "slotd.v1",
+  sizeof(Slotd__V1__BackupRequest),
+  0,
+  slotd__v1__backup_request__field_descriptors,
+  slotd__v1__backup_request__field_indices_by_name,
+  0,  slotd__v1__backup_request__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__backup_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__backup_chunk__field_descriptors[3] =
+{
+  {
+    "record",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BackupChunk, record),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "groups_done",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BackupChunk, groups_done),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "groups_total",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BackupChunk, groups_total),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__backup_chunk__field_indices_by_name[] = {
+  1,   /* field[1] = groups_done */
+  2,   /* field[2] = groups_total */
+  0,   /* field[0] = record */
+};
+static const ProtobufCIntRange slotd__v1__backup_chunk__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__backup_chunk__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.BackupChunk",
+  "BackupChunk",
+  "Slotd__V1__BackupChunk",
+  "slotd.v1",
+  sizeof(Slotd__V1__BackupChunk),
+  3,
+  slotd__v1__backup_chunk__field_descriptors,
+  slotd__v1__backup_chunk__field_indices_by_name,
+  1,  slotd__v1__backup_chunk__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__backup_chunk__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor slotd__v1__authenticate_request__field_descriptors[2] =
 {
   {
@@ -3126,7 +3298,7 @@ const ProtobufCEnumDescriptor slotd__v1__outcome__descriptor =
   slotd__v1__outcome__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[17] =
+static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[18] =
 {
   { "ClusterState", &slotd__v1__cluster_state_request__descriptor, &slotd__v1__cluster_state_response__descriptor },
   { "ControllerStatus", &slotd__v1__controller_status_request__descriptor, &slotd__v1__controller_status_response__descriptor },
@@ -3145,11 +3317,13 @@ static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[17] 
   { "UserWrite", &slotd__v1__user_write_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "RoleWrite", &slotd__v1__role_write_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "AuthList", &slotd__v1__auth_list_request__descriptor, &slotd__v1__auth_list_response__descriptor },
+  { "Backup", &slotd__v1__backup_request__descriptor, &slotd__v1__backup_chunk__descriptor },
 };
 const unsigned slotd__v1__admin__method_indices_by_name[] = {
   3,        /* ActivateNode */
   16,        /* AuthList */
   13,        /* Authenticate */
+  17,        /* Backup */
   0,        /* ClusterState */
   1,        /* ControllerStatus */
   9,        /* DrainNode */
@@ -3172,7 +3346,7 @@ const ProtobufCServiceDescriptor slotd__v1__admin__descriptor =
   "Admin",
   "Slotd__V1__Admin",
   "slotd.v1",
-  17,
+  18,
   slotd__v1__admin__method_descriptors,
   slotd__v1__admin__method_indices_by_name
 };
@@ -3311,6 +3485,14 @@ void slotd__v1__admin__auth_list(ProtobufCService *service,
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
   service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void slotd__v1__admin__backup(ProtobufCService *service,
+                              const Slotd__V1__BackupRequest *input,
+                              Slotd__V1__BackupChunk_Closure closure,
+                              void *closure_data)
+{
+  assert(service->descriptor == &slotd__v1__admin__descriptor);
+  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
                              Slotd__V1__Admin_ServiceDestroy destroy)

@@ -15,6 +15,8 @@ PROTOBUF_C__BEGIN_DECLS
 #endif
 
 
+typedef struct Slotd__V1__BackupRequest Slotd__V1__BackupRequest;
+typedef struct Slotd__V1__BackupChunk Slotd__V1__BackupChunk;
 typedef struct Slotd__V1__AuthenticateRequest Slotd__V1__AuthenticateRequest;
 typedef struct Slotd__V1__AuthenticateResponse Slotd__V1__AuthenticateResponse;
 typedef struct Slotd__V1__UserWriteRequest Slotd__V1__UserWriteRequest;
@@ -79,6 +81,34 @@ typedef enum _Slotd__V1__Outcome {
 } Slotd__V1__Outcome;
 
 /* --- messages --- */
+
+struct  Slotd__V1__BackupRequest
+{
+  ProtobufCMessage base;
+};
+#define SLOTD__V1__BACKUP_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__backup_request__descriptor) \
+     }
+
+
+struct  Slotd__V1__BackupChunk
+{
+  ProtobufCMessage base;
+  /*
+   * One whole record: 16-byte frame and payload, at most 2 MiB + 16 bytes.
+   */
+  ProtobufCBinaryData record;
+  /*
+   * Slot groups whose part is complete (their GROUP_END record sent) and the groups in the
+   * backup, for progress.
+   */
+  uint32_t groups_done;
+  uint32_t groups_total;
+};
+#define SLOTD__V1__BACKUP_CHUNK__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__backup_chunk__descriptor) \
+    , {0,NULL}, 0, 0 }
+
 
 struct  Slotd__V1__AuthenticateRequest
 {
@@ -534,6 +564,44 @@ struct  Slotd__V1__AdminWriteResponse
     , SLOTD__V1__OUTCOME__OUTCOME_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, 0, 0 }
 
 
+/* Slotd__V1__BackupRequest methods */
+void   slotd__v1__backup_request__init
+                     (Slotd__V1__BackupRequest         *message);
+size_t slotd__v1__backup_request__get_packed_size
+                     (const Slotd__V1__BackupRequest   *message);
+size_t slotd__v1__backup_request__pack
+                     (const Slotd__V1__BackupRequest   *message,
+                      uint8_t             *out);
+size_t slotd__v1__backup_request__pack_to_buffer
+                     (const Slotd__V1__BackupRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__BackupRequest *
+       slotd__v1__backup_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__backup_request__free_unpacked
+                     (Slotd__V1__BackupRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__BackupChunk methods */
+void   slotd__v1__backup_chunk__init
+                     (Slotd__V1__BackupChunk         *message);
+size_t slotd__v1__backup_chunk__get_packed_size
+                     (const Slotd__V1__BackupChunk   *message);
+size_t slotd__v1__backup_chunk__pack
+                     (const Slotd__V1__BackupChunk   *message,
+                      uint8_t             *out);
+size_t slotd__v1__backup_chunk__pack_to_buffer
+                     (const Slotd__V1__BackupChunk   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__BackupChunk *
+       slotd__v1__backup_chunk__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__backup_chunk__free_unpacked
+                     (Slotd__V1__BackupChunk *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__V1__AuthenticateRequest methods */
 void   slotd__v1__authenticate_request__init
                      (Slotd__V1__AuthenticateRequest         *message);
@@ -1011,6 +1079,12 @@ void   slotd__v1__admin_write_response__free_unpacked
                       ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
+typedef void (*Slotd__V1__BackupRequest_Closure)
+                 (const Slotd__V1__BackupRequest *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__BackupChunk_Closure)
+                 (const Slotd__V1__BackupChunk *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__AuthenticateRequest_Closure)
                  (const Slotd__V1__AuthenticateRequest *message,
                   void *closure_data);
@@ -1161,6 +1235,10 @@ struct Slotd__V1__Admin_Service
                     const Slotd__V1__AuthListRequest *input,
                     Slotd__V1__AuthListResponse_Closure closure,
                     void *closure_data);
+  void (*backup)(Slotd__V1__Admin_Service *service,
+                 const Slotd__V1__BackupRequest *input,
+                 Slotd__V1__BackupChunk_Closure closure,
+                 void *closure_data);
 };
 typedef void (*Slotd__V1__Admin_ServiceDestroy)(Slotd__V1__Admin_Service *);
 void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
@@ -1185,7 +1263,8 @@ void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
       function_prefix__ ## authenticate,\
       function_prefix__ ## user_write,\
       function_prefix__ ## role_write,\
-      function_prefix__ ## auth_list  }
+      function_prefix__ ## auth_list,\
+      function_prefix__ ## backup  }
 void slotd__v1__admin__cluster_state(ProtobufCService *service,
                                      const Slotd__V1__ClusterStateRequest *input,
                                      Slotd__V1__ClusterStateResponse_Closure closure,
@@ -1254,12 +1333,18 @@ void slotd__v1__admin__auth_list(ProtobufCService *service,
                                  const Slotd__V1__AuthListRequest *input,
                                  Slotd__V1__AuthListResponse_Closure closure,
                                  void *closure_data);
+void slotd__v1__admin__backup(ProtobufCService *service,
+                              const Slotd__V1__BackupRequest *input,
+                              Slotd__V1__BackupChunk_Closure closure,
+                              void *closure_data);
 
 /* --- descriptors --- */
 
 extern const ProtobufCEnumDescriptor    slotd__v1__user_op__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__role_op__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__outcome__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__backup_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__backup_chunk__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__authenticate_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__authenticate_response__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__user_write_request__descriptor;

@@ -613,6 +613,26 @@ int slotd_client_watch(struct slotd_client *c, const struct slotd_watch_request 
                        slotd_watch_cb cb, void *arg, struct slotd_watch_result **out,
                        struct slotd_error **err);
 
+/* ---- backup --------------------------------------------------------------------------------- */
+
+/* Receives one record of the backup file (docs/backup-format.md) in file order; record is
+ * borrowed for the call. groups_done of groups_total slot groups are complete so far. Return 0
+ * to go on, non-zero to cancel the backup. */
+typedef int (*slotd_backup_cb)(void *arg, const uint8_t *record, size_t len, uint32_t groups_done,
+                               uint32_t groups_total);
+
+/*
+ * c, err: borrowed for the call. Runs Admin/Backup (admin permission with --auth) on the first
+ * seed endpoint that answers, calling cb from this thread with every record; the file is the
+ * records' concatenation. A node that fails UNAVAILABLE before sending anything is left for the
+ * next endpoint; once records arrived the backup is not restarted elsewhere (it is one
+ * consistent stream). timeout_ms 0 = no deadline. SLOTD_CLIENT_OK once the server ended the
+ * stream OK; cb's stop is SLOTD_CLIENT_ERPC (CANCELLED). The caller checks the file it wrote
+ * (the records carry their own checksums).
+ */
+int slotd_admin_backup(struct slotd_client *c, int64_t timeout_ms, slotd_backup_cb cb, void *arg,
+                       struct slotd_error **err);
+
 /* ---- route ---------------------------------------------------------------------------------- */
 
 /* One replica's own answer to the serving node (RouteSnapshot ReplicaStatus). */

@@ -1,0 +1,295 @@
+# test_backup.py - Admin.Backup and slotctl backup save|verify|inspect on a 3-node cluster.
+"""One 3-node cluster with 8 slot groups, loaded with 20,000 keys and typed rows (users with
+devices, channels with subscribers) through all three nodes at once. `slotctl backup save`
+through node 2 while writers keep putting keys: the file verifies, every preloaded key and typed
+row is in it with its value, every key a writer had acknowledged is in it exactly when its
+applied index is at or below its group's applied index in the header (one consistent cut per
+group), keys written after the save are absent, and every group was read on node 2. A byte
+flipped inside a rows record fails `backup verify` (exit 5) naming that record and its group;
+`backup inspect --json` shows the cluster id, the route revision and the hash-slot table the
+route has. `backup save` onto an existing file is refused and leaves the file as it was.
+
+slotctl is ``$SLOTCTL_BIN`` when set, else ``slotctl`` next to the slotd binary the harness uses."""
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import zlib
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import slotd_harness as h  # noqa: E402
+from slotd.v1 import admin_pb2  # noqa: E402
+from slotd.v1 import metadata_pb2 as pb  # noqa: E402
+
+SLOTCTL_BIN = os.environ.get("SLOTCTL_BIN", str(h.SLOTD_BIN.parent / "slotctl"))
+N_KEYS = 20000
+N_USERS = 400
+N_CHANNELS = 40
+SUBSCRIBERS = 10
+IN_FLIGHT = 256
+SAVE_TIMEOUT_S = 60.0
+
+REC_HEADER, REC_CONTROLLER, REC_GROUP_BEGIN, REC_ROWS, REC_GROUP_END, REC_TRAILER = range(1, 7)
+TABLE_KV, TABLE_USER = 1, 5
+
+
+def slotctl(endpoints, *args, json_out=False, timeout=SAVE_TIMEOUT_S):
+    cmd = [SLOTCTL_BIN, "--endpoints", endpoints] + (["--json"] if json_out else [])
+    proc = subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True,
+                          timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def read_backup(path):
+    """The file's records, parsed here independently of the C reader: header fields, per group
+    rows {key: value}, and each record's (seq, type, group, offset, length)."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    off, seq, group = 0, 0, None
+    out = {"records": [], "groups": {}, "rows": {}}
+    while off < len(data):
+        rtype, ver, _, rseq, length, crc = struct.unpack_from(">BBHIII", data, off)
+        payload = data[off + 16:off + 16 + length]
+        assert ver == 1 and rseq == seq, (ver, rseq, seq)
+        assert zlib.crc32(data[off:off + 12] + payload) == crc, "record %d crc" % seq
+        if rtype == REC_HEADER:
+            assert payload[:8] == b"SLOTDBK\n"
+            _, created, revision, ctl_index, idl = struct.unpack_from(">IQQQH", payload, 8)
+            p = 38
+            out["cluster_id"] = payload[p:p + idl].decode()
+            p += idl
+            out["table"] = list(struct.unpack_from(">256I", payload, p))
+            p += 1024
+            (n,) = struct.unpack_from(">I", payload, p)
+            p += 4
+            for i in range(n):
+                g, applied, node = struct.unpack_from(">IQQ", payload, p + 20 * i)
+                out["groups"][g] = {"applied_index": applied, "source_node": node}
+            out["route_revision"] = revision
+        elif rtype == REC_GROUP_BEGIN:
+            (group,) = struct.unpack_from(">I", payload, 0)
+            out["rows"][group] = {}
+        elif rtype == REC_ROWS:
+            g, n = struct.unpack_from(">II", payload, 0)
+            assert g == group
+            p = 8
+            for _ in range(n):
+                kl, vl = struct.unpack_from(">HI", payload, p)
+                p += 6
+                out["rows"][g][payload[p:p + kl]] = payload[p + kl:p + kl + vl]
+                p += kl + vl
+        out["records"].append((seq, rtype, group if rtype in (REC_ROWS, REC_GROUP_END) else None,
+                               off, length))
+        if rtype == REC_GROUP_END:
+            group = None
+        off += 16 + length
+        seq += 1
+    return out
+
+
+def kv_key(key):
+    return struct.pack(">HB", h.hash_slot(key), TABLE_KV) + key
+
+
+def user_key(uid):
+    return struct.pack(">HB", h.hash_slot(uid.encode()), TABLE_USER) + uid.encode()
+
+
+def propose_all(stubs, requests):
+    """Sends every request (round robin over stubs, IN_FLIGHT at a time); returns responses."""
+    out = [None] * len(requests)
+    futures = {}
+    for i, req in enumerate(requests):
+        futures[i] = stubs[i % len(stubs)].Propose.future(req, timeout=30)
+        if len(futures) >= IN_FLIGHT:
+            for j in list(futures)[:IN_FLIGHT // 2]:
+                out[j] = futures.pop(j).result()
+    for j, f in futures.items():
+        out[j] = f.result()
+    return out
+
+
+class Writer(threading.Thread):
+    """Puts keys late/<n>/<i> until stopped; records (key, value, group, applied index) of each
+    acknowledged put."""
+
+    def __init__(self, stub, n):
+        super().__init__(daemon=True)
+        self.stub, self.n = stub, n
+        self.acked = []
+        self.stop_flag = threading.Event()
+        self.error = None
+
+    def run(self):
+        i = 0
+        try:
+            while not self.stop_flag.is_set():
+                key = b"late/%d/%06d" % (self.n, i)
+                value = b"w%d-%d" % (self.n, i)
+                r = h.put(self.stub, key, value)
+                self.acked.append((key, value, r.group_id, r.applied_index))
+                i += 1
+        except grpc.RpcError as err:  # pragma: no cover - reported by the test
+            self.error = err
+
+
+class BackupTest(h.SlotdTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = cls.new_class_cluster(size=3, slot_groups=8)
+        cls.workdir = cls._class_workdir
+        stubs = [cls.cluster.stub(n) for n in cls.cluster.node_ids]
+        t0 = time.monotonic()
+        cls.keys = {b"pre/%06d" % i: b"value-%d-" % i + b"x" * (i % 64) for i in range(N_KEYS)}
+        reqs = [pb.ProposeRequest(put=pb.PutCommand(key=k, value=v)) for k, v in cls.keys.items()]
+        cls.users = ["u%04d" % i for i in range(N_USERS)]
+        reqs += [pb.ProposeRequest(create_user=pb.CreateUserCommand(
+            user=pb.User(uid=u, token="tok-" + u))) for u in cls.users]
+        reqs += [pb.ProposeRequest(put_device=pb.PutDeviceCommand(
+            device=pb.Device(uid=u, device_flag=1, token="dev-" + u))) for u in cls.users[:100]]
+        cls.channels = ["ch%03d" % i for i in range(N_CHANNELS)]
+        reqs += [pb.ProposeRequest(create_channel=pb.CreateChannelCommand(
+            channel_id=c, channel_type=2)) for c in cls.channels]
+        propose_all(stubs, reqs)
+        subs = [pb.ProposeRequest(add_subscribers=pb.SubscribersCommand(
+            channel_id=c, channel_type=2, uids=cls.users[i:i + SUBSCRIBERS]))
+            for i, c in enumerate(cls.channels)]
+        propose_all(stubs, subs)
+        print("\nloaded %d keys, %d users, %d channels in %.1f s"
+              % (N_KEYS, N_USERS, N_CHANNELS, time.monotonic() - t0), file=sys.stderr)
+
+        # the save runs through node 2 while two writers put keys through nodes 1 and 3
+        cls.path = os.path.join(cls.workdir, "cluster.bak")
+        writers = [Writer(cls.cluster.stub(1), 1), Writer(cls.cluster.stub(3), 3)]
+        for w in writers:
+            w.start()
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        cls.save = slotctl(cls.cluster.addr(2), "backup", "save", cls.path, json_out=True)
+        cls.save_s = time.monotonic() - t0
+        for w in writers:
+            w.stop_flag.set()
+        for w in writers:
+            w.join(10)
+        cls.writers = writers
+        # written after the save returned: none of these may be in the file
+        cls.after = [b"after/%03d" % i for i in range(50)]
+        propose_all(stubs, [pb.ProposeRequest(put=pb.PutCommand(key=k, value=b"a"))
+                            for k in cls.after])
+
+    def test_save_is_one_consistent_cut_per_group(self):
+        code, out, err = self.save
+        self.assertEqual(code, 0, err)
+        summary = json.loads(out.strip().splitlines()[-1])
+        self.assertTrue(summary["ok"])
+        print("backup save: %.2f s, %d bytes, %d rows" % (self.save_s, summary["bytes"],
+                                                         summary["rows"]), file=sys.stderr)
+        self.assertIn("groups 8/8 done", err)
+        for w in self.writers:
+            self.assertIsNone(w.error)
+            self.assertGreater(len(w.acked), 0)
+        f = read_backup(self.path)
+        self.assertEqual(sorted(f["groups"]), list(range(1, 9)))
+        self.assertEqual({g["source_node"] for g in f["groups"].values()}, {2})
+        self.assertEqual(len(summary["groups"]), 8)
+        rows = {}
+        for g, grows in f["rows"].items():
+            self.assertEqual(len(grows), summary["groups"][g - 1]["rows"])
+            for k, v in grows.items():
+                if k[:2] != b"\xff\xff":  # a row lives in the group of its hash slot
+                    self.assertEqual(f["table"][struct.unpack(">H", k[:2])[0]], g)
+                rows[k] = v
+        missing = [k for k in self.keys if kv_key(k) not in rows]
+        self.assertEqual(missing, [])
+        wrong = [k for k, v in self.keys.items() if rows[kv_key(k)][9:] != v]
+        self.assertEqual(wrong, [])
+        for u in self.users:
+            user = pb.User.FromString(rows[user_key(u)][1:])
+            self.assertEqual((user.uid, user.token), (u, "tok-" + u))
+        # a concurrent write is in the file exactly when its group had applied it at the cut
+        inside = outside = 0
+        for w in self.writers:
+            for key, value, group, index in w.acked:
+                want = index <= f["groups"][group]["applied_index"]
+                got = rows.get(kv_key(key))
+                self.assertEqual(got is not None, want, (key, group, index))
+                if want:
+                    self.assertEqual(got[9:], value)
+                    inside += 1
+                else:
+                    outside += 1
+        print("concurrent writes: %d in the backup, %d after it" % (inside, outside),
+              file=sys.stderr)
+        self.assertGreater(inside, 0)
+        self.assertEqual([k for k in self.after if kv_key(k) in rows], [])
+
+    def test_verify_and_inspect(self):
+        code, out, err = slotctl("127.0.0.1:1", "backup", "verify", self.path, json_out=True)
+        self.assertEqual(code, 0, err)
+        v = json.loads(out)
+        code, out, err = slotctl("127.0.0.1:1", "backup", "inspect", self.path, json_out=True)
+        self.assertEqual(code, 0, err)
+        i = json.loads(out)
+        self.assertEqual(v["rows"], i["rows"])
+        self.assertEqual(sum(g["rows"] for g in i["groups"]), i["rows"])
+        self.assertGreater(i["rows"], N_KEYS + N_USERS)
+        route = self.cluster.route(via=1)
+        self.assertEqual(i["route_revision"], route.route_revision)
+        self.assertEqual(i["hash_slot_table"], list(route.hash_slot_table))
+        call = self.cluster.servers[1].channel.unary_unary(
+            "/slotd.v1.Admin/ClusterState",
+            request_serializer=admin_pb2.ClusterStateRequest.SerializeToString,
+            response_deserializer=admin_pb2.ClusterStateResponse.FromString)
+        state = json.loads(call(admin_pb2.ClusterStateRequest(), timeout=h.RPC_TIMEOUT_S)
+                           .state_json)
+        self.assertEqual(i["cluster_id"], state["cluster_id"])
+        self.assertEqual(i["format_version"], 1)
+        code, out, err = slotctl("127.0.0.1:1", "backup", "inspect", self.path)
+        self.assertEqual(code, 0, err)
+        self.assertIn("hash-slot table:", out)
+
+    def test_flipped_byte_fails_naming_the_record(self):
+        f = read_backup(self.path)
+        seq, _, group, off, length = [r for r in f["records"]
+                                      if r[1] == REC_ROWS and r[2] == 5][0]
+        bad = os.path.join(self.workdir, "flipped.bak")
+        shutil.copyfile(self.path, bad)
+        with open(bad, "r+b") as fh:
+            fh.seek(off + 16 + length // 2)
+            b = fh.read(1)
+            fh.seek(off + 16 + length // 2)
+            fh.write(bytes([b[0] ^ 0x20]))
+        code, out, err = slotctl("127.0.0.1:1", "backup", "verify", bad)
+        self.assertEqual(code, 5, err)
+        self.assertIn("record %d (rows, group 5) at byte %d: checksum mismatch" % (seq, off), err)
+        code, out, err = slotctl("127.0.0.1:1", "backup", "verify", bad, json_out=True)
+        self.assertEqual(code, 5)
+        self.assertFalse(json.loads(out)["ok"])
+        # the file cut short fails too
+        with open(bad, "r+b") as fh:
+            fh.truncate(off + 10)
+        code, out, err = slotctl("127.0.0.1:1", "backup", "verify", bad)
+        self.assertEqual(code, 5, err)
+        self.assertIn("record %d" % seq, err)
+
+    def test_save_onto_existing_file_refused(self):
+        with open(self.path, "rb") as fh:
+            before = fh.read()
+        code, out, err = slotctl(self.cluster.addr(1), "backup", "save", self.path)
+        self.assertNotEqual(code, 0)
+        self.assertIn("exists", err)
+        with open(self.path, "rb") as fh:
+            self.assertEqual(fh.read(), before)
+        self.assertFalse(os.path.exists(self.path + ".part"))
+
+
+if __name__ == "__main__":
+    unittest.main()
