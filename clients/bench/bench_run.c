@@ -303,25 +303,9 @@ static void run_fetch_start(struct run_shared *s, struct run_fetch *f, grpc_comp
     f->call = grpc_channel_create_call(s->channels[0].channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
                                        grpc_slice_from_static_string(RUN_ROUTE_METHOD), NULL,
                                        deadline, NULL);
-    grpc_op ops[6];
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    if (s->has_token) {
-        ops[0].data.send_initial_metadata.count = 1;
-        ops[0].data.send_initial_metadata.metadata = &s->token_md;
-    }
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = f->send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &f->initial_md;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &f->recv;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &f->trailing_md;
-    ops[5].data.recv_status_on_client.status = &f->status;
-    ops[5].data.recv_status_on_client.status_details = &f->details;
-    grpc_call_error rc = grpc_call_start_batch(f->call, ops, 6, f, NULL);
+    grpc_call_error rc =
+        slotd_call_unary_start(f->call, &s->token_md, s->has_token ? 1 : 0, f->send, &f->initial_md,
+                               &f->recv, &f->trailing_md, &f->status, &f->details, f);
     assert(rc == GRPC_CALL_OK); /* only a malformed batch fails here */
     (void)rc;
 }
@@ -477,25 +461,9 @@ static void run_issue(struct run_worker *w, struct run_call *c, int64_t now)
     c->details = grpc_empty_slice();
     c->start_ns = now;
 
-    grpc_op ops[6];
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    if (s->has_token) {
-        ops[0].data.send_initial_metadata.count = 1;
-        ops[0].data.send_initial_metadata.metadata = &s->token_md;
-    }
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = c->send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &c->initial_md;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &c->recv;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &c->trailing_md;
-    ops[5].data.recv_status_on_client.status = &c->status;
-    ops[5].data.recv_status_on_client.status_details = &c->details;
-    grpc_call_error rc = grpc_call_start_batch(c->call, ops, 6, c, NULL);
+    grpc_call_error rc =
+        slotd_call_unary_start(c->call, &s->token_md, s->has_token ? 1 : 0, c->send, &c->initial_md,
+                               &c->recv, &c->trailing_md, &c->status, &c->details, c);
     /* Only a malformed batch fails here: a programmer error. */
     assert(rc == GRPC_CALL_OK);
     (void)rc;

@@ -13,24 +13,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SLOTCTL_HEX_MAX (2 * SLOTD_REQUEST_ID_LEN_MAX + 1)
-
 /* ---- key-value commands ---------------------------------------------------------------- */
 
 static json_t *json_write_common(const struct slotctl_args *a, const struct slotd_write_result *r)
 {
-    char hex[SLOTCTL_HEX_MAX];
-    slotctl_hex_of(r->request_id, r->request_id_len, hex);
     json_t *j = json_object();
     json_object_set_new(j, "command", json_string(slotctl_cmd_name(a->cmd)));
     json_object_set_new(j, "ok", json_true());
     slotctl_json_set_bytes(j, "key", (const uint8_t *)a->pos[0], strlen(a->pos[0]));
-    json_object_set_new(j, "group_id", json_integer(r->group_id));
-    json_object_set_new(j, "applied_index", json_integer((json_int_t)r->applied_index));
-    json_object_set_new(j, "term", json_integer((json_int_t)r->term));
-    json_object_set_new(j, "deduplicated", json_boolean(r->deduplicated));
-    json_object_set_new(j, "request_id", json_string(hex));
-    json_object_set_new(j, "attempts", json_integer(r->attempts));
+    slotctl_json_set_write(j, r->group_id, r->applied_index, r->term, r->deduplicated,
+                           r->request_id, r->request_id_len, r->attempts);
     return j;
 }
 

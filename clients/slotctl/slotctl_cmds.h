@@ -21,6 +21,12 @@ void slotctl_bytes_print(FILE *out, const uint8_t *b, size_t n);
  * valid UTF-8 (null otherwise), and obj[name + "_hex"] to their hex always. */
 void slotctl_json_set_bytes(json_t *obj, const char *name, const uint8_t *b, size_t n);
 
+/* obj, request_id: borrowed for the call. Sets the fields every write answer shares, in this
+ * order: group_id, applied_index, term, deduplicated, request_id (hex), attempts. */
+void slotctl_json_set_write(json_t *obj, uint32_t group_id, uint64_t applied_index, uint64_t term,
+                            bool deduplicated, const uint8_t *request_id, size_t request_id_len,
+                            unsigned attempts);
+
 /* j: ownership transfers. Prints j as one compact line on stdout. */
 void slotctl_json_print(json_t *j);
 

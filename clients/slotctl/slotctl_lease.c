@@ -20,9 +20,7 @@ static void lease_sleep_ms(int ms)
 /* The JSON object of one lease answer (caller owns it). */
 static json_t *lease_json(const struct slotctl_args *a, const struct slotd_lease_result *r)
 {
-    char hex[2 * SLOTD_REQUEST_ID_LEN_MAX + 1];
     char id_hex[24];
-    slotctl_hex_of(r->request_id, r->request_id_len, hex);
     snprintf(id_hex, sizeof(id_hex), "0x%" PRIx64, r->id);
     json_t *j = json_object();
     json_object_set_new(j, "command", json_string(slotctl_cmd_name(a->cmd)));
@@ -39,12 +37,8 @@ static json_t *lease_json(const struct slotctl_args *a, const struct slotd_lease
     } else {
         json_object_set_new(j, "keys_deleted", json_integer(r->keys_deleted));
     }
-    json_object_set_new(j, "group_id", json_integer(r->group_id));
-    json_object_set_new(j, "applied_index", json_integer((json_int_t)r->applied_index));
-    json_object_set_new(j, "term", json_integer((json_int_t)r->term));
-    json_object_set_new(j, "deduplicated", json_boolean(r->deduplicated));
-    json_object_set_new(j, "request_id", json_string(hex));
-    json_object_set_new(j, "attempts", json_integer(r->attempts));
+    slotctl_json_set_write(j, r->group_id, r->applied_index, r->term, r->deduplicated,
+                           r->request_id, r->request_id_len, r->attempts);
     return j;
 }
 

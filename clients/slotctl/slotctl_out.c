@@ -119,6 +119,20 @@ void slotctl_bytes_print(FILE *out, const uint8_t *b, size_t n)
         fprintf(out, "%02x", b[i]);
 }
 
+void slotctl_json_set_write(json_t *obj, uint32_t group_id, uint64_t applied_index, uint64_t term,
+                            bool deduplicated, const uint8_t *request_id, size_t request_id_len,
+                            unsigned attempts)
+{
+    char hex[2 * SLOTD_REQUEST_ID_LEN_MAX + 1];
+    slotctl_hex_of(request_id, request_id_len, hex);
+    json_object_set_new(obj, "group_id", json_integer(group_id));
+    json_object_set_new(obj, "applied_index", json_integer((json_int_t)applied_index));
+    json_object_set_new(obj, "term", json_integer((json_int_t)term));
+    json_object_set_new(obj, "deduplicated", json_boolean(deduplicated));
+    json_object_set_new(obj, "request_id", json_string(hex));
+    json_object_set_new(obj, "attempts", json_integer(attempts));
+}
+
 void slotctl_json_set_bytes(json_t *obj, const char *name, const uint8_t *b, size_t n)
 {
     json_t *s = json_stringn(n ? (const char *)b : "", n);

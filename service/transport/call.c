@@ -9,6 +9,7 @@
 #include <grpc/support/string_util.h>
 #include <grpc/support/time.h>
 
+#include "call.h" /* slotd_call_unary_start */
 #include "service/fault/fault.h"
 #include "slotd/internal/v1/peer.pb-c.h"
 #include "transport_internal.h"
@@ -75,25 +76,9 @@ int transport__call_start(struct transport *t, struct transport__call *c, grpc_c
     }
     /* No GRPC_INITIAL_METADATA_WAIT_FOR_READY: a call to a peer that cannot be reached fails
      * fast with UNAVAILABLE instead of waiting for the connection until its deadline. */
-    grpc_op ops[6];
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    if (c->has_proof) {
-        ops[0].data.send_initial_metadata.count = 1;
-        ops[0].data.send_initial_metadata.metadata = &c->proof;
-    }
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = c->send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &c->init_md;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &c->recv;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &c->trail_md;
-    ops[5].data.recv_status_on_client.status = &c->status;
-    ops[5].data.recv_status_on_client.status_details = &c->status_details;
-    if (grpc_call_start_batch(c->call, ops, 6, c, NULL) != GRPC_CALL_OK) {
+    if (slotd_call_unary_start(c->call, &c->proof, c->has_proof ? 1 : 0, c->send, &c->init_md,
+                               &c->recv, &c->trail_md, &c->status, &c->status_details,
+                               c) != GRPC_CALL_OK) {
         goto err_after_call;
     }
     c->prev = NULL;

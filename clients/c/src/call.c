@@ -152,6 +152,30 @@ static void call_cq_destroy(grpc_completion_queue *cq)
     grpc_completion_queue_destroy(cq);
 }
 
+grpc_call_error slotd_call_unary_start(grpc_call *call, grpc_metadata *md, size_t md_count,
+                                       grpc_byte_buffer *send, grpc_metadata_array *initial_md,
+                                       grpc_byte_buffer **recv, grpc_metadata_array *trailing_md,
+                                       grpc_status_code *status, grpc_slice *details, void *tag)
+{
+    grpc_op ops[6];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = md_count;
+    ops[0].data.send_initial_metadata.metadata = md_count > 0 ? md : NULL;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = initial_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = recv;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = trailing_md;
+    ops[5].data.recv_status_on_client.status = status;
+    ops[5].data.recv_status_on_client.status_details = details;
+    return grpc_call_start_batch(call, ops, 6, tag, NULL);
+}
+
 /* Runs the batch of one unary call; fills st (status, server text, detail) and *body. */
 static void call_run(grpc_call *call, grpc_completion_queue *cq, grpc_byte_buffer *send,
                             int deadline_ms, const char *authorization, grpc_byte_buffer **recv,
@@ -164,28 +188,14 @@ static void call_run(grpc_call *call, grpc_completion_queue *cq, grpc_byte_buffe
     grpc_metadata_array_init(&trailing_md);
     grpc_status_code status = GRPC_STATUS_UNKNOWN;
     grpc_slice details = grpc_empty_slice();
-    grpc_op ops[6];
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
     if (authorization[0] != '\0') {
         md.key = grpc_slice_from_static_string("authorization");
         md.value = grpc_slice_from_copied_string(authorization);
-        ops[0].data.send_initial_metadata.count = 1;
-        ops[0].data.send_initial_metadata.metadata = &md;
     }
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial_md;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = recv;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &trailing_md;
-    ops[5].data.recv_status_on_client.status = &status;
-    ops[5].data.recv_status_on_client.status_details = &details;
     int tag;
-    grpc_call_error ce = grpc_call_start_batch(call, ops, 6, &tag, NULL);
+    grpc_call_error ce =
+        slotd_call_unary_start(call, &md, authorization[0] != '\0', send, &initial_md, recv,
+                               &trailing_md, &status, &details, &tag);
     if (ce != GRPC_CALL_OK) {
         st->grpc_status = GRPC_STATUS_INTERNAL;
         snprintf(st->message, sizeof(st->message), "cannot start the call (error %d)", (int)ce);

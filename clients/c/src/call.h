@@ -65,6 +65,18 @@ int slotd_call_unary(grpc_channel *ch, const char *method, const uint8_t *req, s
                      int deadline_ms, const char *authorization, grpc_byte_buffer **body,
                      struct slotd_status *st);
 
+/*
+ * Starts the one batch of an asynchronous unary call on call: send the initial metadata (md_count
+ * entries of md; 0: none), send and close; receive the initial metadata, the response (*recv,
+ * NULL when none came) and the status, its trailers and details. md, send and the receiving
+ * arguments are borrowed until the batch completes on the call's queue with tag. Returns
+ * grpc_call_start_batch's result (not GRPC_CALL_OK only for a misused call).
+ */
+grpc_call_error slotd_call_unary_start(grpc_call *call, grpc_metadata *md, size_t md_count,
+                                       grpc_byte_buffer *send, grpc_metadata_array *initial_md,
+                                       grpc_byte_buffer **recv, grpc_metadata_array *trailing_md,
+                                       grpc_status_code *status, grpc_slice *details, void *tag);
+
 /* md, st: borrowed for the call. Reads a grpc-status-details-bin trailer into st's detail. */
 void slotd_call_trailer_detail(const grpc_metadata_array *md, struct slotd_status *st);
 

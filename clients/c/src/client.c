@@ -459,6 +459,45 @@ static void client_request_id(struct slotd_client *c, uint8_t *id, size_t len)
     pthread_mutex_unlock(&c->lock);
 }
 
+int slotd__pack(const ProtobufCMessage *m, uint8_t **buf, size_t *len)
+{
+    *len = protobuf_c_message_get_packed_size(m);
+    *buf = malloc(*len ? *len : 1);
+    if (!*buf)
+        return SLOTD_CLIENT_ENOMEM;
+    protobuf_c_message_pack(m, *buf);
+    return SLOTD_CLIENT_OK;
+}
+
+Slotd__V1__ProposeResponse *slotd__propose_response_unpack(grpc_slice body, uint64_t *applied_index,
+                                                           uint32_t *group_id, uint64_t *term,
+                                                           bool *deduplicated)
+{
+    Slotd__V1__ProposeResponse *m = slotd__v1__propose_response__unpack(
+        NULL, GRPC_SLICE_LENGTH(body), GRPC_SLICE_START_PTR(body));
+    if (!m)
+        return NULL;
+    *applied_index = m->applied_index;
+    *group_id = m->group_id;
+    *term = m->term;
+    *deduplicated = m->deduplicated;
+    return m;
+}
+
+void slotd__client_request_id_pick(struct slotd_client *c, bool none, const uint8_t *id,
+                                   size_t id_len, uint8_t *out, size_t *out_len)
+{
+    if (none) {
+        *out_len = 0;
+    } else if (id) {
+        memcpy(out, id, id_len);
+        *out_len = id_len;
+    } else {
+        client_request_id(c, out, SLOTD_REQUEST_ID_LEN_DEFAULT);
+        *out_len = SLOTD_REQUEST_ID_LEN_DEFAULT;
+    }
+}
+
 /* Packs w as a ProposeRequest (no_forward) into *buf (caller frees with free()). */
 static int client_write_encode(const struct slotd_write *w, const struct slotd_write_result *r,
                                uint8_t **buf, size_t *len)
@@ -494,27 +533,18 @@ static int client_write_encode(const struct slotd_write *w, const struct slotd_w
         m.compare_and_set = &cas;
         break;
     }
-    *len = slotd__v1__propose_request__get_packed_size(&m);
-    *buf = malloc(*len ? *len : 1);
-    if (!*buf)
-        return SLOTD_CLIENT_ENOMEM;
-    slotd__v1__propose_request__pack(&m, *buf);
-    return SLOTD_CLIENT_OK;
+    return slotd__pack(&m.base, buf, len);
 }
 
 /* Fills out from a ProposeResponse in body; ECAS_MISMATCH for a failed compare-and-set. */
 static int client_write_decode(const struct slotd_write *w, grpc_slice body,
                                struct slotd_write_result *out)
 {
-    Slotd__V1__ProposeResponse *m = slotd__v1__propose_response__unpack(
-        NULL, GRPC_SLICE_LENGTH(body), GRPC_SLICE_START_PTR(body));
+    Slotd__V1__ProposeResponse *m = slotd__propose_response_unpack(
+        body, &out->applied_index, &out->group_id, &out->term, &out->deduplicated);
     if (!m)
         return SLOTD_CLIENT_EMALFORMED;
     int rc = SLOTD_CLIENT_OK;
-    out->applied_index = m->applied_index;
-    out->group_id = m->group_id;
-    out->term = m->term;
-    out->deduplicated = m->deduplicated;
     if (w->kind == SLOTD_WRITE_PUT && m->result_case == SLOTD__V1__PROPOSE_RESPONSE__RESULT_PUT) {
         out->version = m->put->version;
         out->prev_version = m->put->prev_version;
@@ -589,15 +619,8 @@ static int client_write(struct slotd_client *c, const struct slotd_write *w,
     int rc = client_write_check(w, st);
     if (rc != SLOTD_CLIENT_OK)
         return rc;
-    if (w->no_request_id) {
-        out->request_id_len = 0;
-    } else if (w->request_id) {
-        memcpy(out->request_id, w->request_id, w->request_id_len);
-        out->request_id_len = w->request_id_len;
-    } else {
-        client_request_id(c, out->request_id, SLOTD_REQUEST_ID_LEN_DEFAULT);
-        out->request_id_len = SLOTD_REQUEST_ID_LEN_DEFAULT;
-    }
+    slotd__client_request_id_pick(c, w->no_request_id, w->request_id, w->request_id_len,
+                                  out->request_id, &out->request_id_len);
     uint8_t *req;
     size_t req_len;
     rc = client_write_encode(w, out, &req, &req_len);
@@ -741,11 +764,10 @@ static int client_get(struct slotd_client *c, const void *key, size_t klen, int 
     m.no_forward = true;
     m.query_case = SLOTD__V1__READ_REQUEST__QUERY_GET;
     m.get = &get;
-    size_t len = slotd__v1__read_request__get_packed_size(&m);
-    uint8_t *req = malloc(len ? len : 1);
-    if (!req)
+    uint8_t *req;
+    size_t len;
+    if (slotd__pack(&m.base, &req, &len) != SLOTD_CLIENT_OK)
         return SLOTD_CLIENT_ENOMEM;
-    slotd__v1__read_request__pack(&m, req);
     grpc_slice body;
     int rc = client_routed_call(c, "get", CLIENT_METHOD_READ, (int)slotd_hash_slot(key, klen), req,
                                 len, true, &body, &out->attempts, st);

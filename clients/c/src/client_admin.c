@@ -122,6 +122,30 @@ err_after_nothing:
     return rc;
 }
 
+int slotd__call_endpoints(struct slotd_client *c, const char *method, const uint8_t *req,
+                          size_t len, bool retry, uint8_t **body, size_t *body_len,
+                          unsigned *attempts, char *source, struct slotd_status *st)
+{
+    char endpoints[SLOTD_CLIENT_ENDPOINTS_MAX][SLOTD_ADDRESS_LEN + 1];
+    size_t n = slotd__client_endpoints(c, endpoints, SLOTD_CLIENT_ENDPOINTS_MAX);
+    int retries = retry ? slotd__client_max_retries(c) : 0;
+    unsigned passes = 1 + (unsigned)(retries > 0 ? retries : 0);
+    int rc = SLOTD_CLIENT_EUNAVAILABLE;
+    for (unsigned pass = 0; pass < passes; pass++) {
+        if (pass > 0)
+            slotd__sleep_ms(slotd__backoff_ms(pass, st->retry_after_ms));
+        for (size_t i = 0; i < n; i++) {
+            (*attempts)++;
+            rc = slotd__client_unary(c, endpoints[i], method, req, len, body, body_len, st);
+            if (rc == SLOTD_CLIENT_OK && source)
+                snprintf(source, SLOTD_ADDRESS_LEN + 1, "%s", endpoints[i]);
+            if (rc == SLOTD_CLIENT_OK || !slotd__admin_skippable(rc))
+                return rc;
+        }
+    }
+    return rc;
+}
+
 bool slotd__admin_skippable(int rc)
 {
     return rc == SLOTD_CLIENT_EUNAVAILABLE || rc == SLOTD_CLIENT_ETIMEOUT ||
@@ -146,26 +170,18 @@ static int admin_cluster_state(struct slotd_client *c, uint64_t known_revision,
     }
     uint8_t buf[96]; /* known_checksum plus two varints */
     size_t len = slotd__v1__cluster_state_request__pack(&req, buf);
-    char endpoints[SLOTD_CLIENT_ENDPOINTS_MAX][SLOTD_ADDRESS_LEN + 1];
-    size_t n = slotd__client_endpoints(c, endpoints, SLOTD_CLIENT_ENDPOINTS_MAX);
-    int rc = SLOTD_CLIENT_EUNAVAILABLE;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t *body;
-        size_t body_len;
-        out->attempts++;
-        rc = slotd__client_unary(c, endpoints[i], ADMIN_METHOD_STATE, buf, len, &body, &body_len,
-                                 st);
-        if (rc == SLOTD_CLIENT_OK) {
-            rc = admin_state_decode(body, body_len, out, st);
-            free(body);
-            if (rc == SLOTD_CLIENT_OK) {
-                snprintf(out->source, sizeof(out->source), "%s", endpoints[i]);
-                slotd_client_observe_revision(c, out->revision);
-            }
-            break;
-        }
-        if (!slotd__admin_skippable(rc))
-            break;
+    uint8_t *body;
+    size_t body_len;
+    char source[SLOTD_ADDRESS_LEN + 1];
+    int rc = slotd__call_endpoints(c, ADMIN_METHOD_STATE, buf, len, false, &body, &body_len,
+                                   &out->attempts, source, st);
+    if (rc == SLOTD_CLIENT_OK) {
+        rc = admin_state_decode(body, body_len, out, st);
+        free(body);
+    }
+    if (rc == SLOTD_CLIENT_OK) {
+        snprintf(out->source, sizeof(out->source), "%s", source);
+        slotd_client_observe_revision(c, out->revision);
     }
     if (rc != SLOTD_CLIENT_OK)
         slotd__admin_fail_text("cluster state", rc, out->attempts, st);

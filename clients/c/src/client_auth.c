@@ -20,30 +20,6 @@ static char *text(const char *s)
     return (char *)(s ? s : "");
 }
 
-/* One call on the endpoints in turn, UNAVAILABLE (and the other skippable failures) moving on;
- * retries passes as slotd_admin_write does when retry is set. *body: caller frees. */
-static int call_endpoints(struct slotd_client *c, const char *method, const uint8_t *req,
-                          size_t len, bool retry, uint8_t **body, size_t *body_len,
-                          unsigned *attempts, struct slotd_status *st)
-{
-    char endpoints[SLOTD_CLIENT_ENDPOINTS_MAX][SLOTD_ADDRESS_LEN + 1];
-    size_t n = slotd__client_endpoints(c, endpoints, SLOTD_CLIENT_ENDPOINTS_MAX);
-    int retries = retry ? slotd__client_max_retries(c) : 0;
-    unsigned passes = 1 + (unsigned)(retries > 0 ? retries : 0);
-    int rc = SLOTD_CLIENT_EUNAVAILABLE;
-    for (unsigned pass = 0; pass < passes; pass++) {
-        if (pass > 0)
-            slotd__sleep_ms(slotd__backoff_ms(pass, st->retry_after_ms));
-        for (size_t i = 0; i < n; i++) {
-            (*attempts)++;
-            rc = slotd__client_unary(c, endpoints[i], method, req, len, body, body_len, st);
-            if (rc == SLOTD_CLIENT_OK || !slotd__admin_skippable(rc))
-                return rc;
-        }
-    }
-    return rc;
-}
-
 int slotd_client_authenticate(struct slotd_client *c, const char *user, const char *password,
                               uint64_t *expires_at_ms, struct slotd_error **err)
 {
@@ -63,8 +39,8 @@ int slotd_client_authenticate(struct slotd_client *c, const char *user, const ch
     uint8_t *body = NULL;
     size_t body_len = 0;
     unsigned attempts = 0;
-    int rc = call_endpoints(c, AUTH_METHOD_AUTHENTICATE, req, len, false, &body, &body_len,
-                            &attempts, st);
+    int rc = slotd__call_endpoints(c, AUTH_METHOD_AUTHENTICATE, req, len, false, &body, &body_len,
+                                   &attempts, NULL, st);
     memset(req, 0, sizeof(req));
     if (rc == SLOTD_CLIENT_OK) {
         Slotd__V1__AuthenticateResponse *m =
@@ -135,8 +111,8 @@ static int auth_write(struct slotd_client *c, const struct slotd_auth_write *w,
     }
     uint8_t *body = NULL;
     size_t body_len = 0;
-    rc = call_endpoints(c, w->role ? AUTH_METHOD_ROLE_WRITE : AUTH_METHOD_USER_WRITE, req, len,
-                        true, &body, &body_len, &out->attempts, st);
+    rc = slotd__call_endpoints(c, w->role ? AUTH_METHOD_ROLE_WRITE : AUTH_METHOD_USER_WRITE, req,
+                               len, true, &body, &body_len, &out->attempts, NULL, st);
     memset(req, 0, sizeof(req));
     if (rc == SLOTD_CLIENT_OK) {
         Slotd__V1__AdminWriteResponse *m =
@@ -284,7 +260,8 @@ int slotd_client_auth_list(struct slotd_client *c, struct slotd_auth_list **out,
     uint8_t *body = NULL;
     size_t body_len = 0;
     unsigned attempts = 0;
-    int rc = call_endpoints(c, AUTH_METHOD_LIST, req, len, false, &body, &body_len, &attempts, st);
+    int rc = slotd__call_endpoints(c, AUTH_METHOD_LIST, req, len, false, &body, &body_len,
+                                   &attempts, NULL, st);
     if (rc == SLOTD_CLIENT_OK) {
         Slotd__V1__AuthListResponse *m =
             slotd__v1__auth_list_response__unpack(NULL, body_len, body);

@@ -300,6 +300,16 @@ void slotd__admin_fail_text(const char *op, int rc, unsigned attempts, struct sl
  * its deadline, overloaded). */
 bool slotd__admin_skippable(int rc);
 
+/* c, method, req, body_len, attempts, source, st: borrowed for the call. One call on c's
+ * endpoints in turn (one attempt each; *attempts counts them), the skippable failures moving on;
+ * with retry, up to the client's max retries more passes after a backoff (as slotd_admin_write
+ * does). Returns the first other result; on SLOTD_CLIENT_OK *body is the answer (caller frees
+ * with free()) and source (NULL: not wanted; SLOTD_ADDRESS_LEN + 1 bytes) the endpoint that
+ * gave it. */
+int slotd__call_endpoints(struct slotd_client *c, const char *method, const uint8_t *req,
+                          size_t len, bool retry, uint8_t **body, size_t *body_len,
+                          unsigned *attempts, char *source, struct slotd_status *st);
+
 /* Largest packed admin request: an address of <= 255 bytes, or 256 hash slots of at most 2
  * varint bytes each, plus the other fields. */
 #define SLOTD__ADMIN_REQUEST_MAX 1024
@@ -351,6 +361,29 @@ grpc_channel *slotd__client_channel(struct slotd_client *c, const char *address)
 
 /* Copies the "authorization" value every call sends ("" = none) into out. */
 void slotd__client_authorization(struct slotd_client *c, char *out, size_t len);
+
+/* ---- protobuf helpers every call of the library shares ---- */
+
+struct ProtobufCMessage;
+struct Slotd__V1__ProposeResponse;
+
+/* m: borrowed for the call. Packs m into *buf (caller frees with free()). SLOTD_CLIENT_OK or
+ * SLOTD_CLIENT_ENOMEM. */
+int slotd__pack(const struct ProtobufCMessage *m, uint8_t **buf, size_t *len);
+
+/* body: borrowed for the call. Unpacks the ProposeResponse in body and copies the raft position
+ * every write result carries (applied index, group, term, deduplicated) into the four outs.
+ * Returns the message (caller frees with slotd__v1__propose_response__free_unpacked()), or NULL
+ * when body does not decode (outs untouched). */
+struct Slotd__V1__ProposeResponse *
+slotd__propose_response_unpack(grpc_slice body, uint64_t *applied_index, uint32_t *group_id,
+                               uint64_t *term, bool *deduplicated);
+
+/* c, id, out, out_len: borrowed for the call. The request id a write sends into out and
+ * *out_len: none (none true), the caller's id[0..id_len) (id not NULL), else
+ * SLOTD_REQUEST_ID_LEN_DEFAULT random bytes. out holds SLOTD_REQUEST_ID_LEN_MAX bytes. */
+void slotd__client_request_id_pick(struct slotd_client *c, bool none, const uint8_t *id,
+                                   size_t id_len, uint8_t *out, size_t *out_len);
 
 /* ---- what the unit test uses from client_meta.c ---- */
 

@@ -146,11 +146,10 @@ static int kv_range(struct slotd_client *c, const struct slotd_range_query *q,
     m.no_forward = false;
     m.query_case = SLOTD__V1__READ_REQUEST__QUERY_RANGE;
     m.range = &range;
-    size_t len = slotd__v1__read_request__get_packed_size(&m);
-    uint8_t *req = malloc(len ? len : 1);
-    if (!req)
+    uint8_t *req;
+    size_t len;
+    if (slotd__pack(&m.base, &req, &len) != SLOTD_CLIENT_OK)
         return SLOTD_CLIENT_ENOMEM;
-    slotd__v1__read_request__pack(&m, req);
     grpc_slice body;
     int rc = slotd__client_routed_call(c, "range", KV_METHOD_READ, NULL, 0, req, len, true, &body,
                                        &out->attempts, st);
@@ -296,12 +295,7 @@ static int kv_txn_encode(const struct slotd_txn *t, const struct slotd_txn_resul
     m.request_id = (ProtobufCBinaryData){r->request_id_len, (uint8_t *)r->request_id};
     m.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_TXN;
     m.txn = &txn;
-    *len = slotd__v1__propose_request__get_packed_size(&m);
-    *buf = malloc(*len ? *len : 1);
-    if (!*buf)
-        return SLOTD_CLIENT_ENOMEM;
-    slotd__v1__propose_request__pack(&m, *buf);
-    return SLOTD_CLIENT_OK;
+    return slotd__pack(&m.base, buf, len);
 }
 
 static int kv_txn_decode(grpc_slice body, struct slotd_txn_result *out)
@@ -371,15 +365,8 @@ static int kv_txn(struct slotd_client *c, const struct slotd_txn *t, struct slot
     int rc = kv_txn_check(t, st);
     if (rc != SLOTD_CLIENT_OK)
         return rc;
-    if (t->no_request_id) {
-        out->request_id_len = 0;
-    } else if (t->has_request_id) {
-        memcpy(out->request_id, t->request_id, t->request_id_len);
-        out->request_id_len = t->request_id_len;
-    } else {
-        slotd__client_request_id(c, out->request_id, SLOTD_REQUEST_ID_LEN_DEFAULT);
-        out->request_id_len = SLOTD_REQUEST_ID_LEN_DEFAULT;
-    }
+    slotd__client_request_id_pick(c, t->no_request_id, t->has_request_id ? t->request_id : NULL,
+                                  t->request_id_len, out->request_id, &out->request_id_len);
     uint8_t *req;
     size_t req_len;
     rc = kv_txn_encode(t, out, &req, &req_len);

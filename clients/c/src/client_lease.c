@@ -95,27 +95,18 @@ static int lease_encode(const struct lease_cmd *cmd, const struct slotd_lease_re
         m.lease_revoke = &revoke;
         break;
     }
-    *len = slotd__v1__propose_request__get_packed_size(&m);
-    *buf = malloc(*len ? *len : 1);
-    if (!*buf)
-        return SLOTD_CLIENT_ENOMEM;
-    slotd__v1__propose_request__pack(&m, *buf);
-    return SLOTD_CLIENT_OK;
+    return slotd__pack(&m.base, buf, len);
 }
 
 /* Fills out from the ProposeResponse in body; EMALFORMED when it carries another result. */
 static int lease_decode(const struct lease_cmd *cmd, grpc_slice body,
                         struct slotd_lease_result *out)
 {
-    Slotd__V1__ProposeResponse *m = slotd__v1__propose_response__unpack(
-        NULL, GRPC_SLICE_LENGTH(body), GRPC_SLICE_START_PTR(body));
+    Slotd__V1__ProposeResponse *m = slotd__propose_response_unpack(
+        body, &out->applied_index, &out->group_id, &out->term, &out->deduplicated);
     if (!m)
         return SLOTD_CLIENT_EMALFORMED;
     int rc = SLOTD_CLIENT_OK;
-    out->applied_index = m->applied_index;
-    out->group_id = m->group_id;
-    out->term = m->term;
-    out->deduplicated = m->deduplicated;
     if (cmd->command_case == SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_GRANT &&
         m->result_case == SLOTD__V1__PROPOSE_RESPONSE__RESULT_LEASE_GRANT) {
         out->id = m->lease_grant->id;

@@ -530,12 +530,7 @@ int slotd__meta_propose_encode(Slotd__V1__ProposeRequest *m, const struct slotd_
         m->request_id = (ProtobufCBinaryData){wo->request_id_len, (uint8_t *)wo->request_id};
     else if (!wo || !wo->no_request_id)
         m->request_id = (ProtobufCBinaryData){SLOTD_REQUEST_ID_LEN_DEFAULT, (uint8_t *)random_id};
-    *len = slotd__v1__propose_request__get_packed_size(m);
-    *buf = malloc(*len ? *len : 1);
-    if (!*buf)
-        return SLOTD_CLIENT_ENOMEM;
-    slotd__v1__propose_request__pack(m, *buf);
-    return SLOTD_CLIENT_OK;
+    return slotd__pack(&m->base, buf, len);
 }
 
 /* One typed command: m's command is set by the caller; routed by route (the owner's id). */
@@ -587,13 +582,12 @@ static int meta_read_send(struct slotd_client *c, const char *op, const char *ro
         (Slotd__V1__Consistency)(ro ? ro->consistency : SLOTD_CONSISTENCY_LINEARIZABLE);
     m->min_applied_index = ro ? ro->min_applied_index : 0;
     m->no_forward = route != NULL;
-    size_t len = slotd__v1__read_request__get_packed_size(m);
-    uint8_t *req = malloc(len ? len : 1);
-    if (!req) {
+    uint8_t *req;
+    size_t len;
+    if (slotd__pack(&m->base, &req, &len) != SLOTD_CLIENT_OK) {
         snprintf(st->message, sizeof(st->message), "%s: out of memory", op);
         return SLOTD_CLIENT_ENOMEM;
     }
-    slotd__v1__read_request__pack(m, req);
     int rc = meta_call(c, op, route, false, req, len, true, attempts, NULL, read, st);
     free(req);
     if (rc == SLOTD_CLIENT_OK && (int)(*read)->result_case != (int)m->query_case) {

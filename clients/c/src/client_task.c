@@ -161,26 +161,18 @@ static int task_status(struct slotd_client *c, uint64_t task_id, bool active_onl
     req.min_revision = slotd_client_last_revision(c);
     uint8_t buf[48];
     size_t len = slotd__v1__task_status_request__pack(&req, buf);
-    char endpoints[SLOTD_CLIENT_ENDPOINTS_MAX][SLOTD_ADDRESS_LEN + 1];
-    size_t n = slotd__client_endpoints(c, endpoints, SLOTD_CLIENT_ENDPOINTS_MAX);
-    int rc = SLOTD_CLIENT_EUNAVAILABLE;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t *body;
-        size_t body_len;
-        out->attempts++;
-        rc = slotd__client_unary(c, endpoints[i], TASK_METHOD_STATUS, buf, len, &body, &body_len,
-                                 st);
-        if (rc == SLOTD_CLIENT_OK) {
-            rc = slotd__task_status_decode(body, body_len, task_id != 0, out, st);
-            free(body);
-            if (rc == SLOTD_CLIENT_OK) {
-                snprintf(out->source, sizeof(out->source), "%s", endpoints[i]);
-                slotd_client_observe_revision(c, out->revision);
-            }
-            break;
-        }
-        if (!slotd__admin_skippable(rc))
-            break;
+    uint8_t *body;
+    size_t body_len;
+    char source[SLOTD_ADDRESS_LEN + 1];
+    int rc = slotd__call_endpoints(c, TASK_METHOD_STATUS, buf, len, false, &body, &body_len,
+                                   &out->attempts, source, st);
+    if (rc == SLOTD_CLIENT_OK) {
+        rc = slotd__task_status_decode(body, body_len, task_id != 0, out, st);
+        free(body);
+    }
+    if (rc == SLOTD_CLIENT_OK) {
+        snprintf(out->source, sizeof(out->source), "%s", source);
+        slotd_client_observe_revision(c, out->revision);
     }
     if (rc != SLOTD_CLIENT_OK) {
         char op[48];

@@ -104,13 +104,10 @@ static int watch_encode(const struct slotd_watch_request *w, const struct slotd_
     }
     m.n_resume = out->position_count;
     m.resume = ptrs;
-    *len = slotd__v1__watch_request__get_packed_size(&m);
-    *buf = malloc(*len ? *len : 1);
-    if (*buf)
-        slotd__v1__watch_request__pack(&m, *buf);
+    int rc = slotd__pack(&m.base, buf, len);
     free(pos);
     free(ptrs);
-    return *buf ? SLOTD_CLIENT_OK : SLOTD_CLIENT_ENOMEM;
+    return rc;
 }
 
 /* Decodes one WatchResponse, folds its positions into out and hands it to cb. Returns
