@@ -430,3 +430,35 @@ int ctl_cmd_task_retry(uint64_t task, uint64_t now_ms, uint64_t expected_revisio
     json_t *cmd = task_op("task_retry", task, now_ms, &bad);
     return finish(cmd, bad, expected_revision, out);
 }
+
+int ctl_cmd_task_abort(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out)
+{
+    if (task > CTL_U64_JSON_MAX || now_ms > CTL_U64_JSON_MAX) {
+        return CTL_EINVALID;
+    }
+    int bad = 0;
+    json_t *cmd = task_op("task_abort", task, now_ms, &bad);
+    return finish(cmd, bad, expected_revision, out);
+}
+
+int ctl_cmd_drain_advance(uint64_t task, uint32_t attempt, const struct ctl_drain_facts *f,
+                          uint64_t now_ms, uint64_t expected_revision, char **out)
+{
+    if (f == NULL || f->tasks_on_node > CTL_U64_JSON_MAX) {
+        return CTL_EINVALID;
+    }
+    char *base = NULL;
+    int rc = ctl_cmd_task_advance(task, 0, 0, attempt, CTL_PHASE_DRAIN_MOVING_REPLICAS, NULL,
+                                  f->replicas_on_node, f->leading, now_ms, 0, &base);
+    if (rc != CTL_OK) {
+        return rc;
+    }
+    json_t *cmd = json_loads(base, JSON_REJECT_DUPLICATES, NULL);
+    ctl_free(base);
+    int bad = cmd == NULL;
+    if (cmd != NULL) {
+        bad |= ctl__json_set(cmd, "tasks_on_node", ctl__json_u64_new(f->tasks_on_node));
+        bad |= ctl__json_set(cmd, "groups_observed", json_integer(f->groups_observed));
+    }
+    return finish(cmd, bad, expected_revision, out);
+}

@@ -505,7 +505,14 @@ int ctl_cmd_role(const char *op, const char *name, const struct ctl_perm *perm,
  * task_fail (CHANGED): status failed, last_error = error; nothing else changes.
  * task_retry (CHANGED): a failed task runs again with attempt + 1 from the phase it failed in;
  * a hash_slot_migration that failed at fence or copy restarts at fence (the table was not switched
- * yet), one that failed at release stays there (the switch is never undone).
+ * yet), one that failed at release stays there (the switch is never undone); a replica_move that
+ * failed at add_learner or catch_up restarts at add_learner (the group's leader removed the
+ * learner it left, service/runtime/task_cleanup.c).
+ * task_abort (CHANGED): a running replica_move at add_learner or catch_up, a leader_transfer or a
+ * node_drain (its node goes back from leaving to active) becomes failed with last_error "aborted
+ * (Admin.AbortTask) at phase P"; REJECTED for a task that is not running, a move from promote on
+ * (the target may already vote), and the other kinds. The fence is the task's live state in the
+ * replicated state, checked here, before expected_revision.
  * -------------------------------------------------------------------------------------------- */
 
 struct ctl_task_spec {
@@ -524,14 +531,28 @@ int ctl_cmd_task_create(const struct ctl_task_spec *spec, uint64_t now_ms,
                         uint64_t expected_revision, char **out);
 
 /* task_advance: proof is borrowed for the call; NULL writes an all-zero proof (node_drain needs no
- * raft facts). replicas_on_node and leading (how many replicas of the drained node the cluster
- * still reports, and how many of them lead) are always written; ctl_apply reads them only for
- * node_drain phase 0, where both must be 0. Voters and learners may be in any order (ctl_apply
+ * raft facts). replicas_on_node and leading are always written; a node_drain's advance needs
+ * ctl_cmd_drain_advance (its tasks_on_node and groups_observed too). Voters and learners may be in any order (ctl_apply
  * sorts them; duplicates are REJECTED). */
 int ctl_cmd_task_advance(uint64_t task, uint32_t group, uint64_t config_epoch, uint32_t attempt,
                          uint32_t phase, const struct ctl_task_proof *proof,
                          uint64_t replicas_on_node, uint64_t leading, uint64_t now_ms,
                          uint64_t expected_revision, char **out);
+
+/* What the controller leader observed about a node being drained, the proof of node_drain's
+ * last phase (vet.c fills it; ctl_apply accepts the tombstone only when the counts are 0 and
+ * groups_observed is every group). */
+struct ctl_drain_facts {
+    uint64_t replicas_on_node; /* groups whose observed configuration holds the node */
+    uint64_t leading;          /* groups the node is the observed leader of */
+    uint64_t tasks_on_node;    /* active tasks other than the drain naming the node */
+    uint32_t groups_observed;  /* groups whose fresh configuration was read */
+};
+
+/* task_advance of a node_drain (group 0, epoch 0, phase moving_replicas) carrying the facts:
+ * f is borrowed for the call. */
+int ctl_cmd_drain_advance(uint64_t task, uint32_t attempt, const struct ctl_drain_facts *f,
+                          uint64_t now_ms, uint64_t expected_revision, char **out);
 
 /* task_progress: progress is borrowed for the call (must not be NULL). */
 int ctl_cmd_task_progress(uint64_t task, uint32_t attempt, uint32_t phase,
@@ -544,6 +565,9 @@ int ctl_cmd_task_fail(uint64_t task, uint32_t attempt, uint32_t phase, const cha
                       uint64_t now_ms, uint64_t expected_revision, char **out);
 
 int ctl_cmd_task_retry(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out);
+
+/* task_abort: the operator stops a running task at a safe point (see "task_abort" above). */
+int ctl_cmd_task_abort(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out);
 
 /* ---- facts the controller leader observed (task_advance) ---------------------------------------
  * A task_advance is checked on the controller leader, before it is proposed, against what that

@@ -1,5 +1,6 @@
 /* task.c - task commands: task_create, task_progress, task_fail, task_retry and the shared fence.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -557,8 +558,75 @@ int ctl__op_task_retry(struct ctl_state *s, const json_t *cmd, struct ctl_result
     if (t->kind == CTL_TASK_HASH_SLOT_MIGRATION && !migration_retry_ok(s, t, r)) {
         return CTL_OK;
     }
+    /* A move that failed before promote had its learner removed by the group's leader (the
+     * executor's cleanup of a leftover learner): it adds the learner again. */
+    if (t->kind == CTL_TASK_REPLICA_MOVE && t->phase_index <= CTL_PHASE_MOVE_CATCH_UP) {
+        t->phase_index = CTL_PHASE_MOVE_ADD_LEARNER;
+    }
     t->status = CTL_TASK_RUNNING;
     t->attempt++;
+    t->updated_ms = ctl__task_now(t, cmd);
+    r->outcome = CTL_OUTCOME_CHANGED;
+    return CTL_OK;
+}
+
+/* ---- task_abort ---- */
+
+/* The last phase of each kind at which an abort is safe (nothing it did must be undone by hand),
+ * or -1 when the kind is never aborted. */
+static int abort_last_phase(enum ctl_task_kind kind)
+{
+    switch (kind) {
+    case CTL_TASK_REPLICA_MOVE:
+        return CTL_PHASE_MOVE_CATCH_UP; /* from promote on the target may already vote */
+    case CTL_TASK_LEADER_TRANSFER:
+    case CTL_TASK_NODE_DRAIN:
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+int ctl__op_task_abort(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
+{
+    uint64_t id;
+    READ(r, ctl__json_u64(cmd, "task", "", 1, CTL_U64_JSON_MAX, &id, RS(r)));
+    struct ctl_task *t = (struct ctl_task *)ctl_state_task(s, id);
+    if (t == NULL) {
+        return REJECT(r, "task: %llu does not exist (never created, or evicted)", ULL(id));
+    }
+    if (!ctl__task_active(t)) {
+        return REJECT(r, "task %llu is %s, only a running task can be aborted", ULL(id),
+                      ctl_task_status_name(t->status));
+    }
+    int last = abort_last_phase(t->kind);
+    if (last < 0) {
+        return REJECT(r,
+                      "task %llu: a %s task cannot be aborted (it fails by itself at the phase "
+                      "timeout)",
+                      ULL(id), ctl_task_kind_name(t->kind));
+    }
+    if (t->phase_index > (uint32_t)last) {
+        return REJECT(r,
+                      "task %llu is at phase %s, past the last safe point to abort (%s): let it "
+                      "finish",
+                      ULL(id), ctl_task_phase_name(t->kind, t->phase_index),
+                      ctl_task_phase_name(t->kind, (uint32_t)last));
+    }
+    if (!ctl__expected_revision_ok(s, cmd, false, r)) {
+        return CTL_OK;
+    }
+    if (t->kind == CTL_TASK_NODE_DRAIN) {
+        struct ctl_node *n = (struct ctl_node *)ctl_state_node(s, t->source);
+        if (n != NULL && n->join_state == CTL_JOIN_LEAVING) {
+            n->join_state = CTL_JOIN_ACTIVE; /* the replicas moved so far stay moved */
+        }
+    }
+    char error[CTL_LAST_ERROR_MAX + 1] = ""; /* zero-filled: the whole buffer is copied */
+    snprintf(error, sizeof(error), "aborted (Admin.AbortTask) at phase %s",
+             ctl_task_phase_name(t->kind, t->phase_index));
+    t->status = CTL_TASK_FAILED;
+    memcpy(t->last_error, error, sizeof(error));
     t->updated_ms = ctl__task_now(t, cmd);
     r->outcome = CTL_OUTCOME_CHANGED;
     return CTL_OK;

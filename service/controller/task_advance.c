@@ -249,26 +249,37 @@ static bool check_promotion(struct ctl_state *s, struct ctl_task *t, const struc
     }
 }
 
+/* node_drain's tombstone: the controller leader's observed counts (ctl_vet rebuilt them from
+ * its own facts) are all 0 and cover every group; then the replicated state must agree. */
 static bool check_drain(struct ctl_state *s, struct ctl_task *t, const json_t *cmd,
                         struct ctl_result *r)
 {
-    uint64_t held, leading, node = t->source;
-    if (json_object_get(cmd, "replicas_on_node") == NULL ||
-        json_object_get(cmd, "leading") == NULL) {
+    static const char *const keys[] = {"replicas_on_node", "leading", "tasks_on_node",
+                                       "groups_observed"};
+    uint64_t v[4], node = t->source;
+    for (size_t i = 0; i < 4; i++) {
+        if (json_object_get(cmd, keys[i]) == NULL) {
+            return REJECT(r,
+                          "proof: replicas_on_node, leading, tasks_on_node and groups_observed "
+                          "are required to prove node %llu drained",
+                          ULL(node)),
+                   false;
+        }
+        if (ctl__json_u64(cmd, keys[i], "", 0, CTL_U64_JSON_MAX, &v[i], RS(r))) {
+            r->outcome = CTL_OUTCOME_REJECTED;
+            return false;
+        }
+    }
+    if (v[0] != 0 || v[1] != 0 || v[2] != 0) {
         return REJECT(r,
-                      "proof: replicas_on_node and leading are required to prove node %llu "
-                      "drained",
-                      ULL(node)),
+                      "proof: node %llu still holds %llu replicas and leads %llu, with %llu "
+                      "active tasks, as observed",
+                      ULL(node), ULL(v[0]), ULL(v[1]), ULL(v[2])),
                false;
     }
-    if (ctl__json_u64(cmd, "replicas_on_node", "", 0, CTL_U64_JSON_MAX, &held, RS(r)) ||
-        ctl__json_u64(cmd, "leading", "", 0, CTL_U64_JSON_MAX, &leading, RS(r))) {
-        r->outcome = CTL_OUTCOME_REJECTED;
-        return false;
-    }
-    if (held != 0 || leading != 0) {
-        return REJECT(r, "proof: node %llu still holds %llu replicas and leads %llu", ULL(node),
-                      ULL(held), ULL(leading)),
+    if (v[3] != s->n_groups) {
+        return REJECT(r, "proof: facts of %llu of the %u groups observed, every group's are needed",
+                      ULL(v[3]), s->n_groups),
                false;
     }
     for (uint32_t i = 0; i < s->n_groups; i++) {

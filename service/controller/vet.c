@@ -102,25 +102,58 @@ static bool caught_up(const struct vet *v, uint32_t gid, const struct ctl_obs_gr
     return true;
 }
 
-/* node_drain: how many groups' observed configurations still hold node, and how many it leads. */
-static bool drain_facts(const struct vet *v, uint64_t node, uint64_t *held, uint64_t *leading)
+/* Appends " N" to a list of ids being written into buf (at most len bytes, always terminated). */
+static void list_add(char *buf, size_t len, uint64_t id)
 {
-    *held = *leading = 0;
+    size_t used = strlen(buf);
+    if (used + 1 < len) {
+        snprintf(buf + used, len - used, "%s%llu", used ? "," : "", ULL(id));
+    }
+}
+
+/* node_drain: every group's fresh configuration read (an unknown or stale one: false, v->why
+ * names it), counting the groups that hold node and those it leads; the active tasks other than
+ * the drain that name it come from the replicated state. Nonzero counts: false, v->why naming
+ * them and their groups. */
+static bool drain_facts(const struct vet *v, const struct ctl_task *drain,
+                        struct ctl_drain_facts *f)
+{
+    uint64_t node = drain->source;
+    char held[128] = "", led[128] = "", tasks[128] = "";
+    memset(f, 0, sizeof(*f));
     for (uint32_t i = 0; i < v->s->n_groups; i++) {
         struct ctl_obs_group g;
         uint32_t gid = v->s->groups[i].id;
         if (!observe_fresh(v, gid, &g)) {
             return false;
         }
-        bool in = ctl__set_has(g.voters, g.n_voters, node) ||
-                  ctl__set_has(g.learners, g.n_learners, node);
-        if (in || g.leader == node) {
-            char b[256];
-            seen(v, &g, b, sizeof(b));
-            snprintf(v->why, v->whylen, "group %u: node %llu is still %s %s", gid, ULL(node),
-                     g.leader == node ? "its leader" : "a replica", b);
-            return false;
+        f->groups_observed++;
+        if (ctl__set_has(g.voters, g.n_voters, node) ||
+            ctl__set_has(g.learners, g.n_learners, node)) {
+            f->replicas_on_node++;
+            list_add(held, sizeof(held), gid);
         }
+        if (g.leader == node) {
+            f->leading++;
+            list_add(led, sizeof(led), gid);
+        }
+    }
+    for (uint32_t i = 0; i < v->s->n_tasks; i++) {
+        const struct ctl_task *o = &v->s->tasks[i];
+        if (o != drain && ctl__task_active(o) &&
+            ctl__set_has(o->participants, o->n_participants, node)) {
+            f->tasks_on_node++;
+            list_add(tasks, sizeof(tasks), o->id);
+        }
+    }
+    if (f->replicas_on_node != 0 || f->leading != 0 || f->tasks_on_node != 0) {
+        snprintf(v->why, v->whylen,
+                 "node %llu: observed by the controller leader (node %llu) in %u groups: %llu "
+                 "replicas (groups [%s]), %llu leaderships (groups [%s]), %llu active tasks "
+                 "([%s]); a tombstone needs 0, 0 and 0",
+                 ULL(node), ULL(v->observer), f->groups_observed, ULL(f->replicas_on_node), held,
+                 ULL(f->leading), led, ULL(f->tasks_on_node), tasks);
+        return false;
     }
     return true;
 }
@@ -209,15 +242,15 @@ static uint32_t fact_group(const struct ctl_task *t)
     return t->group;
 }
 
-/* The proof (and drain counts) of t's current phase from the observed facts. */
+/* The proof (and drain facts) of t's current phase from the observed facts. */
 static bool observed_proof(const struct vet *v, const struct ctl_task *t, struct ctl_task_proof *p,
-                           uint64_t *held, uint64_t *leading)
+                           struct ctl_drain_facts *f)
 {
     struct ctl_obs_group g;
-    *held = *leading = 0;
+    memset(f, 0, sizeof(*f));
     memset(p, 0, sizeof(*p));
     if (t->kind == CTL_TASK_NODE_DRAIN) {
-        return drain_facts(v, t->source, held, leading);
+        return drain_facts(v, t, f);
     }
     uint32_t gid = fact_group(t);
     if (!observe_fresh(v, gid, &g)) {
@@ -256,7 +289,12 @@ static int dry_run(const struct vet *v, const struct ctl_task *t, const char *cm
         struct ctl_obs_group g;
         uint32_t gid = fact_group(t);
         char b[256] = "";
-        if (t->kind != CTL_TASK_NODE_DRAIN && observe_fresh(v, gid, &g)) {
+        if (t->kind == CTL_TASK_NODE_DRAIN) {
+            snprintf(v->why, v->whylen, "node %llu: %s (the replicated state)", ULL(t->source),
+                     r.reason + 7);
+            return CTL_EFACT;
+        }
+        if (observe_fresh(v, gid, &g)) {
             seen(v, &g, b, sizeof(b));
         }
         snprintf(v->why, v->whylen, "group %u: %s %s", gid, r.reason + 7, b);
@@ -293,15 +331,17 @@ int ctl_vet(const struct ctl_state *state, const void *cmd, size_t len, ctl_obse
     const struct ctl_task *t = ctl__task_fence((struct ctl_state *)state, root, true, &r);
     int rc = CTL_OK;
     struct ctl_task_proof p;
-    uint64_t held, leading;
+    struct ctl_drain_facts f;
     if (t == NULL) {
         ; /* a stale or malformed fence: ctl_apply answers it */
-    } else if (!observed_proof(&v, t, &p, &held, &leading)) {
+    } else if (!observed_proof(&v, t, &p, &f)) {
         rc = CTL_EFACT;
     } else {
-        rc = ctl_cmd_task_advance(t->id, t->group, t->config_epoch, t->attempt, t->phase_index, &p,
-                                  held, leading, u64_or_0(root, "now_ms"),
-                                  u64_or_0(root, "expected_revision"), out);
+        uint64_t now = u64_or_0(root, "now_ms"), rev = u64_or_0(root, "expected_revision");
+        rc = t->kind == CTL_TASK_NODE_DRAIN
+                 ? ctl_cmd_drain_advance(t->id, t->attempt, &f, now, rev, out)
+                 : ctl_cmd_task_advance(t->id, t->group, t->config_epoch, t->attempt,
+                                        t->phase_index, &p, 0, 0, now, rev, out);
         if (rc == CTL_OK) {
             rc = dry_run(&v, t, *out);
         }

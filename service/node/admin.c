@@ -599,6 +599,27 @@ static void on_retry_task(void *ctx, struct rpc_call *call, const uint8_t *req, 
     slotd__v1__retry_task_request__free_unpacked(r, NULL);
 }
 
+static void on_abort_task(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__AbortTaskRequest *r = slotd__v1__abort_task_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.AbortTaskRequest");
+        return;
+    }
+    char *cmd = NULL;
+    int rc = node_field(r->task_id, "task_id", &err);
+    if (rc == 0 &&
+        (rc = ctl_cmd_task_abort(r->task_id, wall_ms(), r->expected_revision, &cmd)) != CTL_OK)
+        rc = build_failed(rc, &err);
+    else if (rc == 0)
+        rc = node_admin_submit(api, call, "/slotd.v1.Admin/AbortTask", cmd, &r->base,
+                               &r->no_forward, &err);
+    finish(call, rc, cmd, &err);
+    slotd__v1__abort_task_request__free_unpacked(r, NULL);
+}
+
 /* Fills t (its hash_slots point into slots, CTL_HASH_SLOTS entries) from c. */
 static void task_message(const struct ctl_task *c, uint64_t revision, Slotd__V1__Task *t,
                          uint32_t *slots)
@@ -937,6 +958,7 @@ static const struct {
     {"/slotd.v1.Admin/PromoteControllerVoter", on_promote_voter},
     {"/slotd.v1.Admin/DrainNode", on_drain_node},
     {"/slotd.v1.Admin/RetryTask", on_retry_task},
+    {"/slotd.v1.Admin/AbortTask", on_abort_task},
     {"/slotd.v1.Admin/MigrateHashSlots", on_migrate_hash_slots},
     {"/slotd.v1.Admin/SetFeature", on_set_feature},
 };

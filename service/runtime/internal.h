@@ -313,6 +313,10 @@ struct rt_group {
     uint64_t raft_ticks; /* raft_tick calls since raft_new (the core's own tick count) */
     int64_t tick_ms[RT_LEASE_TICKS]; /* rt_now_ms() of raft tick k, at k % RT_LEASE_TICKS */
     int64_t converge_after_ms;  /* preferred-leader convergence cooldown (ctl.c) */
+    /* task_cleanup.c: a learner of this group (led here) that no task owns, since when it was
+     * seen so (rt_now_ms), and when its removal may be proposed again (0 = none) */
+    uint64_t leftover_learner;
+    int64_t leftover_since_ms, leftover_next_ms;
     struct rt_group_metrics metrics; /* set when the group opens; the series are atomics */
 
     /* -- the fsm side: the APPLY stage, and the STORAGE stage's snapshot install
@@ -612,6 +616,12 @@ bool rt_ctl_leading(const struct runtime *rt);
 uint64_t rt_wall_ms(void); /* CLOCK_REALTIME in ms (controller timestamps) */
 /* task.c: the task executor (loop thread, every poll) */
 void rt_task_step(struct runtime *rt);
+/* task_cleanup.c: the leader of each slot group removes a learner no task owns (loop thread) */
+void rt_task_cleanup(struct runtime *rt);
+/* task_cleanup.c: true when task t (of the replica's group) still needs the replica that the
+ * cluster state does not place on this node (a running task, or a failed one that a retry
+ * continues with the same learner). */
+bool rt_task_holds_replica(const struct ctl_task *t);
 /* task.c, for the kinds executed elsewhere: report a proven phase, fail the task, whether the
  * phase ran out of time, and when this node first saw the phase. */
 struct ctl_task_proof;

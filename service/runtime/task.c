@@ -76,7 +76,8 @@ static void proof_of(const struct raft_status *st, uint64_t target, struct ctl_t
             p->target_match = st->progress[i].match;
 }
 
-/* node_drain: the executor proves "nothing left" (0 replicas, 0 led) with its own checks. */
+/* node_drain: the executor's zeros are placeholders: the controller leader rebuilds the command
+ * with the counts it observed itself (ctl_vet, ctl_cmd_drain_advance) before it is proposed. */
 static void advance(struct runtime *rt, const struct ctl_task *t, const struct ctl_task_proof *p,
                     uint64_t expected_revision)
 {
@@ -380,9 +381,7 @@ static void close_removed(struct runtime *rt)
             busy = x->g == g;
         for (uint32_t k = 0; k < s->n_tasks && !busy; k++) {
             const struct ctl_task *t = &s->tasks[k];
-            busy = t->group == cg->id &&
-                   (t->status == CTL_TASK_RUNNING || t->status == CTL_TASK_PENDING ||
-                    t->status == CTL_TASK_FAILED);
+            busy = t->group == cg->id && rt_task_holds_replica(t);
         }
         if (!busy && g->raft != NULL) {
             /* The state here may trail the controller (a mirror polls it): a move may already
@@ -430,6 +429,7 @@ void rt_task_step(struct runtime *rt)
             break;
         }
     }
+    rt_task_cleanup(rt);
     close_removed(rt);
 }
 

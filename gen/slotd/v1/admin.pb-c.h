@@ -32,6 +32,7 @@ typedef struct Slotd__V1__TransferLeaderRequest Slotd__V1__TransferLeaderRequest
 typedef struct Slotd__V1__PromoteControllerVoterRequest Slotd__V1__PromoteControllerVoterRequest;
 typedef struct Slotd__V1__DrainNodeRequest Slotd__V1__DrainNodeRequest;
 typedef struct Slotd__V1__RetryTaskRequest Slotd__V1__RetryTaskRequest;
+typedef struct Slotd__V1__AbortTaskRequest Slotd__V1__AbortTaskRequest;
 typedef struct Slotd__V1__MigrateHashSlotsRequest Slotd__V1__MigrateHashSlotsRequest;
 typedef struct Slotd__V1__ClusterStateRequest Slotd__V1__ClusterStateRequest;
 typedef struct Slotd__V1__ControllerStatusRequest Slotd__V1__ControllerStatusRequest;
@@ -343,6 +344,18 @@ struct  Slotd__V1__RetryTaskRequest
 };
 #define SLOTD__V1__RETRY_TASK_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__retry_task_request__descriptor) \
+    , 0, 0, 0 }
+
+
+struct  Slotd__V1__AbortTaskRequest
+{
+  ProtobufCMessage base;
+  uint64_t task_id;
+  uint64_t expected_revision;
+  protobuf_c_boolean no_forward;
+};
+#define SLOTD__V1__ABORT_TASK_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__abort_task_request__descriptor) \
     , 0, 0, 0 }
 
 
@@ -887,6 +900,25 @@ Slotd__V1__RetryTaskRequest *
 void   slotd__v1__retry_task_request__free_unpacked
                      (Slotd__V1__RetryTaskRequest *message,
                       ProtobufCAllocator *allocator);
+/* Slotd__V1__AbortTaskRequest methods */
+void   slotd__v1__abort_task_request__init
+                     (Slotd__V1__AbortTaskRequest         *message);
+size_t slotd__v1__abort_task_request__get_packed_size
+                     (const Slotd__V1__AbortTaskRequest   *message);
+size_t slotd__v1__abort_task_request__pack
+                     (const Slotd__V1__AbortTaskRequest   *message,
+                      uint8_t             *out);
+size_t slotd__v1__abort_task_request__pack_to_buffer
+                     (const Slotd__V1__AbortTaskRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__AbortTaskRequest *
+       slotd__v1__abort_task_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__abort_task_request__free_unpacked
+                     (Slotd__V1__AbortTaskRequest *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__V1__MigrateHashSlotsRequest methods */
 void   slotd__v1__migrate_hash_slots_request__init
                      (Slotd__V1__MigrateHashSlotsRequest         *message);
@@ -1130,6 +1162,9 @@ typedef void (*Slotd__V1__DrainNodeRequest_Closure)
 typedef void (*Slotd__V1__RetryTaskRequest_Closure)
                  (const Slotd__V1__RetryTaskRequest *message,
                   void *closure_data);
+typedef void (*Slotd__V1__AbortTaskRequest_Closure)
+                 (const Slotd__V1__AbortTaskRequest *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__MigrateHashSlotsRequest_Closure)
                  (const Slotd__V1__MigrateHashSlotsRequest *message,
                   void *closure_data);
@@ -1211,6 +1246,10 @@ struct Slotd__V1__Admin_Service
                      const Slotd__V1__RetryTaskRequest *input,
                      Slotd__V1__AdminWriteResponse_Closure closure,
                      void *closure_data);
+  void (*abort_task)(Slotd__V1__Admin_Service *service,
+                     const Slotd__V1__AbortTaskRequest *input,
+                     Slotd__V1__AdminWriteResponse_Closure closure,
+                     void *closure_data);
   void (*migrate_hash_slots)(Slotd__V1__Admin_Service *service,
                              const Slotd__V1__MigrateHashSlotsRequest *input,
                              Slotd__V1__AdminWriteResponse_Closure closure,
@@ -1258,6 +1297,7 @@ void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
       function_prefix__ ## promote_controller_voter,\
       function_prefix__ ## drain_node,\
       function_prefix__ ## retry_task,\
+      function_prefix__ ## abort_task,\
       function_prefix__ ## migrate_hash_slots,\
       function_prefix__ ## set_feature,\
       function_prefix__ ## authenticate,\
@@ -1307,6 +1347,10 @@ void slotd__v1__admin__drain_node(ProtobufCService *service,
                                   void *closure_data);
 void slotd__v1__admin__retry_task(ProtobufCService *service,
                                   const Slotd__V1__RetryTaskRequest *input,
+                                  Slotd__V1__AdminWriteResponse_Closure closure,
+                                  void *closure_data);
+void slotd__v1__admin__abort_task(ProtobufCService *service,
+                                  const Slotd__V1__AbortTaskRequest *input,
                                   Slotd__V1__AdminWriteResponse_Closure closure,
                                   void *closure_data);
 void slotd__v1__admin__migrate_hash_slots(ProtobufCService *service,
@@ -1360,6 +1404,7 @@ extern const ProtobufCMessageDescriptor slotd__v1__transfer_leader_request__desc
 extern const ProtobufCMessageDescriptor slotd__v1__promote_controller_voter_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__drain_node_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__retry_task_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__abort_task_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__migrate_hash_slots_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__cluster_state_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__controller_status_request__descriptor;

@@ -619,6 +619,15 @@ static void test_voter_promotion(void)
     free(s);
 }
 
+/* A node_drain's advance at attempt 1 with the given observed facts. */
+static char *drain_cmd(uint64_t id, uint64_t held, uint64_t leading, uint64_t tasks,
+                       uint32_t groups, uint64_t now_ms)
+{
+    struct ctl_drain_facts f = {held, leading, tasks, groups};
+    char *cmd = NULL;
+    return task_built(ctl_cmd_drain_advance(id, 1, &f, now_ms, 0, &cmd), &cmd);
+}
+
 static void test_node_drain(void)
 {
     struct ctl_state *s = task_fixture(4);
@@ -665,11 +674,18 @@ static void test_node_drain(void)
         with5 = has5 && with5 == 0 ? gi : with5; /* the first group holding node 5 */
     }
     CU_ASSERT_FATAL(with5 != 0);
-    /* Proofs: counts, then desired peers, then other tasks. */
-    expect(s, OK(ctl_cmd_task_advance(id, 0, 0, 1, 0, NULL, 2, 0, 201, 0, cmd)),
-           CTL_OUTCOME_REJECTED, "proof: node 5 still holds 2 replicas and leads 0");
-    expect(s, OK(ctl_cmd_task_advance(id, 0, 0, 1, 0, NULL, 0, 1, 201, 0, cmd)),
-           CTL_OUTCOME_REJECTED, "leads 1");
+    /* Proofs: the observed counts, then desired peers, then other tasks. */
+    uint32_t ng = s->n_groups;
+    expect(s, drain_cmd(id, 2, 0, 0, ng, 201), CTL_OUTCOME_REJECTED,
+           "proof: node 5 still holds 2 replicas and leads 0, with 0 active tasks, as observed");
+    expect(s, drain_cmd(id, 0, 1, 0, ng, 201), CTL_OUTCOME_REJECTED, "leads 1");
+    expect(s, drain_cmd(id, 0, 0, 1, ng, 201), CTL_OUTCOME_REJECTED, "with 1 active tasks");
+    snprintf(want, sizeof(want), "proof: facts of %u of the %u groups observed", ng - 1, ng);
+    expect(s, drain_cmd(id, 0, 0, 0, ng - 1, 201), CTL_OUTCOME_REJECTED, want);
+    /* the generic builder (no tasks_on_node, groups_observed) proves nothing */
+    expect(s, OK(ctl_cmd_task_advance(id, 0, 0, 1, 0, NULL, 0, 0, 201, 0, cmd)),
+           CTL_OUTCOME_REJECTED,
+           "proof: replicas_on_node, leading, tasks_on_node and groups_observed are required");
     snprintf(want, sizeof(want),
              "{\"op\":\"task_advance\",\"task\":%llu,\"group\":0,\"config_epoch\":0,"
              "\"attempt\":1,\"phase\":0,\"now_ms\":3,\"proof\":{\"voters\":[],"
@@ -677,10 +693,9 @@ static void test_node_drain(void)
              "\"config_index\":0}}",
              (unsigned long long)id);
     expect(s, strdup(want), CTL_OUTCOME_REJECTED,
-           "proof: replicas_on_node and leading are required");
+           "proof: replicas_on_node, leading, tasks_on_node and groups_observed are required");
     snprintf(want, sizeof(want), "proof: node 5 is still a desired peer of group %u", with5);
-    expect(s, OK(ctl_cmd_task_advance(id, 0, 0, 1, 0, NULL, 0, 0, 201, 0, cmd)),
-           CTL_OUTCOME_REJECTED, want);
+    expect(s, drain_cmd(id, 0, 0, 0, ng, 201), CTL_OUTCOME_REJECTED, want);
     /* Move every replica off node 5 (the drain executor's job), checking the drain stays blocked
      * while a move is active. */
     uint64_t now = 300;
@@ -695,8 +710,8 @@ static void test_node_drain(void)
         }
         uint64_t epoch = g->config_epoch;
         uint64_t mv = task_create(s, CTL_TASK_REPLICA_MOVE, gi, 5, task_outsider(s, gi, 5), 0, now);
-        expect(s, OK(ctl_cmd_task_advance(id, 0, 0, 1, 0, NULL, 0, 0, now, 0, cmd)),
-               CTL_OUTCOME_REJECTED, "proof: node 5 is still a desired peer");
+        expect(s, drain_cmd(id, 0, 0, 0, ng, now), CTL_OUTCOME_REJECTED,
+               "proof: node 5 is still a desired peer");
         task_run_move(s, mv, now);
         CU_ASSERT_EQUAL(g->config_epoch, epoch + 1);
         now += 10;
@@ -718,12 +733,10 @@ static void test_node_drain(void)
     CU_ASSERT_EQUAL_FATAL(ctl_state_validate(held, NULL, 0), CTL_OK);
     snprintf(want, sizeof(want), "proof: active task %llu (leader_transfer) still involves node 5",
              (unsigned long long)x->id);
-    expect(held, OK(ctl_cmd_task_advance(id, 0, 0, 1, 0, NULL, 0, 0, now, 0, cmd)),
-           CTL_OUTCOME_REJECTED, want);
+    expect(held, drain_cmd(id, 0, 0, 0, ng, now), CTL_OUTCOME_REJECTED, want);
     free(held);
     /* Drained: node 5 becomes a tombstone. */
-    expect(s, OK(ctl_cmd_task_advance(id, 0, 0, 1, 0, NULL, 0, 0, now, 0, cmd)),
-           CTL_OUTCOME_CHANGED, "");
+    expect(s, drain_cmd(id, 0, 0, 0, ng, now), CTL_OUTCOME_CHANGED, "");
     CU_ASSERT_EQUAL(t->status, CTL_TASK_DONE);
     CU_ASSERT_EQUAL(t->phase_index, CTL_PHASE_DRAIN_DONE);
     const struct ctl_node *n5 = ctl_state_node(s, 5);
@@ -769,21 +782,24 @@ static void test_fail_and_retry(void)
     CU_ASSERT_EQUAL(t->updated_ms, 13);
     CU_ASSERT_EQUAL(memcmp(g, &before, sizeof(before)), 0); /* membership unchanged */
     CU_ASSERT_PTR_NULL(ctl_state_active_task(s, 1));
-    /* retry: running again, attempt 2, the error kept until the next advance. */
+    /* retry: running again, attempt 2, the error kept until the next advance; a move that
+     * failed at catch_up restarts at add_learner (its leader removed the learner it left). */
     expect(s, OK(ctl_cmd_task_retry(id, 14, 0, cmd)), CTL_OUTCOME_CHANGED, "");
     CU_ASSERT_EQUAL(t->status, CTL_TASK_RUNNING);
     CU_ASSERT_EQUAL(t->attempt, 2);
-    CU_ASSERT_EQUAL(t->phase_index, 1);
+    CU_ASSERT_EQUAL(t->phase_index, 0);
     CU_ASSERT_STRING_EQUAL(t->last_error, "catch-up: learner 4 unreachable");
     expect(s, OK(ctl_cmd_task_retry(id, 15, 0, cmd)), CTL_OUTCOME_REJECTED,
            "task 10 is running, only a failed task can be retried");
     expect(s, OK(ctl_cmd_task_retry(77, 15, 0, cmd)), CTL_OUTCOME_REJECTED,
            "task: 77 does not exist");
     p = task_proof(v, n, &dst, 1, src, 6, 6);
-    expect(s, OK(ctl_cmd_task_advance(id, 1, 1, 1, 1, &p, 0, 0, 16, 0, cmd)), CTL_OUTCOME_NOOP,
+    expect(s, OK(ctl_cmd_task_advance(id, 1, 1, 1, 0, &p, 0, 0, 16, 0, cmd)), CTL_OUTCOME_NOOP,
            "stale fence: task 10 is at attempt 2, the command has 1");
     expect(s, task_advance_cmd(s, id, &p, 16), CTL_OUTCOME_CHANGED, "");
     CU_ASSERT_STRING_EQUAL(t->last_error, "");
+    CU_ASSERT_EQUAL(t->phase_index, 1);
+    expect(s, task_advance_cmd(s, id, &p, 16), CTL_OUTCOME_CHANGED, "");
     CU_ASSERT_EQUAL(t->phase_index, 2);
     /* Fail again; another task takes the group meanwhile: retry is refused until it ends. */
     expect(s, OK(ctl_cmd_task_fail(id, 2, 2, "promote: timeout", 17, 0, cmd)), CTL_OUTCOME_CHANGED,
@@ -842,6 +858,75 @@ static void test_fail_error_builder(void)
     free(s);
 }
 
+/* task_abort: a running move stops at add_learner or catch_up and not later; the fence is the
+ * task's live state; an executor's advance after it is a stale fence; a drain's node goes back
+ * to active; other kinds, unknown tasks and tasks not running are refused, changing nothing. */
+static void test_abort(void)
+{
+    struct ctl_state *s = task_fixture(4);
+    struct ctl_state *before = malloc(sizeof(*before));
+    char *cmd[1];
+    struct ctl_group *g = (struct ctl_group *)ctl_state_group(s, 1);
+    struct ctl_group peers = *g;
+    uint64_t src = g->desired_peers[0], dst = task_outsider(s, 1, 0), v[8];
+    uint32_t n = peers_with(g, 0, 0, v);
+    uint64_t id = task_create(s, CTL_TASK_REPLICA_MOVE, 1, src, dst, 0, 10);
+    const struct ctl_task *t = ctl_state_task(s, id);
+    struct ctl_task_proof p = task_proof(v, n, &dst, 1, src, 5, 0);
+    expect(s, task_advance_cmd(s, id, &p, 11), CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_EQUAL(t->phase_index, CTL_PHASE_MOVE_CATCH_UP);
+    char *late = task_advance_cmd(s, id, &p, 12); /* the executor's next step, built before */
+    /* refusals first: nothing changes */
+    *before = *s;
+    expect(s, OK(ctl_cmd_task_abort(77, 12, 0, cmd)), CTL_OUTCOME_REJECTED,
+           "task: 77 does not exist");
+    expect(s, OK(ctl_cmd_task_abort(id, 12, s->revision + 5, cmd)), CTL_OUTCOME_REJECTED,
+           "stale expected_revision");
+    CU_ASSERT_EQUAL(memcmp(&before->tasks, &s->tasks, sizeof(s->tasks)), 0);
+    CU_ASSERT_EQUAL(before->revision, s->revision);
+    /* abort at catch_up: failed, membership unchanged, the late advance is a stale fence */
+    expect(s, OK(ctl_cmd_task_abort(id, 13, s->revision, cmd)), CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_EQUAL(t->status, CTL_TASK_FAILED);
+    CU_ASSERT_STRING_EQUAL(t->last_error, "aborted (Admin.AbortTask) at phase catch_up");
+    CU_ASSERT_EQUAL(t->updated_ms, 13);
+    CU_ASSERT_EQUAL(memcmp(g, &peers, sizeof(peers)), 0);
+    CU_ASSERT_PTR_NULL(ctl_state_active_task(s, 1));
+    expect(s, late, CTL_OUTCOME_NOOP, "stale fence: task 10 is failed, not running");
+    expect(s, OK(ctl_cmd_task_abort(id, 14, 0, cmd)), CTL_OUTCOME_REJECTED,
+           "task 10 is failed, only a running task can be aborted");
+    /* retried, it starts over at add_learner; from promote on it cannot be aborted */
+    expect(s, OK(ctl_cmd_task_retry(id, 15, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_EQUAL(t->phase_index, CTL_PHASE_MOVE_ADD_LEARNER);
+    expect(s, task_advance_cmd(s, id, &p, 16), CTL_OUTCOME_CHANGED, "");
+    p = task_proof(v, n, &dst, 1, src, 6, 6);
+    expect(s, task_advance_cmd(s, id, &p, 17), CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_EQUAL(t->phase_index, CTL_PHASE_MOVE_PROMOTE);
+    *before = *s;
+    expect(s, OK(ctl_cmd_task_abort(id, 18, 0, cmd)), CTL_OUTCOME_REJECTED,
+           "task 10 is at phase promote, past the last safe point to abort (catch_up): let it "
+           "finish");
+    CU_ASSERT_EQUAL(memcmp(&before->tasks, &s->tasks, sizeof(s->tasks)), 0);
+    CU_ASSERT_EQUAL(t->status, CTL_TASK_RUNNING);
+    /* a drain: the node is active again */
+    uint64_t d = task_create(s, CTL_TASK_NODE_DRAIN, 0, 0, 0, 5, 20);
+    CU_ASSERT_EQUAL(ctl_state_node(s, 5)->join_state, CTL_JOIN_LEAVING);
+    expect(s, OK(ctl_cmd_task_abort(d, 21, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_EQUAL(ctl_state_node(s, 5)->join_state, CTL_JOIN_ACTIVE);
+    CU_ASSERT_EQUAL(ctl_state_task(s, d)->status, CTL_TASK_FAILED);
+    /* a promotion is not aborted */
+    uint64_t pr = task_create(s, CTL_TASK_CONTROLLER_VOTER_PROMOTION, 0, 0, 0, 4, 22);
+    expect(s, OK(ctl_cmd_task_abort(pr, 23, 0, cmd)), CTL_OUTCOME_REJECTED,
+           "a controller_voter_promotion task cannot be aborted");
+    CU_ASSERT_EQUAL(ctl_state_task(s, pr)->status, CTL_TASK_RUNNING);
+    /* bad fields: the builder and the apply refuse them */
+    CU_ASSERT_EQUAL(ctl_cmd_task_abort(CTL_U64_JSON_MAX + 1, 1, 0, cmd), CTL_EINVALID);
+    expect(s, strdup("{\"op\":\"task_abort\",\"task\":0,\"now_ms\":1}"), CTL_OUTCOME_REJECTED,
+           "task:");
+    expect(s, strdup("{\"op\":\"task_abort\",\"now_ms\":1}"), CTL_OUTCOME_REJECTED, "task");
+    free(before);
+    free(s);
+}
+
 /* A retry finds the node it was about gone: refused. */
 static void test_retry_after_target_removed(void)
 {
@@ -856,8 +941,7 @@ static void test_retry_after_target_removed(void)
            "");
     for (uint64_t node = 4; node <= 5; node++) {
         uint64_t d = task_create(s, CTL_TASK_NODE_DRAIN, 0, 0, 0, node, 5);
-        expect(s, OK(ctl_cmd_task_advance(d, 0, 0, 1, 0, NULL, 0, 0, 6, 0, cmd)),
-               CTL_OUTCOME_CHANGED, "");
+        expect(s, drain_cmd(d, 0, 0, 0, s->n_groups, 6), CTL_OUTCOME_CHANGED, "");
         CU_ASSERT_EQUAL(ctl_state_node(s, node)->join_state, CTL_JOIN_REMOVED);
     }
     expect(s, OK(ctl_cmd_task_retry(pr, 7, 0, cmd)), CTL_OUTCOME_REJECTED,
@@ -932,6 +1016,7 @@ void ctl_test_add_task(void)
     CU_add_test(s, "controller_voter_promotion", test_voter_promotion);
     CU_add_test(s, "node_drain to a tombstone", test_node_drain);
     CU_add_test(s, "task_fail and task_retry", test_fail_and_retry);
+    CU_add_test(s, "task_abort", test_abort);
     CU_add_test(s, "task_fail error cut at a UTF-8 boundary", test_fail_error_builder);
     CU_add_test(s, "task_retry refuses a removed target", test_retry_after_target_removed);
     CU_add_test(s, "history eviction and the active bound", test_eviction);

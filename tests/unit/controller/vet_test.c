@@ -177,22 +177,49 @@ static void test_drain(void)
     conf(3, voters3, g3->n_peers, &node, 1, voters3[0], 10, 100); /* still a learner of 3 */
     /* The forged command claims nothing is left; the facts say group 3 holds node 5. */
     char *cmd = NULL;
-    CU_ASSERT_EQUAL(ctl_cmd_task_advance(id, 0, 0, 1, 0, NULL, 0, 0, 1100, 0, &cmd), CTL_OK);
+    struct ctl_drain_facts zero = {0, 0, 0, 4};
+    CU_ASSERT_EQUAL(ctl_cmd_drain_advance(id, 1, &zero, 1100, 0, &cmd), CTL_OK);
     uint64_t revision = s->revision;
-    vet(s, cmd, CTL_EFACT, "group 3: node 5 is still a replica as observed by the controller");
+    vet(s, cmd, CTL_EFACT,
+        "node 5: observed by the controller leader (node 1) in 4 groups: 1 replicas (groups [3]), "
+        "0 leaderships (groups []), 0 active tasks ([]); a tombstone needs 0, 0 and 0");
     CU_ASSERT_EQUAL(s->revision, revision);
     conf(3, voters3, g3->n_peers, NULL, 0, node, 10, 100); /* out, but still leading?! */
+    conf(1, ctl_state_group(s, 1)->desired_peers, ctl_state_group(s, 1)->n_peers, &node, 1, node,
+         10, 100); /* and a learner leading group 1 */
+    CU_ASSERT_EQUAL(ctl_cmd_drain_advance(id, 1, &zero, 1100, 0, &cmd), CTL_OK);
+    vet(s, cmd, CTL_EFACT, "1 replicas (groups [1]), 2 leaderships (groups [1,3])");
+    const struct ctl_group *g1 = ctl_state_group(s, 1);
+    conf(1, g1->desired_peers, g1->n_peers, NULL, 0, g1->desired_peers[0], 10, 100);
+    /* the generic builder's command is rebuilt as well: its zeros are never trusted */
     CU_ASSERT_EQUAL(ctl_cmd_task_advance(id, 0, 0, 1, 0, NULL, 0, 0, 1100, 0, &cmd), CTL_OK);
-    vet(s, cmd, CTL_EFACT, "group 3: node 5 is still its leader");
+    vet(s, cmd, CTL_EFACT, "0 replicas (groups []), 1 leaderships (groups [3])");
     facts[2].known = false;
     conf(3, voters3, g3->n_peers, NULL, 0, voters3[0], 10, 100);
-    CU_ASSERT_EQUAL(ctl_cmd_task_advance(id, 0, 0, 1, 0, NULL, 0, 0, 1100, 0, &cmd), CTL_OK);
+    CU_ASSERT_EQUAL(ctl_cmd_drain_advance(id, 1, &zero, 1100, 0, &cmd), CTL_OK);
     vet(s, cmd, CTL_EFACT, "group 2: no configuration observed");
     const struct ctl_group *g2 = ctl_state_group(s, 2);
     conf(2, g2->desired_peers, g2->n_peers, NULL, 0, g2->desired_peers[0], 10, 100);
-    CU_ASSERT_EQUAL(ctl_cmd_task_advance(id, 0, 0, 1, 0, NULL, 0, 0, 1100, 0, &cmd), CTL_OK);
+    /* an active task naming node 5 (written by hand) is counted too */
+    struct ctl_state *busy = malloc(sizeof(*busy));
+    *busy = *s;
+    busy->tasks[busy->n_tasks++] = (struct ctl_task){.id = busy->next_task_id++,
+                                                     .kind = CTL_TASK_LEADER_TRANSFER,
+                                                     .group = 1,
+                                                     .config_epoch = g1->config_epoch,
+                                                     .attempt = 1,
+                                                     .status = CTL_TASK_RUNNING,
+                                                     .n_participants = 1,
+                                                     .participants = {5},
+                                                     .target = g1->desired_peers[0]};
+    CU_ASSERT_EQUAL(ctl_cmd_drain_advance(id, 1, &zero, 1100, 0, &cmd), CTL_OK);
+    vet(busy, cmd, CTL_EFACT, "0 replicas (groups []), 0 leaderships (groups []), 1 active tasks");
+    free(busy);
+    CU_ASSERT_EQUAL(ctl_cmd_drain_advance(id, 1, &zero, 1100, 0, &cmd), CTL_OK);
     char *rebuilt = vet(s, cmd, CTL_OK, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(rebuilt);
+    CU_ASSERT_PTR_NOT_NULL(strstr(rebuilt, "\"groups_observed\":4"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(rebuilt, "\"tasks_on_node\":0"));
     ctl_test_check(s, rebuilt, CTL_OUTCOME_CHANGED, "");
     CU_ASSERT_EQUAL(ctl_state_node(s, node)->join_state, CTL_JOIN_REMOVED);
     free(s);

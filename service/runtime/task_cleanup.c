@@ -1,0 +1,103 @@
+/* task_cleanup.c - a slot group's leader removes a learner that no task owns any more: one left
+ * by a replica move that failed (its target died, the phase timed out) or was aborted before
+ * promote, so no leftover learner blocks a later move of the group (loop thread). */
+#include <string.h>
+
+#include "service/controller/controller.h"
+#include "service/runtime/internal.h"
+
+/* A learner must look unowned this long before its removal is proposed: a leader whose copy of
+ * the cluster state trails the controller (a mirror polls it) may not know the task that added
+ * it yet. */
+#define CLEANUP_GRACE_MS 3000
+/* The same removal is proposed again at most this often (until the learner is gone). */
+#define CLEANUP_PACE_MS 1500
+
+static bool has(const uint64_t *ids, size_t n, uint64_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == id)
+            return true;
+    return false;
+}
+
+bool rt_task_holds_replica(const struct ctl_task *t)
+{
+    if (t->status == CTL_TASK_RUNNING || t->status == CTL_TASK_PENDING)
+        return true;
+    if (t->status != CTL_TASK_FAILED)
+        return false;
+    /* a move that failed before promote restarts at add_learner: its learner goes */
+    return t->kind != CTL_TASK_REPLICA_MOVE || t->phase_index > CTL_PHASE_MOVE_CATCH_UP;
+}
+
+/* Whether learner l of group cg is owned: the group's newest task is a move to l that is
+ * running, or failed from promote on (a retry continues with it). Any other active task of the
+ * group that is not a replica move (a migration, a transfer) defers the cleanup: *defer set. */
+static bool owned(const struct ctl_state *s, const struct ctl_group *cg, uint64_t l, bool *defer)
+{
+    const struct ctl_task *newest = NULL;
+    *defer = false;
+    for (uint32_t i = 0; i < s->n_tasks; i++) {
+        const struct ctl_task *t = &s->tasks[i];
+        bool mine = t->group == cg->id ||
+                    (t->kind == CTL_TASK_HASH_SLOT_MIGRATION && t->to_group == cg->id);
+        if (!mine)
+            continue;
+        bool active = t->status == CTL_TASK_RUNNING || t->status == CTL_TASK_PENDING;
+        if (active && t->kind != CTL_TASK_REPLICA_MOVE)
+            *defer = true;
+        if (newest == NULL || t->id > newest->id)
+            newest = t;
+    }
+    return newest != NULL && newest->kind == CTL_TASK_REPLICA_MOVE && newest->target == l &&
+           rt_task_holds_replica(newest);
+}
+
+static void cleanup_group(struct runtime *rt, const struct ctl_group *cg, int64_t now)
+{
+    struct rt_group *g = &rt->groups[cg->id];
+    struct raft_status st;
+    raft_status(g->raft, &st);
+    uint64_t leftover = 0;
+    for (size_t i = 0; i < st.conf.n_learners && leftover == 0; i++) {
+        uint64_t l = st.conf.learners[i];
+        bool defer;
+        if (!has(cg->desired_peers, cg->n_peers, l) && !owned(rt->ctl, cg, l, &defer) && !defer)
+            leftover = l;
+    }
+    if (leftover != g->leftover_learner) {
+        g->leftover_learner = leftover;
+        g->leftover_since_ms = now;
+        g->leftover_next_ms = 0;
+    }
+    if (leftover == 0 || now - g->leftover_since_ms < CLEANUP_GRACE_MS || now < g->leftover_next_ms)
+        return;
+    g->leftover_next_ms = now + CLEANUP_PACE_MS;
+    struct raft_conf_change cc = {.type = RAFT_CC_REMOVE, .node = leftover};
+    raft_index index = 0;
+    int rc = raft_propose_conf_change(g->raft, &cc, &index);
+    RT_LOG(rc == 0 ? "info" : "debug",
+           "msg=\"leftover learner removal %s\" group=%u node=%llu index=%llu err=\"%s\"",
+           rc == 0 ? "proposed" : "refused", g->id, (unsigned long long)leftover,
+           (unsigned long long)index, rc == 0 ? "" : raft_strerror(rc));
+}
+
+void rt_task_cleanup(struct runtime *rt)
+{
+    const struct ctl_state *s = rt->ctl;
+    if (s == NULL)
+        return;
+    int64_t now = rt_now_ms();
+    for (uint32_t i = 0; i < s->n_groups; i++) {
+        const struct ctl_group *cg = &s->groups[i];
+        if (cg->id == 0 || cg->id >= RT_GROUPS_CAP)
+            continue;
+        struct rt_group *g = &rt->groups[cg->id];
+        if (!g->hosted || g->raft == NULL || g->role != RAFT_LEADER) {
+            g->leftover_learner = 0;
+            continue;
+        }
+        cleanup_group(rt, cg, now);
+    }
+}

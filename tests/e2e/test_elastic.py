@@ -1,0 +1,242 @@
+"""test_elastic.py - the elastic cluster (issue 19) on one shared 5-node cluster (3 controller
+voters + 2 joined data nodes, 8 groups): Admin.AbortTask stops a move mid catch-up and the
+group's leader removes the learner it added; a move whose target died fails at the phase
+timeout and cleans up by itself; a later move of the same group is not blocked; drain proofs
+carry the observed counts and a forged tombstone changes nothing."""
+import json
+import tempfile
+import time
+import unittest
+
+import grpc
+
+import slotd_harness as h
+import test_controller as tc
+from slotd.v1 import admin_pb2
+from test_tasks import controller_command_request, task_status
+
+PHASE_TIMEOUT_MS = 8000
+WAIT_S = 40
+
+
+class ElasticTest(h.SlotdTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls._class_workdir = tempfile.mkdtemp(prefix="slotd-e2e-elastic-")
+        cls._class_servers = []
+        ports = h.free_ports(10)
+        cls.nodes = {}
+        for i in range(1, 6):
+            s = h.SlotdServer(cls._class_workdir, name="n%d" % i, slot_groups=tc.SLOT_GROUPS)
+            s.port, s.peer_port = ports[i - 1], ports[4 + i]
+            cls.nodes[i] = s
+            cls._class_servers.append(s)
+        common = ["--task-phase-timeout-ms", str(PHASE_TIMEOUT_MS)]
+        peers = ",".join("%d=%s" % (i, cls.nodes[i].peer_addr) for i in (1, 2, 3))
+        for i in (1, 2, 3):
+            cls.nodes[i].extra_args = ["--node-id", str(i), "--peers", peers,
+                                       "--bootstrap-expect", "5"] + common
+        for i in (4, 5):
+            cls.nodes[i].extra_args = ["--node-id", str(i), "--join",
+                                       cls.nodes[1 + i % 3].peer_addr] + common
+        try:
+            for s in cls.nodes.values():
+                s.launch()
+            for s in cls.nodes.values():
+                problem = s._wait_serving(WAIT_S)
+                if problem:
+                    raise AssertionError("%s: %s" % (s.name, problem))
+        except BaseException:
+            for s in cls.nodes.values():
+                s.kill()
+            raise
+
+    # -- helpers --
+
+    avoid = 0  # a node the test stopped or killed: calls go elsewhere
+
+    def via(self):
+        return [i for i in sorted(self.nodes) if i != self.avoid and self.nodes[i].running()][0]
+
+    def state(self, min_revision=0):
+        resp = tc.admin_call(self.nodes[self.via()], "ClusterState",
+                             admin_pb2.ClusterStateRequest(min_revision=min_revision),
+                             admin_pb2.ClusterStateResponse)
+        return json.loads(resp.state_json)
+
+    def group(self, gid):
+        return [g for g in self.state()["groups"] if g["id"] == gid][0]
+
+    def live_group(self, gid, via):
+        return [r for r in tc.route(self.nodes[via]).groups if r.group_id == gid][0]
+
+    def admin(self, method, request, via=None):
+        return tc.admin_call(self.nodes[via or self.via()], method, request,
+                             admin_pb2.AdminWriteResponse)
+
+    def wait_phase(self, task_id, phase, timeout=WAIT_S):
+        return tc.wait_for("task %d at %s" % (task_id, phase), lambda: (
+            lambda t: t if t.phase == phase and t.status == "running" else None)(
+                task_status(self.nodes[self.via()], task_id)), timeout=timeout)
+
+    def wait_status(self, task_id, status, timeout=WAIT_S):
+        return tc.wait_for("task %d %s" % (task_id, status), lambda: (
+            lambda t: t if t.status == status else None)(task_status(self.nodes[self.via()], task_id)),
+            timeout=timeout)
+
+    def wait_no_learner(self, gid, voters, via):
+        """The group's live configuration (as a voter reports it) is voters and no learner."""
+        return tc.wait_for("group %d: voters %s, no learner" % (gid, voters), lambda: (
+            lambda r: r if not list(r.learners) and sorted(r.voters) == sorted(voters)
+            else None)(self.live_group(gid, via)), timeout=WAIT_S)
+
+    def move_plan(self, gid):
+        g = self.group(gid)
+        leader = self.live_group(gid, g["desired_peers"][0]).leader
+        source = [p for p in g["desired_peers"] if p != leader][0]
+        target = [n for n in (5, 4, 3, 2, 1) if n not in g["desired_peers"]][0]
+        return g, source, target
+
+    def setUp(self):
+        tc.wait_for("every node holds the same state", lambda: len(
+            {(r.revision, r.checksum) for r, _ in
+             [tc.cluster_state(s) for s in self.nodes.values() if s.running()]}) == 1)
+
+    # -- abort and self-cleanup --
+
+    def test_abort_move_mid_catch_up(self):
+        """The target is stopped (SIGSTOP), so the move sits at catch_up with its learner added;
+        AbortTask fails it at once ("aborted"), the group's leader removes the learner (voters as
+        before, no learner), and a new move of the same group to the same target completes. Aborting it again, aborting a done task,
+        task_id 0 and an unknown task are refused and change nothing."""
+        t0 = time.monotonic()
+        g, source, target = self.move_plan(2)
+        self.nodes[target].pause()
+        self.avoid = target
+        try:
+            task_id = self.admin("MoveReplica", admin_pb2.MoveReplicaRequest(
+                group_id=2, from_node=source, to_node=target)).task_id
+            self.wait_phase(task_id, "catch_up", timeout=PHASE_TIMEOUT_MS / 1000.0)
+            r = self.live_group(2, source)
+            self.assertEqual(list(r.learners), [target])
+            resp = self.admin("AbortTask", admin_pb2.AbortTaskRequest(task_id=task_id))
+            self.assertEqual(resp.outcome, admin_pb2.OUTCOME_CHANGED)
+            t = task_status(self.nodes[self.via()], task_id, min_revision=resp.revision)
+            self.assertEqual((t.status, t.phase), ("failed", "catch_up"))
+            self.assertIn("aborted (Admin.AbortTask) at phase catch_up", t.last_error)
+            self.wait_no_learner(2, g["desired_peers"], source)
+            self.assertEqual(self.group(2)["desired_peers"], g["desired_peers"])
+            self.assertEqual(self.group(2)["config_epoch"], g["config_epoch"])
+        finally:
+            self.nodes[target].resume()
+            self.avoid = 0
+        # Refusals: INVALID_ARGUMENT naming the field (the controller's: "command"), the tasks
+        # and groups unchanged (the revision may move: the resumed node's health status).
+        before = {k: self.state()[k] for k in ("tasks", "groups", "next_task_id")}
+        for req, field, text in (
+                (admin_pb2.AbortTaskRequest(task_id=task_id), "command",
+                 "only a running task can be aborted"),
+                (admin_pb2.AbortTaskRequest(task_id=0), "task_id", "task_id"),
+                (admin_pb2.AbortTaskRequest(task_id=9999), "command", "does not exist")):
+            with self.assertRaises(grpc.RpcError) as cm:
+                self.admin("AbortTask", req)
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT,
+                             cm.exception.details())
+            self.assertEqual(h.error_detail(cm.exception).field, field)
+            self.assertIn(text, cm.exception.details())
+        self.assertEqual({k: self.state()[k] for k in before}, before)
+        # The target never ran while the task did, so it never opened the replica (one that did
+        # closes it like any replica the state does not place on it: task.c close_removed).
+        self.assertFalse(self.nodes[target].log_lines(
+            'msg="replica opened for a move" group=2', current_run_only=True))
+        # No leftover blocks the next move of the group, to the same target.
+        again = self.admin("MoveReplica", admin_pb2.MoveReplicaRequest(
+            group_id=2, from_node=source, to_node=target)).task_id
+        self.wait_status(again, "done", timeout=60)
+        self.assertIn(target, self.group(2)["desired_peers"])
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.admin("AbortTask", admin_pb2.AbortTaskRequest(task_id=again))
+        self.assertIn("is done, only a running task", cm.exception.details())
+        print("\n  abort mid catch-up, cleanup, next move: %.1f s" % (time.monotonic() - t0))
+
+    def test_dead_target_fails_and_cleans_up(self):
+        """The target is killed (-9) during the move: the task fails within the phase timeout,
+        the leader removes the learner by itself, and a move to another node then completes."""
+        t0 = time.monotonic()
+        g, source, target = self.move_plan(5)
+        self.nodes[target].kill()
+        self.avoid = target
+        try:
+            task_id = self.admin("MoveReplica", admin_pb2.MoveReplicaRequest(
+                group_id=5, from_node=source, to_node=target)).task_id
+            self.wait_phase(task_id, "catch_up")
+            t = self.wait_status(task_id, "failed", timeout=PHASE_TIMEOUT_MS / 1000.0 + 15)
+            self.assertEqual(t.phase, "catch_up")
+            self.assertIn("phase timeout", t.last_error)
+            self.wait_no_learner(5, g["desired_peers"], source)
+            self.assertEqual(self.group(5)["desired_peers"], g["desired_peers"])
+            other = [n for n in sorted(self.nodes) if n not in g["desired_peers"]
+                     and n != target][0]
+            nxt = self.admin("MoveReplica", admin_pb2.MoveReplicaRequest(
+                group_id=5, from_node=source, to_node=other)).task_id
+            self.wait_status(nxt, "done", timeout=60)
+            peers = self.group(5)["desired_peers"]
+            self.assertIn(other, peers)
+            self.assertNotIn(source, peers)
+            self.wait_no_learner(5, peers, other)
+        finally:
+            self.nodes[target].start()
+            self.avoid = 0
+        print("\n  dead target: failed, cleaned up, next move done: %.1f s"
+              % (time.monotonic() - t0))
+
+    # -- drain proof --
+
+    def test_forged_tombstone_changes_nothing(self):
+        """DrainNode of node 5: while it still holds replicas, a drain task_advance claiming 0
+        replicas, 0 leaderships, 0 tasks and every group observed, sent with a valid node
+        identity, is refused FAILED_PRECONDITION with the counts the controller leader observed;
+        the node stays leaving and the task at moving_replicas. AbortTask then stops the drain:
+        node 5 is active again."""
+        victim = 5
+        held = [g["id"] for g in self.state()["groups"] if victim in g["desired_peers"]]
+        self.assertTrue(held)
+        task_id = self.admin("DrainNode", admin_pb2.DrainNodeRequest(node_id=victim)).task_id
+        t = self.wait_phase(task_id, "moving_replicas")
+        before = self.state()
+        forged = {"op": "task_advance", "task": task_id, "now_ms": int(time.time() * 1000),
+                  "group": 0, "config_epoch": 0, "attempt": t.attempt, "phase": t.phase_index,
+                  "replicas_on_node": 0, "leading": 0, "tasks_on_node": 0,
+                  "groups_observed": tc.SLOT_GROUPS,
+                  "proof": {"config_index": 0, "voters": [], "learners": [], "leader": 0,
+                            "commit": 0, "target_match": 0}}
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.nodes[2].peer_call("/slotd.internal.v1.Peer/ControllerCommand",
+                                    controller_command_request(json.dumps(forged).encode()),
+                                    node=3)
+        details = cm.exception.details()
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION, details)
+        self.assertIn("node %d: observed by the controller leader" % victim, details)
+        self.assertIn("a tombstone needs 0, 0 and 0", details)
+        self.assertNotIn(" 0 replicas", details)  # the node still holds some: a nonzero count
+        node = [n for n in self.state()["nodes"] if n["id"] == victim][0]
+        self.assertEqual(node["join_state"], "leaving")
+        t = task_status(self.nodes[1], task_id)
+        self.assertEqual((t.status, t.phase), ("running", "moving_replicas"))
+        self.assertEqual([x for x in self.state()["tasks"] if x["id"] == task_id],
+                         [x for x in before["tasks"] if x["id"] == task_id])
+        # Abort the drain: the node is active again; the move it started may finish.
+        resp = self.admin("AbortTask", admin_pb2.AbortTaskRequest(task_id=task_id))
+        self.assertEqual(resp.outcome, admin_pb2.OUTCOME_CHANGED)
+        self.assertGreater(resp.revision, before["revision"])
+        node = [n for n in self.state(resp.revision)["nodes"] if n["id"] == victim][0]
+        self.assertEqual(node["join_state"], "active")
+        for x in self.state()["tasks"]:
+            if x["kind"] == "replica_move" and x["status"] == "running":
+                self.wait_status(x["id"], "done", timeout=60)
+        print("\n  forged tombstone refused: %s" % details)
+
+
+if __name__ == "__main__":
+    unittest.main()
