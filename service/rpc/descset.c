@@ -202,23 +202,36 @@ static int enum_index(struct builder *b, const char *scope, const uint8_t *buf, 
     return rc;
 }
 
+/* Reads the name (field number) of a message or service (what) in scope, adds it as a symbol of
+ * kind and copies its full name into full (RPC_DESCSET_NAME_MAX bytes). */
+static int scope_add(struct builder *b, const char *scope, const uint8_t *buf, size_t len,
+                     uint32_t number, const char *what, size_t file, enum rpc_descset_kind kind,
+                     char *full)
+{
+    char name[RPC_DESCSET_NAME_MAX];
+    if (!wire_string(buf, len, number, name, sizeof(name))) {
+        return fail(b, SLOTD_EMALFORMED, "descriptor set: bad %s in %s", what, scope);
+    }
+    int rc = symbol_add(b, scope, name, file, kind);
+    if (rc == SLOTD_OK) {
+        snprintf(full, RPC_DESCSET_NAME_MAX, "%s", b->d->symbols[b->d->n_symbols - 1].name);
+    }
+    return rc;
+}
+
 /* A DescriptorProto in scope, with its fields, oneofs, nested messages and enums. */
 static int message_index(struct builder *b, const char *scope, const uint8_t *buf, size_t len,
                          size_t file, unsigned depth)
 {
-    char name[RPC_DESCSET_NAME_MAX], full[RPC_DESCSET_NAME_MAX];
+    char full[RPC_DESCSET_NAME_MAX];
     if (depth > RPC_DESCSET_NESTING_MAX) {
         return fail(b, SLOTD_EMALFORMED, "descriptor set: messages nested deeper than %d",
                     RPC_DESCSET_NESTING_MAX);
     }
-    if (!wire_string(buf, len, DS_MSG_NAME, name, sizeof(name))) {
-        return fail(b, SLOTD_EMALFORMED, "descriptor set: bad message in %s", scope);
-    }
-    int rc = symbol_add(b, scope, name, file, RPC_DESCSET_MESSAGE);
+    int rc = scope_add(b, scope, buf, len, DS_MSG_NAME, "message", file, RPC_DESCSET_MESSAGE, full);
     if (rc != SLOTD_OK) {
         return rc;
     }
-    snprintf(full, sizeof(full), "%s", b->d->symbols[b->d->n_symbols - 1].name);
     struct wire w = {buf, buf + len};
     struct wire_field f;
     while (rc == SLOTD_OK && wire_next(&w, &f) == 1) {
@@ -240,15 +253,12 @@ static int message_index(struct builder *b, const char *scope, const uint8_t *bu
 static int service_index(struct builder *b, const char *scope, const uint8_t *buf, size_t len,
                          size_t file)
 {
-    char name[RPC_DESCSET_NAME_MAX], full[RPC_DESCSET_NAME_MAX];
-    if (!wire_string(buf, len, DS_SERVICE_NAME, name, sizeof(name))) {
-        return fail(b, SLOTD_EMALFORMED, "descriptor set: bad service in %s", scope);
-    }
-    int rc = symbol_add(b, scope, name, file, RPC_DESCSET_SERVICE);
+    char full[RPC_DESCSET_NAME_MAX];
+    int rc =
+        scope_add(b, scope, buf, len, DS_SERVICE_NAME, "service", file, RPC_DESCSET_SERVICE, full);
     if (rc != SLOTD_OK) {
         return rc;
     }
-    snprintf(full, sizeof(full), "%s", b->d->symbols[b->d->n_symbols - 1].name);
     struct wire w = {buf, buf + len};
     struct wire_field f;
     while (rc == SLOTD_OK && wire_next(&w, &f) == 1) {

@@ -202,17 +202,28 @@ bool slot_group_incoming(const struct slot_group_state *gs, uint16_t hash_slot)
     return bitmap_has(gs->incoming, hash_slot);
 }
 
+/* The group's sub record (caller frees *v with free()); absent: 0 with *v NULL. */
+static int group_meta_get(struct slot_fsm *f, uint32_t group, uint8_t sub, void **v, size_t *vl)
+{
+    uint8_t key[STORE_GROUP_META_KEY_LEN];
+    store_key_group_meta(key, group, sub);
+    *v = NULL;
+    *vl = 0;
+    int rc = store_fsm_get(f->store, key, sizeof(key), v, vl);
+    if (rc == STORE_ENOTFOUND) {
+        *v = NULL;
+        return 0;
+    }
+    return rc;
+}
+
 /* The owned record: absent leaves gs uninitialized. */
 static int load_owned(struct slot_fsm *f, struct slot_group_state *gs)
 {
-    uint8_t key[STORE_GROUP_META_KEY_LEN];
-    store_key_group_meta(key, gs->group, SLOT_GROUP_META_OWNED);
-    void *v = NULL;
-    size_t vl = 0;
-    int rc = store_fsm_get(f->store, key, sizeof(key), &v, &vl);
-    if (rc == STORE_ENOTFOUND)
-        return 0;
-    if (rc != 0)
+    void *v;
+    size_t vl;
+    int rc = group_meta_get(f, gs->group, SLOT_GROUP_META_OWNED, &v, &vl);
+    if (rc != 0 || v == NULL)
         return rc;
     if (vl != 1 + sizeof(gs->owned) || ((uint8_t *)v)[0] != VALUE_VERSION) {
         free(v);
@@ -227,14 +238,10 @@ static int load_owned(struct slot_fsm *f, struct slot_group_state *gs)
 /* The migration record: absent leaves the migration fields zero. */
 static int load_migration(struct slot_fsm *f, struct slot_group_state *gs)
 {
-    uint8_t key[STORE_GROUP_META_KEY_LEN];
-    store_key_group_meta(key, gs->group, SLOT_GROUP_META_MIGRATION);
-    void *v = NULL;
-    size_t vl = 0;
-    int rc = store_fsm_get(f->store, key, sizeof(key), &v, &vl);
-    if (rc == STORE_ENOTFOUND)
-        return 0;
-    if (rc != 0)
+    void *v;
+    size_t vl;
+    int rc = group_meta_get(f, gs->group, SLOT_GROUP_META_MIGRATION, &v, &vl);
+    if (rc != 0 || v == NULL)
         return rc;
     rc = slot_group_migration_decode(v, vl, gs);
     free(v);

@@ -82,6 +82,17 @@ static Slotd__V1__Membership *next_of(struct slot__apply *a, const Slotd__V1__Me
     return res->membership;
 }
 
+/* load_live, and for a live membership the result's scratch copy of it in *next (next_of). */
+static int load_live_next(struct slot__apply *a, const char *uid, const char *channel,
+                          uint32_t type, Slotd__V1__MembershipResult *res, struct slot__key *k,
+                          Slotd__V1__Membership **old, Slotd__V1__Membership **next)
+{
+    int rc = load_live(a, uid, channel, type, k, old);
+    if (rc == 0 && *old != NULL)
+        *next = next_of(a, *old, res);
+    return rc;
+}
+
 /* Writes the result's membership when it changed. */
 static int finish(struct slot__apply *a, const struct slot__key *k,
                   Slotd__V1__MembershipResult *res, bool changed, int rc)
@@ -138,11 +149,10 @@ int slot__apply_mark_read(struct slot__apply *a, const ProtobufCMessage *m, Prot
     const Slotd__V1__MarkReadCommand *c = (const void *)m;
     Slotd__V1__MembershipResult *res = (void *)r;
     struct slot__key k;
-    Slotd__V1__Membership *old;
-    int rc = load_live(a, c->uid, c->channel_id, c->channel_type, &k, &old);
+    Slotd__V1__Membership *old, *next;
+    int rc = load_live_next(a, c->uid, c->channel_id, c->channel_type, res, &k, &old, &next);
     if (rc != 0 || old == NULL)
         return rc;
-    Slotd__V1__Membership *next = next_of(a, old, res);
     bool advanced = c->read_seq > old->read_seq; /* a regression is ignored */
     if (advanced)
         next->read_seq = c->read_seq;
@@ -155,11 +165,10 @@ int slot__apply_hide_conversation(struct slot__apply *a, const ProtobufCMessage 
     const Slotd__V1__HideConversationCommand *c = (const void *)m;
     Slotd__V1__MembershipResult *res = (void *)r;
     struct slot__key k;
-    Slotd__V1__Membership *old;
-    int rc = load_live(a, c->uid, c->channel_id, c->channel_type, &k, &old);
+    Slotd__V1__Membership *old, *next;
+    int rc = load_live_next(a, c->uid, c->channel_id, c->channel_type, res, &k, &old, &next);
     if (rc != 0 || old == NULL)
         return rc;
-    Slotd__V1__Membership *next = next_of(a, old, res);
     bool advanced = c->hide_through_seq > old->hide_through_seq;
     if (advanced)
         next->hide_through_seq = c->hide_through_seq;
@@ -175,11 +184,10 @@ int slot__apply_activate_conversation(struct slot__apply *a, const ProtobufCMess
     const Slotd__V1__ActivateConversationCommand *c = (const void *)m;
     Slotd__V1__MembershipResult *res = (void *)r;
     struct slot__key k;
-    Slotd__V1__Membership *old;
-    int rc = load_live(a, c->uid, c->channel_id, c->channel_type, &k, &old);
+    Slotd__V1__Membership *old, *next;
+    int rc = load_live_next(a, c->uid, c->channel_id, c->channel_type, res, &k, &old, &next);
     if (rc != 0 || old == NULL)
         return rc;
-    Slotd__V1__Membership *next = next_of(a, old, res);
     if (c->activated_at_ms > old->activated_at_ms)
         next->activated_at_ms = c->activated_at_ms; /* activation time only moves forward */
     next->hidden = false;

@@ -223,82 +223,29 @@ void slotd_error_destroy(struct slotd_error *e)
     free(e);
 }
 
-int slotd_error_code(const struct slotd_error *e)
-{
-    return e->code;
-}
+/* The error's getters (client.h): X(type, name, member of struct slotd_error). */
+#define SLOTD__ERROR_GETTERS(X)                                                                    \
+    X(int, code, code)                                                                             \
+    X(const char *, message, st.message)                                                           \
+    X(int, grpc_status, st.grpc_status)                                                            \
+    X(unsigned, attempts, attempts)                                                                \
+    X(const char *, address, st.address)                                                           \
+    X(bool, has_detail, st.has_detail)                                                             \
+    X(int, detail_code, st.detail_code)                                                            \
+    X(const char *, field, st.field)                                                               \
+    X(uint64_t, limit, st.limit)                                                                   \
+    X(uint32_t, retry_after_ms, st.retry_after_ms)                                                 \
+    X(uint64_t, leader_node_id, st.leader_node_id)                                                 \
+    X(const char *, leader_address, st.leader_address)                                             \
+    X(uint32_t, leader_group_id, st.leader_group_id)                                               \
+    X(uint64_t, leader_term, st.leader_term)                                                       \
+    X(uint32_t, compacted_group_id, st.compacted_group_id)                                         \
+    X(uint64_t, compacted_index, st.compacted_index)
 
-const char *slotd_error_message(const struct slotd_error *e)
-{
-    return e->st.message;
-}
-
-int slotd_error_grpc_status(const struct slotd_error *e)
-{
-    return e->st.grpc_status;
-}
-
-unsigned slotd_error_attempts(const struct slotd_error *e)
-{
-    return e->attempts;
-}
-
-const char *slotd_error_address(const struct slotd_error *e)
-{
-    return e->st.address;
-}
-
-bool slotd_error_has_detail(const struct slotd_error *e)
-{
-    return e->st.has_detail;
-}
-
-int slotd_error_detail_code(const struct slotd_error *e)
-{
-    return e->st.detail_code;
-}
-
-const char *slotd_error_field(const struct slotd_error *e)
-{
-    return e->st.field;
-}
-
-uint64_t slotd_error_limit(const struct slotd_error *e)
-{
-    return e->st.limit;
-}
-
-uint32_t slotd_error_retry_after_ms(const struct slotd_error *e)
-{
-    return e->st.retry_after_ms;
-}
-
-uint64_t slotd_error_leader_node_id(const struct slotd_error *e)
-{
-    return e->st.leader_node_id;
-}
-
-const char *slotd_error_leader_address(const struct slotd_error *e)
-{
-    return e->st.leader_address;
-}
-
-uint32_t slotd_error_leader_group_id(const struct slotd_error *e)
-{
-    return e->st.leader_group_id;
-}
-
-uint64_t slotd_error_leader_term(const struct slotd_error *e)
-{
-    return e->st.leader_term;
-}
-
-uint32_t slotd_error_compacted_group_id(const struct slotd_error *e)
-{
-    return e->st.compacted_group_id;
-}
-
-uint64_t slotd_error_compacted_index(const struct slotd_error *e)
-{
-    return e->st.compacted_index;
-}
+#define SLOTD__ERROR_GETTER(type, name, member)                                                    \
+    type slotd_error_##name(const struct slotd_error *e)                                           \
+    {                                                                                              \
+        return e->member;                                                                          \
+    }
+SLOTD__ERROR_GETTERS(SLOTD__ERROR_GETTER)
+#undef SLOTD__ERROR_GETTER
