@@ -378,11 +378,7 @@ static void run_fetch_initial(struct run_shared *s)
     grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     assert(ev.type == GRPC_OP_COMPLETE && ev.tag == &f);
     run_fetch_finish(s, &f, ev.success != 0);
-    grpc_completion_queue_shutdown(cq);
-    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-           GRPC_QUEUE_SHUTDOWN) {
-    }
-    grpc_completion_queue_destroy(cq);
+    slotd_call_cq_destroy(cq);
 }
 
 /* ---- one call ------------------------------------------------------------------------- */
@@ -617,11 +613,7 @@ static void *run_worker_main(void *arg)
 static void run_worker_free(struct run_worker *w)
 {
     if (w->cq) {
-        grpc_completion_queue_shutdown(w->cq);
-        while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-               GRPC_QUEUE_SHUTDOWN) {
-        }
-        grpc_completion_queue_destroy(w->cq);
+        slotd_call_cq_destroy(w->cq);
     }
     free(w->calls);
     free(w->key);
@@ -815,11 +807,7 @@ static int run_channels_connect(struct run_shared *s, char *errmsg, size_t errms
             st = grpc_channel_check_connectivity_state(ch, 0);
         }
     }
-    grpc_completion_queue_shutdown(cq);
-    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-           GRPC_QUEUE_SHUTDOWN) {
-    }
-    grpc_completion_queue_destroy(cq);
+    slotd_call_cq_destroy(cq);
     return rc;
 }
 

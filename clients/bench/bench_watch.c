@@ -3,6 +3,7 @@
 
 #include "bench_err.h"
 #include "bench_wire.h"
+#include "call.h"
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
@@ -407,11 +408,7 @@ void bench_watch_close(struct bench_watch *w, struct bench_watch_result *r)
     assert(w->live == 0);
     for (unsigned i = 0; i < w->count; i++)
         created += w->streams[i].first;
-    grpc_completion_queue_shutdown(w->cq);
-    while (grpc_completion_queue_next(w->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-           GRPC_QUEUE_SHUTDOWN) {
-    }
-    grpc_completion_queue_destroy(w->cq);
+    slotd_call_cq_destroy(w->cq);
     watch_result(w, r);
     r->created = created;
     free(w->streams);

@@ -140,16 +140,23 @@ void slotd_call_trailer_detail(const grpc_metadata_array *md, struct slotd_statu
     }
 }
 
-/* Shuts cq down, drains it (bounded: one batch was ever started) and destroys it. */
-static void call_cq_destroy(grpc_completion_queue *cq)
+void slotd_call_cq_destroy(grpc_completion_queue *cq)
 {
     grpc_completion_queue_shutdown(cq);
-    for (int i = 0; i < 16; i++) {
-        grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
-        if (ev.type == GRPC_QUEUE_SHUTDOWN)
-            break;
+    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+           GRPC_QUEUE_SHUTDOWN) {
     }
     grpc_completion_queue_destroy(cq);
+}
+
+void slotd_call_status_set(struct slotd_status *st, grpc_status_code status, grpc_slice details,
+                           const grpc_metadata_array *trailing_md)
+{
+    st->grpc_status = (int)status;
+    snprintf(st->message, sizeof(st->message), "%.*s", (int)GRPC_SLICE_LENGTH(details),
+             (const char *)GRPC_SLICE_START_PTR(details));
+    if (status != GRPC_STATUS_OK)
+        slotd_call_trailer_detail(trailing_md, st);
 }
 
 grpc_call_error slotd_call_unary_start(grpc_call *call, grpc_metadata *md, size_t md_count,
@@ -211,11 +218,7 @@ static void call_run(grpc_call *call, grpc_completion_queue *cq, grpc_byte_buffe
         ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
         status = GRPC_STATUS_DEADLINE_EXCEEDED;
     }
-    st->grpc_status = (int)status;
-    snprintf(st->message, sizeof(st->message), "%.*s", (int)GRPC_SLICE_LENGTH(details),
-             (const char *)GRPC_SLICE_START_PTR(details));
-    if (status != GRPC_STATUS_OK)
-        slotd_call_trailer_detail(&trailing_md, st);
+    slotd_call_status_set(st, status, details, &trailing_md);
 done:
     grpc_slice_unref(details);
     if (authorization[0] != '\0')
@@ -241,7 +244,7 @@ int slotd_call_unary(grpc_channel *ch, const char *method, const uint8_t *req, s
     call_run(call, cq, send, deadline_ms, authorization, body, st);
     grpc_byte_buffer_destroy(send);
     grpc_call_unref(call);
-    call_cq_destroy(cq);
+    slotd_call_cq_destroy(cq);
     if (st->grpc_status != GRPC_STATUS_OK && *body) {
         grpc_byte_buffer_destroy(*body);
         *body = NULL;

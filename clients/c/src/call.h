@@ -77,6 +77,15 @@ grpc_call_error slotd_call_unary_start(grpc_call *call, grpc_metadata *md, size_
                                        grpc_byte_buffer **recv, grpc_metadata_array *trailing_md,
                                        grpc_status_code *status, grpc_slice *details, void *tag);
 
+/* details, trailing_md, st: borrowed for the call. Records how a call ended in st: the status
+ * code, the server's text and, for a failure, the detail of a grpc-status-details-bin trailer. */
+void slotd_call_status_set(struct slotd_status *st, grpc_status_code status, grpc_slice details,
+                           const grpc_metadata_array *trailing_md);
+
+/* cq: ownership transfers. Shuts cq down, takes what is left on it (one event per batch still
+ * started on it, then GRPC_QUEUE_SHUTDOWN) and destroys it. */
+void slotd_call_cq_destroy(grpc_completion_queue *cq);
+
 /* md, st: borrowed for the call. Reads a grpc-status-details-bin trailer into st's detail. */
 void slotd_call_trailer_detail(const grpc_metadata_array *md, struct slotd_status *st);
 

@@ -163,11 +163,7 @@ static int backup_stream(struct slotd_client *c, const char *address, int64_t ti
         snprintf(st->message, sizeof(st->message), "backup: stopped by the caller");
         rc = SLOTD_CLIENT_ERPC;
     } else if (rc == SLOTD_CLIENT_OK && st->grpc_status == -1) {
-        st->grpc_status = (int)status;
-        snprintf(st->message, sizeof(st->message), "%.*s", (int)GRPC_SLICE_LENGTH(details),
-                 (const char *)GRPC_SLICE_START_PTR(details));
-        if (status != GRPC_STATUS_OK)
-            slotd_call_trailer_detail(&trailing_md, st);
+        slotd_call_status_set(st, status, details, &trailing_md);
         rc = slotd__err_of_status(st);
     }
     if (recv)
@@ -180,11 +176,7 @@ static int backup_stream(struct slotd_client *c, const char *address, int64_t ti
     grpc_metadata_array_destroy(&trailing_md);
     grpc_byte_buffer_destroy(send);
     grpc_call_unref(call);
-    grpc_completion_queue_shutdown(cq);
-    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
-           GRPC_QUEUE_SHUTDOWN) {
-    }
-    grpc_completion_queue_destroy(cq);
+    slotd_call_cq_destroy(cq);
     return rc;
 }
 

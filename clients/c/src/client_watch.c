@@ -306,11 +306,7 @@ static enum watch_end watch_stream(struct slotd_client *c, const char *address,
     } else if (stopped) {
         end = WATCH_END_STOPPED;
     } else if (st->grpc_status == -1) {
-        st->grpc_status = (int)status;
-        snprintf(st->message, sizeof(st->message), "%.*s", (int)GRPC_SLICE_LENGTH(details),
-                 (const char *)GRPC_SLICE_START_PTR(details));
-        if (status != GRPC_STATUS_OK)
-            slotd_call_trailer_detail(&trailing_md, st);
+        slotd_call_status_set(st, status, details, &trailing_md);
         end = status == GRPC_STATUS_OK ? WATCH_END_CLOSED : WATCH_END_FAILED;
     }
     if (recv)
@@ -323,11 +319,7 @@ static enum watch_end watch_stream(struct slotd_client *c, const char *address,
     grpc_metadata_array_destroy(&trailing_md);
     grpc_byte_buffer_destroy(send);
     grpc_call_unref(call);
-    grpc_completion_queue_shutdown(cq);
-    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
-           GRPC_QUEUE_SHUTDOWN) {
-    }
-    grpc_completion_queue_destroy(cq);
+    slotd_call_cq_destroy(cq);
     return end;
 }
 
