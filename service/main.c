@@ -14,6 +14,7 @@
 #include "service/config.h"
 #include "service/metrics/metrics.h"
 #include "service/net/net.h"
+#include "service/notify.h"
 #include "service/node/api.h"
 #include "service/node/authz.h"
 #include "service/route/route.h"
@@ -81,6 +82,14 @@ static void on_peer_unreachable(void *ctx, uint64_t peer, const char *why)
     (void)why;
     if (g_runtime != NULL)
         runtime_peer_unreachable(g_runtime, peer);
+}
+
+/* Tells systemd (Type=notify, $NOTIFY_SOCKET) state; a failure is a warning, never fatal. */
+static void notify_systemd(const char *state)
+{
+    if (slotd_notify_send(state) < 0)
+        slog("warn", "main", "msg=\"cannot notify systemd\" notify_socket=\"%s\" err=\"%s\"",
+             getenv("NOTIFY_SOCKET"), strerror(errno));
 }
 
 /* Blocks until SIGINT or SIGTERM (blocked in every thread before any starts). */
@@ -546,9 +555,11 @@ int main(int argc, char **argv)
                                      : "none",
          authz != NULL ? "on" : "off");
     start_metrics_http(metrics, f.metrics_listen, &metrics_http);
+    notify_systemd("READY=1\nSTATUS=serving");
 
     int sig = wait_signal(&set);
     slog("info", "main", "msg=\"shutting down\" signal=%d", sig);
+    notify_systemd("STOPPING=1\nSTATUS=handing off led groups and shutting down");
     metrics_http_stop(metrics_http);
     metrics_http = NULL;
     size_t still = transport != NULL ? runtime_transfer_leadership(rt, SHUTDOWN_TRANSFER_MS) : 0;

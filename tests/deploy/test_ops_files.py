@@ -5,6 +5,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import unittest
@@ -20,6 +21,7 @@ INSTALL_MD = os.path.join(REPO, "docs", "install.md")
 DOCKER_MD = os.path.join(REPO, "docs", "docker.md")
 DOCS = (INSTALL_MD, DOCKER_MD)
 MAIN_C = os.path.join(REPO, "service", "main.c")
+NOTIFY_WAIT_S = 20  # bound on slotd starting (READY=1) and on its shutdown (STOPPING=1)
 # SLOTD_* names the docs may use that are not slotd options: slotctl's default endpoints.
 CLIENT_ENV = {"SLOTD_ENDPOINTS"}
 # Words before the program a shell command runs.
@@ -258,11 +260,11 @@ class SystemdUnitTest(unittest.TestCase):
         # The check above can fail: a misspelt key and a bad value are reported.
         text = self.unit_with_built_binary()
         bad = text.replace("\nPrivateTmp=yes", "\nPrivateTmpp=yes").replace(
-            "\nType=simple", "\nType=simplex")
+            "\nType=notify", "\nType=notifyx")
         self.assertNotEqual(bad, text)
         _, lines = self.verify_copy(bad)
         self.assertTrue(any("PrivateTmpp" in l for l in lines), lines)
-        self.assertTrue(any("simplex" in l for l in lines), lines)
+        self.assertTrue(any("notifyx" in l for l in lines), lines)
 
     def test_exec_start(self):
         argv = shlex.split(self.one("ExecStart"))
@@ -275,14 +277,55 @@ class SystemdUnitTest(unittest.TestCase):
         known, _ = slotd_options()
         self.assertLessEqual(set(flags), known)
 
-    def test_type_simple_because_slotd_does_not_notify(self):
-        self.assertEqual(self.one("Type"), "simple")
-        for root, _, files in os.walk(os.path.join(REPO, "service")):
-            for name in files:
-                if name.endswith((".c", ".h")):
-                    with open(os.path.join(root, name), errors="replace") as f:
-                        self.assertNotIn("sd_notify", f.read(),
-                                         "slotd notifies systemd now: use Type=notify (%s)" % name)
+    def test_type_notify(self):
+        self.assertEqual(self.one("Type"), "notify")
+        self.assertEqual(self.one("NotifyAccess"), "main")
+
+    def notify_run(self, address, bind_to):
+        """Runs slotd with NOTIFY_SOCKET=address (a datagram socket this test bound at bind_to):
+        the messages it sends, each with whether its client port accepted a connection when the
+        message arrived; SIGTERM after the first."""
+        work = tempfile.mkdtemp(prefix="slotd-notify-")
+        self.addCleanup(shutil.rmtree, work, ignore_errors=True)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.addCleanup(sock.close)
+        sock.bind(bind_to)
+        sock.settimeout(NOTIFY_WAIT_S)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = dict(os.environ, NOTIFY_SOCKET=address)
+        proc = subprocess.Popen([slotd_bin(), "--data-dir", os.path.join(work, "data"),
+                                 "--listen", "127.0.0.1:%d" % port, "--peer-listen", "127.0.0.1:0",
+                                 "--metrics-listen", ""], env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        got = []
+        try:
+            for _ in range(2):
+                msg = sock.recv(4096).decode()
+                with socket.socket() as c:
+                    got.append((msg, c.connect_ex(("127.0.0.1", port)) == 0))
+                if len(got) == 1:
+                    proc.send_signal(signal.SIGTERM)
+            self.assertEqual(proc.wait(timeout=30), 0)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        return got
+
+    def test_slotd_notifies_ready_then_stopping(self):
+        """The sd_notify(3) protocol on a path socket and on an abstract one: READY=1 once the
+        client port serves, STOPPING=1 on SIGTERM, then exit 0."""
+        path = os.path.join(tempfile.mkdtemp(prefix="slotd-notify-sock-"), "notify")
+        self.addCleanup(shutil.rmtree, os.path.dirname(path), ignore_errors=True)
+        abstract = "slotd-test-notify-%d" % os.getpid()
+        for address, bind_to in ((path, path), ("@" + abstract, "\0" + abstract)):
+            with self.subTest(address=address):
+                (ready, serving), (stopping, _) = self.notify_run(address, bind_to)
+                self.assertIn("READY=1", ready.split("\n"))
+                self.assertTrue(serving, "READY=1 before the client port served")
+                self.assertIn("STOPPING=1", stopping.split("\n"))
 
     def test_environment_file(self):
         self.assertEqual(self.one("EnvironmentFile"), "/etc/default/slotd")
