@@ -867,6 +867,7 @@ void rt_group_close_removed(struct runtime *rt, struct rt_group *g)
         rc = store_fsm_write(rt->store, b, true);
     }
     store_fsm_batch_free(b);
+    slot_fsm_forget_rows(rt->fsm); /* the apply's cached versions of the deleted rows */
     atomic_fetch_add_explicit(&g->read_seq, 1, memory_order_release); /* even: rows are gone */
     struct store_log_batch *lb = NULL;
     if (rc == 0)
@@ -981,6 +982,7 @@ int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_
         rc = store_fsm_write(rt->store, b, true);
     }
     store_fsm_batch_free(b);
+    slot_fsm_forget_rows(rt->fsm); /* the apply's cached versions of the replaced rows */
     if (rc != 0)
         return rc;
     SLOTD_FAULT_NOTE_FSM_SYNCED(rt->data_dir);

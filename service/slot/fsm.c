@@ -38,6 +38,9 @@ struct slot_fsm {
     /* Hash slots whose stored rows the batch deleted (slot__fsm_wipe): a read that misses the
      * overlay finds nothing there instead of reading the store. */
     uint8_t wiped[32];
+    /* Key rows' version and lease as a read through the overlay would find them (vcache.h):
+     * fsm_write keeps it current, a wipe and slot_fsm_forget_rows clear it. */
+    struct slot_vcache *vcache;
     slot_claim_cb claimed; /* NULL: no other hosted group shares rows */
     void *claimed_ctx;
     /* Key events (slot_fsm_set_events): recorded by the entry being applied, in apply order. */
@@ -118,6 +121,16 @@ static int fsm_write(struct slot_fsm *f, const uint8_t *k, size_t kl, const uint
         store_fsm_batch_put(f->batch, k, kl, v, vl);
     else
         store_fsm_batch_delete(f->batch, k, kl);
+    if (kl >= 3 && k[2] == SLOT_TABLE_KV) {
+        uint64_t version, lease;
+        size_t off;
+        if (v == NULL)
+            slot_vcache_put(f->vcache, k, kl, false, 0, 0);
+        else if (slot_kv_decode(v, vl, &version, &lease, &off) == 0)
+            slot_vcache_put(f->vcache, k, kl, true, version, lease);
+        else
+            slot_vcache_clear(f->vcache); /* a row a read would call corrupt: never cached */
+    }
     return 0;
 }
 
@@ -163,12 +176,28 @@ int slot_fsm_new(struct store *store, struct slot_fsm **out)
     int rc = store_fsm_batch_new(&f->batch);
     if (rc != 0)
         goto err_after_alloc;
+    if (slot_vcache_new(&f->vcache) != 0) {
+        rc = STORE_ENOMEM;
+        goto err_after_batch;
+    }
     *out = f;
     return 0;
 
+err_after_batch:
+    store_fsm_batch_free(f->batch);
 err_after_alloc:
     free(f);
     return rc;
+}
+
+void slot_fsm_forget_rows(struct slot_fsm *f)
+{
+    slot_vcache_clear(f->vcache);
+}
+
+void slot_fsm_cache_stats(const struct slot_fsm *f, struct slot_vcache_stats *out)
+{
+    slot_vcache_stats(f->vcache, out);
 }
 
 void slot_fsm_set_claim_cb(struct slot_fsm *f, slot_claim_cb cb, void *ctx)
@@ -183,6 +212,7 @@ void slot_fsm_free(struct slot_fsm *f)
         return;
     overlay_clear(f);
     store_fsm_batch_free(f->batch);
+    slot_vcache_free(f->vcache);
     slot_events_free(f->ev_head);
     free(f);
 }
@@ -291,6 +321,7 @@ int slot__fsm_wipe(struct slot_fsm *f, uint32_t group, const uint8_t in_slots[32
             slots[s / 8] &= (uint8_t) ~(1u << (s % 8));
     size_t n;
     *over = false;
+    slot_vcache_clear(f->vcache); /* the range deletes below bypass fsm_write */
     int rc = wipe_count(f, slots, SLOT_MIGRATION_WIPE_ROWS_MAX, &n);
     if (rc != 0)
         return rc;
@@ -457,14 +488,22 @@ static int kv_lookup_lease(struct slot_fsm *f, const uint8_t *k, size_t kl, uint
     if (val != NULL) {
         *val = NULL;
         *vl = 0;
+    } else if (slot_vcache_get(f->vcache, k, kl, &found, version, &l)) {
+        if (lease != NULL)
+            *lease = l;
+        return 0;
     }
     int rc = fsm_read(f, k, kl, &found, &raw, &rl);
+    if (rc == 0 && !found)
+        slot_vcache_put(f->vcache, k, kl, false, 0, 0);
     if (rc != 0 || !found)
         return rc;
     if (slot_kv_decode(raw, rl, version, &l, &off) != 0) {
         free(raw);
+        *version = 0;
         return STORE_ECORRUPT;
     }
+    slot_vcache_put(f->vcache, k, kl, true, *version, l);
     if (lease != NULL)
         *lease = l;
     if (val != NULL) {

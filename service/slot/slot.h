@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "service/rpc/status.h"
+#include "service/slot/vcache.h"
 #include "slotd/internal/v1/log.pb-c.h"
 #include "slotd/v1/metadata.pb-c.h"
 #include "store/store.h"
@@ -161,6 +162,12 @@ struct slot_fsm; /* one per applying thread: a write batch plus an overlay of it
 
 int slot_fsm_new(struct store *store, struct slot_fsm **out);
 void slot_fsm_free(struct slot_fsm *f);
+/* Every writer of fsm rows other than this fsm (a snapshot install, a removed replica's
+ * deletion) calls this after its write: the fsm forgets the key rows' versions it cached
+ * (vcache.h) and reads them from the store again. Same thread rule as the apply. */
+void slot_fsm_forget_rows(struct slot_fsm *f);
+/* Hits, misses and clears of that cache since slot_fsm_new(). */
+void slot_fsm_cache_stats(const struct slot_fsm *f, struct slot_vcache_stats *out);
 
 /* Whether a group other than `group` hosted on this node owns hash_slot or is receiving it
  * (incoming): the node's fsm rows of a hash slot are shared by the groups hosted on it. */

@@ -886,6 +886,97 @@ static void test_lease_limits(void)
     teardown();
 }
 
+/* The fsm's version cache (vcache.h): a put's prev_version comes from it once the key was seen,
+ * and a row written around the fsm (as a snapshot install does) is read again after
+ * slot_fsm_forget_rows, never answered from the cache. */
+static void test_version_cache(void)
+{
+    setup();
+    char k[64];
+    int code;
+    pick_key(true, 7, k);
+    Slotd__V1__ProposeResponse *r = put(k, "a", NULL, &code, true);
+    uint64_t v1 = r->put->version;
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    struct slot_vcache_stats before, after;
+    slot_fsm_cache_stats(fsm, &before);
+    r = put(k, "b", NULL, &code, true);
+    CU_ASSERT(r->put->prev_version == v1);
+    uint64_t v2 = r->put->version;
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    slot_fsm_cache_stats(fsm, &after);
+    CU_ASSERT(after.hits == before.hits + 1);
+
+    /* the row replaced behind the fsm's back, at version 77 */
+    uint8_t sk[STORE_FSM_KEY_MAX], row[10] = {0};
+    size_t skl = store_key_fsm(sk, route_hash_slot(k, strlen(k)), SLOT_TABLE_KV, k, strlen(k));
+    struct store_fsm_batch *b;
+    CU_ASSERT_FATAL(store_fsm_batch_new(&b) == 0);
+    row[0] = 1; /* the plain value format: [1][version u64][value] */
+    store_put_u64(row + 1, 77);
+    row[9] = 'x';
+    store_fsm_batch_put(b, sk, skl, row, sizeof(row));
+    CU_ASSERT_FATAL(store_fsm_write(st, b, false) == 0);
+    store_fsm_batch_free(b);
+    slot_fsm_forget_rows(fsm);
+    r = put(k, "c", NULL, &code, true);
+    CU_ASSERT(r->put->prev_version == 77 && r->put->prev_version != v2);
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+
+    /* a delete is cached as absent: the next put has no previous version */
+    Slotd__V1__DeleteCommand d = SLOTD__V1__DELETE_COMMAND__INIT;
+    d.key.data = (uint8_t *)k;
+    d.key.len = strlen(k);
+    Slotd__V1__ProposeRequest req = SLOTD__V1__PROPOSE_REQUEST__INIT;
+    req.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_DELETE;
+    req.delete_ = &d;
+    r = apply_req(&req, &code, true);
+    CU_ASSERT(r->delete_->deleted);
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    r = put(k, "d", NULL, &code, true);
+    CU_ASSERT(r->put->prev_version == 0);
+    slotd__v1__propose_response__free_unpacked(r, NULL);
+    teardown();
+}
+
+/* vcache.c alone: a slot holds the last key that hashes there, long keys are never cached, a
+ * clear forgets everything. */
+static void test_vcache(void)
+{
+    struct slot_vcache *c;
+    CU_ASSERT_FATAL(slot_vcache_new(&c) == 0);
+    bool found;
+    uint64_t version, lease;
+    const uint8_t a[] = "key-a", bk[] = "key-b";
+    CU_ASSERT(!slot_vcache_get(c, a, sizeof(a), &found, &version, &lease));
+    slot_vcache_put(c, a, sizeof(a), true, 5, 9);
+    CU_ASSERT(slot_vcache_get(c, a, sizeof(a), &found, &version, &lease));
+    CU_ASSERT(found && version == 5 && lease == 9);
+    CU_ASSERT(!slot_vcache_get(c, bk, sizeof(bk), &found, &version, &lease));
+    slot_vcache_put(c, bk, sizeof(bk), false, 0, 0);
+    CU_ASSERT(slot_vcache_get(c, bk, sizeof(bk), &found, &version, &lease) && !found);
+    uint8_t longkey[SLOT_VCACHE_KEY_MAX + 1];
+    memset(longkey, 'k', sizeof(longkey));
+    slot_vcache_put(c, longkey, sizeof(longkey), true, 1, 0);
+    CU_ASSERT(!slot_vcache_get(c, longkey, sizeof(longkey), &found, &version, &lease));
+    /* enough keys that some share a slot: every hit still names its own key's version */
+    for (uint64_t i = 0; i < 3 * SLOT_VCACHE_ENTRIES / 2; i++)
+        slot_vcache_put(c, (const uint8_t *)&i, sizeof(i), true, i + 1, 0);
+    size_t hits = 0;
+    for (uint64_t i = 0; i < 3 * SLOT_VCACHE_ENTRIES / 2; i++)
+        if (slot_vcache_get(c, (const uint8_t *)&i, sizeof(i), &found, &version, &lease)) {
+            hits++;
+            CU_ASSERT_FATAL(found && version == i + 1);
+        }
+    CU_ASSERT(hits > 0 && hits < 3 * SLOT_VCACHE_ENTRIES / 2);
+    slot_vcache_clear(c);
+    CU_ASSERT(!slot_vcache_get(c, a, sizeof(a), &found, &version, &lease));
+    struct slot_vcache_stats stats;
+    slot_vcache_stats(c, &stats);
+    CU_ASSERT(stats.clears == 1 && stats.hits >= 3);
+    slot_vcache_free(c);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -903,6 +994,8 @@ int main(void)
     CU_add_test(s, "lease_apply", test_lease_apply);
     CU_add_test(s, "lease_same_batch", test_lease_same_batch);
     CU_add_test(s, "lease_limits", test_lease_limits);
+    CU_add_test(s, "version_cache", test_version_cache);
+    CU_add_test(s, "vcache", test_vcache);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed();
