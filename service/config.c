@@ -369,6 +369,10 @@ void slotd_config_usage(FILE *f)
     fprintf(f, "  %-22s %-26s %s\n", "--config", "SLOTD_CONFIG", "config file (default none)");
     fprintf(f, "  %-22s %-26s %s\n", "--help", "", "this text");
     fprintf(f, "  %-22s %-26s %s\n", "--version", "", "the version slotd was built from");
+    fprintf(f, "\n       slotd restore --from FILE --data-dir DIR --node-id N [--peers ID=HOST:PORT,...]\n"
+               "             [--keep-cluster-id]\n"
+               "  builds node N's data directory of a new cluster from a backup file (slotctl\n"
+               "  backup save); then start slotd on DIR with the same --node-id and --peers\n");
 }
 
 static bool name_is(const char *name, size_t len, const char *want)

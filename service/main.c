@@ -14,6 +14,7 @@
 #include "service/config.h"
 #include "service/metrics/metrics.h"
 #include "service/net/net.h"
+#include "service/backup/restore.h"
 #include "service/notify.h"
 #include "service/node/api.h"
 #include "service/node/authz.h"
@@ -277,6 +278,8 @@ extern char **environ;
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "restore") == 0) /* service/backup/restore.c */
+        return backup_restore_main(argc - 1, argv + 1);
     static struct slotd_config f;
     char err[512] = "";
     char *warnings = NULL;
