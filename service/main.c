@@ -574,6 +574,11 @@ int main(int argc, char **argv)
     rpc_server_shutdown(server);   /* then no call is left in flight */
     rpc_server_shutdown(peer_server);
     code = 0;
+    if (runtime_ctl_removed(rt)) {
+        slog("error", "main", "msg=\"exiting: this node is removed from the cluster\" node=%llu",
+             (unsigned long long)f.node_id);
+        code = 3;
+    }
 
 err_after_runtime:
     runtime_stop(rt);

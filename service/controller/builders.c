@@ -462,3 +462,17 @@ int ctl_cmd_drain_advance(uint64_t task, uint32_t attempt, const struct ctl_drai
     }
     return finish(cmd, bad, expected_revision, out);
 }
+
+int ctl_cmd_node_remove(uint64_t id, uint64_t expected_revision, char **out)
+{
+    if (id == 0 || id > CTL_U64_JSON_MAX) {
+        return CTL_EINVALID;
+    }
+    json_t *cmd = json_object();
+    int bad = cmd == NULL;
+    if (cmd != NULL) {
+        bad |= ctl__json_set(cmd, "op", json_string("node_remove"));
+        bad |= ctl__json_set(cmd, "id", ctl__json_u64_new(id));
+    }
+    return finish(cmd, bad, expected_revision, out);
+}

@@ -566,6 +566,15 @@ int ctl_cmd_task_fail(uint64_t task, uint32_t attempt, uint32_t phase, const cha
 
 int ctl_cmd_task_retry(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out);
 
+/* node_remove {id} (CHANGED): a node that is down (status, set by the controller leader from
+ * its health reports), not a controller voter and named by no active task becomes removed (a
+ * tombstone; its id is never reused) and leaves the desired peers of its groups (config_epoch
+ * + 1; a preferred leader moves to the first remaining peer). REJECTED, naming the reason, when
+ * any group of it would keep fewer live (not down) desired peers than a quorum of its current
+ * ones. On the controller leader ctl_vet also needs every such group's fresh observed leader to
+ * be another node. */
+int ctl_cmd_node_remove(uint64_t id, uint64_t expected_revision, char **out);
+
 /* task_abort: the operator stops a running task at a safe point (see "task_abort" above). */
 int ctl_cmd_task_abort(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out);
 

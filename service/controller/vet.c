@@ -309,6 +309,36 @@ static uint64_t u64_or_0(const json_t *cmd, const char *key)
     return json_is_integer(x) && json_integer_value(x) > 0 ? (uint64_t)json_integer_value(x) : 0;
 }
 
+/* node_remove: every group that has node as a desired peer has a fresh observed leader other
+ * than node (a leader under check-quorum holds a quorum without it). The rest is ctl_apply's. */
+static bool remove_facts(const struct vet *v, uint64_t node)
+{
+    const struct ctl_node *n = ctl_state_node(v->s, node);
+    if (n == NULL || n->status != CTL_STATUS_DOWN || n->join_state == CTL_JOIN_REMOVED) {
+        return true; /* ctl_apply refuses it, saying why */
+    }
+    for (uint32_t i = 0; i < v->s->n_groups; i++) {
+        const struct ctl_group *cg = &v->s->groups[i];
+        struct ctl_obs_group g;
+        if (node == 0 || !ctl__set_has(cg->desired_peers, cg->n_peers, node)) {
+            continue;
+        }
+        if (!observe_fresh(v, cg->id, &g)) {
+            return false;
+        }
+        if (g.leader == 0 || g.leader == node) {
+            char b[256];
+            seen(v, &g, b, sizeof(b));
+            snprintf(v->why, v->whylen,
+                     "group %u: no leader other than node %llu %s: its quorum without node %llu "
+                     "is not proven",
+                     cg->id, ULL(node), b, ULL(node));
+            return false;
+        }
+    }
+    return true;
+}
+
 int ctl_vet(const struct ctl_state *state, const void *cmd, size_t len, ctl_observe_cb observe,
             void *arg, uint64_t observer, uint64_t max_age_ms, char **out, char *why, size_t whylen)
 {
@@ -322,6 +352,11 @@ int ctl_vet(const struct ctl_state *state, const void *cmd, size_t len, ctl_obse
     }
     json_t *root = json_loadb(cmd, len, JSON_REJECT_DUPLICATES, NULL);
     const char *op = json_string_value(json_object_get(root, "op"));
+    if (op != NULL && strcmp(op, "node_remove") == 0) {
+        int rc = remove_facts(&v, u64_or_0(root, "id")) ? CTL_OK : CTL_EFACT;
+        json_decref(root);
+        return rc;
+    }
     if (op == NULL || strcmp(op, "task_advance") != 0) {
         json_decref(root);
         return CTL_OK;

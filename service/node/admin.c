@@ -620,6 +620,26 @@ static void on_abort_task(void *ctx, struct rpc_call *call, const uint8_t *req, 
     slotd__v1__abort_task_request__free_unpacked(r, NULL);
 }
 
+static void on_remove_node(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__RemoveNodeRequest *r = slotd__v1__remove_node_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.RemoveNodeRequest");
+        return;
+    }
+    char *cmd = NULL;
+    int rc = node_field(r->node_id, "node_id", &err);
+    if (rc == 0 && (rc = ctl_cmd_node_remove(r->node_id, r->expected_revision, &cmd)) != CTL_OK)
+        rc = build_failed(rc, &err);
+    else if (rc == 0)
+        rc = node_admin_submit(api, call, "/slotd.v1.Admin/RemoveNode", cmd, &r->base,
+                               &r->no_forward, &err);
+    finish(call, rc, cmd, &err);
+    slotd__v1__remove_node_request__free_unpacked(r, NULL);
+}
+
 /* Fills t (its hash_slots point into slots, CTL_HASH_SLOTS entries) from c. */
 static void task_message(const struct ctl_task *c, uint64_t revision, Slotd__V1__Task *t,
                          uint32_t *slots)
@@ -959,6 +979,7 @@ static const struct {
     {"/slotd.v1.Admin/DrainNode", on_drain_node},
     {"/slotd.v1.Admin/RetryTask", on_retry_task},
     {"/slotd.v1.Admin/AbortTask", on_abort_task},
+    {"/slotd.v1.Admin/RemoveNode", on_remove_node},
     {"/slotd.v1.Admin/MigrateHashSlots", on_migrate_hash_slots},
     {"/slotd.v1.Admin/SetFeature", on_set_feature},
 };

@@ -1,9 +1,11 @@
 /* ctl.c - the controller group (id 0) inside the runtime: bootstrap, apply into the controller
  * state and cluster-state.json, publication (peers, hosted slot groups, route), mirrors and
  * joining, preferred-leader convergence. */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "service/controller/controller.h"
 #include "service/fault/fault.h"
@@ -705,6 +707,35 @@ static void on_join_reply(void *arg, int status, const char *message, const uint
 }
 
 /* A mirror's copy arrived (loop thread): strict decode, newer only, atomic save, publish. */
+/* A node that comes back after it was removed (its id is a tombstone, never reused) stops: the
+ * first mirrored state since the start showing it removed raises SIGTERM (main exits non-zero,
+ * runtime_ctl_removed). One removed while it ran (the end of a drain) saw itself live before and
+ * keeps running until it is stopped. */
+static void check_removed(struct runtime *rt, const struct ctl_state *s)
+{
+    const struct ctl_node *me = ctl_state_node(s, rt->opts.node_id);
+    if (me == NULL || rt->ctl_removed)
+        return;
+    if (me->join_state != CTL_JOIN_REMOVED) {
+        rt->ctl_seen_live = true;
+        return;
+    }
+    if (rt->ctl_seen_live)
+        return;
+    RT_LOG("error",
+           "msg=\"this node is removed from the cluster (a tombstone: drained or Admin.RemoveNode "
+           "while it was away); its id is never reused: start it with an empty data directory and "
+           "a new --node-id\" node=%llu revision=%llu",
+           (unsigned long long)rt->opts.node_id, (unsigned long long)s->revision);
+    rt->ctl_removed = true;
+    kill(getpid(), SIGTERM);
+}
+
+bool runtime_ctl_removed(const struct runtime *rt)
+{
+    return rt->ctl_removed;
+}
+
 void rt_ctl_mirror_reply(struct runtime *rt, const uint8_t *data, size_t len)
 {
     Slotd__V1__ClusterStateResponse *r = slotd__v1__cluster_state_response__unpack(NULL, len, data);
@@ -739,6 +770,7 @@ void rt_ctl_mirror_reply(struct runtime *rt, const uint8_t *data, size_t len)
     }
     export_file(rt, s);
     RT_LOG("info", "msg=\"cluster state mirrored\" revision=%llu", (unsigned long long)s->revision);
+    check_removed(rt, s);
     rt_ctl_publish(rt, s);
 }
 

@@ -473,6 +473,10 @@ struct runtime {
     struct ctl_state *ctl_pending;   /* main (rt_ctl_open) -> loop: published when it starts */
     size_t ctl_poll_next;            /* loop: mirrors, round robin over voters */
     int64_t ctl_next_report_ms;      /* loop: liveness report due */
+    /* loop: a mirrored state showed this node not removed since the process started; removed:
+     * written by the loop (a mirrored state showed it removed first), read by main (exit code) */
+    bool ctl_seen_live;
+    _Atomic bool ctl_removed;
     int64_t ctl_next_status_ms;      /* loop: leader, next node-status reconciliation */
     struct rt_task_pace task_pace[RT_TASK_PACE_MAX];   /* loop */
     struct rt_migration migrations[RT_MIGRATIONS_MAX]; /* loop, reply fields under their mu */

@@ -201,6 +201,10 @@ size_t runtime_ctl_tasks(struct runtime *rt, bool active_only, struct ctl_task *
                          uint64_t *revision);
 /* True when this node is a controller voter (hosts group 0). */
 bool runtime_ctl_voter(const struct runtime *rt);
+/* True once this node learned, from the first cluster state it mirrored after it started, that
+ * it is removed (a tombstone: drained or Admin.RemoveNode while it was away); the runtime then
+ * raised SIGTERM so that main shuts down and exits with an error. */
+bool runtime_ctl_removed(const struct runtime *rt);
 /* The controller voters of the published state (at most max, into out). */
 size_t runtime_ctl_voters(struct runtime *rt, uint64_t *out, size_t max);
 /* The controller leader this voter observes (0 = unknown or not a voter). */

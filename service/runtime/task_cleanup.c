@@ -1,6 +1,7 @@
-/* task_cleanup.c - a slot group's leader removes a learner that no task owns any more: one left
- * by a replica move that failed (its target died, the phase timed out) or was aborted before
- * promote, so no leftover learner blocks a later move of the group (loop thread). */
+/* task_cleanup.c - a slot group's leader removes a learner that no task owns any more (one left
+ * by a replica move that failed, its target died or the phase timed out, or was aborted before
+ * promote, so no leftover learner blocks a later move of the group) and a voter that is a
+ * removed node (Admin.RemoveNode) no longer among the desired peers (loop thread). */
 #include <string.h>
 
 #include "service/controller/controller.h"
@@ -66,6 +67,16 @@ static void cleanup_group(struct runtime *rt, const struct ctl_group *cg, int64_
         if (!has(cg->desired_peers, cg->n_peers, l) && !owned(rt->ctl, cg, l, &defer) && !defer)
             leftover = l;
     }
+    /* a voter that is a tombstone (Admin.RemoveNode took it out of the desired peers), once no
+     * task is active on the group */
+    for (size_t i = 0; i < st.conf.n_voters && leftover == 0; i++) {
+        uint64_t id = st.conf.voters[i];
+        const struct ctl_node *n = ctl_state_node(rt->ctl, id);
+        if (id != rt->opts.node_id && n != NULL && n->join_state == CTL_JOIN_REMOVED &&
+            !has(cg->desired_peers, cg->n_peers, id) &&
+            ctl_state_active_task(rt->ctl, cg->id) == NULL)
+            leftover = id;
+    }
     if (leftover != g->leftover_learner) {
         g->leftover_learner = leftover;
         g->leftover_since_ms = now;
@@ -78,7 +89,8 @@ static void cleanup_group(struct runtime *rt, const struct ctl_group *cg, int64_
     raft_index index = 0;
     int rc = raft_propose_conf_change(g->raft, &cc, &index);
     RT_LOG(rc == 0 ? "info" : "debug",
-           "msg=\"leftover learner removal %s\" group=%u node=%llu index=%llu err=\"%s\"",
+           "msg=\"leftover %s removal %s\" group=%u node=%llu index=%llu err=\"%s\"",
+           has(st.conf.voters, st.conf.n_voters, leftover) ? "voter" : "learner",
            rc == 0 ? "proposed" : "refused", g->id, (unsigned long long)leftover,
            (unsigned long long)index, rc == 0 ? "" : raft_strerror(rc));
 }

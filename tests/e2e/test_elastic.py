@@ -237,6 +237,60 @@ class ElasticTest(h.SlotdTestCase):
                 self.wait_status(x["id"], "done", timeout=60)
         print("\n  forged tombstone refused: %s" % details)
 
+    # -- removing a dead node (runs last: the node stays removed) --
+
+    def test_remove_dead_node(self):
+        """RemoveNode of a live node is refused; node 4 killed for good turns down, then
+        RemoveNode makes it a tombstone out of every group's desired peers, each group's leader
+        removes it as a voter, writes to its groups go on, a second RemoveNode is refused, and
+        node 4 started again exits non-zero with a line saying it is removed."""
+        t0 = time.monotonic()
+        victim = 4
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.admin("RemoveNode", admin_pb2.RemoveNodeRequest(node_id=victim))
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("RemoveNode takes a node that is down", cm.exception.details())
+        before = self.state()
+        held = [g["id"] for g in before["groups"] if victim in g["desired_peers"]]
+        self.assertTrue(held)
+        self.nodes[victim].kill()
+        self.avoid = victim
+        tc.wait_for("node %d down" % victim, lambda: [
+            n for n in self.state()["nodes"] if n["id"] == victim][0]["status"] == "down",
+            timeout=60)
+        resp = self.admin("RemoveNode", admin_pb2.RemoveNodeRequest(node_id=victim))
+        self.assertEqual(resp.outcome, admin_pb2.OUTCOME_CHANGED)
+        after = self.state(resp.revision)
+        self.assertEqual([n for n in after["nodes"] if n["id"] == victim][0]["join_state"],
+                         "removed")
+        for g0, g1 in zip(before["groups"], after["groups"]):
+            self.assertNotIn(victim, g1["desired_peers"])
+            if g0["id"] in held:
+                self.assertEqual(g1["config_epoch"], g0["config_epoch"] + 1)
+        for gid in held:
+            peers = [g for g in after["groups"] if g["id"] == gid][0]["desired_peers"]
+            self.wait_no_learner(gid, peers, peers[0])
+        table = h.expected_hash_slot_table(tc.SLOT_GROUPS)
+        for gid in held:
+            key = h.key_in_group(table, gid, "removed")
+            h.put(self.nodes[self.via()].stub, key, b"after")
+            self.assertEqual(h.get(self.nodes[self.via()].stub, key).get.value, b"after")
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.admin("RemoveNode", admin_pb2.RemoveNodeRequest(node_id=victim))
+        self.assertIn("removed already", cm.exception.details())
+        # It comes back: it exits with an error naming the removal.
+        server = self.nodes[victim]
+        server.launch()
+        code = server.proc.wait(30)
+        self.assertNotEqual(code, 0)
+        self.assertTrue(server.log_lines("this node is removed from the cluster",
+                                         current_run_only=True))
+        self.assertIsNone(server.sanitizer_report())
+        server.proc = None
+        server._close_channel()
+        print("\n  dead node down, removed, voters gone, comeback refused: %.1f s"
+              % (time.monotonic() - t0))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -33,6 +33,7 @@ typedef struct Slotd__V1__PromoteControllerVoterRequest Slotd__V1__PromoteContro
 typedef struct Slotd__V1__DrainNodeRequest Slotd__V1__DrainNodeRequest;
 typedef struct Slotd__V1__RetryTaskRequest Slotd__V1__RetryTaskRequest;
 typedef struct Slotd__V1__AbortTaskRequest Slotd__V1__AbortTaskRequest;
+typedef struct Slotd__V1__RemoveNodeRequest Slotd__V1__RemoveNodeRequest;
 typedef struct Slotd__V1__MigrateHashSlotsRequest Slotd__V1__MigrateHashSlotsRequest;
 typedef struct Slotd__V1__ClusterStateRequest Slotd__V1__ClusterStateRequest;
 typedef struct Slotd__V1__ControllerStatusRequest Slotd__V1__ControllerStatusRequest;
@@ -356,6 +357,18 @@ struct  Slotd__V1__AbortTaskRequest
 };
 #define SLOTD__V1__ABORT_TASK_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__abort_task_request__descriptor) \
+    , 0, 0, 0 }
+
+
+struct  Slotd__V1__RemoveNodeRequest
+{
+  ProtobufCMessage base;
+  uint64_t node_id;
+  uint64_t expected_revision;
+  protobuf_c_boolean no_forward;
+};
+#define SLOTD__V1__REMOVE_NODE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__remove_node_request__descriptor) \
     , 0, 0, 0 }
 
 
@@ -919,6 +932,25 @@ Slotd__V1__AbortTaskRequest *
 void   slotd__v1__abort_task_request__free_unpacked
                      (Slotd__V1__AbortTaskRequest *message,
                       ProtobufCAllocator *allocator);
+/* Slotd__V1__RemoveNodeRequest methods */
+void   slotd__v1__remove_node_request__init
+                     (Slotd__V1__RemoveNodeRequest         *message);
+size_t slotd__v1__remove_node_request__get_packed_size
+                     (const Slotd__V1__RemoveNodeRequest   *message);
+size_t slotd__v1__remove_node_request__pack
+                     (const Slotd__V1__RemoveNodeRequest   *message,
+                      uint8_t             *out);
+size_t slotd__v1__remove_node_request__pack_to_buffer
+                     (const Slotd__V1__RemoveNodeRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__RemoveNodeRequest *
+       slotd__v1__remove_node_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__remove_node_request__free_unpacked
+                     (Slotd__V1__RemoveNodeRequest *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__V1__MigrateHashSlotsRequest methods */
 void   slotd__v1__migrate_hash_slots_request__init
                      (Slotd__V1__MigrateHashSlotsRequest         *message);
@@ -1165,6 +1197,9 @@ typedef void (*Slotd__V1__RetryTaskRequest_Closure)
 typedef void (*Slotd__V1__AbortTaskRequest_Closure)
                  (const Slotd__V1__AbortTaskRequest *message,
                   void *closure_data);
+typedef void (*Slotd__V1__RemoveNodeRequest_Closure)
+                 (const Slotd__V1__RemoveNodeRequest *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__MigrateHashSlotsRequest_Closure)
                  (const Slotd__V1__MigrateHashSlotsRequest *message,
                   void *closure_data);
@@ -1250,6 +1285,10 @@ struct Slotd__V1__Admin_Service
                      const Slotd__V1__AbortTaskRequest *input,
                      Slotd__V1__AdminWriteResponse_Closure closure,
                      void *closure_data);
+  void (*remove_node)(Slotd__V1__Admin_Service *service,
+                      const Slotd__V1__RemoveNodeRequest *input,
+                      Slotd__V1__AdminWriteResponse_Closure closure,
+                      void *closure_data);
   void (*migrate_hash_slots)(Slotd__V1__Admin_Service *service,
                              const Slotd__V1__MigrateHashSlotsRequest *input,
                              Slotd__V1__AdminWriteResponse_Closure closure,
@@ -1298,6 +1337,7 @@ void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
       function_prefix__ ## drain_node,\
       function_prefix__ ## retry_task,\
       function_prefix__ ## abort_task,\
+      function_prefix__ ## remove_node,\
       function_prefix__ ## migrate_hash_slots,\
       function_prefix__ ## set_feature,\
       function_prefix__ ## authenticate,\
@@ -1353,6 +1393,10 @@ void slotd__v1__admin__abort_task(ProtobufCService *service,
                                   const Slotd__V1__AbortTaskRequest *input,
                                   Slotd__V1__AdminWriteResponse_Closure closure,
                                   void *closure_data);
+void slotd__v1__admin__remove_node(ProtobufCService *service,
+                                   const Slotd__V1__RemoveNodeRequest *input,
+                                   Slotd__V1__AdminWriteResponse_Closure closure,
+                                   void *closure_data);
 void slotd__v1__admin__migrate_hash_slots(ProtobufCService *service,
                                           const Slotd__V1__MigrateHashSlotsRequest *input,
                                           Slotd__V1__AdminWriteResponse_Closure closure,
@@ -1405,6 +1449,7 @@ extern const ProtobufCMessageDescriptor slotd__v1__promote_controller_voter_requ
 extern const ProtobufCMessageDescriptor slotd__v1__drain_node_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__retry_task_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__abort_task_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__remove_node_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__migrate_hash_slots_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__cluster_state_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__controller_status_request__descriptor;

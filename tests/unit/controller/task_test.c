@@ -927,6 +927,75 @@ static void test_abort(void)
     free(s);
 }
 
+/* node_remove: only a down node that is not a controller voter, named by no active task, whose
+ * groups keep a quorum of live peers without it; then a tombstone out of every group's desired
+ * peers (epoch + 1, preferred leader moved), never back. Each refusal changes nothing. */
+static void test_node_remove(void)
+{
+    struct ctl_state *s = task_fixture(4);
+    char *cmd[1];
+    const uint64_t dead = 5;
+    const uint32_t with = 2; /* placement used nodes 1-3: move a replica of group 2 to node 5 */
+    task_run_move(s,
+                  task_create(s, CTL_TASK_REPLICA_MOVE, with,
+                              ctl_state_group(s, with)->desired_peers[0], dead, 0, 1),
+                  2);
+    expect(s, OK(ctl_cmd_node_remove(99, 0, cmd)), CTL_OUTCOME_REJECTED, "id: node 99 is unknown");
+    expect(s, OK(ctl_cmd_node_remove(1, 0, cmd)), CTL_OUTCOME_REJECTED,
+           "id: node 1 is a controller voter: demote it first");
+    expect(s, OK(ctl_cmd_node_remove(dead, 0, cmd)), CTL_OUTCOME_REJECTED,
+           "id: node 5 is alive, RemoveNode takes a node that is down");
+    CU_ASSERT_EQUAL(ctl_cmd_node_remove(0, 0, cmd), CTL_EINVALID);
+    expect(s, OK(ctl_cmd_set_node_status(dead, CTL_STATUS_DOWN, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    /* an active task naming it */
+    const struct ctl_group *g = ctl_state_group(s, with);
+    uint64_t mv =
+        task_create(s, CTL_TASK_REPLICA_MOVE, with, dead, task_outsider(s, with, 0), 0, 5);
+    char want[200];
+    snprintf(want, sizeof(want), "id: active task %llu (replica_move) involves node 5",
+             (unsigned long long)mv);
+    expect(s, OK(ctl_cmd_node_remove(dead, 0, cmd)), CTL_OUTCOME_REJECTED, want);
+    expect(s, OK(ctl_cmd_task_abort(mv, 6, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    /* another peer of the group down too: no quorum of live peers is left without it */
+    uint64_t other = g->desired_peers[0] != dead ? g->desired_peers[0] : g->desired_peers[1];
+    expect(s, OK(ctl_cmd_set_node_status(other, CTL_STATUS_DOWN, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    snprintf(want, sizeof(want),
+             "id: without node 5 group %u keeps 1 live desired peers of 3, below a quorum of 2",
+             with);
+    expect(s, OK(ctl_cmd_node_remove(dead, 0, cmd)), CTL_OUTCOME_REJECTED, want);
+    expect(s, OK(ctl_cmd_set_node_status(other, CTL_STATUS_ALIVE, 0, cmd)), CTL_OUTCOME_CHANGED,
+           "");
+    expect(s, OK(ctl_cmd_node_remove(dead, s->revision + 9, cmd)), CTL_OUTCOME_REJECTED,
+           "stale expected_revision");
+    /* removed: out of every group, epochs + 1, preferred leaders elsewhere */
+    struct ctl_state *before = malloc(sizeof(*before));
+    *before = *s;
+    expect(s, OK(ctl_cmd_node_remove(dead, s->revision, cmd)), CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_EQUAL(ctl_state_node(s, dead)->join_state, CTL_JOIN_REMOVED);
+    for (uint32_t i = 0; i < s->n_groups; i++) {
+        const struct ctl_group *a = &before->groups[i], *b = &s->groups[i];
+        bool had = false;
+        for (uint32_t k = 0; k < a->n_peers; k++) {
+            had |= a->desired_peers[k] == dead;
+        }
+        for (uint32_t k = 0; k < b->n_peers; k++) {
+            CU_ASSERT_NOT_EQUAL(b->desired_peers[k], dead);
+        }
+        CU_ASSERT_EQUAL(b->n_peers, a->n_peers - (had ? 1 : 0));
+        CU_ASSERT_EQUAL(b->config_epoch, a->config_epoch + (had ? 1 : 0));
+        CU_ASSERT_NOT_EQUAL(b->preferred_leader, dead);
+    }
+    CU_ASSERT_EQUAL(ctl_state_validate(s, NULL, 0), CTL_OK);
+    /* a tombstone: never removed twice, never joined or activated again */
+    expect(s, OK(ctl_cmd_node_remove(dead, 0, cmd)), CTL_OUTCOME_REJECTED,
+           "id: node 5 is removed already (a tombstone; its id is never reused)");
+    expect(s, OK(ctl_cmd_activate_node(dead, 0, cmd)), CTL_OUTCOME_REJECTED, "node 5 is removed");
+    expect(s, OK(ctl_cmd_join_node(dead, "10.0.0.99:7700", NULL, 0, 0, cmd)), CTL_OUTCOME_REJECTED,
+           "node 5 already joined with another address");
+    free(before);
+    free(s);
+}
+
 /* A retry finds the node it was about gone: refused. */
 static void test_retry_after_target_removed(void)
 {
@@ -1017,6 +1086,7 @@ void ctl_test_add_task(void)
     CU_add_test(s, "node_drain to a tombstone", test_node_drain);
     CU_add_test(s, "task_fail and task_retry", test_fail_and_retry);
     CU_add_test(s, "task_abort", test_abort);
+    CU_add_test(s, "node_remove", test_node_remove);
     CU_add_test(s, "task_fail error cut at a UTF-8 boundary", test_fail_error_builder);
     CU_add_test(s, "task_retry refuses a removed target", test_retry_after_target_removed);
     CU_add_test(s, "history eviction and the active bound", test_eviction);

@@ -146,6 +146,59 @@ static void test_replica_move(void)
     free(s);
 }
 
+/* node_remove: each group the node is a desired peer of needs a fresh observed leader other than
+ * the node; the other groups are not looked at. */
+static void test_node_remove_facts(void)
+{
+    memset(facts, 0, sizeof(facts));
+    struct ctl_state *s = task_fixture(4);
+    uint64_t node = 5;
+    uint32_t with = 0, without = 0;
+    /* placement used nodes 1-3: move a replica of group 2 to node 5 */
+    task_run_move(s,
+                  task_create(s, CTL_TASK_REPLICA_MOVE, 2, ctl_state_group(s, 2)->desired_peers[0],
+                              node, 0, 1),
+                  2);
+    for (uint32_t gid = 1; gid <= 4; gid++) {
+        const struct ctl_group *g = ctl_state_group(s, gid);
+        bool has = false;
+        for (uint32_t k = 0; k < g->n_peers; k++) {
+            has |= g->desired_peers[k] == node;
+        }
+        with = has && with == 0 ? gid : with;
+        without = !has && without == 0 ? gid : without;
+        uint64_t leader = g->desired_peers[0] != node ? g->desired_peers[0] : g->desired_peers[1];
+        conf(gid, g->desired_peers, g->n_peers, NULL, 0, leader, 10, 100);
+    }
+    CU_ASSERT_FATAL(with != 0);
+    char *cmd = NULL;
+    CU_ASSERT_EQUAL(ctl_cmd_node_remove(node, 0, &cmd), CTL_OK);
+    CU_ASSERT_PTR_NULL(vet(s, cmd, CTL_OK, NULL)); /* proposed as it is */
+    const struct ctl_group *g = ctl_state_group(s, with);
+    conf(with, g->desired_peers, g->n_peers, NULL, 0, node, 10, 100); /* it leads?! */
+    CU_ASSERT_EQUAL(ctl_cmd_node_remove(node, 0, &cmd), CTL_OK);
+    CU_ASSERT_PTR_NULL(vet(s, cmd, CTL_OK, NULL)); /* alive: ctl_apply refuses it, saying so */
+    ((struct ctl_node *)ctl_state_node(s, node))->status = CTL_STATUS_DOWN;
+    CU_ASSERT_EQUAL(ctl_cmd_node_remove(node, 0, &cmd), CTL_OK);
+    char want[160];
+    snprintf(want, sizeof(want), "group %u: no leader other than node 5 as observed", with);
+    vet(s, cmd, CTL_EFACT, want);
+    conf(with, g->desired_peers, g->n_peers, NULL, 0, 0, 10, 100); /* no leader */
+    CU_ASSERT_EQUAL(ctl_cmd_node_remove(node, 0, &cmd), CTL_OK);
+    vet(s, cmd, CTL_EFACT, "its quorum without node 5 is not proven");
+    facts[with].age_ms = MAX_AGE_MS + 1; /* stale */
+    CU_ASSERT_EQUAL(ctl_cmd_node_remove(node, 0, &cmd), CTL_OK);
+    vet(s, cmd, CTL_EFACT, "older than");
+    if (without != 0) {
+        facts[without].known = false; /* not looked at */
+        conf(with, g->desired_peers, g->n_peers, NULL, 0,
+             g->desired_peers[0] == node ? g->desired_peers[1] : g->desired_peers[0], 10, 100);
+        CU_ASSERT_EQUAL(ctl_cmd_node_remove(node, 0, &cmd), CTL_OK);
+        CU_ASSERT_PTR_NULL(vet(s, cmd, CTL_OK, NULL));
+    }
+    free(s);
+}
+
 /* node_drain: done only when no observed configuration holds the node and it leads nothing. */
 static void test_drain(void)
 {
@@ -295,5 +348,6 @@ void ctl_test_add_vet(void)
         CU_add_suite("controller ctl_vet (facts the controller leader observed)", NULL, NULL);
     CU_add_test(s, "replica_move: forged proofs refused, observed ones rebuilt", test_replica_move);
     CU_add_test(s, "node_drain: observed configurations and leaders", test_drain);
+    CU_add_test(s, "node_remove: an observed leader other than the node", test_node_remove_facts);
     CU_add_test(s, "hash_slot_migration: the observed leader's hash-slot state", test_migration);
 }
