@@ -16,8 +16,6 @@
 #define BACKUP_METHOD "/slotd.v1.Admin/Backup"
 #define BACKUP_CQ_GRACE_MS 2000
 
-enum { BACKUP_TAG_SEND = 1, BACKUP_TAG_STATUS, BACKUP_TAG_RECV };
-
 /* Decodes one BackupChunk and hands its record to cb; *stop when cb says so. */
 static int backup_deliver(grpc_byte_buffer *recv, slotd_backup_cb cb, void *arg, bool *stop,
                           struct slotd_status *st)
@@ -41,103 +39,19 @@ static int backup_deliver(grpc_byte_buffer *recv, slotd_backup_cb cb, void *arg,
     return SLOTD_CLIENT_OK;
 }
 
-/* Starts the call's three batches (request, status, first message); returns how many started. */
-static int backup_start(grpc_call *call, grpc_metadata *md, const char *authorization,
-                        grpc_byte_buffer *send, grpc_metadata_array *initial_md,
-                        grpc_metadata_array *trailing_md, grpc_status_code *status,
-                        grpc_slice *details, grpc_byte_buffer **recv, bool *status_started)
-{
-    grpc_op ops[3];
-    int pending = 0;
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    if (authorization[0]) {
-        md->key = grpc_slice_from_static_string("authorization");
-        md->value = grpc_slice_from_copied_string(authorization);
-        ops[0].data.send_initial_metadata.count = 1;
-        ops[0].data.send_initial_metadata.metadata = md;
-    }
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    if (grpc_call_start_batch(call, ops, 3, (void *)(intptr_t)BACKUP_TAG_SEND, NULL) ==
-        GRPC_CALL_OK)
-        pending++;
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[0].data.recv_status_on_client.trailing_metadata = trailing_md;
-    ops[0].data.recv_status_on_client.status = status;
-    ops[0].data.recv_status_on_client.status_details = details;
-    *status_started = grpc_call_start_batch(call, ops, 1, (void *)(intptr_t)BACKUP_TAG_STATUS,
-                                            NULL) == GRPC_CALL_OK;
-    pending += *status_started;
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[0].data.recv_initial_metadata.recv_initial_metadata = initial_md;
-    ops[1].op = GRPC_OP_RECV_MESSAGE;
-    ops[1].data.recv_message.recv_message = recv;
-    if (grpc_call_start_batch(call, ops, 2, (void *)(intptr_t)BACKUP_TAG_RECV, NULL) ==
-        GRPC_CALL_OK)
-        pending++;
-    return pending;
-}
-
 /* One stream from address. *got: at least one record was delivered. */
 static int backup_stream(struct slotd_client *c, const char *address, int64_t timeout_ms,
                          slotd_backup_cb cb, void *arg, bool *got, struct slotd_status *st)
 {
-    slotd_call_status_reset(st);
-    snprintf(st->address, sizeof(st->address), "%s", address);
     *got = false;
-    grpc_channel *ch = slotd__client_channel(c, address);
-    if (!ch) {
-        st->grpc_status = GRPC_STATUS_UNAVAILABLE;
-        snprintf(st->message, sizeof(st->message), "too many node addresses in use");
-        return SLOTD_CLIENT_EUNAVAILABLE;
-    }
-    gpr_timespec deadline = timeout_ms > 0
-                                ? gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                               gpr_time_from_millis(timeout_ms, GPR_TIMESPAN))
-                                : gpr_inf_future(GPR_CLOCK_MONOTONIC);
-    grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
-    grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
-                                               grpc_slice_from_static_string(BACKUP_METHOD), NULL,
-                                               deadline, NULL);
-    char authorization[SLOTD_CLIENT_TOKEN_MAX + 8];
-    slotd__client_authorization(c, authorization, sizeof(authorization));
-    grpc_metadata md;
-    memset(&md, 0, sizeof(md));
-    grpc_metadata_array initial_md, trailing_md;
-    grpc_metadata_array_init(&initial_md);
-    grpc_metadata_array_init(&trailing_md);
-    grpc_status_code status = GRPC_STATUS_UNKNOWN;
-    grpc_slice details = grpc_empty_slice();
-    grpc_slice req_slice = grpc_empty_slice(); /* BackupRequest has no fields */
-    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&req_slice, 1);
-    grpc_byte_buffer *recv = NULL;
-    bool status_started = false, stopped = false;
-    int rc = SLOTD_CLIENT_OK;
-    int pending = backup_start(call, &md, authorization, send, &initial_md, &trailing_md, &status,
-                               &details, &recv, &status_started);
-    if (!status_started) {
-        grpc_call_cancel(call, NULL);
-        st->grpc_status = GRPC_STATUS_INTERNAL;
-        snprintf(st->message, sizeof(st->message), "cannot start the backup call");
-        rc = SLOTD_CLIENT_ERPC;
-    }
-    while (pending > 0) {
-        gpr_timespec wait =
-            timeout_ms > 0
-                ? gpr_time_add(deadline, gpr_time_from_millis(BACKUP_CQ_GRACE_MS, GPR_TIMESPAN))
-                : gpr_inf_future(GPR_CLOCK_MONOTONIC);
-        grpc_event ev = grpc_completion_queue_next(cq, wait, NULL);
-        if (ev.type != GRPC_OP_COMPLETE) {
-            grpc_call_cancel(call, NULL);
-            continue;
-        }
-        pending--;
-        if ((intptr_t)ev.tag != BACKUP_TAG_RECV || recv == NULL)
-            continue;
+    struct slotd__stream s; /* BackupRequest has no fields: an empty request */
+    int rc = slotd__stream_open(&s, c, address, BACKUP_METHOD, "backup", NULL, 0, timeout_ms > 0,
+                                timeout_ms, BACKUP_CQ_GRACE_MS, st);
+    if (rc == SLOTD_CLIENT_EUNAVAILABLE)
+        return rc;
+    bool stopped = false;
+    grpc_byte_buffer *recv;
+    while ((recv = slotd__stream_next(&s)) != NULL) {
         if (!stopped) {
             *got = true;
             rc = backup_deliver(recv, cb, arg, &stopped, st);
@@ -145,38 +59,17 @@ static int backup_stream(struct slotd_client *c, const char *address, int64_t ti
                 stopped = true;
         }
         grpc_byte_buffer_destroy(recv);
-        recv = NULL;
-        if (stopped) {
-            grpc_call_cancel(call, NULL);
-            continue;
-        }
-        grpc_op op;
-        memset(&op, 0, sizeof(op));
-        op.op = GRPC_OP_RECV_MESSAGE;
-        op.data.recv_message.recv_message = &recv;
-        if (grpc_call_start_batch(call, &op, 1, (void *)(intptr_t)BACKUP_TAG_RECV, NULL) ==
-            GRPC_CALL_OK)
-            pending++;
+        slotd__stream_more(&s, !stopped);
     }
     if (stopped && rc == SLOTD_CLIENT_OK) {
         st->grpc_status = GRPC_STATUS_CANCELLED;
         snprintf(st->message, sizeof(st->message), "backup: stopped by the caller");
         rc = SLOTD_CLIENT_ERPC;
     } else if (rc == SLOTD_CLIENT_OK && st->grpc_status == -1) {
-        slotd_call_status_set(st, status, details, &trailing_md);
+        slotd_call_status_set(st, s.status, s.details, &s.trailing_md);
         rc = slotd__err_of_status(st);
     }
-    if (recv)
-        grpc_byte_buffer_destroy(recv);
-    grpc_slice_unref(details);
-    if (authorization[0])
-        grpc_slice_unref(md.value);
-    memset(authorization, 0, sizeof(authorization));
-    grpc_metadata_array_destroy(&initial_md);
-    grpc_metadata_array_destroy(&trailing_md);
-    grpc_byte_buffer_destroy(send);
-    grpc_call_unref(call);
-    slotd_call_cq_destroy(cq);
+    slotd__stream_close(&s);
     return rc;
 }
 

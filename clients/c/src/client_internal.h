@@ -385,6 +385,47 @@ slotd__propose_response_unpack(grpc_slice body, uint64_t *applied_index, uint32_
 void slotd__client_request_id_pick(struct slotd_client *c, bool none, const uint8_t *id,
                                    size_t id_len, uint8_t *out, size_t *out_len);
 
+/* ---- server-stream calls (client_stream.c): Watch and Backup ---- */
+
+/* One server-stream call on its own completion queue, read one message at a time. */
+struct slotd__stream {
+    grpc_completion_queue *cq;
+    grpc_call *call;
+    gpr_timespec wait; /* how long a wait on cq may last: the deadline plus a grace */
+    char authorization[SLOTD_CLIENT_TOKEN_MAX + 8];
+    grpc_metadata md;
+    grpc_metadata_array initial_md, trailing_md;
+    grpc_status_code status; /* with details and trailing_md: valid once next() returned NULL */
+    grpc_slice details;
+    grpc_byte_buffer *send, *recv;
+    int pending; /* batches started and not completed */
+    bool open;
+};
+
+/*
+ * s, c, address, method, what, req, st: borrowed for the call. Opens a method call on address
+ * with req and c's authorization, bounded (when bounded) by timeout_ms from now (a wait on its
+ * queue gives up grace_ms after that: the call is cancelled), and starts its batches. Returns
+ * SLOTD_CLIENT_OK; SLOTD_CLIENT_EUNAVAILABLE with st when there is no channel for address
+ * (nothing opened); SLOTD_CLIENT_ERPC with st ("cannot start the <what> call") when the status
+ * batch did not start (the call is cancelled). Read it with slotd__stream_next() in every case,
+ * then slotd__stream_close().
+ */
+int slotd__stream_open(struct slotd__stream *s, struct slotd_client *c, const char *address,
+                       const char *method, const char *what, const uint8_t *req, size_t req_len,
+                       bool bounded, int64_t timeout_ms, int grace_ms, struct slotd_status *st);
+
+/* The next message (caller frees with grpc_byte_buffer_destroy(), then calls
+ * slotd__stream_more()), or NULL once every batch has completed: s->status, s->details and
+ * s->trailing_md then say how the call ended. */
+grpc_byte_buffer *slotd__stream_next(struct slotd__stream *s);
+
+/* After a message: asks for the next one (more), or cancels the call (!more). */
+void slotd__stream_more(struct slotd__stream *s, bool more);
+
+/* Frees what slotd__stream_open made (nothing when it opened nothing). */
+void slotd__stream_close(struct slotd__stream *s);
+
 /* ---- what the unit test uses from client_meta.c ---- */
 
 struct Slotd__V1__ProposeRequest;

@@ -21,9 +21,6 @@
  * cancelled here. */
 #define WATCH_CQ_GRACE_MS 2000
 
-/* Batch tags: the request, the stream's status, one message at a time. */
-enum { WATCH_TAG_SEND = 1, WATCH_TAG_STATUS, WATCH_TAG_RECV };
-
 /* How one stream ended. */
 enum watch_end {
     WATCH_END_STOPPED, /* the callback asked to stop */
@@ -188,99 +185,16 @@ static enum watch_end watch_stream(struct slotd_client *c, const char *address,
                                    slotd_watch_cb cb, void *arg, struct slotd_watch_result *out,
                                    size_t *cap, bool *got, struct slotd_status *st)
 {
-    slotd_call_status_reset(st);
-    snprintf(st->address, sizeof(st->address), "%s", address);
     *got = false;
-    grpc_channel *ch = slotd__client_channel(c, address);
-    if (!ch) {
-        st->grpc_status = GRPC_STATUS_UNAVAILABLE;
-        snprintf(st->message, sizeof(st->message), "too many node addresses in use");
+    struct slotd__stream s;
+    int rc =
+        slotd__stream_open(&s, c, address, WATCH_METHOD, "watch", req, req_len, deadline_ms != 0,
+                           deadline_ms - watch_now_ms(), WATCH_CQ_GRACE_MS, st);
+    if (rc == SLOTD_CLIENT_EUNAVAILABLE)
         return WATCH_END_FAILED;
-    }
-    gpr_timespec deadline =
-        deadline_ms ? gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                   gpr_time_from_millis(deadline_ms - watch_now_ms(), GPR_TIMESPAN))
-                    : gpr_inf_future(GPR_CLOCK_MONOTONIC);
-    grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
-    grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
-                                               grpc_slice_from_static_string(WATCH_METHOD), NULL,
-                                               deadline, NULL);
-    char authorization[SLOTD_CLIENT_TOKEN_MAX + 8];
-    slotd__client_authorization(c, authorization, sizeof(authorization));
-    grpc_metadata md;
-    memset(&md, 0, sizeof(md));
-    grpc_metadata_array initial_md, trailing_md;
-    grpc_metadata_array_init(&initial_md);
-    grpc_metadata_array_init(&trailing_md);
-    grpc_status_code status = GRPC_STATUS_UNKNOWN;
-    grpc_slice details = grpc_empty_slice();
-    grpc_slice req_slice = grpc_slice_from_copied_buffer((const char *)req, req_len);
-    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&req_slice, 1);
-    grpc_slice_unref(req_slice);
-    grpc_byte_buffer *recv = NULL;
-    enum watch_end end = WATCH_END_FAILED;
-    int pending = 0;
-    bool status_done = false, stopped = false, undecodable = false;
-
-    grpc_op ops[4];
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    if (authorization[0]) {
-        md.key = grpc_slice_from_static_string("authorization");
-        md.value = grpc_slice_from_copied_string(authorization);
-        ops[0].data.send_initial_metadata.count = 1;
-        ops[0].data.send_initial_metadata.metadata = &md;
-    }
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    if (grpc_call_start_batch(call, ops, 3, (void *)(intptr_t)WATCH_TAG_SEND, NULL) == GRPC_CALL_OK)
-        pending++;
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[0].data.recv_status_on_client.trailing_metadata = &trailing_md;
-    ops[0].data.recv_status_on_client.status = &status;
-    ops[0].data.recv_status_on_client.status_details = &details;
-    if (grpc_call_start_batch(call, ops, 1, (void *)(intptr_t)WATCH_TAG_STATUS, NULL) ==
-        GRPC_CALL_OK)
-        pending++;
-    else
-        status_done = true; /* nothing will report a status: fail below */
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[0].data.recv_initial_metadata.recv_initial_metadata = &initial_md;
-    ops[1].op = GRPC_OP_RECV_MESSAGE;
-    ops[1].data.recv_message.recv_message = &recv;
-    if (grpc_call_start_batch(call, ops, 2, (void *)(intptr_t)WATCH_TAG_RECV, NULL) ==
-        GRPC_CALL_OK)
-        pending++;
-    if (status_done) {
-        grpc_call_cancel(call, NULL);
-        st->grpc_status = GRPC_STATUS_INTERNAL;
-        snprintf(st->message, sizeof(st->message), "cannot start the watch call");
-    }
-
-    while (pending > 0) {
-        gpr_timespec wait =
-            deadline_ms ? gpr_time_add(deadline, gpr_time_from_millis(WATCH_CQ_GRACE_MS,
-                                                                      GPR_TIMESPAN))
-                        : gpr_inf_future(GPR_CLOCK_MONOTONIC);
-        grpc_event ev = grpc_completion_queue_next(cq, wait, NULL);
-        if (ev.type != GRPC_OP_COMPLETE) {
-            /* gRPC did not enforce the deadline in time: cancel; every batch then completes */
-            grpc_call_cancel(call, NULL);
-            continue;
-        }
-        pending--;
-        intptr_t tag = (intptr_t)ev.tag;
-        if (tag == WATCH_TAG_STATUS) {
-            status_done = true;
-            continue;
-        }
-        if (tag != WATCH_TAG_RECV)
-            continue;
-        if (!recv)
-            continue; /* the stream is over: the status batch reports why */
+    bool stopped = false, undecodable = false;
+    grpc_byte_buffer *recv;
+    while ((recv = slotd__stream_next(&s)) != NULL) {
         if (!stopped) {
             *got = true;
             if (watch_deliver(recv, out, cap, cb, arg, &stopped, st) != SLOTD_CLIENT_OK) {
@@ -289,37 +203,18 @@ static enum watch_end watch_stream(struct slotd_client *c, const char *address,
             }
         }
         grpc_byte_buffer_destroy(recv);
-        recv = NULL;
-        if (stopped) {
-            grpc_call_cancel(call, NULL);
-            continue;
-        }
-        memset(ops, 0, sizeof(ops));
-        ops[0].op = GRPC_OP_RECV_MESSAGE;
-        ops[0].data.recv_message.recv_message = &recv;
-        if (grpc_call_start_batch(call, ops, 1, (void *)(intptr_t)WATCH_TAG_RECV, NULL) ==
-            GRPC_CALL_OK)
-            pending++;
+        slotd__stream_more(&s, !stopped);
     }
+    enum watch_end end = WATCH_END_FAILED;
     if (undecodable) {
         st->grpc_status = GRPC_STATUS_OK; /* the server said nothing wrong; the bytes were */
     } else if (stopped) {
         end = WATCH_END_STOPPED;
     } else if (st->grpc_status == -1) {
-        slotd_call_status_set(st, status, details, &trailing_md);
-        end = status == GRPC_STATUS_OK ? WATCH_END_CLOSED : WATCH_END_FAILED;
+        slotd_call_status_set(st, s.status, s.details, &s.trailing_md);
+        end = s.status == GRPC_STATUS_OK ? WATCH_END_CLOSED : WATCH_END_FAILED;
     }
-    if (recv)
-        grpc_byte_buffer_destroy(recv);
-    grpc_slice_unref(details);
-    if (authorization[0])
-        grpc_slice_unref(md.value);
-    memset(authorization, 0, sizeof(authorization));
-    grpc_metadata_array_destroy(&initial_md);
-    grpc_metadata_array_destroy(&trailing_md);
-    grpc_byte_buffer_destroy(send);
-    grpc_call_unref(call);
-    slotd_call_cq_destroy(cq);
+    slotd__stream_close(&s);
     return end;
 }
 
