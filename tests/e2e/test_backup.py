@@ -108,20 +108,22 @@ def user_key(uid):
     return struct.pack(">HB", h.hash_slot(uid.encode()), TABLE_USER) + uid.encode()
 
 
-def retrying(fn, bound_s=15.0):
-    """fn(), asked again while it fails UNAVAILABLE (a group between leaders, e.g. while leaders
-    move to their preferred nodes after a start) until bound_s."""
+def retrying(fn, bound_s=15.0, again=(grpc.StatusCode.UNAVAILABLE,
+                                     grpc.StatusCode.FAILED_PRECONDITION)):
+    """fn(), asked again while it fails UNAVAILABLE (a group between leaders) or
+    FAILED_PRECONDITION (NOT_LEADER: the leader moved as the call was served, e.g. to its
+    preferred node after a start; nothing was applied) until bound_s."""
     deadline = time.monotonic() + bound_s
     while True:
         try:
             return fn()
         except grpc.RpcError as err:
-            if err.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+            if err.code() not in again or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
 
 
-def call_all(stubs, method, reqs, bound_s=15.0):
+def call_all(stubs, method, reqs, bound_s=15.0, again=(grpc.StatusCode.UNAVAILABLE,)):
     """Every request through stubs (round robin), IN_FLIGHT at a time; a call answered
     UNAVAILABLE is made again until bound_s (the requests here are idempotent: creates of new
     rows answer the same row, gets and puts of fixed values). Returns the responses in order."""
@@ -137,7 +139,7 @@ def call_all(stubs, method, reqs, bound_s=15.0):
                 out[j] = fut.result()
                 return
             except grpc.RpcError as err:
-                if err.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                if err.code() not in again or time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
                 fut = start(j)
@@ -164,8 +166,10 @@ def restore(path, data_dir, node_id, peers):
 
 
 def read_all(stubs, keys):
-    """LINEARIZABLE gets of keys (see call_all)."""
-    return call_all(stubs, "Read", [pb.ReadRequest(get=pb.GetQuery(key=k)) for k in keys])
+    """LINEARIZABLE gets of keys (see call_all); a get that met a leader change as it was served
+    (NOT_LEADER naming the new leader) is asked again too."""
+    return call_all(stubs, "Read", [pb.ReadRequest(get=pb.GetQuery(key=k)) for k in keys],
+                    again=(grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION))
 
 
 def cluster_id(server):
