@@ -524,6 +524,7 @@ int main(int argc, char **argv)
     case SLOTCTL_CMD_DRAIN:
     case SLOTCTL_CMD_PROMOTE:
     case SLOTCTL_CMD_RETRY:
+    case SLOTCTL_CMD_ABORT:
     case SLOTCTL_CMD_MIGRATE_SLOTS:
         code = slotctl_task_cmd_run(c, &a);
         break;

@@ -83,6 +83,7 @@ static const struct {
     {"drain", SLOTCTL_CMD_DRAIN, 0, 0},
     {"promote", SLOTCTL_CMD_PROMOTE, 0, 0},
     {"retry", SLOTCTL_CMD_RETRY, 0, 0},
+    {"abort", SLOTCTL_CMD_ABORT, 0, 0},
     {"migrate-slots", SLOTCTL_CMD_MIGRATE_SLOTS, 0, 0},
     {"task", SLOTCTL_CMD_TASK_STATUS, 1, 2}, /* task status [TASK_ID] */
     {"status", SLOTCTL_CMD_STATUS, 0, 0},
@@ -263,18 +264,18 @@ static int cli_admin_option(const char *opt, const char *val, struct slotctl_arg
 }
 
 #define CLI_BIT(cmd) (1u << (cmd))
+_Static_assert(SLOTCTL_CMD_ABORT < 32, "CLI_BIT masks hold every command");
 #define CLI_TASK_MAKERS                                                                            \
     (CLI_BIT(SLOTCTL_CMD_MOVE_REPLICA) | CLI_BIT(SLOTCTL_CMD_DRAIN) |                              \
      CLI_BIT(SLOTCTL_CMD_PROMOTE) | CLI_BIT(SLOTCTL_CMD_RETRY) |                                   \
      CLI_BIT(SLOTCTL_CMD_MIGRATE_SLOTS))
 
-/* "--x: only for a, b" naming the commands in mask (in enum order, which is cli_cmds' order
- * followed by the lease subcommands). */
+/* "--x: only for a, b" naming the commands in mask (in enum order). */
 static int cli_only_for(const char *opt, unsigned mask, char *err, size_t errlen)
 {
     char names[256] = "";
     size_t used = 0;
-    for (int cmd = SLOTCTL_CMD_PUT; cmd <= SLOTCTL_CMD_LEASE_REVOKE; cmd++)
+    for (int cmd = SLOTCTL_CMD_PUT; cmd <= SLOTCTL_CMD_ABORT; cmd++)
         if (mask & CLI_BIT(cmd) && used < sizeof(names))
             used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s", used ? ", " : "",
                                      cli_cmd_word((enum slotctl_cmd)cmd));
@@ -303,10 +304,11 @@ static int cli_admin_allowed(const struct slotctl_args *a, char *err, size_t err
         {"--address", a->address != NULL, join},
         {"--weight", a->weight != 0, join},
         {"--expected-revision", a->expected_revision != 0,
-         tl | join | act | CLI_TASK_MAKERS | CLI_BIT(SLOTCTL_CMD_FEATURE)},
+         tl | join | act | CLI_TASK_MAKERS | CLI_BIT(SLOTCTL_CMD_FEATURE) |
+             CLI_BIT(SLOTCTL_CMD_ABORT)},
         {"--wait", a->wait_s != 0, tl | CLI_TASK_MAKERS},
         {"--as-task", a->as_task, tl},
-        {"--task", a->task_id != 0, CLI_BIT(SLOTCTL_CMD_RETRY)}, /* before TASK_ID is read */
+        {"--task", a->task_id != 0, CLI_BIT(SLOTCTL_CMD_RETRY) | CLI_BIT(SLOTCTL_CMD_ABORT)},
         {"--slots", a->hash_slot_count != 0, CLI_BIT(SLOTCTL_CMD_MIGRATE_SLOTS)},
         {"--to-group", a->to_group != 0, CLI_BIT(SLOTCTL_CMD_MIGRATE_SLOTS)},
         {"--active", a->active_only, task},
@@ -381,8 +383,9 @@ static int cli_admin_check(struct slotctl_args *a, char *err, size_t errlen)
             return cli_fail(err, errlen, "%s: needs --node N", cli_cmd_word(a->cmd));
         break;
     case SLOTCTL_CMD_RETRY:
+    case SLOTCTL_CMD_ABORT:
         if (!a->task_id)
-            return cli_fail(err, errlen, "retry: needs --task T");
+            return cli_fail(err, errlen, "%s: needs --task T", cli_cmd_word(a->cmd));
         break;
     case SLOTCTL_CMD_MIGRATE_SLOTS:
         if (!a->hash_slot_count || !a->to_group)
@@ -815,6 +818,9 @@ void slotctl_usage(FILE *out)
         "  drain --node N [--wait S]           task: move every replica off N, mark it removed\n"
         "  promote --node N [--wait S]         task: make data node N a controller voter\n"
         "  retry --task T [--wait S]           run failed task T again from its phase\n"
+        "  abort --task T [--expected-revision R]\n"
+        "                                      stop running task T at a safe point (it ends\n"
+        "                                      failed; refused past one, naming its state)\n"
         "  migrate-slots --slots LIST --to-group G [--wait S]\n"
         "                                      task: move hash slots (e.g. 3,7,10-12) to G\n"
         "                                      (needs the cluster feature hash_slot_migration\n"

@@ -65,6 +65,7 @@ enum slotctl_cmd {
     SLOTCTL_CMD_META,            /* a typed metadata command (a->meta; slotctl_meta_cli.h) */
     SLOTCTL_CMD_MCP,             /* mcp [--metrics URL,URL]: the operations MCP server */
     SLOTCTL_CMD_BACKUP,          /* backup save|verify|inspect FILE */
+    SLOTCTL_CMD_ABORT,           /* abort --task T: Admin.AbortTask */
 };
 
 #define SLOTCTL_ENDPOINTS_DEFAULT "127.0.0.1:7700"

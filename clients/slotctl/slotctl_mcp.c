@@ -429,6 +429,17 @@ static int build_drain_node(const json_t *a, struct mcp_words *w, struct mcp_arg
     return 0;
 }
 
+static int build_abort_task(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e)
+{
+    const char *t = "abort_task";
+    mcp_word_add(w, "abort");
+    if (mcp_arg_uint(a, "task_id", "--task", 1, MCP_ID_MAX, true, t, w, e) != 0 ||
+        mcp_arg_uint(a, "expected_revision", "--expected-revision", 1, MCP_ID_MAX, false, t, w,
+                     e) != 0)
+        return -1;
+    return 0;
+}
+
 static int build_recent_errors(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e);
 
 #define MCP_NO_ARGS "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}"
@@ -511,6 +522,14 @@ static const struct mcp_tool mcp_tools[] = {
      {"node", "expected_revision", NULL},
      true,
      build_drain_node},
+    {"abort_task",
+     "Admin.AbortTask: stops running task task_id at a safe point (it ends failed); the controller "
+     "refuses a task not running or past its last safe point, naming its state.",
+     "{\"type\":\"object\",\"properties\":{\"task_id\":{\"type\":\"integer\",\"minimum\":1}"
+     "," MCP_REVISION_SCHEMA "},\"required\":[\"task_id\"],\"additionalProperties\":false}",
+     {"task_id", "expected_revision", NULL},
+     true,
+     build_abort_task},
 };
 
 #define MCP_N_TOOLS (sizeof(mcp_tools) / sizeof(mcp_tools[0]))
@@ -816,14 +835,16 @@ static void mcp_initialize(const json_t *id, const json_t *params)
     for (size_t i = 0; want && i < sizeof(versions) / sizeof(versions[0]); i++)
         if (strcmp(want, versions[i]) == 0)
             version = versions[i];
-    mcp_reply(id, json_pack("{s:s,s:{s:{s:b}},s:{s:s,s:s},s:s}", "protocolVersion", version,
-                            "capabilities", "tools", "listChanged", 0, "serverInfo", "name",
-                            "slotctl-mcp", "version", SLOTD_VERSION_TEXT, "instructions",
-                            "Read-only tools inspect the slotd cluster. The mutating tools "
-                            "(transfer_leader, move_replica, drain_node) are listed only while "
-                            "the cluster state's feature operations_mcp is on and this server "
-                            "runs as an admin user; each answers with the task it created "
-                            "(follow it with the tasks tool)."));
+    mcp_reply(
+        id,
+        json_pack("{s:s,s:{s:{s:b}},s:{s:s,s:s},s:s}", "protocolVersion", version, "capabilities",
+                  "tools", "listChanged", 0, "serverInfo", "name", "slotctl-mcp", "version",
+                  SLOTD_VERSION_TEXT, "instructions",
+                  "Read-only tools inspect the slotd cluster. The mutating tools "
+                  "(transfer_leader, move_replica, drain_node, abort_task) are listed only while "
+                  "the cluster state's feature operations_mcp is on and this server "
+                  "runs as an admin user; each answers with the task it created "
+                  "(follow it with the tasks tool)."));
 }
 
 /* One message: a request answers, a notification does not. */

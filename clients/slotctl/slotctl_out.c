@@ -14,7 +14,7 @@ static const char *const cmd_names[] = {
     "retry", "migrate-slots", "task status",  "status", "user",
     "role", "feature",       "watch",        "txn",    "lease",
     "lease grant", "lease keepalive", "lease revoke", "" /* meta: a->meta.name */, "mcp",
-    "backup",
+    "backup", "abort",
 };
 
 const char *slotctl_cmd_name(int cmd)

@@ -438,6 +438,7 @@ static struct slotd_admin_command *task_cmd_make(const struct slotctl_args *a, c
         [SLOTCTL_CMD_DRAIN] = SLOTD_ADMIN_DRAIN_NODE,
         [SLOTCTL_CMD_PROMOTE] = SLOTD_ADMIN_PROMOTE_CONTROLLER_VOTER,
         [SLOTCTL_CMD_RETRY] = SLOTD_ADMIN_RETRY_TASK,
+        [SLOTCTL_CMD_ABORT] = SLOTD_ADMIN_ABORT_TASK,
         [SLOTCTL_CMD_MIGRATE_SLOTS] = SLOTD_ADMIN_MIGRATE_HASH_SLOTS,
     };
     struct slotd_admin_command *w = slotd_admin_command_create(kinds[a->cmd]);
@@ -468,8 +469,10 @@ static struct slotd_admin_command *task_cmd_make(const struct slotctl_args *a, c
         snprintf(what, len, "promote node %" PRIu64 " to controller voter", a->node_id);
         break;
     case SLOTCTL_CMD_RETRY:
+    case SLOTCTL_CMD_ABORT:
         slotd_admin_command_set_task_id(w, a->task_id);
-        snprintf(what, len, "retry task %" PRIu64, a->task_id);
+        snprintf(what, len, "%s task %" PRIu64, a->cmd == SLOTCTL_CMD_RETRY ? "retry" : "abort",
+                 a->task_id);
         break;
     default: /* SLOTCTL_CMD_MIGRATE_SLOTS */
         slotd_admin_command_set_to_group(w, a->to_group);
@@ -515,7 +518,9 @@ int slotctl_task_cmd_run(struct slotd_client *c, const struct slotctl_args *a)
         return code;
     }
     const struct slotd_admin_result *r = rp;
-    uint64_t id = r->task_id ? r->task_id : (a->cmd == SLOTCTL_CMD_RETRY ? a->task_id : 0);
+    uint64_t id = r->task_id ? r->task_id
+                  : a->cmd == SLOTCTL_CMD_RETRY || a->cmd == SLOTCTL_CMD_ABORT ? a->task_id
+                                                                               : 0;
     uint64_t revision = r->revision;
     json_t *j = slotctl_admin_result_json(a, r);
     json_object_set_new(j, "task_id", json_integer((json_int_t)id));

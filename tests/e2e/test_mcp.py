@@ -14,7 +14,7 @@ admin).
 - The gate of the mutating tools, asked live at each call: with feature operations_mcp off they
   are not listed and transfer_leader is refused even for boss; with it on, viewer is still refused
   (not an admin), boss sees them and transfer_leader answers the task it created (which then
-  finishes); a stale expected_revision is refused by the server; off again, boss is refused again.
+  finishes; abort_task on it is then refused by the controller, the task not running); a stale expected_revision is refused by the server; off again, boss is refused again.
   Every refusal leaves the cluster state's revision and tasks unchanged. SetFeature itself is
   refused for viewer (PERMISSION_DENIED) and for an unknown name (INVALID_ARGUMENT naming the
   known features) without changing anything.
@@ -39,7 +39,7 @@ from test_security import ROOT_PASSWORD, AuthCluster, bearer  # noqa: E402
 SLOTCTL_BIN = os.environ.get("SLOTCTL_BIN", str(h.SLOTD_BIN.parent / "slotctl"))
 MCP_TIMEOUT_S = 120  # one scripted session
 TASK_WAIT_S = 30
-MUTATING = {"transfer_leader", "move_replica", "drain_node"}
+MUTATING = {"transfer_leader", "move_replica", "drain_node", "abort_task"}
 READ_ONLY = {"cluster_status", "controller_status", "routes", "node_health", "tasks", "features",
              "recent_errors"}
 
@@ -299,6 +299,16 @@ class McpTest(h.SlotdTestCase):
                 break
             time.sleep(0.3)
         self.assertEqual(status, "done")
+        # abort_task reaches Admin.AbortTask, whose apply refuses a task that is not running
+        done = self.state()
+        a = self.mcp("boss", call(1, "abort_task", {"task_id": task_id}),
+                     call(2, "abort_task", {}))
+        refused = a[1]["result"]
+        self.assertTrue(refused["isError"], refused)
+        self.assertIn("task %d is done, only a running task can be aborted" % task_id,
+                      refused["structuredContent"]["message"])
+        self.assertEqual(a[2]["error"]["data"]["field"], "task_id")
+        self.assertUnchanged(done)
         # off again: boss is refused again, nothing changed
         self.set_feature(False)
         before = self.state()

@@ -20,6 +20,7 @@
 #define ADMIN_METHOD_PROMOTE "/slotd.v1.Admin/PromoteControllerVoter"
 #define ADMIN_METHOD_DRAIN "/slotd.v1.Admin/DrainNode"
 #define ADMIN_METHOD_RETRY "/slotd.v1.Admin/RetryTask"
+#define ADMIN_METHOD_ABORT "/slotd.v1.Admin/AbortTask"
 #define ADMIN_METHOD_MIGRATE "/slotd.v1.Admin/MigrateHashSlots"
 #define ADMIN_METHOD_SET_FEATURE "/slotd.v1.Admin/SetFeature"
 #define ADMIN_FEATURE_NAME_MAX 64
@@ -383,6 +384,15 @@ static int admin_task_encode(const struct slotd_admin_command *w, uint8_t *buf, 
         r.task_id = w->task_id;
         r.expected_revision = w->expected_revision;
         *len = slotd__v1__retry_task_request__pack(&r, buf);
+        return SLOTD_CLIENT_OK;
+    }
+    case SLOTD_ADMIN_ABORT_TASK: {
+        *method = ADMIN_METHOD_ABORT;
+        *op = "abort task";
+        Slotd__V1__AbortTaskRequest r = SLOTD__V1__ABORT_TASK_REQUEST__INIT;
+        r.task_id = w->task_id;
+        r.expected_revision = w->expected_revision;
+        *len = slotd__v1__abort_task_request__pack(&r, buf);
         return SLOTD_CLIENT_OK;
     }
     case SLOTD_ADMIN_MIGRATE_HASH_SLOTS:

@@ -97,7 +97,7 @@ static void test_parse_admin_errors(void)
         {{"slotctl", "get", "k", "--node-id", "1", NULL}, "--node-id: only for join, activate"},
         {{"slotctl", "put", "k", "v", "--expected-revision", "3", NULL},
          "--expected-revision: only for transfer-leader, join, activate, move-replica, drain, "
-         "promote, retry, migrate-slots, feature"},
+         "promote, retry, migrate-slots, feature, abort"},
         {{"slotctl", "activate", "--node-id", "4", "extra", NULL},
          "activate: takes 0 arguments, got 1"},
     };
@@ -292,6 +292,12 @@ static void test_parse_task_commands(void)
     CU_ASSERT_EQUAL(parse(ARGV("retry", "--task", "12"), &a, err, sizeof(err)), SLOTCTL_EXIT_OK);
     CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_RETRY);
     CU_ASSERT_EQUAL(a.task_id, 12);
+    CU_ASSERT_EQUAL(parse(ARGV("abort", "--task", "7", "--expected-revision", "9"), &a, err,
+                          sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_ABORT);
+    CU_ASSERT_EQUAL(a.task_id, 7);
+    CU_ASSERT_EQUAL(a.expected_revision, 9);
     CU_ASSERT_EQUAL(parse(ARGV("transfer-leader", "--group", "1", "--to", "2", "--as-task"), &a,
                           err, sizeof(err)),
                     SLOTCTL_EXIT_OK);
@@ -370,6 +376,10 @@ static void test_parse_task_errors(void)
         {{"slotctl", "promote", "--node-id", "4", NULL}, "--node-id: only for join, activate"},
         {{"slotctl", "activate", "--node", "4", NULL}, "--node: only for drain, promote"},
         {{"slotctl", "retry", NULL}, "retry: needs --task T"},
+        {{"slotctl", "abort", NULL}, "abort: needs --task T"},
+        {{"slotctl", "abort", "--task", "3", "--wait", "5", NULL},
+         "--wait: only for transfer-leader, move-replica, drain, promote, retry, migrate-slots"},
+        {{"slotctl", "route", "--task", "3", NULL}, "--task: only for retry, abort"},
         {{"slotctl", "retry", "--task", "0", NULL},
          "--task: '0' is not a task id (an integer >= 1)"},
         {{"slotctl", "drain", "--node", "4", "--from", "3", NULL}, "--from: only for move-replica"},
@@ -390,7 +400,7 @@ static void test_parse_task_errors(void)
          "--interval-ms and --timeout: only with --watch"},
         {{"slotctl", "task", "status", "3", "--watch", "--interval-ms", "49", NULL},
          "--interval-ms: '49' is not an integer in 50..60000"},
-        {{"slotctl", "task", "status", "--task", "3", NULL}, "--task: only for retry"},
+        {{"slotctl", "task", "status", "--task", "3", NULL}, "--task: only for retry, abort"},
         {{"slotctl", "get", "k", "--watch", NULL}, "--watch: only for task status"},
         {{"slotctl", "feature", NULL}, "feature: usage: feature list | feature set NAME on|off"},
         {{"slotctl", "feature", "set", "hash_slot_migration", "yes", NULL},

@@ -784,6 +784,8 @@ enum slotd_admin_kind {
     SLOTD_ADMIN_RETRY_TASK,               /* task_id */
     SLOTD_ADMIN_MIGRATE_HASH_SLOTS,       /* hash_slots, to_group */
     SLOTD_ADMIN_SET_FEATURE,              /* feature, enabled (Admin/SetFeature) */
+    SLOTD_ADMIN_ABORT_TASK, /* task_id (Admin/AbortTask: a running task ends failed at a safe
+                             * point; the controller refuses one past it, naming its state) */
 };
 
 /* One Admin command (opaque): a kind and the fields it uses (above; the others are ignored).
@@ -811,7 +813,8 @@ void slotd_admin_command_set_task_id(struct slotd_admin_command *cmd, uint64_t t
 int slotd_admin_command_set_hash_slots(struct slotd_admin_command *cmd, const uint32_t *slots,
                                        size_t count);
 void slotd_admin_command_set_to_group(struct slotd_admin_command *cmd, uint32_t to_group);
-/* SET_FEATURE: a cluster-state feature ("hash_slot_migration") and its new value. */
+/* SET_FEATURE: a cluster-state feature ("hash_slot_migration", "operations_mcp") and its new
+ * value. */
 int slotd_admin_command_set_feature(struct slotd_admin_command *cmd, const char *feature,
                                     bool enabled);
 /* 0 = unconditional (default); else the command is refused (SLOTD_CLIENT_ESTALE_REVISION, gRPC
