@@ -278,6 +278,24 @@ static void run_route_sync(struct run_worker *w)
     pthread_mutex_unlock(&rt->lock);
 }
 
+/* Frees what one finished unary call (a route fetch or a load call) held: the request, the
+ * response, the metadata, the status details and the call; the pointers are left NULL. */
+static void run_unary_release(grpc_call **call, grpc_byte_buffer **send, grpc_byte_buffer **recv,
+                              grpc_metadata_array *initial_md, grpc_metadata_array *trailing_md,
+                              grpc_slice details)
+{
+    grpc_byte_buffer_destroy(*send);
+    if (*recv)
+        grpc_byte_buffer_destroy(*recv);
+    grpc_metadata_array_destroy(initial_md);
+    grpc_metadata_array_destroy(trailing_md);
+    grpc_slice_unref(details);
+    grpc_call_unref(*call);
+    *call = NULL;
+    *send = NULL;
+    *recv = NULL;
+}
+
 /* True when this caller may fetch now: no fetch started in the last RUN_ROUTE_REFETCH_NS. */
 static bool run_fetch_claim(struct run_router *rt, int64_t now)
 {
@@ -358,14 +376,7 @@ static void run_fetch_finish(struct run_shared *s, struct run_fetch *f, bool suc
         pthread_mutex_unlock(&rt->lock);
     }
     free(route);
-    grpc_byte_buffer_destroy(f->send);
-    if (f->recv)
-        grpc_byte_buffer_destroy(f->recv);
-    grpc_metadata_array_destroy(&f->initial_md);
-    grpc_metadata_array_destroy(&f->trailing_md);
-    grpc_slice_unref(f->details);
-    grpc_call_unref(f->call);
-    f->call = NULL;
+    run_unary_release(&f->call, &f->send, &f->recv, &f->initial_md, &f->trailing_md, f->details);
 }
 
 /* The first fetch, before any load: waits for its answer (bounded by --deadline-ms). */
@@ -542,16 +553,7 @@ static void run_complete(struct run_worker *w, struct run_call *c, bool success,
     if (w->s->router && run_route_suspect(code, c))
         w->want_fetch = true;
 
-    grpc_byte_buffer_destroy(c->send);
-    if (c->recv)
-        grpc_byte_buffer_destroy(c->recv);
-    grpc_metadata_array_destroy(&c->initial_md);
-    grpc_metadata_array_destroy(&c->trailing_md);
-    grpc_slice_unref(c->details);
-    grpc_call_unref(c->call);
-    c->call = NULL;
-    c->send = NULL;
-    c->recv = NULL;
+    run_unary_release(&c->call, &c->send, &c->recv, &c->initial_md, &c->trailing_md, c->details);
     w->inflight--;
 }
 

@@ -228,16 +228,24 @@ static int client_unary(struct slotd_client *c, const char *address, const char 
 
 /* ---- route ----------------------------------------------------------------------------- */
 
+/* The endpoints, starting at the one that answered last, into out (at most max). c->lock held. */
+static size_t client_endpoints_locked(struct slotd_client *c, char (*out)[SLOTD_ADDRESS_LEN + 1],
+                                      size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->endpoint_count && n < max; i++)
+        snprintf(out[n++], SLOTD_ADDRESS_LEN + 1, "%s",
+                 c->endpoints[(c->next_endpoint + i) % c->endpoint_count]);
+    return n;
+}
+
 /* Candidate addresses for a RouteSnapshot: endpoints (starting at the one that answered last)
  * then the cached route's nodes. Returns how many were written to out. */
 static size_t client_route_sources(struct slotd_client *c, char (*out)[SLOTD_ADDRESS_LEN + 1],
                                    size_t max)
 {
-    size_t n = 0;
     pthread_mutex_lock(&c->lock);
-    for (size_t i = 0; i < c->endpoint_count && n < max; i++)
-        snprintf(out[n++], SLOTD_ADDRESS_LEN + 1, "%s",
-                 c->endpoints[(c->next_endpoint + i) % c->endpoint_count]);
+    size_t n = client_endpoints_locked(c, out, max);
     for (size_t i = 0; c->route && i < c->route->node_count && n < max; i++) {
         bool dup = false;
         for (size_t k = 0; k < n && !dup; k++)
@@ -880,11 +888,8 @@ int slotd__client_unary(struct slotd_client *c, const char *address, const char 
 size_t slotd__client_endpoints(struct slotd_client *c, char (*out)[SLOTD_ADDRESS_LEN + 1],
                                size_t max)
 {
-    size_t n = 0;
     pthread_mutex_lock(&c->lock);
-    for (size_t i = 0; i < c->endpoint_count && n < max; i++)
-        snprintf(out[n++], SLOTD_ADDRESS_LEN + 1, "%s",
-                 c->endpoints[(c->next_endpoint + i) % c->endpoint_count]);
+    size_t n = client_endpoints_locked(c, out, max);
     pthread_mutex_unlock(&c->lock);
     return n;
 }
