@@ -7,8 +7,6 @@
 
 #include "rpc_internal.h"
 
-#define RPC__DETAILS_KEY "grpc-status-details-bin"
-
 /* One client-streaming call. The close batch (RECV_CLOSE_ON_SERVER) and one RECV_MESSAGE are
  * armed at start; each frame runs on_frame on the CQ thread that received it, then RECV_MESSAGE
  * is armed again, so at most one frame of a stream is processed at a time; once the close batch
@@ -102,12 +100,8 @@ static void end_locked(struct rpc_cstream *st, grpc_status_code code, const char
         }
     }
     st->status_details = grpc_slice_from_copied_string(message);
-    if (details != NULL) {
-        st->trailer.key = grpc_slice_from_static_string(RPC__DETAILS_KEY);
-        st->trailer.value = grpc_slice_from_copied_buffer((const char *)details, details_len);
-        st->has_trailer = true;
-        free(details);
-    }
+    st->has_trailer = rpc__details_trailer(&st->trailer, details, details_len);
+    free(details);
     grpc_op ops[3];
     size_t n = 0;
     memset(ops, 0, sizeof(ops));

@@ -136,6 +136,13 @@ struct rpc_server {
 
 /* server.c */
 void rpc__call_free(struct rpc_call *c);
+
+/* The trailer that carries a failed call's ErrorDetail (google.rpc.Status bytes). */
+#define RPC__DETAILS_KEY "grpc-status-details-bin"
+
+/* details: borrowed for the call (NULL: none). Fills *trailer (its value a copy of details, the
+ * caller unrefs it once the status is sent) and returns true; false without details. */
+bool rpc__details_trailer(grpc_metadata *trailer, const uint8_t *details, size_t details_len);
 /* Counts one frame of a client stream handed to its method's on_frame, by whether it was
  * accepted (any thread). */
 void rpc__frame_record(struct rpc_server *s, struct rpc_call *c, bool accepted);

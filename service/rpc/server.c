@@ -23,7 +23,6 @@
 #define RPC__DEFAULT_MAX_STREAMS_PER_CONN 1024
 #define RPC__DEFAULT_MAX_CONNECTIONS 1024
 #define RPC__DEFAULT_CONN_IDLE_MS 60000
-#define RPC__DETAILS_KEY "grpc-status-details-bin"
 
 /* An armed grpc_server_request_call / request_registered_call. */
 struct rpc__request {
@@ -430,6 +429,16 @@ static int64_t deadline_to_ms(gpr_timespec d)
     return now_ms + left_ms;
 }
 
+bool rpc__details_trailer(grpc_metadata *trailer, const uint8_t *details, size_t details_len)
+{
+    if (details == NULL) {
+        return false;
+    }
+    trailer->key = grpc_slice_from_static_string(RPC__DETAILS_KEY);
+    trailer->value = grpc_slice_from_copied_buffer((const char *)details, details_len);
+    return true;
+}
+
 void rpc__call_free(struct rpc_call *c)
 {
     struct rpc_server *s = c->server;
@@ -476,11 +485,7 @@ static void call_finish(struct rpc_call *c, grpc_status_code code, const char *m
     }
     c->response = response;
     c->status_details = grpc_slice_from_copied_string(message);
-    if (details != NULL) {
-        c->trailer.key = grpc_slice_from_static_string(RPC__DETAILS_KEY);
-        c->trailer.value = grpc_slice_from_copied_buffer((const char *)details, details_len);
-        c->has_trailer = true;
-    }
+    c->has_trailer = rpc__details_trailer(&c->trailer, details, details_len);
     ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
     ops[n++].data.send_initial_metadata.count = 0;
     if (response != NULL) {

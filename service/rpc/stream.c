@@ -5,8 +5,6 @@
 
 #include "rpc_internal.h"
 
-#define RPC__DETAILS_KEY "grpc-status-details-bin"
-
 /* One queued message. */
 struct rpc__stream_msg {
     struct rpc__stream_msg *next;
@@ -386,11 +384,7 @@ void rpc_stream_finish(struct rpc_stream *st, const struct slotd_error *e)
     st->finished = true;
     st->code = code;
     st->status_details = grpc_slice_from_copied_string(message);
-    if (details != NULL) {
-        st->trailer.key = grpc_slice_from_static_string(RPC__DETAILS_KEY);
-        st->trailer.value = grpc_slice_from_copied_buffer((const char *)details, details_len);
-        st->has_trailer = true;
-    }
+    st->has_trailer = rpc__details_trailer(&st->trailer, details, details_len);
     /* on_close never runs after we return: wait for one already running elsewhere. */
     while (st->in_close_cb && !pthread_equal(st->close_thread, pthread_self())) {
         pthread_cond_wait(&st->cond, &st->mu);
