@@ -57,6 +57,11 @@ static const struct opt opts[] = {
     U64(weight, 1, 1000, "100", "this node's capacity weight for placement"),
     U64(task_phase_timeout_ms, 1000, 3600000, "60000",
         "a controller task phase this node drives fails after this long without progress"),
+    U64(down_replace_after_ms, 0, 86400000, "600000",
+        "as controller leader, replace the replicas of a node down and silent this long with "
+        "replica moves (0: never)"),
+    U64(repair_max_moves, 1, 64, "2",
+        "as controller leader, at most this many replica moves active at once for repairs"),
     U64(enable_hash_slot_migration, 0, 1, "0",
         "1: the cluster this node bootstraps starts with hash-slot migration on (read only at "
         "bootstrap, the same on every initial node; later: Admin.SetFeature / slotctl feature)"),

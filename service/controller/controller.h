@@ -575,6 +575,32 @@ int ctl_cmd_task_retry(uint64_t task, uint64_t now_ms, uint64_t expected_revisio
  * be another node. */
 int ctl_cmd_node_remove(uint64_t id, uint64_t expected_revision, char **out);
 
+/* ---- repair (repair.c) ------------------------------------------------------------------------
+ * A data node whose status is down and whose last health report is at least down_after_ms old
+ * (now_ms: the caller's wall clock) has each replica replaced by an ordinary replica_move task
+ * (source: the dead node; target: an active, alive data node outside the group with the fewest
+ * replicas per weight, then the lowest id), at most one per group, none for a group with an active
+ * task, and at most max_moves replica moves active cluster-wide (the ones already active count).
+ * A group whose desired peers that are not down are fewer than a quorum of them is listed in
+ * lost[] and never gets a move: it is reported, never forced. down_after_ms 0: no moves (lost[]
+ * is still filled). */
+struct ctl_repair_move {
+    uint32_t group;
+    uint64_t source, target;
+};
+struct ctl_repair_plan {
+    uint32_t n_moves;
+    struct ctl_repair_move moves[CTL_GROUPS_MAX];
+    uint32_t n_lost;
+    uint32_t lost[CTL_GROUPS_MAX]; /* group ids without a quorum of live desired peers */
+    uint32_t n_waiting; /* replicas of dead nodes not planned now (busy, budget, no target, lost) */
+};
+/* s and out are borrowed for the call. */
+void ctl_repair_plan(const struct ctl_state *s, uint64_t now_ms, uint64_t down_after_ms,
+                     uint32_t max_moves, struct ctl_repair_plan *out);
+/* Whether g's desired peers that are not down are a quorum of them (s, g borrowed). */
+bool ctl_group_has_quorum(const struct ctl_state *s, const struct ctl_group *g);
+
 /* task_abort: the operator stops a running task at a safe point (see "task_abort" above). */
 int ctl_cmd_task_abort(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out);
 

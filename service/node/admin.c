@@ -196,7 +196,9 @@ static void on_controller_status(void *ctx, struct rpc_call *call, const uint8_t
     q.state_file_age_ms = st.file_age_ms;
     q.mirror_lag_ms = st.mirror_age_ms;
     q.leader = st.leader;
-    uint8_t buf[256];
+    q.n_groups_without_quorum = st.n_groups_without_quorum;
+    q.groups_without_quorum = st.groups_without_quorum;
+    uint8_t buf[1024];
     size_t n = slotd__v1__controller_status_response__get_packed_size(&q);
     if (n > sizeof(buf)) {
         struct slotd_error e;

@@ -1152,7 +1152,13 @@ void rt_ctl_view_refresh(struct runtime *rt)
         leader = st.leader;
         snap = g->first_index > 0 ? g->first_index - 1 : 0;
     }
+    uint32_t n_lost = 0, lost[64];
+    for (uint32_t i = 0; rt->ctl != NULL && i < rt->ctl->n_groups && n_lost < 64; i++)
+        if (!ctl_group_has_quorum(rt->ctl, &rt->ctl->groups[i]))
+            lost[n_lost++] = rt->ctl->groups[i].id;
     pthread_mutex_lock(&rt->ctl_mu);
+    rt->ctl_view.n_groups_without_quorum = n_lost;
+    memcpy(rt->ctl_view.groups_without_quorum, lost, n_lost * sizeof(lost[0]));
     rt->ctl_view.role = role;
     rt->ctl_view.term = term;
     rt->ctl_view.commit_index = commit;

@@ -220,6 +220,8 @@ struct rt_metrics {
     struct metrics_gauge *route_revision;
     struct metrics_gauge *controller_revision;
     struct metrics_gauge *controller_tasks[4]; /* by enum ctl_task_status */
+    struct metrics_counter *repair_moves;      /* loop (repair.c): moves proposed */
+    struct metrics_gauge *groups_without_quorum; /* loop (repair.c), controller leader */
     /* per-group families: series are added as groups open */
     struct metrics_family *fam_term, *fam_commit, *fam_applied, *fam_leader, *fam_changes;
     struct metrics_family *fam_has_leader;
@@ -478,6 +480,8 @@ struct runtime {
     bool ctl_seen_live;
     _Atomic bool ctl_removed;
     int64_t ctl_next_status_ms;      /* loop: leader, next node-status reconciliation */
+    int64_t repair_next_ms;          /* loop: repair.c's next plan (rt_now_ms) */
+    uint32_t repair_lost;            /* loop: groups without a quorum in the last plan */
     struct rt_task_pace task_pace[RT_TASK_PACE_MAX];   /* loop */
     struct rt_migration migrations[RT_MIGRATIONS_MAX]; /* loop, reply fields under their mu */
     struct rt_keylease keyleases[RT_GROUPS_CAP];       /* loop (keylease.c), index = group id */
@@ -620,6 +624,8 @@ bool rt_ctl_leading(const struct runtime *rt);
 uint64_t rt_wall_ms(void); /* CLOCK_REALTIME in ms (controller timestamps) */
 /* task.c: the task executor (loop thread, every poll) */
 void rt_task_step(struct runtime *rt);
+/* repair.c: on the controller leader, replica moves for nodes down too long (loop thread) */
+void rt_repair_step(struct runtime *rt);
 /* task_cleanup.c: the leader of each slot group removes a learner no task owns (loop thread) */
 void rt_task_cleanup(struct runtime *rt);
 /* task_cleanup.c: true when task t (of the replica's group) still needs the replica that the

@@ -138,8 +138,23 @@ static int group_families(struct runtime *rt)
                                        "Controller tasks in the cluster state this node last "
                                        "published, by status.",
                                        1, status, &tasks);
+    struct metrics_family *repair = NULL, *lost = NULL;
+    rc = rc ? rc
+            : metrics_counter_family_new(m, "slotd_repair_moves_total",
+                                         "Replica moves this node proposed as controller leader "
+                                         "to replace replicas of nodes down longer than "
+                                         "--down-replace-after-ms.",
+                                         0, NULL, &repair);
+    rc = rc ? rc
+            : metrics_gauge_family_new(m, "slotd_groups_without_quorum",
+                                       "Slot groups whose desired peers that are not down are "
+                                       "fewer than a quorum (controller leader; never repaired "
+                                       "by forcing membership).",
+                                       0, NULL, &lost);
     if (rc != METRICS_OK)
         return rc;
+    rt->metrics.repair_moves = metrics_counter_get(repair, NULL);
+    rt->metrics.groups_without_quorum = metrics_gauge_get(lost, NULL);
     static const char *const names[4] = {"pending", "running", "failed", "done"};
     for (int i = 0; i < 4; i++) {
         const char *v[] = {names[i]};

@@ -24,6 +24,8 @@ void runtime_options_default(struct runtime_options *o)
     o->compact_tail = 1000;
     o->watch_history_bytes = 4u << 20;
     o->task_phase_timeout_ms = 60000;
+    o->down_replace_after_ms = 600000;
+    o->repair_max_moves = 2;
 }
 
 int64_t rt_now_ms(void)
@@ -459,6 +461,7 @@ static void on_poll(uv_timer_t *h)
     rt_ctl_converge(h->data);
     rt_ctl_liveness(h->data);
     rt_task_step(h->data);
+    rt_repair_step(h->data);
     rt_pump(h->data); /* what the controller proposed */
 }
 

@@ -77,6 +77,11 @@ struct runtime_options {
     const char *join;               /* host:port of any member; NULL/"" = bootstrap with nodes[] */
     unsigned weight;                /* this node's capacity weight; default 100 */
     unsigned task_phase_timeout_ms; /* a task phase without progress fails; default 60000 */
+    /* repair.c, on the controller leader: a node down with its last health report this old has
+     * its replicas replaced by replica moves, at most repair_max_moves active at once; default
+     * 600000 (0: never) and 2 */
+    uint64_t down_replace_after_ms;
+    unsigned repair_max_moves;
     bool enable_hash_slot_migration; /* seeds the cluster state's features.hash_slot_migration
                                       * when this node bootstraps the cluster; default false */
     /* Where the runtime's series live (service/metrics/README.md); NULL (default): none.
@@ -218,6 +223,10 @@ struct runtime_ctl_status {
     uint64_t file_revision;              /* of the last cluster-state.json export (0 = none) */
     int64_t file_age_ms;                 /* since that export (-1 = none this run) */
     int64_t mirror_age_ms; /* mirrors: since a voter last answered a poll (-1 = never) */
+    /* slot groups whose desired peers that are not down are fewer than a quorum, in the
+     * published state (ctl_group_has_quorum): reported, never repaired by force */
+    uint32_t n_groups_without_quorum;
+    uint32_t groups_without_quorum[64];
 };
 void runtime_ctl_status(struct runtime *rt, struct runtime_ctl_status *out);
 /* Read-your-admin-writes gate. Returns 1 when the published cluster state (and the route built

@@ -16,6 +16,9 @@ from slotd.v1 import admin_pb2
 from test_tasks import controller_command_request, task_status
 
 PHASE_TIMEOUT_MS = 8000
+# A node is down 30 s after its last health report (3 TTLs); repair starts 15 s later, which
+# leaves test_remove_dead_node a window to remove its node by hand first.
+DOWN_REPLACE_AFTER_MS = 45000
 WAIT_S = 40
 
 
@@ -32,7 +35,8 @@ class ElasticTest(h.SlotdTestCase):
             s.port, s.peer_port = ports[i - 1], ports[4 + i]
             cls.nodes[i] = s
             cls._class_servers.append(s)
-        common = ["--task-phase-timeout-ms", str(PHASE_TIMEOUT_MS)]
+        common = ["--task-phase-timeout-ms", str(PHASE_TIMEOUT_MS),
+                  "--down-replace-after-ms", str(DOWN_REPLACE_AFTER_MS)]
         peers = ",".join("%d=%s" % (i, cls.nodes[i].peer_addr) for i in (1, 2, 3))
         for i in (1, 2, 3):
             cls.nodes[i].extra_args = ["--node-id", str(i), "--peers", peers,
@@ -290,6 +294,56 @@ class ElasticTest(h.SlotdTestCase):
         server._close_channel()
         print("\n  dead node down, removed, voters gone, comeback refused: %.1f s"
               % (time.monotonic() - t0))
+
+    def test_replace_dead_node_replicas(self):
+        """Node 5 killed for good (after test_remove_dead_node left some groups with 2 peers):
+        once it is down and silent for --down-replace-after-ms the controller leader replaces
+        each of its replicas in a group that keeps a quorum with an ordinary replica move (logged,
+        one per group): those groups are back to 3 voters without it, no learner, and take
+        writes. A group of 2 peers that had it lost its quorum: ControllerStatus lists it, no move
+        is made for it and its membership is left alone (never forced)."""
+        t0 = time.monotonic()
+        victim = 5
+        before = self.state()
+        held = {g["id"]: g for g in before["groups"] if victim in g["desired_peers"]}
+        lost = sorted(gid for gid, g in held.items() if len(g["desired_peers"]) < 3)
+        fixable = sorted(gid for gid in held if gid not in lost)
+        self.assertTrue(fixable)
+        self.nodes[victim].kill()
+        self.avoid = victim
+
+        def replaced():
+            st = self.state()
+            busy = [t for t in st["tasks"] if t["status"] in ("pending", "running")]
+            groups = {g["id"]: g for g in st["groups"]}
+            return st if not busy and all(victim not in groups[gid]["desired_peers"] and
+                                          len(groups[gid]["desired_peers"]) == 3
+                                          for gid in fixable) else None
+        st = tc.wait_for("node %d's replicas replaced" % victim, replaced,
+                         timeout=DOWN_REPLACE_AFTER_MS / 1000.0 + 60)
+        moves = [t for t in st["tasks"] if t["kind"] == "replica_move" and t["source"] == victim]
+        self.assertEqual(sorted(t["group"] for t in moves if t["status"] == "done"), fixable)
+        self.assertFalse([t for t in moves if t["group"] in lost])  # never forced
+        for gid in fixable:
+            peers = [g for g in st["groups"] if g["id"] == gid][0]["desired_peers"]
+            self.wait_no_learner(gid, peers, peers[0])
+        for gid in lost:
+            self.assertEqual([g for g in st["groups"] if g["id"] == gid][0]["desired_peers"],
+                             held[gid]["desired_peers"])
+        self.assertTrue(any(n.log_lines('msg="repair: replacing a replica of a down node" '
+                                        'node=%d' % victim)
+                            for n in self.nodes.values() if n.running()))
+        table = h.expected_hash_slot_table(tc.SLOT_GROUPS)
+        for gid in fixable:
+            key = h.key_in_group(table, gid, "repaired")
+            h.put(self.nodes[self.via()].stub, key, b"after")
+            self.assertEqual(h.get(self.nodes[self.via()].stub, key).get.value, b"after")
+        status = tc.admin_call(self.nodes[self.via()], "ControllerStatus",
+                               admin_pb2.ControllerStatusRequest(),
+                               admin_pb2.ControllerStatusResponse)
+        self.assertEqual(sorted(status.groups_without_quorum), lost)
+        print("\n  node %d killed: groups %s repaired by moves, groups %s reported without a "
+              "quorum, in %.1f s" % (victim, fixable, lost, time.monotonic() - t0))
 
 
 if __name__ == "__main__":

@@ -2743,7 +2743,7 @@ const ProtobufCMessageDescriptor slotd__v1__controller_status_request__descripto
   (ProtobufCMessageInit) slotd__v1__controller_status_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__controller_status_response__field_descriptors[11] =
+static const ProtobufCFieldDescriptor slotd__v1__controller_status_response__field_descriptors[12] =
 {
   {
     "node_id",
@@ -2877,10 +2877,23 @@ static const ProtobufCFieldDescriptor slotd__v1__controller_status_response__fie
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "groups_without_quorum",
+    12,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT32,
+    offsetof(Slotd__V1__ControllerStatusResponse, n_groups_without_quorum),
+    offsetof(Slotd__V1__ControllerStatusResponse, groups_without_quorum),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__controller_status_response__field_indices_by_name[] = {
   5,   /* field[5] = applied_index */
   3,   /* field[3] = commit_index */
+  11,   /* field[11] = groups_without_quorum */
   10,   /* field[10] = leader */
   9,   /* field[9] = mirror_lag_ms */
   0,   /* field[0] = node_id */
@@ -2894,7 +2907,7 @@ static const unsigned slotd__v1__controller_status_response__field_indices_by_na
 static const ProtobufCIntRange slotd__v1__controller_status_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 11 }
+  { 0, 12 }
 };
 const ProtobufCMessageDescriptor slotd__v1__controller_status_response__descriptor =
 {
@@ -2904,7 +2917,7 @@ const ProtobufCMessageDescriptor slotd__v1__controller_status_response__descript
   "Slotd__V1__ControllerStatusResponse",
   "slotd.v1",
   sizeof(Slotd__V1__ControllerStatusResponse),
-  11,
+  12,
   slotd__v1__controller_status_response__field_descriptors,
   slotd__v1__controller_status_response__field_indices_by_name,
   1,  slotd__v1__controller_status_response__number_ranges,

@@ -456,10 +456,17 @@ struct  Slotd__V1__ControllerStatusResponse
    * The controller leader this node believes in (0: unknown).
    */
   uint64_t leader;
+  /*
+   * Slot groups whose desired peers that are not down (per the published state's node statuses)
+   * are fewer than a quorum of them: they cannot commit until a peer comes back, and repair
+   * (--down-replace-after-ms) leaves them alone rather than force their membership.
+   */
+  size_t n_groups_without_quorum;
+  uint32_t *groups_without_quorum;
 };
 #define SLOTD__V1__CONTROLLER_STATUS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__controller_status_response__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+    , 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,NULL }
 
 
 struct  Slotd__V1__ClusterStateResponse

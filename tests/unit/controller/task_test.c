@@ -996,6 +996,73 @@ static void test_node_remove(void)
     free(s);
 }
 
+/* ctl_repair_plan: a node down and silent for down_after_ms gets its replicas moved to the
+ * least loaded (per weight) alive node outside each group, one move per group, within the move
+ * budget, none for a busy group or one without a quorum of live peers (listed as lost). */
+static void test_repair_plan(void)
+{
+    struct ctl_state *s = task_fixture(4);
+    char *cmd[1];
+    struct ctl_repair_plan *p = malloc(sizeof(*p));
+    const uint64_t dead = 5, after = 5000;
+    task_run_move(s,
+                  task_create(s, CTL_TASK_REPLICA_MOVE, 2, ctl_state_group(s, 2)->desired_peers[0],
+                              dead, 0, 1),
+                  2);
+    expect(s, OK(ctl_cmd_health_report(dead, 1000, 2000, 0, cmd)), CTL_OUTCOME_UPDATED, "");
+    ctl_repair_plan(s, 1000 + after, after, 2, p); /* alive: nothing */
+    CU_ASSERT_EQUAL(p->n_moves + p->n_lost + p->n_waiting, 0);
+    expect(s, OK(ctl_cmd_set_node_status(dead, CTL_STATUS_DOWN, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    ctl_repair_plan(s, 1000 + after - 1, after, 2, p); /* not silent long enough */
+    CU_ASSERT_EQUAL(p->n_moves, 0);
+    ctl_repair_plan(s, 1000 + after, 0, 2, p); /* 0: never */
+    CU_ASSERT_EQUAL(p->n_moves, 0);
+    ctl_repair_plan(s, 1000 + after, after, 2, p);
+    CU_ASSERT_EQUAL_FATAL(p->n_moves, 1);
+    CU_ASSERT_EQUAL(p->moves[0].group, 2);
+    CU_ASSERT_EQUAL(p->moves[0].source, dead);
+    CU_ASSERT_EQUAL(p->moves[0].target, 4); /* no replica yet: 0 per weight */
+    CU_ASSERT_EQUAL(p->n_lost, 0);
+    /* the budget counts active moves; a busy group waits */
+    uint64_t other =
+        task_create(s, CTL_TASK_REPLICA_MOVE, 1, ctl_state_group(s, 1)->desired_peers[0], 4, 0, 3);
+    ctl_repair_plan(s, 1000 + after, after, 1, p);
+    CU_ASSERT_EQUAL(p->n_moves, 0);
+    CU_ASSERT_EQUAL(p->n_waiting, 1);
+    expect(s, OK(ctl_cmd_task_abort(other, 4, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    uint64_t lt = task_create(s, CTL_TASK_LEADER_TRANSFER, 2, 0, dead, 0, 5);
+    ctl_repair_plan(s, 1000 + after, after, 2, p);
+    CU_ASSERT_EQUAL(p->n_moves, 0);
+    CU_ASSERT_EQUAL(p->n_waiting, 1);
+    expect(s, OK(ctl_cmd_task_abort(lt, 6, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    /* the plan is an ordinary move the controller takes */
+    ctl_repair_plan(s, 1000 + after, after, 2, p);
+    CU_ASSERT_EQUAL_FATAL(p->n_moves, 1);
+    struct ctl_task_spec spec = {CTL_TASK_REPLICA_MOVE, p->moves[0].group, p->moves[0].source,
+                                 p->moves[0].target, 0};
+    struct ctl_state *copy = malloc(sizeof(*copy));
+    *copy = *s;
+    expect(copy, OK(ctl_cmd_task_create(&spec, 7, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    free(copy);
+    /* a second peer of group 2 down: no quorum of live peers, reported and never moved */
+    const struct ctl_group *g2 = ctl_state_group(s, 2);
+    uint64_t peer = g2->desired_peers[0] != dead ? g2->desired_peers[0] : g2->desired_peers[1];
+    expect(s, OK(ctl_cmd_set_node_status(peer, CTL_STATUS_DOWN, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    ctl_repair_plan(s, 1000 + after, after, 2, p);
+    for (uint32_t i = 0; i < p->n_moves; i++) {
+        CU_ASSERT_NOT_EQUAL(p->moves[i].group, 2); /* the other down peer's groups may move */
+    }
+    CU_ASSERT_TRUE(p->n_lost >= 1);
+    bool listed = false;
+    for (uint32_t i = 0; i < p->n_lost; i++) {
+        listed |= p->lost[i] == 2;
+    }
+    CU_ASSERT_TRUE(listed);
+    CU_ASSERT_FALSE(ctl_group_has_quorum(s, g2));
+    free(p);
+    free(s);
+}
+
 /* A retry finds the node it was about gone: refused. */
 static void test_retry_after_target_removed(void)
 {
@@ -1087,6 +1154,7 @@ void ctl_test_add_task(void)
     CU_add_test(s, "task_fail and task_retry", test_fail_and_retry);
     CU_add_test(s, "task_abort", test_abort);
     CU_add_test(s, "node_remove", test_node_remove);
+    CU_add_test(s, "ctl_repair_plan", test_repair_plan);
     CU_add_test(s, "task_fail error cut at a UTF-8 boundary", test_fail_error_builder);
     CU_add_test(s, "task_retry refuses a removed target", test_retry_after_target_removed);
     CU_add_test(s, "history eviction and the active bound", test_eviction);
