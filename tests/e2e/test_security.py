@@ -756,6 +756,27 @@ class RbacTest(h.SlotdTestCase):
         self.assertEqual(chunks[-1].groups_done, chunks[-1].groups_total)
         self.assertStored(self.a_key)
 
+    def test_elastic_admin_writes_need_admin(self):
+        """AbortTask and RemoveNode (issue 19) change the cluster state: without credentials
+        UNAUTHENTICATED, as bob (no admin) PERMISSION_DENIED, and the nodes and tasks stay as
+        they were."""
+        def state():
+            st = json.loads(self.admin(1).ClusterState(
+                admin_pb2.ClusterStateRequest(), timeout=h.RPC_TIMEOUT_S,
+                metadata=self.root).state_json)
+            return st["nodes"], st["tasks"], st["groups"]
+        before = state()
+        for n in self.cluster.node_ids:
+            for call in (lambda md: self.admin(n).AbortTask(
+                            admin_pb2.AbortTaskRequest(task_id=1), timeout=h.RPC_TIMEOUT_S,
+                            metadata=md),
+                         lambda md: self.admin(n).RemoveNode(
+                            admin_pb2.RemoveNodeRequest(node_id=3), timeout=h.RPC_TIMEOUT_S,
+                            metadata=md)):
+                self.assertRefused(UNAUTH, lambda: call(()), "no credentials")
+                self.assertRefused(DENIED, lambda: call(self.bob), "admin needed")
+        self.assertEqual(state(), before)
+
     def test_wrong_prefix_permission_denied(self):
         for n in self.cluster.node_ids:
             why = self.assertRefused(DENIED, lambda: self.put(n, self.b_key, b"bob", self.bob),
