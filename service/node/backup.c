@@ -31,6 +31,7 @@ struct node_backup {
     struct node_api *api;
     struct rpc_stream *st;
     atomic_bool cancelled;
+    bool stalled; /* the client read nothing for BACKUP_STALL_MS (capture thread only) */
     uint32_t groups_done, groups_total;
 };
 
@@ -47,8 +48,12 @@ static int send_record(void *arg, const void *buf, size_t len)
     struct node_backup *b = arg;
     uint64_t since = mono_ms();
     while (rpc_stream_queued_bytes(b->st) + len > BACKUP_STREAM_QUEUE_BYTES) {
-        if (atomic_load(&b->cancelled) || mono_ms() - since > BACKUP_STALL_MS)
+        if (atomic_load(&b->cancelled))
             return 1;
+        if (mono_ms() - since > BACKUP_STALL_MS) {
+            b->stalled = true;
+            return 1;
+        }
         struct timespec ts = {0, BACKUP_PACE_SLEEP_US * 1000};
         nanosleep(&ts, NULL);
     }
@@ -94,7 +99,12 @@ static void finish_job(struct node_backup *b, int rc, const char *why)
                    : rc == BACKUP_EIO || rc == BACKUP_ECORRUPT ? SLOTD_ESTORAGE
                    : rc == BACKUP_ESTOP                        ? SLOTD_ESHUTTING_DOWN
                                                                : SLOTD_EINTERNAL;
-        slotd_error_set(&err, code, "backup: %s", why);
+        if (b->stalled)
+            slotd_error_set(&err, code,
+                            "backup: the client read nothing for %u ms with %zu bytes queued",
+                            BACKUP_STALL_MS, BACKUP_STREAM_QUEUE_BYTES);
+        else
+            slotd_error_set(&err, code, "backup: %s", why);
         e = &err;
     }
     struct rpc_stream *st = b->st;
@@ -169,6 +179,7 @@ static void on_backup(void *ctx, struct rpc_stream *st, const uint8_t *req, size
     b->joinable = false;
     b->st = st;
     b->groups_done = b->groups_total = 0;
+    b->stalled = false;
     atomic_store(&b->cancelled, false);
     rpc_stream_set_queue_limit(st, BACKUP_STREAM_QUEUE_BYTES + 64);
     rpc_stream_set_on_close(st, on_stream_close, b);
