@@ -697,30 +697,75 @@ int slotd_client_user_update(struct slotd_client *c, const char *uid, const char
     return meta_user_write(c, false, uid, token, device_flag, device_level, wo, out, err);
 }
 
+/* The reads and writes keyed by a uid alone. */
+enum meta_uid_kind {
+    META_UID_USER_GET,
+    META_UID_USER_DELETE,
+    META_UID_PLUGIN_GET,
+    META_UID_PLUGIN_UNBIND,
+};
+
+/* Each one's name in messages and its uid field in errors. */
+static const struct {
+    const char *op, *field;
+} meta_uid_names[] = {
+    [META_UID_USER_GET] = {"user get", "get_user.uid"},
+    [META_UID_USER_DELETE] = {"user delete", "delete_user.uid"},
+    [META_UID_PLUGIN_GET] = {"plugin get", "get_plugin_binding.uid"},
+    [META_UID_PLUGIN_UNBIND] = {"plugin unbind", "unbind_plugin.uid"},
+};
+
+/* Builds the query (ro) or command (wo) of kind for uid and sends it. */
+static int meta_uid_call(struct slotd_client *c, enum meta_uid_kind kind, const char *uid,
+                         const struct slotd_read_options *ro, const struct slotd_write_options *wo,
+                         struct slotd_meta_result **out, struct slotd_error **err)
+{
+    const char *op = meta_uid_names[kind].op;
+    META_NEED(uid, op, meta_uid_names[kind].field);
+    Slotd__V1__ReadRequest r = SLOTD__V1__READ_REQUEST__INIT;
+    Slotd__V1__ProposeRequest p = SLOTD__V1__PROPOSE_REQUEST__INIT;
+    Slotd__V1__GetUserQuery get_user = SLOTD__V1__GET_USER_QUERY__INIT;
+    Slotd__V1__DeleteUserCommand delete_user = SLOTD__V1__DELETE_USER_COMMAND__INIT;
+    Slotd__V1__GetPluginBindingQuery get_plugin = SLOTD__V1__GET_PLUGIN_BINDING_QUERY__INIT;
+    Slotd__V1__UnbindPluginCommand unbind_plugin = SLOTD__V1__UNBIND_PLUGIN_COMMAND__INIT;
+    char *id = (char *)uid;
+    switch (kind) {
+    case META_UID_USER_GET:
+        get_user.uid = id;
+        r.query_case = SLOTD__V1__READ_REQUEST__QUERY_GET_USER;
+        r.get_user = &get_user;
+        return meta_get(c, op, uid, &r, ro, out, err);
+    case META_UID_PLUGIN_GET:
+        get_plugin.uid = id;
+        r.query_case = SLOTD__V1__READ_REQUEST__QUERY_GET_PLUGIN_BINDING;
+        r.get_plugin_binding = &get_plugin;
+        return meta_get(c, op, uid, &r, ro, out, err);
+    case META_UID_USER_DELETE:
+        delete_user.uid = id;
+        p.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_DELETE_USER;
+        p.delete_user = &delete_user;
+        break;
+    case META_UID_PLUGIN_UNBIND:
+        unbind_plugin.uid = id;
+        p.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_UNBIND_PLUGIN;
+        p.unbind_plugin = &unbind_plugin;
+        break;
+    }
+    return meta_propose(c, op, uid, &p, wo, out, err);
+}
+
 int slotd_client_user_get(struct slotd_client *c, const char *uid,
                           const struct slotd_read_options *ro, struct slotd_meta_result **out,
                           struct slotd_error **err)
 {
-    META_NEED(uid, "user get", "get_user.uid");
-    Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
-    Slotd__V1__GetUserQuery q = SLOTD__V1__GET_USER_QUERY__INIT;
-    q.uid = (char *)uid;
-    m.query_case = SLOTD__V1__READ_REQUEST__QUERY_GET_USER;
-    m.get_user = &q;
-    return meta_get(c, "user get", uid, &m, ro, out, err);
+    return meta_uid_call(c, META_UID_USER_GET, uid, ro, NULL, out, err);
 }
 
 int slotd_client_user_delete(struct slotd_client *c, const char *uid,
                              const struct slotd_write_options *wo, struct slotd_meta_result **out,
                              struct slotd_error **err)
 {
-    META_NEED(uid, "user delete", "delete_user.uid");
-    Slotd__V1__ProposeRequest m = SLOTD__V1__PROPOSE_REQUEST__INIT;
-    Slotd__V1__DeleteUserCommand d = SLOTD__V1__DELETE_USER_COMMAND__INIT;
-    d.uid = (char *)uid;
-    m.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_DELETE_USER;
-    m.delete_user = &d;
-    return meta_propose(c, "user delete", uid, &m, wo, out, err);
+    return meta_uid_call(c, META_UID_USER_DELETE, uid, NULL, wo, out, err);
 }
 
 int slotd_client_user_set_system(struct slotd_client *c, const char *uid, bool system,
@@ -1399,26 +1444,14 @@ int slotd_client_plugin_get(struct slotd_client *c, const char *uid,
                             const struct slotd_read_options *ro, struct slotd_meta_result **out,
                             struct slotd_error **err)
 {
-    META_NEED(uid, "plugin get", "get_plugin_binding.uid");
-    Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
-    Slotd__V1__GetPluginBindingQuery q = SLOTD__V1__GET_PLUGIN_BINDING_QUERY__INIT;
-    q.uid = (char *)uid;
-    m.query_case = SLOTD__V1__READ_REQUEST__QUERY_GET_PLUGIN_BINDING;
-    m.get_plugin_binding = &q;
-    return meta_get(c, "plugin get", uid, &m, ro, out, err);
+    return meta_uid_call(c, META_UID_PLUGIN_GET, uid, ro, NULL, out, err);
 }
 
 int slotd_client_plugin_unbind(struct slotd_client *c, const char *uid,
                                const struct slotd_write_options *wo, struct slotd_meta_result **out,
                                struct slotd_error **err)
 {
-    META_NEED(uid, "plugin unbind", "unbind_plugin.uid");
-    Slotd__V1__ProposeRequest m = SLOTD__V1__PROPOSE_REQUEST__INIT;
-    Slotd__V1__UnbindPluginCommand u = SLOTD__V1__UNBIND_PLUGIN_COMMAND__INIT;
-    u.uid = (char *)uid;
-    m.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_UNBIND_PLUGIN;
-    m.unbind_plugin = &u;
-    return meta_propose(c, "plugin unbind", uid, &m, wo, out, err);
+    return meta_uid_call(c, META_UID_PLUGIN_UNBIND, uid, NULL, wo, out, err);
 }
 
 int slotd_client_event_append(struct slotd_client *c, const char *channel_id, uint32_t channel_type,
