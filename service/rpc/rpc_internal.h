@@ -57,6 +57,7 @@ struct rpc__method_metrics {
     struct metrics_histogram *_Atomic latency; /* NULL until first used */
     struct metrics_counter *_Atomic by_code[RPC__GRPC_CODES]; /* NULL until first used */
     struct metrics_counter *_Atomic frames[2]; /* client-stream frames: accepted, refused */
+    struct metrics_counter *_Atomic streams_by_code[RPC__GRPC_CODES]; /* server streams ended */
 };
 
 struct rpc__method {
@@ -130,7 +131,8 @@ struct rpc_server {
 
     struct metrics_family *m_requests; /* NULL when opts.metrics is NULL */
     struct metrics_family *m_latency;
-    struct metrics_family *m_frames; /* client-stream frames; NULL like m_requests */
+    struct metrics_family *m_frames;  /* client-stream frames; NULL like m_requests */
+    struct metrics_family *m_streams; /* server streams ended, by code; NULL like m_requests */
     struct rpc__method_metrics unknown_metrics; /* every unregistered path */
 };
 
@@ -146,6 +148,9 @@ bool rpc__details_trailer(grpc_metadata *trailer, const uint8_t *details, size_t
 /* Counts one frame of a client stream handed to its method's on_frame, by whether it was
  * accepted (any thread). */
 void rpc__frame_record(struct rpc_server *s, struct rpc_call *c, bool accepted);
+/* Counts a server-streaming call of c's method ending with code (slotd_grpc_streams_total),
+ * when its final status is sent. Any thread. */
+void rpc__stream_record(struct rpc_server *s, struct rpc_call *c, grpc_status_code code);
 /* Moves the grpc_call out of c and frees the shell (the caller took over the live-call count). */
 grpc_call *rpc__call_take(struct rpc_call *c);
 

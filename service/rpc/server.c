@@ -95,12 +95,33 @@ static void metrics_families_new(struct rpc_server *s)
                                    "Frames of client-streaming calls handed to their handler, by "
                                    "method and result (accepted or refused).",
                                    2, (const char *[]){"method", "result"},
-                                   &s->m_frames) != METRICS_OK) {
+                                   &s->m_frames) != METRICS_OK ||
+        metrics_counter_family_new(s->opts.metrics, "slotd_grpc_streams_total",
+                                   "Server-streaming gRPC calls (Metadata/Watch, Admin/Backup) "
+                                   "that ended with a final status, by method and status code.",
+                                   2, both, &s->m_streams) != METRICS_OK) {
         slog("warn", "rpc", "msg=\"grpc metrics not registered\"");
         s->m_requests = NULL;
         s->m_latency = NULL;
         s->m_frames = NULL;
+        s->m_streams = NULL;
     }
+}
+
+void rpc__stream_record(struct rpc_server *s, struct rpc_call *c, grpc_status_code code)
+{
+    struct rpc__method_metrics *mm = c->metrics;
+    if (mm == NULL || s->m_streams == NULL)
+        return;
+    unsigned i = (unsigned)code < RPC__GRPC_CODES ? (unsigned)code : GRPC_STATUS_UNKNOWN;
+    struct metrics_counter *ctr =
+        atomic_load_explicit(&mm->streams_by_code[i], memory_order_acquire);
+    if (ctr == NULL) {
+        const char *values[] = {mm->label, rpc__grpc_code_names[i]};
+        ctr = metrics_counter_get(s->m_streams, values);
+        atomic_store_explicit(&mm->streams_by_code[i], ctr, memory_order_release);
+    }
+    metrics_counter_add(ctr, 1);
 }
 
 void rpc__frame_record(struct rpc_server *s, struct rpc_call *c, bool accepted)
@@ -108,7 +129,8 @@ void rpc__frame_record(struct rpc_server *s, struct rpc_call *c, bool accepted)
     struct rpc__method_metrics *mm = c->metrics;
     if (mm == NULL || s->m_frames == NULL)
         return;
-    struct metrics_counter *ctr = atomic_load_explicit(&mm->frames[!accepted], memory_order_acquire);
+    struct metrics_counter *ctr =
+        atomic_load_explicit(&mm->frames[!accepted], memory_order_acquire);
     if (ctr == NULL) {
         const char *values[] = {mm->label, accepted ? "accepted" : "refused"};
         ctr = metrics_counter_get(s->m_frames, values);
@@ -1005,7 +1027,16 @@ int rpc_server_start(struct rpc_server *s, int *bound_port, char *err, size_t er
     }
     if (s->m_requests != NULL) {
         for (size_t i = 0; i < s->n_methods; i++) {
-            method_metrics_init(&s->methods[i].metrics, s->methods[i].path);
+            struct rpc__method_metrics *mm = &s->methods[i].metrics;
+            method_metrics_init(mm, s->methods[i].path);
+            /* A server stream's OK series exists from the start at 0, so a rate or increase
+             * over it sees the first stream that ends (the backup-overdue alert). */
+            if (s->m_streams != NULL && s->methods[i].kind == RPC__METHOD_SERVER_STREAM) {
+                const char *values[] = {mm->label, "OK"};
+                atomic_store_explicit(&mm->streams_by_code[GRPC_STATUS_OK],
+                                      metrics_counter_get(s->m_streams, values),
+                                      memory_order_release);
+            }
         }
         method_metrics_init(&s->unknown_metrics, "unknown");
     }

@@ -124,6 +124,7 @@ static void status_start_locked(struct rpc_stream *st)
     op.data.send_status_from_server.trailing_metadata_count = st->has_trailer ? 1 : 0;
     op.data.send_status_from_server.trailing_metadata = st->has_trailer ? &st->trailer : NULL;
     st->status_started = true;
+    rpc__stream_record(st->call->server, st->call, st->code);
     batch_start_locked(st, &op, 1, &st->status_tag);
 }
 

@@ -537,7 +537,7 @@ class LiveMetricsTest(unittest.TestCase):
         rules, doc = rule_exprs()
         names = [a for a, _ in rules]
         for want in ("SlotdGroupNoLeader", "SlotdControllerNoQuorum", "SlotdNodeDown",
-                     "SlotdQueueSaturated", "SlotdDiskNearlyFull"):
+                     "SlotdQueueSaturated", "SlotdDiskNearlyFull", "SlotdBackupOverdue"):
             self.assertIn(want, names)
         self.assertEqual(len(names), len(set(names)))
         for g in doc["groups"]:

@@ -2,6 +2,8 @@
 # per-group raft gauges, histograms, 404 elsewhere, a busy metrics port is not fatal.
 import os
 import random
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -121,7 +123,8 @@ class MetricsTest(h.SlotdTestCase):
                 "process_max_fds": "gauge",
                 "slotd_data_dir_available_bytes": "gauge", "slotd_data_dir_size_bytes": "gauge",
                 "slotd_group_has_leader": "gauge", "slotd_store_bytes": "gauge",
-                "slotd_forward_total": "counter"}
+                "slotd_forward_total": "counter", "slotd_grpc_streams_total": "counter",
+                "slotd_repair_moves_total": "counter", "slotd_groups_without_quorum": "gauge"}
         for name, kind in want.items():
             self.assertEqual(s.types.get(name), kind, name)
             self.assertIn("# HELP %s " % name, s.text)
@@ -152,6 +155,24 @@ class MetricsTest(h.SlotdTestCase):
         for _ in range(4):
             h.put(self.stub, h.unique_key(b"storebytes", self.rng), b"y" * 65536)
         self.assertGreater(self.scrape().value("slotd_store_bytes", db="raftlog"), before)
+
+    def test_finished_backup_stream_counted(self):
+        """slotd_grpc_streams_total: a server stream's OK series is there at 0 before any ends,
+        and one Admin.Backup stream run to its end by `slotctl backup save` adds 1."""
+        backup = "slotd.v1.Admin/Backup"
+        before = self.scrape()
+        self.assertIsNotNone(before.value("slotd_grpc_streams_total",
+                                          method="slotd.v1.Metadata/Watch", code="OK"))
+        ok = before.value("slotd_grpc_streams_total", method=backup, code="OK")
+        self.assertIsNotNone(ok)
+        slotctl = str(h.SLOTD_BIN.parent / "slotctl")
+        path = os.path.join(tempfile.mkdtemp(prefix="slotd-e2e-backup-"), "b.backup")
+        r = subprocess.run([slotctl, "--endpoints", self.server.addr, "backup", "save", path],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.scrape().value("slotd_grpc_streams_total", method=backup, code="OK"),
+                         ok + 1)
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
     def test_serializable_reads_on_the_call_thread(self):
         """LOCAL reads are answered on the gRPC thread (read_local.c) with the written value and
