@@ -456,6 +456,7 @@ static const struct op_def ops[] = {
     {"task_retry", {"task", "now_ms"}, {NULL}, false, ctl__op_task_retry},
     {"task_abort", {"task", "now_ms"}, {NULL}, true, ctl__op_task_abort},
     {"node_remove", {"id"}, {NULL}, false, ctl__op_node_remove},
+    {"controller_voter_demote", {"node"}, {NULL}, false, ctl__op_controller_voter_demote},
     {"auth_init", {"token_key", "password_hash"}, {NULL}, false, ctl__op_auth_init},
     {"user_add", {"name", "password_hash"}, {NULL}, false, ctl__op_user_add},
     {"user_delete", {"name"}, {NULL}, false, ctl__op_user_delete},

@@ -476,3 +476,17 @@ int ctl_cmd_node_remove(uint64_t id, uint64_t expected_revision, char **out)
     }
     return finish(cmd, bad, expected_revision, out);
 }
+
+int ctl_cmd_controller_voter_demote(uint64_t node, uint64_t expected_revision, char **out)
+{
+    if (node == 0 || node > CTL_U64_JSON_MAX) {
+        return CTL_EINVALID;
+    }
+    json_t *cmd = json_object();
+    int bad = cmd == NULL;
+    if (cmd != NULL) {
+        bad |= ctl__json_set(cmd, "op", json_string("controller_voter_demote"));
+        bad |= ctl__json_set(cmd, "node", ctl__json_u64_new(node));
+    }
+    return finish(cmd, bad, expected_revision, out);
+}

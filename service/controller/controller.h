@@ -575,6 +575,15 @@ int ctl_cmd_task_retry(uint64_t task, uint64_t now_ms, uint64_t expected_revisio
  * be another node. */
 int ctl_cmd_node_remove(uint64_t id, uint64_t expected_revision, char **out);
 
+/* controller_voter_demote {node} (CHANGED): the node loses the controller_voter role (it keeps
+ * its data role and replicas) and becomes a mirror: the controller leader removes it from group
+ * 0 once it stopped answering there (service/runtime/ctl_members.c). REJECTED for an unknown node,
+ * one that is not a voter, the only voter, or while a promotion is active. On the controller
+ * leader ctl_vet also needs live proof that a quorum remains: voters other than the node that
+ * are the leader itself or alive in the state and hold the leader's commit index, as many as a
+ * quorum of the current voters. */
+int ctl_cmd_controller_voter_demote(uint64_t node, uint64_t expected_revision, char **out);
+
 /* ---- repair (repair.c) ------------------------------------------------------------------------
  * A data node whose status is down and whose last health report is at least down_after_ms old
  * (now_ms: the caller's wall clock) has each replica replaced by an ordinary replica_move task

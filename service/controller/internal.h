@@ -147,6 +147,8 @@ int ctl__op_task_fail(struct ctl_state *s, const json_t *cmd, struct ctl_result 
 int ctl__op_task_retry(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
 int ctl__op_task_abort(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
 int ctl__op_node_remove(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_controller_voter_demote(struct ctl_state *s, const json_t *cmd,
+                                    struct ctl_result *r);
 
 /* The running task named by cmd's fence fields "task", "attempt", "phase" (and "group",
  * "config_epoch" when with_group): NULL with r NOOP ("stale fence: ...") when it does not match,

@@ -1,5 +1,6 @@
 /* membership.c - node_remove: a dead node leaves the cluster for good (a tombstone), allowed only
- * when every group it is a desired peer of keeps a quorum of live peers without it. */
+ * when every group it is a desired peer of keeps a quorum of live peers without it; and
+ * controller_voter_demote: a controller voter becomes a mirror. */
 #include <string.h>
 
 #include "internal.h"
@@ -99,6 +100,41 @@ int ctl__op_node_remove(struct ctl_state *s, const json_t *cmd, struct ctl_resul
         }
     }
     n->join_state = CTL_JOIN_REMOVED;
+    r->outcome = CTL_OUTCOME_CHANGED;
+    return CTL_OK;
+}
+
+/* ---- controller_voter_demote ---- */
+
+int ctl__op_controller_voter_demote(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
+{
+    uint64_t id;
+    if (ctl__json_u64(cmd, "node", "", 1, CTL_U64_JSON_MAX, &id, RS(r)) != CTL_OK) {
+        r->outcome = CTL_OUTCOME_REJECTED;
+        return CTL_OK;
+    }
+    struct ctl_node *n = (struct ctl_node *)ctl_state_node(s, id);
+    if (n == NULL) {
+        return REJECT(r, "node: node %llu is unknown", ULL(id));
+    }
+    if (!(n->roles & CTL_ROLE_CONTROLLER_VOTER)) {
+        return REJECT(r, "node: node %llu is not a controller voter", ULL(id));
+    }
+    uint32_t voters = 0;
+    for (uint32_t i = 0; i < s->n_nodes; i++) {
+        voters += (s->nodes[i].roles & CTL_ROLE_CONTROLLER_VOTER) != 0;
+    }
+    if (voters <= 1) {
+        return REJECT(r, "node: node %llu is the only controller voter", ULL(id));
+    }
+    for (uint32_t i = 0; i < s->n_tasks; i++) {
+        const struct ctl_task *t = &s->tasks[i];
+        if (ctl__task_active(t) && t->kind == CTL_TASK_CONTROLLER_VOTER_PROMOTION) {
+            return REJECT(r, "node: controller_voter_promotion %llu (node %llu) is active",
+                          ULL(t->id), ULL(t->target));
+        }
+    }
+    n->roles &= ~(unsigned)CTL_ROLE_CONTROLLER_VOTER;
     r->outcome = CTL_OUTCOME_CHANGED;
     return CTL_OK;
 }

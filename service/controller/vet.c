@@ -339,6 +339,50 @@ static bool remove_facts(const struct vet *v, uint64_t node)
     return true;
 }
 
+/* controller_voter_demote: the controller leader's own group 0 shows the node a voter, and the
+ * voters other than it that are the leader itself, or alive in the state and hold the leader's
+ * commit index (its progress, fresh), are at least a quorum of the current voters: the removal
+ * commits and the rest keep a quorum. */
+static bool demote_facts(const struct vet *v, uint64_t node)
+{
+    const struct ctl_node *n = ctl_state_node(v->s, node);
+    struct ctl_obs_group g;
+    if (n == NULL || !(n->roles & CTL_ROLE_CONTROLLER_VOTER)) {
+        return true; /* ctl_apply refuses it, saying why */
+    }
+    if (!observe_fresh(v, 0, &g)) {
+        return false;
+    }
+    if (!ctl__set_has(g.voters, g.n_voters, node)) {
+        char b[256];
+        seen(v, &g, b, sizeof(b));
+        snprintf(v->why, v->whylen, "group 0: node %llu is not a voter %s", ULL(node), b);
+        return false;
+    }
+    uint32_t live = 0, quorum = g.n_voters / 2 + 1;
+    for (uint32_t i = 0; i < g.n_voters; i++) {
+        uint64_t id = g.voters[i];
+        const struct ctl_node *p = ctl_state_node(v->s, id);
+        bool ok = id == v->observer;
+        for (uint32_t k = 0; !ok && k < g.n_members; k++) {
+            const struct ctl_obs_member *m = &g.members[k];
+            ok = m->node == id && m->known && m->age_ms <= v->max_age_ms && m->commit > 0 &&
+                 m->match >= m->commit && p != NULL && p->status == CTL_STATUS_ALIVE;
+        }
+        live += id != node && ok;
+    }
+    if (live < quorum) {
+        char b[256];
+        seen(v, &g, b, sizeof(b));
+        snprintf(v->why, v->whylen,
+                 "group 0: without node %llu, %u voters are alive and caught up, below a quorum "
+                 "of %u of the %u voters %s",
+                 ULL(node), live, quorum, g.n_voters, b);
+        return false;
+    }
+    return true;
+}
+
 int ctl_vet(const struct ctl_state *state, const void *cmd, size_t len, ctl_observe_cb observe,
             void *arg, uint64_t observer, uint64_t max_age_ms, char **out, char *why, size_t whylen)
 {
@@ -352,6 +396,11 @@ int ctl_vet(const struct ctl_state *state, const void *cmd, size_t len, ctl_obse
     }
     json_t *root = json_loadb(cmd, len, JSON_REJECT_DUPLICATES, NULL);
     const char *op = json_string_value(json_object_get(root, "op"));
+    if (op != NULL && strcmp(op, "controller_voter_demote") == 0) {
+        int rc = demote_facts(&v, u64_or_0(root, "node")) ? CTL_OK : CTL_EFACT;
+        json_decref(root);
+        return rc;
+    }
     if (op != NULL && strcmp(op, "node_remove") == 0) {
         int rc = remove_facts(&v, u64_or_0(root, "id")) ? CTL_OK : CTL_EFACT;
         json_decref(root);

@@ -622,6 +622,28 @@ static void on_abort_task(void *ctx, struct rpc_call *call, const uint8_t *req, 
     slotd__v1__abort_task_request__free_unpacked(r, NULL);
 }
 
+static void on_demote_voter(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__DemoteControllerVoterRequest *r =
+        slotd__v1__demote_controller_voter_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.DemoteControllerVoterRequest");
+        return;
+    }
+    char *cmd = NULL;
+    int rc = node_field(r->node_id, "node_id", &err);
+    if (rc == 0 &&
+        (rc = ctl_cmd_controller_voter_demote(r->node_id, r->expected_revision, &cmd)) != CTL_OK)
+        rc = build_failed(rc, &err);
+    else if (rc == 0)
+        rc = node_admin_submit(api, call, "/slotd.v1.Admin/DemoteControllerVoter", cmd, &r->base,
+                               &r->no_forward, &err);
+    finish(call, rc, cmd, &err);
+    slotd__v1__demote_controller_voter_request__free_unpacked(r, NULL);
+}
+
 static void on_remove_node(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
@@ -982,6 +1004,7 @@ static const struct {
     {"/slotd.v1.Admin/RetryTask", on_retry_task},
     {"/slotd.v1.Admin/AbortTask", on_abort_task},
     {"/slotd.v1.Admin/RemoveNode", on_remove_node},
+    {"/slotd.v1.Admin/DemoteControllerVoter", on_demote_voter},
     {"/slotd.v1.Admin/MigrateHashSlots", on_migrate_hash_slots},
     {"/slotd.v1.Admin/SetFeature", on_set_feature},
 };

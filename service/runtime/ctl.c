@@ -144,6 +144,11 @@ static int state_save(struct runtime *rt, const struct ctl_state *s, bool with_a
     return rc;
 }
 
+int rt_ctl_save_mirror(struct runtime *rt)
+{
+    return rt->ctl != NULL ? state_save(rt, rt->ctl, false) : 0;
+}
+
 /* *found = false when the store holds no controller state. A value that does not decode is an
  * error: the store is the truth, and a damaged truth must not be replaced by a guess. */
 static int state_load(struct runtime *rt, struct ctl_state *s, bool *found, char *err,

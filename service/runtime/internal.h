@@ -481,6 +481,7 @@ struct runtime {
     _Atomic bool ctl_removed;
     int64_t ctl_next_status_ms;      /* loop: leader, next node-status reconciliation */
     int64_t repair_next_ms;          /* loop: repair.c's next plan (rt_now_ms) */
+    int64_t ctl_members_next_ms;     /* loop: ctl_members.c's next conf change or transfer */
     uint32_t repair_lost;            /* loop: groups without a quorum in the last plan */
     struct rt_task_pace task_pace[RT_TASK_PACE_MAX];   /* loop */
     struct rt_migration migrations[RT_MIGRATIONS_MAX]; /* loop, reply fields under their mu */
@@ -624,6 +625,10 @@ bool rt_ctl_leading(const struct runtime *rt);
 uint64_t rt_wall_ms(void); /* CLOCK_REALTIME in ms (controller timestamps) */
 /* task.c: the task executor (loop thread, every poll) */
 void rt_task_step(struct runtime *rt);
+/* ctl_members.c: group 0's members follow the state's controller voters (loop thread) */
+void rt_ctl_members_step(struct runtime *rt);
+/* ctl.c: saves the published state as a mirror's copy (no applied index); 0 or a store error */
+int rt_ctl_save_mirror(struct runtime *rt);
 /* repair.c: on the controller leader, replica moves for nodes down too long (loop thread) */
 void rt_repair_step(struct runtime *rt);
 /* task_cleanup.c: the leader of each slot group removes a learner no task owns (loop thread) */

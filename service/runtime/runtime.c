@@ -462,6 +462,7 @@ static void on_poll(uv_timer_t *h)
     rt_ctl_liveness(h->data);
     rt_task_step(h->data);
     rt_repair_step(h->data);
+    rt_ctl_members_step(h->data);
     rt_pump(h->data); /* what the controller proposed */
 }
 

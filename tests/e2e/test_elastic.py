@@ -195,6 +195,57 @@ class ElasticTest(h.SlotdTestCase):
         print("\n  dead target: failed, cleaned up, next move done: %.1f s"
               % (time.monotonic() - t0))
 
+    # -- controller membership --
+
+    def test_demote_controller_voter(self):
+        """DemoteControllerVoter of the controller leader itself: it loses the controller_voter
+        role, hands leadership to a caught-up voter, closes its copy of the controller log and
+        mirrors the state (ControllerStatus role "mirror"); the new leader takes it out of group
+        0, and controller writes keep working through it. With two voters left, demoting one
+        more is refused (FAILED_PRECONDITION: no live quorum would remain) and changes nothing."""
+        t0 = time.monotonic()
+
+        def status(n):
+            return tc.admin_call(self.nodes[n], "ControllerStatus",
+                                 admin_pb2.ControllerStatusRequest(),
+                                 admin_pb2.ControllerStatusResponse)
+        leader = tc.wait_for("a controller leader", lambda: status(1).leader)
+        rest = [n for n in (1, 2, 3) if n != leader]
+        resp = self.admin("DemoteControllerVoter",
+                          admin_pb2.DemoteControllerVoterRequest(node_id=leader), via=rest[0])
+        self.assertEqual(resp.outcome, admin_pb2.OUTCOME_CHANGED)
+        roles = {n["id"]: n["roles"] for n in self.state(resp.revision)["nodes"]}
+        self.assertEqual(roles[leader], ["data"])
+        tc.wait_for("node %d mirrors" % leader, lambda: status(leader).role == "mirror")
+        self.assertTrue(self.nodes[leader].log_lines(
+            "controller leader demoted: handing leadership over"))
+        self.assertTrue(self.nodes[leader].log_lines("no longer a controller voter"))
+        tc.wait_for("node %d taken out of group 0" % leader, lambda: any(
+            self.nodes[n].log_lines('msg="controller member removal proposed" node=%d' % leader)
+            for n in rest))
+        self.assertFalse(tc.cluster_state(self.nodes[leader])[0].from_voter)
+        tc.wait_for("a leader among %s" % rest, lambda: status(rest[0]).leader in rest and
+                    status(rest[0]).leader == status(rest[1]).leader)
+        # controller writes, relayed by the new mirror
+        g = self.group(1)
+        w = tc.admin_call(self.nodes[leader], "SetPreferredLeader",
+                          admin_pb2.SetPreferredLeaderRequest(
+                              group_id=1, node_id=g["preferred_leader"]),
+                          admin_pb2.AdminWriteResponse)
+        self.assertIn(w.outcome, (admin_pb2.OUTCOME_CHANGED, admin_pb2.OUTCOME_NOOP))
+        before = self.state()
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.admin("DemoteControllerVoter",
+                       admin_pb2.DemoteControllerVoterRequest(node_id=rest[1]))
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION,
+                         cm.exception.details())
+        self.assertIn("below a quorum of 2 of the 2 voters", cm.exception.details())
+        after = self.state()
+        self.assertEqual([n["roles"] for n in after["nodes"]],
+                         [n["roles"] for n in before["nodes"]])
+        print("\n  controller leader %d demoted to a mirror, a second demotion refused: %.1f s"
+              % (leader, time.monotonic() - t0))
+
     # -- drain proof --
 
     def test_forged_tombstone_changes_nothing(self):
@@ -321,7 +372,9 @@ class ElasticTest(h.SlotdTestCase):
                                           for gid in fixable) else None
         st = tc.wait_for("node %d's replicas replaced" % victim, replaced,
                          timeout=DOWN_REPLACE_AFTER_MS / 1000.0 + 60)
-        moves = [t for t in st["tasks"] if t["kind"] == "replica_move" and t["source"] == victim]
+        first = before["next_task_id"]  # the drain of test_forged_tombstone moved one earlier
+        moves = [t for t in st["tasks"] if t["kind"] == "replica_move" and t["source"] == victim
+                 and t["id"] >= first]
         self.assertEqual(sorted(t["group"] for t in moves if t["status"] == "done"), fixable)
         self.assertFalse([t for t in moves if t["group"] in lost])  # never forced
         for gid in fixable:

@@ -757,9 +757,9 @@ class RbacTest(h.SlotdTestCase):
         self.assertStored(self.a_key)
 
     def test_elastic_admin_writes_need_admin(self):
-        """AbortTask and RemoveNode (issue 19) change the cluster state: without credentials
-        UNAUTHENTICATED, as bob (no admin) PERMISSION_DENIED, and the nodes and tasks stay as
-        they were."""
+        """AbortTask, RemoveNode and DemoteControllerVoter (issue 19) change the cluster state:
+        without credentials UNAUTHENTICATED, as bob (no admin) PERMISSION_DENIED, and the
+        nodes, tasks and groups stay as they were."""
         def state():
             st = json.loads(self.admin(1).ClusterState(
                 admin_pb2.ClusterStateRequest(), timeout=h.RPC_TIMEOUT_S,
@@ -772,7 +772,10 @@ class RbacTest(h.SlotdTestCase):
                             metadata=md),
                          lambda md: self.admin(n).RemoveNode(
                             admin_pb2.RemoveNodeRequest(node_id=3), timeout=h.RPC_TIMEOUT_S,
-                            metadata=md)):
+                            metadata=md),
+                         lambda md: self.admin(n).DemoteControllerVoter(
+                            admin_pb2.DemoteControllerVoterRequest(node_id=1),
+                            timeout=h.RPC_TIMEOUT_S, metadata=md)):
                 self.assertRefused(UNAUTH, lambda: call(()), "no credentials")
                 self.assertRefused(DENIED, lambda: call(self.bob), "admin needed")
         self.assertEqual(state(), before)

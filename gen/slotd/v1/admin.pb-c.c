@@ -817,6 +817,51 @@ void   slotd__v1__abort_task_request__free_unpacked
   assert(message->base.descriptor == &slotd__v1__abort_task_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__v1__demote_controller_voter_request__init
+                     (Slotd__V1__DemoteControllerVoterRequest         *message)
+{
+  static const Slotd__V1__DemoteControllerVoterRequest init_value = SLOTD__V1__DEMOTE_CONTROLLER_VOTER_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__demote_controller_voter_request__get_packed_size
+                     (const Slotd__V1__DemoteControllerVoterRequest *message)
+{
+  assert(message->base.descriptor == &slotd__v1__demote_controller_voter_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__demote_controller_voter_request__pack
+                     (const Slotd__V1__DemoteControllerVoterRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__demote_controller_voter_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__demote_controller_voter_request__pack_to_buffer
+                     (const Slotd__V1__DemoteControllerVoterRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__demote_controller_voter_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__DemoteControllerVoterRequest *
+       slotd__v1__demote_controller_voter_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__DemoteControllerVoterRequest *)
+     protobuf_c_message_unpack (&slotd__v1__demote_controller_voter_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__demote_controller_voter_request__free_unpacked
+                     (Slotd__V1__DemoteControllerVoterRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__demote_controller_voter_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__v1__remove_node_request__init
                      (Slotd__V1__RemoveNodeRequest         *message)
 {
@@ -2518,6 +2563,71 @@ const ProtobufCMessageDescriptor slotd__v1__abort_task_request__descriptor =
   (ProtobufCMessageInit) slotd__v1__abort_task_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor slotd__v1__demote_controller_voter_request__field_descriptors[3] =
+{
+  {
+    "node_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DemoteControllerVoterRequest, node_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expected_revision",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DemoteControllerVoterRequest, expected_revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "no_forward",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__DemoteControllerVoterRequest, no_forward),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__demote_controller_voter_request__field_indices_by_name[] = {
+  1,   /* field[1] = expected_revision */
+  2,   /* field[2] = no_forward */
+  0,   /* field[0] = node_id */
+};
+static const ProtobufCIntRange slotd__v1__demote_controller_voter_request__number_ranges[2 + 1] =
+{
+  { 1, 0 },
+  { 15, 2 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__demote_controller_voter_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.DemoteControllerVoterRequest",
+  "DemoteControllerVoterRequest",
+  "Slotd__V1__DemoteControllerVoterRequest",
+  "slotd.v1",
+  sizeof(Slotd__V1__DemoteControllerVoterRequest),
+  3,
+  slotd__v1__demote_controller_voter_request__field_descriptors,
+  slotd__v1__demote_controller_voter_request__field_indices_by_name,
+  2,  slotd__v1__demote_controller_voter_request__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__demote_controller_voter_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor slotd__v1__remove_node_request__field_descriptors[3] =
 {
   {
@@ -3531,7 +3641,7 @@ const ProtobufCEnumDescriptor slotd__v1__outcome__descriptor =
   slotd__v1__outcome__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[20] =
+static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[21] =
 {
   { "ClusterState", &slotd__v1__cluster_state_request__descriptor, &slotd__v1__cluster_state_response__descriptor },
   { "ControllerStatus", &slotd__v1__controller_status_request__descriptor, &slotd__v1__controller_status_response__descriptor },
@@ -3546,6 +3656,7 @@ static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[20] 
   { "RetryTask", &slotd__v1__retry_task_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "AbortTask", &slotd__v1__abort_task_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "RemoveNode", &slotd__v1__remove_node_request__descriptor, &slotd__v1__admin_write_response__descriptor },
+  { "DemoteControllerVoter", &slotd__v1__demote_controller_voter_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "MigrateHashSlots", &slotd__v1__migrate_hash_slots_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "SetFeature", &slotd__v1__set_feature_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "Authenticate", &slotd__v1__authenticate_request__descriptor, &slotd__v1__authenticate_response__descriptor },
@@ -3557,24 +3668,25 @@ static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[20] 
 const unsigned slotd__v1__admin__method_indices_by_name[] = {
   11,        /* AbortTask */
   3,        /* ActivateNode */
-  18,        /* AuthList */
-  15,        /* Authenticate */
-  19,        /* Backup */
+  19,        /* AuthList */
+  16,        /* Authenticate */
+  20,        /* Backup */
   0,        /* ClusterState */
   1,        /* ControllerStatus */
+  13,        /* DemoteControllerVoter */
   9,        /* DrainNode */
   2,        /* JoinNode */
-  13,        /* MigrateHashSlots */
+  14,        /* MigrateHashSlots */
   6,        /* MoveReplica */
   8,        /* PromoteControllerVoter */
   12,        /* RemoveNode */
   5,        /* ReportHealth */
   10,        /* RetryTask */
-  17,        /* RoleWrite */
-  14,        /* SetFeature */
+  18,        /* RoleWrite */
+  15,        /* SetFeature */
   4,        /* SetPreferredLeader */
   7,        /* TransferLeader */
-  16         /* UserWrite */
+  17         /* UserWrite */
 };
 const ProtobufCServiceDescriptor slotd__v1__admin__descriptor =
 {
@@ -3583,7 +3695,7 @@ const ProtobufCServiceDescriptor slotd__v1__admin__descriptor =
   "Admin",
   "Slotd__V1__Admin",
   "slotd.v1",
-  20,
+  21,
   slotd__v1__admin__method_descriptors,
   slotd__v1__admin__method_indices_by_name
 };
@@ -3691,13 +3803,21 @@ void slotd__v1__admin__remove_node(ProtobufCService *service,
   assert(service->descriptor == &slotd__v1__admin__descriptor);
   service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void slotd__v1__admin__demote_controller_voter(ProtobufCService *service,
+                                               const Slotd__V1__DemoteControllerVoterRequest *input,
+                                               Slotd__V1__AdminWriteResponse_Closure closure,
+                                               void *closure_data)
+{
+  assert(service->descriptor == &slotd__v1__admin__descriptor);
+  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void slotd__v1__admin__migrate_hash_slots(ProtobufCService *service,
                                           const Slotd__V1__MigrateHashSlotsRequest *input,
                                           Slotd__V1__AdminWriteResponse_Closure closure,
                                           void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__set_feature(ProtobufCService *service,
                                    const Slotd__V1__SetFeatureRequest *input,
@@ -3705,7 +3825,7 @@ void slotd__v1__admin__set_feature(ProtobufCService *service,
                                    void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__authenticate(ProtobufCService *service,
                                     const Slotd__V1__AuthenticateRequest *input,
@@ -3713,7 +3833,7 @@ void slotd__v1__admin__authenticate(ProtobufCService *service,
                                     void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__user_write(ProtobufCService *service,
                                   const Slotd__V1__UserWriteRequest *input,
@@ -3721,7 +3841,7 @@ void slotd__v1__admin__user_write(ProtobufCService *service,
                                   void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__role_write(ProtobufCService *service,
                                   const Slotd__V1__RoleWriteRequest *input,
@@ -3729,7 +3849,7 @@ void slotd__v1__admin__role_write(ProtobufCService *service,
                                   void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 18, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__auth_list(ProtobufCService *service,
                                  const Slotd__V1__AuthListRequest *input,
@@ -3737,7 +3857,7 @@ void slotd__v1__admin__auth_list(ProtobufCService *service,
                                  void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 18, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 19, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__backup(ProtobufCService *service,
                               const Slotd__V1__BackupRequest *input,
@@ -3745,7 +3865,7 @@ void slotd__v1__admin__backup(ProtobufCService *service,
                               void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 19, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 20, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
                              Slotd__V1__Admin_ServiceDestroy destroy)

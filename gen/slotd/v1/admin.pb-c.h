@@ -33,6 +33,7 @@ typedef struct Slotd__V1__PromoteControllerVoterRequest Slotd__V1__PromoteContro
 typedef struct Slotd__V1__DrainNodeRequest Slotd__V1__DrainNodeRequest;
 typedef struct Slotd__V1__RetryTaskRequest Slotd__V1__RetryTaskRequest;
 typedef struct Slotd__V1__AbortTaskRequest Slotd__V1__AbortTaskRequest;
+typedef struct Slotd__V1__DemoteControllerVoterRequest Slotd__V1__DemoteControllerVoterRequest;
 typedef struct Slotd__V1__RemoveNodeRequest Slotd__V1__RemoveNodeRequest;
 typedef struct Slotd__V1__MigrateHashSlotsRequest Slotd__V1__MigrateHashSlotsRequest;
 typedef struct Slotd__V1__ClusterStateRequest Slotd__V1__ClusterStateRequest;
@@ -357,6 +358,18 @@ struct  Slotd__V1__AbortTaskRequest
 };
 #define SLOTD__V1__ABORT_TASK_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__abort_task_request__descriptor) \
+    , 0, 0, 0 }
+
+
+struct  Slotd__V1__DemoteControllerVoterRequest
+{
+  ProtobufCMessage base;
+  uint64_t node_id;
+  uint64_t expected_revision;
+  protobuf_c_boolean no_forward;
+};
+#define SLOTD__V1__DEMOTE_CONTROLLER_VOTER_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__demote_controller_voter_request__descriptor) \
     , 0, 0, 0 }
 
 
@@ -939,6 +952,25 @@ Slotd__V1__AbortTaskRequest *
 void   slotd__v1__abort_task_request__free_unpacked
                      (Slotd__V1__AbortTaskRequest *message,
                       ProtobufCAllocator *allocator);
+/* Slotd__V1__DemoteControllerVoterRequest methods */
+void   slotd__v1__demote_controller_voter_request__init
+                     (Slotd__V1__DemoteControllerVoterRequest         *message);
+size_t slotd__v1__demote_controller_voter_request__get_packed_size
+                     (const Slotd__V1__DemoteControllerVoterRequest   *message);
+size_t slotd__v1__demote_controller_voter_request__pack
+                     (const Slotd__V1__DemoteControllerVoterRequest   *message,
+                      uint8_t             *out);
+size_t slotd__v1__demote_controller_voter_request__pack_to_buffer
+                     (const Slotd__V1__DemoteControllerVoterRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__DemoteControllerVoterRequest *
+       slotd__v1__demote_controller_voter_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__demote_controller_voter_request__free_unpacked
+                     (Slotd__V1__DemoteControllerVoterRequest *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__V1__RemoveNodeRequest methods */
 void   slotd__v1__remove_node_request__init
                      (Slotd__V1__RemoveNodeRequest         *message);
@@ -1204,6 +1236,9 @@ typedef void (*Slotd__V1__RetryTaskRequest_Closure)
 typedef void (*Slotd__V1__AbortTaskRequest_Closure)
                  (const Slotd__V1__AbortTaskRequest *message,
                   void *closure_data);
+typedef void (*Slotd__V1__DemoteControllerVoterRequest_Closure)
+                 (const Slotd__V1__DemoteControllerVoterRequest *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__RemoveNodeRequest_Closure)
                  (const Slotd__V1__RemoveNodeRequest *message,
                   void *closure_data);
@@ -1296,6 +1331,10 @@ struct Slotd__V1__Admin_Service
                       const Slotd__V1__RemoveNodeRequest *input,
                       Slotd__V1__AdminWriteResponse_Closure closure,
                       void *closure_data);
+  void (*demote_controller_voter)(Slotd__V1__Admin_Service *service,
+                                  const Slotd__V1__DemoteControllerVoterRequest *input,
+                                  Slotd__V1__AdminWriteResponse_Closure closure,
+                                  void *closure_data);
   void (*migrate_hash_slots)(Slotd__V1__Admin_Service *service,
                              const Slotd__V1__MigrateHashSlotsRequest *input,
                              Slotd__V1__AdminWriteResponse_Closure closure,
@@ -1345,6 +1384,7 @@ void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
       function_prefix__ ## retry_task,\
       function_prefix__ ## abort_task,\
       function_prefix__ ## remove_node,\
+      function_prefix__ ## demote_controller_voter,\
       function_prefix__ ## migrate_hash_slots,\
       function_prefix__ ## set_feature,\
       function_prefix__ ## authenticate,\
@@ -1404,6 +1444,10 @@ void slotd__v1__admin__remove_node(ProtobufCService *service,
                                    const Slotd__V1__RemoveNodeRequest *input,
                                    Slotd__V1__AdminWriteResponse_Closure closure,
                                    void *closure_data);
+void slotd__v1__admin__demote_controller_voter(ProtobufCService *service,
+                                               const Slotd__V1__DemoteControllerVoterRequest *input,
+                                               Slotd__V1__AdminWriteResponse_Closure closure,
+                                               void *closure_data);
 void slotd__v1__admin__migrate_hash_slots(ProtobufCService *service,
                                           const Slotd__V1__MigrateHashSlotsRequest *input,
                                           Slotd__V1__AdminWriteResponse_Closure closure,
@@ -1456,6 +1500,7 @@ extern const ProtobufCMessageDescriptor slotd__v1__promote_controller_voter_requ
 extern const ProtobufCMessageDescriptor slotd__v1__drain_node_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__retry_task_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__abort_task_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__demote_controller_voter_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__remove_node_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__migrate_hash_slots_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__cluster_state_request__descriptor;

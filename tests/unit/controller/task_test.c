@@ -996,6 +996,39 @@ static void test_node_remove(void)
     free(s);
 }
 
+/* controller_voter_demote: a voter loses the role (keeping its data role); unknown nodes,
+ * non-voters, the last voter and a demotion during a promotion are refused, changing nothing;
+ * a demoted voter can then be drained. */
+static void test_demote(void)
+{
+    struct ctl_state *s = task_fixture(4);
+    char *cmd[1];
+    expect(s, OK(ctl_cmd_controller_voter_demote(99, 0, cmd)), CTL_OUTCOME_REJECTED,
+           "node: node 99 is unknown");
+    expect(s, OK(ctl_cmd_controller_voter_demote(4, 0, cmd)), CTL_OUTCOME_REJECTED,
+           "node: node 4 is not a controller voter");
+    CU_ASSERT_EQUAL(ctl_cmd_controller_voter_demote(0, 0, cmd), CTL_EINVALID);
+    uint64_t pr = task_create(s, CTL_TASK_CONTROLLER_VOTER_PROMOTION, 0, 0, 0, 4, 1);
+    expect(s, OK(ctl_cmd_controller_voter_demote(3, 0, cmd)), CTL_OUTCOME_REJECTED, "is active");
+    expect(s, OK(ctl_cmd_task_fail(pr, 1, 0, "x", 2, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    struct ctl_task_spec drain = {CTL_TASK_NODE_DRAIN, 0, 0, 0, 3};
+    expect(s, OK(ctl_cmd_task_create(&drain, 3, 0, cmd)), CTL_OUTCOME_REJECTED,
+           "node: node 3 is a controller voter: demote it first");
+    expect(s, OK(ctl_cmd_controller_voter_demote(3, s->revision + 1, cmd)), CTL_OUTCOME_REJECTED,
+           "stale expected_revision");
+    expect(s, OK(ctl_cmd_controller_voter_demote(3, s->revision, cmd)), CTL_OUTCOME_CHANGED, "");
+    const struct ctl_node *n3 = ctl_state_node(s, 3);
+    CU_ASSERT_EQUAL(n3->roles, CTL_ROLE_DATA);
+    CU_ASSERT_EQUAL(n3->join_state, CTL_JOIN_ACTIVE);
+    expect(s, OK(ctl_cmd_controller_voter_demote(3, 0, cmd)), CTL_OUTCOME_REJECTED,
+           "node: node 3 is not a controller voter");
+    expect(s, OK(ctl_cmd_task_create(&drain, 4, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    expect(s, OK(ctl_cmd_controller_voter_demote(2, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    expect(s, OK(ctl_cmd_controller_voter_demote(1, 0, cmd)), CTL_OUTCOME_REJECTED,
+           "node: node 1 is the only controller voter");
+    free(s);
+}
+
 /* ctl_repair_plan: a node down and silent for down_after_ms gets its replicas moved to the
  * least loaded (per weight) alive node outside each group, one move per group, within the move
  * budget, none for a busy group or one without a quorum of live peers (listed as lost). */
@@ -1155,6 +1188,7 @@ void ctl_test_add_task(void)
     CU_add_test(s, "task_abort", test_abort);
     CU_add_test(s, "node_remove", test_node_remove);
     CU_add_test(s, "ctl_repair_plan", test_repair_plan);
+    CU_add_test(s, "controller_voter_demote", test_demote);
     CU_add_test(s, "task_fail error cut at a UTF-8 boundary", test_fail_error_builder);
     CU_add_test(s, "task_retry refuses a removed target", test_retry_after_target_removed);
     CU_add_test(s, "history eviction and the active bound", test_eviction);

@@ -199,6 +199,41 @@ static void test_node_remove_facts(void)
     free(s);
 }
 
+/* controller_voter_demote: the controller leader's group 0 must show the node a voter and,
+ * without it, a quorum of voters that are the leader or alive and caught up. */
+static void test_demote_facts(void)
+{
+    memset(facts, 0, sizeof(facts));
+    struct ctl_state *s = task_fixture(4);
+    uint64_t voters[] = {1, 2, 3}, two[] = {1, 2};
+    char *cmd = NULL;
+    conf(0, voters, 3, NULL, 0, OBSERVER, 50, 100);
+    member(0, 2, 50, 50, 100);
+    member(0, 3, 50, 50, 100);
+    CU_ASSERT_EQUAL(ctl_cmd_controller_voter_demote(3, 0, &cmd), CTL_OK);
+    CU_ASSERT_PTR_NULL(vet(s, cmd, CTL_OK, NULL)); /* 1 (leader) and 2 caught up: 2 of 3 */
+    facts[0].members[0].match = 40;                /* node 2 behind */
+    CU_ASSERT_EQUAL(ctl_cmd_controller_voter_demote(3, 0, &cmd), CTL_OK);
+    vet(s, cmd, CTL_EFACT,
+        "group 0: without node 3, 1 voters are alive and caught up, below a "
+        "quorum of 2 of the 3 voters");
+    facts[0].members[0].match = 50;
+    ((struct ctl_node *)ctl_state_node(s, 2))->status = CTL_STATUS_SUSPECT; /* not alive */
+    CU_ASSERT_EQUAL(ctl_cmd_controller_voter_demote(3, 0, &cmd), CTL_OK);
+    vet(s, cmd, CTL_EFACT, "1 voters are alive and caught up");
+    ((struct ctl_node *)ctl_state_node(s, 2))->status = CTL_STATUS_ALIVE;
+    conf(0, two, 2, NULL, 0, OBSERVER, 50, 100); /* 3 is no voter of the live group 0 */
+    member(0, 2, 50, 50, 100);
+    CU_ASSERT_EQUAL(ctl_cmd_controller_voter_demote(3, 0, &cmd), CTL_OK);
+    vet(s, cmd, CTL_EFACT, "group 0: node 3 is not a voter as observed");
+    facts[0].known = false;
+    CU_ASSERT_EQUAL(ctl_cmd_controller_voter_demote(2, 0, &cmd), CTL_OK);
+    vet(s, cmd, CTL_EFACT, "group 0: no configuration observed");
+    CU_ASSERT_EQUAL(ctl_cmd_controller_voter_demote(4, 0, &cmd), CTL_OK); /* not a voter: */
+    CU_ASSERT_PTR_NULL(vet(s, cmd, CTL_OK, NULL)); /* left to ctl_apply, which says so */
+    free(s);
+}
+
 /* node_drain: done only when no observed configuration holds the node and it leads nothing. */
 static void test_drain(void)
 {
@@ -349,5 +384,6 @@ void ctl_test_add_vet(void)
     CU_add_test(s, "replica_move: forged proofs refused, observed ones rebuilt", test_replica_move);
     CU_add_test(s, "node_drain: observed configurations and leaders", test_drain);
     CU_add_test(s, "node_remove: an observed leader other than the node", test_node_remove_facts);
+    CU_add_test(s, "controller_voter_demote: a live quorum without the node", test_demote_facts);
     CU_add_test(s, "hash_slot_migration: the observed leader's hash-slot state", test_migration);
 }
