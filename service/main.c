@@ -517,6 +517,8 @@ int main(int argc, char **argv)
                            .peer_mtls = peer_mtls,
                            .authz = authz,
                            .store = store};
+    if (node_backup_metrics_register(&api, metrics) != METRICS_OK)
+        slog("warn", "main", "msg=\"backup metrics not registered\"");
     if (node_api_metrics_register(&api, metrics) != METRICS_OK)
         slog("warn", "main", "msg=\"forward metrics not registered\"");
     if (node_api_register(&api, server, peer_server) != 0) {

@@ -45,6 +45,10 @@ struct node_api {
     struct metrics_counter *forwards[2][NODE_FORWARD_OUTCOMES];
     struct store *store;        /* borrowed: this node's store, read by Admin/Backup */
     struct node_backup *backup; /* backup.c: the Admin/Backup capture (node_backup_register) */
+    /* slotd_backup_runs_total{result} ([0] ok, [1] failed), slotd_backup_last_success_timestamp_
+     * seconds and slotd_backup_last_bytes (node_backup_metrics_register); NULL: not kept */
+    struct metrics_counter *backup_runs[2];
+    struct metrics_gauge *backup_last_success_s, *backup_last_bytes;
 };
 
 /* m: borrowed (may be NULL: nothing is counted); the series stay the registry's. Registers
@@ -79,6 +83,9 @@ void node_watch_stop(struct node_api *api);
 
 /* backup.c: Admin/Backup on the client port (one capture thread at a time per node). */
 int node_backup_register(struct node_api *api, struct rpc_server *client);
+/* Registers the Admin/Backup metrics of this node in m (borrowed; NULL: none). Before the
+ * servers start. Returns a METRICS_E* code. */
+int node_backup_metrics_register(struct node_api *api, struct metrics_registry *m);
 /* After the servers are shut down and before the store closes: waits for the capture thread
  * (its stream is closed by then, so it stops at its next record) and frees the state. */
 void node_backup_stop(struct node_api *api);

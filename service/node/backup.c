@@ -115,6 +115,47 @@ static void finish_job(struct node_backup *b, int rc, const char *why)
     rpc_stream_finish(st, e);
 }
 
+/* Counts the run; a successful one sets the last-success time and size. */
+static void count_run(struct node_api *api, int rc, uint64_t bytes)
+{
+    metrics_counter_add(api->backup_runs[rc == BACKUP_OK ? 0 : 1], 1);
+    if (rc != BACKUP_OK)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    metrics_gauge_set(api->backup_last_success_s, (int64_t)ts.tv_sec);
+    metrics_gauge_set(api->backup_last_bytes, (int64_t)bytes);
+}
+
+int node_backup_metrics_register(struct node_api *api, struct metrics_registry *m)
+{
+    const char *labels[] = {"result"};
+    struct metrics_family *runs, *last_s, *last_bytes;
+    if (m == NULL)
+        return METRICS_OK;
+    int rc = metrics_counter_family_new(m, "slotd_backup_runs_total",
+                                        "Admin.Backup runs this node served, by result: ok (the "
+                                        "whole file was streamed) or failed.",
+                                        1, labels, &runs);
+    if (rc == METRICS_OK)
+        rc = metrics_gauge_family_new(m, "slotd_backup_last_success_timestamp_seconds",
+                                      "Unix time at which this node last finished streaming a "
+                                      "whole backup (0: never since it started).",
+                                      0, NULL, &last_s);
+    if (rc == METRICS_OK)
+        rc = metrics_gauge_family_new(m, "slotd_backup_last_bytes",
+                                      "Bytes of the last whole backup this node streamed.", 0, NULL,
+                                      &last_bytes);
+    if (rc != METRICS_OK)
+        return rc;
+    const char *ok[] = {"ok"}, *failed[] = {"failed"};
+    api->backup_runs[0] = metrics_counter_get(runs, ok);
+    api->backup_runs[1] = metrics_counter_get(runs, failed);
+    api->backup_last_success_s = metrics_gauge_get(last_s, NULL);
+    api->backup_last_bytes = metrics_gauge_get(last_bytes, NULL);
+    return METRICS_OK;
+}
+
 static void *backup_thread(void *arg)
 {
     struct node_backup *b = arg;
@@ -141,6 +182,7 @@ static void *backup_thread(void *arg)
          " snapshot_us=%" PRIu64 " ms=%" PRIu64 " error=\"%s\"",
          rc == BACKUP_OK ? "done" : "failed", res.groups, res.rows, res.bytes, res.snapshot_us,
          mono_ms() - t0, rc == BACKUP_OK ? "" : why);
+    count_run(b->api, rc, res.bytes);
     backup_writer_free(w);
     finish_job(b, rc, why);
     return NULL;

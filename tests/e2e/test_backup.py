@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import unittest
+import urllib.request
 import zlib
 
 import grpc
@@ -226,7 +227,9 @@ class Writer(threading.Thread):
 class BackupTest(h.SlotdTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.cluster = cls.new_class_cluster(size=3, slot_groups=8)
+        cls.metrics_port = h.free_port()
+        cls.cluster = cls.new_class_cluster(size=3, slot_groups=8, node_args={
+            2: ["--metrics-listen", "127.0.0.1:%d" % cls.metrics_port]})
         cls.workdir = cls._class_workdir
         stubs = [cls.cluster.stub(n) for n in cls.cluster.node_ids]
         t0 = time.monotonic()
@@ -255,6 +258,7 @@ class BackupTest(h.SlotdTestCase):
             w.start()
         time.sleep(0.3)
         t0 = time.monotonic()
+        cls.save_wall = time.time()
         cls.save = slotctl(cls.cluster.addr(2), "backup", "save", cls.path, json_out=True)
         cls.save_s = time.monotonic() - t0
         for w in writers:
@@ -312,6 +316,17 @@ class BackupTest(h.SlotdTestCase):
               file=sys.stderr)
         self.assertGreater(inside, 0)
         self.assertEqual([k for k in self.after if kv_key(k) in rows], [])
+        # node 2's metrics: one run ok, its size, when it ended
+        url = "http://127.0.0.1:%d/metrics" % self.metrics_port
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            text = resp.read().decode()
+        samples = dict(line.rsplit(" ", 1) for line in text.splitlines()
+                       if line.startswith("slotd_backup_"))
+        self.assertEqual(samples['slotd_backup_runs_total{result="ok"}'], "1")
+        self.assertEqual(samples['slotd_backup_runs_total{result="failed"}'], "0")
+        self.assertEqual(int(samples["slotd_backup_last_bytes"]), summary["bytes"])
+        done = int(samples["slotd_backup_last_success_timestamp_seconds"])
+        self.assertTrue(self.save_wall - 1 <= done <= time.time() + 1, done)
 
     def test_verify_and_inspect(self):
         code, out, err = slotctl("127.0.0.1:1", "backup", "verify", self.path, json_out=True)

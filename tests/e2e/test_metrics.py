@@ -124,7 +124,10 @@ class MetricsTest(h.SlotdTestCase):
                 "slotd_data_dir_available_bytes": "gauge", "slotd_data_dir_size_bytes": "gauge",
                 "slotd_group_has_leader": "gauge", "slotd_store_bytes": "gauge",
                 "slotd_forward_total": "counter", "slotd_grpc_streams_total": "counter",
-                "slotd_repair_moves_total": "counter", "slotd_groups_without_quorum": "gauge"}
+                "slotd_repair_moves_total": "counter", "slotd_groups_without_quorum": "gauge",
+                "slotd_backup_runs_total": "counter",
+                "slotd_backup_last_success_timestamp_seconds": "gauge",
+                "slotd_backup_last_bytes": "gauge"}
         for name, kind in want.items():
             self.assertEqual(s.types.get(name), kind, name)
             self.assertIn("# HELP %s " % name, s.text)
