@@ -28,6 +28,28 @@ static int parse(char **argv, struct slotctl_args *a, char *err, size_t errlen)
 
 /* ---- parser ------------------------------------------------------------------------------ */
 
+static void test_parse_backup(void)
+{
+    struct slotctl_args a;
+    char err[256];
+    const char *subs[] = {"save", "verify", "inspect"};
+    for (size_t i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(parse(ARGV("--json", "backup", (char *)subs[i], "/tmp/x.bak"), &a, err,
+                              sizeof(err)),
+                        SLOTCTL_EXIT_OK);
+        CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_BACKUP);
+        CU_ASSERT_STRING_EQUAL(a.pos[0], subs[i]);
+        CU_ASSERT_STRING_EQUAL(a.pos[1], "/tmp/x.bak");
+    }
+    CU_ASSERT_STRING_EQUAL(slotctl_cmd_name(SLOTCTL_CMD_BACKUP), "backup");
+    char **bad[] = {ARGV("backup"), ARGV("backup", "save"), ARGV("backup", "restore", "f"),
+                    ARGV("backup", "save", "a", "b")};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CU_ASSERT_EQUAL(parse(bad[i], &a, err, sizeof(err)), SLOTCTL_EXIT_USAGE);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "backup"));
+    }
+}
+
 static void test_parse_admin_commands(void)
 {
     struct slotctl_args a;
@@ -1565,6 +1587,7 @@ int main(void)
         return 1;
     CU_pSuite s = CU_add_suite("slotctl_admin", NULL, NULL);
     CU_add_test(s, "parse admin commands", test_parse_admin_commands);
+    CU_add_test(s, "parse backup", test_parse_backup);
     CU_add_test(s, "parse admin errors", test_parse_admin_errors);
     CU_add_test(s, "exit codes and names", test_exit_codes);
     CU_add_test(s, "cluster tables with route", test_cluster_tables_with_route);
