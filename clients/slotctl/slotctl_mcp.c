@@ -442,6 +442,69 @@ static int build_abort_task(const json_t *a, struct mcp_words *w, struct mcp_arg
 
 static int build_recent_errors(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e);
 
+static int build_group_health(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e)
+{
+    return build_words(a, w, e, "route", NULL);
+}
+
+/* group_health's answer from `route --json` (borrowed): per group its leader and term, whether
+ * the observed voters agree with the controller's intent, and each replica's role, indexes and
+ * answer age; the groups without a leader and those that disagree listed apart. New reference;
+ * NULL when route's answer has no groups. */
+/* o's member key (borrowed), or JSON null when o lacks it, so json_pack's "O" never sees NULL. */
+static json_t *mcp_field(const json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return v ? v : json_null();
+}
+
+static json_t *mcp_group_health(const json_t *route)
+{
+    const json_t *groups = json_object_get(route, "groups");
+    if (!json_is_array(groups))
+        return NULL;
+    json_t *out = json_array(), *leaderless = json_array(), *disagree = json_array();
+    size_t i;
+    const json_t *g;
+    json_array_foreach(groups, i, g)
+    {
+        json_t *id = mcp_field(g, "group_id"), *replicas = json_array();
+        json_int_t commit_max = 0, applied_min = -1;
+        size_t k;
+        const json_t *rep;
+        json_array_foreach(json_object_get(g, "replicas"), k, rep)
+        {
+            json_int_t c = json_integer_value(mcp_field(rep, "commit_index"));
+            json_int_t ap = json_integer_value(mcp_field(rep, "applied_index"));
+            commit_max = c > commit_max ? c : commit_max;
+            applied_min = applied_min < 0 || ap < applied_min ? ap : applied_min;
+            json_array_append_new(
+                replicas,
+                json_pack("{s:O,s:O,s:O,s:O,s:O}", "node_id", mcp_field(rep, "node_id"), "role",
+                          mcp_field(rep, "role"), "commit_index", mcp_field(rep, "commit_index"),
+                          "applied_index", mcp_field(rep, "applied_index"), "age_ms",
+                          mcp_field(rep, "age_ms")));
+        }
+        bool led = json_integer_value(mcp_field(g, "leader")) != 0;
+        bool agrees = json_is_true(mcp_field(g, "agrees"));
+        if (!led)
+            json_array_append(leaderless, id);
+        if (!agrees)
+            json_array_append(disagree, id);
+        json_array_append_new(
+            out, json_pack("{s:O,s:O,s:O,s:b,s:O,s:O,s:I,s:o}", "group_id", id, "leader",
+                           mcp_field(g, "leader"), "leader_term", mcp_field(g, "leader_term"),
+                           "agrees", agrees, "voters", mcp_field(g, "voters"), "intended_voters",
+                           mcp_field(g, "intended_voters"), "apply_lag",
+                           applied_min < 0 ? (json_int_t)0 : commit_max - applied_min, "replicas",
+                           replicas));
+    }
+    return json_pack("{s:b,s:o,s:o,s:o}", "healthy",
+                     json_array_size(leaderless) == 0 && json_array_size(disagree) == 0,
+                     "groups_without_leader", leaderless, "groups_disagreeing", disagree, "groups",
+                     out);
+}
+
 #define MCP_NO_ARGS "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}"
 
 static const struct mcp_tool mcp_tools[] = {
@@ -473,6 +536,15 @@ static const struct mcp_tool mcp_tools[] = {
      {NULL},
      false,
      build_health},
+    {"group_health",
+     "Per slot group: its leader and term, whether the observed voters agree with the "
+     "controller's intent, each replica's role, commit and applied index and answer age, the "
+     "apply lag; the groups without a leader and those that disagree listed apart (from slotctl "
+     "route --json).",
+     MCP_NO_ARGS,
+     {NULL},
+     false,
+     build_group_health},
     {"tasks",
      "Controller tasks (replica moves, leader transfers, drains, ...): all, the active ones, or "
      "one by id: slotctl task status --json.",
@@ -818,9 +890,13 @@ static void mcp_tools_call(const struct mcp_server *s, const json_t *id, const j
     }
     struct mcp_run r;
     mcp_child_run(s, w.v, w.n, &r);
-    json_t *answer = r.json ? json_incref(r.json)
-                            : json_pack("{s:i,s:s,s:s}", "exit_code", r.exit_code, "stdout", r.out,
-                                        "stderr", r.err);
+    json_t *health = t->build == build_group_health && r.exit_code == 0 && r.json
+                         ? mcp_group_health(r.json)
+                         : NULL;
+    json_t *answer = health   ? health
+                     : r.json ? json_incref(r.json)
+                              : json_pack("{s:i,s:s,s:s}", "exit_code", r.exit_code, "stdout",
+                                          r.out, "stderr", r.err);
     if (r.json && r.exit_code != 0 && r.err[0])
         json_object_set_new(answer, "stderr", json_string(r.err));
     mcp_reply(id, mcp_result(answer, r.exit_code != 0));

@@ -8,8 +8,8 @@ admin).
 - The protocol: initialize (protocol version, serverInfo), ping, a notification answered by
   nothing, a parse error, an invalid request, an unknown method, an unknown tool, arguments that
   are unknown or out of range (-32602 naming the field and the limit), a line over the 1 MiB bound.
-- Read-only tools on live data: cluster_status (3 nodes), routes (every group has a leader),
-  node_health (3 SERVING), tasks, features, recent_errors (the PERMISSION_DENIED AuthList calls the
+- Read-only tools on live data: cluster_status (3 nodes), routes, node_health (3 SERVING),
+  group_health (every group led, three replicas each, healthy), tasks, features, recent_errors (the PERMISSION_DENIED AuthList calls the
   viewer's gate checks caused, from the nodes' /metrics).
 - The gate of the mutating tools, asked live at each call: with feature operations_mcp off they
   are not listed and transfer_leader is refused even for boss; with it on, viewer is still refused
@@ -40,8 +40,8 @@ SLOTCTL_BIN = os.environ.get("SLOTCTL_BIN", str(h.SLOTD_BIN.parent / "slotctl"))
 MCP_TIMEOUT_S = 120  # one scripted session
 TASK_WAIT_S = 30
 MUTATING = {"transfer_leader", "move_replica", "drain_node", "abort_task"}
-READ_ONLY = {"cluster_status", "controller_status", "routes", "node_health", "tasks", "features",
-             "recent_errors"}
+READ_ONLY = {"cluster_status", "controller_status", "routes", "node_health", "group_health",
+             "tasks", "features", "recent_errors"}
 
 
 def request(msg_id, method, params=None):
@@ -208,9 +208,9 @@ class McpTest(h.SlotdTestCase):
         self.assertIn("PERMISSION_DENIED", v[2]["result"]["content"][0]["text"])
         a = self.mcp("boss", request(1, "tools/list"), call(2, "cluster_status"),
                      call(3, "routes"), call(4, "node_health"), call(5, "tasks", {"active": True}),
-                     call(6, "features"), call(7, "controller_status"))
+                     call(6, "features"), call(7, "controller_status"), call(8, "group_health"))
         self.assertEqual(self.tool_names(a[1]), READ_ONLY)  # operations_mcp is off
-        for i in (2, 3, 4, 5, 6, 7):
+        for i in (2, 3, 4, 5, 6, 7, 8):
             self.assertIn("structuredContent", a[i]["result"], a[i])
             self.assertEqual(json.loads(a[i]["result"]["content"][0]["text"]),
                              a[i]["result"]["structuredContent"])
@@ -222,6 +222,14 @@ class McpTest(h.SlotdTestCase):
         self.assertEqual([n["status"] for n in health["nodes"]], ["SERVING"] * 3, health)
         self.assertFalse(a[5]["result"]["isError"], a[5])
         self.assertIn("features", a[6]["result"]["structuredContent"])
+        groups = a[8]["result"]["structuredContent"]
+        self.assertFalse(a[8]["result"]["isError"], a[8])
+        self.assertEqual(sorted(g["group_id"] for g in groups["groups"]), self.cluster.group_ids)
+        self.assertEqual((groups["healthy"], groups["groups_without_leader"]), (True, []))
+        for g in groups["groups"]:
+            self.assertIn(g["leader"], (1, 2, 3))
+            self.assertEqual(sorted(rep["node_id"] for rep in g["replicas"]), [1, 2, 3])
+            self.assertGreaterEqual(g["apply_lag"], 0)
         # viewer's gate check (tools/list) was refused by Admin.AuthList: the nodes count it.
         b = self.mcp(None, call(1, "recent_errors"))
         errors = b[1]["result"]["structuredContent"]
