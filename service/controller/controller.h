@@ -610,6 +610,46 @@ void ctl_repair_plan(const struct ctl_state *s, uint64_t now_ms, uint64_t down_a
 /* Whether g's desired peers that are not down are a quorum of them (s, g borrowed). */
 bool ctl_group_has_quorum(const struct ctl_state *s, const struct ctl_group *g);
 
+/* ---- balance (balance.c) ----------------------------------------------------------------------
+ * Nodes the balancer places on: active, alive data nodes ("eligible"). Each holds a share of the
+ * replicas on eligible nodes proportional to its weight (share = total * weight / sum of weights);
+ * a running replica move counts as done (its target holds the replica, its source does not).
+ * Each planned move is an ordinary replica_move from the node with the most replicas above its
+ * share to the one with the fewest, among pairs whose excesses differ by more than one replica,
+ * so every plan lowers the sum of squared excesses and a balanced cluster plans nothing; when no
+ * such pair is left every eligible node is within 1 of its share. A group is moved only when it
+ * has no active task and no other move in the plan, keeps a quorum of live peers, the alive
+ * peers other than the source are a quorum of it (the source is never the only up-to-date copy),
+ * and the target's zone, when set, is no zone of another peer (no two replicas of a group in one
+ * zone). At most max_moves replica moves are active cluster-wide, counting the running ones.
+ * Replicas on nodes that are not eligible (down, leaving) are left to repair and drain. A share
+ * above one replica per group cannot be reached (shares are not capped): such a node stays below
+ * it and balanced stays false. */
+#define CTL_BALANCE_WHY_MAX 200
+struct ctl_balance_move {
+    uint32_t group;
+    uint64_t source, target;
+    char why[CTL_BALANCE_WHY_MAX]; /* the two nodes' counts and shares, and the group */
+};
+struct ctl_balance_score {
+    uint64_t node;
+    uint32_t weight;
+    uint32_t replicas;  /* desired replicas now, running moves counted as done */
+    uint32_t share_x10; /* the weighted share, times 10, rounded */
+};
+struct ctl_balance_plan {
+    uint32_t total_replicas, total_weight; /* over eligible nodes */
+    uint32_t n_scores;
+    struct ctl_balance_score scores[CTL_NODES_MAX]; /* eligible nodes, by id */
+    uint32_t n_moves;
+    struct ctl_balance_move moves[CTL_GROUPS_MAX];
+    bool balanced; /* with the planned moves done, every eligible node is within 1 of its share */
+};
+/* s, out and zones are borrowed for the call. zones: NULL (no zones) or one label per index of
+ * s->nodes, NULL or "" for a node without a zone. */
+void ctl_balance_plan(const struct ctl_state *s, const char *const *zones, uint32_t max_moves,
+                      struct ctl_balance_plan *out);
+
 /* task_abort: the operator stops a running task at a safe point (see "task_abort" above). */
 int ctl_cmd_task_abort(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out);
 

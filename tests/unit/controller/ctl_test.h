@@ -40,5 +40,6 @@ void ctl_test_add_placement_file(void);
 void ctl_test_add_task(void);
 void ctl_test_add_auth(void);
 void ctl_test_add_vet(void);
+void ctl_test_add_balance(void);
 
 #endif
