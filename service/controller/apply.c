@@ -467,6 +467,18 @@ static const struct op_def ops[] = {
     {"role_delete", {"name"}, {NULL}, false, ctl__op_role_delete},
     {"role_grant", {"role", "type", "access", "value"}, {NULL}, false, ctl__op_role_grant},
     {"role_revoke", {"role", "type", "access", "value"}, {NULL}, false, ctl__op_role_revoke},
+    {"backup_plan_set",
+     {"interval_s", "destination", "retention"},
+     {NULL},
+     false,
+     ctl__op_backup_plan_set},
+    {"backup_plan_delete", {NULL}, {NULL}, false, ctl__op_backup_plan_delete},
+    {"backup_run_start", {"run", "node", "now_ms"}, {NULL}, false, ctl__op_backup_run_start},
+    {"backup_run_report",
+     {"run", "node", "ok", "bytes", "now_ms"},
+     {"error"},
+     false,
+     ctl__op_backup_run_report},
 };
 
 /* Checks the op's fields and expected_revision, then runs it on s. */

@@ -224,6 +224,10 @@ static json_t *encode_body(const struct ctl_state *s)
         bad |= ctl__json_set(features, "operations_mcp", json_true());
     }
     bad |= ctl__json_set(o, "features", features);
+    /* "backup" only once used, so a state without a plan encodes as before it existed. */
+    if (s->backup.set || s->backup.run_id != 0) {
+        bad |= ctl__json_set(o, "backup", ctl__backup_encode(&s->backup));
+    }
     if (bad) {
         json_decref(o);
         return NULL;

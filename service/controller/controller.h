@@ -305,6 +305,31 @@ struct ctl_need {
 int ctl_auth_check(const struct ctl_auth *a, const struct ctl_user *u, const struct ctl_need *need,
                    char *why, size_t whylen);
 
+/* ---- backup plan (service/controller/backup_plan.c) ----------------------------------------
+ * At most one plan: every interval_s the controller leader starts a run (backup_run_start) on one
+ * data node, which writes one backup file into destination on its own disk, keeps the newest
+ * retention files and reports the result (backup_run_report, fenced by run id and node). */
+#define CTL_BACKUP_INTERVAL_S_MIN 5
+#define CTL_BACKUP_INTERVAL_S_MAX 2592000u /* 30 days */
+#define CTL_BACKUP_RETENTION_MAX 1000
+#define CTL_BACKUP_DESTINATION_MAX 255 /* bytes of an absolute directory path */
+
+struct ctl_backup_plan {
+    bool set;            /* a plan exists (backup_plan_set; backup_plan_delete clears it) */
+    uint64_t interval_s; /* CTL_BACKUP_INTERVAL_S_MIN..MAX when set, else 0 */
+    /* absolute path: starts with '/', printable ASCII, no "." or ".." component; "" when not set */
+    char destination[CTL_BACKUP_DESTINATION_MAX + 1];
+    uint32_t retention; /* files kept, 1..CTL_BACKUP_RETENTION_MAX when set, else 0 */
+    /* runs: ids never go back, also across delete and set (a stale report never matches) */
+    uint64_t run_id;         /* the last run started, 0 = none yet */
+    uint64_t run_node;       /* the node of run_id (0 iff run_id is 0) */
+    uint64_t run_started_ms; /* now_ms of its backup_run_start */
+    bool running;            /* run_id started and not reported; invariant: running => run_id */
+    uint64_t last_success_run, last_success_ms, last_success_bytes; /* 0 = none yet */
+    uint64_t last_failure_run, last_failure_ms;                     /* 0 = none yet */
+    char last_error[CTL_LAST_ERROR_MAX + 1]; /* of last_failure_run, "" = none */
+};
+
 /* The whole controller state (about 160 KiB with the auth section). Plain data: copy with memcpy or
  * assignment. revision == 0 means "not bootstrapped": then cluster_id is "", config is all zeros
  * and every list is empty. Every u64 is <= CTL_U64_JSON_MAX. Arrays that are sets are kept sorted.
@@ -329,6 +354,7 @@ struct ctl_state {
     struct ctl_health health[CTL_NODES_MAX]; /* sorted by node */
     struct ctl_auth auth;                    /* users and roles; disabled = absent from JSON */
     struct ctl_features features; /* all false until set (and in a state written before them) */
+    struct ctl_backup_plan backup; /* absent from JSON while !set and run_id == 0 */
 };
 
 /* Resets *state (borrowed for the call) to the empty, not bootstrapped state. */
@@ -445,6 +471,23 @@ int ctl_cmd_bootstrap_features(const char *cluster_id, const struct ctl_config *
 /* set_feature: name is one of ctl_feature_names (borrowed for the call; others are REJECTED by
  * ctl_apply, naming the known ones). */
 int ctl_cmd_set_feature(const char *name, bool enabled, uint64_t expected_revision, char **out);
+/* backup_plan_set {interval_s, destination, retention} (CHANGED; NOOP when the plan is so;
+ * REJECTED naming the field and its limit) and backup_plan_delete {} (CHANGED; NOOP without a
+ * plan). destination is borrowed for the call. */
+int ctl_cmd_backup_plan_set(uint64_t interval_s, const char *destination, uint32_t retention,
+                            uint64_t expected_revision, char **out);
+int ctl_cmd_backup_plan_delete(uint64_t expected_revision, char **out);
+/* backup_run_start {run, node, now_ms}: the controller leader's start of run `run` (the plan's
+ * run_id + 1, else NOOP "stale run") on node (an active data node that is not down). NOOP while
+ * the previous run started less than interval_s ago, or is running and started less than two
+ * intervals ago (after that the new run replaces it and the old one is recorded as failed).
+ * UPDATED (revision unchanged). */
+int ctl_cmd_backup_run_start(uint64_t run, uint64_t node, uint64_t now_ms, char **out);
+/* backup_run_report {run, node, ok, bytes, error?, now_ms}: what the run's node did. NOOP ("stale
+ * run: ...") unless run is the plan's running run_id and node its run_node; ok without error,
+ * !ok with error (1..CTL_LAST_ERROR_MAX bytes of UTF-8, borrowed). UPDATED. */
+int ctl_cmd_backup_run_report(uint64_t run, uint64_t node, bool ok, uint64_t bytes,
+                              const char *error, uint64_t now_ms, char **out);
 int ctl_cmd_join_node(uint64_t id, const char *address, const char *client_address, uint32_t weight,
                       uint64_t expected_revision, char **out);
 int ctl_cmd_node_address(uint64_t id, const char *address, const char *client_address,

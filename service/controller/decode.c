@@ -274,8 +274,8 @@ static int decode_body(const json_t *root, struct ctl_state *s, char *err, size_
         "schema_version",  "cluster_id", "revision", "applied_raft_index",
         "next_task_id",    "config",     "nodes",    "groups",
         "hash_slot_table", "tasks",      "health",   "checksum"};
-    /* "auth" and "features" are optional: a state written before them has them off. */
-    static const char *const optional[] = {"auth", "features"};
+    /* "auth", "features" and "backup" are optional: a state written before them has them off. */
+    static const char *const optional[] = {"auth", "features", "backup"};
     TRY(ctl__json_fields(root, "", fields, N(fields), optional, N(optional), err, errlen));
     TRY(ctl__json_u32(root, "schema_version", "", 0, UINT32_MAX, &s->schema_version, err, errlen));
     if (s->schema_version != CTL_SCHEMA_VERSION) {
@@ -301,6 +301,9 @@ static int decode_body(const json_t *root, struct ctl_state *s, char *err, size_
     if (json_object_get(root, "features") != NULL) {
         TRY(ctl__features_read(json_object_get(root, "features"), "features", &s->features, err,
                                errlen));
+    }
+    if (json_object_get(root, "backup") != NULL) {
+        TRY(ctl__backup_decode(json_object_get(root, "backup"), &s->backup, err, errlen));
     }
     return CTL_OK;
 }

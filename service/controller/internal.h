@@ -177,4 +177,15 @@ int ctl__op_role_delete(struct ctl_state *s, const json_t *cmd, struct ctl_resul
 int ctl__op_role_grant(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
 int ctl__op_role_revoke(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
 
+/* The backup plan (backup_plan.c): its rules (ctl_state_validate calls it), JSON ("backup",
+ * present when set or a run was started; NULL on allocation failure), strict decode (o borrowed;
+ * *b written) and commands. */
+int ctl__backup_validate(const struct ctl_state *s, char *err, size_t errlen);
+json_t *ctl__backup_encode(const struct ctl_backup_plan *b);
+int ctl__backup_decode(const json_t *o, struct ctl_backup_plan *b, char *err, size_t errlen);
+int ctl__op_backup_plan_set(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_backup_plan_delete(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_backup_run_start(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+int ctl__op_backup_run_report(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
+
 #endif

@@ -333,6 +333,9 @@ static int validate_empty(const struct ctl_state *s, char *err, size_t errlen)
     if (s->next_task_id != 0) {
         FAIL("next_task_id: must be 0 while revision is 0 (not bootstrapped)");
     }
+    if (s->backup.set || s->backup.run_id != 0) {
+        FAIL("backup: must be absent while revision is 0 (not bootstrapped)");
+    }
     return ctl__auth_validate(s, err, errlen);
 }
 
@@ -782,6 +785,9 @@ int ctl_state_validate(const struct ctl_state *s, char *err, size_t errlen)
     }
     if (rc == CTL_OK) {
         rc = ctl__auth_validate(s, err, errlen);
+    }
+    if (rc == CTL_OK) {
+        rc = ctl__backup_validate(s, err, errlen);
     }
     return rc;
 }

@@ -41,5 +41,6 @@ void ctl_test_add_task(void);
 void ctl_test_add_auth(void);
 void ctl_test_add_vet(void);
 void ctl_test_add_balance(void);
+void ctl_test_add_backup_plan(void);
 
 #endif

@@ -171,6 +171,7 @@ int main(void)
     ctl_test_add_auth();
     ctl_test_add_vet();
     ctl_test_add_balance();
+    ctl_test_add_backup_plan();
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     int failed = CU_get_number_of_tests_failed() != 0 || CU_get_error() != CUE_SUCCESS;
