@@ -17,8 +17,7 @@
         }                                                                                          \
     } while (0)
 
-/* The reason a bad destination is refused, or NULL when d (borrowed) is a good one. */
-static const char *destination_why(const char *d)
+const char *ctl_backup_destination_check(const char *d)
 {
     size_t n = strnlen(d, CTL_BACKUP_DESTINATION_MAX + 1);
     if (n < 2 || n > CTL_BACKUP_DESTINATION_MAX) {
@@ -58,7 +57,7 @@ int ctl__backup_validate(const struct ctl_state *s, char *err, size_t errlen)
                       CTL_BACKUP_RETENTION_MAX);
             return CTL_ESTATE;
         }
-        if ((why = destination_why(b->destination)) != NULL) {
+        if ((why = ctl_backup_destination_check(b->destination)) != NULL) {
             ctl__errf(err, errlen, "backup.destination: %s", why);
             return CTL_ESTATE;
         }
@@ -169,7 +168,7 @@ int ctl__op_backup_plan_set(struct ctl_state *s, const json_t *cmd, struct ctl_r
                           CTL_BACKUP_INTERVAL_S_MAX, &interval_s, RS(r)));
     READ(r, ctl__json_u32(cmd, "retention", "", 1, CTL_BACKUP_RETENTION_MAX, &retention, RS(r)));
     READ(r, ctl__json_str(cmd, "destination", "", CTL_BACKUP_DESTINATION_MAX, dest, RS(r)));
-    if ((why = destination_why(dest)) != NULL) {
+    if ((why = ctl_backup_destination_check(dest)) != NULL) {
         return REJECT(r, "destination: \"%.64s\" %s", dest, why);
     }
     if (b->set && b->interval_s == interval_s && b->retention == retention &&

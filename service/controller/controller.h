@@ -314,6 +314,10 @@ int ctl_auth_check(const struct ctl_auth *a, const struct ctl_user *u, const str
 #define CTL_BACKUP_RETENTION_MAX 1000
 #define CTL_BACKUP_DESTINATION_MAX 255 /* bytes of an absolute directory path */
 
+/* NULL when d (borrowed for the call) is a good backup destination, else why not (a static
+ * string, e.g. "must be an absolute path (start with /)"). */
+const char *ctl_backup_destination_check(const char *d);
+
 struct ctl_backup_plan {
     bool set;            /* a plan exists (backup_plan_set; backup_plan_delete clears it) */
     uint64_t interval_s; /* CTL_BACKUP_INTERVAL_S_MIN..MAX when set, else 0 */

@@ -826,6 +826,56 @@ static void on_set_feature(void *ctx, struct rpc_call *call, const uint8_t *req,
     slotd__v1__set_feature_request__free_unpacked(r, NULL);
 }
 
+/* The plan's values are checked here for a clear field error and again where the command is
+ * applied (backup_plan_set in the controller state machine). */
+static int backup_plan_fields(const Slotd__V1__SetBackupPlanRequest *r, struct slotd_error *err)
+{
+    const char *why;
+    if (r->delete_) {
+        if (r->interval_s == 0 && r->retention == 0 && r->destination[0] == '\0')
+            return 0;
+        slotd_error_field(err, "delete", 0,
+                          "delete: interval_s, destination and retention must be unset");
+    } else if (r->interval_s < CTL_BACKUP_INTERVAL_S_MIN ||
+               r->interval_s > CTL_BACKUP_INTERVAL_S_MAX) {
+        slotd_error_field(err, "interval_s", CTL_BACKUP_INTERVAL_S_MAX,
+                          "interval_s: %llu not in %u..%u", (unsigned long long)r->interval_s,
+                          CTL_BACKUP_INTERVAL_S_MIN, CTL_BACKUP_INTERVAL_S_MAX);
+    } else if (r->retention < 1 || r->retention > CTL_BACKUP_RETENTION_MAX) {
+        slotd_error_field(err, "retention", CTL_BACKUP_RETENTION_MAX, "retention: %u not in 1..%u",
+                          r->retention, CTL_BACKUP_RETENTION_MAX);
+    } else if ((why = ctl_backup_destination_check(r->destination)) != NULL) {
+        slotd_error_field(err, "destination", CTL_BACKUP_DESTINATION_MAX,
+                          "destination: \"%.64s\" %s", r->destination, why);
+    } else {
+        return 0;
+    }
+    return -1;
+}
+
+static void on_set_backup_plan(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__SetBackupPlanRequest *r = slotd__v1__set_backup_plan_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.SetBackupPlanRequest");
+        return;
+    }
+    char *cmd = NULL;
+    int rc = backup_plan_fields(r, &err);
+    if (rc == 0) {
+        rc = r->delete_ ? ctl_cmd_backup_plan_delete(r->expected_revision, &cmd)
+                        : ctl_cmd_backup_plan_set(r->interval_s, r->destination, r->retention,
+                                                  r->expected_revision, &cmd);
+        rc = rc != CTL_OK ? build_failed(rc, &err)
+                          : node_admin_submit(api, call, "/slotd.v1.Admin/SetBackupPlan", cmd,
+                                              &r->base, &r->no_forward, &err);
+    }
+    finish(call, rc, cmd, &err);
+    slotd__v1__set_backup_plan_request__free_unpacked(r, NULL);
+}
+
 #define PEER_CONTROLLER_COMMAND "/slotd.internal.v1.Peer/ControllerCommand"
 #define PEER_MIGRATION_PROPOSE "/slotd.internal.v1.Peer/MigrationPropose"
 
@@ -1007,6 +1057,7 @@ static const struct {
     {"/slotd.v1.Admin/DemoteControllerVoter", on_demote_voter},
     {"/slotd.v1.Admin/MigrateHashSlots", on_migrate_hash_slots},
     {"/slotd.v1.Admin/SetFeature", on_set_feature},
+    {"/slotd.v1.Admin/SetBackupPlan", on_set_backup_plan},
 };
 
 static void on_gated(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)

@@ -12,7 +12,9 @@ route has. `backup save` onto an existing file is refused and leaves the file as
 exits 2 and writes nothing; restored into three new data dirs, a new cluster starts normally
 and serves every key of the backup with its value through every node, none written after the
 backup's positions, the user rows and a channel's subscribers, under a new cluster id with
-the same hash-slot table, and takes new writes.
+the same hash-slot table, and takes new writes. Admin.SetBackupPlan refuses each bad field
+(INVALID_ARGUMENT naming it and its limit, the state unchanged); a good plan shows in every node's
+ClusterState, delete removes it.
 
 slotctl is ``$SLOTCTL_BIN`` when set, else ``slotctl`` next to the slotd binary the harness uses."""
 
@@ -446,6 +448,64 @@ class BackupTest(h.SlotdTestCase):
         with open(self.path, "rb") as fh:
             self.assertEqual(fh.read(), before)
         self.assertFalse(os.path.exists(self.path + ".part"))
+
+    def admin_call(self, n, method, req, resp=admin_pb2.AdminWriteResponse):
+        call = self.cluster.server(n).channel.unary_unary(
+            "/slotd.v1.Admin/" + method, request_serializer=req.SerializeToString,
+            response_deserializer=resp.FromString)
+        return call(req, timeout=h.RPC_TIMEOUT_S)
+
+    def state(self, n):
+        r = self.admin_call(n, "ClusterState", admin_pb2.ClusterStateRequest(),
+                            admin_pb2.ClusterStateResponse)
+        return json.loads(r.state_json)
+
+    def test_set_backup_plan_checks_every_field(self):
+        """Admin.SetBackupPlan: each bad value is INVALID_ARGUMENT naming the field and its limit
+        and leaves the cluster state as it was; a good plan shows in ClusterState's "backup" on
+        every node, the same plan again is a noop, delete removes it."""
+        dest = os.path.join(self.workdir, "plan-check")
+        bad = [
+            (dict(interval_s=4, destination=dest, retention=2), "interval_s: 4 not in 5..2592000"),
+            (dict(interval_s=2592001, destination=dest, retention=2), "interval_s: 2592001"),
+            (dict(interval_s=60, destination=dest, retention=0), "retention: 0 not in 1..1000"),
+            (dict(interval_s=60, destination=dest, retention=1001), "retention: 1001"),
+            (dict(interval_s=60, destination="rel/dir", retention=2), "must be an absolute path"),
+            (dict(interval_s=60, destination=dest + "/../x", retention=2), ". or .. component"),
+            (dict(interval_s=60, destination="/" + "a" * 300, retention=2), "destination: "),
+            (dict(delete=True, retention=2), "delete: interval_s, destination and retention"),
+        ]
+        before = self.state(1)
+        for fields, want in bad:
+            with self.subTest(fields=fields):
+                with self.assertRaises(grpc.RpcError) as cm:
+                    self.admin_call(2, "SetBackupPlan", admin_pb2.SetBackupPlanRequest(**fields))
+                self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn(want, cm.exception.details())
+        after = self.state(1)
+        self.assertEqual(after["revision"], before["revision"])
+        self.assertEqual(after.get("backup"), before.get("backup"))
+        req = admin_pb2.SetBackupPlanRequest(interval_s=3600, destination=dest, retention=2)
+        r = self.admin_call(3, "SetBackupPlan", req)
+        self.assertEqual(r.outcome, admin_pb2.OUTCOME_CHANGED)
+        deadline = time.monotonic() + 10
+        for n in self.cluster.node_ids:
+            while self.state(n).get("backup", {}).get("set") is not True:
+                self.assertLess(time.monotonic(), deadline, "node %d never saw the plan" % n)
+                time.sleep(0.05)
+            plan = self.state(n)["backup"]
+            self.assertEqual((plan["interval_s"], plan["destination"], plan["retention"]),
+                             (3600, dest, 2))
+        self.assertEqual(self.admin_call(1, "SetBackupPlan", req).outcome,
+                         admin_pb2.OUTCOME_NOOP)
+        r = self.admin_call(1, "SetBackupPlan", admin_pb2.SetBackupPlanRequest(delete=True))
+        self.assertEqual(r.outcome, admin_pb2.OUTCOME_CHANGED)
+        deadline = time.monotonic() + 10
+        while self.state(2).get("backup", {}).get("set"):
+            self.assertLess(time.monotonic(), deadline, "node 2 never saw the delete")
+            time.sleep(0.05)
+        self.assertEqual(self.admin_call(2, "SetBackupPlan", admin_pb2.SetBackupPlanRequest(
+            delete=True)).outcome, admin_pb2.OUTCOME_NOOP)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,51 @@
 #endif
 
 #include "slotd/v1/admin.pb-c.h"
+void   slotd__v1__set_backup_plan_request__init
+                     (Slotd__V1__SetBackupPlanRequest         *message)
+{
+  static const Slotd__V1__SetBackupPlanRequest init_value = SLOTD__V1__SET_BACKUP_PLAN_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__set_backup_plan_request__get_packed_size
+                     (const Slotd__V1__SetBackupPlanRequest *message)
+{
+  assert(message->base.descriptor == &slotd__v1__set_backup_plan_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__set_backup_plan_request__pack
+                     (const Slotd__V1__SetBackupPlanRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__set_backup_plan_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__set_backup_plan_request__pack_to_buffer
+                     (const Slotd__V1__SetBackupPlanRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__set_backup_plan_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__SetBackupPlanRequest *
+       slotd__v1__set_backup_plan_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__SetBackupPlanRequest *)
+     protobuf_c_message_unpack (&slotd__v1__set_backup_plan_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__set_backup_plan_request__free_unpacked
+                     (Slotd__V1__SetBackupPlanRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__set_backup_plan_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__v1__backup_request__init
                      (Slotd__V1__BackupRequest         *message)
 {
@@ -1357,6 +1402,110 @@ void   slotd__v1__admin_write_response__free_unpacked
   assert(message->base.descriptor == &slotd__v1__admin_write_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+static const ProtobufCFieldDescriptor slotd__v1__set_backup_plan_request__field_descriptors[6] =
+{
+  {
+    "interval_s",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SetBackupPlanRequest, interval_s),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "destination",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SetBackupPlanRequest, destination),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "retention",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SetBackupPlanRequest, retention),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "delete",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SetBackupPlanRequest, delete_),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expected_revision",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SetBackupPlanRequest, expected_revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "no_forward",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SetBackupPlanRequest, no_forward),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__set_backup_plan_request__field_indices_by_name[] = {
+  3,   /* field[3] = delete */
+  1,   /* field[1] = destination */
+  4,   /* field[4] = expected_revision */
+  0,   /* field[0] = interval_s */
+  5,   /* field[5] = no_forward */
+  2,   /* field[2] = retention */
+};
+static const ProtobufCIntRange slotd__v1__set_backup_plan_request__number_ranges[2 + 1] =
+{
+  { 1, 0 },
+  { 15, 5 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor slotd__v1__set_backup_plan_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.SetBackupPlanRequest",
+  "SetBackupPlanRequest",
+  "Slotd__V1__SetBackupPlanRequest",
+  "slotd.v1",
+  sizeof(Slotd__V1__SetBackupPlanRequest),
+  6,
+  slotd__v1__set_backup_plan_request__field_descriptors,
+  slotd__v1__set_backup_plan_request__field_indices_by_name,
+  2,  slotd__v1__set_backup_plan_request__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__set_backup_plan_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 #define slotd__v1__backup_request__field_descriptors NULL
 #define slotd__v1__backup_request__field_indices_by_name NULL
 #define slotd__v1__backup_request__number_ranges NULL
@@ -3641,7 +3790,7 @@ const ProtobufCEnumDescriptor slotd__v1__outcome__descriptor =
   slotd__v1__outcome__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[21] =
+static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[22] =
 {
   { "ClusterState", &slotd__v1__cluster_state_request__descriptor, &slotd__v1__cluster_state_response__descriptor },
   { "ControllerStatus", &slotd__v1__controller_status_request__descriptor, &slotd__v1__controller_status_response__descriptor },
@@ -3664,6 +3813,7 @@ static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[21] 
   { "RoleWrite", &slotd__v1__role_write_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "AuthList", &slotd__v1__auth_list_request__descriptor, &slotd__v1__auth_list_response__descriptor },
   { "Backup", &slotd__v1__backup_request__descriptor, &slotd__v1__backup_chunk__descriptor },
+  { "SetBackupPlan", &slotd__v1__set_backup_plan_request__descriptor, &slotd__v1__admin_write_response__descriptor },
 };
 const unsigned slotd__v1__admin__method_indices_by_name[] = {
   11,        /* AbortTask */
@@ -3683,6 +3833,7 @@ const unsigned slotd__v1__admin__method_indices_by_name[] = {
   5,        /* ReportHealth */
   10,        /* RetryTask */
   18,        /* RoleWrite */
+  21,        /* SetBackupPlan */
   15,        /* SetFeature */
   4,        /* SetPreferredLeader */
   7,        /* TransferLeader */
@@ -3695,7 +3846,7 @@ const ProtobufCServiceDescriptor slotd__v1__admin__descriptor =
   "Admin",
   "Slotd__V1__Admin",
   "slotd.v1",
-  21,
+  22,
   slotd__v1__admin__method_descriptors,
   slotd__v1__admin__method_indices_by_name
 };
@@ -3866,6 +4017,14 @@ void slotd__v1__admin__backup(ProtobufCService *service,
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
   service->invoke(service, 20, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void slotd__v1__admin__set_backup_plan(ProtobufCService *service,
+                                       const Slotd__V1__SetBackupPlanRequest *input,
+                                       Slotd__V1__AdminWriteResponse_Closure closure,
+                                       void *closure_data)
+{
+  assert(service->descriptor == &slotd__v1__admin__descriptor);
+  service->invoke(service, 21, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
                              Slotd__V1__Admin_ServiceDestroy destroy)

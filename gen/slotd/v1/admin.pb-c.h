@@ -15,6 +15,7 @@ PROTOBUF_C__BEGIN_DECLS
 #endif
 
 
+typedef struct Slotd__V1__SetBackupPlanRequest Slotd__V1__SetBackupPlanRequest;
 typedef struct Slotd__V1__BackupRequest Slotd__V1__BackupRequest;
 typedef struct Slotd__V1__BackupChunk Slotd__V1__BackupChunk;
 typedef struct Slotd__V1__AuthenticateRequest Slotd__V1__AuthenticateRequest;
@@ -84,6 +85,34 @@ typedef enum _Slotd__V1__Outcome {
 } Slotd__V1__Outcome;
 
 /* --- messages --- */
+
+struct  Slotd__V1__SetBackupPlanRequest
+{
+  ProtobufCMessage base;
+  /*
+   * Seconds between runs, 5..2592000 (30 days).
+   */
+  uint64_t interval_s;
+  /*
+   * The directory on the executing node: an absolute path, 2..255 printable ASCII bytes, no
+   * "." or ".." component.
+   */
+  char *destination;
+  /*
+   * Backup files kept in destination, 1..1000; older ones are deleted.
+   */
+  uint32_t retention;
+  /*
+   * Removes the plan (the other fields must be unset); its run history stays in the state.
+   */
+  protobuf_c_boolean delete_;
+  uint64_t expected_revision;
+  protobuf_c_boolean no_forward;
+};
+#define SLOTD__V1__SET_BACKUP_PLAN_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__set_backup_plan_request__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
+
 
 struct  Slotd__V1__BackupRequest
 {
@@ -610,6 +639,25 @@ struct  Slotd__V1__AdminWriteResponse
     , SLOTD__V1__OUTCOME__OUTCOME_UNSPECIFIED, (char *)protobuf_c_empty_string, 0, 0, 0 }
 
 
+/* Slotd__V1__SetBackupPlanRequest methods */
+void   slotd__v1__set_backup_plan_request__init
+                     (Slotd__V1__SetBackupPlanRequest         *message);
+size_t slotd__v1__set_backup_plan_request__get_packed_size
+                     (const Slotd__V1__SetBackupPlanRequest   *message);
+size_t slotd__v1__set_backup_plan_request__pack
+                     (const Slotd__V1__SetBackupPlanRequest   *message,
+                      uint8_t             *out);
+size_t slotd__v1__set_backup_plan_request__pack_to_buffer
+                     (const Slotd__V1__SetBackupPlanRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__SetBackupPlanRequest *
+       slotd__v1__set_backup_plan_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__set_backup_plan_request__free_unpacked
+                     (Slotd__V1__SetBackupPlanRequest *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__V1__BackupRequest methods */
 void   slotd__v1__backup_request__init
                      (Slotd__V1__BackupRequest         *message);
@@ -1182,6 +1230,9 @@ void   slotd__v1__admin_write_response__free_unpacked
                       ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
+typedef void (*Slotd__V1__SetBackupPlanRequest_Closure)
+                 (const Slotd__V1__SetBackupPlanRequest *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__BackupRequest_Closure)
                  (const Slotd__V1__BackupRequest *message,
                   void *closure_data);
@@ -1363,6 +1414,10 @@ struct Slotd__V1__Admin_Service
                  const Slotd__V1__BackupRequest *input,
                  Slotd__V1__BackupChunk_Closure closure,
                  void *closure_data);
+  void (*set_backup_plan)(Slotd__V1__Admin_Service *service,
+                          const Slotd__V1__SetBackupPlanRequest *input,
+                          Slotd__V1__AdminWriteResponse_Closure closure,
+                          void *closure_data);
 };
 typedef void (*Slotd__V1__Admin_ServiceDestroy)(Slotd__V1__Admin_Service *);
 void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
@@ -1391,7 +1446,8 @@ void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
       function_prefix__ ## user_write,\
       function_prefix__ ## role_write,\
       function_prefix__ ## auth_list,\
-      function_prefix__ ## backup  }
+      function_prefix__ ## backup,\
+      function_prefix__ ## set_backup_plan  }
 void slotd__v1__admin__cluster_state(ProtobufCService *service,
                                      const Slotd__V1__ClusterStateRequest *input,
                                      Slotd__V1__ClusterStateResponse_Closure closure,
@@ -1476,12 +1532,17 @@ void slotd__v1__admin__backup(ProtobufCService *service,
                               const Slotd__V1__BackupRequest *input,
                               Slotd__V1__BackupChunk_Closure closure,
                               void *closure_data);
+void slotd__v1__admin__set_backup_plan(ProtobufCService *service,
+                                       const Slotd__V1__SetBackupPlanRequest *input,
+                                       Slotd__V1__AdminWriteResponse_Closure closure,
+                                       void *closure_data);
 
 /* --- descriptors --- */
 
 extern const ProtobufCEnumDescriptor    slotd__v1__user_op__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__role_op__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__outcome__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__set_backup_plan_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__backup_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__backup_chunk__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__authenticate_request__descriptor;
