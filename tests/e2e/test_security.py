@@ -757,14 +757,14 @@ class RbacTest(h.SlotdTestCase):
         self.assertStored(self.a_key)
 
     def test_elastic_admin_writes_need_admin(self):
-        """AbortTask, RemoveNode and DemoteControllerVoter (issue 19) change the cluster state:
-        without credentials UNAUTHENTICATED, as bob (no admin) PERMISSION_DENIED, and the
-        nodes, tasks and groups stay as they were."""
+        """AbortTask, RemoveNode, DemoteControllerVoter (issue 19) and SetBackupPlan (issue 21)
+        change the cluster state: without credentials UNAUTHENTICATED, as bob (no admin)
+        PERMISSION_DENIED, and the nodes, tasks, groups and backup plan stay as they were."""
         def state():
             st = json.loads(self.admin(1).ClusterState(
                 admin_pb2.ClusterStateRequest(), timeout=h.RPC_TIMEOUT_S,
                 metadata=self.root).state_json)
-            return st["nodes"], st["tasks"], st["groups"]
+            return st["nodes"], st["tasks"], st["groups"], st.get("backup")
         before = state()
         for n in self.cluster.node_ids:
             for call in (lambda md: self.admin(n).AbortTask(
@@ -775,6 +775,10 @@ class RbacTest(h.SlotdTestCase):
                             metadata=md),
                          lambda md: self.admin(n).DemoteControllerVoter(
                             admin_pb2.DemoteControllerVoterRequest(node_id=1),
+                            timeout=h.RPC_TIMEOUT_S, metadata=md),
+                         lambda md: self.admin(n).SetBackupPlan(
+                            admin_pb2.SetBackupPlanRequest(interval_s=60, destination="/tmp/b",
+                                                           retention=2),
                             timeout=h.RPC_TIMEOUT_S, metadata=md)):
                 self.assertRefused(UNAUTH, lambda: call(()), "no credentials")
                 self.assertRefused(DENIED, lambda: call(self.bob), "admin needed")
