@@ -483,6 +483,9 @@ struct runtime {
     int64_t repair_next_ms;          /* loop: repair.c's next plan (rt_now_ms) */
     int64_t ctl_members_next_ms;     /* loop: ctl_members.c's next conf change or transfer */
     uint32_t repair_lost;            /* loop: groups without a quorum in the last plan */
+    int64_t backup_next_ms;          /* loop: backup_plan.c's next step (rt_now_ms) */
+    uint64_t backup_run_taken;       /* loop: the last backup run this node started */
+    struct rt_backup_exec *backup_exec; /* loop: the run writing here, NULL = none */
     struct rt_task_pace task_pace[RT_TASK_PACE_MAX];   /* loop */
     struct rt_migration migrations[RT_MIGRATIONS_MAX]; /* loop, reply fields under their mu */
     struct rt_keylease keyleases[RT_GROUPS_CAP];       /* loop (keylease.c), index = group id */
@@ -631,6 +634,10 @@ void rt_ctl_members_step(struct runtime *rt);
 int rt_ctl_save_mirror(struct runtime *rt);
 /* repair.c: on the controller leader, replica moves for nodes down too long (loop thread) */
 void rt_repair_step(struct runtime *rt);
+/* backup_plan.c (loop thread): starts due backup runs on the controller leader, executes and
+ * reports this node's run; rt_backup_stop (after the loop ended) stops and joins a running one. */
+void rt_backup_step(struct runtime *rt);
+void rt_backup_stop(struct runtime *rt);
 /* task_cleanup.c: the leader of each slot group removes a learner no task owns (loop thread) */
 void rt_task_cleanup(struct runtime *rt);
 /* task_cleanup.c: true when task t (of the replica's group) still needs the replica that the

@@ -462,6 +462,7 @@ static void on_poll(uv_timer_t *h)
     rt_ctl_liveness(h->data);
     rt_task_step(h->data);
     rt_repair_step(h->data);
+    rt_backup_step(h->data);
     rt_ctl_members_step(h->data);
     rt_pump(h->data); /* what the controller proposed */
 }
@@ -616,6 +617,7 @@ void runtime_stop(struct runtime *rt)
         return;
     uv_async_send(&rt->stop_async);
     pthread_join(rt->thread, NULL);
+    rt_backup_stop(rt);
     rt_watch_close(rt);
 }
 

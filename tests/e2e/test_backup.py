@@ -14,7 +14,8 @@ and serves every key of the backup with its value through every node, none writt
 backup's positions, the user rows and a channel's subscribers, under a new cluster id with
 the same hash-slot table, and takes new writes. Admin.SetBackupPlan refuses each bad field
 (INVALID_ARGUMENT naming it and its limit, the state unchanged); a good plan shows in every node's
-ClusterState, delete removes it.
+ClusterState, delete removes it. A plan with a 5 s interval writes backup files on a node that hosts
+every group and keeps only `retention` of them; forged and stale run reports change nothing.
 
 slotctl is ``$SLOTCTL_BIN`` when set, else ``slotctl`` next to the slotd binary the harness uses."""
 
@@ -54,6 +55,17 @@ def slotctl(endpoints, *args, json_out=False, timeout=SAVE_TIMEOUT_S):
     proc = subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True,
                           timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def h_controller_command(command):
+    """slotd.internal.v1.ControllerCommandRequest {command} (field 1, bytes)."""
+    n, size = len(command), b""
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        size += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            return b"\x0a" + size + command
 
 
 def read_backup(path):
@@ -263,6 +275,8 @@ class BackupTest(h.SlotdTestCase):
         cls.save_wall = time.time()
         cls.save = slotctl(cls.cluster.addr(2), "backup", "save", cls.path, json_out=True)
         cls.save_s = time.monotonic() - t0
+        # the route the save saw (the plan tests change the controller revision later)
+        cls.route_at_save = cls.cluster.route(via=1)
         for w in writers:
             w.stop_flag.set()
         for w in writers:
@@ -340,7 +354,7 @@ class BackupTest(h.SlotdTestCase):
         self.assertEqual(v["rows"], i["rows"])
         self.assertEqual(sum(g["rows"] for g in i["groups"]), i["rows"])
         self.assertGreater(i["rows"], N_KEYS + N_USERS)
-        route = self.cluster.route(via=1)
+        route = self.route_at_save
         self.assertEqual(i["route_revision"], route.route_revision)
         self.assertEqual(i["hash_slot_table"], list(route.hash_slot_table))
         call = self.cluster.servers[1].channel.unary_unary(
@@ -459,6 +473,70 @@ class BackupTest(h.SlotdTestCase):
         r = self.admin_call(n, "ClusterState", admin_pb2.ClusterStateRequest(),
                             admin_pb2.ClusterStateResponse)
         return json.loads(r.state_json)
+
+    def test_backup_plan_runs_and_keeps_retention(self):
+        """A plan with a 5 s interval and retention 1: the controller leader starts a run every
+        interval on a node hosting every group, which writes slotd-backup-<run>.bak (FILE.part,
+        fsync, rename) and reports it; after two successful runs only the newest file is left
+        and it verifies. A run report signed as another node is refused; one for a stale run
+        is a noop; neither changes the plan's state."""
+        dest = os.path.join(self.workdir, "plan-runs")
+        t0 = time.monotonic()
+        r = self.admin_call(1, "SetBackupPlan", admin_pb2.SetBackupPlanRequest(
+            interval_s=5, destination=dest, retention=1))
+        self.assertEqual(r.outcome, admin_pb2.OUTCOME_CHANGED)
+        deadline = time.monotonic() + 40
+        while True:
+            plan = self.state(1).get("backup", {})
+            if plan.get("last_success_run", 0) >= 2 and plan.get("last_success_run", 0) > \
+                    plan.get("last_failure_run", 0):
+                break
+            self.assertLess(time.monotonic(), deadline, "runs did not succeed: %r" % plan)
+            time.sleep(0.2)
+        print("\ntwo plan runs in %.1f s" % (time.monotonic() - t0), file=sys.stderr)
+        self.assertEqual(self.admin_call(2, "SetBackupPlan", admin_pb2.SetBackupPlanRequest(
+            delete=True)).outcome, admin_pb2.OUTCOME_CHANGED)
+        self.assertGreater(plan["last_success_bytes"], 1 << 20)
+        self.assertEqual(plan["last_error"], "")
+        # a run still writing when the plan was deleted finishes and prunes: wait for it
+        deadline = time.monotonic() + 15
+        while True:
+            names = sorted(os.listdir(dest))
+            if len(names) == 1 and not any(n.endswith(".part") for n in names):
+                break
+            self.assertLess(time.monotonic(), deadline, "left in %s: %r" % (dest, names))
+            time.sleep(0.1)
+        last = self.state(1)["backup"]["last_success_run"]
+        self.assertEqual(names, ["slotd-backup-%020d.bak" % last])
+        for name in names:
+            code, out, err = slotctl(self.cluster.addr(1), "backup", "verify",
+                                     os.path.join(dest, name))
+            self.assertEqual(code, 0, err)
+        # forged and stale run reports change nothing
+        before = self.state(1)["backup"]
+        run_node = before["run_node"]
+        report = {"op": "backup_run_report", "run": before["run_id"], "node": run_node,
+                  "ok": True, "bytes": 1, "now_ms": int(time.time() * 1000)}
+        other = run_node % 3 + 1
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.cluster.server(run_node).peer_call(
+                "/slotd.internal.v1.Peer/ControllerCommand",
+                h_controller_command(json.dumps(report).encode()), node=other)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("reports only its own run", cm.exception.details())
+        report["run"] = before["run_id"] + 100
+        raw = self.cluster.server(other).peer_call(
+            "/slotd.internal.v1.Peer/ControllerCommand",
+            h_controller_command(json.dumps(report).encode()), node=run_node)
+        self.assertEqual(admin_pb2.AdminWriteResponse.FromString(raw).outcome,
+                         admin_pb2.OUTCOME_NOOP)
+        start = {"op": "backup_run_start", "run": before["run_id"] + 1, "node": run_node,
+                 "now_ms": int(time.time() * 1000)}
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.cluster.server(1).peer_call("/slotd.internal.v1.Peer/ControllerCommand",
+                                             h_controller_command(json.dumps(start).encode()))
+        self.assertIn("is not one nodes send", cm.exception.details())
+        self.assertEqual(self.state(1)["backup"], before)
 
     def test_set_backup_plan_checks_every_field(self):
         """Admin.SetBackupPlan: each bad value is INVALID_ARGUMENT naming the field and its limit
