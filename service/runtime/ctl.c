@@ -454,6 +454,10 @@ void rt_ctl_publish(struct runtime *rt, struct ctl_state *s)
             by_status[s->tasks[i].status]++;
     for (int i = 0; i < 4; i++)
         metrics_gauge_set(rt->metrics.controller_tasks[i], by_status[i]);
+    metrics_gauge_set(rt->metrics.backup_plan_interval, (int64_t)s->backup.interval_s);
+    metrics_gauge_set(rt->metrics.backup_plan_success_s,
+                      (int64_t)(s->backup.last_success_ms / 1000));
+    metrics_gauge_set(rt->metrics.backup_plan_bytes, (int64_t)s->backup.last_success_bytes);
     if (rt->opts.on_ctl_state != NULL)
         rt->opts.on_ctl_state(rt->opts.on_ctl_state_ctx, s);
     if (!changed)

@@ -222,6 +222,9 @@ struct rt_metrics {
     struct metrics_gauge *controller_tasks[4]; /* by enum ctl_task_status */
     struct metrics_counter *repair_moves;      /* loop (repair.c): moves proposed */
     struct metrics_gauge *groups_without_quorum; /* loop (repair.c), controller leader */
+    /* loop (ctl.c), from the published state's backup plan: interval (0 = no plan), last
+     * successful run's Unix time in seconds and bytes (0 = none) */
+    struct metrics_gauge *backup_plan_interval, *backup_plan_success_s, *backup_plan_bytes;
     /* per-group families: series are added as groups open */
     struct metrics_family *fam_term, *fam_commit, *fam_applied, *fam_leader, *fam_changes;
     struct metrics_family *fam_has_leader;

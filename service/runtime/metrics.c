@@ -151,8 +151,27 @@ static int group_families(struct runtime *rt)
                                        "fewer than a quorum (controller leader; never repaired "
                                        "by forcing membership).",
                                        0, NULL, &lost);
+    struct metrics_family *plan_interval = NULL, *plan_success = NULL, *plan_bytes = NULL;
+    rc = rc ? rc
+            : metrics_gauge_family_new(m, "slotd_backup_plan_interval_seconds",
+                                       "interval_s of the backup plan in the cluster state this "
+                                       "node last published (0: no plan).",
+                                       0, NULL, &plan_interval);
+    rc = rc ? rc
+            : metrics_gauge_family_new(m, "slotd_backup_plan_last_success_timestamp_seconds",
+                                       "Unix time the backup plan's last successful run reported "
+                                       "(cluster state; 0: none).",
+                                       0, NULL, &plan_success);
+    rc = rc ? rc
+            : metrics_gauge_family_new(m, "slotd_backup_plan_last_bytes",
+                                       "Bytes of the backup plan's last successful run's file "
+                                       "(cluster state; 0: none).",
+                                       0, NULL, &plan_bytes);
     if (rc != METRICS_OK)
         return rc;
+    rt->metrics.backup_plan_interval = metrics_gauge_get(plan_interval, NULL);
+    rt->metrics.backup_plan_success_s = metrics_gauge_get(plan_success, NULL);
+    rt->metrics.backup_plan_bytes = metrics_gauge_get(plan_bytes, NULL);
     rt->metrics.repair_moves = metrics_counter_get(repair, NULL);
     rt->metrics.groups_without_quorum = metrics_gauge_get(lost, NULL);
     static const char *const names[4] = {"pending", "running", "failed", "done"};

@@ -474,6 +474,13 @@ class BackupTest(h.SlotdTestCase):
                             admin_pb2.ClusterStateResponse)
         return json.loads(r.state_json)
 
+    def metrics_samples(self):
+        url = "http://127.0.0.1:%d/metrics" % self.metrics_port
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            text = resp.read().decode()
+        return dict(line.rsplit(" ", 1) for line in text.splitlines()
+                    if line and not line.startswith("#"))
+
     def test_backup_plan_runs_and_keeps_retention(self):
         """A plan with a 5 s interval and retention 1: the controller leader starts a run every
         interval on a node hosting every group, which writes slotd-backup-<run>.bak (FILE.part,
@@ -494,6 +501,12 @@ class BackupTest(h.SlotdTestCase):
             self.assertLess(time.monotonic(), deadline, "runs did not succeed: %r" % plan)
             time.sleep(0.2)
         print("\ntwo plan runs in %.1f s" % (time.monotonic() - t0), file=sys.stderr)
+        # node 2 exports the replicated plan: its interval, the last success's time and size
+        samples = self.metrics_samples()
+        self.assertEqual(samples["slotd_backup_plan_interval_seconds"], "5")
+        self.assertGreaterEqual(int(samples["slotd_backup_plan_last_success_timestamp_seconds"]),
+                                plan["last_success_ms"] // 1000)
+        self.assertGreater(int(samples["slotd_backup_plan_last_bytes"]), 1 << 20)
         self.assertEqual(self.admin_call(2, "SetBackupPlan", admin_pb2.SetBackupPlanRequest(
             delete=True)).outcome, admin_pb2.OUTCOME_CHANGED)
         self.assertGreater(plan["last_success_bytes"], 1 << 20)
@@ -507,6 +520,10 @@ class BackupTest(h.SlotdTestCase):
             self.assertLess(time.monotonic(), deadline, "left in %s: %r" % (dest, names))
             time.sleep(0.1)
         last = self.state(1)["backup"]["last_success_run"]
+        deadline = time.monotonic() + 5
+        while self.metrics_samples()["slotd_backup_plan_interval_seconds"] != "0":
+            self.assertLess(time.monotonic(), deadline, "node 2 still exports the plan")
+            time.sleep(0.1)
         self.assertEqual(names, ["slotd-backup-%020d.bak" % last])
         for name in names:
             code, out, err = slotctl(self.cluster.addr(1), "backup", "verify",
