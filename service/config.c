@@ -62,6 +62,11 @@ static const struct opt opts[] = {
         "replica moves (0: never)"),
     U64(repair_max_moves, 1, 64, "2",
         "as controller leader, at most this many replica moves active at once for repairs"),
+    U64(balance, 0, 1, "1",
+        "1: as controller leader, move replicas so that each active node holds its weighted "
+        "share (paused cluster-wide by Admin.SetBalance / slotctl balance off)"),
+    U64(balance_max_moves, 1, 64, "2",
+        "as controller leader, at most this many replica moves active at once for balance"),
     U64(enable_hash_slot_migration, 0, 1, "0",
         "1: the cluster this node bootstraps starts with hash-slot migration on (read only at "
         "bootstrap, the same on every initial node; later: Admin.SetFeature / slotctl feature)"),
@@ -91,7 +96,8 @@ static const struct opt opts[] = {
         "COMPACTED; 0: Watch disabled)"),
     STR(log_level, "info", "lines below this level are not logged: debug, info, warn or error"),
     STR(log_format, "text",
-        "log line format: text (ts=... level=... component=... logfmt) or json (one object a line)"),
+        "log line format: text (ts=... level=... component=... logfmt) or json (one object a "
+        "line)"),
     STR(metrics_listen, "127.0.0.1:9700",
         "Prometheus /metrics HTTP address (empty: disabled; a busy port is logged, not fatal)"),
     STR(tls_cert, "",

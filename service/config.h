@@ -42,6 +42,8 @@ struct slotd_config {
     uint64_t task_phase_timeout_ms; /* a task phase without progress fails after this long */
     uint64_t down_replace_after_ms; /* repair: replace a down node's replicas (0: never) */
     uint64_t repair_max_moves;      /* repair: replica moves active at once, at most */
+    uint64_t balance;               /* 1: the controller leader balances replicas */
+    uint64_t balance_max_moves;     /* balance: replica moves active at once, at most */
     uint64_t enable_hash_slot_migration; /* 1: seeds features.hash_slot_migration at bootstrap */
     uint64_t auth;                       /* 1: clients authenticate (service/node/authz.c) */
     char root_password_file[1024];       /* user root's password at auth_init; "" = random */

@@ -437,6 +437,8 @@ int main(int argc, char **argv)
     ro.task_phase_timeout_ms = (unsigned)f.task_phase_timeout_ms;
     ro.down_replace_after_ms = f.down_replace_after_ms;
     ro.repair_max_moves = (unsigned)f.repair_max_moves;
+    ro.balance = f.balance != 0;
+    ro.balance_max_moves = (unsigned)f.balance_max_moves;
     ro.enable_hash_slot_migration = f.enable_hash_slot_migration != 0;
     if (f.compact_entries)
         ro.compact_entries = f.compact_entries;

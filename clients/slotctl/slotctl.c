@@ -537,6 +537,9 @@ int main(int argc, char **argv)
     case SLOTCTL_CMD_FEATURE:
         code = slotctl_feature_run(c, &a);
         break;
+    case SLOTCTL_CMD_BALANCE:
+        code = slotctl_balance_run(c, &a);
+        break;
     case SLOTCTL_CMD_LEASE_GRANT:
     case SLOTCTL_CMD_LEASE_KEEPALIVE:
     case SLOTCTL_CMD_LEASE_REVOKE:

@@ -558,3 +558,113 @@ int slotctl_feature_run(struct slotd_client *c, const struct slotctl_args *a)
     slotd_admin_result_destroy(rp);
     return SLOTCTL_EXIT_OK;
 }
+
+/* ---- balance ------------------------------------------------------------------------------ */
+
+static json_t *balance_json(const struct slotd_controller_status *s)
+{
+    json_t *j = json_object(), *scores = json_array(), *moves = json_array();
+    json_object_set_new(j, "command", json_string("balance status"));
+    json_object_set_new(j, "ok", json_true());
+    json_object_set_new(j, "node_id", json_integer((json_int_t)s->node_id));
+    json_object_set_new(j, "role", json_string(s->role));
+    json_object_set_new(j, "enabled", json_boolean(s->balance_enabled));
+    json_object_set_new(j, "paused", json_boolean(s->balance_paused));
+    json_object_set_new(j, "balanced", json_boolean(s->balance_balanced));
+    json_object_set_new(j, "max_moves", json_integer(s->balance_max_moves));
+    json_object_set_new(j, "total_replicas", json_integer(s->balance_total_replicas));
+    json_object_set_new(j, "total_weight", json_integer(s->balance_total_weight));
+    json_object_set_new(j, "revision", json_integer((json_int_t)s->revision));
+    for (size_t i = 0; i < s->n_balance_scores; i++) {
+        const struct slotd_balance_score *sc = &s->balance_scores[i];
+        json_array_append_new(scores, json_pack("{s:I,s:i,s:i,s:f}", "node", (json_int_t)sc->node,
+                                                "weight", (int)sc->weight, "replicas",
+                                                (int)sc->replicas, "share", sc->share_x10 / 10.0));
+    }
+    for (size_t i = 0; i < s->n_balance_moves; i++) {
+        const struct slotd_balance_move *m = &s->balance_moves[i];
+        json_array_append_new(moves, json_pack("{s:i,s:I,s:I,s:s}", "group", (int)m->group, "from",
+                                               (json_int_t)m->source, "to", (json_int_t)m->target,
+                                               "why", m->why));
+    }
+    json_object_set_new(j, "scores", scores);
+    json_object_set_new(j, "moves", moves);
+    return j;
+}
+
+static void balance_print(const struct slotd_controller_status *s)
+{
+    printf("balancer: %s%s, at most %u moves; node %" PRIu64 " (%s) at revision %" PRIu64 "\n",
+           s->balance_enabled ? "on" : "off (--balance 0 on this node)",
+           s->balance_paused ? ", paused cluster-wide (slotctl balance on resumes)" : "",
+           s->balance_max_moves, s->node_id, s->role, s->revision);
+    printf("%-6s %-6s %-8s %-6s %s\n", "NODE", "WEIGHT", "REPLICAS", "SHARE", "DIFF");
+    for (size_t i = 0; i < s->n_balance_scores; i++) {
+        const struct slotd_balance_score *sc = &s->balance_scores[i];
+        printf("%-6" PRIu64 " %-6u %-8u %-6.1f %+.1f\n", sc->node, sc->weight, sc->replicas,
+               sc->share_x10 / 10.0, sc->replicas - sc->share_x10 / 10.0);
+    }
+    printf("(%u replicas over weight %u on active nodes)\n", s->balance_total_replicas,
+           s->balance_total_weight);
+    if (s->n_balance_moves == 0)
+        printf("plan: no move (%s)\n", s->balance_balanced ? "balanced: every node within 1 of "
+                                                             "its share"
+                                                           : "nothing movable now");
+    for (size_t i = 0; i < s->n_balance_moves; i++) {
+        const struct slotd_balance_move *m = &s->balance_moves[i];
+        printf("plan: group %u %" PRIu64 " -> %" PRIu64 ": %s\n", m->group, m->source, m->target,
+               m->why);
+    }
+}
+
+static int balance_status(struct slotd_client *c, const struct slotctl_args *a)
+{
+    struct slotctl_status_row rows[SLOTD_CLIENT_ENDPOINTS_MAX];
+    size_t n = slotctl_status_collect(c, a->endpoints, rows, SLOTD_CLIENT_ENDPOINTS_MAX);
+    int pick = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (rows[i].rc != SLOTD_CLIENT_OK)
+            continue;
+        if (pick < 0 || strcmp(rows[i].cs->role, "leader") == 0)
+            pick = (int)i;
+        if (strcmp(rows[i].cs->role, "leader") == 0)
+            break;
+    }
+    int code = SLOTCTL_EXIT_OK;
+    if (pick < 0) {
+        code = n > 0 ? slotctl_error_report(a, rows[0].rc, rows[0].err)
+                     : slotctl_error_report_text(a, SLOTD_CLIENT_EINVAL, "no endpoints", NULL);
+    } else if (a->json) {
+        slotctl_json_print(balance_json(rows[pick].cs));
+    } else {
+        balance_print(rows[pick].cs);
+    }
+    slotctl_status_rows_clear(rows, n);
+    return code;
+}
+
+int slotctl_balance_run(struct slotd_client *c, const struct slotctl_args *a)
+{
+    if (strcmp(a->pos[0], "status") == 0)
+        return balance_status(c, a);
+    bool enabled = strcmp(a->pos[0], "on") == 0;
+    struct slotd_admin_command *cmd = slotd_admin_command_create(SLOTD_ADMIN_SET_BALANCE);
+    if (cmd) {
+        slotd_admin_command_set_enabled(cmd, enabled);
+        slotd_admin_command_set_expected_revision(cmd, a->expected_revision);
+    }
+    struct slotd_admin_result *rp;
+    int code = slotctl_admin_send(c, a, cmd, cmd ? SLOTD_CLIENT_OK : SLOTD_CLIENT_ENOMEM, &rp);
+    if (code != SLOTCTL_EXIT_OK)
+        return code;
+    const struct slotd_admin_result *r = rp;
+    if (a->json) {
+        json_t *j = slotctl_admin_result_json(a, r);
+        json_object_set_new(j, "command", json_string(enabled ? "balance on" : "balance off"));
+        slotctl_json_print(j);
+    } else {
+        slotctl_admin_result_print(r, enabled ? "balance on" : "balance off");
+    }
+    slotd_admin_result_destroy(rp);
+    return SLOTCTL_EXIT_OK;
+}

@@ -92,9 +92,10 @@ static const struct {
     {"feature", SLOTCTL_CMD_FEATURE, 1, 3}, /* feature list | feature set NAME on|off */
     {"watch", SLOTCTL_CMD_WATCH, 0, 1},     /* watch KEY | watch --prefix P */
     {"txn", SLOTCTL_CMD_TXN, 0, 0},
-    {"lease", SLOTCTL_CMD_LEASE, 2, 3}, /* lease grant KEY TTL | lease keepalive|revoke ID */
-    {"mcp", SLOTCTL_CMD_MCP, 0, 0},     /* mcp [--metrics URL,URL] */
-    {"backup", SLOTCTL_CMD_BACKUP, 2, 2}, /* backup save|verify|inspect FILE */
+    {"lease", SLOTCTL_CMD_LEASE, 2, 3},     /* lease grant KEY TTL | lease keepalive|revoke ID */
+    {"mcp", SLOTCTL_CMD_MCP, 0, 0},         /* mcp [--metrics URL,URL] */
+    {"backup", SLOTCTL_CMD_BACKUP, 2, 2},   /* backup save|verify|inspect FILE */
+    {"balance", SLOTCTL_CMD_BALANCE, 1, 1}, /* balance status|on|off */
 };
 
 #define CLI_N_CMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
@@ -263,19 +264,19 @@ static int cli_admin_option(const char *opt, const char *val, struct slotctl_arg
     return 0;
 }
 
-#define CLI_BIT(cmd) (1u << (cmd))
-_Static_assert(SLOTCTL_CMD_ABORT < 32, "CLI_BIT masks hold every command");
+#define CLI_BIT(cmd) (UINT64_C(1) << (cmd))
+_Static_assert(SLOTCTL_CMD_BALANCE < 64, "CLI_BIT masks hold every command");
 #define CLI_TASK_MAKERS                                                                            \
     (CLI_BIT(SLOTCTL_CMD_MOVE_REPLICA) | CLI_BIT(SLOTCTL_CMD_DRAIN) |                              \
      CLI_BIT(SLOTCTL_CMD_PROMOTE) | CLI_BIT(SLOTCTL_CMD_RETRY) |                                   \
      CLI_BIT(SLOTCTL_CMD_MIGRATE_SLOTS))
 
 /* "--x: only for a, b" naming the commands in mask (in enum order). */
-static int cli_only_for(const char *opt, unsigned mask, char *err, size_t errlen)
+static int cli_only_for(const char *opt, uint64_t mask, char *err, size_t errlen)
 {
     char names[256] = "";
     size_t used = 0;
-    for (int cmd = SLOTCTL_CMD_PUT; cmd <= SLOTCTL_CMD_ABORT; cmd++)
+    for (int cmd = SLOTCTL_CMD_PUT; cmd <= SLOTCTL_CMD_BALANCE; cmd++)
         if (mask & CLI_BIT(cmd) && used < sizeof(names))
             used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s", used ? ", " : "",
                                      cli_cmd_word((enum slotctl_cmd)cmd));
@@ -285,15 +286,15 @@ static int cli_only_for(const char *opt, unsigned mask, char *err, size_t errlen
 /* Which admin and task options the command takes. */
 static int cli_admin_allowed(const struct slotctl_args *a, char *err, size_t errlen)
 {
-    const unsigned tl = CLI_BIT(SLOTCTL_CMD_TRANSFER_LEADER),
+    const uint64_t tl = CLI_BIT(SLOTCTL_CMD_TRANSFER_LEADER),
                    move = CLI_BIT(SLOTCTL_CMD_MOVE_REPLICA);
-    const unsigned join = CLI_BIT(SLOTCTL_CMD_JOIN), act = CLI_BIT(SLOTCTL_CMD_ACTIVATE);
-    const unsigned task = CLI_BIT(SLOTCTL_CMD_TASK_STATUS);
+    const uint64_t join = CLI_BIT(SLOTCTL_CMD_JOIN), act = CLI_BIT(SLOTCTL_CMD_ACTIVATE);
+    const uint64_t task = CLI_BIT(SLOTCTL_CMD_TASK_STATUS);
     bool node_id = a->node_id && strcmp(a->node_opt, "--node-id") == 0;
     const struct {
         const char *opt;
         bool given;
-        unsigned cmds;
+        uint64_t cmds;
     } opts[] = {
         {"--group", a->group_id != 0, tl | move},
         {"--to", a->to_node != 0, tl | move},
@@ -305,7 +306,7 @@ static int cli_admin_allowed(const struct slotctl_args *a, char *err, size_t err
         {"--weight", a->weight != 0, join},
         {"--expected-revision", a->expected_revision != 0,
          tl | join | act | CLI_TASK_MAKERS | CLI_BIT(SLOTCTL_CMD_FEATURE) |
-             CLI_BIT(SLOTCTL_CMD_ABORT)},
+             CLI_BIT(SLOTCTL_CMD_ABORT) | CLI_BIT(SLOTCTL_CMD_BALANCE)},
         {"--wait", a->wait_s != 0, tl | CLI_TASK_MAKERS},
         {"--as-task", a->as_task, tl},
         {"--task", a->task_id != 0, CLI_BIT(SLOTCTL_CMD_RETRY) | CLI_BIT(SLOTCTL_CMD_ABORT)},
@@ -422,6 +423,10 @@ static int cli_admin_check(struct slotctl_args *a, char *err, size_t errlen)
             return cli_fail(err, errlen, "--expected-revision: only for feature set");
         break;
     }
+    case SLOTCTL_CMD_BALANCE:
+        if (a->expected_revision && strcmp(a->pos[0], "status") == 0)
+            return cli_fail(err, errlen, "--expected-revision: only for balance on|off");
+        break;
     default:
         break;
     }
@@ -612,6 +617,10 @@ static int cli_check(struct slotctl_args *a, char *err, size_t errlen)
             min = max = a->cas_delete ? 2 : 3;
         if (a->cmd == SLOTCTL_CMD_TASK_STATUS && (a->pos_count < min || a->pos_count > max))
             return cli_fail(err, errlen, "task: usage: task status [TASK_ID]");
+        if (a->cmd == SLOTCTL_CMD_BALANCE &&
+            (a->pos_count != 1 || (strcmp(a->pos[0], "status") != 0 &&
+                                   strcmp(a->pos[0], "on") != 0 && strcmp(a->pos[0], "off") != 0)))
+            return cli_fail(err, errlen, "balance: usage: balance status|on|off");
         if (a->cmd == SLOTCTL_CMD_FEATURE && (a->pos_count < min || a->pos_count > max))
             return cli_fail(err, errlen, "feature: usage: feature list | feature set NAME on|off");
         if (a->cmd == SLOTCTL_CMD_LEASE && (a->pos_count < min || a->pos_count > max))
@@ -830,6 +839,12 @@ void slotctl_usage(FILE *out)
         "  backup verify FILE                  offline: every checksum, the structure, counts\n"
         "                                      per group (exit 5 naming the bad record)\n"
         "  backup inspect FILE                 offline: header, groups, rows, sizes\n"
+        "  balance status                      the balancer: score per node (replicas, share),\n"
+        "                                      the moves it plans and why (the controller\n"
+        "                                      leader's answer when an endpoint is the leader)\n"
+        "  balance on|off [--expected-revision R]\n"
+        "                                      resume or pause the balancer cluster-wide\n"
+        "                                      (Admin.SetBalance)\n"
         "  feature list                        the cluster state's features and their values\n"
         "  feature set NAME on|off [--expected-revision R]\n"
         "                                      switch a feature in the replicated cluster\n"

@@ -66,6 +66,7 @@ enum slotctl_cmd {
     SLOTCTL_CMD_MCP,             /* mcp [--metrics URL,URL]: the operations MCP server */
     SLOTCTL_CMD_BACKUP,          /* backup save|verify|inspect FILE */
     SLOTCTL_CMD_ABORT,           /* abort --task T: Admin.AbortTask */
+    SLOTCTL_CMD_BALANCE,         /* balance status | balance on|off: the balancer */
 };
 
 #define SLOTCTL_ENDPOINTS_DEFAULT "127.0.0.1:7700"

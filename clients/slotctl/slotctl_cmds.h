@@ -70,6 +70,11 @@ int slotctl_node_admin_run(struct slotd_client *c, const struct slotctl_args *a)
  * `feature set NAME on|off` (Admin.SetFeature). Returns the exit code. */
 int slotctl_feature_run(struct slotd_client *c, const struct slotctl_args *a);
 
+/* c, a: borrowed for the call. `balance status` (ControllerStatus.balance of the controller
+ * leader among the endpoints, else of the first that answers) and `balance on|off`
+ * (Admin.SetBalance). Returns the exit code. */
+int slotctl_balance_run(struct slotd_client *c, const struct slotctl_args *a);
+
 /* a, r: borrowed for the call. The common fields of an admin command's JSON answer (command,
  * ok, outcome, reason, revision, applied_index, attempts); caller owns the object. */
 json_t *slotctl_admin_result_json(const struct slotctl_args *a, const struct slotd_admin_result *r);

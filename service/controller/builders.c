@@ -116,6 +116,9 @@ int ctl_cmd_bootstrap_features(const char *cluster_id, const struct ctl_config *
             if (f != NULL && features->operations_mcp) {
                 bad |= ctl__json_set(f, "operations_mcp", json_true());
             }
+            if (f != NULL && features->balance_paused) {
+                bad |= ctl__json_set(f, "balance_paused", json_true());
+            }
             bad |= ctl__json_set(cmd, "features", f);
         }
     } else {

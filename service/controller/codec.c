@@ -217,11 +217,15 @@ static json_t *encode_body(const struct ctl_state *s)
     if (s->auth.enabled) {
         bad |= ctl__json_set(o, "auth", ctl__auth_encode(&s->auth));
     }
-    /* operations_mcp only when on, so a state without it encodes as before it existed. */
+    /* operations_mcp and balance_paused only when on, so a state without them encodes as
+     * before they existed. */
     json_t *features =
         json_pack("{s:b}", "hash_slot_migration", (int)s->features.hash_slot_migration);
     if (features != NULL && s->features.operations_mcp) {
         bad |= ctl__json_set(features, "operations_mcp", json_true());
+    }
+    if (features != NULL && s->features.balance_paused) {
+        bad |= ctl__json_set(features, "balance_paused", json_true());
     }
     bad |= ctl__json_set(o, "features", features);
     /* "backup" only once used, so a state without a plan encodes as before it existed. */

@@ -209,12 +209,16 @@ struct ctl_task {
 struct ctl_features {
     bool hash_slot_migration; /* Admin.MigrateHashSlots accepted; default false */
     bool operations_mcp;      /* `slotctl mcp` offers its mutating tools (to admins); default false */
+    /* the controller leader plans no balance moves (Admin.SetBalance enabled=false); default
+     * false: nodes started with --balance 1 balance */
+    bool balance_paused;
 };
 
-/* Names of the features set_feature takes ("hash_slot_migration", "operations_mcp"), in
- * ctl_features order; CTL_FEATURE_NAMES_TEXT lists them for error messages. */
-#define CTL_FEATURE_NAMES_MAX 2
-#define CTL_FEATURE_NAMES_TEXT "hash_slot_migration, operations_mcp"
+/* Names of the features set_feature takes ("hash_slot_migration", "operations_mcp",
+ * "balance_paused"), in ctl_features order; CTL_FEATURE_NAMES_TEXT lists them for error
+ * messages. */
+#define CTL_FEATURE_NAMES_MAX 3
+#define CTL_FEATURE_NAMES_TEXT "hash_slot_migration, operations_mcp, balance_paused"
 extern const char *const ctl_feature_names[CTL_FEATURE_NAMES_MAX];
 
 /* The switch of features f named name (one of ctl_feature_names), or NULL. Borrowed from f. */

@@ -116,7 +116,7 @@ int ctl__json_bool(const json_t *obj, const char *key, const char *path, bool *o
 }
 
 const char *const ctl_feature_names[CTL_FEATURE_NAMES_MAX] = {"hash_slot_migration",
-                                                               "operations_mcp"};
+                                                              "operations_mcp", "balance_paused"};
 
 bool *ctl_feature_get(struct ctl_features *f, const char *name)
 {
@@ -124,6 +124,8 @@ bool *ctl_feature_get(struct ctl_features *f, const char *name)
         return &f->hash_slot_migration;
     if (strcmp(name, ctl_feature_names[1]) == 0)
         return &f->operations_mcp;
+    if (strcmp(name, ctl_feature_names[2]) == 0)
+        return &f->balance_paused;
     return NULL;
 }
 
@@ -131,15 +133,19 @@ int ctl__features_read(const json_t *obj, const char *path, struct ctl_features 
                        size_t errlen)
 {
     memset(f, 0, sizeof(*f));
-    /* operations_mcp came later: a state or bootstrap without it has it off. */
-    int rc = ctl__json_fields(obj, path, ctl_feature_names, 1, ctl_feature_names + 1, 1, err,
-                              errlen);
+    /* operations_mcp and balance_paused came later: a state or bootstrap without them has them
+     * off. */
+    int rc =
+        ctl__json_fields(obj, path, ctl_feature_names, 1, ctl_feature_names + 1, 2, err, errlen);
     if (rc != CTL_OK) {
         return rc;
     }
     rc = ctl__json_bool(obj, "hash_slot_migration", path, &f->hash_slot_migration, err, errlen);
     if (rc == CTL_OK && json_object_get(obj, "operations_mcp") != NULL) {
         rc = ctl__json_bool(obj, "operations_mcp", path, &f->operations_mcp, err, errlen);
+    }
+    if (rc == CTL_OK && json_object_get(obj, "balance_paused") != NULL) {
+        rc = ctl__json_bool(obj, "balance_paused", path, &f->balance_paused, err, errlen);
     }
     return rc;
 }

@@ -198,16 +198,61 @@ static void on_controller_status(void *ctx, struct rpc_call *call, const uint8_t
     q.leader = st.leader;
     q.n_groups_without_quorum = st.n_groups_without_quorum;
     q.groups_without_quorum = st.groups_without_quorum;
-    uint8_t buf[1024];
+    struct ctl_balance_plan *plan = malloc(sizeof(*plan));
+    Slotd__V1__BalanceStatus bs = SLOTD__V1__BALANCE_STATUS__INIT;
+    Slotd__V1__BalanceScore sc[CTL_NODES_MAX], *scp[CTL_NODES_MAX];
+    Slotd__V1__BalanceMove mv[CTL_GROUPS_MAX], *mvp[CTL_GROUPS_MAX];
+    uint8_t *buf = NULL;
+    struct slotd_error e;
+    if (plan == NULL) {
+        slotd_error_set(&e, SLOTD_EINTERNAL, "controller status: out of memory");
+        goto err_after_plan;
+    }
+    bool enabled, paused;
+    unsigned max_moves;
+    runtime_ctl_balance(api->rt, plan, &enabled, &paused, &max_moves);
+    bs.enabled = enabled;
+    bs.paused = paused;
+    bs.max_moves = max_moves;
+    bs.total_replicas = plan->total_replicas;
+    bs.total_weight = plan->total_weight;
+    bs.balanced = plan->balanced;
+    for (uint32_t i = 0; i < plan->n_scores; i++) {
+        slotd__v1__balance_score__init(&sc[i]);
+        sc[i].node = plan->scores[i].node;
+        sc[i].weight = plan->scores[i].weight;
+        sc[i].replicas = plan->scores[i].replicas;
+        sc[i].share_x10 = plan->scores[i].share_x10;
+        scp[i] = &sc[i];
+    }
+    bs.n_scores = plan->n_scores;
+    bs.scores = scp;
+    for (uint32_t i = 0; i < plan->n_moves; i++) {
+        slotd__v1__balance_move__init(&mv[i]);
+        mv[i].group = plan->moves[i].group;
+        mv[i].source = plan->moves[i].source;
+        mv[i].target = plan->moves[i].target;
+        mv[i].why = plan->moves[i].why;
+        mvp[i] = &mv[i];
+    }
+    bs.n_moves = plan->n_moves;
+    bs.moves = mvp;
+    q.balance = &bs;
     size_t n = slotd__v1__controller_status_response__get_packed_size(&q);
-    if (n > sizeof(buf)) {
-        struct slotd_error e;
+    buf = malloc(n > 0 ? n : 1);
+    if (buf == NULL) {
         slotd_error_set(&e, SLOTD_EINTERNAL, "controller status: %zu bytes", n);
-        rpc_call_fail(call, &e);
-        return;
+        goto err_after_buf;
     }
     slotd__v1__controller_status_response__pack(&q, buf);
     rpc_call_reply_bytes(call, buf, n);
+    free(buf);
+    free(plan);
+    return;
+err_after_buf:
+    free(plan);
+err_after_plan:
+    rpc_call_fail(call, &e);
 }
 
 /* ---- Relaying a write to the controller leader ---- */
@@ -876,6 +921,28 @@ static void on_set_backup_plan(void *ctx, struct rpc_call *call, const uint8_t *
     slotd__v1__set_backup_plan_request__free_unpacked(r, NULL);
 }
 
+/* SetBalance {enabled}: the feature balance_paused set to !enabled (checked like any
+ * set_feature where it applies). */
+static void on_set_balance(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+{
+    struct node_api *api = ctx;
+    struct slotd_error err;
+    Slotd__V1__SetBalanceRequest *r = slotd__v1__set_balance_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        fail_malformed(call, "slotd.v1.SetBalanceRequest");
+        return;
+    }
+    char *cmd = NULL;
+    int rc = ctl_cmd_set_feature("balance_paused", !r->enabled, r->expected_revision, &cmd);
+    if (rc != CTL_OK)
+        rc = build_failed(rc, &err);
+    else
+        rc = node_admin_submit(api, call, "/slotd.v1.Admin/SetBalance", cmd, &r->base,
+                               &r->no_forward, &err);
+    finish(call, rc, cmd, &err);
+    slotd__v1__set_balance_request__free_unpacked(r, NULL);
+}
+
 #define PEER_CONTROLLER_COMMAND "/slotd.internal.v1.Peer/ControllerCommand"
 #define PEER_MIGRATION_PROPOSE "/slotd.internal.v1.Peer/MigrationPropose"
 
@@ -1066,6 +1133,7 @@ static const struct {
     {"/slotd.v1.Admin/MigrateHashSlots", on_migrate_hash_slots},
     {"/slotd.v1.Admin/SetFeature", on_set_feature},
     {"/slotd.v1.Admin/SetBackupPlan", on_set_backup_plan},
+    {"/slotd.v1.Admin/SetBalance", on_set_balance},
 };
 
 static void on_gated(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)

@@ -1123,6 +1123,21 @@ size_t runtime_ctl_tasks(struct runtime *rt, bool active_only, struct ctl_task *
     return n;
 }
 
+void runtime_ctl_balance(struct runtime *rt, struct ctl_balance_plan *out, bool *enabled,
+                         bool *paused, unsigned *max_moves)
+{
+    *enabled = rt->opts.balance;
+    *max_moves = rt->opts.balance_max_moves;
+    pthread_mutex_lock(&rt->ctl_mu);
+    const struct ctl_state *s = rt->ctl_shared;
+    *paused = s != NULL && s->features.balance_paused;
+    if (s != NULL)
+        ctl_balance_plan(s, NULL, rt->opts.balance_max_moves, out);
+    else
+        memset(out, 0, sizeof(*out));
+    pthread_mutex_unlock(&rt->ctl_mu);
+}
+
 bool runtime_ctl_voter(const struct runtime *rt)
 {
     return rt->ctl_voter;

@@ -146,6 +146,15 @@ struct rt_snap_install {
     size_t len;
 };
 
+/* A balance move the controller leader proposed (balance.c), until it sees the task end: the
+ * move's group, source and target and the wall clock it was created at (the task's created_ms). */
+#define RT_BALANCE_SENT_MAX 64
+struct rt_balance_sent {
+    uint32_t group;
+    uint64_t source, target;
+    uint64_t created_ms;
+};
+
 /* The task executor's memory of one task phase (task.c): when it started here and when the
  * next repeated action is due. */
 #define RT_TASK_PACE_MAX 16
@@ -225,6 +234,7 @@ struct rt_metrics {
     /* loop (ctl.c), from the published state's backup plan: interval (0 = no plan), last
      * successful run's Unix time in seconds and bytes (0 = none) */
     struct metrics_gauge *backup_plan_interval, *backup_plan_success_s, *backup_plan_bytes;
+    struct metrics_counter *balance_moves[3];    /* loop (balance.c): planned, done, failed */
     /* per-group families: series are added as groups open */
     struct metrics_family *fam_term, *fam_commit, *fam_applied, *fam_leader, *fam_changes;
     struct metrics_family *fam_has_leader;
@@ -489,6 +499,9 @@ struct runtime {
     int64_t backup_next_ms;          /* loop: backup_plan.c's next step (rt_now_ms) */
     uint64_t backup_run_taken;       /* loop: the last backup run this node started */
     struct rt_backup_exec *backup_exec; /* loop: the run writing here, NULL = none */
+    int64_t balance_next_ms;         /* loop: balance.c's next plan (rt_now_ms) */
+    uint32_t balance_n_sent;         /* loop: balance.c's proposed moves not yet seen ending */
+    struct rt_balance_sent balance_sent[RT_BALANCE_SENT_MAX]; /* loop */
     struct rt_task_pace task_pace[RT_TASK_PACE_MAX];   /* loop */
     struct rt_migration migrations[RT_MIGRATIONS_MAX]; /* loop, reply fields under their mu */
     struct rt_keylease keyleases[RT_GROUPS_CAP];       /* loop (keylease.c), index = group id */
@@ -641,6 +654,8 @@ void rt_repair_step(struct runtime *rt);
  * reports this node's run; rt_backup_stop (after the loop ended) stops and joins a running one. */
 void rt_backup_step(struct runtime *rt);
 void rt_backup_stop(struct runtime *rt);
+/* balance.c: on the controller leader, replica moves toward weighted shares (loop thread) */
+void rt_balance_step(struct runtime *rt);
 /* task_cleanup.c: the leader of each slot group removes a learner no task owns (loop thread) */
 void rt_task_cleanup(struct runtime *rt);
 /* task_cleanup.c: true when task t (of the replica's group) still needs the replica that the

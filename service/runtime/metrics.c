@@ -172,6 +172,21 @@ static int group_families(struct runtime *rt)
     rt->metrics.backup_plan_interval = metrics_gauge_get(plan_interval, NULL);
     rt->metrics.backup_plan_success_s = metrics_gauge_get(plan_success, NULL);
     rt->metrics.backup_plan_bytes = metrics_gauge_get(plan_bytes, NULL);
+    struct metrics_family *bal = NULL;
+    static const char *const bal_label[1] = {"result"};
+    rc = rc ? rc
+            : metrics_counter_family_new(m, "slotd_balance_moves_total",
+                                         "Balance replica moves this node proposed as controller "
+                                         "leader (planned) and how those it saw end ended (done, "
+                                         "failed).",
+                                         1, bal_label, &bal);
+    if (rc != METRICS_OK)
+        return rc;
+    static const char *const bal_results[3] = {"planned", "done", "failed"};
+    for (int i = 0; i < 3; i++) {
+        const char *v[] = {bal_results[i]};
+        rt->metrics.balance_moves[i] = metrics_counter_get(bal, v);
+    }
     rt->metrics.repair_moves = metrics_counter_get(repair, NULL);
     rt->metrics.groups_without_quorum = metrics_gauge_get(lost, NULL);
     static const char *const names[4] = {"pending", "running", "failed", "done"};

@@ -26,6 +26,8 @@ void runtime_options_default(struct runtime_options *o)
     o->task_phase_timeout_ms = 60000;
     o->down_replace_after_ms = 600000;
     o->repair_max_moves = 2;
+    o->balance = true;
+    o->balance_max_moves = 2;
 }
 
 int64_t rt_now_ms(void)
@@ -463,6 +465,7 @@ static void on_poll(uv_timer_t *h)
     rt_task_step(h->data);
     rt_repair_step(h->data);
     rt_backup_step(h->data);
+    rt_balance_step(h->data);
     rt_ctl_members_step(h->data);
     rt_pump(h->data); /* what the controller proposed */
 }

@@ -82,6 +82,11 @@ struct runtime_options {
      * 600000 (0: never) and 2 */
     uint64_t down_replace_after_ms;
     unsigned repair_max_moves;
+    /* balance.c, on the controller leader, unless the cluster state's features.balance_paused:
+     * replica moves toward each node's weighted share (ctl_balance_plan), at most
+     * balance_max_moves active at once; default true and 2 */
+    bool balance;
+    unsigned balance_max_moves;
     bool enable_hash_slot_migration; /* seeds the cluster state's features.hash_slot_migration
                                       * when this node bootstraps the cluster; default false */
     /* Where the runtime's series live (service/metrics/README.md); NULL (default): none.
@@ -229,6 +234,12 @@ struct runtime_ctl_status {
     uint32_t groups_without_quorum[64];
 };
 void runtime_ctl_status(struct runtime *rt, struct runtime_ctl_status *out);
+/* The balancer's plan from the published cluster state with this node's --balance-max-moves
+ * (ctl_balance_plan; out borrowed, zeroed without a state), whether this node runs the balancer
+ * (--balance) and whether the state pauses it (features.balance_paused). */
+struct ctl_balance_plan;
+void runtime_ctl_balance(struct runtime *rt, struct ctl_balance_plan *out, bool *enabled,
+                         bool *paused, unsigned *max_moves);
 /* Read-your-admin-writes gate. Returns 1 when the published cluster state (and the route built
  * from it) is at min_revision or later: fn is not called, the caller answers now. Returns 0 when
  * fn(arg, reached, revision) will be called once, on the loop thread: reached when the state gets

@@ -318,13 +318,19 @@ class SlotdServer:
     def running(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def default_args(self):
+        """Flags every node gets unless its extra_args name them: --balance 0, so tests that
+        place replicas themselves keep their meaning (a test that wants the balancer passes
+        --balance 1)."""
+        return [] if "--balance" in self.extra_args else ["--balance", "0"]
+
     def _spawn(self):
         cmd = [str(SLOTD_BIN), "--listen", self.addr, "--data-dir", str(self.data_dir)]
         if "--peer-listen" not in self.extra_args:
             cmd += ["--peer-listen", self.peer_addr]
         if self.slot_groups is not None:
             cmd += ["--slot-groups", str(self.slot_groups)]
-        cmd += self.extra_args
+        cmd += self.default_args() + self.extra_args
         if ("--peers" in cmd or "--join" in cmd) and "--cluster-secret-file" not in cmd:
             cmd += ["--cluster-secret-file", str(cluster_secret_file(self.data_dir.parent))]
         with open(self.log_path, "ab") as log:

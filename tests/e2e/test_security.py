@@ -757,14 +757,15 @@ class RbacTest(h.SlotdTestCase):
         self.assertStored(self.a_key)
 
     def test_elastic_admin_writes_need_admin(self):
-        """AbortTask, RemoveNode, DemoteControllerVoter (issue 19) and SetBackupPlan (issue 21)
-        change the cluster state: without credentials UNAUTHENTICATED, as bob (no admin)
-        PERMISSION_DENIED, and the nodes, tasks, groups and backup plan stay as they were."""
+        """AbortTask, RemoveNode, DemoteControllerVoter, SetBalance (issue 19) and SetBackupPlan
+        (issue 21) change the cluster state: without credentials UNAUTHENTICATED, as bob (no
+        admin) PERMISSION_DENIED, and the nodes, tasks, groups, backup plan and features stay as
+        they were."""
         def state():
             st = json.loads(self.admin(1).ClusterState(
                 admin_pb2.ClusterStateRequest(), timeout=h.RPC_TIMEOUT_S,
                 metadata=self.root).state_json)
-            return st["nodes"], st["tasks"], st["groups"], st.get("backup")
+            return st["nodes"], st["tasks"], st["groups"], st.get("backup"), st.get("features")
         before = state()
         for n in self.cluster.node_ids:
             for call in (lambda md: self.admin(n).AbortTask(
@@ -779,6 +780,9 @@ class RbacTest(h.SlotdTestCase):
                          lambda md: self.admin(n).SetBackupPlan(
                             admin_pb2.SetBackupPlanRequest(interval_s=60, destination="/tmp/b",
                                                            retention=2),
+                            timeout=h.RPC_TIMEOUT_S, metadata=md),
+                         lambda md: self.admin(n).SetBalance(
+                            admin_pb2.SetBalanceRequest(enabled=False),
                             timeout=h.RPC_TIMEOUT_S, metadata=md)):
                 self.assertRefused(UNAUTH, lambda: call(()), "no credentials")
                 self.assertRefused(DENIED, lambda: call(self.bob), "admin needed")

@@ -66,7 +66,7 @@ class FaultServer(h.SlotdServer):
             cmd += ["--peer-listen", self.peer_addr]
         if self.slot_groups is not None:
             cmd += ["--slot-groups", str(self.slot_groups)]
-        cmd += self.extra_args
+        cmd += self.default_args() + self.extra_args
         env = dict(os.environ)
         env.update(self.env)
         env.update(self.env_once)

@@ -23,6 +23,7 @@
 #define ADMIN_METHOD_ABORT "/slotd.v1.Admin/AbortTask"
 #define ADMIN_METHOD_MIGRATE "/slotd.v1.Admin/MigrateHashSlots"
 #define ADMIN_METHOD_SET_FEATURE "/slotd.v1.Admin/SetFeature"
+#define ADMIN_METHOD_SET_BALANCE "/slotd.v1.Admin/SetBalance"
 #define ADMIN_FEATURE_NAME_MAX 64
 #define ADMIN_CHECKSUM_LEN_MAX 15
 #define ADMIN_GRPC_ABORTED 10
@@ -228,6 +229,29 @@ int slotd__controller_status_decode(const uint8_t *buf, size_t len,
     out->state_file_age_ms = m->state_file_age_ms;
     out->mirror_lag_ms = m->mirror_lag_ms;
     out->leader = m->leader;
+    const Slotd__V1__BalanceStatus *b = m->balance;
+    if (b != NULL) {
+        out->balance_enabled = b->enabled;
+        out->balance_paused = b->paused;
+        out->balance_balanced = b->balanced;
+        out->balance_max_moves = b->max_moves;
+        out->balance_total_replicas = b->total_replicas;
+        out->balance_total_weight = b->total_weight;
+        for (size_t i = 0; i < b->n_scores && i < SLOTD_BALANCE_NODES_MAX; i++) {
+            struct slotd_balance_score *sc = &out->balance_scores[out->n_balance_scores++];
+            sc->node = b->scores[i]->node;
+            sc->weight = b->scores[i]->weight;
+            sc->replicas = b->scores[i]->replicas;
+            sc->share_x10 = b->scores[i]->share_x10;
+        }
+        for (size_t i = 0; i < b->n_moves && i < SLOTD_BALANCE_MOVES_MAX; i++) {
+            struct slotd_balance_move *mv = &out->balance_moves[out->n_balance_moves++];
+            mv->group = b->moves[i]->group;
+            mv->source = b->moves[i]->source;
+            mv->target = b->moves[i]->target;
+            snprintf(mv->why, sizeof(mv->why), "%s", b->moves[i]->why ? b->moves[i]->why : "");
+        }
+    }
     slotd__v1__controller_status_response__free_unpacked(m, NULL);
     return SLOTD_CLIENT_OK;
 }
@@ -434,6 +458,15 @@ int slotd__admin_write_encode(const struct slotd_admin_command *w, uint8_t *buf,
         r.node_id = w->node_id;
         r.expected_revision = w->expected_revision;
         *len = slotd__v1__activate_node_request__pack(&r, buf);
+        return SLOTD_CLIENT_OK;
+    }
+    case SLOTD_ADMIN_SET_BALANCE: {
+        *method = ADMIN_METHOD_SET_BALANCE;
+        *op = "set balance";
+        Slotd__V1__SetBalanceRequest r = SLOTD__V1__SET_BALANCE_REQUEST__INIT;
+        r.enabled = w->enabled;
+        r.expected_revision = w->expected_revision;
+        *len = slotd__v1__set_balance_request__pack(&r, buf);
         return SLOTD_CLIENT_OK;
     }
     case SLOTD_ADMIN_SET_FEATURE: {

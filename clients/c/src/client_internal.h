@@ -148,7 +148,7 @@ struct slotd_admin_command {
     size_t hash_slot_count;
     uint32_t to_group;
     const char *feature; /* SET_FEATURE: a cluster-state feature ("hash_slot_migration") */
-    bool enabled;        /* SET_FEATURE */
+    bool enabled;        /* SET_FEATURE, SET_BALANCE */
 };
 
 

@@ -476,6 +476,11 @@ int slotd_admin_command_set_feature(struct slotd_admin_command *cmd, const char 
     return rc;
 }
 
+void slotd_admin_command_set_enabled(struct slotd_admin_command *cmd, bool enabled)
+{
+    cmd->enabled = enabled;
+}
+
 void slotd_admin_command_set_expected_revision(struct slotd_admin_command *cmd, uint64_t revision)
 {
     cmd->expected_revision = revision;

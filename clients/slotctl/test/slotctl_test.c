@@ -119,7 +119,7 @@ static void test_parse_admin_errors(void)
         {{"slotctl", "get", "k", "--node-id", "1", NULL}, "--node-id: only for join, activate"},
         {{"slotctl", "put", "k", "v", "--expected-revision", "3", NULL},
          "--expected-revision: only for transfer-leader, join, activate, move-replica, drain, "
-         "promote, retry, migrate-slots, feature, abort"},
+         "promote, retry, migrate-slots, feature, abort, balance"},
         {{"slotctl", "activate", "--node-id", "4", "extra", NULL},
          "activate: takes 0 arguments, got 1"},
     };
@@ -429,6 +429,12 @@ static void test_parse_task_errors(void)
          "feature: usage: feature list | feature set NAME on|off"},
         {{"slotctl", "feature", "list", "--expected-revision", "3", NULL},
          "--expected-revision: only for feature set"},
+        {{"slotctl", "balance", NULL}, "balance: usage: balance status|on|off"},
+        {{"slotctl", "balance", "pause", NULL}, "balance: usage: balance status|on|off"},
+        {{"slotctl", "balance", "on", "now", NULL}, "balance: usage: balance status|on|off"},
+        {{"slotctl", "balance", "status", "--expected-revision", "3", NULL},
+         "--expected-revision: only for balance on|off"},
+        {{"slotctl", "balance", "status", "--task", "3", NULL}, "--task: only for retry, abort"},
         {{"slotctl", "feature", "list", "--wait", "3", NULL},
          "--wait: only for transfer-leader, move-replica, drain, promote, retry, migrate-slots"},
     };

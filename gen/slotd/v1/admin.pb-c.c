@@ -547,6 +547,51 @@ void   slotd__v1__auth_list_response__free_unpacked
   assert(message->base.descriptor == &slotd__v1__auth_list_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__v1__set_balance_request__init
+                     (Slotd__V1__SetBalanceRequest         *message)
+{
+  static const Slotd__V1__SetBalanceRequest init_value = SLOTD__V1__SET_BALANCE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__set_balance_request__get_packed_size
+                     (const Slotd__V1__SetBalanceRequest *message)
+{
+  assert(message->base.descriptor == &slotd__v1__set_balance_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__set_balance_request__pack
+                     (const Slotd__V1__SetBalanceRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__set_balance_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__set_balance_request__pack_to_buffer
+                     (const Slotd__V1__SetBalanceRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__set_balance_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__SetBalanceRequest *
+       slotd__v1__set_balance_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__SetBalanceRequest *)
+     protobuf_c_message_unpack (&slotd__v1__set_balance_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__set_balance_request__free_unpacked
+                     (Slotd__V1__SetBalanceRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__set_balance_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__v1__set_feature_request__init
                      (Slotd__V1__SetFeatureRequest         *message)
 {
@@ -1130,6 +1175,141 @@ void   slotd__v1__controller_status_response__free_unpacked
   if(!message)
     return;
   assert(message->base.descriptor == &slotd__v1__controller_status_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__balance_status__init
+                     (Slotd__V1__BalanceStatus         *message)
+{
+  static const Slotd__V1__BalanceStatus init_value = SLOTD__V1__BALANCE_STATUS__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__balance_status__get_packed_size
+                     (const Slotd__V1__BalanceStatus *message)
+{
+  assert(message->base.descriptor == &slotd__v1__balance_status__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__balance_status__pack
+                     (const Slotd__V1__BalanceStatus *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__balance_status__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__balance_status__pack_to_buffer
+                     (const Slotd__V1__BalanceStatus *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__balance_status__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__BalanceStatus *
+       slotd__v1__balance_status__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__BalanceStatus *)
+     protobuf_c_message_unpack (&slotd__v1__balance_status__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__balance_status__free_unpacked
+                     (Slotd__V1__BalanceStatus *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__balance_status__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__balance_score__init
+                     (Slotd__V1__BalanceScore         *message)
+{
+  static const Slotd__V1__BalanceScore init_value = SLOTD__V1__BALANCE_SCORE__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__balance_score__get_packed_size
+                     (const Slotd__V1__BalanceScore *message)
+{
+  assert(message->base.descriptor == &slotd__v1__balance_score__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__balance_score__pack
+                     (const Slotd__V1__BalanceScore *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__balance_score__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__balance_score__pack_to_buffer
+                     (const Slotd__V1__BalanceScore *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__balance_score__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__BalanceScore *
+       slotd__v1__balance_score__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__BalanceScore *)
+     protobuf_c_message_unpack (&slotd__v1__balance_score__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__balance_score__free_unpacked
+                     (Slotd__V1__BalanceScore *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__balance_score__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__balance_move__init
+                     (Slotd__V1__BalanceMove         *message)
+{
+  static const Slotd__V1__BalanceMove init_value = SLOTD__V1__BALANCE_MOVE__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__balance_move__get_packed_size
+                     (const Slotd__V1__BalanceMove *message)
+{
+  assert(message->base.descriptor == &slotd__v1__balance_move__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__balance_move__pack
+                     (const Slotd__V1__BalanceMove *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__balance_move__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__balance_move__pack_to_buffer
+                     (const Slotd__V1__BalanceMove *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__balance_move__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__BalanceMove *
+       slotd__v1__balance_move__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__BalanceMove *)
+     protobuf_c_message_unpack (&slotd__v1__balance_move__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__balance_move__free_unpacked
+                     (Slotd__V1__BalanceMove *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__balance_move__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
 void   slotd__v1__cluster_state_response__init
@@ -2205,6 +2385,71 @@ const ProtobufCMessageDescriptor slotd__v1__auth_list_response__descriptor =
   (ProtobufCMessageInit) slotd__v1__auth_list_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor slotd__v1__set_balance_request__field_descriptors[3] =
+{
+  {
+    "enabled",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SetBalanceRequest, enabled),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expected_revision",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SetBalanceRequest, expected_revision),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "no_forward",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__SetBalanceRequest, no_forward),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__set_balance_request__field_indices_by_name[] = {
+  0,   /* field[0] = enabled */
+  1,   /* field[1] = expected_revision */
+  2,   /* field[2] = no_forward */
+};
+static const ProtobufCIntRange slotd__v1__set_balance_request__number_ranges[2 + 1] =
+{
+  { 1, 0 },
+  { 15, 2 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__v1__set_balance_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.SetBalanceRequest",
+  "SetBalanceRequest",
+  "Slotd__V1__SetBalanceRequest",
+  "slotd.v1",
+  sizeof(Slotd__V1__SetBalanceRequest),
+  3,
+  slotd__v1__set_balance_request__field_descriptors,
+  slotd__v1__set_balance_request__field_indices_by_name,
+  2,  slotd__v1__set_balance_request__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__set_balance_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor slotd__v1__set_feature_request__field_descriptors[4] =
 {
   {
@@ -3002,7 +3247,7 @@ const ProtobufCMessageDescriptor slotd__v1__controller_status_request__descripto
   (ProtobufCMessageInit) slotd__v1__controller_status_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor slotd__v1__controller_status_response__field_descriptors[12] =
+static const ProtobufCFieldDescriptor slotd__v1__controller_status_response__field_descriptors[13] =
 {
   {
     "node_id",
@@ -3148,9 +3393,22 @@ static const ProtobufCFieldDescriptor slotd__v1__controller_status_response__fie
     0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "balance",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ControllerStatusResponse, balance),
+    &slotd__v1__balance_status__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned slotd__v1__controller_status_response__field_indices_by_name[] = {
   5,   /* field[5] = applied_index */
+  12,   /* field[12] = balance */
   3,   /* field[3] = commit_index */
   11,   /* field[11] = groups_without_quorum */
   10,   /* field[10] = leader */
@@ -3166,7 +3424,7 @@ static const unsigned slotd__v1__controller_status_response__field_indices_by_na
 static const ProtobufCIntRange slotd__v1__controller_status_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 12 }
+  { 0, 13 }
 };
 const ProtobufCMessageDescriptor slotd__v1__controller_status_response__descriptor =
 {
@@ -3176,11 +3434,294 @@ const ProtobufCMessageDescriptor slotd__v1__controller_status_response__descript
   "Slotd__V1__ControllerStatusResponse",
   "slotd.v1",
   sizeof(Slotd__V1__ControllerStatusResponse),
-  12,
+  13,
   slotd__v1__controller_status_response__field_descriptors,
   slotd__v1__controller_status_response__field_indices_by_name,
   1,  slotd__v1__controller_status_response__number_ranges,
   (ProtobufCMessageInit) slotd__v1__controller_status_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__balance_status__field_descriptors[8] =
+{
+  {
+    "enabled",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BalanceStatus, enabled),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "paused",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BalanceStatus, paused),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "max_moves",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BalanceStatus, max_moves),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "total_replicas",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BalanceStatus, total_replicas),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "total_weight",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BalanceStatus, total_weight),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "scores",
+    6,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__BalanceStatus, n_scores),
+    offsetof(Slotd__V1__BalanceStatus, scores),
+    &slotd__v1__balance_score__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "moves",
+    7,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__BalanceStatus, n_moves),
+    offsetof(Slotd__V1__BalanceStatus, moves),
+    &slotd__v1__balance_move__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "balanced",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BalanceStatus, balanced),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__balance_status__field_indices_by_name[] = {
+  7,   /* field[7] = balanced */
+  0,   /* field[0] = enabled */
+  2,   /* field[2] = max_moves */
+  6,   /* field[6] = moves */
+  1,   /* field[1] = paused */
+  5,   /* field[5] = scores */
+  3,   /* field[3] = total_replicas */
+  4,   /* field[4] = total_weight */
+};
+static const ProtobufCIntRange slotd__v1__balance_status__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 8 }
+};
+const ProtobufCMessageDescriptor slotd__v1__balance_status__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.BalanceStatus",
+  "BalanceStatus",
+  "Slotd__V1__BalanceStatus",
+  "slotd.v1",
+  sizeof(Slotd__V1__BalanceStatus),
+  8,
+  slotd__v1__balance_status__field_descriptors,
+  slotd__v1__balance_status__field_indices_by_name,
+  1,  slotd__v1__balance_status__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__balance_status__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__balance_score__field_descriptors[4] =
+{
+  {
+    "node",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BalanceScore, node),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "weight",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BalanceScore, weight),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "replicas",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BalanceScore, replicas),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "share_x10",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BalanceScore, share_x10),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__balance_score__field_indices_by_name[] = {
+  0,   /* field[0] = node */
+  2,   /* field[2] = replicas */
+  3,   /* field[3] = share_x10 */
+  1,   /* field[1] = weight */
+};
+static const ProtobufCIntRange slotd__v1__balance_score__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor slotd__v1__balance_score__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.BalanceScore",
+  "BalanceScore",
+  "Slotd__V1__BalanceScore",
+  "slotd.v1",
+  sizeof(Slotd__V1__BalanceScore),
+  4,
+  slotd__v1__balance_score__field_descriptors,
+  slotd__v1__balance_score__field_indices_by_name,
+  1,  slotd__v1__balance_score__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__balance_score__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__balance_move__field_descriptors[4] =
+{
+  {
+    "group",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BalanceMove, group),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "source",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BalanceMove, source),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "target",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BalanceMove, target),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "why",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__BalanceMove, why),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__balance_move__field_indices_by_name[] = {
+  0,   /* field[0] = group */
+  1,   /* field[1] = source */
+  2,   /* field[2] = target */
+  3,   /* field[3] = why */
+};
+static const ProtobufCIntRange slotd__v1__balance_move__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor slotd__v1__balance_move__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.BalanceMove",
+  "BalanceMove",
+  "Slotd__V1__BalanceMove",
+  "slotd.v1",
+  sizeof(Slotd__V1__BalanceMove),
+  4,
+  slotd__v1__balance_move__field_descriptors,
+  slotd__v1__balance_move__field_indices_by_name,
+  1,  slotd__v1__balance_move__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__balance_move__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor slotd__v1__cluster_state_response__field_descriptors[6] =
@@ -3790,7 +4331,7 @@ const ProtobufCEnumDescriptor slotd__v1__outcome__descriptor =
   slotd__v1__outcome__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[22] =
+static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[23] =
 {
   { "ClusterState", &slotd__v1__cluster_state_request__descriptor, &slotd__v1__cluster_state_response__descriptor },
   { "ControllerStatus", &slotd__v1__controller_status_request__descriptor, &slotd__v1__controller_status_response__descriptor },
@@ -3808,6 +4349,7 @@ static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[22] 
   { "DemoteControllerVoter", &slotd__v1__demote_controller_voter_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "MigrateHashSlots", &slotd__v1__migrate_hash_slots_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "SetFeature", &slotd__v1__set_feature_request__descriptor, &slotd__v1__admin_write_response__descriptor },
+  { "SetBalance", &slotd__v1__set_balance_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "Authenticate", &slotd__v1__authenticate_request__descriptor, &slotd__v1__authenticate_response__descriptor },
   { "UserWrite", &slotd__v1__user_write_request__descriptor, &slotd__v1__admin_write_response__descriptor },
   { "RoleWrite", &slotd__v1__role_write_request__descriptor, &slotd__v1__admin_write_response__descriptor },
@@ -3818,9 +4360,9 @@ static const ProtobufCMethodDescriptor slotd__v1__admin__method_descriptors[22] 
 const unsigned slotd__v1__admin__method_indices_by_name[] = {
   11,        /* AbortTask */
   3,        /* ActivateNode */
-  19,        /* AuthList */
-  16,        /* Authenticate */
-  20,        /* Backup */
+  20,        /* AuthList */
+  17,        /* Authenticate */
+  21,        /* Backup */
   0,        /* ClusterState */
   1,        /* ControllerStatus */
   13,        /* DemoteControllerVoter */
@@ -3832,12 +4374,13 @@ const unsigned slotd__v1__admin__method_indices_by_name[] = {
   12,        /* RemoveNode */
   5,        /* ReportHealth */
   10,        /* RetryTask */
-  18,        /* RoleWrite */
-  21,        /* SetBackupPlan */
+  19,        /* RoleWrite */
+  22,        /* SetBackupPlan */
+  16,        /* SetBalance */
   15,        /* SetFeature */
   4,        /* SetPreferredLeader */
   7,        /* TransferLeader */
-  17         /* UserWrite */
+  18         /* UserWrite */
 };
 const ProtobufCServiceDescriptor slotd__v1__admin__descriptor =
 {
@@ -3846,7 +4389,7 @@ const ProtobufCServiceDescriptor slotd__v1__admin__descriptor =
   "Admin",
   "Slotd__V1__Admin",
   "slotd.v1",
-  22,
+  23,
   slotd__v1__admin__method_descriptors,
   slotd__v1__admin__method_indices_by_name
 };
@@ -3978,13 +4521,21 @@ void slotd__v1__admin__set_feature(ProtobufCService *service,
   assert(service->descriptor == &slotd__v1__admin__descriptor);
   service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void slotd__v1__admin__set_balance(ProtobufCService *service,
+                                   const Slotd__V1__SetBalanceRequest *input,
+                                   Slotd__V1__AdminWriteResponse_Closure closure,
+                                   void *closure_data)
+{
+  assert(service->descriptor == &slotd__v1__admin__descriptor);
+  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void slotd__v1__admin__authenticate(ProtobufCService *service,
                                     const Slotd__V1__AuthenticateRequest *input,
                                     Slotd__V1__AuthenticateResponse_Closure closure,
                                     void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__user_write(ProtobufCService *service,
                                   const Slotd__V1__UserWriteRequest *input,
@@ -3992,7 +4543,7 @@ void slotd__v1__admin__user_write(ProtobufCService *service,
                                   void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 18, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__role_write(ProtobufCService *service,
                                   const Slotd__V1__RoleWriteRequest *input,
@@ -4000,7 +4551,7 @@ void slotd__v1__admin__role_write(ProtobufCService *service,
                                   void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 18, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 19, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__auth_list(ProtobufCService *service,
                                  const Slotd__V1__AuthListRequest *input,
@@ -4008,7 +4559,7 @@ void slotd__v1__admin__auth_list(ProtobufCService *service,
                                  void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 19, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 20, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__backup(ProtobufCService *service,
                               const Slotd__V1__BackupRequest *input,
@@ -4016,7 +4567,7 @@ void slotd__v1__admin__backup(ProtobufCService *service,
                               void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 20, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 21, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__set_backup_plan(ProtobufCService *service,
                                        const Slotd__V1__SetBackupPlanRequest *input,
@@ -4024,7 +4575,7 @@ void slotd__v1__admin__set_backup_plan(ProtobufCService *service,
                                        void *closure_data)
 {
   assert(service->descriptor == &slotd__v1__admin__descriptor);
-  service->invoke(service, 21, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 22, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
                              Slotd__V1__Admin_ServiceDestroy destroy)

@@ -27,6 +27,7 @@ typedef struct Slotd__V1__AuthListRequest Slotd__V1__AuthListRequest;
 typedef struct Slotd__V1__AuthUser Slotd__V1__AuthUser;
 typedef struct Slotd__V1__AuthRole Slotd__V1__AuthRole;
 typedef struct Slotd__V1__AuthListResponse Slotd__V1__AuthListResponse;
+typedef struct Slotd__V1__SetBalanceRequest Slotd__V1__SetBalanceRequest;
 typedef struct Slotd__V1__SetFeatureRequest Slotd__V1__SetFeatureRequest;
 typedef struct Slotd__V1__MoveReplicaRequest Slotd__V1__MoveReplicaRequest;
 typedef struct Slotd__V1__TransferLeaderRequest Slotd__V1__TransferLeaderRequest;
@@ -40,6 +41,9 @@ typedef struct Slotd__V1__MigrateHashSlotsRequest Slotd__V1__MigrateHashSlotsReq
 typedef struct Slotd__V1__ClusterStateRequest Slotd__V1__ClusterStateRequest;
 typedef struct Slotd__V1__ControllerStatusRequest Slotd__V1__ControllerStatusRequest;
 typedef struct Slotd__V1__ControllerStatusResponse Slotd__V1__ControllerStatusResponse;
+typedef struct Slotd__V1__BalanceStatus Slotd__V1__BalanceStatus;
+typedef struct Slotd__V1__BalanceScore Slotd__V1__BalanceScore;
+typedef struct Slotd__V1__BalanceMove Slotd__V1__BalanceMove;
 typedef struct Slotd__V1__ClusterStateResponse Slotd__V1__ClusterStateResponse;
 typedef struct Slotd__V1__JoinNodeRequest Slotd__V1__JoinNodeRequest;
 typedef struct Slotd__V1__ActivateNodeRequest Slotd__V1__ActivateNodeRequest;
@@ -298,6 +302,18 @@ struct  Slotd__V1__AuthListResponse
     , 0, 0,NULL, 0,NULL, 0 }
 
 
+struct  Slotd__V1__SetBalanceRequest
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean enabled;
+  uint64_t expected_revision;
+  protobuf_c_boolean no_forward;
+};
+#define SLOTD__V1__SET_BALANCE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__set_balance_request__descriptor) \
+    , 0, 0, 0 }
+
+
 struct  Slotd__V1__SetFeatureRequest
 {
   ProtobufCMessage base;
@@ -505,10 +521,81 @@ struct  Slotd__V1__ControllerStatusResponse
    */
   size_t n_groups_without_quorum;
   uint32_t *groups_without_quorum;
+  /*
+   * The balancer's plan as this node computes it from its copy of the cluster state with its
+   * own --balance-max-moves (the controller leader's is the one carried out).
+   */
+  Slotd__V1__BalanceStatus *balance;
 };
 #define SLOTD__V1__CONTROLLER_STATUS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__controller_status_response__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,NULL }
+    , 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,NULL, NULL }
+
+
+struct  Slotd__V1__BalanceStatus
+{
+  ProtobufCMessage base;
+  /*
+   * this node's --balance
+   */
+  protobuf_c_boolean enabled;
+  /*
+   * the cluster state's feature balance_paused (SetBalance enabled=false)
+   */
+  protobuf_c_boolean paused;
+  uint32_t max_moves;
+  /*
+   * Replicas on active, alive data nodes and the sum of those nodes' weights.
+   */
+  uint32_t total_replicas;
+  uint32_t total_weight;
+  size_t n_scores;
+  Slotd__V1__BalanceScore **scores;
+  size_t n_moves;
+  Slotd__V1__BalanceMove **moves;
+  /*
+   * With the planned moves done every scored node is within 1 of its share.
+   */
+  protobuf_c_boolean balanced;
+};
+#define SLOTD__V1__BALANCE_STATUS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__balance_status__descriptor) \
+    , 0, 0, 0, 0, 0, 0,NULL, 0,NULL, 0 }
+
+
+struct  Slotd__V1__BalanceScore
+{
+  ProtobufCMessage base;
+  uint64_t node;
+  uint32_t weight;
+  /*
+   * Desired replicas on the node, running replica moves counted as done.
+   */
+  uint32_t replicas;
+  /*
+   * The node's weighted share (total_replicas * weight / total_weight), times 10, rounded.
+   */
+  uint32_t share_x10;
+};
+#define SLOTD__V1__BALANCE_SCORE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__balance_score__descriptor) \
+    , 0, 0, 0, 0 }
+
+
+struct  Slotd__V1__BalanceMove
+{
+  ProtobufCMessage base;
+  uint32_t group;
+  uint64_t source;
+  uint64_t target;
+  /*
+   * both nodes' counts and shares, and the group
+   */
+  char *why;
+};
+#define SLOTD__V1__BALANCE_MOVE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__balance_move__descriptor) \
+    , 0, 0, 0, (char *)protobuf_c_empty_string }
 
 
 struct  Slotd__V1__ClusterStateResponse
@@ -867,6 +954,25 @@ Slotd__V1__AuthListResponse *
 void   slotd__v1__auth_list_response__free_unpacked
                      (Slotd__V1__AuthListResponse *message,
                       ProtobufCAllocator *allocator);
+/* Slotd__V1__SetBalanceRequest methods */
+void   slotd__v1__set_balance_request__init
+                     (Slotd__V1__SetBalanceRequest         *message);
+size_t slotd__v1__set_balance_request__get_packed_size
+                     (const Slotd__V1__SetBalanceRequest   *message);
+size_t slotd__v1__set_balance_request__pack
+                     (const Slotd__V1__SetBalanceRequest   *message,
+                      uint8_t             *out);
+size_t slotd__v1__set_balance_request__pack_to_buffer
+                     (const Slotd__V1__SetBalanceRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__SetBalanceRequest *
+       slotd__v1__set_balance_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__set_balance_request__free_unpacked
+                     (Slotd__V1__SetBalanceRequest *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__V1__SetFeatureRequest methods */
 void   slotd__v1__set_feature_request__init
                      (Slotd__V1__SetFeatureRequest         *message);
@@ -1114,6 +1220,63 @@ Slotd__V1__ControllerStatusResponse *
 void   slotd__v1__controller_status_response__free_unpacked
                      (Slotd__V1__ControllerStatusResponse *message,
                       ProtobufCAllocator *allocator);
+/* Slotd__V1__BalanceStatus methods */
+void   slotd__v1__balance_status__init
+                     (Slotd__V1__BalanceStatus         *message);
+size_t slotd__v1__balance_status__get_packed_size
+                     (const Slotd__V1__BalanceStatus   *message);
+size_t slotd__v1__balance_status__pack
+                     (const Slotd__V1__BalanceStatus   *message,
+                      uint8_t             *out);
+size_t slotd__v1__balance_status__pack_to_buffer
+                     (const Slotd__V1__BalanceStatus   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__BalanceStatus *
+       slotd__v1__balance_status__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__balance_status__free_unpacked
+                     (Slotd__V1__BalanceStatus *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__BalanceScore methods */
+void   slotd__v1__balance_score__init
+                     (Slotd__V1__BalanceScore         *message);
+size_t slotd__v1__balance_score__get_packed_size
+                     (const Slotd__V1__BalanceScore   *message);
+size_t slotd__v1__balance_score__pack
+                     (const Slotd__V1__BalanceScore   *message,
+                      uint8_t             *out);
+size_t slotd__v1__balance_score__pack_to_buffer
+                     (const Slotd__V1__BalanceScore   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__BalanceScore *
+       slotd__v1__balance_score__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__balance_score__free_unpacked
+                     (Slotd__V1__BalanceScore *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__BalanceMove methods */
+void   slotd__v1__balance_move__init
+                     (Slotd__V1__BalanceMove         *message);
+size_t slotd__v1__balance_move__get_packed_size
+                     (const Slotd__V1__BalanceMove   *message);
+size_t slotd__v1__balance_move__pack
+                     (const Slotd__V1__BalanceMove   *message,
+                      uint8_t             *out);
+size_t slotd__v1__balance_move__pack_to_buffer
+                     (const Slotd__V1__BalanceMove   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__BalanceMove *
+       slotd__v1__balance_move__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__balance_move__free_unpacked
+                     (Slotd__V1__BalanceMove *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__V1__ClusterStateResponse methods */
 void   slotd__v1__cluster_state_response__init
                      (Slotd__V1__ClusterStateResponse         *message);
@@ -1266,6 +1429,9 @@ typedef void (*Slotd__V1__AuthRole_Closure)
 typedef void (*Slotd__V1__AuthListResponse_Closure)
                  (const Slotd__V1__AuthListResponse *message,
                   void *closure_data);
+typedef void (*Slotd__V1__SetBalanceRequest_Closure)
+                 (const Slotd__V1__SetBalanceRequest *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__SetFeatureRequest_Closure)
                  (const Slotd__V1__SetFeatureRequest *message,
                   void *closure_data);
@@ -1304,6 +1470,15 @@ typedef void (*Slotd__V1__ControllerStatusRequest_Closure)
                   void *closure_data);
 typedef void (*Slotd__V1__ControllerStatusResponse_Closure)
                  (const Slotd__V1__ControllerStatusResponse *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__BalanceStatus_Closure)
+                 (const Slotd__V1__BalanceStatus *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__BalanceScore_Closure)
+                 (const Slotd__V1__BalanceScore *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__BalanceMove_Closure)
+                 (const Slotd__V1__BalanceMove *message,
                   void *closure_data);
 typedef void (*Slotd__V1__ClusterStateResponse_Closure)
                  (const Slotd__V1__ClusterStateResponse *message,
@@ -1394,6 +1569,10 @@ struct Slotd__V1__Admin_Service
                       const Slotd__V1__SetFeatureRequest *input,
                       Slotd__V1__AdminWriteResponse_Closure closure,
                       void *closure_data);
+  void (*set_balance)(Slotd__V1__Admin_Service *service,
+                      const Slotd__V1__SetBalanceRequest *input,
+                      Slotd__V1__AdminWriteResponse_Closure closure,
+                      void *closure_data);
   void (*authenticate)(Slotd__V1__Admin_Service *service,
                        const Slotd__V1__AuthenticateRequest *input,
                        Slotd__V1__AuthenticateResponse_Closure closure,
@@ -1442,6 +1621,7 @@ void slotd__v1__admin__init (Slotd__V1__Admin_Service *service,
       function_prefix__ ## demote_controller_voter,\
       function_prefix__ ## migrate_hash_slots,\
       function_prefix__ ## set_feature,\
+      function_prefix__ ## set_balance,\
       function_prefix__ ## authenticate,\
       function_prefix__ ## user_write,\
       function_prefix__ ## role_write,\
@@ -1512,6 +1692,10 @@ void slotd__v1__admin__set_feature(ProtobufCService *service,
                                    const Slotd__V1__SetFeatureRequest *input,
                                    Slotd__V1__AdminWriteResponse_Closure closure,
                                    void *closure_data);
+void slotd__v1__admin__set_balance(ProtobufCService *service,
+                                   const Slotd__V1__SetBalanceRequest *input,
+                                   Slotd__V1__AdminWriteResponse_Closure closure,
+                                   void *closure_data);
 void slotd__v1__admin__authenticate(ProtobufCService *service,
                                     const Slotd__V1__AuthenticateRequest *input,
                                     Slotd__V1__AuthenticateResponse_Closure closure,
@@ -1554,6 +1738,7 @@ extern const ProtobufCMessageDescriptor slotd__v1__auth_list_request__descriptor
 extern const ProtobufCMessageDescriptor slotd__v1__auth_user__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__auth_role__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__auth_list_response__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__set_balance_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__set_feature_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__move_replica_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__transfer_leader_request__descriptor;
@@ -1567,6 +1752,9 @@ extern const ProtobufCMessageDescriptor slotd__v1__migrate_hash_slots_request__d
 extern const ProtobufCMessageDescriptor slotd__v1__cluster_state_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__controller_status_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__controller_status_response__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__balance_status__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__balance_score__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__balance_move__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__cluster_state_response__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__join_node_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__activate_node_request__descriptor;

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "ctl_test.h"
 #include "task_test.h"
 
@@ -234,10 +236,47 @@ static void test_balance_refusals(void)
     free(s);
 }
 
+/* balance_paused (Admin.SetBalance): off by default and absent from the encoding while off; on
+ * encodes and decodes back; the other switches do not move; and a paused cluster still plans
+ * (the runtime is what honours the switch), so status shows what would move. */
+static void test_balance_paused_feature(void)
+{
+    struct ctl_state *s = task_fixture(4), *back = malloc(sizeof(*back));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+    char *cmd[1], err[256];
+    CU_ASSERT_FALSE(s->features.balance_paused);
+    char *json = ctl_test_encode(s);
+    CU_ASSERT_PTR_NULL(strstr(json, "balance_paused"));
+    ctl_free(json);
+    expect(s, OK(ctl_cmd_set_feature("balance_paused", false, 0, cmd)), CTL_OUTCOME_NOOP,
+           "feature balance_paused is already off");
+    expect(s, OK(ctl_cmd_set_feature("balance_paused", true, s->revision + 1, cmd)),
+           CTL_OUTCOME_REJECTED, "stale expected_revision");
+    expect(s, OK(ctl_cmd_set_feature("balance_paused", true, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_TRUE(s->features.balance_paused);
+    CU_ASSERT_TRUE(s->features.hash_slot_migration);
+    CU_ASSERT_FALSE(s->features.operations_mcp);
+    json = ctl_test_encode(s);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"balance_paused\":true"));
+    json_t *root = json_loads(json, 0, NULL);
+    ctl_free(json);
+    CU_ASSERT_EQUAL(ctl_test_decode_json(root, 1, back, err, sizeof(err)), CTL_OK);
+    CU_ASSERT_TRUE(back->features.balance_paused);
+    json_object_set_new(json_object_get(root, "features"), "balance_paused", json_string("yes"));
+    CU_ASSERT_EQUAL(ctl_test_decode_json(root, 1, back, err, sizeof(err)), CTL_EDECODE);
+    CU_ASSERT_STRING_EQUAL(err, "features.balance_paused: expected true or false");
+    json_decref(root);
+    expect(s, OK(ctl_cmd_set_feature("balance_paused", false, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_FALSE(s->features.balance_paused);
+    free(back);
+    free(s);
+}
+
 void ctl_test_add_balance(void)
 {
     CU_pSuite s = CU_add_suite("controller balance", NULL, NULL);
     CU_add_test(s, "ctl_balance_plan: weighted shares converge", test_balance_weighted);
     CU_add_test(s, "ctl_balance_plan: zones", test_balance_zones);
     CU_add_test(s, "ctl_balance_plan: budget, busy, quorum, not eligible", test_balance_refusals);
+    CU_add_test(s, "the balance_paused switch", test_balance_paused_feature);
 }

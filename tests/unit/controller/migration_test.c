@@ -445,7 +445,8 @@ static void test_feature_switch(void)
     expect(s, OK(ctl_cmd_set_feature("hash_slot_migration", true, 0, cmd)), CTL_OUTCOME_NOOP,
            "feature hash_slot_migration is already on");
     expect(s, OK(ctl_cmd_set_feature("warp_drive", true, 0, cmd)), CTL_OUTCOME_REJECTED,
-           "name: \"warp_drive\" is not a feature (known: hash_slot_migration, operations_mcp)");
+           "name: \"warp_drive\" is not a feature (known: hash_slot_migration, operations_mcp, "
+           "balance_paused)");
     char *not_bool = strdup("{\"op\":\"set_feature\",\"name\":\"hash_slot_migration\","
                             "\"enabled\":1}"); /* ctl_test_check frees it */
     CU_ASSERT_PTR_NOT_NULL_FATAL(not_bool);

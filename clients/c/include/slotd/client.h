@@ -784,8 +784,10 @@ enum slotd_admin_kind {
     SLOTD_ADMIN_RETRY_TASK,               /* task_id */
     SLOTD_ADMIN_MIGRATE_HASH_SLOTS,       /* hash_slots, to_group */
     SLOTD_ADMIN_SET_FEATURE,              /* feature, enabled (Admin/SetFeature) */
-    SLOTD_ADMIN_ABORT_TASK, /* task_id (Admin/AbortTask: a running task ends failed at a safe
-                             * point; the controller refuses one past it, naming its state) */
+    SLOTD_ADMIN_ABORT_TASK,  /* task_id (Admin/AbortTask: a running task ends failed at a safe
+                              * point; the controller refuses one past it, naming its state) */
+    SLOTD_ADMIN_SET_BALANCE, /* enabled (Admin/SetBalance: false pauses the balancer
+                              * cluster-wide, true resumes it) */
 };
 
 /* One Admin command (opaque): a kind and the fields it uses (above; the others are ignored).
@@ -817,6 +819,8 @@ void slotd_admin_command_set_to_group(struct slotd_admin_command *cmd, uint32_t 
  * value. */
 int slotd_admin_command_set_feature(struct slotd_admin_command *cmd, const char *feature,
                                     bool enabled);
+/* SET_BALANCE: whether the balancer runs (default false: pause). */
+void slotd_admin_command_set_enabled(struct slotd_admin_command *cmd, bool enabled);
 /* 0 = unconditional (default); else the command is refused (SLOTD_CLIENT_ESTALE_REVISION, gRPC
  * ABORTED) unless the controller's revision equals it. */
 void slotd_admin_command_set_expected_revision(struct slotd_admin_command *cmd,
@@ -940,6 +944,9 @@ int slotd_client_auth_list(struct slotd_client *c, struct slotd_auth_list **out,
 /* ---- controller status: slotd.v1.Admin/ControllerStatus ------------------------------------ */
 
 #define SLOTD_CONTROLLER_ROLE_LEN 32 /* role names, cut to this many bytes with the NUL */
+#define SLOTD_BALANCE_NODES_MAX 64   /* scores kept from a ControllerStatus answer */
+#define SLOTD_BALANCE_MOVES_MAX 64   /* planned moves kept */
+#define SLOTD_BALANCE_WHY_LEN 256    /* a move's reason, cut to this many bytes with the NUL */
 
 /* One node's own view of the controller, read from that node's local state without a quorum.
  * Allocated by libslotd; caller frees with slotd_controller_status_destroy(). */
@@ -959,6 +966,25 @@ struct slotd_controller_status {
     uint64_t leader;              /* the controller leader this node believes in (0: unknown) */
     char source[SLOTD_ADDRESS_LEN + 1]; /* the endpoint asked */
     unsigned attempts;
+    /* The balancer's plan as the answering node computes it from its copy of the cluster state
+     * (ControllerStatusResponse.balance): its --balance, the state's pause (Admin.SetBalance),
+     * its --balance-max-moves, the replicas and weights of active alive data nodes, a score per
+     * such node and the moves it would propose, each with why; balanced: with them done every
+     * node is within 1 of its share. */
+    bool balance_enabled, balance_paused, balance_balanced;
+    uint32_t balance_max_moves, balance_total_replicas, balance_total_weight;
+    size_t n_balance_scores;
+    struct slotd_balance_score {
+        uint64_t node;
+        uint32_t weight, replicas;
+        uint32_t share_x10; /* the weighted share times 10, rounded */
+    } balance_scores[SLOTD_BALANCE_NODES_MAX];
+    size_t n_balance_moves;
+    struct slotd_balance_move {
+        uint32_t group;
+        uint64_t source, target;
+        char why[SLOTD_BALANCE_WHY_LEN];
+    } balance_moves[SLOTD_BALANCE_MOVES_MAX];
 };
 
 /* s: ownership transfers. NULL is a no-op. */

@@ -1,0 +1,90 @@
+/* balance.c - on the controller leader (loop thread, every poll, at most once a second): moves
+ * replicas toward each active node's weighted share with ordinary fenced replica moves
+ * (ctl_balance_plan), unless --balance 0 or the cluster state's features.balance_paused, and
+ * counts the moves it proposed and how they ended (slotd_balance_moves_total). */
+#include <stdlib.h>
+
+#include "service/controller/controller.h"
+#include "service/runtime/internal.h"
+
+#define BALANCE_EVERY_MS 1000
+/* A proposed move not seen as a task this long after it was sent is forgotten (the proposal was
+ * lost or refused): it is neither done nor failed. */
+#define BALANCE_FORGET_MS 600000
+
+enum { BALANCE_PLANNED, BALANCE_DONE, BALANCE_FAILED };
+
+/* A proposed move not yet in the state this long after it was sent keeps the next plan back (it
+ * may still apply: planning again could exceed the budget). */
+#define BALANCE_SETTLE_MS 5000
+
+/* Counts the proposed moves whose task ended since the last step and forgets them. Returns how
+ * many were sent less than BALANCE_SETTLE_MS ago and are not in the state yet. */
+static uint32_t balance_track(struct runtime *rt, uint64_t now_ms)
+{
+    uint32_t unsettled = 0;
+    const struct ctl_state *s = rt->ctl;
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < rt->balance_n_sent; i++) {
+        const struct rt_balance_sent *b = &rt->balance_sent[i];
+        int ended = -1;
+        bool seen = false;
+        for (uint32_t k = 0; k < s->n_tasks; k++) {
+            const struct ctl_task *t = &s->tasks[k];
+            if (t->kind != CTL_TASK_REPLICA_MOVE || t->group != b->group ||
+                t->source != b->source || t->target != b->target || t->created_ms < b->created_ms)
+                continue;
+            seen = true;
+            if (t->status == CTL_TASK_DONE)
+                ended = BALANCE_DONE;
+            else if (t->status == CTL_TASK_FAILED)
+                ended = BALANCE_FAILED;
+        }
+        if (ended >= 0) {
+            metrics_counter_add(rt->metrics.balance_moves[ended], 1);
+            RT_LOG("info", "msg=\"balance: move %s\" group=%u from=%llu to=%llu",
+                   ended == BALANCE_DONE ? "done" : "failed", b->group,
+                   (unsigned long long)b->source, (unsigned long long)b->target);
+            continue;
+        }
+        if (!seen && now_ms > b->created_ms + BALANCE_FORGET_MS)
+            continue;
+        unsettled += !seen && now_ms < b->created_ms + BALANCE_SETTLE_MS;
+        rt->balance_sent[kept++] = *b;
+    }
+    rt->balance_n_sent = kept;
+    return unsettled;
+}
+
+void rt_balance_step(struct runtime *rt)
+{
+    int64_t now = rt_now_ms();
+    if (!rt_ctl_leading(rt) || rt->ctl == NULL || now < rt->balance_next_ms)
+        return;
+    rt->balance_next_ms = now + BALANCE_EVERY_MS;
+    uint64_t wall = rt_wall_ms();
+    uint32_t unsettled = balance_track(rt, wall);
+    if (!rt->opts.balance || rt->ctl->features.balance_paused || unsettled > 0)
+        return;
+    struct ctl_balance_plan *p = malloc(sizeof(*p));
+    if (p == NULL)
+        return; /* the next poll tries again */
+    ctl_balance_plan(rt->ctl, NULL, rt->opts.balance_max_moves, p);
+    for (uint32_t i = 0; i < p->n_moves && rt->balance_n_sent < RT_BALANCE_SENT_MAX; i++) {
+        const struct ctl_balance_move *m = &p->moves[i];
+        struct ctl_task_spec spec = {.kind = CTL_TASK_REPLICA_MOVE,
+                                     .group = m->group,
+                                     .source = m->source,
+                                     .target = m->target};
+        char *cmd = NULL;
+        if (ctl_cmd_task_create(&spec, wall, 0, &cmd) != CTL_OK)
+            continue;
+        RT_LOG("info", "msg=\"balance: moving a replica\" group=%u from=%llu to=%llu why=\"%s\"",
+               m->group, (unsigned long long)m->source, (unsigned long long)m->target, m->why);
+        metrics_counter_add(rt->metrics.balance_moves[BALANCE_PLANNED], 1);
+        rt->balance_sent[rt->balance_n_sent++] =
+            (struct rt_balance_sent){m->group, m->source, m->target, wall};
+        rt_ctl_submit(rt, cmd, "task_create");
+    }
+    free(p);
+}

@@ -1,0 +1,188 @@
+"""test_balance.py - the balancer (issue 19 item 1) on one 3 -> 5 node cluster (3 controller
+voters with 8 groups, 2 data nodes joined later, every node --balance 1): Admin.SetBalance with a
+stale expected_revision changes nothing; paused, the 2 joined nodes get no move while
+ControllerStatus shows the plan it would carry out; resumed, within a bound every node holds
+replicas within 1 of its weighted share (weights 100 and, for node 5, 50), no move is left and
+client writes keep succeeding (bounded retries while leaders change)."""
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+import grpc
+
+import slotd_harness as h
+import test_controller as tc
+from slotd.v1 import admin_pb2
+
+SLOTCTL_BIN = os.environ.get("SLOTCTL_BIN", str(h.SLOTD_BIN.parent / "slotctl"))
+WAIT_S = 40
+BALANCE_S = 120  # 6-8 moves, 4 at a time, each learner + catch-up + promote + remove
+
+
+class BalanceTest(h.SlotdTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls._class_workdir = tempfile.mkdtemp(prefix="slotd-e2e-balance-")
+        cls._class_servers = []
+        ports = h.free_ports(10)
+        cls.nodes = {}
+        for i in range(1, 6):
+            s = h.SlotdServer(cls._class_workdir, name="n%d" % i, slot_groups=tc.SLOT_GROUPS)
+            s.port, s.peer_port = ports[i - 1], ports[4 + i]
+            cls.nodes[i] = s
+            cls._class_servers.append(s)
+        peers = ",".join("%d=%s" % (i, cls.nodes[i].peer_addr) for i in (1, 2, 3))
+        for i in (1, 2, 3):
+            cls.nodes[i].extra_args = ["--node-id", str(i), "--peers", peers,
+                                       "--bootstrap-expect", "3", "--balance", "1",
+                                       "--balance-max-moves", "4"]
+        for i in (4, 5):
+            cls.nodes[i].extra_args = ["--node-id", str(i), "--join", cls.nodes[1].peer_addr,
+                                       "--balance", "1", "--weight", "100" if i == 4 else "50"]
+        try:
+            for i in (1, 2, 3):
+                cls.nodes[i].launch()
+            for i in (1, 2, 3):
+                problem = cls.nodes[i]._wait_serving(WAIT_S)
+                if problem:
+                    raise AssertionError("%s: %s" % (cls.nodes[i].name, problem))
+        except BaseException:
+            for s in cls.nodes.values():
+                s.kill()
+            raise
+
+    def state(self):
+        return tc.cluster_state(self.nodes[1])[1]
+
+    def admin(self, method, request, via=1):
+        return tc.admin_call(self.nodes[via], method, request, admin_pb2.AdminWriteResponse)
+
+    def balance_status(self, via=1):
+        return tc.admin_call(self.nodes[via], "ControllerStatus",
+                             admin_pb2.ControllerStatusRequest(),
+                             admin_pb2.ControllerStatusResponse).balance
+
+    def slotctl(self, *args, json_out=False):
+        endpoints = ",".join(self.nodes[i].addr for i in sorted(self.nodes)
+                             if self.nodes[i].running())
+        cmd = [SLOTCTL_BIN, "--endpoints", endpoints] + (["--json"] if json_out else []) + list(args)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout) if json_out else r.stdout
+
+    def within_one(self, st):
+        """{node: replicas} when every active node holds within 1 of its weighted share."""
+        nodes = [n for n in st["nodes"] if n["join_state"] == "active"]
+        held = {n["id"]: sum(n["id"] in g["desired_peers"] for g in st["groups"]) for n in nodes}
+        total, wsum = sum(held.values()), sum(n["weight"] for n in nodes)
+        for n in nodes:
+            if abs(held[n["id"]] * wsum - total * n["weight"]) > wsum:
+                return None
+        return held
+
+    def test_grow_3_to_5(self):
+        t0 = time.monotonic()
+        tc.wait_for("8 groups placed", lambda: len(self.state()["groups"]) == 8)
+        # A stale expected_revision: ABORTED, nothing stored changes.
+        before = self.state()
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.admin("SetBalance", admin_pb2.SetBalanceRequest(
+                enabled=False, expected_revision=before["revision"] + 5))
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.ABORTED)
+        self.assertIn("stale expected_revision", cm.exception.details())
+        after = self.state()
+        self.assertEqual(after["revision"], before["revision"])
+        self.assertFalse(after["features"].get("balance_paused", False))
+        # Paused through node 2 (a follower relays it): the joined nodes get nothing.
+        r = self.admin("SetBalance", admin_pb2.SetBalanceRequest(enabled=False), via=2)
+        self.assertEqual(r.outcome, admin_pb2.OUTCOME_CHANGED)
+        again = self.admin("SetBalance", admin_pb2.SetBalanceRequest(enabled=False))
+        self.assertEqual(again.outcome, admin_pb2.OUTCOME_NOOP)
+        for i in (4, 5):
+            self.nodes[i].launch()
+        for i in (4, 5):
+            self.assertIsNone(self.nodes[i]._wait_serving(WAIT_S))
+        tc.wait_for("nodes 4 and 5 active", lambda: sum(
+            n["join_state"] == "active" for n in self.state()["nodes"]) == 5)
+        stop, failures, acked = threading.Event(), [], []
+
+        def writer():
+            i = 0
+            while not stop.is_set():
+                key = b"bal/%d" % i
+                try:
+                    h.put_retrying(self.nodes[1 + i % 3].stub, key, b"v%d" % i,
+                                   request_id=b"bal-%d" % i)
+                    acked.append(key)
+                except grpc.RpcError as err:
+                    failures.append((key, err.code()))
+                i += 1
+                time.sleep(0.02)
+
+        w = threading.Thread(target=writer, daemon=True)
+        w.start()
+        try:
+            b = tc.wait_for("paused status with a plan", lambda: (
+                lambda s: s if s.paused and len(s.moves) > 0 else None)(self.balance_status()))
+            self.assertTrue(b.enabled)
+            self.assertFalse(b.balanced)
+            self.assertEqual(b.total_replicas, 24)
+            self.assertEqual(b.total_weight, 450)
+            self.assertEqual({s.node: s.share_x10 for s in b.scores},
+                             {1: 53, 2: 53, 3: 53, 4: 53, 5: 27})
+            self.assertIn("share", b.moves[0].why)
+            out = self.slotctl("balance", "status")
+            print("\n$ slotctl balance status   # paused, 3 -> 5\n" + out)
+            self.assertIn("paused cluster-wide", out)
+            self.assertIn("plan: group ", out)
+            self.assertIn("5      50     0        2.7    -2.7", out)
+            j = self.slotctl("balance", "status", json_out=True)
+            self.assertEqual(j["role"], "leader")
+            self.assertTrue(j["paused"])
+            self.assertEqual(len(j["moves"]), len(b.moves))
+            time.sleep(3)  # three balancer periods: still no move
+            st = self.state()
+            self.assertEqual([t for t in st["tasks"] if t["kind"] == "replica_move"], [])
+            self.assertIsNone(self.within_one(st))
+            # Resumed: balanced within the bound, no move left, the plan empty.
+            out = self.slotctl("balance", "on")
+            self.assertIn("changed", out.lower())
+            self.assertFalse(self.state()["features"].get("balance_paused", False))
+            t1 = time.monotonic()
+            held = tc.wait_for("every node within 1 of its share", lambda: (
+                lambda st: self.within_one(st) if not [
+                    t for t in st["tasks"] if t["status"] in ("pending", "running")] else None)(
+                        self.state()), timeout=BALANCE_S, interval=0.5)
+            took = time.monotonic() - t1
+            self.assertGreaterEqual(held[4], 4)
+            self.assertGreaterEqual(held[5], 2)
+            st = self.state()
+            moves = [t for t in st["tasks"] if t["kind"] == "replica_move"]
+            self.assertTrue(all(t["status"] == "done" for t in moves), moves)
+            self.assertGreaterEqual(len(moves), 6)
+            b = self.balance_status(via=4)
+            self.assertTrue(b.balanced)
+            self.assertEqual(len(b.moves), 0)
+            for g in st["groups"]:
+                self.assertEqual(len(g["desired_peers"]), 3)
+            out = self.slotctl("balance", "status")
+            print("$ slotctl balance status   # balanced\n" + out)
+            self.assertIn("plan: no move (balanced", out)
+        finally:
+            stop.set()
+            w.join(timeout=15)
+        self.assertEqual(failures, [])
+        self.assertGreater(len(acked), 20)
+        for key in acked[-5:]:
+            self.assertTrue(h.get(self.nodes[2].stub, key).get.value.startswith(b"v"))
+        print("\n  balanced in %.1f s (%d moves), test %.1f s" % (
+            took, len(moves), time.monotonic() - t0))
+
+
+if __name__ == "__main__":
+    unittest.main()
