@@ -127,7 +127,10 @@ class MetricsTest(h.SlotdTestCase):
                 "slotd_repair_moves_total": "counter", "slotd_groups_without_quorum": "gauge",
                 "slotd_backup_runs_total": "counter",
                 "slotd_backup_last_success_timestamp_seconds": "gauge",
-                "slotd_backup_last_bytes": "gauge"}
+                "slotd_backup_last_bytes": "gauge",
+                "slotd_backup_plan_interval_seconds": "gauge",
+                "slotd_backup_plan_last_success_timestamp_seconds": "gauge",
+                "slotd_backup_plan_last_bytes": "gauge", "slotd_balance_moves_total": "counter"}
         for name, kind in want.items():
             self.assertEqual(s.types.get(name), kind, name)
             self.assertIn("# HELP %s " % name, s.text)
