@@ -279,9 +279,101 @@ static int cmd_save(struct slotd_client *c, const struct slotctl_args *a, const 
     return SLOTCTL_EXIT_OK;
 }
 
+/* backup plan set INTERVAL_S DIR RETENTION | delete (Admin.SetBackupPlan; the server checks
+ * the values and names a bad field). */
+static int plan_write(struct slotd_client *c, const struct slotctl_args *a, bool del)
+{
+    uint64_t interval_s = 0;
+    unsigned long retention = 0;
+    const char *dir = NULL;
+    if (!del) {
+        char *end1 = NULL, *end2 = NULL;
+        errno = 0;
+        interval_s = strtoull(a->pos[2], &end1, 10);
+        retention = strtoul(a->pos[4], &end2, 10);
+        if (errno != 0 || *a->pos[2] == '\0' || *end1 != '\0' || *a->pos[4] == '\0' ||
+            *end2 != '\0' || retention > UINT32_MAX) {
+            fprintf(stderr, "slotctl: backup plan set: INTERVAL_S and RETENTION must be numbers\n");
+            return SLOTCTL_EXIT_USAGE;
+        }
+        dir = a->pos[3];
+    }
+    struct slotd_admin_command *cmd = slotd_admin_command_create(SLOTD_ADMIN_SET_BACKUP_PLAN);
+    int built =
+        cmd ? slotd_admin_command_set_backup_plan(cmd, interval_s, dir, (uint32_t)retention, del)
+            : SLOTD_CLIENT_ENOMEM;
+    if (cmd)
+        slotd_admin_command_set_expected_revision(cmd, a->expected_revision);
+    struct slotd_admin_result *rp;
+    int code = slotctl_admin_send(c, a, cmd, built, &rp);
+    if (code != SLOTCTL_EXIT_OK)
+        return code;
+    if (a->json) {
+        json_t *j = slotctl_admin_result_json(a, rp);
+        json_object_set_new(j, "command",
+                            json_string(del ? "backup plan delete" : "backup plan set"));
+        slotctl_json_print(j);
+    } else {
+        slotctl_admin_result_print(rp, del ? "backup plan delete" : "backup plan set");
+    }
+    slotd_admin_result_destroy(rp);
+    return SLOTCTL_EXIT_OK;
+}
+
+/* backup plan show: the cluster state's "backup" (absent: no plan was ever set). */
+static int plan_show(struct slotd_client *c, const struct slotctl_args *a)
+{
+    struct slotd_cluster_state *csp = NULL;
+    struct slotd_error *err = NULL;
+    int rc = slotd_client_cluster_state(c, 0, NULL, &csp, &err);
+    if (rc != SLOTD_CLIENT_OK) {
+        int code = slotctl_error_report(a, rc, err);
+        slotd_error_destroy(err);
+        return code;
+    }
+    json_t *state = json_loadb(csp->state_json, csp->state_json_len, 0, NULL);
+    json_t *plan = json_object_get(state, "backup");
+    if (a->json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "command", json_string("backup plan show"));
+        json_object_set_new(j, "ok", json_true());
+        json_object_set_new(j, "plan", plan ? json_incref(plan) : json_object());
+        json_object_set_new(j, "revision", json_integer((json_int_t)csp->revision));
+        slotctl_json_print(j);
+    } else if (!json_is_true(json_object_get(plan, "set"))) {
+        printf("no backup plan (revision %" PRIu64 ", from %s)\n", csp->revision, csp->source);
+    } else {
+        printf("every %" JSON_INTEGER_FORMAT " s into %s, keeping %" JSON_INTEGER_FORMAT " files\n",
+               json_integer_value(json_object_get(plan, "interval_s")),
+               json_string_value(json_object_get(plan, "destination")),
+               json_integer_value(json_object_get(plan, "retention")));
+        printf("run %" JSON_INTEGER_FORMAT " on node %" JSON_INTEGER_FORMAT " (%s)\n",
+               json_integer_value(json_object_get(plan, "run_id")),
+               json_integer_value(json_object_get(plan, "run_node")),
+               json_is_true(json_object_get(plan, "running")) ? "running" : "finished");
+        printf("last success: run %" JSON_INTEGER_FORMAT " at %" JSON_INTEGER_FORMAT
+               " ms, %" JSON_INTEGER_FORMAT " bytes\n",
+               json_integer_value(json_object_get(plan, "last_success_run")),
+               json_integer_value(json_object_get(plan, "last_success_ms")),
+               json_integer_value(json_object_get(plan, "last_success_bytes")));
+        printf("last failure: run %" JSON_INTEGER_FORMAT " at %" JSON_INTEGER_FORMAT " ms: %s\n",
+               json_integer_value(json_object_get(plan, "last_failure_run")),
+               json_integer_value(json_object_get(plan, "last_failure_ms")),
+               json_string_value(json_object_get(plan, "last_error")));
+        printf("(revision %" PRIu64 ", from %s)\n", csp->revision, csp->source);
+    }
+    json_decref(state);
+    slotd_cluster_state_destroy(csp);
+    return SLOTCTL_EXIT_OK;
+}
+
 int slotctl_backup_run(struct slotd_client *c, const struct slotctl_args *a)
 {
     const char *sub = a->pos[0], *path = a->pos[1];
+    if (strcmp(sub, "plan") == 0 && strcmp(path, "show") == 0)
+        return plan_show(c, a);
+    if (strcmp(sub, "plan") == 0)
+        return plan_write(c, a, strcmp(path, "delete") == 0);
     if (strcmp(sub, "save") == 0)
         return cmd_save(c, a, path);
     return cmd_inspect(a, path, strcmp(sub, "verify") == 0);

@@ -94,7 +94,7 @@ static const struct {
     {"txn", SLOTCTL_CMD_TXN, 0, 0},
     {"lease", SLOTCTL_CMD_LEASE, 2, 3},     /* lease grant KEY TTL | lease keepalive|revoke ID */
     {"mcp", SLOTCTL_CMD_MCP, 0, 0},         /* mcp [--metrics URL,URL] */
-    {"backup", SLOTCTL_CMD_BACKUP, 2, 2},   /* backup save|verify|inspect FILE */
+    {"backup", SLOTCTL_CMD_BACKUP, 2, 5},   /* backup save|verify|inspect FILE, backup plan */
     {"balance", SLOTCTL_CMD_BALANCE, 1, 1}, /* balance status|on|off */
 };
 
@@ -625,6 +625,16 @@ static int cli_check(struct slotctl_args *a, char *err, size_t errlen)
             return cli_fail(err, errlen, "feature: usage: feature list | feature set NAME on|off");
         if (a->cmd == SLOTCTL_CMD_LEASE && (a->pos_count < min || a->pos_count > max))
             return cli_fail(err, errlen, "lease: usage: %s", CLI_LEASE_USAGE);
+        if (a->cmd == SLOTCTL_CMD_BACKUP && a->pos_count >= 1 && strcmp(a->pos[0], "plan") == 0) {
+            bool set = a->pos_count == 5 && strcmp(a->pos[1], "set") == 0;
+            bool other = a->pos_count == 2 &&
+                         (strcmp(a->pos[1], "show") == 0 || strcmp(a->pos[1], "delete") == 0);
+            if (!set && !other)
+                return cli_fail(err, errlen,
+                                "backup: usage: backup plan set INTERVAL_S DIR RETENTION | "
+                                "backup plan show | backup plan delete");
+            continue;
+        }
         if (a->cmd == SLOTCTL_CMD_BACKUP &&
             (a->pos_count != 2 || (strcmp(a->pos[0], "save") != 0 &&
                                    strcmp(a->pos[0], "verify") != 0 &&
@@ -845,6 +855,11 @@ void slotctl_usage(FILE *out)
         "  balance on|off [--expected-revision R]\n"
         "                                      resume or pause the balancer cluster-wide\n"
         "                                      (Admin.SetBalance)\n"
+        "  backup plan set INTERVAL_S DIR RETENTION\n"
+        "                                      the cluster's backup plan (Admin.SetBackupPlan):\n"
+        "                                      every INTERVAL_S a node writes a file into DIR\n"
+        "                                      and keeps RETENTION files\n"
+        "  backup plan show | delete           the plan and its last runs / remove it\n"
         "  feature list                        the cluster state's features and their values\n"
         "  feature set NAME on|off [--expected-revision R]\n"
         "                                      switch a feature in the replicated cluster\n"

@@ -601,6 +601,25 @@ class BackupTest(h.SlotdTestCase):
             time.sleep(0.05)
         self.assertEqual(self.admin_call(2, "SetBackupPlan", admin_pb2.SetBackupPlanRequest(
             delete=True)).outcome, admin_pb2.OUTCOME_NOOP)
+        # the same through slotctl backup plan set|show|delete
+        ep = self.cluster.addr(3)
+        code, out, err = slotctl(ep, "backup", "plan", "set", 4, dest, 2)
+        self.assertNotEqual(code, 0)
+        self.assertIn("interval_s: 4 not in 5..2592000", err)
+        code, out, err = slotctl(ep, "backup", "plan", "set", 7200, dest, 3, json_out=True)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["outcome"], "CHANGED")
+        code, out, err = slotctl(ep, "backup", "plan", "show", json_out=True)
+        self.assertEqual(code, 0, err)
+        plan = json.loads(out)["plan"]
+        self.assertEqual((plan["interval_s"], plan["destination"], plan["retention"]),
+                         (7200, dest, 3))
+        code, out, err = slotctl(ep, "backup", "plan", "show")
+        self.assertIn("every 7200 s into %s, keeping 3 files" % dest, out)
+        code, out, err = slotctl(ep, "backup", "plan", "delete")
+        self.assertEqual(code, 0, err)
+        code, out, err = slotctl(ep, "backup", "plan", "show")
+        self.assertIn("no backup plan", out)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@
 #define ADMIN_METHOD_SET_FEATURE "/slotd.v1.Admin/SetFeature"
 #define ADMIN_METHOD_SET_BALANCE "/slotd.v1.Admin/SetBalance"
 #define ADMIN_FEATURE_NAME_MAX 64
+#define ADMIN_METHOD_SET_BACKUP_PLAN "/slotd.v1.Admin/SetBackupPlan"
+#define ADMIN_DESTINATION_MAX 512 /* the request fits SLOTD__ADMIN_REQUEST_MAX; the server: 255 */
 #define ADMIN_CHECKSUM_LEN_MAX 15
 #define ADMIN_GRPC_ABORTED 10
 
@@ -483,6 +485,24 @@ int slotd__admin_write_encode(const struct slotd_admin_command *w, uint8_t *buf,
         r.enabled = w->enabled;
         r.expected_revision = w->expected_revision;
         *len = slotd__v1__set_feature_request__pack(&r, buf);
+        return SLOTD_CLIENT_OK;
+    }
+    case SLOTD_ADMIN_SET_BACKUP_PLAN: {
+        *method = ADMIN_METHOD_SET_BACKUP_PLAN;
+        *op = "set backup plan";
+        if (w->destination && strlen(w->destination) > ADMIN_DESTINATION_MAX) {
+            snprintf(st->message, sizeof(st->message), "destination must be at most %d bytes",
+                     ADMIN_DESTINATION_MAX);
+            snprintf(st->field, sizeof(st->field), "destination");
+            return SLOTD_CLIENT_EINVAL;
+        }
+        Slotd__V1__SetBackupPlanRequest r = SLOTD__V1__SET_BACKUP_PLAN_REQUEST__INIT;
+        r.interval_s = w->interval_s;
+        r.destination = (char *)(w->destination ? w->destination : "");
+        r.retention = w->retention;
+        r.delete_ = w->delete_plan;
+        r.expected_revision = w->expected_revision;
+        *len = slotd__v1__set_backup_plan_request__pack(&r, buf);
         return SLOTD_CLIENT_OK;
     }
     case SLOTD_ADMIN_SET_PREFERRED_LEADER: {

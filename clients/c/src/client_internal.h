@@ -149,6 +149,11 @@ struct slotd_admin_command {
     uint32_t to_group;
     const char *feature; /* SET_FEATURE: a cluster-state feature ("hash_slot_migration") */
     bool enabled;        /* SET_FEATURE, SET_BALANCE */
+    /* SET_BACKUP_PLAN: interval, destination (owned copy, NULL with delete), retention */
+    uint64_t interval_s;
+    const char *destination;
+    uint32_t retention;
+    bool delete_plan;
 };
 
 

@@ -410,6 +410,7 @@ void slotd_admin_command_destroy(struct slotd_admin_command *cmd)
     free((void *)cmd->address);
     free((void *)cmd->hash_slots);
     free((void *)cmd->feature);
+    free((void *)cmd->destination);
     free(cmd);
 }
 
@@ -479,6 +480,19 @@ int slotd_admin_command_set_feature(struct slotd_admin_command *cmd, const char 
 void slotd_admin_command_set_enabled(struct slotd_admin_command *cmd, bool enabled)
 {
     cmd->enabled = enabled;
+}
+
+int slotd_admin_command_set_backup_plan(struct slotd_admin_command *cmd, uint64_t interval_s,
+                                        const char *destination, uint32_t retention,
+                                        bool delete_plan)
+{
+    int rc = destination ? request_string_set(&cmd->destination, destination) : SLOTD_CLIENT_OK;
+    if (rc == SLOTD_CLIENT_OK) {
+        cmd->interval_s = interval_s;
+        cmd->retention = retention;
+        cmd->delete_plan = delete_plan;
+    }
+    return rc;
 }
 
 void slotd_admin_command_set_expected_revision(struct slotd_admin_command *cmd, uint64_t revision)

@@ -34,16 +34,29 @@ static void test_parse_backup(void)
     char err[256];
     const char *subs[] = {"save", "verify", "inspect"};
     for (size_t i = 0; i < 3; i++) {
-        CU_ASSERT_EQUAL(parse(ARGV("--json", "backup", (char *)subs[i], "/tmp/x.bak"), &a, err,
-                              sizeof(err)),
-                        SLOTCTL_EXIT_OK);
+        CU_ASSERT_EQUAL(
+            parse(ARGV("--json", "backup", (char *)subs[i], "/tmp/x.bak"), &a, err, sizeof(err)),
+            SLOTCTL_EXIT_OK);
         CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_BACKUP);
         CU_ASSERT_STRING_EQUAL(a.pos[0], subs[i]);
         CU_ASSERT_STRING_EQUAL(a.pos[1], "/tmp/x.bak");
     }
     CU_ASSERT_STRING_EQUAL(slotctl_cmd_name(SLOTCTL_CMD_BACKUP), "backup");
-    char **bad[] = {ARGV("backup"), ARGV("backup", "save"), ARGV("backup", "restore", "f"),
-                    ARGV("backup", "save", "a", "b")};
+    CU_ASSERT_EQUAL(parse(ARGV("backup", "plan", "set", "60", "/b", "3"), &a, err, sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.pos_count, 5);
+    CU_ASSERT_STRING_EQUAL(a.pos[3], "/b");
+    CU_ASSERT_EQUAL(parse(ARGV("backup", "plan", "show"), &a, err, sizeof(err)), SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(parse(ARGV("backup", "plan", "delete"), &a, err, sizeof(err)), SLOTCTL_EXIT_OK);
+    char **bad[] = {ARGV("backup"),
+                    ARGV("backup", "save"),
+                    ARGV("backup", "restore", "f"),
+                    ARGV("backup", "save", "a", "b"),
+                    ARGV("backup", "plan"),
+                    ARGV("backup", "plan", "set", "60", "/b"),
+                    ARGV("backup", "plan", "show", "x"),
+                    ARGV("backup", "plan", "drop"),
+                    ARGV("backup", "save", "a", "b", "c", "d")};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         CU_ASSERT_EQUAL(parse(bad[i], &a, err, sizeof(err)), SLOTCTL_EXIT_USAGE);
         CU_ASSERT_PTR_NOT_NULL(strstr(err, "backup"));
@@ -314,9 +327,9 @@ static void test_parse_task_commands(void)
     CU_ASSERT_EQUAL(parse(ARGV("retry", "--task", "12"), &a, err, sizeof(err)), SLOTCTL_EXIT_OK);
     CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_RETRY);
     CU_ASSERT_EQUAL(a.task_id, 12);
-    CU_ASSERT_EQUAL(parse(ARGV("abort", "--task", "7", "--expected-revision", "9"), &a, err,
-                          sizeof(err)),
-                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(
+        parse(ARGV("abort", "--task", "7", "--expected-revision", "9"), &a, err, sizeof(err)),
+        SLOTCTL_EXIT_OK);
     CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_ABORT);
     CU_ASSERT_EQUAL(a.task_id, 7);
     CU_ASSERT_EQUAL(a.expected_revision, 9);
@@ -765,8 +778,7 @@ static void test_task_calls_without_server(void)
     CU_ASSERT_EQUAL(slotd_error_attempts(e), 2); /* one pass over the endpoints */
     CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "task status 7: UNAVAILABLE: "));
     CU_ASSERT_EQUAL(slotd_client_task_status(c, 0, true, &ts, &e), SLOTD_CLIENT_EUNAVAILABLE);
-    CU_ASSERT_PTR_NOT_NULL(
-        strstr(slotd_error_message(e), "task status (active): UNAVAILABLE: "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "task status (active): UNAVAILABLE: "));
     slotd_error_destroy(e);
 
     /* a bad hash slot list makes no call */
@@ -827,16 +839,16 @@ static struct slotctl_status_row status_ok(const char *endpoint, uint64_t node, 
     r.cs = malloc(sizeof(*r.cs));
     CU_ASSERT_PTR_NOT_NULL_FATAL(r.cs);
     *r.cs = (struct slotd_controller_status){.node_id = node,
-                                            .term = term,
-                                            .commit_index = commit,
-                                            .applied_index = applied,
-                                            .revision = revision,
-                                            .snapshot_index = snapshot,
-                                            .state_file_revision = file_revision,
-                                            .state_file_age_ms = file_age_ms,
-                                            .mirror_lag_ms = mirror_lag_ms,
-                                            .leader = leader,
-                                            .attempts = 1};
+                                             .term = term,
+                                             .commit_index = commit,
+                                             .applied_index = applied,
+                                             .revision = revision,
+                                             .snapshot_index = snapshot,
+                                             .state_file_revision = file_revision,
+                                             .state_file_age_ms = file_age_ms,
+                                             .mirror_lag_ms = mirror_lag_ms,
+                                             .leader = leader,
+                                             .attempts = 1};
     snprintf(r.cs->role, sizeof(r.cs->role), "%s", role);
     snprintf(r.cs->source, sizeof(r.cs->source), "%s", endpoint);
     return r;
@@ -1074,9 +1086,9 @@ static void test_parse_kv_commands(void)
 {
     struct slotctl_args a;
     char err[256];
-    CU_ASSERT_EQUAL(parse(ARGV("get", "--prefix", "", "--limit", "10", "--keys-only"), &a, err,
-                          sizeof(err)),
-                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(
+        parse(ARGV("get", "--prefix", "", "--limit", "10", "--keys-only"), &a, err, sizeof(err)),
+        SLOTCTL_EXIT_OK);
     CU_ASSERT_TRUE(a.has_prefix);
     CU_ASSERT_STRING_EQUAL(a.prefix, "");
     CU_ASSERT_EQUAL(a.limit, 10);
@@ -1100,7 +1112,8 @@ static void test_parse_kv_commands(void)
         const char *err;
     } cases[] = {
         {{"slotctl", "get", NULL}, "get: give KEY or --prefix P (one of them)"},
-        {{"slotctl", "get", "k", "--prefix", "p", NULL}, "get: give KEY or --prefix P (one of them)"},
+        {{"slotctl", "get", "k", "--prefix", "p", NULL},
+         "get: give KEY or --prefix P (one of them)"},
         {{"slotctl", "get", "k", "--limit", "3", NULL},
          "--limit, --keys-only and --count-only: only with get --prefix"},
         {{"slotctl", "get", "--prefix", "p", "--limit", "0", NULL},
@@ -1204,8 +1217,7 @@ static void test_resume_tokens(void)
     struct slotd_watch_position p[4];
     size_t n;
     char err[256];
-    CU_ASSERT_EQUAL(slotctl_resume_parse("1:0,7:18446744073709551615", p, 4, &n, err,
-                                         sizeof(err)),
+    CU_ASSERT_EQUAL(slotctl_resume_parse("1:0,7:18446744073709551615", p, 4, &n, err, sizeof(err)),
                     0);
     CU_ASSERT_EQUAL(n, 2);
     CU_ASSERT_EQUAL(p[1].group_id, 7);
@@ -1513,9 +1525,9 @@ static void test_parse_meta_commands(void)
     CU_ASSERT_STRING_EQUAL(a.meta.channel_id, "g1");
     CU_ASSERT_EQUAL(a.meta.channel_type, 2);
     CU_ASSERT_EQUAL(a.meta.flags, SLOTD_CHANNEL_FLAG_BAN | SLOTD_CHANNEL_FLAG_LARGE);
-    CU_ASSERT_EQUAL(meta_args(&a, err, sizeof(err), 8, "member", "add", "g1", "--type", "2", "a",
-                              "b", "c"),
-                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(
+        meta_args(&a, err, sizeof(err), 8, "member", "add", "g1", "--type", "2", "a", "b", "c"),
+        SLOTCTL_EXIT_OK);
     CU_ASSERT_EQUAL(a.meta.uid_count, 3);
     CU_ASSERT_EQUAL(a.meta.list, SLOTD_MEMBER_LIST_SUBSCRIBERS);
     CU_ASSERT_FALSE(a.meta.has_expected_version);

@@ -788,6 +788,7 @@ enum slotd_admin_kind {
                               * point; the controller refuses one past it, naming its state) */
     SLOTD_ADMIN_SET_BALANCE, /* enabled (Admin/SetBalance: false pauses the balancer
                               * cluster-wide, true resumes it) */
+    SLOTD_ADMIN_SET_BACKUP_PLAN, /* backup plan (Admin/SetBackupPlan; the server checks it) */
 };
 
 /* One Admin command (opaque): a kind and the fields it uses (above; the others are ignored).
@@ -821,6 +822,12 @@ int slotd_admin_command_set_feature(struct slotd_admin_command *cmd, const char 
                                     bool enabled);
 /* SET_BALANCE: whether the balancer runs (default false: pause). */
 void slotd_admin_command_set_enabled(struct slotd_admin_command *cmd, bool enabled);
+/* SET_BACKUP_PLAN: every interval_s one node writes a backup into destination (an absolute
+ * directory on that node; borrowed, copied) and keeps retention files; delete_plan removes the
+ * plan instead (destination NULL, the numbers 0). */
+int slotd_admin_command_set_backup_plan(struct slotd_admin_command *cmd, uint64_t interval_s,
+                                        const char *destination, uint32_t retention,
+                                        bool delete_plan);
 /* 0 = unconditional (default); else the command is refused (SLOTD_CLIENT_ESTALE_REVISION, gRPC
  * ABORTED) unless the controller's revision equals it. */
 void slotd_admin_command_set_expected_revision(struct slotd_admin_command *cmd,
