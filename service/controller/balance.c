@@ -1,5 +1,6 @@
 /* balance.c - ctl_balance_plan(): which replica moves bring every active node's replica count to
- * its weighted share, as ordinary fenced replica moves, from the replicated state only. Pure. */
+ * its weighted share, as ordinary fenced replica moves; ctl_balance_leaders(): which preferred
+ * leaders to change so they spread evenly. From the replicated state only. Pure. */
 #include <stdio.h>
 #include <string.h>
 
@@ -173,4 +174,50 @@ void ctl_balance_plan(const struct ctl_state *s, const char *const *zones, uint3
         }
     }
     out->balanced = wsum > 0;
+}
+
+uint32_t ctl_balance_leaders(const struct ctl_state *s, uint32_t max_changes,
+                             struct ctl_balance_leader *out)
+{
+    uint32_t led[CTL_NODES_MAX] = {0}, n = 0;
+    for (uint32_t k = 0; k < s->n_groups; k++) {
+        int p = balance_node_index(s, s->groups[k].preferred_leader);
+        if (p >= 0) {
+            led[p]++;
+        }
+    }
+    while (n < max_changes) {
+        int best_a = -1, best_b = -1;
+        uint32_t best_g = 0, best_gap = 1; /* a pair must be apart by more than one */
+        for (uint32_t k = 0; k < s->n_groups; k++) {
+            const struct ctl_group *g = &s->groups[k];
+            bool planned = false;
+            for (uint32_t m = 0; m < n; m++) {
+                planned |= out[m].group == g->id;
+            }
+            int a = balance_node_index(s, g->preferred_leader);
+            if (planned || a < 0 || ctl_state_active_task(s, g->id) != NULL ||
+                !ctl_group_has_quorum(s, g)) {
+                continue;
+            }
+            for (uint32_t p = 0; p < g->n_peers; p++) {
+                int b = balance_node_index(s, g->desired_peers[p]);
+                if (b < 0 || b == a || !balance_node_eligible(&s->nodes[b]) ||
+                    led[a] <= led[b] + best_gap) {
+                    continue;
+                }
+                best_a = a;
+                best_b = b;
+                best_g = g->id;
+                best_gap = led[a] - led[b];
+            }
+        }
+        if (best_a < 0) {
+            break;
+        }
+        out[n++] = (struct ctl_balance_leader){best_g, s->nodes[best_a].id, s->nodes[best_b].id};
+        led[best_a]--;
+        led[best_b]++;
+    }
+    return n;
 }

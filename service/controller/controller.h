@@ -700,6 +700,18 @@ struct ctl_balance_plan {
  * s->nodes, NULL or "" for a node without a zone. */
 void ctl_balance_plan(const struct ctl_state *s, const char *const *zones, uint32_t max_moves,
                       struct ctl_balance_plan *out);
+/* Leaders: preferred leaders spread evenly (unweighted) over eligible nodes, through the
+ * existing preferred-leader convergence. Fills out[0..n) (n returned, at most max_changes) with
+ * set_preferred_leader changes, each from the node preferred in the most groups to a desired peer
+ * of the group preferred in fewer by more than one, one per group, none for a group with an
+ * active task or without a quorum of live peers. When none is left, preferred-leader counts of
+ * the eligible nodes a group can choose differ by at most one. s and out borrowed. */
+struct ctl_balance_leader {
+    uint32_t group;
+    uint64_t from, to;
+};
+uint32_t ctl_balance_leaders(const struct ctl_state *s, uint32_t max_changes,
+                             struct ctl_balance_leader *out);
 
 /* task_abort: the operator stops a running task at a safe point (see "task_abort" above). */
 int ctl_cmd_task_abort(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out);

@@ -17,6 +17,9 @@ enum { BALANCE_PLANNED, BALANCE_DONE, BALANCE_FAILED };
 /* A proposed move not yet in the state this long after it was sent keeps the next plan back (it
  * may still apply: planning again could exceed the budget). */
 #define BALANCE_SETTLE_MS 5000
+/* After a preferred-leader change is sent, the next one waits this long (the change applies and
+ * the counts the next plan reads include it). */
+#define BALANCE_LEADER_EVERY_MS 3000
 
 /* Counts the proposed moves whose task ended since the last step and forgets them. Returns how
  * many were sent less than BALANCE_SETTLE_MS ago and are not in the state yet. */
@@ -86,5 +89,21 @@ void rt_balance_step(struct runtime *rt)
             (struct rt_balance_sent){m->group, m->source, m->target, wall};
         rt_ctl_submit(rt, cmd, "task_create");
     }
+    /* Leaders once the replicas are placed: no move planned nor running. */
+    bool moving = p->n_moves > 0;
+    for (uint32_t i = 0; i < rt->ctl->n_tasks && !moving; i++)
+        moving = rt->ctl->tasks[i].kind == CTL_TASK_REPLICA_MOVE &&
+                 (rt->ctl->tasks[i].status == CTL_TASK_PENDING ||
+                  rt->ctl->tasks[i].status == CTL_TASK_RUNNING);
     free(p);
+    struct ctl_balance_leader ch[1];
+    if (moving || now < rt->balance_leader_next_ms || ctl_balance_leaders(rt->ctl, 1, ch) == 0)
+        return;
+    char *cmd = NULL;
+    if (ctl_cmd_set_preferred_leader(ch[0].group, ch[0].to, 0, &cmd) != CTL_OK)
+        return;
+    rt->balance_leader_next_ms = now + BALANCE_LEADER_EVERY_MS;
+    RT_LOG("info", "msg=\"balance: spreading leaders\" group=%u from=%llu to=%llu", ch[0].group,
+           (unsigned long long)ch[0].from, (unsigned long long)ch[0].to);
+    rt_ctl_submit(rt, cmd, "set_preferred_leader");
 }

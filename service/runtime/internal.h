@@ -500,6 +500,7 @@ struct runtime {
     uint64_t backup_run_taken;       /* loop: the last backup run this node started */
     struct rt_backup_exec *backup_exec; /* loop: the run writing here, NULL = none */
     int64_t balance_next_ms;         /* loop: balance.c's next plan (rt_now_ms) */
+    int64_t balance_leader_next_ms;  /* loop: balance.c's next preferred-leader change */
     uint32_t balance_n_sent;         /* loop: balance.c's proposed moves not yet seen ending */
     struct rt_balance_sent balance_sent[RT_BALANCE_SENT_MAX]; /* loop */
     struct rt_task_pace task_pace[RT_TASK_PACE_MAX];   /* loop */

@@ -170,6 +170,19 @@ class BalanceTest(h.SlotdTestCase):
             self.assertEqual(len(b.moves), 0)
             for g in st["groups"]:
                 self.assertEqual(len(g["desired_peers"]), 3)
+            # Then the preferred leaders spread over the 5 nodes (8 groups: 1 or 2 each), and
+            # the groups' live leaders follow them (the preferred-leader convergence).
+            t2 = time.monotonic()
+            led = tc.wait_for("preferred leaders within 1 of each other", lambda: (
+                lambda c: c if max(c.values()) - min(c.values()) <= 1 else None)(
+                    {n: sum(g["preferred_leader"] == n for g in self.state()["groups"])
+                     for n in range(1, 6)}), timeout=WAIT_S, interval=0.5)
+            want = {g["id"]: g["preferred_leader"] for g in self.state()["groups"]}
+            tc.wait_for("live leaders are the preferred ones", lambda: all(
+                r.leader == want[r.group_id] for r in tc.route(self.nodes[1]).groups
+                if r.group_id in want), timeout=WAIT_S, interval=0.5)
+            leaders_took = time.monotonic() - t2
+            self.assertEqual(sum(led.values()), 8)
             out = self.slotctl("balance", "status")
             print("$ slotctl balance status   # balanced\n" + out)
             self.assertIn("plan: no move (balanced", out)
@@ -180,8 +193,8 @@ class BalanceTest(h.SlotdTestCase):
         self.assertGreater(len(acked), 20)
         for key in acked[-5:]:
             self.assertTrue(h.get(self.nodes[2].stub, key).get.value.startswith(b"v"))
-        print("\n  balanced in %.1f s (%d moves), test %.1f s" % (
-            took, len(moves), time.monotonic() - t0))
+        print("\n  balanced in %.1f s (%d moves), leaders %.1f s, test %.1f s" % (
+            took, len(moves), leaders_took, time.monotonic() - t0))
 
 
 if __name__ == "__main__":

@@ -236,6 +236,62 @@ static void test_balance_refusals(void)
     free(s);
 }
 
+/* Preferred leaders: after the replicas converged, set_preferred_leader changes (applied
+ * through the FSM) until none is planned; then the counts differ by at most one, one change per
+ * group per plan, every change to a desired peer; a busy group is never changed. */
+static void test_balance_leaders(void)
+{
+    struct ctl_state *s = balance_fixture();
+    char *cmd[1];
+    converge(s, NULL, 2);
+    struct ctl_balance_leader ch[CTL_GROUPS_MAX];
+    uint32_t rounds = 0, n;
+    while ((n = ctl_balance_leaders(s, 4, ch)) > 0) {
+        CU_ASSERT_TRUE_FATAL(++rounds < 20);
+        CU_ASSERT_TRUE(n <= 4);
+        for (uint32_t i = 0; i < n; i++) {
+            for (uint32_t o = 0; o < i; o++) {
+                CU_ASSERT_NOT_EQUAL(ch[o].group, ch[i].group);
+            }
+            CU_ASSERT_EQUAL(ctl_state_group(s, ch[i].group)->preferred_leader, ch[i].from);
+            CU_ASSERT_TRUE(peer_of(s, ch[i].group, ch[i].to));
+            expect(s, OK(ctl_cmd_set_preferred_leader(ch[i].group, ch[i].to, 0, cmd)),
+                   CTL_OUTCOME_CHANGED, "");
+        }
+    }
+    uint32_t led[6] = {0}, lo = 99, hi = 0;
+    for (uint32_t k = 0; k < s->n_groups; k++) {
+        led[s->groups[k].preferred_leader]++;
+    }
+    for (uint32_t id = 1; id <= 5; id++) {
+        lo = led[id] < lo ? led[id] : lo;
+        hi = led[id] > hi ? led[id] : hi;
+    }
+    CU_ASSERT_TRUE(hi - lo <= 1);
+    /* all on node 1 where it can be: a busy group keeps its preferred leader */
+    for (uint32_t k = 0; k < s->n_groups; k++) {
+        if (peer_of(s, s->groups[k].id, 1)) {
+            expect(s, OK(ctl_cmd_set_preferred_leader(s->groups[k].id, 1, 0, cmd)),
+                   s->groups[k].preferred_leader == 1 ? CTL_OUTCOME_NOOP : CTL_OUTCOME_CHANGED, "");
+        }
+    }
+    uint32_t g1 = 0;
+    for (uint32_t k = 0; k < s->n_groups && g1 == 0; k++) {
+        g1 = s->groups[k].preferred_leader == 1 ? s->groups[k].id : 0;
+    }
+    CU_ASSERT_NOT_EQUAL_FATAL(g1, 0);
+    uint64_t lt = task_create(s, CTL_TASK_LEADER_TRANSFER, g1, 0, 1, 0, 5000);
+    n = ctl_balance_leaders(s, CTL_GROUPS_MAX, ch);
+    CU_ASSERT_TRUE(n >= 1);
+    for (uint32_t i = 0; i < n; i++) {
+        CU_ASSERT_NOT_EQUAL(ch[i].group, g1);
+        CU_ASSERT_EQUAL(ch[i].from, 1);
+    }
+    expect(s, OK(ctl_cmd_task_abort(lt, 5001, 0, cmd)), CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_EQUAL(ctl_balance_leaders(s, 0, ch), 0);
+    free(s);
+}
+
 /* balance_paused (Admin.SetBalance): off by default and absent from the encoding while off; on
  * encodes and decodes back; the other switches do not move; and a paused cluster still plans
  * (the runtime is what honours the switch), so status shows what would move. */
@@ -278,5 +334,6 @@ void ctl_test_add_balance(void)
     CU_add_test(s, "ctl_balance_plan: weighted shares converge", test_balance_weighted);
     CU_add_test(s, "ctl_balance_plan: zones", test_balance_zones);
     CU_add_test(s, "ctl_balance_plan: budget, busy, quorum, not eligible", test_balance_refusals);
+    CU_add_test(s, "ctl_balance_leaders: preferred leaders spread", test_balance_leaders);
     CU_add_test(s, "the balance_paused switch", test_balance_paused_feature);
 }
