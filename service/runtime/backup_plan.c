@@ -199,6 +199,9 @@ static void start_due_run(struct runtime *rt)
         return;
     uint64_t node = pick_node(rt->ctl);
     if (node == 0) {
+        if (rt->backup_warned_run == b->run_id + 1)
+            return; /* said once per run: this step comes back every second */
+        rt->backup_warned_run = b->run_id + 1;
         RT_LOG("warn",
                "msg=\"backup plan: no active data node hosts every slot group; run %" PRIu64
                " not started\"",

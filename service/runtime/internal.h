@@ -498,6 +498,7 @@ struct runtime {
     uint32_t repair_lost;            /* loop: groups without a quorum in the last plan */
     int64_t backup_next_ms;          /* loop: backup_plan.c's next step (rt_now_ms) */
     uint64_t backup_run_taken;       /* loop: the last backup run this node started */
+    uint64_t backup_warned_run;      /* loop: the run the "no node hosts every group" line named */
     struct rt_backup_exec *backup_exec; /* loop: the run writing here, NULL = none */
     int64_t balance_next_ms;         /* loop: balance.c's next plan (rt_now_ms) */
     int64_t balance_leader_next_ms;  /* loop: balance.c's next preferred-leader change */
