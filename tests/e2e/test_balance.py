@@ -28,15 +28,8 @@ class BalanceTest(h.SlotdTestCase):
     @classmethod
     def setUpClass(cls):
         cls._class_workdir = tempfile.mkdtemp(prefix="slotd-e2e-balance-")
-        cls._class_servers = []
-        ports = h.free_ports(10)
-        cls.nodes = {}
-        for i in range(1, 6):
-            s = h.SlotdServer(cls._class_workdir, name="n%d" % i, slot_groups=tc.SLOT_GROUPS)
-            s.port, s.peer_port = ports[i - 1], ports[4 + i]
-            cls.nodes[i] = s
-            cls._class_servers.append(s)
-        peers = ",".join("%d=%s" % (i, cls.nodes[i].peer_addr) for i in (1, 2, 3))
+        cls.nodes, peers = tc.five_nodes(cls._class_workdir)
+        cls._class_servers = list(cls.nodes.values())
         for i in (1, 2, 3):
             cls.nodes[i].extra_args = ["--node-id", str(i), "--peers", peers,
                                        "--bootstrap-expect", "3", "--balance", "1",

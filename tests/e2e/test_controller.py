@@ -47,6 +47,18 @@ def wait_for(what, fn, timeout=WAIT_S, interval=0.2):
     raise AssertionError("%s: not within %.0f s (last: %r)" % (what, timeout, last))
 
 
+def five_nodes(workdir):
+    """The 5-node layout's servers, not started: {1..5: SlotdServer} on client and peer ports
+    chosen together, and the --peers value naming nodes 1-3 (the controller voters). The caller
+    sets each node's extra_args."""
+    ports = h.free_ports(10)
+    nodes = {}
+    for i in range(1, 6):
+        nodes[i] = h.SlotdServer(workdir, name="n%d" % i, slot_groups=SLOT_GROUPS)
+        nodes[i].port, nodes[i].peer_port = ports[i - 1], ports[4 + i]
+    return nodes, ",".join("%d=%s" % (i, nodes[i].peer_addr) for i in (1, 2, 3))
+
+
 class ControllerClusterCase(h.SlotdTestCase):
     """One 5-node cluster per test: nodes 1-3 bootstrap the controller (--peers, with
     --bootstrap-expect 5), nodes 4-5 start with --join and become data nodes (mirrors)."""
@@ -54,15 +66,8 @@ class ControllerClusterCase(h.SlotdTestCase):
     def start_cluster(self, extra_args=()):
         import tempfile
         self._workdir = tempfile.mkdtemp(prefix="slotd-e2e-ctl-")
-        self._servers = []
-        ports = h.free_ports(10)
-        self.nodes = {}
-        for i, port in enumerate(ports[:5], start=1):
-            s = h.SlotdServer(self._workdir, name="n%d" % i, slot_groups=SLOT_GROUPS)
-            s.port, s.peer_port = port, ports[4 + i]
-            self.nodes[i] = s
-            self._servers.append(s)
-        peers = ",".join("%d=%s" % (i, self.nodes[i].peer_addr) for i in (1, 2, 3))
+        self.nodes, peers = five_nodes(self._workdir)
+        self._servers = list(self.nodes.values())
         for i in (1, 2, 3):
             self.nodes[i].extra_args = ["--node-id", str(i), "--peers", peers,
                                         "--bootstrap-expect", "5"] + list(extra_args)
