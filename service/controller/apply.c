@@ -6,13 +6,6 @@
 
 #include "internal.h"
 
-#define N(a) (sizeof(a) / sizeof((a)[0]))
-#define REJECT CTL__REJECT
-#define NOOP CTL__NOOP
-#define READ CTL__READ
-#define RS CTL__RS
-#define ULL(v) ((unsigned long long)(v))
-
 int ctl__outcome(struct ctl_result *r, enum ctl_outcome o, const char *fmt, ...)
 {
     va_list ap;
@@ -29,17 +22,20 @@ bool ctl__expected_revision_ok(const struct ctl_state *s, const json_t *cmd, boo
     uint64_t v;
     if (json_object_get(cmd, "expected_revision") == NULL) {
         if (required) {
-            REJECT(r, "expected_revision: required by this command (the current revision is %llu)",
-                   ULL(s->revision));
+            CTL__REJECT(
+                r, "expected_revision: required by this command (the current revision is %llu)",
+                CTL__ULL(s->revision));
         }
         return !required;
     }
-    if (ctl__json_u64(cmd, "expected_revision", "", 0, CTL_U64_JSON_MAX, &v, RS(r)) != CTL_OK) {
+    if (ctl__json_u64(cmd, "expected_revision", "", 0, CTL_U64_JSON_MAX, &v, CTL__RS(r)) !=
+        CTL_OK) {
         r->outcome = CTL_OUTCOME_REJECTED;
         return false;
     }
     if (v != s->revision) {
-        REJECT(r, "stale expected_revision: have %llu, want %llu", ULL(s->revision), ULL(v));
+        CTL__REJECT(r, "stale expected_revision: have %llu, want %llu", CTL__ULL(s->revision),
+                    CTL__ULL(v));
         return false;
     }
     return true;
@@ -77,15 +73,15 @@ static const struct ctl_node *node_by_client_address(const struct ctl_state *s, 
 static bool read_address(const json_t *cmd, const char *path, const char *key, bool may_be_empty,
                          char *out, struct ctl_result *r)
 {
-    if (ctl__json_str(cmd, key, path, CTL_ADDRESS_MAX, out, RS(r)) != CTL_OK) {
+    if (ctl__json_str(cmd, key, path, CTL_ADDRESS_MAX, out, CTL__RS(r)) != CTL_OK) {
         r->outcome = CTL_OUTCOME_REJECTED;
         return false;
     }
     if ((out[0] != '\0' || !may_be_empty) && !ctl__address_ok(out)) {
         char fp[CTL__PATH_MAX];
         ctl__json_path(fp, path, key);
-        REJECT(r, "%s: \"%s\" is not host:port (port 1..65535, at most %u bytes)", fp, out,
-               CTL_ADDRESS_MAX);
+        CTL__REJECT(r, "%s: \"%s\" is not host:port (port 1..65535, at most %u bytes)", fp, out,
+                    CTL_ADDRESS_MAX);
         return false;
     }
     return true;
@@ -108,7 +104,7 @@ static int read_new_node(const json_t *o, const char *path, struct ctl_node *n,
                          struct ctl_result *r)
 {
     memset(n, 0, sizeof(*n));
-    READ(r, ctl__json_u64(o, "id", path, 1, CTL_U64_JSON_MAX, &n->id, RS(r)));
+    CTL__READ(r, ctl__json_u64(o, "id", path, 1, CTL_U64_JSON_MAX, &n->id, CTL__RS(r)));
     if (!read_address(o, path, "address", false, n->address, r) ||
         (json_object_get(o, "client_address") != NULL &&
          !read_address(o, path, "client_address", true, n->client_address, r))) {
@@ -116,8 +112,8 @@ static int read_new_node(const json_t *o, const char *path, struct ctl_node *n,
     }
     n->weight = CTL_WEIGHT_DEFAULT;
     if (json_object_get(o, "weight") != NULL) {
-        READ(r,
-             ctl__json_u32(o, "weight", path, CTL_WEIGHT_MIN, CTL_WEIGHT_MAX, &n->weight, RS(r)));
+        CTL__READ(r, ctl__json_u32(o, "weight", path, CTL_WEIGHT_MIN, CTL_WEIGHT_MAX, &n->weight,
+                                   CTL__RS(r)));
     }
     n->status = CTL_STATUS_ALIVE;
     r->outcome = CTL_OUTCOME_CHANGED;
@@ -130,7 +126,7 @@ static int place_if_ready(struct ctl_state *s, struct ctl_result *r)
     if (s->n_groups == 0 && ctl__active_data_nodes(s) >= s->config.bootstrap_expect) {
         int rc = ctl__state_place(s);
         if (rc != CTL_OK) {
-            return REJECT(r, "placement: %s", ctl_strerror(rc));
+            return CTL__REJECT(r, "placement: %s", ctl_strerror(rc));
         }
     }
     return CTL_OK;
@@ -140,27 +136,27 @@ static int read_bootstrap_nodes(struct ctl_state *s, const json_t *cmd, struct c
 {
     static const char *const req[] = {"id", "address"}, *const opt[] = {"weight", "client_address"};
     json_t *arr;
-    READ(r, ctl__json_array(cmd, "nodes", "", CTL_NODES_MAX, &arr, RS(r)));
+    CTL__READ(r, ctl__json_array(cmd, "nodes", "", CTL_NODES_MAX, &arr, CTL__RS(r)));
     if (json_array_size(arr) == 0) {
-        return REJECT(r, "nodes: empty, a cluster needs 1..%u nodes", CTL_NODES_MAX);
+        return CTL__REJECT(r, "nodes: empty, a cluster needs 1..%u nodes", CTL_NODES_MAX);
     }
     for (size_t i = 0; i < json_array_size(arr); i++) {
         char path[CTL__PATH_MAX];
         struct ctl_node n;
         snprintf(path, sizeof(path), "nodes[%zu]", i);
         const json_t *o = json_array_get(arr, i);
-        READ(r, ctl__json_fields(o, path, req, N(req), opt, N(opt), RS(r)));
+        CTL__READ(r, ctl__json_fields(o, path, req, CTL__N(req), opt, CTL__N(opt), CTL__RS(r)));
         if (read_new_node(o, path, &n, r) != CTL_OK || r->outcome == CTL_OUTCOME_REJECTED) {
             return CTL_OK;
         }
         if (ctl_state_node(s, n.id) != NULL) {
-            return REJECT(r, "%s.id: %llu is listed twice", path, ULL(n.id));
+            return CTL__REJECT(r, "%s.id: %llu is listed twice", path, CTL__ULL(n.id));
         }
         if (node_by_address(s, n.address) != NULL) {
-            return REJECT(r, "%s.address: %s is listed twice", path, n.address);
+            return CTL__REJECT(r, "%s.address: %s is listed twice", path, n.address);
         }
         if (node_by_client_address(s, n.client_address, n.id) != NULL) {
-            return REJECT(r, "%s.client_address: %s is listed twice", path, n.client_address);
+            return CTL__REJECT(r, "%s.client_address: %s is listed twice", path, n.client_address);
         }
         n.roles = CTL_ROLE_CONTROLLER_VOTER | CTL_ROLE_DATA;
         n.join_state = CTL_JOIN_ACTIVE;
@@ -174,25 +170,30 @@ static int op_bootstrap(struct ctl_state *s, const json_t *cmd, struct ctl_resul
 {
     static const char *const cfg_fields[] = {"slot_groups", "replicas", "bootstrap_expect"};
     if (s->revision != 0) {
-        return REJECT(r, "cluster already bootstrapped (revision %llu)", ULL(s->revision));
+        return CTL__REJECT(r, "cluster already bootstrapped (revision %llu)",
+                           CTL__ULL(s->revision));
     }
     s->next_task_id = 1;
-    READ(r, ctl__json_str(cmd, "cluster_id", "", CTL_CLUSTER_ID_MAX, s->cluster_id, RS(r)));
+    CTL__READ(r,
+              ctl__json_str(cmd, "cluster_id", "", CTL_CLUSTER_ID_MAX, s->cluster_id, CTL__RS(r)));
     if (!ctl__cluster_id_ok(s->cluster_id)) {
-        return REJECT(r, "cluster_id: \"%s\" is not 1..%u characters of [A-Za-z0-9._-]",
-                      s->cluster_id, CTL_CLUSTER_ID_MAX);
+        return CTL__REJECT(r, "cluster_id: \"%s\" is not 1..%u characters of [A-Za-z0-9._-]",
+                           s->cluster_id, CTL_CLUSTER_ID_MAX);
     }
     const json_t *cfg = json_object_get(cmd, "config");
     struct ctl_config *c = &s->config;
-    READ(r, ctl__json_fields(cfg, "config", cfg_fields, N(cfg_fields), NULL, 0, RS(r)));
-    READ(r, ctl__json_u32(cfg, "slot_groups", "config", 1, CTL_GROUPS_MAX, &c->slot_groups, RS(r)));
-    READ(r, ctl__json_u32(cfg, "replicas", "config", 1, CTL_REPLICAS_MAX, &c->replicas, RS(r)));
-    READ(r, ctl__json_u32(cfg, "bootstrap_expect", "config", 1, CTL_NODES_MAX, &c->bootstrap_expect,
-                          RS(r)));
+    CTL__READ(r,
+              ctl__json_fields(cfg, "config", cfg_fields, CTL__N(cfg_fields), NULL, 0, CTL__RS(r)));
+    CTL__READ(r, ctl__json_u32(cfg, "slot_groups", "config", 1, CTL_GROUPS_MAX, &c->slot_groups,
+                               CTL__RS(r)));
+    CTL__READ(
+        r, ctl__json_u32(cfg, "replicas", "config", 1, CTL_REPLICAS_MAX, &c->replicas, CTL__RS(r)));
+    CTL__READ(r, ctl__json_u32(cfg, "bootstrap_expect", "config", 1, CTL_NODES_MAX,
+                               &c->bootstrap_expect, CTL__RS(r)));
     c->hash_slots = CTL_HASH_SLOTS;
     if (json_object_get(cmd, "features") != NULL) {
-        READ(r,
-             ctl__features_read(json_object_get(cmd, "features"), "features", &s->features, RS(r)));
+        CTL__READ(r, ctl__features_read(json_object_get(cmd, "features"), "features", &s->features,
+                                        CTL__RS(r)));
     }
     if (read_bootstrap_nodes(s, cmd, r) != CTL_OK || r->outcome == CTL_OUTCOME_REJECTED) {
         return CTL_OK;
@@ -209,24 +210,24 @@ static int op_join_node(struct ctl_state *s, const json_t *cmd, struct ctl_resul
     }
     const struct ctl_node *same_id = ctl_state_node(s, n.id);
     if (same_id != NULL && strcmp(same_id->address, n.address) == 0) {
-        return NOOP(r, "node %llu already joined with address %s", ULL(n.id), n.address);
+        return CTL__NOOP(r, "node %llu already joined with address %s", CTL__ULL(n.id), n.address);
     }
     if (same_id != NULL) {
-        return REJECT(r, "node %llu already joined with another address (%s)", ULL(n.id),
-                      same_id->address);
+        return CTL__REJECT(r, "node %llu already joined with another address (%s)", CTL__ULL(n.id),
+                           same_id->address);
     }
     const struct ctl_node *same_address = node_by_address(s, n.address);
     if (same_address != NULL) {
-        return REJECT(r, "address %s is already used by node %llu", n.address,
-                      ULL(same_address->id));
+        return CTL__REJECT(r, "address %s is already used by node %llu", n.address,
+                           CTL__ULL(same_address->id));
     }
     same_address = node_by_client_address(s, n.client_address, n.id);
     if (same_address != NULL) {
-        return REJECT(r, "client_address %s is already used by node %llu", n.client_address,
-                      ULL(same_address->id));
+        return CTL__REJECT(r, "client_address %s is already used by node %llu", n.client_address,
+                           CTL__ULL(same_address->id));
     }
     if (s->n_nodes >= CTL_NODES_MAX) {
-        return REJECT(r, "nodes: already %u, the limit (CTL_NODES_MAX)", CTL_NODES_MAX);
+        return CTL__REJECT(r, "nodes: already %u, the limit (CTL_NODES_MAX)", CTL_NODES_MAX);
     }
     n.roles = CTL_ROLE_DATA;
     n.join_state = CTL_JOIN_JOINING;
@@ -240,15 +241,15 @@ static struct ctl_node *existing_node(struct ctl_state *s, const json_t *cmd, co
                                       struct ctl_result *r)
 {
     uint64_t id;
-    if (ctl__json_u64(cmd, key, "", 1, CTL_U64_JSON_MAX, &id, RS(r)) != CTL_OK) {
+    if (ctl__json_u64(cmd, key, "", 1, CTL_U64_JSON_MAX, &id, CTL__RS(r)) != CTL_OK) {
         r->outcome = CTL_OUTCOME_REJECTED;
         return NULL;
     }
     struct ctl_node *n = node_mut(s, id);
     if (n == NULL) {
-        REJECT(r, "%s: node %llu is unknown", key, ULL(id));
+        CTL__REJECT(r, "%s: node %llu is unknown", key, CTL__ULL(id));
     } else if (n->join_state == CTL_JOIN_REMOVED) {
-        REJECT(r, "%s: node %llu is removed", key, ULL(id));
+        CTL__REJECT(r, "%s: node %llu is removed", key, CTL__ULL(id));
         n = NULL;
     }
     return n;
@@ -261,11 +262,11 @@ static int op_activate_node(struct ctl_state *s, const json_t *cmd, struct ctl_r
         return CTL_OK;
     }
     if (n->join_state == CTL_JOIN_ACTIVE) {
-        return NOOP(r, "node %llu is already active", ULL(n->id));
+        return CTL__NOOP(r, "node %llu is already active", CTL__ULL(n->id));
     }
     if (n->join_state != CTL_JOIN_JOINING) {
-        return REJECT(r, "node %llu is %s, only a joining node can be activated", ULL(n->id),
-                      ctl_join_state_name(n->join_state));
+        return CTL__REJECT(r, "node %llu is %s, only a joining node can be activated",
+                           CTL__ULL(n->id), ctl_join_state_name(n->join_state));
     }
     n->join_state = CTL_JOIN_ACTIVE;
     r->outcome = CTL_OUTCOME_CHANGED;
@@ -276,24 +277,25 @@ static int op_set_preferred_leader(struct ctl_state *s, const json_t *cmd, struc
 {
     uint32_t gid;
     uint64_t node;
-    READ(r, ctl__json_u32(cmd, "group", "", 1, UINT32_MAX, &gid, RS(r)));
-    READ(r, ctl__json_u64(cmd, "node", "", 1, CTL_U64_JSON_MAX, &node, RS(r)));
+    CTL__READ(r, ctl__json_u32(cmd, "group", "", 1, UINT32_MAX, &gid, CTL__RS(r)));
+    CTL__READ(r, ctl__json_u64(cmd, "node", "", 1, CTL_U64_JSON_MAX, &node, CTL__RS(r)));
     if (s->n_groups == 0) {
-        return REJECT(r, "group %u: no placement yet", gid);
+        return CTL__REJECT(r, "group %u: no placement yet", gid);
     }
     struct ctl_group *g = (struct ctl_group *)ctl_state_group(s, gid);
     if (g == NULL) {
-        return REJECT(r, "group %u does not exist (groups are 1..%u)", gid, s->n_groups);
+        return CTL__REJECT(r, "group %u does not exist (groups are 1..%u)", gid, s->n_groups);
     }
     bool member = false;
     for (uint32_t i = 0; i < g->n_peers; i++) {
         member |= g->desired_peers[i] == node;
     }
     if (!member) {
-        return REJECT(r, "node %llu is not a desired peer of group %u", ULL(node), gid);
+        return CTL__REJECT(r, "node %llu is not a desired peer of group %u", CTL__ULL(node), gid);
     }
     if (g->preferred_leader == node) {
-        return NOOP(r, "node %llu is already the preferred leader of group %u", ULL(node), gid);
+        return CTL__NOOP(r, "node %llu is already the preferred leader of group %u", CTL__ULL(node),
+                         gid);
     }
     g->preferred_leader = node;
     r->outcome = CTL_OUTCOME_CHANGED;
@@ -307,10 +309,11 @@ static int op_set_node_status(struct ctl_state *s, const json_t *cmd, struct ctl
     if (n == NULL) {
         return CTL_OK;
     }
-    READ(r, ctl__json_enum(cmd, "status", "", ctl__node_status_names, ctl__n_node_status_names,
-                           &status, RS(r)));
+    CTL__READ(r, ctl__json_enum(cmd, "status", "", ctl__node_status_names, ctl__n_node_status_names,
+                                &status, CTL__RS(r)));
     if (n->status == (enum ctl_node_status)status) {
-        return NOOP(r, "node %llu is already %s", ULL(n->id), ctl__node_status_names[status]);
+        return CTL__NOOP(r, "node %llu is already %s", CTL__ULL(n->id),
+                         ctl__node_status_names[status]);
     }
     n->status = (enum ctl_node_status)status;
     r->outcome = CTL_OUTCOME_CHANGED;
@@ -331,16 +334,18 @@ static int op_node_address(struct ctl_state *s, const json_t *cmd, struct ctl_re
         return CTL_OK;
     }
     if (strcmp(n->address, address) == 0 && strcmp(n->client_address, client) == 0) {
-        return NOOP(r, "node %llu already has address %s and client_address %s", ULL(n->id),
-                    address, client);
+        return CTL__NOOP(r, "node %llu already has address %s and client_address %s",
+                         CTL__ULL(n->id), address, client);
     }
     const struct ctl_node *other = node_by_address(s, address);
     if (other != NULL && other->id != n->id) {
-        return REJECT(r, "address %s is already used by node %llu", address, ULL(other->id));
+        return CTL__REJECT(r, "address %s is already used by node %llu", address,
+                           CTL__ULL(other->id));
     }
     other = node_by_client_address(s, client, n->id);
     if (other != NULL) {
-        return REJECT(r, "client_address %s is already used by node %llu", client, ULL(other->id));
+        return CTL__REJECT(r, "client_address %s is already used by node %llu", client,
+                           CTL__ULL(other->id));
     }
     snprintf(n->address, sizeof(n->address), "%s", address);
     snprintf(n->client_address, sizeof(n->client_address), "%s", client);
@@ -356,19 +361,21 @@ static int op_health_report(struct ctl_state *s, const json_t *cmd, struct ctl_r
         return CTL_OK;
     }
     h.node = n->id;
-    READ(r, ctl__json_u64(cmd, "now_ms", "", 0, CTL_U64_JSON_MAX, &h.reported_at_ms, RS(r)));
-    READ(r, ctl__json_u64(cmd, "ttl_ms", "", 1, CTL_HEALTH_TTL_MS_MAX, &h.ttl_ms, RS(r)));
+    CTL__READ(r,
+              ctl__json_u64(cmd, "now_ms", "", 0, CTL_U64_JSON_MAX, &h.reported_at_ms, CTL__RS(r)));
+    CTL__READ(r, ctl__json_u64(cmd, "ttl_ms", "", 1, CTL_HEALTH_TTL_MS_MAX, &h.ttl_ms, CTL__RS(r)));
     uint32_t at = 0;
     while (at < s->n_health && s->health[at].node < h.node) {
         at++;
     }
     if (at < s->n_health && s->health[at].node == h.node) {
         if (memcmp(&s->health[at], &h, sizeof(h)) == 0) {
-            return NOOP(r, "node %llu: same health report", ULL(h.node));
+            return CTL__NOOP(r, "node %llu: same health report", CTL__ULL(h.node));
         }
         if (h.reported_at_ms < s->health[at].reported_at_ms) {
-            return NOOP(r, "node %llu: report at %llu is older than the stored one at %llu",
-                        ULL(h.node), ULL(h.reported_at_ms), ULL(s->health[at].reported_at_ms));
+            return CTL__NOOP(r, "node %llu: report at %llu is older than the stored one at %llu",
+                             CTL__ULL(h.node), CTL__ULL(h.reported_at_ms),
+                             CTL__ULL(s->health[at].reported_at_ms));
         }
     } else {
         memmove(&s->health[at + 1], &s->health[at], (s->n_health - at) * sizeof(h));
@@ -386,9 +393,10 @@ static int op_set_weight(struct ctl_state *s, const json_t *cmd, struct ctl_resu
     if (n == NULL) {
         return CTL_OK;
     }
-    READ(r, ctl__json_u32(cmd, "weight", "", CTL_WEIGHT_MIN, CTL_WEIGHT_MAX, &weight, RS(r)));
+    CTL__READ(
+        r, ctl__json_u32(cmd, "weight", "", CTL_WEIGHT_MIN, CTL_WEIGHT_MAX, &weight, CTL__RS(r)));
     if (n->weight == weight) {
-        return NOOP(r, "node %llu already has weight %u", ULL(n->id), weight);
+        return CTL__NOOP(r, "node %llu already has weight %u", CTL__ULL(n->id), weight);
     }
     n->weight = weight;
     r->outcome = CTL_OUTCOME_CHANGED;
@@ -400,15 +408,15 @@ static int op_set_feature(struct ctl_state *s, const json_t *cmd, struct ctl_res
 {
     char name[32];
     bool enabled;
-    READ(r, ctl__json_str(cmd, "name", "", sizeof(name) - 1, name, RS(r)));
-    READ(r, ctl__json_bool(cmd, "enabled", "", &enabled, RS(r)));
+    CTL__READ(r, ctl__json_str(cmd, "name", "", sizeof(name) - 1, name, CTL__RS(r)));
+    CTL__READ(r, ctl__json_bool(cmd, "enabled", "", &enabled, CTL__RS(r)));
     bool *on = ctl_feature_get(&s->features, name);
     if (on == NULL) {
-        return REJECT(r, "name: \"%s\" is not a feature (known: %s)", name,
-                      CTL_FEATURE_NAMES_TEXT);
+        return CTL__REJECT(r, "name: \"%s\" is not a feature (known: %s)", name,
+                           CTL_FEATURE_NAMES_TEXT);
     }
     if (*on == enabled) {
-        return NOOP(r, "feature %s is already %s", name, enabled ? "on" : "off");
+        return CTL__NOOP(r, "feature %s is already %s", name, enabled ? "on" : "off");
     }
     *on = enabled;
     r->outcome = CTL_OUTCOME_CHANGED;
@@ -489,14 +497,14 @@ static int run_op(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
     size_t n_req = 1, n_opt = 2;
     const json_t *op = json_object_get(cmd, "op");
     if (!json_is_string(op)) {
-        return REJECT(r, "op: expected a string");
+        return CTL__REJECT(r, "op: expected a string");
     }
     const struct op_def *def = NULL;
-    for (size_t i = 0; i < N(ops); i++) {
+    for (size_t i = 0; i < CTL__N(ops); i++) {
         def = strcmp(ops[i].name, json_string_value(op)) == 0 ? &ops[i] : def;
     }
     if (def == NULL) {
-        return REJECT(r, "op: \"%.64s\" is not a command", json_string_value(op));
+        return CTL__REJECT(r, "op: \"%.64s\" is not a command", json_string_value(op));
     }
     for (size_t i = 0; def->fields[i] != NULL; i++) {
         req[n_req++] = def->fields[i];
@@ -504,16 +512,16 @@ static int run_op(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
     for (size_t i = 0; def->optional[i] != NULL; i++) {
         opt[n_opt++] = def->optional[i];
     }
-    READ(r, ctl__json_fields(cmd, "", req, n_req, opt, n_opt, RS(r)));
+    CTL__READ(r, ctl__json_fields(cmd, "", req, n_req, opt, n_opt, CTL__RS(r)));
     uint64_t v;
     if (json_object_get(cmd, "now_ms") != NULL) {
-        READ(r, ctl__json_u64(cmd, "now_ms", "", 0, CTL_U64_JSON_MAX, &v, RS(r)));
+        CTL__READ(r, ctl__json_u64(cmd, "now_ms", "", 0, CTL_U64_JSON_MAX, &v, CTL__RS(r)));
     }
     if (!def->fence_first && !ctl__expected_revision_ok(s, cmd, false, r)) {
         return CTL_OK;
     }
     if (def->fn != op_bootstrap && s->revision == 0) {
-        return REJECT(r, "cluster not bootstrapped");
+        return CTL__REJECT(r, "cluster not bootstrapped");
     }
     return def->fn(s, cmd, r);
 }
@@ -522,10 +530,10 @@ static int run_op(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 static int run_command(struct ctl_state *s, const void *cmd, size_t cmd_len, struct ctl_result *r)
 {
     if (cmd_len == 0) {
-        return REJECT(r, "command: empty");
+        return CTL__REJECT(r, "command: empty");
     }
     if (cmd_len > CTL_CMD_BYTES_MAX) {
-        return REJECT(r, "command: %zu bytes, the limit is %u", cmd_len, CTL_CMD_BYTES_MAX);
+        return CTL__REJECT(r, "command: %zu bytes, the limit is %u", cmd_len, CTL_CMD_BYTES_MAX);
     }
     json_error_t jerr;
     json_t *root = json_loadb(cmd, cmd_len, JSON_REJECT_DUPLICATES, &jerr);
@@ -533,12 +541,12 @@ static int run_command(struct ctl_state *s, const void *cmd, size_t cmd_len, str
         if (json_error_code(&jerr) == json_error_out_of_memory) {
             return CTL_ENOMEM;
         }
-        return REJECT(r, "command: not JSON: line %d column %d: %s", jerr.line, jerr.column,
-                      jerr.text);
+        return CTL__REJECT(r, "command: not JSON: line %d column %d: %s", jerr.line, jerr.column,
+                           jerr.text);
     }
     int rc;
     if (!json_is_object(root)) {
-        rc = REJECT(r, "command: expected a JSON object");
+        rc = CTL__REJECT(r, "command: expected a JSON object");
     } else {
         rc = run_op(s, root, r);
     }

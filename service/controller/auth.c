@@ -5,32 +5,13 @@
 
 #include "internal.h"
 
-#define N(a) (sizeof(a) / sizeof((a)[0]))
-#define REJECT CTL__REJECT
-#define NOOP CTL__NOOP
-#define READ CTL__READ
-#define RS CTL__RS
-#define ULL(v) ((unsigned long long)(v))
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_ != CTL_OK) {                                                                       \
-            return rc_;                                                                            \
-        }                                                                                          \
-    } while (0)
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        ctl__errf(err, errlen, __VA_ARGS__);                                                       \
-        return CTL_ESTATE;                                                                         \
-    } while (0)
-
 static const char *const perm_type_names[] = {"key_prefix", "kind", "admin"};
 static const char *const access_names[] = {"", "read", "write", "readwrite"};
 static const char *const kind_names[] = {CTL_AUTH_KINDS};
 
 const char *ctl_perm_type_name(enum ctl_perm_type v)
 {
-    return (unsigned)v < N(perm_type_names) ? perm_type_names[v] : NULL;
+    return (unsigned)v < CTL__N(perm_type_names) ? perm_type_names[v] : NULL;
 }
 
 const char *ctl_access_name(uint32_t access)
@@ -85,13 +66,13 @@ static bool prefix_ok(const char *p)
 
 static bool kind_ok(const char *k)
 {
-    return ctl__name_index(kind_names, N(kind_names), k) >= 0;
+    return ctl__name_index(kind_names, CTL__N(kind_names), k) >= 0;
 }
 
 /* Why perm (type, access, value) is not a valid grant, NULL when it is. */
 static const char *perm_problem(const struct ctl_perm *p)
 {
-    if ((unsigned)p->type >= N(perm_type_names)) {
+    if ((unsigned)p->type >= CTL__N(perm_type_names)) {
         return "type: not key_prefix, kind or admin";
     }
     if (p->access < 1 || p->access > 3) {
@@ -252,18 +233,18 @@ int ctl_auth_check(const struct ctl_auth *a, const struct ctl_user *u, const str
 static int validate_role(const struct ctl_auth_role *r, uint32_t i, char *err, size_t errlen)
 {
     if (!name_ok(r->name) || strcmp(r->name, CTL_AUTH_ROOT) == 0) {
-        FAIL("auth.roles[%u].name: \"%s\" is not " NAME_RULE " other than root", i, r->name);
+        CTL__FAIL("auth.roles[%u].name: \"%s\" is not " NAME_RULE " other than root", i, r->name);
     }
     if (r->n_perms > CTL_ROLE_PERMS_MAX) {
-        FAIL("auth.roles[%u].perms: %u, the limit is %u", i, r->n_perms, CTL_ROLE_PERMS_MAX);
+        CTL__FAIL("auth.roles[%u].perms: %u, the limit is %u", i, r->n_perms, CTL_ROLE_PERMS_MAX);
     }
     for (uint32_t j = 0; j < r->n_perms; j++) {
         const char *why = perm_problem(&r->perms[j]);
         if (why != NULL) {
-            FAIL("auth.roles[%u].perms[%u].%s", i, j, why);
+            CTL__FAIL("auth.roles[%u].perms[%u].%s", i, j, why);
         }
         if (j > 0 && perm_cmp(&r->perms[j - 1], &r->perms[j]) >= 0) {
-            FAIL("auth.roles[%u].perms: not sorted by (type, value) without duplicates", i);
+            CTL__FAIL("auth.roles[%u].perms: not sorted by (type, value) without duplicates", i);
         }
     }
     return CTL_OK;
@@ -274,26 +255,27 @@ static int validate_user(const struct ctl_state *s, const struct ctl_user *u, ui
 {
     const struct ctl_auth *a = &s->auth;
     if (!name_ok(u->name)) {
-        FAIL("auth.users[%u].name: \"%s\" is not " NAME_RULE, i, u->name);
+        CTL__FAIL("auth.users[%u].name: \"%s\" is not " NAME_RULE, i, u->name);
     }
     if (!hash_ok(u->password_hash)) {
-        FAIL("auth.users[%u].password_hash: not a crypto_pwhash_str Argon2id string of at most "
-             "%u bytes",
-             i, CTL_PASSWORD_HASH_MAX);
+        CTL__FAIL(
+            "auth.users[%u].password_hash: not a crypto_pwhash_str Argon2id string of at most "
+            "%u bytes",
+            i, CTL_PASSWORD_HASH_MAX);
     }
     if (u->revision < 1 || u->revision > s->revision) {
-        FAIL("auth.users[%u].revision: %llu not in 1..%llu (the state revision)", i,
-             ULL(u->revision), ULL(s->revision));
+        CTL__FAIL("auth.users[%u].revision: %llu not in 1..%llu (the state revision)", i,
+                  CTL__ULL(u->revision), CTL__ULL(s->revision));
     }
     if (u->n_roles > CTL_USER_ROLES_MAX) {
-        FAIL("auth.users[%u].roles: %u, the limit is %u", i, u->n_roles, CTL_USER_ROLES_MAX);
+        CTL__FAIL("auth.users[%u].roles: %u, the limit is %u", i, u->n_roles, CTL_USER_ROLES_MAX);
     }
     for (uint32_t j = 0; j < u->n_roles; j++) {
         if (strcmp(u->roles[j], CTL_AUTH_ROOT) != 0 && ctl_auth_role(a, u->roles[j]) == NULL) {
-            FAIL("auth.users[%u].roles[%u]: role \"%s\" does not exist", i, j, u->roles[j]);
+            CTL__FAIL("auth.users[%u].roles[%u]: role \"%s\" does not exist", i, j, u->roles[j]);
         }
         if (j > 0 && strcmp(u->roles[j - 1], u->roles[j]) >= 0) {
-            FAIL("auth.users[%u].roles: not sorted without duplicates", i);
+            CTL__FAIL("auth.users[%u].roles: not sorted without duplicates", i);
         }
     }
     return CTL_OK;
@@ -305,32 +287,32 @@ int ctl__auth_validate(const struct ctl_state *s, char *err, size_t errlen)
     if (!a->enabled) {
         static const uint8_t zero[CTL_TOKEN_KEY_BYTES];
         if (a->n_users || a->n_roles || memcmp(a->token_key, zero, sizeof(zero)) != 0) {
-            FAIL("auth: users, roles and token_key must be empty until auth_init");
+            CTL__FAIL("auth: users, roles and token_key must be empty until auth_init");
         }
         return CTL_OK;
     }
     if (s->revision == 0) {
-        FAIL("auth: enabled before bootstrap");
+        CTL__FAIL("auth: enabled before bootstrap");
     }
     if (a->n_users > CTL_USERS_MAX || a->n_roles > CTL_AUTH_ROLES_MAX) {
-        FAIL("auth: %u users / %u roles, the limits are %u / %u", a->n_users, a->n_roles,
-             CTL_USERS_MAX, CTL_AUTH_ROLES_MAX);
+        CTL__FAIL("auth: %u users / %u roles, the limits are %u / %u", a->n_users, a->n_roles,
+                  CTL_USERS_MAX, CTL_AUTH_ROLES_MAX);
     }
     for (uint32_t i = 0; i < a->n_roles; i++) {
-        TRY(validate_role(&a->roles[i], i, err, errlen));
+        CTL__TRY(validate_role(&a->roles[i], i, err, errlen));
         if (i > 0 && strcmp(a->roles[i - 1].name, a->roles[i].name) >= 0) {
-            FAIL("auth.roles: not sorted by name without duplicates");
+            CTL__FAIL("auth.roles: not sorted by name without duplicates");
         }
     }
     for (uint32_t i = 0; i < a->n_users; i++) {
-        TRY(validate_user(s, &a->users[i], i, err, errlen));
+        CTL__TRY(validate_user(s, &a->users[i], i, err, errlen));
         if (i > 0 && strcmp(a->users[i - 1].name, a->users[i].name) >= 0) {
-            FAIL("auth.users: not sorted by name without duplicates");
+            CTL__FAIL("auth.users: not sorted by name without duplicates");
         }
     }
     const struct ctl_user *root = ctl_auth_user(a, CTL_AUTH_ROOT);
     if (root == NULL || root->n_roles == 0 || strcmp(root->roles[0], CTL_AUTH_ROOT) != 0) {
-        FAIL("auth.users: user root with role root is required");
+        CTL__FAIL("auth.users: user root with role root is required");
     }
     return CTL_OK;
 }
@@ -436,7 +418,7 @@ json_t *ctl__auth_encode(const struct ctl_auth *a)
 static int json_text(const json_t *o, const char *key, const char *path, size_t max, char *out,
                      char *err, size_t errlen)
 {
-    TRY(ctl__json_str(o, key, path, max, out, err, errlen));
+    CTL__TRY(ctl__json_str(o, key, path, max, out, err, errlen));
     if (strlen(out) != json_string_length(json_object_get(o, key))) {
         char fp[CTL__PATH_MAX];
         ctl__json_path(fp, path, key);
@@ -451,9 +433,10 @@ static int read_perm_values(const json_t *o, const char *path, struct ctl_perm *
                             size_t errlen)
 {
     int type, access;
-    TRY(ctl__json_enum(o, "type", path, perm_type_names, N(perm_type_names), &type, err, errlen));
-    TRY(ctl__json_enum(o, "access", path, access_names + 1, N(access_names) - 1, &access, err,
-                       errlen));
+    CTL__TRY(ctl__json_enum(o, "type", path, perm_type_names, CTL__N(perm_type_names), &type, err,
+                            errlen));
+    CTL__TRY(ctl__json_enum(o, "access", path, access_names + 1, CTL__N(access_names) - 1, &access,
+                            err, errlen));
     memset(p, 0, sizeof(*p));
     p->type = (enum ctl_perm_type)type;
     p->access = (uint32_t)access + 1;
@@ -464,7 +447,7 @@ static int read_perm(const json_t *o, const char *path, struct ctl_perm *p, char
                      size_t errlen)
 {
     static const char *const fields[] = {"type", "access", "value"};
-    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
+    CTL__TRY(ctl__json_fields(o, path, fields, CTL__N(fields), NULL, 0, err, errlen));
     return read_perm_values(o, path, p, err, errlen);
 }
 
@@ -473,14 +456,14 @@ static int decode_role(const json_t *o, const char *path, struct ctl_auth_role *
 {
     static const char *const fields[] = {"name", "perms"};
     json_t *arr;
-    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
-    TRY(json_text(o, "name", path, CTL_AUTH_NAME_MAX, r->name, err, errlen));
-    TRY(ctl__json_array(o, "perms", path, CTL_ROLE_PERMS_MAX, &arr, err, errlen));
+    CTL__TRY(ctl__json_fields(o, path, fields, CTL__N(fields), NULL, 0, err, errlen));
+    CTL__TRY(json_text(o, "name", path, CTL_AUTH_NAME_MAX, r->name, err, errlen));
+    CTL__TRY(ctl__json_array(o, "perms", path, CTL_ROLE_PERMS_MAX, &arr, err, errlen));
     r->n_perms = (uint32_t)json_array_size(arr);
     for (uint32_t i = 0; i < r->n_perms; i++) {
         char p[CTL__PATH_MAX];
         snprintf(p, sizeof(p), "%.60s.perms[%u]", path, i);
-        TRY(read_perm(json_array_get(arr, i), p, &r->perms[i], err, errlen));
+        CTL__TRY(read_perm(json_array_get(arr, i), p, &r->perms[i], err, errlen));
     }
     return CTL_OK;
 }
@@ -490,11 +473,12 @@ static int decode_user(const json_t *o, const char *path, struct ctl_user *u, ch
 {
     static const char *const fields[] = {"name", "password_hash", "revision", "roles"};
     json_t *arr;
-    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
-    TRY(json_text(o, "name", path, CTL_AUTH_NAME_MAX, u->name, err, errlen));
-    TRY(json_text(o, "password_hash", path, CTL_PASSWORD_HASH_MAX, u->password_hash, err, errlen));
-    TRY(ctl__json_u64(o, "revision", path, 0, CTL_U64_JSON_MAX, &u->revision, err, errlen));
-    TRY(ctl__json_array(o, "roles", path, CTL_USER_ROLES_MAX, &arr, err, errlen));
+    CTL__TRY(ctl__json_fields(o, path, fields, CTL__N(fields), NULL, 0, err, errlen));
+    CTL__TRY(json_text(o, "name", path, CTL_AUTH_NAME_MAX, u->name, err, errlen));
+    CTL__TRY(
+        json_text(o, "password_hash", path, CTL_PASSWORD_HASH_MAX, u->password_hash, err, errlen));
+    CTL__TRY(ctl__json_u64(o, "revision", path, 0, CTL_U64_JSON_MAX, &u->revision, err, errlen));
+    CTL__TRY(ctl__json_array(o, "roles", path, CTL_USER_ROLES_MAX, &arr, err, errlen));
     u->n_roles = (uint32_t)json_array_size(arr);
     for (uint32_t i = 0; i < u->n_roles; i++) {
         const json_t *v = json_array_get(arr, i);
@@ -515,25 +499,25 @@ int ctl__auth_decode(const json_t *o, struct ctl_auth *a, char *err, size_t errl
     char hex[2 * CTL_TOKEN_KEY_BYTES + 1];
     json_t *arr;
     memset(a, 0, sizeof(*a));
-    TRY(ctl__json_fields(o, "auth", fields, N(fields), NULL, 0, err, errlen));
-    TRY(ctl__json_str(o, "token_key", "auth", 2 * CTL_TOKEN_KEY_BYTES, hex, err, errlen));
+    CTL__TRY(ctl__json_fields(o, "auth", fields, CTL__N(fields), NULL, 0, err, errlen));
+    CTL__TRY(ctl__json_str(o, "token_key", "auth", 2 * CTL_TOKEN_KEY_BYTES, hex, err, errlen));
     if (hex_decode(hex, a->token_key, CTL_TOKEN_KEY_BYTES) != 0) {
         ctl__errf(err, errlen, "auth.token_key: not 64 lowercase hex digits");
         return CTL_EDECODE;
     }
-    TRY(ctl__json_array(o, "users", "auth", CTL_USERS_MAX, &arr, err, errlen));
+    CTL__TRY(ctl__json_array(o, "users", "auth", CTL_USERS_MAX, &arr, err, errlen));
     a->n_users = (uint32_t)json_array_size(arr);
     for (uint32_t i = 0; i < a->n_users; i++) {
         char p[CTL__PATH_MAX];
         snprintf(p, sizeof(p), "auth.users[%u]", i);
-        TRY(decode_user(json_array_get(arr, i), p, &a->users[i], err, errlen));
+        CTL__TRY(decode_user(json_array_get(arr, i), p, &a->users[i], err, errlen));
     }
-    TRY(ctl__json_array(o, "roles", "auth", CTL_AUTH_ROLES_MAX, &arr, err, errlen));
+    CTL__TRY(ctl__json_array(o, "roles", "auth", CTL_AUTH_ROLES_MAX, &arr, err, errlen));
     a->n_roles = (uint32_t)json_array_size(arr);
     for (uint32_t i = 0; i < a->n_roles; i++) {
         char p[CTL__PATH_MAX];
         snprintf(p, sizeof(p), "auth.roles[%u]", i);
-        TRY(decode_role(json_array_get(arr, i), p, &a->roles[i], err, errlen));
+        CTL__TRY(decode_role(json_array_get(arr, i), p, &a->roles[i], err, errlen));
     }
     a->enabled = true;
     return CTL_OK;
@@ -544,7 +528,8 @@ int ctl__auth_decode(const json_t *o, struct ctl_auth *a, char *err, size_t errl
 static bool enabled_or_reject(const struct ctl_state *s, struct ctl_result *r)
 {
     if (!s->auth.enabled) {
-        REJECT(r, "auth is not enabled in this cluster (start the controller voters with --auth)");
+        CTL__REJECT(
+            r, "auth is not enabled in this cluster (start the controller voters with --auth)");
         return false;
     }
     return true;
@@ -553,9 +538,9 @@ static bool enabled_or_reject(const struct ctl_state *s, struct ctl_result *r)
 /* cmd[key] as a user or role name, or REJECTED naming the rule. */
 static int read_name(const json_t *cmd, const char *key, char *out, struct ctl_result *r)
 {
-    READ(r, json_text(cmd, key, "", CTL_AUTH_NAME_MAX, out, RS(r)));
+    CTL__READ(r, json_text(cmd, key, "", CTL_AUTH_NAME_MAX, out, CTL__RS(r)));
     if (!name_ok(out)) {
-        return REJECT(r, "%s: \"%s\" is not " NAME_RULE, key, out);
+        return CTL__REJECT(r, "%s: \"%s\" is not " NAME_RULE, key, out);
     }
     r->outcome = CTL_OUTCOME_CHANGED;
     return CTL_OK;
@@ -563,12 +548,12 @@ static int read_name(const json_t *cmd, const char *key, char *out, struct ctl_r
 
 static int read_hash(const json_t *cmd, char *out, struct ctl_result *r)
 {
-    READ(r, json_text(cmd, "password_hash", "", CTL_PASSWORD_HASH_MAX, out, RS(r)));
+    CTL__READ(r, json_text(cmd, "password_hash", "", CTL_PASSWORD_HASH_MAX, out, CTL__RS(r)));
     if (!hash_ok(out)) {
-        return REJECT(r,
-                      "password_hash: not a crypto_pwhash_str Argon2id string of at most %u "
-                      "bytes",
-                      CTL_PASSWORD_HASH_MAX);
+        return CTL__REJECT(r,
+                           "password_hash: not a crypto_pwhash_str Argon2id string of at most %u "
+                           "bytes",
+                           CTL_PASSWORD_HASH_MAX);
     }
     r->outcome = CTL_OUTCOME_CHANGED;
     return CTL_OK;
@@ -608,13 +593,13 @@ int ctl__op_auth_init(struct ctl_state *s, const json_t *cmd, struct ctl_result 
     char hex[2 * CTL_TOKEN_KEY_BYTES + 1];
     struct ctl_user root;
     if (s->auth.enabled) {
-        return REJECT(r, "auth already enabled (%u users, %u roles)", s->auth.n_users,
-                      s->auth.n_roles);
+        return CTL__REJECT(r, "auth already enabled (%u users, %u roles)", s->auth.n_users,
+                           s->auth.n_roles);
     }
-    READ(r, ctl__json_str(cmd, "token_key", "", 2 * CTL_TOKEN_KEY_BYTES, hex, RS(r)));
+    CTL__READ(r, ctl__json_str(cmd, "token_key", "", 2 * CTL_TOKEN_KEY_BYTES, hex, CTL__RS(r)));
     if (hex_decode(hex, s->auth.token_key, CTL_TOKEN_KEY_BYTES) != 0) {
         memset(s->auth.token_key, 0, sizeof(s->auth.token_key));
-        return REJECT(r, "token_key: not 64 lowercase hex digits");
+        return CTL__REJECT(r, "token_key: not 64 lowercase hex digits");
     }
     memset(&root, 0, sizeof(root));
     READ_OK(r, read_hash(cmd, root.password_hash, r));
@@ -638,10 +623,10 @@ int ctl__op_user_add(struct ctl_state *s, const json_t *cmd, struct ctl_result *
     READ_OK(r, read_name(cmd, "name", u.name, r));
     READ_OK(r, read_hash(cmd, u.password_hash, r));
     if (ctl_auth_user(&s->auth, u.name) != NULL) {
-        return REJECT(r, "name: user %s already exists", u.name);
+        return CTL__REJECT(r, "name: user %s already exists", u.name);
     }
     if (s->auth.n_users >= CTL_USERS_MAX) {
-        return REJECT(r, "users: already %u, the limit (CTL_USERS_MAX)", CTL_USERS_MAX);
+        return CTL__REJECT(r, "users: already %u, the limit (CTL_USERS_MAX)", CTL_USERS_MAX);
     }
     u.revision = s->revision + 1;
     user_insert(&s->auth, &u);
@@ -660,7 +645,7 @@ static struct ctl_user *existing_user(struct ctl_state *s, const json_t *cmd, st
     }
     struct ctl_user *u = user_mut(s, name);
     if (u == NULL) {
-        REJECT(r, "name: user %s does not exist", name);
+        CTL__REJECT(r, "name: user %s does not exist", name);
     }
     return u;
 }
@@ -672,7 +657,7 @@ int ctl__op_user_delete(struct ctl_state *s, const json_t *cmd, struct ctl_resul
         return CTL_OK;
     }
     if (strcmp(u->name, CTL_AUTH_ROOT) == 0) {
-        return REJECT(r, "name: user root cannot be deleted (change its password instead)");
+        return CTL__REJECT(r, "name: user root cannot be deleted (change its password instead)");
     }
     struct ctl_auth *a = &s->auth;
     size_t at = (size_t)(u - a->users);
@@ -706,7 +691,7 @@ static int user_role(struct ctl_state *s, const json_t *cmd, bool grant, struct 
     READ_OK(r, read_name(cmd, "role", role, r));
     bool builtin = strcmp(role, CTL_AUTH_ROOT) == 0;
     if (!builtin && ctl_auth_role(&s->auth, role) == NULL) {
-        return REJECT(r, "role: role %s does not exist", role);
+        return CTL__REJECT(r, "role: role %s does not exist", role);
     }
     uint32_t at = 0;
     while (at < u->n_roles && strcmp(u->roles[at], role) < 0) {
@@ -714,17 +699,17 @@ static int user_role(struct ctl_state *s, const json_t *cmd, bool grant, struct 
     }
     bool has = at < u->n_roles && strcmp(u->roles[at], role) == 0;
     if (grant && has) {
-        return NOOP(r, "user %s already has role %s", u->name, role);
+        return CTL__NOOP(r, "user %s already has role %s", u->name, role);
     }
     if (!grant && !has) {
-        return REJECT(r, "role: user %s does not have role %s", u->name, role);
+        return CTL__REJECT(r, "role: user %s does not have role %s", u->name, role);
     }
     if (!grant && builtin && strcmp(u->name, CTL_AUTH_ROOT) == 0) {
-        return REJECT(r, "role: user root keeps role root");
+        return CTL__REJECT(r, "role: user root keeps role root");
     }
     if (grant && u->n_roles >= CTL_USER_ROLES_MAX) {
-        return REJECT(r, "role: user %s already has %u roles, the limit (CTL_USER_ROLES_MAX)",
-                      u->name, CTL_USER_ROLES_MAX);
+        return CTL__REJECT(r, "role: user %s already has %u roles, the limit (CTL_USER_ROLES_MAX)",
+                           u->name, CTL_USER_ROLES_MAX);
     }
     if (grant) {
         memmove(&u->roles[at + 1], &u->roles[at], (u->n_roles - at) * sizeof(u->roles[0]));
@@ -758,14 +743,15 @@ int ctl__op_role_add(struct ctl_state *s, const json_t *cmd, struct ctl_result *
     }
     READ_OK(r, read_name(cmd, "name", role.name, r));
     if (strcmp(role.name, CTL_AUTH_ROOT) == 0) {
-        return REJECT(r, "name: root is the built-in role (every permission)");
+        return CTL__REJECT(r, "name: root is the built-in role (every permission)");
     }
     if (ctl_auth_role(&s->auth, role.name) != NULL) {
-        return REJECT(r, "name: role %s already exists", role.name);
+        return CTL__REJECT(r, "name: role %s already exists", role.name);
     }
     struct ctl_auth *a = &s->auth;
     if (a->n_roles >= CTL_AUTH_ROLES_MAX) {
-        return REJECT(r, "roles: already %u, the limit (CTL_AUTH_ROLES_MAX)", CTL_AUTH_ROLES_MAX);
+        return CTL__REJECT(r, "roles: already %u, the limit (CTL_AUTH_ROLES_MAX)",
+                           CTL_AUTH_ROLES_MAX);
     }
     uint32_t at = 0;
     while (at < a->n_roles && strcmp(a->roles[at].name, role.name) < 0) {
@@ -789,12 +775,12 @@ static struct ctl_auth_role *existing_role(struct ctl_state *s, const json_t *cm
         return NULL;
     }
     if (strcmp(name, CTL_AUTH_ROOT) == 0) {
-        REJECT(r, "%s: root is the built-in role and cannot be changed", key);
+        CTL__REJECT(r, "%s: root is the built-in role and cannot be changed", key);
         return NULL;
     }
     struct ctl_auth_role *role = role_mut(s, name);
     if (role == NULL) {
-        REJECT(r, "%s: role %s does not exist", key, name);
+        CTL__REJECT(r, "%s: role %s does not exist", key, name);
     }
     return role;
 }
@@ -809,8 +795,8 @@ int ctl__op_role_delete(struct ctl_state *s, const json_t *cmd, struct ctl_resul
     for (uint32_t i = 0; i < a->n_users; i++) {
         for (uint32_t j = 0; j < a->users[i].n_roles; j++) {
             if (strcmp(a->users[i].roles[j], role->name) == 0) {
-                return REJECT(r, "name: role %s is granted to user %s; revoke it first", role->name,
-                              a->users[i].name);
+                return CTL__REJECT(r, "name: role %s is granted to user %s; revoke it first",
+                                   role->name, a->users[i].name);
             }
         }
     }
@@ -828,10 +814,10 @@ static int role_perm(struct ctl_state *s, const json_t *cmd, bool grant, struct 
     if (role == NULL) {
         return CTL_OK;
     }
-    READ(r, read_perm_values(cmd, "", &p, RS(r)));
+    CTL__READ(r, read_perm_values(cmd, "", &p, CTL__RS(r)));
     const char *why = perm_problem(&p);
     if (why != NULL) {
-        return REJECT(r, "%s", why);
+        return CTL__REJECT(r, "%s", why);
     }
     uint32_t at = 0;
     while (at < role->n_perms && perm_cmp(&role->perms[at], &p) < 0) {
@@ -841,14 +827,14 @@ static int role_perm(struct ctl_state *s, const json_t *cmd, bool grant, struct 
     struct ctl_perm *cur = has ? &role->perms[at] : NULL;
     if (grant) {
         if (cur != NULL && (cur->access | p.access) == cur->access) {
-            return NOOP(r, "role %s already has %s %s \"%s\"", role->name,
-                        ctl_access_name(cur->access), ctl_perm_type_name(p.type), p.value);
+            return CTL__NOOP(r, "role %s already has %s %s \"%s\"", role->name,
+                             ctl_access_name(cur->access), ctl_perm_type_name(p.type), p.value);
         }
         if (cur != NULL) {
             cur->access |= p.access;
         } else if (role->n_perms >= CTL_ROLE_PERMS_MAX) {
-            return REJECT(r, "role %s: already %u permissions, the limit (CTL_ROLE_PERMS_MAX)",
-                          role->name, CTL_ROLE_PERMS_MAX);
+            return CTL__REJECT(r, "role %s: already %u permissions, the limit (CTL_ROLE_PERMS_MAX)",
+                               role->name, CTL_ROLE_PERMS_MAX);
         } else {
             memmove(&role->perms[at + 1], &role->perms[at],
                     (role->n_perms - at) * sizeof(role->perms[0]));
@@ -857,8 +843,8 @@ static int role_perm(struct ctl_state *s, const json_t *cmd, bool grant, struct 
         }
     } else {
         if (cur == NULL || (cur->access & p.access) == 0) {
-            return REJECT(r, "role %s has no %s %s \"%s\" to revoke", role->name,
-                          ctl_access_name(p.access), ctl_perm_type_name(p.type), p.value);
+            return CTL__REJECT(r, "role %s has no %s %s \"%s\" to revoke", role->name,
+                               ctl_access_name(p.access), ctl_perm_type_name(p.type), p.value);
         }
         cur->access &= ~p.access;
         if (cur->access == 0 || p.type == CTL_PERM_ADMIN) {

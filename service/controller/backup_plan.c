@@ -3,20 +3,6 @@
 
 #include "internal.h"
 
-#define N(a) (sizeof(a) / sizeof((a)[0]))
-#define REJECT CTL__REJECT
-#define NOOP CTL__NOOP
-#define READ CTL__READ
-#define RS CTL__RS
-#define ULL(v) ((unsigned long long)(v))
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_ != CTL_OK) {                                                                       \
-            return rc_;                                                                            \
-        }                                                                                          \
-    } while (0)
-
 const char *ctl_backup_destination_check(const char *d)
 {
     size_t n = strnlen(d, CTL_BACKUP_DESTINATION_MAX + 1);
@@ -48,7 +34,7 @@ int ctl__backup_validate(const struct ctl_state *s, char *err, size_t errlen)
     if (b->set) {
         if (b->interval_s < CTL_BACKUP_INTERVAL_S_MIN ||
             b->interval_s > CTL_BACKUP_INTERVAL_S_MAX) {
-            ctl__errf(err, errlen, "backup.interval_s: %llu not in %u..%u", ULL(b->interval_s),
+            ctl__errf(err, errlen, "backup.interval_s: %llu not in %u..%u", CTL__ULL(b->interval_s),
                       CTL_BACKUP_INTERVAL_S_MIN, CTL_BACKUP_INTERVAL_S_MAX);
             return CTL_ESTATE;
         }
@@ -72,12 +58,12 @@ int ctl__backup_validate(const struct ctl_state *s, char *err, size_t errlen)
         ctl__errf(err, errlen,
                   "backup: run ids: run_id %llu, run_node %llu, last_success_run "
                   "%llu, last_failure_run %llu disagree",
-                  ULL(b->run_id), ULL(b->run_node), ULL(b->last_success_run),
-                  ULL(b->last_failure_run));
+                  CTL__ULL(b->run_id), CTL__ULL(b->run_node), CTL__ULL(b->last_success_run),
+                  CTL__ULL(b->last_failure_run));
         return CTL_ESTATE;
     }
     if (b->run_node != 0 && ctl_state_node(s, b->run_node) == NULL) {
-        ctl__errf(err, errlen, "backup.run_node: node %llu is unknown", ULL(b->run_node));
+        ctl__errf(err, errlen, "backup.run_node: node %llu is unknown", CTL__ULL(b->run_node));
         return CTL_ESTATE;
     }
     if (!ctl__utf8_ok(b->last_error)) {
@@ -137,22 +123,22 @@ int ctl__backup_decode(const json_t *o, struct ctl_backup_plan *b, char *err, si
         ctl__errf(err, errlen, "backup: expected an object");
         return CTL_EDECODE;
     }
-    TRY(ctl__json_fields(o, p, fields, N(fields), NULL, 0, err, errlen));
-    TRY(ctl__json_bool(o, "set", p, &b->set, err, errlen));
-    TRY(ctl__json_u64(o, "interval_s", p, 0, M, &b->interval_s, err, errlen));
-    TRY(ctl__json_str(o, "destination", p, CTL_BACKUP_DESTINATION_MAX, b->destination, err,
-                      errlen));
-    TRY(ctl__json_u32(o, "retention", p, 0, UINT32_MAX, &b->retention, err, errlen));
-    TRY(ctl__json_u64(o, "run_id", p, 0, M, &b->run_id, err, errlen));
-    TRY(ctl__json_u64(o, "run_node", p, 0, M, &b->run_node, err, errlen));
-    TRY(ctl__json_u64(o, "run_started_ms", p, 0, M, &b->run_started_ms, err, errlen));
-    TRY(ctl__json_bool(o, "running", p, &b->running, err, errlen));
-    TRY(ctl__json_u64(o, "last_success_run", p, 0, M, &b->last_success_run, err, errlen));
-    TRY(ctl__json_u64(o, "last_success_ms", p, 0, M, &b->last_success_ms, err, errlen));
-    TRY(ctl__json_u64(o, "last_success_bytes", p, 0, M, &b->last_success_bytes, err, errlen));
-    TRY(ctl__json_u64(o, "last_failure_run", p, 0, M, &b->last_failure_run, err, errlen));
-    TRY(ctl__json_u64(o, "last_failure_ms", p, 0, M, &b->last_failure_ms, err, errlen));
-    TRY(ctl__json_str(o, "last_error", p, CTL_LAST_ERROR_MAX, b->last_error, err, errlen));
+    CTL__TRY(ctl__json_fields(o, p, fields, CTL__N(fields), NULL, 0, err, errlen));
+    CTL__TRY(ctl__json_bool(o, "set", p, &b->set, err, errlen));
+    CTL__TRY(ctl__json_u64(o, "interval_s", p, 0, M, &b->interval_s, err, errlen));
+    CTL__TRY(ctl__json_str(o, "destination", p, CTL_BACKUP_DESTINATION_MAX, b->destination, err,
+                           errlen));
+    CTL__TRY(ctl__json_u32(o, "retention", p, 0, UINT32_MAX, &b->retention, err, errlen));
+    CTL__TRY(ctl__json_u64(o, "run_id", p, 0, M, &b->run_id, err, errlen));
+    CTL__TRY(ctl__json_u64(o, "run_node", p, 0, M, &b->run_node, err, errlen));
+    CTL__TRY(ctl__json_u64(o, "run_started_ms", p, 0, M, &b->run_started_ms, err, errlen));
+    CTL__TRY(ctl__json_bool(o, "running", p, &b->running, err, errlen));
+    CTL__TRY(ctl__json_u64(o, "last_success_run", p, 0, M, &b->last_success_run, err, errlen));
+    CTL__TRY(ctl__json_u64(o, "last_success_ms", p, 0, M, &b->last_success_ms, err, errlen));
+    CTL__TRY(ctl__json_u64(o, "last_success_bytes", p, 0, M, &b->last_success_bytes, err, errlen));
+    CTL__TRY(ctl__json_u64(o, "last_failure_run", p, 0, M, &b->last_failure_run, err, errlen));
+    CTL__TRY(ctl__json_u64(o, "last_failure_ms", p, 0, M, &b->last_failure_ms, err, errlen));
+    CTL__TRY(ctl__json_str(o, "last_error", p, CTL_LAST_ERROR_MAX, b->last_error, err, errlen));
     return CTL_OK;
 }
 
@@ -164,16 +150,18 @@ int ctl__op_backup_plan_set(struct ctl_state *s, const json_t *cmd, struct ctl_r
     uint32_t retention;
     char dest[CTL_BACKUP_DESTINATION_MAX + 1] = "";
     const char *why;
-    READ(r, ctl__json_u64(cmd, "interval_s", "", CTL_BACKUP_INTERVAL_S_MIN,
-                          CTL_BACKUP_INTERVAL_S_MAX, &interval_s, RS(r)));
-    READ(r, ctl__json_u32(cmd, "retention", "", 1, CTL_BACKUP_RETENTION_MAX, &retention, RS(r)));
-    READ(r, ctl__json_str(cmd, "destination", "", CTL_BACKUP_DESTINATION_MAX, dest, RS(r)));
+    CTL__READ(r, ctl__json_u64(cmd, "interval_s", "", CTL_BACKUP_INTERVAL_S_MIN,
+                               CTL_BACKUP_INTERVAL_S_MAX, &interval_s, CTL__RS(r)));
+    CTL__READ(r, ctl__json_u32(cmd, "retention", "", 1, CTL_BACKUP_RETENTION_MAX, &retention,
+                               CTL__RS(r)));
+    CTL__READ(r,
+              ctl__json_str(cmd, "destination", "", CTL_BACKUP_DESTINATION_MAX, dest, CTL__RS(r)));
     if ((why = ctl_backup_destination_check(dest)) != NULL) {
-        return REJECT(r, "destination: \"%.64s\" %s", dest, why);
+        return CTL__REJECT(r, "destination: \"%.64s\" %s", dest, why);
     }
     if (b->set && b->interval_s == interval_s && b->retention == retention &&
         strcmp(b->destination, dest) == 0) {
-        return NOOP(r, "the backup plan is already so");
+        return CTL__NOOP(r, "the backup plan is already so");
     }
     b->set = true;
     b->interval_s = interval_s;
@@ -189,7 +177,7 @@ int ctl__op_backup_plan_delete(struct ctl_state *s, const json_t *cmd, struct ct
     (void)cmd;
     struct ctl_backup_plan *b = &s->backup;
     if (!b->set) {
-        return NOOP(r, "there is no backup plan");
+        return CTL__NOOP(r, "there is no backup plan");
     }
     b->set = false;
     b->interval_s = 0;
@@ -205,34 +193,37 @@ int ctl__op_backup_run_start(struct ctl_state *s, const json_t *cmd, struct ctl_
 {
     struct ctl_backup_plan *b = &s->backup;
     uint64_t run, node, now_ms;
-    READ(r, ctl__json_u64(cmd, "run", "", 1, CTL_U64_JSON_MAX, &run, RS(r)));
-    READ(r, ctl__json_u64(cmd, "node", "", 1, CTL_U64_JSON_MAX, &node, RS(r)));
-    READ(r, ctl__json_u64(cmd, "now_ms", "", 0, CTL_U64_JSON_MAX, &now_ms, RS(r)));
+    CTL__READ(r, ctl__json_u64(cmd, "run", "", 1, CTL_U64_JSON_MAX, &run, CTL__RS(r)));
+    CTL__READ(r, ctl__json_u64(cmd, "node", "", 1, CTL_U64_JSON_MAX, &node, CTL__RS(r)));
+    CTL__READ(r, ctl__json_u64(cmd, "now_ms", "", 0, CTL_U64_JSON_MAX, &now_ms, CTL__RS(r)));
     if (!b->set) {
-        return REJECT(r, "there is no backup plan (Admin.SetBackupPlan)");
+        return CTL__REJECT(r, "there is no backup plan (Admin.SetBackupPlan)");
     }
     if (run != b->run_id + 1) {
-        return NOOP(r, "stale run: run %llu, the next run is %llu", ULL(run), ULL(b->run_id + 1));
+        return CTL__NOOP(r, "stale run: run %llu, the next run is %llu", CTL__ULL(run),
+                         CTL__ULL(b->run_id + 1));
     }
     const struct ctl_node *n = ctl_state_node(s, node);
     if (n == NULL || n->join_state != CTL_JOIN_ACTIVE || !(n->roles & CTL_ROLE_DATA) ||
         n->status == CTL_STATUS_DOWN) {
-        return REJECT(r, "node: %llu is not an active data node that is up", ULL(node));
+        return CTL__REJECT(r, "node: %llu is not an active data node that is up", CTL__ULL(node));
     }
     uint64_t interval_ms = b->interval_s * 1000;
     if (b->run_id != 0 && now_ms < b->run_started_ms + interval_ms) {
-        return NOOP(r, "run %llu is not due: run %llu started at %llu ms, interval %llu s",
-                    ULL(run), ULL(b->run_id), ULL(b->run_started_ms), ULL(b->interval_s));
+        return CTL__NOOP(r, "run %llu is not due: run %llu started at %llu ms, interval %llu s",
+                         CTL__ULL(run), CTL__ULL(b->run_id), CTL__ULL(b->run_started_ms),
+                         CTL__ULL(b->interval_s));
     }
     if (b->running && now_ms < b->run_started_ms + 2 * interval_ms) {
-        return NOOP(r, "run %llu is still running on node %llu", ULL(b->run_id), ULL(b->run_node));
+        return CTL__NOOP(r, "run %llu is still running on node %llu", CTL__ULL(b->run_id),
+                         CTL__ULL(b->run_node));
     }
     if (b->running) {
         b->last_failure_run = b->run_id;
         b->last_failure_ms = now_ms;
         ctl__errf(b->last_error, sizeof(b->last_error),
-                  "run %llu on node %llu: no report within two intervals", ULL(b->run_id),
-                  ULL(b->run_node));
+                  "run %llu on node %llu: no report within two intervals", CTL__ULL(b->run_id),
+                  CTL__ULL(b->run_node));
     }
     b->run_id = run;
     b->run_node = node;
@@ -249,25 +240,25 @@ int ctl__op_backup_run_report(struct ctl_state *s, const json_t *cmd, struct ctl
     uint64_t run, node, bytes, now_ms;
     bool ok;
     char error[CTL_LAST_ERROR_MAX + 1] = "";
-    READ(r, ctl__json_u64(cmd, "run", "", 1, CTL_U64_JSON_MAX, &run, RS(r)));
-    READ(r, ctl__json_u64(cmd, "node", "", 1, CTL_U64_JSON_MAX, &node, RS(r)));
-    READ(r, ctl__json_bool(cmd, "ok", "", &ok, RS(r)));
-    READ(r, ctl__json_u64(cmd, "bytes", "", 0, CTL_U64_JSON_MAX, &bytes, RS(r)));
-    READ(r, ctl__json_u64(cmd, "now_ms", "", 0, CTL_U64_JSON_MAX, &now_ms, RS(r)));
+    CTL__READ(r, ctl__json_u64(cmd, "run", "", 1, CTL_U64_JSON_MAX, &run, CTL__RS(r)));
+    CTL__READ(r, ctl__json_u64(cmd, "node", "", 1, CTL_U64_JSON_MAX, &node, CTL__RS(r)));
+    CTL__READ(r, ctl__json_bool(cmd, "ok", "", &ok, CTL__RS(r)));
+    CTL__READ(r, ctl__json_u64(cmd, "bytes", "", 0, CTL_U64_JSON_MAX, &bytes, CTL__RS(r)));
+    CTL__READ(r, ctl__json_u64(cmd, "now_ms", "", 0, CTL_U64_JSON_MAX, &now_ms, CTL__RS(r)));
     if (json_object_get(cmd, "error") != NULL) {
-        READ(r, ctl__json_str(cmd, "error", "", CTL_LAST_ERROR_MAX, error, RS(r)));
+        CTL__READ(r, ctl__json_str(cmd, "error", "", CTL_LAST_ERROR_MAX, error, CTL__RS(r)));
     }
     if (!b->running || run != b->run_id || node != b->run_node) {
-        return NOOP(r,
-                    "stale run: run %llu on node %llu; the current run is %llu on node %llu (%s)",
-                    ULL(run), ULL(node), ULL(b->run_id), ULL(b->run_node),
-                    b->running ? "running" : "not running");
+        return CTL__NOOP(
+            r, "stale run: run %llu on node %llu; the current run is %llu on node %llu (%s)",
+            CTL__ULL(run), CTL__ULL(node), CTL__ULL(b->run_id), CTL__ULL(b->run_node),
+            b->running ? "running" : "not running");
     }
     if (ok == (error[0] != '\0') || !ctl__utf8_ok(error)) {
-        return REJECT(r,
-                      "error: required (1..%u bytes of UTF-8) when ok is false, absent when "
-                      "true",
-                      CTL_LAST_ERROR_MAX);
+        return CTL__REJECT(r,
+                           "error: required (1..%u bytes of UTF-8) when ok is false, absent when "
+                           "true",
+                           CTL_LAST_ERROR_MAX);
     }
     b->running = false;
     if (ok) {

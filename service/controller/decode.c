@@ -5,21 +5,12 @@
 
 #include "internal.h"
 
-#define N(a) (sizeof(a) / sizeof((a)[0]))
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        int rc_ = (expr);                                                                          \
-        if (rc_ != CTL_OK) {                                                                       \
-            return rc_;                                                                            \
-        }                                                                                          \
-    } while (0)
-
 /* A sorted-set array of u64 ids at obj[key] into out[0..max). */
 static int decode_ids(const json_t *obj, const char *key, const char *path, size_t max,
                       uint64_t *out, uint32_t *n, char *err, size_t errlen)
 {
     json_t *arr;
-    TRY(ctl__json_array(obj, key, path, max, &arr, err, errlen));
+    CTL__TRY(ctl__json_array(obj, key, path, max, &arr, err, errlen));
     char fp[CTL__PATH_MAX];
     ctl__json_path(fp, path, key);
     for (size_t i = 0; i < json_array_size(arr); i++) {
@@ -40,12 +31,13 @@ static int decode_roles(const json_t *obj, const char *path, uint32_t *roles, ch
 {
     static const char *const names[] = {"controller_voter", "data"};
     json_t *arr;
-    TRY(ctl__json_array(obj, "roles", path, N(names), &arr, err, errlen));
+    CTL__TRY(ctl__json_array(obj, "roles", path, CTL__N(names), &arr, err, errlen));
     int prev = -1;
     *roles = 0;
     for (size_t i = 0; i < json_array_size(arr); i++) {
         json_t *v = json_array_get(arr, i);
-        int idx = json_is_string(v) ? ctl__name_index(names, N(names), json_string_value(v)) : -1;
+        int idx =
+            json_is_string(v) ? ctl__name_index(names, CTL__N(names), json_string_value(v)) : -1;
         if (idx < 0 || idx <= prev) {
             ctl__errf(err, errlen,
                       "%s.roles[%zu]: expected \"controller_voter\" or \"data\", "
@@ -66,20 +58,21 @@ static int decode_node(const json_t *o, const char *path, struct ctl_node *n, ch
                                          "join_state", "status",  "weight"};
     static const char *const optional[] = {"client_address"};
     int v;
-    TRY(ctl__json_fields(o, path, fields, N(fields), optional, N(optional), err, errlen));
-    TRY(ctl__json_u64(o, "id", path, 0, CTL_U64_JSON_MAX, &n->id, err, errlen));
-    TRY(ctl__json_str(o, "address", path, CTL_ADDRESS_MAX, n->address, err, errlen));
+    CTL__TRY(
+        ctl__json_fields(o, path, fields, CTL__N(fields), optional, CTL__N(optional), err, errlen));
+    CTL__TRY(ctl__json_u64(o, "id", path, 0, CTL_U64_JSON_MAX, &n->id, err, errlen));
+    CTL__TRY(ctl__json_str(o, "address", path, CTL_ADDRESS_MAX, n->address, err, errlen));
     n->client_address[0] = '\0';
     if (json_object_get(o, "client_address") != NULL) {
-        TRY(ctl__json_str(o, "client_address", path, CTL_ADDRESS_MAX, n->client_address, err,
-                          errlen));
+        CTL__TRY(ctl__json_str(o, "client_address", path, CTL_ADDRESS_MAX, n->client_address, err,
+                               errlen));
     }
-    TRY(decode_roles(o, path, &n->roles, err, errlen));
-    TRY(ctl__json_enum(o, "join_state", path, ctl__join_state_names, ctl__n_join_state_names, &v,
-                       err, errlen));
+    CTL__TRY(decode_roles(o, path, &n->roles, err, errlen));
+    CTL__TRY(ctl__json_enum(o, "join_state", path, ctl__join_state_names, ctl__n_join_state_names,
+                            &v, err, errlen));
     n->join_state = (enum ctl_join_state)v;
-    TRY(ctl__json_enum(o, "status", path, ctl__node_status_names, ctl__n_node_status_names, &v, err,
-                       errlen));
+    CTL__TRY(ctl__json_enum(o, "status", path, ctl__node_status_names, ctl__n_node_status_names, &v,
+                            err, errlen));
     n->status = (enum ctl_node_status)v;
     return ctl__json_u32(o, "weight", path, 0, UINT32_MAX, &n->weight, err, errlen);
 }
@@ -88,11 +81,12 @@ static int decode_group(const json_t *o, const char *path, struct ctl_group *g, 
                         size_t errlen)
 {
     static const char *const fields[] = {"id", "desired_peers", "config_epoch", "preferred_leader"};
-    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
-    TRY(ctl__json_u32(o, "id", path, 0, UINT32_MAX, &g->id, err, errlen));
-    TRY(decode_ids(o, "desired_peers", path, CTL_REPLICAS_MAX, g->desired_peers, &g->n_peers, err,
-                   errlen));
-    TRY(ctl__json_u64(o, "config_epoch", path, 0, CTL_U64_JSON_MAX, &g->config_epoch, err, errlen));
+    CTL__TRY(ctl__json_fields(o, path, fields, CTL__N(fields), NULL, 0, err, errlen));
+    CTL__TRY(ctl__json_u32(o, "id", path, 0, UINT32_MAX, &g->id, err, errlen));
+    CTL__TRY(decode_ids(o, "desired_peers", path, CTL_REPLICAS_MAX, g->desired_peers, &g->n_peers,
+                        err, errlen));
+    CTL__TRY(
+        ctl__json_u64(o, "config_epoch", path, 0, CTL_U64_JSON_MAX, &g->config_epoch, err, errlen));
     return ctl__json_u64(o, "preferred_leader", path, 0, CTL_U64_JSON_MAX, &g->preferred_leader,
                          err, errlen);
 }
@@ -101,9 +95,9 @@ static int decode_range(const json_t *o, const char *path, struct ctl_range *r, 
                         size_t errlen)
 {
     static const char *const fields[] = {"first", "last", "group"};
-    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
-    TRY(ctl__json_u32(o, "first", path, 0, UINT32_MAX, &r->first, err, errlen));
-    TRY(ctl__json_u32(o, "last", path, 0, UINT32_MAX, &r->last, err, errlen));
+    CTL__TRY(ctl__json_fields(o, path, fields, CTL__N(fields), NULL, 0, err, errlen));
+    CTL__TRY(ctl__json_u32(o, "first", path, 0, UINT32_MAX, &r->first, err, errlen));
+    CTL__TRY(ctl__json_u32(o, "last", path, 0, UINT32_MAX, &r->last, err, errlen));
     return ctl__json_u32(o, "group", path, 0, UINT32_MAX, &r->group, err, errlen);
 }
 
@@ -112,14 +106,14 @@ static int decode_table(const json_t *o, struct ctl_hash_slot_table *t, char *er
     static const char *const fields[] = {"version", "ranges"};
     const char *path = "hash_slot_table";
     json_t *arr;
-    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
-    TRY(ctl__json_u64(o, "version", path, 0, CTL_U64_JSON_MAX, &t->version, err, errlen));
-    TRY(ctl__json_array(o, "ranges", path, CTL_HASH_SLOTS, &arr, err, errlen));
+    CTL__TRY(ctl__json_fields(o, path, fields, CTL__N(fields), NULL, 0, err, errlen));
+    CTL__TRY(ctl__json_u64(o, "version", path, 0, CTL_U64_JSON_MAX, &t->version, err, errlen));
+    CTL__TRY(ctl__json_array(o, "ranges", path, CTL_HASH_SLOTS, &arr, err, errlen));
     t->n_ranges = (uint32_t)json_array_size(arr);
     for (uint32_t i = 0; i < t->n_ranges; i++) {
         char p[CTL__PATH_MAX];
         snprintf(p, sizeof(p), "%s.ranges[%u]", path, i);
-        TRY(decode_range(json_array_get(arr, i), p, &t->ranges[i], err, errlen));
+        CTL__TRY(decode_range(json_array_get(arr, i), p, &t->ranges[i], err, errlen));
     }
     return CTL_OK;
 }
@@ -132,13 +126,14 @@ static int decode_proof(const json_t *task, const char *task_path, struct ctl_ta
     char path[CTL__PATH_MAX];
     ctl__json_path(path, task_path, "proof");
     const json_t *o = json_object_get(task, "proof");
-    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
-    TRY(ctl__json_u64(o, "config_index", path, 0, CTL_U64_JSON_MAX, &p->config_index, err, errlen));
-    TRY(decode_ids(o, "voters", path, CTL_REPLICAS_MAX, p->voters, &p->n_voters, err, errlen));
-    TRY(decode_ids(o, "learners", path, CTL_REPLICAS_MAX, p->learners, &p->n_learners, err,
-                   errlen));
-    TRY(ctl__json_u64(o, "leader", path, 0, CTL_U64_JSON_MAX, &p->leader, err, errlen));
-    TRY(ctl__json_u64(o, "commit", path, 0, CTL_U64_JSON_MAX, &p->commit, err, errlen));
+    CTL__TRY(ctl__json_fields(o, path, fields, CTL__N(fields), NULL, 0, err, errlen));
+    CTL__TRY(
+        ctl__json_u64(o, "config_index", path, 0, CTL_U64_JSON_MAX, &p->config_index, err, errlen));
+    CTL__TRY(decode_ids(o, "voters", path, CTL_REPLICAS_MAX, p->voters, &p->n_voters, err, errlen));
+    CTL__TRY(decode_ids(o, "learners", path, CTL_REPLICAS_MAX, p->learners, &p->n_learners, err,
+                        errlen));
+    CTL__TRY(ctl__json_u64(o, "leader", path, 0, CTL_U64_JSON_MAX, &p->leader, err, errlen));
+    CTL__TRY(ctl__json_u64(o, "commit", path, 0, CTL_U64_JSON_MAX, &p->commit, err, errlen));
     return ctl__json_u64(o, "target_match", path, 0, CTL_U64_JSON_MAX, &p->target_match, err,
                          errlen);
 }
@@ -150,10 +145,13 @@ static int decode_progress(const json_t *task, const char *task_path, struct ctl
     char path[CTL__PATH_MAX];
     ctl__json_path(path, task_path, "progress");
     const json_t *o = json_object_get(task, "progress");
-    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
-    TRY(ctl__json_u64(o, "bytes_sent", path, 0, CTL_U64_JSON_MAX, &p->bytes_sent, err, errlen));
-    TRY(ctl__json_u64(o, "bytes_total", path, 0, CTL_U64_JSON_MAX, &p->bytes_total, err, errlen));
-    TRY(ctl__json_u64(o, "target_match", path, 0, CTL_U64_JSON_MAX, &p->target_match, err, errlen));
+    CTL__TRY(ctl__json_fields(o, path, fields, CTL__N(fields), NULL, 0, err, errlen));
+    CTL__TRY(
+        ctl__json_u64(o, "bytes_sent", path, 0, CTL_U64_JSON_MAX, &p->bytes_sent, err, errlen));
+    CTL__TRY(
+        ctl__json_u64(o, "bytes_total", path, 0, CTL_U64_JSON_MAX, &p->bytes_total, err, errlen));
+    CTL__TRY(
+        ctl__json_u64(o, "target_match", path, 0, CTL_U64_JSON_MAX, &p->target_match, err, errlen));
     return ctl__json_u64(o, "commit", path, 0, CTL_U64_JSON_MAX, &p->commit, err, errlen);
 }
 
@@ -164,7 +162,7 @@ static int decode_migration(const json_t *o, const char *path, struct ctl_task *
 {
     static const char *const keys[] = {"to_group", "hash_slots"};
     bool migration = t->kind == CTL_TASK_HASH_SLOT_MIGRATION;
-    for (size_t k = 0; k < N(keys); k++) {
+    for (size_t k = 0; k < CTL__N(keys); k++) {
         if ((json_object_get(o, keys[k]) != NULL) != migration) {
             ctl__errf(err, errlen, "%s.%s: %s for a %s task", path, keys[k],
                       migration ? "missing" : "not a field", ctl_task_kind_name(t->kind));
@@ -175,8 +173,8 @@ static int decode_migration(const json_t *o, const char *path, struct ctl_task *
         return CTL_OK;
     }
     json_t *arr;
-    TRY(ctl__json_u32(o, "to_group", path, 0, UINT32_MAX, &t->to_group, err, errlen));
-    TRY(ctl__json_array(o, "hash_slots", path, CTL_HASH_SLOTS, &arr, err, errlen));
+    CTL__TRY(ctl__json_u32(o, "to_group", path, 0, UINT32_MAX, &t->to_group, err, errlen));
+    CTL__TRY(ctl__json_array(o, "hash_slots", path, CTL_HASH_SLOTS, &arr, err, errlen));
     json_int_t prev = -1;
     for (size_t i = 0; i < json_array_size(arr); i++) {
         json_t *v = json_array_get(arr, i);
@@ -204,30 +202,33 @@ static int decode_task(const json_t *o, const char *path, struct ctl_task *t, ch
         "progress"};
     static const char *const migration_fields[] = {"to_group", "hash_slots"};
     int v;
-    TRY(ctl__json_fields(o, path, fields, N(fields), migration_fields, N(migration_fields), err,
-                         errlen));
-    TRY(ctl__json_u64(o, "id", path, 0, CTL_U64_JSON_MAX, &t->id, err, errlen));
-    TRY(ctl__json_enum(o, "kind", path, ctl__task_kind_names, ctl__n_task_kind_names, &v, err,
-                       errlen));
+    CTL__TRY(ctl__json_fields(o, path, fields, CTL__N(fields), migration_fields,
+                              CTL__N(migration_fields), err, errlen));
+    CTL__TRY(ctl__json_u64(o, "id", path, 0, CTL_U64_JSON_MAX, &t->id, err, errlen));
+    CTL__TRY(ctl__json_enum(o, "kind", path, ctl__task_kind_names, ctl__n_task_kind_names, &v, err,
+                            errlen));
     t->kind = (enum ctl_task_kind)v;
-    TRY(ctl__json_u32(o, "group", path, 0, UINT32_MAX, &t->group, err, errlen));
-    TRY(ctl__json_u32(o, "phase_index", path, 0, UINT32_MAX, &t->phase_index, err, errlen));
-    TRY(ctl__json_u64(o, "config_epoch", path, 0, CTL_U64_JSON_MAX, &t->config_epoch, err, errlen));
-    TRY(ctl__json_u32(o, "attempt", path, 0, UINT32_MAX, &t->attempt, err, errlen));
-    TRY(ctl__json_enum(o, "status", path, ctl__task_status_names, ctl__n_task_status_names, &v, err,
-                       errlen));
+    CTL__TRY(ctl__json_u32(o, "group", path, 0, UINT32_MAX, &t->group, err, errlen));
+    CTL__TRY(ctl__json_u32(o, "phase_index", path, 0, UINT32_MAX, &t->phase_index, err, errlen));
+    CTL__TRY(
+        ctl__json_u64(o, "config_epoch", path, 0, CTL_U64_JSON_MAX, &t->config_epoch, err, errlen));
+    CTL__TRY(ctl__json_u32(o, "attempt", path, 0, UINT32_MAX, &t->attempt, err, errlen));
+    CTL__TRY(ctl__json_enum(o, "status", path, ctl__task_status_names, ctl__n_task_status_names, &v,
+                            err, errlen));
     t->status = (enum ctl_task_status)v;
-    TRY(ctl__json_str(o, "last_error", path, CTL_LAST_ERROR_MAX, t->last_error, err, errlen));
-    TRY(decode_ids(o, "participants", path, CTL_PARTICIPANTS_MAX, t->participants,
-                   &t->n_participants, err, errlen));
-    TRY(ctl__json_u64(o, "created_ms", path, 0, CTL_U64_JSON_MAX, &t->created_ms, err, errlen));
-    TRY(ctl__json_u64(o, "updated_ms", path, 0, CTL_U64_JSON_MAX, &t->updated_ms, err, errlen));
-    TRY(ctl__json_u64(o, "source", path, 0, CTL_U64_JSON_MAX, &t->source, err, errlen));
-    TRY(ctl__json_u64(o, "target", path, 0, CTL_U64_JSON_MAX, &t->target, err, errlen));
-    TRY(decode_ids(o, "previous_voters", path, CTL_REPLICAS_MAX, t->previous_voters,
-                   &t->n_previous_voters, err, errlen));
-    TRY(decode_proof(o, path, &t->proof, err, errlen));
-    TRY(decode_progress(o, path, &t->progress, err, errlen));
+    CTL__TRY(ctl__json_str(o, "last_error", path, CTL_LAST_ERROR_MAX, t->last_error, err, errlen));
+    CTL__TRY(decode_ids(o, "participants", path, CTL_PARTICIPANTS_MAX, t->participants,
+                        &t->n_participants, err, errlen));
+    CTL__TRY(
+        ctl__json_u64(o, "created_ms", path, 0, CTL_U64_JSON_MAX, &t->created_ms, err, errlen));
+    CTL__TRY(
+        ctl__json_u64(o, "updated_ms", path, 0, CTL_U64_JSON_MAX, &t->updated_ms, err, errlen));
+    CTL__TRY(ctl__json_u64(o, "source", path, 0, CTL_U64_JSON_MAX, &t->source, err, errlen));
+    CTL__TRY(ctl__json_u64(o, "target", path, 0, CTL_U64_JSON_MAX, &t->target, err, errlen));
+    CTL__TRY(decode_ids(o, "previous_voters", path, CTL_REPLICAS_MAX, t->previous_voters,
+                        &t->n_previous_voters, err, errlen));
+    CTL__TRY(decode_proof(o, path, &t->proof, err, errlen));
+    CTL__TRY(decode_progress(o, path, &t->progress, err, errlen));
     return decode_migration(o, path, t, err, errlen);
 }
 
@@ -235,10 +236,10 @@ static int decode_health(const json_t *o, const char *path, struct ctl_health *h
                          size_t errlen)
 {
     static const char *const fields[] = {"node", "reported_at_ms", "ttl_ms"};
-    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
-    TRY(ctl__json_u64(o, "node", path, 0, CTL_U64_JSON_MAX, &h->node, err, errlen));
-    TRY(ctl__json_u64(o, "reported_at_ms", path, 0, CTL_U64_JSON_MAX, &h->reported_at_ms, err,
-                      errlen));
+    CTL__TRY(ctl__json_fields(o, path, fields, CTL__N(fields), NULL, 0, err, errlen));
+    CTL__TRY(ctl__json_u64(o, "node", path, 0, CTL_U64_JSON_MAX, &h->node, err, errlen));
+    CTL__TRY(ctl__json_u64(o, "reported_at_ms", path, 0, CTL_U64_JSON_MAX, &h->reported_at_ms, err,
+                           errlen));
     return ctl__json_u64(o, "ttl_ms", path, 0, CTL_U64_JSON_MAX, &h->ttl_ms, err, errlen);
 }
 
@@ -247,10 +248,10 @@ static int decode_config(const json_t *o, struct ctl_config *c, char *err, size_
     static const char *const fields[] = {"slot_groups", "hash_slots", "replicas",
                                          "bootstrap_expect"};
     const char *path = "config";
-    TRY(ctl__json_fields(o, path, fields, N(fields), NULL, 0, err, errlen));
-    TRY(ctl__json_u32(o, "slot_groups", path, 0, UINT32_MAX, &c->slot_groups, err, errlen));
-    TRY(ctl__json_u32(o, "hash_slots", path, 0, UINT32_MAX, &c->hash_slots, err, errlen));
-    TRY(ctl__json_u32(o, "replicas", path, 0, UINT32_MAX, &c->replicas, err, errlen));
+    CTL__TRY(ctl__json_fields(o, path, fields, CTL__N(fields), NULL, 0, err, errlen));
+    CTL__TRY(ctl__json_u32(o, "slot_groups", path, 0, UINT32_MAX, &c->slot_groups, err, errlen));
+    CTL__TRY(ctl__json_u32(o, "hash_slots", path, 0, UINT32_MAX, &c->hash_slots, err, errlen));
+    CTL__TRY(ctl__json_u32(o, "replicas", path, 0, UINT32_MAX, &c->replicas, err, errlen));
     return ctl__json_u32(o, "bootstrap_expect", path, 0, UINT32_MAX, &c->bootstrap_expect, err,
                          errlen);
 }
@@ -259,12 +260,12 @@ static int decode_config(const json_t *o, struct ctl_config *c, char *err, size_
 #define DECODE_LIST(root, key, max, items, n, decode)                                              \
     do {                                                                                           \
         json_t *arr_;                                                                              \
-        TRY(ctl__json_array((root), (key), "", (max), &arr_, err, errlen));                        \
+        CTL__TRY(ctl__json_array((root), (key), "", (max), &arr_, err, errlen));                   \
         *(n) = (uint32_t)json_array_size(arr_);                                                    \
         for (uint32_t i_ = 0; i_ < *(n); i_++) {                                                   \
             char p_[CTL__PATH_MAX];                                                                \
             snprintf(p_, sizeof(p_), "%s[%u]", (key), i_);                                         \
-            TRY(decode((json_array_get(arr_, i_)), p_, &(items)[i_], err, errlen));                \
+            CTL__TRY(decode((json_array_get(arr_, i_)), p_, &(items)[i_], err, errlen));           \
         }                                                                                          \
     } while (0)
 
@@ -276,34 +277,36 @@ static int decode_body(const json_t *root, struct ctl_state *s, char *err, size_
         "hash_slot_table", "tasks",      "health",   "checksum"};
     /* "auth", "features" and "backup" are optional: a state written before them has them off. */
     static const char *const optional[] = {"auth", "features", "backup"};
-    TRY(ctl__json_fields(root, "", fields, N(fields), optional, N(optional), err, errlen));
-    TRY(ctl__json_u32(root, "schema_version", "", 0, UINT32_MAX, &s->schema_version, err, errlen));
+    CTL__TRY(ctl__json_fields(root, "", fields, CTL__N(fields), optional, CTL__N(optional), err,
+                              errlen));
+    CTL__TRY(
+        ctl__json_u32(root, "schema_version", "", 0, UINT32_MAX, &s->schema_version, err, errlen));
     if (s->schema_version != CTL_SCHEMA_VERSION) {
         ctl__errf(err, errlen, "schema_version: %u is not %u", s->schema_version,
                   CTL_SCHEMA_VERSION);
         return CTL_EDECODE;
     }
-    TRY(ctl__json_str(root, "cluster_id", "", CTL_CLUSTER_ID_MAX, s->cluster_id, err, errlen));
-    TRY(ctl__json_u64(root, "revision", "", 0, CTL_U64_JSON_MAX, &s->revision, err, errlen));
-    TRY(ctl__json_u64(root, "applied_raft_index", "", 0, CTL_U64_JSON_MAX, &s->applied_raft_index,
-                      err, errlen));
-    TRY(ctl__json_u64(root, "next_task_id", "", 0, CTL_U64_JSON_MAX, &s->next_task_id, err,
-                      errlen));
-    TRY(decode_config(json_object_get(root, "config"), &s->config, err, errlen));
+    CTL__TRY(ctl__json_str(root, "cluster_id", "", CTL_CLUSTER_ID_MAX, s->cluster_id, err, errlen));
+    CTL__TRY(ctl__json_u64(root, "revision", "", 0, CTL_U64_JSON_MAX, &s->revision, err, errlen));
+    CTL__TRY(ctl__json_u64(root, "applied_raft_index", "", 0, CTL_U64_JSON_MAX,
+                           &s->applied_raft_index, err, errlen));
+    CTL__TRY(ctl__json_u64(root, "next_task_id", "", 0, CTL_U64_JSON_MAX, &s->next_task_id, err,
+                           errlen));
+    CTL__TRY(decode_config(json_object_get(root, "config"), &s->config, err, errlen));
     DECODE_LIST(root, "nodes", CTL_NODES_MAX, s->nodes, &s->n_nodes, decode_node);
     DECODE_LIST(root, "groups", CTL_GROUPS_MAX, s->groups, &s->n_groups, decode_group);
-    TRY(decode_table(json_object_get(root, "hash_slot_table"), &s->table, err, errlen));
+    CTL__TRY(decode_table(json_object_get(root, "hash_slot_table"), &s->table, err, errlen));
     DECODE_LIST(root, "tasks", CTL_TASKS_MAX, s->tasks, &s->n_tasks, decode_task);
     DECODE_LIST(root, "health", CTL_NODES_MAX, s->health, &s->n_health, decode_health);
     if (json_object_get(root, "auth") != NULL) {
-        TRY(ctl__auth_decode(json_object_get(root, "auth"), &s->auth, err, errlen));
+        CTL__TRY(ctl__auth_decode(json_object_get(root, "auth"), &s->auth, err, errlen));
     }
     if (json_object_get(root, "features") != NULL) {
-        TRY(ctl__features_read(json_object_get(root, "features"), "features", &s->features, err,
-                               errlen));
+        CTL__TRY(ctl__features_read(json_object_get(root, "features"), "features", &s->features,
+                                    err, errlen));
     }
     if (json_object_get(root, "backup") != NULL) {
-        TRY(ctl__backup_decode(json_object_get(root, "backup"), &s->backup, err, errlen));
+        CTL__TRY(ctl__backup_decode(json_object_get(root, "backup"), &s->backup, err, errlen));
     }
     return CTL_OK;
 }
@@ -313,7 +316,7 @@ static int decode_body(const json_t *root, struct ctl_state *s, char *err, size_
 static int check_checksum(json_t *root, char *err, size_t errlen)
 {
     char hex[9];
-    TRY(ctl__json_str(root, "checksum", "", 8, hex, err, errlen));
+    CTL__TRY(ctl__json_str(root, "checksum", "", 8, hex, err, errlen));
     bool ok = strlen(hex) == 8;
     for (int i = 0; ok && i < 8; i++) {
         ok = (hex[i] >= '0' && hex[i] <= '9') || (hex[i] >= 'a' && hex[i] <= 'f');

@@ -104,6 +104,25 @@ int ctl__outcome(struct ctl_result *r, enum ctl_outcome o, const char *fmt, ...)
     } while (0)
 #define CTL__RS(r) (r)->reason, sizeof((r)->reason)
 
+/* Small helpers every command and codec file uses. */
+#define CTL__N(a) (sizeof(a) / sizeof((a)[0]))
+#define CTL__ULL(v) ((unsigned long long)(v))
+/* Returns expr's CTL_* error from the enclosing function unless it is CTL_OK. */
+#define CTL__TRY(expr)                                                                             \
+    do {                                                                                           \
+        int rc_ = (expr);                                                                          \
+        if (rc_ != CTL_OK) {                                                                       \
+            return rc_;                                                                            \
+        }                                                                                          \
+    } while (0)
+/* Writes "<field>: <what is wrong>" into the enclosing function's err[0..errlen) and returns
+ * CTL_ESTATE from it. */
+#define CTL__FAIL(...)                                                                             \
+    do {                                                                                           \
+        ctl__errf(err, errlen, __VA_ARGS__);                                                       \
+        return CTL_ESTATE;                                                                         \
+    } while (0)
+
 /* REJECTED unless cmd's optional "expected_revision" is absent or equals s->revision; required
  * makes an absent one REJECTED too ("expected_revision: required ..."). Returns true when the
  * command may go on; cmd and s are borrowed for the call. */
@@ -147,8 +166,7 @@ int ctl__op_task_fail(struct ctl_state *s, const json_t *cmd, struct ctl_result 
 int ctl__op_task_retry(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
 int ctl__op_task_abort(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
 int ctl__op_node_remove(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
-int ctl__op_controller_voter_demote(struct ctl_state *s, const json_t *cmd,
-                                    struct ctl_result *r);
+int ctl__op_controller_voter_demote(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
 
 /* The running task named by cmd's fence fields "task", "attempt", "phase" (and "group",
  * "config_epoch" when with_group): NULL with r NOOP ("stale fence: ...") when it does not match,

@@ -5,10 +5,6 @@
 
 #include "internal.h"
 
-#define REJECT CTL__REJECT
-#define RS CTL__RS
-#define ULL(v) ((unsigned long long)(v))
-
 /* The first active task naming node as source, target or participant; NULL when none. */
 static const struct ctl_task *task_naming(const struct ctl_state *s, uint64_t node)
 {
@@ -33,10 +29,11 @@ static bool keeps_quorum(const struct ctl_state *s, const struct ctl_group *g, u
         live += p != NULL && p->id != node && p->status != CTL_STATUS_DOWN;
     }
     if (live < quorum) {
-        REJECT(r,
-               "id: without node %llu group %u keeps %u live desired peers of %u, below a quorum "
-               "of %u: bring a peer back or move the group's replicas first",
-               ULL(node), g->id, live, g->n_peers, quorum);
+        CTL__REJECT(
+            r,
+            "id: without node %llu group %u keeps %u live desired peers of %u, below a quorum "
+            "of %u: bring a peer back or move the group's replicas first",
+            CTL__ULL(node), g->id, live, g->n_peers, quorum);
         return false;
     }
     return true;
@@ -61,31 +58,34 @@ static void drop_peer(struct ctl_group *g, uint64_t node)
 int ctl__op_node_remove(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
     uint64_t id;
-    if (ctl__json_u64(cmd, "id", "", 1, CTL_U64_JSON_MAX, &id, RS(r)) != CTL_OK) {
+    if (ctl__json_u64(cmd, "id", "", 1, CTL_U64_JSON_MAX, &id, CTL__RS(r)) != CTL_OK) {
         r->outcome = CTL_OUTCOME_REJECTED;
         return CTL_OK;
     }
     struct ctl_node *n = (struct ctl_node *)ctl_state_node(s, id);
     if (n == NULL) {
-        return REJECT(r, "id: node %llu is unknown", ULL(id));
+        return CTL__REJECT(r, "id: node %llu is unknown", CTL__ULL(id));
     }
     if (n->join_state == CTL_JOIN_REMOVED) {
-        return REJECT(r, "id: node %llu is removed already (a tombstone; its id is never reused)",
-                      ULL(id));
+        return CTL__REJECT(r,
+                           "id: node %llu is removed already (a tombstone; its id is never reused)",
+                           CTL__ULL(id));
     }
     if (n->roles & CTL_ROLE_CONTROLLER_VOTER) {
-        return REJECT(r, "id: node %llu is a controller voter: demote it first", ULL(id));
+        return CTL__REJECT(r, "id: node %llu is a controller voter: demote it first", CTL__ULL(id));
     }
     if (n->status != CTL_STATUS_DOWN) {
-        return REJECT(r,
-                      "id: node %llu is %s, RemoveNode takes a node that is down (drain a live "
-                      "node with DrainNode)",
-                      ULL(id), ctl_node_status_name(n->status));
+        return CTL__REJECT(
+            r,
+            "id: node %llu is %s, RemoveNode takes a node that is down (drain a live "
+            "node with DrainNode)",
+            CTL__ULL(id), ctl_node_status_name(n->status));
     }
     const struct ctl_task *t = task_naming(s, id);
     if (t != NULL) {
-        return REJECT(r, "id: active task %llu (%s) involves node %llu: abort it or let it fail",
-                      ULL(t->id), ctl_task_kind_name(t->kind), ULL(id));
+        return CTL__REJECT(r,
+                           "id: active task %llu (%s) involves node %llu: abort it or let it fail",
+                           CTL__ULL(t->id), ctl_task_kind_name(t->kind), CTL__ULL(id));
     }
     for (uint32_t i = 0; i < s->n_groups; i++) {
         const struct ctl_group *g = &s->groups[i];
@@ -109,29 +109,29 @@ int ctl__op_node_remove(struct ctl_state *s, const json_t *cmd, struct ctl_resul
 int ctl__op_controller_voter_demote(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
     uint64_t id;
-    if (ctl__json_u64(cmd, "node", "", 1, CTL_U64_JSON_MAX, &id, RS(r)) != CTL_OK) {
+    if (ctl__json_u64(cmd, "node", "", 1, CTL_U64_JSON_MAX, &id, CTL__RS(r)) != CTL_OK) {
         r->outcome = CTL_OUTCOME_REJECTED;
         return CTL_OK;
     }
     struct ctl_node *n = (struct ctl_node *)ctl_state_node(s, id);
     if (n == NULL) {
-        return REJECT(r, "node: node %llu is unknown", ULL(id));
+        return CTL__REJECT(r, "node: node %llu is unknown", CTL__ULL(id));
     }
     if (!(n->roles & CTL_ROLE_CONTROLLER_VOTER)) {
-        return REJECT(r, "node: node %llu is not a controller voter", ULL(id));
+        return CTL__REJECT(r, "node: node %llu is not a controller voter", CTL__ULL(id));
     }
     uint32_t voters = 0;
     for (uint32_t i = 0; i < s->n_nodes; i++) {
         voters += (s->nodes[i].roles & CTL_ROLE_CONTROLLER_VOTER) != 0;
     }
     if (voters <= 1) {
-        return REJECT(r, "node: node %llu is the only controller voter", ULL(id));
+        return CTL__REJECT(r, "node: node %llu is the only controller voter", CTL__ULL(id));
     }
     for (uint32_t i = 0; i < s->n_tasks; i++) {
         const struct ctl_task *t = &s->tasks[i];
         if (ctl__task_active(t) && t->kind == CTL_TASK_CONTROLLER_VOTER_PROMOTION) {
-            return REJECT(r, "node: controller_voter_promotion %llu (node %llu) is active",
-                          ULL(t->id), ULL(t->target));
+            return CTL__REJECT(r, "node: controller_voter_promotion %llu (node %llu) is active",
+                               CTL__ULL(t->id), CTL__ULL(t->target));
         }
     }
     n->roles &= ~(unsigned)CTL_ROLE_CONTROLLER_VOTER;

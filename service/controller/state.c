@@ -310,31 +310,27 @@ bool ctl__utf8_ok(const char *s)
 /* ---- validation: each check writes "<field>: <what is wrong>" and returns CTL_ESTATE. ---- */
 
 #define U64_OK(v) ((v) <= CTL_U64_JSON_MAX)
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        ctl__errf(err, errlen, __VA_ARGS__);                                                       \
-        return CTL_ESTATE;                                                                         \
-    } while (0)
 
 static int validate_empty(const struct ctl_state *s, char *err, size_t errlen)
 {
     if (s->cluster_id[0] != '\0') {
-        FAIL("cluster_id: must be \"\" while revision is 0 (not bootstrapped)");
+        CTL__FAIL("cluster_id: must be \"\" while revision is 0 (not bootstrapped)");
     }
     if (s->config.slot_groups || s->config.hash_slots || s->config.replicas ||
         s->config.bootstrap_expect) {
-        FAIL("config: must be all zeros while revision is 0 (not bootstrapped)");
+        CTL__FAIL("config: must be all zeros while revision is 0 (not bootstrapped)");
     }
     if (s->n_nodes || s->n_groups || s->n_tasks || s->n_health || s->table.version ||
         s->table.n_ranges) {
-        FAIL("nodes, groups, hash_slot_table, tasks, health: must be empty while revision is 0 "
-             "(not bootstrapped)");
+        CTL__FAIL(
+            "nodes, groups, hash_slot_table, tasks, health: must be empty while revision is 0 "
+            "(not bootstrapped)");
     }
     if (s->next_task_id != 0) {
-        FAIL("next_task_id: must be 0 while revision is 0 (not bootstrapped)");
+        CTL__FAIL("next_task_id: must be 0 while revision is 0 (not bootstrapped)");
     }
     if (s->backup.set || s->backup.run_id != 0) {
-        FAIL("backup: must be absent while revision is 0 (not bootstrapped)");
+        CTL__FAIL("backup: must be absent while revision is 0 (not bootstrapped)");
     }
     return ctl__auth_validate(s, err, errlen);
 }
@@ -342,16 +338,16 @@ static int validate_empty(const struct ctl_state *s, char *err, size_t errlen)
 static int validate_config(const struct ctl_config *c, char *err, size_t errlen)
 {
     if (c->slot_groups < 1 || c->slot_groups > CTL_GROUPS_MAX) {
-        FAIL("config.slot_groups: %u not in 1..%u", c->slot_groups, CTL_GROUPS_MAX);
+        CTL__FAIL("config.slot_groups: %u not in 1..%u", c->slot_groups, CTL_GROUPS_MAX);
     }
     if (c->hash_slots != CTL_HASH_SLOTS) {
-        FAIL("config.hash_slots: %u is not %u", c->hash_slots, CTL_HASH_SLOTS);
+        CTL__FAIL("config.hash_slots: %u is not %u", c->hash_slots, CTL_HASH_SLOTS);
     }
     if (c->replicas < 1 || c->replicas > CTL_REPLICAS_MAX) {
-        FAIL("config.replicas: %u not in 1..%u", c->replicas, CTL_REPLICAS_MAX);
+        CTL__FAIL("config.replicas: %u not in 1..%u", c->replicas, CTL_REPLICAS_MAX);
     }
     if (c->bootstrap_expect < 1 || c->bootstrap_expect > CTL_NODES_MAX) {
-        FAIL("config.bootstrap_expect: %u not in 1..%u", c->bootstrap_expect, CTL_NODES_MAX);
+        CTL__FAIL("config.bootstrap_expect: %u not in 1..%u", c->bootstrap_expect, CTL_NODES_MAX);
     }
     return CTL_OK;
 }
@@ -360,44 +356,46 @@ static int validate_node(const struct ctl_state *s, uint32_t i, char *err, size_
 {
     const struct ctl_node *n = &s->nodes[i];
     if (n->id < 1 || !U64_OK(n->id)) {
-        FAIL("nodes[%u].id: %llu not in 1..%llu", i, (unsigned long long)n->id, CTL_U64_JSON_MAX);
+        CTL__FAIL("nodes[%u].id: %llu not in 1..%llu", i, (unsigned long long)n->id,
+                  CTL_U64_JSON_MAX);
     }
     if (i > 0 && s->nodes[i - 1].id >= n->id) {
-        FAIL("nodes[%u].id: %llu not above nodes[%u].id (nodes sorted by id, ids unique)", i,
-             (unsigned long long)n->id, i - 1);
+        CTL__FAIL("nodes[%u].id: %llu not above nodes[%u].id (nodes sorted by id, ids unique)", i,
+                  (unsigned long long)n->id, i - 1);
     }
     if (memchr(n->address, '\0', sizeof(n->address)) == NULL || !ctl__address_ok(n->address)) {
-        FAIL("nodes[%u].address: not \"host:port\" of at most %u bytes", i, CTL_ADDRESS_MAX);
+        CTL__FAIL("nodes[%u].address: not \"host:port\" of at most %u bytes", i, CTL_ADDRESS_MAX);
     }
     for (uint32_t k = 0; k < i; k++) {
         if (strcmp(s->nodes[k].address, n->address) == 0) {
-            FAIL("nodes[%u].address: %s is also the address of node %llu", i, n->address,
-                 (unsigned long long)s->nodes[k].id);
+            CTL__FAIL("nodes[%u].address: %s is also the address of node %llu", i, n->address,
+                      (unsigned long long)s->nodes[k].id);
         }
     }
     if (memchr(n->client_address, '\0', sizeof(n->client_address)) == NULL ||
         (n->client_address[0] != '\0' && !ctl__address_ok(n->client_address))) {
-        FAIL("nodes[%u].client_address: not empty or \"host:port\" of at most %u bytes", i,
-             CTL_ADDRESS_MAX);
+        CTL__FAIL("nodes[%u].client_address: not empty or \"host:port\" of at most %u bytes", i,
+                  CTL_ADDRESS_MAX);
     }
     for (uint32_t k = 0; k < i && n->client_address[0] != '\0'; k++) {
         if (strcmp(s->nodes[k].client_address, n->client_address) == 0) {
-            FAIL("nodes[%u].client_address: %s is also the client address of node %llu", i,
-                 n->client_address, (unsigned long long)s->nodes[k].id);
+            CTL__FAIL("nodes[%u].client_address: %s is also the client address of node %llu", i,
+                      n->client_address, (unsigned long long)s->nodes[k].id);
         }
     }
     if (n->roles == 0 || (n->roles & ~(uint32_t)(CTL_ROLE_CONTROLLER_VOTER | CTL_ROLE_DATA))) {
-        FAIL("nodes[%u].roles: must be a non-empty set of controller_voter, data", i);
+        CTL__FAIL("nodes[%u].roles: must be a non-empty set of controller_voter, data", i);
     }
     if ((unsigned)n->join_state >= ctl__n_join_state_names) {
-        FAIL("nodes[%u].join_state: %u is not joining|active|leaving|removed", i,
-             (unsigned)n->join_state);
+        CTL__FAIL("nodes[%u].join_state: %u is not joining|active|leaving|removed", i,
+                  (unsigned)n->join_state);
     }
     if ((unsigned)n->status >= ctl__n_node_status_names) {
-        FAIL("nodes[%u].status: %u is not alive|suspect|down", i, (unsigned)n->status);
+        CTL__FAIL("nodes[%u].status: %u is not alive|suspect|down", i, (unsigned)n->status);
     }
     if (n->weight < CTL_WEIGHT_MIN || n->weight > CTL_WEIGHT_MAX) {
-        FAIL("nodes[%u].weight: %u not in %u..%u", i, n->weight, CTL_WEIGHT_MIN, CTL_WEIGHT_MAX);
+        CTL__FAIL("nodes[%u].weight: %u not in %u..%u", i, n->weight, CTL_WEIGHT_MIN,
+                  CTL_WEIGHT_MAX);
     }
     return CTL_OK;
 }
@@ -405,7 +403,7 @@ static int validate_node(const struct ctl_state *s, uint32_t i, char *err, size_
 static int validate_nodes(const struct ctl_state *s, char *err, size_t errlen)
 {
     if (s->n_nodes > CTL_NODES_MAX) {
-        FAIL("nodes: %u entries, the limit is %u", s->n_nodes, CTL_NODES_MAX);
+        CTL__FAIL("nodes: %u entries, the limit is %u", s->n_nodes, CTL_NODES_MAX);
     }
     bool voter = false;
     for (uint32_t i = 0; i < s->n_nodes; i++) {
@@ -416,7 +414,7 @@ static int validate_nodes(const struct ctl_state *s, char *err, size_t errlen)
         voter |= (s->nodes[i].roles & CTL_ROLE_CONTROLLER_VOTER) != 0;
     }
     if (!voter) {
-        FAIL("nodes: no controller_voter (a bootstrapped cluster needs at least one)");
+        CTL__FAIL("nodes: no controller_voter (a bootstrapped cluster needs at least one)");
     }
     return CTL_OK;
 }
@@ -432,32 +430,34 @@ static int validate_group(const struct ctl_state *s, uint32_t i, char *err, size
 {
     const struct ctl_group *g = &s->groups[i];
     if (g->id != i + 1) {
-        FAIL("groups[%u].id: %u is not %u (groups are 1..slot_groups in order)", i, g->id, i + 1);
+        CTL__FAIL("groups[%u].id: %u is not %u (groups are 1..slot_groups in order)", i, g->id,
+                  i + 1);
     }
     if (g->n_peers < 1 || g->n_peers > s->config.replicas) {
-        FAIL("groups[%u].desired_peers: %u peers not in 1..%u (config.replicas)", i, g->n_peers,
-             s->config.replicas);
+        CTL__FAIL("groups[%u].desired_peers: %u peers not in 1..%u (config.replicas)", i,
+                  g->n_peers, s->config.replicas);
     }
     bool leader_in = false;
     for (uint32_t k = 0; k < g->n_peers; k++) {
         uint64_t p = g->desired_peers[k];
         if (k > 0 && g->desired_peers[k - 1] >= p) {
-            FAIL("groups[%u].desired_peers[%u]: %llu not above the previous peer (sorted set)", i,
-                 k, (unsigned long long)p);
+            CTL__FAIL("groups[%u].desired_peers[%u]: %llu not above the previous peer (sorted set)",
+                      i, k, (unsigned long long)p);
         }
         if (!peer_ok(s, p)) {
-            FAIL("groups[%u].desired_peers[%u]: %llu is not an existing, non-removed data node", i,
-                 k, (unsigned long long)p);
+            CTL__FAIL(
+                "groups[%u].desired_peers[%u]: %llu is not an existing, non-removed data node", i,
+                k, (unsigned long long)p);
         }
         leader_in |= p == g->preferred_leader;
     }
     if (g->config_epoch < 1 || !U64_OK(g->config_epoch)) {
-        FAIL("groups[%u].config_epoch: %llu not in 1..%llu", i, (unsigned long long)g->config_epoch,
-             CTL_U64_JSON_MAX);
+        CTL__FAIL("groups[%u].config_epoch: %llu not in 1..%llu", i,
+                  (unsigned long long)g->config_epoch, CTL_U64_JSON_MAX);
     }
     if (!leader_in) {
-        FAIL("groups[%u].preferred_leader: %llu is not one of desired_peers", i,
-             (unsigned long long)g->preferred_leader);
+        CTL__FAIL("groups[%u].preferred_leader: %llu is not one of desired_peers", i,
+                  (unsigned long long)g->preferred_leader);
     }
     return CTL_OK;
 }
@@ -465,8 +465,8 @@ static int validate_group(const struct ctl_state *s, uint32_t i, char *err, size
 static int validate_groups_and_table(const struct ctl_state *s, char *err, size_t errlen)
 {
     if (s->n_groups != 0 && s->n_groups != s->config.slot_groups) {
-        FAIL("groups: %u entries, must be 0 (no placement) or %u (config.slot_groups)", s->n_groups,
-             s->config.slot_groups);
+        CTL__FAIL("groups: %u entries, must be 0 (no placement) or %u (config.slot_groups)",
+                  s->n_groups, s->config.slot_groups);
     }
     for (uint32_t i = 0; i < s->n_groups; i++) {
         int rc = validate_group(s, i, err, errlen);
@@ -476,41 +476,41 @@ static int validate_groups_and_table(const struct ctl_state *s, char *err, size_
     }
     const struct ctl_hash_slot_table *t = &s->table;
     if (!U64_OK(t->version)) {
-        FAIL("hash_slot_table.version: %llu above %llu", (unsigned long long)t->version,
-             CTL_U64_JSON_MAX);
+        CTL__FAIL("hash_slot_table.version: %llu above %llu", (unsigned long long)t->version,
+                  CTL_U64_JSON_MAX);
     }
     if ((t->version == 0) != (s->n_groups == 0)) {
-        FAIL("hash_slot_table.version: %llu, but groups has %u entries (a placement has both)",
-             (unsigned long long)t->version, s->n_groups);
+        CTL__FAIL("hash_slot_table.version: %llu, but groups has %u entries (a placement has both)",
+                  (unsigned long long)t->version, s->n_groups);
     }
     if (t->version == 0) {
         if (t->n_ranges != 0) {
-            FAIL("hash_slot_table.ranges: must be empty when version is 0");
+            CTL__FAIL("hash_slot_table.ranges: must be empty when version is 0");
         }
         return CTL_OK;
     }
     if (t->n_ranges < 1 || t->n_ranges > CTL_HASH_SLOTS) {
-        FAIL("hash_slot_table.ranges: %u entries not in 1..%u", t->n_ranges, CTL_HASH_SLOTS);
+        CTL__FAIL("hash_slot_table.ranges: %u entries not in 1..%u", t->n_ranges, CTL_HASH_SLOTS);
     }
     uint32_t next = 0;
     for (uint32_t i = 0; i < t->n_ranges; i++) {
         const struct ctl_range *r = &t->ranges[i];
         if (r->first != next) {
-            FAIL("hash_slot_table.ranges[%u].first: %u is not %u (%s)", i, r->first, next,
-                 r->first > next ? "gap" : "overlap");
+            CTL__FAIL("hash_slot_table.ranges[%u].first: %u is not %u (%s)", i, r->first, next,
+                      r->first > next ? "gap" : "overlap");
         }
         if (r->last < r->first || r->last >= CTL_HASH_SLOTS) {
-            FAIL("hash_slot_table.ranges[%u].last: %u not in %u..%u", i, r->last, r->first,
-                 CTL_HASH_SLOTS - 1);
+            CTL__FAIL("hash_slot_table.ranges[%u].last: %u not in %u..%u", i, r->last, r->first,
+                      CTL_HASH_SLOTS - 1);
         }
         if (r->group < 1 || r->group > s->n_groups) {
-            FAIL("hash_slot_table.ranges[%u].group: %u is not an existing group (1..%u)", i,
-                 r->group, s->n_groups);
+            CTL__FAIL("hash_slot_table.ranges[%u].group: %u is not an existing group (1..%u)", i,
+                      r->group, s->n_groups);
         }
         next = r->last + 1;
     }
     if (next != CTL_HASH_SLOTS) {
-        FAIL("hash_slot_table.ranges: cover 0..%u, not 0..%u", next - 1, CTL_HASH_SLOTS - 1);
+        CTL__FAIL("hash_slot_table.ranges: cover 0..%u, not 0..%u", next - 1, CTL_HASH_SLOTS - 1);
     }
     return CTL_OK;
 }
@@ -521,13 +521,14 @@ static int validate_id_set(const struct ctl_state *s, const uint64_t *v, uint32_
                            uint32_t i, const char *field, char *err, size_t errlen)
 {
     if (n > CTL_REPLICAS_MAX) {
-        FAIL("tasks[%u].%s: %u entries, the limit is %u", i, field, n, CTL_REPLICAS_MAX);
+        CTL__FAIL("tasks[%u].%s: %u entries, the limit is %u", i, field, n, CTL_REPLICAS_MAX);
     }
     for (uint32_t k = 0; k < n; k++) {
         if (v[k] < 1 || !U64_OK(v[k]) || (k > 0 && v[k - 1] >= v[k]) ||
             (existing && ctl_state_node(s, v[k]) == NULL)) {
-            FAIL("tasks[%u].%s[%u]: %llu is not %s above the previous entry (sorted set)", i, field,
-                 k, (unsigned long long)v[k], existing ? "an existing node" : "a node id");
+            CTL__FAIL("tasks[%u].%s[%u]: %llu is not %s above the previous entry (sorted set)", i,
+                      field, k, (unsigned long long)v[k],
+                      existing ? "an existing node" : "a node id");
         }
     }
     return CTL_OK;
@@ -542,20 +543,22 @@ static int validate_migration(const struct ctl_state *s, uint32_t i, char *err, 
     uint32_t n_slots = ctl__slots_count(t->hash_slots);
     if (t->kind != CTL_TASK_HASH_SLOT_MIGRATION) {
         if (t->to_group != 0 || n_slots != 0) {
-            FAIL("tasks[%u].%s: only a hash_slot_migration has it", i,
-                 t->to_group != 0 ? "to_group" : "hash_slots");
+            CTL__FAIL("tasks[%u].%s: only a hash_slot_migration has it", i,
+                      t->to_group != 0 ? "to_group" : "hash_slots");
         }
         return CTL_OK;
     }
     if (t->to_group < 1 || t->to_group > s->n_groups || t->to_group == t->group) {
-        FAIL("tasks[%u].to_group: %u is not an existing group (1..%u) other than group %u", i,
-             t->to_group, s->n_groups, t->group);
+        CTL__FAIL("tasks[%u].to_group: %u is not an existing group (1..%u) other than group %u", i,
+                  t->to_group, s->n_groups, t->group);
     }
     if (n_slots == 0) {
-        FAIL("tasks[%u].hash_slots: empty, a migration moves 1..%u hash slots", i, CTL_HASH_SLOTS);
+        CTL__FAIL("tasks[%u].hash_slots: empty, a migration moves 1..%u hash slots", i,
+                  CTL_HASH_SLOTS);
     }
     if (t->source != 0 || t->target != 0 || t->n_participants != 0) {
-        FAIL("tasks[%u].source: a hash_slot_migration has no source, target or participants", i);
+        CTL__FAIL("tasks[%u].source: a hash_slot_migration has no source, target or participants",
+                  i);
     }
     if (!ctl__task_active(t)) {
         return CTL_OK;
@@ -564,9 +567,9 @@ static int validate_migration(const struct ctl_state *s, uint32_t i, char *err, 
     for (uint32_t slot = 0; slot < CTL_HASH_SLOTS; slot++) {
         uint32_t got = ctl__table_group(&s->table, slot);
         if (CTL__SLOT_HAS(t->hash_slots, slot) && got != want) {
-            FAIL("tasks[%u].hash_slots: hash slot %u maps to group %u in hash_slot_table, a "
-                 "migration at phase %s needs group %u",
-                 i, slot, got, ctl_task_phase_name(t->kind, t->phase_index), want);
+            CTL__FAIL("tasks[%u].hash_slots: hash slot %u maps to group %u in hash_slot_table, a "
+                      "migration at phase %s needs group %u",
+                      i, slot, got, ctl_task_phase_name(t->kind, t->phase_index), want);
         }
     }
     return CTL_OK;
@@ -578,23 +581,24 @@ static int validate_task_facts(const struct ctl_state *s, uint32_t i, char *err,
     const struct ctl_task *t = &s->tasks[i];
     uint32_t done = ctl__task_done_phase(t->kind);
     if (done != 0 && t->phase_index > done) {
-        FAIL("tasks[%u].phase_index: %u not in 0..%u (%s)", i, t->phase_index, done,
-             ctl_task_kind_name(t->kind));
+        CTL__FAIL("tasks[%u].phase_index: %u not in 0..%u (%s)", i, t->phase_index, done,
+                  ctl_task_kind_name(t->kind));
     }
     if (done != 0 && (t->status == CTL_TASK_DONE) != (t->phase_index == done)) {
-        FAIL("tasks[%u].status: %s at phase %u, a %s task is done exactly at phase %u", i,
-             ctl_task_status_name(t->status), t->phase_index, ctl_task_kind_name(t->kind), done);
+        CTL__FAIL("tasks[%u].status: %s at phase %u, a %s task is done exactly at phase %u", i,
+                  ctl_task_status_name(t->status), t->phase_index, ctl_task_kind_name(t->kind),
+                  done);
     }
     const uint64_t ends[2] = {t->source, t->target};
     for (int k = 0; k < 2; k++) {
         if (ends[k] != 0 && ctl_state_node(s, ends[k]) == NULL) {
-            FAIL("tasks[%u].%s: %llu is not an existing node", i, k ? "target" : "source",
-                 (unsigned long long)ends[k]);
+            CTL__FAIL("tasks[%u].%s: %llu is not an existing node", i, k ? "target" : "source",
+                      (unsigned long long)ends[k]);
         }
     }
     bool promotion = t->kind == CTL_TASK_CONTROLLER_VOTER_PROMOTION;
     if (!promotion && t->n_previous_voters != 0) {
-        FAIL("tasks[%u].previous_voters: only a controller_voter_promotion has them", i);
+        CTL__FAIL("tasks[%u].previous_voters: only a controller_voter_promotion has them", i);
     }
     int rc = validate_id_set(s, t->previous_voters, t->n_previous_voters, true, i,
                              "previous_voters", err, errlen);
@@ -613,11 +617,11 @@ static int validate_task_facts(const struct ctl_state *s, uint32_t i, char *err,
     const struct ctl_task_progress *g = &t->progress;
     if (!U64_OK(p->config_index) || !U64_OK(p->leader) || !U64_OK(p->commit) ||
         !U64_OK(p->target_match)) {
-        FAIL("tasks[%u].proof: a number above %llu", i, CTL_U64_JSON_MAX);
+        CTL__FAIL("tasks[%u].proof: a number above %llu", i, CTL_U64_JSON_MAX);
     }
     if (!U64_OK(g->bytes_sent) || !U64_OK(g->bytes_total) || !U64_OK(g->target_match) ||
         !U64_OK(g->commit)) {
-        FAIL("tasks[%u].progress: a number above %llu", i, CTL_U64_JSON_MAX);
+        CTL__FAIL("tasks[%u].progress: a number above %llu", i, CTL_U64_JSON_MAX);
     }
     return validate_migration(s, i, err, errlen);
 }
@@ -626,56 +630,60 @@ static int validate_task(const struct ctl_state *s, uint32_t i, char *err, size_
 {
     const struct ctl_task *t = &s->tasks[i];
     if (t->id < 1 || !U64_OK(t->id)) {
-        FAIL("tasks[%u].id: %llu not in 1..%llu", i, (unsigned long long)t->id, CTL_U64_JSON_MAX);
+        CTL__FAIL("tasks[%u].id: %llu not in 1..%llu", i, (unsigned long long)t->id,
+                  CTL_U64_JSON_MAX);
     }
     if (i > 0 && s->tasks[i - 1].id >= t->id) {
-        FAIL("tasks[%u].id: %llu not above tasks[%u].id (tasks sorted by id, ids unique)", i,
-             (unsigned long long)t->id, i - 1);
+        CTL__FAIL("tasks[%u].id: %llu not above tasks[%u].id (tasks sorted by id, ids unique)", i,
+                  (unsigned long long)t->id, i - 1);
     }
     if ((unsigned)t->kind >= ctl__n_task_kind_names) {
-        FAIL("tasks[%u].kind: %u is not a task kind", i, (unsigned)t->kind);
+        CTL__FAIL("tasks[%u].kind: %u is not a task kind", i, (unsigned)t->kind);
     }
     bool needs_group = t->kind == CTL_TASK_REPLICA_MOVE || t->kind == CTL_TASK_LEADER_TRANSFER ||
                        t->kind == CTL_TASK_HASH_SLOT_MIGRATION;
     if ((needs_group || t->group != 0) && (t->group < 1 || t->group > s->n_groups)) {
-        FAIL("tasks[%u].group: %u is not an existing group (1..%u)", i, t->group, s->n_groups);
+        CTL__FAIL("tasks[%u].group: %u is not an existing group (1..%u)", i, t->group, s->n_groups);
     }
     if (t->phase_index >= CTL_TASK_PHASES_MAX) {
-        FAIL("tasks[%u].phase_index: %u not in 0..%u", i, t->phase_index, CTL_TASK_PHASES_MAX - 1);
+        CTL__FAIL("tasks[%u].phase_index: %u not in 0..%u", i, t->phase_index,
+                  CTL_TASK_PHASES_MAX - 1);
     }
     if (!U64_OK(t->config_epoch)) {
-        FAIL("tasks[%u].config_epoch: %llu above %llu", i, (unsigned long long)t->config_epoch,
-             CTL_U64_JSON_MAX);
+        CTL__FAIL("tasks[%u].config_epoch: %llu above %llu", i, (unsigned long long)t->config_epoch,
+                  CTL_U64_JSON_MAX);
     }
     if (t->attempt < 1 || t->attempt > CTL_TASK_ATTEMPTS_MAX) {
-        FAIL("tasks[%u].attempt: %u not in 1..%u", i, t->attempt, CTL_TASK_ATTEMPTS_MAX);
+        CTL__FAIL("tasks[%u].attempt: %u not in 1..%u", i, t->attempt, CTL_TASK_ATTEMPTS_MAX);
     }
     if ((unsigned)t->status >= ctl__n_task_status_names) {
-        FAIL("tasks[%u].status: %u is not pending|running|failed|done", i, (unsigned)t->status);
+        CTL__FAIL("tasks[%u].status: %u is not pending|running|failed|done", i,
+                  (unsigned)t->status);
     }
     if (memchr(t->last_error, '\0', sizeof(t->last_error)) == NULL ||
         !ctl__utf8_ok(t->last_error)) {
-        FAIL("tasks[%u].last_error: not UTF-8 text of at most %u bytes", i, CTL_LAST_ERROR_MAX);
+        CTL__FAIL("tasks[%u].last_error: not UTF-8 text of at most %u bytes", i,
+                  CTL_LAST_ERROR_MAX);
     }
     if (t->n_participants > CTL_PARTICIPANTS_MAX) {
-        FAIL("tasks[%u].participants: %u entries, the limit is %u", i, t->n_participants,
-             CTL_PARTICIPANTS_MAX);
+        CTL__FAIL("tasks[%u].participants: %u entries, the limit is %u", i, t->n_participants,
+                  CTL_PARTICIPANTS_MAX);
     }
     for (uint32_t k = 0; k < t->n_participants; k++) {
         uint64_t p = t->participants[k];
         if ((k > 0 && t->participants[k - 1] >= p) || ctl_state_node(s, p) == NULL) {
-            FAIL("tasks[%u].participants[%u]: %llu is not an existing node above the previous "
-                 "entry (sorted set)",
-                 i, k, (unsigned long long)p);
+            CTL__FAIL("tasks[%u].participants[%u]: %llu is not an existing node above the previous "
+                      "entry (sorted set)",
+                      i, k, (unsigned long long)p);
         }
     }
     if (!U64_OK(t->updated_ms) || t->created_ms > t->updated_ms) {
-        FAIL("tasks[%u].updated_ms: %llu not in created_ms..%llu", i,
-             (unsigned long long)t->updated_ms, CTL_U64_JSON_MAX);
+        CTL__FAIL("tasks[%u].updated_ms: %llu not in created_ms..%llu", i,
+                  (unsigned long long)t->updated_ms, CTL_U64_JSON_MAX);
     }
     if (t->id >= s->next_task_id) {
-        FAIL("tasks[%u].id: %llu not below next_task_id %llu", i, (unsigned long long)t->id,
-             (unsigned long long)s->next_task_id);
+        CTL__FAIL("tasks[%u].id: %llu not below next_task_id %llu", i, (unsigned long long)t->id,
+                  (unsigned long long)s->next_task_id);
     }
     return validate_task_facts(s, i, err, errlen);
 }
@@ -683,7 +691,7 @@ static int validate_task(const struct ctl_state *s, uint32_t i, char *err, size_
 static int validate_tasks(const struct ctl_state *s, char *err, size_t errlen)
 {
     if (s->n_tasks > CTL_TASKS_MAX) {
-        FAIL("tasks: %u entries, the limit is %u", s->n_tasks, CTL_TASKS_MAX);
+        CTL__FAIL("tasks: %u entries, the limit is %u", s->n_tasks, CTL_TASKS_MAX);
     }
     for (uint32_t i = 0; i < s->n_tasks; i++) {
         int rc = validate_task(s, i, err, errlen);
@@ -702,18 +710,19 @@ static int validate_tasks(const struct ctl_state *s, char *err, size_t errlen)
                 shared = t->to_group;
             }
             if (shared != 0) {
-                FAIL("tasks[%u]: group %u already has active task %llu (one active task per "
-                     "group)",
-                     i, shared, (unsigned long long)o->id);
+                CTL__FAIL("tasks[%u]: group %u already has active task %llu (one active task per "
+                          "group)",
+                          i, shared, (unsigned long long)o->id);
             }
             if (o->kind == t->kind && t->kind == CTL_TASK_CONTROLLER_VOTER_PROMOTION) {
-                FAIL("tasks[%u]: controller_voter_promotion %llu is already active (one at a "
-                     "time)",
-                     i, (unsigned long long)o->id);
+                CTL__FAIL("tasks[%u]: controller_voter_promotion %llu is already active (one at a "
+                          "time)",
+                          i, (unsigned long long)o->id);
             }
             if (o->kind == t->kind && t->kind == CTL_TASK_NODE_DRAIN && o->source == t->source) {
-                FAIL("tasks[%u]: node_drain %llu of node %llu is already active (one per node)", i,
-                     (unsigned long long)o->id, (unsigned long long)t->source);
+                CTL__FAIL(
+                    "tasks[%u]: node_drain %llu of node %llu is already active (one per node)", i,
+                    (unsigned long long)o->id, (unsigned long long)t->source);
             }
         }
     }
@@ -723,22 +732,22 @@ static int validate_tasks(const struct ctl_state *s, char *err, size_t errlen)
 static int validate_health(const struct ctl_state *s, char *err, size_t errlen)
 {
     if (s->n_health > s->n_nodes) {
-        FAIL("health: %u entries, the limit is one per node (%u)", s->n_health, s->n_nodes);
+        CTL__FAIL("health: %u entries, the limit is one per node (%u)", s->n_health, s->n_nodes);
     }
     for (uint32_t i = 0; i < s->n_health; i++) {
         const struct ctl_health *h = &s->health[i];
         if ((i > 0 && s->health[i - 1].node >= h->node) || ctl_state_node(s, h->node) == NULL) {
-            FAIL("health[%u].node: %llu is not an existing node above the previous entry (one "
-                 "report per node, sorted)",
-                 i, (unsigned long long)h->node);
+            CTL__FAIL("health[%u].node: %llu is not an existing node above the previous entry (one "
+                      "report per node, sorted)",
+                      i, (unsigned long long)h->node);
         }
         if (!U64_OK(h->reported_at_ms)) {
-            FAIL("health[%u].reported_at_ms: %llu above %llu", i,
-                 (unsigned long long)h->reported_at_ms, CTL_U64_JSON_MAX);
+            CTL__FAIL("health[%u].reported_at_ms: %llu above %llu", i,
+                      (unsigned long long)h->reported_at_ms, CTL_U64_JSON_MAX);
         }
         if (h->ttl_ms < 1 || h->ttl_ms > CTL_HEALTH_TTL_MS_MAX) {
-            FAIL("health[%u].ttl_ms: %llu not in 1..%u", i, (unsigned long long)h->ttl_ms,
-                 CTL_HEALTH_TTL_MS_MAX);
+            CTL__FAIL("health[%u].ttl_ms: %llu not in 1..%u", i, (unsigned long long)h->ttl_ms,
+                      CTL_HEALTH_TTL_MS_MAX);
         }
     }
     return CTL_OK;
@@ -747,28 +756,28 @@ static int validate_health(const struct ctl_state *s, char *err, size_t errlen)
 int ctl_state_validate(const struct ctl_state *s, char *err, size_t errlen)
 {
     if (s->schema_version != CTL_SCHEMA_VERSION) {
-        FAIL("schema_version: %u is not %u", s->schema_version, CTL_SCHEMA_VERSION);
+        CTL__FAIL("schema_version: %u is not %u", s->schema_version, CTL_SCHEMA_VERSION);
     }
     if (!U64_OK(s->revision)) {
-        FAIL("revision: %llu above %llu", (unsigned long long)s->revision, CTL_U64_JSON_MAX);
+        CTL__FAIL("revision: %llu above %llu", (unsigned long long)s->revision, CTL_U64_JSON_MAX);
     }
     if (!U64_OK(s->applied_raft_index)) {
-        FAIL("applied_raft_index: %llu above %llu", (unsigned long long)s->applied_raft_index,
-             CTL_U64_JSON_MAX);
+        CTL__FAIL("applied_raft_index: %llu above %llu", (unsigned long long)s->applied_raft_index,
+                  CTL_U64_JSON_MAX);
     }
     if (memchr(s->cluster_id, '\0', sizeof(s->cluster_id)) == NULL) {
-        FAIL("cluster_id: longer than %u bytes", CTL_CLUSTER_ID_MAX);
+        CTL__FAIL("cluster_id: longer than %u bytes", CTL_CLUSTER_ID_MAX);
     }
     if (s->revision == 0) {
         return validate_empty(s, err, errlen);
     }
     if (!ctl__cluster_id_ok(s->cluster_id)) {
-        FAIL("cluster_id: \"%s\" is not 1..%u characters of [A-Za-z0-9._-]", s->cluster_id,
-             CTL_CLUSTER_ID_MAX);
+        CTL__FAIL("cluster_id: \"%s\" is not 1..%u characters of [A-Za-z0-9._-]", s->cluster_id,
+                  CTL_CLUSTER_ID_MAX);
     }
     if (s->next_task_id < 1 || !U64_OK(s->next_task_id)) {
-        FAIL("next_task_id: %llu not in 1..%llu", (unsigned long long)s->next_task_id,
-             CTL_U64_JSON_MAX);
+        CTL__FAIL("next_task_id: %llu not in 1..%llu", (unsigned long long)s->next_task_id,
+                  CTL_U64_JSON_MAX);
     }
     int rc = validate_config(&s->config, err, errlen);
     if (rc == CTL_OK) {

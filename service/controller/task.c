@@ -5,12 +5,6 @@
 
 #include "internal.h"
 
-#define REJECT CTL__REJECT
-#define NOOP CTL__NOOP
-#define READ CTL__READ
-#define RS CTL__RS
-#define ULL(v) ((unsigned long long)(v))
-
 uint64_t ctl__task_now(const struct ctl_task *t, const json_t *cmd)
 {
     json_int_t now = json_integer_value(json_object_get(cmd, "now_ms"));
@@ -45,37 +39,39 @@ struct ctl_task *ctl__task_fence(struct ctl_state *s, const json_t *cmd, bool wi
 {
     uint64_t id, epoch = 0;
     uint32_t attempt, phase, group = 0;
-    if (ctl__json_u64(cmd, "task", "", 1, CTL_U64_JSON_MAX, &id, RS(r)) != CTL_OK ||
-        ctl__json_u32(cmd, "attempt", "", 0, UINT32_MAX, &attempt, RS(r)) != CTL_OK ||
-        ctl__json_u32(cmd, "phase", "", 0, UINT32_MAX, &phase, RS(r)) != CTL_OK ||
+    if (ctl__json_u64(cmd, "task", "", 1, CTL_U64_JSON_MAX, &id, CTL__RS(r)) != CTL_OK ||
+        ctl__json_u32(cmd, "attempt", "", 0, UINT32_MAX, &attempt, CTL__RS(r)) != CTL_OK ||
+        ctl__json_u32(cmd, "phase", "", 0, UINT32_MAX, &phase, CTL__RS(r)) != CTL_OK ||
         (with_group &&
-         (ctl__json_u32(cmd, "group", "", 0, UINT32_MAX, &group, RS(r)) != CTL_OK ||
-          ctl__json_u64(cmd, "config_epoch", "", 0, CTL_U64_JSON_MAX, &epoch, RS(r)) != CTL_OK))) {
+         (ctl__json_u32(cmd, "group", "", 0, UINT32_MAX, &group, CTL__RS(r)) != CTL_OK ||
+          ctl__json_u64(cmd, "config_epoch", "", 0, CTL_U64_JSON_MAX, &epoch, CTL__RS(r)) !=
+              CTL_OK))) {
         r->outcome = CTL_OUTCOME_REJECTED;
         return NULL;
     }
     struct ctl_task *t = (struct ctl_task *)ctl_state_task(s, id);
     const struct ctl_group *g = t != NULL ? ctl_state_group(s, t->group) : NULL;
     if (t == NULL) {
-        NOOP(r, "stale fence: task %llu does not exist (never created, or evicted)", ULL(id));
+        CTL__NOOP(r, "stale fence: task %llu does not exist (never created, or evicted)",
+                  CTL__ULL(id));
     } else if (t->status != CTL_TASK_RUNNING) {
-        NOOP(r, "stale fence: task %llu is %s, not running", ULL(id),
-             ctl_task_status_name(t->status));
+        CTL__NOOP(r, "stale fence: task %llu is %s, not running", CTL__ULL(id),
+                  ctl_task_status_name(t->status));
     } else if (with_group && group != t->group) {
-        NOOP(r, "stale fence: task %llu is for group %u, the command names group %u", ULL(id),
-             t->group, group);
+        CTL__NOOP(r, "stale fence: task %llu is for group %u, the command names group %u",
+                  CTL__ULL(id), t->group, group);
     } else if (with_group && epoch != t->config_epoch) {
-        NOOP(r, "stale fence: task %llu has config_epoch %llu, the command has %llu", ULL(id),
-             ULL(t->config_epoch), ULL(epoch));
+        CTL__NOOP(r, "stale fence: task %llu has config_epoch %llu, the command has %llu",
+                  CTL__ULL(id), CTL__ULL(t->config_epoch), CTL__ULL(epoch));
     } else if (with_group && g != NULL && g->config_epoch != epoch) {
-        NOOP(r, "stale fence: group %u is at config_epoch %llu, the command has %llu", t->group,
-             ULL(g->config_epoch), ULL(epoch));
+        CTL__NOOP(r, "stale fence: group %u is at config_epoch %llu, the command has %llu",
+                  t->group, CTL__ULL(g->config_epoch), CTL__ULL(epoch));
     } else if (attempt != t->attempt) {
-        NOOP(r, "stale fence: task %llu is at attempt %u, the command has %u", ULL(id), t->attempt,
-             attempt);
+        CTL__NOOP(r, "stale fence: task %llu is at attempt %u, the command has %u", CTL__ULL(id),
+                  t->attempt, attempt);
     } else if (phase != t->phase_index) {
-        NOOP(r, "stale fence: task %llu is at phase %u (%s), the command has %u", ULL(id),
-             t->phase_index, ctl_task_phase_name(t->kind, t->phase_index), phase);
+        CTL__NOOP(r, "stale fence: task %llu is at phase %u (%s), the command has %u", CTL__ULL(id),
+                  t->phase_index, ctl_task_phase_name(t->kind, t->phase_index), phase);
     } else {
         return t;
     }
@@ -100,8 +96,8 @@ static bool kind_fields_ok(const json_t *cmd, enum ctl_task_kind kind, struct ct
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         bool present = json_object_get(cmd, fields[i]) != NULL;
         if (present != ((used[kind] >> i) & 1u)) {
-            REJECT(r, "%s: %s for a %s task", fields[i], present ? "not a field" : "missing",
-                   ctl_task_kind_name(kind));
+            CTL__REJECT(r, "%s: %s for a %s task", fields[i], present ? "not a field" : "missing",
+                        ctl_task_kind_name(kind));
             return false;
         }
     }
@@ -127,20 +123,20 @@ static struct ctl_group *read_group_task(struct ctl_state *s, const json_t *cmd,
                                          uint64_t min_source, struct ctl_task *t,
                                          struct ctl_result *r)
 {
-    if (ctl__json_u32(cmd, "group", "", 1, UINT32_MAX, &t->group, RS(r)) != CTL_OK ||
-        ctl__json_u64(cmd, "source", "", min_source, CTL_U64_JSON_MAX, &t->source, RS(r)) !=
+    if (ctl__json_u32(cmd, "group", "", 1, UINT32_MAX, &t->group, CTL__RS(r)) != CTL_OK ||
+        ctl__json_u64(cmd, "source", "", min_source, CTL_U64_JSON_MAX, &t->source, CTL__RS(r)) !=
             CTL_OK ||
-        ctl__json_u64(cmd, "target", "", 1, CTL_U64_JSON_MAX, &t->target, RS(r)) != CTL_OK) {
+        ctl__json_u64(cmd, "target", "", 1, CTL_U64_JSON_MAX, &t->target, CTL__RS(r)) != CTL_OK) {
         r->outcome = CTL_OUTCOME_REJECTED;
         return NULL;
     }
     struct ctl_group *g = (struct ctl_group *)ctl_state_group(s, t->group);
     const struct ctl_task *busy = g != NULL ? ctl_state_active_task(s, t->group) : NULL;
     if (g == NULL) {
-        REJECT(r, "group: %u does not exist (groups are 1..%u)", t->group, s->n_groups);
+        CTL__REJECT(r, "group: %u does not exist (groups are 1..%u)", t->group, s->n_groups);
     } else if (busy != NULL) {
-        REJECT(r, "group: %u already has active task %llu (%s)", t->group, ULL(busy->id),
-               ctl_task_kind_name(busy->kind));
+        CTL__REJECT(r, "group: %u already has active task %llu (%s)", t->group, CTL__ULL(busy->id),
+                    ctl_task_kind_name(busy->kind));
         g = NULL;
     } else {
         t->config_epoch = g->config_epoch;
@@ -158,23 +154,24 @@ static int create_replica_move(struct ctl_state *s, const json_t *cmd, struct ct
     }
     const struct ctl_node *n = ctl_state_node(s, t->target);
     if (!ctl__set_has(g->desired_peers, g->n_peers, t->source)) {
-        return REJECT(r, "source: node %llu is not a desired peer of group %u", ULL(t->source),
-                      g->id);
+        return CTL__REJECT(r, "source: node %llu is not a desired peer of group %u",
+                           CTL__ULL(t->source), g->id);
     }
     if (n == NULL) {
-        return REJECT(r, "target: node %llu is unknown", ULL(t->target));
+        return CTL__REJECT(r, "target: node %llu is unknown", CTL__ULL(t->target));
     }
     if (n->join_state != CTL_JOIN_ACTIVE || !(n->roles & CTL_ROLE_DATA)) {
-        return REJECT(r, "target: node %llu is %s%s, a replica moves only to an active data node",
-                      ULL(n->id), ctl_join_state_name(n->join_state),
-                      (n->roles & CTL_ROLE_DATA) ? "" : " without the data role");
+        return CTL__REJECT(r,
+                           "target: node %llu is %s%s, a replica moves only to an active data node",
+                           CTL__ULL(n->id), ctl_join_state_name(n->join_state),
+                           (n->roles & CTL_ROLE_DATA) ? "" : " without the data role");
     }
     if (ctl__set_has(g->desired_peers, g->n_peers, t->target)) {
-        return REJECT(r, "target: node %llu is already a desired peer of group %u", ULL(n->id),
-                      g->id);
+        return CTL__REJECT(r, "target: node %llu is already a desired peer of group %u",
+                           CTL__ULL(n->id), g->id);
     }
     if (n->status == CTL_STATUS_DOWN) {
-        return REJECT(r, "target: node %llu is down", ULL(n->id));
+        return CTL__REJECT(r, "target: node %llu is down", CTL__ULL(n->id));
     }
     r->outcome = CTL_OUTCOME_CHANGED;
     return CTL_OK;
@@ -188,16 +185,17 @@ static int create_leader_transfer(struct ctl_state *s, const json_t *cmd, struct
         return CTL_OK;
     }
     if (!ctl__set_has(g->desired_peers, g->n_peers, t->target)) {
-        return REJECT(r, "target: node %llu is not a desired peer of group %u", ULL(t->target),
-                      g->id);
+        return CTL__REJECT(r, "target: node %llu is not a desired peer of group %u",
+                           CTL__ULL(t->target), g->id);
     }
     if (t->source != 0 && !ctl__set_has(g->desired_peers, g->n_peers, t->source)) {
-        return REJECT(r, "source: node %llu is not a desired peer of group %u (0 = leader unknown)",
-                      ULL(t->source), g->id);
+        return CTL__REJECT(
+            r, "source: node %llu is not a desired peer of group %u (0 = leader unknown)",
+            CTL__ULL(t->source), g->id);
     }
     if (t->source == t->target) {
-        return REJECT(r, "target: node %llu is the source, the observed leader already",
-                      ULL(t->target));
+        return CTL__REJECT(r, "target: node %llu is the source, the observed leader already",
+                           CTL__ULL(t->target));
     }
     g->preferred_leader = t->target;
     r->outcome = CTL_OUTCOME_CHANGED;
@@ -208,15 +206,15 @@ static int create_leader_transfer(struct ctl_state *s, const json_t *cmd, struct
 static struct ctl_node *read_subject(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
     uint64_t id;
-    if (ctl__json_u64(cmd, "node", "", 1, CTL_U64_JSON_MAX, &id, RS(r)) != CTL_OK) {
+    if (ctl__json_u64(cmd, "node", "", 1, CTL_U64_JSON_MAX, &id, CTL__RS(r)) != CTL_OK) {
         r->outcome = CTL_OUTCOME_REJECTED;
         return NULL;
     }
     struct ctl_node *n = (struct ctl_node *)ctl_state_node(s, id);
     if (n == NULL) {
-        REJECT(r, "node: node %llu is unknown", ULL(id));
+        CTL__REJECT(r, "node: node %llu is unknown", CTL__ULL(id));
     } else if (n->join_state == CTL_JOIN_REMOVED) {
-        REJECT(r, "node: node %llu is removed", ULL(id));
+        CTL__REJECT(r, "node: node %llu is removed", CTL__ULL(id));
         n = NULL;
     }
     return n;
@@ -247,22 +245,22 @@ static int create_promotion(struct ctl_state *s, const json_t *cmd, struct ctl_t
         return CTL_OK;
     }
     if (n->join_state != CTL_JOIN_ACTIVE || !(n->roles & CTL_ROLE_DATA)) {
-        return REJECT(r, "node: node %llu is %s%s, only an active data node can be promoted",
-                      ULL(n->id), ctl_join_state_name(n->join_state),
-                      (n->roles & CTL_ROLE_DATA) ? "" : " without the data role");
+        return CTL__REJECT(r, "node: node %llu is %s%s, only an active data node can be promoted",
+                           CTL__ULL(n->id), ctl_join_state_name(n->join_state),
+                           (n->roles & CTL_ROLE_DATA) ? "" : " without the data role");
     }
     if (n->roles & CTL_ROLE_CONTROLLER_VOTER) {
-        return REJECT(r, "node: node %llu is already a controller voter", ULL(n->id));
+        return CTL__REJECT(r, "node: node %llu is already a controller voter", CTL__ULL(n->id));
     }
     const struct ctl_task *o = other_active(s, NULL, 0, CTL_TASK_CONTROLLER_VOTER_PROMOTION, 0);
     if (o != NULL) {
-        return REJECT(r,
-                      "node: controller_voter_promotion %llu (node %llu) is active, one at a time",
-                      ULL(o->id), ULL(o->target));
+        return CTL__REJECT(
+            r, "node: controller_voter_promotion %llu (node %llu) is active, one at a time",
+            CTL__ULL(o->id), CTL__ULL(o->target));
     }
     if (controller_voters(s, t->previous_voters, &t->n_previous_voters) >= CTL_REPLICAS_MAX) {
-        return REJECT(r, "controller voters: already %u, the limit (CTL_REPLICAS_MAX)",
-                      CTL_REPLICAS_MAX);
+        return CTL__REJECT(r, "controller voters: already %u, the limit (CTL_REPLICAS_MAX)",
+                           CTL_REPLICAS_MAX);
     }
     t->target = n->id;
     set_participants(t, n->id, 0);
@@ -278,22 +276,23 @@ static int create_drain(struct ctl_state *s, const json_t *cmd, struct ctl_task 
         return CTL_OK;
     }
     if (n->join_state == CTL_JOIN_JOINING) {
-        return REJECT(r,
-                      "node: node %llu is joining, only an active or leaving node can be drained",
-                      ULL(n->id));
+        return CTL__REJECT(
+            r, "node: node %llu is joining, only an active or leaving node can be drained",
+            CTL__ULL(n->id));
     }
     if (n->roles & CTL_ROLE_CONTROLLER_VOTER) {
-        return REJECT(r, "node: node %llu is a controller voter: demote it first", ULL(n->id));
+        return CTL__REJECT(r, "node: node %llu is a controller voter: demote it first",
+                           CTL__ULL(n->id));
     }
     const struct ctl_task *o = other_active(s, NULL, 0, CTL_TASK_NODE_DRAIN, n->id);
     if (o != NULL) {
-        return REJECT(r, "node: node_drain %llu of node %llu is already active", ULL(o->id),
-                      ULL(n->id));
+        return CTL__REJECT(r, "node: node_drain %llu of node %llu is already active",
+                           CTL__ULL(o->id), CTL__ULL(n->id));
     }
     o = other_active(s, NULL, 0, CTL_TASK_CONTROLLER_VOTER_PROMOTION, 0);
     if (o != NULL && o->target == n->id) {
-        return REJECT(r, "node: controller_voter_promotion %llu of node %llu is active", ULL(o->id),
-                      ULL(n->id));
+        return CTL__REJECT(r, "node: controller_voter_promotion %llu of node %llu is active",
+                           CTL__ULL(o->id), CTL__ULL(n->id));
     }
     n->join_state = CTL_JOIN_LEAVING;
     t->source = n->id;
@@ -307,23 +306,23 @@ static int create_drain(struct ctl_state *s, const json_t *cmd, struct ctl_task 
 static bool read_hash_slots(const json_t *cmd, uint8_t *bits, struct ctl_result *r)
 {
     json_t *arr;
-    if (ctl__json_array(cmd, "hash_slots", "", CTL_HASH_SLOTS, &arr, RS(r)) != CTL_OK) {
+    if (ctl__json_array(cmd, "hash_slots", "", CTL_HASH_SLOTS, &arr, CTL__RS(r)) != CTL_OK) {
         r->outcome = CTL_OUTCOME_REJECTED;
         return false;
     }
     if (json_array_size(arr) == 0) {
-        REJECT(r, "hash_slots: empty, name 1..%u hash slots", CTL_HASH_SLOTS);
+        CTL__REJECT(r, "hash_slots: empty, name 1..%u hash slots", CTL_HASH_SLOTS);
         return false;
     }
     for (size_t i = 0; i < json_array_size(arr); i++) {
         json_t *v = json_array_get(arr, i);
         json_int_t slot = json_is_integer(v) ? json_integer_value(v) : -1;
         if (slot < 0 || slot >= CTL_HASH_SLOTS) {
-            REJECT(r, "hash_slots[%zu]: expected a hash slot in 0..%u", i, CTL_HASH_SLOTS - 1);
+            CTL__REJECT(r, "hash_slots[%zu]: expected a hash slot in 0..%u", i, CTL_HASH_SLOTS - 1);
             return false;
         }
         if (CTL__SLOT_HAS(bits, (uint32_t)slot)) {
-            REJECT(r, "hash_slots: hash slot %u listed twice", (unsigned)slot);
+            CTL__REJECT(r, "hash_slots: hash slot %u listed twice", (unsigned)slot);
             return false;
         }
         CTL__SLOT_ADD(bits, (uint32_t)slot);
@@ -336,15 +335,15 @@ static int create_migration(struct ctl_state *s, const json_t *cmd, struct ctl_t
                             struct ctl_result *r)
 {
     if (s->table.version == 0) {
-        return REJECT(r, "hash_slots: no hash-slot table yet (version 0, placement not made)");
+        return CTL__REJECT(r, "hash_slots: no hash-slot table yet (version 0, placement not made)");
     }
     if (!read_hash_slots(cmd, t->hash_slots, r)) {
         return CTL_OK;
     }
-    READ(r, ctl__json_u32(cmd, "to_group", "", 0, UINT32_MAX, &t->to_group, RS(r)));
+    CTL__READ(r, ctl__json_u32(cmd, "to_group", "", 0, UINT32_MAX, &t->to_group, CTL__RS(r)));
     if (ctl_state_group(s, t->to_group) == NULL) {
-        return REJECT(r, "to_group: %u does not exist (groups are 1..%u)", t->to_group,
-                      s->n_groups);
+        return CTL__REJECT(r, "to_group: %u does not exist (groups are 1..%u)", t->to_group,
+                           s->n_groups);
     }
     for (uint32_t slot = 0; slot < CTL_HASH_SLOTS; slot++) {
         uint32_t owner = ctl__table_group(&s->table, slot);
@@ -352,25 +351,27 @@ static int create_migration(struct ctl_state *s, const json_t *cmd, struct ctl_t
             continue;
         }
         if (t->group != 0) {
-            return REJECT(r,
-                          "hash_slots: owned by groups %u and %u; one task moves the slots of "
-                          "one group",
-                          t->group < owner ? t->group : owner, t->group < owner ? owner : t->group);
+            return CTL__REJECT(r,
+                               "hash_slots: owned by groups %u and %u; one task moves the slots of "
+                               "one group",
+                               t->group < owner ? t->group : owner,
+                               t->group < owner ? owner : t->group);
         }
         t->group = owner;
     }
     if (t->group == t->to_group) {
-        return REJECT(r, "to_group: the hash slots are already owned by group %u", t->to_group);
+        return CTL__REJECT(r, "to_group: the hash slots are already owned by group %u",
+                           t->to_group);
     }
     const struct ctl_task *busy = ctl_state_active_task(s, t->group);
     if (busy != NULL) {
-        return REJECT(r, "hash_slots: source group %u already has active task %llu (%s)", t->group,
-                      ULL(busy->id), ctl_task_kind_name(busy->kind));
+        return CTL__REJECT(r, "hash_slots: source group %u already has active task %llu (%s)",
+                           t->group, CTL__ULL(busy->id), ctl_task_kind_name(busy->kind));
     }
     busy = ctl_state_active_task(s, t->to_group);
     if (busy != NULL) {
-        return REJECT(r, "to_group: %u already has active task %llu (%s)", t->to_group,
-                      ULL(busy->id), ctl_task_kind_name(busy->kind));
+        return CTL__REJECT(r, "to_group: %u already has active task %llu (%s)", t->to_group,
+                           CTL__ULL(busy->id), ctl_task_kind_name(busy->kind));
     }
     t->config_epoch = ctl_state_group(s, t->group)->config_epoch;
     r->outcome = CTL_OUTCOME_CHANGED;
@@ -394,20 +395,21 @@ static bool make_room(struct ctl_state *s, struct ctl_result *r)
             }
         }
     }
-    REJECT(r, "tasks: all %u are active (CTL_TASKS_MAX), wait for one to finish", CTL_TASKS_MAX);
+    CTL__REJECT(r, "tasks: all %u are active (CTL_TASKS_MAX), wait for one to finish",
+                CTL_TASKS_MAX);
     return false;
 }
 
 int ctl__op_task_create(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
     int kind;
-    READ(r, ctl__json_enum(cmd, "kind", "", ctl__task_kind_names, ctl__n_task_kind_names, &kind,
-                           RS(r)));
+    CTL__READ(r, ctl__json_enum(cmd, "kind", "", ctl__task_kind_names, ctl__n_task_kind_names,
+                                &kind, CTL__RS(r)));
     if (!kind_fields_ok(cmd, (enum ctl_task_kind)kind, r)) {
         return CTL_OK;
     }
     if (kind == CTL_TASK_HASH_SLOT_MIGRATION && !s->features.hash_slot_migration) {
-        return REJECT(r, "%s", CTL__MIGRATION_OFF);
+        return CTL__REJECT(r, "%s", CTL__MIGRATION_OFF);
     }
     struct ctl_task t;
     memset(&t, 0, sizeof(t));
@@ -444,16 +446,18 @@ int ctl__op_task_progress(struct ctl_state *s, const json_t *cmd, struct ctl_res
     }
     struct ctl_task_progress p;
     const json_t *o = json_object_get(cmd, "progress");
-    READ(r, ctl__json_fields(o, "progress", fields, 4, NULL, 0, RS(r)));
-    READ(r, ctl__json_u64(o, "bytes_sent", "progress", 0, CTL_U64_JSON_MAX, &p.bytes_sent, RS(r)));
-    READ(r,
-         ctl__json_u64(o, "bytes_total", "progress", 0, CTL_U64_JSON_MAX, &p.bytes_total, RS(r)));
-    READ(r,
-         ctl__json_u64(o, "target_match", "progress", 0, CTL_U64_JSON_MAX, &p.target_match, RS(r)));
-    READ(r, ctl__json_u64(o, "commit", "progress", 0, CTL_U64_JSON_MAX, &p.commit, RS(r)));
+    CTL__READ(r, ctl__json_fields(o, "progress", fields, 4, NULL, 0, CTL__RS(r)));
+    CTL__READ(r, ctl__json_u64(o, "bytes_sent", "progress", 0, CTL_U64_JSON_MAX, &p.bytes_sent,
+                               CTL__RS(r)));
+    CTL__READ(r, ctl__json_u64(o, "bytes_total", "progress", 0, CTL_U64_JSON_MAX, &p.bytes_total,
+                               CTL__RS(r)));
+    CTL__READ(r, ctl__json_u64(o, "target_match", "progress", 0, CTL_U64_JSON_MAX, &p.target_match,
+                               CTL__RS(r)));
+    CTL__READ(r,
+              ctl__json_u64(o, "commit", "progress", 0, CTL_U64_JSON_MAX, &p.commit, CTL__RS(r)));
     uint64_t now = ctl__task_now(t, cmd);
     if (memcmp(&p, &t->progress, sizeof(p)) == 0 && now == t->updated_ms) {
-        return NOOP(r, "task %llu: same progress", ULL(t->id));
+        return CTL__NOOP(r, "task %llu: same progress", CTL__ULL(t->id));
     }
     t->progress = p;
     t->updated_ms = now;
@@ -468,10 +472,10 @@ int ctl__op_task_fail(struct ctl_state *s, const json_t *cmd, struct ctl_result 
     if (t == NULL || !ctl__expected_revision_ok(s, cmd, false, r)) {
         return CTL_OK;
     }
-    READ(r, ctl__json_str(cmd, "error", "", CTL_LAST_ERROR_MAX, error, RS(r)));
+    CTL__READ(r, ctl__json_str(cmd, "error", "", CTL_LAST_ERROR_MAX, error, CTL__RS(r)));
     if (error[0] == '\0' || !ctl__utf8_ok(error)) {
-        return REJECT(r, "error: must be 1..%u bytes of UTF-8 saying what failed",
-                      CTL_LAST_ERROR_MAX);
+        return CTL__REJECT(r, "error: must be 1..%u bytes of UTF-8 saying what failed",
+                           CTL_LAST_ERROR_MAX);
     }
     t->status = CTL_TASK_FAILED;
     memcpy(t->last_error, error, sizeof(error));
@@ -490,10 +494,10 @@ static bool migration_retry_ok(struct ctl_state *s, struct ctl_task *t, struct c
     for (uint32_t slot = 0; slot < CTL_HASH_SLOTS; slot++) {
         uint32_t owner = ctl__table_group(&s->table, slot);
         if (CTL__SLOT_HAS(t->hash_slots, slot) && owner != want) {
-            REJECT(r,
-                   "task %llu: hash slot %u is owned by group %u now, not group %u; create a "
-                   "new task",
-                   ULL(t->id), slot, owner, want);
+            CTL__REJECT(r,
+                        "task %llu: hash slot %u is owned by group %u now, not group %u; create a "
+                        "new task",
+                        CTL__ULL(t->id), slot, owner, want);
             return false;
         }
     }
@@ -506,18 +510,19 @@ static bool migration_retry_ok(struct ctl_state *s, struct ctl_task *t, struct c
 int ctl__op_task_retry(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
     uint64_t id;
-    READ(r, ctl__json_u64(cmd, "task", "", 1, CTL_U64_JSON_MAX, &id, RS(r)));
+    CTL__READ(r, ctl__json_u64(cmd, "task", "", 1, CTL_U64_JSON_MAX, &id, CTL__RS(r)));
     struct ctl_task *t = (struct ctl_task *)ctl_state_task(s, id);
     if (t == NULL) {
-        return REJECT(r, "task: %llu does not exist (never created, or evicted)", ULL(id));
+        return CTL__REJECT(r, "task: %llu does not exist (never created, or evicted)",
+                           CTL__ULL(id));
     }
     if (t->status != CTL_TASK_FAILED) {
-        return REJECT(r, "task %llu is %s, only a failed task can be retried", ULL(id),
-                      ctl_task_status_name(t->status));
+        return CTL__REJECT(r, "task %llu is %s, only a failed task can be retried", CTL__ULL(id),
+                           ctl_task_status_name(t->status));
     }
     if (t->attempt >= CTL_TASK_ATTEMPTS_MAX) {
-        return REJECT(r, "task %llu: attempt %u is the limit (CTL_TASK_ATTEMPTS_MAX)", ULL(id),
-                      t->attempt);
+        return CTL__REJECT(r, "task %llu: attempt %u is the limit (CTL_TASK_ATTEMPTS_MAX)",
+                           CTL__ULL(id), t->attempt);
     }
     const struct ctl_group *g = ctl_state_group(s, t->group);
     const struct ctl_task *o =
@@ -526,34 +531,36 @@ int ctl__op_task_retry(struct ctl_state *s, const json_t *cmd, struct ctl_result
         o = other_active(s, t, t->to_group, t->kind, 0);
     }
     if (o != NULL) {
-        return REJECT(r, "task %llu: task %llu (%s) became active meanwhile", ULL(id), ULL(o->id),
-                      ctl_task_kind_name(o->kind));
+        return CTL__REJECT(r, "task %llu: task %llu (%s) became active meanwhile", CTL__ULL(id),
+                           CTL__ULL(o->id), ctl_task_kind_name(o->kind));
     }
     if (g != NULL && g->config_epoch != t->config_epoch) {
-        return REJECT(r,
-                      "task %llu: group %u moved to config_epoch %llu since the task was made at "
-                      "%llu; create a new task",
-                      ULL(id), g->id, ULL(g->config_epoch), ULL(t->config_epoch));
+        return CTL__REJECT(
+            r,
+            "task %llu: group %u moved to config_epoch %llu since the task was made at "
+            "%llu; create a new task",
+            CTL__ULL(id), g->id, CTL__ULL(g->config_epoch), CTL__ULL(t->config_epoch));
     }
     const struct ctl_node *n = ctl_state_node(s, t->target);
     bool needs_target =
         t->kind == CTL_TASK_REPLICA_MOVE || t->kind == CTL_TASK_CONTROLLER_VOTER_PROMOTION;
     if (needs_target && (n == NULL || n->join_state != CTL_JOIN_ACTIVE)) {
-        return REJECT(r, "task %llu: target node %llu is %s now; create a new task", ULL(id),
-                      ULL(t->target), n ? ctl_join_state_name(n->join_state) : "unknown");
+        return CTL__REJECT(r, "task %llu: target node %llu is %s now; create a new task",
+                           CTL__ULL(id), CTL__ULL(t->target),
+                           n ? ctl_join_state_name(n->join_state) : "unknown");
     }
     uint64_t voters[CTL_REPLICAS_MAX];
     uint32_t n_voters;
     if (t->kind == CTL_TASK_CONTROLLER_VOTER_PROMOTION &&
         (controller_voters(s, voters, &n_voters) != t->n_previous_voters ||
          memcmp(voters, t->previous_voters, n_voters * sizeof(voters[0])) != 0)) {
-        return REJECT(r,
-                      "task %llu: the controller voters changed since the task was made; "
-                      "create a new task",
-                      ULL(id));
+        return CTL__REJECT(r,
+                           "task %llu: the controller voters changed since the task was made; "
+                           "create a new task",
+                           CTL__ULL(id));
     }
     if (t->kind == CTL_TASK_HASH_SLOT_MIGRATION && !s->features.hash_slot_migration) {
-        return REJECT(r, "%s", CTL__MIGRATION_OFF);
+        return CTL__REJECT(r, "%s", CTL__MIGRATION_OFF);
     }
     if (t->kind == CTL_TASK_HASH_SLOT_MIGRATION && !migration_retry_ok(s, t, r)) {
         return CTL_OK;
@@ -590,28 +597,31 @@ static int abort_last_phase(enum ctl_task_kind kind)
 int ctl__op_task_abort(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
     uint64_t id;
-    READ(r, ctl__json_u64(cmd, "task", "", 1, CTL_U64_JSON_MAX, &id, RS(r)));
+    CTL__READ(r, ctl__json_u64(cmd, "task", "", 1, CTL_U64_JSON_MAX, &id, CTL__RS(r)));
     struct ctl_task *t = (struct ctl_task *)ctl_state_task(s, id);
     if (t == NULL) {
-        return REJECT(r, "task: %llu does not exist (never created, or evicted)", ULL(id));
+        return CTL__REJECT(r, "task: %llu does not exist (never created, or evicted)",
+                           CTL__ULL(id));
     }
     if (!ctl__task_active(t)) {
-        return REJECT(r, "task %llu is %s, only a running task can be aborted", ULL(id),
-                      ctl_task_status_name(t->status));
+        return CTL__REJECT(r, "task %llu is %s, only a running task can be aborted", CTL__ULL(id),
+                           ctl_task_status_name(t->status));
     }
     int last = abort_last_phase(t->kind);
     if (last < 0) {
-        return REJECT(r,
-                      "task %llu: a %s task cannot be aborted (it fails by itself at the phase "
-                      "timeout)",
-                      ULL(id), ctl_task_kind_name(t->kind));
+        return CTL__REJECT(
+            r,
+            "task %llu: a %s task cannot be aborted (it fails by itself at the phase "
+            "timeout)",
+            CTL__ULL(id), ctl_task_kind_name(t->kind));
     }
     if (t->phase_index > (uint32_t)last) {
-        return REJECT(r,
-                      "task %llu is at phase %s, past the last safe point to abort (%s): let it "
-                      "finish",
-                      ULL(id), ctl_task_phase_name(t->kind, t->phase_index),
-                      ctl_task_phase_name(t->kind, (uint32_t)last));
+        return CTL__REJECT(
+            r,
+            "task %llu is at phase %s, past the last safe point to abort (%s): let it "
+            "finish",
+            CTL__ULL(id), ctl_task_phase_name(t->kind, t->phase_index),
+            ctl_task_phase_name(t->kind, (uint32_t)last));
     }
     if (!ctl__expected_revision_ok(s, cmd, false, r)) {
         return CTL_OK;

@@ -4,16 +4,11 @@
 
 #include "internal.h"
 
-#define REJECT CTL__REJECT
-#define READ CTL__READ
-#define RS CTL__RS
-#define ULL(v) ((unsigned long long)(v))
-
 const char *ctl__fmt_ids(char *buf, size_t len, const uint64_t *v, uint32_t n)
 {
     size_t used = (size_t)snprintf(buf, len, "[");
     for (uint32_t i = 0; i < n && used < len; i++) {
-        used += (size_t)snprintf(buf + used, len - used, "%s%llu", i ? "," : "", ULL(v[i]));
+        used += (size_t)snprintf(buf + used, len - used, "%s%llu", i ? "," : "", CTL__ULL(v[i]));
     }
     if (used < len) {
         snprintf(buf + used, len - used, "]");
@@ -55,19 +50,20 @@ static bool read_proof_ids(const json_t *proof, const char *key, uint64_t *out, 
 {
     json_t *arr;
     *n = 0;
-    if (ctl__json_array(proof, key, "proof", CTL_REPLICAS_MAX, &arr, RS(r)) != CTL_OK) {
+    if (ctl__json_array(proof, key, "proof", CTL_REPLICAS_MAX, &arr, CTL__RS(r)) != CTL_OK) {
         r->outcome = CTL_OUTCOME_REJECTED;
         return false;
     }
     for (size_t i = 0; i < json_array_size(arr); i++) {
         json_t *v = json_array_get(arr, i);
         if (!json_is_integer(v) || json_integer_value(v) < 1) {
-            REJECT(r, "proof.%s[%zu]: expected a node id in 1..%llu", key, i, CTL_U64_JSON_MAX);
+            CTL__REJECT(r, "proof.%s[%zu]: expected a node id in 1..%llu", key, i,
+                        CTL_U64_JSON_MAX);
             return false;
         }
         uint64_t id = (uint64_t)json_integer_value(v);
         if (ctl__set_has(out, *n, id)) {
-            REJECT(r, "proof.%s: node %llu listed twice", key, ULL(id));
+            CTL__REJECT(r, "proof.%s: node %llu listed twice", key, CTL__ULL(id));
             return false;
         }
         set_add(out, n, id);
@@ -81,11 +77,13 @@ static bool read_proof(const json_t *cmd, struct ctl_task_proof *p, struct ctl_r
                                          "leader",       "commit", "target_match"};
     const json_t *o = json_object_get(cmd, "proof");
     memset(p, 0, sizeof(*p));
-    if (ctl__json_fields(o, "proof", fields, 6, NULL, 0, RS(r)) != CTL_OK ||
-        ctl__json_u64(o, "config_index", "proof", 0, CTL_U64_JSON_MAX, &p->config_index, RS(r)) ||
-        ctl__json_u64(o, "leader", "proof", 0, CTL_U64_JSON_MAX, &p->leader, RS(r)) ||
-        ctl__json_u64(o, "commit", "proof", 0, CTL_U64_JSON_MAX, &p->commit, RS(r)) ||
-        ctl__json_u64(o, "target_match", "proof", 0, CTL_U64_JSON_MAX, &p->target_match, RS(r))) {
+    if (ctl__json_fields(o, "proof", fields, 6, NULL, 0, CTL__RS(r)) != CTL_OK ||
+        ctl__json_u64(o, "config_index", "proof", 0, CTL_U64_JSON_MAX, &p->config_index,
+                      CTL__RS(r)) ||
+        ctl__json_u64(o, "leader", "proof", 0, CTL_U64_JSON_MAX, &p->leader, CTL__RS(r)) ||
+        ctl__json_u64(o, "commit", "proof", 0, CTL_U64_JSON_MAX, &p->commit, CTL__RS(r)) ||
+        ctl__json_u64(o, "target_match", "proof", 0, CTL_U64_JSON_MAX, &p->target_match,
+                      CTL__RS(r))) {
         r->outcome = CTL_OUTCOME_REJECTED;
         return false;
     }
@@ -95,7 +93,8 @@ static bool read_proof(const json_t *cmd, struct ctl_task_proof *p, struct ctl_r
     }
     for (uint32_t i = 0; i < p->n_learners; i++) {
         if (ctl__set_has(p->voters, p->n_voters, p->learners[i])) {
-            REJECT(r, "proof: node %llu is both a voter and a learner", ULL(p->learners[i]));
+            CTL__REJECT(r, "proof: node %llu is both a voter and a learner",
+                        CTL__ULL(p->learners[i]));
             return false;
         }
     }
@@ -108,8 +107,8 @@ static bool is_learner(const struct ctl_task_proof *p, uint64_t node, struct ctl
 {
     if (!ctl__set_has(p->learners, p->n_learners, node)) {
         char b[96];
-        REJECT(r, "proof: node %llu is not a learner (learners %s)", ULL(node),
-               ctl__fmt_ids(b, sizeof(b), p->learners, p->n_learners));
+        CTL__REJECT(r, "proof: node %llu is not a learner (learners %s)", CTL__ULL(node),
+                    ctl__fmt_ids(b, sizeof(b), p->learners, p->n_learners));
         return false;
     }
     return true;
@@ -121,12 +120,12 @@ static bool caught_up(const struct ctl_task_proof *p, uint64_t node, struct ctl_
         return false;
     }
     if (p->commit == 0) {
-        REJECT(r, "proof: commit is 0, catch-up needs a committed index");
+        CTL__REJECT(r, "proof: commit is 0, catch-up needs a committed index");
         return false;
     }
     if (p->target_match < p->commit) {
-        REJECT(r, "proof: node %llu match %llu is behind commit %llu", ULL(node),
-               ULL(p->target_match), ULL(p->commit));
+        CTL__REJECT(r, "proof: node %llu match %llu is behind commit %llu", CTL__ULL(node),
+                    CTL__ULL(p->target_match), CTL__ULL(p->commit));
         return false;
     }
     return true;
@@ -136,8 +135,8 @@ static bool is_voter(const struct ctl_task_proof *p, uint64_t node, struct ctl_r
 {
     if (!ctl__set_has(p->voters, p->n_voters, node)) {
         char b[96];
-        REJECT(r, "proof: node %llu is not a voter (voters %s)", ULL(node),
-               ctl__fmt_ids(b, sizeof(b), p->voters, p->n_voters));
+        CTL__REJECT(r, "proof: node %llu is not a voter (voters %s)", CTL__ULL(node),
+                    ctl__fmt_ids(b, sizeof(b), p->voters, p->n_voters));
         return false;
     }
     return true;
@@ -148,9 +147,9 @@ static bool voters_are(const struct ctl_task_proof *p, const uint64_t *want, uin
 {
     if (!same_set(p->voters, p->n_voters, want, n_want)) {
         char a[96], b[96];
-        REJECT(r, "proof: voters %s are not %s %s",
-               ctl__fmt_ids(a, sizeof(a), p->voters, p->n_voters), what,
-               ctl__fmt_ids(b, sizeof(b), want, n_want));
+        CTL__REJECT(r, "proof: voters %s are not %s %s",
+                    ctl__fmt_ids(a, sizeof(a), p->voters, p->n_voters), what,
+                    ctl__fmt_ids(b, sizeof(b), want, n_want));
         return false;
     }
     return true;
@@ -166,20 +165,20 @@ static bool move_remove_source(struct ctl_group *g, const struct ctl_task *t,
     set_del(want, &n_want, t->source);
     set_add(want, &n_want, t->target);
     if (ctl__set_has(p->voters, p->n_voters, t->source)) {
-        return REJECT(r, "proof: source %llu is still a voter", ULL(t->source)), false;
+        return CTL__REJECT(r, "proof: source %llu is still a voter", CTL__ULL(t->source)), false;
     }
     if (!voters_are(p, want, n_want, "desired peers - source + target", r)) {
         return false;
     }
     if (p->n_learners != 0) {
         char b[96];
-        return REJECT(r, "proof: learners %s remain, want none",
-                      ctl__fmt_ids(b, sizeof(b), p->learners, p->n_learners)),
+        return CTL__REJECT(r, "proof: learners %s remain, want none",
+                           ctl__fmt_ids(b, sizeof(b), p->learners, p->n_learners)),
                false;
     }
     if (p->leader == t->source || !ctl__set_has(p->voters, p->n_voters, p->leader)) {
-        return REJECT(r, "proof: leader %llu is %s", ULL(p->leader),
-                      p->leader == t->source ? "the source" : "not one of the new voters"),
+        return CTL__REJECT(r, "proof: leader %llu is %s", CTL__ULL(p->leader),
+                           p->leader == t->source ? "the source" : "not one of the new voters"),
                false;
     }
     memcpy(g->desired_peers, p->voters, p->n_voters * sizeof(p->voters[0]));
@@ -215,14 +214,14 @@ static bool check_leader_transfer(struct ctl_state *s, struct ctl_task *t,
 {
     const struct ctl_group *g = ctl_state_group(s, t->group);
     if (p->leader == 0) {
-        return REJECT(r, "proof: no leader observed"), false;
+        return CTL__REJECT(r, "proof: no leader observed"), false;
     }
     if (p->leader == t->source) {
-        return REJECT(r, "proof: leader %llu is still the source", ULL(p->leader)), false;
+        return CTL__REJECT(r, "proof: leader %llu is still the source", CTL__ULL(p->leader)), false;
     }
     if (!ctl__set_has(g->desired_peers, g->n_peers, p->leader)) {
-        return REJECT(r, "proof: leader %llu is not a desired peer of group %u", ULL(p->leader),
-                      g->id),
+        return CTL__REJECT(r, "proof: leader %llu is not a desired peer of group %u",
+                           CTL__ULL(p->leader), g->id),
                false;
     }
     return true;
@@ -259,33 +258,35 @@ static bool check_drain(struct ctl_state *s, struct ctl_task *t, const json_t *c
     uint64_t v[4], node = t->source;
     for (size_t i = 0; i < 4; i++) {
         if (json_object_get(cmd, keys[i]) == NULL) {
-            return REJECT(r,
-                          "proof: replicas_on_node, leading, tasks_on_node and groups_observed "
-                          "are required to prove node %llu drained",
-                          ULL(node)),
+            return CTL__REJECT(
+                       r,
+                       "proof: replicas_on_node, leading, tasks_on_node and groups_observed "
+                       "are required to prove node %llu drained",
+                       CTL__ULL(node)),
                    false;
         }
-        if (ctl__json_u64(cmd, keys[i], "", 0, CTL_U64_JSON_MAX, &v[i], RS(r))) {
+        if (ctl__json_u64(cmd, keys[i], "", 0, CTL_U64_JSON_MAX, &v[i], CTL__RS(r))) {
             r->outcome = CTL_OUTCOME_REJECTED;
             return false;
         }
     }
     if (v[0] != 0 || v[1] != 0 || v[2] != 0) {
-        return REJECT(r,
-                      "proof: node %llu still holds %llu replicas and leads %llu, with %llu "
-                      "active tasks, as observed",
-                      ULL(node), ULL(v[0]), ULL(v[1]), ULL(v[2])),
+        return CTL__REJECT(r,
+                           "proof: node %llu still holds %llu replicas and leads %llu, with %llu "
+                           "active tasks, as observed",
+                           CTL__ULL(node), CTL__ULL(v[0]), CTL__ULL(v[1]), CTL__ULL(v[2])),
                false;
     }
     if (v[3] != s->n_groups) {
-        return REJECT(r, "proof: facts of %llu of the %u groups observed, every group's are needed",
-                      ULL(v[3]), s->n_groups),
+        return CTL__REJECT(
+                   r, "proof: facts of %llu of the %u groups observed, every group's are needed",
+                   CTL__ULL(v[3]), s->n_groups),
                false;
     }
     for (uint32_t i = 0; i < s->n_groups; i++) {
         if (ctl__set_has(s->groups[i].desired_peers, s->groups[i].n_peers, node)) {
-            return REJECT(r, "proof: node %llu is still a desired peer of group %u", ULL(node),
-                          s->groups[i].id),
+            return CTL__REJECT(r, "proof: node %llu is still a desired peer of group %u",
+                               CTL__ULL(node), s->groups[i].id),
                    false;
         }
     }
@@ -293,14 +294,15 @@ static bool check_drain(struct ctl_state *s, struct ctl_task *t, const json_t *c
         const struct ctl_task *o = &s->tasks[i];
         if (o != t && ctl__task_active(o) &&
             ctl__set_has(o->participants, o->n_participants, node)) {
-            return REJECT(r, "proof: active task %llu (%s) still involves node %llu", ULL(o->id),
-                          ctl_task_kind_name(o->kind), ULL(node)),
+            return CTL__REJECT(r, "proof: active task %llu (%s) still involves node %llu",
+                               CTL__ULL(o->id), ctl_task_kind_name(o->kind), CTL__ULL(node)),
                    false;
         }
     }
     struct ctl_node *n = (struct ctl_node *)ctl_state_node(s, node);
     if (n->roles & CTL_ROLE_CONTROLLER_VOTER) {
-        return REJECT(r, "proof: node %llu is a controller voter: demote it first", ULL(node)),
+        return CTL__REJECT(r, "proof: node %llu is a controller voter: demote it first",
+                           CTL__ULL(node)),
                false;
     }
     n->join_state = CTL_JOIN_REMOVED;
@@ -340,20 +342,21 @@ static bool check_migration(struct ctl_state *s, struct ctl_task *t, const struc
     /* Before the table switch the switch is honoured; a release finishes a switch already made
      * (undoing it is never an option), so it completes whatever the feature says now. */
     if (t->phase_index < CTL_PHASE_MIGRATION_RELEASE && !s->features.hash_slot_migration) {
-        return REJECT(r, "%s", CTL__MIGRATION_OFF), false;
+        return CTL__REJECT(r, "%s", CTL__MIGRATION_OFF), false;
     }
     if (p->config_index == 0) {
-        return REJECT(r,
-                      "proof: config_index is 0, want the raft index at which group %u applied "
-                      "the %s entry",
-                      g, entry[t->phase_index]),
+        return CTL__REJECT(
+                   r,
+                   "proof: config_index is 0, want the raft index at which group %u applied "
+                   "the %s entry",
+                   g, entry[t->phase_index]),
                false;
     }
     if (p->leader == 0) {
-        return REJECT(r,
-                      "proof: leader is 0, want the node that saw the %s entry applied as "
-                      "leader of group %u",
-                      entry[t->phase_index], g),
+        return CTL__REJECT(r,
+                           "proof: leader is 0, want the node that saw the %s entry applied as "
+                           "leader of group %u",
+                           entry[t->phase_index], g),
                false;
     }
     if (t->phase_index == CTL_PHASE_MIGRATION_COPY) {

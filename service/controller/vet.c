@@ -6,8 +6,6 @@
 
 #include "internal.h"
 
-#define ULL(v) ((unsigned long long)(v))
-
 struct vet {
     const struct ctl_state *s;
     ctl_observe_cb observe;
@@ -25,8 +23,9 @@ static void seen(const struct vet *v, const struct ctl_obs_group *g, char *buf, 
     snprintf(buf, len,
              "as observed by the controller leader (node %llu) %llu ms ago (voters %s, learners "
              "%s, leader %llu)",
-             ULL(v->observer), ULL(g->age_ms), ctl__fmt_ids(a, sizeof(a), g->voters, g->n_voters),
-             ctl__fmt_ids(b, sizeof(b), g->learners, g->n_learners), ULL(g->leader));
+             CTL__ULL(v->observer), CTL__ULL(g->age_ms),
+             ctl__fmt_ids(a, sizeof(a), g->voters, g->n_voters),
+             ctl__fmt_ids(b, sizeof(b), g->learners, g->n_learners), CTL__ULL(g->leader));
 }
 
 /* The group's facts, fresh enough: true, or false with v->why set. */
@@ -37,14 +36,14 @@ static bool observe_fresh(const struct vet *v, uint32_t gid, struct ctl_obs_grou
     if (!g->known) {
         snprintf(v->why, v->whylen,
                  "group %u: no configuration observed by the controller leader (node %llu)", gid,
-                 ULL(v->observer));
+                 CTL__ULL(v->observer));
         return false;
     }
     if (g->age_ms > v->max_age_ms) {
         snprintf(v->why, v->whylen,
                  "group %u: configuration last observed by the controller leader (node %llu) "
                  "%llu ms ago, older than %llu ms",
-                 gid, ULL(v->observer), ULL(g->age_ms), ULL(v->max_age_ms));
+                 gid, CTL__ULL(v->observer), CTL__ULL(g->age_ms), CTL__ULL(v->max_age_ms));
         return false;
     }
     if (g->n_voters > CTL_REPLICAS_MAX || g->n_learners > CTL_REPLICAS_MAX ||
@@ -79,22 +78,24 @@ static bool caught_up(const struct vet *v, uint32_t gid, const struct ctl_obs_gr
         snprintf(v->why, v->whylen,
                  "group %u: node %llu: no progress of it observed by the controller leader "
                  "(node %llu)",
-                 gid, ULL(node), ULL(v->observer));
+                 gid, CTL__ULL(node), CTL__ULL(v->observer));
         return false;
     }
     if (m->age_ms > v->max_age_ms) {
         snprintf(v->why, v->whylen,
                  "group %u: node %llu: progress last observed by the controller leader (node "
                  "%llu) %llu ms ago, older than %llu ms",
-                 gid, ULL(node), ULL(v->observer), ULL(m->age_ms), ULL(v->max_age_ms));
+                 gid, CTL__ULL(node), CTL__ULL(v->observer), CTL__ULL(m->age_ms),
+                 CTL__ULL(v->max_age_ms));
         return false;
     }
     if (m->commit == 0 || m->match < m->commit) {
         snprintf(v->why, v->whylen,
                  "group %u: node %llu %s %llu < leader commit %llu as observed by the "
                  "controller leader (node %llu) %llu ms ago",
-                 gid, ULL(node), m->from_progress ? "holds up to" : "applied", ULL(m->match),
-                 ULL(m->commit), ULL(v->observer), ULL(m->age_ms));
+                 gid, CTL__ULL(node), m->from_progress ? "holds up to" : "applied",
+                 CTL__ULL(m->match), CTL__ULL(m->commit), CTL__ULL(v->observer),
+                 CTL__ULL(m->age_ms));
         return false;
     }
     p->commit = m->commit;
@@ -107,7 +108,7 @@ static void list_add(char *buf, size_t len, uint64_t id)
 {
     size_t used = strlen(buf);
     if (used + 1 < len) {
-        snprintf(buf + used, len - used, "%s%llu", used ? "," : "", ULL(id));
+        snprintf(buf + used, len - used, "%s%llu", used ? "," : "", CTL__ULL(id));
     }
 }
 
@@ -151,8 +152,9 @@ static bool drain_facts(const struct vet *v, const struct ctl_task *drain,
                  "node %llu: observed by the controller leader (node %llu) in %u groups: %llu "
                  "replicas (groups [%s]), %llu leaderships (groups [%s]), %llu active tasks "
                  "([%s]); a tombstone needs 0, 0 and 0",
-                 ULL(node), ULL(v->observer), f->groups_observed, ULL(f->replicas_on_node), held,
-                 ULL(f->leading), led, ULL(f->tasks_on_node), tasks);
+                 CTL__ULL(node), CTL__ULL(v->observer), f->groups_observed,
+                 CTL__ULL(f->replicas_on_node), held, CTL__ULL(f->leading), led,
+                 CTL__ULL(f->tasks_on_node), tasks);
         return false;
     }
     return true;
@@ -181,7 +183,7 @@ static bool migration_slots(const struct vet *v, const struct ctl_task *t, uint3
         snprintf(v->why, v->whylen,
                  "group %u: hash-slot state of leader %llu not observed by the controller leader "
                  "(node %llu)",
-                 gid, ULL(g->leader), ULL(v->observer));
+                 gid, CTL__ULL(g->leader), CTL__ULL(v->observer));
         return false;
     }
     if (t->phase_index == CTL_PHASE_MIGRATION_FENCE) {
@@ -198,15 +200,15 @@ static bool migration_slots(const struct vet *v, const struct ctl_task *t, uint3
         snprintf(v->why, v->whylen,
                  "group %u: leader %llu %s hash slot %d as observed by the controller leader "
                  "(node %llu) %llu ms ago",
-                 gid, ULL(g->leader), fact, bad, ULL(v->observer), ULL(g->age_ms));
+                 gid, CTL__ULL(g->leader), fact, bad, CTL__ULL(v->observer), CTL__ULL(g->age_ms));
         return false;
     }
     if (t->phase_index != CTL_PHASE_MIGRATION_RELEASE && g->migration_task != t->id) {
         snprintf(v->why, v->whylen,
                  "group %u: leader %llu applied migration task %llu last, not task %llu, as "
                  "observed by the controller leader (node %llu) %llu ms ago",
-                 gid, ULL(g->leader), ULL(g->migration_task), ULL(t->id), ULL(v->observer),
-                 ULL(g->age_ms));
+                 gid, CTL__ULL(g->leader), CTL__ULL(g->migration_task), CTL__ULL(t->id),
+                 CTL__ULL(v->observer), CTL__ULL(g->age_ms));
         return false;
     }
     return true;
@@ -223,7 +225,7 @@ static bool migration_facts(const struct vet *v, const struct ctl_task *t, uint3
         snprintf(v->why, v->whylen,
                  "group %u: no leader (or its applied index) observed by the controller leader "
                  "(node %llu) within %llu ms",
-                 gid, ULL(v->observer), ULL(v->max_age_ms));
+                 gid, CTL__ULL(v->observer), CTL__ULL(v->max_age_ms));
         return false;
     }
     p->config_index = g->leader_applied;
@@ -290,7 +292,7 @@ static int dry_run(const struct vet *v, const struct ctl_task *t, const char *cm
         uint32_t gid = fact_group(t);
         char b[256] = "";
         if (t->kind == CTL_TASK_NODE_DRAIN) {
-            snprintf(v->why, v->whylen, "node %llu: %s (the replicated state)", ULL(t->source),
+            snprintf(v->why, v->whylen, "node %llu: %s (the replicated state)", CTL__ULL(t->source),
                      r.reason + 7);
             return CTL_EFACT;
         }
@@ -332,7 +334,7 @@ static bool remove_facts(const struct vet *v, uint64_t node)
             snprintf(v->why, v->whylen,
                      "group %u: no leader other than node %llu %s: its quorum without node %llu "
                      "is not proven",
-                     cg->id, ULL(node), b, ULL(node));
+                     cg->id, CTL__ULL(node), b, CTL__ULL(node));
             return false;
         }
     }
@@ -356,7 +358,7 @@ static bool demote_facts(const struct vet *v, uint64_t node)
     if (!ctl__set_has(g.voters, g.n_voters, node)) {
         char b[256];
         seen(v, &g, b, sizeof(b));
-        snprintf(v->why, v->whylen, "group 0: node %llu is not a voter %s", ULL(node), b);
+        snprintf(v->why, v->whylen, "group 0: node %llu is not a voter %s", CTL__ULL(node), b);
         return false;
     }
     uint32_t live = 0, quorum = g.n_voters / 2 + 1;
@@ -377,7 +379,7 @@ static bool demote_facts(const struct vet *v, uint64_t node)
         snprintf(v->why, v->whylen,
                  "group 0: without node %llu, %u voters are alive and caught up, below a quorum "
                  "of %u of the %u voters %s",
-                 ULL(node), live, quorum, g.n_voters, b);
+                 CTL__ULL(node), live, quorum, g.n_voters, b);
         return false;
     }
     return true;
