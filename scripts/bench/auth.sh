@@ -28,24 +28,11 @@ done
 
 dir=$(mktemp -d /tmp/bench-auth.XXXXXX)
 pids=()
-cleanup() {
-  local pid
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do
-    for _ in $(seq $STOP_TRIES); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+. scripts/bench/lib.sh
+trap bench_cleanup EXIT
 trap 'exit 130' INT TERM
 
-read -r port_off port_on peer_off peer_on <<<"$($PY -c '
-import socket
-s = [socket.socket() for _ in range(4)]
-for x in s: x.bind(("127.0.0.1", 0))
-print(" ".join(str(x.getsockname()[1]) for x in s))')"
+read -r port_off port_on peer_off peer_on <<<"$(bench_free_ports 4)"
 
 printf 'bench root password\n' >"$dir/root.password"
 "$bin"/slotd --listen 127.0.0.1:$port_off --peer-listen 127.0.0.1:$peer_off \

@@ -20,6 +20,7 @@ ETCD_QUOTA=$((8 * 1024 * 1024 * 1024))
 
 log() { echo "backup-etcd: $*" >&2; }
 die() { log "$*"; exit 1; }
+. scripts/bench/lib.sh
 for v in SIZE_MB VALUE_SIZE ROUNDS; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number (got '${!v}')"
 done
@@ -42,11 +43,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-read -r sport speer eport epeer <<<"$($PY -c '
-import socket
-s = [socket.socket() for _ in range(4)]
-for x in s: x.bind(("127.0.0.1", 0))
-print(" ".join(str(x.getsockname()[1]) for x in s))')"
+read -r sport speer eport epeer <<<"$(bench_free_ports 4)"
 saddr=127.0.0.1:$sport eaddr=127.0.0.1:$eport
 
 "$bin"/slotd --node-id 1 --listen "$saddr" --peer-listen "127.0.0.1:$speer" --metrics-listen "" \

@@ -32,45 +32,17 @@ for b in slotd slotbench; do
   [[ -x $bin/$b ]] || die "$bin/$b not built (BUILD=$BUILD)"
 done
 
-# etcd-server from Debian when there is no etcd yet.
-if ! command -v "$ETCD" >/dev/null 2>&1; then
-  log "installing etcd-server (apt-get)"
-  sudo=()
-  [[ $(id -u) == 0 ]] || sudo=(sudo)
-  export DEBIAN_FRONTEND=noninteractive
-  if ! "${sudo[@]}" apt-get install -y -qq etcd-server >/dev/null 2>&1; then
-    "${sudo[@]}" apt-get update -qq >/dev/null 2>&1 || true
-    "${sudo[@]}" apt-get install -y -qq etcd-server >/dev/null 2>&1 || die "apt-get install etcd-server failed"
-  fi
-  command -v "$ETCD" >/dev/null 2>&1 || die "etcd not found after installing etcd-server"
-fi
+. scripts/bench/lib.sh
+bench_etcd_install
 
 dir=$(mktemp -d /tmp/compare-etcd.XXXXXX) # every data dir lives here: same disk for both
 mkdir -p "$dir/res"
 pids=()
-# Stops every pid in "$@": SIGTERM to all, then per pid up to 10 s, then SIGKILL.
-stop_pids() {
-  local pid
-  for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "$@"; do
-    for _ in $(seq $STOP_TRIES); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-}
-cleanup() {
-  ((${#pids[@]})) && stop_pids "${pids[@]}"
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 trap 'exit 130' INT TERM
 
 # Free loopback ports: slotd client 0..2, etcd client 3..5 and peer 6..8, slotd peer 9..11, echo 12.
-read -r -a ports <<<"$($PY -c '
-import socket
-socks = [socket.socket() for _ in range(13)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))')"
+read -r -a ports <<<"$(bench_free_ports 13)"
 
 # --- starting and waiting -------------------------------------------------------------------
 
