@@ -28,6 +28,7 @@ done
 
 dir=$(mktemp -d /tmp/bench-auth.XXXXXX)
 pids=()
+# shellcheck source=scripts/bench/lib.sh
 . scripts/bench/lib.sh
 trap bench_cleanup EXIT
 trap 'exit 130' INT TERM
@@ -57,10 +58,6 @@ PYEOF
   sleep 0.1
 done
 [[ -s $dir/token ]] || die "no token from the --auth node: $(tail -3 "$dir/on.log")"
-
-cpu_ticks() { # utime + stime of pid $1 (clock ticks)
-  awk '{print $14 + $15}' "/proc/$1/stat"
-}
 
 run() { # run MODE PORT PID N [slotbench args]: one measured run into $dir/MODE.N.json, and the
   # server's CPU ticks over warm-up and run into $dir/MODE.N.cpu

@@ -20,6 +20,7 @@ ETCD_QUOTA=$((8 * 1024 * 1024 * 1024))
 
 log() { echo "backup-etcd: $*" >&2; }
 die() { log "$*"; exit 1; }
+# shellcheck source=scripts/bench/lib.sh
 . scripts/bench/lib.sh
 for v in SIZE_MB VALUE_SIZE ROUNDS; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number (got '${!v}')"

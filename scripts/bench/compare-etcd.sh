@@ -32,6 +32,7 @@ for b in slotd slotbench; do
   [[ -x $bin/$b ]] || die "$bin/$b not built (BUILD=$BUILD)"
 done
 
+# shellcheck source=scripts/bench/lib.sh
 . scripts/bench/lib.sh
 bench_etcd_install
 
@@ -98,47 +99,6 @@ start_etcd() {
   done
 }
 
-# slotd: grpc.health.v1.Health/Check answers SERVING (bytes 08 01) on every address.
-slotd_serving() {
-  $PY - "$@" <<'PYEOF' 2>/dev/null
-import sys, grpc
-for addr in sys.argv[1:]:
-    with grpc.insecure_channel(addr) as ch:
-        try:
-            if ch.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=1.0) != b"\x08\x01":
-                sys.exit(1)
-        except grpc.RpcError:
-            sys.exit(1)
-PYEOF
-}
-
-# etcd: GET /health says {"health":"true"} on every member (a leader exists, a read went through).
-etcd_healthy() {
-  $PY - "$@" <<'PYEOF' 2>/dev/null
-import json, sys, urllib.request
-for addr in sys.argv[1:]:
-    try:
-        with urllib.request.urlopen(f"http://{addr}/health", timeout=1.0) as r:
-            if json.load(r).get("health") != "true":
-                sys.exit(1)
-    except Exception:
-        sys.exit(1)
-PYEOF
-}
-
-# wait_for WHAT CMD...: retries CMD every 0.5 s, READY_TRIES times; dies with the logs.
-wait_for() {
-  local what=$1
-  shift
-  for _ in $(seq $READY_TRIES); do
-    "$@" && return 0
-    sleep 0.5
-  done
-  log "$what not ready after $((READY_TRIES / 2)) s; logs:"
-  tail -n 20 "$dir"/*.log >&2
-  exit 1
-}
-
 # slotd with 3 nodes: every group's leader is known once a route-aware read run sends all calls
 # direct and none fails.
 slotd_leaders_known() {
@@ -166,14 +126,6 @@ if r["populated_keys"] != r["keys"] or r["populate"]["errors_total"]:
     sys.exit("compare-etcd: %s populate wrote %d of %d keys, %d errors"
              % (sys.argv[2], r["populated_keys"], r["keys"], r["populate"]["errors_total"]))
 PYEOF
-}
-
-# cpu_ticks PIDS...: user+system clock ticks the pids have used so far (utime and stime, the
-# 12th and 13th fields after the parenthesised command name of /proc/PID/stat).
-cpu_ticks() {
-  local t=0 p
-  for p in "$@"; do t=$((t + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13}'))); done
-  echo "$t"
 }
 
 # ctx_switches PIDS...: context switches (voluntary + involuntary) of every thread of the pids so

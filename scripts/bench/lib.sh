@@ -3,6 +3,7 @@
 # The caller defines log and die first. stop_pids and bench_cleanup read STOP_TRIES (x 0.1 s
 # after SIGTERM, then SIGKILL); bench_cleanup also reads the caller's pids array and dir;
 # bench_etcd_install reads ETCD, bench_free_ports PY.
+# wait_for reads READY_TRIES and dir; slotd_serving and etcd_healthy PY.
 # shellcheck disable=SC2154
 
 # etcd-server from Debian (apt-get, as root or with sudo) when there is no "$ETCD" yet.
@@ -44,4 +45,53 @@ import socket, sys
 socks = [socket.socket() for _ in range(int(sys.argv[1]))]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
+}
+
+# slotd: grpc.health.v1.Health/Check answers SERVING (bytes 08 01) on every address.
+slotd_serving() {
+  $PY - "$@" <<'PYEOF' 2>/dev/null
+import sys, grpc
+for addr in sys.argv[1:]:
+    with grpc.insecure_channel(addr) as ch:
+        try:
+            if ch.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=1.0) != b"\x08\x01":
+                sys.exit(1)
+        except grpc.RpcError:
+            sys.exit(1)
+PYEOF
+}
+
+# etcd: GET /health says {"health":"true"} on every member (a leader exists, a read went through).
+etcd_healthy() {
+  $PY - "$@" <<'PYEOF' 2>/dev/null
+import json, sys, urllib.request
+for addr in sys.argv[1:]:
+    try:
+        with urllib.request.urlopen(f"http://{addr}/health", timeout=1.0) as r:
+            if json.load(r).get("health") != "true":
+                sys.exit(1)
+    except Exception:
+        sys.exit(1)
+PYEOF
+}
+
+# wait_for WHAT CMD...: retries CMD every 0.5 s, READY_TRIES times; dies with the logs.
+wait_for() {
+  local what=$1
+  shift
+  for _ in $(seq "$READY_TRIES"); do
+    "$@" && return 0
+    sleep 0.5
+  done
+  log "$what not ready after $((READY_TRIES / 2)) s; logs:"
+  tail -n 20 "$dir"/*.log >&2
+  exit 1
+}
+
+# cpu_ticks PIDS...: user+system clock ticks the pids have used so far (utime and stime, the
+# 12th and 13th fields after the parenthesised command name of /proc/PID/stat).
+cpu_ticks() {
+  local t=0 p
+  for p in "$@"; do t=$((t + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13}'))); done
+  echo "$t"
 }

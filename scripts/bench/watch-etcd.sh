@@ -77,6 +77,7 @@ done
 [[ -x $SLOTBENCH ]] || die "$SLOTBENCH not built (--build DIR or --slotbench BIN)"
 "$SLOTBENCH" --help | grep -q -- '--watchers' || die "$SLOTBENCH has no --watchers (rebuild it)"
 
+# shellcheck source=scripts/bench/lib.sh
 . scripts/bench/lib.sh
 bench_etcd_install
 
@@ -104,51 +105,6 @@ pids+=($!) slotd_pids=($!)
   --initial-cluster-token watch-etcd --quota-backend-bytes "$ETCD_QUOTA" \
   --logger zap --log-outputs stderr --log-level warn >"$dir/etcd.log" 2>&1 &
 pids+=($!) etcd_pids=($!)
-
-# slotd: grpc.health.v1.Health/Check answers SERVING (bytes 08 01).
-slotd_serving() {
-  $PY - "$slotd_ep" <<'PYEOF' 2>/dev/null
-import sys, grpc
-with grpc.insecure_channel(sys.argv[1]) as ch:
-    try:
-        sys.exit(0 if ch.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=1.0)
-                 == b"\x08\x01" else 1)
-    except grpc.RpcError:
-        sys.exit(1)
-PYEOF
-}
-
-# etcd: GET /health says {"health":"true"} (a leader exists, a read went through).
-etcd_healthy() {
-  $PY - "$etcd_ep" <<'PYEOF' 2>/dev/null
-import json, sys, urllib.request
-try:
-    with urllib.request.urlopen(f"http://{sys.argv[1]}/health", timeout=1.0) as r:
-        sys.exit(0 if json.load(r).get("health") == "true" else 1)
-except Exception:
-    sys.exit(1)
-PYEOF
-}
-
-# wait_for WHAT CMD...: retries CMD every 0.5 s, READY_TRIES times; dies with the logs.
-wait_for() {
-  local what=$1
-  shift
-  for _ in $(seq $READY_TRIES); do
-    "$@" && return 0
-    sleep 0.5
-  done
-  log "$what not ready after $((READY_TRIES / 2)) s; logs:"
-  tail -n 20 "$dir"/*.log >&2
-  exit 1
-}
-
-# cpu_ticks PIDS...: user+system clock ticks the pids have used so far.
-cpu_ticks() {
-  local t=0 p
-  for p in "$@"; do t=$((t + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13}'))); done
-  echo "$t"
-}
 
 # bench TARGET ENDPOINT OUT [slotbench args]: one slotbench run, bounded, JSON into OUT.
 bench() {
@@ -187,8 +143,8 @@ run_one() {
 }
 
 log "starting one slotd node and one etcd member (data in $dir)"
-wait_for "slotd" slotd_serving
-wait_for "etcd" etcd_healthy
+wait_for "slotd" slotd_serving "$slotd_ep"
+wait_for "etcd" etcd_healthy "$etcd_ep"
 populate slotd "$slotd_ep"
 populate etcd "$etcd_ep"
 etcd_version=$("$ETCD" --version 2>/dev/null | sed -n 's/^etcd Version: //p')
