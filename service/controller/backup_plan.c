@@ -276,55 +276,25 @@ int ctl__op_backup_run_report(struct ctl_state *s, const json_t *cmd, struct ctl
 
 /* ---- builders ---- */
 
-/* Dumps cmd (consumed) into *out with expected_revision when not 0; bad ORs the earlier sets. */
-static int finish(json_t *cmd, int bad, uint64_t expected_revision, char **out)
-{
-    if (cmd == NULL) {
-        return CTL_ENOMEM;
-    }
-    int rc = CTL_ENOMEM;
-    if (expected_revision > CTL_U64_JSON_MAX) {
-        rc = CTL_EINVALID;
-        goto err_after_cmd;
-    }
-    if (expected_revision != 0) {
-        bad |= ctl__json_set(cmd, "expected_revision", ctl__json_u64_new(expected_revision));
-    }
-    if (bad || (*out = ctl__json_dump(cmd, NULL)) == NULL) {
-        goto err_after_cmd;
-    }
-    json_decref(cmd);
-    return CTL_OK;
-
-err_after_cmd:
-    json_decref(cmd);
-    return rc;
-}
-
-static json_t *op_new(const char *op)
-{
-    return json_pack("{s:s}", "op", op);
-}
-
 int ctl_cmd_backup_plan_set(uint64_t interval_s, const char *destination, uint32_t retention,
                             uint64_t expected_revision, char **out)
 {
     if (destination == NULL || !ctl__utf8_ok(destination) || interval_s > CTL_U64_JSON_MAX) {
         return CTL_EINVALID;
     }
-    json_t *cmd = op_new("backup_plan_set");
+    json_t *cmd = ctl__cmd_op_new("backup_plan_set");
     int bad = 0;
     if (cmd != NULL) {
         bad |= ctl__json_set(cmd, "interval_s", ctl__json_u64_new(interval_s));
         bad |= ctl__json_set(cmd, "destination", json_string(destination));
         bad |= ctl__json_set(cmd, "retention", json_integer(retention));
     }
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 int ctl_cmd_backup_plan_delete(uint64_t expected_revision, char **out)
 {
-    return finish(op_new("backup_plan_delete"), 0, expected_revision, out);
+    return ctl__cmd_finish(ctl__cmd_op_new("backup_plan_delete"), 0, expected_revision, out);
 }
 
 int ctl_cmd_backup_run_start(uint64_t run, uint64_t node, uint64_t now_ms, char **out)
@@ -332,14 +302,14 @@ int ctl_cmd_backup_run_start(uint64_t run, uint64_t node, uint64_t now_ms, char 
     if (run > CTL_U64_JSON_MAX || node > CTL_U64_JSON_MAX || now_ms > CTL_U64_JSON_MAX) {
         return CTL_EINVALID;
     }
-    json_t *cmd = op_new("backup_run_start");
+    json_t *cmd = ctl__cmd_op_new("backup_run_start");
     int bad = 0;
     if (cmd != NULL) {
         bad |= ctl__json_set(cmd, "run", ctl__json_u64_new(run));
         bad |= ctl__json_set(cmd, "node", ctl__json_u64_new(node));
         bad |= ctl__json_set(cmd, "now_ms", ctl__json_u64_new(now_ms));
     }
-    return finish(cmd, bad, 0, out);
+    return ctl__cmd_finish(cmd, bad, 0, out);
 }
 
 int ctl_cmd_backup_run_report(uint64_t run, uint64_t node, bool ok, uint64_t bytes,
@@ -349,7 +319,7 @@ int ctl_cmd_backup_run_report(uint64_t run, uint64_t node, bool ok, uint64_t byt
         now_ms > CTL_U64_JSON_MAX || (error != NULL && !ctl__utf8_ok(error))) {
         return CTL_EINVALID;
     }
-    json_t *cmd = op_new("backup_run_report");
+    json_t *cmd = ctl__cmd_op_new("backup_run_report");
     int bad = 0;
     if (cmd != NULL) {
         bad |= ctl__json_set(cmd, "run", ctl__json_u64_new(run));
@@ -361,5 +331,5 @@ int ctl_cmd_backup_run_report(uint64_t run, uint64_t node, bool ok, uint64_t byt
             bad |= ctl__json_set(cmd, "error", json_string(error));
         }
     }
-    return finish(cmd, bad, 0, out);
+    return ctl__cmd_finish(cmd, bad, 0, out);
 }

@@ -3,9 +3,7 @@
 
 #include "internal.h"
 
-/* Dumps cmd (consumed) into *out; adds expected_revision when it is not 0. bad is the OR of the
- * earlier ctl__json_set results. */
-static int finish(json_t *cmd, int bad, uint64_t expected_revision, char **out)
+int ctl__cmd_finish(json_t *cmd, int bad, uint64_t expected_revision, char **out)
 {
     int rc = CTL_ENOMEM;
     if (cmd == NULL) {
@@ -38,7 +36,7 @@ static bool string_ok(const char *s)
     return s != NULL && ctl__utf8_ok(s);
 }
 
-static json_t *op_new(const char *op)
+json_t *ctl__cmd_op_new(const char *op)
 {
     json_t *cmd = json_object();
     if (cmd != NULL && ctl__json_set(cmd, "op", json_string(op)) != 0) {
@@ -92,7 +90,7 @@ int ctl_cmd_bootstrap_features(const char *cluster_id, const struct ctl_config *
             return CTL_EINVALID;
         }
     }
-    json_t *cmd = op_new("bootstrap"), *list = json_array();
+    json_t *cmd = ctl__cmd_op_new("bootstrap"), *list = json_array();
     int bad = list == NULL;
     for (size_t i = 0; !bad && i < n_nodes; i++) {
         bad |= ctl__json_push(list, node_obj(nodes[i].id, nodes[i].address, nodes[i].client_address,
@@ -124,7 +122,7 @@ int ctl_cmd_bootstrap_features(const char *cluster_id, const struct ctl_config *
     } else {
         json_decref(list);
     }
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 int ctl_cmd_set_feature(const char *name, bool enabled, uint64_t expected_revision, char **out)
@@ -132,13 +130,13 @@ int ctl_cmd_set_feature(const char *name, bool enabled, uint64_t expected_revisi
     if (!string_ok(name)) {
         return CTL_EINVALID;
     }
-    json_t *cmd = op_new("set_feature");
+    json_t *cmd = ctl__cmd_op_new("set_feature");
     int bad = 0;
     if (cmd != NULL) {
         bad |= ctl__json_set(cmd, "name", json_string(name));
         bad |= ctl__json_set(cmd, "enabled", json_boolean(enabled));
     }
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 int ctl_cmd_join_node(uint64_t id, const char *address, const char *client_address, uint32_t weight,
@@ -148,7 +146,8 @@ int ctl_cmd_join_node(uint64_t id, const char *address, const char *client_addre
         (client_address != NULL && !string_ok(client_address))) {
         return CTL_EINVALID;
     }
-    json_t *cmd = op_new("join_node"), *node = node_obj(id, address, client_address, weight);
+    json_t *cmd = ctl__cmd_op_new("join_node"),
+           *node = node_obj(id, address, client_address, weight);
     int bad = 0;
     if (cmd != NULL && node != NULL) {
         bad |= json_object_update(cmd, node);
@@ -156,7 +155,7 @@ int ctl_cmd_join_node(uint64_t id, const char *address, const char *client_addre
         bad = -1;
     }
     json_decref(node);
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 int ctl_cmd_node_address(uint64_t id, const char *address, const char *client_address,
@@ -165,14 +164,14 @@ int ctl_cmd_node_address(uint64_t id, const char *address, const char *client_ad
     if (!string_ok(address) || !string_ok(client_address) || id > CTL_U64_JSON_MAX) {
         return CTL_EINVALID;
     }
-    json_t *cmd = op_new("node_address");
+    json_t *cmd = ctl__cmd_op_new("node_address");
     int bad = cmd == NULL;
     if (!bad) {
         bad |= ctl__json_set(cmd, "id", json_integer((json_int_t)id));
         bad |= ctl__json_set(cmd, "address", json_string(address));
         bad |= ctl__json_set(cmd, "client_address", json_string(client_address));
     }
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 /* A command {op, key: id} for the ops that name one node. */
@@ -182,9 +181,9 @@ static int one_node(const char *op, const char *key, uint64_t id, uint64_t expec
     if (id > CTL_U64_JSON_MAX) {
         return CTL_EINVALID;
     }
-    json_t *cmd = op_new(op);
+    json_t *cmd = ctl__cmd_op_new(op);
     int bad = cmd == NULL ? -1 : ctl__json_set(cmd, key, json_integer((json_int_t)id));
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 int ctl_cmd_activate_node(uint64_t id, uint64_t expected_revision, char **out)
@@ -198,13 +197,13 @@ int ctl_cmd_set_preferred_leader(uint32_t group, uint64_t node, uint64_t expecte
     if (node > CTL_U64_JSON_MAX) {
         return CTL_EINVALID;
     }
-    json_t *cmd = op_new("set_preferred_leader");
+    json_t *cmd = ctl__cmd_op_new("set_preferred_leader");
     int bad = -1;
     if (cmd != NULL) {
         bad = ctl__json_set(cmd, "group", json_integer(group));
         bad |= ctl__json_set(cmd, "node", json_integer((json_int_t)node));
     }
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 int ctl_cmd_set_node_status(uint64_t id, enum ctl_node_status status, uint64_t expected_revision,
@@ -214,13 +213,13 @@ int ctl_cmd_set_node_status(uint64_t id, enum ctl_node_status status, uint64_t e
     if (id > CTL_U64_JSON_MAX || name == NULL) {
         return CTL_EINVALID;
     }
-    json_t *cmd = op_new("set_node_status");
+    json_t *cmd = ctl__cmd_op_new("set_node_status");
     int bad = -1;
     if (cmd != NULL) {
         bad = ctl__json_set(cmd, "id", json_integer((json_int_t)id));
         bad |= ctl__json_set(cmd, "status", json_string(name));
     }
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 int ctl_cmd_health_report(uint64_t node, uint64_t now_ms, uint64_t ttl_ms,
@@ -229,14 +228,14 @@ int ctl_cmd_health_report(uint64_t node, uint64_t now_ms, uint64_t ttl_ms,
     if (node > CTL_U64_JSON_MAX || now_ms > CTL_U64_JSON_MAX || ttl_ms > CTL_U64_JSON_MAX) {
         return CTL_EINVALID;
     }
-    json_t *cmd = op_new("health_report");
+    json_t *cmd = ctl__cmd_op_new("health_report");
     int bad = -1;
     if (cmd != NULL) {
         bad = ctl__json_set(cmd, "node", json_integer((json_int_t)node));
         bad |= ctl__json_set(cmd, "now_ms", json_integer((json_int_t)now_ms));
         bad |= ctl__json_set(cmd, "ttl_ms", json_integer((json_int_t)ttl_ms));
     }
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 int ctl_cmd_set_weight(uint64_t id, uint32_t weight, uint64_t expected_revision, char **out)
@@ -244,13 +243,13 @@ int ctl_cmd_set_weight(uint64_t id, uint32_t weight, uint64_t expected_revision,
     if (id > CTL_U64_JSON_MAX) {
         return CTL_EINVALID;
     }
-    json_t *cmd = op_new("set_weight");
+    json_t *cmd = ctl__cmd_op_new("set_weight");
     int bad = -1;
     if (cmd != NULL) {
         bad = ctl__json_set(cmd, "id", json_integer((json_int_t)id));
         bad |= ctl__json_set(cmd, "weight", json_integer(weight));
     }
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 /* ---- task commands ---- */
@@ -258,7 +257,7 @@ int ctl_cmd_set_weight(uint64_t id, uint32_t weight, uint64_t expected_revision,
 /* A command {op, task, now_ms} that the task builders extend; NULL on allocation failure. */
 static json_t *task_op(const char *op, uint64_t task, uint64_t now_ms, int *bad)
 {
-    json_t *cmd = op_new(op);
+    json_t *cmd = ctl__cmd_op_new(op);
     if (cmd == NULL) {
         *bad = -1;
         return NULL;
@@ -276,7 +275,7 @@ int ctl_cmd_task_create(const struct ctl_task_spec *spec, uint64_t now_ms,
         now_ms > CTL_U64_JSON_MAX) {
         return CTL_EINVALID;
     }
-    json_t *cmd = op_new("task_create");
+    json_t *cmd = ctl__cmd_op_new("task_create");
     int bad = -1;
     if (cmd != NULL) {
         bad = ctl__json_set(cmd, "kind", json_string(ctl_task_kind_name(spec->kind)));
@@ -297,7 +296,7 @@ int ctl_cmd_task_create(const struct ctl_task_spec *spec, uint64_t now_ms,
             break;
         }
     }
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 static bool proof_ok(const struct ctl_task_proof *p)
@@ -318,20 +317,6 @@ static bool proof_ok(const struct ctl_task_proof *p)
         }
     }
     return true;
-}
-
-static json_t *u64_list(const uint64_t *v, uint32_t n)
-{
-    json_t *a = json_array();
-    int bad = a == NULL;
-    for (uint32_t i = 0; !bad && i < n; i++) {
-        bad |= ctl__json_push(a, ctl__json_u64_new(v[i]));
-    }
-    if (bad) {
-        json_decref(a);
-        return NULL;
-    }
-    return a;
 }
 
 int ctl_cmd_task_advance(uint64_t task, uint32_t group, uint64_t config_epoch, uint32_t attempt,
@@ -358,15 +343,16 @@ int ctl_cmd_task_advance(uint64_t task, uint32_t group, uint64_t config_epoch, u
         json_t *p = json_object();
         if (p != NULL) {
             bad |= ctl__json_set(p, "config_index", ctl__json_u64_new(proof->config_index));
-            bad |= ctl__json_set(p, "voters", u64_list(proof->voters, proof->n_voters));
-            bad |= ctl__json_set(p, "learners", u64_list(proof->learners, proof->n_learners));
+            bad |= ctl__json_set(p, "voters", ctl__json_u64s_new(proof->voters, proof->n_voters));
+            bad |= ctl__json_set(p, "learners",
+                                 ctl__json_u64s_new(proof->learners, proof->n_learners));
             bad |= ctl__json_set(p, "leader", ctl__json_u64_new(proof->leader));
             bad |= ctl__json_set(p, "commit", ctl__json_u64_new(proof->commit));
             bad |= ctl__json_set(p, "target_match", ctl__json_u64_new(proof->target_match));
         }
         bad |= ctl__json_set(cmd, "proof", p);
     }
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 int ctl_cmd_task_progress(uint64_t task, uint32_t attempt, uint32_t phase,
@@ -389,7 +375,7 @@ int ctl_cmd_task_progress(uint64_t task, uint32_t attempt, uint32_t phase,
                       "bytes_total", (json_int_t)progress->bytes_total, "target_match",
                       (json_int_t)progress->target_match, "commit", (json_int_t)progress->commit));
     }
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 /* Length of the longest prefix of s (valid UTF-8) of at most max bytes that ends on a character
@@ -421,7 +407,7 @@ int ctl_cmd_task_fail(uint64_t task, uint32_t attempt, uint32_t phase, const cha
         bad |= ctl__json_set(cmd, "error",
                              json_stringn(error, utf8_prefix(error, CTL_LAST_ERROR_MAX)));
     }
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 int ctl_cmd_task_retry(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out)
@@ -431,7 +417,7 @@ int ctl_cmd_task_retry(uint64_t task, uint64_t now_ms, uint64_t expected_revisio
     }
     int bad = 0;
     json_t *cmd = task_op("task_retry", task, now_ms, &bad);
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 int ctl_cmd_task_abort(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out)
@@ -441,7 +427,7 @@ int ctl_cmd_task_abort(uint64_t task, uint64_t now_ms, uint64_t expected_revisio
     }
     int bad = 0;
     json_t *cmd = task_op("task_abort", task, now_ms, &bad);
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 int ctl_cmd_drain_advance(uint64_t task, uint32_t attempt, const struct ctl_drain_facts *f,
@@ -463,7 +449,7 @@ int ctl_cmd_drain_advance(uint64_t task, uint32_t attempt, const struct ctl_drai
         bad |= ctl__json_set(cmd, "tasks_on_node", ctl__json_u64_new(f->tasks_on_node));
         bad |= ctl__json_set(cmd, "groups_observed", json_integer(f->groups_observed));
     }
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 int ctl_cmd_node_remove(uint64_t id, uint64_t expected_revision, char **out)
@@ -477,7 +463,7 @@ int ctl_cmd_node_remove(uint64_t id, uint64_t expected_revision, char **out)
         bad |= ctl__json_set(cmd, "op", json_string("node_remove"));
         bad |= ctl__json_set(cmd, "id", ctl__json_u64_new(id));
     }
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
 int ctl_cmd_controller_voter_demote(uint64_t node, uint64_t expected_revision, char **out)
@@ -491,5 +477,5 @@ int ctl_cmd_controller_voter_demote(uint64_t node, uint64_t expected_revision, c
         bad |= ctl__json_set(cmd, "op", json_string("controller_voter_demote"));
         bad |= ctl__json_set(cmd, "node", ctl__json_u64_new(node));
     }
-    return finish(cmd, bad, expected_revision, out);
+    return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }

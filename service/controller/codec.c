@@ -7,20 +7,6 @@
 
 /* ---- encode ---------------------------------------------------------------------------------- */
 
-static json_t *u64_array(const uint64_t *v, uint32_t n)
-{
-    json_t *a = json_array();
-    int bad = a == NULL;
-    for (uint32_t i = 0; !bad && i < n; i++) {
-        bad |= ctl__json_push(a, ctl__json_u64_new(v[i]));
-    }
-    if (bad) {
-        json_decref(a);
-        return NULL;
-    }
-    return a;
-}
-
 static json_t *encode_node(const struct ctl_node *n)
 {
     json_t *o = json_object(), *roles = json_array();
@@ -58,7 +44,7 @@ static json_t *encode_group(const struct ctl_group *g)
         return NULL;
     }
     int bad = ctl__json_set(o, "id", json_integer(g->id));
-    bad |= ctl__json_set(o, "desired_peers", u64_array(g->desired_peers, g->n_peers));
+    bad |= ctl__json_set(o, "desired_peers", ctl__json_u64s_new(g->desired_peers, g->n_peers));
     bad |= ctl__json_set(o, "config_epoch", ctl__json_u64_new(g->config_epoch));
     bad |= ctl__json_set(o, "preferred_leader", ctl__json_u64_new(g->preferred_leader));
     if (bad) {
@@ -98,8 +84,8 @@ static json_t *encode_proof(const struct ctl_task_proof *p)
         return NULL;
     }
     int bad = ctl__json_set(o, "config_index", ctl__json_u64_new(p->config_index));
-    bad |= ctl__json_set(o, "voters", u64_array(p->voters, p->n_voters));
-    bad |= ctl__json_set(o, "learners", u64_array(p->learners, p->n_learners));
+    bad |= ctl__json_set(o, "voters", ctl__json_u64s_new(p->voters, p->n_voters));
+    bad |= ctl__json_set(o, "learners", ctl__json_u64s_new(p->learners, p->n_learners));
     bad |= ctl__json_set(o, "leader", ctl__json_u64_new(p->leader));
     bad |= ctl__json_set(o, "commit", ctl__json_u64_new(p->commit));
     bad |= ctl__json_set(o, "target_match", ctl__json_u64_new(p->target_match));
@@ -141,12 +127,13 @@ static json_t *encode_task(const struct ctl_task *t)
     bad |= ctl__json_set(o, "attempt", json_integer(t->attempt));
     bad |= ctl__json_set(o, "status", json_string(ctl_task_status_name(t->status)));
     bad |= ctl__json_set(o, "last_error", json_string(t->last_error));
-    bad |= ctl__json_set(o, "participants", u64_array(t->participants, t->n_participants));
+    bad |= ctl__json_set(o, "participants", ctl__json_u64s_new(t->participants, t->n_participants));
     bad |= ctl__json_set(o, "created_ms", ctl__json_u64_new(t->created_ms));
     bad |= ctl__json_set(o, "updated_ms", ctl__json_u64_new(t->updated_ms));
     bad |= ctl__json_set(o, "source", ctl__json_u64_new(t->source));
     bad |= ctl__json_set(o, "target", ctl__json_u64_new(t->target));
-    bad |= ctl__json_set(o, "previous_voters", u64_array(t->previous_voters, t->n_previous_voters));
+    bad |= ctl__json_set(o, "previous_voters",
+                         ctl__json_u64s_new(t->previous_voters, t->n_previous_voters));
     bad |= ctl__json_set(o, "proof", encode_proof(&t->proof));
     bad |= ctl__json_set(o, "progress", encode_progress(&t->progress));
     if (t->kind == CTL_TASK_HASH_SLOT_MIGRATION) { /* other kinds do not have these keys */

@@ -72,6 +72,17 @@ int ctl__json_set(json_t *obj, const char *key, json_t *v);
 int ctl__json_push(json_t *arr, json_t *v);
 /* json integer for v; NULL when v > CTL_U64_JSON_MAX or on allocation failure. */
 json_t *ctl__json_u64_new(uint64_t v);
+/* JSON array of v[0..n) (borrowed for the call); NULL when one is > CTL_U64_JSON_MAX or on
+ * allocation failure. */
+json_t *ctl__json_u64s_new(const uint64_t *v, uint32_t n);
+
+/* ---- command builders (builders.c), shared by the ctl_cmd_*() of every file ---- */
+/* A new command object {"op": op}; NULL on allocation failure. Caller frees with json_decref(). */
+json_t *ctl__cmd_op_new(const char *op);
+/* Dumps cmd (consumed, NULL allowed: CTL_ENOMEM) into *out (caller frees with ctl_free()) with
+ * expected_revision when it is not 0 (CTL_EINVALID above CTL_U64_JSON_MAX); bad is the OR of the
+ * earlier ctl__json_set results (CTL_ENOMEM when not 0). */
+int ctl__cmd_finish(json_t *cmd, int bad, uint64_t expected_revision, char **out);
 /* The sorted JSON array of the hash slots set in bits[0..CTL_HASH_SLOT_BYTES) (borrowed for the
  * call); NULL on allocation failure. */
 json_t *ctl__json_slots_new(const uint8_t *bits);

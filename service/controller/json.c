@@ -208,6 +208,20 @@ json_t *ctl__json_u64_new(uint64_t v)
     return v > CTL_U64_JSON_MAX ? NULL : json_integer((json_int_t)v);
 }
 
+json_t *ctl__json_u64s_new(const uint64_t *v, uint32_t n)
+{
+    json_t *a = json_array();
+    int bad = a == NULL;
+    for (uint32_t i = 0; !bad && i < n; i++) {
+        bad |= ctl__json_push(a, ctl__json_u64_new(v[i]));
+    }
+    if (bad) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
+}
+
 json_t *ctl__json_slots_new(const uint8_t *bits)
 {
     json_t *a = json_array();

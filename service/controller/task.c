@@ -507,15 +507,29 @@ static bool migration_retry_ok(struct ctl_state *s, struct ctl_task *t, struct c
     return true;
 }
 
-int ctl__op_task_retry(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
+/* The task cmd's "task" names (in s, borrowed for the call); NULL with r REJECTED when the field
+ * is bad or there is no such task. */
+static struct ctl_task *task_named(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
     uint64_t id;
-    CTL__READ(r, ctl__json_u64(cmd, "task", "", 1, CTL_U64_JSON_MAX, &id, CTL__RS(r)));
+    if (ctl__json_u64(cmd, "task", "", 1, CTL_U64_JSON_MAX, &id, CTL__RS(r)) != CTL_OK) {
+        r->outcome = CTL_OUTCOME_REJECTED;
+        return NULL;
+    }
     struct ctl_task *t = (struct ctl_task *)ctl_state_task(s, id);
     if (t == NULL) {
-        return CTL__REJECT(r, "task: %llu does not exist (never created, or evicted)",
-                           CTL__ULL(id));
+        CTL__REJECT(r, "task: %llu does not exist (never created, or evicted)", CTL__ULL(id));
     }
+    return t;
+}
+
+int ctl__op_task_retry(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
+{
+    struct ctl_task *t = task_named(s, cmd, r);
+    if (t == NULL) {
+        return CTL_OK;
+    }
+    uint64_t id = t->id;
     if (t->status != CTL_TASK_FAILED) {
         return CTL__REJECT(r, "task %llu is %s, only a failed task can be retried", CTL__ULL(id),
                            ctl_task_status_name(t->status));
@@ -596,13 +610,11 @@ static int abort_last_phase(enum ctl_task_kind kind)
 
 int ctl__op_task_abort(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
-    uint64_t id;
-    CTL__READ(r, ctl__json_u64(cmd, "task", "", 1, CTL_U64_JSON_MAX, &id, CTL__RS(r)));
-    struct ctl_task *t = (struct ctl_task *)ctl_state_task(s, id);
+    struct ctl_task *t = task_named(s, cmd, r);
     if (t == NULL) {
-        return CTL__REJECT(r, "task: %llu does not exist (never created, or evicted)",
-                           CTL__ULL(id));
+        return CTL_OK;
     }
+    uint64_t id = t->id;
     if (!ctl__task_active(t)) {
         return CTL__REJECT(r, "task %llu is %s, only a running task can be aborted", CTL__ULL(id),
                            ctl_task_status_name(t->status));
