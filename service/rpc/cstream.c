@@ -22,18 +22,16 @@ struct rpc_cstream {
     /* The call's shell: its grpc_call, connection count, max_inflight_calls slot and live-call
      * count; freed with st. */
     struct rpc_call *call;
-    void *data;              /* rpc_cstream_set_data; the handler's, freed by on_end */
-    pthread_mutex_t mu;      /* guards everything below (events may come on several threads) */
-    unsigned batches;        /* given to gRPC and not yet completed */
-    grpc_byte_buffer *in;    /* RECV_MESSAGE output */
-    bool recv_pending;       /* invariant: at most one RECV_MESSAGE outstanding */
-    bool status_started;     /* the status batch was started (the stream is over) */
-    bool closed;             /* the close batch completed: the call is over, read no more */
-    int cancelled;           /* RECV_CLOSE_ON_SERVER output: alive until the batch completes */
+    void *data;           /* rpc_cstream_set_data; the handler's, freed by on_end */
+    pthread_mutex_t mu;   /* guards everything below (events may come on several threads) */
+    unsigned batches;     /* given to gRPC and not yet completed */
+    grpc_byte_buffer *in; /* RECV_MESSAGE output */
+    bool recv_pending;    /* invariant: at most one RECV_MESSAGE outstanding */
+    bool status_started;  /* the status batch was started (the stream is over) */
+    bool closed;          /* the close batch completed: the call is over, read no more */
+    int cancelled;        /* RECV_CLOSE_ON_SERVER output: alive until the batch completes */
     grpc_status_code code;
-    grpc_slice status_details;
-    grpc_metadata trailer; /* grpc-status-details-bin */
-    bool has_trailer;
+    struct rpc__status status;
     grpc_byte_buffer *response; /* the empty response message of an OK end */
 };
 
@@ -46,16 +44,10 @@ static void cstream_free(struct rpc_cstream *st)
     if (st->response != NULL) {
         grpc_byte_buffer_destroy(st->response);
     }
-    grpc_slice_unref(st->status_details);
-    if (st->has_trailer) {
-        grpc_slice_unref(st->trailer.value);
-    }
+    rpc__status_free(&st->status);
     pthread_mutex_destroy(&st->mu);
     free(st);
-    if (c->counted) {
-        c->counted = false;
-        atomic_fetch_sub_explicit(&c->server->inflight, 1, memory_order_relaxed);
-    }
+    rpc__call_uncount(c);
     rpc__call_free(c); /* last: shutdown may proceed once the live-call count drops */
 }
 
@@ -91,17 +83,11 @@ static void end_locked(struct rpc_cstream *st, grpc_status_code code, const char
     }
     st->status_started = true;
     st->code = code;
-    uint8_t *details = NULL;
-    size_t details_len = 0;
     if (e != NULL) {
-        message = slotd_error_message(e);
-        if (slotd_error_encode_details(e, &details, &details_len) != SLOTD_OK) {
-            details = NULL; /* without memory for the details the status still goes out */
-        }
+        rpc__status_set_error(&st->status, e);
+    } else {
+        rpc__status_set(&st->status, message, NULL, 0);
     }
-    st->status_details = grpc_slice_from_copied_string(message);
-    st->has_trailer = rpc__details_trailer(&st->trailer, details, details_len);
-    free(details);
     grpc_op ops[3];
     size_t n = 0;
     memset(ops, 0, sizeof(ops));
@@ -112,11 +98,7 @@ static void end_locked(struct rpc_cstream *st, grpc_status_code code, const char
         ops[n].op = GRPC_OP_SEND_MESSAGE;
         ops[n++].data.send_message.send_message = st->response;
     }
-    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    ops[n].data.send_status_from_server.status = code;
-    ops[n].data.send_status_from_server.status_details = &st->status_details;
-    ops[n].data.send_status_from_server.trailing_metadata_count = st->has_trailer ? 1 : 0;
-    ops[n++].data.send_status_from_server.trailing_metadata = st->has_trailer ? &st->trailer : NULL;
+    rpc__status_op(&ops[n++], code, &st->status);
     batch_start_locked(st, ops, n, &st->status_tag);
 }
 
@@ -209,7 +191,7 @@ void rpc__cstream_start(struct rpc_server *s, const struct rpc__method *m, struc
     st->recv_tag = (struct rpc__tag){RPC__TAG_CSTREAM_RECV, st};
     st->close_tag = (struct rpc__tag){RPC__TAG_CSTREAM_CLOSE, st};
     st->status_tag = (struct rpc__tag){RPC__TAG_CSTREAM_STATUS, st};
-    st->status_details = grpc_empty_slice();
+    rpc__status_init(&st->status);
     c->md = NULL; /* the request's metadata is not kept: frames carry what a handler needs */
 
     grpc_op op;

@@ -16,22 +16,22 @@
 
 /* Every completion-queue tag starts with this; owner is the object the event belongs to. */
 enum rpc__tag_kind {
-    RPC__TAG_REQUEST,       /* struct rpc__request: a new call arrived (or shutdown) */
-    RPC__TAG_CALL,          /* struct rpc_call: the final unary batch completed */
-    RPC__TAG_WATCH_SEND,    /* struct rpc__watch: a Health/Watch message was sent */
-    RPC__TAG_WATCH_CLOSE,   /* struct rpc__watch: the stream closed (client cancel / shutdown) */
-    RPC__TAG_WATCH_STATUS,  /* struct rpc__watch: the final status batch completed */
-    RPC__TAG_REFL_RECV,     /* struct rpc__refl: a reflection request arrived (or the end) */
-    RPC__TAG_REFL_SEND,     /* struct rpc__refl: a reflection response was sent */
-    RPC__TAG_REFL_CLOSE,    /* struct rpc__refl: the stream closed (status sent or cancelled) */
-    RPC__TAG_REFL_STATUS,   /* struct rpc__refl: the final status batch completed */
-    RPC__TAG_STREAM_SEND,   /* struct rpc_stream: a queued message was sent (or failed) */
-    RPC__TAG_STREAM_CLOSE,  /* struct rpc_stream: the call closed (status sent, or cancelled) */
-    RPC__TAG_STREAM_STATUS, /* struct rpc_stream: the final status batch completed */
+    RPC__TAG_REQUEST,        /* struct rpc__request: a new call arrived (or shutdown) */
+    RPC__TAG_CALL,           /* struct rpc_call: the final unary batch completed */
+    RPC__TAG_WATCH_SEND,     /* struct rpc__watch: a Health/Watch message was sent */
+    RPC__TAG_WATCH_CLOSE,    /* struct rpc__watch: the stream closed (client cancel / shutdown) */
+    RPC__TAG_WATCH_STATUS,   /* struct rpc__watch: the final status batch completed */
+    RPC__TAG_REFL_RECV,      /* struct rpc__refl: a reflection request arrived (or the end) */
+    RPC__TAG_REFL_SEND,      /* struct rpc__refl: a reflection response was sent */
+    RPC__TAG_REFL_CLOSE,     /* struct rpc__refl: the stream closed (status sent or cancelled) */
+    RPC__TAG_REFL_STATUS,    /* struct rpc__refl: the final status batch completed */
+    RPC__TAG_STREAM_SEND,    /* struct rpc_stream: a queued message was sent (or failed) */
+    RPC__TAG_STREAM_CLOSE,   /* struct rpc_stream: the call closed (status sent, or cancelled) */
+    RPC__TAG_STREAM_STATUS,  /* struct rpc_stream: the final status batch completed */
     RPC__TAG_CSTREAM_RECV,   /* struct rpc_cstream: a frame arrived (or the client's end) */
     RPC__TAG_CSTREAM_CLOSE,  /* struct rpc_cstream: the call closed (status sent, or cancelled) */
     RPC__TAG_CSTREAM_STATUS, /* struct rpc_cstream: the final status batch completed */
-    RPC__TAG_SHUTDOWN,      /* struct rpc_server: grpc_server_shutdown_and_notify finished */
+    RPC__TAG_SHUTDOWN,       /* struct rpc_server: grpc_server_shutdown_and_notify finished */
 };
 
 struct rpc__tag {
@@ -63,14 +63,22 @@ struct rpc__method_metrics {
 struct rpc__method {
     char path[RPC_METHOD_PATH_MAX];
     enum rpc__method_kind kind;
-    rpc_unary_cb cb;         /* NULL: answers UNIMPLEMENTED (unary kind) */
-    rpc_stream_cb stream_cb; /* RPC__METHOD_SERVER_STREAM only; never NULL there */
+    rpc_unary_cb cb;                    /* NULL: answers UNIMPLEMENTED (unary kind) */
+    rpc_stream_cb stream_cb;            /* RPC__METHOD_SERVER_STREAM only; never NULL there */
     rpc_cstream_frame_cb cstream_frame; /* RPC__METHOD_CLIENT_STREAM only; never NULL there */
     rpc_cstream_end_cb cstream_end;     /* RPC__METHOD_CLIENT_STREAM; may be NULL */
     void *ctx;
     bool counted; /* counts against max_inflight_calls (false for health) */
     void *handle; /* grpc_server_register_method result, set at start */
     struct rpc__method_metrics metrics;
+};
+
+/* A call's final status text and grpc-status-details-bin trailer (unary calls, server and client
+ * streams); alive until the status batch completes. */
+struct rpc__status {
+    grpc_slice message;
+    grpc_metadata trailer;
+    bool has_trailer;
 };
 
 struct rpc_call {
@@ -82,9 +90,7 @@ struct rpc_call {
     bool counted;  /* holds one max_inflight_calls slot until finished */
     int cancelled; /* RECV_CLOSE_ON_SERVER output: alive until the batch completes */
     grpc_byte_buffer *response;
-    grpc_slice status_details;
-    grpc_metadata trailer; /* grpc-status-details-bin */
-    bool has_trailer;
+    struct rpc__status status;
     char path_buf[RPC_METHOD_PATH_MAX];
     struct rpc__method_metrics *metrics; /* NULL: the server counts nothing */
     double start_s;                      /* metrics_now_seconds() at dispatch */
@@ -142,9 +148,21 @@ void rpc__call_free(struct rpc_call *c);
 /* The trailer that carries a failed call's ErrorDetail (google.rpc.Status bytes). */
 #define RPC__DETAILS_KEY "grpc-status-details-bin"
 
-/* details: borrowed for the call (NULL: none). Fills *trailer (its value a copy of details, the
- * caller unrefs it once the status is sent) and returns true; false without details. */
-bool rpc__details_trailer(grpc_metadata *trailer, const uint8_t *details, size_t details_len);
+/* An empty message and no trailer. */
+void rpc__status_init(struct rpc__status *st);
+/* Sets the message (copied) and, when details (borrowed for the call) is not NULL, the trailer
+ * carrying a copy of details[0..details_len). Once per status, after rpc__status_init. */
+void rpc__status_set(struct rpc__status *st, const char *message, const uint8_t *details,
+                     size_t details_len);
+/* rpc__status_set with e's message and its encoded ErrorDetail (e borrowed for the call); without
+ * memory for the details the message still goes out. */
+void rpc__status_set_error(struct rpc__status *st, const struct slotd_error *e);
+/* Fills *op as the SEND_STATUS_FROM_SERVER of code with st, which must outlive the batch. */
+void rpc__status_op(grpc_op *op, grpc_status_code code, struct rpc__status *st);
+/* Releases what rpc__status_set made. */
+void rpc__status_free(struct rpc__status *st);
+/* Gives back the max_inflight_calls slot c holds, if any (once). */
+void rpc__call_uncount(struct rpc_call *c);
 /* Counts one frame of a client stream handed to its method's on_frame, by whether it was
  * accepted (any thread). */
 void rpc__frame_record(struct rpc_server *s, struct rpc_call *c, bool accepted);

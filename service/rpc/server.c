@@ -451,14 +451,57 @@ static int64_t deadline_to_ms(gpr_timespec d)
     return now_ms + left_ms;
 }
 
-bool rpc__details_trailer(grpc_metadata *trailer, const uint8_t *details, size_t details_len)
+void rpc__status_init(struct rpc__status *st)
 {
-    if (details == NULL) {
-        return false;
+    st->message = grpc_empty_slice();
+    st->has_trailer = false;
+}
+
+void rpc__status_set(struct rpc__status *st, const char *message, const uint8_t *details,
+                     size_t details_len)
+{
+    st->message = grpc_slice_from_copied_string(message);
+    st->has_trailer = details != NULL;
+    if (details != NULL) {
+        st->trailer.key = grpc_slice_from_static_string(RPC__DETAILS_KEY);
+        st->trailer.value = grpc_slice_from_copied_buffer((const char *)details, details_len);
     }
-    trailer->key = grpc_slice_from_static_string(RPC__DETAILS_KEY);
-    trailer->value = grpc_slice_from_copied_buffer((const char *)details, details_len);
-    return true;
+}
+
+void rpc__status_set_error(struct rpc__status *st, const struct slotd_error *e)
+{
+    uint8_t *details = NULL;
+    size_t details_len = 0;
+    if (slotd_error_encode_details(e, &details, &details_len) != SLOTD_OK) {
+        details = NULL;
+    }
+    rpc__status_set(st, slotd_error_message(e), details, details_len);
+    free(details);
+}
+
+void rpc__status_op(grpc_op *op, grpc_status_code code, struct rpc__status *st)
+{
+    op->op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    op->data.send_status_from_server.status = code;
+    op->data.send_status_from_server.status_details = &st->message;
+    op->data.send_status_from_server.trailing_metadata_count = st->has_trailer ? 1 : 0;
+    op->data.send_status_from_server.trailing_metadata = st->has_trailer ? &st->trailer : NULL;
+}
+
+void rpc__status_free(struct rpc__status *st)
+{
+    grpc_slice_unref(st->message);
+    if (st->has_trailer) {
+        grpc_slice_unref(st->trailer.value);
+    }
+}
+
+void rpc__call_uncount(struct rpc_call *c)
+{
+    if (c->counted) {
+        c->counted = false;
+        atomic_fetch_sub_explicit(&c->server->inflight, 1, memory_order_relaxed);
+    }
 }
 
 void rpc__call_free(struct rpc_call *c)
@@ -467,10 +510,7 @@ void rpc__call_free(struct rpc_call *c)
     if (c->response != NULL) {
         grpc_byte_buffer_destroy(c->response);
     }
-    grpc_slice_unref(c->status_details);
-    if (c->has_trailer) {
-        grpc_slice_unref(c->trailer.value);
-    }
+    rpc__status_free(&c->status);
     if (c->call != NULL) {
         grpc_call_unref(c->call);
     }
@@ -498,27 +538,19 @@ static void call_finish(struct rpc_call *c, grpc_status_code code, const char *m
     grpc_op ops[4];
     size_t n = 0;
     memset(ops, 0, sizeof(ops));
-    if (c->counted) {
-        c->counted = false;
-        atomic_fetch_sub_explicit(&c->server->inflight, 1, memory_order_relaxed);
-    }
+    rpc__call_uncount(c);
     if (c->metrics != NULL) {
         call_record(c->server, c, code);
     }
     c->response = response;
-    c->status_details = grpc_slice_from_copied_string(message);
-    c->has_trailer = rpc__details_trailer(&c->trailer, details, details_len);
+    rpc__status_set(&c->status, message, details, details_len);
     ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
     ops[n++].data.send_initial_metadata.count = 0;
     if (response != NULL) {
         ops[n].op = GRPC_OP_SEND_MESSAGE;
         ops[n++].data.send_message.send_message = response;
     }
-    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    ops[n].data.send_status_from_server.status = code;
-    ops[n].data.send_status_from_server.status_details = &c->status_details;
-    ops[n].data.send_status_from_server.trailing_metadata_count = c->has_trailer ? 1 : 0;
-    ops[n++].data.send_status_from_server.trailing_metadata = c->has_trailer ? &c->trailer : NULL;
+    rpc__status_op(&ops[n++], code, &c->status);
     ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
     c->tag.kind = RPC__TAG_CALL;
@@ -819,7 +851,7 @@ static void request_on_event(struct rpc__request *r, bool ok)
     }
     c->server = s;
     c->call = r->call;
-    c->status_details = grpc_empty_slice();
+    rpc__status_init(&c->status);
     if (s->m_requests != NULL) {
         c->metrics = r->method != NULL ? &r->method->metrics : &s->unknown_metrics;
         c->start_s = metrics_now_seconds();

@@ -46,9 +46,7 @@ struct rpc_stream {
     void *on_close_arg;
     int cancelled; /* RECV_CLOSE_ON_SERVER output: alive until the batch completes */
     grpc_status_code code;
-    grpc_slice status_details;
-    grpc_metadata trailer; /* grpc-status-details-bin */
-    bool has_trailer;
+    struct rpc__status status;
 };
 
 static void queue_drop_locked(struct rpc_stream *st)
@@ -67,17 +65,11 @@ static void stream_free(struct rpc_stream *st)
 {
     struct rpc_call *c = st->call;
     assert(st->head == NULL && st->out == NULL && st->queued_bytes == 0);
-    grpc_slice_unref(st->status_details);
-    if (st->has_trailer) {
-        grpc_slice_unref(st->trailer.value);
-    }
+    rpc__status_free(&st->status);
     pthread_cond_destroy(&st->cond);
     pthread_mutex_destroy(&st->mu);
     free(st);
-    if (c->counted) {
-        c->counted = false;
-        atomic_fetch_sub_explicit(&c->server->inflight, 1, memory_order_relaxed);
-    }
+    rpc__call_uncount(c);
     rpc__call_free(c); /* last: shutdown may proceed once the live-call count drops */
 }
 
@@ -118,11 +110,7 @@ static void status_start_locked(struct rpc_stream *st)
 {
     grpc_op op;
     memset(&op, 0, sizeof(op));
-    op.op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    op.data.send_status_from_server.status = st->code;
-    op.data.send_status_from_server.status_details = &st->status_details;
-    op.data.send_status_from_server.trailing_metadata_count = st->has_trailer ? 1 : 0;
-    op.data.send_status_from_server.trailing_metadata = st->has_trailer ? &st->trailer : NULL;
+    rpc__status_op(&op, st->code, &st->status);
     st->status_started = true;
     rpc__stream_record(st->call->server, st->call, st->code);
     batch_start_locked(st, &op, 1, &st->status_tag);
@@ -202,7 +190,7 @@ void rpc__stream_start(struct rpc_server *s, const struct rpc__method *m, struct
     st->close_tag = (struct rpc__tag){RPC__TAG_STREAM_CLOSE, st};
     st->status_tag = (struct rpc__tag){RPC__TAG_STREAM_STATUS, st};
     st->queue_limit = RPC_STREAM_QUEUE_BYTES_DEFAULT;
-    st->status_details = grpc_empty_slice();
+    rpc__status_init(&st->status);
     st->refs = 2; /* the handler's and ours */
     st->in_handler = true;
 
@@ -367,32 +355,23 @@ void rpc_stream_set_on_close(struct rpc_stream *st, void (*cb)(void *arg), void 
 
 void rpc_stream_finish(struct rpc_stream *st, const struct slotd_error *e)
 {
-    grpc_status_code code = GRPC_STATUS_OK;
-    const char *message = "";
-    uint8_t *details = NULL;
-    size_t details_len = 0;
-    if (e != NULL) {
-        assert(e->code != SLOTD_OK);
-        code = (grpc_status_code)slotd_error_grpc_code(e->code);
-        message = slotd_error_message(e);
-        /* Without memory for the details the status and message still go out. */
-        if (slotd_error_encode_details(e, &details, &details_len) != SLOTD_OK) {
-            details = NULL;
-        }
-    }
+    assert(e == NULL || e->code != SLOTD_OK);
     pthread_mutex_lock(&st->mu);
     assert(!st->finished);
     st->finished = true;
-    st->code = code;
-    st->status_details = grpc_slice_from_copied_string(message);
-    st->has_trailer = rpc__details_trailer(&st->trailer, details, details_len);
+    if (e == NULL) {
+        st->code = GRPC_STATUS_OK;
+        rpc__status_set(&st->status, "", NULL, 0);
+    } else {
+        st->code = (grpc_status_code)slotd_error_grpc_code(e->code);
+        rpc__status_set_error(&st->status, e);
+    }
     /* on_close never runs after we return: wait for one already running elsewhere. */
     while (st->in_close_cb && !pthread_equal(st->close_thread, pthread_self())) {
         pthread_cond_wait(&st->cond, &st->mu);
     }
     pump_locked(st);
     stream_unlock_release(st);
-    free(details);
 }
 
 const char *rpc_stream_header(const struct rpc_stream *st, const char *key, size_t *len)
