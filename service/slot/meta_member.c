@@ -82,14 +82,22 @@ static Slotd__V1__Membership *next_of(struct slot__apply *a, const Slotd__V1__Me
     return res->membership;
 }
 
-/* load_live, and for a live membership the result's scratch copy of it in *next (next_of). */
-static int load_live_next(struct slot__apply *a, const char *uid, const char *channel,
-                          uint32_t type, Slotd__V1__MembershipResult *res, struct slot__key *k,
-                          Slotd__V1__Membership **old, Slotd__V1__Membership **next)
+/* A live membership a command changes: its key, the stored row and the result's scratch copy. */
+struct member_edit {
+    Slotd__V1__MembershipResult *res;
+    struct slot__key k;
+    Slotd__V1__Membership *old, *next;
+};
+
+/* load_live into e (r is the command's MembershipResult), and for a live membership the result's
+ * scratch copy of it in e->next (next_of). */
+static int edit_begin(struct slot__apply *a, const char *uid, const char *channel, uint32_t type,
+                      ProtobufCMessage *r, struct member_edit *e)
 {
-    int rc = load_live(a, uid, channel, type, k, old);
-    if (rc == 0 && *old != NULL)
-        *next = next_of(a, *old, res);
+    e->res = (void *)r;
+    int rc = load_live(a, uid, channel, type, &e->k, &e->old);
+    if (rc == 0 && e->old != NULL)
+        e->next = next_of(a, e->old, e->res);
     return rc;
 }
 
@@ -147,56 +155,50 @@ int slot__apply_leave_channel(struct slot__apply *a, const ProtobufCMessage *m, 
 int slot__apply_mark_read(struct slot__apply *a, const ProtobufCMessage *m, ProtobufCMessage *r)
 {
     const Slotd__V1__MarkReadCommand *c = (const void *)m;
-    Slotd__V1__MembershipResult *res = (void *)r;
-    struct slot__key k;
-    Slotd__V1__Membership *old, *next;
-    int rc = load_live_next(a, c->uid, c->channel_id, c->channel_type, res, &k, &old, &next);
-    if (rc != 0 || old == NULL)
+    struct member_edit e;
+    int rc = edit_begin(a, c->uid, c->channel_id, c->channel_type, r, &e);
+    if (rc != 0 || e.old == NULL)
         return rc;
-    bool advanced = c->read_seq > old->read_seq; /* a regression is ignored */
+    bool advanced = c->read_seq > e.old->read_seq; /* a regression is ignored */
     if (advanced)
-        next->read_seq = c->read_seq;
-    return finish(a, &k, res, advanced, 0);
+        e.next->read_seq = c->read_seq;
+    return finish(a, &e.k, e.res, advanced, 0);
 }
 
 int slot__apply_hide_conversation(struct slot__apply *a, const ProtobufCMessage *m,
                                   ProtobufCMessage *r)
 {
     const Slotd__V1__HideConversationCommand *c = (const void *)m;
-    Slotd__V1__MembershipResult *res = (void *)r;
-    struct slot__key k;
-    Slotd__V1__Membership *old, *next;
-    int rc = load_live_next(a, c->uid, c->channel_id, c->channel_type, res, &k, &old, &next);
-    if (rc != 0 || old == NULL)
+    struct member_edit e;
+    int rc = edit_begin(a, c->uid, c->channel_id, c->channel_type, r, &e);
+    if (rc != 0 || e.old == NULL)
         return rc;
-    bool advanced = c->hide_through_seq > old->hide_through_seq;
+    bool advanced = c->hide_through_seq > e.old->hide_through_seq;
     if (advanced)
-        next->hide_through_seq = c->hide_through_seq;
-    if (!old->hidden)
-        rc = index_delete(a, old);
-    next->hidden = true;
-    return finish(a, &k, res, advanced || !old->hidden, rc);
+        e.next->hide_through_seq = c->hide_through_seq;
+    if (!e.old->hidden)
+        rc = index_delete(a, e.old);
+    e.next->hidden = true;
+    return finish(a, &e.k, e.res, advanced || !e.old->hidden, rc);
 }
 
 int slot__apply_activate_conversation(struct slot__apply *a, const ProtobufCMessage *m,
                                       ProtobufCMessage *r)
 {
     const Slotd__V1__ActivateConversationCommand *c = (const void *)m;
-    Slotd__V1__MembershipResult *res = (void *)r;
-    struct slot__key k;
-    Slotd__V1__Membership *old, *next;
-    int rc = load_live_next(a, c->uid, c->channel_id, c->channel_type, res, &k, &old, &next);
-    if (rc != 0 || old == NULL)
+    struct member_edit e;
+    int rc = edit_begin(a, c->uid, c->channel_id, c->channel_type, r, &e);
+    if (rc != 0 || e.old == NULL)
         return rc;
-    if (c->activated_at_ms > old->activated_at_ms)
-        next->activated_at_ms = c->activated_at_ms; /* activation time only moves forward */
-    next->hidden = false;
-    bool changed = old->hidden || next->activated_at_ms != old->activated_at_ms;
-    if (changed && !old->hidden)
-        rc = index_delete(a, old); /* the index entry moves in the same batch */
+    if (c->activated_at_ms > e.old->activated_at_ms)
+        e.next->activated_at_ms = c->activated_at_ms; /* activation time only moves forward */
+    e.next->hidden = false;
+    bool changed = e.old->hidden || e.next->activated_at_ms != e.old->activated_at_ms;
+    if (changed && !e.old->hidden)
+        rc = index_delete(a, e.old); /* the index entry moves in the same batch */
     if (rc == 0 && changed)
-        rc = index_put(a, next);
-    return finish(a, &k, res, changed, rc);
+        rc = index_put(a, e.next);
+    return finish(a, &e.k, e.res, changed, rc);
 }
 
 /* ---- CMD bindings ---- */
