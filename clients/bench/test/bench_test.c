@@ -910,6 +910,30 @@ struct engine_case {
     int rc;
 };
 
+/* Runs slotbench's engine with "--endpoints endpoint", "--route-aware" when route_aware, then args
+ * into *r (caller frees); returns bench_run_execute's code and prints its error if it failed. */
+static int engine_execute(const char *endpoint, bool route_aware, const char *const *args,
+                          struct bench_result **r)
+{
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = "slotbench";
+    argv[argc++] = "--endpoints";
+    argv[argc++] = (char *)endpoint;
+    if (route_aware)
+        argv[argc++] = "--route-aware";
+    for (; *args; args++)
+        argv[argc++] = (char *)*args;
+    struct bench_opts o;
+    char errmsg[256];
+    CU_ASSERT_EQUAL_FATAL(bench_opts_parse(&o, argc, argv, errmsg, sizeof(errmsg)), BENCH_OK);
+    *r = calloc(1, sizeof(**r));
+    int rc = bench_run_execute(&o, *r, errmsg, sizeof(errmsg));
+    if (rc != BENCH_OK)
+        fprintf(stderr, "\nbench_run_execute: %s\n", errmsg);
+    return rc;
+}
+
 /* Runs slotbench's engine with args (after "--endpoints 127.0.0.1:PORT") against a fake. */
 static void engine_run(struct engine_case *ec, const char *const *args)
 {
@@ -918,21 +942,8 @@ static void engine_run(struct engine_case *ec, const char *const *args)
     CU_ASSERT_FATAL(f != NULL);
     char endpoint[64];
     snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%d", port);
-    char *argv[64];
-    int argc = 0;
-    argv[argc++] = "slotbench";
-    argv[argc++] = "--endpoints";
-    argv[argc++] = endpoint;
-    for (; *args; args++)
-        argv[argc++] = (char *)*args;
-    struct bench_opts o;
-    char errmsg[256];
-    CU_ASSERT_EQUAL_FATAL(bench_opts_parse(&o, argc, argv, errmsg, sizeof(errmsg)), BENCH_OK);
-    ec->r = calloc(1, sizeof(*ec->r));
     ec->stats = calloc(1, sizeof(*ec->stats));
-    ec->rc = bench_run_execute(&o, ec->r, errmsg, sizeof(errmsg));
-    if (ec->rc != BENCH_OK)
-        fprintf(stderr, "\nbench_run_execute: %s\n", errmsg);
+    ec->rc = engine_execute(endpoint, false, args, &ec->r);
     fake_server_stop(f, ec->stats);
 }
 
@@ -1059,23 +1070,9 @@ static void route_run(struct route_case *rc, struct fake_server_config a_cfg,
     struct fake_server *a = fake_server_start(&a_cfg, &a_port);
     CU_ASSERT_FATAL(a != NULL);
     snprintf(a_endpoint, sizeof(a_endpoint), "127.0.0.1:%d", a_port);
-    char *argv[64];
-    int argc = 0;
-    argv[argc++] = "slotbench";
-    argv[argc++] = "--endpoints";
-    argv[argc++] = a_endpoint;
-    argv[argc++] = "--route-aware";
-    for (; *args; args++)
-        argv[argc++] = (char *)*args;
-    struct bench_opts o;
-    char errmsg[256];
-    CU_ASSERT_EQUAL_FATAL(bench_opts_parse(&o, argc, argv, errmsg, sizeof(errmsg)), BENCH_OK);
-    rc->r = calloc(1, sizeof(*rc->r));
     rc->a = calloc(1, sizeof(*rc->a));
     rc->b = calloc(1, sizeof(*rc->b));
-    rc->rc = bench_run_execute(&o, rc->r, errmsg, sizeof(errmsg));
-    if (rc->rc != BENCH_OK)
-        fprintf(stderr, "\nbench_run_execute: %s\n", errmsg);
+    rc->rc = engine_execute(a_endpoint, true, args, &rc->r);
     fake_server_stop(a, rc->a);
     fake_server_stop(b, rc->b);
 }
