@@ -795,19 +795,10 @@ int slotd_client_get(struct slotd_client *c, const void *key, size_t klen,
                      const struct slotd_read_options *ro, struct slotd_value **out,
                      struct slotd_error **err)
 {
-    *out = NULL;
-    struct slotd_value *v = calloc(1, sizeof(*v));
-    if (!v)
-        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "get: out of memory", NULL, err);
-    struct slotd_status st;
-    int rc = client_get(c, key, klen, ro ? ro->consistency : SLOTD_CONSISTENCY_LINEARIZABLE,
-                        ro ? ro->min_applied_index : 0, v, &st);
-    slotd__finish(rc, &st, v->attempts, err);
-    if (rc == SLOTD_CLIENT_OK)
-        *out = v;
-    else
-        slotd_value_destroy(v);
-    return rc;
+    SLOTD__RESULT_CALL(struct slotd_value, "get", slotd_value_destroy, out, err,
+                       client_get(c, key, klen,
+                                  ro ? ro->consistency : SLOTD_CONSISTENCY_LINEARIZABLE,
+                                  ro ? ro->min_applied_index : 0, r, &st));
 }
 
 /* ---- health ---------------------------------------------------------------------------- */

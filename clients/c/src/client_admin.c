@@ -3,6 +3,7 @@
 
 #include "slotd/v1/admin.pb-c.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,18 +197,8 @@ int slotd_client_cluster_state(struct slotd_client *c, uint64_t known_revision,
                                const char *known_checksum, struct slotd_cluster_state **out,
                                struct slotd_error **err)
 {
-    *out = NULL;
-    struct slotd_cluster_state *s = calloc(1, sizeof(*s));
-    if (!s)
-        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "cluster state: out of memory", NULL, err);
-    struct slotd_status st;
-    int rc = admin_cluster_state(c, known_revision, known_checksum, s, &st);
-    slotd__finish(rc, &st, s->attempts, err);
-    if (rc == SLOTD_CLIENT_OK)
-        *out = s;
-    else
-        slotd_cluster_state_destroy(s);
-    return rc;
+    SLOTD__RESULT_CALL(struct slotd_cluster_state, "cluster state", slotd_cluster_state_destroy,
+                       out, err, admin_cluster_state(c, known_revision, known_checksum, r, &st));
 }
 
 int slotd__controller_status_decode(const uint8_t *buf, size_t len,
@@ -216,8 +207,7 @@ int slotd__controller_status_decode(const uint8_t *buf, size_t len,
     Slotd__V1__ControllerStatusResponse *m =
         slotd__v1__controller_status_response__unpack(NULL, len, buf);
     if (!m) {
-        snprintf(st->message, sizeof(st->message),
-                 "response is not a ControllerStatusResponse");
+        snprintf(st->message, sizeof(st->message), "response is not a ControllerStatusResponse");
         return SLOTD_CLIENT_EMALFORMED;
     }
     out->node_id = m->node_id;
@@ -289,21 +279,11 @@ static int admin_controller_status(struct slotd_client *c, const char *address,
 }
 
 int slotd_client_controller_status(struct slotd_client *c, const char *address,
-                                   struct slotd_controller_status **out,
-                                   struct slotd_error **err)
+                                   struct slotd_controller_status **out, struct slotd_error **err)
 {
-    *out = NULL;
-    struct slotd_controller_status *s = calloc(1, sizeof(*s));
-    if (!s)
-        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "controller status: out of memory", NULL, err);
-    struct slotd_status st;
-    int rc = admin_controller_status(c, address, s, &st);
-    slotd__finish(rc, &st, s->attempts, err);
-    if (rc == SLOTD_CLIENT_OK)
-        *out = s;
-    else
-        slotd_controller_status_destroy(s);
-    return rc;
+    SLOTD__RESULT_CALL(struct slotd_controller_status, "controller status",
+                       slotd_controller_status_destroy, out, err,
+                       admin_controller_status(c, address, r, &st));
 }
 
 /* Checks w's hash slots (1..256 distinct values in 0..255) into a request's array (ascending;
@@ -358,69 +338,96 @@ static int admin_migrate_encode(const struct slotd_admin_command *w, uint8_t *bu
     return SLOTD_CLIENT_OK;
 }
 
-/* The task commands: MoveReplica .. MigrateHashSlots. */
+/* The commands whose request holds only numbers and flags of the command, each copied from the
+ * command field of the same name (admin_plain_value); no_forward stays false. */
+static const struct admin_plain {
+    enum slotd_admin_kind kind;
+    const char *method, *op;
+    const ProtobufCMessageDescriptor *d;
+} admin_plain[] = {
+    {SLOTD_ADMIN_ACTIVATE_NODE, ADMIN_METHOD_ACTIVATE, "activate node",
+     &slotd__v1__activate_node_request__descriptor},
+    {SLOTD_ADMIN_SET_BALANCE, ADMIN_METHOD_SET_BALANCE, "set balance",
+     &slotd__v1__set_balance_request__descriptor},
+    {SLOTD_ADMIN_SET_PREFERRED_LEADER, ADMIN_METHOD_PREFERRED, "set preferred leader",
+     &slotd__v1__set_preferred_leader_request__descriptor},
+    {SLOTD_ADMIN_MOVE_REPLICA, ADMIN_METHOD_MOVE, "move replica",
+     &slotd__v1__move_replica_request__descriptor},
+    {SLOTD_ADMIN_TRANSFER_LEADER, ADMIN_METHOD_TRANSFER, "transfer leader",
+     &slotd__v1__transfer_leader_request__descriptor},
+    {SLOTD_ADMIN_PROMOTE_CONTROLLER_VOTER, ADMIN_METHOD_PROMOTE, "promote controller voter",
+     &slotd__v1__promote_controller_voter_request__descriptor},
+    {SLOTD_ADMIN_DRAIN_NODE, ADMIN_METHOD_DRAIN, "drain node",
+     &slotd__v1__drain_node_request__descriptor},
+    {SLOTD_ADMIN_RETRY_TASK, ADMIN_METHOD_RETRY, "retry task",
+     &slotd__v1__retry_task_request__descriptor},
+    {SLOTD_ADMIN_ABORT_TASK, ADMIN_METHOD_ABORT, "abort task",
+     &slotd__v1__abort_task_request__descriptor},
+};
+
+/* w's value for the request field called name; false for a field the command does not set. */
+static bool admin_plain_value(const struct slotd_admin_command *w, const char *name, uint64_t *v)
+{
+    if (strcmp(name, "node_id") == 0)
+        *v = w->node_id;
+    else if (strcmp(name, "group_id") == 0)
+        *v = w->group_id;
+    else if (strcmp(name, "from_node") == 0)
+        *v = w->from_node;
+    else if (strcmp(name, "to_node") == 0)
+        *v = w->to_node;
+    else if (strcmp(name, "task_id") == 0)
+        *v = w->task_id;
+    else if (strcmp(name, "enabled") == 0)
+        *v = w->enabled;
+    else if (strcmp(name, "expected_revision") == 0)
+        *v = w->expected_revision;
+    else
+        return false;
+    return true;
+}
+
+/* Packs the request of an admin_plain command p into buf. */
+static size_t admin_plain_encode(const struct admin_plain *p, const struct slotd_admin_command *w,
+                                 uint8_t *buf)
+{
+    union {
+        ProtobufCMessage base;
+        uint64_t room[16]; /* more than the largest of them (MoveReplicaRequest) */
+    } m;
+    assert(p->d->sizeof_message <= sizeof(m));
+    protobuf_c_message_init(p->d, &m);
+    for (unsigned i = 0; i < p->d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &p->d->fields[i];
+        uint64_t v;
+        if (!admin_plain_value(w, f->name, &v))
+            continue;
+        void *at = (char *)&m + f->offset;
+        if (f->type == PROTOBUF_C_TYPE_UINT64)
+            *(uint64_t *)at = v;
+        else if (f->type == PROTOBUF_C_TYPE_UINT32)
+            *(uint32_t *)at = (uint32_t)v;
+        else if (f->type == PROTOBUF_C_TYPE_BOOL)
+            *(protobuf_c_boolean *)at = v != 0;
+        else
+            assert(!"admin_plain: a field type the table does not copy");
+    }
+    return protobuf_c_message_pack(&m.base, buf);
+}
+
+/* MigrateHashSlots and the admin_plain commands. */
 static int admin_task_encode(const struct slotd_admin_command *w, uint8_t *buf, size_t *len,
                              const char **method, const char **op, struct slotd_status *st)
 {
+    for (size_t i = 0; i < sizeof(admin_plain) / sizeof(admin_plain[0]); i++) {
+        if (admin_plain[i].kind == w->kind) {
+            *method = admin_plain[i].method;
+            *op = admin_plain[i].op;
+            *len = admin_plain_encode(&admin_plain[i], w, buf);
+            return SLOTD_CLIENT_OK;
+        }
+    }
     switch (w->kind) {
-    case SLOTD_ADMIN_MOVE_REPLICA: {
-        *method = ADMIN_METHOD_MOVE;
-        *op = "move replica";
-        Slotd__V1__MoveReplicaRequest r = SLOTD__V1__MOVE_REPLICA_REQUEST__INIT;
-        r.group_id = w->group_id;
-        r.from_node = w->from_node;
-        r.to_node = w->to_node;
-        r.expected_revision = w->expected_revision;
-        *len = slotd__v1__move_replica_request__pack(&r, buf);
-        return SLOTD_CLIENT_OK;
-    }
-    case SLOTD_ADMIN_TRANSFER_LEADER: {
-        *method = ADMIN_METHOD_TRANSFER;
-        *op = "transfer leader";
-        Slotd__V1__TransferLeaderRequest r = SLOTD__V1__TRANSFER_LEADER_REQUEST__INIT;
-        r.group_id = w->group_id;
-        r.to_node = w->to_node;
-        r.expected_revision = w->expected_revision;
-        *len = slotd__v1__transfer_leader_request__pack(&r, buf);
-        return SLOTD_CLIENT_OK;
-    }
-    case SLOTD_ADMIN_PROMOTE_CONTROLLER_VOTER: {
-        *method = ADMIN_METHOD_PROMOTE;
-        *op = "promote controller voter";
-        Slotd__V1__PromoteControllerVoterRequest r =
-            SLOTD__V1__PROMOTE_CONTROLLER_VOTER_REQUEST__INIT;
-        r.node_id = w->node_id;
-        r.expected_revision = w->expected_revision;
-        *len = slotd__v1__promote_controller_voter_request__pack(&r, buf);
-        return SLOTD_CLIENT_OK;
-    }
-    case SLOTD_ADMIN_DRAIN_NODE: {
-        *method = ADMIN_METHOD_DRAIN;
-        *op = "drain node";
-        Slotd__V1__DrainNodeRequest r = SLOTD__V1__DRAIN_NODE_REQUEST__INIT;
-        r.node_id = w->node_id;
-        r.expected_revision = w->expected_revision;
-        *len = slotd__v1__drain_node_request__pack(&r, buf);
-        return SLOTD_CLIENT_OK;
-    }
-    case SLOTD_ADMIN_RETRY_TASK: {
-        *method = ADMIN_METHOD_RETRY;
-        *op = "retry task";
-        Slotd__V1__RetryTaskRequest r = SLOTD__V1__RETRY_TASK_REQUEST__INIT;
-        r.task_id = w->task_id;
-        r.expected_revision = w->expected_revision;
-        *len = slotd__v1__retry_task_request__pack(&r, buf);
-        return SLOTD_CLIENT_OK;
-    }
-    case SLOTD_ADMIN_ABORT_TASK: {
-        *method = ADMIN_METHOD_ABORT;
-        *op = "abort task";
-        Slotd__V1__AbortTaskRequest r = SLOTD__V1__ABORT_TASK_REQUEST__INIT;
-        r.task_id = w->task_id;
-        r.expected_revision = w->expected_revision;
-        *len = slotd__v1__abort_task_request__pack(&r, buf);
-        return SLOTD_CLIENT_OK;
-    }
     case SLOTD_ADMIN_MIGRATE_HASH_SLOTS:
         *method = ADMIN_METHOD_MIGRATE;
         *op = "migrate hash slots";
@@ -451,24 +458,6 @@ int slotd__admin_write_encode(const struct slotd_admin_command *w, uint8_t *buf,
         r.weight = w->weight;
         r.expected_revision = w->expected_revision;
         *len = slotd__v1__join_node_request__pack(&r, buf);
-        return SLOTD_CLIENT_OK;
-    }
-    case SLOTD_ADMIN_ACTIVATE_NODE: {
-        *method = ADMIN_METHOD_ACTIVATE;
-        *op = "activate node";
-        Slotd__V1__ActivateNodeRequest r = SLOTD__V1__ACTIVATE_NODE_REQUEST__INIT;
-        r.node_id = w->node_id;
-        r.expected_revision = w->expected_revision;
-        *len = slotd__v1__activate_node_request__pack(&r, buf);
-        return SLOTD_CLIENT_OK;
-    }
-    case SLOTD_ADMIN_SET_BALANCE: {
-        *method = ADMIN_METHOD_SET_BALANCE;
-        *op = "set balance";
-        Slotd__V1__SetBalanceRequest r = SLOTD__V1__SET_BALANCE_REQUEST__INIT;
-        r.enabled = w->enabled;
-        r.expected_revision = w->expected_revision;
-        *len = slotd__v1__set_balance_request__pack(&r, buf);
         return SLOTD_CLIENT_OK;
     }
     case SLOTD_ADMIN_SET_FEATURE: {
@@ -505,16 +494,6 @@ int slotd__admin_write_encode(const struct slotd_admin_command *w, uint8_t *buf,
         *len = slotd__v1__set_backup_plan_request__pack(&r, buf);
         return SLOTD_CLIENT_OK;
     }
-    case SLOTD_ADMIN_SET_PREFERRED_LEADER: {
-        *method = ADMIN_METHOD_PREFERRED;
-        *op = "set preferred leader";
-        Slotd__V1__SetPreferredLeaderRequest r = SLOTD__V1__SET_PREFERRED_LEADER_REQUEST__INIT;
-        r.group_id = w->group_id;
-        r.node_id = w->node_id;
-        r.expected_revision = w->expected_revision;
-        *len = slotd__v1__set_preferred_leader_request__pack(&r, buf);
-        return SLOTD_CLIENT_OK;
-    }
     default:
         return admin_task_encode(w, buf, len, method, op, st);
     }
@@ -525,8 +504,7 @@ static int admin_write_decode(const uint8_t *body, size_t len, struct slotd_admi
 {
     Slotd__V1__AdminWriteResponse *m = slotd__v1__admin_write_response__unpack(NULL, len, body);
     if (!m) {
-        snprintf(st->message, sizeof(st->message),
-                 "response is not an AdminWriteResponse");
+        snprintf(st->message, sizeof(st->message), "response is not an AdminWriteResponse");
         return SLOTD_CLIENT_EMALFORMED;
     }
     out->outcome = (int)m->outcome;
@@ -585,16 +563,6 @@ done:
 int slotd_client_admin_command(struct slotd_client *c, const struct slotd_admin_command *cmd,
                                struct slotd_admin_result **out, struct slotd_error **err)
 {
-    *out = NULL;
-    struct slotd_admin_result *r = calloc(1, sizeof(*r));
-    if (!r)
-        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "admin: out of memory", NULL, err);
-    struct slotd_status st;
-    int rc = admin_command(c, cmd, r, &st);
-    slotd__finish(rc, &st, r->attempts, err);
-    if (rc == SLOTD_CLIENT_OK)
-        *out = r;
-    else
-        slotd_admin_result_destroy(r);
-    return rc;
+    SLOTD__RESULT_CALL(struct slotd_admin_result, "admin", slotd_admin_result_destroy, out, err,
+                       admin_command(c, cmd, r, &st));
 }

@@ -138,18 +138,8 @@ static int auth_write(struct slotd_client *c, const struct slotd_auth_write *w,
 static int auth_write_run(struct slotd_client *c, const struct slotd_auth_write *w,
                           struct slotd_admin_result **out, struct slotd_error **err)
 {
-    *out = NULL;
-    struct slotd_admin_result *r = calloc(1, sizeof(*r));
-    if (!r)
-        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "auth: out of memory", NULL, err);
-    struct slotd_status st;
-    int rc = auth_write(c, w, r, &st);
-    slotd__finish(rc, &st, r->attempts, err);
-    if (rc == SLOTD_CLIENT_OK)
-        *out = r;
-    else
-        slotd_admin_result_destroy(r);
-    return rc;
+    SLOTD__RESULT_CALL(struct slotd_admin_result, "auth", slotd_admin_result_destroy, out, err,
+                       auth_write(c, w, r, &st));
 }
 
 int slotd_client_user_write(struct slotd_client *c, int op, const char *name,

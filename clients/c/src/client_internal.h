@@ -275,6 +275,26 @@ int slotd__finish(int rc, const struct slotd_status *st, unsigned attempts,
 /* As slotd__finish for a failure found before any call: message (and field, may be NULL). */
 int slotd__refuse(int rc, const char *message, const char *field, struct slotd_error **err);
 
+/* The body of a public call that hands out one result: a new T (calloc) named r, then call (an
+ * int expression on r and the struct slotd_status st), reported through slotd__finish with
+ * r->attempts; *out = r on SLOTD_CLIENT_OK (caller frees with destroy), else destroy(r). what
+ * names the call in the out-of-memory error. Returns from the enclosing function. */
+#define SLOTD__RESULT_CALL(T, what, destroy, out, err, call)                                       \
+    do {                                                                                           \
+        *(out) = NULL;                                                                             \
+        T *r = calloc(1, sizeof(*r));                                                              \
+        if (!r)                                                                                    \
+            return slotd__refuse(SLOTD_CLIENT_ENOMEM, what ": out of memory", NULL, err);          \
+        struct slotd_status st;                                                                    \
+        int rc = (call);                                                                           \
+        slotd__finish(rc, &st, r->attempts, err);                                                  \
+        if (rc == SLOTD_CLIENT_OK)                                                                 \
+            *(out) = r;                                                                            \
+        else                                                                                       \
+            destroy(r);                                                                            \
+        return rc;                                                                                 \
+    } while (0)
+
 /* ---- what client_admin.c uses from client.c ---- */
 
 /* c, address, method, req, st: borrowed for the call. One unary call bounded by the client's

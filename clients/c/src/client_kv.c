@@ -169,18 +169,8 @@ static int kv_range(struct slotd_client *c, const struct slotd_range_query *q,
 int slotd_client_range(struct slotd_client *c, const struct slotd_range_query *q,
                        struct slotd_range_page **out, struct slotd_error **err)
 {
-    *out = NULL;
-    struct slotd_range_page *p = calloc(1, sizeof(*p));
-    if (!p)
-        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "range: out of memory", NULL, err);
-    struct slotd_status st;
-    int rc = kv_range(c, q, p, &st);
-    slotd__finish(rc, &st, p->attempts, err);
-    if (rc == SLOTD_CLIENT_OK)
-        *out = p;
-    else
-        slotd_range_page_destroy(p);
-    return rc;
+    SLOTD__RESULT_CALL(struct slotd_range_page, "range", slotd_range_page_destroy, out, err,
+                       kv_range(c, q, r, &st));
 }
 
 /* ---- txn --------------------------------------------------------------------------------- */
@@ -394,16 +384,6 @@ static int kv_txn(struct slotd_client *c, const struct slotd_txn *t, struct slot
 int slotd_client_txn(struct slotd_client *c, const struct slotd_txn *t,
                      struct slotd_txn_result **out, struct slotd_error **err)
 {
-    *out = NULL;
-    struct slotd_txn_result *r = calloc(1, sizeof(*r));
-    if (!r)
-        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "txn: out of memory", NULL, err);
-    struct slotd_status st;
-    int rc = kv_txn(c, t, r, &st);
-    slotd__finish(rc, &st, r->attempts, err);
-    if (rc == SLOTD_CLIENT_OK)
-        *out = r;
-    else
-        slotd_txn_result_destroy(r);
-    return rc;
+    SLOTD__RESULT_CALL(struct slotd_txn_result, "txn", slotd_txn_result_destroy, out, err,
+                       kv_txn(c, t, r, &st));
 }

@@ -163,18 +163,8 @@ static int lease_call(struct slotd_client *c, const struct lease_cmd *cmd,
 static int lease_run(struct slotd_client *c, const struct lease_cmd *cmd,
                      struct slotd_lease_result **out, struct slotd_error **err)
 {
-    *out = NULL;
-    struct slotd_lease_result *r = calloc(1, sizeof(*r));
-    if (!r)
-        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "lease: out of memory", NULL, err);
-    struct slotd_status st;
-    int rc = lease_call(c, cmd, r, &st);
-    slotd__finish(rc, &st, r->attempts, err);
-    if (rc == SLOTD_CLIENT_OK)
-        *out = r;
-    else
-        slotd_lease_result_destroy(r);
-    return rc;
+    SLOTD__RESULT_CALL(struct slotd_lease_result, "lease", slotd_lease_result_destroy, out, err,
+                       lease_call(c, cmd, r, &st));
 }
 
 int slotd_client_lease_grant(struct slotd_client *c, const void *key, size_t klen,

@@ -188,16 +188,6 @@ static int task_status(struct slotd_client *c, uint64_t task_id, bool active_onl
 int slotd_client_task_status(struct slotd_client *c, uint64_t task_id, bool active_only,
                              struct slotd_task_list **out, struct slotd_error **err)
 {
-    *out = NULL;
-    struct slotd_task_list *l = calloc(1, sizeof(*l));
-    if (!l)
-        return slotd__refuse(SLOTD_CLIENT_ENOMEM, "task status: out of memory", NULL, err);
-    struct slotd_status st;
-    int rc = task_status(c, task_id, active_only, l, &st);
-    slotd__finish(rc, &st, l->attempts, err);
-    if (rc == SLOTD_CLIENT_OK)
-        *out = l;
-    else
-        slotd_task_list_destroy(l);
-    return rc;
+    SLOTD__RESULT_CALL(struct slotd_task_list, "task status", slotd_task_list_destroy, out, err,
+                       task_status(c, task_id, active_only, r, &st));
 }

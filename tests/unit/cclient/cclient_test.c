@@ -632,6 +632,46 @@ static void test_admin_task_encoding(void)
     CU_ASSERT_EQUAL(pv->node_id, 5);
     slotd__v1__promote_controller_voter_request__free_unpacked(pv, NULL);
 
+    /* the other table-encoded kinds: each field from the command, no_forward false */
+    w = (struct slotd_admin_command){
+        .kind = SLOTD_ADMIN_ABORT_TASK, .task_id = 43, .node_id = 9, .expected_revision = 8};
+    CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st), SLOTD_CLIENT_OK);
+    CU_ASSERT_STRING_EQUAL(method, "/slotd.v1.Admin/AbortTask");
+    CU_ASSERT_STRING_EQUAL(op, "abort task");
+    Slotd__V1__AbortTaskRequest *at = slotd__v1__abort_task_request__unpack(NULL, len, buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    CU_ASSERT_EQUAL(at->task_id, 43);
+    CU_ASSERT_EQUAL(at->expected_revision, 8);
+    CU_ASSERT_FALSE(at->no_forward);
+    slotd__v1__abort_task_request__free_unpacked(at, NULL);
+    w = (struct slotd_admin_command){.kind = SLOTD_ADMIN_ACTIVATE_NODE, .node_id = 6};
+    CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st), SLOTD_CLIENT_OK);
+    CU_ASSERT_STRING_EQUAL(method, "/slotd.v1.Admin/ActivateNode");
+    Slotd__V1__ActivateNodeRequest *an = slotd__v1__activate_node_request__unpack(NULL, len, buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(an);
+    CU_ASSERT_EQUAL(an->node_id, 6);
+    slotd__v1__activate_node_request__free_unpacked(an, NULL);
+    w = (struct slotd_admin_command){
+        .kind = SLOTD_ADMIN_SET_BALANCE, .enabled = true, .expected_revision = 2};
+    CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st), SLOTD_CLIENT_OK);
+    CU_ASSERT_STRING_EQUAL(method, "/slotd.v1.Admin/SetBalance");
+    Slotd__V1__SetBalanceRequest *sb = slotd__v1__set_balance_request__unpack(NULL, len, buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sb);
+    CU_ASSERT_TRUE(sb->enabled);
+    CU_ASSERT_EQUAL(sb->expected_revision, 2);
+    slotd__v1__set_balance_request__free_unpacked(sb, NULL);
+    w = (struct slotd_admin_command){
+        .kind = SLOTD_ADMIN_SET_PREFERRED_LEADER, .group_id = 7, .node_id = 3};
+    CU_ASSERT_EQUAL(slotd__admin_write_encode(&w, buf, &len, &method, &op, &st), SLOTD_CLIENT_OK);
+    CU_ASSERT_STRING_EQUAL(method, "/slotd.v1.Admin/SetPreferredLeader");
+    CU_ASSERT_STRING_EQUAL(op, "set preferred leader");
+    Slotd__V1__SetPreferredLeaderRequest *sp =
+        slotd__v1__set_preferred_leader_request__unpack(NULL, len, buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sp);
+    CU_ASSERT_EQUAL(sp->group_id, 7);
+    CU_ASSERT_EQUAL(sp->node_id, 3);
+    slotd__v1__set_preferred_leader_request__free_unpacked(sp, NULL);
+
     /* all 256 hash slots, given in descending order: sent ascending, and they fit */
     uint32_t slots[SLOTD_HASH_SLOTS];
     for (uint32_t i = 0; i < SLOTD_HASH_SLOTS; i++)
