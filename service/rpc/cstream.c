@@ -188,9 +188,9 @@ void rpc__cstream_start(struct rpc_server *s, const struct rpc__method *m, struc
     st->server = s;
     st->method = m;
     st->call = c;
-    st->recv_tag = (struct rpc__tag){RPC__TAG_CSTREAM_RECV, st};
-    st->close_tag = (struct rpc__tag){RPC__TAG_CSTREAM_CLOSE, st};
-    st->status_tag = (struct rpc__tag){RPC__TAG_CSTREAM_STATUS, st};
+    st->recv_tag = (struct rpc__tag){RPC__TAG_CSTREAM_RECV, st, rpc__cstream_on_event};
+    st->close_tag = (struct rpc__tag){RPC__TAG_CSTREAM_CLOSE, st, rpc__cstream_on_event};
+    st->status_tag = (struct rpc__tag){RPC__TAG_CSTREAM_STATUS, st, rpc__cstream_on_event};
     rpc__status_init(&st->status);
     c->md = NULL; /* the request's metadata is not kept: frames carry what a handler needs */
 

@@ -139,6 +139,7 @@ static void watch_tag_init(struct rpc__tag *t, enum rpc__tag_kind kind, struct r
 {
     t->kind = kind;
     t->owner = w;
+    t->on_event = rpc__health_on_event;
 }
 
 void rpc__health_watch_start(struct rpc_server *s, struct rpc_call *c, const uint8_t *req,

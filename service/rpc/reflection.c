@@ -385,6 +385,7 @@ static void refl_tag_init(struct rpc__tag *t, enum rpc__tag_kind kind, struct rp
 {
     t->kind = kind;
     t->owner = r;
+    t->on_event = rpc__reflection_on_event;
 }
 
 void rpc__reflection_start(struct rpc_server *s, struct rpc_call *c)

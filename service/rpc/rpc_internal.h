@@ -37,6 +37,9 @@ enum rpc__tag_kind {
 struct rpc__tag {
     enum rpc__tag_kind kind;
     void *owner;
+    /* Runs the event on the CQ thread; set by the file that owns the kind (stream.c, cstream.c,
+     * health.c, reflection.c). NULL for server.c's own kinds (request, call, shutdown). */
+    void (*on_event)(struct rpc__tag *t, bool ok);
 };
 
 enum rpc__method_kind {

@@ -341,6 +341,7 @@ int rpc_server_new(const struct rpc_server_options *o, struct rpc_server **out)
     }
     s->shutdown_tag.kind = RPC__TAG_SHUTDOWN;
     s->shutdown_tag.owner = s;
+    s->shutdown_tag.on_event = NULL;
     if (pthread_mutex_init(&s->mu, NULL) != 0) {
         goto err_after_tls;
     }
@@ -382,6 +383,7 @@ static void request_arm(struct rpc_server *s, struct rpc__method *m)
     }
     r->tag.kind = RPC__TAG_REQUEST;
     r->tag.owner = r;
+    r->tag.on_event = NULL;
     r->server = s;
     r->method = m;
     grpc_metadata_array_init(&r->md);
@@ -555,6 +557,7 @@ static void call_finish(struct rpc_call *c, grpc_status_code code, const char *m
     ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
     c->tag.kind = RPC__TAG_CALL;
     c->tag.owner = c;
+    c->tag.on_event = NULL;
     grpc_call_error e = grpc_call_start_batch(c->call, ops, n, &c->tag, NULL);
     /* Only misuse (a call finished twice, ops out of order) can fail here. */
     assert(e == GRPC_CALL_OK);
@@ -891,6 +894,10 @@ static void *cq_thread_main(void *arg)
             continue;
         }
         struct rpc__tag *t = ev.tag;
+        if (t->on_event != NULL) {
+            t->on_event(t, ev.success != 0); /* a stream's event (stream, cstream, health, ...) */
+            continue;
+        }
         switch (t->kind) {
         case RPC__TAG_REQUEST:
             request_on_event(t->owner, ev.success != 0);
@@ -898,28 +905,8 @@ static void *cq_thread_main(void *arg)
         case RPC__TAG_CALL:
             rpc__call_free(t->owner);
             break;
-        case RPC__TAG_WATCH_SEND:
-        case RPC__TAG_WATCH_CLOSE:
-        case RPC__TAG_WATCH_STATUS:
-            rpc__health_on_event(t, ev.success != 0);
-            break;
-        case RPC__TAG_REFL_RECV:
-        case RPC__TAG_REFL_SEND:
-        case RPC__TAG_REFL_CLOSE:
-        case RPC__TAG_REFL_STATUS:
-            rpc__reflection_on_event(t, ev.success != 0);
-            break;
-        case RPC__TAG_STREAM_SEND:
-        case RPC__TAG_STREAM_CLOSE:
-        case RPC__TAG_STREAM_STATUS:
-            rpc__stream_on_event(t, ev.success != 0);
-            break;
-        case RPC__TAG_CSTREAM_RECV:
-        case RPC__TAG_CSTREAM_CLOSE:
-        case RPC__TAG_CSTREAM_STATUS:
-            rpc__cstream_on_event(t, ev.success != 0);
-            break;
-        case RPC__TAG_SHUTDOWN:
+        default:
+            assert(t->kind == RPC__TAG_SHUTDOWN);
             pthread_mutex_lock(&s->mu);
             s->shutdown_done = true;
             pthread_cond_broadcast(&s->cond);

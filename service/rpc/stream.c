@@ -186,9 +186,9 @@ void rpc__stream_start(struct rpc_server *s, const struct rpc__method *m, struct
     }
     st->server = s;
     st->call = c;
-    st->send_tag = (struct rpc__tag){RPC__TAG_STREAM_SEND, st};
-    st->close_tag = (struct rpc__tag){RPC__TAG_STREAM_CLOSE, st};
-    st->status_tag = (struct rpc__tag){RPC__TAG_STREAM_STATUS, st};
+    st->send_tag = (struct rpc__tag){RPC__TAG_STREAM_SEND, st, rpc__stream_on_event};
+    st->close_tag = (struct rpc__tag){RPC__TAG_STREAM_CLOSE, st, rpc__stream_on_event};
+    st->status_tag = (struct rpc__tag){RPC__TAG_STREAM_STATUS, st, rpc__stream_on_event};
     st->queue_limit = RPC_STREAM_QUEUE_BYTES_DEFAULT;
     rpc__status_init(&st->status);
     st->refs = 2; /* the handler's and ours */
