@@ -22,24 +22,28 @@ const char *slotd_strerror(int code)
     return "unknown error";
 }
 
-void slotd_error_set(struct slotd_error *e, int code, const char *fmt, ...)
+/* Clears e, then code and the formatted message: the start of every slotd_error_* setter. */
+static void error_vset(struct slotd_error *e, int code, const char *fmt, va_list ap)
 {
     memset(e, 0, sizeof(*e));
     e->code = code;
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+}
+
+void slotd_error_set(struct slotd_error *e, int code, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    error_vset(e, code, fmt, ap);
     va_end(ap);
 }
 
 void slotd_error_field(struct slotd_error *e, const char *field, uint64_t limit, const char *fmt,
                        ...)
 {
-    memset(e, 0, sizeof(*e));
-    e->code = SLOTD_EINVALID_FIELD;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    error_vset(e, SLOTD_EINVALID_FIELD, fmt, ap);
     va_end(ap);
     snprintf(e->field, sizeof(e->field), "%s", field);
     e->limit = limit;
@@ -48,11 +52,9 @@ void slotd_error_field(struct slotd_error *e, const char *field, uint64_t limit,
 void slotd_error_compacted(struct slotd_error *e, uint32_t group, uint64_t oldest, const char *fmt,
                            ...)
 {
-    memset(e, 0, sizeof(*e));
-    e->code = SLOTD_ECOMPACTED;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    error_vset(e, SLOTD_ECOMPACTED, fmt, ap);
     va_end(ap);
     e->compacted_group = group;
     e->compacted_index = oldest;
