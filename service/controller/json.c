@@ -81,14 +81,26 @@ int ctl__json_u32(const json_t *obj, const char *key, const char *path, uint32_t
     return rc;
 }
 
+/* obj[key] when it is of JSON type t (JSON_TRUE: either boolean); else NULL with "<fp>: expected
+ * <what>" in err. fp receives the field's path ("path.key", CTL__PATH_MAX bytes). */
+static json_t *typed_field(const json_t *obj, const char *key, const char *path, json_type t,
+                           const char *what, char *fp, char *err, size_t errlen)
+{
+    ctl__json_path(fp, path, key);
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL || !(json_typeof(v) == t || (t == JSON_TRUE && json_typeof(v) == JSON_FALSE))) {
+        ctl__errf(err, errlen, "%s: expected %s", fp, what);
+        return NULL;
+    }
+    return v;
+}
+
 int ctl__json_str(const json_t *obj, const char *key, const char *path, size_t max, char *out,
                   char *err, size_t errlen)
 {
     char fp[CTL__PATH_MAX];
-    ctl__json_path(fp, path, key);
-    const json_t *v = json_object_get(obj, key);
-    if (!json_is_string(v)) {
-        ctl__errf(err, errlen, "%s: expected a string", fp);
+    const json_t *v = typed_field(obj, key, path, JSON_STRING, "a string", fp, err, errlen);
+    if (v == NULL) {
         return CTL_EDECODE;
     }
     size_t n = json_string_length(v);
@@ -105,10 +117,8 @@ int ctl__json_bool(const json_t *obj, const char *key, const char *path, bool *o
                    size_t errlen)
 {
     char fp[CTL__PATH_MAX];
-    ctl__json_path(fp, path, key);
-    const json_t *v = json_object_get(obj, key);
-    if (!json_is_boolean(v)) {
-        ctl__errf(err, errlen, "%s: expected true or false", fp);
+    const json_t *v = typed_field(obj, key, path, JSON_TRUE, "true or false", fp, err, errlen);
+    if (v == NULL) {
         return CTL_EDECODE;
     }
     *out = json_is_true(v);
@@ -154,10 +164,8 @@ int ctl__json_enum(const json_t *obj, const char *key, const char *path, const c
                    size_t n, int *out, char *err, size_t errlen)
 {
     char fp[CTL__PATH_MAX];
-    ctl__json_path(fp, path, key);
-    const json_t *v = json_object_get(obj, key);
-    if (!json_is_string(v)) {
-        ctl__errf(err, errlen, "%s: expected a string", fp);
+    const json_t *v = typed_field(obj, key, path, JSON_STRING, "a string", fp, err, errlen);
+    if (v == NULL) {
         return CTL_EDECODE;
     }
     int i = ctl__name_index(names, n, json_string_value(v));
@@ -179,10 +187,8 @@ int ctl__json_array(const json_t *obj, const char *key, const char *path, size_t
                     char *err, size_t errlen)
 {
     char fp[CTL__PATH_MAX];
-    ctl__json_path(fp, path, key);
-    json_t *v = json_object_get(obj, key);
-    if (!json_is_array(v)) {
-        ctl__errf(err, errlen, "%s: expected an array", fp);
+    json_t *v = typed_field(obj, key, path, JSON_ARRAY, "an array", fp, err, errlen);
+    if (v == NULL) {
         return CTL_EDECODE;
     }
     if (json_array_size(v) > max) {
