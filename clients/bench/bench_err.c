@@ -3,18 +3,7 @@
 
 #include "call.h"
 
-static const char *const bench_err_text[] = {
-#define BENCH__ERR_TEXT(name, text) [name] = text,
-    BENCH_ERRORS(BENCH__ERR_TEXT)
-#undef BENCH__ERR_TEXT
-};
-
-const char *bench_strerror(int err)
-{
-    if (err < 0 || err >= BENCH_ERR_COUNT)
-        return "unknown error";
-    return bench_err_text[err];
-}
+SLOTD_CALL_STRERROR_DEFINE(bench_strerror, BENCH_ERRORS, BENCH_ERR_COUNT)
 
 const char *bench_status_name(unsigned code)
 {

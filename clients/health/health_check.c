@@ -15,18 +15,7 @@
 
 #define HEALTH_CHECK_PATH "/grpc.health.v1.Health/Check"
 
-static const char *const health_err_text[] = {
-#define HEALTH__ERR_TEXT(name, text) text,
-    HEALTH_ERRORS(HEALTH__ERR_TEXT)
-#undef HEALTH__ERR_TEXT
-};
-
-const char *health_strerror(int err)
-{
-    if (err < 0 || err >= HEALTH_ERR_COUNT)
-        return "unknown error";
-    return health_err_text[err];
-}
+SLOTD_CALL_STRERROR_DEFINE(health_strerror, HEALTH_ERRORS, HEALTH_ERR_COUNT)
 
 const char *health_status_name(int status)
 {

@@ -30,6 +30,14 @@ static uint64_t test_rng(uint64_t *x)
 
 /* ---- histogram ------------------------------------------------------------------------ */
 
+static void test_strerror(void)
+{
+    CU_ASSERT_STRING_EQUAL(bench_strerror(BENCH_OK), "ok");
+    CU_ASSERT_STRING_EQUAL(bench_strerror(BENCH_EMALFORMED), "malformed response");
+    CU_ASSERT_STRING_EQUAL(bench_strerror(BENCH_ERR_COUNT), "unknown error");
+    CU_ASSERT_STRING_EQUAL(bench_strerror(-1), "unknown error");
+}
+
 static void test_hist_buckets(void)
 {
     CU_ASSERT_EQUAL(bench_hist_bucket_of(0), 0);
@@ -1256,6 +1264,7 @@ int main(void)
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
     CU_pSuite s = CU_add_suite("slotbench", NULL, NULL);
+    CU_add_test(s, "bench_strerror", test_strerror);
     CU_add_test(s, "hist buckets", test_hist_buckets);
     CU_add_test(s, "hist small values exact", test_hist_small_exact);
     CU_add_test(s, "hist constant clamped", test_hist_constant_clamped);

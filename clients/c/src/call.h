@@ -94,4 +94,15 @@ void slotd_call_trailer_detail(const grpc_metadata_array *md, struct slotd_statu
  * decode or carry no ErrorDetail (st->has_detail stays false). */
 int slotd_call_detail_decode(const uint8_t *buf, size_t len, struct slotd_status *st);
 
+/* Defines `const char *fn(int err)`, the strerror() of an error list LIST of X(name, text) entries
+ * numbered 0..count-1 in order: entry err's text, "unknown error" for any other err. Used by
+ * libslotd, slotd-health and slotbench for their own error lists. */
+#define SLOTD_CALL_STRERROR_DEFINE(fn, LIST, count)                                                \
+    const char *fn(int err)                                                                        \
+    {                                                                                              \
+        static const char *const texts_[] = {LIST(SLOTD_CALL__ERR_TEXT)};                          \
+        return err < 0 || err >= (count) ? "unknown error" : texts_[err];                          \
+    }
+#define SLOTD_CALL__ERR_TEXT(name, text) text,
+
 #endif /* SLOTD_CALL_H */

@@ -24,18 +24,7 @@ enum {
 #define WIRE_BACKOFF_BASE_MS 50
 #define WIRE_BACKOFF_MAX_MS 1000
 
-static const char *const err_text[] = {
-#define SLOTD_CLIENT__TEXT(name, text) text,
-    SLOTD_CLIENT_ERRORS(SLOTD_CLIENT__TEXT)
-#undef SLOTD_CLIENT__TEXT
-};
-
-const char *slotd_client_strerror(int err)
-{
-    if (err < 0 || err >= SLOTD_CLIENT_ERR_COUNT)
-        return "unknown error";
-    return err_text[err];
-}
+SLOTD_CALL_STRERROR_DEFINE(slotd_client_strerror, SLOTD_CLIENT_ERRORS, SLOTD_CLIENT_ERR_COUNT)
 
 const char *slotd_error_code_name(int code)
 {
