@@ -385,9 +385,8 @@ void raft__bcast_append(struct raft *r)
     }
 }
 
-static void raft__bcast_heartbeat(struct raft *r)
+void raft__bcast_heartbeat_ctx(struct raft *r, uint64_t ctx)
 {
-    uint64_t ctx = raft__read_heartbeat_context(r);
     for (uint32_t i = 0; i < r->n_prs; i++) {
         struct raft__progress *p = &r->prs[i];
         if (p->id == r->id) {
@@ -399,6 +398,11 @@ static void raft__bcast_heartbeat(struct raft *r)
             .type = RAFT_MSG_HEARTBEAT, .to = p->id, .commit = commit, .context = ctx};
         raft__send(r, &m);
     }
+}
+
+static void raft__bcast_heartbeat(struct raft *r)
+{
+    raft__bcast_heartbeat_ctx(r, raft__read_heartbeat_context(r));
 }
 
 /* thesis 3.6.2: the commit index is the highest index stored on a majority of voters, and only

@@ -277,6 +277,8 @@ bool raft__is_voter(const struct raft *r, raft_id id);
 bool raft__promotable(const struct raft *r);
 void raft__become_follower(struct raft *r, raft_term term, raft_id lead);
 void raft__bcast_append(struct raft *r);
+/* A heartbeat carrying ctx to every other peer, each told to commit no further than its match. */
+void raft__bcast_heartbeat_ctx(struct raft *r, uint64_t ctx);
 bool raft__maybe_commit(struct raft *r);
 /* raft_advance: the host persisted the log through (i, t); a leader counts itself from now on. */
 void raft__self_persisted(struct raft *r, raft_index i, raft_term t);

@@ -52,16 +52,7 @@ static uint64_t raft__read_round(struct raft *r)
         return r->read_round;
     }
     uint64_t ctx = raft__round_new(r);
-    for (uint32_t i = 0; i < r->n_prs; i++) {
-        struct raft__progress *p = &r->prs[i];
-        if (p->id == r->id) {
-            continue;
-        }
-        raft_index commit = p->match < r->log.committed ? p->match : r->log.committed;
-        struct raft_msg m = {
-            .type = RAFT_MSG_HEARTBEAT, .to = p->id, .commit = commit, .context = ctx};
-        raft__send(r, &m);
-    }
+    raft__bcast_heartbeat_ctx(r, ctx);
     return ctx;
 }
 
