@@ -235,29 +235,39 @@ bool slot_typed_watch_match(uint32_t kind, const uint8_t *id, size_t id_len, uin
     return true;
 }
 
+/* The stored value of k into *raw (caller frees) with *found true, or *found false and 0 when
+ * there is none. */
+static int store_value_get(struct store *st, const struct slot__key *k, void **raw, size_t *rl,
+                           bool *found)
+{
+    *raw = NULL;
+    *rl = 0;
+    int rc = store_fsm_get(st, k->b, k->n, raw, rl);
+    *found = rc == 0;
+    return rc == STORE_ENOTFOUND ? 0 : rc;
+}
+
 int slot__store_row_get(struct store *st, const struct slot__key *k,
                         const ProtobufCMessageDescriptor *d, ProtobufCMessage **out)
 {
-    void *raw = NULL;
-    size_t rl = 0;
+    void *raw;
+    size_t rl;
+    bool found;
     *out = NULL;
-    int rc = store_fsm_get(st, k->b, k->n, &raw, &rl);
-    if (rc == STORE_ENOTFOUND)
-        return 0;
-    if (rc != 0)
+    int rc = store_value_get(st, k, &raw, &rl, &found);
+    if (rc != 0 || !found)
         return rc;
     return row_decode(raw, rl, d, out);
 }
 
 int slot__store_flag_get(struct store *st, const struct slot__key *k, bool *present)
 {
-    void *raw = NULL;
-    size_t rl = 0;
+    void *raw;
+    size_t rl;
+    bool found;
     *present = false;
-    int rc = store_fsm_get(st, k->b, k->n, &raw, &rl);
-    if (rc == STORE_ENOTFOUND)
-        return 0;
-    if (rc != 0)
+    int rc = store_value_get(st, k, &raw, &rl, &found);
+    if (rc != 0 || !found)
         return rc;
     rc = rl == 1 && ((uint8_t *)raw)[0] == ROW_VERSION ? 0 : STORE_ECORRUPT;
     *present = rc == 0;
