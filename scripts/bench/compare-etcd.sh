@@ -119,13 +119,7 @@ populate() {
     cat "$dir/populate.err" >&2
     die "populating $target failed"
   }
-  $PY - "$dir/populate.json" "$target" <<'PYEOF' || die "populating $target incomplete"
-import json, sys
-r = json.load(open(sys.argv[1]))
-if r["populated_keys"] != r["keys"] or r["populate"]["errors_total"]:
-    sys.exit("compare-etcd: %s populate wrote %d of %d keys, %d errors"
-             % (sys.argv[2], r["populated_keys"], r["keys"], r["populate"]["errors_total"]))
-PYEOF
+  bench_populate_check compare-etcd "$dir/populate.json" "$target"
 }
 
 # ctx_switches PIDS...: context switches (voluntary + involuntary) of every thread of the pids so

@@ -95,3 +95,15 @@ cpu_ticks() {
   for p in "$@"; do t=$((t + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13}'))); done
   echo "$t"
 }
+
+# bench_populate_check NAME JSON TARGET: dies unless the slotbench --populate run whose --json
+# output is JSON wrote every key without an error (NAME: the script, for the message).
+bench_populate_check() {
+  "$PY" - "$2" "$3" "$1" <<'PYEOF' || die "populating $3 incomplete"
+import json, sys
+r = json.load(open(sys.argv[1]))
+if r["populated_keys"] != r["keys"] or r["populate"]["errors_total"]:
+    sys.exit("%s: %s populate wrote %d of %d keys, %d errors"
+             % (sys.argv[3], sys.argv[2], r["populated_keys"], r["keys"], r["populate"]["errors_total"]))
+PYEOF
+}

@@ -121,13 +121,7 @@ bench() {
 # populate TARGET ENDPOINT: every key written once (same store shape for both), checked.
 populate() {
   bench "$1" "$2" "$dir/populate.json" --duration 1 --populate
-  $PY - "$dir/populate.json" "$1" <<'PYEOF' || die "populating $1 incomplete"
-import json, sys
-r = json.load(open(sys.argv[1]))
-if r["populated_keys"] != r["keys"] or r["populate"]["errors_total"]:
-    sys.exit("watch-etcd: %s populate wrote %d of %d keys, %d errors"
-             % (sys.argv[2], r["populated_keys"], r["keys"], r["populate"]["errors_total"]))
-PYEOF
+  bench_populate_check watch-etcd "$dir/populate.json" "$1"
 }
 
 # run_one TARGET ENDPOINT W: one measured run appended to res/wW-TARGET.json, and the server's
