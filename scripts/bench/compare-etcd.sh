@@ -36,11 +36,7 @@ done
 . scripts/bench/lib.sh
 bench_etcd_install
 
-dir=$(mktemp -d /tmp/compare-etcd.XXXXXX) # every data dir lives here: same disk for both
-mkdir -p "$dir/res"
-pids=()
-trap bench_cleanup EXIT
-trap 'exit 130' INT TERM
+bench_setup compare-etcd # every data dir lives in $dir: same disk for both
 
 # Free loopback ports: slotd client 0..2, etcd client 3..5 and peer 6..8, slotd peer 9..11, echo 12.
 read -r -a ports <<<"$(bench_free_ports 13)"

@@ -32,6 +32,16 @@ stop_pids() {
   done
 }
 
+# bench_setup NAME: the run's folder dir=/tmp/NAME.XXXXXX (with dir/res), an empty pids array,
+# and the traps: bench_cleanup on exit, exit 130 on INT and TERM.
+bench_setup() {
+  dir=$(mktemp -d "/tmp/$1.XXXXXX")
+  mkdir -p "$dir/res"
+  pids=()
+  trap bench_cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+
 # The EXIT trap: stops every process in pids and removes dir.
 bench_cleanup() {
   if ((${#pids[@]})); then stop_pids "${pids[@]}"; fi

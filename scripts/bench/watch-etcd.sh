@@ -81,11 +81,7 @@ done
 . scripts/bench/lib.sh
 bench_etcd_install
 
-dir=$(mktemp -d /tmp/watch-etcd.XXXXXX) # both data dirs live here: same disk for both
-mkdir -p "$dir/res"
-pids=()
-trap bench_cleanup EXIT
-trap 'exit 130' INT TERM
+bench_setup watch-etcd # both data dirs live in $dir: same disk for both
 
 # Free loopback ports: slotd client and peer, etcd client and peer.
 read -r -a ports <<<"$(bench_free_ports 4)"
