@@ -699,6 +699,22 @@ static bool inflight_acquire(struct rpc_server *s)
     return true;
 }
 
+/* Takes a max_inflight_calls slot for c when m counts against it (c->counted = m->counted); when
+ * the server is full, fails c with QUEUE_FULL (and a retry hint) and returns false. */
+static bool call_count(struct rpc_server *s, const struct rpc__method *m, struct rpc_call *c)
+{
+    if (m->counted && !inflight_acquire(s)) {
+        struct slotd_error e;
+        slotd_error_set(&e, SLOTD_EQUEUE_FULL, "server: %zu calls in flight, the limit is %zu",
+                        s->opts.max_inflight_calls, s->opts.max_inflight_calls);
+        e.retry_after_ms = RPC_QUEUE_FULL_RETRY_MS;
+        rpc_call_fail(c, &e);
+        return false;
+    }
+    c->counted = m->counted;
+    return true;
+}
+
 /* Checks a new unary call and hands it to its handler, or fails it. */
 static void call_dispatch(struct rpc_server *s, const struct rpc__method *m, struct rpc_call *c,
                           grpc_byte_buffer *payload, bool shutting_down)
@@ -728,14 +744,8 @@ static void call_dispatch(struct rpc_server *s, const struct rpc__method *m, str
         return;
     }
     if (m->kind == RPC__METHOD_CLIENT_STREAM) {
-        if (m->counted && !inflight_acquire(s)) {
-            slotd_error_set(&e, SLOTD_EQUEUE_FULL, "server: %zu calls in flight, the limit is %zu",
-                            s->opts.max_inflight_calls, s->opts.max_inflight_calls);
-            e.retry_after_ms = RPC_QUEUE_FULL_RETRY_MS;
-            rpc_call_fail(c, &e);
+        if (!call_count(s, m, c))
             return;
-        }
-        c->counted = m->counted;
         rpc__cstream_start(s, m, c); /* reads its own frames */
         return;
     }
@@ -753,14 +763,8 @@ static void call_dispatch(struct rpc_server *s, const struct rpc__method *m, str
         rpc_call_fail(c, &e);
         return;
     }
-    if (m->counted && !inflight_acquire(s)) {
-        slotd_error_set(&e, SLOTD_EQUEUE_FULL, "server: %zu calls in flight, the limit is %zu",
-                        s->opts.max_inflight_calls, s->opts.max_inflight_calls);
-        e.retry_after_ms = RPC_QUEUE_FULL_RETRY_MS;
-        rpc_call_fail(c, &e);
+    if (!call_count(s, m, c))
         return;
-    }
-    c->counted = m->counted;
     grpc_byte_buffer_reader reader;
     if (!grpc_byte_buffer_reader_init(&reader, payload)) {
         slotd_error_set(&e, SLOTD_EMALFORMED, "request: cannot read the message");
