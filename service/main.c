@@ -444,6 +444,8 @@ int main(int argc, char **argv)
         ro.compact_entries = f.compact_entries;
     if (f.compact_tail)
         ro.compact_tail = f.compact_tail;
+    if (f.snapshot_chunk_bytes)
+        ro.snap_chunk_bytes = f.snapshot_chunk_bytes;
     ro.group_proposals_max = f.group_proposals_max;
     ro.watch_history_bytes = f.watch_history_bytes;
     const char *pa = ro.peer_advertise;

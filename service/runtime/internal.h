@@ -43,9 +43,11 @@ enum rt_request_kind {
 #define RT_LEADER_SETTLE_MS 3000
 #define RT_GROUP_SLOTS(rt) ((size_t)(rt)->n_groups + 1)
 
-/* Snapshot sizes: chunks on the wire, and the largest snapshot staged in memory. */
+/* Snapshot sizes: chunks on the wire (default; opts.snap_chunk_bytes), the largest snapshot a
+ * receiver stages in memory, and the transfers a node sends at once (one more is refused). */
 #define RT_SNAP_CHUNK_BYTES ((size_t)1 << 20)
 #define RT_SNAP_BYTES_MAX ((size_t)512 << 20)
+#define RT_SNAP_SENDS_MAX 8
 /* An apply job (one fsm batch) takes at most this many committed entries or arena bytes (but
  * always at least one entry): a follower catching up, or a group committing a long run at once,
  * is applied in several jobs back to back instead of one unbounded batch (loop.c). */
@@ -111,7 +113,9 @@ struct rt_read_round {
     struct rt_list reads;
 };
 
-/* A snapshot being sent to one peer (loop thread). */
+/* A snapshot being sent to one peer (loop thread). A data group's rows are read chunk by chunk
+ * from a LevelDB snapshot of the fsm the apply stage took at its applied index (sn); head holds
+ * the group's meta rows captured with it. The controller's state is captured whole (head). */
 struct rt_snap_send {
     struct rt_snap_send *next;
     struct rt_snap_send *capture_next; /* captures riding on one apply job */
@@ -122,9 +126,21 @@ struct rt_snap_send {
     bool captured; /* set by the apply stage */
     bool started;
     bool dead;
-    uint8_t *data; /* serialized rows, filled by the apply stage */
-    size_t len;
-    size_t offset; /* bytes acknowledged */
+    bool head_sent; /* head is in a chunk already sent or in flight */
+    bool cursor_on; /* cursor reads hash slots [range_first, range_last] */
+    bool last_sent; /* the chunk in flight is the last one */
+    uint8_t *head;  /* meta rows (data group) or the controller state */
+    size_t head_len;
+    struct store_fsm_snap *sn; /* data groups: the fsm at meta.index; NULL for the controller */
+    uint8_t slots[32];         /* hash slots whose rows the snapshot carries */
+    unsigned range_next;       /* first hash slot not read yet */
+    unsigned range_first, range_last;
+    struct store_fsm_snap_cursor cursor;
+    size_t offset;                     /* bytes acknowledged */
+    size_t chunk_len;                  /* bytes of the chunk in flight */
+    size_t chunks;                     /* chunks acknowledged */
+    size_t peak_chunk;                 /* largest chunk built (bytes held in memory at once) */
+    unsigned in_flight, in_flight_max; /* chunk RPCs outstanding (one, as chunk_sent sends) */
     struct raft_snapshot_meta meta;
 };
 
@@ -133,8 +149,8 @@ struct rt_snap_recv {
     uint64_t transfer_id;
     uint64_t from;
     uint8_t *data;
-    size_t len;
-    size_t total;
+    size_t len, cap;
+    size_t total; /* announced by the first chunk; 0: known at the last one */
 };
 
 /* A snapshot the storage stage installs before its raftlog batch. */

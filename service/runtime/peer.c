@@ -325,6 +325,51 @@ struct chunk_ctx {
     uint64_t transfer_id;
 };
 
+/* ---- Snapshot rows: [u32 klen][key][u32 vlen][value]..., the group's meta first ---- */
+
+struct rowbuf {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+static int row_put(struct rowbuf *b, const void *k, size_t kl, const void *v, size_t vl)
+{
+    size_t need = b->len + 8 + kl + vl;
+    if (need > b->cap) {
+        size_t cap = b->cap ? b->cap : 65536;
+        while (cap < need)
+            cap *= 2;
+        uint8_t *np = realloc(b->p, cap);
+        if (np == NULL)
+            return -1;
+        b->p = np;
+        b->cap = cap;
+    }
+    store_put_u32(b->p + b->len, (uint32_t)kl);
+    memcpy(b->p + b->len + 4, k, kl);
+    store_put_u32(b->p + b->len + 4 + kl, (uint32_t)vl);
+    memcpy(b->p + b->len + 8 + kl, v, vl);
+    b->len = need;
+    return 0;
+}
+
+static int row_put_cb(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+    return row_put(arg, k, kl, v, vl);
+}
+
+static bool bit(const uint8_t bitmap[32], unsigned s)
+{
+    return (bitmap[s / 8] >> (s % 8)) & 1;
+}
+
+/* The hash slots whose rows a snapshot carries: owned ones, and those receiving a migration. */
+static void snap_slots(const struct slot_group_state *gs, uint8_t out[32])
+{
+    for (size_t i = 0; i < 32; i++)
+        out[i] = gs->owned[i] | gs->incoming[i];
+}
+
 static struct rt_snap_send *find_send(struct runtime *rt, uint64_t transfer_id)
 {
     for (struct rt_snap_send *s = rt->snap_sends; s != NULL; s = s->next)
@@ -333,6 +378,7 @@ static struct rt_snap_send *find_send(struct runtime *rt, uint64_t transfer_id)
     return NULL;
 }
 
+/* Unlinks send and frees it with its fsm snapshot (every path a transfer ends by). */
 static void send_free(struct runtime *rt, struct rt_snap_send *send)
 {
     for (struct rt_snap_send **pp = &rt->snap_sends; *pp != NULL; pp = &(*pp)->next) {
@@ -341,7 +387,8 @@ static void send_free(struct runtime *rt, struct rt_snap_send *send)
             break;
         }
     }
-    free(send->data);
+    store_fsm_snap_free(send->sn);
+    free(send->head);
     free(send);
 }
 
@@ -351,14 +398,24 @@ void rt_snap_free_all(struct runtime *rt)
         send_free(rt, rt->snap_sends);
 }
 
-/* The leader needs to send a snapshot: capture the group's rows through the
- * apply stage (so they are exactly the state at its applied index), then
- * stream them in chunks. One transfer per (group, peer) at a time. */
+/* The leader needs to send a snapshot: the apply stage takes an fsm snapshot at its applied
+ * index (so the rows are exactly the state there), then the loop streams them in chunks read
+ * from it. One transfer per (group, peer) at a time, RT_SNAP_SENDS_MAX in all. */
 static void start_snapshot(struct runtime *rt, struct rt_group *g, const struct raft_msg *m)
 {
-    for (struct rt_snap_send *s = rt->snap_sends; s != NULL; s = s->next)
+    size_t n = 0;
+    for (struct rt_snap_send *s = rt->snap_sends; s != NULL; s = s->next, n++)
         if (s->g == g && s->to == m->to)
             return;
+    if (n >= RT_SNAP_SENDS_MAX) {
+        RT_LOG("warn",
+               "msg=\"snapshot refused: too many transfers\" node=%llu group=%u to=%llu "
+               "transfers=%zu max=%d",
+               (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)m->to, n,
+               RT_SNAP_SENDS_MAX);
+        raft_report_snapshot(g->raft, m->to, false);
+        return;
+    }
     struct rt_snap_send *send = calloc(1, sizeof(*send));
     if (send == NULL) {
         raft_report_snapshot(g->raft, m->to, false);
@@ -393,20 +450,91 @@ static void on_chunk_reply(void *arg, int status, const char *message, const uin
     free(c);
 }
 
+/* Loop: the rows of send's next chunk into b (about opts.snap_chunk_bytes: the scan stops after
+ * the row that reaches it), read from the fsm snapshot; *last once nothing is left after them. */
+static int chunk_build(struct runtime *rt, struct rt_snap_send *send, struct rowbuf *b, bool *last)
+{
+    size_t max = rt->opts.snap_chunk_bytes ? rt->opts.snap_chunk_bytes : RT_SNAP_CHUNK_BYTES;
+    if (send->sn == NULL) { /* the controller: its captured state in slices */
+        size_t n = send->head_len - send->offset;
+        n = n > max ? max : n;
+        b->p = malloc(n ? n : 1);
+        if (b->p == NULL)
+            return -1;
+        memcpy(b->p, send->head + send->offset, n);
+        b->len = b->cap = n;
+        *last = send->offset + n == send->head_len;
+        return 0;
+    }
+    if (!send->head_sent) { /* the meta rows open the first chunk */
+        b->cap = send->head_len + 65536;
+        b->p = malloc(b->cap);
+        if (b->p == NULL)
+            return -1;
+        memcpy(b->p, send->head, send->head_len);
+        b->len = send->head_len;
+    }
+    while (b->len < max) {
+        if (!send->cursor_on) {
+            unsigned s = send->range_next;
+            while (s < 256 && !bit(send->slots, s))
+                s++;
+            if (s >= 256)
+                break;
+            unsigned e = s;
+            while (e + 1 < 256 && bit(send->slots, e + 1))
+                e++;
+            uint8_t lo[2], hi[2];
+            store_put_u16(lo, (uint16_t)s);
+            store_put_u16(hi, e == 255 ? 0xFFFF : (uint16_t)(e + 1)); /* 0xFFFF: group metadata */
+            if (store_fsm_snap_cursor_init(&send->cursor, lo, 2, hi, 2) != 0)
+                return -1;
+            send->range_first = s;
+            send->range_last = e;
+            send->cursor_on = true;
+        }
+        int rc = store_fsm_snap_scan(send->sn, &send->cursor, max - b->len, row_put_cb, b);
+        if (rc != 0)
+            return -1;
+        if (send->cursor.done) {
+            send->cursor_on = false;
+            send->range_next = send->range_last + 1;
+        }
+    }
+    *last = !send->cursor_on && send->range_next >= 256;
+    if (!*last) { /* maybe only empty ranges remain: the next chunk says so */
+        unsigned s = send->range_next;
+        while (!send->cursor_on && s < 256 && !bit(send->slots, s))
+            s++;
+        *last = !send->cursor_on && s >= 256;
+    }
+    return 0;
+}
+
 static void send_chunk(struct runtime *rt, struct rt_snap_send *send)
 {
-    size_t n = send->len - send->offset;
-    if (n > RT_SNAP_CHUNK_BYTES)
-        n = RT_SNAP_CHUNK_BYTES;
+    struct rowbuf b = {0};
+    bool last = false;
+    if (chunk_build(rt, send, &b, &last) != 0) {
+        RT_LOG("warn", "msg=\"snapshot read failed\" group=%u to=%llu sent=%zu", send->g->id,
+               (unsigned long long)send->to, send->offset);
+        free(b.p);
+        raft_report_snapshot(send->g->raft, send->to, false);
+        send_free(rt, send);
+        return;
+    }
+    send->head_sent = true;
+    if (b.len > send->peak_chunk)
+        send->peak_chunk = b.len;
     Slotd__Internal__V1__SnapshotChunk c = SLOTD__INTERNAL__V1__SNAPSHOT_CHUNK__INIT;
     c.from_node = rt->opts.node_id;
     c.group_id = send->g->id;
     c.transfer_id = send->transfer_id;
     c.offset = send->offset;
-    c.total_bytes = send->len;
-    c.data.data = send->data + send->offset;
-    c.data.len = n;
-    c.last = send->offset + n == send->len;
+    c.total_bytes = last ? send->offset + b.len : 0; /* 0: not known before the last chunk */
+    c.data.data = b.p;
+    c.data.len = b.len;
+    c.last = last;
     Slotd__Internal__V1__RaftMessage pb;
     struct rt_wire_scratch scratch;
     memset(&scratch, 0, sizeof(scratch));
@@ -423,17 +551,28 @@ static void send_chunk(struct runtime *rt, struct rt_snap_send *send)
     uint8_t *buf = malloc(len);
     struct chunk_ctx *ctx = malloc(sizeof(*ctx));
     int rc = -1;
+    bool counted = false;
     if (buf != NULL && ctx != NULL) {
         slotd__internal__v1__snapshot_chunk__pack(&c, buf);
+        free(b.p); /* the rows live in buf now */
+        b.p = NULL;
         ctx->rt = rt;
         ctx->transfer_id = send->transfer_id;
+        send->chunk_len = c.data.len;
+        send->last_sent = last;
+        counted = true;
+        if (++send->in_flight > send->in_flight_max)
+            send->in_flight_max = send->in_flight;
         rc = transport_call(rt->transport, send->to, PEER_METHOD_SNAPSHOT, buf, len,
                             rt_now_ms() + SNAP_CHUNK_TIMEOUT_MS, on_chunk_reply, ctx);
     }
+    free(b.p);
     rt_wire_scratch_free(&scratch);
     free(buf);
     if (rc != 0) {
         free(ctx);
+        if (counted)
+            send->in_flight--;
         raft_report_snapshot(send->g->raft, send->to, false);
         send_free(rt, send);
     }
@@ -452,10 +591,10 @@ void rt_snap_captured(struct runtime *rt, struct rt_snap_send *send)
         }
         RT_LOG("info",
                "msg=\"snapshot captured\" node=%llu group=%u to=%llu index=%llu term=%llu "
-               "bytes=%zu",
+               "streamed=%d",
                (unsigned long long)rt->opts.node_id, send->g->id, (unsigned long long)send->to,
                (unsigned long long)send->meta.index, (unsigned long long)send->meta.term,
-               send->len);
+               send->sn != NULL);
     }
 }
 
@@ -475,115 +614,53 @@ void rt_snap_kick(struct runtime *rt)
     }
 }
 
+/* Loop: a chunk RPC ended; the next chunk is read only now (one chunk per transfer at a time). */
 static void chunk_sent(struct runtime *rt, uint64_t transfer_id, bool ok)
 {
     struct rt_snap_send *send = find_send(rt, transfer_id);
-    if (send == NULL)
+    if (send == NULL || send->in_flight == 0)
         return;
+    send->in_flight--;
     if (!ok) {
-        RT_LOG("warn", "msg=\"snapshot send failed\" group=%u to=%llu sent=%zu total=%zu",
-               send->g->id, (unsigned long long)send->to, send->offset, send->len);
+        RT_LOG("warn", "msg=\"snapshot send failed\" group=%u to=%llu sent=%zu chunks=%zu",
+               send->g->id, (unsigned long long)send->to, send->offset, send->chunks);
         raft_report_snapshot(send->g->raft, send->to, false);
         send_free(rt, send);
         return;
     }
-    size_t n = send->len - send->offset;
-    n = n > RT_SNAP_CHUNK_BYTES ? RT_SNAP_CHUNK_BYTES : n;
-    send->offset += n;
-    metrics_counter_add(rt->metrics.snap_sent_bytes, n);
-    RT_LOG("info", "msg=\"snapshot progress\" group=%u to=%llu sent=%zu total=%zu", send->g->id,
-           (unsigned long long)send->to, send->offset, send->len);
-    if (send->offset < send->len) {
+    send->offset += send->chunk_len;
+    send->chunks++;
+    metrics_counter_add(rt->metrics.snap_sent_bytes, send->chunk_len);
+    RT_LOG("debug", "msg=\"snapshot progress\" group=%u to=%llu sent=%zu chunks=%zu", send->g->id,
+           (unsigned long long)send->to, send->offset, send->chunks);
+    if (!send->last_sent) {
         send_chunk(rt, send);
         return;
     }
+    RT_LOG("info",
+           "msg=\"snapshot sent\" node=%llu group=%u to=%llu index=%llu bytes=%zu chunks=%zu "
+           "peak_chunk_bytes=%zu chunks_in_flight_max=%u",
+           (unsigned long long)rt->opts.node_id, send->g->id, (unsigned long long)send->to,
+           (unsigned long long)send->meta.index, send->offset, send->chunks, send->peak_chunk,
+           send->in_flight_max);
     raft_report_snapshot(send->g->raft, send->to, true);
     send_free(rt, send);
 }
 
-/* ---- Snapshot rows: [u32 klen][key][u32 vlen][value]..., the group's meta first ---- */
-
-struct rowbuf {
-    uint8_t *p;
-    size_t len, cap;
-    bool too_big;
-};
-
-static int row_put(struct rowbuf *b, const void *k, size_t kl, const void *v, size_t vl)
-{
-    size_t need = b->len + 8 + kl + vl;
-    if (need > RT_SNAP_BYTES_MAX) {
-        b->too_big = true;
-        return -1;
-    }
-    if (need > b->cap) {
-        size_t cap = b->cap ? b->cap : 65536;
-        while (cap < need)
-            cap *= 2;
-        uint8_t *np = realloc(b->p, cap);
-        if (np == NULL)
-            return -1;
-        b->p = np;
-        b->cap = cap;
-    }
-    store_put_u32(b->p + b->len, (uint32_t)kl);
-    memcpy(b->p + b->len + 4, k, kl);
-    store_put_u32(b->p + b->len + 4 + kl, (uint32_t)vl);
-    memcpy(b->p + b->len + 8 + kl, v, vl);
-    b->len = need;
-    return 0;
-}
-
-static bool bit(const uint8_t bitmap[32], unsigned s)
-{
-    return (bitmap[s / 8] >> (s % 8)) & 1;
-}
-
-/* The hash slots whose rows a snapshot carries: owned ones, and those receiving a migration. */
-static void snap_slots(const struct slot_group_state *gs, uint8_t out[32])
-{
-    for (size_t i = 0; i < 32; i++)
-        out[i] = gs->owned[i] | gs->incoming[i];
-}
-
-static int capture_range(struct runtime *rt, struct rowbuf *b, unsigned first, unsigned last)
-{
-    uint8_t lo[2], hi[2];
-    store_put_u16(lo, (uint16_t)first);
-    store_put_u16(hi, last == 255 ? 0xFFFF : (uint16_t)(last + 1)); /* 0xFFFF: group metadata */
-    struct store_iter *it;
-    if (store_fsm_iter_new(rt->store, lo, 2, hi, 2, &it) != 0)
-        return -1;
-    int rc = 0;
-    for (; rc == 0 && store_iter_valid(it); store_iter_next(it)) {
-        size_t kl, vl;
-        const void *k = store_iter_key(it, &kl);
-        const void *v = store_iter_value(it, &vl);
-        rc = row_put(b, k, kl, v, vl);
-    }
-    if (rc == 0)
-        rc = store_iter_status(it);
-    store_iter_free(it);
-    return rc;
-}
-
-/* Apply thread, between jobs: nothing else writes this group's rows now. */
+/* Apply thread, between jobs (after the job's rows are committed): nothing else writes this
+ * group's rows now. Takes an fsm snapshot and the meta; no row is read here. */
 int rt_snap_capture_rows(struct runtime *rt, struct rt_snap_send *send)
 {
     for (; send != NULL; send = send->capture_next) {
         struct rt_group *g = send->g;
-        struct rowbuf b = {0};
+        send->meta.index = g->apply_index;
+        send->meta.term = g->apply_term;
+        send->meta.conf = g->apply_conf;
         if (g->id == 0) { /* the controller: its canonical state */
-            if (rt_ctl_capture(rt, &send->data, &send->len) != 0) {
-                send->captured = false;
-                continue;
-            }
-            send->meta.index = g->apply_index;
-            send->meta.term = g->apply_term;
-            send->meta.conf = g->apply_conf;
-            send->captured = true;
+            send->captured = rt_ctl_capture(rt, &send->head, &send->head_len) == 0;
             continue;
         }
+        struct rowbuf b = {0};
         uint8_t mk[STORE_GROUP_META_KEY_LEN], mv[1 + sizeof(g->fsm_state.owned)];
         store_key_group_meta(mk, g->id, SLOT_GROUP_META_OWNED);
         mv[0] = STORE_VALUE_VERSION;
@@ -595,27 +672,17 @@ int rt_snap_capture_rows(struct runtime *rt, struct rt_snap_send *send)
         slot_group_migration_encode(&g->fsm_state, gv);
         if (rc == 0)
             rc = row_put(&b, gk, sizeof(gk), gv, sizeof(gv));
-        uint8_t rows[32];
-        snap_slots(&g->fsm_state, rows);
-        for (unsigned s = 0; rc == 0 && s < 256; s++) {
-            if (!bit(rows, s))
-                continue;
-            unsigned e = s;
-            while (e + 1 < 256 && bit(rows, e + 1))
-                e++;
-            rc = capture_range(rt, &b, s, e);
-            s = e;
-        }
+        if (rc == 0)
+            rc = store_fsm_snap_new(rt->store, &send->sn);
         if (rc != 0) {
             free(b.p);
+            send->sn = NULL;
             send->captured = false;
             continue;
         }
-        send->data = b.p;
-        send->len = b.len;
-        send->meta.index = g->apply_index;
-        send->meta.term = g->apply_term;
-        send->meta.conf = g->apply_conf;
+        snap_slots(&g->fsm_state, send->slots);
+        send->head = b.p;
+        send->head_len = b.len;
         send->captured = true;
     }
     return 0;
@@ -655,23 +722,39 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
     struct rt_snap_recv *rcv = &g->snap_recv;
     if (c->offset == 0) {
         recv_reset(rcv);
-        if (c->total_bytes > RT_SNAP_BYTES_MAX) {
-            err = "snapshot larger than this node accepts";
-            goto done;
-        }
-        rcv->data = malloc(c->total_bytes ? c->total_bytes : 1);
+        rcv->cap = c->total_bytes && c->total_bytes <= RT_SNAP_BYTES_MAX ? c->total_bytes : 65536;
+        rcv->data = malloc(rcv->cap);
         if (rcv->data == NULL) {
             err = "out of memory";
             goto done;
         }
         rcv->transfer_id = c->transfer_id;
         rcv->from = c->from_node;
-        rcv->total = c->total_bytes;
+        rcv->total = c->total_bytes; /* 0: a streaming sender says it on the last chunk */
     }
     if (rcv->transfer_id != c->transfer_id || rcv->from != c->from_node || c->offset != rcv->len ||
-        rcv->len + c->data.len > rcv->total) {
+        (rcv->total != 0 && rcv->len + c->data.len > rcv->total) ||
+        (c->total_bytes != 0 &&
+         c->total_bytes != (c->last ? rcv->len + c->data.len : rcv->total))) {
         err = "chunk out of order";
         goto done;
+    }
+    if (rcv->total > RT_SNAP_BYTES_MAX || rcv->len + c->data.len > RT_SNAP_BYTES_MAX) {
+        err = "snapshot larger than this node accepts";
+        goto done;
+    }
+    if (rcv->len + c->data.len > rcv->cap) {
+        size_t cap = rcv->cap;
+        while (cap < rcv->len + c->data.len)
+            cap *= 2;
+        cap = cap > RT_SNAP_BYTES_MAX ? RT_SNAP_BYTES_MAX : cap;
+        uint8_t *np = realloc(rcv->data, cap);
+        if (np == NULL) {
+            err = "out of memory";
+            goto done;
+        }
+        rcv->data = np;
+        rcv->cap = cap;
     }
     if (c->data.len > 0)
         memcpy(rcv->data + rcv->len, c->data.data, c->data.len);
@@ -679,7 +762,7 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
     metrics_counter_add(rt->metrics.snap_received_bytes, c->data.len);
     if (c->last) {
         struct raft_msg m;
-        if (rcv->len != rcv->total || c->message == NULL || c->message->from != c->from_node ||
+        if (c->total_bytes != rcv->len || c->message == NULL || c->message->from != c->from_node ||
             rt_wire_msg_from_pb(c->message, &m) != 0 || m.type != RAFT_MSG_SNAPSHOT) {
             err = "last chunk is incomplete";
             goto done;

@@ -61,6 +61,9 @@ struct runtime_options {
     size_t
         compact_entries; /* compact a group's log after this many applied entries; default 10000 */
     size_t compact_tail; /* entries kept behind the compaction point; default 1000 */
+    /* Row bytes per snapshot chunk a leader reads from its fsm snapshot and sends; default 1 MiB
+     * (a sender holds one chunk of each transfer at a time). */
+    size_t snap_chunk_bytes;
     /* Proposals of one group appended on its leader and not yet committed (its pending list)
      * beyond which a new one is refused with QUEUE_FULL (loop.c), so one hot group cannot hold
      * every call the node takes while the others wait; default 1024. */

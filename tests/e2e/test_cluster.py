@@ -36,6 +36,11 @@ SNAP_GROUPS = 4
 SNAP_KEYS_PER_GROUP = 10
 SNAP_ROUNDS = 30             # each key written this often: 300 entries per group > 200 + 20
 SNAP_WRITE_BOUND_S = 90.0
+# Streamed snapshot test: 4 KiB chunks, ~1.6 MiB of rows in one group (~400 chunks).
+STREAM_CHUNK_BYTES = 4096
+STREAM_KEYS = 400
+STREAM_VALUE_BYTES = 4000
+STREAM_IN_FLIGHT = 64
 MINORITY_DEADLINE_S = 2.0
 RECOVER_BOUND_S = 15.0
 HEALTH_BOUND_S = 5.0
@@ -490,6 +495,53 @@ class ClusterFailureTest(h.SlotdTestCase):
         self.assertTrue(set(installed) & set(c.group_ids),
                         "no 'msg=\"snapshot installed\" group=<id>' line in node %d's log "
                         "(%d lines with the msg)" % (lagger, len(lines)))
+
+    def test_snapshot_streams_in_bounded_chunks(self):
+        """A follower stopped while the leader compacts its log past it gets a snapshot of ~400
+        times the chunk size (--snapshot-chunk-bytes 4096): the leader reads it chunk by chunk
+        from its fsm snapshot, with one chunk in flight and no chunk much larger than the
+        limit, and the follower then serves every row LOCAL."""
+        c = self.new_cluster(size=3, slot_groups=1,
+                             extra_args=["--compact-entries", "50", "--compact-tail", "5",
+                                         "--snapshot-chunk-bytes", str(STREAM_CHUNK_BYTES)])
+        route = c.wait_leaders()
+        leader = c.leaders(route)[1]
+        lagger = max(n for n in c.node_ids if n != leader)
+        self.assertIsNone(c.stop(lagger))
+        c.wait_leaders(via=leader, exclude={lagger})
+        keys = c.keys_by_group("stream", self.rng, per_group=STREAM_KEYS)[1]
+        latest = {}
+        deadline = time.monotonic() + SNAP_WRITE_BOUND_S
+        for start in range(0, len(keys), STREAM_IN_FLIGHT):
+            batch = []
+            for key in keys[start:start + STREAM_IN_FLIGHT]:
+                value = _value_for(key).ljust(STREAM_VALUE_BYTES, b"x")
+                req = pb.ProposeRequest(request_id=b"stream/" + key,
+                                        put=pb.PutCommand(key=key, value=value))
+                batch.append((req, c.stub(leader).Propose.future(req, timeout=WRITE_TIMEOUT_S)))
+            for req, future in batch:
+                resp = self._settle(c, leader, req, future, deadline)
+                latest[req.put.key] = (req.put.value, resp.put.version, 1)
+        self.assertTrue(c.server(leader).log_lines('msg="log compacted" node=%d group=1 '
+                                                   % leader, True), "the leader did not compact")
+        c.restart(lagger)
+        top = max(v for _, v, _ in latest.values())
+        got, _, last = _wait_local_read(c.server(lagger), keys[0], top, CATCH_UP_BOUND_S)
+        self.assertIsNotNone(got, "restarted node %d: no LOCAL read at index %d: %s"
+                             % (lagger, top, last))
+        _read_all(self, c.stub(lagger), latest, LOCAL, use_min_index=True,
+                  what="rows of the streamed snapshot, LOCAL on node %d" % lagger)
+        sent = [dict(re.findall(r"(\w+)=(\d+)", line)) for line in
+                c.server(leader).log_lines('msg="snapshot sent"', True)]
+        sent = [d for d in sent if d.get("group") == "1" and d.get("to") == str(lagger)]
+        self.assertTrue(sent, "no 'snapshot sent' line for group 1 to node %d" % lagger)
+        d = {k: int(v) for k, v in sent[-1].items()}
+        sys.stderr.write("\n  streamed snapshot: %s\n" % d)
+        self.assertGreater(d["bytes"], 300 * STREAM_CHUNK_BYTES)  # far above one chunk
+        self.assertGreaterEqual(d["chunks"], d["bytes"] // (2 * STREAM_CHUNK_BYTES + 2048))
+        # A chunk stops after the row that reaches the limit: at most one row past it.
+        self.assertLessEqual(d["peak_chunk_bytes"], STREAM_CHUNK_BYTES + STREAM_VALUE_BYTES + 2048)
+        self.assertEqual(d["chunks_in_flight_max"], 1)
 
     def _settle(self, c, via, req, future, deadline):
         """The result of a write future; on an unknown-outcome code the same request (same
