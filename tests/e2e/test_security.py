@@ -151,6 +151,27 @@ def snapshot_chunk(from_node, group, message):
             + _u(7, 1) + _b(8, message))
 
 
+def stream_chunk(from_node, group, transfer, offset, total, data, last=False, message=None):
+    """slotd.internal.v1.SnapshotChunk of a streaming sender (total_bytes 0 until the last)."""
+    return (_u(1, from_node) + _u(2, group) + _u(3, transfer) + _u(4, offset) + _u(5, total)
+            + _b(6, data) + (_u(7, 1) if last else b"") + (_b(8, message) if message else b""))
+
+
+def snapshot_ack(resp):
+    """(ok, error) of a slotd.internal.v1.SnapshotAck (field 1 bool, field 2 string)."""
+    ok, error, i = False, "", 0
+    while i < len(resp):
+        tag = resp[i]
+        if tag == 0x08:
+            ok, i = resp[i + 1] == 1, i + 2
+        elif tag == 0x12:
+            n = resp[i + 1]  # the errors are shorter than 128 bytes
+            error, i = resp[i + 2:i + 2 + n].decode(), i + 2 + n
+        else:
+            raise AssertionError("unexpected SnapshotAck bytes %r" % resp)
+    return ok, error
+
+
 def controller_command(command, no_forward=False):
     """slotd.internal.v1.ControllerCommandRequest."""
     return _b(1, command) + (_u(2, 1) if no_forward else b"")
@@ -300,6 +321,42 @@ class PeerAuthTest(h.SlotdTestCase):
                 lambda: node2.peer_call("/slotd.internal.v1.Peer/Snapshot", chunk, node=3),
                 "from_node 1 is not the calling node 3")
         self.assertNothingMoved(before, rev, "raft")
+
+    def test_snapshot_chunks_out_of_order_refused(self):
+        """Chunks from an authenticated node that break a transfer's framing (a gap, a total that
+        changes or does not match on the last chunk, a last chunk without its total, a chunk of
+        another transfer) are refused with the reason and never reach raft: nothing moves."""
+        before, rev = self.terms(), self.revision(2)
+        node2 = self.cluster.server(2)
+        path = "/slotd.internal.v1.Peer/Snapshot"
+
+        def send(chunk):
+            return snapshot_ack(node2.peer_call(path, chunk, node=3))
+
+        tried = 0
+        for g in self.cluster.group_ids:  # those node 2 hosts now (other tests move replicas)
+            snap = raft_message(g, RAFT_MSG_SNAPSHOT, 3, 2, HUGE_TERM)
+            first = send(stream_chunk(3, g, 901, 0, 0, b"abcd"))
+            if first == (False, "group not hosted here"):
+                continue
+            tried += 1
+            self.assertEqual(first, (True, ""))
+            self.assertEqual(send(stream_chunk(3, g, 901, 6, 0, b"ef")),
+                             (False, "chunk out of order"))  # a gap after 4 bytes
+            self.assertEqual(send(stream_chunk(3, g, 902, 0, 0, b"abcd")), (True, ""))
+            self.assertEqual(send(stream_chunk(3, g, 902, 4, 5, b"ef", True, snap)),
+                             (False, "chunk out of order"))  # 6 bytes, the last says 5
+            self.assertEqual(send(stream_chunk(3, g, 903, 0, 0, b"abcd")), (True, ""))
+            self.assertEqual(send(stream_chunk(3, g, 903, 4, 99, b"ef")),
+                             (False, "chunk out of order"))  # a total announced mid-way
+            self.assertEqual(send(stream_chunk(3, g, 904, 0, 0, b"abcd")), (True, ""))
+            self.assertEqual(send(stream_chunk(3, g, 904, 4, 0, b"ef", True, snap)),
+                             (False, "last chunk is incomplete"))  # no total on the last
+            self.assertEqual(send(stream_chunk(3, g, 905, 0, 0, b"abcd")), (True, ""))
+            self.assertEqual(send(stream_chunk(3, g, 906, 4, 0, b"ef", True, snap)),
+                             (False, "chunk out of order"))  # another transfer mid-way
+        self.assertTrue(tried, "node 2 hosts no slot group")
+        self.assertNothingMoved(before, rev, "snapshot chunks")
 
     def test_forged_raft_stream_refused(self):
         """Peer/RaftStream verifies every frame on its own (its proof over its batch, for this
