@@ -336,6 +336,10 @@ class RangeClusterTest(RangeTestMixin, h.SlotdTestCase):
     def test_pages_via_every_node(self):
         c = self.cluster
         ids = sorted(c.running_ids())
+        # an earlier test of this cluster may have restarted a leader: every node must know
+        # every group's leader before its pages are forwarded (else UNAVAILABLE, no leader known)
+        for node_id in ids:
+            c.wait_leaders(via=node_id)
         prefix = h.unique_key("range-cluster", self.rng) + b"/"
         written = self.write_keys(c.stub(ids[0]), prefix, 120)
         for node_id in ids:
