@@ -219,7 +219,14 @@ struct  Slotd__Internal__V1__SnapshotChunk
    * Identifies one transfer; chunks of another transfer reset the receiver.
    */
   uint64_t transfer_id;
+  /*
+   * Bytes of the transfer before this chunk's data (the receiver checks it continues).
+   */
   uint64_t offset;
+  /*
+   * The transfer's size: 0 until the last chunk when the sender streams rows as it reads them
+   * (slotd does); otherwise the same on every chunk. The last chunk's must match the bytes sent.
+   */
   uint64_t total_bytes;
   ProtobufCBinaryData data;
   /*
