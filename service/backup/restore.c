@@ -198,6 +198,10 @@ static int state_prepare(struct restore *r)
     }
     s->n_tasks = 0;
     s->n_health = 0;
+    /* No backup plan: the old cluster's plan points at its own destination directory, and a new
+     * cluster on the same hosts would run into it and prune the old cluster's files. The run
+     * history goes too (run ids start over in the new cluster). */
+    memset(&s->backup, 0, sizeof(s->backup));
     if (ctl_state_validate(s, why, sizeof(why)) != CTL_OK)
         return fail(r, "restored controller state: %s", why);
     r->state_ready = true;

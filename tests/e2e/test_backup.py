@@ -15,7 +15,9 @@ backup's positions, the user rows and a channel's subscribers, under a new clust
 the same hash-slot table, and takes new writes. Admin.SetBackupPlan refuses each bad field
 (INVALID_ARGUMENT naming it and its limit, the state unchanged); a good plan shows in every node's
 ClusterState, delete removes it. A plan with a 5 s interval writes backup files on a node that hosts
-every group and keeps only `retention` of them; forged and stale run reports change nothing.
+every group and keeps only `retention` of them; forged and stale run reports change nothing; a
+cluster restored from a plan run's file (its controller state carries the plan's runs) starts
+with no backup plan (ClusterState has no "backup", `backup plan show` says so).
 
 slotctl is ``$SLOTCTL_BIN`` when set, else ``slotctl`` next to the slotd binary the harness uses."""
 
@@ -94,6 +96,8 @@ def read_backup(path):
                 g, applied, node = struct.unpack_from(">IQQ", payload, p + 20 * i)
                 out["groups"][g] = {"applied_index": applied, "source_node": node}
             out["route_revision"] = revision
+        elif rtype == REC_CONTROLLER:
+            out["controller"] = out.get("controller", b"") + payload
         elif rtype == REC_GROUP_BEGIN:
             (group,) = struct.unpack_from(">I", payload, 0)
             out["rows"][group] = {}
@@ -187,13 +191,16 @@ def read_all(stubs, keys):
                     again=(grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION))
 
 
-def cluster_id(server):
+def cluster_state(server):
     call = server.channel.unary_unary(
         "/slotd.v1.Admin/ClusterState",
         request_serializer=admin_pb2.ClusterStateRequest.SerializeToString,
         response_deserializer=admin_pb2.ClusterStateResponse.FromString)
-    return json.loads(call(admin_pb2.ClusterStateRequest(), timeout=h.RPC_TIMEOUT_S)
-                      .state_json)["cluster_id"]
+    return json.loads(call(admin_pb2.ClusterStateRequest(), timeout=h.RPC_TIMEOUT_S).state_json)
+
+
+def cluster_id(server):
+    return cluster_state(server)["cluster_id"]
 
 
 class RestoredCluster(h.SlotdCluster):
@@ -554,6 +561,27 @@ class BackupTest(h.SlotdTestCase):
                                              h_controller_command(json.dumps(start).encode()))
         self.assertIn("is not one nodes send", cm.exception.details())
         self.assertEqual(self.state(1)["backup"], before)
+        # a plan run's file carries the plan's state; a cluster restored from it has no plan
+        plan_file = os.path.join(dest, names[0])
+        in_file = json.loads(read_backup(plan_file)["controller"])["backup"]
+        self.assertGreater(in_file["run_id"], 0)
+        c = RestoredCluster(self.workdir, name="restored-plan", size=3, slot_groups=8)
+        self._class_servers.extend(c.servers.values())
+        c._configure(h.free_ports(6))
+        t0 = time.monotonic()
+        for n in c.node_ids:
+            code, out, err = restore(plan_file, c.servers[n].data_dir, n, c.peers_flag())
+            self.assertEqual(code, 0, err)
+        c.start_restored()
+        for n in c.node_ids:
+            self.assertNotIn("backup", cluster_state(c.servers[n]))
+        code, out, err = slotctl(c.addr(1), "backup", "plan", "show")
+        self.assertEqual(code, 0, err)
+        self.assertIn("no backup plan", out)
+        print("restore of a plan run's file without its plan: %.1f s" % (time.monotonic() - t0),
+              file=sys.stderr)
+        for server in c.servers.values():
+            server.stop()
 
     def test_set_backup_plan_checks_every_field(self):
         """Admin.SetBackupPlan: each bad value is INVALID_ARGUMENT naming the field and its limit
