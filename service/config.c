@@ -91,9 +91,11 @@ static const struct opt opts[] = {
     U64(compact_entries, 10, 1ull << 32, "10000",
         "compact a group's log after this many applied entries"),
     U64(compact_tail, 1, 1ull << 32, "1000", "entries kept behind the compaction point"),
-    U64(snapshot_chunk_bytes, 1024, 16u << 20, "1048576",
+    U64(snapshot_chunk_bytes, 256, 16u << 20, "1048576",
         "row bytes per snapshot chunk a leader reads from its fsm snapshot and sends (one chunk "
         "per transfer in memory)"),
+    U64(snapshot_sends_max, 1, 64, "8",
+        "snapshot transfers a node sends at once; one more is refused and retried later"),
     U64(watch_history_bytes, 0, 1ull << 32, "4194304",
         "bytes of recent key changes each hosted slot group keeps for Watch (older ones: "
         "COMPACTED; 0: Watch disabled)"),

@@ -446,6 +446,8 @@ int main(int argc, char **argv)
         ro.compact_tail = f.compact_tail;
     if (f.snapshot_chunk_bytes)
         ro.snap_chunk_bytes = f.snapshot_chunk_bytes;
+    if (f.snapshot_sends_max)
+        ro.snap_sends_max = f.snapshot_sends_max;
     ro.group_proposals_max = f.group_proposals_max;
     ro.watch_history_bytes = f.watch_history_bytes;
     const char *pa = ro.peer_advertise;

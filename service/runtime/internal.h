@@ -44,7 +44,8 @@ enum rt_request_kind {
 #define RT_GROUP_SLOTS(rt) ((size_t)(rt)->n_groups + 1)
 
 /* Snapshot sizes: chunks on the wire (default; opts.snap_chunk_bytes), the largest snapshot a
- * receiver stages in memory, and the transfers a node sends at once (one more is refused). */
+ * receiver stages in memory, and the transfers a node sends at once by default
+ * (opts.snap_sends_max; one more is refused). */
 #define RT_SNAP_CHUNK_BYTES ((size_t)1 << 20)
 #define RT_SNAP_BYTES_MAX ((size_t)512 << 20)
 #define RT_SNAP_SENDS_MAX 8

@@ -400,19 +400,19 @@ void rt_snap_free_all(struct runtime *rt)
 
 /* The leader needs to send a snapshot: the apply stage takes an fsm snapshot at its applied
  * index (so the rows are exactly the state there), then the loop streams them in chunks read
- * from it. One transfer per (group, peer) at a time, RT_SNAP_SENDS_MAX in all. */
+ * from it. One transfer per (group, peer) at a time, opts.snap_sends_max in all. */
 static void start_snapshot(struct runtime *rt, struct rt_group *g, const struct raft_msg *m)
 {
     size_t n = 0;
     for (struct rt_snap_send *s = rt->snap_sends; s != NULL; s = s->next, n++)
         if (s->g == g && s->to == m->to)
             return;
-    if (n >= RT_SNAP_SENDS_MAX) {
+    size_t max = rt->opts.snap_sends_max ? rt->opts.snap_sends_max : RT_SNAP_SENDS_MAX;
+    if (n >= max) {
         RT_LOG("warn",
                "msg=\"snapshot refused: too many transfers\" node=%llu group=%u to=%llu "
-               "transfers=%zu max=%d",
-               (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)m->to, n,
-               RT_SNAP_SENDS_MAX);
+               "transfers=%zu max=%zu",
+               (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)m->to, n, max);
         raft_report_snapshot(g->raft, m->to, false);
         return;
     }

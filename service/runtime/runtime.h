@@ -64,6 +64,9 @@ struct runtime_options {
     /* Row bytes per snapshot chunk a leader reads from its fsm snapshot and sends; default 1 MiB
      * (a sender holds one chunk of each transfer at a time). */
     size_t snap_chunk_bytes;
+    /* Snapshot transfers this node sends at once; one more is refused (raft retries it later);
+     * default RT_SNAP_SENDS_MAX (8). */
+    size_t snap_sends_max;
     /* Proposals of one group appended on its leader and not yet committed (its pending list)
      * beyond which a new one is refused with QUEUE_FULL (loop.c), so one hot group cannot hold
      * every call the node takes while the others wait; default 1024. */

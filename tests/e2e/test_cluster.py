@@ -41,6 +41,11 @@ STREAM_CHUNK_BYTES = 4096
 STREAM_KEYS = 400
 STREAM_VALUE_BYTES = 4000
 STREAM_IN_FLIGHT = 64
+# Bounded transfers test: 3000 rows of 200 bytes in chunks of 256 bytes (one row each), so the
+# first transfer (~3000 chunk round trips) still runs when the second follower asks.
+BOUND_KEYS = 3000
+BOUND_VALUE_BYTES = 200
+BOUND_IN_FLIGHT = 256
 MINORITY_DEADLINE_S = 2.0
 RECOVER_BOUND_S = 15.0
 HEALTH_BOUND_S = 5.0
@@ -542,6 +547,62 @@ class ClusterFailureTest(h.SlotdTestCase):
         # A chunk stops after the row that reaches the limit: at most one row past it.
         self.assertLessEqual(d["peak_chunk_bytes"], STREAM_CHUNK_BYTES + STREAM_VALUE_BYTES + 2048)
         self.assertEqual(d["chunks_in_flight_max"], 1)
+
+    def test_snapshot_transfers_bounded(self):
+        """With --snapshot-sends-max 1, a leader that must send a snapshot to two restarted
+        followers at once refuses the second transfer while the first runs (logged; raft asks
+        again), never has two in progress, and both followers end up with every row."""
+        c = self.new_cluster(size=5, replicas=5, slot_groups=1,
+                             extra_args=["--compact-entries", "50", "--compact-tail", "5",
+                                         "--snapshot-chunk-bytes", "256",
+                                         "--snapshot-sends-max", "1"])
+        route = c.wait_leaders()
+        leader = c.leaders(route)[1]
+        laggers = sorted((n for n in c.node_ids if n != leader), reverse=True)[:2]
+        for n in laggers:
+            self.assertIsNone(c.stop(n))
+        c.wait_leaders(via=leader, exclude=set(laggers))
+        keys = c.keys_by_group("bound", self.rng, per_group=BOUND_KEYS)[1]
+        latest = {}
+        deadline = time.monotonic() + SNAP_WRITE_BOUND_S
+        for start in range(0, len(keys), BOUND_IN_FLIGHT):
+            batch = []
+            for key in keys[start:start + BOUND_IN_FLIGHT]:
+                req = pb.ProposeRequest(request_id=b"bound/" + key, put=pb.PutCommand(
+                    key=key, value=_value_for(key).ljust(BOUND_VALUE_BYTES, b"x")))
+                batch.append((req, c.stub(leader).Propose.future(req, timeout=WRITE_TIMEOUT_S)))
+            for req, future in batch:
+                resp = self._settle(c, leader, req, future, deadline)
+                latest[req.put.key] = (req.put.value, resp.put.version, 1)
+        top = max(v for _, v, _ in latest.values())
+        for n in laggers:  # both at once, so the leader needs both transfers together
+            c.server(n)._spawn()
+            c.server(n)._open_channel()
+        for n in laggers:
+            self.assertIsNone(c.server(n)._wait_serving(h.START_TIMEOUT_S))
+        for n in laggers:
+            got, _, last = _wait_local_read(c.server(n), keys[0], top, CATCH_UP_BOUND_S)
+            self.assertIsNotNone(got, "node %d: no LOCAL read at index %d: %s" % (n, top, last))
+            _read_all(self, c.stub(n), latest, LOCAL, use_min_index=True,
+                      what="rows on node %d after a bounded transfer" % n)
+        log = c.server(leader).log_lines("msg=\"snapshot ", True)
+        open_now, most = set(), 0
+        for line in log:
+            to = re.search(r"\bto=(\d+)", line)
+            if to is None:
+                continue
+            if 'msg="snapshot needed"' in line:
+                open_now.add(to.group(1))
+            elif re.search(r'msg="snapshot (sent|send failed|read failed|capture failed)"', line):
+                open_now.discard(to.group(1))
+            most = max(most, len(open_now))
+        refused = [line for line in log if "too many transfers" in line]
+        sent = {re.search(r"\bto=(\d+)", line).group(1) for line in log
+                if 'msg="snapshot sent"' in line}
+        sys.stderr.write("\n  %d refusals, snapshots sent to %s\n" % (len(refused), sorted(sent)))
+        self.assertEqual(most, 1, "two transfers at once with --snapshot-sends-max 1")
+        self.assertTrue(refused, "no transfer was refused while another ran")
+        self.assertEqual(sent, {str(n) for n in laggers})
 
     def _settle(self, c, via, req, future, deadline):
         """The result of a write future; on an unknown-outcome code the same request (same
