@@ -625,45 +625,48 @@ static void on_drain_node(void *ctx, struct rpc_call *call, const uint8_t *req, 
     slotd__v1__drain_node_request__free_unpacked(r, NULL);
 }
 
+/* RetryTask's and AbortTask's common part: checks task_id, builds the command with build (one of
+ * ctl_cmd_task_retry / ctl_cmd_task_abort) and submits it to method for call (msg and no_forward
+ * borrowed, as node_admin_submit); the call is answered or failed either way. */
+static void task_command_submit(struct node_api *api, struct rpc_call *call, const char *method,
+                                int (*build)(uint64_t task, uint64_t now_ms,
+                                             uint64_t expected_revision, char **out),
+                                uint64_t task_id, uint64_t expected_revision, ProtobufCMessage *msg,
+                                protobuf_c_boolean *no_forward)
+{
+    struct slotd_error err;
+    char *cmd = NULL;
+    int rc = node_field(task_id, "task_id", &err);
+    if (rc == 0 && (rc = build(task_id, wall_ms(), expected_revision, &cmd)) != CTL_OK)
+        rc = build_failed(rc, &err);
+    else if (rc == 0)
+        rc = node_admin_submit(api, call, method, cmd, msg, no_forward, &err);
+    finish(call, rc, cmd, &err);
+}
+
 static void on_retry_task(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
-    struct slotd_error err;
     Slotd__V1__RetryTaskRequest *r = slotd__v1__retry_task_request__unpack(NULL, len, req);
     if (r == NULL) {
         fail_malformed(call, "slotd.v1.RetryTaskRequest");
         return;
     }
-    char *cmd = NULL;
-    int rc = node_field(r->task_id, "task_id", &err);
-    if (rc == 0 &&
-        (rc = ctl_cmd_task_retry(r->task_id, wall_ms(), r->expected_revision, &cmd)) != CTL_OK)
-        rc = build_failed(rc, &err);
-    else if (rc == 0)
-        rc = node_admin_submit(api, call, "/slotd.v1.Admin/RetryTask", cmd, &r->base,
-                               &r->no_forward, &err);
-    finish(call, rc, cmd, &err);
+    task_command_submit(api, call, "/slotd.v1.Admin/RetryTask", ctl_cmd_task_retry, r->task_id,
+                        r->expected_revision, &r->base, &r->no_forward);
     slotd__v1__retry_task_request__free_unpacked(r, NULL);
 }
 
 static void on_abort_task(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
-    struct slotd_error err;
     Slotd__V1__AbortTaskRequest *r = slotd__v1__abort_task_request__unpack(NULL, len, req);
     if (r == NULL) {
         fail_malformed(call, "slotd.v1.AbortTaskRequest");
         return;
     }
-    char *cmd = NULL;
-    int rc = node_field(r->task_id, "task_id", &err);
-    if (rc == 0 &&
-        (rc = ctl_cmd_task_abort(r->task_id, wall_ms(), r->expected_revision, &cmd)) != CTL_OK)
-        rc = build_failed(rc, &err);
-    else if (rc == 0)
-        rc = node_admin_submit(api, call, "/slotd.v1.Admin/AbortTask", cmd, &r->base,
-                               &r->no_forward, &err);
-    finish(call, rc, cmd, &err);
+    task_command_submit(api, call, "/slotd.v1.Admin/AbortTask", ctl_cmd_task_abort, r->task_id,
+                        r->expected_revision, &r->base, &r->no_forward);
     slotd__v1__abort_task_request__free_unpacked(r, NULL);
 }
 
