@@ -64,16 +64,21 @@ struct run_router {
     _Atomic uint64_t version; /* bumped (under lock) by every install */
 };
 
-/* One RouteSnapshot call in flight on some completion queue (its tag is the struct). */
-struct run_fetch {
-    grpc_call *call; /* NULL when none is in flight */
-    bool abandoned;  /* cancelled by us at the end of a phase: not counted */
+/* What one unary call (a route fetch or a load call) holds while it is in flight. */
+struct run_unary {
+    grpc_call *call; /* NULL when none is in flight (no fetch, an idle slot) */
     grpc_byte_buffer *send;
     grpc_byte_buffer *recv;
     grpc_metadata_array initial_md;
     grpc_metadata_array trailing_md;
     grpc_status_code status;
     grpc_slice details;
+};
+
+/* One RouteSnapshot call in flight on some completion queue (its tag is the struct). */
+struct run_fetch {
+    struct run_unary u;
+    bool abandoned; /* cancelled by us at the end of a phase: not counted */
 };
 
 /* What every worker of one phase reads; only the atomics change while workers run. */
@@ -102,17 +107,11 @@ struct run_worker;
 /* One in-flight request slot; reused for the next call when its call completes. */
 struct run_call {
     struct run_worker *w;
-    grpc_call *call; /* NULL while the slot is idle */
+    struct run_unary u; /* u.call NULL while the slot is idle */
     enum bench_req req;
     bool measured;
     bool direct; /* sent to the leader the route names (--route-aware) */
     int64_t start_ns;
-    grpc_byte_buffer *send;
-    grpc_byte_buffer *recv;
-    grpc_metadata_array initial_md;
-    grpc_metadata_array trailing_md;
-    grpc_status_code status;
-    grpc_slice details;
 };
 
 struct run_worker {
@@ -121,7 +120,7 @@ struct run_worker {
     grpc_completion_queue *cq;
     struct run_call *calls;
     unsigned call_count;
-    unsigned inflight; /* invariant: inflight == number of calls[i].call != NULL */
+    unsigned inflight; /* invariant: inflight == number of calls[i].u.call != NULL */
     uint64_t rng;
     size_t next_channel;
     char *key; /* key_size + 1 bytes */
@@ -278,22 +277,35 @@ static void run_route_sync(struct run_worker *w)
     pthread_mutex_unlock(&rt->lock);
 }
 
+/* Starts u->call (created by the caller, with u->send set) with s's token metadata; u and tag
+ * borrowed until the completion tagged tag arrives, then run_unary_release. */
+static void run_unary_start(struct run_shared *s, struct run_unary *u, void *tag)
+{
+    u->recv = NULL;
+    grpc_metadata_array_init(&u->initial_md);
+    grpc_metadata_array_init(&u->trailing_md);
+    u->details = grpc_empty_slice();
+    grpc_call_error rc =
+        slotd_call_unary_start(u->call, &s->token_md, s->has_token ? 1 : 0, u->send, &u->initial_md,
+                               &u->recv, &u->trailing_md, &u->status, &u->details, tag);
+    assert(rc == GRPC_CALL_OK); /* only a malformed batch fails here: a programmer error */
+    (void)rc;
+}
+
 /* Frees what one finished unary call (a route fetch or a load call) held: the request, the
  * response, the metadata, the status details and the call; the pointers are left NULL. */
-static void run_unary_release(grpc_call **call, grpc_byte_buffer **send, grpc_byte_buffer **recv,
-                              grpc_metadata_array *initial_md, grpc_metadata_array *trailing_md,
-                              grpc_slice details)
+static void run_unary_release(struct run_unary *u)
 {
-    grpc_byte_buffer_destroy(*send);
-    if (*recv)
-        grpc_byte_buffer_destroy(*recv);
-    grpc_metadata_array_destroy(initial_md);
-    grpc_metadata_array_destroy(trailing_md);
-    grpc_slice_unref(details);
-    grpc_call_unref(*call);
-    *call = NULL;
-    *send = NULL;
-    *recv = NULL;
+    grpc_byte_buffer_destroy(u->send);
+    if (u->recv)
+        grpc_byte_buffer_destroy(u->recv);
+    grpc_metadata_array_destroy(&u->initial_md);
+    grpc_metadata_array_destroy(&u->trailing_md);
+    grpc_slice_unref(u->details);
+    grpc_call_unref(u->call);
+    u->call = NULL;
+    u->send = NULL;
+    u->recv = NULL;
 }
 
 /* True when this caller may fetch now: no fetch started in the last RUN_ROUTE_REFETCH_NS. */
@@ -312,20 +324,13 @@ static void run_fetch_start(struct run_shared *s, struct run_fetch *f, grpc_comp
 {
     memset(f, 0, sizeof(*f));
     grpc_slice empty = grpc_empty_slice(); /* RouteSnapshotRequest has no fields */
-    f->send = grpc_raw_byte_buffer_create(&empty, 1);
-    grpc_metadata_array_init(&f->initial_md);
-    grpc_metadata_array_init(&f->trailing_md);
-    f->details = grpc_empty_slice();
+    f->u.send = grpc_raw_byte_buffer_create(&empty, 1);
     gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                                          gpr_time_from_millis(s->o->deadline_ms, GPR_TIMESPAN));
-    f->call = grpc_channel_create_call(s->channels[0].channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
-                                       grpc_slice_from_static_string(RUN_ROUTE_METHOD), NULL,
-                                       deadline, NULL);
-    grpc_call_error rc =
-        slotd_call_unary_start(f->call, &s->token_md, s->has_token ? 1 : 0, f->send, &f->initial_md,
-                               &f->recv, &f->trailing_md, &f->status, &f->details, f);
-    assert(rc == GRPC_CALL_OK); /* only a malformed batch fails here */
-    (void)rc;
+    f->u.call = grpc_channel_create_call(s->channels[0].channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
+                                         grpc_slice_from_static_string(RUN_ROUTE_METHOD), NULL,
+                                         deadline, NULL);
+    run_unary_start(s, &f->u, f);
 }
 
 /* Decodes a finished fetch into *route; BENCH_OK or an error sentence in errmsg. */
@@ -333,15 +338,15 @@ static int run_fetch_decode(const struct run_shared *s, const struct run_fetch *
                             struct bench_route *route, char *errmsg, size_t errmsg_len)
 {
     const char *endpoint = s->o->endpoints[0];
-    if (!success || f->status != GRPC_STATUS_OK || !f->recv) {
-        unsigned code = success ? (unsigned)f->status : (unsigned)GRPC_STATUS_UNKNOWN;
+    if (!success || f->u.status != GRPC_STATUS_OK || !f->u.recv) {
+        unsigned code = success ? (unsigned)f->u.status : (unsigned)GRPC_STATUS_UNKNOWN;
         return run_fail(
             errmsg, errmsg_len, BENCH_EMALFORMED, "RouteSnapshot from %s: %s: %.*s", endpoint,
             bench_status_name(code < BENCH_STATUS_OTHER ? code : BENCH_STATUS_OTHER),
-            (int)GRPC_SLICE_LENGTH(f->details), (const char *)GRPC_SLICE_START_PTR(f->details));
+            (int)GRPC_SLICE_LENGTH(f->u.details), (const char *)GRPC_SLICE_START_PTR(f->u.details));
     }
     grpc_byte_buffer_reader reader;
-    if (!grpc_byte_buffer_reader_init(&reader, f->recv))
+    if (!grpc_byte_buffer_reader_init(&reader, f->u.recv))
         return run_fail(errmsg, errmsg_len, BENCH_EMALFORMED,
                         "RouteSnapshot from %s: unreadable response", endpoint);
     grpc_slice slice = grpc_byte_buffer_reader_readall(&reader);
@@ -376,7 +381,7 @@ static void run_fetch_finish(struct run_shared *s, struct run_fetch *f, bool suc
         pthread_mutex_unlock(&rt->lock);
     }
     free(route);
-    run_unary_release(&f->call, &f->send, &f->recv, &f->initial_md, &f->trailing_md, f->details);
+    run_unary_release(&f->u);
 }
 
 /* The first fetch, before any load: waits for its answer (bounded by --deadline-ms). */
@@ -454,26 +459,16 @@ static void run_issue(struct run_worker *w, struct run_call *c, int64_t now)
                                          GRPC_SLICE_START_PTR(slice), size);
     assert(n == size);
     (void)n;
-    c->send = grpc_raw_byte_buffer_create(&slice, 1);
+    c->u.send = grpc_raw_byte_buffer_create(&slice, 1);
     grpc_slice_unref(slice);
 
     gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                                          gpr_time_from_millis(o->deadline_ms, GPR_TIMESPAN));
-    c->call = grpc_channel_create_registered_call(
+    c->u.call = grpc_channel_create_registered_call(
         ch->channel, NULL, GRPC_PROPAGATE_DEFAULTS, w->cq,
         ch->method[c->req == BENCH_REQ_PUT ? RUN_METHOD_PUT : RUN_METHOD_READ], deadline, NULL);
-    c->recv = NULL;
-    grpc_metadata_array_init(&c->initial_md);
-    grpc_metadata_array_init(&c->trailing_md);
-    c->details = grpc_empty_slice();
     c->start_ns = now;
-
-    grpc_call_error rc =
-        slotd_call_unary_start(c->call, &s->token_md, s->has_token ? 1 : 0, c->send, &c->initial_md,
-                               &c->recv, &c->trailing_md, &c->status, &c->details, c);
-    /* Only a malformed batch fails here: a programmer error. */
-    assert(rc == GRPC_CALL_OK);
-    (void)rc;
+    run_unary_start(s, &c->u, c);
     w->inflight++;
 }
 
@@ -481,7 +476,7 @@ static void run_issue(struct run_worker *w, struct run_call *c, int64_t now)
 static bool run_response_ok(const struct run_worker *w, const struct run_call *c, bool *found)
 {
     grpc_byte_buffer_reader reader;
-    if (!c->recv || !grpc_byte_buffer_reader_init(&reader, c->recv))
+    if (!c->u.recv || !grpc_byte_buffer_reader_init(&reader, c->u.recv))
         return false;
     grpc_slice slice = grpc_byte_buffer_reader_readall(&reader);
     grpc_byte_buffer_reader_destroy(&reader);
@@ -496,7 +491,7 @@ static bool run_detail_of(const struct run_call *c, unsigned *detail)
 {
     struct slotd_status st;
     slotd_call_status_reset(&st);
-    slotd_call_trailer_detail(&c->trailing_md, &st); /* libslotd's call layer */
+    slotd_call_trailer_detail(&c->u.trailing_md, &st); /* libslotd's call layer */
     if (!st.has_detail)
         return false;
     *detail = bench_wire_detail_bucket(st.detail_code);
@@ -516,7 +511,7 @@ static bool run_route_suspect(unsigned code, const struct run_call *c)
 /* Counts a finished call (when it belongs to the measured window) and frees it. */
 static void run_complete(struct run_worker *w, struct run_call *c, bool success, int64_t now)
 {
-    unsigned code = success ? (unsigned)c->status : (unsigned)GRPC_STATUS_UNKNOWN;
+    unsigned code = success ? (unsigned)c->u.status : (unsigned)GRPC_STATUS_UNKNOWN;
     if (code >= BENCH_STATUS_OTHER)
         code = BENCH_STATUS_OTHER;
     bool found = true;
@@ -553,7 +548,7 @@ static void run_complete(struct run_worker *w, struct run_call *c, bool success,
     if (w->s->router && run_route_suspect(code, c))
         w->want_fetch = true;
 
-    run_unary_release(&c->call, &c->send, &c->recv, &c->initial_md, &c->trailing_md, c->details);
+    run_unary_release(&c->u);
     w->inflight--;
 }
 
@@ -565,10 +560,10 @@ static void run_complete(struct run_worker *w, struct run_call *c, bool success,
 static void run_worker_refetch(struct run_worker *w, int64_t now, bool cancelled)
 {
     struct run_shared *s = w->s;
-    if (w->fetch.call) {
+    if (w->fetch.u.call) {
         if ((cancelled || w->inflight == 0) && !w->fetch.abandoned) {
             w->fetch.abandoned = true;
-            grpc_call_cancel(w->fetch.call, NULL);
+            grpc_call_cancel(w->fetch.u.call, NULL);
         }
         return;
     }
@@ -588,7 +583,7 @@ static void *run_worker_main(void *arg)
         run_issue(w, &w->calls[i], now);
 
     bool cancelled = false;
-    while (w->inflight > 0 || w->fetch.call) {
+    while (w->inflight > 0 || w->fetch.u.call) {
         gpr_timespec wake = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                                          gpr_time_from_millis(RUN_POLL_MS, GPR_TIMESPAN));
         grpc_event ev = grpc_completion_queue_next(w->cq, wake, NULL);
@@ -604,8 +599,8 @@ static void *run_worker_main(void *arg)
         /* Past the end: calls still in flight are not counted; cancel them to finish now. */
         if (!cancelled && now >= atomic_load(&s->measure_end_ns)) {
             for (unsigned i = 0; i < w->call_count; i++)
-                if (w->calls[i].call)
-                    grpc_call_cancel(w->calls[i].call, NULL);
+                if (w->calls[i].u.call)
+                    grpc_call_cancel(w->calls[i].u.call, NULL);
             cancelled = true;
         }
     }
