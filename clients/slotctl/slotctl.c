@@ -515,6 +515,8 @@ int main(int argc, char **argv)
         break;
     case SLOTCTL_CMD_JOIN:
     case SLOTCTL_CMD_ACTIVATE:
+    case SLOTCTL_CMD_REMOVE_NODE:
+    case SLOTCTL_CMD_DEMOTE:
         code = slotctl_node_admin_run(c, &a);
         break;
     case SLOTCTL_CMD_HEALTH:

@@ -1,5 +1,5 @@
 /* slotctl_admin.c - slotctl's controller commands: cluster, transfer-leader, join, activate,
- * feature. */
+ * remove-node, demote, feature. */
 #include "slotctl_cmds.h"
 
 #include <inttypes.h>
@@ -336,8 +336,12 @@ int slotctl_admin_send(struct slotd_client *c, const struct slotctl_args *a,
 int slotctl_node_admin_run(struct slotd_client *c, const struct slotctl_args *a)
 {
     bool join = a->cmd == SLOTCTL_CMD_JOIN;
-    struct slotd_admin_command *cmd =
-        slotd_admin_command_create(join ? SLOTD_ADMIN_JOIN_NODE : SLOTD_ADMIN_ACTIVATE_NODE);
+    enum slotd_admin_kind kind = join                               ? SLOTD_ADMIN_JOIN_NODE
+                                 : a->cmd == SLOTCTL_CMD_REMOVE_NODE ? SLOTD_ADMIN_REMOVE_NODE
+                                 : a->cmd == SLOTCTL_CMD_DEMOTE
+                                     ? SLOTD_ADMIN_DEMOTE_CONTROLLER_VOTER
+                                     : SLOTD_ADMIN_ACTIVATE_NODE;
+    struct slotd_admin_command *cmd = slotd_admin_command_create(kind);
     int built = cmd ? slotd_admin_command_set_address(cmd, a->address) : SLOTD_CLIENT_ENOMEM;
     if (cmd) {
         slotd_admin_command_set_node_id(cmd, a->node_id);
@@ -360,7 +364,10 @@ int slotctl_node_admin_run(struct slotd_client *c, const struct slotctl_args *a)
         if (join)
             snprintf(what, sizeof(what), "node %" PRIu64 " at %s", a->node_id, a->address);
         else
-            snprintf(what, sizeof(what), "node %" PRIu64 " active", a->node_id);
+            snprintf(what, sizeof(what), "node %" PRIu64 " %s", a->node_id,
+                     a->cmd == SLOTCTL_CMD_REMOVE_NODE ? "removed"
+                     : a->cmd == SLOTCTL_CMD_DEMOTE    ? "demoted to a controller mirror"
+                                                       : "active");
         slotctl_admin_result_print(r, what);
     }
     slotd_admin_result_destroy(rp);

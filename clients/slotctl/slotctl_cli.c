@@ -96,6 +96,8 @@ static const struct {
     {"mcp", SLOTCTL_CMD_MCP, 0, 0},         /* mcp [--metrics URL,URL] */
     {"backup", SLOTCTL_CMD_BACKUP, 2, 5},   /* backup save|verify|inspect FILE, backup plan */
     {"balance", SLOTCTL_CMD_BALANCE, 1, 1}, /* balance status|on|off */
+    {"remove-node", SLOTCTL_CMD_REMOVE_NODE, 0, 0},
+    {"demote", SLOTCTL_CMD_DEMOTE, 0, 0},
 };
 
 #define CLI_N_CMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
@@ -265,7 +267,7 @@ static int cli_admin_option(const char *opt, const char *val, struct slotctl_arg
 }
 
 #define CLI_BIT(cmd) (UINT64_C(1) << (cmd))
-_Static_assert(SLOTCTL_CMD_BALANCE < 64, "CLI_BIT masks hold every command");
+_Static_assert(SLOTCTL_CMD_LAST < 64, "CLI_BIT masks hold every command");
 #define CLI_TASK_MAKERS                                                                            \
     (CLI_BIT(SLOTCTL_CMD_MOVE_REPLICA) | CLI_BIT(SLOTCTL_CMD_DRAIN) |                              \
      CLI_BIT(SLOTCTL_CMD_PROMOTE) | CLI_BIT(SLOTCTL_CMD_RETRY) |                                   \
@@ -276,7 +278,7 @@ static int cli_only_for(const char *opt, uint64_t mask, char *err, size_t errlen
 {
     char names[256] = "";
     size_t used = 0;
-    for (int cmd = SLOTCTL_CMD_PUT; cmd <= SLOTCTL_CMD_BALANCE; cmd++)
+    for (int cmd = SLOTCTL_CMD_PUT; cmd <= SLOTCTL_CMD_LAST; cmd++)
         if (mask & CLI_BIT(cmd) && used < sizeof(names))
             used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s", used ? ", " : "",
                                      cli_cmd_word((enum slotctl_cmd)cmd));
@@ -301,12 +303,14 @@ static int cli_admin_allowed(const struct slotctl_args *a, char *err, size_t err
         {"--from", a->from_node != 0, move},
         {"--node-id", node_id, join | act},
         {"--node", a->node_id && !node_id,
-         CLI_BIT(SLOTCTL_CMD_DRAIN) | CLI_BIT(SLOTCTL_CMD_PROMOTE)},
+         CLI_BIT(SLOTCTL_CMD_DRAIN) | CLI_BIT(SLOTCTL_CMD_PROMOTE) |
+             CLI_BIT(SLOTCTL_CMD_REMOVE_NODE) | CLI_BIT(SLOTCTL_CMD_DEMOTE)},
         {"--address", a->address != NULL, join},
         {"--weight", a->weight != 0, join},
         {"--expected-revision", a->expected_revision != 0,
          tl | join | act | CLI_TASK_MAKERS | CLI_BIT(SLOTCTL_CMD_FEATURE) |
-             CLI_BIT(SLOTCTL_CMD_ABORT) | CLI_BIT(SLOTCTL_CMD_BALANCE)},
+             CLI_BIT(SLOTCTL_CMD_ABORT) | CLI_BIT(SLOTCTL_CMD_BALANCE) |
+             CLI_BIT(SLOTCTL_CMD_REMOVE_NODE) | CLI_BIT(SLOTCTL_CMD_DEMOTE)},
         {"--wait", a->wait_s != 0, tl | CLI_TASK_MAKERS},
         {"--as-task", a->as_task, tl},
         {"--task", a->task_id != 0, CLI_BIT(SLOTCTL_CMD_RETRY) | CLI_BIT(SLOTCTL_CMD_ABORT)},
@@ -380,6 +384,8 @@ static int cli_admin_check(struct slotctl_args *a, char *err, size_t errlen)
         break;
     case SLOTCTL_CMD_DRAIN:
     case SLOTCTL_CMD_PROMOTE:
+    case SLOTCTL_CMD_REMOVE_NODE:
+    case SLOTCTL_CMD_DEMOTE:
         if (!a->node_id)
             return cli_fail(err, errlen, "%s: needs --node N", cli_cmd_word(a->cmd));
         break;
@@ -836,6 +842,10 @@ void slotctl_usage(FILE *out)
         "                                      task: move G's replica from node N to node M\n"
         "  drain --node N [--wait S]           task: move every replica off N, mark it removed\n"
         "  promote --node N [--wait S]         task: make data node N a controller voter\n"
+        "  remove-node --node N [--expected-revision R]\n"
+        "                                      make down node N a tombstone (RemoveNode)\n"
+        "  demote --node N [--expected-revision R]\n"
+        "                                      make controller voter N a mirror\n"
         "  retry --task T [--wait S]           run failed task T again from its phase\n"
         "  abort --task T [--expected-revision R]\n"
         "                                      stop running task T at a safe point (it ends\n"

@@ -67,7 +67,10 @@ enum slotctl_cmd {
     SLOTCTL_CMD_BACKUP,          /* backup save|verify|inspect FILE */
     SLOTCTL_CMD_ABORT,           /* abort --task T: Admin.AbortTask */
     SLOTCTL_CMD_BALANCE,         /* balance status | balance on|off: the balancer */
+    SLOTCTL_CMD_REMOVE_NODE,     /* remove-node --node N: Admin.RemoveNode */
+    SLOTCTL_CMD_DEMOTE,          /* demote --node N: Admin.DemoteControllerVoter */
 };
+#define SLOTCTL_CMD_LAST SLOTCTL_CMD_DEMOTE
 
 #define SLOTCTL_ENDPOINTS_DEFAULT "127.0.0.1:7700"
 #define SLOTCTL_POSITIONALS_MAX 5
@@ -105,7 +108,7 @@ struct slotctl_args {
     uint64_t min_applied_index;
     bool cas_delete;
     /* admin commands (0 = not given): --group, --to, --from, --node-id (join, activate) or
-     * --node (drain, promote), --address, --weight, --expected-revision, --wait, --task,
+     * --node (drain, promote, remove-node, demote), --address, --weight, --expected-revision, --wait, --task,
      * --slots, --to-group; which command takes which is checked by the parser */
     uint32_t group_id;
     uint64_t to_node;

@@ -63,7 +63,8 @@ int slotctl_cluster_run(struct slotd_client *c, const struct slotctl_args *a);
  * RouteSnapshot until the node leads the group. Returns the exit code. */
 int slotctl_transfer_leader_run(struct slotd_client *c, const struct slotctl_args *a);
 
-/* c, a: borrowed for the call. `join` (JoinNode) and `activate` (ActivateNode). */
+/* c, a: borrowed for the call. `join` (JoinNode), `activate` (ActivateNode), `remove-node`
+ * (RemoveNode) and `demote` (DemoteControllerVoter). Returns the exit code. */
 int slotctl_node_admin_run(struct slotd_client *c, const struct slotctl_args *a);
 
 /* c, a: borrowed for the call. `feature list` (the features of Admin.ClusterState) and

@@ -41,6 +41,8 @@ static const char *const cmd_names[] = {
     "backup",
     "abort",
     "balance",
+    "remove-node",
+    "demote",
 };
 
 const char *slotctl_cmd_name(int cmd)

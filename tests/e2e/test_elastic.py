@@ -4,6 +4,8 @@ group's leader removes the learner it added; a move whose target died fails at t
 timeout and cleans up by itself; a later move of the same group is not blocked; drain proofs
 carry the observed counts and a forged tombstone changes nothing."""
 import json
+import os
+import subprocess
 import tempfile
 import time
 import unittest
@@ -14,6 +16,8 @@ import slotd_harness as h
 import test_controller as tc
 from slotd.v1 import admin_pb2
 from test_tasks import controller_command_request, task_status
+
+SLOTCTL_BIN = os.environ.get("SLOTCTL_BIN", str(h.SLOTD_BIN.parent / "slotctl"))
 
 PHASE_TIMEOUT_MS = 8000
 # A node is down 30 s after its last health report (3 TTLs); repair starts 15 s later, which
@@ -67,6 +71,12 @@ class ElasticTest(h.SlotdTestCase):
 
     def live_group(self, gid, via):
         return [r for r in tc.route(self.nodes[via]).groups if r.group_id == gid][0]
+
+    def slotctl(self, *args, via=None):
+        """(exit code, stdout JSON or None, stderr) of `slotctl --json ARGS` against one node."""
+        r = subprocess.run([SLOTCTL_BIN, "--endpoints", self.nodes[via or self.via()].addr,
+                            "--json"] + list(args), capture_output=True, text=True, timeout=60)
+        return r.returncode, json.loads(r.stdout) if r.returncode == 0 else None, r.stderr
 
     def admin(self, method, request, via=None):
         return tc.admin_call(self.nodes[via or self.via()], method, request,
@@ -204,10 +214,11 @@ class ElasticTest(h.SlotdTestCase):
                                  admin_pb2.ControllerStatusResponse)
         leader = tc.wait_for("a controller leader", lambda: status(1).leader)
         rest = [n for n in (1, 2, 3) if n != leader]
-        resp = self.admin("DemoteControllerVoter",
-                          admin_pb2.DemoteControllerVoterRequest(node_id=leader), via=rest[0])
-        self.assertEqual(resp.outcome, admin_pb2.OUTCOME_CHANGED)
-        roles = {n["id"]: n["roles"] for n in self.state(resp.revision)["nodes"]}
+        code, out, err = self.slotctl("demote", "--node", str(leader), via=rest[0])
+        self.assertEqual(code, 0, err)
+        self.assertEqual((out["command"], out["outcome"], out["node_id"]),
+                         ("demote", "CHANGED", leader))
+        roles = {n["id"]: n["roles"] for n in self.state(out["revision"])["nodes"]}
         self.assertEqual(roles[leader], ["data"])
         tc.wait_for("node %d mirrors" % leader, lambda: status(leader).role == "mirror")
         self.assertTrue(self.nodes[leader].log_lines(
@@ -227,12 +238,10 @@ class ElasticTest(h.SlotdTestCase):
                           admin_pb2.AdminWriteResponse)
         self.assertIn(w.outcome, (admin_pb2.OUTCOME_CHANGED, admin_pb2.OUTCOME_NOOP))
         before = self.state()
-        with self.assertRaises(grpc.RpcError) as cm:
-            self.admin("DemoteControllerVoter",
-                       admin_pb2.DemoteControllerVoterRequest(node_id=rest[1]))
-        self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION,
-                         cm.exception.details())
-        self.assertIn("below a quorum of 2 of the 2 voters", cm.exception.details())
+        code, out, err = self.slotctl("demote", "--node", str(rest[1]))
+        self.assertNotEqual(code, 0)
+        self.assertIn("demote controller voter: FAILED_PRECONDITION", err)
+        self.assertIn("below a quorum of 2 of the 2 voters", err)
         after = self.state()
         self.assertEqual([n["roles"] for n in after["nodes"]],
                          [n["roles"] for n in before["nodes"]])
@@ -306,9 +315,11 @@ class ElasticTest(h.SlotdTestCase):
         tc.wait_for("node %d down" % victim, lambda: [
             n for n in self.state()["nodes"] if n["id"] == victim][0]["status"] == "down",
             timeout=60)
-        resp = self.admin("RemoveNode", admin_pb2.RemoveNodeRequest(node_id=victim))
-        self.assertEqual(resp.outcome, admin_pb2.OUTCOME_CHANGED)
-        after = self.state(resp.revision)
+        code, out, err = self.slotctl("remove-node", "--node", str(victim))
+        self.assertEqual(code, 0, err)
+        self.assertEqual((out["command"], out["outcome"], out["node_id"]),
+                         ("remove-node", "CHANGED", victim))
+        after = self.state(out["revision"])
         self.assertEqual([n for n in after["nodes"] if n["id"] == victim][0]["join_state"],
                          "removed")
         for g0, g1 in zip(before["groups"], after["groups"]):
@@ -323,9 +334,10 @@ class ElasticTest(h.SlotdTestCase):
             key = h.key_in_group(table, gid, "removed")
             h.put(self.nodes[self.via()].stub, key, b"after")
             self.assertEqual(h.get(self.nodes[self.via()].stub, key).get.value, b"after")
-        with self.assertRaises(grpc.RpcError) as cm:
-            self.admin("RemoveNode", admin_pb2.RemoveNodeRequest(node_id=victim))
-        self.assertIn("removed already", cm.exception.details())
+        code, out, err = self.slotctl("remove-node", "--node", str(victim))
+        self.assertNotEqual(code, 0)
+        self.assertIn("remove node: ", err)
+        self.assertIn("removed already", err)
         # It comes back: it exits with an error naming the removal.
         server = self.nodes[victim]
         server.launch()

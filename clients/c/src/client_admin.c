@@ -22,6 +22,8 @@
 #define ADMIN_METHOD_DRAIN "/slotd.v1.Admin/DrainNode"
 #define ADMIN_METHOD_RETRY "/slotd.v1.Admin/RetryTask"
 #define ADMIN_METHOD_ABORT "/slotd.v1.Admin/AbortTask"
+#define ADMIN_METHOD_REMOVE "/slotd.v1.Admin/RemoveNode"
+#define ADMIN_METHOD_DEMOTE "/slotd.v1.Admin/DemoteControllerVoter"
 #define ADMIN_METHOD_MIGRATE "/slotd.v1.Admin/MigrateHashSlots"
 #define ADMIN_METHOD_SET_FEATURE "/slotd.v1.Admin/SetFeature"
 #define ADMIN_METHOD_SET_BALANCE "/slotd.v1.Admin/SetBalance"
@@ -363,6 +365,10 @@ static const struct admin_plain {
      &slotd__v1__retry_task_request__descriptor},
     {SLOTD_ADMIN_ABORT_TASK, ADMIN_METHOD_ABORT, "abort task",
      &slotd__v1__abort_task_request__descriptor},
+    {SLOTD_ADMIN_REMOVE_NODE, ADMIN_METHOD_REMOVE, "remove node",
+     &slotd__v1__remove_node_request__descriptor},
+    {SLOTD_ADMIN_DEMOTE_CONTROLLER_VOTER, ADMIN_METHOD_DEMOTE, "demote controller voter",
+     &slotd__v1__demote_controller_voter_request__descriptor},
 };
 
 /* w's value for the request field called name; false for a field the command does not set. */

@@ -132,7 +132,7 @@ static void test_parse_admin_errors(void)
         {{"slotctl", "get", "k", "--node-id", "1", NULL}, "--node-id: only for join, activate"},
         {{"slotctl", "put", "k", "v", "--expected-revision", "3", NULL},
          "--expected-revision: only for transfer-leader, join, activate, move-replica, drain, "
-         "promote, retry, migrate-slots, feature, abort, balance"},
+         "promote, retry, migrate-slots, feature, abort, balance, remove-node, demote"},
         {{"slotctl", "activate", "--node-id", "4", "extra", NULL},
          "activate: takes 0 arguments, got 1"},
     };
@@ -324,6 +324,17 @@ static void test_parse_task_commands(void)
     CU_ASSERT_EQUAL(parse(ARGV("promote", "--node", "4"), &a, err, sizeof(err)), SLOTCTL_EXIT_OK);
     CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_PROMOTE);
     CU_ASSERT_EQUAL(a.node_id, 4);
+    CU_ASSERT_EQUAL(parse(ARGV("remove-node", "--node", "4", "--expected-revision", "7"), &a, err,
+                          sizeof(err)),
+                    SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_REMOVE_NODE);
+    CU_ASSERT_EQUAL(a.node_id, 4);
+    CU_ASSERT_EQUAL(a.expected_revision, 7);
+    CU_ASSERT_STRING_EQUAL(slotctl_cmd_name(a.cmd), "remove-node");
+    CU_ASSERT_EQUAL(parse(ARGV("demote", "--node", "2"), &a, err, sizeof(err)), SLOTCTL_EXIT_OK);
+    CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_DEMOTE);
+    CU_ASSERT_EQUAL(a.node_id, 2);
+    CU_ASSERT_STRING_EQUAL(slotctl_cmd_name(a.cmd), "demote");
     CU_ASSERT_EQUAL(parse(ARGV("retry", "--task", "12"), &a, err, sizeof(err)), SLOTCTL_EXIT_OK);
     CU_ASSERT_EQUAL(a.cmd, SLOTCTL_CMD_RETRY);
     CU_ASSERT_EQUAL(a.task_id, 12);
@@ -408,8 +419,14 @@ static void test_parse_task_errors(void)
         {{"slotctl", "move-replica", "--group", "1", "--to", "2", NULL},
          "move-replica: needs --group G, --from N and --to M"},
         {{"slotctl", "drain", NULL}, "drain: needs --node N"},
+        {{"slotctl", "remove-node", NULL}, "remove-node: needs --node N"},
+        {{"slotctl", "demote", "--node-id", "3", NULL}, "--node-id: only for join, activate"},
+        {{"slotctl", "demote", "--node", "3", "--wait", "5", NULL},
+         "--wait: only for transfer-leader, move-replica, drain, promote, retry, migrate-slots"},
+        {{"slotctl", "remove-node", "--node", "3", "extra", NULL},
+         "remove-node: takes 0 arguments, got 1"},
         {{"slotctl", "promote", "--node-id", "4", NULL}, "--node-id: only for join, activate"},
-        {{"slotctl", "activate", "--node", "4", NULL}, "--node: only for drain, promote"},
+        {{"slotctl", "activate", "--node", "4", NULL}, "--node: only for drain, promote, remove-node, demote"},
         {{"slotctl", "retry", NULL}, "retry: needs --task T"},
         {{"slotctl", "abort", NULL}, "abort: needs --task T"},
         {{"slotctl", "abort", "--task", "3", "--wait", "5", NULL},
@@ -806,6 +823,18 @@ static void test_task_calls_without_server(void)
     CU_ASSERT_EQUAL(slotd_error_attempts(e), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "drain node: UNAVAILABLE: "));
     slotd_error_destroy(e);
+    cmd = slotd_admin_command_create(SLOTD_ADMIN_REMOVE_NODE);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cmd);
+    slotd_admin_command_set_node_id(cmd, 5);
+    e = admin_fails(c, cmd, SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "remove node: UNAVAILABLE: "));
+    slotd_error_destroy(e);
+    cmd = slotd_admin_command_create(SLOTD_ADMIN_DEMOTE_CONTROLLER_VOTER);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cmd);
+    slotd_admin_command_set_node_id(cmd, 2);
+    e = admin_fails(c, cmd, SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "demote controller voter: UNAVAILABLE: "));
+    slotd_error_destroy(e);
     slotd_client_destroy(c);
 }
 
@@ -822,7 +851,7 @@ static void test_parse_status(void)
     CU_ASSERT_EQUAL(parse(ARGV("status", "extra"), &a, err, sizeof(err)), SLOTCTL_EXIT_USAGE);
     CU_ASSERT_STRING_EQUAL(err, "status: takes 0 arguments, got 1");
     CU_ASSERT_EQUAL(parse(ARGV("status", "--node", "1"), &a, err, sizeof(err)), SLOTCTL_EXIT_USAGE);
-    CU_ASSERT_STRING_EQUAL(err, "--node: only for drain, promote");
+    CU_ASSERT_STRING_EQUAL(err, "--node: only for drain, promote, remove-node, demote");
 }
 
 /* An answering row (the fields in table order). */

@@ -789,6 +789,10 @@ enum slotd_admin_kind {
     SLOTD_ADMIN_SET_BALANCE, /* enabled (Admin/SetBalance: false pauses the balancer
                               * cluster-wide, true resumes it) */
     SLOTD_ADMIN_SET_BACKUP_PLAN, /* backup plan (Admin/SetBackupPlan; the server checks it) */
+    SLOTD_ADMIN_REMOVE_NODE,     /* node_id (Admin/RemoveNode: a node that is down becomes a
+                                  * tombstone; the server refuses a live one) */
+    SLOTD_ADMIN_DEMOTE_CONTROLLER_VOTER, /* node_id (Admin/DemoteControllerVoter: the voter
+                                          * becomes a mirror; the server checks the quorum) */
 };
 
 /* One Admin command (opaque): a kind and the fields it uses (above; the others are ignored).
