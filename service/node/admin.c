@@ -435,25 +435,35 @@ static void on_join_node(void *ctx, struct rpc_call *call, const uint8_t *req, s
     slotd__v1__join_node_request__free_unpacked(r, NULL);
 }
 
+/* ActivateNode's, DemoteControllerVoter's and RemoveNode's common part: checks node_id, builds
+ * the command with build (ctl_cmd_activate_node, ctl_cmd_controller_voter_demote or
+ * ctl_cmd_node_remove) and submits it to method for call (msg and no_forward borrowed, as
+ * node_admin_submit); the call is answered or failed either way. */
+static void node_command_submit(struct node_api *api, struct rpc_call *call, const char *method,
+                                int (*build)(uint64_t node, uint64_t expected_revision, char **out),
+                                uint64_t node_id, uint64_t expected_revision, ProtobufCMessage *msg,
+                                protobuf_c_boolean *no_forward)
+{
+    struct slotd_error err;
+    char *cmd = NULL;
+    int rc = node_field(node_id, "node_id", &err);
+    if (rc == 0 && (rc = build(node_id, expected_revision, &cmd)) != CTL_OK)
+        rc = build_failed(rc, &err);
+    else if (rc == 0)
+        rc = node_admin_submit(api, call, method, cmd, msg, no_forward, &err);
+    finish(call, rc, cmd, &err);
+}
+
 static void on_activate_node(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
-    struct slotd_error err;
     Slotd__V1__ActivateNodeRequest *r = slotd__v1__activate_node_request__unpack(NULL, len, req);
     if (r == NULL) {
         fail_malformed(call, "slotd.v1.ActivateNodeRequest");
         return;
     }
-    char *cmd = NULL;
-    int rc = -1;
-    if (node_field(r->node_id, "node_id", &err) != 0)
-        ; /* err names the field */
-    else if ((rc = ctl_cmd_activate_node(r->node_id, r->expected_revision, &cmd)) != CTL_OK)
-        rc = build_failed(rc, &err);
-    else
-        rc = node_admin_submit(api, call, "/slotd.v1.Admin/ActivateNode", cmd, &r->base,
-                               &r->no_forward, &err);
-    finish(call, rc, cmd, &err);
+    node_command_submit(api, call, "/slotd.v1.Admin/ActivateNode", ctl_cmd_activate_node,
+                        r->node_id, r->expected_revision, &r->base, &r->no_forward);
     slotd__v1__activate_node_request__free_unpacked(r, NULL);
 }
 
@@ -673,42 +683,28 @@ static void on_abort_task(void *ctx, struct rpc_call *call, const uint8_t *req, 
 static void on_demote_voter(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
-    struct slotd_error err;
     Slotd__V1__DemoteControllerVoterRequest *r =
         slotd__v1__demote_controller_voter_request__unpack(NULL, len, req);
     if (r == NULL) {
         fail_malformed(call, "slotd.v1.DemoteControllerVoterRequest");
         return;
     }
-    char *cmd = NULL;
-    int rc = node_field(r->node_id, "node_id", &err);
-    if (rc == 0 &&
-        (rc = ctl_cmd_controller_voter_demote(r->node_id, r->expected_revision, &cmd)) != CTL_OK)
-        rc = build_failed(rc, &err);
-    else if (rc == 0)
-        rc = node_admin_submit(api, call, "/slotd.v1.Admin/DemoteControllerVoter", cmd, &r->base,
-                               &r->no_forward, &err);
-    finish(call, rc, cmd, &err);
+    node_command_submit(api, call, "/slotd.v1.Admin/DemoteControllerVoter",
+                        ctl_cmd_controller_voter_demote, r->node_id, r->expected_revision, &r->base,
+                        &r->no_forward);
     slotd__v1__demote_controller_voter_request__free_unpacked(r, NULL);
 }
 
 static void on_remove_node(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
-    struct slotd_error err;
     Slotd__V1__RemoveNodeRequest *r = slotd__v1__remove_node_request__unpack(NULL, len, req);
     if (r == NULL) {
         fail_malformed(call, "slotd.v1.RemoveNodeRequest");
         return;
     }
-    char *cmd = NULL;
-    int rc = node_field(r->node_id, "node_id", &err);
-    if (rc == 0 && (rc = ctl_cmd_node_remove(r->node_id, r->expected_revision, &cmd)) != CTL_OK)
-        rc = build_failed(rc, &err);
-    else if (rc == 0)
-        rc = node_admin_submit(api, call, "/slotd.v1.Admin/RemoveNode", cmd, &r->base,
-                               &r->no_forward, &err);
-    finish(call, rc, cmd, &err);
+    node_command_submit(api, call, "/slotd.v1.Admin/RemoveNode", ctl_cmd_node_remove, r->node_id,
+                        r->expected_revision, &r->base, &r->no_forward);
     slotd__v1__remove_node_request__free_unpacked(r, NULL);
 }
 
