@@ -3,7 +3,9 @@ voters with 8 groups, 2 data nodes joined later, every node --balance 1): Admin.
 stale expected_revision changes nothing; paused, the 2 joined nodes get no move while
 ControllerStatus shows the plan it would carry out; resumed, within a bound every node holds
 replicas within 1 of its weighted share (weights 100 and, for node 5, 50), no move is left and
-client writes keep succeeding (bounded retries while leaders change)."""
+client writes keep succeeding (bounded retries while leaders change). Then 5 -> 3 with the
+balancer on: slotctl drain of nodes 5 and 4 under writes, no move onto a draining or drained
+node."""
 import json
 import os
 import subprocess
@@ -21,6 +23,7 @@ from slotd.v1 import admin_pb2
 SLOTCTL_BIN = os.environ.get("SLOTCTL_BIN", str(h.SLOTD_BIN.parent / "slotctl"))
 WAIT_S = 40
 BALANCE_S = 120  # 6-8 moves, 4 at a time, each learner + catch-up + promote + remove
+DRAIN_S = 90  # a drain moves its node's 2-5 replicas one at a time
 
 
 class BalanceTest(h.SlotdTestCase):
@@ -60,11 +63,11 @@ class BalanceTest(h.SlotdTestCase):
                              admin_pb2.ControllerStatusRequest(),
                              admin_pb2.ControllerStatusResponse).balance
 
-    def slotctl(self, *args, json_out=False):
+    def slotctl(self, *args, json_out=False, timeout=30):
         endpoints = ",".join(self.nodes[i].addr for i in sorted(self.nodes)
                              if self.nodes[i].running())
         cmd = [SLOTCTL_BIN, "--endpoints", endpoints] + (["--json"] if json_out else []) + list(args)
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         self.assertEqual(r.returncode, 0, r.stderr)
         return json.loads(r.stdout) if json_out else r.stdout
 
@@ -188,6 +191,64 @@ class BalanceTest(h.SlotdTestCase):
             self.assertTrue(h.get(self.nodes[2].stub, key).get.value.startswith(b"v"))
         print("\n  balanced in %.1f s (%d moves), leaders %.1f s, test %.1f s" % (
             took, len(moves), leaders_took, time.monotonic() - t0))
+
+    def test_shrink_5_to_3(self):
+        """After test_grow_3_to_5, with the balancer still on and client writes running: slotctl
+        drain of node 5, then node 4 (the real drain proof) makes each a tombstone; every replica
+        move made meanwhile targets a node that is neither draining nor drained (5, then 4 and
+        5); every group ends with 3 desired peers among nodes 1-3; writes never
+        fail beyond bounded retries and every acknowledged one reads back."""
+        t0 = time.monotonic()
+        tc.wait_for("5 active nodes", lambda: sum(
+            n["join_state"] == "active" for n in self.state()["nodes"]) == 5)
+        first = max([t["id"] for t in self.state()["tasks"]] or [0])
+        stop, failures, acked = threading.Event(), [], []
+
+        def writer():
+            i = 0
+            while not stop.is_set():
+                key = b"shrink/%d" % i
+                try:
+                    h.put_retrying(self.nodes[1 + i % 3].stub, key, b"s%d" % i,
+                                   request_id=b"shrink-%d" % i)
+                    acked.append(key)
+                except grpc.RpcError as err:
+                    failures.append((key, err.code()))
+                i += 1
+                time.sleep(0.02)
+
+        w = threading.Thread(target=writer, daemon=True)
+        w.start()
+        try:
+            marks = {}
+            for victim in (5, 4):
+                marks[victim] = max([t["id"] for t in self.state()["tasks"]] or [0])
+                out = self.slotctl("drain", "--node", str(victim), "--wait", str(DRAIN_S),
+                                   timeout=DRAIN_S + 10)
+                self.assertIn("drain node %d" % victim, out)
+                node = [n for n in self.state()["nodes"] if n["id"] == victim][0]
+                self.assertEqual(node["join_state"], "removed")
+        finally:
+            stop.set()
+            w.join(timeout=15)
+        st = self.state()
+        for g in st["groups"]:
+            self.assertEqual(sorted(g["desired_peers"]), [1, 2, 3], g)
+        moves = [t for t in st["tasks"] if t["kind"] == "replica_move" and t["id"] > first]
+        self.assertTrue(moves)
+        # From the drain of 5 on no move targets 5; from the drain of 4 on, only nodes 1-3
+        # (while 5 drains, node 4 is still active and a valid target).
+        self.assertEqual([t for t in moves if t["target"] == 5], [])
+        self.assertEqual([t for t in moves if t["id"] > marks[4] and t["target"] not in (1, 2, 3)],
+                         [])
+        self.assertEqual(failures, [])
+        self.assertGreater(len(acked), 20)
+        for key in acked:
+            self.assertTrue(h.get(self.nodes[2].stub, key).get.value.startswith(b"s"))
+        out = self.slotctl("balance", "status")
+        print("\n$ slotctl balance status   # shrunk 5 -> 3\n" + out)
+        print("  drained 5 then 4 (%d replica moves), %d writes: %.1f s" % (
+            len(moves), len(acked), time.monotonic() - t0))
 
 
 if __name__ == "__main__":
