@@ -96,6 +96,10 @@ static const struct opt opts[] = {
         "per transfer in memory)"),
     U64(snapshot_sends_max, 1, 64, "8",
         "snapshot transfers a node sends at once; one more is refused and retried later"),
+    U64(snapshot_recv_idle_ms, 1000, 3600000, "90000",
+        "a snapshot being received that has had no chunk for this long is discarded and its "
+        "memory freed (a sender gives up on a chunk after 30 s: below that a slow but live "
+        "transfer may be dropped)"),
     U64(watch_history_bytes, 0, 1ull << 32, "4194304",
         "bytes of recent key changes each hosted slot group keeps for Watch (older ones: "
         "COMPACTED; 0: Watch disabled)"),

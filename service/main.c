@@ -448,6 +448,8 @@ int main(int argc, char **argv)
         ro.snap_chunk_bytes = f.snapshot_chunk_bytes;
     if (f.snapshot_sends_max)
         ro.snap_sends_max = f.snapshot_sends_max;
+    if (f.snapshot_recv_idle_ms)
+        ro.snap_recv_idle_ms = f.snapshot_recv_idle_ms;
     ro.group_proposals_max = f.group_proposals_max;
     ro.watch_history_bytes = f.watch_history_bytes;
     const char *pa = ro.peer_advertise;

@@ -49,6 +49,9 @@ enum rt_request_kind {
 #define RT_SNAP_CHUNK_BYTES ((size_t)1 << 20)
 #define RT_SNAP_BYTES_MAX ((size_t)512 << 20)
 #define RT_SNAP_SENDS_MAX 8
+/* A staged receive idle this long is discarded by default (opts.snap_recv_idle_ms): three times
+ * the sender's chunk RPC timeout (peer.c SNAP_CHUNK_TIMEOUT_MS), so a live sender has given up. */
+#define RT_SNAP_RECV_IDLE_MS 90000
 /* An apply job (one fsm batch) takes at most this many committed entries or arena bytes (but
  * always at least one entry): a follower catching up, or a group committing a long run at once,
  * is applied in several jobs back to back instead of one unbounded batch (loop.c). */
@@ -151,7 +154,8 @@ struct rt_snap_recv {
     uint64_t from;
     uint8_t *data;
     size_t len, cap;
-    size_t total; /* announced by the first chunk; 0: known at the last one */
+    size_t total;    /* announced by the first chunk; 0: known at the last one */
+    int64_t last_ms; /* rt_now_ms() of the last chunk taken */
 };
 
 /* A snapshot the storage stage installs before its raftlog batch. */
@@ -747,6 +751,9 @@ void rt_snap_captured(struct runtime *rt, struct rt_snap_send *send);
 void rt_snap_install_ready(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd);
 void rt_snap_free_all(struct runtime *rt);
 void rt_snap_kick(struct runtime *rt);
+/* Loop, on every tick: discards (frees, logs) each staged receive that has had no chunk for
+ * opts.snap_recv_idle_ms, so its group is no longer busy; a later chunk of it is out of order. */
+void rt_snap_recv_expire(struct runtime *rt, int64_t now);
 /* Apply stage: captures the rows of each send (after the job's entries). */
 int rt_snap_capture_rows(struct runtime *rt, struct rt_snap_send *send);
 /* Storage stage (storage_work, before the raftlog batch), with no apply job running or queued:

@@ -249,6 +249,7 @@ void rt_tick(struct runtime *rt)
     rt_expire_leaders(rt, now);
     rt_watch_expire(rt, now);
     rt_keylease_tick(rt, now);
+    rt_snap_recv_expire(rt, now);
     rt_ctl_view_refresh(rt);
     rt_ctl_waiters_run(rt, false); /* the expired ones */
 }

@@ -759,6 +759,7 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
     if (c->data.len > 0)
         memcpy(rcv->data + rcv->len, c->data.data, c->data.len);
     rcv->len += c->data.len;
+    rcv->last_ms = rt_now_ms();
     metrics_counter_add(rt->metrics.snap_received_bytes, c->data.len);
     if (c->last) {
         struct raft_msg m;
@@ -783,6 +784,24 @@ done:
         recv_reset(&g->snap_recv);
     ack(r->call, err == NULL, err);
     slotd__internal__v1__snapshot_chunk__free_unpacked(c, NULL);
+}
+
+void rt_snap_recv_expire(struct runtime *rt, int64_t now)
+{
+    RT_ASSERT_LOOP(rt);
+    int64_t idle = rt->opts.snap_recv_idle_ms ? (int64_t)rt->opts.snap_recv_idle_ms
+                                              : (int64_t)RT_SNAP_RECV_IDLE_MS;
+    for (size_t i = 0; i < RT_GROUP_SLOTS(rt); i++) {
+        struct rt_snap_recv *rcv = &rt->groups[i].snap_recv;
+        if (rcv->data == NULL || now - rcv->last_ms < idle)
+            continue;
+        RT_LOG("warn",
+               "msg=\"snapshot receive abandoned\" node=%llu group=%zu from=%llu bytes=%zu "
+               "idle_ms=%lld",
+               (unsigned long long)rt->opts.node_id, i, (unsigned long long)rcv->from, rcv->len,
+               (long long)(now - rcv->last_ms));
+        recv_reset(rcv);
+    }
 }
 
 /* Loop, in take_ready: the core accepted a snapshot. The rows are installed

@@ -24,6 +24,7 @@ void runtime_options_default(struct runtime_options *o)
     o->compact_tail = 1000;
     o->snap_chunk_bytes = (size_t)1 << 20;
     o->snap_sends_max = 8;
+    o->snap_recv_idle_ms = 90000;
     o->watch_history_bytes = 4u << 20;
     o->task_phase_timeout_ms = 60000;
     o->down_replace_after_ms = 600000;

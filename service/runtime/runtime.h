@@ -67,6 +67,10 @@ struct runtime_options {
     /* Snapshot transfers this node sends at once; one more is refused (raft retries it later);
      * default RT_SNAP_SENDS_MAX (8). */
     size_t snap_sends_max;
+    /* A snapshot being received that has had no chunk for this long is discarded on a loop tick
+     * (peer.c rt_snap_recv_expire); default RT_SNAP_RECV_IDLE_MS (90 s, 3 x the sender's chunk
+     * RPC timeout). */
+    uint64_t snap_recv_idle_ms;
     /* Proposals of one group appended on its leader and not yet committed (its pending list)
      * beyond which a new one is refused with QUEUE_FULL (loop.c), so one hot group cannot hold
      * every call the node takes while the others wait; default 1024. */

@@ -46,6 +46,10 @@ STREAM_IN_FLIGHT = 64
 BOUND_KEYS = 3000
 BOUND_VALUE_BYTES = 200
 BOUND_IN_FLIGHT = 256
+ABANDON_KEYS = 3000
+ABANDON_IDLE_MS = 2000       # --snapshot-recv-idle-ms of the abandoned-receive test
+ABANDON_INTO_S = 0.3         # the transfer runs this long before its sender is stopped
+ABANDON_BOUND_S = 5.0        # the follower logs the abandonment within this after the stop
 MINORITY_DEADLINE_S = 2.0
 RECOVER_BOUND_S = 15.0
 HEALTH_BOUND_S = 5.0
@@ -603,6 +607,67 @@ class ClusterFailureTest(h.SlotdTestCase):
         self.assertEqual(most, 1, "two transfers at once with --snapshot-sends-max 1")
         self.assertTrue(refused, "no transfer was refused while another ran")
         self.assertEqual(sent, {str(n) for n in laggers})
+
+    def test_snapshot_receive_abandoned(self):
+        """A follower whose snapshot sender stops mid-transfer discards the half-filled staging
+        buffer after --snapshot-recv-idle-ms (logged), and a fresh transfer from the new leader
+        then installs every row."""
+        c = self.new_cluster(size=3, replicas=3, slot_groups=1,
+                             extra_args=["--compact-entries", "50", "--compact-tail", "5",
+                                         "--snapshot-chunk-bytes", "256",
+                                         "--snapshot-recv-idle-ms", str(ABANDON_IDLE_MS)])
+        route = c.wait_leaders()
+        leader = c.leaders(route)[1]
+        lagger, other = sorted(n for n in c.node_ids if n != leader)
+        self.assertIsNone(c.stop(lagger))
+        keys = c.keys_by_group("abandon", self.rng, per_group=ABANDON_KEYS)[1]
+        latest = {}
+        deadline = time.monotonic() + SNAP_WRITE_BOUND_S
+        for start in range(0, len(keys), BOUND_IN_FLIGHT):
+            batch = []
+            for key in keys[start:start + BOUND_IN_FLIGHT]:
+                req = pb.ProposeRequest(request_id=b"abandon/" + key, put=pb.PutCommand(
+                    key=key, value=_value_for(key).ljust(BOUND_VALUE_BYTES, b"x")))
+                batch.append((req, c.stub(leader).Propose.future(req, timeout=WRITE_TIMEOUT_S)))
+            for req, future in batch:
+                resp = self._settle(c, leader, req, future, deadline)
+                latest[req.put.key] = (req.put.value, resp.put.version, 1)
+        top = max(v for _, v, _ in latest.values())
+        needed = 'msg="snapshot needed" node=%d group=1 to=%d ' % (leader, lagger)
+        before = len(c.server(leader).log_lines(needed))
+        c.server(lagger)._spawn()
+        c.server(lagger)._open_channel()
+        end = time.monotonic() + CATCH_UP_BOUND_S
+        while len(c.server(leader).log_lines(needed)) == before and time.monotonic() < end:
+            time.sleep(0.005)
+        time.sleep(ABANDON_INTO_S)  # some chunks staged on the lagger
+        c.pause(other)   # so no new leader starts a fresh transfer before the abandonment
+        c.pause(leader)  # the sender stops mid-transfer
+        paused_at = time.monotonic()
+        self.assertFalse(c.server(lagger).log_lines('msg="snapshot received"', True),
+                         "the transfer ended before the sender was stopped")
+        abandoned = []
+        while not abandoned and time.monotonic() < paused_at + ABANDON_BOUND_S:
+            abandoned = c.server(lagger).log_lines('msg="snapshot receive abandoned"', True)
+            time.sleep(0.02)
+        took = time.monotonic() - paused_at
+        self.assertTrue(abandoned, "node %d did not abandon the stale receive within %.1f s"
+                        % (lagger, ABANDON_BOUND_S))
+        d = dict(re.findall(r"(\w+)=(\d+)", abandoned[0]))
+        sys.stderr.write("\n  abandoned after %.1f s: %s\n" % (took, abandoned[0]))
+        self.assertEqual((d["group"], d["from"]), ("1", str(leader)))
+        self.assertGreater(int(d["bytes"]), 0)
+        self.assertGreaterEqual(took, ABANDON_IDLE_MS / 1000.0 - 0.5)
+        c.resume(other)  # elected (the lagger's log is behind); it sends a fresh snapshot
+        self.assertIsNone(c.server(lagger)._wait_serving(h.START_TIMEOUT_S))
+        got, _, last = _wait_local_read(c.server(lagger), keys[0], top, CATCH_UP_BOUND_S)
+        self.assertIsNotNone(got, "node %d: no LOCAL read at index %d: %s" % (lagger, top, last))
+        _read_all(self, c.stub(lagger), latest, LOCAL, use_min_index=True,
+                  what="rows on node %d after the abandoned transfer" % lagger)
+        self.assertTrue([line for line in c.server(lagger).log_lines(
+            'msg="snapshot received"', True) if "from=%d " % other in line],
+            "no fresh snapshot from node %d" % other)
+        c.resume(leader)
 
     def _settle(self, c, via, req, future, deadline):
         """The result of a write future; on an unknown-outcome code the same request (same
