@@ -3,6 +3,8 @@
 #ifndef SLOTD_STORE_ERR_H
 #define SLOTD_STORE_ERR_H
 
+#include "common/errlist.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -16,9 +18,7 @@ extern "C" {
     X(STORE_EINVAL, 5, "invalid argument")                                                         \
     X(STORE_ELIMIT, 6, "limit reached")
 
-#define STORE__ERR_ENUM(name, code, text) name = code,
-enum store_err { STORE_ERRORS(STORE__ERR_ENUM) STORE_ERR_COUNT_ };
-#undef STORE__ERR_ENUM
+enum store_err { STORE_ERRORS(SLOTD_ERRLIST_ENUM) STORE_ERR_COUNT_ };
 
 /* Returns a static string; never NULL. */
 const char *store_strerror(int err);

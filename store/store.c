@@ -16,18 +16,7 @@
 
 static const char *const db_names[STORE__DB_COUNT] = {"raftlog", "fsm"};
 
-const char *store_strerror(int err)
-{
-    switch (err) {
-#define STORE__ERR_CASE(name, code, text)                                                          \
-    case code:                                                                                     \
-        return text;
-        STORE_ERRORS(STORE__ERR_CASE)
-#undef STORE__ERR_CASE
-    default:
-        return "unknown store error";
-    }
-}
+SLOTD_ERRLIST_STRERROR(store_strerror, STORE_ERRORS, "unknown store error")
 
 void store_options_default(struct store_options *o)
 {

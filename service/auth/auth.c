@@ -38,17 +38,7 @@ struct proof {
     uint8_t mac[MAC_BYTES];
 };
 
-const char *auth_strerror(int rc)
-{
-    switch (rc) {
-#define AUTH__CASE(name, value, msg)                                                               \
-    case name:                                                                                     \
-        return msg;
-        AUTH_ERRORS(AUTH__CASE)
-#undef AUTH__CASE
-    }
-    return "unknown error";
-}
+SLOTD_ERRLIST_STRERROR(auth_strerror, AUTH_ERRORS, "unknown error")
 
 /* ---- Keys -------------------------------------------------------------------------------- */
 

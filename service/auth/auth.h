@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/errlist.h"
+
 #define AUTH_PROOF_HEADER "slotd-peer-proof" /* gRPC metadata key carrying the proof */
 #define AUTH_PROOF_MAX 192   /* bytes of one proof text incl. NUL (the longest is 142) */
 #define AUTH_SECRET_MIN 16   /* bytes a secret must hold (after trimming one "\n" or "\r\n") */
@@ -28,11 +30,7 @@
     X(AUTH_ESECRET, 8, "unusable cluster secret")                                                  \
     X(AUTH_EINVALID, 9, "invalid argument")
 
-enum auth_err {
-#define AUTH__ENUM(name, value, msg) name = value,
-    AUTH_ERRORS(AUTH__ENUM)
-#undef AUTH__ENUM
-};
+enum auth_err { AUTH_ERRORS(SLOTD_ERRLIST_ENUM) };
 
 /* Static message for an auth_err ("unknown error" for other values). Thread-safe. */
 const char *auth_strerror(int rc);

@@ -19,18 +19,7 @@
 #define FAULT_POLL_MS_MIN 5
 #define FAULT_POLL_MS_MAX 10000
 
-const char *fault_strerror(int code)
-{
-    switch (code) {
-#define FAULT__CASE(name, value, msg)                                                              \
-    case name:                                                                                     \
-        return msg;
-        FAULT_ERRORS(FAULT__CASE)
-#undef FAULT__CASE
-    default:
-        return "unknown error";
-    }
-}
+SLOTD_ERRLIST_STRERROR(fault_strerror, FAULT_ERRORS, "unknown error")
 
 /* ---- parsing (every build: the unit test uses it) ---------------------------------------- */
 

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/errlist.h"
+
 /* Every hook below is a constant (no code, no call) unless the build defines SLOTD_FAULT
  * (cmake -DSLOTD_FAULT=ON, see service/fault/README.md). In a fault build they read:
  *
@@ -30,11 +32,7 @@
     X(FAULT_EINVAL, 1, "invalid fault specification")                                              \
     X(FAULT_ERANGE, 2, "fault specification value out of range")
 
-enum fault_err {
-#define FAULT__ENUM(name, value, msg) name = value,
-    FAULT_ERRORS(FAULT__ENUM)
-#undef FAULT__ENUM
-};
+enum fault_err { FAULT_ERRORS(SLOTD_ERRLIST_ENUM) };
 
 /* Static message for an enum fault_err ("unknown error" for other values). */
 const char *fault_strerror(int code);

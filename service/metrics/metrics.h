@@ -7,19 +7,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define METRICS_ERRORS(X)                                                                          \
-    X(METRICS_OK, "ok")                                                                            \
-    X(METRICS_ENOMEM, "out of memory")                                                             \
-    X(METRICS_EINVALID, "invalid name, label or bucket layout")                                    \
-    X(METRICS_EEXISTS, "a family with this name already exists")                                   \
-    X(METRICS_EFULL, "too many families or series")                                                \
-    X(METRICS_ELISTEN, "cannot listen")
+#include "common/errlist.h"
 
-enum metrics_err {
-#define METRICS__ENUM(name, text) name,
-    METRICS_ERRORS(METRICS__ENUM)
-#undef METRICS__ENUM
-};
+#define METRICS_ERRORS(X)                                                                          \
+    X(METRICS_OK, 0, "ok")                                                                            \
+    X(METRICS_ENOMEM, 1, "out of memory")                                                             \
+    X(METRICS_EINVALID, 2, "invalid name, label or bucket layout")                                    \
+    X(METRICS_EEXISTS, 3, "a family with this name already exists")                                   \
+    X(METRICS_EFULL, 4, "too many families or series")                                                \
+    X(METRICS_ELISTEN, 5, "cannot listen")
+
+enum metrics_err { METRICS_ERRORS(SLOTD_ERRLIST_ENUM) };
 
 const char *metrics_strerror(int code);
 

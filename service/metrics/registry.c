@@ -8,17 +8,7 @@
 
 #include "metrics_internal.h"
 
-const char *metrics_strerror(int code)
-{
-    switch (code) {
-#define METRICS__CASE(name, text)                                                                  \
-    case name:                                                                                     \
-        return text;
-        METRICS_ERRORS(METRICS__CASE)
-#undef METRICS__CASE
-    }
-    return "unknown metrics error";
-}
+SLOTD_ERRLIST_STRERROR(metrics_strerror, METRICS_ERRORS, "unknown metrics error")
 
 const double metrics_latency_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                          0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};

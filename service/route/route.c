@@ -5,17 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *route_strerror(int err)
-{
-    switch (err) {
-#define ROUTE__CASE(name, value, msg)                                                              \
-    case name:                                                                                     \
-        return msg;
-        ROUTE_ERRORS(ROUTE__CASE)
-#undef ROUTE__CASE
-    }
-    return "unknown error";
-}
+SLOTD_ERRLIST_STRERROR(route_strerror, ROUTE_ERRORS, "unknown error")
 
 int route_split_ranges(unsigned n_groups, uint32_t slot_group[ROUTE_HASH_SLOTS])
 {

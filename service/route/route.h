@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/errlist.h"
+
 #define ROUTE_HASH_SLOTS 256
 #define ROUTE_MEMBERS_MAX 16
 #define ROUTE_GROUPS_MAX 4096 /* bound on route_snapshot_new's n_groups */
@@ -20,11 +22,7 @@
     X(ROUTE_ENOT_READY, 3, "route not ready")                                                      \
     X(ROUTE_ENO_LEADER, 4, "no leader")
 
-enum route_err {
-#define ROUTE__ENUM(name, value, msg) name = value,
-    ROUTE_ERRORS(ROUTE__ENUM)
-#undef ROUTE__ENUM
-};
+enum route_err { ROUTE_ERRORS(SLOTD_ERRLIST_ENUM) };
 
 /* Static message for a route_err ("unknown error" for other values). */
 const char *route_strerror(int err);

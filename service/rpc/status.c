@@ -10,17 +10,7 @@
 #include "google/rpc/status.pb-c.h"
 #include "slotd/v1/metadata.pb-c.h"
 
-const char *slotd_strerror(int code)
-{
-    switch (code) {
-#define SLOTD__CASE(name, value, msg)                                                              \
-    case name:                                                                                     \
-        return msg;
-        SLOTD_ERRORS(SLOTD__CASE)
-#undef SLOTD__CASE
-    }
-    return "unknown error";
-}
+SLOTD_ERRLIST_STRERROR(slotd_strerror, SLOTD_ERRORS, "unknown error")
 
 /* Clears e, then code and the formatted message: the start of every slotd_error_* setter. */
 static void error_vset(struct slotd_error *e, int code, const char *fmt, va_list ap)

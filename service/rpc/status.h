@@ -8,6 +8,8 @@
 
 #include <grpc/status.h>
 
+#include "common/errlist.h"
+
 /* X(name, value, message) */
 #define SLOTD_ERRORS(X)                                                                            \
     X(SLOTD_OK, 0, "ok")                                                                           \
@@ -32,11 +34,7 @@
     X(SLOTD_EPERMISSION_DENIED, 19, "permission denied")                                          \
     X(SLOTD_ECOMPACTED, 20, "compacted")
 
-enum slotd_err {
-#define SLOTD__ENUM(name, value, msg) name = value,
-    SLOTD_ERRORS(SLOTD__ENUM)
-#undef SLOTD__ENUM
-};
+enum slotd_err { SLOTD_ERRORS(SLOTD_ERRLIST_ENUM) };
 
 /* Bytes of a packed current value an error can carry (ErrorDetail.current_runtime_meta). */
 #define SLOTD_ERROR_CURRENT_MAX 512u

@@ -32,18 +32,7 @@
 #define TRANSPORT__KEEPALIVE_TIME_MS 10000
 #define TRANSPORT__KEEPALIVE_TIMEOUT_MS 5000
 
-const char *transport_strerror(int code)
-{
-    switch (code) {
-#define TRANSPORT__CASE(name, value, msg)                                                          \
-    case name:                                                                                     \
-        return msg;
-        TRANSPORT_ERRORS(TRANSPORT__CASE)
-#undef TRANSPORT__CASE
-    default:
-        return "unknown error";
-    }
-}
+SLOTD_ERRLIST_STRERROR(transport_strerror, TRANSPORT_ERRORS, "unknown error")
 
 int64_t transport__now_ms(void)
 {

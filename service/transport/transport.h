@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/errlist.h"
+
 #include "slotd/internal/v1/peer.pb-c.h"
 
 /* X(name, value, message) */
@@ -17,11 +19,7 @@
     X(TRANSPORT_ESTOPPED, 4, "transport not running")                                              \
     X(TRANSPORT_EINVAL, 5, "invalid argument")
 
-enum transport_err {
-#define TRANSPORT__ENUM(name, value, msg) name = value,
-    TRANSPORT_ERRORS(TRANSPORT__ENUM)
-#undef TRANSPORT__ENUM
-};
+enum transport_err { TRANSPORT_ERRORS(SLOTD_ERRLIST_ENUM) };
 
 /* Static message for an enum transport_err ("unknown error" for other values). */
 const char *transport_strerror(int code);

@@ -6,15 +6,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/errlist.h"
+
 #define SIM_ERRORS(X)                                                                              \
     X(SIM_OK, 0, "ok")                                                                             \
     X(SIM_ENOMEM, 1, "out of memory")                                                              \
     X(SIM_EINVAL, 2, "invalid simulator options")                                                  \
     X(SIM_EVIOLATION, 3, "a checker found a violation")
 
-#define SIM__ERR_ENUM(name, code, text) name = code,
-enum sim_err { SIM_ERRORS(SIM__ERR_ENUM) SIM_ERR_COUNT_ };
-#undef SIM__ERR_ENUM
+enum sim_err { SIM_ERRORS(SLOTD_ERRLIST_ENUM) SIM_ERR_COUNT_ };
 
 /* Returns a static string; never NULL. */
 const char *sim_strerror(int err);

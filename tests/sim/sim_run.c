@@ -6,16 +6,7 @@
 
 #include "sim_internal.h"
 
-#define SIM__ERR_TEXT(name, code, text) [code] = text,
-static const char *const sim__err_text[] = {SIM_ERRORS(SIM__ERR_TEXT)};
-#undef SIM__ERR_TEXT
-
-const char *sim_strerror(int err)
-{
-    if (err < 0 || err >= SIM_ERR_COUNT_)
-        return "unknown error";
-    return sim__err_text[err];
-}
+SLOTD_ERRLIST_STRERROR(sim_strerror, SIM_ERRORS, "unknown error")
 
 #define SIM_QUIET_EVERY_MIN_MS 1500
 #define SIM_QUIET_EVERY_MAX_MS 3000
