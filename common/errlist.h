@@ -1,4 +1,5 @@
-/* errlist.h - the one way a module declares its error codes: an X-macro list gives both the enum and the strerror function. */
+/* errlist.h - the one way a module declares its error codes: an X-macro list gives both the enum
+ * and the strerror function. */
 #ifndef SLOTD_COMMON_ERRLIST_H
 #define SLOTD_COMMON_ERRLIST_H
 

@@ -17,6 +17,16 @@
 #define CAPTURE_SUB_CTL_STATE 4
 #define CAPTURE_OWNED_LEN (1 + 32)
 
+/* A node the capture opened a session on (at most one per node). */
+struct capture_node {
+    uint64_t node;
+    uint64_t session; /* 0: the open failed (why says so) */
+    uint32_t *groups; /* the groups asked for, with their applied index there */
+    uint64_t *applied;
+    size_t n;
+    char why[160];
+};
+
 struct capture {
     const struct backup_capture_source *src;
     struct backup_writer *w;
@@ -26,7 +36,10 @@ struct capture {
     struct backup_capture_result *res;
     char *err;
     size_t errlen;
-    int writer_err; /* the writer's code when row_cb stopped a scan */
+    int writer_err;             /* the writer's code when row_cb stopped a scan */
+    struct capture_node *nodes; /* sessions opened (n_nodes of them, room for CTL_NODES_MAX) */
+    size_t n_nodes;
+    uint64_t *session; /* per header group: its session, 0 = read here */
 };
 
 #define CAPTURE_ROW_STOP (-1) /* row_cb's stop value: never a STORE_* code */
@@ -101,7 +114,124 @@ static int load_state(struct capture *c, uint8_t **json, size_t *json_len)
     return BACKUP_OK;
 }
 
-/* Fills c->h from c->state and the snapshot's applied indexes. */
+static bool has_peer(const uint64_t *ids, size_t n, uint64_t id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == id)
+            return true;
+    return false;
+}
+
+size_t backup_source_order(const uint64_t *peers, size_t n, uint64_t self, uint64_t leader,
+                           uint64_t *out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) /* self first when it is a follower (or the leader is unknown) */
+        if (peers[i] == self && self != leader)
+            out[k++] = self;
+    for (size_t i = 0; i < n; i++)
+        if (peers[i] != self && peers[i] != leader)
+            out[k++] = peers[i];
+    for (size_t i = 0; i < n; i++) /* the leader last */
+        if (peers[i] == leader)
+            out[k++] = leader;
+    return k;
+}
+
+/* The session on node, opened on first use for every group node is a desired peer of. NULL when
+ * out of memory; a failed open is kept (session 0, why) so it is not tried again. */
+static struct capture_node *node_session(struct capture *c, uint64_t node)
+{
+    for (size_t i = 0; i < c->n_nodes; i++)
+        if (c->nodes[i].node == node)
+            return &c->nodes[i];
+    if (c->n_nodes == CTL_NODES_MAX)
+        return NULL;
+    const struct ctl_state *st = c->state;
+    struct capture_node *cn = &c->nodes[c->n_nodes];
+    memset(cn, 0, sizeof(*cn));
+    cn->node = node;
+    cn->groups = calloc(st->n_groups, sizeof(*cn->groups));
+    cn->applied = calloc(st->n_groups, sizeof(*cn->applied));
+    if (cn->groups == NULL || cn->applied == NULL) {
+        free(cn->groups);
+        free(cn->applied);
+        return NULL;
+    }
+    c->n_nodes++;
+    for (uint32_t i = 0; i < st->n_groups; i++)
+        for (uint32_t p = 0; p < st->groups[i].n_peers; p++)
+            if (st->groups[i].desired_peers[p] == node)
+                cn->groups[cn->n++] = st->groups[i].id;
+    if (c->src->remote_open(c->src->remote_arg, node, cn->groups, cn->n, &cn->session, cn->applied,
+                            cn->why, sizeof(cn->why)) != BACKUP_OK)
+        cn->session = 0;
+    else if (cn->session == 0)
+        snprintf(cn->why, sizeof(cn->why), "node %" PRIu64 " answered session 0", node);
+    return cn;
+}
+
+/* Picks group g's replica (fills g->source_node and g->applied_index, *session) from its desired
+ * peers in backup_source_order. */
+static int choose_source(struct capture *c, const struct ctl_group *cg, struct backup_group_info *g,
+                         uint64_t *session)
+{
+    const struct backup_capture_source *src = c->src;
+    uint64_t order[CTL_REPLICAS_MAX + 1];
+    uint64_t leader = src->group_leader ? src->group_leader(src->remote_arg, cg->id) : 0;
+    size_t n = backup_source_order(cg->desired_peers, cg->n_peers, src->node_id, leader, order);
+    char why[200] = "it has no desired peers", tried[128] = "";
+    size_t tl = 0;
+    if (src->hosts_group(src->hosts_arg, cg->id) && !has_peer(order, n, src->node_id))
+        order[n++] = src->node_id; /* a replica here the state does not list yet (a learner) */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t node = order[i];
+        tl += (size_t)snprintf(tried + tl, tl < sizeof(tried) ? sizeof(tried) - tl : 0,
+                               "%s%" PRIu64, i ? "," : "", node);
+        if (tl >= sizeof(tried))
+            tl = sizeof(tried) - 1;
+        if (node == src->node_id) {
+            if (!src->hosts_group(src->hosts_arg, cg->id)) {
+                snprintf(why, sizeof(why), "node %" PRIu64 " hosts no replica of it", node);
+                continue;
+            }
+            int rc = store_fsm_snap_applied(c->snap, cg->id, &g->applied_index);
+            if (rc != STORE_OK)
+                return store_rc(c, rc, "group applied index");
+            if (g->applied_index == 0) {
+                snprintf(why, sizeof(why), "node %" PRIu64 " has applied nothing of it", node);
+                continue;
+            }
+            g->source_node = node;
+            *session = 0;
+            return BACKUP_OK;
+        }
+        if (src->remote_open == NULL) {
+            snprintf(why, sizeof(why), "node %" PRIu64 " hosts no replica of it", src->node_id);
+            continue;
+        }
+        struct capture_node *cn = node_session(c, node);
+        if (cn == NULL)
+            return capture_fail(c, BACKUP_ENOMEM, "backup capture: out of memory");
+        if (cn->session == 0) {
+            snprintf(why, sizeof(why), "%s", cn->why);
+            continue;
+        }
+        for (size_t k = 0; k < cn->n; k++)
+            if (cn->groups[k] == cg->id && cn->applied[k] > 0) {
+                g->source_node = node;
+                g->applied_index = cn->applied[k];
+                *session = cn->session;
+                return BACKUP_OK;
+            }
+        snprintf(why, sizeof(why), "node %" PRIu64 " has no readable replica of it", node);
+    }
+    return capture_fail(c, BACKUP_EPRECONDITION,
+                        "group %" PRIu32 ": no replica could be read (tried node%s %s): %s", cg->id,
+                        n == 1 ? "" : "s", tried, why);
+}
+
+/* Fills c->h from c->state and, per group, the replica it is read from. */
 static int fill_header(struct capture *c)
 {
     struct backup_header *h = c->h;
@@ -117,24 +247,33 @@ static int fill_header(struct capture *c)
              s <= st->table.ranges[i].last && s < BACKUP_HASH_SLOTS; s++)
             h->hash_slot_table[s] = st->table.ranges[i].group;
     h->n_groups = st->n_groups;
-    for (uint32_t i = 0; i < st->n_groups; i++) {
-        struct backup_group_info *g = &h->groups[i];
-        g->group = st->groups[i].id;
-        g->source_node = c->src->node_id;
-        if (!c->src->hosts_group(c->src->hosts_arg, g->group))
-            return capture_fail(c, BACKUP_EPRECONDITION,
-                                "group %" PRIu32 " has no replica on node %" PRIu64
-                                ": call Backup on a node that hosts every slot group",
-                                g->group, c->src->node_id);
-        rc = store_fsm_snap_applied(c->snap, g->group, &g->applied_index);
-        if (rc != STORE_OK)
-            return store_rc(c, rc, "group applied index");
-        if (g->applied_index == 0)
-            return capture_fail(c, BACKUP_EPRECONDITION,
-                                "group %" PRIu32 " has applied nothing on node %" PRIu64, g->group,
-                                c->src->node_id);
+    c->session = calloc(st->n_groups ? st->n_groups : 1, sizeof(*c->session));
+    c->nodes = calloc(CTL_NODES_MAX, sizeof(*c->nodes));
+    if (c->session == NULL || c->nodes == NULL)
+        return capture_fail(c, BACKUP_ENOMEM, "backup capture: out of memory");
+    for (uint32_t i = 0; rc == BACKUP_OK && i < st->n_groups; i++) {
+        h->groups[i].group = st->groups[i].id;
+        rc = choose_source(c, &st->groups[i], &h->groups[i], &c->session[i]);
+        if (rc == BACKUP_OK && c->session[i] != 0)
+            c->res->groups_remote++;
     }
-    return BACKUP_OK;
+    return rc;
+}
+
+/* Closes every session opened and frees the bookkeeping. */
+static void close_sessions(struct capture *c)
+{
+    for (size_t i = 0; c->nodes != NULL && i < c->n_nodes; i++) {
+        if (c->nodes[i].session != 0)
+            c->src->remote_close(c->src->remote_arg, c->nodes[i].node, c->nodes[i].session);
+        free(c->nodes[i].groups);
+        free(c->nodes[i].applied);
+    }
+    free(c->nodes);
+    free(c->session);
+    c->nodes = NULL;
+    c->session = NULL;
+    c->n_nodes = 0;
 }
 
 static int row_cb(void *arg, const void *k, size_t kl, const void *v, size_t vl)
@@ -144,75 +283,145 @@ static int row_cb(void *arg, const void *k, size_t kl, const void *v, size_t vl)
     return c->writer_err == BACKUP_OK ? 0 : CAPTURE_ROW_STOP;
 }
 
-/* Writes every row of [lo, hi) in chunks; checks for cancellation between chunks. */
-static int copy_range(struct capture *c, const uint8_t *lo, size_t lol, const uint8_t *hi,
-                      size_t hil, const char *what)
-{
-    struct store_fsm_snap_cursor *cur = malloc(sizeof(*cur));
-    int rc = BACKUP_ENOMEM;
-    if (cur == NULL)
-        return capture_fail(c, rc, "%s: out of memory", what);
-    store_fsm_snap_cursor_init(cur, lo, lol, hi, hil);
-    rc = BACKUP_OK;
-    while (rc == BACKUP_OK && !cur->done) {
-        if (c->src->cancelled && c->src->cancelled(c->src->cancelled_arg)) {
-            rc = capture_fail(c, BACKUP_ESTOP, "%s: cancelled", what);
-            break;
-        }
-        int src = store_fsm_snap_scan(c->snap, cur, BACKUP_ROWS_TARGET_BYTES, row_cb, c);
-        if (src == CAPTURE_ROW_STOP)
-            rc = writer_rc(c, c->writer_err);
-        else if (src != STORE_OK)
-            rc = store_rc(c, src, what);
-    }
-    free(cur);
-    return rc;
-}
-
-/* The hash slots group owns at the snapshot (its OWNED record), as a 32-byte bitmap. */
-static int load_owned(struct capture *c, uint32_t group, uint8_t owned[32])
+/* The hash slots group owns at snap (its OWNED record), as a 32-byte bitmap. */
+static int load_owned(struct store_fsm_snap *snap, uint32_t group, uint8_t owned[32], char *err,
+                      size_t errlen)
 {
     uint8_t key[STORE_GROUP_META_KEY_LEN];
     void *v = NULL;
     size_t vl = 0;
     store_key_group_meta(key, group, CAPTURE_SUB_OWNED);
-    int rc = store_fsm_snap_get(c->snap, key, sizeof(key), &v, &vl);
-    if (rc == STORE_ENOTFOUND) {
-        memset(owned, 0, 32);
+    int rc = store_fsm_snap_get(snap, key, sizeof(key), &v, &vl);
+    memset(owned, 0, 32);
+    if (rc == STORE_ENOTFOUND)
         return BACKUP_OK;
+    if (rc != STORE_OK) {
+        snprintf(err, errlen, "group %" PRIu32 " owned hash slots: %s", group, store_strerror(rc));
+        return rc == STORE_ENOMEM ? BACKUP_ENOMEM : BACKUP_EIO;
     }
-    if (rc != STORE_OK)
-        return store_rc(c, rc, "owned hash slots");
     const uint8_t *b = v;
     if (vl != CAPTURE_OWNED_LEN || b[0] != STORE_VALUE_VERSION) {
         free(v);
-        return capture_fail(c, BACKUP_ECORRUPT,
-                            "group %" PRIu32 " owned hash slots: value of %zu bytes, want %d",
-                            group, vl, CAPTURE_OWNED_LEN);
+        snprintf(err, errlen, "group %" PRIu32 " owned hash slots: value of %zu bytes, want %d",
+                 group, vl, CAPTURE_OWNED_LEN);
+        return BACKUP_ECORRUPT;
     }
     memcpy(owned, b + 1, 32);
     free(v);
     return BACKUP_OK;
 }
 
-static int copy_group(struct capture *c, uint32_t group)
+int backup_group_reader_init(struct backup_group_reader *r, struct store_fsm_snap *snap,
+                             uint32_t group, char *err, size_t errlen)
 {
-    uint8_t owned[32] = {0}, lo[STORE_GROUP_APPLIED_KEY_LEN], hi[STORE_GROUP_APPLIED_KEY_LEN];
-    int rc = writer_rc(c, backup_writer_group_begin(c->w, group));
+    memset(r, 0, sizeof(*r));
+    r->snap = snap;
+    r->group = group;
+    return load_owned(snap, group, r->owned, err, errlen);
+}
+
+/* Counts the bytes of the rows passed on, for the page budget. */
+struct reader_pass {
+    store_row_cb cb;
+    void *arg;
+    size_t bytes;
+};
+
+static int reader_row(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+    struct reader_pass *p = arg;
+    p->bytes += kl + vl;
+    return p->cb(p->arg, k, kl, v, vl);
+}
+
+int backup_group_reader_next(struct backup_group_reader *r, size_t max_bytes, store_row_cb cb,
+                             void *arg)
+{
+    struct reader_pass pass = {.cb = cb, .arg = arg};
+    while (!r->done && (pass.bytes == 0 || pass.bytes < max_bytes)) {
+        if (!r->in_range) {
+            while (r->slot < BACKUP_HASH_SLOTS && !(r->owned[r->slot / 8] & (1u << (r->slot % 8))))
+                r->slot++;
+            uint8_t lo[STORE_GROUP_APPLIED_KEY_LEN], hi[STORE_GROUP_APPLIED_KEY_LEN];
+            size_t len = 2;
+            if (r->slot < BACKUP_HASH_SLOTS) {
+                store_put_u16(lo, (uint16_t)r->slot);
+                store_put_u16(hi, (uint16_t)(r->slot + 1));
+            } else { /* the group's own records: [0xFFFF][group] .. [0xFFFF][group + 1] */
+                store_key_group_applied(lo, r->group);
+                store_key_group_applied(hi, r->group + 1);
+                len = sizeof(lo);
+            }
+            int rc = store_fsm_snap_cursor_init(&r->cur, lo, len, hi, len);
+            if (rc != STORE_OK)
+                return rc;
+            r->in_range = true;
+        }
+        int rc = store_fsm_snap_scan(r->snap, &r->cur, max_bytes - pass.bytes, reader_row, &pass);
+        if (rc != STORE_OK)
+            return rc;
+        if (r->cur.done) {
+            r->in_range = false;
+            if (r->slot++ >= BACKUP_HASH_SLOTS)
+                r->done = true;
+        }
+    }
+    return STORE_OK;
+}
+
+/* Writes the group's part read here, in chunks; checks for cancellation between chunks. */
+static int copy_local(struct capture *c, uint32_t group)
+{
+    struct backup_group_reader *r = malloc(sizeof(*r));
+    char why[200] = "";
+    if (r == NULL)
+        return capture_fail(c, BACKUP_ENOMEM, "group %" PRIu32 ": out of memory", group);
+    int rc = backup_group_reader_init(r, c->snap, group, why, sizeof(why));
+    if (rc != BACKUP_OK)
+        rc = capture_fail(c, rc, "%s", why);
+    while (rc == BACKUP_OK && !r->done) {
+        if (c->src->cancelled && c->src->cancelled(c->src->cancelled_arg)) {
+            rc = capture_fail(c, BACKUP_ESTOP, "group %" PRIu32 ": cancelled", group);
+            break;
+        }
+        int src = backup_group_reader_next(r, BACKUP_ROWS_TARGET_BYTES, row_cb, c);
+        if (src == CAPTURE_ROW_STOP)
+            rc = writer_rc(c, c->writer_err);
+        else if (src != STORE_OK)
+            rc = store_rc(c, src, "group rows");
+    }
+    free(r);
+    return rc;
+}
+
+/* Writes the group's part read page by page from another node's session. */
+static int copy_remote(struct capture *c, uint32_t group, uint64_t node, uint64_t session)
+{
+    bool done = false;
+    int rc = BACKUP_OK;
+    char why[200] = "";
+    for (uint32_t page = 0; rc == BACKUP_OK && !done; page++) {
+        if (c->src->cancelled && c->src->cancelled(c->src->cancelled_arg))
+            return capture_fail(c, BACKUP_ESTOP, "group %" PRIu32 ": cancelled", group);
+        rc = c->src->remote_read(c->src->remote_arg, node, session, group, page, row_cb, c, &done,
+                                 why, sizeof(why));
+        if (rc == BACKUP_ESTOP && c->writer_err != BACKUP_OK)
+            rc = writer_rc(c, c->writer_err);
+        else if (rc != BACKUP_OK)
+            rc =
+                capture_fail(c, rc, "group %" PRIu32 " from node %" PRIu64 ", page %" PRIu32 ": %s",
+                             group, node, page, why);
+    }
+    return rc;
+}
+
+static int copy_group(struct capture *c, uint32_t i)
+{
+    const struct backup_group_info *g = &c->h->groups[i];
+    int rc = writer_rc(c, backup_writer_group_begin(c->w, g->group));
     if (rc == BACKUP_OK)
-        rc = load_owned(c, group, owned);
-    for (unsigned s = 0; rc == BACKUP_OK && s < BACKUP_HASH_SLOTS; s++) {
-        if (!(owned[s / 8] & (1u << (s % 8))))
-            continue;
-        store_put_u16(lo, (uint16_t)s);
-        store_put_u16(hi, (uint16_t)(s + 1));
-        rc = copy_range(c, lo, 2, hi, 2, "hash slot rows");
-    }
-    if (rc == BACKUP_OK) { /* the group's own records: [0xFFFF][group] .. [0xFFFF][group + 1] */
-        store_key_group_applied(lo, group);
-        store_key_group_applied(hi, group + 1);
-        rc = copy_range(c, lo, sizeof(lo), hi, sizeof(hi), "group records");
-    }
+        rc = c->session[i] == 0 ? copy_local(c, g->group)
+                                : copy_remote(c, g->group, g->source_node, c->session[i]);
     if (rc == BACKUP_OK)
         rc = writer_rc(c, backup_writer_group_end(c->w));
     return rc;
@@ -234,12 +443,13 @@ static int capture_body(struct capture *c)
         rc = writer_rc(c, backup_writer_controller(c->w, json + 1, json_len - 1));
     free(json);
     for (uint32_t i = 0; rc == BACKUP_OK && i < c->h->n_groups; i++) {
-        rc = copy_group(c, c->h->groups[i].group);
+        rc = copy_group(c, i);
         if (rc == BACKUP_OK && c->src->progress)
             c->src->progress(c->src->progress_arg, i + 1, c->h->n_groups);
     }
     if (rc == BACKUP_OK)
         rc = writer_rc(c, backup_writer_finish(c->w));
+    close_sessions(c);
     return rc;
 }
 

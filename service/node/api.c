@@ -897,6 +897,6 @@ int node_api_register(struct node_api *api, struct rpc_server *client, struct rp
     if (rc == 0)
         rc = node_watch_register(api, client, peer);
     if (rc == 0)
-        rc = node_backup_register(api, client);
+        rc = node_backup_register(api, client, peer);
     return rc == 0 ? node_admin_register(api, client, peer) : rc;
 }

@@ -81,8 +81,10 @@ int node_watch_register(struct node_api *api, struct rpc_server *client, struct 
 /* After the servers are shut down: ends the streams left and stops the thread. */
 void node_watch_stop(struct node_api *api);
 
-/* backup.c: Admin/Backup on the client port (one capture thread at a time per node). */
-int node_backup_register(struct node_api *api, struct rpc_server *client);
+/* backup.c: Admin/Backup on the client port (one capture thread at a time per node; it reads
+ * groups this node has no follower replica of from other nodes) and Peer/BackupOpen, BackupRead,
+ * BackupClose on the peer port (the sessions other nodes' captures read through). */
+int node_backup_register(struct node_api *api, struct rpc_server *client, struct rpc_server *peer);
 /* Registers the Admin/Backup metrics of this node in m (borrowed; NULL: none). Before the
  * servers start. Returns a METRICS_E* code. */
 int node_backup_metrics_register(struct node_api *api, struct metrics_registry *m);

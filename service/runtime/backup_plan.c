@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "service/backup/capture.h"
+#include "service/backup/remote.h"
 #include "service/controller/controller.h"
 #include "service/runtime/internal.h"
 
@@ -118,6 +119,8 @@ static int write_file(struct rt_backup_exec *e, const char *path, const char *pa
                                             .hosts_arg = e,
                                             .cancelled = exec_stopped,
                                             .cancelled_arg = e};
+        struct backup_remote remote = {.transport = e->rt->transport, .routes = e->rt->routes};
+        backup_remote_attach(&remote, &src); /* groups with no replica here: from another node */
         rc = backup_capture_run(&src, w, &res, why, sizeof(why));
         backup_writer_free(w);
         snprintf(e->err, sizeof(e->err), "capture: %.240s", why);
@@ -167,23 +170,14 @@ static void *exec_main(void *arg)
     return NULL;
 }
 
-/* The node a run goes to: the lowest-id active data node, not down, that is a desired peer of
- * every slot group (so the capture reads every group locally); 0 when there is none. */
+/* The node a run goes to: the lowest-id active data node that is not down (its capture reads
+ * the groups it has no replica of from other nodes); 0 when there is none. */
 static uint64_t pick_node(const struct ctl_state *s)
 {
     for (uint32_t i = 0; i < s->n_nodes; i++) {
         const struct ctl_node *n = &s->nodes[i];
-        if (n->join_state != CTL_JOIN_ACTIVE || !(n->roles & CTL_ROLE_DATA) ||
-            n->status == CTL_STATUS_DOWN)
-            continue;
-        bool all = s->n_groups > 0;
-        for (uint32_t g = 0; all && g < s->n_groups; g++) {
-            bool has = false;
-            for (uint32_t k = 0; k < s->groups[g].n_peers; k++)
-                has = has || s->groups[g].desired_peers[k] == n->id;
-            all = has;
-        }
-        if (all)
+        if (n->join_state == CTL_JOIN_ACTIVE && (n->roles & CTL_ROLE_DATA) &&
+            n->status != CTL_STATUS_DOWN)
             return n->id;
     }
     return 0;
@@ -203,8 +197,7 @@ static void start_due_run(struct runtime *rt)
             return; /* said once per run: this step comes back every second */
         rt->backup_warned_run = b->run_id + 1;
         RT_LOG("warn",
-               "msg=\"backup plan: no active data node hosts every slot group; run %" PRIu64
-               " not started\"",
+               "msg=\"backup plan: no active data node is up; run %" PRIu64 " not started\"",
                b->run_id + 1);
         return;
     }

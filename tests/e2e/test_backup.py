@@ -4,7 +4,7 @@ devices, channels with subscribers) through all three nodes at once. `slotctl ba
 through node 2 while writers keep putting keys: the file verifies, every preloaded key and typed
 row is in it with its value, every key a writer had acknowledged is in it exactly when its
 applied index is at or below its group's applied index in the header (one consistent cut per
-group), keys written after the save are absent, and every group was read on node 2. A byte
+group), keys written after the save are absent, and every group node 2 follows was read there. A byte
 flipped inside a rows record fails `backup verify` (exit 5) naming that record and its group;
 `backup inspect --json` shows the cluster id, the route revision and the hash-slot table the
 route has. `backup save` onto an existing file is refused and leaves the file as it was.
@@ -14,8 +14,8 @@ and serves every key of the backup with its value through every node, none writt
 backup's positions, the user rows and a channel's subscribers, under a new cluster id with
 the same hash-slot table, and takes new writes. Admin.SetBackupPlan refuses each bad field
 (INVALID_ARGUMENT naming it and its limit, the state unchanged); a good plan shows in every node's
-ClusterState, delete removes it. A plan with a 5 s interval writes backup files on a node that hosts
-every group and keeps only `retention` of them; forged and stale run reports change nothing; a
+ClusterState, delete removes it. A plan with a 5 s interval writes backup files on the lowest-id active
+data node and keeps only `retention` of them; forged and stale run reports change nothing; a
 cluster restored from a plan run's file (its controller state carries the plan's runs) starts
 with no backup plan (ClusterState has no "backup", `backup plan show` says so).
 
@@ -307,7 +307,13 @@ class BackupTest(h.SlotdTestCase):
             self.assertGreater(len(w.acked), 0)
         f = read_backup(self.path)
         self.assertEqual(sorted(f["groups"]), list(range(1, 9)))
-        self.assertEqual({g["source_node"] for g in f["groups"].values()}, {2})
+        # Every node hosts every group: node 2 reads the groups it follows itself; the ones it
+        # led at the save are read from a follower elsewhere (BackupFromOtherReplicasTest).
+        led = {g.group_id for g in self.route_at_save.groups if g.leader == 2}
+        for gid, info in f["groups"].items():
+            self.assertIn(info["source_node"], (1, 2, 3), gid)
+            if gid not in led:
+                self.assertEqual(info["source_node"], 2, gid)
         self.assertEqual(len(summary["groups"]), 8)
         rows = {}
         for g, grows in f["rows"].items():
@@ -652,3 +658,126 @@ class BackupTest(h.SlotdTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def _varint(n):
+    out = b""
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def _u(field, v):
+    return _varint(field << 3) + _varint(v)
+
+
+PEER_BACKUP = "/slotd.internal.v1.Peer/Backup"
+N_KEYS_R2 = 2000
+
+
+class BackupFromOtherReplicasTest(h.SlotdTestCase):
+    """3 nodes, 8 slot groups of 2 replicas: no node hosts every group. `slotctl backup save`
+    through node 1 reads each group from one replica, a follower first: node 1's own where it is
+    one, else another node's through Peer/BackupOpen, BackupRead and BackupClose. The file
+    verifies, every group is in it with every key written (and nothing else of the KV table),
+    each group's source node is a replica of it and not its leader, node 1's log counts the
+    groups read elsewhere, and every session opened was closed. The Peer/Backup* calls need a
+    node's proof; another node's session is refused (PERMISSION_DENIED), an unknown one
+    (NOT_FOUND), a page out of order (FAILED_PRECONDITION), bad group ids (INVALID_ARGUMENT
+    naming group_ids); on the client port they are UNIMPLEMENTED."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = cls.new_class_cluster(size=3, slot_groups=8, replicas=2)
+        stubs = [cls.cluster.stub(n) for n in cls.cluster.node_ids]
+        cls.keys = {b"r2/%05d" % i: b"v%d" % i for i in range(N_KEYS_R2)}
+        propose_all(stubs, [pb.ProposeRequest(put=pb.PutCommand(key=k, value=v))
+                            for k, v in cls.keys.items()])
+        cls.path = os.path.join(cls._class_workdir, "r2.bak")
+        cls.route_before = cls.cluster.route(via=1)
+        cls.save = slotctl(cls.cluster.addr(1), "backup", "save", cls.path, json_out=True)
+        cls.route_after = cls.cluster.route(via=1)
+
+    def test_groups_read_from_followers_elsewhere(self):
+        code, out, err = self.save
+        self.assertEqual(code, 0, err)
+        code, out, err = slotctl("127.0.0.1:1", "backup", "verify", self.path, json_out=True)
+        self.assertEqual(code, 0, err)
+        f = read_backup(self.path)
+        self.assertEqual(sorted(f["groups"]), list(range(1, 9)))
+        before = {g.group_id: g for g in self.route_before.groups}
+        after = {g.group_id: g for g in self.route_after.groups}
+        remote = 0
+        for gid, info in f["groups"].items():
+            voters = set(before[gid].voters)
+            self.assertIn(info["source_node"], voters, gid)
+            if before[gid].leader == after[gid].leader != 0:  # no leader change meanwhile
+                self.assertNotEqual(info["source_node"], before[gid].leader, gid)
+            remote += info["source_node"] != 1
+            self.assertGreater(info["applied_index"], 0, gid)
+        self.assertGreater(remote, 0, "every group was read on node 1")
+        kv = {}
+        for g, rows in f["rows"].items():
+            for k, v in rows.items():
+                if len(k) > 3 and k[2] == TABLE_KV:
+                    kv[k[3:]] = (g, v)
+        self.assertEqual(set(kv), set(self.keys))
+        for k, v in self.keys.items():
+            g, stored = kv[k]
+            self.assertEqual(self.route_before.hash_slot_table[h.hash_slot(k)], g, k)
+            self.assertEqual(stored[-len(v):], v, k)
+        log1 = self.cluster.server(1).log_text()
+        self.assertIn("groups_remote=%d " % remote, log1)
+        opened = sum(self.cluster.server(n).log_text().count("backup session opened")
+                     for n in (2, 3))
+        closed = sum(self.cluster.server(n).log_text().count("backup session closed")
+                     for n in (2, 3))
+        self.assertGreater(opened, 0)
+        self.assertEqual(opened, closed)
+
+    def test_peer_backup_calls_checked(self):
+        node2 = self.cluster.server(2)
+        g = [r.group_id for r in self.route_before.groups if 2 in r.voters][0]
+        open_req = _u(1, g)
+        with self.assertRaises(grpc.RpcError) as ctx:  # no proof
+            h.raw_unary(node2.peer_channel, PEER_BACKUP + "Open", open_req)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        for path in ("Open", "Read", "Close"):  # not on the client port, even with a proof
+            p = PEER_BACKUP + path
+            with self.assertRaises(grpc.RpcError) as ctx:
+                h.raw_unary(node2.channel, p, open_req,
+                            metadata=[(h.PROOF_HEADER, h.peer_proof(p, open_req, 1, 2))])
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.UNIMPLEMENTED, p)
+        for bad, needle in ((b"", "group_ids: 0 ids"), (_u(1, 65), "group_ids[0]: 65 not in")):
+            with self.assertRaises(grpc.RpcError) as ctx:
+                node2.peer_call(PEER_BACKUP + "Open", bad, node=1)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn(needle, ctx.exception.details())
+        raw = node2.peer_call(PEER_BACKUP + "Open", open_req, node=1)
+        self.assertEqual(raw[:1], b"\x08")  # BackupOpenResponse.session_id
+        session, n = 0, 1
+        shift = 0
+        while True:
+            session |= (raw[n] & 0x7F) << shift
+            shift += 7
+            n += 1
+            if not raw[n - 1] & 0x80:
+                break
+        read = _u(1, session) + _u(2, g)
+        with self.assertRaises(grpc.RpcError) as ctx:  # node 3 may not read node 1's session
+            node2.peer_call(PEER_BACKUP + "Read", read, node=3)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+        with self.assertRaises(grpc.RpcError) as ctx:  # page 1 before page 0
+            node2.peer_call(PEER_BACKUP + "Read", read + _u(3, 1), node=1)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("expects page 0", ctx.exception.details())
+        page = node2.peer_call(PEER_BACKUP + "Read", read, node=1)
+        self.assertIn(b"r2/", page)
+        node2.peer_call(PEER_BACKUP + "Close", _u(1, session), node=1)
+        with self.assertRaises(grpc.RpcError) as ctx:
+            node2.peer_call(PEER_BACKUP + "Read", read, node=1)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.NOT_FOUND)
+        self.assertIn("no backup session %d" % session, ctx.exception.details())

@@ -183,7 +183,8 @@ def forward_request(method, request):
 
 
 PEER_METHODS = ["Raft", "RaftStream", "Snapshot", "GroupStatus", "ControllerCommand",
-                "MigrationPropose", "Forward", "WatchPoll"]
+                "MigrationPropose", "Forward", "WatchPoll", "BackupOpen", "BackupRead",
+                "BackupClose"]
 
 RAFT_STREAM = "/slotd.internal.v1.Peer/RaftStream"
 

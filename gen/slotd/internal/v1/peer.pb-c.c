@@ -817,6 +817,321 @@ void   slotd__internal__v1__watch_poll_response__free_unpacked
   assert(message->base.descriptor == &slotd__internal__v1__watch_poll_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   slotd__internal__v1__backup_open_request__init
+                     (Slotd__Internal__V1__BackupOpenRequest         *message)
+{
+  static const Slotd__Internal__V1__BackupOpenRequest init_value = SLOTD__INTERNAL__V1__BACKUP_OPEN_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__backup_open_request__get_packed_size
+                     (const Slotd__Internal__V1__BackupOpenRequest *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_open_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__backup_open_request__pack
+                     (const Slotd__Internal__V1__BackupOpenRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_open_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__backup_open_request__pack_to_buffer
+                     (const Slotd__Internal__V1__BackupOpenRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_open_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__BackupOpenRequest *
+       slotd__internal__v1__backup_open_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__BackupOpenRequest *)
+     protobuf_c_message_unpack (&slotd__internal__v1__backup_open_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__backup_open_request__free_unpacked
+                     (Slotd__Internal__V1__BackupOpenRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__backup_open_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__internal__v1__backup_open_response__init
+                     (Slotd__Internal__V1__BackupOpenResponse         *message)
+{
+  static const Slotd__Internal__V1__BackupOpenResponse init_value = SLOTD__INTERNAL__V1__BACKUP_OPEN_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__backup_open_response__get_packed_size
+                     (const Slotd__Internal__V1__BackupOpenResponse *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_open_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__backup_open_response__pack
+                     (const Slotd__Internal__V1__BackupOpenResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_open_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__backup_open_response__pack_to_buffer
+                     (const Slotd__Internal__V1__BackupOpenResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_open_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__BackupOpenResponse *
+       slotd__internal__v1__backup_open_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__BackupOpenResponse *)
+     protobuf_c_message_unpack (&slotd__internal__v1__backup_open_response__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__backup_open_response__free_unpacked
+                     (Slotd__Internal__V1__BackupOpenResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__backup_open_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__internal__v1__backup_read_request__init
+                     (Slotd__Internal__V1__BackupReadRequest         *message)
+{
+  static const Slotd__Internal__V1__BackupReadRequest init_value = SLOTD__INTERNAL__V1__BACKUP_READ_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__backup_read_request__get_packed_size
+                     (const Slotd__Internal__V1__BackupReadRequest *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_read_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__backup_read_request__pack
+                     (const Slotd__Internal__V1__BackupReadRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_read_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__backup_read_request__pack_to_buffer
+                     (const Slotd__Internal__V1__BackupReadRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_read_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__BackupReadRequest *
+       slotd__internal__v1__backup_read_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__BackupReadRequest *)
+     protobuf_c_message_unpack (&slotd__internal__v1__backup_read_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__backup_read_request__free_unpacked
+                     (Slotd__Internal__V1__BackupReadRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__backup_read_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__internal__v1__backup_row__init
+                     (Slotd__Internal__V1__BackupRow         *message)
+{
+  static const Slotd__Internal__V1__BackupRow init_value = SLOTD__INTERNAL__V1__BACKUP_ROW__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__backup_row__get_packed_size
+                     (const Slotd__Internal__V1__BackupRow *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_row__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__backup_row__pack
+                     (const Slotd__Internal__V1__BackupRow *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_row__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__backup_row__pack_to_buffer
+                     (const Slotd__Internal__V1__BackupRow *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_row__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__BackupRow *
+       slotd__internal__v1__backup_row__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__BackupRow *)
+     protobuf_c_message_unpack (&slotd__internal__v1__backup_row__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__backup_row__free_unpacked
+                     (Slotd__Internal__V1__BackupRow *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__backup_row__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__internal__v1__backup_read_response__init
+                     (Slotd__Internal__V1__BackupReadResponse         *message)
+{
+  static const Slotd__Internal__V1__BackupReadResponse init_value = SLOTD__INTERNAL__V1__BACKUP_READ_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__backup_read_response__get_packed_size
+                     (const Slotd__Internal__V1__BackupReadResponse *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_read_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__backup_read_response__pack
+                     (const Slotd__Internal__V1__BackupReadResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_read_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__backup_read_response__pack_to_buffer
+                     (const Slotd__Internal__V1__BackupReadResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_read_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__BackupReadResponse *
+       slotd__internal__v1__backup_read_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__BackupReadResponse *)
+     protobuf_c_message_unpack (&slotd__internal__v1__backup_read_response__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__backup_read_response__free_unpacked
+                     (Slotd__Internal__V1__BackupReadResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__backup_read_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__internal__v1__backup_close_request__init
+                     (Slotd__Internal__V1__BackupCloseRequest         *message)
+{
+  static const Slotd__Internal__V1__BackupCloseRequest init_value = SLOTD__INTERNAL__V1__BACKUP_CLOSE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__backup_close_request__get_packed_size
+                     (const Slotd__Internal__V1__BackupCloseRequest *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_close_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__backup_close_request__pack
+                     (const Slotd__Internal__V1__BackupCloseRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_close_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__backup_close_request__pack_to_buffer
+                     (const Slotd__Internal__V1__BackupCloseRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_close_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__BackupCloseRequest *
+       slotd__internal__v1__backup_close_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__BackupCloseRequest *)
+     protobuf_c_message_unpack (&slotd__internal__v1__backup_close_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__backup_close_request__free_unpacked
+                     (Slotd__Internal__V1__BackupCloseRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__backup_close_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__internal__v1__backup_close_response__init
+                     (Slotd__Internal__V1__BackupCloseResponse         *message)
+{
+  static const Slotd__Internal__V1__BackupCloseResponse init_value = SLOTD__INTERNAL__V1__BACKUP_CLOSE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t slotd__internal__v1__backup_close_response__get_packed_size
+                     (const Slotd__Internal__V1__BackupCloseResponse *message)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_close_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__internal__v1__backup_close_response__pack
+                     (const Slotd__Internal__V1__BackupCloseResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_close_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__internal__v1__backup_close_response__pack_to_buffer
+                     (const Slotd__Internal__V1__BackupCloseResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__internal__v1__backup_close_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__Internal__V1__BackupCloseResponse *
+       slotd__internal__v1__backup_close_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__Internal__V1__BackupCloseResponse *)
+     protobuf_c_message_unpack (&slotd__internal__v1__backup_close_response__descriptor,
+                                allocator, len, data);
+}
+void   slotd__internal__v1__backup_close_response__free_unpacked
+                     (Slotd__Internal__V1__BackupCloseResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__internal__v1__backup_close_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor slotd__internal__v1__forward_request__field_descriptors[2] =
 {
   {
@@ -2137,7 +2452,344 @@ const ProtobufCMessageDescriptor slotd__internal__v1__watch_poll_response__descr
   (ProtobufCMessageInit) slotd__internal__v1__watch_poll_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor slotd__internal__v1__peer__method_descriptors[8] =
+static const ProtobufCFieldDescriptor slotd__internal__v1__backup_open_request__field_descriptors[1] =
+{
+  {
+    "group_ids",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT32,
+    offsetof(Slotd__Internal__V1__BackupOpenRequest, n_group_ids),
+    offsetof(Slotd__Internal__V1__BackupOpenRequest, group_ids),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__backup_open_request__field_indices_by_name[] = {
+  0,   /* field[0] = group_ids */
+};
+static const ProtobufCIntRange slotd__internal__v1__backup_open_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__backup_open_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.BackupOpenRequest",
+  "BackupOpenRequest",
+  "Slotd__Internal__V1__BackupOpenRequest",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__BackupOpenRequest),
+  1,
+  slotd__internal__v1__backup_open_request__field_descriptors,
+  slotd__internal__v1__backup_open_request__field_indices_by_name,
+  1,  slotd__internal__v1__backup_open_request__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__backup_open_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__internal__v1__backup_open_response__field_descriptors[3] =
+{
+  {
+    "session_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__BackupOpenResponse, session_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "node_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__BackupOpenResponse, node_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "applied_index",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Slotd__Internal__V1__BackupOpenResponse, n_applied_index),
+    offsetof(Slotd__Internal__V1__BackupOpenResponse, applied_index),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__backup_open_response__field_indices_by_name[] = {
+  2,   /* field[2] = applied_index */
+  1,   /* field[1] = node_id */
+  0,   /* field[0] = session_id */
+};
+static const ProtobufCIntRange slotd__internal__v1__backup_open_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__backup_open_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.BackupOpenResponse",
+  "BackupOpenResponse",
+  "Slotd__Internal__V1__BackupOpenResponse",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__BackupOpenResponse),
+  3,
+  slotd__internal__v1__backup_open_response__field_descriptors,
+  slotd__internal__v1__backup_open_response__field_indices_by_name,
+  1,  slotd__internal__v1__backup_open_response__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__backup_open_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__internal__v1__backup_read_request__field_descriptors[4] =
+{
+  {
+    "session_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__BackupReadRequest, session_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "group_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__BackupReadRequest, group_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__BackupReadRequest, page),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "max_bytes",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__BackupReadRequest, max_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__backup_read_request__field_indices_by_name[] = {
+  1,   /* field[1] = group_id */
+  3,   /* field[3] = max_bytes */
+  2,   /* field[2] = page */
+  0,   /* field[0] = session_id */
+};
+static const ProtobufCIntRange slotd__internal__v1__backup_read_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__backup_read_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.BackupReadRequest",
+  "BackupReadRequest",
+  "Slotd__Internal__V1__BackupReadRequest",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__BackupReadRequest),
+  4,
+  slotd__internal__v1__backup_read_request__field_descriptors,
+  slotd__internal__v1__backup_read_request__field_indices_by_name,
+  1,  slotd__internal__v1__backup_read_request__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__backup_read_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__internal__v1__backup_row__field_descriptors[2] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__BackupRow, key),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__BackupRow, value),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__backup_row__field_indices_by_name[] = {
+  0,   /* field[0] = key */
+  1,   /* field[1] = value */
+};
+static const ProtobufCIntRange slotd__internal__v1__backup_row__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__backup_row__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.BackupRow",
+  "BackupRow",
+  "Slotd__Internal__V1__BackupRow",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__BackupRow),
+  2,
+  slotd__internal__v1__backup_row__field_descriptors,
+  slotd__internal__v1__backup_row__field_indices_by_name,
+  1,  slotd__internal__v1__backup_row__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__backup_row__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__internal__v1__backup_read_response__field_descriptors[2] =
+{
+  {
+    "rows",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__Internal__V1__BackupReadResponse, n_rows),
+    offsetof(Slotd__Internal__V1__BackupReadResponse, rows),
+    &slotd__internal__v1__backup_row__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "done",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__BackupReadResponse, done),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__backup_read_response__field_indices_by_name[] = {
+  1,   /* field[1] = done */
+  0,   /* field[0] = rows */
+};
+static const ProtobufCIntRange slotd__internal__v1__backup_read_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__backup_read_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.BackupReadResponse",
+  "BackupReadResponse",
+  "Slotd__Internal__V1__BackupReadResponse",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__BackupReadResponse),
+  2,
+  slotd__internal__v1__backup_read_response__field_descriptors,
+  slotd__internal__v1__backup_read_response__field_indices_by_name,
+  1,  slotd__internal__v1__backup_read_response__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__backup_read_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__internal__v1__backup_close_request__field_descriptors[1] =
+{
+  {
+    "session_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__Internal__V1__BackupCloseRequest, session_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__internal__v1__backup_close_request__field_indices_by_name[] = {
+  0,   /* field[0] = session_id */
+};
+static const ProtobufCIntRange slotd__internal__v1__backup_close_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__internal__v1__backup_close_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.BackupCloseRequest",
+  "BackupCloseRequest",
+  "Slotd__Internal__V1__BackupCloseRequest",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__BackupCloseRequest),
+  1,
+  slotd__internal__v1__backup_close_request__field_descriptors,
+  slotd__internal__v1__backup_close_request__field_indices_by_name,
+  1,  slotd__internal__v1__backup_close_request__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__backup_close_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define slotd__internal__v1__backup_close_response__field_descriptors NULL
+#define slotd__internal__v1__backup_close_response__field_indices_by_name NULL
+#define slotd__internal__v1__backup_close_response__number_ranges NULL
+const ProtobufCMessageDescriptor slotd__internal__v1__backup_close_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.internal.v1.BackupCloseResponse",
+  "BackupCloseResponse",
+  "Slotd__Internal__V1__BackupCloseResponse",
+  "slotd.internal.v1",
+  sizeof(Slotd__Internal__V1__BackupCloseResponse),
+  0,
+  slotd__internal__v1__backup_close_response__field_descriptors,
+  slotd__internal__v1__backup_close_response__field_indices_by_name,
+  0,  slotd__internal__v1__backup_close_response__number_ranges,
+  (ProtobufCMessageInit) slotd__internal__v1__backup_close_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCMethodDescriptor slotd__internal__v1__peer__method_descriptors[11] =
 {
   { "Raft", &slotd__internal__v1__raft_batch__descriptor, &slotd__internal__v1__raft_batch_ack__descriptor },
   { "RaftStream", &slotd__internal__v1__raft_stream_frame__descriptor, &slotd__internal__v1__raft_batch_ack__descriptor },
@@ -2147,8 +2799,14 @@ static const ProtobufCMethodDescriptor slotd__internal__v1__peer__method_descrip
   { "MigrationPropose", &slotd__internal__v1__migration_propose_request__descriptor, &slotd__v1__propose_response__descriptor },
   { "Forward", &slotd__internal__v1__forward_request__descriptor, &slotd__internal__v1__forward_response__descriptor },
   { "WatchPoll", &slotd__internal__v1__watch_poll_request__descriptor, &slotd__internal__v1__watch_poll_response__descriptor },
+  { "BackupOpen", &slotd__internal__v1__backup_open_request__descriptor, &slotd__internal__v1__backup_open_response__descriptor },
+  { "BackupRead", &slotd__internal__v1__backup_read_request__descriptor, &slotd__internal__v1__backup_read_response__descriptor },
+  { "BackupClose", &slotd__internal__v1__backup_close_request__descriptor, &slotd__internal__v1__backup_close_response__descriptor },
 };
 const unsigned slotd__internal__v1__peer__method_indices_by_name[] = {
+  10,        /* BackupClose */
+  8,        /* BackupOpen */
+  9,        /* BackupRead */
   4,        /* ControllerCommand */
   6,        /* Forward */
   3,        /* GroupStatus */
@@ -2165,7 +2823,7 @@ const ProtobufCServiceDescriptor slotd__internal__v1__peer__descriptor =
   "Peer",
   "Slotd__Internal__V1__Peer",
   "slotd.internal.v1",
-  8,
+  11,
   slotd__internal__v1__peer__method_descriptors,
   slotd__internal__v1__peer__method_indices_by_name
 };
@@ -2232,6 +2890,30 @@ void slotd__internal__v1__peer__watch_poll(ProtobufCService *service,
 {
   assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
   service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void slotd__internal__v1__peer__backup_open(ProtobufCService *service,
+                                            const Slotd__Internal__V1__BackupOpenRequest *input,
+                                            Slotd__Internal__V1__BackupOpenResponse_Closure closure,
+                                            void *closure_data)
+{
+  assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void slotd__internal__v1__peer__backup_read(ProtobufCService *service,
+                                            const Slotd__Internal__V1__BackupReadRequest *input,
+                                            Slotd__Internal__V1__BackupReadResponse_Closure closure,
+                                            void *closure_data)
+{
+  assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
+  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void slotd__internal__v1__peer__backup_close(ProtobufCService *service,
+                                             const Slotd__Internal__V1__BackupCloseRequest *input,
+                                             Slotd__Internal__V1__BackupCloseResponse_Closure closure,
+                                             void *closure_data)
+{
+  assert(service->descriptor == &slotd__internal__v1__peer__descriptor);
+  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__internal__v1__peer__init (Slotd__Internal__V1__Peer_Service *service,
                                       Slotd__Internal__V1__Peer_ServiceDestroy destroy)

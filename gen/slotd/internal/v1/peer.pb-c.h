@@ -35,6 +35,13 @@ typedef struct Slotd__Internal__V1__GroupStatusResponse Slotd__Internal__V1__Gro
 typedef struct Slotd__Internal__V1__GroupLeader Slotd__Internal__V1__GroupLeader;
 typedef struct Slotd__Internal__V1__WatchPollRequest Slotd__Internal__V1__WatchPollRequest;
 typedef struct Slotd__Internal__V1__WatchPollResponse Slotd__Internal__V1__WatchPollResponse;
+typedef struct Slotd__Internal__V1__BackupOpenRequest Slotd__Internal__V1__BackupOpenRequest;
+typedef struct Slotd__Internal__V1__BackupOpenResponse Slotd__Internal__V1__BackupOpenResponse;
+typedef struct Slotd__Internal__V1__BackupReadRequest Slotd__Internal__V1__BackupReadRequest;
+typedef struct Slotd__Internal__V1__BackupRow Slotd__Internal__V1__BackupRow;
+typedef struct Slotd__Internal__V1__BackupReadResponse Slotd__Internal__V1__BackupReadResponse;
+typedef struct Slotd__Internal__V1__BackupCloseRequest Slotd__Internal__V1__BackupCloseRequest;
+typedef struct Slotd__Internal__V1__BackupCloseResponse Slotd__Internal__V1__BackupCloseResponse;
 
 
 /* --- enums --- */
@@ -341,6 +348,113 @@ struct  Slotd__Internal__V1__WatchPollResponse
 #define SLOTD__INTERNAL__V1__WATCH_POLL_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__watch_poll_response__descriptor) \
     , 0, 0,NULL }
+
+
+struct  Slotd__Internal__V1__BackupOpenRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The groups the capture may read from this node: 1..64 ids, each 1..64 (CTL_GROUPS_MAX).
+   */
+  size_t n_group_ids;
+  uint32_t *group_ids;
+};
+#define SLOTD__INTERNAL__V1__BACKUP_OPEN_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__backup_open_request__descriptor) \
+    , 0,NULL }
+
+
+struct  Slotd__Internal__V1__BackupOpenResponse
+{
+  ProtobufCMessage base;
+  /*
+   * Names the session in BackupRead and BackupClose (never 0).
+   */
+  uint64_t session_id;
+  /*
+   * The node that serves the session (the backup's source node for the groups read from it).
+   */
+  uint64_t node_id;
+  /*
+   * Per requested group, in request order: its applied index in the pinned snapshot (the
+   * backup's position for it), 0 when this node has no replica of it or it applied nothing.
+   */
+  size_t n_applied_index;
+  uint64_t *applied_index;
+};
+#define SLOTD__INTERNAL__V1__BACKUP_OPEN_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__backup_open_response__descriptor) \
+    , 0, 0, 0,NULL }
+
+
+struct  Slotd__Internal__V1__BackupReadRequest
+{
+  ProtobufCMessage base;
+  uint64_t session_id;
+  /*
+   * A group the session was opened for with a non-zero applied index.
+   */
+  uint32_t group_id;
+  /*
+   * A group's pages are read in order from 0 (page 0 starts a group the session has not read
+   * yet; one group at a time);
+   * any other page is refused (FAILED_PRECONDITION), so a lost answer can never skip rows.
+   */
+  uint32_t page;
+  /*
+   * Row bytes (keys + values) to return at most, capped at 2 MiB; one larger row is returned
+   * whole. 0 means 1 MiB.
+   */
+  uint32_t max_bytes;
+};
+#define SLOTD__INTERNAL__V1__BACKUP_READ_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__backup_read_request__descriptor) \
+    , 0, 0, 0, 0 }
+
+
+struct  Slotd__Internal__V1__BackupRow
+{
+  ProtobufCMessage base;
+  ProtobufCBinaryData key;
+  ProtobufCBinaryData value;
+};
+#define SLOTD__INTERNAL__V1__BACKUP_ROW__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__backup_row__descriptor) \
+    , {0,NULL}, {0,NULL} }
+
+
+struct  Slotd__Internal__V1__BackupReadResponse
+{
+  ProtobufCMessage base;
+  size_t n_rows;
+  Slotd__Internal__V1__BackupRow **rows;
+  /*
+   * True with the group's last page.
+   */
+  protobuf_c_boolean done;
+};
+#define SLOTD__INTERNAL__V1__BACKUP_READ_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__backup_read_response__descriptor) \
+    , 0,NULL, 0 }
+
+
+struct  Slotd__Internal__V1__BackupCloseRequest
+{
+  ProtobufCMessage base;
+  uint64_t session_id;
+};
+#define SLOTD__INTERNAL__V1__BACKUP_CLOSE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__backup_close_request__descriptor) \
+    , 0 }
+
+
+struct  Slotd__Internal__V1__BackupCloseResponse
+{
+  ProtobufCMessage base;
+};
+#define SLOTD__INTERNAL__V1__BACKUP_CLOSE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__internal__v1__backup_close_response__descriptor) \
+     }
 
 
 /* Slotd__Internal__V1__ForwardRequest methods */
@@ -685,6 +799,139 @@ Slotd__Internal__V1__WatchPollResponse *
 void   slotd__internal__v1__watch_poll_response__free_unpacked
                      (Slotd__Internal__V1__WatchPollResponse *message,
                       ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__BackupOpenRequest methods */
+void   slotd__internal__v1__backup_open_request__init
+                     (Slotd__Internal__V1__BackupOpenRequest         *message);
+size_t slotd__internal__v1__backup_open_request__get_packed_size
+                     (const Slotd__Internal__V1__BackupOpenRequest   *message);
+size_t slotd__internal__v1__backup_open_request__pack
+                     (const Slotd__Internal__V1__BackupOpenRequest   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__backup_open_request__pack_to_buffer
+                     (const Slotd__Internal__V1__BackupOpenRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__BackupOpenRequest *
+       slotd__internal__v1__backup_open_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__backup_open_request__free_unpacked
+                     (Slotd__Internal__V1__BackupOpenRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__BackupOpenResponse methods */
+void   slotd__internal__v1__backup_open_response__init
+                     (Slotd__Internal__V1__BackupOpenResponse         *message);
+size_t slotd__internal__v1__backup_open_response__get_packed_size
+                     (const Slotd__Internal__V1__BackupOpenResponse   *message);
+size_t slotd__internal__v1__backup_open_response__pack
+                     (const Slotd__Internal__V1__BackupOpenResponse   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__backup_open_response__pack_to_buffer
+                     (const Slotd__Internal__V1__BackupOpenResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__BackupOpenResponse *
+       slotd__internal__v1__backup_open_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__backup_open_response__free_unpacked
+                     (Slotd__Internal__V1__BackupOpenResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__BackupReadRequest methods */
+void   slotd__internal__v1__backup_read_request__init
+                     (Slotd__Internal__V1__BackupReadRequest         *message);
+size_t slotd__internal__v1__backup_read_request__get_packed_size
+                     (const Slotd__Internal__V1__BackupReadRequest   *message);
+size_t slotd__internal__v1__backup_read_request__pack
+                     (const Slotd__Internal__V1__BackupReadRequest   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__backup_read_request__pack_to_buffer
+                     (const Slotd__Internal__V1__BackupReadRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__BackupReadRequest *
+       slotd__internal__v1__backup_read_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__backup_read_request__free_unpacked
+                     (Slotd__Internal__V1__BackupReadRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__BackupRow methods */
+void   slotd__internal__v1__backup_row__init
+                     (Slotd__Internal__V1__BackupRow         *message);
+size_t slotd__internal__v1__backup_row__get_packed_size
+                     (const Slotd__Internal__V1__BackupRow   *message);
+size_t slotd__internal__v1__backup_row__pack
+                     (const Slotd__Internal__V1__BackupRow   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__backup_row__pack_to_buffer
+                     (const Slotd__Internal__V1__BackupRow   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__BackupRow *
+       slotd__internal__v1__backup_row__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__backup_row__free_unpacked
+                     (Slotd__Internal__V1__BackupRow *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__BackupReadResponse methods */
+void   slotd__internal__v1__backup_read_response__init
+                     (Slotd__Internal__V1__BackupReadResponse         *message);
+size_t slotd__internal__v1__backup_read_response__get_packed_size
+                     (const Slotd__Internal__V1__BackupReadResponse   *message);
+size_t slotd__internal__v1__backup_read_response__pack
+                     (const Slotd__Internal__V1__BackupReadResponse   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__backup_read_response__pack_to_buffer
+                     (const Slotd__Internal__V1__BackupReadResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__BackupReadResponse *
+       slotd__internal__v1__backup_read_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__backup_read_response__free_unpacked
+                     (Slotd__Internal__V1__BackupReadResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__BackupCloseRequest methods */
+void   slotd__internal__v1__backup_close_request__init
+                     (Slotd__Internal__V1__BackupCloseRequest         *message);
+size_t slotd__internal__v1__backup_close_request__get_packed_size
+                     (const Slotd__Internal__V1__BackupCloseRequest   *message);
+size_t slotd__internal__v1__backup_close_request__pack
+                     (const Slotd__Internal__V1__BackupCloseRequest   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__backup_close_request__pack_to_buffer
+                     (const Slotd__Internal__V1__BackupCloseRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__BackupCloseRequest *
+       slotd__internal__v1__backup_close_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__backup_close_request__free_unpacked
+                     (Slotd__Internal__V1__BackupCloseRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__Internal__V1__BackupCloseResponse methods */
+void   slotd__internal__v1__backup_close_response__init
+                     (Slotd__Internal__V1__BackupCloseResponse         *message);
+size_t slotd__internal__v1__backup_close_response__get_packed_size
+                     (const Slotd__Internal__V1__BackupCloseResponse   *message);
+size_t slotd__internal__v1__backup_close_response__pack
+                     (const Slotd__Internal__V1__BackupCloseResponse   *message,
+                      uint8_t             *out);
+size_t slotd__internal__v1__backup_close_response__pack_to_buffer
+                     (const Slotd__Internal__V1__BackupCloseResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__Internal__V1__BackupCloseResponse *
+       slotd__internal__v1__backup_close_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__internal__v1__backup_close_response__free_unpacked
+                     (Slotd__Internal__V1__BackupCloseResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Slotd__Internal__V1__ForwardRequest_Closure)
@@ -741,6 +988,27 @@ typedef void (*Slotd__Internal__V1__WatchPollRequest_Closure)
 typedef void (*Slotd__Internal__V1__WatchPollResponse_Closure)
                  (const Slotd__Internal__V1__WatchPollResponse *message,
                   void *closure_data);
+typedef void (*Slotd__Internal__V1__BackupOpenRequest_Closure)
+                 (const Slotd__Internal__V1__BackupOpenRequest *message,
+                  void *closure_data);
+typedef void (*Slotd__Internal__V1__BackupOpenResponse_Closure)
+                 (const Slotd__Internal__V1__BackupOpenResponse *message,
+                  void *closure_data);
+typedef void (*Slotd__Internal__V1__BackupReadRequest_Closure)
+                 (const Slotd__Internal__V1__BackupReadRequest *message,
+                  void *closure_data);
+typedef void (*Slotd__Internal__V1__BackupRow_Closure)
+                 (const Slotd__Internal__V1__BackupRow *message,
+                  void *closure_data);
+typedef void (*Slotd__Internal__V1__BackupReadResponse_Closure)
+                 (const Slotd__Internal__V1__BackupReadResponse *message,
+                  void *closure_data);
+typedef void (*Slotd__Internal__V1__BackupCloseRequest_Closure)
+                 (const Slotd__Internal__V1__BackupCloseRequest *message,
+                  void *closure_data);
+typedef void (*Slotd__Internal__V1__BackupCloseResponse_Closure)
+                 (const Slotd__Internal__V1__BackupCloseResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -780,6 +1048,18 @@ struct Slotd__Internal__V1__Peer_Service
                      const Slotd__Internal__V1__WatchPollRequest *input,
                      Slotd__Internal__V1__WatchPollResponse_Closure closure,
                      void *closure_data);
+  void (*backup_open)(Slotd__Internal__V1__Peer_Service *service,
+                      const Slotd__Internal__V1__BackupOpenRequest *input,
+                      Slotd__Internal__V1__BackupOpenResponse_Closure closure,
+                      void *closure_data);
+  void (*backup_read)(Slotd__Internal__V1__Peer_Service *service,
+                      const Slotd__Internal__V1__BackupReadRequest *input,
+                      Slotd__Internal__V1__BackupReadResponse_Closure closure,
+                      void *closure_data);
+  void (*backup_close)(Slotd__Internal__V1__Peer_Service *service,
+                       const Slotd__Internal__V1__BackupCloseRequest *input,
+                       Slotd__Internal__V1__BackupCloseResponse_Closure closure,
+                       void *closure_data);
 };
 typedef void (*Slotd__Internal__V1__Peer_ServiceDestroy)(Slotd__Internal__V1__Peer_Service *);
 void slotd__internal__v1__peer__init (Slotd__Internal__V1__Peer_Service *service,
@@ -795,7 +1075,10 @@ void slotd__internal__v1__peer__init (Slotd__Internal__V1__Peer_Service *service
       function_prefix__ ## controller_command,\
       function_prefix__ ## migration_propose,\
       function_prefix__ ## forward,\
-      function_prefix__ ## watch_poll  }
+      function_prefix__ ## watch_poll,\
+      function_prefix__ ## backup_open,\
+      function_prefix__ ## backup_read,\
+      function_prefix__ ## backup_close  }
 void slotd__internal__v1__peer__raft(ProtobufCService *service,
                                      const Slotd__Internal__V1__RaftBatch *input,
                                      Slotd__Internal__V1__RaftBatchAck_Closure closure,
@@ -828,6 +1111,18 @@ void slotd__internal__v1__peer__watch_poll(ProtobufCService *service,
                                            const Slotd__Internal__V1__WatchPollRequest *input,
                                            Slotd__Internal__V1__WatchPollResponse_Closure closure,
                                            void *closure_data);
+void slotd__internal__v1__peer__backup_open(ProtobufCService *service,
+                                            const Slotd__Internal__V1__BackupOpenRequest *input,
+                                            Slotd__Internal__V1__BackupOpenResponse_Closure closure,
+                                            void *closure_data);
+void slotd__internal__v1__peer__backup_read(ProtobufCService *service,
+                                            const Slotd__Internal__V1__BackupReadRequest *input,
+                                            Slotd__Internal__V1__BackupReadResponse_Closure closure,
+                                            void *closure_data);
+void slotd__internal__v1__peer__backup_close(ProtobufCService *service,
+                                             const Slotd__Internal__V1__BackupCloseRequest *input,
+                                             Slotd__Internal__V1__BackupCloseResponse_Closure closure,
+                                             void *closure_data);
 
 /* --- descriptors --- */
 
@@ -849,6 +1144,13 @@ extern const ProtobufCMessageDescriptor slotd__internal__v1__group_status_respon
 extern const ProtobufCMessageDescriptor slotd__internal__v1__group_leader__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__watch_poll_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__internal__v1__watch_poll_response__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__backup_open_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__backup_open_response__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__backup_read_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__backup_row__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__backup_read_response__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__backup_close_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__internal__v1__backup_close_response__descriptor;
 extern const ProtobufCServiceDescriptor slotd__internal__v1__peer__descriptor;
 
 PROTOBUF_C__END_DECLS
