@@ -100,6 +100,11 @@ static const struct opt opts[] = {
         "a snapshot being received that has had no chunk for this long is discarded and its "
         "memory freed (a sender gives up on a chunk after 30 s: below that a slow but live "
         "transfer may be dropped)"),
+    U64(snapshot_recv_max_bytes, 1u << 20, 1ull << 50, "68719476736",
+        "the largest slot-group snapshot this node receives (spooled to <data-dir>/snap-recv, "
+        "so that much free disk is needed); a larger one is refused at its first chunk"),
+    U64(snapshot_install_batch_bytes, 4096, 1u << 30, "4194304",
+        "row bytes per LevelDB batch when a received snapshot is installed"),
     U64(watch_history_bytes, 0, 1ull << 32, "4194304",
         "bytes of recent key changes each hosted slot group keeps for Watch (older ones: "
         "COMPACTED; 0: Watch disabled)"),

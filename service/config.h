@@ -37,6 +37,8 @@ struct slotd_config {
     uint64_t snapshot_chunk_bytes;
     uint64_t snapshot_sends_max;
     uint64_t snapshot_recv_idle_ms;
+    uint64_t snapshot_recv_max_bytes;
+    uint64_t snapshot_install_batch_bytes;
     uint64_t group_proposals_max;
     uint64_t watch_history_bytes; /* per hosted group; 0 = Watch disabled */
     uint64_t tls_client_auth;       /* 1: require and verify client certificates (mTLS) */

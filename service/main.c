@@ -450,6 +450,10 @@ int main(int argc, char **argv)
         ro.snap_sends_max = f.snapshot_sends_max;
     if (f.snapshot_recv_idle_ms)
         ro.snap_recv_idle_ms = f.snapshot_recv_idle_ms;
+    if (f.snapshot_recv_max_bytes)
+        ro.snap_recv_max_bytes = f.snapshot_recv_max_bytes;
+    if (f.snapshot_install_batch_bytes)
+        ro.snap_install_batch_bytes = (size_t)f.snapshot_install_batch_bytes;
     ro.group_proposals_max = f.group_proposals_max;
     ro.watch_history_bytes = f.watch_history_bytes;
     const char *pa = ro.peer_advertise;

@@ -79,7 +79,7 @@ static void self_step(struct runtime *rt)
     struct rt_group *g = &rt->groups[0];
     if (!outsider(rt->ctl, rt->opts.node_id) || g->role == RAFT_LEADER)
         return;
-    bool busy = g->in_batch || g->apply_jobs > 0 || g->snap_recv.data != NULL ||
+    bool busy = g->in_batch || g->apply_jobs > 0 || g->snap_recv.active ||
                 !rt_apply_idle(rt) || rt->installs != NULL;
     for (struct rt_snap_send *x = rt->snap_sends; x != NULL && !busy; x = x->next)
         busy = x->g == g;

@@ -1,7 +1,9 @@
 /* group.c - opening slot groups: bootstrap of an empty store, reload of the durable raft log at
  * restart. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "service/runtime/internal.h"
 #include "store/keys.h"
@@ -285,6 +287,13 @@ int rt_group_open_placed(struct runtime *rt, struct rt_group *g, const uint64_t 
         if (rc != 0)
             return -1;
     }
+    if (stored && rt_snap_install_resume(rt, g, err, errlen) != 0) {
+        /* Never serve half-installed rows: stop the node with the reason. */
+        RT_LOG("fatal", "msg=\"cannot start: interrupted snapshot install\" err=\"%s\"", err);
+        fprintf(stderr, "slotd: %s\n", err);
+        fflush(NULL);
+        _exit(1);
+    }
     int rc = slot_fsm_load_group(rt->fsm, g->id, &g->fsm_state);
     uint64_t applied = 0;
     if (rc == 0)
@@ -354,7 +363,7 @@ void rt_groups_close(struct runtime *rt)
         return;
     for (size_t i = 0; i < RT_GROUPS_CAP; i++) {
         struct rt_group *g = &rt->groups[i];
-        free(g->snap_recv.data);
+        rt_snap_recv_discard(&g->snap_recv);
         if (!g->hosted)
             continue;
         raft_free(g->raft);

@@ -47,7 +47,12 @@ enum rt_request_kind {
  * receiver stages in memory, and the transfers a node sends at once by default
  * (opts.snap_sends_max; one more is refused). */
 #define RT_SNAP_CHUNK_BYTES ((size_t)1 << 20)
-#define RT_SNAP_BYTES_MAX ((size_t)512 << 20)
+#define RT_SNAP_BYTES_MAX ((size_t)512 << 20) /* group 0 (in memory) only */
+/* A data group's received snapshot is spooled to disk (peer.c recv_chunk) up to this size by
+ * default (opts.snap_recv_max_bytes, --snapshot-recv-max-bytes); one larger is refused. */
+#define RT_SNAP_RECV_MAX_BYTES ((uint64_t)64 << 30)
+/* Row bytes per LevelDB batch when a spooled snapshot is installed (opts.snap_install_batch_bytes). */
+#define RT_SNAP_INSTALL_BATCH_BYTES ((size_t)4 << 20)
 #define RT_SNAP_SENDS_MAX 8
 /* A staged receive idle this long is discarded by default (opts.snap_recv_idle_ms): three times
  * the sender's chunk RPC timeout (peer.c SNAP_CHUNK_TIMEOUT_MS), so a live sender has given up. */
@@ -148,12 +153,18 @@ struct rt_snap_send {
     struct raft_snapshot_meta meta;
 };
 
-/* A snapshot being received from a peer (loop thread). */
+/* A snapshot being received from a peer (loop thread): group 0's in memory (data), a data
+ * group's in its spool file (path, fd; snap_spool.h). All zero: none. */
 struct rt_snap_recv {
+    bool active;
     uint64_t transfer_id;
     uint64_t from;
     uint8_t *data;
     size_t len, cap;
+    char *path;   /* the .part file, deleted with the receive */
+    int fd;       /* open for writing when has_fd */
+    bool has_fd;
+    uint32_t crc; /* zlib crc32 of the bytes spooled so far */
     size_t total;    /* announced by the first chunk; 0: known at the last one */
     int64_t last_ms; /* rt_now_ms() of the last chunk taken */
 };
@@ -240,6 +251,7 @@ struct rt_metrics {
     struct metrics_histogram *apply_entries; /* entries per apply job */
     struct metrics_counter *snap_sent_bytes;
     struct metrics_counter *snap_received_bytes;
+    struct metrics_counter *snap_recv_abandoned; /* receives rt_snap_recv_expire dropped */
     struct metrics_counter *dropped_outbound;
     struct metrics_counter *dropped_inbound;
     struct metrics_counter *read_local_served; /* GRPC (read_local.c) */
@@ -754,6 +766,16 @@ void rt_snap_kick(struct runtime *rt);
 /* Loop, on every tick: discards (frees, logs) each staged receive that has had no chunk for
  * opts.snap_recv_idle_ms, so its group is no longer busy; a later chunk of it is out of order. */
 void rt_snap_recv_expire(struct runtime *rt, int64_t now);
+/* Drops rcv (its buffer; its spool file is closed and deleted). Loop thread. */
+void rt_snap_recv_discard(struct rt_snap_recv *rcv);
+/* Startup, before any data group opens: creates <data dir>/snap-recv and deletes the .part
+ * files left there. 0, or -1 with err set. */
+int rt_snap_spool_init(struct runtime *rt, char *err, size_t errlen);
+/* Opening data group g (before its fsm state is loaded): when an install of a spooled snapshot
+ * was interrupted (its in-progress row is stored), runs it again from the .snap file; deletes
+ * the group's other .snap files. 0, or -1 with err naming the group and file (the node must not
+ * serve the group: its rows are half installed). */
+int rt_snap_install_resume(struct runtime *rt, struct rt_group *g, char *err, size_t errlen);
 /* Apply stage: captures the rows of each send (after the job's entries). */
 int rt_snap_capture_rows(struct runtime *rt, struct rt_snap_send *send);
 /* Storage stage (storage_work, before the raftlog batch), with no apply job running or queued:

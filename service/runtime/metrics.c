@@ -39,6 +39,13 @@ static int node_families(struct metrics_registry *m, struct rt_metrics *out)
                   "a group not hosted here or did not decode.",
                   1, direction, &dr);
     const char *outcome[] = {"outcome"};
+    struct metrics_family *sa = NULL;
+    rc = rc ? rc
+            : metrics_counter_family_new(
+                  m, "slotd_snapshot_recv_abandoned_total",
+                  "Snapshot receives dropped (spool file deleted) after no chunk came for "
+                  "--snapshot-recv-idle-ms (the sender died or gave up mid-transfer).",
+                  0, NULL, &sa);
     struct metrics_family *rl = NULL;
     rc = rc ? rc
             : metrics_counter_family_new(
@@ -80,6 +87,7 @@ static int node_families(struct metrics_registry *m, struct rt_metrics *out)
     out->apply_entries = metrics_histogram_get(ae, NULL);
     out->snap_sent_bytes = metrics_counter_get(sb, sent);
     out->snap_received_bytes = metrics_counter_get(sb, received);
+    out->snap_recv_abandoned = metrics_counter_get(sa, NULL);
     out->dropped_outbound = metrics_counter_get(dr, outbound);
     out->dropped_inbound = metrics_counter_get(dr, inbound);
     out->route_revision = metrics_gauge_get(rr, NULL);

@@ -1,11 +1,19 @@
 /* peer.c - traffic with peers: raft messages out and in, observed leaders of remote groups,
  * snapshot transfers. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include "service/fault/fault.h"
 #include "service/runtime/internal.h"
+#include "service/runtime/snap_spool.h"
 #include "store/keys.h"
 
 #define PEER_METHOD_SNAPSHOT "/slotd.internal.v1.Peer/Snapshot"
@@ -698,12 +706,59 @@ static void ack(struct rpc_call *call, bool ok, const char *error)
     rpc_call_reply(call, &a.base);
 }
 
-static void recv_reset(struct rt_snap_recv *rcv)
+/* Drops a staged receive: frees its buffer (group 0), closes and deletes its spool file (data
+ * groups). Loop thread (or with the loop stopped). */
+void rt_snap_recv_discard(struct rt_snap_recv *rcv)
 {
     free(rcv->data);
+    if (rcv->has_fd)
+        close(rcv->fd);
+    if (rcv->path != NULL)
+        unlink(rcv->path);
+    free(rcv->path);
     memset(rcv, 0, sizeof(*rcv));
 }
 
+static void recv_reset(struct rt_snap_recv *rcv)
+{
+    rt_snap_recv_discard(rcv);
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* The largest snapshot of group `group` this node takes. */
+static uint64_t recv_max(const struct runtime *rt, uint32_t group)
+{
+    if (group == 0)
+        return RT_SNAP_BYTES_MAX;
+    return rt->opts.snap_recv_max_bytes ? rt->opts.snap_recv_max_bytes : RT_SNAP_RECV_MAX_BYTES;
+}
+
+/* A data group's snapshot is spooled to <data dir>/snap-recv/g<group>-<transfer>.part, chunk by
+ * chunk (no fsync per chunk); on the last one the file is synced and renamed to .snap and the
+ * raft core gets a descriptor (snap_spool.h) in place of the rows. Group 0's stays in memory. */
 static void recv_chunk(struct runtime *rt, struct rt_request *r)
 {
     Slotd__Internal__V1__SnapshotChunk *c =
@@ -713,6 +768,7 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
         return;
     }
     const char *err = NULL;
+    char errbuf[160];
     struct rt_group *g = NULL;
     if (!runtime_hosts_group(rt, c->group_id)) {
         err = "group not hosted here";
@@ -720,30 +776,61 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
     }
     g = &rt->groups[c->group_id];
     struct rt_snap_recv *rcv = &g->snap_recv;
+    uint64_t max = recv_max(rt, g->id);
     if (c->offset == 0) {
         recv_reset(rcv);
-        rcv->cap = c->total_bytes && c->total_bytes <= RT_SNAP_BYTES_MAX ? c->total_bytes : 65536;
-        rcv->data = malloc(rcv->cap);
-        if (rcv->data == NULL) {
-            err = "out of memory";
+        if (c->total_bytes > max) {
+            snprintf(errbuf, sizeof(errbuf),
+                     "snapshot of %llu bytes is larger than this node accepts (%llu%s)",
+                     (unsigned long long)c->total_bytes, (unsigned long long)max,
+                     g->id == 0 ? ", the controller's limit" : ", --snapshot-recv-max-bytes");
+            err = errbuf;
             goto done;
         }
+        if (g->id == 0) {
+            rcv->cap = c->total_bytes ? c->total_bytes : 65536;
+            rcv->data = malloc(rcv->cap);
+            if (rcv->data == NULL) {
+                err = "out of memory";
+                goto done;
+            }
+        } else {
+            char path[sizeof(rt->data_dir) + 64];
+            if (rt_spool_path(path, sizeof(path), rt->data_dir, g->id, c->transfer_id, true) != 0 ||
+                (rcv->path = strdup(path)) == NULL) {
+                err = "spool file path: out of memory or too long";
+                goto done;
+            }
+            rcv->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+            rcv->has_fd = rcv->fd >= 0;
+            if (!rcv->has_fd) {
+                RT_LOG("error", "msg=\"snapshot spool file\" group=%u path=\"%s\" err=\"%s\"",
+                       g->id, path, strerror(errno));
+                err = "cannot create the snapshot spool file";
+                goto done;
+            }
+            rcv->crc = (uint32_t)crc32(0L, Z_NULL, 0);
+        }
+        rcv->active = true;
         rcv->transfer_id = c->transfer_id;
         rcv->from = c->from_node;
         rcv->total = c->total_bytes; /* 0: a streaming sender says it on the last chunk */
     }
-    if (rcv->transfer_id != c->transfer_id || rcv->from != c->from_node || c->offset != rcv->len ||
-        (rcv->total != 0 && rcv->len + c->data.len > rcv->total) ||
+    if (!rcv->active || rcv->transfer_id != c->transfer_id || rcv->from != c->from_node ||
+        c->offset != rcv->len || (rcv->total != 0 && rcv->len + c->data.len > rcv->total) ||
         (c->total_bytes != 0 &&
          c->total_bytes != (c->last ? rcv->len + c->data.len : rcv->total))) {
         err = "chunk out of order";
         goto done;
     }
-    if (rcv->total > RT_SNAP_BYTES_MAX || rcv->len + c->data.len > RT_SNAP_BYTES_MAX) {
-        err = "snapshot larger than this node accepts";
+    if (rcv->len + c->data.len > max) {
+        snprintf(errbuf, sizeof(errbuf),
+                 "snapshot larger than this node accepts (%llu bytes%s)", (unsigned long long)max,
+                 g->id == 0 ? ", the controller's limit" : ", --snapshot-recv-max-bytes");
+        err = errbuf;
         goto done;
     }
-    if (rcv->len + c->data.len > rcv->cap) {
+    if (g->id == 0 && rcv->len + c->data.len > rcv->cap) {
         size_t cap = rcv->cap;
         while (cap < rcv->len + c->data.len)
             cap *= 2;
@@ -756,8 +843,17 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
         rcv->data = np;
         rcv->cap = cap;
     }
-    if (c->data.len > 0)
+    if (c->data.len > 0 && g->id == 0) {
         memcpy(rcv->data + rcv->len, c->data.data, c->data.len);
+    } else if (c->data.len > 0) {
+        if (write_all(rcv->fd, c->data.data, c->data.len) != 0) {
+            RT_LOG("error", "msg=\"snapshot spool write failed\" group=%u path=\"%s\" err=\"%s\"",
+                   g->id, rcv->path, strerror(errno));
+            err = "writing the snapshot spool file failed";
+            goto done;
+        }
+        rcv->crc = (uint32_t)crc32(rcv->crc, c->data.data, (uInt)c->data.len);
+    }
     rcv->len += c->data.len;
     rcv->last_ms = rt_now_ms();
     metrics_counter_add(rt->metrics.snap_received_bytes, c->data.len);
@@ -768,9 +864,40 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
             err = "last chunk is incomplete";
             goto done;
         }
-        m.snapshot.data.base = rcv->data;
-        m.snapshot.data.len = rcv->len;
-        raft_step(g->raft, &m); /* the core copies the data it keeps */
+        uint8_t desc[RT_SPOOL_DESC_LEN];
+        if (g->id == 0) {
+            m.snapshot.data.base = rcv->data;
+            m.snapshot.data.len = rcv->len;
+        } else {
+            char path[sizeof(rt->data_dir) + 64];
+            char dir[sizeof(rt->data_dir) + 16];
+            snprintf(dir, sizeof(dir), "%s/%s", rt->data_dir, RT_SPOOL_DIR);
+            int frc = rt_spool_path(path, sizeof(path), rt->data_dir, g->id, rcv->transfer_id, false);
+            if (frc == 0)
+                frc = fsync(rcv->fd);
+            if (frc == 0)
+                frc = rename(rcv->path, path);
+            if (frc == 0) {
+                free(rcv->path);
+                rcv->path = NULL; /* renamed: the install deletes it now */
+                frc = fsync_dir(dir);
+            }
+            if (frc != 0) {
+                RT_LOG("error", "msg=\"snapshot spool file: sync or rename failed\" group=%u "
+                       "path=\"%s\" err=\"%s\"", g->id, path, strerror(errno));
+                free(m.entries);
+                if (rcv->path == NULL)
+                    unlink(path);
+                err = "syncing the snapshot spool file failed";
+                goto done;
+            }
+            struct rt_spool_desc d = {
+                .transfer_id = rcv->transfer_id, .len = rcv->len, .crc = rcv->crc};
+            rt_spool_desc_encode(&d, desc);
+            m.snapshot.data.base = desc;
+            m.snapshot.data.len = sizeof(desc);
+        }
+        raft_step(g->raft, &m); /* the core copies the data it keeps (a descriptor: 32 bytes) */
         free(m.entries);
         RT_LOG("info",
                "msg=\"snapshot received\" node=%llu group=%u from=%llu index=%llu bytes=%zu",
@@ -793,14 +920,15 @@ void rt_snap_recv_expire(struct runtime *rt, int64_t now)
                                               : (int64_t)RT_SNAP_RECV_IDLE_MS;
     for (size_t i = 0; i < RT_GROUP_SLOTS(rt); i++) {
         struct rt_snap_recv *rcv = &rt->groups[i].snap_recv;
-        if (rcv->data == NULL || now - rcv->last_ms < idle)
+        if (!rcv->active || now - rcv->last_ms < idle)
             continue;
         RT_LOG("warn",
                "msg=\"snapshot receive abandoned\" node=%llu group=%zu from=%llu bytes=%zu "
                "idle_ms=%lld",
                (unsigned long long)rt->opts.node_id, i, (unsigned long long)rcv->from, rcv->len,
                (long long)(now - rcv->last_ms));
-        recv_reset(rcv);
+        metrics_counter_add(rt->metrics.snap_recv_abandoned, 1);
+        recv_reset(rcv); /* deletes the spool file */
     }
 }
 
@@ -948,7 +1076,7 @@ void rt_group_close_removed(struct runtime *rt, struct rt_group *g)
     }
     raft_free(g->raft);
     raft_mem_storage_free(g->mem);
-    free(g->snap_recv.data);
+    rt_snap_recv_discard(&g->snap_recv);
     struct store_fsm_batch *b = NULL;
     int rc = store_fsm_batch_new(&b);
     if (rc == 0 && g->id != 0) {
@@ -964,6 +1092,8 @@ void rt_group_close_removed(struct runtime *rt, struct rt_group *g)
         store_key_group_meta(k, g->id, SLOT_GROUP_META_MIGRATION);
         store_fsm_batch_delete(b, k, sizeof(k));
         store_key_group_meta(k, g->id, SLOT_GROUP_META_SNAPSHOT);
+        store_fsm_batch_delete(b, k, sizeof(k));
+        store_key_group_meta(k, g->id, SLOT_GROUP_META_INSTALL);
         store_fsm_batch_delete(b, k, sizeof(k));
         store_fsm_batch_set_applied(b, g->id, 0);
         rc = store_fsm_write(rt->store, b, true);
@@ -998,97 +1128,343 @@ void rt_group_close_removed(struct runtime *rt, struct rt_group *g)
            (unsigned long long)rt->opts.node_id, id);
 }
 
-/* Storage stage: replaces the group's rows with the snapshot's in one synced
- * batch carrying the applied index and the snapshot's raft position, then sets the group's
- * fsm_state and apply position (struct rt_group: the storage stage writes them here because
- * installs_blocked kept every apply job out, and none starts until storage_done). */
-int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_install *in)
+/* ---- Snapshots: installing a spooled one ---- */
+
+/* The in-progress row (SLOT_GROUP_META_INSTALL) of a batched install: [ver][index u64][term u64]
+ * [transfer u64][length u64][crc32 u32][delete bitmap 32][write bitmap 32] - the spool file's
+ * descriptor and the hash slots whose old rows the install
+ * deletes and those whose snapshot rows it writes, decided once, so a resumed install does the
+ * same whatever the other groups' state is when the node restarts. */
+#define INSTALL_ROW_LEN (1 + 36 + 64)
+
+struct install_plan {
+    uint64_t index, term, transfer, len;
+    uint32_t crc;
+    uint8_t del[32];
+    uint8_t write[32];
+};
+
+static void plan_encode(const struct install_plan *p, uint8_t out[INSTALL_ROW_LEN])
 {
-    RT_ASSERT_NOT_LOOP(rt);
-    if (g->id == 0)
-        return rt_ctl_install(rt, g, in->data, in->len, &in->meta);
-    const uint8_t *p = in->data, *end = in->data + in->len;
-    uint8_t owned[32] = {0}, both[32];
-    uint8_t mk[STORE_GROUP_META_KEY_LEN];
+    out[0] = STORE_VALUE_VERSION;
+    store_put_u64(out + 1, p->index);
+    store_put_u64(out + 9, p->term);
+    store_put_u64(out + 17, p->transfer);
+    store_put_u64(out + 25, p->len);
+    store_put_u32(out + 33, p->crc);
+    memcpy(out + 37, p->del, 32);
+    memcpy(out + 69, p->write, 32);
+}
+
+static int plan_decode(const uint8_t *v, size_t vl, struct install_plan *p)
+{
+    if (vl != INSTALL_ROW_LEN || v[0] != STORE_VALUE_VERSION)
+        return -1;
+    p->index = store_get_u64(v + 1);
+    p->term = store_get_u64(v + 9);
+    p->transfer = store_get_u64(v + 17);
+    p->len = store_get_u64(v + 25);
+    p->crc = store_get_u32(v + 33);
+    memcpy(p->del, v + 37, 32);
+    memcpy(p->write, v + 69, 32);
+    return 0;
+}
+
+static size_t install_batch_bytes(const struct runtime *rt)
+{
+    return rt->opts.snap_install_batch_bytes ? rt->opts.snap_install_batch_bytes
+                                             : RT_SNAP_INSTALL_BATCH_BYTES;
+}
+
+/* One pass over the spool file at path (descriptor d). write = false: checks every row (the
+ * ownership row first, then the optional migration row, every other row in the snapshot's own
+ * hash slots, the length and CRC) and, unless `decided`, fills plan's bitmaps from the hosted
+ * groups' fsm_state. write = true: installs - the first (synced) batch deletes the rows of
+ * plan->del, writes the ownership and migration rows, the in-progress row and applied index 0;
+ * middle batches of at most install_batch_bytes row bytes put rows of plan->write; the last
+ * (synced) one writes the snapshot position, the applied index and deletes the in-progress row.
+ * Sets owned and mig. Storage stage, or startup before the group opens. *why: what failed. */
+static int spool_pass(struct runtime *rt, struct rt_group *g, const char *path,
+                      const struct rt_spool_desc *d, struct install_plan *plan, bool decided,
+                      bool write, uint8_t owned[32], struct slot_group_state *mig, const char **why)
+{
+    struct rt_spool_reader rd;
+    if (rt_spool_reader_open(&rd, path, d, RT_SPOOL_PIECE_BYTES) != 0) {
+        *why = errno == ENOENT   ? "the spool file is missing"
+               : errno == EINVAL ? "the spool file's length is not the snapshot's"
+                                 : "the spool file cannot be read";
+        return STORE_EIO;
+    }
+    int rc = STORE_ECORRUPT;
+    struct store_fsm_batch *b = NULL;
+    uint8_t mk[STORE_GROUP_META_KEY_LEN], gk[STORE_GROUP_META_KEY_LEN];
+    uint8_t ik[STORE_GROUP_META_KEY_LEN];
     store_key_group_meta(mk, g->id, SLOT_GROUP_META_OWNED);
-    /* The first row is the group's ownership record. */
-    if (end - p < 8 || store_get_u32(p) != sizeof(mk) || memcmp(p + 4, mk, sizeof(mk)) != 0 ||
-        store_get_u32(p + 4 + sizeof(mk)) != 1 + sizeof(owned))
-        return STORE_ECORRUPT;
-    memcpy(owned, p + 8 + sizeof(mk) + 1, sizeof(owned));
-    /* Then, from snapshots that carry it, the migration record. */
-    struct slot_group_state mig;
-    memset(&mig, 0, sizeof(mig));
-    uint8_t gk[STORE_GROUP_META_KEY_LEN];
     store_key_group_meta(gk, g->id, SLOT_GROUP_META_MIGRATION);
-    const uint8_t *q = p + 8 + sizeof(mk) + 1 + sizeof(owned);
-    bool has_mig =
-        end - q >= 8 && store_get_u32(q) == sizeof(gk) && memcmp(q + 4, gk, sizeof(gk)) == 0;
-    if (has_mig &&
-        ((size_t)(end - q) < 8 + sizeof(gk) + SLOT_GROUP_META_MIGRATION_LEN ||
-         store_get_u32(q + 4 + sizeof(gk)) != SLOT_GROUP_META_MIGRATION_LEN ||
-         slot_group_migration_decode(q + 8 + sizeof(gk), SLOT_GROUP_META_MIGRATION_LEN, &mig) != 0))
-        return STORE_ECORRUPT;
-    uint8_t rows[32], snap_rows[32]; /* hash slots whose rows the snapshot carries / we write */
-    for (size_t i = 0; i < sizeof(both); i++) {
-        snap_rows[i] = rows[i] = owned[i] | mig.incoming[i];
-        both[i] = rows[i] | g->fsm_state.owned[i] | g->fsm_state.incoming[i];
+    store_key_group_meta(ik, g->id, SLOT_GROUP_META_INSTALL);
+    const uint8_t *k, *v;
+    size_t kl, vl;
+    *why = "the spool file's rows are corrupt";
+    /* The first row is the group's ownership record. */
+    int n = rt_spool_reader_next(&rd, &k, &kl, &v, &vl);
+    if (n != 1 || kl != sizeof(mk) || memcmp(k, mk, kl) != 0 || vl != 1 + 32)
+        goto out;
+    uint8_t own_v[1 + 32];
+    memcpy(own_v, v, sizeof(own_v));
+    memcpy(owned, v + 1, 32);
+    /* Then, from snapshots that carry it, the migration record. */
+    memset(mig, 0, sizeof(*mig));
+    n = rt_spool_reader_next(&rd, &k, &kl, &v, &vl);
+    bool has_mig = n == 1 && kl == sizeof(gk) && memcmp(k, gk, kl) == 0;
+    uint8_t mig_v[SLOT_GROUP_META_MIGRATION_LEN];
+    if (has_mig) {
+        if (vl != SLOT_GROUP_META_MIGRATION_LEN || slot_group_migration_decode(v, vl, mig) != 0)
+            goto out;
+        memcpy(mig_v, v, sizeof(mig_v));
     }
-    struct store_fsm_batch *b;
-    int rc = store_fsm_batch_new(&b);
-    if (rc != 0)
-        return rc;
-    /* Hash slots whose rows another hosted group has the say over are neither deleted nor
-     * written (a migration between two groups hosted here). */
-    uint8_t mine[32];
-    for (size_t i = 0; i < sizeof(mine); i++)
-        mine[i] = 0xFF;
-    drop_claimed(rt, g, mine, true);
-    for (size_t i = 0; i < sizeof(both); i++) {
-        both[i] &= mine[i];
-        rows[i] &= mine[i];
+    uint8_t snap_rows[32]; /* hash slots whose rows the snapshot carries */
+    for (size_t i = 0; i < sizeof(snap_rows); i++)
+        snap_rows[i] = owned[i] | mig->incoming[i];
+    if (!write && !decided) {
+        /* Hash slots whose rows another hosted group has the say over are neither deleted nor
+         * written (a migration between two groups hosted here). */
+        uint8_t mine[32];
+        memset(mine, 0xFF, sizeof(mine));
+        drop_claimed(rt, g, mine, true);
+        for (size_t i = 0; i < sizeof(mine); i++) {
+            plan->write[i] = snap_rows[i] & mine[i];
+            plan->del[i] =
+                (snap_rows[i] | g->fsm_state.owned[i] | g->fsm_state.incoming[i]) & mine[i];
+        }
     }
-    rc = delete_owned(rt, b, both);
-    if (rc == 0 && !has_mig)
-        store_fsm_batch_delete(b, gk, sizeof(gk));
-    while (rc == 0 && p < end) {
-        if (end - p < 4)
-            rc = STORE_ECORRUPT;
-        size_t kl = rc ? 0 : store_get_u32(p);
-        if (rc == 0 && (size_t)(end - p) < 8 + kl)
-            rc = STORE_ECORRUPT;
-        size_t vl = rc ? 0 : store_get_u32(p + 4 + kl);
-        if (rc == 0 && (size_t)(end - p) < 8 + kl + vl)
-            rc = STORE_ECORRUPT;
+    size_t batch_max = install_batch_bytes(rt), batch_bytes = 0, middle = 0;
+    if (write) {
+        if ((rc = store_fsm_batch_new(&b)) != 0)
+            goto out_io;
+        rc = delete_owned(rt, b, plan->del);
         if (rc != 0)
-            break;
-        const uint8_t *k = p + 4, *v = p + 8 + kl;
+            goto out_io;
+        if (!has_mig)
+            store_fsm_batch_delete(b, gk, sizeof(gk));
+        store_fsm_batch_put(b, mk, sizeof(mk), own_v, sizeof(own_v));
+        if (has_mig)
+            store_fsm_batch_put(b, gk, sizeof(gk), mig_v, sizeof(mig_v));
+        uint8_t iv[INSTALL_ROW_LEN];
+        plan_encode(plan, iv);
+        store_fsm_batch_put(b, ik, sizeof(ik), iv, sizeof(iv));
+        store_fsm_batch_set_applied(b, g->id, 0);
+        rc = store_fsm_write(rt->store, b, true);
+        if (rc != 0)
+            goto out_io;
+        SLOTD_FAULT_NOTE_FSM_SYNCED(rt->data_dir);
+        store_fsm_batch_clear(b);
+    }
+    if (has_mig)
+        n = rt_spool_reader_next(&rd, &k, &kl, &v, &vl);
+    rc = STORE_ECORRUPT;
+    for (; n == 1; n = rt_spool_reader_next(&rd, &k, &kl, &v, &vl)) {
         bool meta = kl == sizeof(mk) && (memcmp(k, mk, kl) == 0 || memcmp(k, gk, kl) == 0);
         uint16_t hs = kl >= 2 ? store_get_u16(k) : 0xFFFF;
         if (!meta && (hs >= 256 || !bit(snap_rows, hs)))
-            rc = STORE_ECORRUPT; /* a row outside the snapshot's own hash slots */
-        else if (meta || bit(rows, hs))
-            store_fsm_batch_put(b, k, kl, v, vl);
-        p += 8 + kl + vl;
+            goto out; /* a row outside the snapshot's own hash slots */
+        if (!write || !(meta || bit(plan->write, hs)))
+            continue;
+        store_fsm_batch_put(b, k, kl, v, vl);
+        batch_bytes += kl + vl;
+        if (batch_bytes >= batch_max) {
+            if ((rc = store_fsm_write(rt->store, b, false)) != 0)
+                goto out_io;
+            store_fsm_batch_clear(b);
+            batch_bytes = 0;
+            if (++middle == 1)
+                SLOTD_CRASH_POINT("snapshot_mid_install"); /* first batch + one middle one */
+            rc = STORE_ECORRUPT;
+        }
     }
-    if (rc == 0) {
+    if (n != 0)
+        goto out;
+    rc = 0;
+    if (write) {
         /* The snapshot's raft position, so a restart that finds the rows but not
          * the raftlog batch written after them can rebuild the log position. */
         uint8_t pk[STORE_GROUP_META_KEY_LEN], pv[17];
         store_key_group_meta(pk, g->id, SLOT_GROUP_META_SNAPSHOT);
         pv[0] = STORE_VALUE_VERSION;
-        store_put_u64(pv + 1, in->meta.index);
-        store_put_u64(pv + 9, in->meta.term);
+        store_put_u64(pv + 1, plan->index);
+        store_put_u64(pv + 9, plan->term);
         store_fsm_batch_put(b, pk, sizeof(pk), pv, sizeof(pv));
-        store_fsm_batch_set_applied(b, g->id, in->meta.index);
+        store_fsm_batch_set_applied(b, g->id, plan->index);
+        store_fsm_batch_delete(b, ik, sizeof(ik));
         rc = store_fsm_write(rt->store, b, true);
+        if (rc != 0)
+            goto out_io;
     }
+    goto out;
+
+out_io:
+    *why = "writing the rows failed";
+out:
     store_fsm_batch_free(b);
+    rt_spool_reader_close(&rd);
+    return rc;
+}
+
+/* Checks, then installs, the spooled snapshot (see spool_pass). */
+static int install_spool(struct runtime *rt, struct rt_group *g, const char *path,
+                         const struct rt_spool_desc *d, struct install_plan *plan, bool decided,
+                         uint8_t owned[32], struct slot_group_state *mig, const char **why)
+{
+    int rc = spool_pass(rt, g, path, d, plan, decided, false, owned, mig, why);
+    if (rc == 0)
+        rc = spool_pass(rt, g, path, d, plan, true, true, owned, mig, why);
+    return rc;
+}
+
+/* Deletes the .snap files of group (all, or all but transfer `keep` when has_keep). */
+static void spool_delete_group(const struct runtime *rt, uint32_t group, bool has_keep,
+                               uint64_t keep)
+{
+    char dir[sizeof(rt->data_dir) + 16];
+    snprintf(dir, sizeof(dir), "%s/%s", rt->data_dir, RT_SPOOL_DIR);
+    DIR *dp = opendir(dir);
+    if (dp == NULL)
+        return;
+    struct dirent *de;
+    while ((de = readdir(dp)) != NULL) {
+        uint32_t gr;
+        uint64_t tr;
+        bool part;
+        if (rt_spool_name_parse(de->d_name, &gr, &tr, &part) != 0 || gr != group || part ||
+            (has_keep && tr == keep))
+            continue;
+        char path[sizeof(dir) + 300];
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        unlink(path);
+    }
+    closedir(dp);
+}
+
+int rt_snap_spool_init(struct runtime *rt, char *err, size_t errlen)
+{
+    char dir[sizeof(rt->data_dir) + 16];
+    snprintf(dir, sizeof(dir), "%s/%s", rt->data_dir, RT_SPOOL_DIR);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "snapshot spool folder %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    DIR *dp = opendir(dir);
+    if (dp == NULL) {
+        snprintf(err, errlen, "snapshot spool folder %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    struct dirent *de;
+    while ((de = readdir(dp)) != NULL) {
+        uint32_t gr;
+        uint64_t tr;
+        bool part;
+        if (rt_spool_name_parse(de->d_name, &gr, &tr, &part) != 0 || !part)
+            continue;
+        char path[sizeof(dir) + 300];
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (unlink(path) == 0)
+            RT_LOG("info", "msg=\"deleted a partly received snapshot\" path=\"%s\"", path);
+    }
+    closedir(dp);
+    return 0;
+}
+
+int rt_snap_install_resume(struct runtime *rt, struct rt_group *g, char *err, size_t errlen)
+{
+    uint8_t ik[STORE_GROUP_META_KEY_LEN];
+    store_key_group_meta(ik, g->id, SLOT_GROUP_META_INSTALL);
+    void *v = NULL;
+    size_t vl = 0;
+    int rc = store_fsm_get(rt->store, ik, sizeof(ik), &v, &vl);
+    if (rc == STORE_ENOTFOUND) {
+        spool_delete_group(rt, g->id, false, 0); /* received, never installed: raft resends */
+        return 0;
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "group %u: read the snapshot install record: %s", g->id,
+                 store_strerror(rc));
+        return -1;
+    }
+    struct install_plan plan;
+    rc = plan_decode(v, vl, &plan);
+    free(v);
+    if (rc != 0) {
+        snprintf(err, errlen, "group %u: the snapshot install record is corrupt", g->id);
+        return -1;
+    }
+    char path[sizeof(rt->data_dir) + 64];
+    rt_spool_path(path, sizeof(path), rt->data_dir, g->id, plan.transfer, false);
+    if (access(path, F_OK) != 0) {
+        snprintf(err, errlen,
+                 "group %u: a snapshot install (index %llu) was interrupted and its spool file "
+                 "%s is missing (%s): the group's rows are half installed; restore this node's "
+                 "data dir or remove the node and add it back",
+                 g->id, (unsigned long long)plan.index, path, strerror(errno));
+        return -1;
+    }
+    struct rt_spool_desc d = {.transfer_id = plan.transfer, .len = plan.len, .crc = plan.crc};
+    uint8_t owned[32];
+    struct slot_group_state mig;
+    const char *why = "";
+    RT_LOG("warn",
+           "msg=\"resuming an interrupted snapshot install\" group=%u index=%llu path=\"%s\"",
+           g->id, (unsigned long long)plan.index, path);
+    rc = install_spool(rt, g, path, &d, &plan, true, owned, &mig, &why);
+    if (rc != 0) {
+        snprintf(err, errlen,
+                 "group %u: a snapshot install (index %llu) was interrupted and its spool file "
+                 "%s is bad (%s): the group's rows are half installed; restore this node's data "
+                 "dir or remove the node and add it back",
+                 g->id, (unsigned long long)plan.index, path, why);
+        return -1;
+    }
+    SLOTD_FAULT_NOTE_FSM_SYNCED(rt->data_dir);
+    unlink(path);
+    RT_LOG("info", "msg=\"interrupted snapshot install finished\" group=%u index=%llu", g->id,
+           (unsigned long long)plan.index);
+    return 0;
+}
+
+/* Storage stage: replaces the group's rows with the snapshot's - group 0's from memory
+ * (rt_ctl_install), a data group's from its spool file in bounded batches (spool_pass) - then
+ * sets the group's fsm_state and apply position (struct rt_group: the storage stage writes them
+ * here because installs_blocked kept every apply job out, and none starts until storage_done). */
+int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_install *in)
+{
+    RT_ASSERT_NOT_LOOP(rt);
+    if (g->id == 0)
+        return rt_ctl_install(rt, g, in->data, in->len, &in->meta);
+    struct rt_spool_desc d;
+    if (rt_spool_desc_decode(in->data, in->len, &d) != 0) {
+        RT_LOG("error", "msg=\"snapshot install: not a spool descriptor\" group=%u bytes=%zu",
+               g->id, in->len);
+        return STORE_ECORRUPT;
+    }
+    char path[sizeof(rt->data_dir) + 64];
+    if (rt_spool_path(path, sizeof(path), rt->data_dir, g->id, d.transfer_id, false) != 0)
+        return STORE_EIO;
+    struct install_plan plan = {.index = in->meta.index,
+                                .term = in->meta.term,
+                                .transfer = d.transfer_id,
+                                .len = d.len,
+                                .crc = d.crc};
+    uint8_t owned[32];
+    struct slot_group_state mig;
+    const char *why = "";
+    int rc = install_spool(rt, g, path, &d, &plan, false, owned, &mig, &why);
     slot_fsm_forget_rows(rt->fsm); /* the apply's cached versions of the replaced rows */
-    if (rc != 0)
+    if (rc != 0) {
+        RT_LOG("error", "msg=\"snapshot install failed\" group=%u path=\"%s\" err=\"%s\"", g->id,
+               path, why);
         return rc;
+    }
     SLOTD_FAULT_NOTE_FSM_SYNCED(rt->data_dir);
     SLOTD_CRASH_POINT("snapshot_after_fsm_rows"); /* rows synced, raftlog batch not written */
+    unlink(path);
     memcpy(g->fsm_state.owned, owned, sizeof(owned));
     memcpy(g->fsm_state.fenced, mig.fenced, sizeof(mig.fenced));
     memcpy(g->fsm_state.incoming, mig.incoming, sizeof(mig.incoming));

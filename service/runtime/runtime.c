@@ -562,7 +562,7 @@ int runtime_new(const struct runtime_options *o, struct store *store, struct rou
         snprintf(err, errlen, "out of memory");
         goto err_after_alloc;
     }
-    if (rt_groups_open(rt, err, errlen) != 0)
+    if (rt_groups_open(rt, err, errlen) != 0 || rt_snap_spool_init(rt, err, errlen) != 0)
         goto err_after_alloc;
     rt_metrics_init(rt);
     if (rt_ctl_open(rt, err, errlen) != 0)

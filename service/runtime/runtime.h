@@ -71,6 +71,11 @@ struct runtime_options {
      * (peer.c rt_snap_recv_expire); default RT_SNAP_RECV_IDLE_MS (90 s, 3 x the sender's chunk
      * RPC timeout). */
     uint64_t snap_recv_idle_ms;
+    /* The largest data-group snapshot this node receives (spooled to <data dir>/snap-recv);
+     * a larger one is refused at its first chunk; default RT_SNAP_RECV_MAX_BYTES (64 GiB). */
+    uint64_t snap_recv_max_bytes;
+    /* Row bytes per LevelDB batch when a received snapshot is installed; default 4 MiB. */
+    size_t snap_install_batch_bytes;
     /* Proposals of one group appended on its leader and not yet committed (its pending list)
      * beyond which a new one is refused with QUEUE_FULL (loop.c), so one hot group cannot hold
      * every call the node takes while the others wait; default 1024. */

@@ -375,7 +375,7 @@ static void close_removed(struct runtime *rt)
             continue;
         /* Any apply job or staged install reads every hosted group's fsm_state, which closing
          * zeroes (rt_group_close_removed): wait for a turn without either. */
-        bool busy = g->in_batch || g->apply_jobs > 0 || g->snap_recv.data != NULL ||
+        bool busy = g->in_batch || g->apply_jobs > 0 || g->snap_recv.active ||
                     !rt_apply_idle(rt) || rt->installs != NULL;
         for (struct rt_snap_send *x = rt->snap_sends; x != NULL && !busy; x = x->next)
             busy = x->g == g;

@@ -6,6 +6,7 @@ import sys
 import threading
 import time
 import unittest
+import urllib.request
 
 import grpc
 
@@ -140,6 +141,16 @@ def probe_writes(cluster, vias, group_ids, t0, bound_s, seed):
     for thread in threads:
         thread.join(bound_s + PROBE_RPC_TIMEOUT_S + 5)
     return out
+
+
+def _abandoned_total(port):
+    """slotd_snapshot_recv_abandoned_total scraped from a node's /metrics."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as resp:
+        text = resp.read().decode()
+    m = re.search(r"^slotd_snapshot_recv_abandoned_total (\S+)$", text, re.M)
+    if m is None:
+        raise AssertionError("no slotd_snapshot_recv_abandoned_total in /metrics")
+    return float(m.group(1))
 
 
 class Ledger:
@@ -609,13 +620,17 @@ class ClusterFailureTest(h.SlotdTestCase):
         self.assertEqual(sent, {str(n) for n in laggers})
 
     def test_snapshot_receive_abandoned(self):
-        """A follower whose snapshot sender stops mid-transfer discards the half-filled staging
-        buffer after --snapshot-recv-idle-ms (logged), and a fresh transfer from the new leader
-        then installs every row."""
+        """A follower whose snapshot sender stops mid-transfer spools the chunks to
+        <data dir>/snap-recv/g1-<transfer>.part, deletes that file after --snapshot-recv-idle-ms
+        (logged, slotd_snapshot_recv_abandoned_total 0 -> 1), and a fresh transfer from the new
+        leader then installs every row and leaves no spool file."""
+        metrics = h.free_ports(3)
         c = self.new_cluster(size=3, replicas=3, slot_groups=1,
                              extra_args=["--compact-entries", "50", "--compact-tail", "5",
                                          "--snapshot-chunk-bytes", "256",
-                                         "--snapshot-recv-idle-ms", str(ABANDON_IDLE_MS)])
+                                         "--snapshot-recv-idle-ms", str(ABANDON_IDLE_MS)],
+                             node_args={n: ["--metrics-listen", "127.0.0.1:%d" % metrics[n - 1]]
+                                        for n in (1, 2, 3)})
         route = c.wait_leaders()
         leader = c.leaders(route)[1]
         lagger, other = sorted(n for n in c.node_ids if n != leader)
@@ -646,6 +661,10 @@ class ClusterFailureTest(h.SlotdTestCase):
         paused_at = time.monotonic()
         self.assertFalse(c.server(lagger).log_lines('msg="snapshot received"', True),
                          "the transfer ended before the sender was stopped")
+        spool = c.server(lagger).data_dir / "snap-recv"
+        parts = sorted(p.name for p in spool.glob("g1-*.part"))
+        self.assertEqual(len(parts), 1, "no spool file of the transfer in %s" % spool)
+        self.assertEqual(_abandoned_total(metrics[lagger - 1]), 0)
         abandoned = []
         while not abandoned and time.monotonic() < paused_at + ABANDON_BOUND_S:
             abandoned = c.server(lagger).log_lines('msg="snapshot receive abandoned"', True)
@@ -658,6 +677,8 @@ class ClusterFailureTest(h.SlotdTestCase):
         self.assertEqual((d["group"], d["from"]), ("1", str(leader)))
         self.assertGreater(int(d["bytes"]), 0)
         self.assertGreaterEqual(took, ABANDON_IDLE_MS / 1000.0 - 0.5)
+        self.assertFalse((spool / parts[0]).exists(), "the abandoned spool file is still there")
+        self.assertEqual(_abandoned_total(metrics[lagger - 1]), 1)
         c.resume(other)  # elected (the lagger's log is behind); it sends a fresh snapshot
         self.assertIsNone(c.server(lagger)._wait_serving(h.START_TIMEOUT_S))
         got, _, last = _wait_local_read(c.server(lagger), keys[0], top, CATCH_UP_BOUND_S)
@@ -667,6 +688,8 @@ class ClusterFailureTest(h.SlotdTestCase):
         self.assertTrue([line for line in c.server(lagger).log_lines(
             'msg="snapshot received"', True) if "from=%d " % other in line],
             "no fresh snapshot from node %d" % other)
+        self.assertEqual(sorted(p.name for p in spool.iterdir()), [],
+                         "spool files left after the install")
         c.resume(leader)
 
     def _settle(self, c, via, req, future, deadline):

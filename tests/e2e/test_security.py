@@ -356,6 +356,12 @@ class PeerAuthTest(h.SlotdTestCase):
             self.assertEqual(send(stream_chunk(3, g, 905, 0, 0, b"abcd")), (True, ""))
             self.assertEqual(send(stream_chunk(3, g, 906, 4, 0, b"ef", True, snap)),
                              (False, "chunk out of order"))  # another transfer mid-way
+            big = 100 << 30  # over --snapshot-recv-max-bytes (default 64 GiB): refused at once
+            self.assertEqual(send(stream_chunk(3, g, 907, 0, big, b"abcd")),
+                             (False, "snapshot of %d bytes is larger than this node accepts "
+                              "(68719476736, --snapshot-recv-max-bytes)" % big))
+            self.assertEqual(send(stream_chunk(3, g, 907, 4, big, b"ef")),
+                             (False, "chunk out of order"))  # nothing of it was kept
         self.assertTrue(tried, "node 2 hosts no slot group")
         self.assertNothingMoved(before, rev, "snapshot chunks")
 

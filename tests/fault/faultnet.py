@@ -26,7 +26,8 @@ FAULT_BIN = os.environ.get("SLOTD_FAULT_BIN", "")
 CRASH_EXIT_STATUS = 86          # FAULT_CRASH_EXIT_STATUS in service/fault/fault.h
 POLL_MS = 20                    # SLOTD_FAULT_NET_POLL_MS given to every node
 APPLY_WAIT_S = 0.15             # > several polls: a written net file is in force after this
-CRASH_POINTS = ("loop_before_log_sync", "loop_after_log_sync", "apply_after_fsm_commit", "snapshot_after_fsm_rows")
+CRASH_POINTS = ("loop_before_log_sync", "loop_after_log_sync", "apply_after_fsm_commit", "snapshot_after_fsm_rows",
+                "snapshot_mid_install")
 
 
 def fault_bin_problem():

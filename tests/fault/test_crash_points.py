@@ -149,5 +149,85 @@ class CrashPointTest(faultnet.FaultTestCase):
         self._check(c, work, keys, rng, t0, name)
 
 
+    def _local(self, server, key, min_index):
+        """A LOCAL read of key on server with min_applied_index, retried for CRASH_BOUND_S."""
+        deadline = time.monotonic() + CRASH_BOUND_S
+        while True:
+            try:
+                return faultnet.h.get(server.stub, key, consistency=faultnet.h.pb.CONSISTENCY_LOCAL,
+                                      min_applied_index=min_index, timeout=2.0).get
+            except faultnet.h.grpc.RpcError as err:
+                if time.monotonic() > deadline:
+                    self.fail("LOCAL read of %r on node %d: %s %s\n%s" % (
+                        key, server.node_id, err.code(), err.details(), server.log_tail()))
+                time.sleep(0.05)
+
+    def _snapshot_round(self, c, rng, tag, keys, gone):
+        """Node 3 stopped; via node 1, gone deleted and every key of keys written (200-byte
+        values, so the snapshot is many install batches of 4096 bytes); node 3 restarted armed,
+        it must crash in the middle of the install. Returns the highest version written."""
+        self.assertIsNone(c.stop(3))
+        top = 0
+        for k in gone:
+            faultnet.h.delete(c.stub(1), k, request_id=b"%s/del/%s" % (tag, k))
+        for k in keys:
+            resp = faultnet.h.put_retrying(c.stub(1), k, tag + b"/" + k.ljust(200, b"v"),
+                                           b"%s/put/%s" % (tag, k))
+            top = max(top, resp.put.version)
+        self.assertTrue(any(c.server(n).log_lines("log compacted") for n in (1, 2)),
+                        "no leader compacted its log")
+        c.server(3).env_once["SLOTD_CRASH_AT"] = "snapshot_mid_install"
+        c.server(3).launch()  # no wait for SERVING: it may crash before
+        self._wait_crash(c, 3, "snapshot_mid_install", CRASH_BOUND_S)
+        return top
+
+    def test_snapshot_mid_install(self):
+        """A received snapshot is installed from its spool file in batches of
+        --snapshot-install-batch-bytes. Node 3 crashes after the first middle batch (its old
+        rows deleted, some new ones written, applied index 0): restarted, it finishes the install
+        from <data dir>/snap-recv/g1-<transfer>.snap before the group starts, serves every row of
+        the snapshot LOCAL and none of the rows the snapshot no longer has, and the spool file is
+        gone. Crashed there again, with the spool file deleted, it refuses to start: exit 1 and a
+        message naming group 1 and the file."""
+        rng = random.Random("mid-install/%d" % SEED)
+        c = self.new_fault_cluster(size=3, slot_groups=1, extra_args=COMPACT_ARGS + [
+            "--snapshot-install-batch-bytes", "4096"])
+        c.wait_leaders()
+        old = c.keys_by_group("mid/old", rng, per_group=30)[1]
+        for k in old:
+            resp = faultnet.h.put_retrying(c.stub(1), k, b"old", b"old/" + k)
+        self.assertTrue(self._local(c.server(3), old[-1], resp.put.version).found)
+        new = c.keys_by_group("mid/new", rng, per_group=150)[1]
+        top = self._snapshot_round(c, rng, b"r1", new, old)
+        spool = c.server(3).data_dir / "snap-recv"
+        snaps = sorted(p.name for p in spool.glob("g1-*.snap"))
+        self.assertEqual(len(snaps), 1, "spool files after the crash: %s"
+                         % sorted(p.name for p in spool.iterdir()))
+        c.restart(3)
+        s3 = c.server(3)
+        self.assertTrue(s3.log_lines('msg="interrupted snapshot install finished" group=1', True),
+                        s3.log_tail())
+        for k in new:
+            got = self._local(s3, k, top)
+            self.assertEqual((got.found, got.value), (True, b"r1/" + k.ljust(200, b"v")), k)
+        for k in old:
+            self.assertFalse(self._local(s3, k, top).found, "old row %r left" % k)
+        self.assertFalse((spool / snaps[0]).exists(), "the spool file is still there")
+
+        self._snapshot_round(c, rng, b"r2", new[:100], new[100:])
+        snaps = sorted(spool.glob("g1-*.snap"))
+        self.assertEqual(len(snaps), 1)
+        snaps[0].unlink()
+        s3.launch()
+        status = s3.wait_exit(CRASH_BOUND_S)
+        self.assertEqual(status, 1, "node 3 did not refuse to start\n%s" % s3.log_tail())
+        refused = s3.log_lines("cannot start: interrupted snapshot install", True)
+        self.assertTrue(refused, s3.log_tail())
+        self.assertIn("group 1:", refused[0])
+        self.assertIn(str(snaps[0]), refused[0])
+        self.assertIn("is missing", refused[0])
+        sys.stderr.write("\n  refused: %s\n" % refused[0][:300])
+
+
 if __name__ == "__main__":
     unittest.main()
