@@ -55,6 +55,9 @@ static const struct opt opts[] = {
     U64(bootstrap_expect, 0, 64, "0",
         "active data nodes before slot groups are placed (0: the --peers count)"),
     U64(weight, 1, 1000, "100", "this node's capacity weight for placement"),
+    STR(zone, "",
+        "this node's failure domain (rack, zone): 1..32 of [a-z0-9._-]; the balancer and repair "
+        "put no two replicas of a group in one zone while another zone has room; \"\" = none"),
     U64(task_phase_timeout_ms, 1000, 3600000, "60000",
         "a controller task phase this node drives fails after this long without progress"),
     U64(down_replace_after_ms, 0, 86400000, "600000",
@@ -394,10 +397,12 @@ void slotd_config_usage(FILE *f)
     fprintf(f, "  %-22s %-26s %s\n", "--config", "SLOTD_CONFIG", "config file (default none)");
     fprintf(f, "  %-22s %-26s %s\n", "--help", "", "this text");
     fprintf(f, "  %-22s %-26s %s\n", "--version", "", "the version slotd was built from");
-    fprintf(f, "\n       slotd restore --from FILE --data-dir DIR --node-id N [--peers ID=HOST:PORT,...]\n"
-               "             [--keep-cluster-id]\n"
-               "  builds node N's data directory of a new cluster from a backup file (slotctl\n"
-               "  backup save); then start slotd on DIR with the same --node-id and --peers\n");
+    fprintf(
+        f,
+        "\n       slotd restore --from FILE --data-dir DIR --node-id N [--peers ID=HOST:PORT,...]\n"
+        "             [--keep-cluster-id]\n"
+        "  builds node N's data directory of a new cluster from a backup file (slotctl\n"
+        "  backup save); then start slotd on DIR with the same --node-id and --peers\n");
 }
 
 static bool name_is(const char *name, size_t len, const char *want)

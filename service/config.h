@@ -40,10 +40,11 @@ struct slotd_config {
     uint64_t snapshot_recv_max_bytes;
     uint64_t snapshot_install_batch_bytes;
     uint64_t group_proposals_max;
-    uint64_t watch_history_bytes; /* per hosted group; 0 = Watch disabled */
+    uint64_t watch_history_bytes;   /* per hosted group; 0 = Watch disabled */
     uint64_t tls_client_auth;       /* 1: require and verify client certificates (mTLS) */
     uint64_t bootstrap_expect;      /* active data nodes before placement; 0 = the --peers count */
     uint64_t weight;                /* capacity weight for placement */
+    char zone[33];                  /* failure domain label; "" = none (ctl_zone_valid) */
     uint64_t task_phase_timeout_ms; /* a task phase without progress fails after this long */
     uint64_t down_replace_after_ms; /* repair: replace a down node's replicas (0: never) */
     uint64_t repair_max_moves;      /* repair: replica moves active at once, at most */

@@ -299,6 +299,11 @@ int main(int argc, char **argv)
         snprintf(err, sizeof(err), "--log-format: \"%s\" is not text or json", f.log_format);
         rc = -1;
     }
+    if (rc == 0 && !ctl_zone_valid(f.zone)) {
+        snprintf(err, sizeof(err), "--zone: \"%s\" is not 1..%d bytes of [a-z0-9._-]", f.zone,
+                 CTL_ZONE_MAX);
+        rc = -1;
+    }
     slog_set_level(level);
     slog_set_format(format);
     for (char *line = warnings, *nl; rc == 0 && line != NULL && *line != '\0'; line = nl + 1) {
@@ -434,6 +439,7 @@ int main(int argc, char **argv)
     ro.bootstrap_expect = (unsigned)f.bootstrap_expect;
     ro.join = f.join;
     ro.weight = (unsigned)f.weight;
+    ro.zone = f.zone;
     ro.task_phase_timeout_ms = (unsigned)f.task_phase_timeout_ms;
     ro.down_replace_after_ms = f.down_replace_after_ms;
     ro.repair_max_moves = (unsigned)f.repair_max_moves;

@@ -88,8 +88,8 @@ static json_t *js_health_of(json_t *state, uint64_t id)
 
 static void cluster_print_nodes(FILE *out, json_t *state, int64_t now_ms)
 {
-    fprintf(out, "\nNODES\n%6s  %-22s  %-22s  %-21s  %-8s  %-7s  %6s  %s\n", "NODE",
-            "CLIENT ADDRESS", "PEER ADDRESS", "ROLES", "JOIN", "STATUS", "WEIGHT",
+    fprintf(out, "\nNODES\n%6s  %-22s  %-22s  %-21s  %-8s  %-7s  %6s  %-8s  %s\n", "NODE",
+            "CLIENT ADDRESS", "PEER ADDRESS", "ROLES", "JOIN", "STATUS", "WEIGHT", "ZONE",
             "LAST HEALTH REPORT");
     size_t i;
     json_t *n;
@@ -102,10 +102,11 @@ static void cluster_print_nodes(FILE *out, json_t *state, int64_t now_ms)
             int64_t ms = now_ms - (int64_t)js_u64(h, "reported_at_ms");
             snprintf(age, sizeof(age), "%.1f s ago", (double)(ms > 0 ? ms : 0) / 1000.0);
         }
-        const char *client = js_str(n, "client_address");
-        fprintf(out, "%6" PRIu64 "  %-22s  %-22s  %-21s  %-8s  %-7s  %6" PRIu64 "  %s\n",
+        const char *client = js_str(n, "client_address"), *zone = js_str(n, "zone");
+        fprintf(out, "%6" PRIu64 "  %-22s  %-22s  %-21s  %-8s  %-7s  %6" PRIu64 "  %-8s  %s\n",
                 js_u64(n, "id"), client[0] ? client : "-", js_str(n, "address"), roles,
-                js_str(n, "join_state"), js_str(n, "status"), js_u64(n, "weight"), age);
+                js_str(n, "join_state"), js_str(n, "status"), js_u64(n, "weight"),
+                zone[0] ? zone : "-", age);
     }
 }
 
@@ -319,12 +320,11 @@ void slotctl_admin_result_print(const struct slotd_admin_result *r, const char *
 }
 
 int slotctl_admin_send(struct slotd_client *c, const struct slotctl_args *a,
-                       struct slotd_admin_command *cmd, int built,
-                       struct slotd_admin_result **out)
+                       struct slotd_admin_command *cmd, int built, struct slotd_admin_result **out)
 {
     struct slotd_error *err = NULL;
     *out = NULL;
-    int rc = !cmd ? SLOTD_CLIENT_ENOMEM
+    int rc = !cmd                       ? SLOTD_CLIENT_ENOMEM
              : built != SLOTD_CLIENT_OK ? built
                                         : slotd_client_admin_command(c, cmd, out, &err);
     int code = rc == SLOTD_CLIENT_OK ? SLOTCTL_EXIT_OK : slotctl_error_report(a, rc, err);
@@ -336,7 +336,7 @@ int slotctl_admin_send(struct slotd_client *c, const struct slotctl_args *a,
 int slotctl_node_admin_run(struct slotd_client *c, const struct slotctl_args *a)
 {
     bool join = a->cmd == SLOTCTL_CMD_JOIN;
-    enum slotd_admin_kind kind = join                               ? SLOTD_ADMIN_JOIN_NODE
+    enum slotd_admin_kind kind = join                                ? SLOTD_ADMIN_JOIN_NODE
                                  : a->cmd == SLOTCTL_CMD_REMOVE_NODE ? SLOTD_ADMIN_REMOVE_NODE
                                  : a->cmd == SLOTCTL_CMD_DEMOTE
                                      ? SLOTD_ADMIN_DEMOTE_CONTROLLER_VOTER
@@ -467,7 +467,6 @@ static int transfer_leader_report(struct slotd_client *c, const struct slotctl_a
     return code;
 }
 
-
 int slotctl_transfer_leader_run(struct slotd_client *c, const struct slotctl_args *a)
 {
     if (a->as_task)
@@ -542,8 +541,7 @@ int slotctl_feature_run(struct slotd_client *c, const struct slotctl_args *a)
     const char *feature = a->pos[1];
     bool enabled = strcmp(a->pos[2], "on") == 0;
     struct slotd_admin_command *cmd = slotd_admin_command_create(SLOTD_ADMIN_SET_FEATURE);
-    int built =
-        cmd ? slotd_admin_command_set_feature(cmd, feature, enabled) : SLOTD_CLIENT_ENOMEM;
+    int built = cmd ? slotd_admin_command_set_feature(cmd, feature, enabled) : SLOTD_CLIENT_ENOMEM;
     if (cmd)
         slotd_admin_command_set_expected_revision(cmd, a->expected_revision);
     struct slotd_admin_result *rp;

@@ -353,6 +353,46 @@ static int op_node_address(struct ctl_state *s, const json_t *cmd, struct ctl_re
     return CTL_OK;
 }
 
+bool ctl_zone_valid(const char *zone)
+{
+    size_t n = strnlen(zone, CTL_ZONE_MAX + 1);
+    if (n > CTL_ZONE_MAX) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char c = zone[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+              c == '-')) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A node's own report of its zone (it sends this when the state differs from its --zone;
+ * Peer/ControllerCommand takes it only about the calling node). A removed node keeps none. */
+static int op_node_zone(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
+{
+    char zone[CTL_ZONE_MAX + 1];
+    struct ctl_node *n = existing_node(s, cmd, "id", r);
+    if (n == NULL) {
+        return CTL_OK;
+    }
+    CTL__READ(r, ctl__json_str(cmd, "zone", "", CTL_ZONE_MAX, zone, CTL__RS(r)));
+    if (!ctl_zone_valid(zone)) {
+        return CTL__REJECT(r, "zone: \"%s\" is not 0..%u bytes of [a-z0-9._-]", zone, CTL_ZONE_MAX);
+    }
+    if (n->join_state == CTL_JOIN_REMOVED) {
+        return CTL__REJECT(r, "node %llu is removed", CTL__ULL(n->id));
+    }
+    if (strcmp(n->zone, zone) == 0) {
+        return CTL__NOOP(r, "node %llu is already in zone \"%s\"", CTL__ULL(n->id), zone);
+    }
+    snprintf(n->zone, sizeof(n->zone), "%s", zone);
+    r->outcome = CTL_OUTCOME_CHANGED;
+    return CTL_OK;
+}
+
 static int op_health_report(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
     struct ctl_health h;
@@ -439,6 +479,7 @@ static const struct op_def ops[] = {
     {"bootstrap", {"cluster_id", "config", "nodes"}, {"features"}, false, op_bootstrap},
     {"join_node", {"id", "address"}, {"weight", "client_address"}, false, op_join_node},
     {"node_address", {"id", "address", "client_address"}, {NULL}, false, op_node_address},
+    {"node_zone", {"id", "zone"}, {NULL}, false, op_node_zone},
     {"activate_node", {"id"}, {NULL}, false, op_activate_node},
     {"set_preferred_leader", {"group", "node"}, {NULL}, false, op_set_preferred_leader},
     {"set_node_status", {"id", "status"}, {NULL}, false, op_set_node_status},

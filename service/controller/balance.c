@@ -1,5 +1,6 @@
-/* balance.c - ctl_balance_plan(): which replica moves bring every active node's replica count to
- * its weighted share, as ordinary fenced replica moves; ctl_balance_leaders(): which preferred
+/* balance.c - ctl_balance_plan(): which replica moves take a group's second replica out of a
+ * zone and bring every active node's replica count to its weighted share, as ordinary fenced
+ * replica moves; ctl_balance_leaders(): which preferred
  * leaders to change so they spread evenly. From the replicated state only. Pure. */
 #include <stdio.h>
 #include <string.h>
@@ -13,9 +14,18 @@ static bool balance_node_eligible(const struct ctl_node *n)
            (n->roles & CTL_ROLE_DATA);
 }
 
-static bool balance_zone_set(const char *const *zones, uint32_t i)
+/* Node index i's zone: zones[i] when zones is given, else the node record's; NULL for none. */
+static const char *balance_zone(const struct ctl_state *s, const char *const *zones, uint32_t i)
 {
-    return zones != NULL && zones[i] != NULL && zones[i][0] != '\0';
+    const char *z = zones != NULL ? zones[i] : s->nodes[i].zone;
+    return z != NULL && z[0] != '\0' ? z : NULL;
+}
+
+static bool balance_same_zone(const struct ctl_state *s, const char *const *zones, uint32_t a,
+                              uint32_t b)
+{
+    const char *za = balance_zone(s, zones, a), *zb = balance_zone(s, zones, b);
+    return za != NULL && zb != NULL && strcmp(za, zb) == 0;
 }
 
 /* Index of node id in s->nodes, -1 if absent. */
@@ -59,8 +69,7 @@ static bool balance_group_movable(const struct ctl_state *s, const struct ctl_gr
             continue;
         }
         others_alive += s->nodes[p].status == CTL_STATUS_ALIVE;
-        if (balance_zone_set(zones, dst) && balance_zone_set(zones, (uint32_t)p) &&
-            strcmp(zones[dst], zones[p]) == 0) {
+        if (balance_same_zone(s, zones, dst, (uint32_t)p)) {
             return false;
         }
     }
@@ -115,6 +124,46 @@ void ctl_balance_plan(const struct ctl_state *s, const char *const *zones, uint3
         sc->weight = s->nodes[i].weight;
         sc->replicas = (uint32_t)held[i];
         sc->share_x10 = (uint32_t)((total * (int64_t)s->nodes[i].weight * 10 + wsum / 2) / wsum);
+    }
+    /* First the zone rule: a group with two peers in one zone moves one of them (the one with
+     * more excess) to the eligible node with the least excess whose zone no other peer has. */
+    for (uint32_t k = 0; k < s->n_groups && active + out->n_moves < max_moves && wsum > 0; k++) {
+        const struct ctl_group *g = &s->groups[k];
+        int src = -1, dst = -1, twin = -1;
+        for (uint32_t a = 0; a < g->n_peers && src < 0; a++) {
+            for (uint32_t b = a + 1; b < g->n_peers && src < 0; b++) {
+                int x = balance_node_index(s, g->desired_peers[a]);
+                int y = balance_node_index(s, g->desired_peers[b]);
+                if (x >= 0 && y >= 0 && balance_same_zone(s, zones, (uint32_t)x, (uint32_t)y)) {
+                    src = excess[x] >= excess[y] ? x : y;
+                    twin = src == x ? y : x;
+                }
+            }
+        }
+        for (uint32_t b = 0; src >= 0 && b < s->n_nodes; b++) {
+            if (balance_node_eligible(&s->nodes[b]) && (dst < 0 || excess[b] < excess[dst]) &&
+                balance_group_movable(s, g, zones, (uint32_t)src, b, out)) {
+                dst = (int)b;
+            }
+        }
+        if (dst < 0) {
+            continue; /* no node in another zone can take it now */
+        }
+        struct ctl_balance_move *m = &out->moves[out->n_moves++];
+        m->group = g->id;
+        m->source = s->nodes[src].id;
+        m->target = s->nodes[dst].id;
+        const char *zd = balance_zone(s, zones, (uint32_t)dst);
+        snprintf(m->why, sizeof(m->why),
+                 "group %u has replicas on nodes %llu and %llu, both in zone %s; node %llu is in "
+                 "%s%s, which no other replica of it is in",
+                 g->id, (unsigned long long)m->source, (unsigned long long)s->nodes[twin].id,
+                 balance_zone(s, zones, (uint32_t)src), (unsigned long long)m->target,
+                 zd != NULL ? "zone " : "no zone", zd != NULL ? zd : "");
+        held[src]--;
+        held[dst]++;
+        excess[src] -= wsum;
+        excess[dst] += wsum;
     }
     /* Each move takes one replica from the node with the most excess to the one with the least
      * among the pairs apart by more than one replica (so the sum of squared excesses falls:

@@ -174,6 +174,20 @@ int ctl_cmd_node_address(uint64_t id, const char *address, const char *client_ad
     return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
+int ctl_cmd_node_zone(uint64_t id, const char *zone, char **out)
+{
+    if (zone == NULL || !ctl_zone_valid(zone) || id > CTL_U64_JSON_MAX) {
+        return CTL_EINVALID;
+    }
+    json_t *cmd = ctl__cmd_op_new("node_zone");
+    int bad = cmd == NULL;
+    if (!bad) {
+        bad |= ctl__json_set(cmd, "id", json_integer((json_int_t)id));
+        bad |= ctl__json_set(cmd, "zone", json_string(zone));
+    }
+    return ctl__cmd_finish(cmd, bad, 0, out);
+}
+
 /* A command {op, key: id} for the ops that name one node. */
 static int one_node(const char *op, const char *key, uint64_t id, uint64_t expected_revision,
                     char **out)

@@ -28,6 +28,9 @@ static json_t *encode_node(const struct ctl_node *n)
         bad |= ctl__json_set(o, "join_state", json_string(ctl_join_state_name(n->join_state)));
         bad |= ctl__json_set(o, "status", json_string(ctl_node_status_name(n->status)));
         bad |= ctl__json_set(o, "weight", json_integer(n->weight));
+        if (n->zone[0] != '\0') {
+            bad |= ctl__json_set(o, "zone", json_string(n->zone));
+        }
     }
     json_decref(roles);
     if (bad) {

@@ -13,6 +13,7 @@
 #define CTL_HASH_SLOT_BYTES (CTL_HASH_SLOTS / 8) /* a hash-slot bitmap: bit s%8 of byte s/8 */
 #define CTL_GROUPS_MAX 64
 #define CTL_NODES_MAX 64
+#define CTL_ZONE_MAX 32 /* bytes of a node's zone label */
 #define CTL_TASKS_MAX 64
 #define CTL_REPLICAS_MAX 7
 #define CTL_PARTICIPANTS_MAX 8
@@ -98,6 +99,9 @@ struct ctl_node {
     enum ctl_join_state join_state;
     enum ctl_node_status status;
     uint32_t weight; /* capacity weight, CTL_WEIGHT_MIN..CTL_WEIGHT_MAX */
+    /* failure domain (--zone), "" = none; ctl_zone_valid. Set by the node's own node_zone
+     * report: no two replicas of a group in one zone where the balancer and repair choose. */
+    char zone[CTL_ZONE_MAX + 1];
 };
 
 struct ctl_group {
@@ -208,7 +212,7 @@ struct ctl_task {
  * "features" and by set_feature. */
 struct ctl_features {
     bool hash_slot_migration; /* Admin.MigrateHashSlots accepted; default false */
-    bool operations_mcp;      /* `slotctl mcp` offers its mutating tools (to admins); default false */
+    bool operations_mcp; /* `slotctl mcp` offers its mutating tools (to admins); default false */
     /* the controller leader plans no balance moves (Admin.SetBalance enabled=false); default
      * false: nodes started with --balance 1 balance */
     bool balance_paused;
@@ -361,7 +365,7 @@ struct ctl_state {
     uint32_t n_health;
     struct ctl_health health[CTL_NODES_MAX]; /* sorted by node */
     struct ctl_auth auth;                    /* users and roles; disabled = absent from JSON */
-    struct ctl_features features; /* all false until set (and in a state written before them) */
+    struct ctl_features features;  /* all false until set (and in a state written before them) */
     struct ctl_backup_plan backup; /* absent from JSON while !set and run_id == 0 */
 };
 
@@ -501,6 +505,12 @@ int ctl_cmd_join_node(uint64_t id, const char *address, const char *client_addre
 int ctl_cmd_node_address(uint64_t id, const char *address, const char *client_address,
                          uint64_t expected_revision, char **out);
 int ctl_cmd_activate_node(uint64_t id, uint64_t expected_revision, char **out);
+/* node_zone {id, zone}: a node's own report of its --zone ("" clears it); zone must pass
+ * ctl_zone_valid (CTL_EINVALID otherwise). */
+int ctl_cmd_node_zone(uint64_t id, const char *zone, char **out);
+/* True when zone is "" or 1..CTL_ZONE_MAX bytes of [a-z0-9._-] (a label as Kubernetes' topology
+ * zones are written). zone not NULL. */
+bool ctl_zone_valid(const char *zone);
 int ctl_cmd_set_preferred_leader(uint32_t group, uint64_t node, uint64_t expected_revision,
                                  char **out);
 int ctl_cmd_set_node_status(uint64_t id, enum ctl_node_status status, uint64_t expected_revision,
@@ -583,8 +593,8 @@ int ctl_cmd_task_create(const struct ctl_task_spec *spec, uint64_t now_ms,
 
 /* task_advance: proof is borrowed for the call; NULL writes an all-zero proof (node_drain needs no
  * raft facts). replicas_on_node and leading are always written; a node_drain's advance needs
- * ctl_cmd_drain_advance (its tasks_on_node and groups_observed too). Voters and learners may be in any order (ctl_apply
- * sorts them; duplicates are REJECTED). */
+ * ctl_cmd_drain_advance (its tasks_on_node and groups_observed too). Voters and learners may be in
+ * any order (ctl_apply sorts them; duplicates are REJECTED). */
 int ctl_cmd_task_advance(uint64_t task, uint32_t group, uint64_t config_epoch, uint32_t attempt,
                          uint32_t phase, const struct ctl_task_proof *proof,
                          uint64_t replicas_on_node, uint64_t leading, uint64_t now_ms,
@@ -638,8 +648,9 @@ int ctl_cmd_controller_voter_demote(uint64_t node, uint64_t expected_revision, c
 /* ---- repair (repair.c) ------------------------------------------------------------------------
  * A data node whose status is down and whose last health report is at least down_after_ms old
  * (now_ms: the caller's wall clock) has each replica replaced by an ordinary replica_move task
- * (source: the dead node; target: an active, alive data node outside the group with the fewest
- * replicas per weight, then the lowest id), at most one per group, none for a group with an active
+ * (source: the dead node; target: an active, alive data node outside the group, in a zone no
+ * other peer of the group is in when there is such a node, with the fewest replicas per weight,
+ * then the lowest id), at most one per group, none for a group with an active
  * task, and at most max_moves replica moves active cluster-wide (the ones already active count).
  * A group whose desired peers that are not down are fewer than a quorum of them is listed in
  * lost[] and never gets a move: it is reported, never forced. down_after_ms 0: no moves (lost[]
@@ -672,7 +683,10 @@ bool ctl_group_has_quorum(const struct ctl_state *s, const struct ctl_group *g);
  * has no active task and no other move in the plan, keeps a quorum of live peers, the alive
  * peers other than the source are a quorum of it (the source is never the only up-to-date copy),
  * and the target's zone, when set, is no zone of another peer (no two replicas of a group in one
- * zone). At most max_moves replica moves are active cluster-wide, counting the running ones.
+ * zone). Before those, a group with two peers in one zone (placed before the zones were known,
+ * or by a node that changed zone) gets a move of the one with more excess to the eligible node
+ * with the least excess that no other peer's zone holds, when one can take it. At most
+ * max_moves replica moves are active cluster-wide, counting the running ones.
  * Replicas on nodes that are not eligible (down, leaving) are left to repair and drain. A share
  * above one replica per group cannot be reached (shares are not capped): such a node stays below
  * it and balanced stays false. */
@@ -696,8 +710,8 @@ struct ctl_balance_plan {
     struct ctl_balance_move moves[CTL_GROUPS_MAX];
     bool balanced; /* with the planned moves done, every eligible node is within 1 of its share */
 };
-/* s, out and zones are borrowed for the call. zones: NULL (no zones) or one label per index of
- * s->nodes, NULL or "" for a node without a zone. */
+/* s, out and zones are borrowed for the call. zones: NULL (each node record's zone) or one
+ * label per index of s->nodes, NULL or "" for a node without a zone. */
 void ctl_balance_plan(const struct ctl_state *s, const char *const *zones, uint32_t max_moves,
                       struct ctl_balance_plan *out);
 /* Leaders: preferred leaders spread evenly (unweighted) over eligible nodes, through the

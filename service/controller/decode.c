@@ -56,11 +56,15 @@ static int decode_node(const json_t *o, const char *path, struct ctl_node *n, ch
 {
     static const char *const fields[] = {"id",         "address", "roles",
                                          "join_state", "status",  "weight"};
-    static const char *const optional[] = {"client_address"};
+    static const char *const optional[] = {"client_address", "zone"};
     int v;
     CTL__TRY(
         ctl__json_fields(o, path, fields, CTL__N(fields), optional, CTL__N(optional), err, errlen));
     CTL__TRY(ctl__json_u64(o, "id", path, 0, CTL_U64_JSON_MAX, &n->id, err, errlen));
+    n->zone[0] = '\0';
+    if (json_object_get(o, "zone") != NULL) {
+        CTL__TRY(ctl__json_str(o, "zone", path, CTL_ZONE_MAX, n->zone, err, errlen));
+    }
     CTL__TRY(ctl__json_str(o, "address", path, CTL_ADDRESS_MAX, n->address, err, errlen));
     n->client_address[0] = '\0';
     if (json_object_get(o, "client_address") != NULL) {

@@ -33,22 +33,43 @@ bool ctl_group_has_quorum(const struct ctl_state *s, const struct ctl_group *g)
     return live >= g->n_peers / 2 + 1;
 }
 
-/* The node to take a replica of g: active, alive, data, not a peer of g, the fewest replicas per
- * weight counting the moves planned so far (held[] by node index), then the lowest id. Returns
- * the node index or -1. */
-static int pick_target(const struct ctl_state *s, const struct ctl_group *g, const uint32_t *held)
+/* Whether n's zone (when set) is the zone of a peer of g other than dead. */
+static bool zone_taken(const struct ctl_state *s, const struct ctl_group *g, uint64_t dead,
+                       const struct ctl_node *n)
+{
+    for (uint32_t k = 0; n->zone[0] != '\0' && k < g->n_peers; k++) {
+        const struct ctl_node *p = ctl_state_node(s, g->desired_peers[k]);
+        if (p != NULL && p->id != dead && strcmp(p->zone, n->zone) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The node to take g's replica on dead: active, alive, data, not a peer of g, in a zone no other
+ * peer of g is in when such a node exists (else any), the fewest replicas per weight counting
+ * the moves planned so far (held[] by node index), then the lowest id. Returns the node index
+ * or -1. */
+static int pick_target(const struct ctl_state *s, const struct ctl_group *g, uint64_t dead,
+                       const uint32_t *held)
 {
     int best = -1;
+    bool best_free = false;
     for (uint32_t i = 0; i < s->n_nodes; i++) {
         const struct ctl_node *n = &s->nodes[i];
         if (n->join_state != CTL_JOIN_ACTIVE || n->status != CTL_STATUS_ALIVE ||
             !(n->roles & CTL_ROLE_DATA) || ctl__set_has(g->desired_peers, g->n_peers, n->id)) {
             continue;
         }
+        bool free_zone = !zone_taken(s, g, dead, n);
         const struct ctl_node *b = best >= 0 ? &s->nodes[best] : NULL;
-        /* held / weight < best's, exactly (nodes are sorted by id: ties keep the lower) */
-        if (b == NULL || (uint64_t)held[i] * b->weight < (uint64_t)held[best] * n->weight) {
+        /* a free zone first; then held / weight < best's, exactly (nodes are sorted by id: ties
+         * keep the lower) */
+        if (b == NULL || (free_zone && !best_free) ||
+            (free_zone == best_free &&
+             (uint64_t)held[i] * b->weight < (uint64_t)held[best] * n->weight)) {
             best = (int)i;
+            best_free = free_zone;
         }
     }
     return best;
@@ -91,7 +112,7 @@ void ctl_repair_plan(const struct ctl_state *s, uint64_t now_ms, uint64_t down_a
             for (uint32_t m = 0; m < out->n_moves; m++) {
                 planned |= out->moves[m].group == g->id;
             }
-            int t = planned || !ctl_group_has_quorum(s, g) ? -1 : pick_target(s, g, held);
+            int t = planned || !ctl_group_has_quorum(s, g) ? -1 : pick_target(s, g, n->id, held);
             if (planned || t < 0 || ctl_state_active_task(s, g->id) != NULL ||
                 active + out->n_moves >= max_moves) {
                 out->n_waiting++; /* lost quorum, busy, no target, or over the move budget */

@@ -397,6 +397,9 @@ static int validate_node(const struct ctl_state *s, uint32_t i, char *err, size_
         CTL__FAIL("nodes[%u].weight: %u not in %u..%u", i, n->weight, CTL_WEIGHT_MIN,
                   CTL_WEIGHT_MAX);
     }
+    if (memchr(n->zone, '\0', sizeof(n->zone)) == NULL || !ctl_zone_valid(n->zone)) {
+        CTL__FAIL("nodes[%u].zone: not 0..%u bytes of [a-z0-9._-]", i, CTL_ZONE_MAX);
+    }
     return CTL_OK;
 }
 

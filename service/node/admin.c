@@ -947,9 +947,9 @@ static void on_set_balance(void *ctx, struct rpc_call *call, const uint8_t *req,
 
 /* The controller commands nodes send on Peer/ControllerCommand (service/runtime's task executor,
  * drain and liveness report); every other command has its Admin method. */
-static const char *const peer_ops[] = {"health_report",    "node_address", "task_advance",
-                                       "task_progress",    "task_fail",    "task_create",
-                                       "backup_run_report"};
+static const char *const peer_ops[] = {"health_report", "node_address",     "node_zone",
+                                       "task_advance",  "task_progress",    "task_fail",
+                                       "task_create",   "backup_run_report"};
 
 /* Whether the command cmd (NUL-terminated JSON) may come from caller (0: peers are not
  * authenticated) on Peer/ControllerCommand, relayed (no_forward) or first-hand: its op is one
@@ -969,8 +969,8 @@ static int peer_command_allowed(struct node_api *api, const char *cmd, uint64_t 
     } else if (!known) {
         slotd_error_set(err, SLOTD_EPRECONDITION,
                         "command: op \"%.64s\" is not one nodes send on Peer/ControllerCommand "
-                        "(health_report, node_address, task_advance, task_progress, task_fail, "
-                        "task_create, backup_run_report)",
+                        "(health_report, node_address, node_zone, task_advance, task_progress, "
+                        "task_fail, task_create, backup_run_report)",
                         op);
     } else if (caller == 0) {
         rc = 0;
@@ -997,6 +997,13 @@ static int peer_command_allowed(struct node_api *api, const char *cmd, uint64_t 
                         "command: a backup run report for node %lld sent by node %llu (a node "
                         "reports only its own run)",
                         (long long)json_integer_value(json_object_get(j, "node")),
+                        (unsigned long long)caller);
+    } else if (strcmp(op, "node_zone") == 0 &&
+               json_integer_value(json_object_get(j, "id")) != (json_int_t)caller) {
+        slotd_error_set(err, SLOTD_EPRECONDITION,
+                        "command: the zone of node %lld sent by node %llu (a node reports only "
+                        "its own)",
+                        (long long)json_integer_value(json_object_get(j, "id")),
                         (unsigned long long)caller);
     } else if (strcmp(op, "node_address") == 0 &&
                json_integer_value(json_object_get(j, "id")) != (json_int_t)caller) {

@@ -71,8 +71,8 @@ void rt_balance_step(struct runtime *rt)
         return;
     struct ctl_balance_plan *p = malloc(sizeof(*p));
     if (p == NULL)
-        return; /* the next poll tries again */
-    ctl_balance_plan(rt->ctl, NULL, rt->opts.balance_max_moves, p);
+        return;                                                     /* the next poll tries again */
+    ctl_balance_plan(rt->ctl, NULL, rt->opts.balance_max_moves, p); /* zones: the node records' */
     for (uint32_t i = 0; i < p->n_moves && rt->balance_n_sent < RT_BALANCE_SENT_MAX; i++) {
         const struct ctl_balance_move *m = &p->moves[i];
         struct ctl_task_spec spec = {.kind = CTL_TASK_REPLICA_MOVE,

@@ -970,6 +970,13 @@ static void report_health(struct runtime *rt, int64_t now)
         ctl_cmd_node_address(rt->opts.node_id, peer, client, 0, &cmd);
         rt_ctl_submit(rt, cmd, "node_address");
     }
+    /* this node's --zone, when the state says otherwise (a new node, a restart in another zone) */
+    const char *zone = rt->opts.zone != NULL ? rt->opts.zone : "";
+    if (me->join_state != CTL_JOIN_REMOVED && strcmp(me->zone, zone) != 0) {
+        cmd = NULL;
+        if (ctl_cmd_node_zone(rt->opts.node_id, zone, &cmd) == CTL_OK)
+            rt_ctl_submit(rt, cmd, "node_zone");
+    }
 }
 
 /* The controller leader: a node's status follows the age of its last report. Nodes that never

@@ -91,6 +91,7 @@ struct runtime_options {
     unsigned bootstrap_expect;      /* active data nodes before placement; 0 = the initial voters */
     const char *join;               /* host:port of any member; NULL/"" = bootstrap with nodes[] */
     unsigned weight;                /* this node's capacity weight; default 100 */
+    const char *zone;               /* this node's --zone (ctl_zone_valid); NULL/"" = none */
     unsigned task_phase_timeout_ms; /* a task phase without progress fails; default 60000 */
     /* repair.c, on the controller leader: a node down with its last health report this old has
      * its replicas replaced by replica moves, at most repair_max_moves active at once; default

@@ -253,3 +253,73 @@ class BalanceTest(h.SlotdTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+ZONES = {1: "a", 2: "b", 3: "c", 4: "c"}
+ZONE_S = 60  # 4 moves, 4 at a time, after the nodes' first reports carry their zones
+
+
+class ZoneTest(h.SlotdTestCase):
+    """--zone: 4 nodes in zones a, b, c, c with 8 groups of 3 replicas and the balancer on. The
+    bootstrap placement ignores zones and gives groups 3, 4, 7 and 8 replicas on both nodes of
+    zone c; once the nodes' own node_zone reports carry their zones into the replicated state
+    (every node's ClusterState shows them), the balancer moves one of the two to the node of the
+    zone the group lacks, within a bound: then no group has two replicas in one zone and nodes 1
+    and 2 hold a replica of every group. A node_zone report about another node is refused where
+    it is sent (Peer/ControllerCommand, FAILED_PRECONDITION) and changes nothing; a bad --zone
+    stops slotd at start naming the flag and the rule."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = cls.new_class_cluster(
+            size=4, replicas=3, slot_groups=8,
+            extra_args=["--balance", "1", "--balance-max-moves", "4"],
+            node_args={i: ["--zone", z] for i, z in ZONES.items()})
+
+    def state(self, via=1):
+        return tc.cluster_state(self.cluster.server(via))[1]
+
+    def test_replicas_spread_over_zones(self):
+        deadline = time.monotonic() + ZONE_S
+        while True:
+            st = self.state()
+            zones = {n["id"]: n.get("zone", "") for n in st["nodes"]}
+            doubled = [g["id"] for g in st["groups"]
+                       if len({zones[p] for p in g["desired_peers"]}) < len(g["desired_peers"])]
+            running = [t for t in st.get("tasks", []) if t["status"] in ("pending", "running")]
+            if zones == ZONES and not doubled and not running:
+                break
+            self.assertLess(time.monotonic(), deadline,
+                            "zones %s, groups with two replicas in one zone %s, tasks %s"
+                            % (zones, doubled, running))
+            time.sleep(0.5)
+        for g in st["groups"]:
+            self.assertEqual(len(g["desired_peers"]), 3, g)
+            self.assertIn(1, g["desired_peers"], g)
+            self.assertIn(2, g["desired_peers"], g)
+        for n in (2, 3, 4):  # the replicated state: every node has the zones
+            self.assertEqual({x["id"]: x.get("zone", "") for x in self.state(n)["nodes"]}, ZONES)
+        text = "\n".join(self.cluster.server(n).log_text() for n in self.cluster.node_ids)
+        self.assertIn("both in zone c", text)
+
+    def test_forged_zone_report_refused(self):
+        import test_security as ts
+        rev = self.state()["revision"]
+        cmd = ts.controller_command(json.dumps({"op": "node_zone", "id": 3, "zone": "a"}).encode())
+        with self.assertRaises(grpc.RpcError) as ctx:
+            self.cluster.server(1).peer_call("/slotd.internal.v1.Peer/ControllerCommand", cmd,
+                                             node=2)
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("the zone of node 3 sent by node 2", ctx.exception.details())
+        st = self.state()
+        self.assertEqual([n.get("zone") for n in st["nodes"] if n["id"] == 3], ["c"])
+        self.assertGreaterEqual(st["revision"], rev)
+
+    def test_bad_zone_flag_refused(self):
+        data = tempfile.mkdtemp(prefix="slotd-e2e-zone-")
+        r = subprocess.run([str(h.SLOTD_BIN), "--zone", "Rack A", "--data-dir", data,
+                            "--listen", "127.0.0.1:%d" % h.free_port()],
+                           capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn('--zone: "Rack A" is not 1..32 bytes of [a-z0-9._-]', r.stderr)
+        self.assertEqual(os.listdir(data), [])

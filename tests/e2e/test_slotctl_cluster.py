@@ -133,7 +133,7 @@ class SlotctlClusterTest(h.SlotdTestCase):
         self.assertIn("TASKS\nnone", out)
         for n in self.ids:
             self.assertRegex(out, r"\n +%d  %s +%s +controller_voter,data  active +alive +100  "
-                                  r"(\d+\.\d s ago|never)\n"
+                                  r"- +(\d+\.\d s ago|never)\n"
                              % (n, re.escape(self.cluster.addr(n)),
                                 re.escape(self.cluster.peer_addr(n))))
         slot_rows = re.findall(r"\n(\d+)-(\d+) +(\d+)(?=\n)", out)

@@ -126,6 +126,51 @@ static void test_node_addresses(void)
     free(s);
 }
 
+/* Zones: reported by the node itself with node_zone, checked where applied (charset, length, an
+ * existing node that is not removed), kept across an encode/decode of the state. */
+static void test_node_zone(void)
+{
+    struct ctl_state *s = ctl_test_fixture(4);
+    char *cmd;
+    expect(s, OK(ctl_cmd_node_zone(1, "rack-a.1", &cmd)), CTL_OUTCOME_CHANGED, "");
+    CU_ASSERT_STRING_EQUAL(ctl_state_node(s, 1)->zone, "rack-a.1");
+    expect(s, OK(ctl_cmd_node_zone(1, "rack-a.1", &cmd)), CTL_OUTCOME_NOOP,
+           "already in zone \"rack-a.1\"");
+    CU_ASSERT_EQUAL(ctl_cmd_node_zone(1, "Rack A", &cmd), CTL_EINVALID); /* the builder checks */
+    uint64_t rev = s->revision;
+    /* and so does the apply, for a command built elsewhere */
+    expect(s, strdup("{\"id\":2,\"op\":\"node_zone\",\"zone\":\"Rack A\"}"), CTL_OUTCOME_REJECTED,
+           "zone: \"Rack A\" is not 0..32 bytes of [a-z0-9._-]");
+    expect(s,
+           strdup("{\"id\":2,\"op\":\"node_zone\",\"zone\":"
+                  "\"abcdefghijklmnopqrstuvwxyz0123456\"}"),
+           CTL_OUTCOME_REJECTED, "zone");
+    expect(s, strdup("{\"id\":99,\"op\":\"node_zone\",\"zone\":\"b\"}"), CTL_OUTCOME_REJECTED,
+           "id: node 99 is unknown");
+    expect(s, strdup("{\"id\":2,\"op\":\"node_zone\",\"zone\":7}"), CTL_OUTCOME_REJECTED, "zone");
+    CU_ASSERT_EQUAL(s->revision, rev);
+    CU_ASSERT_STRING_EQUAL(ctl_state_node(s, 2)->zone, "");
+    expect(s, OK(ctl_cmd_node_zone(2, "b", &cmd)), CTL_OUTCOME_CHANGED, "");
+    char *json = NULL;
+    size_t len = 0;
+    CU_ASSERT_EQUAL_FATAL(ctl_state_encode(s, &json, &len), CTL_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"zone\":\"rack-a.1\""));
+    struct ctl_state *d = malloc(sizeof(*d));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(ctl_state_decode(json, len, d, err, sizeof(err)), CTL_OK);
+    CU_ASSERT_STRING_EQUAL(ctl_state_node(d, 1)->zone, "rack-a.1");
+    CU_ASSERT_STRING_EQUAL(ctl_state_node(d, 2)->zone, "b");
+    CU_ASSERT_STRING_EQUAL(ctl_state_node(d, 3)->zone, "");
+    /* a state holding a bad zone does not validate (so it is never encoded or decoded) */
+    snprintf(d->nodes[0].zone, sizeof(d->nodes[0].zone), "Rack A");
+    CU_ASSERT_NOT_EQUAL(ctl_state_validate(d, err, sizeof(err)), CTL_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "nodes[0].zone: not 0..32 bytes of [a-z0-9._-]"));
+    ctl_free(json);
+    free(d);
+    free(s);
+}
+
 static void test_join_node(void)
 {
     struct ctl_state *s = ctl_test_fixture(4);
@@ -577,6 +622,7 @@ void ctl_test_add_apply(void)
     CU_add_test(s, "bootstrap and placement at bootstrap_expect", test_bootstrap);
     CU_add_test(s, "join_node", test_join_node);
     CU_add_test(s, "client and peer addresses (node_address)", test_node_addresses);
+    CU_add_test(s, "zones (node_zone)", test_node_zone);
     CU_add_test(s, "activate_node", test_activate_node);
     CU_add_test(s, "set_preferred_leader", test_set_preferred_leader);
     CU_add_test(s, "set_node_status and set_weight", test_set_node_status_and_weight);

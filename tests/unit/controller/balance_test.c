@@ -192,6 +192,59 @@ static void test_balance_zones(void)
     free(s);
 }
 
+/* Zones from the node records: nodes 1 and 2 in zone a hold a replica of every group, so each
+ * group gets a move of one of them to zone c (nodes 4 and 5), run through the task FSM until the
+ * plan is empty; then no group has two replicas in one zone. */
+static void test_balance_zone_fix(void)
+{
+    struct ctl_state *s = balance_fixture();
+    const char *z[] = {"a", "a", "b", "c", "c"};
+    char *cmd[1];
+    for (uint64_t id = 1; id <= 5; id++) {
+        char *c = task_built(ctl_cmd_node_zone(id, z[id - 1], cmd), cmd);
+        struct ctl_result res;
+        CU_ASSERT_EQUAL(ctl_test_apply(s, c, &res), CTL_OUTCOME_CHANGED);
+        ctl_free(c);
+    }
+    struct ctl_balance_plan *p = malloc(sizeof(*p));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    ctl_balance_plan(s, NULL, 64, p);
+    CU_ASSERT_EQUAL(p->n_moves, 8);
+    for (uint32_t m = 0; m < p->n_moves; m++) {
+        CU_ASSERT_TRUE(p->moves[m].source == 1 || p->moves[m].source == 2);
+        CU_ASSERT_TRUE(p->moves[m].target == 4 || p->moves[m].target == 5);
+        CU_ASSERT_PTR_NOT_NULL(strstr(p->moves[m].why, "both in zone a"));
+    }
+    uint64_t now = 100;
+    for (int round = 0; round < 40; round++) {
+        ctl_balance_plan(s, NULL, 2, p);
+        if (p->n_moves == 0) {
+            break;
+        }
+        uint64_t ids[CTL_GROUPS_MAX];
+        for (uint32_t m = 0; m < p->n_moves; m++) {
+            ids[m] = task_create(s, CTL_TASK_REPLICA_MOVE, p->moves[m].group, p->moves[m].source,
+                                 p->moves[m].target, 0, now++);
+        }
+        for (uint32_t m = 0; m < p->n_moves; m++) {
+            task_run_move(s, ids[m], now);
+            now += 10;
+        }
+    }
+    CU_ASSERT_EQUAL(p->n_moves, 0);
+    for (uint32_t k = 0; k < s->n_groups; k++) {
+        const struct ctl_group *g = &s->groups[k];
+        for (uint32_t x = 0; x < g->n_peers; x++) {
+            for (uint32_t y = x + 1; y < g->n_peers; y++) {
+                CU_ASSERT_NOT_EQUAL(strcmp(z[g->desired_peers[x] - 1], z[g->desired_peers[y] - 1]),
+                                    0);
+            }
+        }
+    }
+    free(p);
+    free(s);
+}
+
 /* Refusals: the budget counts running moves; a group with a task is never moved; a group whose
  * alive peers other than the source are not a quorum is never moved (the source could be the
  * only up-to-date copy); a down node gets nothing. */
@@ -333,6 +386,7 @@ void ctl_test_add_balance(void)
     CU_pSuite s = CU_add_suite("controller balance", NULL, NULL);
     CU_add_test(s, "ctl_balance_plan: weighted shares converge", test_balance_weighted);
     CU_add_test(s, "ctl_balance_plan: zones", test_balance_zones);
+    CU_add_test(s, "ctl_balance_plan: two replicas in one zone are split", test_balance_zone_fix);
     CU_add_test(s, "ctl_balance_plan: budget, busy, quorum, not eligible", test_balance_refusals);
     CU_add_test(s, "ctl_balance_leaders: preferred leaders spread", test_balance_leaders);
     CU_add_test(s, "the balance_paused switch", test_balance_paused_feature);

@@ -94,7 +94,7 @@ static void m_unknown_top(json_t *r)
 }
 static void m_unknown_node(json_t *r)
 {
-    json_object_set_new(path(r, "nodes", 2), "zone", json_string("a"));
+    json_object_set_new(path(r, "nodes", 2), "rack", json_string("a"));
 }
 static void m_unknown_range(json_t *r)
 {
@@ -191,7 +191,7 @@ static void m_task_status(json_t *r)
 static void test_decode_rejects(void)
 {
     expect_decode(m_unknown_top, 1, CTL_EDECODE, "top level: unknown field \"extra\"");
-    expect_decode(m_unknown_node, 1, CTL_EDECODE, "nodes[2]: unknown field \"zone\"");
+    expect_decode(m_unknown_node, 1, CTL_EDECODE, "nodes[2]: unknown field \"rack\"");
     expect_decode(m_unknown_range, 1, CTL_EDECODE,
                   "hash_slot_table.ranges[1]: unknown field \"x\"");
     expect_decode(m_unknown_config, 1, CTL_EDECODE, "config: unknown field \"mode\"");

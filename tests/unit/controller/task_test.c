@@ -1056,6 +1056,32 @@ static void test_repair_plan(void)
     CU_ASSERT_EQUAL(p->moves[0].source, dead);
     CU_ASSERT_EQUAL(p->moves[0].target, 4); /* no replica yet: 0 per weight */
     CU_ASSERT_EQUAL(p->n_lost, 0);
+    /* zones: node 4 is in the zone of a live peer of group 2, so a node in another zone takes
+     * the replica although it holds more; with no zone left free, the least loaded again */
+    const struct ctl_group *gz = ctl_state_group(s, 2);
+    uint64_t live = gz->desired_peers[0] != dead ? gz->desired_peers[0] : gz->desired_peers[1];
+    expect(s, OK(ctl_cmd_node_zone(live, "z1", cmd)), CTL_OUTCOME_CHANGED, "");
+    expect(s, OK(ctl_cmd_node_zone(4, "z1", cmd)), CTL_OUTCOME_CHANGED, "");
+    ctl_repair_plan(s, 1000 + after, after, 2, p);
+    CU_ASSERT_EQUAL_FATAL(p->n_moves, 1);
+    CU_ASSERT_NOT_EQUAL(p->moves[0].target, 4);
+    for (uint32_t k = 0; k < gz->n_peers; k++)
+        CU_ASSERT_NOT_EQUAL(p->moves[0].target, gz->desired_peers[k]);
+    for (uint64_t id = 1; id <= 5; id++) { /* every node in z1: no zone is free */
+        char *c = task_built(ctl_cmd_node_zone(id, "z1", cmd), cmd);
+        struct ctl_result res;
+        ctl_test_apply(s, c, &res);
+        ctl_free(c);
+    }
+    ctl_repair_plan(s, 1000 + after, after, 2, p);
+    CU_ASSERT_EQUAL_FATAL(p->n_moves, 1);
+    CU_ASSERT_EQUAL(p->moves[0].target, 4);
+    for (uint64_t id = 1; id <= 5; id++) {
+        char *c = task_built(ctl_cmd_node_zone(id, "", cmd), cmd);
+        struct ctl_result res;
+        ctl_test_apply(s, c, &res);
+        ctl_free(c);
+    }
     /* the budget counts active moves; a busy group waits */
     uint64_t other =
         task_create(s, CTL_TASK_REPLICA_MOVE, 1, ctl_state_group(s, 1)->desired_peers[0], 4, 0, 3);
