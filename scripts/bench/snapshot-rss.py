@@ -1,10 +1,12 @@
 #!/usr/bin/python3
-"""snapshot-rss.py - the leader's memory while it sends one slot group's snapshot to a follower.
+"""snapshot-rss.py - the leader's and the follower's memory while one slot group's snapshot moves.
 
 Three nodes, one slot group. A follower is stopped, MIB MiB of rows are written (16 KiB values)
 so the leader compacts its log past it, the follower is restarted and catches up by a snapshot.
-Samples the leader's VmRSS and RssAnon (/proc) every 20 ms from the restart until the follower logs
-'snapshot installed'; prints both before, their peaks, the differences and the seconds taken.
+Samples the leader's and the restarted follower's VmRSS and RssAnon (/proc) every 20 ms from the
+restart (the follower from its exec, before it serves) until the follower logs 'snapshot
+installed'; prints for each the values before (the follower: its first sample, 0 when taken
+before the exec), the peaks, the differences and the seconds taken.
 
 Usage: SLOTD_BIN=path/to/slotd scripts/bench/snapshot-rss.py [--mib 200] [--chunk-bytes N]
 (--chunk-bytes passes --snapshot-chunk-bytes; leave it out for a binary without the flag)."""
@@ -64,11 +66,16 @@ def main():
                          % (n, VALUE_BYTES, time.monotonic() - t0))
         pid = c.server(leader).proc.pid
         before = rss_kib(pid)
-        c.restart(lagger)
-        peak, t0 = before, time.monotonic()
-        while not c.server(lagger).log_lines('msg="snapshot installed"', True):
-            now = rss_kib(pid)
+        follower = c.server(lagger)
+        follower._spawn()  # no wait for SERVING: the transfer may start before
+        follower._open_channel()
+        fpid = follower.proc.pid
+        fbefore = rss_kib(fpid)
+        peak, fpeak, t0 = before, fbefore, time.monotonic()
+        while not follower.log_lines('msg="snapshot installed"', True):
+            now, fnow = rss_kib(pid), rss_kib(fpid)
             peak = (max(peak[0], now[0]), max(peak[1], now[1]))
+            fpeak = (max(fpeak[0], fnow[0]), max(fpeak[1], fnow[1]))
             if time.monotonic() - t0 > 600:
                 raise SystemExit("no snapshot installed within 600 s")
             time.sleep(0.02)
@@ -79,6 +86,11 @@ def main():
                  time.monotonic() - t0,
                  (c.server(leader).log_lines('msg="snapshot sent"', True) or ["(no 'sent' line)"])
                  [-1].split("msg=")[-1]))
+        # The first sample is taken right after the spawn: 0 when the exec had not happened yet.
+        print("follower VmRSS first sample %d MiB, peak while receiving and installing %d MiB "
+              "(+%d MiB); RssAnon %d -> %d MiB (+%d MiB)"
+              % (fbefore[0] // 1024, fpeak[0] // 1024, (fpeak[0] - fbefore[0]) // 1024,
+                 fbefore[1] // 1024, fpeak[1] // 1024, (fpeak[1] - fbefore[1]) // 1024))
     finally:
         for s in c.servers.values():
             if s.running():
