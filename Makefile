@@ -85,7 +85,8 @@ bench-backup: build
 bench-single: build
 	@scripts/bench.sh
 
-# 3 nodes on loopback: Propose/s and linearizable Get/s direct to leaders vs through forwarding.
+# 3 nodes on loopback: Propose/s and linearizable Get/s direct to leaders vs through forwarding,
+# then put/s steady vs during a 3 -> 5 balance (scripts/bench/balance-put.sh; BALANCE=0 skips).
 bench-cluster: build
 	@scripts/bench_cluster.sh
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/bench_cluster.sh - 3-node slotd on loopback: Propose/s and linearizable Get/s at 16, 64
 # and 256 in flight, sent direct to each group's leader (slotbench --route-aware) vs round robin
-# over all nodes (followers forward), ROUNDS rounds each, medians with p50/p99.
+# over all nodes (followers forward), ROUNDS rounds each, medians with p50/p99; then the balance
+# row (scripts/bench/balance-put.sh: put/s steady vs during a 3 -> 5 balance, BALANCE=0 skips).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -136,3 +137,12 @@ for op in ("put", "get"):
                   f"{med(lambda r: r['latency_us']['p99'])/1000:.2f} | "
                   f"{sum(r['errors_total'] for r in runs)} | {direct} |")
 PYEOF
+# The balance row (BALANCE=0 skips it): this cluster stops first, then
+# scripts/bench/balance-put.sh measures steady put/s on 3 nodes and put/s while the balancer
+# moves replicas onto 2 joined nodes, in one run.
+if [[ ${BALANCE:-1} != 0 ]]; then
+  cleanup
+  pids=()
+  trap - EXIT
+  BUILD=$BUILD DURATION=${BALANCE_DURATION:-20} scripts/bench/balance-put.sh
+fi
