@@ -398,6 +398,22 @@ int slot__fsm_read(struct slot_fsm *f, const uint8_t *k, size_t kl, bool *found,
     return fsm_read(f, k, kl, found, val, vl);
 }
 
+int slot__fsm_read_fixed(struct slot_fsm *f, const uint8_t *k, size_t kl, uint8_t version,
+                         uint8_t *out, size_t len, bool *found)
+{
+    uint8_t *raw;
+    size_t rl;
+    int rc = fsm_read(f, k, kl, found, &raw, &rl);
+    if (rc != 0 || !*found)
+        return rc;
+    if (rl != len || raw[0] != version)
+        rc = STORE_ECORRUPT;
+    else
+        memcpy(out, raw, len);
+    free(raw);
+    return rc;
+}
+
 int slot__fsm_write(struct slot_fsm *f, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl)
 {
     return fsm_write(f, k, kl, v, vl);
@@ -979,20 +995,14 @@ static int dedupe_meta(struct slot_fsm *f, uint16_t hs, uint64_t *next, uint64_t
     uint8_t k[8];
     size_t kl = store_key_fsm(k, hs, SLOT_TABLE_DEDUPE_META, NULL, 0);
     bool found;
-    uint8_t *raw;
-    size_t rl;
+    uint8_t raw[17];
     *next = *oldest = 0;
-    int rc = fsm_read(f, k, kl, &found, &raw, &rl);
+    int rc = slot__fsm_read_fixed(f, k, kl, VALUE_VERSION, raw, sizeof(raw), &found);
     if (rc != 0 || !found)
         return rc;
-    if (rl != 17 || raw[0] != VALUE_VERSION)
-        rc = STORE_ECORRUPT;
-    else {
-        *next = store_get_u64(raw + 1);
-        *oldest = store_get_u64(raw + 9);
-    }
-    free(raw);
-    return rc;
+    *next = store_get_u64(raw + 1);
+    *oldest = store_get_u64(raw + 9);
+    return 0;
 }
 
 /* Forgets the oldest request id of the hash slot. */

@@ -82,21 +82,15 @@ static int meta_get(struct slot_fsm *f, uint16_t hs, uint64_t *next_seq, uint32_
     uint8_t k[STORE_FSM_KEY_MAX];
     size_t kl = store_key_fsm(k, hs, SLOT_TABLE_LEASE_META, NULL, 0);
     bool found;
-    uint8_t *v;
-    size_t vl;
+    uint8_t v[META_LEN];
     *next_seq = 1;
     *count = 0;
-    int rc = slot__fsm_read(f, k, kl, &found, &v, &vl);
+    int rc = slot__fsm_read_fixed(f, k, kl, ROW_VERSION, v, sizeof(v), &found);
     if (rc != 0 || !found)
         return rc;
-    if (vl != META_LEN || v[0] != ROW_VERSION)
-        rc = STORE_ECORRUPT;
-    else {
-        *next_seq = store_get_u64(v + 1);
-        *count = store_get_u32(v + 9);
-    }
-    free(v);
-    return rc;
+    *next_seq = store_get_u64(v + 1);
+    *count = store_get_u32(v + 9);
+    return 0;
 }
 
 static int meta_put(struct slot_fsm *f, uint16_t hs, uint64_t next_seq, uint32_t count)

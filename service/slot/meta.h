@@ -55,6 +55,11 @@ int slot__key_delete(struct slot_fsm *f, const struct slot__key *k);
  * (caller frees with free()) when *found; v == NULL deletes. */
 int slot__fsm_read(struct slot_fsm *f, const uint8_t *k, size_t kl, bool *found, uint8_t **val,
                    size_t *vl);
+/* fsm.c: reads row k, which must be exactly len bytes with first byte version, into out (len
+ * bytes, caller's buffer); *found false (out untouched) when absent, STORE_ECORRUPT when the row
+ * has another length or version. */
+int slot__fsm_read_fixed(struct slot_fsm *f, const uint8_t *k, size_t kl, uint8_t version,
+                         uint8_t *out, size_t len, bool *found);
 int slot__fsm_write(struct slot_fsm *f, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl);
 
 /* fsm.c: calls cb for every live row key under prefix p as the batch reads it (the batch's own

@@ -313,28 +313,19 @@ int slot_encode_command(const Slotd__V1__ProposeRequest *req, uint16_t hash_slot
     cmd.request_id = req->request_id;
     switch (req->command_case) {
     case SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT:
-        cmd.command_case = SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_PUT;
-        cmd.put = req->put;
-        break;
     case SLOTD__V1__PROPOSE_REQUEST__COMMAND_DELETE:
-        cmd.command_case = SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_DELETE;
-        cmd.delete_ = req->delete_;
-        break;
     case SLOTD__V1__PROPOSE_REQUEST__COMMAND_COMPARE_AND_SET:
-        cmd.command_case = SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_COMPARE_AND_SET;
-        cmd.compare_and_set = req->compare_and_set;
-        break;
     case SLOTD__V1__PROPOSE_REQUEST__COMMAND_TXN:
-        cmd.command_case = SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_TXN;
-        cmd.txn = req->txn;
-        break;
     case SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_GRANT:
     case SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_KEEP_ALIVE:
-    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_REVOKE:
+    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_REVOKE: {
         /* the same field numbers in LogCommand */
-        slot__oneof_set(&cmd.base, req->command_case,
-                        slot__oneof_get(&req->base, req->command_case));
+        const ProtobufCMessage *m = slot__oneof_get(&req->base, req->command_case);
+        if (m == NULL)
+            return -1;
+        slot__oneof_set(&cmd.base, req->command_case, m);
         break;
+    }
     default: {
         /* A typed command travels at the same field number in LogCommand. */
         const ProtobufCMessage *m = slot__oneof_get(&req->base, req->command_case);
