@@ -1,5 +1,6 @@
 /* api.c - the slotd.v1.Metadata handlers: decode, validate, route, hand to the runtime. */
 #include <assert.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +166,13 @@ int node_api_metrics_register(struct node_api *api, struct metrics_registry *m)
             api->forwards[p][o] = metrics_counter_get(fam, v);
         }
     }
+    rc = metrics_gauge_family_new(m, "slotd_propose_stream_inflight_peak",
+                                  "The most items one ProposeStream call had in flight at once "
+                                  "(submitted, result not yet sent); bounded by 4096.",
+                                  0, NULL, &fam);
+    if (rc != METRICS_OK)
+        return rc;
+    api->stream_peak_gauge = metrics_gauge_get(fam, NULL);
     return METRICS_OK;
 }
 
@@ -403,6 +411,40 @@ static int txn_check_keys(struct node_api *api, struct node_caller *caller,
     return rc != 0 ? -1 : 0;
 }
 
+/* Validates, authorizes (caller: who made the request), routes and submits the Propose p for
+ * call, the one path of a unary Propose and of every ProposeStream item. 0: call is answered by
+ * whoever it went to (runtime, forward); -1 with err: the caller fails call. */
+static int propose_submit(struct node_api *api, struct rpc_call *call, struct node_caller *caller,
+                          Slotd__V1__ProposeRequest *p, struct slotd_error *err)
+{
+    const ProtobufCBinaryData *key = NULL;
+    struct target t;
+    uint8_t *entry = NULL;
+    size_t entry_len = 0;
+    if (slot_validate_propose(p, &key, err) != 0)
+        return -1;
+    bool txn = p->command_case == SLOTD__V1__PROPOSE_REQUEST__COMMAND_TXN;
+    struct ctl_need need = need_of((unsigned)p->command_case, CTL_ACCESS_WRITE, key);
+    if (txn ? txn_check_keys(api, caller, p->txn, err) != 0
+            : node_authz_allowed(caller, &need, err) != 0)
+        return -1;
+    if (resolve(api, key, &t, err) != 0)
+        return -1;
+    bool no_forward = p->no_forward;
+    p->no_forward = true; /* a forwarded request is forwarded at most once */
+    int where = route_request(api, call, "/slotd.v1.Metadata/Propose", true, no_forward, false, &t,
+                              &p->base, err);
+    if (where <= 0)
+        return where;
+    if (slot_encode_command(p, t.hash_slot, &entry, &entry_len) != 0) {
+        slotd_error_set(err, SLOTD_EINTERNAL, "out of memory");
+        return -1;
+    }
+    int rc = runtime_submit_propose(api->rt, t.group, entry, entry_len, call, err);
+    free(entry);
+    return rc != 0 ? -1 : 0;
+}
+
 static void on_propose(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
@@ -419,44 +461,135 @@ static void on_propose(void *ctx, struct rpc_call *call, const uint8_t *req, siz
         fail_malformed(call, "slotd.v1.ProposeRequest");
         return;
     }
-    const ProtobufCBinaryData *key = NULL;
-    struct target t;
-    uint8_t *entry = NULL;
-    size_t entry_len = 0;
-    if (slot_validate_propose(p, &key, &err) != 0)
-        goto fail;
-    bool txn = p->command_case == SLOTD__V1__PROPOSE_REQUEST__COMMAND_TXN;
-    struct ctl_need need = need_of((unsigned)p->command_case, CTL_ACCESS_WRITE, key);
-    if (txn ? txn_check_keys(api, &caller, p->txn, &err) != 0
-            : node_authz_allowed(&caller, &need, &err) != 0)
-        goto fail;
-    if (resolve(api, key, &t, &err) != 0)
-        goto fail;
-    bool no_forward = p->no_forward;
-    p->no_forward = true; /* a forwarded request is forwarded at most once */
-    int where = route_request(api, call, "/slotd.v1.Metadata/Propose", true, no_forward, false, &t,
-                              &p->base, &err);
-    if (where < 0)
-        goto fail;
-    if (where == 0)
-        goto done;
-    if (slot_encode_command(p, t.hash_slot, &entry, &entry_len) != 0) {
-        slotd_error_set(&err, SLOTD_EINTERNAL, "out of memory");
-        goto fail;
-    }
-    if (runtime_submit_propose(api->rt, t.group, entry, entry_len, call, &err) != 0)
-        goto fail;
-done:
+    int rc = propose_submit(api, call, &caller, p, &err);
     node_caller_release(&caller);
-    free(entry);
     slotd__v1__propose_request__free_unpacked(p, NULL);
-    return;
+    if (rc != 0)
+        rpc_call_fail(call, &err);
+}
 
-fail:
+/* ---- ProposeStream: many Proposes on one bidirectional call ---- */
+
+/* One item in flight: its local call's answer becomes its ProposeStreamResult. */
+struct stream_item {
+    struct rpc_bstream *st;
+    uint64_t id;
+};
+
+static size_t varint_put(uint8_t *b, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        b[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    b[n++] = (uint8_t)v;
+    return n;
+}
+
+/* Appends field f (length-delimited) of len bytes to b. */
+static size_t bytes_put(uint8_t *b, unsigned f, const void *p, size_t len)
+{
+    size_t n = varint_put(b, (uint64_t)f << 3 | 2);
+    n += varint_put(b + n, len);
+    memcpy(b + n, p, len);
+    return n + len;
+}
+
+/* The local call's answer: one `results` field of a ProposeStreamResponse, coalesced by the rpc
+ * layer with the others that are ready. Runs on the thread that finished the call. */
+static void on_stream_item_done(void *arg, int status, const char *message, const uint8_t *resp,
+                                size_t resp_len, const uint8_t *details, size_t details_len)
+{
+    struct stream_item *it = arg;
+    size_t mlen = strlen(message);
+    size_t cap = 64 + resp_len + mlen + details_len;
+    uint8_t *inner = malloc(cap), *outer = malloc(cap + 16);
+    if (inner == NULL || outer == NULL) {
+        free(inner);
+        free(outer);
+        rpc_bstream_item_done(it->st, NULL, SIZE_MAX); /* ends the stream INTERNAL */
+        free(it);
+        return;
+    }
+    size_t n = varint_put(inner, 1 << 3);
+    n += varint_put(inner + n, it->id);
+    if (status == 0) {
+        n += bytes_put(inner + n, 2, resp != NULL ? resp : (const uint8_t *)"", resp_len);
+    } else {
+        n += varint_put(inner + n, 3 << 3);
+        n += varint_put(inner + n, (uint64_t)status);
+        n += bytes_put(inner + n, 4, message, mlen);
+        if (details != NULL)
+            n += bytes_put(inner + n, 5, details, details_len);
+    }
+    size_t m = bytes_put(outer, 1, inner, n);
+    rpc_bstream_item_done(it->st, outer, m);
+    free(inner);
+    free(outer);
+    free(it);
+}
+
+static int on_propose_stream_frame(void *ctx, struct rpc_bstream *st, const uint8_t *frame,
+                                   size_t len, struct slotd_error *err)
+{
+    struct node_api *api = ctx;
+    struct rpc_call *call = rpc_bstream_call(st);
+    struct node_caller caller; /* per request message, exactly like a unary Propose's */
+    if (node_authz_caller(api->authz, api->peer_mtls, call, "/slotd.v1.Metadata/Propose", frame,
+                          len, &caller, err) != 0)
+        return -1;
+    Slotd__V1__ProposeStreamRequest *r =
+        slotd__v1__propose_stream_request__unpack(NULL, len, frame);
+    if (r == NULL) {
+        node_caller_release(&caller);
+        slotd_error_set(err, SLOTD_EMALFORMED,
+                        "request: does not decode as slotd.v1.ProposeStreamRequest");
+        snprintf(err->field, sizeof(err->field), "request");
+        return -1;
+    }
+    if (r->n_items > NODE_PROPOSE_STREAM_ITEMS_MAX) {
+        slotd_error_field(err, "items", NODE_PROPOSE_STREAM_ITEMS_MAX,
+                          "items: %zu items in one message exceeds the limit of %u", r->n_items,
+                          NODE_PROPOSE_STREAM_ITEMS_MAX);
+        node_caller_release(&caller);
+        slotd__v1__propose_stream_request__free_unpacked(r, NULL);
+        return -1;
+    }
+    int64_t deadline = rpc_call_deadline_ms(call);
+    int rc = 0;
+    for (size_t i = 0; i < r->n_items; i++) {
+        struct stream_item *it = malloc(sizeof(*it));
+        if (it == NULL || rpc_bstream_item_begin(st) != 0) {
+            free(it);
+            slotd_error_set(err, SLOTD_EINTERNAL, "items[%zu]: cannot take an in-flight slot", i);
+            rc = -1;
+            break;
+        }
+        it->st = st;
+        it->id = r->items[i]->id;
+        struct rpc_call *lc =
+            rpc_call_new_local("/slotd.v1.Metadata/Propose", deadline, on_stream_item_done, it);
+        if (lc == NULL) {
+            on_stream_item_done(it, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory", NULL, 0,
+                                NULL, 0);
+            continue;
+        }
+        Slotd__V1__ProposeRequest empty = SLOTD__V1__PROPOSE_REQUEST__INIT;
+        Slotd__V1__ProposeRequest *p = r->items[i]->request ? r->items[i]->request : &empty;
+        struct slotd_error e;
+        if (propose_submit(api, lc, &caller, p, &e) != 0)
+            rpc_call_fail(lc, &e);
+    }
     node_caller_release(&caller);
-    free(entry);
-    slotd__v1__propose_request__free_unpacked(p, NULL);
-    rpc_call_fail(call, &err);
+    slotd__v1__propose_stream_request__free_unpacked(r, NULL);
+    int64_t peak = (int64_t)rpc_bstream_inflight_peak(st);
+    int64_t seen = atomic_load(&api->stream_peak);
+    while (peak > seen && !atomic_compare_exchange_weak(&api->stream_peak, &seen, peak)) {
+    }
+    if (peak > seen && api->stream_peak_gauge != NULL)
+        metrics_gauge_set(api->stream_peak_gauge, atomic_load(&api->stream_peak));
+    return rc;
 }
 
 static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
@@ -891,6 +1024,13 @@ int node_api_register(struct node_api *api, struct rpc_server *client, struct rp
     for (size_t i = 0; rc == 0 && i < sizeof(methods) / sizeof(methods[0]); i++)
         rc = rpc_server_add_unary(methods[i].peer ? peer : client, methods[i].path, methods[i].cb,
                                   api);
+    static const struct rpc_bstream_limits stream_limits = {
+        .inflight_max = NODE_PROPOSE_STREAM_INFLIGHT_MAX,
+        .frame_items_max = NODE_PROPOSE_STREAM_ITEMS_MAX,
+    };
+    if (rc == 0)
+        rc = rpc_server_add_bidi_stream(client, "/slotd.v1.Metadata/ProposeStream",
+                                        on_propose_stream_frame, &stream_limits, api);
     if (rc == 0)
         rc = rpc_server_add_client_stream(peer, PEER_RAFT_STREAM, on_peer_raft_frame,
                                           on_peer_raft_stream_end, api);

@@ -24,6 +24,11 @@ enum node_forward_outcome {
     NODE_FORWARD_OUTCOMES
 };
 
+/* ProposeStream bounds: items of one request message, items in flight per stream (results not
+ * yet sent); at the second bound the stream is not read (gRPC flow control holds the client). */
+#define NODE_PROPOSE_STREAM_ITEMS_MAX 1024u
+#define NODE_PROPOSE_STREAM_INFLIGHT_MAX 4096u
+
 struct node_api {
     struct runtime *rt;          /* borrowed */
     struct route_table *routes;  /* borrowed */
@@ -49,10 +54,15 @@ struct node_api {
      * seconds and slotd_backup_last_bytes (node_backup_metrics_register); NULL: not kept */
     struct metrics_counter *backup_runs[2];
     struct metrics_gauge *backup_last_success_s, *backup_last_bytes;
+    /* slotd_propose_stream_inflight_peak: the most items one ProposeStream had in flight at
+     * once (node_api_metrics_register; NULL: not kept); stream_peak is its value */
+    struct metrics_gauge *stream_peak_gauge;
+    _Atomic int64_t stream_peak;
 };
 
 /* m: borrowed (may be NULL: nothing is counted); the series stay the registry's. Registers
- * slotd_forward_total{method,outcome} and points api->forwards at its series. Returns a
+ * slotd_forward_total{method,outcome} and slotd_propose_stream_inflight_peak and points
+ * api->forwards and api->stream_peak_gauge at their series. Returns a
  * METRICS_* code. Call before node_api_register. */
 int node_api_metrics_register(struct node_api *api, struct metrics_registry *m);
 

@@ -267,6 +267,52 @@ struct rpc_call *rpc_cstream_call(struct rpc_cstream *st);
 void rpc_cstream_set_data(struct rpc_cstream *st, void *data);
 void *rpc_cstream_data(const struct rpc_cstream *st);
 
+/* ---- bidirectional streams (bstream.c) -------------------------------------------------- */
+
+struct rpc_bstream;
+
+/* Bounds of one bidirectional method's streams. */
+struct rpc_bstream_limits {
+    size_t inflight_max;    /* items begun whose results are not yet sent, per stream (>= 1) */
+    size_t frame_items_max; /* items one frame may begin (1..inflight_max): the next frame is
+                               read only while inflight + frame_items_max <= inflight_max */
+};
+#define RPC_BSTREAM_MSG_BYTES_MAX (1u << 20) /* bytes of one coalesced response message */
+
+/* Called on a completion-queue thread with one frame (a request message; frame borrowed for the
+ * call, NULL when len is 0), one at a time per stream, in order. It may begin at most
+ * frame_items_max items (rpc_bstream_item_begin), each finished later with
+ * rpc_bstream_item_done. Return 0 to read on, or -1 with err filled to end the stream with that
+ * status at once (results not yet sent are dropped). Must not block. */
+typedef int (*rpc_bstream_frame_cb)(void *ctx, struct rpc_bstream *st, const uint8_t *frame,
+                                    size_t len, struct slotd_error *err);
+
+/* Sets the bidirectional handler of method (borrowed for the call; on_frame not NULL; limits
+ * borrowed, copied), registering the path if it is new. Before start only. A stream passes the
+ * unary call's checks before its first frame is read (shutdown, connection limits,
+ * max_inflight_calls, whose slot and connection count it holds until it is freed); each frame
+ * must be within max_request_bytes (a larger one ends the stream with INVALID_ARGUMENT). The
+ * client's half-close ends the stream with OK once every begun item's result was sent; a broken
+ * call (client cancel, connection lost, server shutdown) ends it at once, the results of items
+ * still in flight being dropped when they come. Returns SLOTD_EINVALID_FIELD when the path is
+ * too long, RPC_METHODS_MAX is reached or a limit is out of range. */
+int rpc_server_add_bidi_stream(struct rpc_server *s, const char *method,
+                               rpc_bstream_frame_cb on_frame,
+                               const struct rpc_bstream_limits *limits, void *ctx);
+/* Begins one item (from the frame callback): takes an in-flight slot and a reference on st.
+ * 0, or -1 when inflight_max items are in flight (then nothing is taken). */
+int rpc_bstream_item_begin(struct rpc_bstream *st);
+/* Finishes a begun item, from any thread, exactly once: part (borrowed for the call; at most
+ * RPC_BSTREAM_MSG_BYTES_MAX bytes) is appended to the response being coalesced: it must be
+ * whole fields of the response message, so concatenated parts are one valid message. Dropped
+ * when the stream already broke or ended in error. Releases the item's reference. */
+void rpc_bstream_item_done(struct rpc_bstream *st, const void *part, size_t len);
+/* The stream's call, for the accessors only (rpc_call_header answers for the stream's whole
+ * life, rpc_call_peer_names, rpc_call_deadline_ms, rpc_call_method): never reply or fail it. */
+struct rpc_call *rpc_bstream_call(struct rpc_bstream *st);
+/* The highest number of items st had in flight at once. Any thread. */
+size_t rpc_bstream_inflight_peak(struct rpc_bstream *st);
+
 #define RPC_PEER_NAME_MAX 128 /* bytes of one certificate name incl. NUL */
 
 /* The names in the client certificate the TLS handshake verified against tls_ca_pem: the

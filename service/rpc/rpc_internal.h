@@ -31,6 +31,10 @@ enum rpc__tag_kind {
     RPC__TAG_CSTREAM_RECV,   /* struct rpc_cstream: a frame arrived (or the client's end) */
     RPC__TAG_CSTREAM_CLOSE,  /* struct rpc_cstream: the call closed (status sent, or cancelled) */
     RPC__TAG_CSTREAM_STATUS, /* struct rpc_cstream: the final status batch completed */
+    RPC__TAG_BSTREAM_RECV,   /* struct rpc_bstream: a frame arrived (or the client's end) */
+    RPC__TAG_BSTREAM_SEND,   /* struct rpc_bstream: a response message was sent (or failed) */
+    RPC__TAG_BSTREAM_CLOSE,  /* struct rpc_bstream: the call closed (status sent, or cancelled) */
+    RPC__TAG_BSTREAM_STATUS, /* struct rpc_bstream: the final status batch completed */
     RPC__TAG_SHUTDOWN,       /* struct rpc_server: grpc_server_shutdown_and_notify finished */
 };
 
@@ -50,6 +54,8 @@ enum rpc__method_kind {
     RPC__METHOD_SERVER_STREAM, /* one request in, messages out, via stream_cb (stream.c) */
     RPC__METHOD_CLIENT_STREAM, /* frames in via cstream_frame, one empty response (cstream.c);
                                   registered with GRPC_SRM_PAYLOAD_NONE */
+    RPC__METHOD_BIDI_STREAM,   /* frames in via bstream_frame, coalesced results out
+                                  (bstream.c); registered with GRPC_SRM_PAYLOAD_NONE */
 };
 
 #define RPC__GRPC_CODES 17 /* OK .. UNAUTHENTICATED */
@@ -70,6 +76,8 @@ struct rpc__method {
     rpc_stream_cb stream_cb;            /* RPC__METHOD_SERVER_STREAM only; never NULL there */
     rpc_cstream_frame_cb cstream_frame; /* RPC__METHOD_CLIENT_STREAM only; never NULL there */
     rpc_cstream_end_cb cstream_end;     /* RPC__METHOD_CLIENT_STREAM; may be NULL */
+    rpc_bstream_frame_cb bstream_frame; /* RPC__METHOD_BIDI_STREAM only; never NULL there */
+    struct rpc_bstream_limits bstream_limits; /* RPC__METHOD_BIDI_STREAM */
     void *ctx;
     bool counted; /* counts against max_inflight_calls (false for health) */
     void *handle; /* grpc_server_register_method result, set at start */
@@ -187,6 +195,12 @@ void rpc__stream_on_event(struct rpc__tag *t, bool ok);
  * slot taken): reads its frames, or fails c. CQ thread. */
 void rpc__cstream_start(struct rpc_server *s, const struct rpc__method *m, struct rpc_call *c);
 void rpc__cstream_on_event(struct rpc__tag *t, bool ok);
+
+/* bstream.c */
+/* Takes over call c (a bidirectional method m, no payload read yet, its max_inflight_calls slot
+ * taken; c->md still the request's): reads its frames, or fails c. CQ thread. */
+void rpc__bstream_start(struct rpc_server *s, const struct rpc__method *m, struct rpc_call *c);
+void rpc__bstream_on_event(struct rpc__tag *t, bool ok);
 
 /* conn.c: the connection table (max_connections entries). */
 #define RPC__CONN_PEER_MAX 96 /* bytes of a peer address kept, NUL included */

@@ -250,6 +250,24 @@ int rpc_server_add_client_stream(struct rpc_server *s, const char *method,
     return SLOTD_OK;
 }
 
+int rpc_server_add_bidi_stream(struct rpc_server *s, const char *method,
+                               rpc_bstream_frame_cb on_frame,
+                               const struct rpc_bstream_limits *limits, void *ctx)
+{
+    assert(on_frame != NULL && limits != NULL);
+    if (limits->inflight_max == 0 || limits->frame_items_max == 0 ||
+        limits->frame_items_max > limits->inflight_max) {
+        return SLOTD_EINVALID_FIELD;
+    }
+    struct rpc__method *m = stream_method_get(s, method, RPC__METHOD_BIDI_STREAM, ctx);
+    if (m == NULL) {
+        return SLOTD_EINVALID_FIELD;
+    }
+    m->bstream_frame = on_frame;
+    m->bstream_limits = *limits;
+    return SLOTD_OK;
+}
+
 int rpc_server_add_server_stream(struct rpc_server *s, const char *method, rpc_stream_cb cb,
                                  void *ctx)
 {
@@ -401,8 +419,10 @@ static void request_arm(struct rpc_server *s, struct rpc__method *m)
     if (m != NULL) {
         /* Methods registered with GRPC_SRM_PAYLOAD_NONE must not ask for a payload. */
         grpc_byte_buffer **payload =
-            m->kind == RPC__METHOD_REFLECTION || m->kind == RPC__METHOD_CLIENT_STREAM ? NULL
-                                                                                      : &r->payload;
+            m->kind == RPC__METHOD_REFLECTION || m->kind == RPC__METHOD_CLIENT_STREAM ||
+                    m->kind == RPC__METHOD_BIDI_STREAM
+                ? NULL
+                : &r->payload;
         e = grpc_server_request_registered_call(s->server, m->handle, &r->call, &r->deadline,
                                                 &r->md, payload, s->cq, s->cq, &r->tag);
     } else {
@@ -749,6 +769,12 @@ static void call_dispatch(struct rpc_server *s, const struct rpc__method *m, str
         rpc__cstream_start(s, m, c); /* reads its own frames */
         return;
     }
+    if (m->kind == RPC__METHOD_BIDI_STREAM) {
+        if (!call_count(s, m, c))
+            return;
+        rpc__bstream_start(s, m, c); /* reads its own frames */
+        return;
+    }
     if (payload == NULL) {
         slotd_error_set(&e, SLOTD_EMALFORMED, "request: no message (cancelled or not sent)");
         snprintf(e.field, sizeof(e.field), "request");
@@ -977,7 +1003,8 @@ static int server_create(struct rpc_server *s, char *err, size_t errlen)
         /* Streams whose requests arrive one by one read them themselves. */
         grpc_server_register_method_payload_handling payload =
             s->methods[i].kind == RPC__METHOD_REFLECTION ||
-                    s->methods[i].kind == RPC__METHOD_CLIENT_STREAM
+                    s->methods[i].kind == RPC__METHOD_CLIENT_STREAM ||
+                    s->methods[i].kind == RPC__METHOD_BIDI_STREAM
                 ? GRPC_SRM_PAYLOAD_NONE
                 : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER;
         s->methods[i].handle =

@@ -7,6 +7,186 @@
 #endif
 
 #include "slotd/v1/metadata.pb-c.h"
+void   slotd__v1__propose_stream_item__init
+                     (Slotd__V1__ProposeStreamItem         *message)
+{
+  static const Slotd__V1__ProposeStreamItem init_value = SLOTD__V1__PROPOSE_STREAM_ITEM__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__propose_stream_item__get_packed_size
+                     (const Slotd__V1__ProposeStreamItem *message)
+{
+  assert(message->base.descriptor == &slotd__v1__propose_stream_item__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__propose_stream_item__pack
+                     (const Slotd__V1__ProposeStreamItem *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__propose_stream_item__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__propose_stream_item__pack_to_buffer
+                     (const Slotd__V1__ProposeStreamItem *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__propose_stream_item__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ProposeStreamItem *
+       slotd__v1__propose_stream_item__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ProposeStreamItem *)
+     protobuf_c_message_unpack (&slotd__v1__propose_stream_item__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__propose_stream_item__free_unpacked
+                     (Slotd__V1__ProposeStreamItem *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__propose_stream_item__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__propose_stream_request__init
+                     (Slotd__V1__ProposeStreamRequest         *message)
+{
+  static const Slotd__V1__ProposeStreamRequest init_value = SLOTD__V1__PROPOSE_STREAM_REQUEST__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__propose_stream_request__get_packed_size
+                     (const Slotd__V1__ProposeStreamRequest *message)
+{
+  assert(message->base.descriptor == &slotd__v1__propose_stream_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__propose_stream_request__pack
+                     (const Slotd__V1__ProposeStreamRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__propose_stream_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__propose_stream_request__pack_to_buffer
+                     (const Slotd__V1__ProposeStreamRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__propose_stream_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ProposeStreamRequest *
+       slotd__v1__propose_stream_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ProposeStreamRequest *)
+     protobuf_c_message_unpack (&slotd__v1__propose_stream_request__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__propose_stream_request__free_unpacked
+                     (Slotd__V1__ProposeStreamRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__propose_stream_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__propose_stream_result__init
+                     (Slotd__V1__ProposeStreamResult         *message)
+{
+  static const Slotd__V1__ProposeStreamResult init_value = SLOTD__V1__PROPOSE_STREAM_RESULT__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__propose_stream_result__get_packed_size
+                     (const Slotd__V1__ProposeStreamResult *message)
+{
+  assert(message->base.descriptor == &slotd__v1__propose_stream_result__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__propose_stream_result__pack
+                     (const Slotd__V1__ProposeStreamResult *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__propose_stream_result__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__propose_stream_result__pack_to_buffer
+                     (const Slotd__V1__ProposeStreamResult *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__propose_stream_result__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ProposeStreamResult *
+       slotd__v1__propose_stream_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ProposeStreamResult *)
+     protobuf_c_message_unpack (&slotd__v1__propose_stream_result__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__propose_stream_result__free_unpacked
+                     (Slotd__V1__ProposeStreamResult *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__propose_stream_result__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   slotd__v1__propose_stream_response__init
+                     (Slotd__V1__ProposeStreamResponse         *message)
+{
+  static const Slotd__V1__ProposeStreamResponse init_value = SLOTD__V1__PROPOSE_STREAM_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t slotd__v1__propose_stream_response__get_packed_size
+                     (const Slotd__V1__ProposeStreamResponse *message)
+{
+  assert(message->base.descriptor == &slotd__v1__propose_stream_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t slotd__v1__propose_stream_response__pack
+                     (const Slotd__V1__ProposeStreamResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &slotd__v1__propose_stream_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t slotd__v1__propose_stream_response__pack_to_buffer
+                     (const Slotd__V1__ProposeStreamResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &slotd__v1__propose_stream_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Slotd__V1__ProposeStreamResponse *
+       slotd__v1__propose_stream_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Slotd__V1__ProposeStreamResponse *)
+     protobuf_c_message_unpack (&slotd__v1__propose_stream_response__descriptor,
+                                allocator, len, data);
+}
+void   slotd__v1__propose_stream_response__free_unpacked
+                     (Slotd__V1__ProposeStreamResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &slotd__v1__propose_stream_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   slotd__v1__propose_request__init
                      (Slotd__V1__ProposeRequest         *message)
 {
@@ -5722,6 +5902,223 @@ void   slotd__v1__watch_response__free_unpacked
   assert(message->base.descriptor == &slotd__v1__watch_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+static const ProtobufCFieldDescriptor slotd__v1__propose_stream_item__field_descriptors[2] =
+{
+  {
+    "id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ProposeStreamItem, id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "request",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ProposeStreamItem, request),
+    &slotd__v1__propose_request__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__propose_stream_item__field_indices_by_name[] = {
+  0,   /* field[0] = id */
+  1,   /* field[1] = request */
+};
+static const ProtobufCIntRange slotd__v1__propose_stream_item__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor slotd__v1__propose_stream_item__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ProposeStreamItem",
+  "ProposeStreamItem",
+  "Slotd__V1__ProposeStreamItem",
+  "slotd.v1",
+  sizeof(Slotd__V1__ProposeStreamItem),
+  2,
+  slotd__v1__propose_stream_item__field_descriptors,
+  slotd__v1__propose_stream_item__field_indices_by_name,
+  1,  slotd__v1__propose_stream_item__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__propose_stream_item__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__propose_stream_request__field_descriptors[1] =
+{
+  {
+    "items",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeStreamRequest, n_items),
+    offsetof(Slotd__V1__ProposeStreamRequest, items),
+    &slotd__v1__propose_stream_item__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__propose_stream_request__field_indices_by_name[] = {
+  0,   /* field[0] = items */
+};
+static const ProtobufCIntRange slotd__v1__propose_stream_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__propose_stream_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ProposeStreamRequest",
+  "ProposeStreamRequest",
+  "Slotd__V1__ProposeStreamRequest",
+  "slotd.v1",
+  sizeof(Slotd__V1__ProposeStreamRequest),
+  1,
+  slotd__v1__propose_stream_request__field_descriptors,
+  slotd__v1__propose_stream_request__field_indices_by_name,
+  1,  slotd__v1__propose_stream_request__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__propose_stream_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__propose_stream_result__field_descriptors[5] =
+{
+  {
+    "id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ProposeStreamResult, id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "response",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ProposeStreamResult, response),
+    &slotd__v1__propose_response__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "code",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ProposeStreamResult, code),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "message",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ProposeStreamResult, message),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "details",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Slotd__V1__ProposeStreamResult, details),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__propose_stream_result__field_indices_by_name[] = {
+  2,   /* field[2] = code */
+  4,   /* field[4] = details */
+  0,   /* field[0] = id */
+  3,   /* field[3] = message */
+  1,   /* field[1] = response */
+};
+static const ProtobufCIntRange slotd__v1__propose_stream_result__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor slotd__v1__propose_stream_result__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ProposeStreamResult",
+  "ProposeStreamResult",
+  "Slotd__V1__ProposeStreamResult",
+  "slotd.v1",
+  sizeof(Slotd__V1__ProposeStreamResult),
+  5,
+  slotd__v1__propose_stream_result__field_descriptors,
+  slotd__v1__propose_stream_result__field_indices_by_name,
+  1,  slotd__v1__propose_stream_result__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__propose_stream_result__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor slotd__v1__propose_stream_response__field_descriptors[1] =
+{
+  {
+    "results",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Slotd__V1__ProposeStreamResponse, n_results),
+    offsetof(Slotd__V1__ProposeStreamResponse, results),
+    &slotd__v1__propose_stream_result__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned slotd__v1__propose_stream_response__field_indices_by_name[] = {
+  0,   /* field[0] = results */
+};
+static const ProtobufCIntRange slotd__v1__propose_stream_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor slotd__v1__propose_stream_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "slotd.v1.ProposeStreamResponse",
+  "ProposeStreamResponse",
+  "Slotd__V1__ProposeStreamResponse",
+  "slotd.v1",
+  sizeof(Slotd__V1__ProposeStreamResponse),
+  1,
+  slotd__v1__propose_stream_response__field_descriptors,
+  slotd__v1__propose_stream_response__field_indices_by_name,
+  1,  slotd__v1__propose_stream_response__number_ranges,
+  (ProtobufCMessageInit) slotd__v1__propose_stream_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor slotd__v1__propose_request__field_descriptors[38] =
 {
   {
@@ -16222,16 +16619,18 @@ const ProtobufCEnumDescriptor slotd__v1__watch_event_type__descriptor =
   slotd__v1__watch_event_type__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor slotd__v1__metadata__method_descriptors[5] =
+static const ProtobufCMethodDescriptor slotd__v1__metadata__method_descriptors[6] =
 {
   { "Propose", &slotd__v1__propose_request__descriptor, &slotd__v1__propose_response__descriptor },
   { "Read", &slotd__v1__read_request__descriptor, &slotd__v1__read_response__descriptor },
   { "RouteSnapshot", &slotd__v1__route_snapshot_request__descriptor, &slotd__v1__route_snapshot_response__descriptor },
   { "TaskStatus", &slotd__v1__task_status_request__descriptor, &slotd__v1__task_status_response__descriptor },
   { "Watch", &slotd__v1__watch_request__descriptor, &slotd__v1__watch_response__descriptor },
+  { "ProposeStream", &slotd__v1__propose_stream_request__descriptor, &slotd__v1__propose_stream_response__descriptor },
 };
 const unsigned slotd__v1__metadata__method_indices_by_name[] = {
   0,        /* Propose */
+  5,        /* ProposeStream */
   1,        /* Read */
   2,        /* RouteSnapshot */
   3,        /* TaskStatus */
@@ -16244,7 +16643,7 @@ const ProtobufCServiceDescriptor slotd__v1__metadata__descriptor =
   "Metadata",
   "Slotd__V1__Metadata",
   "slotd.v1",
-  5,
+  6,
   slotd__v1__metadata__method_descriptors,
   slotd__v1__metadata__method_indices_by_name
 };
@@ -16287,6 +16686,14 @@ void slotd__v1__metadata__watch(ProtobufCService *service,
 {
   assert(service->descriptor == &slotd__v1__metadata__descriptor);
   service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void slotd__v1__metadata__propose_stream(ProtobufCService *service,
+                                         const Slotd__V1__ProposeStreamRequest *input,
+                                         Slotd__V1__ProposeStreamResponse_Closure closure,
+                                         void *closure_data)
+{
+  assert(service->descriptor == &slotd__v1__metadata__descriptor);
+  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void slotd__v1__metadata__init (Slotd__V1__Metadata_Service *service,
                                 Slotd__V1__Metadata_ServiceDestroy destroy)

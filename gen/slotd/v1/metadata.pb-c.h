@@ -15,6 +15,10 @@ PROTOBUF_C__BEGIN_DECLS
 #endif
 
 
+typedef struct Slotd__V1__ProposeStreamItem Slotd__V1__ProposeStreamItem;
+typedef struct Slotd__V1__ProposeStreamRequest Slotd__V1__ProposeStreamRequest;
+typedef struct Slotd__V1__ProposeStreamResult Slotd__V1__ProposeStreamResult;
+typedef struct Slotd__V1__ProposeStreamResponse Slotd__V1__ProposeStreamResponse;
 typedef struct Slotd__V1__ProposeRequest Slotd__V1__ProposeRequest;
 typedef struct Slotd__V1__PutCommand Slotd__V1__PutCommand;
 typedef struct Slotd__V1__LeaseGrantCommand Slotd__V1__LeaseGrantCommand;
@@ -346,6 +350,67 @@ typedef enum _Slotd__V1__WatchEventType {
 } Slotd__V1__WatchEventType;
 
 /* --- messages --- */
+
+/*
+ * One write of a ProposeStream: id is the client's (echoed in its result, not interpreted).
+ */
+struct  Slotd__V1__ProposeStreamItem
+{
+  ProtobufCMessage base;
+  uint64_t id;
+  Slotd__V1__ProposeRequest *request;
+};
+#define SLOTD__V1__PROPOSE_STREAM_ITEM__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__propose_stream_item__descriptor) \
+    , 0, NULL }
+
+
+/*
+ * At most 1024 items and max_request_bytes per message.
+ */
+struct  Slotd__V1__ProposeStreamRequest
+{
+  ProtobufCMessage base;
+  size_t n_items;
+  Slotd__V1__ProposeStreamItem **items;
+};
+#define SLOTD__V1__PROPOSE_STREAM_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__propose_stream_request__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * The outcome of one item: code 0 (OK) with response, or the gRPC status code, message and
+ * details (a packed google.rpc.Status with the slotd.v1.ErrorDetail, the bytes a unary Propose
+ * sends as grpc-status-details-bin) the unary Propose of that request would have ended with.
+ */
+struct  Slotd__V1__ProposeStreamResult
+{
+  ProtobufCMessage base;
+  uint64_t id;
+  Slotd__V1__ProposeResponse *response;
+  int32_t code;
+  char *message;
+  ProtobufCBinaryData details;
+};
+#define SLOTD__V1__PROPOSE_STREAM_RESULT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__propose_stream_result__descriptor) \
+    , 0, NULL, 0, (char *)protobuf_c_empty_string, {0,NULL} }
+
+
+/*
+ * Results that became ready together (coalesced, at most 1 MiB per message).
+ */
+struct  Slotd__V1__ProposeStreamResponse
+{
+  ProtobufCMessage base;
+  size_t n_results;
+  Slotd__V1__ProposeStreamResult **results;
+};
+#define SLOTD__V1__PROPOSE_STREAM_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&slotd__v1__propose_stream_response__descriptor) \
+    , 0,NULL }
+
 
 typedef enum {
   SLOTD__V1__PROPOSE_REQUEST__COMMAND__NOT_SET = 0,
@@ -2864,6 +2929,82 @@ struct  Slotd__V1__WatchResponse
     , 0,NULL, 0,NULL, 0, 0 }
 
 
+/* Slotd__V1__ProposeStreamItem methods */
+void   slotd__v1__propose_stream_item__init
+                     (Slotd__V1__ProposeStreamItem         *message);
+size_t slotd__v1__propose_stream_item__get_packed_size
+                     (const Slotd__V1__ProposeStreamItem   *message);
+size_t slotd__v1__propose_stream_item__pack
+                     (const Slotd__V1__ProposeStreamItem   *message,
+                      uint8_t             *out);
+size_t slotd__v1__propose_stream_item__pack_to_buffer
+                     (const Slotd__V1__ProposeStreamItem   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ProposeStreamItem *
+       slotd__v1__propose_stream_item__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__propose_stream_item__free_unpacked
+                     (Slotd__V1__ProposeStreamItem *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ProposeStreamRequest methods */
+void   slotd__v1__propose_stream_request__init
+                     (Slotd__V1__ProposeStreamRequest         *message);
+size_t slotd__v1__propose_stream_request__get_packed_size
+                     (const Slotd__V1__ProposeStreamRequest   *message);
+size_t slotd__v1__propose_stream_request__pack
+                     (const Slotd__V1__ProposeStreamRequest   *message,
+                      uint8_t             *out);
+size_t slotd__v1__propose_stream_request__pack_to_buffer
+                     (const Slotd__V1__ProposeStreamRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ProposeStreamRequest *
+       slotd__v1__propose_stream_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__propose_stream_request__free_unpacked
+                     (Slotd__V1__ProposeStreamRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ProposeStreamResult methods */
+void   slotd__v1__propose_stream_result__init
+                     (Slotd__V1__ProposeStreamResult         *message);
+size_t slotd__v1__propose_stream_result__get_packed_size
+                     (const Slotd__V1__ProposeStreamResult   *message);
+size_t slotd__v1__propose_stream_result__pack
+                     (const Slotd__V1__ProposeStreamResult   *message,
+                      uint8_t             *out);
+size_t slotd__v1__propose_stream_result__pack_to_buffer
+                     (const Slotd__V1__ProposeStreamResult   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ProposeStreamResult *
+       slotd__v1__propose_stream_result__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__propose_stream_result__free_unpacked
+                     (Slotd__V1__ProposeStreamResult *message,
+                      ProtobufCAllocator *allocator);
+/* Slotd__V1__ProposeStreamResponse methods */
+void   slotd__v1__propose_stream_response__init
+                     (Slotd__V1__ProposeStreamResponse         *message);
+size_t slotd__v1__propose_stream_response__get_packed_size
+                     (const Slotd__V1__ProposeStreamResponse   *message);
+size_t slotd__v1__propose_stream_response__pack
+                     (const Slotd__V1__ProposeStreamResponse   *message,
+                      uint8_t             *out);
+size_t slotd__v1__propose_stream_response__pack_to_buffer
+                     (const Slotd__V1__ProposeStreamResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Slotd__V1__ProposeStreamResponse *
+       slotd__v1__propose_stream_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   slotd__v1__propose_stream_response__free_unpacked
+                     (Slotd__V1__ProposeStreamResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Slotd__V1__ProposeRequest methods */
 void   slotd__v1__propose_request__init
                      (Slotd__V1__ProposeRequest         *message);
@@ -5279,6 +5420,18 @@ void   slotd__v1__watch_response__free_unpacked
                       ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
+typedef void (*Slotd__V1__ProposeStreamItem_Closure)
+                 (const Slotd__V1__ProposeStreamItem *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ProposeStreamRequest_Closure)
+                 (const Slotd__V1__ProposeStreamRequest *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ProposeStreamResult_Closure)
+                 (const Slotd__V1__ProposeStreamResult *message,
+                  void *closure_data);
+typedef void (*Slotd__V1__ProposeStreamResponse_Closure)
+                 (const Slotd__V1__ProposeStreamResponse *message,
+                  void *closure_data);
 typedef void (*Slotd__V1__ProposeRequest_Closure)
                  (const Slotd__V1__ProposeRequest *message,
                   void *closure_data);
@@ -5687,6 +5840,10 @@ struct Slotd__V1__Metadata_Service
                 const Slotd__V1__WatchRequest *input,
                 Slotd__V1__WatchResponse_Closure closure,
                 void *closure_data);
+  void (*propose_stream)(Slotd__V1__Metadata_Service *service,
+                         const Slotd__V1__ProposeStreamRequest *input,
+                         Slotd__V1__ProposeStreamResponse_Closure closure,
+                         void *closure_data);
 };
 typedef void (*Slotd__V1__Metadata_ServiceDestroy)(Slotd__V1__Metadata_Service *);
 void slotd__v1__metadata__init (Slotd__V1__Metadata_Service *service,
@@ -5699,7 +5856,8 @@ void slotd__v1__metadata__init (Slotd__V1__Metadata_Service *service,
       function_prefix__ ## read,\
       function_prefix__ ## route_snapshot,\
       function_prefix__ ## task_status,\
-      function_prefix__ ## watch  }
+      function_prefix__ ## watch,\
+      function_prefix__ ## propose_stream  }
 void slotd__v1__metadata__propose(ProtobufCService *service,
                                   const Slotd__V1__ProposeRequest *input,
                                   Slotd__V1__ProposeResponse_Closure closure,
@@ -5720,6 +5878,10 @@ void slotd__v1__metadata__watch(ProtobufCService *service,
                                 const Slotd__V1__WatchRequest *input,
                                 Slotd__V1__WatchResponse_Closure closure,
                                 void *closure_data);
+void slotd__v1__metadata__propose_stream(ProtobufCService *service,
+                                         const Slotd__V1__ProposeStreamRequest *input,
+                                         Slotd__V1__ProposeStreamResponse_Closure closure,
+                                         void *closure_data);
 
 /* --- descriptors --- */
 
@@ -5733,6 +5895,10 @@ extern const ProtobufCEnumDescriptor    slotd__v1__migration_status__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__typed_watch_kind__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__typed_table__descriptor;
 extern const ProtobufCEnumDescriptor    slotd__v1__watch_event_type__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__propose_stream_item__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__propose_stream_request__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__propose_stream_result__descriptor;
+extern const ProtobufCMessageDescriptor slotd__v1__propose_stream_response__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__propose_request__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__put_command__descriptor;
 extern const ProtobufCMessageDescriptor slotd__v1__lease_grant_command__descriptor;
