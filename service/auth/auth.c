@@ -262,9 +262,7 @@ int auth_signer_sign(void *ctx, const char *method, uint64_t to, const uint8_t *
 
 /* ---- Parsing ----------------------------------------------------------------------------- */
 
-/* A canonical decimal (digits only, no sign, no leading zero but "0" itself, at most 20
- * digits) of value <= max into *v. Returns 0 or -1. */
-static int parse_decimal(const char *s, size_t n, uint64_t max, uint64_t *v)
+int auth__decimal_parse(const char *s, size_t n, uint64_t max, uint64_t *v)
 {
     if (n == 0 || n > 20 || (n > 1 && s[0] == '0')) {
         return -1;
@@ -332,9 +330,9 @@ static int proof_parse(const char *text, size_t n, struct proof *p, const char *
         *reason = "it has fewer than five dot-separated fields";
     } else if (field_len[0] != 2 || memcmp(field[0], "v1", 2) != 0) {
         *reason = "it is not version v1";
-    } else if (parse_decimal(field[1], field_len[1], UINT64_MAX, &node) != 0 || node == 0) {
+    } else if (auth__decimal_parse(field[1], field_len[1], UINT64_MAX, &node) != 0 || node == 0) {
         *reason = "the node is not a decimal from 1 to 18446744073709551615";
-    } else if (parse_decimal(field[2], field_len[2], INT64_MAX, &ms) != 0) {
+    } else if (auth__decimal_parse(field[2], field_len[2], INT64_MAX, &ms) != 0) {
         *reason = "the time is not a decimal ms count from 0 to 9223372036854775807";
     } else if (parse_hex(field[3], field_len[3], p->nonce, sizeof(p->nonce)) != 0) {
         *reason = "the nonce is not 32 lowercase hex digits";

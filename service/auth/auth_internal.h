@@ -1,4 +1,5 @@
-/* auth_internal.h - internals shared by auth.c and replay.c: the bounded replay memory. */
+/* auth_internal.h - internals shared by auth.c, replay.c and token.c: the bounded replay memory
+ * and the decimal parser. */
 #ifndef SLOTD_AUTH_INTERNAL_H
 #define SLOTD_AUTH_INTERNAL_H
 
@@ -50,5 +51,9 @@ int auth__replay_admit(struct auth__replay *r, uint64_t node, int64_t wall_ms,
 
 /* Returns 0 when r's invariants hold, else AUTH_EINVALID. O(AUTH__SLOTS). */
 int auth__replay_check(const struct auth__replay *r);
+
+/* A canonical decimal (digits only, no sign, no leading zero but "0" itself, at most 20
+ * digits) of value <= max in s[0, n) (borrowed) into *v. Returns 0 or -1 (*v untouched). */
+int auth__decimal_parse(const char *s, size_t n, uint64_t max, uint64_t *v);
 
 #endif /* SLOTD_AUTH_INTERNAL_H */

@@ -4,6 +4,7 @@
 
 #include <sodium.h>
 
+#include "auth_internal.h"
 #include "token.h"
 
 #define TOKEN_PREFIX "t1."
@@ -69,27 +70,6 @@ int auth_token_make(const uint8_t *key, const char *user, uint64_t user_revision
     return AUTH_OK;
 }
 
-/* A canonical decimal (no sign, no leading zero unless "0", at most 20 digits, fits u64). */
-static int decimal(const char *s, size_t n, uint64_t *v)
-{
-    if (n < 1 || n > 20 || (n > 1 && s[0] == '0')) {
-        return -1;
-    }
-    uint64_t out = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') {
-            return -1;
-        }
-        uint64_t d = (uint64_t)(s[i] - '0');
-        if (out > (UINT64_MAX - d) / 10) {
-            return -1;
-        }
-        out = out * 10 + d;
-    }
-    *v = out;
-    return 0;
-}
-
 /* Splits tok at its last three dots: user, revision, expiry, mac (pointers into tok). */
 struct parts {
     const char *user, *rev, *exp, *mac;
@@ -132,8 +112,8 @@ int auth_token_parse(const char *tok, size_t len, struct auth_token *out)
         return AUTH_EMISSING;
     }
     if (split(tok, len, &p) != 0 || !user_ok(p.user, p.user_n) ||
-        decimal(p.rev, p.rev_n, &out->user_revision) != 0 ||
-        decimal(p.exp, p.exp_n, &out->expires_ms) != 0 ||
+        auth__decimal_parse(p.rev, p.rev_n, UINT64_MAX, &out->user_revision) != 0 ||
+        auth__decimal_parse(p.exp, p.exp_n, UINT64_MAX, &out->expires_ms) != 0 ||
         p.mac_n != 2 * crypto_auth_hmacsha256_BYTES) {
         return AUTH_EMALFORMED;
     }
