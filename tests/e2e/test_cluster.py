@@ -565,8 +565,10 @@ class ClusterFailureTest(h.SlotdTestCase):
 
     def test_snapshot_transfers_bounded(self):
         """With --snapshot-sends-max 1, a leader that must send a snapshot to two restarted
-        followers at once refuses the second transfer while the first runs (logged; raft asks
-        again), never has two in progress, and both followers end up with every row."""
+        followers refuses the second transfer while the first runs (logged; raft asks again),
+        never has two in progress, and both followers end up with every row. The first
+        follower is held (SIGSTOP) once its transfer started until the second was refused, so
+        the two overlap on a loaded machine too."""
         c = self.new_cluster(size=5, replicas=5, slot_groups=1,
                              extra_args=["--compact-entries", "50", "--compact-tail", "5",
                                          "--snapshot-chunk-bytes", "256",
@@ -590,11 +592,30 @@ class ClusterFailureTest(h.SlotdTestCase):
                 resp = self._settle(c, leader, req, future, deadline)
                 latest[req.put.key] = (req.put.value, resp.put.version, 1)
         top = max(v for _, v, _ in latest.values())
-        for n in laggers:  # both at once, so the leader needs both transfers together
-            c.server(n)._spawn()
-            c.server(n)._open_channel()
-        for n in laggers:
-            self.assertIsNone(c.server(n)._wait_serving(h.START_TIMEOUT_S))
+        # The first lagger's transfer starts, then that lagger is stopped (SIGSTOP) so its
+        # transfer stays open however slowly the second one starts on a loaded machine; the
+        # second must be refused meanwhile, and the first resumes.
+        first, second = laggers
+        leader_log = c.server(leader)
+        c.server(first)._spawn()
+        c.server(first)._open_channel()
+        self.assertIsNone(c.server(first)._wait_serving(h.START_TIMEOUT_S))
+        bound = time.monotonic() + CATCH_UP_BOUND_S
+        while not [line for line in leader_log.log_lines('msg="snapshot needed"', True)
+                   if re.search(r"\bto=%d\b" % first, line)]:
+            self.assertLess(time.monotonic(), bound, "no snapshot transfer to node %d" % first)
+            time.sleep(0.02)
+        c.server(first).pause()
+        try:
+            c.server(second)._spawn()
+            c.server(second)._open_channel()
+            self.assertIsNone(c.server(second)._wait_serving(h.START_TIMEOUT_S))
+            bound = time.monotonic() + CATCH_UP_BOUND_S
+            while not leader_log.log_lines("too many transfers", True):
+                self.assertLess(time.monotonic(), bound, "node %d was never refused" % second)
+                time.sleep(0.05)
+        finally:
+            c.server(first).resume()
         for n in laggers:
             got, _, last = _wait_local_read(c.server(n), keys[0], top, CATCH_UP_BOUND_S)
             self.assertIsNotNone(got, "node %d: no LOCAL read at index %d: %s" % (n, top, last))

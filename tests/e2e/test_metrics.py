@@ -109,6 +109,7 @@ class MetricsTest(h.SlotdTestCase):
                 "slotd_apply_batch_entries": "histogram",
                 "slotd_snapshot_bytes_total": "counter",
                 "slotd_snapshot_recv_abandoned_total": "counter",
+                "slotd_propose_stream_inflight_peak": "gauge",
                 "slotd_raft_dropped_messages_total": "counter",
                 "slotd_route_revision": "gauge",
                 "slotd_controller_revision": "gauge",
