@@ -558,6 +558,12 @@ raft_term raft_current_term(const struct raft *r)
     return r->term;
 }
 
+const struct raft_snapshot *raft_pending_snapshot(const struct raft *r)
+{
+    RAFT_ASSERT(r != NULL);
+    return r->log.u.snap;
+}
+
 void raft_status(const struct raft *cr, struct raft_status *out)
 {
     RAFT_ASSERT(cr != NULL && out != NULL);

@@ -484,6 +484,12 @@ void raft_status(const struct raft *r, struct raft_status *out);
 /* The current term (cheap; raft_status copies much more). Proposals accepted now carry it. */
 raft_term raft_current_term(const struct raft *r);
 
+/* The snapshot the core restored from a SNAPSHOT message and has not yet been told is persisted
+ * (it goes out in a ready as rd.snapshot and stays until the raft_advance after it), NULL if
+ * none. A host that stored the message's data elsewhere learns here whether the core took it.
+ * Borrowed: valid until the next call that changes the core. */
+const struct raft_snapshot *raft_pending_snapshot(const struct raft *r);
+
 /* Which invariant raft_check_invariants() found broken, where. */
 struct raft_invariant_report {
     /* static, e.g. "applied_le_commit" (raft/README.md lists them); NULL if none broke */

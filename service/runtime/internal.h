@@ -51,6 +51,8 @@ enum rt_request_kind {
 /* A data group's received snapshot is spooled to disk (peer.c recv_chunk) up to this size by
  * default (opts.snap_recv_max_bytes, --snapshot-recv-max-bytes); one larger is refused. */
 #define RT_SNAP_RECV_MAX_BYTES ((uint64_t)64 << 30)
+/* Free space a data group's snapshot receive leaves in the data dir's file system. */
+#define RT_SNAP_RECV_FREE_MIN ((uint64_t)64 << 20)
 /* Row bytes per LevelDB batch when a spooled snapshot is installed (opts.snap_install_batch_bytes). */
 #define RT_SNAP_INSTALL_BATCH_BYTES ((size_t)4 << 20)
 #define RT_SNAP_SENDS_MAX 8

@@ -1,5 +1,6 @@
 /* peer.c - traffic with peers: raft messages out and in, observed leaders of remote groups,
  * snapshot transfers. */
+#define _GNU_SOURCE /* sync_file_range */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -748,6 +750,47 @@ static int fsync_dir(const char *dir)
     return rc;
 }
 
+/* Free bytes for an unprivileged writer on the file system of dir, UINT64_MAX if unknown. */
+static uint64_t free_bytes(const char *dir)
+{
+    struct statvfs sv;
+    if (statvfs(dir, &sv) != 0)
+        return UINT64_MAX;
+    return (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+}
+
+/* Whether the data dir can take a data group's snapshot that has spooled `have` bytes and brings
+ * `more` (the rest when it is announced, else this chunk): the spool file needs `more`, the
+ * install writes every row into LevelDB while the file is still there (have + more again), and
+ * RT_SNAP_RECV_FREE_MIN stays free for the raft logs and everything else. No: err says so. */
+static bool recv_space_ok(const struct runtime *rt, uint64_t have, uint64_t more, char *err,
+                          size_t errlen)
+{
+    uint64_t avail = free_bytes(rt->data_dir);
+    uint64_t need = more + have + more + RT_SNAP_RECV_FREE_MIN;
+    if (avail >= need)
+        return true;
+    snprintf(err, errlen,
+             "not enough free space for the snapshot: %llu bytes free in the data dir, %llu "
+             "needed (spool file and install, %llu kept free)",
+             (unsigned long long)avail, (unsigned long long)need,
+             (unsigned long long)RT_SNAP_RECV_FREE_MIN);
+    return false;
+}
+
+/* Spool write-back: starts writing this chunk's range [off, off + n) to disk and waits for the
+ * ranges before it (started one chunk earlier, so mostly done), so dirty pages stay within about
+ * two chunks and the last chunk's fsync on the loop thread has little left to write. Best effort
+ * (the fsync is what makes the file durable): an error here is ignored. */
+static void spool_writeback(int fd, uint64_t off, uint64_t n)
+{
+    if (off > 0)
+        (void)sync_file_range(fd, 0, (off_t)off,
+                              SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                  SYNC_FILE_RANGE_WAIT_AFTER);
+    (void)sync_file_range(fd, (off_t)off, (off_t)n, SYNC_FILE_RANGE_WRITE);
+}
+
 /* The largest snapshot of group `group` this node takes. */
 static uint64_t recv_max(const struct runtime *rt, uint32_t group)
 {
@@ -768,7 +811,7 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
         return;
     }
     const char *err = NULL;
-    char errbuf[160];
+    char errbuf[256];
     struct rt_group *g = NULL;
     if (!runtime_hosts_group(rt, c->group_id)) {
         err = "group not hosted here";
@@ -784,6 +827,11 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
                      "snapshot of %llu bytes is larger than this node accepts (%llu%s)",
                      (unsigned long long)c->total_bytes, (unsigned long long)max,
                      g->id == 0 ? ", the controller's limit" : ", --snapshot-recv-max-bytes");
+            err = errbuf;
+            goto done;
+        }
+        if (g->id != 0 && c->total_bytes != 0 &&
+            !recv_space_ok(rt, 0, c->total_bytes, errbuf, sizeof(errbuf))) {
             err = errbuf;
             goto done;
         }
@@ -824,8 +872,8 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
         goto done;
     }
     if (rcv->len + c->data.len > max) {
-        snprintf(errbuf, sizeof(errbuf),
-                 "snapshot larger than this node accepts (%llu bytes%s)", (unsigned long long)max,
+        snprintf(errbuf, sizeof(errbuf), "snapshot larger than this node accepts (%llu bytes%s)",
+                 (unsigned long long)max,
                  g->id == 0 ? ", the controller's limit" : ", --snapshot-recv-max-bytes");
         err = errbuf;
         goto done;
@@ -846,6 +894,10 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
     if (c->data.len > 0 && g->id == 0) {
         memcpy(rcv->data + rcv->len, c->data.data, c->data.len);
     } else if (c->data.len > 0) {
+        if (!recv_space_ok(rt, rcv->len, c->data.len, errbuf, sizeof(errbuf))) {
+            err = errbuf;
+            goto done;
+        }
         if (write_all(rcv->fd, c->data.data, c->data.len) != 0) {
             RT_LOG("error", "msg=\"snapshot spool write failed\" group=%u path=\"%s\" err=\"%s\"",
                    g->id, rcv->path, strerror(errno));
@@ -853,6 +905,7 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
             goto done;
         }
         rcv->crc = (uint32_t)crc32(rcv->crc, c->data.data, (uInt)c->data.len);
+        spool_writeback(rcv->fd, rcv->len, c->data.len);
     }
     rcv->len += c->data.len;
     rcv->last_ms = rt_now_ms();
@@ -865,14 +918,15 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
             goto done;
         }
         uint8_t desc[RT_SPOOL_DESC_LEN];
+        char path[sizeof(rt->data_dir) + 64];
         if (g->id == 0) {
             m.snapshot.data.base = rcv->data;
             m.snapshot.data.len = rcv->len;
         } else {
-            char path[sizeof(rt->data_dir) + 64];
             char dir[sizeof(rt->data_dir) + 16];
             snprintf(dir, sizeof(dir), "%s/%s", rt->data_dir, RT_SPOOL_DIR);
-            int frc = rt_spool_path(path, sizeof(path), rt->data_dir, g->id, rcv->transfer_id, false);
+            int frc =
+                rt_spool_path(path, sizeof(path), rt->data_dir, g->id, rcv->transfer_id, false);
             if (frc == 0)
                 frc = fsync(rcv->fd);
             if (frc == 0)
@@ -883,8 +937,10 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
                 frc = fsync_dir(dir);
             }
             if (frc != 0) {
-                RT_LOG("error", "msg=\"snapshot spool file: sync or rename failed\" group=%u "
-                       "path=\"%s\" err=\"%s\"", g->id, path, strerror(errno));
+                RT_LOG("error",
+                       "msg=\"snapshot spool file: sync or rename failed\" group=%u "
+                       "path=\"%s\" err=\"%s\"",
+                       g->id, path, strerror(errno));
                 free(m.entries);
                 if (rcv->path == NULL)
                     unlink(path);
@@ -899,6 +955,15 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
         }
         raft_step(g->raft, &m); /* the core copies the data it keeps (a descriptor: 32 bytes) */
         free(m.entries);
+        const struct raft_snapshot *taken = raft_pending_snapshot(g->raft);
+        if (g->id != 0 && (taken == NULL || taken->data.len != sizeof(desc) ||
+                           memcmp(taken->data.base, desc, sizeof(desc)) != 0)) {
+            /* Not taken (older than what the group has committed, or its log already holds
+             * it): nothing will install the file, so it goes now, not at the next start. */
+            unlink(path);
+            RT_LOG("info", "msg=\"snapshot not taken, spool file deleted\" group=%u index=%llu",
+                   g->id, (unsigned long long)m.snapshot.meta.index);
+        }
         RT_LOG("info",
                "msg=\"snapshot received\" node=%llu group=%u from=%llu index=%llu bytes=%zu",
                (unsigned long long)rt->opts.node_id, g->id, (unsigned long long)rcv->from,
@@ -907,8 +972,14 @@ static void recv_chunk(struct runtime *rt, struct rt_request *r)
     }
 
 done:
-    if (err != NULL && g != NULL)
+    if (err != NULL && g != NULL) {
+        RT_LOG("warn",
+               "msg=\"snapshot chunk refused\" group=%u from=%llu transfer=%llu offset=%llu "
+               "err=\"%s\"",
+               g->id, (unsigned long long)c->from_node, (unsigned long long)c->transfer_id,
+               (unsigned long long)c->offset, err);
         recv_reset(&g->snap_recv);
+    }
     ack(r->call, err == NULL, err);
     slotd__internal__v1__snapshot_chunk__free_unpacked(c, NULL);
 }

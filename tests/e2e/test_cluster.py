@@ -2,6 +2,8 @@
 import os
 import random
 import re
+import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -50,6 +52,7 @@ BOUND_IN_FLIGHT = 256
 ABANDON_KEYS = 3000
 ABANDON_IDLE_MS = 2000       # --snapshot-recv-idle-ms of the abandoned-receive test
 ABANDON_INTO_S = 0.3         # the transfer runs this long before its sender is stopped
+DISKFULL_KEYS = 400
 ABANDON_BOUND_S = 5.0        # the follower logs the abandonment within this after the stop
 MINORITY_DEADLINE_S = 2.0
 RECOVER_BOUND_S = 15.0
@@ -712,6 +715,77 @@ class ClusterFailureTest(h.SlotdTestCase):
         self.assertEqual(sorted(p.name for p in spool.iterdir()), [],
                          "spool files left after the install")
         c.resume(leader)
+
+    def test_snapshot_receive_refused_without_disk_space(self):
+        """A follower whose data dir has less free space than a snapshot receive needs (the
+        spool file, its install into LevelDB and 64 MiB kept free) refuses every chunk with an
+        error naming the free and needed bytes (logged on the follower), keeps no spool file,
+        stays up, and catches up by snapshot once the space is there. The data dir is put on a
+        48 MiB tmpfs for the refusal (root only: the test is skipped when it cannot mount)."""
+        c = self.new_cluster(size=3, replicas=3, slot_groups=1,
+                             extra_args=["--compact-entries", "50", "--compact-tail", "5"])
+        route = c.wait_leaders()
+        leader = c.leaders(route)[1]
+        lagger = max(n for n in c.node_ids if n != leader)
+        self.assertIsNone(c.stop(lagger))
+        data_dir = c.server(lagger).data_dir
+        # The node's files as they were at the stop go onto the small file system; unmounting
+        # shows the untouched originals again.
+        saved = data_dir.with_name(data_dir.name + ".saved")
+        shutil.copytree(data_dir, saved, symlinks=True)
+        probe = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(data_dir)],
+                               capture_output=True, text=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot mount a tmpfs over the data dir: %s" % probe.stderr.strip())
+        mounted = [True]
+
+        def unmount():
+            if mounted[0]:
+                subprocess.run(["umount", "-l", str(data_dir)], check=False)
+                mounted[0] = False
+        self.addCleanup(unmount)
+        shutil.copytree(saved, data_dir, symlinks=True, dirs_exist_ok=True)
+        keys = c.keys_by_group("nospace", self.rng, per_group=DISKFULL_KEYS)[1]
+        latest = {}
+        deadline = time.monotonic() + SNAP_WRITE_BOUND_S
+        for start in range(0, len(keys), BOUND_IN_FLIGHT):
+            batch = []
+            for key in keys[start:start + BOUND_IN_FLIGHT]:
+                req = pb.ProposeRequest(request_id=b"nospace/" + key, put=pb.PutCommand(
+                    key=key, value=_value_for(key).ljust(BOUND_VALUE_BYTES, b"x")))
+                batch.append((req, c.stub(leader).Propose.future(req, timeout=WRITE_TIMEOUT_S)))
+            for req, future in batch:
+                resp = self._settle(c, leader, req, future, deadline)
+                latest[req.put.key] = (req.put.value, resp.put.version, 1)
+        top = max(v for _, v, _ in latest.values())
+        c.restart(lagger)
+        s = c.server(lagger)
+        refused = []
+        end = time.monotonic() + CATCH_UP_BOUND_S
+        while not refused and time.monotonic() < end:
+            refused = [line for line in s.log_lines('msg="snapshot chunk refused"', True)
+                       if "not enough free space" in line]
+            time.sleep(0.05)
+        self.assertTrue(refused, "node %d refused no chunk for want of space\n%s"
+                        % (lagger, s.log_tail()))
+        sys.stderr.write("\n  refused: %s\n" % refused[0][:300])
+        m = re.search(r"(\d+) bytes free in the data dir, (\d+) needed", refused[0])
+        self.assertIsNotNone(m, refused[0])
+        self.assertLess(int(m.group(1)), int(m.group(2)))
+        self.assertGreaterEqual(int(m.group(2)), 64 << 20)
+        self.assertIn("group=1 from=%d " % leader, refused[0])
+        time.sleep(0.5)  # raft asks again meanwhile; each try is refused the same way
+        self.assertEqual(sorted(p.name for p in (data_dir / "snap-recv").iterdir()), [],
+                         "spool files left after a refused receive")
+        self.assertFalse(s.log_lines('msg="snapshot received"', True))
+        self.assertIsNone(s.proc.poll(), "node %d stopped" % lagger)
+        self.assertIsNone(c.stop(lagger))
+        unmount()
+        c.restart(lagger)
+        got, _, last = _wait_local_read(c.server(lagger), keys[0], top, CATCH_UP_BOUND_S)
+        self.assertIsNotNone(got, "node %d: no LOCAL read at index %d: %s" % (lagger, top, last))
+        _read_all(self, c.stub(lagger), latest, LOCAL, use_min_index=True,
+                  what="rows on node %d once the space was there" % lagger)
 
     def _settle(self, c, via, req, future, deadline):
         """The result of a write future; on an unknown-outcome code the same request (same
