@@ -1,9 +1,8 @@
-/* bstream.c - bidirectional streams: frames in one at a time, items in flight, coalesced results. */
+/* bstream.c - bidirectional streams: frames in one at a time, items in flight, coalesced results.
+ */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <grpc/byte_buffer_reader.h>
 
 #include "rpc_internal.h"
 
@@ -30,28 +29,23 @@ struct rpc_bstream {
     struct rpc__tag recv_tag, send_tag, close_tag, status_tag;
     struct rpc_server *server;
     const struct rpc__method *method;
-    /* The call's shell (grpc_call, connection count, max_inflight_calls slot, live-call count);
-     * freed with st. Its md points at st->md for the stream's whole life. */
-    struct rpc_call *call;
-    grpc_metadata_array md; /* a copy of the request metadata (slices referenced) */
-    pthread_mutex_t mu;     /* guards everything below */
-    unsigned refs;          /* batches outstanding + items begun and not done + start's */
-    grpc_byte_buffer *in;   /* RECV_MESSAGE output */
-    bool recv_pending;      /* invariant: at most one RECV_MESSAGE outstanding */
-    bool recv_held;         /* a frame was not read because of the in-flight bound */
-    bool half_closed;       /* the client sent its last frame */
-    bool closed;            /* the close batch completed: deliver nothing more */
-    bool ending;            /* the end is decided (code and status set) */
-    bool status_started;    /* invariant: status_started implies ending and out == NULL */
-    bool initial_sent;
-    size_t inflight;      /* items begun whose result is not yet sent or dropped */
-    size_t inflight_peak; /* highest inflight seen */
+    /* The call (its md points at st->md for the stream's whole life) and the lock guarding
+     * everything below; sh.refs = batches outstanding + items begun and not done + start's. */
+    struct rpc__shell sh;
+    grpc_metadata_array md;        /* a copy of the request metadata (slices referenced) */
+    grpc_byte_buffer *in;          /* RECV_MESSAGE output */
+    bool recv_pending;             /* invariant: at most one RECV_MESSAGE outstanding */
+    bool recv_held;                /* a frame was not read because of the in-flight bound */
+    bool half_closed;              /* the client sent its last frame */
+    bool closed;                   /* the close batch completed: deliver nothing more */
+    bool ending;                   /* the end is decided (code and status set) */
+    bool status_started;           /* invariant: status_started implies ending and out == NULL */
+    size_t inflight;               /* items begun whose result is not yet sent or dropped */
+    size_t inflight_peak;          /* highest inflight seen */
     struct rpc__bmsg *head, *tail; /* queued response messages */
     grpc_byte_buffer *out;         /* the message in flight, NULL if none */
     size_t out_items;
-    int cancelled;
     grpc_status_code code;
-    struct rpc__status status;
 };
 
 static void bmsg_free(struct rpc__bmsg *m)
@@ -71,56 +65,24 @@ static void queue_drop_locked(struct rpc_bstream *st)
     st->tail = NULL;
 }
 
-static void bstream_free(struct rpc_bstream *st)
+static void md_free(grpc_metadata_array *md)
 {
-    struct rpc_call *c = st->call;
-    assert(st->head == NULL && st->out == NULL);
-    c->md = NULL;
-    for (size_t i = 0; i < st->md.count; i++) {
-        grpc_slice_unref(st->md.metadata[i].key);
-        grpc_slice_unref(st->md.metadata[i].value);
+    for (size_t i = 0; i < md->count; i++) {
+        grpc_slice_unref(md->metadata[i].key);
+        grpc_slice_unref(md->metadata[i].value);
     }
-    grpc_metadata_array_destroy(&st->md);
-    rpc__status_free(&st->status);
-    pthread_mutex_destroy(&st->mu);
-    free(st);
-    rpc__call_uncount(c);
-    rpc__call_free(c); /* last: shutdown may proceed once the live-call count drops */
+    grpc_metadata_array_destroy(md);
 }
 
+/* Drops one reference and unlocks st->sh.mu (held on entry); frees st with the last one. */
 static void unlock_release(struct rpc_bstream *st)
 {
-    assert(st->refs > 0);
-    bool last = --st->refs == 0;
-    pthread_mutex_unlock(&st->mu);
-    if (last) {
-        bstream_free(st);
+    if (rpc__shell_unlock_release(&st->sh)) {
+        assert(st->head == NULL && st->out == NULL);
+        st->sh.call->md = NULL;
+        md_free(&st->md);
+        rpc__shell_free(&st->sh, st);
     }
-}
-
-/* Starts ops[n] on tag, with initial metadata in front if not sent yet. Under st->mu. */
-static bool batch_start_locked(struct rpc_bstream *st, grpc_op *ops, size_t n, struct rpc__tag *tag,
-                               bool with_initial)
-{
-    grpc_op all[3];
-    size_t k = 0;
-    memset(all, 0, sizeof(all));
-    if (with_initial && !st->initial_sent) {
-        all[k++].op = GRPC_OP_SEND_INITIAL_METADATA;
-    }
-    assert(k + n <= sizeof(all) / sizeof(all[0]));
-    memcpy(&all[k], ops, n * sizeof(ops[0]));
-    grpc_call_error e = grpc_call_start_batch(st->call->call, all, k + n, tag, NULL);
-    /* Only misuse (two batches of one op type, ops after the status) can fail here. */
-    assert(e == GRPC_CALL_OK);
-    if (e != GRPC_CALL_OK) {
-        return false;
-    }
-    if (with_initial) {
-        st->initial_sent = true;
-    }
-    st->refs++;
-    return true;
 }
 
 static void recv_arm_locked(struct rpc_bstream *st)
@@ -129,7 +91,7 @@ static void recv_arm_locked(struct rpc_bstream *st)
     memset(&op, 0, sizeof(op));
     op.op = GRPC_OP_RECV_MESSAGE;
     op.data.recv_message.recv_message = &st->in;
-    st->recv_pending = batch_start_locked(st, &op, 1, &st->recv_tag, false);
+    st->recv_pending = rpc__shell_batch_start_locked(&st->sh, &op, 1, &st->recv_tag, false);
 }
 
 /* Decides the end (once): code with e's message and details (e may be NULL: message). */
@@ -142,9 +104,9 @@ static void end_set_locked(struct rpc_bstream *st, grpc_status_code code, const 
     st->ending = true;
     st->code = code;
     if (e != NULL) {
-        rpc__status_set_error(&st->status, e);
+        rpc__status_set_error(&st->sh.status, e);
     } else {
-        rpc__status_set(&st->status, message, NULL, 0);
+        rpc__status_set(&st->sh.status, message, NULL, 0);
     }
     if (code != GRPC_STATUS_OK) {
         queue_drop_locked(st); /* an error end sends no more results */
@@ -185,7 +147,7 @@ static void pump_locked(struct rpc_bstream *st)
         memset(&op, 0, sizeof(op));
         op.op = GRPC_OP_SEND_MESSAGE;
         op.data.send_message.send_message = st->out;
-        if (!batch_start_locked(st, &op, 1, &st->send_tag, true)) {
+        if (!rpc__shell_batch_start_locked(&st->sh, &op, 1, &st->send_tag, true)) {
             grpc_byte_buffer_destroy(st->out);
             st->out = NULL;
             st->inflight -= st->out_items;
@@ -206,16 +168,16 @@ static void pump_locked(struct rpc_bstream *st)
     if (st->ending && st->out == NULL && (st->code != GRPC_STATUS_OK || st->inflight == 0)) {
         grpc_op op;
         memset(&op, 0, sizeof(op));
-        rpc__status_op(&op, st->code, &st->status);
+        rpc__status_op(&op, st->code, &st->sh.status);
         st->status_started = true;
-        rpc__stream_record(st->server, st->call, st->code);
-        batch_start_locked(st, &op, 1, &st->status_tag, true);
+        rpc__stream_record(st->server, st->sh.call, st->code);
+        rpc__shell_batch_start_locked(&st->sh, &op, 1, &st->status_tag, true);
     }
 }
 
 static void on_recv(struct rpc_bstream *st, bool ok)
 {
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     st->recv_pending = false;
     grpc_byte_buffer *in = st->in;
     st->in = NULL;
@@ -231,29 +193,19 @@ static void on_recv(struct rpc_bstream *st, bool ok)
         unlock_release(st);
         return;
     }
-    pthread_mutex_unlock(&st->mu);
+    pthread_mutex_unlock(&st->sh.mu);
 
     struct slotd_error e;
     int rc = -1;
-    size_t len = grpc_byte_buffer_length(in);
-    grpc_byte_buffer_reader reader;
-    if (len > st->server->opts.max_request_bytes) {
-        slotd_error_field(&e, "request", st->server->opts.max_request_bytes,
-                          "request: a message of %zu bytes exceeds the limit of %zu", len,
-                          st->server->opts.max_request_bytes);
-    } else if (!grpc_byte_buffer_reader_init(&reader, in)) {
-        slotd_error_set(&e, SLOTD_EMALFORMED, "request: cannot read the message");
-    } else {
-        grpc_slice body = grpc_byte_buffer_reader_readall(&reader);
-        grpc_byte_buffer_reader_destroy(&reader);
-        const uint8_t *p = GRPC_SLICE_LENGTH(body) > 0 ? GRPC_SLICE_START_PTR(body) : NULL;
-        rc = st->method->bstream_frame(st->method->ctx, st, p, GRPC_SLICE_LENGTH(body), &e);
+    grpc_slice body;
+    if (rpc__frame_read(st->server, in, "message", &body, &e) == 0) {
+        rc = st->method->bstream_frame(st->method->ctx, st, RPC__BODY_PTR(body),
+                                       GRPC_SLICE_LENGTH(body), &e);
         grpc_slice_unref(body);
-        rpc__frame_record(st->server, st->call, rc == 0);
+        rpc__frame_record(st->server, st->sh.call, rc == 0);
     }
-    grpc_byte_buffer_destroy(in);
 
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     if (rc != 0) {
         end_set_locked(st, (grpc_status_code)slotd_error_grpc_code(e.code), NULL, &e);
     } else {
@@ -265,19 +217,18 @@ static void on_recv(struct rpc_bstream *st, bool ok)
 
 void rpc__bstream_start(struct rpc_server *s, const struct rpc__method *m, struct rpc_call *c)
 {
-    struct slotd_error e;
     struct rpc_bstream *st = calloc(1, sizeof(*st));
     if (st == NULL) {
         goto err;
     }
-    if (pthread_mutex_init(&st->mu, NULL) != 0) {
+    if (rpc__shell_init(&st->sh, c) != 0) {
         goto err_after_alloc;
     }
     grpc_metadata_array_init(&st->md);
     if (c->md != NULL && c->md->count > 0) {
         st->md.metadata = calloc(c->md->count, sizeof(grpc_metadata));
         if (st->md.metadata == NULL) {
-            goto err_after_mutex;
+            goto err_after_shell;
         }
         st->md.capacity = c->md->count;
         for (size_t i = 0; i < c->md->count; i++) {
@@ -289,20 +240,14 @@ void rpc__bstream_start(struct rpc_server *s, const struct rpc__method *m, struc
     c->md = &st->md; /* rpc_call_header answers for the stream's whole life */
     st->server = s;
     st->method = m;
-    st->call = c;
     st->recv_tag = (struct rpc__tag){RPC__TAG_BSTREAM_RECV, st, rpc__bstream_on_event};
     st->send_tag = (struct rpc__tag){RPC__TAG_BSTREAM_SEND, st, rpc__bstream_on_event};
     st->close_tag = (struct rpc__tag){RPC__TAG_BSTREAM_CLOSE, st, rpc__bstream_on_event};
     st->status_tag = (struct rpc__tag){RPC__TAG_BSTREAM_STATUS, st, rpc__bstream_on_event};
-    rpc__status_init(&st->status);
 
-    grpc_op op;
-    memset(&op, 0, sizeof(op));
-    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    op.data.recv_close_on_server.cancelled = &st->cancelled;
-    pthread_mutex_lock(&st->mu);
-    st->refs = 1; /* ours until the two batches are started */
-    if (batch_start_locked(st, &op, 1, &st->close_tag, false)) {
+    pthread_mutex_lock(&st->sh.mu);
+    st->sh.refs = 1; /* ours until the two batches are started */
+    if (rpc__shell_close_arm_locked(&st->sh, &st->close_tag)) {
         recv_arm_locked(st);
     }
     if (!st->recv_pending) {
@@ -312,14 +257,13 @@ void rpc__bstream_start(struct rpc_server *s, const struct rpc__method *m, struc
     unlock_release(st);
     return;
 
-err_after_mutex:
+err_after_shell:
     grpc_metadata_array_destroy(&st->md);
-    pthread_mutex_destroy(&st->mu);
+    rpc__shell_destroy(&st->sh);
 err_after_alloc:
     free(st);
 err:
-    slotd_error_set(&e, SLOTD_EINTERNAL, "stream: out of memory");
-    rpc_call_fail(c, &e);
+    rpc__shell_start_fail(c);
 }
 
 void rpc__bstream_on_event(struct rpc__tag *t, bool ok)
@@ -329,7 +273,7 @@ void rpc__bstream_on_event(struct rpc__tag *t, bool ok)
         on_recv(st, ok);
         return;
     }
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     switch (t->kind) {
     case RPC__TAG_BSTREAM_SEND:
         grpc_byte_buffer_destroy(st->out);
@@ -354,17 +298,17 @@ void rpc__bstream_on_event(struct rpc__tag *t, bool ok)
 
 int rpc_bstream_item_begin(struct rpc_bstream *st)
 {
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     int rc = -1;
     if (st->inflight < st->method->bstream_limits.inflight_max) {
         st->inflight++;
         if (st->inflight > st->inflight_peak) {
             st->inflight_peak = st->inflight;
         }
-        st->refs++;
+        st->sh.refs++;
         rc = 0;
     }
-    pthread_mutex_unlock(&st->mu);
+    pthread_mutex_unlock(&st->sh.mu);
     return rc;
 }
 
@@ -404,7 +348,7 @@ static int queue_append_locked(struct rpc_bstream *st, const void *part, size_t 
 
 void rpc_bstream_item_done(struct rpc_bstream *st, const void *part, size_t len)
 {
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     bool deliver = !(st->ending && st->code != GRPC_STATUS_OK) && !st->closed;
     if (!deliver || len > RPC_BSTREAM_MSG_BYTES_MAX || queue_append_locked(st, part, len) != 0) {
         if (deliver) {
@@ -418,13 +362,13 @@ void rpc_bstream_item_done(struct rpc_bstream *st, const void *part, size_t len)
 
 struct rpc_call *rpc_bstream_call(struct rpc_bstream *st)
 {
-    return st->call;
+    return st->sh.call;
 }
 
 size_t rpc_bstream_inflight_peak(struct rpc_bstream *st)
 {
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     size_t n = st->inflight_peak;
-    pthread_mutex_unlock(&st->mu);
+    pthread_mutex_unlock(&st->sh.mu);
     return n;
 }

@@ -3,8 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <grpc/byte_buffer_reader.h>
-
 #include "rpc_internal.h"
 
 /* One client-streaming call. The close batch (RECV_CLOSE_ON_SERVER) and one RECV_MESSAGE are
@@ -19,49 +17,32 @@ struct rpc_cstream {
     struct rpc__tag recv_tag, close_tag, status_tag;
     struct rpc_server *server;
     const struct rpc__method *method;
-    /* The call's shell: its grpc_call, connection count, max_inflight_calls slot and live-call
-     * count; freed with st. */
-    struct rpc_call *call;
+    /* The call and the lock guarding everything below (events may come on several threads);
+     * sh.refs = batches given to gRPC and not yet completed (+ start's). */
+    struct rpc__shell sh;
     void *data;           /* rpc_cstream_set_data; the handler's, freed by on_end */
-    pthread_mutex_t mu;   /* guards everything below (events may come on several threads) */
-    unsigned batches;     /* given to gRPC and not yet completed */
     grpc_byte_buffer *in; /* RECV_MESSAGE output */
     bool recv_pending;    /* invariant: at most one RECV_MESSAGE outstanding */
     bool status_started;  /* the status batch was started (the stream is over) */
     bool closed;          /* the close batch completed: the call is over, read no more */
-    int cancelled;        /* RECV_CLOSE_ON_SERVER output: alive until the batch completes */
     grpc_status_code code;
-    struct rpc__status status;
     grpc_byte_buffer *response; /* the empty response message of an OK end */
 };
 
-static void cstream_free(struct rpc_cstream *st)
+/* Drops one completed batch and unlocks st->sh.mu (held on entry); after the last, runs on_end
+ * and frees st. */
+static void batch_done_unlock(struct rpc_cstream *st)
 {
-    struct rpc_call *c = st->call;
+    if (!rpc__shell_unlock_release(&st->sh)) {
+        return;
+    }
     if (st->method->cstream_end != NULL) {
         st->method->cstream_end(st->method->ctx, st);
     }
     if (st->response != NULL) {
         grpc_byte_buffer_destroy(st->response);
     }
-    rpc__status_free(&st->status);
-    pthread_mutex_destroy(&st->mu);
-    free(st);
-    rpc__call_uncount(c);
-    rpc__call_free(c); /* last: shutdown may proceed once the live-call count drops */
-}
-
-/* Starts ops[n] on tag; counts the batch. Under st->mu. */
-static bool batch_start_locked(struct rpc_cstream *st, grpc_op *ops, size_t n, struct rpc__tag *tag)
-{
-    grpc_call_error e = grpc_call_start_batch(st->call->call, ops, n, tag, NULL);
-    /* Only misuse (two batches of one op type, ops after the status) can fail here. */
-    assert(e == GRPC_CALL_OK);
-    if (e != GRPC_CALL_OK) {
-        return false;
-    }
-    st->batches++;
-    return true;
+    rpc__shell_free(&st->sh, st);
 }
 
 static void recv_arm_locked(struct rpc_cstream *st)
@@ -70,7 +51,7 @@ static void recv_arm_locked(struct rpc_cstream *st)
     memset(&op, 0, sizeof(op));
     op.op = GRPC_OP_RECV_MESSAGE;
     op.data.recv_message.recv_message = &st->in;
-    st->recv_pending = batch_start_locked(st, &op, 1, &st->recv_tag);
+    st->recv_pending = rpc__shell_batch_start_locked(&st->sh, &op, 1, &st->recv_tag, false);
 }
 
 /* Ends the stream with code (and e's message and details when e is not NULL; else message):
@@ -84,39 +65,27 @@ static void end_locked(struct rpc_cstream *st, grpc_status_code code, const char
     st->status_started = true;
     st->code = code;
     if (e != NULL) {
-        rpc__status_set_error(&st->status, e);
+        rpc__status_set_error(&st->sh.status, e);
     } else {
-        rpc__status_set(&st->status, message, NULL, 0);
+        rpc__status_set(&st->sh.status, message, NULL, 0);
     }
-    grpc_op ops[3];
+    grpc_op ops[2];
     size_t n = 0;
     memset(ops, 0, sizeof(ops));
-    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
     if (code == GRPC_STATUS_OK) {
         grpc_slice empty = grpc_empty_slice();
         st->response = grpc_raw_byte_buffer_create(&empty, 1);
         ops[n].op = GRPC_OP_SEND_MESSAGE;
         ops[n++].data.send_message.send_message = st->response;
     }
-    rpc__status_op(&ops[n++], code, &st->status);
-    batch_start_locked(st, ops, n, &st->status_tag);
-}
-
-/* Drops one completed batch and unlocks st->mu (held on entry); frees st after the last. */
-static void batch_done_unlock(struct rpc_cstream *st)
-{
-    assert(st->batches > 0);
-    bool last = --st->batches == 0;
-    pthread_mutex_unlock(&st->mu);
-    if (last) {
-        cstream_free(st);
-    }
+    rpc__status_op(&ops[n++], code, &st->sh.status);
+    rpc__shell_batch_start_locked(&st->sh, ops, n, &st->status_tag, true);
 }
 
 /* A frame arrived (or the end of the client's half): runs on_frame outside the lock. */
 static void on_recv(struct rpc_cstream *st, bool ok)
 {
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     st->recv_pending = false;
     grpc_byte_buffer *in = st->in;
     st->in = NULL;
@@ -141,29 +110,19 @@ static void on_recv(struct rpc_cstream *st, bool ok)
         batch_done_unlock(st);
         return;
     }
-    pthread_mutex_unlock(&st->mu);
+    pthread_mutex_unlock(&st->sh.mu);
 
     struct slotd_error e;
     int rc = -1;
-    size_t len = grpc_byte_buffer_length(in);
-    grpc_byte_buffer_reader reader;
-    if (len > st->server->opts.max_request_bytes) {
-        slotd_error_field(&e, "request", st->server->opts.max_request_bytes,
-                          "request: a frame of %zu bytes exceeds the limit of %zu", len,
-                          st->server->opts.max_request_bytes);
-    } else if (!grpc_byte_buffer_reader_init(&reader, in)) {
-        slotd_error_set(&e, SLOTD_EMALFORMED, "request: cannot read the frame");
-    } else {
-        grpc_slice body = grpc_byte_buffer_reader_readall(&reader);
-        grpc_byte_buffer_reader_destroy(&reader);
-        const uint8_t *p = GRPC_SLICE_LENGTH(body) > 0 ? GRPC_SLICE_START_PTR(body) : NULL;
-        rc = st->method->cstream_frame(st->method->ctx, st, p, GRPC_SLICE_LENGTH(body), &e);
+    grpc_slice body;
+    if (rpc__frame_read(st->server, in, "frame", &body, &e) == 0) {
+        rc = st->method->cstream_frame(st->method->ctx, st, RPC__BODY_PTR(body),
+                                       GRPC_SLICE_LENGTH(body), &e);
         grpc_slice_unref(body);
-        rpc__frame_record(st->server, st->call, rc == 0);
+        rpc__frame_record(st->server, st->sh.call, rc == 0);
     }
-    grpc_byte_buffer_destroy(in);
 
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     if (rc != 0) {
         end_locked(st, (grpc_status_code)slotd_error_grpc_code(e.code), NULL, &e);
     } else if (!st->status_started) {
@@ -177,30 +136,23 @@ static void on_recv(struct rpc_cstream *st, bool ok)
 
 void rpc__cstream_start(struct rpc_server *s, const struct rpc__method *m, struct rpc_call *c)
 {
-    struct slotd_error e;
     struct rpc_cstream *st = calloc(1, sizeof(*st));
     if (st == NULL) {
         goto err;
     }
-    if (pthread_mutex_init(&st->mu, NULL) != 0) {
+    if (rpc__shell_init(&st->sh, c) != 0) {
         goto err_after_alloc;
     }
     st->server = s;
     st->method = m;
-    st->call = c;
     st->recv_tag = (struct rpc__tag){RPC__TAG_CSTREAM_RECV, st, rpc__cstream_on_event};
     st->close_tag = (struct rpc__tag){RPC__TAG_CSTREAM_CLOSE, st, rpc__cstream_on_event};
     st->status_tag = (struct rpc__tag){RPC__TAG_CSTREAM_STATUS, st, rpc__cstream_on_event};
-    rpc__status_init(&st->status);
     c->md = NULL; /* the request's metadata is not kept: frames carry what a handler needs */
 
-    grpc_op op;
-    memset(&op, 0, sizeof(op));
-    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    op.data.recv_close_on_server.cancelled = &st->cancelled;
-    pthread_mutex_lock(&st->mu);
-    st->batches = 1; /* ours until the two batches are started */
-    if (batch_start_locked(st, &op, 1, &st->close_tag)) {
+    pthread_mutex_lock(&st->sh.mu);
+    st->sh.refs = 1; /* ours until the two batches are started */
+    if (rpc__shell_close_arm_locked(&st->sh, &st->close_tag)) {
         recv_arm_locked(st);
     }
     if (!st->recv_pending) {
@@ -212,8 +164,7 @@ void rpc__cstream_start(struct rpc_server *s, const struct rpc__method *m, struc
 err_after_alloc:
     free(st);
 err:
-    slotd_error_set(&e, SLOTD_EINTERNAL, "stream: out of memory");
-    rpc_call_fail(c, &e);
+    rpc__shell_start_fail(c);
 }
 
 void rpc__cstream_on_event(struct rpc__tag *t, bool ok)
@@ -223,7 +174,7 @@ void rpc__cstream_on_event(struct rpc__tag *t, bool ok)
         on_recv(st, ok);
         return;
     }
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     /* The close batch: the call is over (status sent, client cancel, connection gone, shutdown);
      * the next RECV_MESSAGE completion ends the stream. The status batch: nothing. */
     if (t->kind == RPC__TAG_CSTREAM_CLOSE) {
@@ -234,7 +185,7 @@ void rpc__cstream_on_event(struct rpc__tag *t, bool ok)
 
 struct rpc_call *rpc_cstream_call(struct rpc_cstream *st)
 {
-    return st->call;
+    return st->sh.call;
 }
 
 void rpc_cstream_set_data(struct rpc_cstream *st, void *data)

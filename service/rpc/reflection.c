@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <grpc/byte_buffer_reader.h>
-
 #include "descset.h"
 #include "grpc/reflection/v1/reflection.pb-c.h"
 #include "rpc_internal.h"
@@ -222,14 +220,12 @@ static grpc_byte_buffer *answer_bytes(const struct rpc_server *s, grpc_byte_buff
                  RPC_REFLECTION_REQUEST_BYTES_MAX);
         return NULL;
     }
-    grpc_byte_buffer_reader reader;
-    if (!grpc_byte_buffer_reader_init(&reader, in_bb)) {
+    grpc_slice body;
+    if (!rpc__bytes_flatten(in_bb, &body)) {
         *code = GRPC_STATUS_INVALID_ARGUMENT;
         snprintf(msg, msglen, "reflection: cannot read the request");
         return NULL;
     }
-    grpc_slice body = grpc_byte_buffer_reader_readall(&reader);
-    grpc_byte_buffer_reader_destroy(&reader);
     refl_request *in = grpc__reflection__v1__server_reflection_request__unpack(
         NULL, GRPC_SLICE_LENGTH(body), GRPC_SLICE_START_PTR(body));
     grpc_slice_unref(body);

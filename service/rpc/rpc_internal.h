@@ -72,11 +72,11 @@ struct rpc__method_metrics {
 struct rpc__method {
     char path[RPC_METHOD_PATH_MAX];
     enum rpc__method_kind kind;
-    rpc_unary_cb cb;                    /* NULL: answers UNIMPLEMENTED (unary kind) */
-    rpc_stream_cb stream_cb;            /* RPC__METHOD_SERVER_STREAM only; never NULL there */
-    rpc_cstream_frame_cb cstream_frame; /* RPC__METHOD_CLIENT_STREAM only; never NULL there */
-    rpc_cstream_end_cb cstream_end;     /* RPC__METHOD_CLIENT_STREAM; may be NULL */
-    rpc_bstream_frame_cb bstream_frame; /* RPC__METHOD_BIDI_STREAM only; never NULL there */
+    rpc_unary_cb cb;                          /* NULL: answers UNIMPLEMENTED (unary kind) */
+    rpc_stream_cb stream_cb;                  /* RPC__METHOD_SERVER_STREAM only; never NULL there */
+    rpc_cstream_frame_cb cstream_frame;       /* RPC__METHOD_CLIENT_STREAM only; never NULL there */
+    rpc_cstream_end_cb cstream_end;           /* RPC__METHOD_CLIENT_STREAM; may be NULL */
+    rpc_bstream_frame_cb bstream_frame;       /* RPC__METHOD_BIDI_STREAM only; never NULL there */
     struct rpc_bstream_limits bstream_limits; /* RPC__METHOD_BIDI_STREAM */
     void *ctx;
     bool counted; /* counts against max_inflight_calls (false for health) */
@@ -182,6 +182,53 @@ void rpc__frame_record(struct rpc_server *s, struct rpc_call *c, bool accepted);
 void rpc__stream_record(struct rpc_server *s, struct rpc_call *c, grpc_status_code code);
 /* Moves the grpc_call out of c and frees the shell (the caller took over the live-call count). */
 grpc_call *rpc__call_take(struct rpc_call *c);
+
+/* shell.c: what the stream kinds (stream.c, cstream.c, bstream.c) share of a call. */
+
+/* The part of a stream that holds its call: embedded in struct rpc_stream, rpc_cstream and
+ * rpc_bstream. The stream is freed (rpc__shell_free) when its last reference goes. */
+struct rpc__shell {
+    /* The call's shell: its grpc_call, connection count, max_inflight_calls slot and live-call
+     * count; freed after the stream. */
+    struct rpc_call *call;
+    pthread_mutex_t mu;        /* guards the stream (each kind says what else it covers) */
+    unsigned refs;             /* batches given to gRPC and not completed, + the kind's own */
+    bool initial_sent;         /* SEND_INITIAL_METADATA went with a batch */
+    int cancelled;             /* RECV_CLOSE_ON_SERVER output: alive until the batch completes */
+    struct rpc__status status; /* the final status, alive until the status batch completes */
+};
+
+/* Sets up sh for call c (borrowed until rpc__shell_free): the lock and an empty status.
+ * 0, or -1 when the lock cannot be made (nothing to undo). */
+int rpc__shell_init(struct rpc__shell *sh, struct rpc_call *c);
+/* Undoes rpc__shell_init on a start that failed before any batch (the call stays the caller's). */
+void rpc__shell_destroy(struct rpc__shell *sh);
+/* Starts ops[n] on tag, with SEND_INITIAL_METADATA in front when with_initial and it was not sent
+ * yet; counts one reference. Under sh->mu. false (nothing started) only on misuse. */
+bool rpc__shell_batch_start_locked(struct rpc__shell *sh, const grpc_op *ops, size_t n,
+                                   struct rpc__tag *tag, bool with_initial);
+/* Arms the call's RECV_CLOSE_ON_SERVER on tag. Under sh->mu. */
+bool rpc__shell_close_arm_locked(struct rpc__shell *sh, struct rpc__tag *tag);
+/* Flattens one received message in (ownership transfers: destroyed here) of a stream of s into
+ * *body (caller unrefs it) when it has at most s->opts.max_request_bytes: 0, or -1 with e set
+ * (INVALID_FIELD "request" naming the limit, or MALFORMED), noun ("frame", "message") naming
+ * the message in e's text. */
+int rpc__frame_read(const struct rpc_server *s, grpc_byte_buffer *in, const char *noun,
+                    grpc_slice *body, struct slotd_error *e);
+/* Reads bb (borrowed for the call) into one flat slice (caller unrefs it): false when gRPC cannot
+ * read it (a compressed message it cannot decompress). */
+bool rpc__bytes_flatten(grpc_byte_buffer *bb, grpc_slice *body);
+/* The start of a flattened body for a handler: NULL when it is empty. */
+#define RPC__BODY_PTR(body) (GRPC_SLICE_LENGTH(body) > 0 ? GRPC_SLICE_START_PTR(body) : NULL)
+/* Drops one reference and unlocks sh->mu (held on entry); true when it was the last: the caller
+ * then frees its stream (its own fields, then rpc__shell_free). */
+bool rpc__shell_unlock_release(struct rpc__shell *sh);
+/* Frees owner (the stream embedding sh, whose own fields are released; free()d here) and then
+ * the call's shell: status, lock, the call's max_inflight_calls slot, the call itself (last:
+ * shutdown may proceed once the live-call count drops). */
+void rpc__shell_free(struct rpc__shell *sh, void *owner);
+/* Fails c (a stream whose state could not be allocated, no batch started) with INTERNAL. */
+void rpc__shell_start_fail(struct rpc_call *c);
 
 /* stream.c */
 /* Takes over call c (a server-streaming method m, its request req already checked and its

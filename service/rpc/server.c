@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 #include <sys/prctl.h>
@@ -791,16 +790,14 @@ static void call_dispatch(struct rpc_server *s, const struct rpc__method *m, str
     }
     if (!call_count(s, m, c))
         return;
-    grpc_byte_buffer_reader reader;
-    if (!grpc_byte_buffer_reader_init(&reader, payload)) {
+    grpc_slice body;
+    if (!rpc__bytes_flatten(payload, &body)) {
         slotd_error_set(&e, SLOTD_EMALFORMED, "request: cannot read the message");
         snprintf(e.field, sizeof(e.field), "request");
         rpc_call_fail(c, &e);
         return;
     }
-    grpc_slice body = grpc_byte_buffer_reader_readall(&reader);
-    grpc_byte_buffer_reader_destroy(&reader);
-    const uint8_t *req = GRPC_SLICE_LENGTH(body) > 0 ? GRPC_SLICE_START_PTR(body) : NULL;
+    const uint8_t *req = RPC__BODY_PTR(body);
     if (m->kind == RPC__METHOD_HEALTH_WATCH) {
         rpc__health_watch_start(s, c, req, GRPC_SLICE_LENGTH(body));
     } else if (m->kind == RPC__METHOD_SERVER_STREAM) {

@@ -21,12 +21,10 @@ struct rpc__stream_msg {
 struct rpc_stream {
     struct rpc__tag send_tag, close_tag, status_tag;
     struct rpc_server *server;
-    /* The call's shell: its grpc_call, its connection count, its max_inflight_calls slot
-     * (call->counted) and its live-call count; freed with st. */
-    struct rpc_call *call;
-    pthread_mutex_t mu;  /* guards everything below */
+    /* The call and the lock guarding everything below; sh.refs: the handler's (until
+     * rpc_stream_finish), the dispatcher's (while the handler runs), one per batch. */
+    struct rpc__shell sh;
     pthread_cond_t cond; /* signalled when the on_close callback returns */
-    unsigned refs;
     struct rpc__stream_msg *head, *tail;
     /* invariant: queued_bytes == out_len + the lens of the queue */
     size_t queued_bytes;
@@ -34,7 +32,6 @@ struct rpc_stream {
     grpc_byte_buffer *out; /* the message in flight, NULL if none */
     size_t out_len;
     bool in_handler;     /* the handler has not returned yet */
-    bool initial_sent;   /* initial metadata went with the first batch */
     bool broken;         /* a send failed or the call closed: nothing more can be delivered */
     bool closed;         /* the close batch completed */
     bool finished;       /* rpc_stream_finish was called */
@@ -44,9 +41,7 @@ struct rpc_stream {
     pthread_t close_thread;
     void (*on_close)(void *arg);
     void *on_close_arg;
-    int cancelled; /* RECV_CLOSE_ON_SERVER output: alive until the batch completes */
     grpc_status_code code;
-    struct rpc__status status;
 };
 
 static void queue_drop_locked(struct rpc_stream *st)
@@ -61,58 +56,29 @@ static void queue_drop_locked(struct rpc_stream *st)
     st->tail = NULL;
 }
 
-static void stream_free(struct rpc_stream *st)
-{
-    struct rpc_call *c = st->call;
-    assert(st->head == NULL && st->out == NULL && st->queued_bytes == 0);
-    rpc__status_free(&st->status);
-    pthread_cond_destroy(&st->cond);
-    pthread_mutex_destroy(&st->mu);
-    free(st);
-    rpc__call_uncount(c);
-    rpc__call_free(c); /* last: shutdown may proceed once the live-call count drops */
-}
-
-/* Drops one reference and unlocks st->mu (held on entry); frees st with the last one. */
+/* Drops one reference and unlocks st->sh.mu (held on entry); frees st with the last one. */
 static void stream_unlock_release(struct rpc_stream *st)
 {
-    assert(st->refs > 0);
-    bool last = --st->refs == 0;
-    pthread_mutex_unlock(&st->mu);
-    if (last) {
-        stream_free(st);
+    if (rpc__shell_unlock_release(&st->sh)) {
+        assert(st->head == NULL && st->out == NULL && st->queued_bytes == 0);
+        pthread_cond_destroy(&st->cond);
+        rpc__shell_free(&st->sh, st);
     }
 }
 
 /* Starts a batch of ops[n] (with initial metadata in front if not sent yet) on tag. */
 static bool batch_start_locked(struct rpc_stream *st, grpc_op *ops, size_t n, struct rpc__tag *tag)
 {
-    grpc_op all[3];
-    size_t k = 0;
-    memset(all, 0, sizeof(all));
-    if (!st->initial_sent) {
-        all[k++].op = GRPC_OP_SEND_INITIAL_METADATA;
-    }
-    assert(k + n <= sizeof(all) / sizeof(all[0]));
-    memcpy(&all[k], ops, n * sizeof(ops[0]));
-    grpc_call_error e = grpc_call_start_batch(st->call->call, all, k + n, tag, NULL);
-    /* Only misuse (two batches of one op type, ops after the status) can fail here. */
-    assert(e == GRPC_CALL_OK);
-    if (e != GRPC_CALL_OK) {
-        return false;
-    }
-    st->initial_sent = true;
-    st->refs++;
-    return true;
+    return rpc__shell_batch_start_locked(&st->sh, ops, n, tag, true);
 }
 
 static void status_start_locked(struct rpc_stream *st)
 {
     grpc_op op;
     memset(&op, 0, sizeof(op));
-    rpc__status_op(&op, st->code, &st->status);
+    rpc__status_op(&op, st->code, &st->sh.status);
     st->status_started = true;
-    rpc__stream_record(st->call->server, st->call, st->code);
+    rpc__stream_record(st->sh.call->server, st->sh.call, st->code);
     batch_start_locked(st, &op, 1, &st->status_tag);
 }
 
@@ -152,7 +118,7 @@ static void pump_locked(struct rpc_stream *st)
     }
 }
 
-/* Calls on_close if the stream closed, the handler returned and is not finished. Under st->mu;
+/* Calls on_close if the stream closed, the handler returned and is not finished. Under st->sh.mu;
  * unlocks it around the callback. */
 static void close_notify_locked(struct rpc_stream *st)
 {
@@ -163,9 +129,9 @@ static void close_notify_locked(struct rpc_stream *st)
     st->close_notified = true;
     st->in_close_cb = true;
     st->close_thread = pthread_self();
-    pthread_mutex_unlock(&st->mu);
+    pthread_mutex_unlock(&st->sh.mu);
     st->on_close(st->on_close_arg); /* our reference (a batch's or the dispatcher's) keeps st */
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     st->in_close_cb = false;
     pthread_cond_broadcast(&st->cond);
 }
@@ -173,63 +139,51 @@ static void close_notify_locked(struct rpc_stream *st)
 void rpc__stream_start(struct rpc_server *s, const struct rpc__method *m, struct rpc_call *c,
                        const uint8_t *req, size_t len)
 {
-    struct slotd_error e;
     struct rpc_stream *st = calloc(1, sizeof(*st));
     if (st == NULL) {
         goto err;
     }
-    if (pthread_mutex_init(&st->mu, NULL) != 0) {
+    if (rpc__shell_init(&st->sh, c) != 0) {
         goto err_after_alloc;
     }
     if (pthread_cond_init(&st->cond, NULL) != 0) {
-        goto err_after_mutex;
+        goto err_after_shell;
     }
     st->server = s;
-    st->call = c;
     st->send_tag = (struct rpc__tag){RPC__TAG_STREAM_SEND, st, rpc__stream_on_event};
     st->close_tag = (struct rpc__tag){RPC__TAG_STREAM_CLOSE, st, rpc__stream_on_event};
     st->status_tag = (struct rpc__tag){RPC__TAG_STREAM_STATUS, st, rpc__stream_on_event};
     st->queue_limit = RPC_STREAM_QUEUE_BYTES_DEFAULT;
-    rpc__status_init(&st->status);
-    st->refs = 2; /* the handler's and ours */
+    st->sh.refs = 2; /* the handler's and ours */
     st->in_handler = true;
 
-    grpc_op op;
-    memset(&op, 0, sizeof(op));
-    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    op.data.recv_close_on_server.cancelled = &st->cancelled;
-    pthread_mutex_lock(&st->mu);
-    grpc_call_error ce = grpc_call_start_batch(c->call, &op, 1, &st->close_tag, NULL);
-    assert(ce == GRPC_CALL_OK);
-    if (ce == GRPC_CALL_OK) {
-        st->refs++;
-    } else {
+    pthread_mutex_lock(&st->sh.mu);
+    if (!rpc__shell_close_arm_locked(&st->sh, &st->close_tag)) {
         st->broken = true; /* no close notice will come: refuse to send */
     }
-    pthread_mutex_unlock(&st->mu);
+    pthread_mutex_unlock(&st->sh.mu);
 
     m->stream_cb(m->ctx, st, req, len);
 
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     st->in_handler = false;
     c->md = NULL; /* the request's metadata goes with the request */
     close_notify_locked(st);
     stream_unlock_release(st);
     return;
 
-err_after_mutex:
-    pthread_mutex_destroy(&st->mu);
+err_after_shell:
+    rpc__shell_destroy(&st->sh);
 err_after_alloc:
     free(st);
 err:
-    slotd_error_set(&e, SLOTD_EINTERNAL, "stream: out of memory");
-    rpc_call_fail(c, &e);
+    rpc__shell_start_fail(c);
 }
 
 void rpc__stream_on_event(struct rpc__tag *t, bool ok)
 {
     struct rpc_stream *st = t->owner;
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     switch (t->kind) {
     case RPC__TAG_STREAM_SEND:
         grpc_byte_buffer_destroy(st->out);
@@ -254,7 +208,7 @@ void rpc__stream_on_event(struct rpc__tag *t, bool ok)
     stream_unlock_release(st);
 }
 
-/* 0 when len more bytes may be queued now. Under st->mu. */
+/* 0 when len more bytes may be queued now. Under st->sh.mu. */
 static int send_check_locked(const struct rpc_stream *st, size_t len)
 {
     if (st->finished || st->broken) {
@@ -268,9 +222,9 @@ static int send_check_locked(const struct rpc_stream *st, size_t len)
 
 static int send_check(struct rpc_stream *st, size_t len)
 {
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     int rc = send_check_locked(st, len);
-    pthread_mutex_unlock(&st->mu);
+    pthread_mutex_unlock(&st->sh.mu);
     return rc;
 }
 
@@ -287,7 +241,7 @@ static int enqueue(struct rpc_stream *st, grpc_slice slice)
     m->len = len;
     m->bb = grpc_raw_byte_buffer_create(&slice, 1);
     grpc_slice_unref(slice);
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     int rc = send_check_locked(st, len); /* again: the state may have changed meanwhile */
     if (rc == 0) {
         if (st->tail != NULL) {
@@ -299,7 +253,7 @@ static int enqueue(struct rpc_stream *st, grpc_slice slice)
         st->queued_bytes += len;
         pump_locked(st);
     }
-    pthread_mutex_unlock(&st->mu);
+    pthread_mutex_unlock(&st->sh.mu);
     if (rc != 0) {
         grpc_byte_buffer_destroy(m->bb);
         free(m);
@@ -331,44 +285,44 @@ int rpc_stream_send(struct rpc_stream *st, const ProtobufCMessage *msg)
 size_t rpc_stream_queued_bytes(const struct rpc_stream *st)
 {
     struct rpc_stream *w = (struct rpc_stream *)st; /* the lock is not part of the value */
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&w->sh.mu);
     size_t n = w->queued_bytes;
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&w->sh.mu);
     return n;
 }
 
 void rpc_stream_set_queue_limit(struct rpc_stream *st, size_t bytes)
 {
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     st->queue_limit = bytes;
-    pthread_mutex_unlock(&st->mu);
+    pthread_mutex_unlock(&st->sh.mu);
 }
 
 void rpc_stream_set_on_close(struct rpc_stream *st, void (*cb)(void *arg), void *arg)
 {
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     assert(st->in_handler && st->on_close == NULL);
     st->on_close = cb;
     st->on_close_arg = arg;
-    pthread_mutex_unlock(&st->mu);
+    pthread_mutex_unlock(&st->sh.mu);
 }
 
 void rpc_stream_finish(struct rpc_stream *st, const struct slotd_error *e)
 {
     assert(e == NULL || e->code != SLOTD_OK);
-    pthread_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->sh.mu);
     assert(!st->finished);
     st->finished = true;
     if (e == NULL) {
         st->code = GRPC_STATUS_OK;
-        rpc__status_set(&st->status, "", NULL, 0);
+        rpc__status_set(&st->sh.status, "", NULL, 0);
     } else {
         st->code = (grpc_status_code)slotd_error_grpc_code(e->code);
-        rpc__status_set_error(&st->status, e);
+        rpc__status_set_error(&st->sh.status, e);
     }
     /* on_close never runs after we return: wait for one already running elsewhere. */
     while (st->in_close_cb && !pthread_equal(st->close_thread, pthread_self())) {
-        pthread_cond_wait(&st->cond, &st->mu);
+        pthread_cond_wait(&st->cond, &st->sh.mu);
     }
     pump_locked(st);
     stream_unlock_release(st);
@@ -376,20 +330,20 @@ void rpc_stream_finish(struct rpc_stream *st, const struct slotd_error *e)
 
 const char *rpc_stream_header(const struct rpc_stream *st, const char *key, size_t *len)
 {
-    return rpc_call_header(st->call, key, len);
+    return rpc_call_header(st->sh.call, key, len);
 }
 
 struct rpc_call *rpc_stream_call(struct rpc_stream *st)
 {
-    return st->call;
+    return st->sh.call;
 }
 
 int64_t rpc_stream_deadline_ms(const struct rpc_stream *st)
 {
-    return st->call->deadline_ms;
+    return st->sh.call->deadline_ms;
 }
 
 const char *rpc_stream_method(const struct rpc_stream *st)
 {
-    return st->call->path;
+    return st->sh.call->path;
 }
