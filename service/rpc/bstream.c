@@ -312,6 +312,17 @@ int rpc_bstream_item_begin(struct rpc_bstream *st)
     return rc;
 }
 
+int rpc_bstream_items_check(const struct rpc_bstream *st, size_t n, struct slotd_error *err)
+{
+    size_t max = st->method->bstream_limits.frame_items_max; /* read-only after start */
+    if (n <= max) {
+        return 0;
+    }
+    slotd_error_field(err, "items", max, "items: %zu items in one message exceeds the limit of %zu",
+                      n, max);
+    return -1;
+}
+
 /* Appends part to the tail message when it fits, else to a new one. 0, or -1 out of memory. */
 static int queue_append_locked(struct rpc_bstream *st, const void *part, size_t len)
 {

@@ -302,6 +302,10 @@ int rpc_server_add_bidi_stream(struct rpc_server *s, const char *method,
 /* Begins one item (from the frame callback): takes an in-flight slot and a reference on st.
  * 0, or -1 when inflight_max items are in flight (then nothing is taken). */
 int rpc_bstream_item_begin(struct rpc_bstream *st);
+/* From the frame callback, before beginning a frame's n items: 0 when n is within the method's
+ * frame_items_max, else -1 with err INVALID_FIELD naming the field "items" and the limit (return
+ * -1 with it to refuse the frame). */
+int rpc_bstream_items_check(const struct rpc_bstream *st, size_t n, struct slotd_error *err);
 /* Finishes a begun item, from any thread, exactly once: part (borrowed for the call; at most
  * RPC_BSTREAM_MSG_BYTES_MAX bytes) is appended to the response being coalesced: it must be
  * whole fields of the response message, so concatenated parts are one valid message. Dropped
