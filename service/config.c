@@ -91,6 +91,9 @@ static const struct opt opts[] = {
     U64(group_proposals_max, 1, 1u << 20, "1024",
         "proposals of one slot group waiting to commit on its leader before more get "
         "RESOURCE_EXHAUSTED (QUEUE_FULL): a hot group is refused while the others keep their rate"),
+    U64(propose_stream_inflight, 1024, 65536, "4096",
+        "items of one Metadata/ProposeStream begun and not yet answered; at the bound the "
+        "stream's next message is not read (at least 1024, the items of one message)"),
     U64(compact_entries, 10, 1ull << 32, "10000",
         "compact a group's log after this many applied entries"),
     U64(compact_tail, 1, 1ull << 32, "1000", "entries kept behind the compaction point"),

@@ -40,6 +40,7 @@ struct slotd_config {
     uint64_t snapshot_recv_max_bytes;
     uint64_t snapshot_install_batch_bytes;
     uint64_t group_proposals_max;
+    uint64_t propose_stream_inflight; /* ProposeStream items in flight per stream */
     uint64_t watch_history_bytes;   /* per hosted group; 0 = Watch disabled */
     uint64_t tls_client_auth;       /* 1: require and verify client certificates (mTLS) */
     uint64_t bootstrap_expect;      /* active data nodes before placement; 0 = the --peers count */

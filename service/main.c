@@ -531,6 +531,7 @@ int main(int argc, char **argv)
                            .transport = transport,
                            .client = server,
                            .node_id = f.node_id,
+                           .propose_stream_inflight = f.propose_stream_inflight,
                            .peer_verifier = verifier,
                            .peer_mtls = peer_mtls,
                            .authz = authz,

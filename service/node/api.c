@@ -1024,8 +1024,10 @@ int node_api_register(struct node_api *api, struct rpc_server *client, struct rp
     for (size_t i = 0; rc == 0 && i < sizeof(methods) / sizeof(methods[0]); i++)
         rc = rpc_server_add_unary(methods[i].peer ? peer : client, methods[i].path, methods[i].cb,
                                   api);
-    static const struct rpc_bstream_limits stream_limits = {
-        .inflight_max = NODE_PROPOSE_STREAM_INFLIGHT_MAX,
+    /* --propose-stream-inflight (config.c keeps it in 1024..65536, >= the items of a message) */
+    const struct rpc_bstream_limits stream_limits = {
+        .inflight_max = api->propose_stream_inflight != 0 ? api->propose_stream_inflight
+                                                          : NODE_PROPOSE_STREAM_INFLIGHT_MAX,
         .frame_items_max = NODE_PROPOSE_STREAM_ITEMS_MAX,
     };
     if (rc == 0)

@@ -35,6 +35,8 @@ struct node_api {
     struct transport *transport; /* borrowed; NULL on a single node */
     struct rpc_server *client;   /* borrowed: the client port, where Peer/Forward calls land */
     uint64_t node_id;
+    /* ProposeStream items in flight per stream (--propose-stream-inflight); 0: the default */
+    uint64_t propose_stream_inflight;
     /* Peer authentication (peer_auth.c). peer_verifier (borrowed; NULL: no
      * --cluster-secret-file) checks the proof every Peer call carries; peer_mtls: the peers'
      * verified client certificates name them ("node-<id>"). Neither: Peer calls are not

@@ -25,6 +25,7 @@ static void test_defaults(void)
     CU_ASSERT_STRING_EQUAL(c.data_dir, "./slotd-data");
     CU_ASSERT(c.node_id == 1 && c.slot_groups == 8 && c.replicas == 0);
     CU_ASSERT(c.max_request_bytes == 4194304 && c.compact_entries == 10000);
+    CU_ASSERT(c.propose_stream_inflight == 4096);
     CU_ASSERT_STRING_EQUAL(c.peers, "");
 }
 
@@ -79,6 +80,15 @@ static void test_errors(void)
     char *a5[] = {"slotd", "--listen", long_listen};
     CU_ASSERT(load(a5, 3, NULL, &c, err) == -1);
     CU_ASSERT(strstr(err, "longer than") != NULL);
+    /* ProposeStream's in-flight bound: 1024 (the items of one message) .. 65536 */
+    char *a8[] = {"slotd", "--propose-stream-inflight", "1023"};
+    CU_ASSERT(load(a8, 3, NULL, &c, err) == -1);
+    CU_ASSERT(strstr(err, "--propose-stream-inflight") && strstr(err, "1024..65536"));
+    char *env8[] = {"SLOTD_PROPOSE_STREAM_INFLIGHT=65537", NULL};
+    CU_ASSERT(load(a4, 1, env8, &c, err) == -1);
+    CU_ASSERT(strstr(err, "SLOTD_PROPOSE_STREAM_INFLIGHT") && strstr(err, "1024..65536"));
+    char *a9[] = {"slotd", "--propose-stream-inflight=65536"};
+    CU_ASSERT(load(a9, 2, NULL, &c, err) == 0 && c.propose_stream_inflight == 65536);
     char *a6[] = {"slotd", "--help"};
     CU_ASSERT(load(a6, 2, NULL, &c, err) == 1);
     char *a7[] = {"slotd", "stray"};
