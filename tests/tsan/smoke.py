@@ -6,14 +6,16 @@ Starts 3 slotd nodes from $SLOTD_BIN (default build-tsan/bin/slotd) on loopback 
 harness (tests/e2e/slotd_harness.py), runs LOAD_S seconds of puts and linearizable gets from
 WORKERS threads through every live node while /metrics is scraped and one Watch per node streams
 the load's changes (the apply stage feeding watch histories, the watch thread, stream sends from
-several threads), kills -9 the node leading the
+several threads) and one thread drives Metadata/ProposeStream calls of STREAM_ITEMS puts each
+through a live node (bidi frames read on the gRPC thread, items finished on the apply path,
+results coalesced into response messages), kills -9 the node leading the
 most groups KILL_AT_S seconds in, keeps the load going, restarts the killed node (its groups
 compacted past its log meanwhile, so it catches up by snapshot) and waits until it has applied as
 far as every leader, then stops every node with SIGTERM.
 
 It fails when a node's log holds "WARNING: ThreadSanitizer" or another sanitizer marker, a node
 exits non-zero on SIGTERM (TSan's exitcode), the load made too little progress before or after
-the kill, the restarted node does not catch up, or a key's final value is not one its writer
+the kill, the ProposeStream calls answered fewer than MIN_STREAM_OK puts or an id twice, the restarted node does not catch up, or a key's final value is not one its writer
 could have left. Every loop is bounded in count and time. Exit status 0 = pass.
 """
 
@@ -52,6 +54,11 @@ START_TIMEOUT_S = 90.0      # TSan builds start several times slower
 RESTART_TIMEOUT_S = 60.0
 MIN_OK_BEFORE_KILL = 20     # acknowledged puts and gets, all workers together
 MIN_OK_AFTER_KILL = 20
+STREAM_ITEMS = 300          # puts per ProposeStream call, in messages of STREAM_ITEMS_PER_MSG
+STREAM_ITEMS_PER_MSG = 50
+STREAM_ROUNDS_MAX = 8
+STREAM_TIMEOUT_S = 8.0
+MIN_STREAM_OK = 200         # puts answered OK over every stream
 TSAN_MARKERS = ("WARNING: ThreadSanitizer", "ThreadSanitizer: reported",
                 "ThreadSanitizer:DEADLYSIGNAL", "ThreadSanitizer: CHECK failed")
 # Small compaction bounds, so the groups compact past the killed node's log during the load.
@@ -115,6 +122,41 @@ def worker(load, index, deadline, channels, outcome):
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED):
                 time.sleep(0.02)
     outcome[index] = {k: unknown[k] | {acked[k]} for k in keys}
+
+
+def streamer(load, channels, deadline, out):
+    """ProposeStream calls through a live node each, one every LOAD_S / STREAM_ROUNDS_MAX: every
+    call sends STREAM_ITEMS puts and reads every result. Counts results by code in out, an id
+    answered twice or never asked in out["bad"], and how each call ended in out["ends"]."""
+    rng = random.Random(h.SEED + 1000)
+    stubs = {n: h.pb_grpc.MetadataStub(ch) for n, ch in channels.items()}
+    start = time.monotonic()
+    pace = (deadline - start) / STREAM_ROUNDS_MAX  # spread over the load, the kill included
+    for rnd in range(STREAM_ROUNDS_MAX):
+        load.stop.wait(max(0.0, start + rnd * pace - time.monotonic()))
+        if time.monotonic() >= deadline or load.stop.is_set():
+            break
+        prefix = h.unique_key("tsan/s%d" % rnd, rng)
+        msgs = [h.pb.ProposeStreamRequest(items=[
+            h.pb.ProposeStreamItem(id=i, request=h.pb.ProposeRequest(put=h.pb.PutCommand(
+                key=b"%s/%d" % (prefix, i), value=b"s%d-%d" % (rnd, i))))
+            for i in range(b, b + STREAM_ITEMS_PER_MSG)])
+            for b in range(0, STREAM_ITEMS, STREAM_ITEMS_PER_MSG)]
+        seen = set()
+        end = "OK"
+        try:
+            call = stubs[rng.choice(load.targets())].ProposeStream(iter(msgs),
+                                                                   timeout=STREAM_TIMEOUT_S)
+            for resp in call:
+                for r in resp.results:
+                    out["bad"] += r.id in seen or r.id >= STREAM_ITEMS
+                    seen.add(r.id)
+                    out["ok" if r.code == 0 else "failed"] += 1
+                out["messages"] += 1
+        except grpc.RpcError as err:
+            end = err.code().name if err.code() else "NONE"
+            time.sleep(0.05)
+        out["ends"][end] = out["ends"].get(end, 0) + 1
 
 
 def scraper(load, ports, deadline):
@@ -224,6 +266,11 @@ def run(cluster, metrics_ports):
                                             daemon=True))
         threads.append(threading.Thread(target=scraper, args=(load, metrics_ports, deadline),
                                         daemon=True))
+        streams = {"ok": 0, "failed": 0, "bad": 0, "messages": 0, "ends": {}}
+        chans = {n: h.open_channel(cluster.addr(n)) for n in cluster.node_ids}
+        channels.extend(chans.values())
+        threads.append(threading.Thread(target=streamer, args=(load, chans, deadline, streams),
+                                        daemon=True))
         watches = {}
         for n in cluster.node_ids:
             ch = h.open_channel(cluster.addr(n))
@@ -253,6 +300,14 @@ def run(cluster, metrics_ports):
         print("tsan smoke: watch events per node %s, ends %s"
               % ({n: len(w["ids"]) for n, w in watches.items()},
                  {n: w["end"] for n, w in watches.items()}), flush=True)
+        print("tsan smoke: ProposeStream results ok %d, failed %d, in %d messages, calls ended %s"
+              % (streams["ok"], streams["failed"], streams["messages"],
+                 dict(sorted(streams["ends"].items()))), flush=True)
+        if streams["bad"]:
+            problems.append("ProposeStream answered %d ids twice or unasked" % streams["bad"])
+        if streams["ok"] < MIN_STREAM_OK:
+            problems.append("ProposeStream answered only %d puts OK (want >= %d)"
+                            % (streams["ok"], MIN_STREAM_OK))
         for n, w in watches.items():
             if w["dup"]:
                 problems.append("node %d's watch delivered %d events twice" % (n, w["dup"]))
