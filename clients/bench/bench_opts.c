@@ -52,6 +52,7 @@ static const struct opt_def opt_defs[] = {
     {"connect-timeout-ms", OPT_UINT, OFF(connect_timeout_ms), 1, BENCH_CONNECT_TIMEOUT_MS_MAX},
     {"json", OPT_FLAG, OFF(json), 0, 0},
     {"route-aware", OPT_FLAG, OFF(route_aware), 0, 0},
+    {"stream", OPT_FLAG, OFF(stream), 0, 0},
     {"watchers", OPT_UINT, OFF(watchers), 0, BENCH_WATCHERS_MAX},
     {"help", OPT_FLAG, OFF(help), 0, 0},
     {"tls-ca", OPT_STRING, OFF(tls.ca_file), 0, 0},
@@ -110,6 +111,10 @@ const char *bench_opts_usage(void)
            "set);\n"
            "                               round robin over --endpoints when the leader is "
            "unknown\n"
+           "  --stream                     slotd, --op put: puts as items of ProposeStream calls "
+           "(one\n"
+           "                               per endpoint channel, or per leader with "
+           "--route-aware)\n"
            "  --watchers W                 watch streams on the prefix 'key-' open during warmup "
            "and\n"
            "                               the run (0..1000, default 0): events/s delivered\n"
@@ -320,6 +325,14 @@ static int opt_check_combined(struct bench_opts *o, char *errmsg, size_t errmsg_
     if (o->target == BENCH_TARGET_ECHO && o->route_aware)
         return opt_fail(errmsg, errmsg_len,
                         "--route-aware: slotd only (the echo target has no RouteSnapshot)");
+    if (o->stream && o->target != BENCH_TARGET_SLOTD)
+        return opt_fail(errmsg, errmsg_len,
+                        "--stream: slotd only (ProposeStream is slotd's Metadata/ProposeStream)");
+    if (o->stream && o->op != BENCH_OP_PUT)
+        return opt_fail(errmsg, errmsg_len,
+                        "--stream: --op put only (ProposeStream carries "
+                        "writes; --op %s reads)",
+                        bench_op_name(o->op));
     if (o->target == BENCH_TARGET_ECHO && o->watchers)
         return opt_fail(errmsg, errmsg_len,
                         "--watchers: slotd or etcd only (the echo target has no Watch)");

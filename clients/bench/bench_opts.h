@@ -61,6 +61,8 @@ struct bench_opts {
     unsigned connect_timeout_ms;
     bool json;
     bool route_aware; /* slotd: send each request to its group's leader (RouteSnapshot) */
+    /* slotd, --op put: puts as items of Metadata/ProposeStream calls instead of unary Proposes */
+    bool stream;
     /* watch streams on the prefix "key-" kept open over warmup and the measured phase
      * (slotd Metadata/Watch, etcd Watch/Watch); 0 = none */
     unsigned watchers;

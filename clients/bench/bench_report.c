@@ -93,7 +93,8 @@ static void report_text_watch(const struct bench_watch_result *w, FILE *out)
 void bench_report_text(const struct bench_opts *o, const struct bench_result *r, FILE *out)
 {
     const struct bench_phase *p = &r->run;
-    fprintf(out, "slotbench: target %s, op %s", bench_target_name(o->target), bench_op_name(o->op));
+    fprintf(out, "slotbench: target %s, op %s%s", bench_target_name(o->target),
+            bench_op_name(o->op), o->stream ? " (ProposeStream)" : "");
     if (o->op == BENCH_OP_MIXED)
         fprintf(out, " (%.0f%% %s)", o->read_ratio * 100.0, bench_op_name(o->read_op));
     fprintf(out, ", %u in flight, %u connection(s) x %u endpoint(s), %u thread(s)\n",
@@ -128,6 +129,16 @@ void bench_report_text(const struct bench_opts *o, const struct bench_result *r,
         if (r->route_error[0])
             fprintf(out, "route error: %s\n", r->route_error);
     }
+    if (o->stream)
+        fprintf(out,
+                "stream:      %llu ProposeStream call(s), %llu items in %llu messages (%.1f per "
+                "message), %llu response messages (warmup included)\n",
+                (unsigned long long)p->streams_opened, (unsigned long long)p->stream_items_sent,
+                (unsigned long long)p->stream_messages_sent,
+                p->stream_messages_sent
+                    ? (double)p->stream_items_sent / (double)p->stream_messages_sent
+                    : 0.0,
+                (unsigned long long)p->stream_messages_received);
     if (o->watchers)
         report_text_watch(&r->watch, out);
     if (p->reads)
@@ -182,6 +193,12 @@ static void report_json_phase(const struct bench_phase *p, FILE *out)
     }
     fprintf(out, "},\"direct\":%llu,\"fallback\":%llu", (unsigned long long)p->direct,
             (unsigned long long)p->fallback);
+    fprintf(out,
+            ",\"streams_opened\":%llu,\"stream_messages_sent\":%llu,\"stream_items_sent\":%llu,"
+            "\"stream_messages_received\":%llu",
+            (unsigned long long)p->streams_opened, (unsigned long long)p->stream_messages_sent,
+            (unsigned long long)p->stream_items_sent,
+            (unsigned long long)p->stream_messages_received);
     fprintf(out, ",\"client_cpu_pct\":%.1f,\"client_cpu_s\":%.3f}", report_cpu_pct(p), p->cpu_s);
 }
 
@@ -229,8 +246,8 @@ void bench_report_json(const struct bench_opts *o, const struct bench_result *r,
             "\"key_size\":%u,\"value_size\":%u,\"deadline_ms\":%u,\"seed\":%llu,",
             o->concurrency, o->connections, o->threads, (unsigned long long)o->keys, o->key_size,
             o->value_size, o->deadline_ms, (unsigned long long)o->seed);
-    fprintf(out, "\"route_aware\":%s,\"watchers\":%u,", o->route_aware ? "true" : "false",
-            o->watchers);
+    fprintf(out, "\"route_aware\":%s,\"stream\":%s,\"watchers\":%u,",
+            o->route_aware ? "true" : "false", o->stream ? "true" : "false", o->watchers);
     if (o->watchers) {
         fprintf(out, "\"watch\":");
         report_json_watch(&r->watch, out);

@@ -3,6 +3,7 @@
 
 #include "bench_err.h"
 #include "bench_route.h"
+#include "bench_stream.h"
 #include "bench_watch.h"
 #include "bench_wire.h"
 #include "call.h"
@@ -132,6 +133,13 @@ struct run_worker {
     size_t next_node_channel;
     bool want_fetch; /* a call failed in a way a newer route may fix */
     struct run_fetch fetch;
+    /* --stream: the worker's ProposeStream calls (endpoint channels first, then one per route
+     * node) and its call_count items; has_streams false otherwise */
+    bool has_streams;
+    bool streams_cancelled; /* the phase ended: finished items are not issued again */
+    unsigned index;
+    int64_t now_ns; /* the time of the completion being handled (item latency) */
+    struct bench_stream_set streams;
 };
 
 static int run_fail(char *errmsg, size_t errmsg_len, int err, const char *fmt, ...)
@@ -498,14 +506,56 @@ static bool run_detail_of(const struct run_call *c, unsigned *detail)
     return true;
 }
 
-/* --route-aware: whether a failed call says the route is stale (NOT_LEADER) or a node is gone
- * (UNAVAILABLE), so that a fresh RouteSnapshot may help. */
-static bool run_route_suspect(unsigned code, const struct run_call *c)
+/* What one finished call or stream item says, for run_count. */
+struct run_outcome {
+    bool measured, direct;
+    enum bench_req req;
+    unsigned code; /* < BENCH_STATUS_SLOTS */
+    bool ok, found;
+    bool has_detail;
+    unsigned detail;
+    int64_t start_ns;
+};
+
+/* Counts a finished call or item when it belongs to the measured window. */
+static void run_count(struct run_worker *w, const struct run_outcome *r, int64_t now)
 {
-    unsigned detail = 0;
-    return code == GRPC_STATUS_UNAVAILABLE ||
-           (code == GRPC_STATUS_FAILED_PRECONDITION && run_detail_of(c, &detail) &&
-            detail == SLOTD__V1__ERROR_CODE__ERROR_CODE_NOT_LEADER);
+    struct bench_phase *p = &w->phase;
+    if (!r->measured || now > atomic_load(&w->s->measure_end_ns))
+        return;
+    p->status[r->code]++;
+    if (w->s->router) {
+        if (r->direct)
+            p->direct++;
+        else
+            p->fallback++;
+    }
+    if (r->ok) {
+        p->ok++;
+        bench_hist_record(&p->latency_ns, (uint64_t)(now - r->start_ns));
+        if (r->req == BENCH_REQ_PUT)
+            p->writes++;
+        else
+            p->reads++;
+        if (!r->found)
+            p->not_found++;
+    } else {
+        p->errors++;
+        if (r->code == GRPC_STATUS_OK)
+            p->malformed++;
+        else if (r->has_detail)
+            p->error_detail[r->detail]++;
+    }
+    w->last_done_ns = now;
+}
+
+/* --route-aware: whether a failure says the route is stale (NOT_LEADER) or a node is gone
+ * (UNAVAILABLE), so that a fresh RouteSnapshot may help. */
+static bool run_outcome_suspect(const struct run_outcome *r)
+{
+    return r->code == GRPC_STATUS_UNAVAILABLE ||
+           (r->code == GRPC_STATUS_FAILED_PRECONDITION && r->has_detail &&
+            r->detail == SLOTD__V1__ERROR_CODE__ERROR_CODE_NOT_LEADER);
 }
 
 /* Counts a finished call (when it belongs to the measured window) and frees it. */
@@ -514,38 +564,17 @@ static void run_complete(struct run_worker *w, struct run_call *c, bool success,
     unsigned code = success ? (unsigned)c->u.status : (unsigned)GRPC_STATUS_UNKNOWN;
     if (code >= BENCH_STATUS_OTHER)
         code = BENCH_STATUS_OTHER;
-    bool found = true;
-    bool ok = code == GRPC_STATUS_OK && run_response_ok(w, c, &found);
-    struct bench_phase *p = &w->phase;
-
-    if (c->measured && now <= atomic_load(&w->s->measure_end_ns)) {
-        p->status[code]++;
-        if (w->s->router) {
-            if (c->direct)
-                p->direct++;
-            else
-                p->fallback++;
-        }
-        if (ok) {
-            p->ok++;
-            bench_hist_record(&p->latency_ns, (uint64_t)(now - c->start_ns));
-            if (c->req == BENCH_REQ_PUT)
-                p->writes++;
-            else
-                p->reads++;
-            if (!found)
-                p->not_found++;
-        } else {
-            p->errors++;
-            unsigned detail = 0;
-            if (code == GRPC_STATUS_OK)
-                p->malformed++;
-            else if (run_detail_of(c, &detail))
-                p->error_detail[detail]++;
-        }
-        w->last_done_ns = now;
-    }
-    if (w->s->router && run_route_suspect(code, c))
+    struct run_outcome r = {.measured = c->measured,
+                            .direct = c->direct,
+                            .req = c->req,
+                            .code = code,
+                            .found = true,
+                            .start_ns = c->start_ns};
+    r.ok = code == GRPC_STATUS_OK && run_response_ok(w, c, &r.found);
+    if (!r.ok && code != GRPC_STATUS_OK)
+        r.has_detail = run_detail_of(c, &r.detail);
+    run_count(w, &r, now);
+    if (w->s->router && run_outcome_suspect(&r))
         w->want_fetch = true;
 
     run_unary_release(&c->u);
@@ -607,8 +636,124 @@ static void *run_worker_main(void *arg)
     return NULL;
 }
 
+/* ---- --stream: items on ProposeStream calls -------------------------------------------- */
+
+/* Submits item (a free entry) as the next put of the phase, or leaves it free when the phase
+ * issues no more. */
+static void run_stream_issue(struct run_worker *w, unsigned item, int64_t now)
+{
+    struct run_shared *s = w->s;
+    struct run_call next = {.w = w};
+    uint64_t key_index = 0;
+    if (w->streams_cancelled || !run_next(w, now, &next, &key_index))
+        return;
+    struct bench_stream_item *it = &w->streams.items[item];
+    it->key_index = key_index;
+    it->start_ns = now;
+    it->measured = next.measured;
+    it->direct = false;
+    unsigned stream = (unsigned)(w->next_channel++ % s->channel_count);
+    grpc_channel *channel = s->channels[stream].channel;
+    if (s->router) {
+        bench_wire_key_format(w->key, s->o->key_size, key_index);
+        run_route_sync(w);
+        uint16_t node = w->slot_node[slotd_hash_slot(w->key, s->o->key_size)];
+        if (node != BENCH_ROUTE_NONE) {
+            it->direct = true;
+            stream = (unsigned)s->channel_count + node;
+            channel = s->router->nodes[node].channels[w->index % s->o->connections].channel;
+        }
+    }
+    bench_stream_submit(&w->streams, item, stream, channel);
+}
+
+/* bench_stream_done_cb: counts the item, asks for a route on NOT_LEADER / UNAVAILABLE, and
+ * issues the item's next put (closed loop). */
+static void run_stream_done(void *ctx, unsigned item, const struct bench_stream_outcome *out)
+{
+    struct run_worker *w = ctx;
+    const struct bench_stream_item *it = &w->streams.items[item];
+    struct run_outcome r = {
+        .measured = it->measured && !w->streams_cancelled,
+        .direct = it->direct,
+        .req = BENCH_REQ_PUT,
+        .code = out->code < BENCH_STATUS_OTHER ? out->code : BENCH_STATUS_OTHER,
+        .ok = out->code == GRPC_STATUS_OK && out->response_ok,
+        .found = true,
+        .has_detail = out->has_detail,
+        .detail = out->detail,
+        .start_ns = it->start_ns,
+    };
+    run_count(w, &r, w->now_ns);
+    if (w->s->router && run_outcome_suspect(&r))
+        w->want_fetch = true;
+    run_stream_issue(w, item, w->now_ns);
+}
+
+static void run_stream_event(struct run_worker *w, grpc_event ev)
+{
+    w->now_ns = run_now_ns();
+    if (ev.tag == &w->fetch) {
+        run_fetch_finish(w->s, &w->fetch, ev.success != 0);
+        return;
+    }
+    bool mine = bench_stream_event(&w->streams, ev.tag, ev.success != 0);
+    assert(mine); /* nothing else runs on this queue */
+    (void)mine;
+}
+
+/* The worker loop of --stream: handles every completion that is ready, then sends what the
+ * turn made ready, one message per stream (coalescing). */
+static void *run_stream_worker_main(void *arg)
+{
+    struct run_worker *w = arg;
+    struct run_shared *s = w->s;
+    struct bench_stream_set *set = &w->streams;
+    int64_t now = run_now_ns();
+    int64_t next_expire_ns = now + RUN_POLL_MS * 1000000ll;
+    w->now_ns = now;
+    for (unsigned i = 0; i < set->item_count; i++)
+        run_stream_issue(w, i, now);
+    bench_stream_flush(set);
+    while (bench_stream_busy(set) || w->fetch.u.call) {
+        gpr_timespec wake = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                         gpr_time_from_millis(RUN_POLL_MS, GPR_TIMESPAN));
+        grpc_event ev = grpc_completion_queue_next(w->cq, wake, NULL);
+        while (ev.type == GRPC_OP_COMPLETE) {
+            run_stream_event(w, ev);
+            ev = grpc_completion_queue_next(w->cq, gpr_inf_past(GPR_CLOCK_MONOTONIC), NULL);
+        }
+        now = run_now_ns();
+        w->now_ns = now;
+        w->inflight = set->inflight;
+        run_worker_refetch(w, now, w->streams_cancelled);
+        if (!w->streams_cancelled && now >= atomic_load(&s->measure_end_ns)) {
+            /* Past the end: items still in flight are not counted; cancel to finish now. */
+            w->streams_cancelled = true;
+            bench_stream_cancel_all(set);
+        }
+        if (w->streams_cancelled)
+            continue;
+        if (now >= next_expire_ns) {
+            bench_stream_expire(set, now, (int64_t)s->o->deadline_ms * 1000000ll);
+            next_expire_ns = now + RUN_POLL_MS * 1000000ll;
+        }
+        bench_stream_flush(set);
+    }
+    struct bench_phase *p = &w->phase;
+    p->streams_opened = set->streams_opened;
+    p->stream_messages_sent = set->messages_sent;
+    p->stream_items_sent = set->items_sent;
+    p->stream_messages_received = set->messages_received;
+    p->malformed += set->unknown_results;
+    p->errors += set->unknown_results;
+    return NULL;
+}
+
 static void run_worker_free(struct run_worker *w)
 {
+    if (w->has_streams)
+        bench_stream_set_free(&w->streams);
     if (w->cq) {
         slotd_call_cq_destroy(w->cq);
     }
@@ -634,7 +779,16 @@ static int run_worker_init(struct run_worker *w, struct run_shared *s, unsigned 
     for (unsigned i = 0; i < call_count; i++)
         w->calls[i].w = w;
     w->cq = grpc_completion_queue_create_for_next(NULL);
-    return BENCH_OK;
+    w->index = index;
+    if (!s->o->stream)
+        return BENCH_OK;
+    /* one stream per endpoint channel, and one per node a route may name */
+    unsigned streams = (unsigned)s->channel_count + (s->router ? BENCH_ROUTE_ADDRESSES_MAX : 0);
+    int rc = bench_stream_set_init(&w->streams, s->o, w->cq, s->has_token ? &s->token_md : NULL,
+                                   s->has_token ? 1 : 0, s->value, call_count, streams,
+                                   run_stream_done, w);
+    w->has_streams = rc == BENCH_OK;
+    return rc;
 }
 
 /* ---- one phase ------------------------------------------------------------------------ */
@@ -651,6 +805,10 @@ static void run_phase_merge(struct bench_phase *dst, const struct run_worker *w)
     dst->errors += p->errors;
     dst->direct += p->direct;
     dst->fallback += p->fallback;
+    dst->streams_opened += p->streams_opened;
+    dst->stream_messages_sent += p->stream_messages_sent;
+    dst->stream_items_sent += p->stream_items_sent;
+    dst->stream_messages_received += p->stream_messages_received;
     for (unsigned i = 0; i < BENCH_STATUS_SLOTS; i++)
         dst->status[i] += p->status[i];
     for (unsigned i = 0; i < BENCH_DETAIL_SLOTS; i++)
@@ -664,8 +822,8 @@ static int run_phase_threads(struct run_shared *s, struct run_worker *workers, u
     unsigned started = 0;
     int rc = BENCH_OK;
     for (; started < threads; started++) {
-        if (pthread_create(&workers[started].thread, NULL, run_worker_main, &workers[started]) !=
-            0) {
+        void *(*main_fn)(void *) = s->o->stream ? run_stream_worker_main : run_worker_main;
+        if (pthread_create(&workers[started].thread, NULL, main_fn, &workers[started]) != 0) {
             atomic_store(&s->measure_end_ns, 0); /* stop the threads already running */
             rc = run_fail(errmsg, errmsg_len, BENCH_ETHREAD,
                           "client thread %u: pthread_create failed", started);

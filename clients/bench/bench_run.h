@@ -27,8 +27,11 @@ struct bench_phase {
                                                    their grpc-status-details-bin trailer */
     uint64_t direct;   /* --route-aware: counted calls sent straight to their group's leader */
     uint64_t fallback; /* --route-aware: counted calls sent round robin (leader unknown) */
-    double elapsed_s;  /* wall time the counts cover */
-    double cpu_s;      /* process user+sys CPU over cpu_wall_s */
+    /* --stream (whole phase, warmup included): ProposeStream calls opened, request messages
+     * and the items they carried, response messages */
+    uint64_t streams_opened, stream_messages_sent, stream_items_sent, stream_messages_received;
+    double elapsed_s; /* wall time the counts cover */
+    double cpu_s;     /* process user+sys CPU over cpu_wall_s */
     double cpu_wall_s;
 };
 
