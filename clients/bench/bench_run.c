@@ -727,8 +727,10 @@ static void *run_stream_worker_main(void *arg)
         w->now_ns = now;
         w->inflight = set->inflight;
         run_worker_refetch(w, now, w->streams_cancelled);
-        if (!w->streams_cancelled && now >= atomic_load(&s->measure_end_ns)) {
-            /* Past the end: items still in flight are not counted; cancel to finish now. */
+        if (!w->streams_cancelled &&
+            (now >= atomic_load(&s->measure_end_ns) || set->inflight == 0)) {
+            /* Past the end: items still in flight are not counted; cancel to finish now. With
+             * nothing in flight the phase issues no more (--ops, populate): close the calls. */
             w->streams_cancelled = true;
             bench_stream_cancel_all(set);
         }

@@ -30,7 +30,7 @@ COST_S = {
     "test_security": 55, "test_slotctl": 50, "test_clients": 50, "test_migration": 50,
     "test_watch": 35, "test_range_txn": 30, "test_tls": 30, "test_c_client": 25,
     "test_controller_recovery": 25, "test_docs_scenario": 20, "test_routes_live": 20,
-    "test_meta": 20, "test_propose_stream": 8, "test_slotctl_cluster": 15, "test_metrics": 15, "test_metadata_model": 15,
+    "test_meta": 20, "test_propose_stream": 8, "test_c_propose_stream": 12, "test_slotctl_cluster": 15, "test_metrics": 15, "test_metadata_model": 15,
     "test_crash": 10, "test_single_node": 5, "test_reflection": 5, "test_echo": 1,
     "test_backup": 60, "test_elastic": 135, "test_mcp": 25, "test_balance": 105,
 }

@@ -1,5 +1,5 @@
 /* cclient_test.c - CUnit tests for libslotd (hash slots, route, errors, retries, options, admin
- * and task encoding, ControllerStatus decoding) and slotctl's parser. */
+ * and task encoding, ControllerStatus decoding, ProposeStream bounds) and slotctl's parser. */
 #include "client_internal.h"
 #include "slotctl_cli.h"
 
@@ -8,6 +8,11 @@
 #include "slotd/v1/metadata.pb-c.h"
 
 #include <CUnit/Basic.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -1020,6 +1025,124 @@ static void test_meta_request_building(void)
     slotd_meta_page_destroy(NULL);
 }
 
+/* ---- propose stream ------------------------------------------------------------------- */
+
+/* An item entry decodes back as a ProposeStreamRequest with the id and the request bytes; two
+ * entries one after the other are two items (the message is their concatenation). */
+static void test_propose_stream_encoding(void)
+{
+    Slotd__V1__PutCommand put = SLOTD__V1__PUT_COMMAND__INIT;
+    Slotd__V1__ProposeRequest req = SLOTD__V1__PROPOSE_REQUEST__INIT;
+    put.key = (ProtobufCBinaryData){5, (uint8_t *)"key-1"};
+    put.value = (ProtobufCBinaryData){300, (uint8_t *)calloc(1, 300)};
+    CU_ASSERT_PTR_NOT_NULL_FATAL(put.value.data);
+    req.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT;
+    req.put = &put;
+    uint8_t rbuf[512];
+    size_t rlen = slotd__v1__propose_request__pack(&req, rbuf);
+    uint64_t ids[2] = {0, UINT64_MAX};
+    uint8_t msg[1200];
+    size_t used = 0;
+    for (int i = 0; i < 2; i++) {
+        size_t need = slotd__pstream_item_encode(ids[i], rbuf, rlen, NULL, 0);
+        CU_ASSERT_EQUAL(slotd__pstream_item_encode(ids[i], rbuf, rlen, msg + used, need - 1),
+                        need); /* too small: size only, nothing written */
+        CU_ASSERT_EQUAL(slotd__pstream_item_encode(ids[i], rbuf, rlen, msg + used, need), need);
+        used += need;
+    }
+    Slotd__V1__ProposeStreamRequest *m = slotd__v1__propose_stream_request__unpack(NULL, used, msg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL_FATAL(m->n_items, 2);
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(m->items[i]->id, ids[i]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(m->items[i]->request);
+        CU_ASSERT_EQUAL(m->items[i]->request->command_case,
+                        SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT);
+        CU_ASSERT_EQUAL(m->items[i]->request->put->key.len, 5);
+        CU_ASSERT_EQUAL(memcmp(m->items[i]->request->put->key.data, "key-1", 5), 0);
+        CU_ASSERT_EQUAL(m->items[i]->request->put->value.len, 300);
+    }
+    slotd__v1__propose_stream_request__free_unpacked(m, NULL);
+    free(put.value.data);
+}
+
+/* Arguments refused before anything is sent, naming the field; the outstanding bound is an
+ * explicit RESOURCE_EXHAUSTED error. The node is a listening socket that never accepts, so the
+ * call gets no answer: its connection attempt fails after about 100 ms (the client's fast
+ * reconnect), and the call ends UNAVAILABLE with its items unanswered. */
+static void test_propose_stream_bounds(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sa_len = sizeof(sa);
+    CU_ASSERT_FATAL(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+                    listen(fd, 16) == 0 && getsockname(fd, (struct sockaddr *)&sa, &sa_len) == 0);
+    char addr[32];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", ntohs(sa.sin_port));
+    struct slotd_client *c = client_at(addr, 200, 0);
+    struct slotd_propose_stream *s = (struct slotd_propose_stream *)1;
+    struct slotd_error *e = NULL;
+    CU_ASSERT_EQUAL(slotd_propose_stream_open(c, NULL, 4097, 0, &s, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_PTR_NULL(s);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "max_outstanding");
+    CU_ASSERT_EQUAL(slotd_propose_stream_open(c, NULL, 4, -1, &s, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "timeout_ms");
+    CU_ASSERT_EQUAL(slotd_propose_stream_open(c, "", 4, 0, &s, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "address");
+    CU_ASSERT_EQUAL(slotd_propose_stream_open(NULL, NULL, 4, 0, &s, &e), SLOTD_CLIENT_EINVAL);
+
+    CU_ASSERT_EQUAL_FATAL(slotd_propose_stream_open(c, NULL, 3, 0, &s, &e), SLOTD_CLIENT_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(slotd_propose_stream_outstanding(s), 0);
+    struct slotd_propose_stream_result *none = (struct slotd_propose_stream_result *)1;
+    CU_ASSERT_EQUAL(slotd_propose_stream_next(s, 0, &none, &e), SLOTD_CLIENT_EPRECONDITION);
+    CU_ASSERT_PTR_NULL(none);
+    CU_ASSERT_EQUAL(slotd_propose_stream_put(s, 1, NULL, 0, "v", 1, NULL, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "put.key");
+    CU_ASSERT_EQUAL(slotd_propose_stream_put(s, 1, "k", 1, NULL, 4, NULL, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "put.value");
+    CU_ASSERT_EQUAL(slotd_propose_stream_submit(s, 1, "x", 0, &e), SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "request");
+    CU_ASSERT_EQUAL(
+        slotd_propose_stream_submit(s, 1, "x", SLOTD_PROPOSE_STREAM_REQUEST_MAX + 1, &e),
+        SLOTD_CLIENT_EINVAL);
+    CU_ASSERT_EQUAL(slotd_error_limit(e), SLOTD_PROPOSE_STREAM_REQUEST_MAX);
+    CU_ASSERT_EQUAL(slotd_propose_stream_outstanding(s), 0);
+
+    for (uint64_t id = 0; id < 3; id++)
+        CU_ASSERT_EQUAL(slotd_propose_stream_put(s, id, "key-1", 5, "v", 1, NULL, &e),
+                        SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(slotd_propose_stream_outstanding(s), 3);
+    CU_ASSERT_EQUAL(slotd_propose_stream_put(s, 3, "key-1", 5, "v", 1, NULL, &e),
+                    SLOTD_CLIENT_EEXHAUSTED);
+    CU_ASSERT_STRING_EQUAL(slotd_error_field(e), "items");
+    CU_ASSERT_EQUAL(slotd_error_limit(e), 3);
+    CU_ASSERT_EQUAL(slotd_propose_stream_outstanding(s), 3);
+    struct slotd_propose_stream_result *r = (struct slotd_propose_stream_result *)1;
+    CU_ASSERT_EQUAL(slotd_propose_stream_next(s, 0, &r, &e), SLOTD_CLIENT_ETIMEOUT);
+    CU_ASSERT_PTR_NULL(r);
+    int rc = slotd_propose_stream_next(s, 5000, &r, &e);
+    CU_ASSERT_PTR_NULL(r);
+    /* the call to a node that never answers ends UNAVAILABLE; its three items have no result */
+    CU_ASSERT_EQUAL(rc, SLOTD_CLIENT_EUNAVAILABLE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(slotd_error_message(e), "3 items without a result"));
+    CU_ASSERT_EQUAL(slotd_propose_stream_submit(s, 9, "x", 1, &e), SLOTD_CLIENT_EUNAVAILABLE);
+    slotd_propose_stream_close_send(s);
+    slotd_propose_stream_destroy(s);
+
+    /* a stream that never got anywhere: destroy cancels it with items queued */
+    CU_ASSERT_EQUAL_FATAL(slotd_propose_stream_open(c, addr, 0, 100, &s, &e), SLOTD_CLIENT_OK);
+    CU_ASSERT_EQUAL(slotd_propose_stream_put(s, 7, "k", 1, "", 0, NULL, &e), SLOTD_CLIENT_OK);
+    slotd_propose_stream_close_send(s);
+    CU_ASSERT_EQUAL(slotd_propose_stream_submit(s, 8, "x", 1, &e), SLOTD_CLIENT_EPRECONDITION);
+    slotd_propose_stream_destroy(s);
+    slotd_propose_stream_destroy(NULL);
+    slotd_propose_stream_result_destroy(NULL);
+    slotd_error_destroy(e);
+    slotd_client_destroy(c);
+    close(fd);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -1040,6 +1163,8 @@ int main(void)
     CU_add_test(s, "TaskStatus decode and bounds", test_task_status_decode);
     CU_add_test(s, "ControllerStatus decode", test_controller_status_decode);
     CU_add_test(s, "typed helpers build and refuse requests", test_meta_request_building);
+    CU_add_test(s, "propose stream item encoding", test_propose_stream_encoding);
+    CU_add_test(s, "propose stream bounds and argument errors", test_propose_stream_bounds);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed() + CU_get_number_of_failures();

@@ -1458,6 +1458,104 @@ int slotd_client_event_list(struct slotd_client *c, const char *channel_id,
                             const struct slotd_read_options *ro, struct slotd_meta_page **out,
                             struct slotd_error **err);
 
+/* ---- propose stream: many writes on one Metadata/ProposeStream call ------------------------- */
+
+/* Items submitted whose result the caller has not taken yet, at most (the server keeps at most
+ * 4096 in flight per stream); items per request message (the server's limit); bytes of one
+ * item's encoded ProposeRequest; bytes of items coalesced into one request message. */
+#define SLOTD_PROPOSE_STREAM_OUTSTANDING_MAX 4096
+#define SLOTD_PROPOSE_STREAM_BATCH_MAX 1024
+#define SLOTD_PROPOSE_STREAM_REQUEST_MAX (2 << 20)
+#define SLOTD_PROPOSE_STREAM_MESSAGE_BYTES (1 << 20)
+
+/*
+ * One ProposeStream call to one node (opaque), for one thread at a time. Items are independent
+ * writes, each handled by the node exactly like a unary Propose (validated, forwarded by a
+ * non-leader unless its request has no_forward, committed); no retries, no redirects. Items
+ * submitted while a request message is being sent go together in the next one (at most
+ * SLOTD_PROPOSE_STREAM_BATCH_MAX items and about SLOTD_PROPOSE_STREAM_MESSAGE_BYTES).
+ */
+struct slotd_propose_stream;
+
+/* One item's outcome (allocated by libslotd; caller frees with
+ * slotd_propose_stream_result_destroy()). */
+struct slotd_propose_stream_result {
+    uint64_t id;               /* the id the item was submitted with */
+    struct slotd_error *error; /* NULL: applied; else why the item failed (code, detail) */
+    /* when applied: the ProposeResponse's raft position and, for a put, the new version */
+    uint64_t applied_index;
+    uint32_t group_id;
+    uint64_t term;
+    bool deduplicated;
+    uint64_t version;
+    /* the encoded slotd.v1.ProposeResponse (response_len bytes; NULL when failed), for
+     * commands other than put */
+    const uint8_t *response;
+    size_t response_len;
+};
+
+/* r: ownership transfers. NULL is a no-op. */
+void slotd_propose_stream_result_destroy(struct slotd_propose_stream_result *r);
+
+/*
+ * c, address, err: borrowed for the call; *out: caller frees with
+ * slotd_propose_stream_destroy() (set on SLOTD_CLIENT_OK). Opens a ProposeStream to address
+ * (NULL: the client's first endpoint) with the client's credentials and token.
+ * max_outstanding: 1..SLOTD_PROPOSE_STREAM_OUTSTANDING_MAX (0 = the max). timeout_ms: the
+ * whole call's deadline, 0 = none, else 1..SLOTD_CLIENT_DEADLINE_MS_MAX. SLOTD_CLIENT_EINVAL
+ * names a bad argument; SLOTD_CLIENT_EUNAVAILABLE when the client has no channel left.
+ */
+int slotd_propose_stream_open(struct slotd_client *c, const char *address, int max_outstanding,
+                              int timeout_ms, struct slotd_propose_stream **out,
+                              struct slotd_error **err);
+
+/*
+ * s, request, err: borrowed for the call. Queues one item: id (the caller's, echoed in its
+ * result) and an encoded slotd.v1.ProposeRequest (1..SLOTD_PROPOSE_STREAM_REQUEST_MAX bytes),
+ * and sends it at once unless a request message is already on its way. SLOTD_CLIENT_EEXHAUSTED
+ * (field "items", limit max_outstanding) when max_outstanding items await their result: take
+ * results first; SLOTD_CLIENT_EINVAL (field "request") for a bad length;
+ * SLOTD_CLIENT_EPRECONDITION after slotd_propose_stream_close_send(); once the call ended, its
+ * failure (as slotd_propose_stream_next reports it).
+ */
+int slotd_propose_stream_submit(struct slotd_propose_stream *s, uint64_t id, const void *request,
+                                size_t len, struct slotd_error **err);
+
+/*
+ * s, key, val, wo (NULL: defaults), err: borrowed for the call. Submits a put of key and val
+ * (a Propose with a PutCommand; wo's lease and request id; without one a random request id,
+ * none with slotd_write_options_set_no_request_id). The node forwards it when it does not lead
+ * the key's group. Errors as slotd_propose_stream_submit (key NULL or empty: EINVAL, field
+ * "put.key").
+ */
+int slotd_propose_stream_put(struct slotd_propose_stream *s, uint64_t id, const void *key,
+                             size_t klen, const void *val, size_t vlen,
+                             const struct slotd_write_options *wo, struct slotd_error **err);
+
+/*
+ * s, err: borrowed for the call; *out: caller frees with slotd_propose_stream_result_destroy().
+ * The next item's result, in the order the node finished them, waiting at most timeout_ms
+ * (0: only what has arrived; < 0: no limit). SLOTD_CLIENT_OK with *out set; SLOTD_CLIENT_OK
+ * with *out NULL once the call ended cleanly after slotd_propose_stream_close_send() and every
+ * result was taken; SLOTD_CLIENT_ETIMEOUT when nothing came in time; SLOTD_CLIENT_EPRECONDITION
+ * when nothing is outstanding and the send side is open; the call's own failure (its status and
+ * detail, e.g. UNAUTHENTICATED, a lost connection, the deadline) once it ended with items
+ * outstanding: their results are lost (slotd_propose_stream_outstanding() says how many).
+ */
+int slotd_propose_stream_next(struct slotd_propose_stream *s, int timeout_ms,
+                              struct slotd_propose_stream_result **out, struct slotd_error **err);
+
+/* s: borrowed for the call. Items submitted whose result was not taken yet. */
+size_t slotd_propose_stream_outstanding(const struct slotd_propose_stream *s);
+
+/* s: borrowed for the call. Half-closes once the queued items are sent: the node finishes the
+ * items in flight, sends their results and ends the call OK. Further submits are refused. */
+void slotd_propose_stream_close_send(struct slotd_propose_stream *s);
+
+/* s: ownership transfers. Cancels the call if it has not ended (items in flight still complete
+ * in raft; their results are dropped), waits for its batches and frees it. NULL is a no-op. */
+void slotd_propose_stream_destroy(struct slotd_propose_stream *s);
+
 #ifdef __cplusplus
 }
 #endif
