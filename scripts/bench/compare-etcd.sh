@@ -4,7 +4,9 @@
 # 16/64/256 on three nodes, runs alternating between the two, medians and slotd/etcd ratios.
 # First the echo ceiling: `slotd --echo-only 1` (service/rpc/echo.c, no runtime) driven by
 # `slotbench --target echo` at 1/16/64/256 in flight; every slotd row states slotd/echo at its
-# in-flight count.
+# in-flight count. Durable puts at 64 and 256 in flight are also run as items of one
+# Metadata/ProposeStream call per connection (`slotbench --stream`; on three nodes one stream per
+# leader, --route-aware) in the same rounds: the "put (stream)" rows, against the same etcd runs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -157,18 +159,25 @@ run_one() {
   echo $(($(ctx_switches "${server_pids[@]}") - cs0)) >>"$file.cs"
 }
 
+# Puts at these in-flight counts also run on ProposeStream (slotbench --stream) in each round.
+STREAM_CONCS=" 64 256 "
+
 # scenario NODES OP CONC: ROUNDS rounds; in each the systems run one after the other (A B A B).
 scenario() {
-  local nodes=$1 op=$2 conc=$3 base
+  local nodes=$1 op=$2 conc=$3 base stream=0
   base="$dir/res/${op}_c${conc}_${nodes}n"
+  [[ $op == put && $STREAM_CONCS == *" $conc "* ]] && stream=1
   log "${nodes}n $op at $conc in flight ($ROUNDS rounds)"
   for _ in $(seq "$ROUNDS"); do
     run_one "$base-etcd.json" etcd "$etcd_eps" "$op" "$conc"
     if ((nodes == 1)); then
       run_one "$base-slotd.json" slotd "$slotd_eps" "$op" "$conc"
+      ((stream)) && run_one "$base-slotd-stream.json" slotd "$slotd_eps" "$op" "$conc" --stream
     else
       run_one "$base-slotd-ra.json" slotd "$slotd_eps" "$op" "$conc" --route-aware
       run_one "$base-slotd-rr.json" slotd "$slotd_eps" "$op" "$conc"
+      ((stream)) && run_one "$base-slotd-stream.json" slotd "$slotd_eps" "$op" "$conc" \
+        --route-aware --stream
     fi
   done
 }
@@ -235,6 +244,9 @@ echo "# server CPU per request: CPU of all the system's processes over warm-up a
 echo "# server ctx switches per request: voluntary + involuntary context switches of every thread" \
   "of the system's processes over warm-up and run, divided the same way (each thread hand-off" \
   "costs at least one)"
+echo "# put (stream): the same durable puts as items of Metadata/ProposeStream (slotbench" \
+  "--stream: one bidi call per connection, 3 nodes one per group leader with --route-aware;" \
+  "each loop turn sends what is ready in one message), against the same etcd (unary) runs"
 echo "# echo ceiling: slotd --echo-only 1 (rpc layer only, reply on the gRPC thread) loaded by" \
   "slotbench --target echo with a serializable read's bytes; slotd/echo divides each slotd row" \
   "by the echo median at the same in-flight count (measured on one node, also for 3-node rows)"
@@ -266,6 +278,9 @@ rows = [(1, op, c, "slotd", "-") for op in ("put", "get") for c in (1, 16, 64, 2
 rows += [(1, "get-local", 256, "slotd", "-")]
 rows += [(3, op, c, v, m) for op in ("put", "get") for c in (16, 64, 256)
          for v, m in (("slotd-ra", "route-aware"), ("slotd-rr", "round robin"))]
+# ProposeStream puts (slotbench --stream), against the same etcd runs as the unary puts.
+rows += [(n, "put", c, "slotd-stream", m) for n, m in ((1, "stream"), (3, "route-aware stream"))
+         for c in (64, 256)]
 print("| nodes | op | in flight | slotd client | slotd ops/s | etcd ops/s | slotd/etcd | slotd/echo "
       "| slotd p50 ms | etcd p50 ms | slotd p99 ms | etcd p99 ms | errors slotd/etcd "
       "| client CPU % slotd/etcd | server CPU us/op slotd/etcd | server ctx switches/op slotd/etcd |")
@@ -289,15 +304,18 @@ for nodes, op, c, var, mode in rows:
     s_ops, e_ops = med(s, lambda r: r["ops_per_s"]), med(e, lambda r: r["ops_per_s"])
     q = ratio(s_ops, e_ops)
     p = lambda runs, k: med(runs, lambda r: r["latency_us"][k]) / 1000
-    if var in ("slotd", "slotd-ra"):
-        summary[base] = q
-        p99_rows.append((base, p(s, "p99") <= p(e, "p99")))
+    if var in ("slotd", "slotd-ra", "slotd-stream"):
+        key = base.replace("put_", "put_stream_", 1) if var == "slotd-stream" else base
+        summary[key] = q
+        p99_rows.append((key, p(s, "p99") <= p(e, "p99")))
     errs = lambda runs: sum(r["errors_total"] for r in runs)
     cpu = lambda runs: med(runs, lambda r: r["client_cpu_pct"])
     scpu = lambda runs: med(runs, lambda r: r["server_cpu_us"])
     scs = lambda runs: med(runs, lambda r: r["server_cs"])
     label = {"put": "put (durable)", "get": "get (linearizable)",
              "get-local": "get (serializable)"}[op]
+    if var == "slotd-stream":
+        label = "put (stream)"
     print(f"| {nodes} | {label} | {c} | {mode} | {s_ops:.0f} | {e_ops:.0f} | {q:.2f} "
           f"| {ratio(s_ops, echo[c]):.2f} "
           f"| {p(s, 'p50'):.2f} | {p(e, 'p50'):.2f} | {p(s, 'p99'):.2f} | {p(e, 'p99'):.2f} "
@@ -305,8 +323,10 @@ for nodes, op, c, var, mode in rows:
           f"| {scs(s):.2f}/{scs(e):.2f} |")
 print()
 # Issue 9's targets: put >= 2x etcd at 64 and 256 in flight (1 and 3 nodes), linearizable get >= 2x
-# at 256, slotd p99 <= etcd p99 on every row (3 nodes: the route-aware rows).
-want = ["put_c64_1n", "put_c256_1n", "put_c64_3n", "put_c256_3n", "get_c256_1n", "get_c256_3n"]
+# at 256, slotd p99 <= etcd p99 on every row (3 nodes: the route-aware rows). The put_stream_*
+# entries are the same puts on ProposeStream (issue 22), listed beside the unary ones.
+want = ["put_c64_1n", "put_c256_1n", "put_c64_3n", "put_c256_3n", "get_c256_1n", "get_c256_3n",
+        "put_stream_c64_1n", "put_stream_c256_1n", "put_stream_c64_3n", "put_stream_c256_3n"]
 print("targets (>= 2.00): " + " ".join(
     f"{k}={summary[k]:.2f}:{'met' if summary[k] >= 2.0 else 'not met'}" for k in want))
 late = [b for b, ok in p99_rows if not ok]
