@@ -7,6 +7,7 @@
 #include "bench_route.h"
 #include "slotd/client.h"
 #include "bench_run.h"
+#include "bench_stream.h"
 #include "bench_wire.h"
 #include "etcd_rpc.pb-c.h"
 #include "google/rpc/status.pb-c.h"
@@ -194,6 +195,9 @@ static void test_opts_defaults_and_values(void)
     CU_ASSERT_FALSE(o.route_aware);
     CU_ASSERT_EQUAL(PARSE("--route-aware", "--endpoints", "127.0.0.1:1,127.0.0.1:2"), BENCH_OK);
     CU_ASSERT(o.route_aware);
+    CU_ASSERT_FALSE(o.stream);
+    CU_ASSERT_EQUAL(PARSE("--stream", "--op", "put", "--route-aware"), BENCH_OK);
+    CU_ASSERT(o.stream);
     CU_ASSERT_EQUAL(PARSE("--help"), BENCH_OK);
     CU_ASSERT(o.help);
     /* the smallest key that holds 'key-' + 6 digits */
@@ -255,6 +259,12 @@ static void test_opts_errors(void)
                  "get-leader-local");
     EXPECT_USAGE("--route-aware: slotd only", "--target", "etcd", "--route-aware");
     EXPECT_USAGE("--route-aware takes no value", "--route-aware=1");
+    EXPECT_USAGE("--stream: slotd only", "--target", "etcd", "--stream");
+    EXPECT_USAGE("--stream: slotd only", "--target", "echo", "--stream");
+    EXPECT_USAGE("--stream: --op put only (ProposeStream carries writes; --op get reads)",
+                 "--stream", "--op", "get");
+    EXPECT_USAGE("--stream: --op put only", "--stream", "--op", "mixed");
+    EXPECT_USAGE("--stream takes no value", "--stream=1");
     EXPECT_USAGE("--watchers: '1001' is not an integer in 0..1000", "--watchers", "1001");
     EXPECT_USAGE("--watchers: '-1' is not an integer in 0..1000", "--watchers", "-1");
     EXPECT_USAGE("--watchers needs a value", "--watchers");
@@ -381,6 +391,44 @@ static void test_wire_slotd_requests(void)
         CU_ASSERT_EQUAL(r->consistency, want[i]);
         slotd__v1__read_request__free_unpacked(r, NULL);
     }
+}
+
+/* --stream: one ProposeStreamRequest.items entry per put; entries concatenated are the
+ * message; the size query matches; the id and no_forward come back. */
+static void test_wire_stream_items(void)
+{
+    const uint8_t value[3] = {'a', 'b', 'c'};
+    uint8_t buf[512];
+    size_t used = 0;
+    uint64_t ids[3] = {0, 300, UINT64_MAX};
+    for (int i = 0; i < 3; i++) {
+        size_t need = bench_stream_item_encode(ids[i], i == 1, (const uint8_t *)"key-7", 5, value,
+                                               3, NULL, 0);
+        CU_ASSERT_EQUAL(bench_stream_item_encode(ids[i], i == 1, (const uint8_t *)"key-7", 5, value,
+                                                 3, buf + used, sizeof(buf) - used),
+                        need);
+        used += need;
+    }
+    Slotd__V1__ProposeStreamRequest *m = slotd__v1__propose_stream_request__unpack(NULL, used, buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_EQUAL_FATAL(m->n_items, 3);
+    for (int i = 0; i < 3; i++) {
+        const Slotd__V1__ProposeRequest *r = m->items[i]->request;
+        CU_ASSERT_EQUAL(m->items[i]->id, ids[i]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        CU_ASSERT_EQUAL(r->no_forward, i == 1);
+        CU_ASSERT_EQUAL(r->command_case, SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT);
+        CU_ASSERT_EQUAL(r->put->key.len, 5);
+        CU_ASSERT_EQUAL(memcmp(r->put->value.data, "abc", 3), 0);
+        CU_ASSERT_EQUAL(r->request_id.len, 0);
+    }
+    slotd__v1__propose_stream_request__free_unpacked(m, NULL);
+    /* too small a buffer: the size, nothing written */
+    memset(buf, 0x55, sizeof(buf));
+    CU_ASSERT_EQUAL(
+        bench_stream_item_encode(1, false, (const uint8_t *)"key-7", 5, value, 3, buf, 4),
+        bench_stream_item_encode(1, false, (const uint8_t *)"key-7", 5, value, 3, NULL, 0));
+    CU_ASSERT_EQUAL(buf[0], 0x55);
 }
 
 static void test_wire_etcd_requests(void)
@@ -780,7 +828,12 @@ static void test_report_json(void)
     r->run.cpu_wall_s = 2.0;
     r->run.direct = 75;
     r->run.fallback = 25;
+    r->run.streams_opened = 2;
+    r->run.stream_messages_sent = 10;
+    r->run.stream_items_sent = 105;
+    r->run.stream_messages_received = 40;
     o.route_aware = true;
+    o.stream = true;
     r->route_fetches = 3;
     r->route_fetch_failures = 1;
     strcpy(r->route_error, "RouteSnapshot from a: \"x\"\n");
@@ -813,6 +866,11 @@ static void test_report_json(void)
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(run, "direct")), 75);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(run, "fallback")), 25);
     CU_ASSERT(json_is_true(json_object_get(root, "route_aware")));
+    CU_ASSERT(json_is_true(json_object_get(root, "stream")));
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(run, "streams_opened")), 2);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(run, "stream_messages_sent")), 10);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(run, "stream_items_sent")), 105);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(run, "stream_messages_received")), 40);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(root, "route_fetches")), 3);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(root, "route_fetch_failures")), 1);
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(root, "route_error")),
@@ -828,18 +886,25 @@ static void test_report_json(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "UNAVAILABLE 3"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "p50 50 us"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "slotd codes: QUEUE_FULL 3"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "op put (ProposeStream)"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(text, "stream:      2 ProposeStream call(s), 105 items in 10 messages (10.5 per "
+                     "message), 40 response messages"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text,
                                   "routing:     75 direct to the leader (75.0%), 25 round "
                                   "robin (leader unknown); route fetched 3 time(s), 1 failed"));
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "route error: RouteSnapshot from a:"));
     free(text);
-    /* without --route-aware: no routing line, "route_aware":false */
+    /* without --route-aware and --stream: no routing and stream lines, both false */
     o.route_aware = false;
+    o.stream = false;
     text = NULL;
     f = open_memstream(&text, &len);
     bench_report_text(&o, r, f);
     fclose(f);
     CU_ASSERT_PTR_NULL(strstr(text, "routing:"));
+    CU_ASSERT_PTR_NULL(strstr(text, "stream:"));
+    CU_ASSERT_PTR_NULL(strstr(text, "ProposeStream"));
     free(text);
     text = NULL;
     f = open_memstream(&text, &len);
@@ -848,6 +913,7 @@ static void test_report_json(void)
     root = json_loads(text, 0, &jerr);
     CU_ASSERT_FATAL(root != NULL);
     CU_ASSERT(json_is_false(json_object_get(root, "route_aware")));
+    CU_ASSERT(json_is_false(json_object_get(root, "stream")));
     CU_ASSERT_PTR_NULL(json_object_get(root, "route_fetches"));
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(root, "watchers")), 0);
     CU_ASSERT_PTR_NULL(json_object_get(root, "watch"));
@@ -1274,6 +1340,7 @@ int main(void)
     CU_add_test(s, "wire keys and methods", test_wire_keys_and_methods);
     CU_add_test(s, "wire slotd requests", test_wire_slotd_requests);
     CU_add_test(s, "wire etcd requests", test_wire_etcd_requests);
+    CU_add_test(s, "wire stream items", test_wire_stream_items);
     CU_add_test(s, "wire responses", test_wire_responses);
     CU_add_test(s, "wire echo", test_wire_echo);
     CU_add_test(s, "wire error detail", test_wire_error_detail);
