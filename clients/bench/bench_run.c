@@ -684,6 +684,12 @@ static void run_stream_done(void *ctx, unsigned item, const struct bench_stream_
         .detail = out->detail,
         .start_ns = it->start_ns,
     };
+    if (w->now_ns - it->start_ns > (int64_t)w->s->o->deadline_ms * 1000000ll) {
+        /* past --deadline-ms: what a unary call would have ended with */
+        r.code = GRPC_STATUS_DEADLINE_EXCEEDED;
+        r.ok = false;
+        r.has_detail = false;
+    }
     run_count(w, &r, w->now_ns);
     if (w->s->router && run_outcome_suspect(&r))
         w->want_fetch = true;
