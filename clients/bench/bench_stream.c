@@ -3,10 +3,10 @@
 
 #include "bench_err.h"
 #include "bench_wire.h"
+#include "client_internal.h"
 #include "slotd/v1/metadata.pb-c.h"
 
 #include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/support/time.h>
 
 #include <assert.h>
@@ -367,15 +367,7 @@ static void stream_on_recv(struct bench_stream *st, bool success)
     struct bench_stream_set *set = st->set;
     if (!success || !st->recv)
         return; /* the status completion follows */
-    grpc_byte_buffer_reader reader;
-    Slotd__V1__ProposeStreamResponse *m = NULL;
-    if (grpc_byte_buffer_reader_init(&reader, st->recv)) {
-        grpc_slice slice = grpc_byte_buffer_reader_readall(&reader);
-        grpc_byte_buffer_reader_destroy(&reader);
-        m = slotd__v1__propose_stream_response__unpack(NULL, GRPC_SLICE_LENGTH(slice),
-                                                       GRPC_SLICE_START_PTR(slice));
-        grpc_slice_unref(slice);
-    }
+    Slotd__V1__ProposeStreamResponse *m = slotd__pstream_response_unpack(st->recv); /* libslotd */
     grpc_byte_buffer_destroy(st->recv);
     st->recv = NULL;
     set->messages_received++;

@@ -451,13 +451,20 @@ void slotd__stream_more(struct slotd__stream *s, bool more);
 /* Frees what slotd__stream_open made (nothing when it opened nothing). */
 void slotd__stream_close(struct slotd__stream *s);
 
-/* ---- what the unit test uses from client_pstream.c ---- */
+/* ---- what the unit test and slotbench use from client_pstream.c ---- */
 
 /* request, buf: borrowed for the call. Encodes one ProposeStreamRequest.items entry (field 1):
  * ProposeStreamItem{id, request = the len bytes of an encoded ProposeRequest}. Returns the
  * encoded size; writes buf only when that size is <= buf_len. */
 size_t slotd__pstream_item_encode(uint64_t id, const uint8_t *request, size_t len, uint8_t *buf,
                                   size_t buf_len);
+
+struct Slotd__V1__ProposeStreamResponse;
+
+/* bb: borrowed for the call. A ProposeStreamResponse message read whole and unpacked (caller
+ * frees with slotd__v1__propose_stream_response__free_unpacked()), NULL when it does not decode
+ * (also used by slotbench --stream). */
+struct Slotd__V1__ProposeStreamResponse *slotd__pstream_response_unpack(grpc_byte_buffer *bb);
 
 /* ---- what the unit test uses from client_meta.c ---- */
 

@@ -25,11 +25,11 @@ struct pstream_item {
 };
 
 struct slotd_propose_stream {
-    grpc_completion_queue *cq;
-    grpc_call *call;
+    /* the call's queue, call, token metadata, initial and trailing metadata, status, details
+     * and the send/recv buffers (freed by slotd__stream_close; its pending and open fields are
+     * not used: pending[] below says which batches are out) */
+    struct slotd__stream c;
     char address[SLOTD_ADDRESS_LEN + 1];
-    char authorization[SLOTD_CLIENT_TOKEN_MAX + 8];
-    grpc_metadata md;
     struct slotd_client *client; /* borrowed: the request ids of put */
     size_t max_outstanding;
     /* invariant: outstanding == queued + sent without result + results not taken */
@@ -42,10 +42,6 @@ struct slotd_propose_stream {
     size_t results_head, results_len;
     bool pending[PSTREAM_TAGS]; /* a batch of that tag awaits its completion */
     bool metadata_sent, close_wanted, close_sent, ended;
-    grpc_byte_buffer *send, *recv;
-    grpc_metadata_array initial_md, trailing_md;
-    grpc_status_code status;
-    grpc_slice details;
 };
 
 /* ---- encoding ------------------------------------------------------------------------- */
@@ -93,7 +89,7 @@ size_t slotd__pstream_item_encode(uint64_t id, const uint8_t *request, size_t le
 static void pstream_batch(struct slotd_propose_stream *s, int tag, const grpc_op *ops, size_t n)
 {
     assert(!s->pending[tag]);
-    grpc_call_error rc = grpc_call_start_batch(s->call, ops, n, (void *)(intptr_t)tag, NULL);
+    grpc_call_error rc = grpc_call_start_batch(s->c.call, ops, n, (void *)(intptr_t)tag, NULL);
     assert(rc == GRPC_CALL_OK); /* only a misused call fails here: a programmer error */
     (void)rc;
     s->pending[tag] = true;
@@ -110,9 +106,9 @@ static void pstream_send_more(struct slotd_propose_stream *s)
     size_t n = 0;
     if (!s->metadata_sent) {
         ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
-        if (s->authorization[0]) {
+        if (s->c.authorization[0]) {
             ops[n].data.send_initial_metadata.count = 1;
-            ops[n].data.send_initial_metadata.metadata = &s->md;
+            ops[n].data.send_initial_metadata.metadata = &s->c.md;
         }
         n++;
         s->metadata_sent = true;
@@ -137,10 +133,10 @@ static void pstream_send_more(struct slotd_propose_stream *s)
             s->queue_head = (s->queue_head + 1) % s->max_outstanding;
             s->queue_len--;
         }
-        s->send = grpc_raw_byte_buffer_create(&slice, 1);
+        s->c.send = grpc_raw_byte_buffer_create(&slice, 1);
         grpc_slice_unref(slice);
         ops[n].op = GRPC_OP_SEND_MESSAGE;
-        ops[n].data.send_message.send_message = s->send;
+        ops[n].data.send_message.send_message = s->c.send;
         n++;
     }
     if (s->queue_len == 0 && s->close_wanted && !s->close_sent) {
@@ -156,7 +152,7 @@ static void pstream_recv_more(struct slotd_propose_stream *s)
     grpc_op op;
     memset(&op, 0, sizeof(op));
     op.op = GRPC_OP_RECV_MESSAGE;
-    op.data.recv_message.recv_message = &s->recv;
+    op.data.recv_message.recv_message = &s->c.recv;
     pstream_batch(s, PSTREAM_TAG_RECV, &op, 1);
 }
 
@@ -216,20 +212,25 @@ static struct slotd_propose_stream_result *pstream_result(const struct slotd_pro
     return r;
 }
 
+Slotd__V1__ProposeStreamResponse *slotd__pstream_response_unpack(grpc_byte_buffer *bb)
+{
+    grpc_byte_buffer_reader reader;
+    if (!grpc_byte_buffer_reader_init(&reader, bb))
+        return NULL;
+    grpc_slice slice = grpc_byte_buffer_reader_readall(&reader);
+    grpc_byte_buffer_reader_destroy(&reader);
+    Slotd__V1__ProposeStreamResponse *m = slotd__v1__propose_stream_response__unpack(
+        NULL, GRPC_SLICE_LENGTH(slice), GRPC_SLICE_START_PTR(slice));
+    grpc_slice_unref(slice);
+    return m;
+}
+
 /* A response message arrived: its results join the ring (bounded by outstanding). */
 static void pstream_on_message(struct slotd_propose_stream *s)
 {
-    grpc_byte_buffer_reader reader;
-    Slotd__V1__ProposeStreamResponse *m = NULL;
-    if (grpc_byte_buffer_reader_init(&reader, s->recv)) {
-        grpc_slice slice = grpc_byte_buffer_reader_readall(&reader);
-        grpc_byte_buffer_reader_destroy(&reader);
-        m = slotd__v1__propose_stream_response__unpack(NULL, GRPC_SLICE_LENGTH(slice),
-                                                       GRPC_SLICE_START_PTR(slice));
-        grpc_slice_unref(slice);
-    }
-    grpc_byte_buffer_destroy(s->recv);
-    s->recv = NULL;
+    Slotd__V1__ProposeStreamResponse *m = slotd__pstream_response_unpack(s->c.recv);
+    grpc_byte_buffer_destroy(s->c.recv);
+    s->c.recv = NULL;
     size_t unplaced = 0;
     for (size_t i = 0; m && i < m->n_results; i++) {
         /* more results than items outstanding: the server's bug; stop the call */
@@ -243,7 +244,7 @@ static void pstream_on_message(struct slotd_propose_stream *s)
         s->results_len++;
     }
     if (!m || unplaced)
-        grpc_call_cancel_with_status(s->call, GRPC_STATUS_INTERNAL,
+        grpc_call_cancel_with_status(s->c.call, GRPC_STATUS_INTERNAL,
                                      !m ? "propose stream: response does not decode"
                                         : "propose stream: results not kept (more than "
                                           "outstanding, or out of memory)",
@@ -256,18 +257,18 @@ static void pstream_on_message(struct slotd_propose_stream *s)
 /* Waits for one completion until deadline and handles it; false when none came. */
 static bool pstream_step(struct slotd_propose_stream *s, gpr_timespec deadline)
 {
-    grpc_event ev = grpc_completion_queue_next(s->cq, deadline, NULL);
+    grpc_event ev = grpc_completion_queue_next(s->c.cq, deadline, NULL);
     if (ev.type != GRPC_OP_COMPLETE)
         return false;
     int tag = (int)(intptr_t)ev.tag;
     s->pending[tag] = false;
     if (tag == PSTREAM_TAG_SEND) {
-        if (s->send)
-            grpc_byte_buffer_destroy(s->send);
-        s->send = NULL;
+        if (s->c.send)
+            grpc_byte_buffer_destroy(s->c.send);
+        s->c.send = NULL;
         pstream_send_more(s);
     } else if (tag == PSTREAM_TAG_RECV) {
-        if (ev.success && s->recv)
+        if (ev.success && s->c.recv)
             pstream_on_message(s);
     } else {
         s->ended = true;
@@ -335,33 +336,34 @@ int slotd_propose_stream_open(struct slotd_client *c, const char *address, int m
     s->client = c;
     s->max_outstanding = n;
     snprintf(s->address, sizeof(s->address), "%s", address);
-    slotd__client_authorization(c, s->authorization, sizeof(s->authorization));
-    if (s->authorization[0]) {
-        s->md.key = grpc_slice_from_static_string("authorization");
-        s->md.value = grpc_slice_from_copied_string(s->authorization);
+    slotd__client_authorization(c, s->c.authorization, sizeof(s->c.authorization));
+    if (s->c.authorization[0]) {
+        s->c.md.key = grpc_slice_from_static_string("authorization");
+        s->c.md.value = grpc_slice_from_copied_string(s->c.authorization);
     }
-    s->cq = grpc_completion_queue_create_for_next(NULL);
+    s->c.open = true;
+    s->c.cq = grpc_completion_queue_create_for_next(NULL);
     gpr_timespec deadline =
         timeout_ms ? pstream_after_ms(timeout_ms) : gpr_inf_future(GPR_CLOCK_MONOTONIC);
-    s->call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, s->cq,
-                                       grpc_slice_from_static_string(PSTREAM_METHOD), NULL,
-                                       deadline, NULL);
-    grpc_metadata_array_init(&s->initial_md);
-    grpc_metadata_array_init(&s->trailing_md);
-    s->status = GRPC_STATUS_UNKNOWN;
-    s->details = grpc_empty_slice();
+    s->c.call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, s->c.cq,
+                                         grpc_slice_from_static_string(PSTREAM_METHOD), NULL,
+                                         deadline, NULL);
+    grpc_metadata_array_init(&s->c.initial_md);
+    grpc_metadata_array_init(&s->c.trailing_md);
+    s->c.status = GRPC_STATUS_UNKNOWN;
+    s->c.details = grpc_empty_slice();
     grpc_op ops[2];
     memset(ops, 0, sizeof(ops));
     ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[0].data.recv_status_on_client.trailing_metadata = &s->trailing_md;
-    ops[0].data.recv_status_on_client.status = &s->status;
-    ops[0].data.recv_status_on_client.status_details = &s->details;
+    ops[0].data.recv_status_on_client.trailing_metadata = &s->c.trailing_md;
+    ops[0].data.recv_status_on_client.status = &s->c.status;
+    ops[0].data.recv_status_on_client.status_details = &s->c.details;
     pstream_batch(s, PSTREAM_TAG_STATUS, ops, 1);
     memset(ops, 0, sizeof(ops));
     ops[0].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[0].data.recv_initial_metadata.recv_initial_metadata = &s->initial_md;
+    ops[0].data.recv_initial_metadata.recv_initial_metadata = &s->c.initial_md;
     ops[1].op = GRPC_OP_RECV_MESSAGE;
-    ops[1].data.recv_message.recv_message = &s->recv;
+    ops[1].data.recv_message.recv_message = &s->c.recv;
     pstream_batch(s, PSTREAM_TAG_RECV, ops, 2);
     *out = s;
     return SLOTD_CLIENT_OK;
@@ -373,11 +375,11 @@ static int pstream_ended_error(const struct slotd_propose_stream *s, const char 
 {
     struct slotd_status st;
     slotd_call_status_reset(&st);
-    slotd_call_status_set(&st, s->status, s->details, &s->trailing_md);
+    slotd_call_status_set(&st, s->c.status, s->c.details, &s->c.trailing_md);
     snprintf(st.address, sizeof(st.address), "%s", s->address);
     char text[SLOTD_STATUS_MESSAGE_LEN];
     snprintf(text, sizeof(text), "%s: the call ended %s: %.400s (%zu items without a result)", op,
-             slotd_grpc_status_name(s->status), st.message, s->outstanding - s->results_len);
+             slotd_grpc_status_name(s->c.status), st.message, s->outstanding - s->results_len);
     snprintf(st.message, sizeof(st.message), "%s", text);
     int rc = slotd__err_of_status(&st);
     return slotd__finish(rc == SLOTD_CLIENT_OK ? SLOTD_CLIENT_ERPC : rc, &st, 1, err);
@@ -490,7 +492,7 @@ int slotd_propose_stream_next(struct slotd_propose_stream *s, int timeout_ms,
             return SLOTD_CLIENT_OK;
         }
         if (s->ended && !s->pending[PSTREAM_TAG_RECV]) {
-            if (s->status == GRPC_STATUS_OK && s->outstanding == 0 && s->close_sent)
+            if (s->c.status == GRPC_STATUS_OK && s->outstanding == 0 && s->close_sent)
                 return SLOTD_CLIENT_OK;
             return pstream_ended_error(s, "propose stream next", err);
         }
@@ -527,30 +529,19 @@ void slotd_propose_stream_destroy(struct slotd_propose_stream *s)
     if (!s)
         return;
     if (!s->ended)
-        grpc_call_cancel(s->call, NULL);
+        grpc_call_cancel(s->c.call, NULL);
     while (s->pending[PSTREAM_TAG_SEND] || s->pending[PSTREAM_TAG_RECV] ||
            s->pending[PSTREAM_TAG_STATUS]) {
         grpc_event ev =
-            grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+            grpc_completion_queue_next(s->c.cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
         assert(ev.type == GRPC_OP_COMPLETE); /* the cancel ends every batch */
         s->pending[(int)(intptr_t)ev.tag] = false;
     }
-    if (s->send)
-        grpc_byte_buffer_destroy(s->send);
-    if (s->recv)
-        grpc_byte_buffer_destroy(s->recv);
     for (size_t k = 0; k < s->queue_len; k++)
         free(s->queue[(s->queue_head + k) % s->max_outstanding].bytes);
     for (size_t k = 0; k < s->results_len; k++)
         slotd_propose_stream_result_destroy(s->results[(s->results_head + k) % s->max_outstanding]);
-    grpc_slice_unref(s->details);
-    if (s->authorization[0])
-        grpc_slice_unref(s->md.value);
-    memset(s->authorization, 0, sizeof(s->authorization));
-    grpc_metadata_array_destroy(&s->initial_md);
-    grpc_metadata_array_destroy(&s->trailing_md);
-    grpc_call_unref(s->call);
-    slotd_call_cq_destroy(s->cq);
+    slotd__stream_close(&s->c);
     free(s->queue);
     free(s->results);
     free(s);
