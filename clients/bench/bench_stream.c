@@ -85,7 +85,7 @@ size_t bench_stream_item_encode(uint64_t id, bool no_forward, const uint8_t *key
     item.request = &req;
     size_t body = slotd__v1__propose_stream_item__get_packed_size(&item);
     size_t size = 1 + stream_varint_len(body) + body; /* ProposeStreamRequest.items, field 1 */
-    if (size > buf_len)
+    if (size > buf_len || !buf)
         return size;
     uint8_t *p = buf;
     *p++ = 0x0a;
@@ -150,7 +150,7 @@ bool bench_stream_busy(const struct bench_stream_set *set)
 {
     if (set->inflight)
         return true;
-    for (unsigned i = 0; i < set->stream_count; i++)
+    for (unsigned i = 0; set->streams && i < set->stream_count; i++)
         if (set->streams[i].call)
             return true;
     return false;

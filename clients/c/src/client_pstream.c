@@ -70,7 +70,7 @@ size_t slotd__pstream_item_encode(uint64_t id, const uint8_t *request, size_t le
     /* ProposeStreamItem{id = 1 (varint), request = 2 (bytes)} as ProposeStreamRequest.items (1) */
     size_t body = 1 + pstream_varint_len(id) + 1 + pstream_varint_len(len) + len;
     size_t size = 1 + pstream_varint_len(body) + body;
-    if (size > buf_len)
+    if (size > buf_len || !buf)
         return size;
     uint8_t *p = buf;
     *p++ = 0x0a;

@@ -66,6 +66,9 @@ int main(int argc, char **argv)
     if (!seen || slotd_client_create(argv[1], NULL, &c, &e) != SLOTD_CLIENT_OK ||
         slotd_propose_stream_open(c, NULL, max_outstanding, 60000, &s, &e) != SLOTD_CLIENT_OK) {
         fprintf(stderr, "cclient_propose_stream: %s\n", e ? slotd_error_message(e) : "no memory");
+        slotd_error_destroy(e);
+        slotd_client_destroy(c);
+        free(seen);
         return 2;
     }
     struct ps_counts n;
