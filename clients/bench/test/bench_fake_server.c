@@ -22,7 +22,7 @@
 
 #define FAKE_ARMED 16 /* generic call requests kept armed */
 
-enum fake_stage { FAKE_REQUESTED, FAKE_RECEIVING, FAKE_FINISHING, FAKE_WATCHING };
+enum fake_stage { FAKE_REQUESTED, FAKE_RECEIVING, FAKE_FINISHING, FAKE_WATCHING, FAKE_PSTREAM };
 
 /* The first member of every completion queue tag (the shutdown tag aside) says what it is. */
 enum fake_tag_kind { FAKE_TAG_CALL, FAKE_TAG_CLOSE };
@@ -58,6 +58,8 @@ struct fake_call {
     bool finished;           /* the status went out */
     unsigned sent;           /* messages after the header (event and progress ones alternate) */
     unsigned sending_events; /* events in the message in flight */
+    /* ProposeStream calls (stage FAKE_PSTREAM): one batch at a time, a receive or a send */
+    bool pstream_sending;
 };
 
 struct fake_server {
@@ -261,10 +263,10 @@ static bool fake_every(unsigned every, uint64_t n)
     return every && n % every == 0;
 }
 
-/* Attaches google.rpc.Status{UNAVAILABLE, [slotd.v1.ErrorDetail{NO_LEADER}]} as the trailer. */
-static void fake_attach_no_leader(struct fake_call *fc)
+/* Packs google.rpc.Status{UNAVAILABLE, [slotd.v1.ErrorDetail{NO_LEADER}]} into buf (256 bytes). */
+static size_t fake_no_leader_status(uint8_t *buf)
 {
-    uint8_t detail_buf[64], status_buf[256];
+    uint8_t detail_buf[64];
     Slotd__V1__ErrorDetail detail = SLOTD__V1__ERROR_DETAIL__INIT;
     detail.code = SLOTD__V1__ERROR_CODE__ERROR_CODE_NO_LEADER;
     detail.retry_after_ms = 5;
@@ -278,10 +280,151 @@ static void fake_attach_no_leader(struct fake_call *fc)
     st.message = "no leader";
     st.n_details = 1;
     st.details = details;
-    size_t n = google__rpc__status__pack(&st, status_buf);
+    return google__rpc__status__pack(&st, buf);
+}
+
+/* Attaches the NO_LEADER status above as the trailer. */
+static void fake_attach_no_leader(struct fake_call *fc)
+{
+    uint8_t status_buf[256];
+    size_t n = fake_no_leader_status(status_buf);
     fc->trailer.key = grpc_slice_from_static_string("grpc-status-details-bin");
     fc->trailer.value = grpc_slice_from_copied_buffer((const char *)status_buf, n);
     fc->trailer_count = 1;
+}
+
+/* ---- ProposeStream ---- */
+
+/* Ends a ProposeStream call with code (after the client's half-close: OK). */
+static void fake_pstream_finish(struct fake_call *fc, grpc_status_code code)
+{
+    grpc_op ops[2];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[0].data.send_status_from_server.status = code;
+    ops[0].data.send_status_from_server.status_details = &fc->status_details;
+    ops[1].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[1].data.recv_close_on_server.cancelled = &fc->cancelled;
+    fc->stage = FAKE_FINISHING;
+    grpc_call_start_batch(fc->call, ops, 2, fc, NULL);
+}
+
+/* The result of the stream's nth item (1-based over the server): every fail_every-th is
+ * UNAVAILABLE with the NO_LEADER detail, every malformed_every-th has code 0 and no response,
+ * the others a put result. */
+static void fake_pstream_result(struct fake_server *f, const Slotd__V1__ProposeStreamItem *it,
+                                Slotd__V1__ProposeStreamResult *r, Slotd__V1__ProposeResponse *resp,
+                                Slotd__V1__PutResult *put, uint8_t *status_buf)
+{
+    uint64_t n = ++f->stats.calls;
+    const Slotd__V1__ProposeRequest *m = it->request;
+    if (!m || m->command_case != SLOTD__V1__PROPOSE_REQUEST__COMMAND_PUT) {
+        f->stats.bad_requests++;
+    } else {
+        f->stats.propose++;
+        fake_count_put(f, &m->put->key, &m->put->value);
+        fake_count_route(f, m->no_forward, &m->put->key);
+    }
+    r->id = it->id;
+    if (fake_every(f->cfg.fail_every, n)) {
+        r->code = GRPC_STATUS_UNAVAILABLE;
+        r->message = "no leader";
+        r->details.data = status_buf;
+        r->details.len = fake_no_leader_status(status_buf);
+    } else if (!fake_every(f->cfg.malformed_every, n)) {
+        put->version = n;
+        resp->applied_index = n;
+        resp->group_id = 1;
+        resp->result_case = SLOTD__V1__PROPOSE_RESPONSE__RESULT_PUT;
+        resp->put = put;
+        r->response = resp;
+    }
+}
+
+/* A request message of a ProposeStream arrived (fc->recv NULL: the half-close): answer all its
+ * items in one response message. */
+static void fake_pstream_recv(struct fake_server *f, struct fake_call *fc)
+{
+    fc->stage = FAKE_PSTREAM;
+    if (!fc->recv) {
+        fake_pstream_finish(fc, GRPC_STATUS_OK);
+        return;
+    }
+    grpc_byte_buffer_reader reader;
+    grpc_byte_buffer_reader_init(&reader, fc->recv);
+    grpc_slice in = grpc_byte_buffer_reader_readall(&reader);
+    grpc_byte_buffer_reader_destroy(&reader);
+    grpc_byte_buffer_destroy(fc->recv);
+    fc->recv = NULL;
+    Slotd__V1__ProposeStreamRequest *m = slotd__v1__propose_stream_request__unpack(
+        NULL, GRPC_SLICE_LENGTH(in), GRPC_SLICE_START_PTR(in));
+    grpc_slice_unref(in);
+    if (!m || m->n_items == 0 || m->n_items > 1024) {
+        f->stats.bad_requests++;
+        if (m)
+            slotd__v1__propose_stream_request__free_unpacked(m, NULL);
+        fake_pstream_finish(fc, GRPC_STATUS_INVALID_ARGUMENT);
+        return;
+    }
+    size_t n = m->n_items;
+    Slotd__V1__ProposeStreamResult *res = calloc(n, sizeof(*res));
+    Slotd__V1__ProposeStreamResult **resp_of = calloc(n, sizeof(*resp_of));
+    Slotd__V1__ProposeResponse *resp = calloc(n, sizeof(*resp));
+    Slotd__V1__PutResult *put = calloc(n, sizeof(*put));
+    uint8_t *status_bufs = calloc(n, 256);
+    if (!res || !resp_of || !resp || !put || !status_bufs)
+        abort(); /* test helper: no way to continue */
+    for (size_t i = 0; i < n; i++) {
+        slotd__v1__propose_stream_result__init(&res[i]);
+        slotd__v1__propose_response__init(&resp[i]);
+        slotd__v1__put_result__init(&put[i]);
+        fake_pstream_result(f, m->items[i], &res[i], &resp[i], &put[i], status_bufs + 256 * i);
+        resp_of[i] = &res[i];
+    }
+    Slotd__V1__ProposeStreamResponse out = SLOTD__V1__PROPOSE_STREAM_RESPONSE__INIT;
+    out.n_results = n;
+    out.results = resp_of;
+    grpc_slice s = grpc_slice_malloc(slotd__v1__propose_stream_response__get_packed_size(&out));
+    slotd__v1__propose_stream_response__pack(&out, GRPC_SLICE_START_PTR(s));
+    fc->send = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    free(status_bufs);
+    free(put);
+    free(resp);
+    free(resp_of);
+    free(res);
+    slotd__v1__propose_stream_request__free_unpacked(m, NULL);
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_SEND_MESSAGE;
+    op.data.send_message.send_message = fc->send;
+    fc->pstream_sending = true;
+    grpc_call_start_batch(fc->call, &op, 1, fc, NULL);
+}
+
+/* The stream's one batch completed: after a send, read the next request message. */
+static void fake_pstream_step(struct fake_server *f, struct fake_call *fc, bool success)
+{
+    if (!fc->pstream_sending) {
+        if (!success) { /* cancelled by the client */
+            fake_call_free(f, fc);
+            return;
+        }
+        fake_pstream_recv(f, fc);
+        return;
+    }
+    fc->pstream_sending = false;
+    grpc_byte_buffer_destroy(fc->send);
+    fc->send = NULL;
+    if (!success) {
+        fake_call_free(f, fc);
+        return;
+    }
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &fc->recv;
+    grpc_call_start_batch(fc->call, &op, 1, fc, NULL);
 }
 
 /* The request arrived: answer it (or, for a hung call, only wait for the client to go). */
@@ -483,6 +626,10 @@ static void fake_watch_sent(struct fake_server *f, struct fake_call *fc, bool su
 
 static void fake_reply(struct fake_server *f, struct fake_call *fc)
 {
+    if (fake_method_is(fc, "/slotd.v1.Metadata/ProposeStream")) {
+        fake_pstream_recv(f, fc); /* counts each item as a call */
+        return;
+    }
     uint64_t n = ++f->stats.calls;
     uint8_t in[8192], out[1024];
     size_t in_len = 0, out_len = 0;
@@ -577,6 +724,9 @@ static void fake_step(struct fake_server *f, struct fake_call *fc, bool success)
         return;
     case FAKE_WATCHING:
         fake_watch_sent(f, fc, success);
+        return;
+    case FAKE_PSTREAM:
+        fake_pstream_step(f, fc, success);
         return;
     }
 }

@@ -8,6 +8,8 @@
 #define FAKE_KEYS_TRACKED 4096 /* put counts are kept per key index below this */
 
 struct fake_server_config {
+    /* ProposeStream: each item counts as a call; its result fails UNAVAILABLE (with the
+     * NO_LEADER detail) or has code 0 without a response ("malformed"); hang_every is ignored */
     unsigned fail_every;      /* every Nth call (1-based) answers UNAVAILABLE; 0 = never */
     unsigned malformed_every; /* every Nth call answers OK with bytes that do not decode */
     unsigned hang_every;      /* every Nth call gets no answer until the client gives up */

@@ -1050,6 +1050,37 @@ static void test_engine_put_errors_counted(void)
     engine_free(&ec);
 }
 
+/* --stream against the fake's ProposeStream: every item answered once, results counted like
+ * unary calls (UNAVAILABLE with its NO_LEADER detail, code 0 without a put result as
+ * MALFORMED_RESPONSE), items coalesced (fewer messages than items), one call per endpoint
+ * channel and thread, --ops exact. */
+static void test_engine_stream_counted(void)
+{
+    struct engine_case ec = {
+        .cfg = {.fail_every = 10, .malformed_every = 7, .key_size = 64, .value_size = 256}};
+    ENGINE_RUN(&ec, "--stream", "--op", "put", "--concurrency", "64", "--connections", "2",
+               "--threads", "2", "--ops", "7000", "--keys", "1000");
+    const struct bench_phase *p = &ec.r->run;
+    CU_ASSERT_EQUAL(ec.rc, BENCH_OK);
+    CU_ASSERT_EQUAL(ec.stats->calls, 7000);
+    CU_ASSERT_EQUAL(ec.stats->propose, 7000);
+    CU_ASSERT_EQUAL(ec.stats->bad_requests, 0);
+    CU_ASSERT_EQUAL(ec.stats->no_forward, 0);
+    /* 700 multiples of 10 fail; of the multiples of 7 that are not, 1000 - 100 are malformed */
+    CU_ASSERT_EQUAL(p->status[14], 700); /* UNAVAILABLE */
+    CU_ASSERT_EQUAL(p->error_detail[SLOTD__V1__ERROR_CODE__ERROR_CODE_NO_LEADER], 700);
+    CU_ASSERT_EQUAL(p->malformed, 900);
+    CU_ASSERT_EQUAL(p->errors, 1600);
+    CU_ASSERT_EQUAL(p->ok, 5400);
+    CU_ASSERT_EQUAL(p->writes, 5400);
+    CU_ASSERT_EQUAL(p->latency_ns.count, 5400);
+    CU_ASSERT_EQUAL(p->stream_items_sent, 7000);
+    CU_ASSERT(p->stream_messages_sent > 0 && p->stream_messages_sent < 7000);
+    CU_ASSERT(p->stream_messages_received > 0);
+    CU_ASSERT_EQUAL(p->streams_opened, 4); /* 2 threads x 2 channels (1 endpoint) */
+    engine_free(&ec);
+}
+
 static void test_engine_mixed_slotd(void)
 {
     struct engine_case ec = {.cfg = {.read_found = false, .key_size = 32, .value_size = 10}};
@@ -1199,6 +1230,43 @@ static void test_engine_route_aware_direct(void)
     CU_ASSERT_EQUAL(rc.r->route_fetch_failures, 0);
     CU_ASSERT_STRING_EQUAL(rc.r->route_error, "");
     CU_ASSERT_EQUAL(rc.a->bad_requests + rc.b->bad_requests, 0);
+    route_free(&rc);
+}
+
+/* --stream --route-aware: puts of the even hash slots go on a stream to the leader the route
+ * names (all no_forward, all in its slots), the others on the endpoint's stream; --populate
+ * and --ops exact. */
+static void test_engine_route_aware_stream(void)
+{
+    struct fake_server_config cfg = {.key_size = 64, .value_size = 256};
+    struct route_case rc;
+    ROUTE_RUN(&rc, cfg, cfg, true, "--stream", "--op", "put", "--concurrency", "32", "--threads",
+              "2", "--ops", "3000", "--populate", "--keys", "500");
+    const struct bench_phase *p = &rc.r->run;
+    CU_ASSERT_EQUAL(rc.rc, BENCH_OK);
+    CU_ASSERT_EQUAL(p->ok, 3000);
+    CU_ASSERT_EQUAL(p->errors, 0);
+    CU_ASSERT_EQUAL(p->direct + p->fallback, 3000);
+    CU_ASSERT(p->direct > 1000 && p->fallback > 1000);
+    CU_ASSERT_EQUAL(rc.r->populate_keys, 500);
+    /* the measured puts go to keys populate wrote: every key seen, 3500 puts in all */
+    unsigned seen = 0;
+    uint64_t puts = 0;
+    for (unsigned i = 0; i < 500; i++) {
+        seen += rc.a->put_count_by_key[i] + rc.b->put_count_by_key[i] >= 1;
+        puts += rc.a->put_count_by_key[i] + rc.b->put_count_by_key[i];
+    }
+    CU_ASSERT_EQUAL(seen, 500);
+    CU_ASSERT_EQUAL(puts, 3500);
+    CU_ASSERT_EQUAL(rc.b->propose, p->direct + rc.r->populate.direct);
+    CU_ASSERT_EQUAL(rc.b->no_forward, rc.b->propose);
+    CU_ASSERT_EQUAL(rc.b->wrong_slot, 0);
+    CU_ASSERT_EQUAL(rc.a->propose, p->fallback + rc.r->populate.fallback);
+    CU_ASSERT_EQUAL(rc.a->no_forward, 0);
+    CU_ASSERT_EQUAL(rc.a->wrong_slot, 0);
+    CU_ASSERT_EQUAL(rc.a->bad_requests + rc.b->bad_requests, 0);
+    /* each thread: one stream to the endpoint, one to the leader */
+    CU_ASSERT_EQUAL(p->streams_opened, 4);
     route_free(&rc);
 }
 
@@ -1352,6 +1420,7 @@ int main(void)
     CU_add_test(s, "report json and text", test_report_json);
     CU_add_test(s, "engine put, errors counted", test_engine_put_errors_counted);
     CU_add_test(s, "engine mixed slotd", test_engine_mixed_slotd);
+    CU_add_test(s, "engine stream: items counted like calls", test_engine_stream_counted);
     CU_add_test(s, "engine etcd populate", test_engine_etcd_populate);
     CU_add_test(s, "engine duration, warmup, malformed", test_engine_duration_warmup_malformed);
     CU_add_test(s, "engine deadline", test_engine_deadline);
@@ -1359,6 +1428,8 @@ int main(void)
     CU_add_test(s, "engine watchers: slotd events counted", test_engine_watch_slotd);
     CU_add_test(s, "engine watchers: etcd streams cut off", test_engine_watch_etcd_cut_off);
     CU_add_test(s, "engine route-aware: direct to the leader", test_engine_route_aware_direct);
+    CU_add_test(s, "engine route-aware stream: items to the leader",
+                test_engine_route_aware_stream);
     CU_add_test(s, "engine route-aware: refetch rate limited",
                 test_engine_route_refetch_rate_limited);
     CU_add_test(s, "engine route-aware: no route, round robin",
