@@ -172,12 +172,15 @@ scenario() {
     run_one "$base-etcd.json" etcd "$etcd_eps" "$op" "$conc"
     if ((nodes == 1)); then
       run_one "$base-slotd.json" slotd "$slotd_eps" "$op" "$conc"
-      ((stream)) && run_one "$base-slotd-stream.json" slotd "$slotd_eps" "$op" "$conc" --stream
+      if ((stream)); then
+        run_one "$base-slotd-stream.json" slotd "$slotd_eps" "$op" "$conc" --stream
+      fi
     else
       run_one "$base-slotd-ra.json" slotd "$slotd_eps" "$op" "$conc" --route-aware
       run_one "$base-slotd-rr.json" slotd "$slotd_eps" "$op" "$conc"
-      ((stream)) && run_one "$base-slotd-stream.json" slotd "$slotd_eps" "$op" "$conc" \
-        --route-aware --stream
+      if ((stream)); then
+        run_one "$base-slotd-stream.json" slotd "$slotd_eps" "$op" "$conc" --route-aware --stream
+      fi
     fi
   done
 }
