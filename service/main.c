@@ -20,6 +20,7 @@
 #include "service/node/authz.h"
 #include "service/route/route.h"
 #include "service/rpc/rpc.h"
+#include "service/executor/executor.h"
 #include "service/runtime/runtime.h"
 #include "service/transport/transport.h"
 #include "store/store.h"
@@ -338,6 +339,7 @@ int main(int argc, char **argv)
     struct rpc_server *peer_server = NULL;
     struct transport *transport = NULL;
     struct runtime *rt = NULL;
+    struct executor *exec = NULL;
     struct metrics_registry *metrics = NULL;
     struct metrics_http *metrics_http = NULL;
     struct auth_key *secret = NULL;
@@ -536,6 +538,10 @@ int main(int argc, char **argv)
                            .peer_mtls = peer_mtls,
                            .authz = authz,
                            .store = store};
+    if (executor_new(rt, &exec) != 0) { /* the controller's executors run on the loop */
+        fprintf(stderr, "slotd: cannot create the executor: out of memory\n");
+        goto err_after_runtime;
+    }
     if (node_backup_metrics_register(&api, metrics) != METRICS_OK)
         slog("warn", "main", "msg=\"backup metrics not registered\"");
     if (node_api_metrics_register(&api, metrics) != METRICS_OK)
@@ -617,6 +623,7 @@ err_after_runtime:
         transport_stop(transport);
     g_runtime = NULL;
     runtime_free(rt);
+    executor_free(exec);
 err_after_transport:
     transport_free(transport);
 err_after_server:

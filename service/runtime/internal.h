@@ -11,6 +11,7 @@
 
 #include "raft/raft.h"
 #include "service/metrics/metrics.h"
+#include "service/runtime/engine.h"
 #include "service/runtime/runtime.h"
 #include "service/runtime/stage.h"
 #include "service/log/log.h"
@@ -36,7 +37,7 @@ enum rt_request_kind {
 
 /* rt->groups is indexed by group id: slot 0 is the controller group, 1..n_groups the slot
  * groups; room for every group a cluster state can place. */
-#define RT_GROUPS_CAP 257
+#define RT_GROUPS_CAP ENGINE_GROUPS_CAP
 /* A replica that becomes leader waits this long before moving leadership to the group's
  * preferred leader (ctl.c converge_group): longer than a voter that handed its groups off at
  * shutdown takes to stop (main.c waits for the hand-off, then stops at once). */
@@ -53,7 +54,8 @@ enum rt_request_kind {
 #define RT_SNAP_RECV_MAX_BYTES ((uint64_t)64 << 30)
 /* Free space a data group's snapshot receive leaves in the data dir's file system. */
 #define RT_SNAP_RECV_FREE_MIN ((uint64_t)64 << 20)
-/* Row bytes per LevelDB batch when a spooled snapshot is installed (opts.snap_install_batch_bytes). */
+/* Row bytes per LevelDB batch when a spooled snapshot is installed (opts.snap_install_batch_bytes).
+ */
 #define RT_SNAP_INSTALL_BATCH_BYTES ((size_t)4 << 20)
 #define RT_SNAP_SENDS_MAX 8
 /* A staged receive idle this long is discarded by default (opts.snap_recv_idle_ms): three times
@@ -163,10 +165,10 @@ struct rt_snap_recv {
     uint64_t from;
     uint8_t *data;
     size_t len, cap;
-    char *path;   /* the .part file, deleted with the receive */
-    int fd;       /* open for writing when has_fd */
+    char *path; /* the .part file, deleted with the receive */
+    int fd;     /* open for writing when has_fd */
     bool has_fd;
-    uint32_t crc; /* zlib crc32 of the bytes spooled so far */
+    uint32_t crc;    /* zlib crc32 of the bytes spooled so far */
     size_t total;    /* announced by the first chunk; 0: known at the last one */
     int64_t last_ms; /* rt_now_ms() of the last chunk taken */
 };
@@ -178,15 +180,6 @@ struct rt_snap_install {
     struct raft_snapshot_meta meta;
     uint8_t *data;
     size_t len;
-};
-
-/* A balance move the controller leader proposed (balance.c), until it sees the task end: the
- * move's group, source and target and the wall clock it was created at (the task's created_ms). */
-#define RT_BALANCE_SENT_MAX 64
-struct rt_balance_sent {
-    uint32_t group;
-    uint64_t source, target;
-    uint64_t created_ms;
 };
 
 /* The task executor's memory of one task phase (task.c): when it started here and when the
@@ -263,13 +256,13 @@ struct rt_metrics {
     struct metrics_counter *lease_expiries; /* loop (keylease.c) */
     struct metrics_gauge *route_revision;
     struct metrics_gauge *controller_revision;
-    struct metrics_gauge *controller_tasks[4]; /* by enum ctl_task_status */
-    struct metrics_counter *repair_moves;      /* loop (repair.c): moves proposed */
+    struct metrics_gauge *controller_tasks[4];   /* by enum ctl_task_status */
+    struct metrics_counter *repair_moves;        /* loop (repair.c): moves proposed */
     struct metrics_gauge *groups_without_quorum; /* loop (repair.c), controller leader */
     /* loop (ctl.c), from the published state's backup plan: interval (0 = no plan), last
      * successful run's Unix time in seconds and bytes (0 = none) */
     struct metrics_gauge *backup_plan_interval, *backup_plan_success_s, *backup_plan_bytes;
-    struct metrics_counter *balance_moves[3];    /* loop (balance.c): planned, done, failed */
+    struct metrics_counter *balance_moves[3]; /* loop (balance.c): planned, done, failed */
     /* per-group families: series are added as groups open */
     struct metrics_family *fam_term, *fam_commit, *fam_applied, *fam_leader, *fam_changes;
     struct metrics_family *fam_has_leader;
@@ -360,9 +353,9 @@ struct rt_group {
     struct rt_snap_recv snap_recv;
     bool transferring;          /* leadership transfer started at shutdown */
     unsigned campaign_in_ticks; /* fresh cluster: the preferred voter campaigns then (0 = no) */
-    uint64_t raft_ticks; /* raft_tick calls since raft_new (the core's own tick count) */
+    uint64_t raft_ticks;        /* raft_tick calls since raft_new (the core's own tick count) */
     int64_t tick_ms[RT_LEASE_TICKS]; /* rt_now_ms() of raft tick k, at k % RT_LEASE_TICKS */
-    int64_t converge_after_ms;  /* preferred-leader convergence cooldown (ctl.c) */
+    int64_t converge_after_ms;       /* preferred-leader convergence cooldown (ctl.c) */
     /* task_cleanup.c: a learner of this group (led here) that no task owns, since when it was
      * seen so (rt_now_ms), and when its removal may be proposed again (0 = none) */
     uint64_t leftover_learner;
@@ -467,11 +460,11 @@ struct runtime {
     struct rt_watch_ring *watch; /* RT_GROUPS_CAP watch histories (watch.c; each has its lock);
                                     NULL when opts.watch_history_bytes is 0 */
     struct rt_watch_notifier *watch_notifier; /* watch.c: answers waiting polls (own thread) */
-    struct slot_fsm *fsm;    /* APPLY stage; the loop only loads group state through it
-                                (slot_fsm_load_group reads the store, not the fsm's batch) and
-                                reads slot_fsm_lease_commits (an atomic) */
-    _Atomic size_t n_groups; /* loop (once, 0 -> N, ctl.c): slot groups placed by the cluster
-                                state; read by GRPC and the APPLY/STORAGE stages */
+    struct slot_fsm *fsm;      /* APPLY stage; the loop only loads group state through it
+                                  (slot_fsm_load_group reads the store, not the fsm's batch) and
+                                  reads slot_fsm_lease_commits (an atomic) */
+    _Atomic size_t n_groups;   /* loop (once, 0 -> N, ctl.c): slot groups placed by the cluster
+                                  state; read by GRPC and the APPLY/STORAGE stages */
     _Atomic size_t led_groups; /* loop: groups this node leads; read by main at shutdown */
     /* GRPC (runtime_read_local): serializable reads answered on the gRPC thread, and those that
      * saw a writer (read_seq moved) and went through the loop instead */
@@ -487,9 +480,13 @@ struct runtime {
     /* -- main thread (runtime_start / runtime_stop) -- */
     pthread_t thread;
     bool started;
-    bool stages_ready; /* runtime_new set up rt->storage and rt->apply */
+    bool stages_ready;         /* runtime_new set up rt->storage and rt->apply */
     _Atomic bool loop_running; /* loop: set when loop_main starts (RT_ASSERT_LOOP) */
     pthread_t loop_thread;     /* loop: itself, written before loop_running */
+    /* main (runtime_set_executor, before the loop starts): the executor's hooks (engine.h),
+     * borrowed; NULL = none */
+    const struct runtime_executor_ops *exec_ops;
+    void *exec_ctx;
 
     /* -- loop thread (libuv handles: uv_async_send on wake and stop_async from any thread) -- */
     uv_loop_t loop;
@@ -500,13 +497,13 @@ struct runtime {
     struct route_snapshot *route_base; /* table + members; leaders filled at publish */
     uint64_t next_read_ctx;
     bool storage_busy;
-    bool loop_stopping; /* on_stop ran: the stages close their handles once idle */
+    bool loop_stopping;                /* on_stop ran: the stages close their handles once idle */
     struct rt_stage storage;           /* the STORAGE stage: raftlog batches, one at a time */
     struct rt_stage_item storage_item; /* the one item it runs (rt itself) */
     struct store_log_batch *log_batch; /* the STORAGE stage writes it out while storage_busy */
     int storage_rc;                    /* STORAGE stage -> loop (storage_done) */
     struct rt_stage apply;             /* the APPLY stage: rt_apply_jobs, back to back */
-    struct rt_apply_job *building; /* job collecting entries this turn */
+    struct rt_apply_job *building;     /* job collecting entries this turn */
     bool health_serving;
     struct rt_snap_send *snap_sends;  /* in progress */
     struct rt_snap_install *installs; /* in the batch being written (STORAGE reads them) */
@@ -527,18 +524,8 @@ struct runtime {
      * written by the loop (a mirrored state showed it removed first), read by main (exit code) */
     bool ctl_seen_live;
     _Atomic bool ctl_removed;
-    int64_t ctl_next_status_ms;      /* loop: leader, next node-status reconciliation */
-    int64_t repair_next_ms;          /* loop: repair.c's next plan (rt_now_ms) */
-    int64_t ctl_members_next_ms;     /* loop: ctl_members.c's next conf change or transfer */
-    uint32_t repair_lost;            /* loop: groups without a quorum in the last plan */
-    int64_t backup_next_ms;          /* loop: backup_plan.c's next step (rt_now_ms) */
-    uint64_t backup_run_taken;       /* loop: the last backup run this node started */
-    uint64_t backup_warned_run;      /* loop: the run the "no node hosts every group" line named */
-    struct rt_backup_exec *backup_exec; /* loop: the run writing here, NULL = none */
-    int64_t balance_next_ms;         /* loop: balance.c's next plan (rt_now_ms) */
-    int64_t balance_leader_next_ms;  /* loop: balance.c's next preferred-leader change */
-    uint32_t balance_n_sent;         /* loop: balance.c's proposed moves not yet seen ending */
-    struct rt_balance_sent balance_sent[RT_BALANCE_SENT_MAX]; /* loop */
+    int64_t ctl_next_status_ms;  /* loop: leader, next node-status reconciliation */
+    int64_t ctl_members_next_ms; /* loop: ctl_members.c's next conf change or transfer */
     struct rt_task_pace task_pace[RT_TASK_PACE_MAX];   /* loop */
     struct rt_migration migrations[RT_MIGRATIONS_MAX]; /* loop, reply fields under their mu */
     struct rt_keylease keyleases[RT_GROUPS_CAP];       /* loop (keylease.c), index = group id */
@@ -581,16 +568,15 @@ struct runtime {
 int64_t rt_now_ms(void);
 
 /* ---- watch.c: each hosted group's watch history ---- */
-#define RT_WATCH_WAITERS_MAX 4096u /* polls waiting on one group; more: QUEUE_FULL */
-int rt_watch_init(struct runtime *rt); /* after rt->fsm; turns the fsm's events on */
+#define RT_WATCH_WAITERS_MAX 4096u       /* polls waiting on one group; more: QUEUE_FULL */
+int rt_watch_init(struct runtime *rt);   /* after rt->fsm; turns the fsm's events on */
 void rt_watch_close(struct runtime *rt); /* waiting polls fail SHUTTING_DOWN */
 void rt_watch_free(struct runtime *rt);  /* close, then the memory (no poll may run) */
 void rt_watch_reset(struct runtime *rt, uint32_t group, uint64_t index, bool hosted);
 void rt_watch_publish(struct runtime *rt, struct rt_apply_job *job); /* APPLY, after commit */
 /* One group's new changes (list consumed, in index order) through `through` (publish's step). */
-void rt_watch_append(struct runtime *rt, uint32_t group, struct slot_event *list,
-                     uint64_t through);
-void rt_watch_expire(struct runtime *rt, int64_t now);               /* loop, every tick */
+void rt_watch_append(struct runtime *rt, uint32_t group, struct slot_event *list, uint64_t through);
+void rt_watch_expire(struct runtime *rt, int64_t now);  /* loop, every tick */
 void rt_keylease_tick(struct runtime *rt, int64_t now); /* loop, every tick (keylease.c) */
 void rt_keyleases_free(struct runtime *rt);
 
@@ -685,14 +671,6 @@ void rt_task_step(struct runtime *rt);
 void rt_ctl_members_step(struct runtime *rt);
 /* ctl.c: saves the published state as a mirror's copy (no applied index); 0 or a store error */
 int rt_ctl_save_mirror(struct runtime *rt);
-/* repair.c: on the controller leader, replica moves for nodes down too long (loop thread) */
-void rt_repair_step(struct runtime *rt);
-/* backup_plan.c (loop thread): starts due backup runs on the controller leader, executes and
- * reports this node's run; rt_backup_stop (after the loop ended) stops and joins a running one. */
-void rt_backup_step(struct runtime *rt);
-void rt_backup_stop(struct runtime *rt);
-/* balance.c: on the controller leader, replica moves toward weighted shares (loop thread) */
-void rt_balance_step(struct runtime *rt);
 /* task_cleanup.c: the leader of each slot group removes a learner no task owns (loop thread) */
 void rt_task_cleanup(struct runtime *rt);
 /* task_cleanup.c: true when task t (of the replica's group) still needs the replica that the

@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +16,7 @@
 #include "service/backup/capture.h"
 #include "service/backup/remote.h"
 #include "service/controller/controller.h"
-#include "service/runtime/internal.h"
+#include "service/executor/executor_internal.h"
 
 #define BACKUP_PLAN_EVERY_MS 1000
 #define BACKUP_FILE_PREFIX "slotd-backup-"
@@ -23,8 +25,8 @@
 
 /* One run executed on this node: owned by the loop, the thread writes only the result fields
  * before it sets done. */
-struct rt_backup_exec {
-    struct runtime *rt;
+struct exec_backup_run {
+    struct runtime *rt; /* borrowed: what the capture reads through (thread-safe parts only) */
     pthread_t thread;
     uint64_t run;
     uint32_t retention;
@@ -53,13 +55,13 @@ static int out_fd(void *arg, const void *buf, size_t len)
 
 static bool exec_hosts(void *arg, uint32_t group)
 {
-    struct rt_backup_exec *e = arg;
+    struct exec_backup_run *e = arg;
     return runtime_hosts_group(e->rt, group);
 }
 
 static bool exec_stopped(void *arg)
 {
-    struct rt_backup_exec *e = arg;
+    struct exec_backup_run *e = arg;
     return atomic_load(&e->stop);
 }
 
@@ -93,7 +95,8 @@ static void prune(const char *dest, uint32_t retention)
         if (i + retention < n) {
             snprintf(path, sizeof(path), "%s/%s", dest, names[i]);
             if (unlink(path) != 0)
-                RT_LOG("warn", "msg=\"backup plan: cannot delete an old file\" path=\"%s\"", path);
+                EXEC_LOG("warn", "msg=\"backup plan: cannot delete an old file\" path=\"%s\"",
+                         path);
         }
         free(names[i]);
     }
@@ -101,7 +104,7 @@ static void prune(const char *dest, uint32_t retention)
 }
 
 /* Writes FILE.part, fsyncs it, renames it to FILE and fsyncs the directory. */
-static int write_file(struct rt_backup_exec *e, const char *path, const char *part)
+static int write_file(struct exec_backup_run *e, const char *path, const char *part)
 {
     int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
@@ -113,13 +116,14 @@ static int write_file(struct rt_backup_exec *e, const char *path, const char *pa
     char why[BACKUP_ERRMSG_MAX] = "";
     int rc = backup_writer_new(out_fd, &fd, &w);
     if (rc == BACKUP_OK) {
-        struct backup_capture_source src = {.store = e->rt->store,
-                                            .node_id = e->rt->opts.node_id,
+        struct backup_capture_source src = {.store = engine_store(e->rt),
+                                            .node_id = engine_options(e->rt)->node_id,
                                             .hosts_group = exec_hosts,
                                             .hosts_arg = e,
                                             .cancelled = exec_stopped,
                                             .cancelled_arg = e};
-        struct backup_remote remote = {.transport = e->rt->transport, .routes = e->rt->routes};
+        struct backup_remote remote = {.transport = engine_transport(e->rt),
+                                       .routes = engine_routes(e->rt)};
         backup_remote_attach(&remote, &src); /* groups with no replica here: from another node */
         rc = backup_capture_run(&src, w, &res, why, sizeof(why));
         backup_writer_free(w);
@@ -150,7 +154,7 @@ static int write_file(struct rt_backup_exec *e, const char *path, const char *pa
 
 static void *exec_main(void *arg)
 {
-    struct rt_backup_exec *e = arg;
+    struct exec_backup_run *e = arg;
     char path[CTL_BACKUP_DESTINATION_MAX + 64], part[CTL_BACKUP_DESTINATION_MAX + 72];
     snprintf(path, sizeof(path), "%s/" BACKUP_FILE_PREFIX "%020" PRIu64 BACKUP_FILE_SUFFIX, e->dest,
              e->run);
@@ -163,9 +167,10 @@ static void *exec_main(void *arg)
     }
     if (e->rc == BACKUP_OK)
         prune(e->dest, e->retention);
-    RT_LOG(e->rc == BACKUP_OK ? "info" : "warn",
-           "msg=\"backup plan: run %s\" run=%" PRIu64 " path=\"%s\" bytes=%" PRIu64 " error=\"%s\"",
-           e->rc == BACKUP_OK ? "done" : "failed", e->run, path, e->bytes, e->err);
+    EXEC_LOG(e->rc == BACKUP_OK ? "info" : "warn",
+             "msg=\"backup plan: run %s\" run=%" PRIu64 " path=\"%s\" bytes=%" PRIu64
+             " error=\"%s\"",
+             e->rc == BACKUP_OK ? "done" : "failed", e->run, path, e->bytes, e->err);
     atomic_store(&e->done, true);
     return NULL;
 }
@@ -184,51 +189,51 @@ static uint64_t pick_node(const struct ctl_state *s)
 }
 
 /* Controller leader: proposes the next run when it is due. */
-static void start_due_run(struct runtime *rt)
+static void start_due_run(struct executor *ex, const struct ctl_state *s)
 {
-    const struct ctl_backup_plan *b = &rt->ctl->backup;
-    uint64_t wall = rt_wall_ms(), interval_ms = b->interval_s * 1000;
+    const struct ctl_backup_plan *b = &s->backup;
+    uint64_t wall = engine_wall_ms(), interval_ms = b->interval_s * 1000;
     if (!b->set || (b->run_id != 0 && wall < b->run_started_ms + interval_ms) ||
         (b->running && wall < b->run_started_ms + 2 * interval_ms))
         return;
-    uint64_t node = pick_node(rt->ctl);
+    uint64_t node = pick_node(s);
     if (node == 0) {
-        if (rt->backup_warned_run == b->run_id + 1)
+        if (ex->backup_warned_run == b->run_id + 1)
             return; /* said once per run: this step comes back every second */
-        rt->backup_warned_run = b->run_id + 1;
-        RT_LOG("warn",
-               "msg=\"backup plan: no active data node is up; run %" PRIu64 " not started\"",
-               b->run_id + 1);
+        ex->backup_warned_run = b->run_id + 1;
+        EXEC_LOG("warn",
+                 "msg=\"backup plan: no active data node is up; run %" PRIu64 " not started\"",
+                 b->run_id + 1);
         return;
     }
     char *cmd = NULL;
     if (ctl_cmd_backup_run_start(b->run_id + 1, node, wall, &cmd) == CTL_OK)
-        rt_ctl_submit(rt, cmd, "backup_run_start");
+        engine_ctl_submit(ex->rt, cmd, "backup_run_start");
 }
 
 /* This node: starts the run the state gives it, and reports a finished one. */
-static void execute_run(struct runtime *rt)
+static void execute_run(struct executor *ex, const struct ctl_state *s)
 {
-    struct rt_backup_exec *e = rt->backup_exec;
+    struct exec_backup_run *e = ex->backup_run;
     if (e != NULL && atomic_load(&e->done)) {
         pthread_join(e->thread, NULL);
         char *cmd = NULL;
-        if (ctl_cmd_backup_run_report(e->run, rt->opts.node_id, e->rc == BACKUP_OK, e->bytes,
-                                      e->rc == BACKUP_OK ? NULL : e->err, rt_wall_ms(),
+        if (ctl_cmd_backup_run_report(e->run, ex->opts->node_id, e->rc == BACKUP_OK, e->bytes,
+                                      e->rc == BACKUP_OK ? NULL : e->err, engine_wall_ms(),
                                       &cmd) == CTL_OK)
-            rt_ctl_submit(rt, cmd, "backup_run_report");
-        rt->backup_exec = NULL;
+            engine_ctl_submit(ex->rt, cmd, "backup_run_report");
+        ex->backup_run = NULL;
         free(e);
         return;
     }
-    const struct ctl_backup_plan *b = &rt->ctl->backup;
-    if (e != NULL || !b->running || b->run_node != rt->opts.node_id ||
-        b->run_id <= rt->backup_run_taken)
+    const struct ctl_backup_plan *b = &s->backup;
+    if (e != NULL || !b->running || b->run_node != ex->opts->node_id ||
+        b->run_id <= ex->backup_run_taken)
         return;
-    rt->backup_run_taken = b->run_id;
+    ex->backup_run_taken = b->run_id;
     if ((e = calloc(1, sizeof(*e))) == NULL)
         return; /* the run is replaced after two intervals */
-    e->rt = rt;
+    e->rt = ex->rt;
     e->run = b->run_id;
     e->retention = b->retention;
     memcpy(e->dest, b->destination, sizeof(e->dest));
@@ -236,27 +241,28 @@ static void execute_run(struct runtime *rt)
         free(e);
         return;
     }
-    rt->backup_exec = e;
+    ex->backup_run = e;
 }
 
-void rt_backup_step(struct runtime *rt)
+void executor__backup_step(struct executor *ex)
 {
-    int64_t now = rt_now_ms();
-    if (rt->ctl == NULL || now < rt->backup_next_ms)
+    int64_t now = engine_now_ms();
+    const struct ctl_state *s = engine_ctl_state(ex->rt);
+    if (s == NULL || now < ex->backup_next_ms)
         return;
-    rt->backup_next_ms = now + BACKUP_PLAN_EVERY_MS;
-    if (rt_ctl_leading(rt))
-        start_due_run(rt);
-    execute_run(rt);
+    ex->backup_next_ms = now + BACKUP_PLAN_EVERY_MS;
+    if (engine_ctl_leading(ex->rt))
+        start_due_run(ex, s);
+    execute_run(ex, s);
 }
 
-void rt_backup_stop(struct runtime *rt)
+void executor__backup_stop(struct executor *ex)
 {
-    struct rt_backup_exec *e = rt->backup_exec;
+    struct exec_backup_run *e = ex->backup_run;
     if (e == NULL)
         return;
     atomic_store(&e->stop, true);
     pthread_join(e->thread, NULL);
-    rt->backup_exec = NULL;
+    ex->backup_run = NULL;
     free(e);
 }

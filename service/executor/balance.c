@@ -5,7 +5,8 @@
 #include <stdlib.h>
 
 #include "service/controller/controller.h"
-#include "service/runtime/internal.h"
+#include "service/executor/executor_internal.h"
+#include "service/metrics/metrics.h"
 
 #define BALANCE_EVERY_MS 1000
 /* A proposed move not seen as a task this long after it was sent is forgotten (the proposal was
@@ -23,13 +24,12 @@ enum { BALANCE_PLANNED, BALANCE_DONE, BALANCE_FAILED };
 
 /* Counts the proposed moves whose task ended since the last step and forgets them. Returns how
  * many were sent less than BALANCE_SETTLE_MS ago and are not in the state yet. */
-static uint32_t balance_track(struct runtime *rt, uint64_t now_ms)
+static uint32_t balance_track(struct executor *ex, const struct ctl_state *s, uint64_t now_ms)
 {
     uint32_t unsettled = 0;
-    const struct ctl_state *s = rt->ctl;
     uint32_t kept = 0;
-    for (uint32_t i = 0; i < rt->balance_n_sent; i++) {
-        const struct rt_balance_sent *b = &rt->balance_sent[i];
+    for (uint32_t i = 0; i < ex->balance_n_sent; i++) {
+        const struct exec_balance_sent *b = &ex->balance_sent[i];
         int ended = -1;
         bool seen = false;
         for (uint32_t k = 0; k < s->n_tasks; k++) {
@@ -44,36 +44,37 @@ static uint32_t balance_track(struct runtime *rt, uint64_t now_ms)
                 ended = BALANCE_FAILED;
         }
         if (ended >= 0) {
-            metrics_counter_add(rt->metrics.balance_moves[ended], 1);
-            RT_LOG("info", "msg=\"balance: move %s\" group=%u from=%llu to=%llu",
-                   ended == BALANCE_DONE ? "done" : "failed", b->group,
-                   (unsigned long long)b->source, (unsigned long long)b->target);
+            metrics_counter_add(ex->series.balance_moves[ended], 1);
+            EXEC_LOG("info", "msg=\"balance: move %s\" group=%u from=%llu to=%llu",
+                     ended == BALANCE_DONE ? "done" : "failed", b->group,
+                     (unsigned long long)b->source, (unsigned long long)b->target);
             continue;
         }
         if (!seen && now_ms > b->created_ms + BALANCE_FORGET_MS)
             continue;
         unsettled += !seen && now_ms < b->created_ms + BALANCE_SETTLE_MS;
-        rt->balance_sent[kept++] = *b;
+        ex->balance_sent[kept++] = *b;
     }
-    rt->balance_n_sent = kept;
+    ex->balance_n_sent = kept;
     return unsettled;
 }
 
-void rt_balance_step(struct runtime *rt)
+void executor__balance_step(struct executor *ex)
 {
-    int64_t now = rt_now_ms();
-    if (!rt_ctl_leading(rt) || rt->ctl == NULL || now < rt->balance_next_ms)
+    int64_t now = engine_now_ms();
+    const struct ctl_state *s = engine_ctl_state(ex->rt);
+    if (!engine_ctl_leading(ex->rt) || s == NULL || now < ex->balance_next_ms)
         return;
-    rt->balance_next_ms = now + BALANCE_EVERY_MS;
-    uint64_t wall = rt_wall_ms();
-    uint32_t unsettled = balance_track(rt, wall);
-    if (!rt->opts.balance || rt->ctl->features.balance_paused || unsettled > 0)
+    ex->balance_next_ms = now + BALANCE_EVERY_MS;
+    uint64_t wall = engine_wall_ms();
+    uint32_t unsettled = balance_track(ex, s, wall);
+    if (!ex->opts->balance || s->features.balance_paused || unsettled > 0)
         return;
     struct ctl_balance_plan *p = malloc(sizeof(*p));
     if (p == NULL)
-        return;                                                     /* the next poll tries again */
-    ctl_balance_plan(rt->ctl, NULL, rt->opts.balance_max_moves, p); /* zones: the node records' */
-    for (uint32_t i = 0; i < p->n_moves && rt->balance_n_sent < RT_BALANCE_SENT_MAX; i++) {
+        return;                                                /* the next poll tries again */
+    ctl_balance_plan(s, NULL, ex->opts->balance_max_moves, p); /* zones: the node records' */
+    for (uint32_t i = 0; i < p->n_moves && ex->balance_n_sent < EXEC_BALANCE_SENT_MAX; i++) {
         const struct ctl_balance_move *m = &p->moves[i];
         struct ctl_task_spec spec = {.kind = CTL_TASK_REPLICA_MOVE,
                                      .group = m->group,
@@ -82,28 +83,27 @@ void rt_balance_step(struct runtime *rt)
         char *cmd = NULL;
         if (ctl_cmd_task_create(&spec, wall, 0, &cmd) != CTL_OK)
             continue;
-        RT_LOG("info", "msg=\"balance: moving a replica\" group=%u from=%llu to=%llu why=\"%s\"",
-               m->group, (unsigned long long)m->source, (unsigned long long)m->target, m->why);
-        metrics_counter_add(rt->metrics.balance_moves[BALANCE_PLANNED], 1);
-        rt->balance_sent[rt->balance_n_sent++] =
-            (struct rt_balance_sent){m->group, m->source, m->target, wall};
-        rt_ctl_submit(rt, cmd, "task_create");
+        EXEC_LOG("info", "msg=\"balance: moving a replica\" group=%u from=%llu to=%llu why=\"%s\"",
+                 m->group, (unsigned long long)m->source, (unsigned long long)m->target, m->why);
+        metrics_counter_add(ex->series.balance_moves[BALANCE_PLANNED], 1);
+        ex->balance_sent[ex->balance_n_sent++] =
+            (struct exec_balance_sent){m->group, m->source, m->target, wall};
+        engine_ctl_submit(ex->rt, cmd, "task_create");
     }
     /* Leaders once the replicas are placed: no move planned nor running. */
     bool moving = p->n_moves > 0;
-    for (uint32_t i = 0; i < rt->ctl->n_tasks && !moving; i++)
-        moving = rt->ctl->tasks[i].kind == CTL_TASK_REPLICA_MOVE &&
-                 (rt->ctl->tasks[i].status == CTL_TASK_PENDING ||
-                  rt->ctl->tasks[i].status == CTL_TASK_RUNNING);
+    for (uint32_t i = 0; i < s->n_tasks && !moving; i++)
+        moving = s->tasks[i].kind == CTL_TASK_REPLICA_MOVE &&
+                 (s->tasks[i].status == CTL_TASK_PENDING || s->tasks[i].status == CTL_TASK_RUNNING);
     free(p);
     struct ctl_balance_leader ch[1];
-    if (moving || now < rt->balance_leader_next_ms || ctl_balance_leaders(rt->ctl, 1, ch) == 0)
+    if (moving || now < ex->balance_leader_next_ms || ctl_balance_leaders(s, 1, ch) == 0)
         return;
     char *cmd = NULL;
     if (ctl_cmd_set_preferred_leader(ch[0].group, ch[0].to, 0, &cmd) != CTL_OK)
         return;
-    rt->balance_leader_next_ms = now + BALANCE_LEADER_EVERY_MS;
-    RT_LOG("info", "msg=\"balance: spreading leaders\" group=%u from=%llu to=%llu", ch[0].group,
-           (unsigned long long)ch[0].from, (unsigned long long)ch[0].to);
-    rt_ctl_submit(rt, cmd, "set_preferred_leader");
+    ex->balance_leader_next_ms = now + BALANCE_LEADER_EVERY_MS;
+    EXEC_LOG("info", "msg=\"balance: spreading leaders\" group=%u from=%llu to=%llu", ch[0].group,
+             (unsigned long long)ch[0].from, (unsigned long long)ch[0].to);
+    engine_ctl_submit(ex->rt, cmd, "set_preferred_leader");
 }
