@@ -7,6 +7,7 @@
 static void on_poll(void *ctx)
 {
     struct executor *ex = ctx;
+    executor__task_step(ex);
     executor__repair_step(ex);
     executor__backup_step(ex);
     executor__balance_step(ex);
@@ -25,6 +26,7 @@ int executor_new(struct runtime *rt, struct executor **out)
         return -1;
     ex->rt = rt;
     ex->opts = engine_options(rt);
+    executor__migrations_init(ex);
     engine_executor_series(rt, &ex->series);
     ex->ops.poll = on_poll;
     ex->ops.stop = on_stop;
@@ -35,5 +37,8 @@ int executor_new(struct runtime *rt, struct executor **out)
 
 void executor_free(struct executor *ex)
 {
+    if (ex == NULL)
+        return;
+    executor__migrations_destroy(ex);
     free(ex);
 }

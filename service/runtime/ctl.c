@@ -572,7 +572,6 @@ int rt_ctl_open(struct runtime *rt, char *err, size_t errlen)
 {
     const struct runtime_options *o = &rt->opts;
     pthread_mutex_init(&rt->ctl_mu, NULL);
-    rt_migrations_init(rt);
     rt->ctl_apply = malloc(sizeof(*rt->ctl_apply));
     if (rt->ctl_apply == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -678,7 +677,6 @@ void rt_ctl_close(struct runtime *rt)
     rt->ctl = rt->ctl_apply = rt->ctl_installed = rt->ctl_pending = NULL;
     rt->ctl_json = NULL;
     pthread_mutex_destroy(&rt->ctl_mu);
-    rt_migrations_destroy(rt);
 }
 
 /* ---- Mirrors and joining (loop thread; replies arrive on the transport's thread) ---- */

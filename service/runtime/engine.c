@@ -5,11 +5,26 @@
 #include "service/route/route.h"
 #include "service/runtime/internal.h"
 
+_Static_assert(RT_GROUPS_CAP == ENGINE_GROUPS_CAP, "engine.h names the runtime's group bound");
+
 void runtime_set_executor(struct runtime *rt, const struct runtime_executor_ops *ops, void *ctx)
 {
     assert(!rt->started);
     rt->exec_ops = ops;
     rt->exec_ctx = ctx;
+}
+
+void rt_exec_poll(struct runtime *rt)
+{
+    RT_ASSERT_LOOP(rt);
+    if (rt->exec_ops != NULL && rt->exec_ops->poll != NULL)
+        rt->exec_ops->poll(rt->exec_ctx);
+}
+
+void rt_exec_stop(struct runtime *rt)
+{
+    if (rt->exec_ops != NULL && rt->exec_ops->stop != NULL)
+        rt->exec_ops->stop(rt->exec_ctx);
 }
 
 const struct runtime_options *engine_options(const struct runtime *rt)

@@ -11,7 +11,6 @@
 
 #include "raft/raft.h"
 #include "service/metrics/metrics.h"
-#include "service/runtime/engine.h"
 #include "service/runtime/runtime.h"
 #include "service/runtime/stage.h"
 #include "service/log/log.h"
@@ -37,7 +36,7 @@ enum rt_request_kind {
 
 /* rt->groups is indexed by group id: slot 0 is the controller group, 1..n_groups the slot
  * groups; room for every group a cluster state can place. */
-#define RT_GROUPS_CAP ENGINE_GROUPS_CAP
+#define RT_GROUPS_CAP 257 /* = ENGINE_GROUPS_CAP (engine.c checks) */
 /* A replica that becomes leader waits this long before moving leadership to the group's
  * preferred leader (ctl.c converge_group): longer than a voter that handed its groups off at
  * shutdown takes to stop (main.c waits for the hand-off, then stops at once). */
@@ -182,50 +181,6 @@ struct rt_snap_install {
     size_t len;
 };
 
-/* The task executor's memory of one task phase (task.c): when it started here and when the
- * next repeated action is due. */
-#define RT_TASK_PACE_MAX 16
-struct rt_task_pace {
-    uint64_t task;
-    uint32_t attempt, phase;
-    int64_t since_ms, next_ms;
-    bool advanced; /* this node sent the phase's task_advance at least once */
-};
-
-/* The hash-slot migration executor's memory of one task on this node (migrate.c; loop thread,
- * except the reply fields, which transport and apply threads fill under mu). */
-#define RT_MIGRATIONS_MAX 4
-#define RT_MIG_ERROR_MAX 200
-struct rt_migration {
-    pthread_mutex_t mu;
-    uint64_t call_seq; /* the call whose answer is awaited; answers to others are ignored */
-    bool reply_ready;
-    int reply_status;
-    uint64_t reply_index;
-    char reply_message[RT_MIG_ERROR_MAX - 40];
-    /* loop thread */
-    uint64_t task;
-    uint32_t attempt, phase;
-    int64_t used_ms, next_ms, next_progress_ms, call_deadline_ms;
-    bool in_flight;
-    uint64_t call_to;
-    char error[RT_MIG_ERROR_MAX];
-    bool fenced_here, copy_done;
-    uint32_t seq, crc;
-    uint64_t rows, rows_total, bytes_sent, bytes_total;
-    unsigned cursor_slot;
-    size_t cursor_len;
-    uint8_t cursor[STORE_FSM_KEY_MAX]; /* last row key acknowledged by the target */
-    bool pending_last;                 /* the chunk in flight holds the last rows */
-    size_t pending_rows, pending_bytes, pending_len;
-    uint32_t pending_crc;
-    unsigned pending_slot;
-    uint8_t pending_key[STORE_FSM_KEY_MAX];
-    uint32_t abort_attempt; /* failed task: the attempt whose abort ran / runs here */
-    unsigned abort_step;    /* 0 target, 1 source, 2 done */
-    bool aborted;
-};
-
 /* Series of one hosted group, written on the loop thread (NULL without a registry). */
 struct rt_group_metrics {
     struct metrics_gauge *term;
@@ -356,10 +311,6 @@ struct rt_group {
     uint64_t raft_ticks;        /* raft_tick calls since raft_new (the core's own tick count) */
     int64_t tick_ms[RT_LEASE_TICKS]; /* rt_now_ms() of raft tick k, at k % RT_LEASE_TICKS */
     int64_t converge_after_ms;       /* preferred-leader convergence cooldown (ctl.c) */
-    /* task_cleanup.c: a learner of this group (led here) that no task owns, since when it was
-     * seen so (rt_now_ms), and when its removal may be proposed again (0 = none) */
-    uint64_t leftover_learner;
-    int64_t leftover_since_ms, leftover_next_ms;
     struct rt_group_metrics metrics; /* set when the group opens; the series are atomics */
 
     /* -- the fsm side: the APPLY stage, and the STORAGE stage's snapshot install
@@ -526,9 +477,7 @@ struct runtime {
     _Atomic bool ctl_removed;
     int64_t ctl_next_status_ms;  /* loop: leader, next node-status reconciliation */
     int64_t ctl_members_next_ms; /* loop: ctl_members.c's next conf change or transfer */
-    struct rt_task_pace task_pace[RT_TASK_PACE_MAX];   /* loop */
-    struct rt_migration migrations[RT_MIGRATIONS_MAX]; /* loop, reply fields under their mu */
-    struct rt_keylease keyleases[RT_GROUPS_CAP];       /* loop (keylease.c), index = group id */
+    struct rt_keylease keyleases[RT_GROUPS_CAP]; /* loop (keylease.c), index = group id */
     _Atomic bool ctl_join_inflight; /* loop sets, the transport thread clears (on_join_reply) */
     /* guards the copies below: written by the loop, by the APPLY and STORAGE stages
      * (export_file) and by GRPC (waiters); read by GRPC */
@@ -665,29 +614,10 @@ void rt_ctl_liveness(struct runtime *rt);
 void rt_ctl_submit(struct runtime *rt, char *cmd, const char *what);
 bool rt_ctl_leading(const struct runtime *rt);
 uint64_t rt_wall_ms(void); /* CLOCK_REALTIME in ms (controller timestamps) */
-/* task.c: the task executor (loop thread, every poll) */
-void rt_task_step(struct runtime *rt);
 /* ctl_members.c: group 0's members follow the state's controller voters (loop thread) */
 void rt_ctl_members_step(struct runtime *rt);
 /* ctl.c: saves the published state as a mirror's copy (no applied index); 0 or a store error */
 int rt_ctl_save_mirror(struct runtime *rt);
-/* task_cleanup.c: the leader of each slot group removes a learner no task owns (loop thread) */
-void rt_task_cleanup(struct runtime *rt);
-/* task_cleanup.c: true when task t (of the replica's group) still needs the replica that the
- * cluster state does not place on this node (a running task, or a failed one that a retry
- * continues with the same learner). */
-bool rt_task_holds_replica(const struct ctl_task *t);
-/* task.c, for the kinds executed elsewhere: report a proven phase, fail the task, whether the
- * phase ran out of time, and when this node first saw the phase. */
-struct ctl_task_proof;
-void rt_task_advance(struct runtime *rt, const struct ctl_task *t, const struct ctl_task_proof *p);
-void rt_task_fail(struct runtime *rt, const struct ctl_task *t, const char *why);
-bool rt_task_stuck(struct runtime *rt, const struct ctl_task *t);
-int64_t rt_task_since_ms(struct runtime *rt, const struct ctl_task *t);
-/* migrate.c: one step of a hash_slot_migration task (running, or failed before the switch). */
-void rt_migration_step(struct runtime *rt, const struct ctl_task *t);
-void rt_migrations_init(struct runtime *rt);
-void rt_migrations_destroy(struct runtime *rt);
 /* peer.c: true when a hosted group other than `group` owns hash slot s or is receiving it (their
  * rows are shared on this node). Apply stage, or the loop with no apply job running or queued and
  * no install staged (rt_group_close_removed). */
@@ -713,6 +643,11 @@ static inline bool rt_apply_idle(const struct runtime *rt)
 /* Loop: at stop, closes the stages' handles once neither has work (uv_run can then end). */
 void rt_stages_close_idle(struct runtime *rt);
 int rt_storage_init(struct runtime *rt); /* runtime_new: the stage on rt->loop (loop.c) */
+
+/* engine.c: the executor's hooks, when one is registered (runtime_set_executor): poll on the
+ * loop thread (on_poll), stop on the main thread once the loop thread ended (runtime_stop). */
+void rt_exec_poll(struct runtime *rt);
+void rt_exec_stop(struct runtime *rt);
 
 /* loop.c */
 void rt_pump(struct runtime *rt);

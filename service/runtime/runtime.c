@@ -459,20 +459,12 @@ static void on_tick(uv_timer_t *h)
     rt_pump(rt);
 }
 
-/* The executor's poll hook (engine.h), when one is registered. */
-static void rt_exec_poll(struct runtime *rt)
-{
-    if (rt->exec_ops != NULL && rt->exec_ops->poll != NULL)
-        rt->exec_ops->poll(rt->exec_ctx);
-}
-
 static void on_poll(uv_timer_t *h)
 {
     rt_poll_peers(h->data);
     rt_ctl_poll(h->data);
     rt_ctl_converge(h->data);
     rt_ctl_liveness(h->data);
-    rt_task_step(h->data);
     rt_exec_poll(h->data);
     rt_ctl_members_step(h->data);
     rt_pump(h->data); /* what the controller proposed */
@@ -628,8 +620,7 @@ void runtime_stop(struct runtime *rt)
         return;
     uv_async_send(&rt->stop_async);
     pthread_join(rt->thread, NULL);
-    if (rt->exec_ops != NULL && rt->exec_ops->stop != NULL)
-        rt->exec_ops->stop(rt->exec_ctx); /* the executor's own threads (a backup run) */
+    rt_exec_stop(rt); /* the executor's own threads (a backup run) */
     rt_watch_close(rt);
 }
 

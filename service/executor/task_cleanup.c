@@ -5,7 +5,8 @@
 #include <string.h>
 
 #include "service/controller/controller.h"
-#include "service/runtime/internal.h"
+#include "raft/raft.h"
+#include "service/executor/executor_internal.h"
 
 /* A learner must look unowned this long before its removal is proposed: a leader whose copy of
  * the cluster state trails the controller (a mirror polls it) may not know the task that added
@@ -22,7 +23,7 @@ static bool has(const uint64_t *ids, size_t n, uint64_t id)
     return false;
 }
 
-bool rt_task_holds_replica(const struct ctl_task *t)
+bool executor__task_holds_replica(const struct ctl_task *t)
 {
     if (t->status == CTL_TASK_RUNNING || t->status == CTL_TASK_PENDING)
         return true;
@@ -52,64 +53,64 @@ static bool owned(const struct ctl_state *s, const struct ctl_group *cg, uint64_
             newest = t;
     }
     return newest != NULL && newest->kind == CTL_TASK_REPLICA_MOVE && newest->target == l &&
-           rt_task_holds_replica(newest);
+           executor__task_holds_replica(newest);
 }
 
-static void cleanup_group(struct runtime *rt, const struct ctl_group *cg, int64_t now)
+static void cleanup_group(struct executor *ex, const struct ctl_state *s, struct rt_group *g,
+                          const struct ctl_group *cg, int64_t now)
 {
-    struct rt_group *g = &rt->groups[cg->id];
+    struct exec_leftover *lo = &ex->leftover[cg->id];
     struct raft_status st;
-    raft_status(g->raft, &st);
+    raft_status(engine_group_raft(g), &st);
     uint64_t leftover = 0;
     for (size_t i = 0; i < st.conf.n_learners && leftover == 0; i++) {
         uint64_t l = st.conf.learners[i];
         bool defer;
-        if (!has(cg->desired_peers, cg->n_peers, l) && !owned(rt->ctl, cg, l, &defer) && !defer)
+        if (!has(cg->desired_peers, cg->n_peers, l) && !owned(s, cg, l, &defer) && !defer)
             leftover = l;
     }
     /* a voter that is a tombstone (Admin.RemoveNode took it out of the desired peers), once no
      * task is active on the group */
     for (size_t i = 0; i < st.conf.n_voters && leftover == 0; i++) {
         uint64_t id = st.conf.voters[i];
-        const struct ctl_node *n = ctl_state_node(rt->ctl, id);
-        if (id != rt->opts.node_id && n != NULL && n->join_state == CTL_JOIN_REMOVED &&
-            !has(cg->desired_peers, cg->n_peers, id) &&
-            ctl_state_active_task(rt->ctl, cg->id) == NULL)
+        const struct ctl_node *n = ctl_state_node(s, id);
+        if (id != ex->opts->node_id && n != NULL && n->join_state == CTL_JOIN_REMOVED &&
+            !has(cg->desired_peers, cg->n_peers, id) && ctl_state_active_task(s, cg->id) == NULL)
             leftover = id;
     }
-    if (leftover != g->leftover_learner) {
-        g->leftover_learner = leftover;
-        g->leftover_since_ms = now;
-        g->leftover_next_ms = 0;
+    if (leftover != lo->learner) {
+        lo->learner = leftover;
+        lo->since_ms = now;
+        lo->next_ms = 0;
     }
-    if (leftover == 0 || now - g->leftover_since_ms < CLEANUP_GRACE_MS || now < g->leftover_next_ms)
+    if (leftover == 0 || now - lo->since_ms < CLEANUP_GRACE_MS || now < lo->next_ms)
         return;
-    g->leftover_next_ms = now + CLEANUP_PACE_MS;
+    lo->next_ms = now + CLEANUP_PACE_MS;
     struct raft_conf_change cc = {.type = RAFT_CC_REMOVE, .node = leftover};
     raft_index index = 0;
-    int rc = raft_propose_conf_change(g->raft, &cc, &index);
-    RT_LOG(rc == 0 ? "info" : "debug",
-           "msg=\"leftover %s removal %s\" group=%u node=%llu index=%llu err=\"%s\"",
-           has(st.conf.voters, st.conf.n_voters, leftover) ? "voter" : "learner",
-           rc == 0 ? "proposed" : "refused", g->id, (unsigned long long)leftover,
-           (unsigned long long)index, rc == 0 ? "" : raft_strerror(rc));
+    int rc = raft_propose_conf_change(engine_group_raft(g), &cc, &index);
+    EXEC_LOG(rc == 0 ? "info" : "debug",
+             "msg=\"leftover %s removal %s\" group=%u node=%llu index=%llu err=\"%s\"",
+             has(st.conf.voters, st.conf.n_voters, leftover) ? "voter" : "learner",
+             rc == 0 ? "proposed" : "refused", cg->id, (unsigned long long)leftover,
+             (unsigned long long)index, rc == 0 ? "" : raft_strerror(rc));
 }
 
-void rt_task_cleanup(struct runtime *rt)
+void executor__task_cleanup(struct executor *ex)
 {
-    const struct ctl_state *s = rt->ctl;
+    const struct ctl_state *s = engine_ctl_state(ex->rt);
     if (s == NULL)
         return;
-    int64_t now = rt_now_ms();
+    int64_t now = engine_now_ms();
     for (uint32_t i = 0; i < s->n_groups; i++) {
         const struct ctl_group *cg = &s->groups[i];
-        if (cg->id == 0 || cg->id >= RT_GROUPS_CAP)
+        struct rt_group *g = cg->id == 0 ? NULL : engine_group(ex->rt, cg->id);
+        if (g == NULL)
             continue;
-        struct rt_group *g = &rt->groups[cg->id];
-        if (!g->hosted || g->raft == NULL || g->role != RAFT_LEADER) {
-            g->leftover_learner = 0;
+        if (!engine_group_hosted(g) || engine_group_raft(g) == NULL || !engine_group_leading(g)) {
+            ex->leftover[cg->id].learner = 0;
             continue;
         }
-        cleanup_group(rt, cg, now);
+        cleanup_group(ex, s, g, cg, now);
     }
 }

@@ -1,19 +1,25 @@
 /* migrate.c - the hash-slot migration executor (loop thread, on the source group's leader):
  * fence the slots, copy their rows into the target group's raft log, have the target accept
  * them, and after the controller switched the table release the source (docs/operations.md). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <grpc/grpc.h>
+#include <pthread.h>
 
 #include "service/controller/controller.h"
 #include "service/fault/fault.h"
-#include "service/runtime/internal.h"
+#include "service/executor/executor_internal.h"
+#include "raft/raft.h"
+#include "service/route/route.h"
 #include "service/slot/slot.h"
+#include "service/transport/transport.h"
 #include "slotd/internal/v1/log.pb-c.h"
 #include "slotd/internal/v1/peer.pb-c.h"
 #include "slotd/v1/metadata.pb-c.h"
 #include "store/keys.h"
+#include "store/store.h"
 
 /* A chunk closes once it holds this many row bytes (or rows); one row may exceed it alone. */
 #define MIG_CHUNK_BYTES (256u << 10)
@@ -27,9 +33,9 @@
 #define MIG_RETRY_MS 500
 static const char MIG_METHOD[] = "/slotd.internal.v1.Peer/MigrationPropose";
 
-/* One call in flight: the callback (any thread) fills the answer under rt_migration.mu. */
+/* One call in flight: the callback (any thread) fills the answer under exec_migration.mu. */
 struct mig_ticket {
-    struct rt_migration *m;
+    struct exec_migration *m;
     uint64_t seq;
 };
 
@@ -44,7 +50,7 @@ static void on_reply(void *arg, int status, const char *message, const uint8_t *
     (void)details;
     (void)details_len;
     struct mig_ticket *tk = arg;
-    struct rt_migration *m = tk->m;
+    struct exec_migration *m = tk->m;
     uint64_t index = 0;
     if (status == GRPC_STATUS_OK) {
         Slotd__V1__ProposeResponse *r = slotd__v1__propose_response__unpack(NULL, resp_len, resp);
@@ -68,12 +74,13 @@ static void on_reply(void *arg, int status, const char *message, const uint8_t *
 }
 
 /* The leader of group as this node sees it (0 = unknown). */
-static uint64_t leader_of(struct runtime *rt, uint32_t group)
+static uint64_t leader_of(struct executor *ex, uint32_t group)
 {
-    if (group < RT_GROUPS_CAP && rt->groups[group].hosted)
-        return rt->groups[group].leader;
+    const struct rt_group *hosted = engine_group(ex->rt, group);
+    if (hosted != NULL && engine_group_hosted(hosted))
+        return engine_group_leader(ex->rt, group);
     uint64_t leader = 0;
-    struct route_snapshot *rs = route_table_acquire(rt->routes);
+    struct route_snapshot *rs = route_table_acquire(engine_routes(ex->rt));
     const struct route_group *g = rs ? route_snapshot_group(rs, group) : NULL;
     if (g != NULL)
         leader = g->leader;
@@ -83,7 +90,7 @@ static uint64_t leader_of(struct runtime *rt, uint32_t group)
 
 /* Proposes a packed LogCommand to group through its leader `to` (this node: a local call).
  * Returns 0 when a call is in flight (its answer arrives in m), else -1 with m->error set. */
-static int send_entry(struct runtime *rt, struct rt_migration *m, uint32_t group, uint64_t to,
+static int send_entry(struct executor *ex, struct exec_migration *m, uint32_t group, uint64_t to,
                       const uint8_t *entry, size_t len)
 {
     struct mig_ticket *tk = malloc(sizeof(*tk));
@@ -98,17 +105,17 @@ static int send_entry(struct runtime *rt, struct rt_migration *m, uint32_t group
     m->reply_ready = false;
     pthread_mutex_unlock(&m->mu);
     m->call_to = to;
-    m->call_deadline_ms = rt_now_ms() + MIG_CALL_TIMEOUT_MS + 1000;
-    if (to == rt->opts.node_id) {
+    m->call_deadline_ms = engine_now_ms() + MIG_CALL_TIMEOUT_MS + 1000;
+    if (to == ex->opts->node_id) {
         struct rpc_call *call =
-            rpc_call_new_local(MIG_METHOD, rt_now_ms() + MIG_CALL_TIMEOUT_MS, on_reply, tk);
+            rpc_call_new_local(MIG_METHOD, engine_now_ms() + MIG_CALL_TIMEOUT_MS, on_reply, tk);
         if (call == NULL) {
             free(tk);
             snprintf(m->error, sizeof(m->error), "out of memory");
             return -1;
         }
         struct slotd_error err;
-        if (runtime_submit_propose(rt, group, entry, len, call, &err) != 0)
+        if (runtime_submit_propose(ex->rt, group, entry, len, call, &err) != 0)
             rpc_call_fail(call, &err); /* answers through on_reply now */
         return 0;
     }
@@ -120,10 +127,11 @@ static int send_entry(struct runtime *rt, struct rt_migration *m, uint32_t group
     size_t n = slotd__internal__v1__migration_propose_request__get_packed_size(&q);
     uint8_t *buf = malloc(n ? n : 1);
     int rc = -1;
-    if (buf != NULL && rt->transport != NULL) {
+    struct transport *transport = engine_transport(ex->rt);
+    if (buf != NULL && transport != NULL) {
         slotd__internal__v1__migration_propose_request__pack(&q, buf);
-        rc = transport_call(rt->transport, to, MIG_METHOD, buf, n,
-                            rt_now_ms() + MIG_CALL_TIMEOUT_MS, on_reply, tk);
+        rc = transport_call(transport, to, MIG_METHOD, buf, n,
+                            engine_now_ms() + MIG_CALL_TIMEOUT_MS, on_reply, tk);
     }
     free(buf);
     if (rc != 0) {
@@ -136,7 +144,7 @@ static int send_entry(struct runtime *rt, struct rt_migration *m, uint32_t group
 
 /* The answer of the call in flight: 1 = OK (*index set), -1 = failed (m->error says why),
  * 0 = still waiting. */
-static int take_reply(struct runtime *rt, struct rt_migration *m, uint64_t *index)
+static int take_reply(struct executor *ex, struct exec_migration *m, uint64_t *index)
 {
     pthread_mutex_lock(&m->mu);
     bool ready = m->reply_ready;
@@ -151,7 +159,7 @@ static int take_reply(struct runtime *rt, struct rt_migration *m, uint64_t *inde
     pthread_mutex_unlock(&m->mu);
     m->in_flight = m->in_flight && !ready;
     if (!ready) {
-        if (m->in_flight && rt_now_ms() > m->call_deadline_ms) {
+        if (m->in_flight && engine_now_ms() > m->call_deadline_ms) {
             pthread_mutex_lock(&m->mu);
             m->call_seq++; /* a late answer is ignored */
             pthread_mutex_unlock(&m->mu);
@@ -170,7 +178,7 @@ static int take_reply(struct runtime *rt, struct rt_migration *m, uint64_t *inde
 }
 
 /* Packs a LogCommand carrying one migration command (cmd set by the caller) and sends it. */
-static int send_command(struct runtime *rt, struct rt_migration *m, uint32_t group, uint64_t to,
+static int send_command(struct executor *ex, struct exec_migration *m, uint32_t group, uint64_t to,
                         Slotd__Internal__V1__LogCommand *c)
 {
     size_t n = slotd__internal__v1__log_command__get_packed_size(c);
@@ -180,14 +188,14 @@ static int send_command(struct runtime *rt, struct rt_migration *m, uint32_t gro
         return -1;
     }
     slotd__internal__v1__log_command__pack(c, buf);
-    int rc = send_entry(rt, m, group, to, buf, n);
+    int rc = send_entry(ex, m, group, to, buf, n);
     free(buf);
     m->in_flight = rc == 0;
     return rc;
 }
 
 /* fence / release / abort: {task_id, hash_slots} alike. */
-static int send_simple(struct runtime *rt, struct rt_migration *m, const struct ctl_task *t,
+static int send_simple(struct executor *ex, struct exec_migration *m, const struct ctl_task *t,
                        Slotd__Internal__V1__LogCommand__CommandCase which, uint32_t group,
                        uint64_t to)
 {
@@ -214,7 +222,7 @@ static int send_simple(struct runtime *rt, struct rt_migration *m, const struct 
         c.migration_abort = &ab;
         break;
     }
-    return send_command(rt, m, group, to, &c);
+    return send_command(ex, m, group, to, &c);
 }
 
 /* Rows of t's slots from slot from_slot, after the key `after` (NULL: from the slot's start), in
@@ -222,7 +230,7 @@ static int send_simple(struct runtime *rt, struct rt_migration *m, const struct 
  * (returns 0); -1 on a store error. */
 typedef int (*row_cb)(void *arg, const void *k, size_t kl, const void *v, size_t vl);
 
-static int scan_rows(struct runtime *rt, const struct ctl_task *t, unsigned from_slot,
+static int scan_rows(struct executor *ex, const struct ctl_task *t, unsigned from_slot,
                      const uint8_t *after, size_t after_len, row_cb cb, void *arg)
 {
     for (unsigned s = from_slot; s < CTL_HASH_SLOTS; s++) {
@@ -238,7 +246,7 @@ static int scan_rows(struct runtime *rt, const struct ctl_task *t, unsigned from
         }
         store_put_u16(hi, s == 255 ? 0xFFFF : (uint16_t)(s + 1)); /* 0xFFFF: group metadata */
         struct store_iter *it;
-        if (store_fsm_iter_new(rt->store, lo_buf, lol, hi, 2, &it) != 0)
+        if (store_fsm_iter_new(engine_store(ex->rt), lo_buf, lol, hi, 2, &it) != 0)
             return -1;
         int rc = 0;
         for (; rc == 0 && store_iter_valid(it); store_iter_next(it)) {
@@ -261,7 +269,7 @@ static int count_row(void *arg, const void *k, size_t kl, const void *v, size_t 
 {
     (void)k;
     (void)v;
-    struct rt_migration *m = arg;
+    struct exec_migration *m = arg;
     m->bytes_total += kl + vl;
     m->rows_total++;
     return 0;
@@ -313,7 +321,7 @@ static void chunk_free(struct chunk *c)
 }
 
 /* Builds and sends the next chunk of rows (seq m->seq) to the target's leader. */
-static int send_chunk(struct runtime *rt, struct rt_migration *m, const struct ctl_task *t)
+static int send_chunk(struct executor *ex, struct exec_migration *m, const struct ctl_task *t)
 {
     struct chunk c = {0};
     c.rows = calloc(MIG_CHUNK_ROWS, sizeof(*c.rows));
@@ -324,12 +332,12 @@ static int send_chunk(struct runtime *rt, struct rt_migration *m, const struct c
         snprintf(m->error, sizeof(m->error), "out of memory");
         return -1;
     }
-    int rc = scan_rows(rt, t, m->cursor_slot, m->cursor_len ? m->cursor : NULL, m->cursor_len,
+    int rc = scan_rows(ex, t, m->cursor_slot, m->cursor_len ? m->cursor : NULL, m->cursor_len,
                        add_row, &c);
     if (rc < 0 || c.oom) {
         chunk_free(&c);
         snprintf(m->error, sizeof(m->error), "reading the source rows: %s",
-                 c.oom ? "out of memory" : store_errmsg(rt->store));
+                 c.oom ? "out of memory" : store_errmsg(engine_store(ex->rt)));
         return -1;
     }
     Slotd__Internal__V1__MigrationRows rows = SLOTD__INTERNAL__V1__MIGRATION_ROWS__INIT;
@@ -343,7 +351,7 @@ static int send_chunk(struct runtime *rt, struct rt_migration *m, const struct c
     Slotd__Internal__V1__LogCommand cmd = SLOTD__INTERNAL__V1__LOG_COMMAND__INIT;
     cmd.command_case = SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_ROWS;
     cmd.migration_rows = &rows;
-    int sent = send_command(rt, m, t->to_group, leader_of(rt, t->to_group), &cmd);
+    int sent = send_command(ex, m, t->to_group, leader_of(ex, t->to_group), &cmd);
     if (sent == 0) {
         /* Where the next chunk starts, once this one is acknowledged. */
         m->pending_last = rc == 0; /* the rows ended inside this chunk */
@@ -361,7 +369,7 @@ static int send_chunk(struct runtime *rt, struct rt_migration *m, const struct c
     return sent;
 }
 
-static void reset_copy(struct rt_migration *m)
+static void reset_copy(struct exec_migration *m)
 {
     m->fenced_here = false;
     m->copy_done = false;
@@ -375,11 +383,11 @@ static void reset_copy(struct rt_migration *m)
     m->cursor_len = 0;
 }
 
-static struct rt_migration *slot_for(struct runtime *rt, const struct ctl_task *t)
+static struct exec_migration *slot_for(struct executor *ex, const struct ctl_task *t)
 {
-    struct rt_migration *free_m = NULL, *oldest = &rt->migrations[0];
-    for (size_t i = 0; i < RT_MIGRATIONS_MAX; i++) {
-        struct rt_migration *m = &rt->migrations[i];
+    struct exec_migration *free_m = NULL, *oldest = &ex->migrations[0];
+    for (size_t i = 0; i < EXEC_MIGRATIONS_MAX; i++) {
+        struct exec_migration *m = &ex->migrations[i];
         if (m->task == t->id)
             return m;
         if (m->task == 0 && free_m == NULL)
@@ -387,7 +395,7 @@ static struct rt_migration *slot_for(struct runtime *rt, const struct ctl_task *
         if (m->used_ms < oldest->used_ms)
             oldest = m;
     }
-    struct rt_migration *m = free_m ? free_m : oldest;
+    struct exec_migration *m = free_m ? free_m : oldest;
     pthread_mutex_lock(&m->mu);
     m->call_seq++; /* answers to the previous owner's calls are ignored */
     m->reply_ready = false;
@@ -402,7 +410,7 @@ static struct rt_migration *slot_for(struct runtime *rt, const struct ctl_task *
 }
 
 /* A new (task, attempt, phase) starts from nothing. */
-static void enter(struct rt_migration *m, const struct ctl_task *t)
+static void enter(struct exec_migration *m, const struct ctl_task *t)
 {
     if (m->attempt == t->attempt && m->phase == t->phase_index)
         return;
@@ -420,22 +428,23 @@ static void enter(struct rt_migration *m, const struct ctl_task *t)
     reset_copy(m);
 }
 
-static void report(struct runtime *rt, struct rt_migration *m, const struct ctl_task *t, bool now)
+static void report(struct executor *ex, struct exec_migration *m, const struct ctl_task *t,
+                   bool now)
 {
-    if (!now && rt_now_ms() < m->next_progress_ms)
+    if (!now && engine_now_ms() < m->next_progress_ms)
         return;
-    m->next_progress_ms = rt_now_ms() + MIG_PROGRESS_EVERY_MS;
+    m->next_progress_ms = engine_now_ms() + MIG_PROGRESS_EVERY_MS;
     struct ctl_task_progress pr = {.bytes_sent = m->bytes_sent, .bytes_total = m->bytes_total};
     char *cmd = NULL;
-    ctl_cmd_task_progress(t->id, t->attempt, t->phase_index, &pr, rt_wall_ms(), 0, &cmd);
-    rt_ctl_submit(rt, cmd, "task_progress");
+    ctl_cmd_task_progress(t->id, t->attempt, t->phase_index, &pr, engine_wall_ms(), 0, &cmd);
+    engine_ctl_submit(ex->rt, cmd, "task_progress");
 }
 
-static void prove(struct runtime *rt, struct rt_group *g, const struct ctl_task *t, uint64_t index,
+static void prove(struct executor *ex, struct rt_group *g, const struct ctl_task *t, uint64_t index,
                   uint64_t leader)
 {
     struct raft_status st;
-    raft_status(g->raft, &st);
+    raft_status(engine_group_raft(g), &st);
     struct ctl_task_proof p;
     memset(&p, 0, sizeof(p));
     p.config_index = index;
@@ -443,22 +452,22 @@ static void prove(struct runtime *rt, struct rt_group *g, const struct ctl_task 
     p.commit = st.commit;
     p.n_voters = st.conf.n_voters < CTL_REPLICAS_MAX ? st.conf.n_voters : CTL_REPLICAS_MAX;
     memcpy(p.voters, st.conf.voters, p.n_voters * sizeof(uint64_t));
-    rt_task_advance(rt, t, &p);
+    executor__task_advance(ex, t, &p);
 }
 
 /* A call failed: remember why, try again a little later. */
-static void retry_later(struct rt_migration *m, const struct ctl_task *t, const char *what)
+static void retry_later(struct exec_migration *m, const struct ctl_task *t, const char *what)
 {
-    m->next_ms = rt_now_ms() + MIG_RETRY_MS;
-    RT_LOG("debug", "msg=\"migration step failed\" task=%llu step=%s err=\"%s\"",
-           (unsigned long long)t->id, what, m->error);
+    m->next_ms = engine_now_ms() + MIG_RETRY_MS;
+    EXEC_LOG("debug", "msg=\"migration step failed\" task=%llu step=%s err=\"%s\"",
+             (unsigned long long)t->id, what, m->error);
 }
 
-static void step_copy(struct runtime *rt, struct rt_migration *m, struct rt_group *g,
+static void step_copy(struct executor *ex, struct exec_migration *m, struct rt_group *g,
                       const struct ctl_task *t)
 {
     uint64_t index;
-    int r = m->in_flight ? take_reply(rt, m, &index) : 0;
+    int r = m->in_flight ? take_reply(ex, m, &index) : 0;
     if (r < 0) {
         const char *what = !m->fenced_here ? "fence" : !m->copy_done ? "rows" : "accept";
         reset_copy(m); /* a lost chunk or a new target leader: copy again from chunk 0 */
@@ -470,16 +479,17 @@ static void step_copy(struct runtime *rt, struct rt_migration *m, struct rt_grou
     if (r > 0 && !m->fenced_here) {
         /* The fence applied here: the slots' rows are final; count them once. */
         m->fenced_here = true;
-        if (scan_rows(rt, t, 0, NULL, 0, count_row, m) < 0) {
+        if (scan_rows(ex, t, 0, NULL, 0, count_row, m) < 0) {
             snprintf(m->error, sizeof(m->error), "reading the source rows: %s",
-                     store_errmsg(rt->store));
+                     store_errmsg(engine_store(ex->rt)));
             reset_copy(m);
             retry_later(m, t, "count");
             return;
         }
-        RT_LOG("info", "msg=\"migration copy starts\" task=%llu from=%u to=%u rows=%llu bytes=%llu",
-               (unsigned long long)t->id, t->group, t->to_group, (unsigned long long)m->rows_total,
-               (unsigned long long)m->bytes_total);
+        EXEC_LOG("info",
+                 "msg=\"migration copy starts\" task=%llu from=%u to=%u rows=%llu bytes=%llu",
+                 (unsigned long long)t->id, t->group, t->to_group,
+                 (unsigned long long)m->rows_total, (unsigned long long)m->bytes_total);
     } else if (r > 0 && !m->copy_done) {
         m->seq++;
         m->rows += m->pending_rows;
@@ -491,25 +501,25 @@ static void step_copy(struct runtime *rt, struct rt_migration *m, struct rt_grou
         m->copy_done = m->pending_last;
     } else if (r > 0) {
         SLOTD_CRASH_POINT("migration_before_copy_advance");
-        RT_LOG("info", "msg=\"migration accepted\" task=%llu group=%u index=%llu rows=%llu",
-               (unsigned long long)t->id, t->to_group, (unsigned long long)index,
-               (unsigned long long)m->rows);
-        report(rt, m, t, true); /* the final figures, before the phase moves on */
-        prove(rt, g, t, index, m->call_to);
-        m->next_ms = rt_now_ms() + MIG_RETRY_MS * 3; /* the advance is on its way */
+        EXEC_LOG("info", "msg=\"migration accepted\" task=%llu group=%u index=%llu rows=%llu",
+                 (unsigned long long)t->id, t->to_group, (unsigned long long)index,
+                 (unsigned long long)m->rows);
+        report(ex, m, t, true); /* the final figures, before the phase moves on */
+        prove(ex, g, t, index, m->call_to);
+        m->next_ms = engine_now_ms() + MIG_RETRY_MS * 3; /* the advance is on its way */
         return;
     }
-    if (rt_now_ms() < m->next_ms)
+    if (engine_now_ms() < m->next_ms)
         return;
     if (m->fenced_here)
-        report(rt, m, t, false);
+        report(ex, m, t, false);
     if (!m->fenced_here) {
         /* Fence again (a no-op once applied): its answer proves this replica applied it. */
-        if (send_simple(rt, m, t, SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_FENCE,
-                        t->group, rt->opts.node_id) != 0)
+        if (send_simple(ex, m, t, SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_FENCE,
+                        t->group, ex->opts->node_id) != 0)
             retry_later(m, t, "fence");
     } else if (!m->copy_done) {
-        if (send_chunk(rt, m, t) != 0)
+        if (send_chunk(ex, m, t) != 0)
             retry_later(m, t, "rows");
     } else {
         Slotd__Internal__V1__MigrationAccept acc = SLOTD__INTERNAL__V1__MIGRATION_ACCEPT__INIT;
@@ -522,38 +532,38 @@ static void step_copy(struct runtime *rt, struct rt_migration *m, struct rt_grou
         Slotd__Internal__V1__LogCommand c = SLOTD__INTERNAL__V1__LOG_COMMAND__INIT;
         c.command_case = SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_ACCEPT;
         c.migration_accept = &acc;
-        if (send_command(rt, m, t->to_group, leader_of(rt, t->to_group), &c) != 0)
+        if (send_command(ex, m, t->to_group, leader_of(ex, t->to_group), &c) != 0)
             retry_later(m, t, "accept");
     }
 }
 
 /* fence and release: one entry to the source group (this node leads it), then the proof. */
-static void step_one_entry(struct runtime *rt, struct rt_migration *m, struct rt_group *g,
+static void step_one_entry(struct executor *ex, struct exec_migration *m, struct rt_group *g,
                            const struct ctl_task *t,
                            Slotd__Internal__V1__LogCommand__CommandCase which, const char *what)
 {
     uint64_t index;
-    int r = m->in_flight ? take_reply(rt, m, &index) : 0;
+    int r = m->in_flight ? take_reply(ex, m, &index) : 0;
     if (r < 0) {
         retry_later(m, t, what);
         return;
     }
     if (r > 0) {
-        RT_LOG("info", "msg=\"migration %s applied\" task=%llu group=%u index=%llu", what,
-               (unsigned long long)t->id, t->group, (unsigned long long)index);
-        prove(rt, g, t, index, rt->opts.node_id);
-        m->next_ms = rt_now_ms() + MIG_RETRY_MS * 3;
+        EXEC_LOG("info", "msg=\"migration %s applied\" task=%llu group=%u index=%llu", what,
+                 (unsigned long long)t->id, t->group, (unsigned long long)index);
+        prove(ex, g, t, index, ex->opts->node_id);
+        m->next_ms = engine_now_ms() + MIG_RETRY_MS * 3;
         return;
     }
-    if (m->in_flight || rt_now_ms() < m->next_ms)
+    if (m->in_flight || engine_now_ms() < m->next_ms)
         return;
-    if (send_simple(rt, m, t, which, t->group, rt->opts.node_id) != 0)
+    if (send_simple(ex, m, t, which, t->group, ex->opts->node_id) != 0)
         retry_later(m, t, what);
 }
 
 /* A migration that failed before the table switch: the target drops what it received, then the
  * source lifts its fence, once per attempt on this leader (both entries are idempotent). */
-static void step_failed(struct runtime *rt, struct rt_migration *m, const struct ctl_task *t)
+static void step_failed(struct executor *ex, struct exec_migration *m, const struct ctl_task *t)
 {
     if (m->abort_attempt != t->attempt) {
         if (m->in_flight) {
@@ -572,65 +582,66 @@ static void step_failed(struct runtime *rt, struct rt_migration *m, const struct
     if (m->aborted)
         return;
     uint64_t index;
-    int r = m->in_flight ? take_reply(rt, m, &index) : 0;
+    int r = m->in_flight ? take_reply(ex, m, &index) : 0;
     if (r < 0) {
         retry_later(m, t, "abort");
         return;
     }
     if (r > 0 && ++m->abort_step == 2) {
         m->aborted = true;
-        RT_LOG("info", "msg=\"migration aborted: the source owns its slots again\" task=%llu",
-               (unsigned long long)t->id);
+        EXEC_LOG("info", "msg=\"migration aborted: the source owns its slots again\" task=%llu",
+                 (unsigned long long)t->id);
         return;
     }
-    if (m->in_flight || rt_now_ms() < m->next_ms)
+    if (m->in_flight || engine_now_ms() < m->next_ms)
         return;
     uint32_t group = m->abort_step == 0 ? t->to_group : t->group;
-    uint64_t to = m->abort_step == 0 ? leader_of(rt, t->to_group) : rt->opts.node_id;
-    if (send_simple(rt, m, t, SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_ABORT, group,
+    uint64_t to = m->abort_step == 0 ? leader_of(ex, t->to_group) : ex->opts->node_id;
+    if (send_simple(ex, m, t, SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_ABORT, group,
                     to) != 0)
         retry_later(m, t, "abort");
 }
 
-void rt_migration_step(struct runtime *rt, const struct ctl_task *t)
+void executor__migration_step(struct executor *ex, const struct ctl_task *t)
 {
-    struct rt_group *g = t->group < RT_GROUPS_CAP ? &rt->groups[t->group] : NULL;
-    if (g == NULL || !g->hosted || g->raft == NULL || g->role != RAFT_LEADER)
+    struct rt_group *g = engine_group(ex->rt, t->group);
+    if (g == NULL || !engine_group_hosted(g) || engine_group_raft(g) == NULL ||
+        !engine_group_leading(g))
         return;
     bool running = t->status == CTL_TASK_RUNNING;
     bool failed_before_switch =
         t->status == CTL_TASK_FAILED && t->phase_index <= CTL_PHASE_MIGRATION_COPY;
     if (!running && !failed_before_switch)
         return;
-    struct rt_migration *m = slot_for(rt, t);
-    m->used_ms = rt_now_ms();
+    struct exec_migration *m = slot_for(ex, t);
+    m->used_ms = engine_now_ms();
     if (failed_before_switch) {
-        step_failed(rt, m, t);
+        step_failed(ex, m, t);
         return;
     }
     enter(m, t);
     /* release needs nothing but this leader (the table already moved): it is retried until it
      * applies, never failed, so the source cannot keep a fenced copy after the switch. */
-    if (t->phase_index != CTL_PHASE_MIGRATION_RELEASE && rt_task_stuck(rt, t)) {
+    if (t->phase_index != CTL_PHASE_MIGRATION_RELEASE && executor__task_stuck(ex, t)) {
         char why[sizeof(m->error) + 64];
         snprintf(why, sizeof(why), "no progress within the phase timeout%s%s",
                  m->error[0] ? ": " : "", m->error);
-        rt_task_fail(rt, t, why);
-        m->next_ms = rt_now_ms() + MIG_RETRY_MS * 3;
+        executor__task_fail(ex, t, why);
+        m->next_ms = engine_now_ms() + MIG_RETRY_MS * 3;
         return;
     }
     switch (t->phase_index) {
     case CTL_PHASE_MIGRATION_FENCE:
-        step_one_entry(rt, m, g, t, SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_FENCE,
+        step_one_entry(ex, m, g, t, SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_FENCE,
                        "fence");
         break;
     case CTL_PHASE_MIGRATION_COPY:
-        step_copy(rt, m, g, t);
+        step_copy(ex, m, g, t);
         break;
     case CTL_PHASE_MIGRATION_RELEASE:
-        if (rt_now_ms() - rt_task_since_ms(rt, t) < MIG_RELEASE_GRACE_MS)
+        if (engine_now_ms() - executor__task_since_ms(ex, t) < MIG_RELEASE_GRACE_MS)
             return;
-        step_one_entry(rt, m, g, t, SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_RELEASE,
+        step_one_entry(ex, m, g, t, SLOTD__INTERNAL__V1__LOG_COMMAND__COMMAND_MIGRATION_RELEASE,
                        "release");
         break;
     default:
@@ -638,14 +649,14 @@ void rt_migration_step(struct runtime *rt, const struct ctl_task *t)
     }
 }
 
-void rt_migrations_init(struct runtime *rt)
+void executor__migrations_init(struct executor *ex)
 {
-    for (size_t i = 0; i < RT_MIGRATIONS_MAX; i++)
-        pthread_mutex_init(&rt->migrations[i].mu, NULL);
+    for (size_t i = 0; i < EXEC_MIGRATIONS_MAX; i++)
+        pthread_mutex_init(&ex->migrations[i].mu, NULL);
 }
 
-void rt_migrations_destroy(struct runtime *rt)
+void executor__migrations_destroy(struct executor *ex)
 {
-    for (size_t i = 0; i < RT_MIGRATIONS_MAX; i++)
-        pthread_mutex_destroy(&rt->migrations[i].mu);
+    for (size_t i = 0; i < EXEC_MIGRATIONS_MAX; i++)
+        pthread_mutex_destroy(&ex->migrations[i].mu);
 }
