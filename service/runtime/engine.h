@@ -9,7 +9,8 @@
 /* Everything here works on opaque types: an executor never reaches into struct runtime or
  * struct rt_group (service/runtime/internal.h). Threads are the runtime's (runtime.h): LOOP is
  * the libuv loop thread, which runs the executor's poll hook; ANY is any thread. The loop-only
- * calls assert it wherever asserts are on (RT_ASSERT_LOOP). Nothing here blocks. */
+ * calls assert it wherever asserts are on (RT_ASSERT_LOOP). Nothing here waits for another
+ * thread; opening and closing a replica read and write the store on the calling thread. */
 
 struct runtime;
 struct rt_group; /* one slot group (id 1..) or the controller group (id 0) on this node */
