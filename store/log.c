@@ -1,20 +1,21 @@
 /* log.c - the raftlog database: log batches for many groups, group state load, entry replay. */
 #include "store/store_int.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 STORE__BATCH_TYPE(store_log_batch)
 
-#define ENTRY_HEADER_LEN (1 + 8 + 1)   /* ver, term, type */
-#define HARD_STATE_LEN (1 + 8 + 8 + 8) /* ver, term, vote, commit */
+#define ENTRY_HEADER_LEN (1 + 8 + 1)      /* ver, term, type */
+#define HARD_STATE_LEN (1 + 8 + 8 + 8)    /* ver, term, vote, commit */
 #define TOMBSTONE_LEN (1 + 8 + 8 + 8 + 8) /* ver, term, vote, floor index, floor term */
 #define CONF_BODY_MAX (4 + 8 * STORE_MEMBERS_MAX + 4 + 8 * STORE_MEMBERS_MAX)
 #define SNAPSHOT_HEADER_LEN (1 + 8 + 8) /* ver, index, term; conf body follows */
 
-static const char *const kind_names[] = {"", "entry", "hard state", "conf state",
-                                         "snapshot metadata", "tombstone"};
+static const char *const kind_names[] = {
+    "", "entry", "hard state", "conf state", "snapshot metadata", "tombstone"};
 
 /* ---- value codecs ---- */
 
@@ -266,6 +267,34 @@ static int log_get(struct store *s, uint32_t group, uint8_t kind, uint8_t **v, s
     return store__get(s, STORE__DB_RAFTLOG, key, sizeof(key), (void **)v, vl);
 }
 
+/* Reads [group][kind] (hard state, conf state or snapshot meta) and decodes it into its field of
+ * out, setting has_conf / has_snapshot when that record exists. STORE_ENOTFOUND when absent. */
+static int log_load_record(struct store *s, uint32_t group, uint8_t kind,
+                           struct store_group_state *out)
+{
+    uint8_t *v;
+    size_t vl;
+    int rc = log_get(s, group, kind, &v, &vl);
+    if (rc != STORE_OK)
+        return rc;
+    switch (kind) {
+    case STORE_LOG_KIND_HARD_STATE:
+        rc = decode_hard_state(s, group, v, vl, &out->hs);
+        break;
+    case STORE_LOG_KIND_CONF_STATE:
+        out->has_conf = true;
+        rc = decode_conf_state(s, group, v, vl, &out->conf);
+        break;
+    default:
+        assert(kind == STORE_LOG_KIND_SNAPSHOT_META);
+        out->has_snapshot = true;
+        rc = decode_snapshot_meta(s, group, v, vl, &out->snapshot);
+        break;
+    }
+    free(v);
+    return rc;
+}
+
 /* Fills first_index/last_index from the lowest and highest entry keys of the group. */
 static int log_load_bounds(struct store *s, uint32_t group, struct store_group_state *out)
 {
@@ -330,37 +359,18 @@ int store_log_load_tombstone(struct store *s, uint32_t group, struct store_tombs
 
 int store_log_load(struct store *s, uint32_t group, struct store_group_state *out)
 {
-    uint8_t *v = NULL;
-    size_t vl;
     int rc;
 
     memset(out, 0, sizeof(*out));
-    rc = log_get(s, group, STORE_LOG_KIND_HARD_STATE, &v, &vl);
+    rc = log_load_record(s, group, STORE_LOG_KIND_HARD_STATE, out);
     if (rc != STORE_OK)
         return rc;
-    rc = decode_hard_state(s, group, v, vl, &out->hs);
-    free(v);
-    if (rc != STORE_OK)
-        return rc;
-
-    rc = log_get(s, group, STORE_LOG_KIND_CONF_STATE, &v, &vl);
-    if (rc == STORE_OK) {
-        out->has_conf = true;
-        rc = decode_conf_state(s, group, v, vl, &out->conf);
-        free(v);
-    }
+    rc = log_load_record(s, group, STORE_LOG_KIND_CONF_STATE, out);
     if (rc != STORE_OK && rc != STORE_ENOTFOUND)
         return rc;
-
-    rc = log_get(s, group, STORE_LOG_KIND_SNAPSHOT_META, &v, &vl);
-    if (rc == STORE_OK) {
-        out->has_snapshot = true;
-        rc = decode_snapshot_meta(s, group, v, vl, &out->snapshot);
-        free(v);
-    }
+    rc = log_load_record(s, group, STORE_LOG_KIND_SNAPSHOT_META, out);
     if (rc != STORE_OK && rc != STORE_ENOTFOUND)
         return rc;
-
     return log_load_bounds(s, group, out);
 }
 
