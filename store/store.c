@@ -143,6 +143,23 @@ static int store_open_db(struct store *s, enum store__db which, const char *dir,
     return STORE_OK;
 }
 
+/* Opens every db of s (in memory: creates its tables; dir, o and err are unused) and hands s to
+ * *out; on failure frees s and returns the first db's error. */
+static int store_open_dbs(struct store *s, const char *dir, const struct store_options *o,
+                          char *err, size_t errlen, struct store **out)
+{
+    for (int i = 0; i < STORE__DB_COUNT; i++) {
+        int rc = s->memory ? store__mem_new(&s->mem[i])
+                           : store_open_db(s, (enum store__db)i, dir, o, err, errlen);
+        if (rc != STORE_OK) {
+            store_free_handles(s);
+            return rc;
+        }
+    }
+    *out = s;
+    return STORE_OK;
+}
+
 int store_open(const char *dir, const struct store_options *o, struct store **out, char *err,
                size_t errlen)
 {
@@ -162,11 +179,11 @@ int store_open(const char *dir, const struct store_options *o, struct store **ou
     }
     rc = store_mkdir_p(dir, err, errlen);
     if (rc != STORE_OK)
-        goto err;
+        return rc;
     rc = store_alloc(false, &s);
     if (rc != STORE_OK) {
         snprintf(err, errlen, "store open: out of memory");
-        goto err;
+        return rc;
     }
     s->bloom = leveldb_filterpolicy_create_bloom(STORE_BLOOM_BITS_PER_KEY);
     s->ro_fill = leveldb_readoptions_create();
@@ -175,18 +192,7 @@ int store_open(const char *dir, const struct store_options *o, struct store **ou
     s->wo_sync = leveldb_writeoptions_create();
     leveldb_writeoptions_set_sync(s->wo_sync, 1);
     s->wo_nosync = leveldb_writeoptions_create();
-    for (int i = 0; i < STORE__DB_COUNT; i++) {
-        rc = store_open_db(s, (enum store__db)i, dir, o, err, errlen);
-        if (rc != STORE_OK)
-            goto err_after_alloc;
-    }
-    *out = s;
-    return STORE_OK;
-
-err_after_alloc:
-    store_free_handles(s);
-err:
-    return rc;
+    return store_open_dbs(s, dir, o, err, errlen, out);
 }
 
 int store_open_memory(struct store **out)
@@ -194,19 +200,8 @@ int store_open_memory(struct store **out)
     struct store *s;
     int rc = store_alloc(true, &s);
     if (rc != STORE_OK)
-        goto err;
-    for (int i = 0; i < STORE__DB_COUNT; i++) {
-        rc = store__mem_new(&s->mem[i]);
-        if (rc != STORE_OK)
-            goto err_after_alloc;
-    }
-    *out = s;
-    return STORE_OK;
-
-err_after_alloc:
-    store_free_handles(s);
-err:
-    return rc;
+        return rc;
+    return store_open_dbs(s, NULL, NULL, NULL, 0, out);
 }
 
 void store_close(struct store *s)
