@@ -48,8 +48,8 @@ int raft_new(const struct raft_config *cfg, struct raft **out)
     }
     r->cfg = *cfg;
     raft__config_fill(&r->cfg);
-    if (r->cfg.lease && (r->cfg.disable_check_quorum ||
-                         r->cfg.election_tick <= 2 + r->cfg.lease_drift_ticks)) {
+    if (r->cfg.lease &&
+        (r->cfg.disable_check_quorum || r->cfg.election_tick <= 2 + r->cfg.lease_drift_ticks)) {
         free(r);
         return RAFT_EINVAL; /* a lease needs check-quorum and at least one tick of length */
     }
@@ -125,8 +125,7 @@ static bool raft__step_term(struct raft *r, const struct raft_msg *m)
                             r->election_elapsed < r->cfg.election_tick;
             /* with leases, a replica that just started may have acknowledged a leader's
              * heartbeat just before it stopped: it keeps that promise for a timeout */
-            if (r->cfg.lease && !r->cfg.disable_check_quorum &&
-                r->ticks < r->cfg.election_tick) {
+            if (r->cfg.lease && !r->cfg.disable_check_quorum && r->ticks < r->cfg.election_tick) {
                 in_lease = true;
             }
             if (!force && in_lease) {
@@ -292,7 +291,7 @@ int raft_transfer_leader(struct raft *r, raft_id target)
     }
     r->transferee = target;
     r->lease_off_term = r->term; /* the target's forced election ignores leases */
-    r->election_elapsed = 0; /* the transfer gets one election timeout */
+    r->election_elapsed = 0;     /* the transfer gets one election timeout */
     struct raft__progress *p = raft__progress_get(r, target);
     RAFT_ASSERT(p != NULL); /* every voter has a progress */
     if (p->match == raft__log_last_index(&r->log)) {
@@ -305,26 +304,26 @@ int raft_transfer_leader(struct raft *r, raft_id target)
     return 0;
 }
 
-int raft_campaign(struct raft *r)
+/* raft_campaign (fresh false) and raft_campaign_fresh (fresh true); fn names the caller. */
+static int raft__campaign(struct raft *r, bool fresh, const char *fn)
 {
     RAFT_ASSERT(r != NULL);
     if (r->role == RAFT_LEADER || !raft__promotable(r)) {
         return RAFT_EINVAL;
     }
-    raft__hup(r, false);
-    RAFT__CHECK_CALL(r, "raft_campaign");
+    raft__hup(r, fresh);
+    RAFT__CHECK_CALL(r, fn);
     return 0;
+}
+
+int raft_campaign(struct raft *r)
+{
+    return raft__campaign(r, false, "raft_campaign");
 }
 
 int raft_campaign_fresh(struct raft *r)
 {
-    RAFT_ASSERT(r != NULL);
-    if (r->role == RAFT_LEADER || !raft__promotable(r)) {
-        return RAFT_EINVAL;
-    }
-    raft__hup(r, true);
-    RAFT__CHECK_CALL(r, "raft_campaign_fresh");
-    return 0;
+    return raft__campaign(r, true, "raft_campaign_fresh");
 }
 
 /* Both reports may name a member that left meanwhile (the transport answers late): ignored. */
