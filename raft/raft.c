@@ -569,6 +569,15 @@ static void raft__handle_heartbeat_resp(struct raft *r, const struct raft_msg *m
     }
 }
 
+/* Answers the READ_INDEX m with a rejection (this node is not the leader, or could not queue it).
+ */
+static void raft__reject_read(struct raft *r, const struct raft_msg *m)
+{
+    struct raft_msg resp = {
+        .type = RAFT_MSG_READ_INDEX_RESP, .to = m->from, .reject = true, .context = m->context};
+    raft__send(r, &resp);
+}
+
 static int raft__step_leader(struct raft *r, const struct raft_msg *m)
 {
     switch (m->type) {
@@ -580,11 +589,7 @@ static int raft__step_leader(struct raft *r, const struct raft_msg *m)
         return 0;
     case RAFT_MSG_READ_INDEX:
         if (raft__read_leader(r, m->context, m->from) != 0) {
-            struct raft_msg resp = {.type = RAFT_MSG_READ_INDEX_RESP,
-                                    .to = m->from,
-                                    .reject = true,
-                                    .context = m->context};
-            raft__send(r, &resp);
+            raft__reject_read(r, m);
         }
         return 0;
     default:
@@ -679,13 +684,6 @@ static int raft__handle_snapshot(struct raft *r, const struct raft_msg *m)
     }
     raft__append_resp(r, m->from, restored ? raft__log_last_index(&r->log) : r->log.committed);
     return 0;
-}
-
-static void raft__reject_read(struct raft *r, const struct raft_msg *m)
-{
-    struct raft_msg resp = {
-        .type = RAFT_MSG_READ_INDEX_RESP, .to = m->from, .reject = true, .context = m->context};
-    raft__send(r, &resp);
 }
 
 static int raft__step_follower(struct raft *r, const struct raft_msg *m)
