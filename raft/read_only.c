@@ -67,16 +67,24 @@ static bool raft__read_may_serve(struct raft *r)
 #endif
 }
 
-int raft__read_leader(struct raft *r, uint64_t context, raft_id from)
+/* Makes room for one more read in the queue arr (n of *cap used, size bytes each) and for its
+ * answer in r->out; RAFT_EREADFULL when the leader and forwarded queues hold read_queue_max. */
+static int raft__read_admit(struct raft *r, void **arr, size_t *cap, size_t n, size_t size)
 {
-    RAFT_ASSERT(r->role == RAFT_LEADER);
     if (r->n_reads + r->n_fwd >= r->cfg.read_queue_max) {
         return RAFT_EREADFULL;
     }
     int rv = raft__read_reserve(r, &r->out, 1);
     if (rv == 0) {
-        rv = raft__grow((void **)&r->reads, &r->cap_reads, r->n_reads + 1, sizeof(*r->reads));
+        rv = raft__grow(arr, cap, n + 1, size);
     }
+    return rv;
+}
+
+int raft__read_leader(struct raft *r, uint64_t context, raft_id from)
+{
+    RAFT_ASSERT(r->role == RAFT_LEADER);
+    int rv = raft__read_admit(r, (void **)&r->reads, &r->cap_reads, r->n_reads, sizeof(*r->reads));
     if (rv != 0) {
         return rv;
     }
@@ -276,13 +284,7 @@ static int raft__read_index(struct raft *r, uint64_t context)
     if (r->lead == 0) {
         return RAFT_ENOLEADER;
     }
-    if (r->n_reads + r->n_fwd >= r->cfg.read_queue_max) {
-        return RAFT_EREADFULL;
-    }
-    int rv = raft__read_reserve(r, &r->out, 1);
-    if (rv == 0) {
-        rv = raft__grow((void **)&r->fwd, &r->cap_fwd, r->n_fwd + 1, sizeof(*r->fwd));
-    }
+    int rv = raft__read_admit(r, (void **)&r->fwd, &r->cap_fwd, r->n_fwd, sizeof(*r->fwd));
     if (rv != 0) {
         return rv;
     }
