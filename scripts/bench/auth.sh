@@ -16,20 +16,16 @@ STOP_TRIES=100  # x 0.1 s after SIGTERM, then SIGKILL
 log() { echo "bench-auth: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-for v in ROUNDS DURATION WARMUP CONCURRENCY; do
-  [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number (got '${!v}')"
-done
-((ROUNDS >= 1 && ROUNDS <= 20)) || die "ROUNDS must be 1..20 (got $ROUNDS)"
-((DURATION >= 1 && DURATION <= 600)) || die "DURATION must be 1..600 s (got $DURATION)"
-((CONCURRENCY >= 1 && CONCURRENCY <= 4096)) || die "CONCURRENCY must be 1..4096"
-for b in slotd slotbench; do
-  [[ -x $bin/$b ]] || die "$bin/$b not built (BUILD=$BUILD)"
-done
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
+bench_range ROUNDS 1 20
+bench_range DURATION 1 600 s
+bench_whole WARMUP
+bench_range CONCURRENCY 1 4096
+bench_built slotd slotbench
 
 dir=$(mktemp -d /tmp/bench-auth.XXXXXX)
 pids=()
-# shellcheck source=scripts/bench/lib.sh
-. scripts/bench/lib.sh
 trap bench_cleanup EXIT
 trap 'exit 130' INT TERM
 

@@ -22,13 +22,10 @@ log() { echo "backup-etcd: $*" >&2; }
 die() { log "$*"; exit 1; }
 # shellcheck source=scripts/bench/lib.sh
 . scripts/bench/lib.sh
-for v in SIZE_MB VALUE_SIZE ROUNDS; do
-  [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number (got '${!v}')"
-done
-((SIZE_MB >= 1 && SIZE_MB <= 8192)) || die "SIZE_MB must be 1..8192"
-((VALUE_SIZE >= 16 && VALUE_SIZE <= 65536)) || die "VALUE_SIZE must be 16..65536"
-((ROUNDS >= 1 && ROUNDS <= 10)) || die "ROUNDS must be 1..10"
-for b in slotd slotctl slotbench; do [[ -x $bin/$b ]] || die "$bin/$b not built (BUILD=$BUILD)"; done
+bench_range SIZE_MB 1 8192
+bench_range VALUE_SIZE 16 65536
+bench_range ROUNDS 1 10
+bench_built slotd slotctl slotbench
 command -v "$ETCD" >/dev/null && command -v "$ETCDCTL" >/dev/null ||
   die "etcd and etcdctl needed: apt-get install etcd-server etcd-client"
 KEYS=$((SIZE_MB * 1024 * 1024 / (64 + VALUE_SIZE)))

@@ -22,22 +22,17 @@ STOP_TRIES=100 # x 0.1 s after SIGTERM, then SIGKILL
 log() { echo "bench-balance: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-for v in DURATION CONCURRENCY KEYS MAX_MOVES SETTLE_S; do
-  [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number (got '${!v}')"
-done
-((DURATION >= 1 && DURATION <= 600)) || die "DURATION must be 1..600 s (got $DURATION)"
-((CONCURRENCY >= 1 && CONCURRENCY <= 4096)) || die "CONCURRENCY must be 1..4096 (got $CONCURRENCY)"
-((KEYS >= 1 && KEYS <= 10000000)) || die "KEYS must be 1..10000000 (got $KEYS)"
-((MAX_MOVES >= 1 && MAX_MOVES <= 64)) || die "MAX_MOVES must be 1..64 (got $MAX_MOVES)"
-((SETTLE_S >= 1 && SETTLE_S <= 3600)) || die "SETTLE_S must be 1..3600 s (got $SETTLE_S)"
-for b in slotd slotbench slotctl; do
-  [[ -x $bin/$b ]] || die "$bin/$b not built (BUILD=$BUILD)"
-done
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
+bench_range DURATION 1 600 s
+bench_range CONCURRENCY 1 4096
+bench_range KEYS 1 10000000
+bench_range MAX_MOVES 1 64
+bench_range SETTLE_S 1 3600 s
+bench_built slotd slotbench slotctl
 
 dir=$(mktemp -d /tmp/bench-balance.XXXXXX)
 pids=()
-# shellcheck source=scripts/bench/lib.sh
-. scripts/bench/lib.sh
 trap bench_cleanup EXIT
 trap 'exit 130' INT TERM
 

@@ -1,10 +1,30 @@
-# scripts/bench/lib.sh - sourced by the bench scripts: etcd install, stopping processes, free ports.
+# scripts/bench/lib.sh - sourced by the bench scripts: variable checks, etcd install, stopping processes, free ports.
 # shellcheck shell=bash
-# The caller defines log and die first. stop_pids and bench_cleanup read STOP_TRIES (x 0.1 s
+# The caller defines log and die first; bench_built reads bin and BUILD. stop_pids and bench_cleanup read STOP_TRIES (x 0.1 s
 # after SIGTERM, then SIGKILL); bench_cleanup also reads the caller's pids array and dir;
 # bench_etcd_install reads ETCD, bench_free_ports PY.
 # wait_for reads READY_TRIES and dir; slotd_serving and etcd_healthy PY.
 # shellcheck disable=SC2154
+
+# bench_whole VAR [LABEL]: dies unless $VAR is a whole number; LABEL (default VAR) names it.
+bench_whole() {
+  [[ ${!1} =~ ^[0-9]+$ ]] || die "${2:-$1} must be a whole number (got '${!1}')"
+}
+
+# bench_range VAR MIN MAX [UNIT [LABEL]]: bench_whole, then dies unless MIN <= $VAR <= MAX.
+bench_range() {
+  local label=${5:-$1}
+  bench_whole "$1" "$label"
+  ((${!1} >= $2 && ${!1} <= $3)) || die "$label must be $2..$3${4:+ $4} (got ${!1})"
+}
+
+# bench_built NAME...: dies unless every $bin/NAME is an executable.
+bench_built() {
+  local b
+  for b in "$@"; do
+    [[ -x $bin/$b ]] || die "$bin/$b not built (BUILD=$BUILD)"
+  done
+}
 
 # etcd-server from Debian (apt-get, as root or with sudo) when there is no "$ETCD" yet.
 bench_etcd_install() {

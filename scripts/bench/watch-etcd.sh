@@ -62,12 +62,11 @@ done
 SLOTD=${SLOTD:-$BUILD/bin/slotd}
 SLOTBENCH=${SLOTBENCH:-$BUILD/bin/slotbench}
 
-for v in ROUNDS DURATION WARMUP; do
-  [[ ${!v} =~ ^[0-9]+$ ]] || die "--${v,,} must be a whole number (got '${!v}')"
-done
-((ROUNDS >= 1 && ROUNDS <= 20)) || die "--rounds must be 1..20 (got $ROUNDS)"
-((DURATION >= 1 && DURATION <= 600)) || die "--duration must be 1..600 s (got $DURATION)"
-((WARMUP <= 60)) || die "--warmup must be 0..60 s (got $WARMUP)"
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
+bench_range ROUNDS 1 20 "" --rounds
+bench_range DURATION 1 600 s --duration
+bench_range WARMUP 0 60 s --warmup
 IFS=, read -r -a watcher_counts <<<"$WATCHERS"
 ((${#watcher_counts[@]} >= 1 && ${#watcher_counts[@]} <= 10)) || die "--watchers: 1..10 counts"
 for w in "${watcher_counts[@]}"; do
@@ -77,8 +76,6 @@ done
 [[ -x $SLOTBENCH ]] || die "$SLOTBENCH not built (--build DIR or --slotbench BIN)"
 "$SLOTBENCH" --help | grep -q -- '--watchers' || die "$SLOTBENCH has no --watchers (rebuild it)"
 
-# shellcheck source=scripts/bench/lib.sh
-. scripts/bench/lib.sh
 bench_etcd_install
 
 bench_setup watch-etcd # both data dirs live in $dir: same disk for both
