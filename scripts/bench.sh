@@ -10,29 +10,20 @@ CONCS=${CONCS:-"1 16 64 256"}
 PY=/usr/bin/python3
 bin=$BUILD/bin
 
-port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-dir=$(mktemp -d /tmp/slotd-bench.XXXXXX)
-"$bin"/slotd --listen 127.0.0.1:"$port" --data-dir "$dir/data" >"$dir/slotd.log" 2>&1 &
-pid=$!
-cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"; }
-trap cleanup EXIT
+READY_TRIES=60 # x 0.5 s until slotd serves
+STOP_TRIES=100 # x 0.1 s after SIGTERM, then SIGKILL
 
-# Wait (bounded) until grpc.health.v1.Health/Check answers SERVING (bytes 08 01).
-ready=0
-for _ in $(seq 60); do
-  if $PY -c 'import sys, grpc
-ch = grpc.insecure_channel(sys.argv[1])
-try:
-    sys.exit(ch.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=1.0) != b"\x08\x01")
-except grpc.RpcError:
-    sys.exit(1)' 127.0.0.1:"$port" 2>/dev/null; then ready=1; break; fi
-  sleep 0.5
-done
-if [[ $ready != 1 ]]; then
-  echo "bench: slotd not serving after 30 s; log:" >&2
-  tail -n 20 "$dir/slotd.log" >&2
-  exit 1
-fi
+log() { echo "bench: $*" >&2; }
+die() { log "$*"; exit 1; }
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
+bench_built slotd slotbench
+
+port=$(bench_free_ports 1)
+bench_setup slotd-bench
+"$bin"/slotd --listen 127.0.0.1:"$port" --data-dir "$dir/data" >"$dir/slotd.log" 2>&1 &
+pids+=($!)
+wait_for slotd slotd_serving 127.0.0.1:"$port"
 
 common=(--endpoints 127.0.0.1:"$port" --keys 10000 --key-size 64 --value-size 256 --json)
 "$bin"/slotbench "${common[@]}" --op put --concurrency 64 --duration 1 --populate >/dev/null

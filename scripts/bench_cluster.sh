@@ -13,29 +13,16 @@ PY=/usr/bin/python3
 bin=$BUILD/bin
 NODES=3
 READY_TRIES=60 # x 0.5 s: every node serving, then every group's leader known
+STOP_TRIES=100 # x 0.1 s after SIGTERM, then SIGKILL
 
-for b in slotd slotbench; do
-  [[ -x $bin/$b ]] || { echo "bench_cluster: $bin/$b not built (BUILD=$BUILD)" >&2; exit 1; }
-done
+log() { echo "bench_cluster: $*" >&2; }
+die() { log "$*"; exit 1; }
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
+bench_built slotd slotbench
 
-read -r -a ports <<<"$($PY -c '
-import socket
-socks = [socket.socket() for _ in range(6)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))')"
-dir=$(mktemp -d /tmp/slotd-bench-cluster.XXXXXX)
-pids=()
-cleanup() {
-  local pid
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+read -r -a ports <<<"$(bench_free_ports 6)"
+bench_setup slotd-bench-cluster
 
 peers=""
 endpoints=""
@@ -52,51 +39,19 @@ for n in $(seq $NODES); do
   pids+=($!)
 done
 
-# grpc.health.v1.Health/Check with an empty request; SERVING is the response bytes 08 01.
-health_ok() {
-  $PY - "$@" <<'PYEOF'
-import sys, grpc
-for addr in sys.argv[1:]:
-    with grpc.insecure_channel(addr) as ch:
-        check = ch.unary_unary("/grpc.health.v1.Health/Check")
-        try:
-            if check(b"", timeout=1.0) != b"\x08\x01":
-                sys.exit(1)
-        except grpc.RpcError:
-            sys.exit(1)
-PYEOF
-}
-ready=0
-for _ in $(seq $READY_TRIES); do
-  if health_ok "${addrs[@]}"; then ready=1; break; fi
-  sleep 0.5
-done
-if [[ $ready != 1 ]]; then
-  echo "bench_cluster: nodes not serving after $((READY_TRIES / 2)) s; logs:" >&2
-  tail -n 20 "$dir"/slotd*.log >&2
-  exit 1
-fi
+wait_for "slotd nodes" slotd_serving "${addrs[@]}"
 
 common=(--endpoints "$endpoints" --keys 10000 --key-size 64 --value-size 256 --json)
 # Every group has a leader the first node knows of once a route-aware read run sends all of its
 # calls direct and none fails.
-ready=0
-for _ in $(seq $READY_TRIES); do
-  if "$bin"/slotbench "${common[@]}" --route-aware --op get --concurrency 4 --ops 400 \
-      --duration 5 2>/dev/null | $PY -c '
+leaders_known() {
+  "$bin"/slotbench "${common[@]}" --route-aware --op get --concurrency 4 --ops 400 \
+    --duration 5 2>/dev/null | $PY -c '
 import json, sys
 r = json.load(sys.stdin)["run"]
-sys.exit(0 if r["errors_total"] == 0 and r["fallback"] == 0 and r["direct"] > 0 else 1)'; then
-    ready=1
-    break
-  fi
-  sleep 0.5
-done
-if [[ $ready != 1 ]]; then
-  echo "bench_cluster: no leader for every group after $((READY_TRIES / 2)) s; logs:" >&2
-  tail -n 20 "$dir"/slotd*.log >&2
-  exit 1
-fi
+sys.exit(0 if r["errors_total"] == 0 and r["fallback"] == 0 and r["direct"] > 0 else 1)'
+}
+wait_for "a leader for every group" leaders_known
 "$bin"/slotbench "${common[@]}" --route-aware --op put --concurrency 64 --duration 1 --populate \
   | $PY -c '
 import json, sys
@@ -141,7 +96,7 @@ PYEOF
 # scripts/bench/balance-put.sh measures steady put/s on 3 nodes and put/s while the balancer
 # moves replicas onto 2 joined nodes, in one run.
 if [[ ${BALANCE:-1} != 0 ]]; then
-  cleanup
+  bench_cleanup
   pids=()
   trap - EXIT
   BUILD=$BUILD DURATION=${BALANCE_DURATION:-20} scripts/bench/balance-put.sh
