@@ -172,13 +172,13 @@ static gpr_timespec deadline_from_ms(int64_t deadline_ms)
     return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(left, GPR_TIMESPAN));
 }
 
-/* Starts a USER call to peer (by_peer) or to address. */
+/* Starts a USER call to peer (by_peer) or to address (TRANSPORT_EINVAL when it is NULL). */
 static int user_call(struct transport *t, bool by_peer, uint64_t peer, const char *address,
                      const char *method, const void *req, size_t len, int64_t deadline_ms,
                      transport_reply_cb cb, void *arg)
 {
     if (method == NULL || method[0] != '/' || strlen(method) >= TRANSPORT_METHOD_MAX ||
-        cb == NULL || (req == NULL && len != 0)) {
+        cb == NULL || (req == NULL && len != 0) || (!by_peer && address == NULL)) {
         return TRANSPORT_EINVAL;
     }
     struct transport__call *c = calloc(1, sizeof(*c));
@@ -252,9 +252,6 @@ int transport_call_addr(struct transport *t, const char *address, const char *me
                         const void *req, size_t len, int64_t deadline_ms, transport_reply_cb cb,
                         void *arg)
 {
-    if (address == NULL) {
-        return TRANSPORT_EINVAL;
-    }
     return user_call(t, false, 0, address, method, req, len, deadline_ms, cb, arg);
 }
 
@@ -290,6 +287,8 @@ static void forward_done(void *arg, int status, const char *message, const uint8
     slotd__internal__v1__forward_response__free_unpacked(r, NULL);
 }
 
+/* Sends method(req) to peer (by_id) or address wrapped in a Peer/Forward call (user_call's
+ * checks); cb gets the inner call's answer through forward_done. */
 static int forward_call(struct transport *t, bool by_id, uint64_t peer, const char *address,
                         const char *method, const void *req, size_t len, int64_t deadline_ms,
                         transport_reply_cb cb, void *arg)
@@ -331,8 +330,5 @@ int transport_forward_addr(struct transport *t, const char *address, const char 
                            const void *req, size_t len, int64_t deadline_ms, transport_reply_cb cb,
                            void *arg)
 {
-    if (address == NULL) {
-        return TRANSPORT_EINVAL;
-    }
     return forward_call(t, false, 0, address, method, req, len, deadline_ms, cb, arg);
 }

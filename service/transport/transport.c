@@ -57,24 +57,20 @@ static bool options_resolve(const struct transport_options *o, struct transport_
 {
     transport_options_default(out);
     out->node_id = o->node_id;
-    if (o->queue_msgs_max != 0) {
-        out->queue_msgs_max = o->queue_msgs_max;
-    }
-    if (o->queue_bytes_max != 0) {
-        out->queue_bytes_max = o->queue_bytes_max;
-    }
-    if (o->batch_bytes_max != 0) {
-        out->batch_bytes_max = o->batch_bytes_max;
-    }
-    if (o->backoff_min_ms != 0) {
-        out->backoff_min_ms = o->backoff_min_ms;
-    }
-    if (o->backoff_max_ms != 0) {
-        out->backoff_max_ms = o->backoff_max_ms;
-    }
-    if (o->call_timeout_ms != 0) {
-        out->call_timeout_ms = o->call_timeout_ms;
-    }
+/* A field given as 0 keeps its default. */
+#define TRANSPORT__TAKE_SET(field)                                                                 \
+    do {                                                                                           \
+        if (o->field != 0) {                                                                       \
+            out->field = o->field;                                                                 \
+        }                                                                                          \
+    } while (0)
+    TRANSPORT__TAKE_SET(queue_msgs_max);
+    TRANSPORT__TAKE_SET(queue_bytes_max);
+    TRANSPORT__TAKE_SET(batch_bytes_max);
+    TRANSPORT__TAKE_SET(backoff_min_ms);
+    TRANSPORT__TAKE_SET(backoff_max_ms);
+    TRANSPORT__TAKE_SET(call_timeout_ms);
+#undef TRANSPORT__TAKE_SET
     out->tls = o->tls;
     out->tls_ca_pem = o->tls_ca_pem;
     out->tls_cert_pem = o->tls_cert_pem;
