@@ -950,6 +950,12 @@ static void test_call_relays_status(void)
                     TRANSPORT_EUNKNOWN_PEER);
     CU_ASSERT_EQUAL(transport_call(t, 2, "nope", NULL, 0, deadline, reply_cb, &r[0]),
                     TRANSPORT_EINVAL);
+    CU_ASSERT_EQUAL(
+        transport_call_addr(t, NULL, GROUP_STATUS_METHOD, NULL, 0, deadline, reply_cb, &r[0]),
+        TRANSPORT_EINVAL);
+    CU_ASSERT_EQUAL(
+        transport_forward_addr(t, NULL, GROUP_STATUS_METHOD, NULL, 0, deadline, reply_cb, &r[0]),
+        TRANSPORT_EINVAL);
     CU_ASSERT_EQUAL(transport_call(t, 2, GROUP_STATUS_METHOD, NULL, 0, deadline, reply_cb, &r[0]),
                     TRANSPORT_OK);
     CU_ASSERT_EQUAL(
