@@ -951,6 +951,25 @@ static const char *const peer_ops[] = {"health_report", "node_address",     "nod
                                        "task_advance",  "task_progress",    "task_fail",
                                        "task_create",   "backup_run_report"};
 
+/* The first-hand peer ops that report on one node, which must be the sender: the JSON field
+ * naming that node and the words of the refusal. */
+static const struct own_report {
+    const char *op, *field, *what, *whose;
+} own_reports[] = {
+    {"health_report", "node", "a health report for", "itself"},
+    {"backup_run_report", "node", "a backup run report for", "its own run"},
+    {"node_zone", "id", "the zone of", "its own"},
+    {"node_address", "id", "the addresses of", "its own"},
+};
+
+static const struct own_report *own_report_find(const char *op)
+{
+    for (size_t i = 0; i < sizeof(own_reports) / sizeof(own_reports[0]); i++)
+        if (strcmp(op, own_reports[i].op) == 0)
+            return &own_reports[i];
+    return NULL;
+}
+
 /* Whether the command cmd (NUL-terminated JSON) may come from caller (0: peers are not
  * authenticated) on Peer/ControllerCommand, relayed (no_forward) or first-hand: its op is one
  * nodes send; a relayed command comes from a controller voter (only voters relay to the leader);
@@ -962,6 +981,7 @@ static int peer_command_allowed(struct node_api *api, const char *cmd, uint64_t 
     const char *op = json_string_value(json_object_get(j, "op"));
     int rc = -1;
     bool known = false;
+    const struct own_report *own;
     for (size_t i = 0; op != NULL && i < sizeof(peer_ops) / sizeof(peer_ops[0]); i++)
         known = known || strcmp(op, peer_ops[i]) == 0;
     if (j == NULL || op == NULL) {
@@ -984,34 +1004,12 @@ static int peer_command_allowed(struct node_api *api, const char *cmd, uint64_t 
                             "command: relayed (no_forward) by node %llu, which is not a "
                             "controller voter",
                             (unsigned long long)caller);
-    } else if (strcmp(op, "health_report") == 0 &&
-               json_integer_value(json_object_get(j, "node")) != (json_int_t)caller) {
+    } else if ((own = own_report_find(op)) != NULL &&
+               json_integer_value(json_object_get(j, own->field)) != (json_int_t)caller) {
         slotd_error_set(err, SLOTD_EPRECONDITION,
-                        "command: a health report for node %lld sent by node %llu (a node "
-                        "reports only itself)",
-                        (long long)json_integer_value(json_object_get(j, "node")),
-                        (unsigned long long)caller);
-    } else if (strcmp(op, "backup_run_report") == 0 &&
-               json_integer_value(json_object_get(j, "node")) != (json_int_t)caller) {
-        slotd_error_set(err, SLOTD_EPRECONDITION,
-                        "command: a backup run report for node %lld sent by node %llu (a node "
-                        "reports only its own run)",
-                        (long long)json_integer_value(json_object_get(j, "node")),
-                        (unsigned long long)caller);
-    } else if (strcmp(op, "node_zone") == 0 &&
-               json_integer_value(json_object_get(j, "id")) != (json_int_t)caller) {
-        slotd_error_set(err, SLOTD_EPRECONDITION,
-                        "command: the zone of node %lld sent by node %llu (a node reports only "
-                        "its own)",
-                        (long long)json_integer_value(json_object_get(j, "id")),
-                        (unsigned long long)caller);
-    } else if (strcmp(op, "node_address") == 0 &&
-               json_integer_value(json_object_get(j, "id")) != (json_int_t)caller) {
-        slotd_error_set(err, SLOTD_EPRECONDITION,
-                        "command: the addresses of node %lld sent by node %llu (a node reports "
-                        "only its own)",
-                        (long long)json_integer_value(json_object_get(j, "id")),
-                        (unsigned long long)caller);
+                        "command: %s node %lld sent by node %llu (a node reports only %s)",
+                        own->what, (long long)json_integer_value(json_object_get(j, own->field)),
+                        (unsigned long long)caller, own->whose);
     } else {
         rc = 0;
     }
