@@ -407,11 +407,7 @@ json_t *ctl__auth_encode(const struct ctl_auth *a)
     char hex[2 * CTL_TOKEN_KEY_BYTES + 1];
     hex_encode(a->token_key, CTL_TOKEN_KEY_BYTES, hex);
     bad |= ctl__json_set(o, "token_key", json_string(hex));
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    return ctl__json_done(o, bad);
 }
 
 /* A string field without embedded NUL. */

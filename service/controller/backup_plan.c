@@ -93,11 +93,7 @@ json_t *ctl__backup_encode(const struct ctl_backup_plan *b)
     bad |= ctl__json_set(o, "last_failure_run", ctl__json_u64_new(b->last_failure_run));
     bad |= ctl__json_set(o, "last_failure_ms", ctl__json_u64_new(b->last_failure_ms));
     bad |= ctl__json_set(o, "last_error", json_string(b->last_error));
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    return ctl__json_done(o, bad);
 }
 
 int ctl__backup_decode(const json_t *o, struct ctl_backup_plan *b, char *err, size_t errlen)

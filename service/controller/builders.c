@@ -61,11 +61,7 @@ static json_t *node_obj(uint64_t id, const char *address, const char *client_add
     if (weight != 0) {
         bad |= ctl__json_set(o, "weight", json_integer(weight));
     }
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    return ctl__json_done(o, bad);
 }
 
 int ctl_cmd_bootstrap(const char *cluster_id, const struct ctl_config *config,

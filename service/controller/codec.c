@@ -33,11 +33,7 @@ static json_t *encode_node(const struct ctl_node *n)
         }
     }
     json_decref(roles);
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    return ctl__json_done(o, bad);
 }
 
 static json_t *encode_group(const struct ctl_group *g)
@@ -50,11 +46,7 @@ static json_t *encode_group(const struct ctl_group *g)
     bad |= ctl__json_set(o, "desired_peers", ctl__json_u64s_new(g->desired_peers, g->n_peers));
     bad |= ctl__json_set(o, "config_epoch", ctl__json_u64_new(g->config_epoch));
     bad |= ctl__json_set(o, "preferred_leader", ctl__json_u64_new(g->preferred_leader));
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    return ctl__json_done(o, bad);
 }
 
 static json_t *encode_table(const struct ctl_hash_slot_table *t)
@@ -73,11 +65,7 @@ static json_t *encode_table(const struct ctl_hash_slot_table *t)
         bad |= ctl__json_set(o, "version", ctl__json_u64_new(t->version));
     }
     json_decref(ranges);
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    return ctl__json_done(o, bad);
 }
 
 static json_t *encode_proof(const struct ctl_task_proof *p)
@@ -92,11 +80,7 @@ static json_t *encode_proof(const struct ctl_task_proof *p)
     bad |= ctl__json_set(o, "leader", ctl__json_u64_new(p->leader));
     bad |= ctl__json_set(o, "commit", ctl__json_u64_new(p->commit));
     bad |= ctl__json_set(o, "target_match", ctl__json_u64_new(p->target_match));
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    return ctl__json_done(o, bad);
 }
 
 static json_t *encode_progress(const struct ctl_task_progress *p)
@@ -109,11 +93,7 @@ static json_t *encode_progress(const struct ctl_task_progress *p)
     bad |= ctl__json_set(o, "bytes_total", ctl__json_u64_new(p->bytes_total));
     bad |= ctl__json_set(o, "target_match", ctl__json_u64_new(p->target_match));
     bad |= ctl__json_set(o, "commit", ctl__json_u64_new(p->commit));
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    return ctl__json_done(o, bad);
 }
 
 static json_t *encode_task(const struct ctl_task *t)
@@ -143,11 +123,7 @@ static json_t *encode_task(const struct ctl_task *t)
         bad |= ctl__json_set(o, "to_group", json_integer(t->to_group));
         bad |= ctl__json_set(o, "hash_slots", ctl__json_slots_new(t->hash_slots));
     }
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    return ctl__json_done(o, bad);
 }
 
 static json_t *encode_health(const struct ctl_health *h)
@@ -159,11 +135,7 @@ static json_t *encode_health(const struct ctl_health *h)
     int bad = ctl__json_set(o, "node", ctl__json_u64_new(h->node));
     bad |= ctl__json_set(o, "reported_at_ms", ctl__json_u64_new(h->reported_at_ms));
     bad |= ctl__json_set(o, "ttl_ms", ctl__json_u64_new(h->ttl_ms));
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    return ctl__json_done(o, bad);
 }
 
 /* Appends encode(items[i]) for i < n to a new array stored as obj[key]. */
@@ -222,11 +194,7 @@ static json_t *encode_body(const struct ctl_state *s)
     if (s->backup.set || s->backup.run_id != 0) {
         bad |= ctl__json_set(o, "backup", ctl__backup_encode(&s->backup));
     }
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    return ctl__json_done(o, bad);
 }
 
 /* CRC-32C of the canonical dump of body (which has no "checksum" field). */

@@ -75,6 +75,9 @@ json_t *ctl__json_u64_new(uint64_t v);
 /* JSON array of v[0..n) (borrowed for the call); NULL when one is > CTL_U64_JSON_MAX or on
  * allocation failure. */
 json_t *ctl__json_u64s_new(const uint64_t *v, uint32_t n);
+/* The end of an encoder: o when bad (the OR of its ctl__json_set / _push results) is 0, else
+ * NULL after freeing o (ownership of o transfers; NULL allowed). */
+json_t *ctl__json_done(json_t *o, int bad);
 
 /* ---- command builders (builders.c), shared by the ctl_cmd_*() of every file ---- */
 /* A new command object {"op": op}; NULL on allocation failure. Caller frees with json_decref(). */

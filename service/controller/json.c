@@ -209,6 +209,15 @@ int ctl__json_push(json_t *arr, json_t *v)
     return v == NULL ? -1 : json_array_append_new(arr, v);
 }
 
+json_t *ctl__json_done(json_t *o, int bad)
+{
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 json_t *ctl__json_u64_new(uint64_t v)
 {
     return v > CTL_U64_JSON_MAX ? NULL : json_integer((json_int_t)v);
