@@ -172,16 +172,9 @@ static void on_cluster_state(void *ctx, struct rpc_call *call, const uint8_t *re
     node_gate(&g);
 }
 
-static void on_controller_status(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+static void on_controller_status(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
-    Slotd__V1__ControllerStatusRequest *r =
-        slotd__v1__controller_status_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.ControllerStatusRequest");
-        return;
-    }
-    slotd__v1__controller_status_request__free_unpacked(r, NULL);
+    (void)req; /* ControllerStatusRequest has no fields */
     struct runtime_ctl_status st;
     runtime_ctl_status(api->rt, &st);
     Slotd__V1__ControllerStatusResponse q = SLOTD__V1__CONTROLLER_STATUS_RESPONSE__INIT;
@@ -399,15 +392,10 @@ static int group_field(uint32_t id, struct slotd_error *err)
     return -1;
 }
 
-static void on_join_node(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+static void on_join_node(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
     struct slotd_error err;
-    Slotd__V1__JoinNodeRequest *r = slotd__v1__join_node_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.JoinNodeRequest");
-        return;
-    }
+    Slotd__V1__JoinNodeRequest *r = req;
     char *cmd = NULL;
     int rc = -1;
     size_t alen = strlen(r->address);
@@ -432,7 +420,6 @@ static void on_join_node(void *ctx, struct rpc_call *call, const uint8_t *req, s
         rc = node_admin_submit(api, call, "/slotd.v1.Admin/JoinNode", cmd, &r->base, &r->no_forward,
                                &err);
     finish(call, rc, cmd, &err);
-    slotd__v1__join_node_request__free_unpacked(r, NULL);
 }
 
 /* ActivateNode's, DemoteControllerVoter's and RemoveNode's common part: checks node_id, builds
@@ -454,30 +441,17 @@ static void node_command_submit(struct node_api *api, struct rpc_call *call, con
     finish(call, rc, cmd, &err);
 }
 
-static void on_activate_node(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+static void on_activate_node(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
-    Slotd__V1__ActivateNodeRequest *r = slotd__v1__activate_node_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.ActivateNodeRequest");
-        return;
-    }
+    Slotd__V1__ActivateNodeRequest *r = req;
     node_command_submit(api, call, "/slotd.v1.Admin/ActivateNode", ctl_cmd_activate_node,
                         r->node_id, r->expected_revision, &r->base, &r->no_forward);
-    slotd__v1__activate_node_request__free_unpacked(r, NULL);
 }
 
-static void on_set_preferred_leader(void *ctx, struct rpc_call *call, const uint8_t *req,
-                                    size_t len)
+static void on_set_preferred_leader(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
     struct slotd_error err;
-    Slotd__V1__SetPreferredLeaderRequest *r =
-        slotd__v1__set_preferred_leader_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.SetPreferredLeaderRequest");
-        return;
-    }
+    Slotd__V1__SetPreferredLeaderRequest *r = req;
     char *cmd = NULL;
     int rc = -1;
     if (group_field(r->group_id, &err) != 0 || node_field(r->node_id, "node_id", &err) != 0)
@@ -489,18 +463,12 @@ static void on_set_preferred_leader(void *ctx, struct rpc_call *call, const uint
         rc = node_admin_submit(api, call, "/slotd.v1.Admin/SetPreferredLeader", cmd, &r->base,
                                &r->no_forward, &err);
     finish(call, rc, cmd, &err);
-    slotd__v1__set_preferred_leader_request__free_unpacked(r, NULL);
 }
 
-static void on_report_health(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+static void on_report_health(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
     struct slotd_error err;
-    Slotd__V1__ReportHealthRequest *r = slotd__v1__report_health_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.ReportHealthRequest");
-        return;
-    }
+    Slotd__V1__ReportHealthRequest *r = req;
     char *cmd = NULL;
     int rc = -1;
     if (node_field(r->node_id, "node_id", &err) != 0)
@@ -515,7 +483,6 @@ static void on_report_health(void *ctx, struct rpc_call *call, const uint8_t *re
         rc = node_admin_submit(api, call, "/slotd.v1.Admin/ReportHealth", cmd, &r->base,
                                &r->no_forward, &err);
     finish(call, rc, cmd, &err);
-    slotd__v1__report_health_request__free_unpacked(r, NULL);
 }
 
 /* ---- Tasks ---- */
@@ -535,15 +502,10 @@ static int create_task(struct node_api *api, struct rpc_call *call, const char *
     return rc;
 }
 
-static void on_move_replica(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+static void on_move_replica(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
     struct slotd_error err;
-    Slotd__V1__MoveReplicaRequest *r = slotd__v1__move_replica_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.MoveReplicaRequest");
-        return;
-    }
+    Slotd__V1__MoveReplicaRequest *r = req;
     int rc = group_field(r->group_id, &err);
     rc = rc ? rc : node_field(r->from_node, "from_node", &err);
     rc = rc ? rc : node_field(r->to_node, "to_node", &err);
@@ -557,19 +519,12 @@ static void on_move_replica(void *ctx, struct rpc_call *call, const uint8_t *req
     }
     if (rc != 0)
         rpc_call_fail(call, &err);
-    slotd__v1__move_replica_request__free_unpacked(r, NULL);
 }
 
-static void on_transfer_leader(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+static void on_transfer_leader(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
     struct slotd_error err;
-    Slotd__V1__TransferLeaderRequest *r =
-        slotd__v1__transfer_leader_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.TransferLeaderRequest");
-        return;
-    }
+    Slotd__V1__TransferLeaderRequest *r = req;
     int rc = group_field(r->group_id, &err);
     rc = rc ? rc : node_field(r->to_node, "to_node", &err);
     if (rc == 0) {
@@ -590,19 +545,12 @@ static void on_transfer_leader(void *ctx, struct rpc_call *call, const uint8_t *
     }
     if (rc != 0)
         rpc_call_fail(call, &err);
-    slotd__v1__transfer_leader_request__free_unpacked(r, NULL);
 }
 
-static void on_promote_voter(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+static void on_promote_voter(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
     struct slotd_error err;
-    Slotd__V1__PromoteControllerVoterRequest *r =
-        slotd__v1__promote_controller_voter_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.PromoteControllerVoterRequest");
-        return;
-    }
+    Slotd__V1__PromoteControllerVoterRequest *r = req;
     int rc = node_field(r->node_id, "node_id", &err);
     if (rc == 0) {
         struct ctl_task_spec spec = {.kind = CTL_TASK_CONTROLLER_VOTER_PROMOTION,
@@ -612,18 +560,12 @@ static void on_promote_voter(void *ctx, struct rpc_call *call, const uint8_t *re
     }
     if (rc != 0)
         rpc_call_fail(call, &err);
-    slotd__v1__promote_controller_voter_request__free_unpacked(r, NULL);
 }
 
-static void on_drain_node(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+static void on_drain_node(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
     struct slotd_error err;
-    Slotd__V1__DrainNodeRequest *r = slotd__v1__drain_node_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.DrainNodeRequest");
-        return;
-    }
+    Slotd__V1__DrainNodeRequest *r = req;
     int rc = node_field(r->node_id, "node_id", &err);
     if (rc == 0) {
         struct ctl_task_spec spec = {.kind = CTL_TASK_NODE_DRAIN, .node = r->node_id};
@@ -632,7 +574,6 @@ static void on_drain_node(void *ctx, struct rpc_call *call, const uint8_t *req, 
     }
     if (rc != 0)
         rpc_call_fail(call, &err);
-    slotd__v1__drain_node_request__free_unpacked(r, NULL);
 }
 
 /* RetryTask's and AbortTask's common part: checks task_id, builds the command with build (one of
@@ -654,58 +595,33 @@ static void task_command_submit(struct node_api *api, struct rpc_call *call, con
     finish(call, rc, cmd, &err);
 }
 
-static void on_retry_task(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+static void on_retry_task(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
-    Slotd__V1__RetryTaskRequest *r = slotd__v1__retry_task_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.RetryTaskRequest");
-        return;
-    }
+    Slotd__V1__RetryTaskRequest *r = req;
     task_command_submit(api, call, "/slotd.v1.Admin/RetryTask", ctl_cmd_task_retry, r->task_id,
                         r->expected_revision, &r->base, &r->no_forward);
-    slotd__v1__retry_task_request__free_unpacked(r, NULL);
 }
 
-static void on_abort_task(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+static void on_abort_task(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
-    Slotd__V1__AbortTaskRequest *r = slotd__v1__abort_task_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.AbortTaskRequest");
-        return;
-    }
+    Slotd__V1__AbortTaskRequest *r = req;
     task_command_submit(api, call, "/slotd.v1.Admin/AbortTask", ctl_cmd_task_abort, r->task_id,
                         r->expected_revision, &r->base, &r->no_forward);
-    slotd__v1__abort_task_request__free_unpacked(r, NULL);
 }
 
-static void on_demote_voter(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+static void on_demote_voter(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
-    Slotd__V1__DemoteControllerVoterRequest *r =
-        slotd__v1__demote_controller_voter_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.DemoteControllerVoterRequest");
-        return;
-    }
+    Slotd__V1__DemoteControllerVoterRequest *r = req;
     node_command_submit(api, call, "/slotd.v1.Admin/DemoteControllerVoter",
                         ctl_cmd_controller_voter_demote, r->node_id, r->expected_revision, &r->base,
                         &r->no_forward);
-    slotd__v1__demote_controller_voter_request__free_unpacked(r, NULL);
 }
 
-static void on_remove_node(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+static void on_remove_node(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
-    Slotd__V1__RemoveNodeRequest *r = slotd__v1__remove_node_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.RemoveNodeRequest");
-        return;
-    }
+    Slotd__V1__RemoveNodeRequest *r = req;
     node_command_submit(api, call, "/slotd.v1.Admin/RemoveNode", ctl_cmd_node_remove, r->node_id,
                         r->expected_revision, &r->base, &r->no_forward);
-    slotd__v1__remove_node_request__free_unpacked(r, NULL);
 }
 
 /* Fills t (its hash_slots point into slots, CTL_HASH_SLOTS entries) from c. */
@@ -817,16 +733,10 @@ static int hash_slots_field(const uint32_t *v, size_t n, uint8_t bitmap[32],
     return 0;
 }
 
-static void on_migrate_hash_slots(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+static void on_migrate_hash_slots(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
     struct slotd_error err;
-    Slotd__V1__MigrateHashSlotsRequest *r =
-        slotd__v1__migrate_hash_slots_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.MigrateHashSlotsRequest");
-        return;
-    }
+    Slotd__V1__MigrateHashSlotsRequest *r = req;
     /* The switch is the cluster state's features.hash_slot_migration, checked by the controller
      * state machine where the task is created (whichever node relays it). */
     struct ctl_task_spec spec = {.kind = CTL_TASK_HASH_SLOT_MIGRATION};
@@ -843,18 +753,12 @@ static void on_migrate_hash_slots(void *ctx, struct rpc_call *call, const uint8_
     }
     if (rc != 0)
         rpc_call_fail(call, &err);
-    slotd__v1__migrate_hash_slots_request__free_unpacked(r, NULL);
 }
 
-static void on_set_feature(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+static void on_set_feature(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
     struct slotd_error err;
-    Slotd__V1__SetFeatureRequest *r = slotd__v1__set_feature_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.SetFeatureRequest");
-        return;
-    }
+    Slotd__V1__SetFeatureRequest *r = req;
     char *cmd = NULL;
     int rc = -1;
     struct ctl_features none = {0};
@@ -867,7 +771,6 @@ static void on_set_feature(void *ctx, struct rpc_call *call, const uint8_t *req,
         rc = node_admin_submit(api, call, "/slotd.v1.Admin/SetFeature", cmd, &r->base,
                                &r->no_forward, &err);
     finish(call, rc, cmd, &err);
-    slotd__v1__set_feature_request__free_unpacked(r, NULL);
 }
 
 /* The plan's values are checked here for a clear field error and again where the command is
@@ -897,15 +800,10 @@ static int backup_plan_fields(const Slotd__V1__SetBackupPlanRequest *r, struct s
     return -1;
 }
 
-static void on_set_backup_plan(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+static void on_set_backup_plan(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
     struct slotd_error err;
-    Slotd__V1__SetBackupPlanRequest *r = slotd__v1__set_backup_plan_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.SetBackupPlanRequest");
-        return;
-    }
+    Slotd__V1__SetBackupPlanRequest *r = req;
     char *cmd = NULL;
     int rc = backup_plan_fields(r, &err);
     if (rc == 0) {
@@ -917,20 +815,14 @@ static void on_set_backup_plan(void *ctx, struct rpc_call *call, const uint8_t *
                                               &r->base, &r->no_forward, &err);
     }
     finish(call, rc, cmd, &err);
-    slotd__v1__set_backup_plan_request__free_unpacked(r, NULL);
 }
 
 /* SetBalance {enabled}: the feature balance_paused set to !enabled (checked like any
  * set_feature where it applies). */
-static void on_set_balance(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
+static void on_set_balance(struct node_api *api, struct rpc_call *call, void *req)
 {
-    struct node_api *api = ctx;
     struct slotd_error err;
-    Slotd__V1__SetBalanceRequest *r = slotd__v1__set_balance_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        fail_malformed(call, "slotd.v1.SetBalanceRequest");
-        return;
-    }
+    Slotd__V1__SetBalanceRequest *r = req;
     char *cmd = NULL;
     int rc = ctl_cmd_set_feature("balance_paused", !r->enabled, r->expected_revision, &cmd);
     if (rc != CTL_OK)
@@ -939,7 +831,6 @@ static void on_set_balance(void *ctx, struct rpc_call *call, const uint8_t *req,
         rc = node_admin_submit(api, call, "/slotd.v1.Admin/SetBalance", cmd, &r->base,
                                &r->no_forward, &err);
     finish(call, rc, cmd, &err);
-    slotd__v1__set_balance_request__free_unpacked(r, NULL);
 }
 
 #define PEER_CONTROLLER_COMMAND "/slotd.internal.v1.Peer/ControllerCommand"
@@ -1116,39 +1007,57 @@ int node_admin_gate(struct node_api *api, struct rpc_call *call, const uint8_t *
     return -1;
 }
 
-/* Admin methods that need the admin permission (with --auth), served through on_gated. */
+/* Admin methods that need the admin permission (with --auth), served through on_gated: it checks
+ * the permission, decodes the request as desc and calls cb with it (borrowed for the call). */
 static const struct {
     const char *path;
-    rpc_unary_cb cb;
+    const ProtobufCMessageDescriptor *desc;
+    void (*cb)(struct node_api *api, struct rpc_call *call, void *req);
 } gated[] = {
-    {"/slotd.v1.Admin/ControllerStatus", on_controller_status},
-    {"/slotd.v1.Admin/JoinNode", on_join_node},
-    {"/slotd.v1.Admin/ActivateNode", on_activate_node},
-    {"/slotd.v1.Admin/SetPreferredLeader", on_set_preferred_leader},
-    {"/slotd.v1.Admin/ReportHealth", on_report_health},
-    {"/slotd.v1.Admin/MoveReplica", on_move_replica},
-    {"/slotd.v1.Admin/TransferLeader", on_transfer_leader},
-    {"/slotd.v1.Admin/PromoteControllerVoter", on_promote_voter},
-    {"/slotd.v1.Admin/DrainNode", on_drain_node},
-    {"/slotd.v1.Admin/RetryTask", on_retry_task},
-    {"/slotd.v1.Admin/AbortTask", on_abort_task},
-    {"/slotd.v1.Admin/RemoveNode", on_remove_node},
-    {"/slotd.v1.Admin/DemoteControllerVoter", on_demote_voter},
-    {"/slotd.v1.Admin/MigrateHashSlots", on_migrate_hash_slots},
-    {"/slotd.v1.Admin/SetFeature", on_set_feature},
-    {"/slotd.v1.Admin/SetBackupPlan", on_set_backup_plan},
-    {"/slotd.v1.Admin/SetBalance", on_set_balance},
+    {"/slotd.v1.Admin/ControllerStatus", &slotd__v1__controller_status_request__descriptor,
+     on_controller_status},
+    {"/slotd.v1.Admin/JoinNode", &slotd__v1__join_node_request__descriptor, on_join_node},
+    {"/slotd.v1.Admin/ActivateNode", &slotd__v1__activate_node_request__descriptor,
+     on_activate_node},
+    {"/slotd.v1.Admin/SetPreferredLeader", &slotd__v1__set_preferred_leader_request__descriptor,
+     on_set_preferred_leader},
+    {"/slotd.v1.Admin/ReportHealth", &slotd__v1__report_health_request__descriptor,
+     on_report_health},
+    {"/slotd.v1.Admin/MoveReplica", &slotd__v1__move_replica_request__descriptor, on_move_replica},
+    {"/slotd.v1.Admin/TransferLeader", &slotd__v1__transfer_leader_request__descriptor,
+     on_transfer_leader},
+    {"/slotd.v1.Admin/PromoteControllerVoter",
+     &slotd__v1__promote_controller_voter_request__descriptor, on_promote_voter},
+    {"/slotd.v1.Admin/DrainNode", &slotd__v1__drain_node_request__descriptor, on_drain_node},
+    {"/slotd.v1.Admin/RetryTask", &slotd__v1__retry_task_request__descriptor, on_retry_task},
+    {"/slotd.v1.Admin/AbortTask", &slotd__v1__abort_task_request__descriptor, on_abort_task},
+    {"/slotd.v1.Admin/RemoveNode", &slotd__v1__remove_node_request__descriptor, on_remove_node},
+    {"/slotd.v1.Admin/DemoteControllerVoter",
+     &slotd__v1__demote_controller_voter_request__descriptor, on_demote_voter},
+    {"/slotd.v1.Admin/MigrateHashSlots", &slotd__v1__migrate_hash_slots_request__descriptor,
+     on_migrate_hash_slots},
+    {"/slotd.v1.Admin/SetFeature", &slotd__v1__set_feature_request__descriptor, on_set_feature},
+    {"/slotd.v1.Admin/SetBackupPlan", &slotd__v1__set_backup_plan_request__descriptor,
+     on_set_backup_plan},
+    {"/slotd.v1.Admin/SetBalance", &slotd__v1__set_balance_request__descriptor, on_set_balance},
 };
 
 static void on_gated(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     const char *m = rpc_call_method(call);
     for (size_t i = 0; i < sizeof(gated) / sizeof(gated[0]); i++) {
-        if (strcmp(gated[i].path, m) == 0) {
-            if (node_admin_gate(ctx, call, req, len) == 0)
-                gated[i].cb(ctx, call, req, len);
+        if (strcmp(gated[i].path, m) != 0)
+            continue;
+        if (node_admin_gate(ctx, call, req, len) != 0)
+            return;
+        ProtobufCMessage *r = protobuf_c_message_unpack(gated[i].desc, NULL, len, req);
+        if (r == NULL) {
+            fail_malformed(call, gated[i].desc->name);
             return;
         }
+        gated[i].cb(ctx, call, r);
+        protobuf_c_message_free_unpacked(r, NULL);
+        return;
     }
     struct slotd_error err;
     slotd_error_set(&err, SLOTD_EINTERNAL, "%s: no handler", m);

@@ -503,6 +503,16 @@ class SingleNodeTest(h.SlotdTestCase):
                     lambda: h.raw_unary(self.server.channel, "/slotd.v1.Metadata/" + method,
                                         payload),
                     INVALID, pb.ERROR_CODE_MALFORMED, "request")
+        # Admin requests are decoded in one place (admin.c's on_gated) from each method's
+        # descriptor: the error still names the method's own request message.
+        for method, message in (("JoinNode", "JoinNodeRequest"),
+                                ("ControllerStatus", "ControllerStatusRequest"),
+                                ("SetBalance", "SetBalanceRequest")):
+            err, _ = self.assertRpcError(
+                lambda: h.raw_unary(self.server.channel, "/slotd.v1.Admin/" + method,
+                                    malformed[0]),
+                INVALID, pb.ERROR_CODE_MALFORMED, "request")
+            self.assertIn("does not decode as slotd.v1." + message, err.details())
         self.assertStoredUnchanged()
 
     def test_unknown_methods(self):
