@@ -333,6 +333,36 @@ int slotctl_admin_send(struct slotd_client *c, const struct slotctl_args *a,
     return code;
 }
 
+int slotctl_admin_result_report(const struct slotctl_args *a, const struct slotd_admin_result *r,
+                                const char *what, json_t *fields)
+{
+    if (a->json) {
+        json_t *j = slotctl_admin_result_json(a, r);
+        if (fields != NULL)
+            json_object_update(j, fields);
+        slotctl_json_print(j);
+    } else {
+        slotctl_admin_result_print(r, what);
+    }
+    json_decref(fields);
+    return SLOTCTL_EXIT_OK;
+}
+
+int slotctl_admin_apply(struct slotd_client *c, const struct slotctl_args *a,
+                        struct slotd_admin_command *cmd, int built, const char *what,
+                        json_t *fields)
+{
+    struct slotd_admin_result *r;
+    int code = slotctl_admin_send(c, a, cmd, built, &r);
+    if (code != SLOTCTL_EXIT_OK) {
+        json_decref(fields);
+        return code;
+    }
+    slotctl_admin_result_report(a, r, what, fields);
+    slotd_admin_result_destroy(r);
+    return SLOTCTL_EXIT_OK;
+}
+
 int slotctl_node_admin_run(struct slotd_client *c, const struct slotctl_args *a)
 {
     bool join = a->cmd == SLOTCTL_CMD_JOIN;
@@ -348,30 +378,19 @@ int slotctl_node_admin_run(struct slotd_client *c, const struct slotctl_args *a)
         slotd_admin_command_set_weight(cmd, a->weight);
         slotd_admin_command_set_expected_revision(cmd, a->expected_revision);
     }
-    struct slotd_admin_result *rp;
-    int code = slotctl_admin_send(c, a, cmd, built, &rp);
-    if (code != SLOTCTL_EXIT_OK)
-        return code;
-    const struct slotd_admin_result *r = rp;
-    if (a->json) {
-        json_t *j = slotctl_admin_result_json(a, r);
-        json_object_set_new(j, "node_id", json_integer((json_int_t)a->node_id));
-        if (join)
-            json_object_set_new(j, "address", json_string(a->address));
-        slotctl_json_print(j);
-    } else {
-        char what[SLOTD_ADDRESS_LEN + 64];
-        if (join)
-            snprintf(what, sizeof(what), "node %" PRIu64 " at %s", a->node_id, a->address);
-        else
-            snprintf(what, sizeof(what), "node %" PRIu64 " %s", a->node_id,
-                     a->cmd == SLOTCTL_CMD_REMOVE_NODE ? "removed"
-                     : a->cmd == SLOTCTL_CMD_DEMOTE    ? "demoted to a controller mirror"
-                                                       : "active");
-        slotctl_admin_result_print(r, what);
-    }
-    slotd_admin_result_destroy(rp);
-    return SLOTCTL_EXIT_OK;
+    char what[SLOTD_ADDRESS_LEN + 64];
+    if (join)
+        snprintf(what, sizeof(what), "node %" PRIu64 " at %s", a->node_id, a->address);
+    else
+        snprintf(what, sizeof(what), "node %" PRIu64 " %s", a->node_id,
+                 a->cmd == SLOTCTL_CMD_REMOVE_NODE ? "removed"
+                 : a->cmd == SLOTCTL_CMD_DEMOTE    ? "demoted to a controller mirror"
+                                                   : "active");
+    json_t *fields = json_object();
+    json_object_set_new(fields, "node_id", json_integer((json_int_t)a->node_id));
+    if (join)
+        json_object_set_new(fields, "address", json_string(a->address));
+    return slotctl_admin_apply(c, a, cmd, built, what, fields);
 }
 
 /* Polls the route until a->to_node leads a->group_id or a->wait_s pass. Returns true when it
@@ -544,24 +563,13 @@ int slotctl_feature_run(struct slotd_client *c, const struct slotctl_args *a)
     int built = cmd ? slotd_admin_command_set_feature(cmd, feature, enabled) : SLOTD_CLIENT_ENOMEM;
     if (cmd)
         slotd_admin_command_set_expected_revision(cmd, a->expected_revision);
-    struct slotd_admin_result *rp;
-    int code = slotctl_admin_send(c, a, cmd, built, &rp);
-    if (code != SLOTCTL_EXIT_OK)
-        return code;
-    const struct slotd_admin_result *r = rp;
-    if (a->json) {
-        json_t *j = slotctl_admin_result_json(a, r);
-        json_object_set_new(j, "command", json_string("feature set"));
-        json_object_set_new(j, "feature", json_string(feature));
-        json_object_set_new(j, "enabled", json_boolean(enabled));
-        slotctl_json_print(j);
-    } else {
-        char what[128];
-        snprintf(what, sizeof(what), "feature %s %s", feature, enabled ? "on" : "off");
-        slotctl_admin_result_print(r, what);
-    }
-    slotd_admin_result_destroy(rp);
-    return SLOTCTL_EXIT_OK;
+    char what[128];
+    snprintf(what, sizeof(what), "feature %s %s", feature, enabled ? "on" : "off");
+    json_t *fields = json_object();
+    json_object_set_new(fields, "command", json_string("feature set"));
+    json_object_set_new(fields, "feature", json_string(feature));
+    json_object_set_new(fields, "enabled", json_boolean(enabled));
+    return slotctl_admin_apply(c, a, cmd, built, what, fields);
 }
 
 /* ---- balance ------------------------------------------------------------------------------ */
@@ -658,18 +666,7 @@ int slotctl_balance_run(struct slotd_client *c, const struct slotctl_args *a)
         slotd_admin_command_set_enabled(cmd, enabled);
         slotd_admin_command_set_expected_revision(cmd, a->expected_revision);
     }
-    struct slotd_admin_result *rp;
-    int code = slotctl_admin_send(c, a, cmd, cmd ? SLOTD_CLIENT_OK : SLOTD_CLIENT_ENOMEM, &rp);
-    if (code != SLOTCTL_EXIT_OK)
-        return code;
-    const struct slotd_admin_result *r = rp;
-    if (a->json) {
-        json_t *j = slotctl_admin_result_json(a, r);
-        json_object_set_new(j, "command", json_string(enabled ? "balance on" : "balance off"));
-        slotctl_json_print(j);
-    } else {
-        slotctl_admin_result_print(r, enabled ? "balance on" : "balance off");
-    }
-    slotd_admin_result_destroy(rp);
-    return SLOTCTL_EXIT_OK;
+    const char *what = enabled ? "balance on" : "balance off";
+    return slotctl_admin_apply(c, a, cmd, cmd ? SLOTD_CLIENT_OK : SLOTD_CLIENT_ENOMEM, what,
+                               json_pack("{s:s}", "command", what));
 }

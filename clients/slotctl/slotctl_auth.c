@@ -63,8 +63,8 @@ static int usage(const char *text)
     return SLOTCTL_EXIT_USAGE;
 }
 
-static int write_run(struct slotd_client *c, const struct slotctl_args *a,
-                     const struct auth_req *w, const char *what)
+static int write_run(struct slotd_client *c, const struct slotctl_args *a, const struct auth_req *w,
+                     const char *what)
 {
     struct slotd_admin_result *r = NULL;
     struct slotd_error *e = NULL;
@@ -77,13 +77,9 @@ static int write_run(struct slotd_client *c, const struct slotctl_args *a,
         slotd_error_destroy(e);
         return code;
     }
-    if (a->json) {
-        json_t *j = slotctl_admin_result_json(a, r);
-        json_object_set_new(j, "name", json_string(w->name));
-        slotctl_json_print(j);
-    } else {
-        slotctl_admin_result_print(r, what);
-    }
+    json_t *fields = json_object();
+    json_object_set_new(fields, "name", json_string(w->name));
+    slotctl_admin_result_report(a, r, what, fields);
     slotd_admin_result_destroy(r);
     return SLOTCTL_EXIT_OK;
 }

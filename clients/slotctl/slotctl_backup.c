@@ -304,20 +304,8 @@ static int plan_write(struct slotd_client *c, const struct slotctl_args *a, bool
             : SLOTD_CLIENT_ENOMEM;
     if (cmd)
         slotd_admin_command_set_expected_revision(cmd, a->expected_revision);
-    struct slotd_admin_result *rp;
-    int code = slotctl_admin_send(c, a, cmd, built, &rp);
-    if (code != SLOTCTL_EXIT_OK)
-        return code;
-    if (a->json) {
-        json_t *j = slotctl_admin_result_json(a, rp);
-        json_object_set_new(j, "command",
-                            json_string(del ? "backup plan delete" : "backup plan set"));
-        slotctl_json_print(j);
-    } else {
-        slotctl_admin_result_print(rp, del ? "backup plan delete" : "backup plan set");
-    }
-    slotd_admin_result_destroy(rp);
-    return SLOTCTL_EXIT_OK;
+    const char *what = del ? "backup plan delete" : "backup plan set";
+    return slotctl_admin_apply(c, a, cmd, built, what, json_pack("{s:s}", "command", what));
 }
 
 /* backup plan show: the cluster state's "backup" (absent: no plan was ever set). */

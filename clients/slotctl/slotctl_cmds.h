@@ -45,8 +45,7 @@ int slotctl_error_report_text(const struct slotctl_args *a, int rc, const char *
  * command; SLOTCTL_EXIT_OK with *out (caller frees with slotd_admin_result_destroy()), or the
  * exit code of the failure, reported. */
 int slotctl_admin_send(struct slotd_client *c, const struct slotctl_args *a,
-                       struct slotd_admin_command *cmd, int built,
-                       struct slotd_admin_result **out);
+                       struct slotd_admin_command *cmd, int built, struct slotd_admin_result **out);
 
 /* e: borrowed for the call. A failed call's gRPC status and ErrorDetail as a JSON object
  * (grpc_status, address, detail); caller owns it. */
@@ -82,6 +81,19 @@ json_t *slotctl_admin_result_json(const struct slotctl_args *a, const struct slo
 
 /* r, what: borrowed for the call. Prints "CHANGED  what  revision R  applied index I". */
 void slotctl_admin_result_print(const struct slotd_admin_result *r, const char *what);
+
+/* a, r, what: borrowed for the call; fields: ownership transfers (NULL allowed). Reports an
+ * admin command's answer: with --json slotctl_admin_result_json plus fields (whose keys replace
+ * the common ones, "command" among them), else slotctl_admin_result_print(r, what). Returns
+ * SLOTCTL_EXIT_OK. */
+int slotctl_admin_result_report(const struct slotctl_args *a, const struct slotd_admin_result *r,
+                                const char *what, json_t *fields);
+
+/* c, a, what: borrowed for the call; cmd, fields: ownership transfers. slotctl_admin_send, then
+ * slotctl_admin_result_report of the answer. Returns the exit code. */
+int slotctl_admin_apply(struct slotd_client *c, const struct slotctl_args *a,
+                        struct slotd_admin_command *cmd, int built, const char *what,
+                        json_t *fields);
 
 /* ---- users and roles (slotctl_auth.c) ---- */
 
@@ -253,8 +265,8 @@ int slotctl_txn_run(struct slotd_client *c, const struct slotctl_args *a);
 
 /* s, out, count, err: borrowed for the call. Parses a resume token "GROUP:INDEX,..." into out
  * (at most max positions). Returns 0, or -1 with a sentence in err. */
-int slotctl_resume_parse(const char *s, struct slotd_watch_position *out, size_t max,
-                         size_t *count, char *err, size_t errlen);
+int slotctl_resume_parse(const char *s, struct slotd_watch_position *out, size_t max, size_t *count,
+                         char *err, size_t errlen);
 
 /* c, a: borrowed for the call. `watch KEY | --prefix P`: prints every change until --count
  * events, --timeout seconds or SIGINT/SIGTERM, then the resume token. Returns the exit code. */
