@@ -59,6 +59,7 @@ static int save_record(void *arg, const uint8_t *record, size_t len, uint32_t gr
     return 0;
 }
 
+/* The JSON answer of inspect, verify and save: the file's summary with "ok": true. */
 static json_t *summary_json(const char *path, const struct backup_summary *sum)
 {
     const struct backup_header *h = &sum->header;
@@ -93,6 +94,7 @@ static json_t *summary_json(const char *path, const struct backup_summary *sum)
     for (unsigned s = 0; s < BACKUP_HASH_SLOTS; s++)
         json_array_append_new(table, json_integer(h->hash_slot_table[s]));
     json_object_set_new(j, "hash_slot_table", table);
+    json_object_set_new(j, "ok", json_true());
     return j;
 }
 
@@ -146,9 +148,7 @@ static int cmd_inspect(const struct slotctl_args *a, const char *path, bool veri
         return code;
     }
     if (a->json) {
-        json_t *j = summary_json(path, sum);
-        json_object_set_new(j, "ok", json_true());
-        slotctl_json_print(j);
+        slotctl_json_print(summary_json(path, sum));
         free(sum);
         return SLOTCTL_EXIT_OK;
     }
@@ -266,9 +266,7 @@ static int cmd_save(struct slotd_client *c, const struct slotctl_args *a, const 
         return code;
     }
     if (a->json) {
-        json_t *j = summary_json(path, sum);
-        json_object_set_new(j, "ok", json_true());
-        slotctl_json_print(j);
+        slotctl_json_print(summary_json(path, sum));
     } else {
         char size[32];
         slotctl_bytes_text(sum->file_bytes, size, sizeof(size));
