@@ -2,6 +2,7 @@
 #include "slotctl_cli.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -198,18 +199,59 @@ static int cli_consistency(const char *s, int *out)
     return -1;
 }
 
+/* The number options of the admin and task commands: the range, where the value goes (a field
+ * of struct slotctl_args that is a uint32_t, an int or a uint64_t: size) and the words of the
+ * refusal, "OPT: 'VAL' is not WHAT" with " in MIN..MAX" after WHAT when range is set. */
+#define CLI_NUM(opt, field, min, max, what, range)                                                 \
+    {                                                                                              \
+        opt, offsetof(struct slotctl_args, field), sizeof(((struct slotctl_args *)0)->field), min, \
+            max, what, range                                                                       \
+    }
+static const struct cli_num_option {
+    const char *opt;
+    size_t offset, size;
+    uint64_t min, max;
+    const char *what;
+    bool range;
+} cli_num_options[] = {
+    CLI_NUM("--group", group_id, 1, UINT32_MAX, "a group id", true),
+    CLI_NUM("--task", task_id, 1, UINT64_MAX, "a task id (an integer >= 1)", false),
+    CLI_NUM("--to-group", to_group, 1, UINT32_MAX, "a group id", true),
+    CLI_NUM("--interval-ms", interval_ms, SLOTCTL_INTERVAL_MS_MIN, SLOTCTL_INTERVAL_MS_MAX,
+            "an integer", true),
+    CLI_NUM("--timeout", timeout_s, 1, SLOTCTL_WAIT_S_MAX, "a number of seconds", true),
+    CLI_NUM("--expected-revision", expected_revision, 1, UINT64_MAX, "an integer >= 1", false),
+    CLI_NUM("--wait", wait_s, 1, SLOTCTL_WAIT_S_MAX, "a number of seconds", true),
+    CLI_NUM("--weight", weight, 1, SLOTCTL_WEIGHT_MAX, "an integer", true),
+};
+_Static_assert(sizeof(int) == sizeof(uint32_t), "4-byte number options are uint32_t or int");
+
+/* Parses val for o into a (a value <= o->max fits the field: int fields have max <= INT_MAX). */
+static int cli_num_option_set(const struct cli_num_option *o, const char *val,
+                              struct slotctl_args *a, char *err, size_t errlen)
+{
+    uint64_t n;
+    if (!cli_uint(val, o->min, o->max, &n)) {
+        if (!o->range)
+            return cli_fail(err, errlen, "%s: '%s' is not %s", o->opt, val, o->what);
+        return cli_fail(err, errlen, "%s: '%s' is not %s in %" PRIu64 "..%" PRIu64, o->opt, val,
+                        o->what, o->min, o->max);
+    }
+    uint32_t n32 = (uint32_t)n;
+    memcpy((char *)a + o->offset, o->size == sizeof(n) ? (void *)&n : (void *)&n32, o->size);
+    return 0;
+}
+
 /* The value options of the admin and task commands (val is the option's value). */
 static int cli_admin_option(const char *opt, const char *val, struct slotctl_args *a, char *err,
                             size_t errlen)
 {
+    for (size_t i = 0; i < sizeof(cli_num_options) / sizeof(cli_num_options[0]); i++)
+        if (strcmp(opt, cli_num_options[i].opt) == 0)
+            return cli_num_option_set(&cli_num_options[i], val, a, err, errlen);
     uint64_t n;
-    if (strcmp(opt, "--group") == 0) {
-        if (!cli_uint(val, 1, UINT32_MAX, &n))
-            return cli_fail(err, errlen, "--group: '%s' is not a group id in 1..%u", val,
-                            UINT32_MAX);
-        a->group_id = (uint32_t)n;
-    } else if (strcmp(opt, "--to") == 0 || strcmp(opt, "--from") == 0 ||
-               strcmp(opt, "--node-id") == 0 || strcmp(opt, "--node") == 0) {
+    if (strcmp(opt, "--to") == 0 || strcmp(opt, "--from") == 0 || strcmp(opt, "--node-id") == 0 ||
+        strcmp(opt, "--node") == 0) {
         if (!cli_uint(val, 1, UINT64_MAX, &n))
             return cli_fail(err, errlen, "%s: '%s' is not a node id (an integer >= 1)", opt, val);
         if (strcmp(opt, "--to") == 0) {
@@ -220,46 +262,13 @@ static int cli_admin_option(const char *opt, const char *val, struct slotctl_arg
             a->node_id = n;
             a->node_opt = strcmp(opt, "--node") == 0 ? "--node" : "--node-id";
         }
-    } else if (strcmp(opt, "--task") == 0) {
-        if (!cli_uint(val, 1, UINT64_MAX, &n))
-            return cli_fail(err, errlen, "--task: '%s' is not a task id (an integer >= 1)", val);
-        a->task_id = n;
-    } else if (strcmp(opt, "--to-group") == 0) {
-        if (!cli_uint(val, 1, UINT32_MAX, &n))
-            return cli_fail(err, errlen, "--to-group: '%s' is not a group id in 1..%u", val,
-                            UINT32_MAX);
-        a->to_group = (uint32_t)n;
     } else if (strcmp(opt, "--slots") == 0) {
         return slotctl_slots_parse(val, a->hash_slots, &a->hash_slot_count, err, errlen);
-    } else if (strcmp(opt, "--interval-ms") == 0) {
-        if (!cli_uint(val, SLOTCTL_INTERVAL_MS_MIN, SLOTCTL_INTERVAL_MS_MAX, &n))
-            return cli_fail(err, errlen, "--interval-ms: '%s' is not an integer in %d..%d", val,
-                            SLOTCTL_INTERVAL_MS_MIN, SLOTCTL_INTERVAL_MS_MAX);
-        a->interval_ms = (int)n;
-    } else if (strcmp(opt, "--timeout") == 0) {
-        if (!cli_uint(val, 1, SLOTCTL_WAIT_S_MAX, &n))
-            return cli_fail(err, errlen, "--timeout: '%s' is not a number of seconds in 1..%d", val,
-                            SLOTCTL_WAIT_S_MAX);
-        a->timeout_s = (int)n;
-    } else if (strcmp(opt, "--expected-revision") == 0) {
-        if (!cli_uint(val, 1, UINT64_MAX, &n))
-            return cli_fail(err, errlen, "--expected-revision: '%s' is not an integer >= 1", val);
-        a->expected_revision = n;
-    } else if (strcmp(opt, "--wait") == 0) {
-        if (!cli_uint(val, 1, SLOTCTL_WAIT_S_MAX, &n))
-            return cli_fail(err, errlen, "--wait: '%s' is not a number of seconds in 1..%d", val,
-                            SLOTCTL_WAIT_S_MAX);
-        a->wait_s = (int)n;
     } else if (strcmp(opt, "--address") == 0) {
         if (!*val || strlen(val) > SLOTD_ADDRESS_LEN || strchr(val, ','))
             return cli_fail(err, errlen, "--address: '%s' is not one host:port of 1..%d bytes", val,
                             SLOTD_ADDRESS_LEN);
         a->address = val;
-    } else if (strcmp(opt, "--weight") == 0) {
-        if (!cli_uint(val, 1, SLOTCTL_WEIGHT_MAX, &n))
-            return cli_fail(err, errlen, "--weight: '%s' is not an integer in 1..%d", val,
-                            SLOTCTL_WEIGHT_MAX);
-        a->weight = (uint32_t)n;
     } else {
         return cli_fail(err, errlen, "unknown option %s", opt);
     }
@@ -403,8 +412,9 @@ static int cli_admin_check(struct slotctl_args *a, char *err, size_t errlen)
     case SLOTCTL_CMD_GET:
     case SLOTCTL_CMD_WATCH:
         if (a->typed_kind && (a->has_prefix || a->pos_count))
-            return cli_fail(err, errlen, "watch: a typed watch (--user-rows, --channel-rows, "
-                                         "--subscribers) takes no KEY or --prefix");
+            return cli_fail(err, errlen,
+                            "watch: a typed watch (--user-rows, --channel-rows, "
+                            "--subscribers) takes no KEY or --prefix");
         if (a->typed_kind)
             break;
         if (a->has_prefix == (a->pos_count == 1))
@@ -412,8 +422,9 @@ static int cli_admin_check(struct slotctl_args *a, char *err, size_t errlen)
                             cli_cmd_word(a->cmd));
         if (a->cmd == SLOTCTL_CMD_GET && !a->has_prefix &&
             (a->limit || a->keys_only || a->count_only))
-            return cli_fail(err, errlen, "--limit, --keys-only and --count-only: only with "
-                                         "get --prefix");
+            return cli_fail(err, errlen,
+                            "--limit, --keys-only and --count-only: only with "
+                            "get --prefix");
         if (a->cmd == SLOTCTL_CMD_GET && a->has_prefix && a->min_applied_index)
             return cli_fail(err, errlen, "--min-applied-index: only for get KEY");
         if (a->keys_only && a->count_only)
@@ -529,8 +540,9 @@ static int cli_option(int argc, char **argv, int *i, struct slotctl_args *a, cha
         if (!*val)
             return cli_fail(err, errlen, "%s: empty", opt);
         if (a->typed_kind)
-            return cli_fail(err, errlen, "%s: give one of --user-rows, --channel-rows and "
-                                         "--subscribers",
+            return cli_fail(err, errlen,
+                            "%s: give one of --user-rows, --channel-rows and "
+                            "--subscribers",
                             opt);
         a->typed_kind = strcmp(opt, "--user-rows") == 0      ? SLOTD_TYPED_WATCH_USER
                         : strcmp(opt, "--channel-rows") == 0 ? SLOTD_TYPED_WATCH_CHANNEL
@@ -642,9 +654,9 @@ static int cli_check(struct slotctl_args *a, char *err, size_t errlen)
             continue;
         }
         if (a->cmd == SLOTCTL_CMD_BACKUP &&
-            (a->pos_count != 2 || (strcmp(a->pos[0], "save") != 0 &&
-                                   strcmp(a->pos[0], "verify") != 0 &&
-                                   strcmp(a->pos[0], "inspect") != 0)))
+            (a->pos_count != 2 ||
+             (strcmp(a->pos[0], "save") != 0 && strcmp(a->pos[0], "verify") != 0 &&
+              strcmp(a->pos[0], "inspect") != 0)))
             return cli_fail(err, errlen, "backup: usage: backup save|verify|inspect FILE");
         if (a->pos_count < min || a->pos_count > max) {
             if (a->cmd != SLOTCTL_CMD_BENCH)
@@ -679,9 +691,8 @@ static int cli_check(struct slotctl_args *a, char *err, size_t errlen)
 /* slotctl's own options, which a typed command leaves to the main parser (the ones taking a
  * value first). */
 static const char *const cli_global_opts[] = {
-    "--endpoints", "--deadline-ms",     "--max-retries", "--tls-ca", "--tls-cert",
-    "--tls-key",   "--tls-server-name", "--user",        "--password-file", "--json",
-    "--help",      "-h",
+    "--endpoints",       "--deadline-ms", "--max-retries",   "--tls-ca", "--tls-cert", "--tls-key",
+    "--tls-server-name", "--user",        "--password-file", "--json",   "--help",     "-h",
 };
 
 /* A typed command from argv[i] (its noun) on: slotctl's own options go to cli_option, the rest

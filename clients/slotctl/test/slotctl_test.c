@@ -452,6 +452,8 @@ static void test_parse_task_errors(void)
          "--interval-ms and --timeout: only with --watch"},
         {{"slotctl", "task", "status", "3", "--watch", "--interval-ms", "49", NULL},
          "--interval-ms: '49' is not an integer in 50..60000"},
+        {{"slotctl", "task", "status", "3", "--watch", "--timeout", "0", NULL},
+         "--timeout: '0' is not a number of seconds in 1..3600"},
         {{"slotctl", "task", "status", "--task", "3", NULL}, "--task: only for retry, abort"},
         {{"slotctl", "get", "k", "--watch", NULL}, "--watch: only for task status"},
         {{"slotctl", "feature", NULL}, "feature: usage: feature list | feature set NAME on|off"},
