@@ -33,14 +33,6 @@ static uint64_t wall_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void fail_malformed(struct rpc_call *call, const char *what)
-{
-    struct slotd_error e;
-    slotd_error_set(&e, SLOTD_EMALFORMED, "request: does not decode as %s", what);
-    snprintf(e.field, sizeof(e.field), "request");
-    rpc_call_fail(call, &e);
-}
-
 /* The state without its secrets (auth.token_key, auth.users[].password_hash) for callers that
  * are not nodes: *buf (a packed ClusterStateResponse, malloc'd) is replaced when its state has
  * an auth section. "checksum" stays the full state's (clients send it back as known_checksum).
@@ -131,7 +123,7 @@ static void on_cluster_state(void *ctx, struct rpc_call *call, const uint8_t *re
     struct node_api *api = ctx;
     Slotd__V1__ClusterStateRequest *r = slotd__v1__cluster_state_request__unpack(NULL, len, req);
     if (r == NULL) {
-        fail_malformed(call, "slotd.v1.ClusterStateRequest");
+        node_fail_malformed(call, "slotd.v1.ClusterStateRequest");
         return;
     }
     struct node_caller caller;
@@ -922,7 +914,7 @@ static void on_controller_command(void *ctx, struct rpc_call *call, const uint8_
     Slotd__Internal__V1__ControllerCommandRequest *r =
         slotd__internal__v1__controller_command_request__unpack(NULL, len, req);
     if (r == NULL) {
-        fail_malformed(call, "slotd.internal.v1.ControllerCommandRequest");
+        node_fail_malformed(call, "slotd.internal.v1.ControllerCommandRequest");
         return;
     }
     char *cmd = NULL;
@@ -962,7 +954,7 @@ static void on_migration_propose(void *ctx, struct rpc_call *call, const uint8_t
     Slotd__Internal__V1__MigrationProposeRequest *r =
         slotd__internal__v1__migration_propose_request__unpack(NULL, len, req);
     if (r == NULL) {
-        fail_malformed(call, "slotd.internal.v1.MigrationProposeRequest");
+        node_fail_malformed(call, "slotd.internal.v1.MigrationProposeRequest");
         return;
     }
     int rc = group_field(r->group_id, &err);
@@ -1052,7 +1044,7 @@ static void on_gated(void *ctx, struct rpc_call *call, const uint8_t *req, size_
             return;
         ProtobufCMessage *r = protobuf_c_message_unpack(gated[i].desc, NULL, len, req);
         if (r == NULL) {
-            fail_malformed(call, gated[i].desc->name);
+            node_fail_malformed(call, gated[i].desc->name);
             return;
         }
         gated[i].cb(ctx, call, r);

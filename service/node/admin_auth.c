@@ -17,14 +17,6 @@
 #define M_ROLE_WRITE "/slotd.v1.Admin/RoleWrite"
 #define M_AUTH_LIST "/slotd.v1.Admin/AuthList"
 
-static void fail_malformed(struct rpc_call *call, const char *what)
-{
-    struct slotd_error e;
-    slotd_error_set(&e, SLOTD_EMALFORMED, "request: does not decode as %s", what);
-    snprintf(e.field, sizeof(e.field), "request");
-    rpc_call_fail(call, &e);
-}
-
 static int pool_refused(int rc, struct slotd_error *err)
 {
     if (rc == AUTH_EFULL) {
@@ -114,7 +106,7 @@ static void on_authenticate(void *ctx, struct rpc_call *call, const uint8_t *req
     struct slotd_error err;
     Slotd__V1__AuthenticateRequest *r = slotd__v1__authenticate_request__unpack(NULL, len, req);
     if (r == NULL) {
-        fail_malformed(call, "slotd.v1.AuthenticateRequest");
+        node_fail_malformed(call, "slotd.v1.AuthenticateRequest");
         return;
     }
     struct auth_job *j = NULL;
@@ -251,7 +243,7 @@ static void on_user_write(void *ctx, struct rpc_call *call, const uint8_t *req, 
     struct node_caller caller;
     Slotd__V1__UserWriteRequest *r = slotd__v1__user_write_request__unpack(NULL, len, req);
     if (r == NULL) {
-        fail_malformed(call, "slotd.v1.UserWriteRequest");
+        node_fail_malformed(call, "slotd.v1.UserWriteRequest");
         return;
     }
     if (node_authz_caller(api->authz, api->peer_mtls, call, M_USER_WRITE, req, len, &caller,
@@ -352,7 +344,7 @@ static void on_role_write(void *ctx, struct rpc_call *call, const uint8_t *req, 
     struct slotd_error err;
     Slotd__V1__RoleWriteRequest *r = slotd__v1__role_write_request__unpack(NULL, len, req);
     if (r == NULL) {
-        fail_malformed(call, "slotd.v1.RoleWriteRequest");
+        node_fail_malformed(call, "slotd.v1.RoleWriteRequest");
         return;
     }
     if (node_admin_gate(api, call, req, len) != 0) {
@@ -459,7 +451,7 @@ static void on_auth_list(void *ctx, struct rpc_call *call, const uint8_t *req, s
 {
     Slotd__V1__AuthListRequest *r = slotd__v1__auth_list_request__unpack(NULL, len, req);
     if (r == NULL) {
-        fail_malformed(call, "slotd.v1.AuthListRequest");
+        node_fail_malformed(call, "slotd.v1.AuthListRequest");
         return;
     }
     uint64_t min_revision = r->min_revision;

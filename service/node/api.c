@@ -26,7 +26,7 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void fail_malformed(struct rpc_call *call, const char *what)
+void node_fail_malformed(struct rpc_call *call, const char *what)
 {
     struct slotd_error e;
     slotd_error_set(&e, SLOTD_EMALFORMED, "request: does not decode as %s", what);
@@ -458,7 +458,7 @@ static void on_propose(void *ctx, struct rpc_call *call, const uint8_t *req, siz
     Slotd__V1__ProposeRequest *p = slotd__v1__propose_request__unpack(NULL, len, req);
     if (p == NULL) {
         node_caller_release(&caller);
-        fail_malformed(call, "slotd.v1.ProposeRequest");
+        node_fail_malformed(call, "slotd.v1.ProposeRequest");
         return;
     }
     int rc = propose_submit(api, call, &caller, p, &err);
@@ -605,7 +605,7 @@ static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
     Slotd__V1__ReadRequest *r = slotd__v1__read_request__unpack(NULL, len, req);
     if (r == NULL) {
         node_caller_release(&caller);
-        fail_malformed(call, "slotd.v1.ReadRequest");
+        node_fail_malformed(call, "slotd.v1.ReadRequest");
         return;
     }
     const ProtobufCBinaryData *key = NULL;
@@ -744,7 +744,7 @@ static void on_route_snapshot(void *ctx, struct rpc_call *call, const uint8_t *r
     }
     Slotd__V1__RouteSnapshotRequest *r = slotd__v1__route_snapshot_request__unpack(NULL, len, req);
     if (r == NULL) {
-        fail_malformed(call, "slotd.v1.RouteSnapshotRequest");
+        node_fail_malformed(call, "slotd.v1.RouteSnapshotRequest");
         return;
     }
     struct node_gated g = {
@@ -769,7 +769,7 @@ static void on_task_status(void *ctx, struct rpc_call *call, const uint8_t *req,
     }
     Slotd__V1__TaskStatusRequest *r = slotd__v1__task_status_request__unpack(NULL, len, req);
     if (r == NULL) {
-        fail_malformed(call, "slotd.v1.TaskStatusRequest");
+        node_fail_malformed(call, "slotd.v1.TaskStatusRequest");
         return;
     }
     struct node_gated g = {.api = ctx,

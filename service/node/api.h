@@ -104,6 +104,10 @@ int node_backup_metrics_register(struct node_api *api, struct metrics_registry *
  * (its stream is closed by then, so it stops at its next record) and frees the state. */
 void node_backup_stop(struct node_api *api);
 
+/* Fails call with SLOTD_EMALFORMED, field "request": "request: does not decode as <what>" (what,
+ * a message's full name, borrowed for the call). */
+void node_fail_malformed(struct rpc_call *call, const char *what);
+
 /* The node calling Peer method (its path, borrowed) with request body req (len bytes, borrowed):
  * *caller is the node the cluster-secret proof and/or the client certificate prove, 0 when this
  * node authenticates no peer. remember: the proof is refused when replayed (state-changing, low
