@@ -1,5 +1,7 @@
 /* state.c - the cluster state model: errors, names, init, lookups and ctl_state_validate(). */
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -165,21 +167,19 @@ void ctl_state_init(struct ctl_state *state)
     state->schema_version = CTL_SCHEMA_VERSION;
 }
 
+/* bsearch comparator: the uint64_t at key against the id of an element of nodes[] or tasks[]
+ * (both sorted by id, which is each element's first member). */
+_Static_assert(offsetof(struct ctl_node, id) == 0, "id_cmp reads a node's id at its start");
+_Static_assert(offsetof(struct ctl_task, id) == 0, "id_cmp reads a task's id at its start");
+static int id_cmp(const void *key, const void *elem)
+{
+    uint64_t a = *(const uint64_t *)key, b = *(const uint64_t *)elem;
+    return (a > b) - (a < b);
+}
+
 const struct ctl_node *ctl_state_node(const struct ctl_state *state, uint64_t id)
 {
-    size_t lo = 0, hi = state->n_nodes;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (state->nodes[mid].id == id) {
-            return &state->nodes[mid];
-        }
-        if (state->nodes[mid].id < id) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return NULL;
+    return bsearch(&id, state->nodes, state->n_nodes, sizeof(state->nodes[0]), id_cmp);
 }
 
 const struct ctl_group *ctl_state_group(const struct ctl_state *state, uint32_t id)
@@ -192,19 +192,7 @@ const struct ctl_group *ctl_state_group(const struct ctl_state *state, uint32_t 
 
 const struct ctl_task *ctl_state_task(const struct ctl_state *state, uint64_t id)
 {
-    size_t lo = 0, hi = state->n_tasks;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (state->tasks[mid].id == id) {
-            return &state->tasks[mid];
-        }
-        if (state->tasks[mid].id < id) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return NULL;
+    return bsearch(&id, state->tasks, state->n_tasks, sizeof(state->tasks[0]), id_cmp);
 }
 
 const struct ctl_task *ctl_state_active_task(const struct ctl_state *state, uint32_t group)
