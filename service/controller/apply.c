@@ -236,9 +236,8 @@ static int op_join_node(struct ctl_state *s, const json_t *cmd, struct ctl_resul
     return CTL_OK;
 }
 
-/* The node named by cmd[key] that is not removed, or NULL with the command rejected. */
-static struct ctl_node *existing_node(struct ctl_state *s, const json_t *cmd, const char *key,
-                                      struct ctl_result *r)
+struct ctl_node *ctl__existing_node(struct ctl_state *s, const json_t *cmd, const char *key,
+                                    struct ctl_result *r)
 {
     uint64_t id;
     if (ctl__json_u64(cmd, key, "", 1, CTL_U64_JSON_MAX, &id, CTL__RS(r)) != CTL_OK) {
@@ -257,7 +256,7 @@ static struct ctl_node *existing_node(struct ctl_state *s, const json_t *cmd, co
 
 static int op_activate_node(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
-    struct ctl_node *n = existing_node(s, cmd, "id", r);
+    struct ctl_node *n = ctl__existing_node(s, cmd, "id", r);
     if (n == NULL) {
         return CTL_OK;
     }
@@ -305,7 +304,7 @@ static int op_set_preferred_leader(struct ctl_state *s, const json_t *cmd, struc
 static int op_set_node_status(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
     int status;
-    struct ctl_node *n = existing_node(s, cmd, "id", r);
+    struct ctl_node *n = ctl__existing_node(s, cmd, "id", r);
     if (n == NULL) {
         return CTL_OK;
     }
@@ -325,7 +324,7 @@ static int op_set_node_status(struct ctl_state *s, const json_t *cmd, struct ctl
 static int op_node_address(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
     char address[CTL_ADDRESS_MAX + 1], client[CTL_ADDRESS_MAX + 1];
-    struct ctl_node *n = existing_node(s, cmd, "id", r);
+    struct ctl_node *n = ctl__existing_node(s, cmd, "id", r);
     if (n == NULL) {
         return CTL_OK;
     }
@@ -374,7 +373,7 @@ bool ctl_zone_valid(const char *zone)
 static int op_node_zone(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
     char zone[CTL_ZONE_MAX + 1];
-    struct ctl_node *n = existing_node(s, cmd, "id", r);
+    struct ctl_node *n = ctl__existing_node(s, cmd, "id", r);
     if (n == NULL) {
         return CTL_OK;
     }
@@ -396,7 +395,7 @@ static int op_node_zone(struct ctl_state *s, const json_t *cmd, struct ctl_resul
 static int op_health_report(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
     struct ctl_health h;
-    const struct ctl_node *n = existing_node(s, cmd, "node", r);
+    const struct ctl_node *n = ctl__existing_node(s, cmd, "node", r);
     if (n == NULL) {
         return CTL_OK;
     }
@@ -429,7 +428,7 @@ static int op_health_report(struct ctl_state *s, const json_t *cmd, struct ctl_r
 static int op_set_weight(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
 {
     uint32_t weight;
-    struct ctl_node *n = existing_node(s, cmd, "id", r);
+    struct ctl_node *n = ctl__existing_node(s, cmd, "id", r);
     if (n == NULL) {
         return CTL_OK;
     }

@@ -182,6 +182,10 @@ int ctl__op_task_abort(struct ctl_state *s, const json_t *cmd, struct ctl_result
 int ctl__op_node_remove(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
 int ctl__op_controller_voter_demote(struct ctl_state *s, const json_t *cmd, struct ctl_result *r);
 
+/* The node named by cmd[key] that is not removed (borrowed from s), or NULL with r REJECTED
+ * ("KEY: node N is unknown" / "... is removed", or the field's own error). apply.c. */
+struct ctl_node *ctl__existing_node(struct ctl_state *s, const json_t *cmd, const char *key,
+                                    struct ctl_result *r);
 /* The running task named by cmd's fence fields "task", "attempt", "phase" (and "group",
  * "config_epoch" when with_group): NULL with r NOOP ("stale fence: ...") when it does not match,
  * or REJECTED when a field is malformed. Borrowed from s. */

@@ -202,24 +202,6 @@ static int create_leader_transfer(struct ctl_state *s, const json_t *cmd, struct
     return CTL_OK;
 }
 
-/* The node named by cmd "node" that is not removed; NULL with r rejected otherwise. */
-static struct ctl_node *read_subject(struct ctl_state *s, const json_t *cmd, struct ctl_result *r)
-{
-    uint64_t id;
-    if (ctl__json_u64(cmd, "node", "", 1, CTL_U64_JSON_MAX, &id, CTL__RS(r)) != CTL_OK) {
-        r->outcome = CTL_OUTCOME_REJECTED;
-        return NULL;
-    }
-    struct ctl_node *n = (struct ctl_node *)ctl_state_node(s, id);
-    if (n == NULL) {
-        CTL__REJECT(r, "node: node %llu is unknown", CTL__ULL(id));
-    } else if (n->join_state == CTL_JOIN_REMOVED) {
-        CTL__REJECT(r, "node: node %llu is removed", CTL__ULL(id));
-        n = NULL;
-    }
-    return n;
-}
-
 /* Counts the controller voters of s and writes the first CTL_REPLICAS_MAX of them (sorted, as
  * nodes are) into out[0..*n). */
 static uint32_t controller_voters(const struct ctl_state *s, uint64_t *out, uint32_t *n)
@@ -240,7 +222,7 @@ static uint32_t controller_voters(const struct ctl_state *s, uint64_t *out, uint
 static int create_promotion(struct ctl_state *s, const json_t *cmd, struct ctl_task *t,
                             struct ctl_result *r)
 {
-    const struct ctl_node *n = read_subject(s, cmd, r);
+    const struct ctl_node *n = ctl__existing_node(s, cmd, "node", r);
     if (n == NULL) {
         return CTL_OK;
     }
@@ -271,7 +253,7 @@ static int create_promotion(struct ctl_state *s, const json_t *cmd, struct ctl_t
 static int create_drain(struct ctl_state *s, const json_t *cmd, struct ctl_task *t,
                         struct ctl_result *r)
 {
-    struct ctl_node *n = read_subject(s, cmd, r);
+    struct ctl_node *n = ctl__existing_node(s, cmd, "node", r);
     if (n == NULL) {
         return CTL_OK;
     }
