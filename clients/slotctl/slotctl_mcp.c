@@ -330,55 +330,46 @@ static int mcp_arg_uint(const json_t *args, const char *name, const char *option
     "\"expected_revision\":{\"type\":\"integer\",\"minimum\":1,\"description\":\"refuse unless "   \
     "the cluster state is at this revision\"}"
 
+/* An integer argument that becomes "OPTION VALUE" on the command line (value in 1..hi). */
+struct mcp_uint_arg {
+    const char *name, *option;
+    uint64_t hi;
+    bool required;
+};
+
 struct mcp_tool {
     const char *name;
     const char *description;
     const char *schema;        /* inputSchema, JSON text */
-    const char *const args[5]; /* the argument names it takes (NULL-terminated) */
+    const char *const args[5]; /* the argument names it takes besides uints' (NULL-terminated) */
     bool mutating;
+    /* The slotctl command it runs: words, then uints in order (mcp_tool_words), then what
+     * build (NULL: nothing) adds. recent_errors has none: it runs in-process. */
+    const char *const words[3];
+    const struct mcp_uint_arg uints[4];
     int (*build)(const json_t *args, struct mcp_words *w, struct mcp_arg_error *e);
 };
 
-static int build_words(const json_t *args, struct mcp_words *w, struct mcp_arg_error *e,
-                       const char *w1, const char *w2)
-{
-    (void)args;
-    (void)e;
-    mcp_word_add(w, w1);
-    if (w2)
-        mcp_word_add(w, w2);
-    return 0;
-}
+#define MCP_REVISION_ARG                                                                           \
+    {                                                                                              \
+        "expected_revision", "--expected-revision", MCP_ID_MAX, false                              \
+    }
 
-static int build_cluster(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e)
+static int mcp_tool_words(const struct mcp_tool *t, const json_t *args, struct mcp_words *w,
+                          struct mcp_arg_error *e)
 {
-    return build_words(a, w, e, "cluster", NULL);
-}
-
-static int build_status(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e)
-{
-    return build_words(a, w, e, "status", NULL);
-}
-
-static int build_route(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e)
-{
-    return build_words(a, w, e, "route", NULL);
-}
-
-static int build_health(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e)
-{
-    return build_words(a, w, e, "health", NULL);
-}
-
-static int build_features(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e)
-{
-    return build_words(a, w, e, "feature", "list");
+    for (size_t i = 0; i < sizeof(t->words) / sizeof(t->words[0]) && t->words[i]; i++)
+        mcp_word_add(w, t->words[i]);
+    for (size_t i = 0; i < sizeof(t->uints) / sizeof(t->uints[0]) && t->uints[i].name; i++) {
+        const struct mcp_uint_arg *u = &t->uints[i];
+        if (mcp_arg_uint(args, u->name, u->option, 1, u->hi, u->required, t->name, w, e) != 0)
+            return -1;
+    }
+    return t->build ? t->build(args, w, e) : 0;
 }
 
 static int build_tasks(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e)
 {
-    mcp_word_add(w, "task");
-    mcp_word_add(w, "status");
     if (mcp_arg_uint(a, "task_id", NULL, 1, MCP_ID_MAX, false, "tasks", w, e) != 0)
         return -1;
     const json_t *active = json_object_get(a, "active");
@@ -390,61 +381,6 @@ static int build_tasks(const json_t *a, struct mcp_words *w, struct mcp_arg_erro
     if (json_is_true(active))
         mcp_word_add(w, "--active");
     return 0;
-}
-
-static int build_transfer_leader(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e)
-{
-    const char *t = "transfer_leader";
-    mcp_word_add(w, "transfer-leader");
-    mcp_word_add(w, "--as-task");
-    if (mcp_arg_uint(a, "group", "--group", 1, MCP_GROUP_MAX, true, t, w, e) != 0 ||
-        mcp_arg_uint(a, "to_node", "--to", 1, MCP_ID_MAX, true, t, w, e) != 0 ||
-        mcp_arg_uint(a, "expected_revision", "--expected-revision", 1, MCP_ID_MAX, false, t, w,
-                     e) != 0)
-        return -1;
-    return 0;
-}
-
-static int build_move_replica(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e)
-{
-    const char *t = "move_replica";
-    mcp_word_add(w, "move-replica");
-    if (mcp_arg_uint(a, "group", "--group", 1, MCP_GROUP_MAX, true, t, w, e) != 0 ||
-        mcp_arg_uint(a, "from_node", "--from", 1, MCP_ID_MAX, true, t, w, e) != 0 ||
-        mcp_arg_uint(a, "to_node", "--to", 1, MCP_ID_MAX, true, t, w, e) != 0 ||
-        mcp_arg_uint(a, "expected_revision", "--expected-revision", 1, MCP_ID_MAX, false, t, w,
-                     e) != 0)
-        return -1;
-    return 0;
-}
-
-static int build_drain_node(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e)
-{
-    const char *t = "drain_node";
-    mcp_word_add(w, "drain");
-    if (mcp_arg_uint(a, "node", "--node", 1, MCP_ID_MAX, true, t, w, e) != 0 ||
-        mcp_arg_uint(a, "expected_revision", "--expected-revision", 1, MCP_ID_MAX, false, t, w,
-                     e) != 0)
-        return -1;
-    return 0;
-}
-
-static int build_abort_task(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e)
-{
-    const char *t = "abort_task";
-    mcp_word_add(w, "abort");
-    if (mcp_arg_uint(a, "task_id", "--task", 1, MCP_ID_MAX, true, t, w, e) != 0 ||
-        mcp_arg_uint(a, "expected_revision", "--expected-revision", 1, MCP_ID_MAX, false, t, w,
-                     e) != 0)
-        return -1;
-    return 0;
-}
-
-static int build_recent_errors(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e);
-
-static int build_group_health(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e)
-{
-    return build_words(a, w, e, "route", NULL);
 }
 
 /* group_health's answer from `route --json` (borrowed): per group its leader and term, whether
@@ -514,28 +450,36 @@ static const struct mcp_tool mcp_tools[] = {
      MCP_NO_ARGS,
      {NULL},
      false,
-     build_cluster},
+     {"cluster"},
+     {{NULL}},
+     NULL},
     {"controller_status",
      "Every endpoint's own view of the controller side by side, and where they disagree: slotctl "
      "status --json.",
      MCP_NO_ARGS,
      {NULL},
      false,
-     build_status},
+     {"status"},
+     {{NULL}},
+     NULL},
     {"routes",
      "The route: hash-slot ranges, their slot group, its leader node and address, observed vs "
      "intended members: slotctl route --json.",
      MCP_NO_ARGS,
      {NULL},
      false,
-     build_route},
+     {"route"},
+     {{NULL}},
+     NULL},
     {"node_health",
      "grpc.health.v1 Check on every node of the route (SERVING once every group the node hosts "
      "has a leader): slotctl health --json.",
      MCP_NO_ARGS,
      {NULL},
      false,
-     build_health},
+     {"health"},
+     {{NULL}},
+     NULL},
     {"group_health",
      "Per slot group: its leader and term, whether the observed voters agree with the "
      "controller's intent, each replica's role, commit and applied index and answer age, the "
@@ -544,7 +488,9 @@ static const struct mcp_tool mcp_tools[] = {
      MCP_NO_ARGS,
      {NULL},
      false,
-     build_group_health},
+     {"route"},
+     {{NULL}},
+     NULL},
     {"tasks",
      "Controller tasks (replica moves, leader transfers, drains, ...): all, the active ones, or "
      "one by id: slotctl task status --json.",
@@ -552,13 +498,17 @@ static const struct mcp_tool mcp_tools[] = {
      "\"active\":{\"type\":\"boolean\"}},\"additionalProperties\":false}",
      {"task_id", "active", NULL},
      false,
+     {"task", "status"},
+     {{NULL}},
      build_tasks},
     {"features",
      "The cluster-wide switches of the replicated cluster state: slotctl feature list --json.",
      MCP_NO_ARGS,
      {NULL},
      false,
-     build_features},
+     {"feature", "list"},
+     {{NULL}},
+     NULL},
     {"recent_errors",
      "Non-OK gRPC calls by method and code, refused stream frames and dropped raft messages, "
      "counted since each node started, scraped from the /metrics URLs slotctl mcp was given "
@@ -566,16 +516,22 @@ static const struct mcp_tool mcp_tools[] = {
      MCP_NO_ARGS,
      {NULL},
      false,
-     build_recent_errors},
+     {NULL},
+     {{NULL}},
+     NULL},
     {"transfer_leader",
      "Admin.TransferLeader: moves group's leadership to to_node (preferred) as a task; answers "
      "the task id.",
      "{\"type\":\"object\",\"properties\":{\"group\":{\"type\":\"integer\",\"minimum\":1},"
      "\"to_node\":{\"type\":\"integer\",\"minimum\":1}," MCP_REVISION_SCHEMA
      "},\"required\":[\"group\",\"to_node\"],\"additionalProperties\":false}",
-     {"group", "to_node", "expected_revision", NULL},
+     {NULL},
      true,
-     build_transfer_leader},
+     {"transfer-leader", "--as-task"},
+     {{"group", "--group", MCP_GROUP_MAX, true},
+      {"to_node", "--to", MCP_ID_MAX, true},
+      MCP_REVISION_ARG},
+     NULL},
     {"move_replica",
      "Admin.MoveReplica: moves group's replica from from_node to to_node (learner, catch-up, "
      "promote, remove) as a task; answers the task id.",
@@ -583,25 +539,34 @@ static const struct mcp_tool mcp_tools[] = {
      "\"from_node\":{\"type\":\"integer\",\"minimum\":1},\"to_node\":{\"type\":\"integer\","
      "\"minimum\":1}," MCP_REVISION_SCHEMA
      "},\"required\":[\"group\",\"from_node\",\"to_node\"],\"additionalProperties\":false}",
-     {"group", "from_node", "to_node", "expected_revision", NULL},
+     {NULL},
      true,
-     build_move_replica},
+     {"move-replica"},
+     {{"group", "--group", MCP_GROUP_MAX, true},
+      {"from_node", "--from", MCP_ID_MAX, true},
+      {"to_node", "--to", MCP_ID_MAX, true},
+      MCP_REVISION_ARG},
+     NULL},
     {"drain_node",
      "Admin.DrainNode: moves every replica off node, one at a time, then marks it removed, as a "
      "task; answers the task id.",
      "{\"type\":\"object\",\"properties\":{\"node\":{\"type\":\"integer\",\"minimum\":1}"
      "," MCP_REVISION_SCHEMA "},\"required\":[\"node\"],\"additionalProperties\":false}",
-     {"node", "expected_revision", NULL},
+     {NULL},
      true,
-     build_drain_node},
+     {"drain"},
+     {{"node", "--node", MCP_ID_MAX, true}, MCP_REVISION_ARG},
+     NULL},
     {"abort_task",
      "Admin.AbortTask: stops running task task_id at a safe point (it ends failed); the controller "
      "refuses a task not running or past its last safe point, naming its state.",
      "{\"type\":\"object\",\"properties\":{\"task_id\":{\"type\":\"integer\",\"minimum\":1}"
      "," MCP_REVISION_SCHEMA "},\"required\":[\"task_id\"],\"additionalProperties\":false}",
-     {"task_id", "expected_revision", NULL},
+     {NULL},
      true,
-     build_abort_task},
+     {"abort"},
+     {{"task_id", "--task", MCP_ID_MAX, true}, MCP_REVISION_ARG},
+     NULL},
 };
 
 #define MCP_N_TOOLS (sizeof(mcp_tools) / sizeof(mcp_tools[0]))
@@ -724,14 +689,6 @@ static void mcp_errors_collect(const char *body, json_t *series, bool *truncated
     }
 }
 
-static int build_recent_errors(const json_t *a, struct mcp_words *w, struct mcp_arg_error *e)
-{
-    (void)a;
-    (void)w;
-    (void)e;
-    return 0; /* runs in-process (mcp_recent_errors), no command */
-}
-
 /* recent_errors' answer: one entry per --metrics URL. */
 static json_t *mcp_recent_errors(const struct mcp_server *s, bool *is_error)
 {
@@ -834,6 +791,8 @@ static int mcp_args_known(const struct mcp_tool *t, const json_t *args, struct m
         bool known = false;
         for (size_t i = 0; t->args[i]; i++)
             known = known || strcmp(t->args[i], key) == 0;
+        for (size_t i = 0; i < sizeof(t->uints) / sizeof(t->uints[0]) && t->uints[i].name; i++)
+            known = known || strcmp(t->uints[i].name, key) == 0;
         if (!known) {
             snprintf(e->message, sizeof(e->message), "%s: %.64s is not an argument of this tool",
                      t->name, key);
@@ -868,7 +827,7 @@ static void mcp_tools_call(const struct mcp_server *s, const json_t *id, const j
         snprintf(e.message, sizeof(e.message), "%s: params.arguments must be an object", t->name);
         e.field = "arguments";
     }
-    if ((e.field || mcp_args_known(t, args, &e) != 0 || t->build(args, &w, &e) != 0)) {
+    if ((e.field || mcp_args_known(t, args, &e) != 0 || mcp_tool_words(t, args, &w, &e) != 0)) {
         json_t *data = json_pack("{s:s}", "field", e.field ? e.field : "arguments");
         if (e.limit)
             json_object_set_new(data, "limit", json_integer((json_int_t)e.limit));
@@ -882,7 +841,7 @@ static void mcp_tools_call(const struct mcp_server *s, const json_t *id, const j
         mcp_reply(id, mcp_result(json_pack("{s:b,s:s}", "refused", 1, "reason", reason), true));
         return;
     }
-    if (t->build == build_recent_errors) {
+    if (strcmp(t->name, "recent_errors") == 0) {
         bool is_error;
         json_t *answer = mcp_recent_errors(s, &is_error);
         mcp_reply(id, mcp_result(answer, is_error));
@@ -890,7 +849,7 @@ static void mcp_tools_call(const struct mcp_server *s, const json_t *id, const j
     }
     struct mcp_run r;
     mcp_child_run(s, w.v, w.n, &r);
-    json_t *health = t->build == build_group_health && r.exit_code == 0 && r.json
+    json_t *health = strcmp(t->name, "group_health") == 0 && r.exit_code == 0 && r.json
                          ? mcp_group_health(r.json)
                          : NULL;
     json_t *answer = health   ? health
