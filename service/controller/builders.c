@@ -464,28 +464,11 @@ int ctl_cmd_drain_advance(uint64_t task, uint32_t attempt, const struct ctl_drai
 
 int ctl_cmd_node_remove(uint64_t id, uint64_t expected_revision, char **out)
 {
-    if (id == 0 || id > CTL_U64_JSON_MAX) {
-        return CTL_EINVALID;
-    }
-    json_t *cmd = json_object();
-    int bad = cmd == NULL;
-    if (cmd != NULL) {
-        bad |= ctl__json_set(cmd, "op", json_string("node_remove"));
-        bad |= ctl__json_set(cmd, "id", ctl__json_u64_new(id));
-    }
-    return ctl__cmd_finish(cmd, bad, expected_revision, out);
+    return id == 0 ? CTL_EINVALID : one_node("node_remove", "id", id, expected_revision, out);
 }
 
 int ctl_cmd_controller_voter_demote(uint64_t node, uint64_t expected_revision, char **out)
 {
-    if (node == 0 || node > CTL_U64_JSON_MAX) {
-        return CTL_EINVALID;
-    }
-    json_t *cmd = json_object();
-    int bad = cmd == NULL;
-    if (cmd != NULL) {
-        bad |= ctl__json_set(cmd, "op", json_string("controller_voter_demote"));
-        bad |= ctl__json_set(cmd, "node", ctl__json_u64_new(node));
-    }
-    return ctl__cmd_finish(cmd, bad, expected_revision, out);
+    return node == 0 ? CTL_EINVALID
+                     : one_node("controller_voter_demote", "node", node, expected_revision, out);
 }
