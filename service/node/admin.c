@@ -121,11 +121,10 @@ static void answer_cluster_state(const struct node_gated *g)
 static void on_cluster_state(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
     struct node_api *api = ctx;
-    Slotd__V1__ClusterStateRequest *r = slotd__v1__cluster_state_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        node_fail_malformed(call, "slotd.v1.ClusterStateRequest");
+    Slotd__V1__ClusterStateRequest *r =
+        node_request_decode(call, &slotd__v1__cluster_state_request__descriptor, req, len);
+    if (r == NULL)
         return;
-    }
     struct node_caller caller;
     struct slotd_error aerr;
     if (node_authz_caller(api->authz, api->peer_mtls, call, "/slotd.v1.Admin/ClusterState", req,
@@ -911,12 +910,10 @@ static void on_controller_command(void *ctx, struct rpc_call *call, const uint8_
         rpc_call_fail(call, &err);
         return;
     }
-    Slotd__Internal__V1__ControllerCommandRequest *r =
-        slotd__internal__v1__controller_command_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        node_fail_malformed(call, "slotd.internal.v1.ControllerCommandRequest");
+    Slotd__Internal__V1__ControllerCommandRequest *r = node_request_decode(
+        call, &slotd__internal__v1__controller_command_request__descriptor, req, len);
+    if (r == NULL)
         return;
-    }
     char *cmd = NULL;
     int rc = -1;
     if (r->command.len == 0 || r->command.len > CTL_CMD_BYTES_MAX ||
@@ -951,12 +948,10 @@ static void on_migration_propose(void *ctx, struct rpc_call *call, const uint8_t
         rpc_call_fail(call, &err);
         return;
     }
-    Slotd__Internal__V1__MigrationProposeRequest *r =
-        slotd__internal__v1__migration_propose_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        node_fail_malformed(call, "slotd.internal.v1.MigrationProposeRequest");
+    Slotd__Internal__V1__MigrationProposeRequest *r = node_request_decode(
+        call, &slotd__internal__v1__migration_propose_request__descriptor, req, len);
+    if (r == NULL)
         return;
-    }
     int rc = group_field(r->group_id, &err);
     Slotd__Internal__V1__LogCommand *c =
         rc ? NULL : slotd__internal__v1__log_command__unpack(NULL, r->entry.len, r->entry.data);
@@ -1042,11 +1037,9 @@ static void on_gated(void *ctx, struct rpc_call *call, const uint8_t *req, size_
             continue;
         if (node_admin_gate(ctx, call, req, len) != 0)
             return;
-        ProtobufCMessage *r = protobuf_c_message_unpack(gated[i].desc, NULL, len, req);
-        if (r == NULL) {
-            node_fail_malformed(call, gated[i].desc->name);
+        ProtobufCMessage *r = node_request_decode(call, gated[i].desc, req, len);
+        if (r == NULL)
             return;
-        }
         gated[i].cb(ctx, call, r);
         protobuf_c_message_free_unpacked(r, NULL);
         return;

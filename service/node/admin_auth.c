@@ -104,11 +104,10 @@ static void on_authenticate(void *ctx, struct rpc_call *call, const uint8_t *req
 {
     struct node_api *api = ctx;
     struct slotd_error err;
-    Slotd__V1__AuthenticateRequest *r = slotd__v1__authenticate_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        node_fail_malformed(call, "slotd.v1.AuthenticateRequest");
+    Slotd__V1__AuthenticateRequest *r =
+        node_request_decode(call, &slotd__v1__authenticate_request__descriptor, req, len);
+    if (r == NULL)
         return;
-    }
     struct auth_job *j = NULL;
     struct node_authz_snap *snap = api->authz ? node_authz_snap_acquire(api->authz) : NULL;
     if (snap == NULL || !snap->auth.enabled) {
@@ -241,11 +240,10 @@ static void on_user_write(void *ctx, struct rpc_call *call, const uint8_t *req, 
     struct node_api *api = ctx;
     struct slotd_error err;
     struct node_caller caller;
-    Slotd__V1__UserWriteRequest *r = slotd__v1__user_write_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        node_fail_malformed(call, "slotd.v1.UserWriteRequest");
+    Slotd__V1__UserWriteRequest *r =
+        node_request_decode(call, &slotd__v1__user_write_request__descriptor, req, len);
+    if (r == NULL)
         return;
-    }
     if (node_authz_caller(api->authz, api->peer_mtls, call, M_USER_WRITE, req, len, &caller,
                           &err) != 0)
         goto fail;
@@ -342,11 +340,10 @@ static void on_role_write(void *ctx, struct rpc_call *call, const uint8_t *req, 
 {
     struct node_api *api = ctx;
     struct slotd_error err;
-    Slotd__V1__RoleWriteRequest *r = slotd__v1__role_write_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        node_fail_malformed(call, "slotd.v1.RoleWriteRequest");
+    Slotd__V1__RoleWriteRequest *r =
+        node_request_decode(call, &slotd__v1__role_write_request__descriptor, req, len);
+    if (r == NULL)
         return;
-    }
     if (node_admin_gate(api, call, req, len) != 0) {
         slotd__v1__role_write_request__free_unpacked(r, NULL);
         return;
@@ -449,11 +446,10 @@ done:
 
 static void on_auth_list(void *ctx, struct rpc_call *call, const uint8_t *req, size_t len)
 {
-    Slotd__V1__AuthListRequest *r = slotd__v1__auth_list_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        node_fail_malformed(call, "slotd.v1.AuthListRequest");
+    Slotd__V1__AuthListRequest *r =
+        node_request_decode(call, &slotd__v1__auth_list_request__descriptor, req, len);
+    if (r == NULL)
         return;
-    }
     uint64_t min_revision = r->min_revision;
     slotd__v1__auth_list_request__free_unpacked(r, NULL);
     if (node_admin_gate(ctx, call, req, len) != 0)

@@ -34,6 +34,15 @@ void node_fail_malformed(struct rpc_call *call, const char *what)
     rpc_call_fail(call, &e);
 }
 
+void *node_request_decode(struct rpc_call *call, const ProtobufCMessageDescriptor *d,
+                          const uint8_t *req, size_t len)
+{
+    ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, req);
+    if (m == NULL)
+        node_fail_malformed(call, d->name);
+    return m;
+}
+
 /* What a Propose (write) or Read (read) of command / query field number f on key needs: the
  * key's prefix for Put, Delete, CompareAndSet and Get, else the typed kind. */
 static struct ctl_need need_of(unsigned f, uint32_t access, const ProtobufCBinaryData *key)
@@ -455,10 +464,10 @@ static void on_propose(void *ctx, struct rpc_call *call, const uint8_t *req, siz
         rpc_call_fail(call, &err);
         return;
     }
-    Slotd__V1__ProposeRequest *p = slotd__v1__propose_request__unpack(NULL, len, req);
+    Slotd__V1__ProposeRequest *p =
+        node_request_decode(call, &slotd__v1__propose_request__descriptor, req, len);
     if (p == NULL) {
         node_caller_release(&caller);
-        node_fail_malformed(call, "slotd.v1.ProposeRequest");
         return;
     }
     int rc = propose_submit(api, call, &caller, p, &err);
@@ -602,10 +611,10 @@ static void on_read(void *ctx, struct rpc_call *call, const uint8_t *req, size_t
         rpc_call_fail(call, &err);
         return;
     }
-    Slotd__V1__ReadRequest *r = slotd__v1__read_request__unpack(NULL, len, req);
+    Slotd__V1__ReadRequest *r =
+        node_request_decode(call, &slotd__v1__read_request__descriptor, req, len);
     if (r == NULL) {
         node_caller_release(&caller);
-        node_fail_malformed(call, "slotd.v1.ReadRequest");
         return;
     }
     const ProtobufCBinaryData *key = NULL;
@@ -742,11 +751,10 @@ static void on_route_snapshot(void *ctx, struct rpc_call *call, const uint8_t *r
         rpc_call_fail(call, &err);
         return;
     }
-    Slotd__V1__RouteSnapshotRequest *r = slotd__v1__route_snapshot_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        node_fail_malformed(call, "slotd.v1.RouteSnapshotRequest");
+    Slotd__V1__RouteSnapshotRequest *r =
+        node_request_decode(call, &slotd__v1__route_snapshot_request__descriptor, req, len);
+    if (r == NULL)
         return;
-    }
     struct node_gated g = {
         .api = ctx, .call = call, .min_revision = r->min_revision, .answer = answer_route};
     slotd__v1__route_snapshot_request__free_unpacked(r, NULL);
@@ -767,11 +775,10 @@ static void on_task_status(void *ctx, struct rpc_call *call, const uint8_t *req,
         rpc_call_fail(call, &err);
         return;
     }
-    Slotd__V1__TaskStatusRequest *r = slotd__v1__task_status_request__unpack(NULL, len, req);
-    if (r == NULL) {
-        node_fail_malformed(call, "slotd.v1.TaskStatusRequest");
+    Slotd__V1__TaskStatusRequest *r =
+        node_request_decode(call, &slotd__v1__task_status_request__descriptor, req, len);
+    if (r == NULL)
         return;
-    }
     struct node_gated g = {.api = ctx,
                            .call = call,
                            .min_revision = r->min_revision,

@@ -107,6 +107,10 @@ void node_backup_stop(struct node_api *api);
 /* Fails call with SLOTD_EMALFORMED, field "request": "request: does not decode as <what>" (what,
  * a message's full name, borrowed for the call). */
 void node_fail_malformed(struct rpc_call *call, const char *what);
+/* req (len bytes, borrowed) decoded as a message of d; NULL once call is failed as
+ * node_fail_malformed(call, d->name) does. Caller frees with protobuf_c_message_free_unpacked(). */
+void *node_request_decode(struct rpc_call *call, const ProtobufCMessageDescriptor *d,
+                          const uint8_t *req, size_t len);
 
 /* The node calling Peer method (its path, borrowed) with request body req (len bytes, borrowed):
  * *caller is the node the cluster-secret proof and/or the client certificate prove, 0 when this
