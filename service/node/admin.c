@@ -19,20 +19,6 @@
 #define ADMIN_FORWARD_DEFAULT_MS 10000
 #define ADMIN_FORWARD_MARGIN_MS 100
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* The state without its secrets (auth.token_key, auth.users[].password_hash) for callers that
  * are not nodes: *buf (a packed ClusterStateResponse, malloc'd) is replaced when its state has
  * an auth section. "checksum" stays the full state's (clients send it back as known_checksum).
@@ -290,7 +276,7 @@ static int relay(struct node_api *api, struct rpc_call *call, const char *method
     f->call = call;
     int64_t d = rpc_call_deadline_ms(call);
     int64_t deadline =
-        d == INT64_MAX ? now_ms() + ADMIN_FORWARD_DEFAULT_MS : d - ADMIN_FORWARD_MARGIN_MS;
+        d == INT64_MAX ? node_mono_ms() + ADMIN_FORWARD_DEFAULT_MS : d - ADMIN_FORWARD_MARGIN_MS;
     /* Admin commands travel as Peer/Forward; a relayed Peer/ControllerCommand as itself */
     bool peer = strncmp(method, "/slotd.internal.v1.Peer/", 24) == 0;
     int rc = peer
@@ -468,7 +454,7 @@ static void on_report_health(struct node_api *api, struct rpc_call *call, void *
         slotd_error_field(&err, "ttl_ms", CTL_HEALTH_TTL_MS_MAX, "ttl_ms: %u not in 1..%u",
                           r->ttl_ms, CTL_HEALTH_TTL_MS_MAX);
     /* The time is the proposing leader's: a relayed request is stamped where it is proposed. */
-    else if ((rc = ctl_cmd_health_report(r->node_id, wall_ms(), r->ttl_ms, 0, &cmd)) != CTL_OK)
+    else if ((rc = ctl_cmd_health_report(r->node_id, node_wall_ms(), r->ttl_ms, 0, &cmd)) != CTL_OK)
         rc = build_failed(rc, &err);
     else
         rc = node_admin_submit(api, call, "/slotd.v1.Admin/ReportHealth", cmd, &r->base,
@@ -484,7 +470,7 @@ static int create_task(struct node_api *api, struct rpc_call *call, const char *
                        struct slotd_error *err)
 {
     char *cmd = NULL;
-    int rc = ctl_cmd_task_create(spec, wall_ms(), expected_revision, &cmd);
+    int rc = ctl_cmd_task_create(spec, node_wall_ms(), expected_revision, &cmd);
     if (rc != CTL_OK)
         rc = build_failed(rc, err);
     else
@@ -579,7 +565,7 @@ static void task_command_submit(struct node_api *api, struct rpc_call *call, con
     struct slotd_error err;
     char *cmd = NULL;
     int rc = node_field(task_id, "task_id", &err);
-    if (rc == 0 && (rc = build(task_id, wall_ms(), expected_revision, &cmd)) != CTL_OK)
+    if (rc == 0 && (rc = build(task_id, node_wall_ms(), expected_revision, &cmd)) != CTL_OK)
         rc = build_failed(rc, &err);
     else if (rc == 0)
         rc = node_admin_submit(api, call, method, cmd, msg, no_forward, &err);

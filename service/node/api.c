@@ -19,11 +19,18 @@
 #define NODE_FORWARD_MARGIN_MS 100
 #define NODE_FORWARD_DEFAULT_MS 10000
 
-static int64_t now_ms(void)
+int64_t node_mono_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t node_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 void node_fail_malformed(struct rpc_call *call, const char *what)
@@ -322,7 +329,7 @@ static int forward(struct node_api *api, struct rpc_call *call, const char *meth
     f->silent_term = t->leader != 0 || !propose ? 0 : t->silent_term;
     int64_t d = rpc_call_deadline_ms(call);
     f->deadline_ms =
-        d == INT64_MAX ? now_ms() + NODE_FORWARD_DEFAULT_MS : d - NODE_FORWARD_MARGIN_MS;
+        d == INT64_MAX ? node_mono_ms() + NODE_FORWARD_DEFAULT_MS : d - NODE_FORWARD_MARGIN_MS;
     f->len = len;
     memcpy(f->req, req, len);
     forward_send(f);

@@ -106,6 +106,10 @@ void node_backup_stop(struct node_api *api);
 
 /* Fails call with SLOTD_EMALFORMED, field "request": "request: does not decode as <what>" (what,
  * a message's full name, borrowed for the call). */
+/* CLOCK_MONOTONIC and CLOCK_REALTIME in ms, for the node's deadlines, timeouts and timestamps. */
+int64_t node_mono_ms(void);
+uint64_t node_wall_ms(void);
+
 void node_fail_malformed(struct rpc_call *call, const char *what);
 /* req (len bytes, borrowed) decoded as a message of d; NULL once call is failed as
  * node_fail_malformed(call, d->name) does. Caller frees with protobuf_c_message_free_unpacked(). */

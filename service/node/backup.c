@@ -63,22 +63,15 @@ struct node_backup {
     uint64_t next_session;
 };
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* The writer's output: one BackupChunk per record, paced on the stream's queue. */
 static int send_record(void *arg, const void *buf, size_t len)
 {
     struct node_backup *b = arg;
-    uint64_t since = mono_ms();
+    uint64_t since = (uint64_t)node_mono_ms();
     while (rpc_stream_queued_bytes(b->st) + len > BACKUP_STREAM_QUEUE_BYTES) {
         if (atomic_load(&b->cancelled))
             return 1;
-        if (mono_ms() - since > BACKUP_STALL_MS) {
+        if ((uint64_t)node_mono_ms() - since > BACKUP_STALL_MS) {
             b->stalled = true;
             return 1;
         }
@@ -190,7 +183,7 @@ static void *backup_thread(void *arg)
     struct backup_writer *w = NULL;
     struct backup_capture_result res;
     char why[BACKUP_ERRMSG_MAX];
-    uint64_t t0 = mono_ms();
+    uint64_t t0 = (uint64_t)node_mono_ms();
     int rc = backup_writer_new(send_record, b, &w);
     if (rc != BACKUP_OK) {
         finish_job(b, rc, "out of memory");
@@ -211,7 +204,7 @@ static void *backup_thread(void *arg)
          "msg=\"backup %s\" groups=%" PRIu32 " groups_remote=%" PRIu32 " rows=%" PRIu64
          " bytes=%" PRIu64 " snapshot_us=%" PRIu64 " ms=%" PRIu64 " error=\"%s\"",
          rc == BACKUP_OK ? "done" : "failed", res.groups, res.groups_remote, res.rows, res.bytes,
-         res.snapshot_us, mono_ms() - t0, rc == BACKUP_OK ? "" : why);
+         res.snapshot_us, (uint64_t)node_mono_ms() - t0, rc == BACKUP_OK ? "" : why);
     count_run(b->api, rc, res.bytes);
     backup_writer_free(w);
     finish_job(b, rc, why);
@@ -379,7 +372,7 @@ static void on_peer_backup_open(void *ctx, struct rpc_call *call, const uint8_t 
     size_t slot = BACKUP_PEER_SESSIONS_MAX;
     if (rc == 0) {
         pthread_mutex_lock(&b->smu);
-        uint64_t now = mono_ms();
+        uint64_t now = (uint64_t)node_mono_ms();
         sessions_expire_locked(b, now);
         for (size_t i = 0; i < BACKUP_PEER_SESSIONS_MAX && slot == BACKUP_PEER_SESSIONS_MAX; i++)
             if (b->sessions[i] == NULL)
@@ -533,7 +526,7 @@ static void on_peer_backup_read(void *ctx, struct rpc_call *call, const uint8_t 
         return;
     size_t slot;
     pthread_mutex_lock(&b->smu);
-    sessions_expire_locked(b, mono_ms());
+    sessions_expire_locked(b, (uint64_t)node_mono_ms());
     struct peer_session *ps = session_find_locked(b, r->session_id, caller, &slot, &err);
     if (ps != NULL)
         ps->busy = true;
@@ -545,7 +538,7 @@ static void on_peer_backup_read(void *ctx, struct rpc_call *call, const uint8_t 
     if (ps != NULL) {
         pthread_mutex_lock(&b->smu);
         ps->busy = false;
-        ps->last_ms = mono_ms();
+        ps->last_ms = (uint64_t)node_mono_ms();
         pthread_mutex_unlock(&b->smu);
     }
     if (rc == 0) {

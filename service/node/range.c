@@ -57,13 +57,6 @@ struct fanout {
     struct fan_part parts[];
 };
 
-static int64_t fanout_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Field fd of message m, as a pointer into m. */
 static void *field_at(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *fd)
 {
@@ -447,7 +440,7 @@ static int fanout_start(struct node_api *api, struct rpc_call *call,
     /* Each part is a single-group page of the same query from its run's first hash slot, sent
      * through this node's own Read handler: routed, forwarded and consistent like any page. */
     int64_t d = rpc_call_deadline_ms(call);
-    int64_t deadline = d == INT64_MAX ? fanout_now_ms() + FANOUT_DEFAULT_DEADLINE_MS : d;
+    int64_t deadline = d == INT64_MAX ? node_mono_ms() + FANOUT_DEFAULT_DEADLINE_MS : d;
     f->left = (unsigned)n;
     for (size_t i = 0; i < n; i++) {
         /* (the last part's answer merges and frees f: nothing touches f after it is started) */

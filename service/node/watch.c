@@ -78,13 +78,6 @@ struct node_watch {
     size_t n_sessions;
 };
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void hub_kick(struct node_watch *hub)
 {
     pthread_mutex_lock(&hub->mu);
@@ -173,7 +166,7 @@ static int send_response(struct watch_session *s, Slotd__V1__WatchEvent **events
         session_end_locked(s, NULL);
         return -1;
     }
-    s->last_sent_ms = now_ms();
+    s->last_sent_ms = node_mono_ms();
     return 0;
 }
 
@@ -202,7 +195,7 @@ static void poll_done(struct watch_poll *p, const struct slotd_error *err,
     }
     if (err != NULL) {
         g->attempt++;
-        g->retry_at_ms = now_ms() + (err->code == SLOTD_ECOMPACTED ? 0 : WATCH_RETRY_MS);
+        g->retry_at_ms = node_mono_ms() + (err->code == SLOTD_ECOMPACTED ? 0 : WATCH_RETRY_MS);
         if (err->code == SLOTD_ECOMPACTED && ++g->compacted >= 3)
             session_end_locked(s, err); /* every replica asked said so */
         pthread_mutex_unlock(&s->mu);
@@ -358,7 +351,7 @@ static void poll_start(struct watch_session *s, size_t gi, uint64_t after, bool 
     if (buf != NULL && api->transport != NULL) {
         slotd__internal__v1__watch_poll_request__pack(&rq, buf);
         rc = transport_call(api->transport, to, PEER_WATCH_POLL, buf, len,
-                            now_ms() + WATCH_POLL_WAIT_MS + 5000, on_peer_poll, p);
+                            node_mono_ms() + WATCH_POLL_WAIT_MS + 5000, on_peer_poll, p);
     }
     free(buf);
     if (rc != TRANSPORT_OK) {
@@ -454,7 +447,7 @@ static void *hub_main(void *arg)
         pthread_mutex_unlock(&hub->mu);
         /* sessions added meanwhile go to hub->sessions; the turned ones are put back */
         struct watch_session *keep = NULL;
-        int64_t now = now_ms();
+        int64_t now = node_mono_ms();
         while (list != NULL) {
             struct watch_session *s = list;
             list = s->next;
