@@ -420,24 +420,26 @@ int ctl_cmd_task_fail(uint64_t task, uint32_t attempt, uint32_t phase, const cha
     return ctl__cmd_finish(cmd, bad, expected_revision, out);
 }
 
-int ctl_cmd_task_retry(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out)
+/* task_retry's and task_abort's command: {op, task, now_ms}. */
+static int task_cmd(const char *op, uint64_t task, uint64_t now_ms, uint64_t expected_revision,
+                    char **out)
 {
     if (task > CTL_U64_JSON_MAX || now_ms > CTL_U64_JSON_MAX) {
         return CTL_EINVALID;
     }
     int bad = 0;
-    json_t *cmd = task_op("task_retry", task, now_ms, &bad);
+    json_t *cmd = task_op(op, task, now_ms, &bad);
     return ctl__cmd_finish(cmd, bad, expected_revision, out);
+}
+
+int ctl_cmd_task_retry(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out)
+{
+    return task_cmd("task_retry", task, now_ms, expected_revision, out);
 }
 
 int ctl_cmd_task_abort(uint64_t task, uint64_t now_ms, uint64_t expected_revision, char **out)
 {
-    if (task > CTL_U64_JSON_MAX || now_ms > CTL_U64_JSON_MAX) {
-        return CTL_EINVALID;
-    }
-    int bad = 0;
-    json_t *cmd = task_op("task_abort", task, now_ms, &bad);
-    return ctl__cmd_finish(cmd, bad, expected_revision, out);
+    return task_cmd("task_abort", task, now_ms, expected_revision, out);
 }
 
 int ctl_cmd_drain_advance(uint64_t task, uint32_t attempt, const struct ctl_drain_facts *f,
