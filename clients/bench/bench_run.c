@@ -11,7 +11,6 @@
 #include "slotd/v1/metadata.pb-c.h"
 
 #include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
@@ -353,12 +352,10 @@ static int run_fetch_decode(const struct run_shared *s, const struct run_fetch *
             bench_status_name(code < BENCH_STATUS_OTHER ? code : BENCH_STATUS_OTHER),
             (int)GRPC_SLICE_LENGTH(f->u.details), (const char *)GRPC_SLICE_START_PTR(f->u.details));
     }
-    grpc_byte_buffer_reader reader;
-    if (!grpc_byte_buffer_reader_init(&reader, f->u.recv))
+    grpc_slice slice;
+    if (!slotd_call_flatten(f->u.recv, &slice))
         return run_fail(errmsg, errmsg_len, BENCH_EMALFORMED,
                         "RouteSnapshot from %s: unreadable response", endpoint);
-    grpc_slice slice = grpc_byte_buffer_reader_readall(&reader);
-    grpc_byte_buffer_reader_destroy(&reader);
     int rc = bench_route_decode(route, GRPC_SLICE_START_PTR(slice), GRPC_SLICE_LENGTH(slice),
                                 errmsg, errmsg_len);
     grpc_slice_unref(slice);
@@ -483,11 +480,9 @@ static void run_issue(struct run_worker *w, struct run_call *c, int64_t now)
 /* Decodes an OK response; false when it is missing or not the expected message. */
 static bool run_response_ok(const struct run_worker *w, const struct run_call *c, bool *found)
 {
-    grpc_byte_buffer_reader reader;
-    if (!c->u.recv || !grpc_byte_buffer_reader_init(&reader, c->u.recv))
+    grpc_slice slice;
+    if (!slotd_call_flatten(c->u.recv, &slice))
         return false;
-    grpc_slice slice = grpc_byte_buffer_reader_readall(&reader);
-    grpc_byte_buffer_reader_destroy(&reader);
     int rc = bench_wire_response_check(w->s->o->target, c->req, GRPC_SLICE_START_PTR(slice),
                                        GRPC_SLICE_LENGTH(slice), found);
     grpc_slice_unref(slice);

@@ -6,7 +6,6 @@
 #include "call.h"
 
 #include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/support/time.h>
 
 #include <assert.h>
@@ -199,12 +198,10 @@ static void watch_stream_maybe_free(struct watch_stream *st)
 static void watch_count(struct watch_stream *st, int64_t now)
 {
     struct bench_watch *w = st->pool;
-    grpc_byte_buffer_reader reader;
     struct bench_watch_msg m;
     int rc = BENCH_EMALFORMED;
-    if (grpc_byte_buffer_reader_init(&reader, st->recv)) {
-        grpc_slice slice = grpc_byte_buffer_reader_readall(&reader);
-        grpc_byte_buffer_reader_destroy(&reader);
+    grpc_slice slice;
+    if (slotd_call_flatten(st->recv, &slice)) {
         rc = bench_wire_watch_decode(w->o->target, GRPC_SLICE_START_PTR(slice),
                                      GRPC_SLICE_LENGTH(slice), &m);
         grpc_slice_unref(slice);

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 
 #include "grpc/health/v1/health.pb-c.h"
@@ -36,11 +35,9 @@ const char *health_status_name(int status)
 /* Unpacks the response in bb (borrowed for the call) into *serving_status. */
 static int health_response_unpack(grpc_byte_buffer *bb, int *serving_status)
 {
-    grpc_byte_buffer_reader reader;
-    if (!grpc_byte_buffer_reader_init(&reader, bb))
+    grpc_slice all;
+    if (!slotd_call_flatten(bb, &all))
         return HEALTH_EMALFORMED;
-    grpc_slice all = grpc_byte_buffer_reader_readall(&reader);
-    grpc_byte_buffer_reader_destroy(&reader);
     Grpc__Health__V1__HealthCheckResponse *resp = grpc__health__v1__health_check_response__unpack(
         NULL, GRPC_SLICE_LENGTH(all), GRPC_SLICE_START_PTR(all));
     grpc_slice_unref(all);
@@ -59,8 +56,7 @@ int health_check_call(const char *addr, const char *service, int timeout_ms,
     req.service = (char *)service;
     uint8_t buf[HEALTH_SERVICE_MAX + 8]; /* the service name and its tag and length */
     if (grpc__health__v1__health_check_request__get_packed_size(&req) > sizeof(buf)) {
-        snprintf(errmsg, errlen, "%s: service name longer than %d bytes", addr,
-                 HEALTH_SERVICE_MAX);
+        snprintf(errmsg, errlen, "%s: service name longer than %d bytes", addr, HEALTH_SERVICE_MAX);
         return HEALTH_ECALL;
     }
     size_t len = grpc__health__v1__health_check_request__pack(&req, buf);

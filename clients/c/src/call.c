@@ -5,6 +5,7 @@
 #include "slotd/v1/metadata.pb-c.h"
 
 #include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
@@ -140,6 +141,18 @@ void slotd_call_trailer_detail(const grpc_metadata_array *md, struct slotd_statu
     }
 }
 
+bool slotd_call_flatten(grpc_byte_buffer *bb, grpc_slice *out)
+{
+    grpc_byte_buffer_reader reader;
+    if (bb == NULL || !grpc_byte_buffer_reader_init(&reader, bb)) {
+        *out = grpc_empty_slice();
+        return false;
+    }
+    *out = grpc_byte_buffer_reader_readall(&reader);
+    grpc_byte_buffer_reader_destroy(&reader);
+    return true;
+}
+
 void slotd_call_cq_destroy(grpc_completion_queue *cq)
 {
     grpc_completion_queue_shutdown(cq);
@@ -185,8 +198,8 @@ grpc_call_error slotd_call_unary_start(grpc_call *call, grpc_metadata *md, size_
 
 /* Runs the batch of one unary call; fills st (status, server text, detail) and *body. */
 static void call_run(grpc_call *call, grpc_completion_queue *cq, grpc_byte_buffer *send,
-                            int deadline_ms, const char *authorization, grpc_byte_buffer **recv,
-                            struct slotd_status *st)
+                     int deadline_ms, const char *authorization, grpc_byte_buffer **recv,
+                     struct slotd_status *st)
 {
     grpc_metadata md;
     memset(&md, 0, sizeof(md));
@@ -232,8 +245,8 @@ int slotd_call_unary(grpc_channel *ch, const char *method, const uint8_t *req, s
                      struct slotd_status *st)
 {
     *body = NULL;
-    gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                         gpr_time_from_millis(deadline_ms, GPR_TIMESPAN));
+    gpr_timespec deadline =
+        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(deadline_ms, GPR_TIMESPAN));
     grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
     grpc_slice method_slice = grpc_slice_from_static_string(method);
     grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method_slice,

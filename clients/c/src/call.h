@@ -82,6 +82,11 @@ grpc_call_error slotd_call_unary_start(grpc_call *call, grpc_metadata *md, size_
 void slotd_call_status_set(struct slotd_status *st, grpc_status_code status, grpc_slice details,
                            const grpc_metadata_array *trailing_md);
 
+/* bb: borrowed for the call (NULL allowed). Sets *out to the whole message in bb as one slice
+ * (caller frees with grpc_slice_unref()). Returns false, *out empty, when bb is NULL or cannot
+ * be read. */
+bool slotd_call_flatten(grpc_byte_buffer *bb, grpc_slice *out);
+
 /* cq: ownership transfers. Shuts cq down, takes what is left on it (one event per batch still
  * started on it, then GRPC_QUEUE_SHUTDOWN) and destroys it. */
 void slotd_call_cq_destroy(grpc_completion_queue *cq);

@@ -7,7 +7,6 @@
 #include "slotd/v1/metadata.pb-c.h"
 
 #include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
@@ -56,7 +55,7 @@ struct slotd_client {
     int64_t route_attempt_ns;  /* when the latest fetch started */
     bool route_stale;          /* a call failed in a way a newer route may fix */
     size_t next_endpoint;      /* endpoint that answered the latest fetch */
-    uint64_t last_revision; /* atomic: the highest controller revision seen (any thread) */
+    uint64_t last_revision;    /* atomic: the highest controller revision seen (any thread) */
     uint64_t rng;
     /* "Bearer <token>" sent as "authorization" on every call; "" = none (guarded by lock) */
     char authorization[SLOTD_CLIENT_TOKEN_MAX + 8];
@@ -101,9 +100,9 @@ static int client_creds_new(struct slotd_client *c, const struct slotd_options *
     if (rc == CLIENT_TLS_OK && o->tls_server_name)
         snprintf(c->server_name, sizeof(c->server_name), "%s", o->tls_server_name);
     client_tls_pem_free(&pem);
-    return rc == CLIENT_TLS_OK    ? SLOTD_CLIENT_OK
+    return rc == CLIENT_TLS_OK       ? SLOTD_CLIENT_OK
            : rc == CLIENT_TLS_ENOMEM ? SLOTD_CLIENT_ENOMEM
-                                  : SLOTD_CLIENT_EINVAL;
+                                     : SLOTD_CLIENT_EINVAL;
 }
 
 int slotd_client_create(const char *endpoints, const struct slotd_options *o,
@@ -160,9 +159,8 @@ uint64_t slotd_client_last_revision(const struct slotd_client *c)
 void slotd_client_observe_revision(struct slotd_client *c, uint64_t revision)
 {
     uint64_t have = __atomic_load_n(&c->last_revision, __ATOMIC_ACQUIRE);
-    while (revision > have && !__atomic_compare_exchange_n(&c->last_revision, &have, revision,
-                                                           true, __ATOMIC_ACQ_REL,
-                                                           __ATOMIC_ACQUIRE)) {
+    while (revision > have && !__atomic_compare_exchange_n(&c->last_revision, &have, revision, true,
+                                                           __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     }
 }
 
@@ -212,11 +210,7 @@ static int client_unary(struct slotd_client *c, const char *address, const char 
     memset(authorization, 0, sizeof(authorization));
     int rc = slotd__err_of_status(st);
     if (rc == SLOTD_CLIENT_OK) {
-        grpc_byte_buffer_reader reader;
-        if (recv && grpc_byte_buffer_reader_init(&reader, recv)) {
-            *body = grpc_byte_buffer_reader_readall(&reader);
-            grpc_byte_buffer_reader_destroy(&reader);
-        } else {
+        if (!slotd_call_flatten(recv, body)) {
             rc = SLOTD_CLIENT_EMALFORMED;
             snprintf(st->message, sizeof(st->message), "OK status without a response message");
         }
@@ -587,15 +581,13 @@ static int client_write_decode(const struct slotd_write *w, grpc_slice body,
 static int client_write_check(const struct slotd_write *w, struct slotd_status *st)
 {
     if (w->kind != SLOTD_WRITE_PUT && w->kind != SLOTD_WRITE_DELETE && w->kind != SLOTD_WRITE_CAS) {
-        snprintf(st->message, sizeof(st->message), "write: unknown kind %d",
-                 (int)w->kind);
+        snprintf(st->message, sizeof(st->message), "write: unknown kind %d", (int)w->kind);
         return SLOTD_CLIENT_EINVAL;
     }
     if (w->request_id && !w->no_request_id &&
         (w->request_id_len == 0 || w->request_id_len > SLOTD_REQUEST_ID_LEN_MAX)) {
-        snprintf(st->message, sizeof(st->message),
-                 "write: request id of %zu bytes is not in 1..%d", w->request_id_len,
-                 SLOTD_REQUEST_ID_LEN_MAX);
+        snprintf(st->message, sizeof(st->message), "write: request id of %zu bytes is not in 1..%d",
+                 w->request_id_len, SLOTD_REQUEST_ID_LEN_MAX);
         snprintf(st->field, sizeof(st->field), "request_id");
         return SLOTD_CLIENT_EINVAL;
     }
@@ -649,8 +641,8 @@ static int client_write(struct slotd_client *c, const struct slotd_write *w,
                  "cas: version mismatch: expected %llu, current version %llu",
                  (unsigned long long)w->expected_version, (unsigned long long)out->version);
     else if (rc == SLOTD_CLIENT_EMALFORMED)
-        snprintf(st->message, sizeof(st->message),
-                 "%s: response is not a matching ProposeResponse", client_write_op(w->kind));
+        snprintf(st->message, sizeof(st->message), "%s: response is not a matching ProposeResponse",
+                 client_write_op(w->kind));
     return rc;
 }
 
@@ -948,5 +940,3 @@ void slotd__client_authorization(struct slotd_client *c, char *out, size_t len)
     snprintf(out, len, "%s", c->authorization);
     pthread_mutex_unlock(&c->lock);
 }
-
-

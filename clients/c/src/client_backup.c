@@ -5,7 +5,6 @@
 #include "slotd/v1/admin.pb-c.h"
 
 #include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/support/time.h>
 
@@ -20,13 +19,11 @@
 static int backup_deliver(grpc_byte_buffer *recv, slotd_backup_cb cb, void *arg, bool *stop,
                           struct slotd_status *st)
 {
-    grpc_byte_buffer_reader rd;
-    if (!grpc_byte_buffer_reader_init(&rd, recv)) {
+    grpc_slice s;
+    if (!slotd_call_flatten(recv, &s)) {
         snprintf(st->message, sizeof(st->message), "backup: unreadable message");
         return SLOTD_CLIENT_EMALFORMED;
     }
-    grpc_slice s = grpc_byte_buffer_reader_readall(&rd);
-    grpc_byte_buffer_reader_destroy(&rd);
     Slotd__V1__BackupChunk *m =
         slotd__v1__backup_chunk__unpack(NULL, GRPC_SLICE_LENGTH(s), GRPC_SLICE_START_PTR(s));
     grpc_slice_unref(s);

@@ -4,7 +4,6 @@
 #include "slotd/v1/metadata.pb-c.h"
 
 #include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/support/time.h>
 
@@ -214,11 +213,9 @@ static struct slotd_propose_stream_result *pstream_result(const struct slotd_pro
 
 Slotd__V1__ProposeStreamResponse *slotd__pstream_response_unpack(grpc_byte_buffer *bb)
 {
-    grpc_byte_buffer_reader reader;
-    if (!grpc_byte_buffer_reader_init(&reader, bb))
+    grpc_slice slice;
+    if (!slotd_call_flatten(bb, &slice))
         return NULL;
-    grpc_slice slice = grpc_byte_buffer_reader_readall(&reader);
-    grpc_byte_buffer_reader_destroy(&reader);
     Slotd__V1__ProposeStreamResponse *m = slotd__v1__propose_stream_response__unpack(
         NULL, GRPC_SLICE_LENGTH(slice), GRPC_SLICE_START_PTR(slice));
     grpc_slice_unref(slice);

@@ -5,7 +5,6 @@
 #include "slotd/v1/metadata.pb-c.h"
 
 #include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/support/time.h>
 
@@ -112,15 +111,13 @@ static int watch_encode(const struct slotd_watch_request *w, const struct slotd_
 static int watch_deliver(grpc_byte_buffer *recv, struct slotd_watch_result *out, size_t *cap,
                          slotd_watch_cb cb, void *arg, bool *stop, struct slotd_status *st)
 {
-    grpc_byte_buffer_reader reader;
-    if (!grpc_byte_buffer_reader_init(&reader, recv)) {
+    grpc_slice body;
+    if (!slotd_call_flatten(recv, &body)) {
         snprintf(st->message, sizeof(st->message), "a watch message that cannot be read");
         return SLOTD_CLIENT_EMALFORMED;
     }
-    grpc_slice body = grpc_byte_buffer_reader_readall(&reader);
-    grpc_byte_buffer_reader_destroy(&reader);
-    Slotd__V1__WatchResponse *m = slotd__v1__watch_response__unpack(
-        NULL, GRPC_SLICE_LENGTH(body), GRPC_SLICE_START_PTR(body));
+    Slotd__V1__WatchResponse *m = slotd__v1__watch_response__unpack(NULL, GRPC_SLICE_LENGTH(body),
+                                                                    GRPC_SLICE_START_PTR(body));
     grpc_slice_unref(body);
     if (!m) {
         snprintf(st->message, sizeof(st->message), "a watch message is not a WatchResponse");
@@ -180,10 +177,10 @@ done:
 
 /* One stream on address until it ends, the callback stops it or deadline_ms (monotonic, 0 =
  * none) passes. *got says whether any message arrived. st describes a failed end. */
-static enum watch_end watch_stream(struct slotd_client *c, const char *address,
-                                   const uint8_t *req, size_t req_len, int64_t deadline_ms,
-                                   slotd_watch_cb cb, void *arg, struct slotd_watch_result *out,
-                                   size_t *cap, bool *got, struct slotd_status *st)
+static enum watch_end watch_stream(struct slotd_client *c, const char *address, const uint8_t *req,
+                                   size_t req_len, int64_t deadline_ms, slotd_watch_cb cb,
+                                   void *arg, struct slotd_watch_result *out, size_t *cap,
+                                   bool *got, struct slotd_status *st)
 {
     *got = false;
     struct slotd__stream s;
@@ -246,9 +243,8 @@ static int watch_check(const struct slotd_watch_request *w, struct slotd_status 
 }
 
 /* Runs w into out (borrowed for the call); st describes a failure. */
-static int watch_run(struct slotd_client *c, const struct slotd_watch_request *w,
-                     slotd_watch_cb cb, void *arg, struct slotd_watch_result *out,
-                     struct slotd_status *st_out)
+static int watch_run(struct slotd_client *c, const struct slotd_watch_request *w, slotd_watch_cb cb,
+                     void *arg, struct slotd_watch_result *out, struct slotd_status *st_out)
 {
     slotd_call_status_reset(st_out);
     int rc = watch_check(w, st_out);
