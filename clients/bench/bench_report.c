@@ -28,32 +28,35 @@ static void report_latency(FILE *out, const char *name, uint64_t ns)
         fprintf(out, "  %s %.2f ms", name, (double)ns / 1e6);
 }
 
+/* Writes each nonzero counts[i], i from..n-1, as "name count" (json: "\"name\":count"), the
+ * first after lead and the others after sep. Returns first when it wrote none, else false. */
+static bool report_counts(FILE *out, const uint64_t *counts, unsigned from, unsigned n,
+                          const char *(*name)(unsigned), bool json, const char *lead,
+                          const char *sep, bool first)
+{
+    for (unsigned i = from; i < n; i++) {
+        if (!counts[i])
+            continue;
+        fprintf(out, json ? "%s\"%s\":%llu" : "%s%s %llu", first ? lead : sep, name(i),
+                (unsigned long long)counts[i]);
+        first = false;
+    }
+    return first;
+}
+
 static void report_text_errors(const struct bench_phase *p, FILE *out)
 {
     fprintf(out, "errors:      %llu", (unsigned long long)p->errors);
-    bool first = true;
-    for (unsigned code = 1; code < BENCH_STATUS_SLOTS; code++) {
-        if (!p->status[code])
-            continue;
-        fprintf(out, "%s%s %llu", first ? "  (" : ", ", bench_status_name(code),
-                (unsigned long long)p->status[code]);
-        first = false;
-    }
+    bool first = report_counts(out, p->status, 1, BENCH_STATUS_SLOTS, bench_status_name, false,
+                               "  (", ", ", true);
     if (p->malformed) {
         fprintf(out, "%sMALFORMED_RESPONSE %llu", first ? "  (" : ", ",
                 (unsigned long long)p->malformed);
         first = false;
     }
     fprintf(out, "%s\n", first ? "" : ")");
-    first = true;
-    for (unsigned d = 0; d < BENCH_DETAIL_SLOTS; d++) {
-        if (!p->error_detail[d])
-            continue;
-        fprintf(out, "%s%s %llu", first ? "slotd codes: " : ", ", bench_wire_error_code_name(d),
-                (unsigned long long)p->error_detail[d]);
-        first = false;
-    }
-    if (!first)
+    if (!report_counts(out, p->error_detail, 0, BENCH_DETAIL_SLOTS, bench_wire_error_code_name,
+                       false, "slotd codes: ", ", ", true))
         fprintf(out, "\n");
 }
 
@@ -75,14 +78,8 @@ static void report_text_watch(const struct bench_watch_result *w, FILE *out)
         return;
     }
     fprintf(out, "watch ends:  %u of %u streams ended early (", w->ended_early, w->watchers);
-    bool first = true;
-    for (unsigned code = 0; code < BENCH_STATUS_SLOTS; code++) {
-        if (!w->ended_by_status[code])
-            continue;
-        fprintf(out, "%s%s %u", first ? "" : ", ", bench_status_name(code),
-                w->ended_by_status[code]);
-        first = false;
-    }
+    bool first = report_counts(out, w->ended_by_status, 0, BENCH_STATUS_SLOTS, bench_status_name,
+                               false, "", ", ", true);
     if (w->etcd_canceled)
         fprintf(out, "%setcd canceled %u", first ? "" : ", ", w->etcd_canceled);
     fprintf(out, ")\n             first at %.2f s %s: %s\n", w->first_end_s,
@@ -171,26 +168,14 @@ static void report_json_phase(const struct bench_phase *p, FILE *out)
             p->latency_ns.count ? (double)p->latency_ns.min / 1e3 : 0.0,
             bench_hist_mean(&p->latency_ns) / 1e3);
     fprintf(out, "\"errors_total\":%llu,\"errors\":{", (unsigned long long)p->errors);
-    bool first = true;
-    for (unsigned code = 1; code < BENCH_STATUS_SLOTS; code++) {
-        if (!p->status[code])
-            continue;
-        fprintf(out, "%s\"%s\":%llu", first ? "" : ",", bench_status_name(code),
-                (unsigned long long)p->status[code]);
-        first = false;
-    }
+    bool first = report_counts(out, p->status, 1, BENCH_STATUS_SLOTS, bench_status_name, true, "",
+                               ",", true);
     if (p->malformed)
         fprintf(out, "%s\"MALFORMED_RESPONSE\":%llu", first ? "" : ",",
                 (unsigned long long)p->malformed);
     fprintf(out, "},\"error_details\":{");
-    first = true;
-    for (unsigned d = 0; d < BENCH_DETAIL_SLOTS; d++) {
-        if (!p->error_detail[d])
-            continue;
-        fprintf(out, "%s\"%s\":%llu", first ? "" : ",", bench_wire_error_code_name(d),
-                (unsigned long long)p->error_detail[d]);
-        first = false;
-    }
+    report_counts(out, p->error_detail, 0, BENCH_DETAIL_SLOTS, bench_wire_error_code_name, true, "",
+                  ",", true);
     fprintf(out, "},\"direct\":%llu,\"fallback\":%llu", (unsigned long long)p->direct,
             (unsigned long long)p->fallback);
     fprintf(out,
@@ -213,14 +198,8 @@ static void report_json_watch(const struct bench_watch_result *w, FILE *out)
             (unsigned long long)w->events_total, (unsigned long long)w->messages,
             (unsigned long long)w->malformed, w->elapsed_s, w->events_per_s, w->per_watcher_median,
             w->per_watcher_min, w->per_watcher_max, w->ended_early);
-    bool first = true;
-    for (unsigned code = 0; code < BENCH_STATUS_SLOTS; code++) {
-        if (!w->ended_by_status[code])
-            continue;
-        fprintf(out, "%s\"%s\":%u", first ? "" : ",", bench_status_name(code),
-                w->ended_by_status[code]);
-        first = false;
-    }
+    report_counts(out, w->ended_by_status, 0, BENCH_STATUS_SLOTS, bench_status_name, true, "", ",",
+                  true);
     fprintf(out, "},\"etcd_canceled\":%u,", w->etcd_canceled);
     if (w->ended_early)
         fprintf(out, "\"first_end_s\":%.3f,", w->first_end_s);

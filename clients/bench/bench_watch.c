@@ -73,7 +73,7 @@ struct bench_watch {
     _Atomic int64_t from_ns, until_ns;
     /* early ends (watch thread; read after the join) */
     unsigned ended_early, etcd_canceled;
-    unsigned ended_by_status[BENCH_STATUS_SLOTS];
+    uint64_t ended_by_status[BENCH_STATUS_SLOTS];
     int64_t first_end_ns;
     char first_end_error[BENCH_WATCH_ERROR_LEN];
 };

@@ -29,7 +29,7 @@ struct bench_watch_result {
      * arrived (counted by code in ended_by_status) or etcd canceled the watcher (etcd_canceled;
      * the stream itself stays open) */
     unsigned ended_early;
-    unsigned ended_by_status[BENCH_STATUS_SLOTS];
+    uint64_t ended_by_status[BENCH_STATUS_SLOTS];
     unsigned etcd_canceled;
     double first_end_s; /* the first early end, seconds after the measured start (< 0: before) */
     char first_end_error[BENCH_WATCH_ERROR_LEN]; /* "RESOURCE_EXHAUSTED: <details>"; "" if none */
