@@ -2,10 +2,10 @@
 #include "bench_opts.h"
 
 #include "bench_err.h"
+#include "call.h"
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,18 +150,6 @@ void bench_opts_defaults(struct bench_opts *o)
     o->connect_timeout_ms = 5000;
 }
 
-static int opt_fail(char *errmsg, size_t errmsg_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int opt_fail(char *errmsg, size_t errmsg_len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(errmsg, errmsg_len, fmt, ap);
-    va_end(ap);
-    return BENCH_EUSAGE;
-}
-
 static int opt_parse_op(const char *s, enum bench_op *op)
 {
     if (strcmp(s, "get-linearizable") == 0) {
@@ -185,18 +173,19 @@ static int opt_parse_endpoints(struct bench_opts *o, const char *s, char *errmsg
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         if (len == 0 || len > BENCH_ENDPOINT_LEN_MAX || memchr(p, ':', len) == NULL)
-            return opt_fail(errmsg, errmsg_len,
-                            "--endpoints: each endpoint is host:port, 1..%d bytes, in '%s'",
-                            BENCH_ENDPOINT_LEN_MAX, s);
+            return slotd_call_fail(errmsg, errmsg_len, BENCH_EUSAGE,
+                                   "--endpoints: each endpoint is host:port, 1..%d bytes, in '%s'",
+                                   BENCH_ENDPOINT_LEN_MAX, s);
         for (size_t k = 0; k < len; k++) {
             unsigned char ch = (unsigned char)p[k];
             if (ch <= ' ' || ch >= 0x7f || ch == '"' || ch == '\\')
-                return opt_fail(errmsg, errmsg_len,
-                                "--endpoints: character 0x%02x is not allowed in '%s'", ch, s);
+                return slotd_call_fail(errmsg, errmsg_len, BENCH_EUSAGE,
+                                       "--endpoints: character 0x%02x is not allowed in '%s'", ch,
+                                       s);
         }
         if (n == BENCH_ENDPOINTS_MAX)
-            return opt_fail(errmsg, errmsg_len, "--endpoints: at most %d endpoints",
-                            BENCH_ENDPOINTS_MAX);
+            return slotd_call_fail(errmsg, errmsg_len, BENCH_EUSAGE,
+                                   "--endpoints: at most %d endpoints", BENCH_ENDPOINTS_MAX);
         memcpy(o->endpoints[n], p, len);
         o->endpoints[n][len] = '\0';
         n++;
@@ -223,16 +212,18 @@ static int opt_parse_number(const struct opt_def *d, const char *s, struct bench
     if (d->kind == OPT_DOUBLE) {
         double v = strtod(s, &end);
         if (errno || end == s || *end || !isfinite(v) || v < d->min || v > d->max)
-            return opt_fail(errmsg, errmsg_len, "--%s: '%s' is not a number in %g..%g", d->name, s,
-                            d->min, d->max);
+            return slotd_call_fail(errmsg, errmsg_len, BENCH_EUSAGE,
+                                   "--%s: '%s' is not a number in %g..%g", d->name, s, d->min,
+                                   d->max);
         double *dst = opt_field(o, d);
         *dst = v;
         return 0;
     }
     unsigned long long v = (s[0] >= '0' && s[0] <= '9') ? strtoull(s, &end, 10) : 0;
     if (!(s[0] >= '0' && s[0] <= '9') || errno || *end || (double)v < d->min || (double)v > d->max)
-        return opt_fail(errmsg, errmsg_len, "--%s: '%s' is not an integer in %.0f..%.0f", d->name,
-                        s, d->min, d->max);
+        return slotd_call_fail(errmsg, errmsg_len, BENCH_EUSAGE,
+                               "--%s: '%s' is not an integer in %.0f..%.0f", d->name, s, d->min,
+                               d->max);
     if (d->kind == OPT_UINT) {
         unsigned *dst = opt_field(o, d);
         *dst = (unsigned)v;
@@ -260,28 +251,31 @@ static int opt_apply(const struct opt_def *d, const char *val, struct bench_opts
         else if (strcmp(val, "echo") == 0)
             o->target = BENCH_TARGET_ECHO;
         else
-            return opt_fail(errmsg, errmsg_len, "--target: '%s' is not slotd, etcd or echo", val);
+            return slotd_call_fail(errmsg, errmsg_len, BENCH_EUSAGE,
+                                   "--target: '%s' is not slotd, etcd or echo", val);
         return 0;
     case OPT_OP:
         if (opt_parse_op(val, &o->op) != 0)
-            return opt_fail(errmsg, errmsg_len,
-                            "--op: '%s' is not put, get, get-linearizable, get-leader-local, "
-                            "get-local or mixed",
-                            val);
+            return slotd_call_fail(
+                errmsg, errmsg_len, BENCH_EUSAGE,
+                "--op: '%s' is not put, get, get-linearizable, get-leader-local, "
+                "get-local or mixed",
+                val);
         return 0;
     case OPT_READ_OP:
         if (opt_parse_op(val, &o->read_op) != 0 || o->read_op == BENCH_OP_PUT ||
             o->read_op == BENCH_OP_MIXED)
-            return opt_fail(errmsg, errmsg_len,
-                            "--read-op: '%s' is not get, get-linearizable, get-leader-local or "
-                            "get-local",
-                            val);
+            return slotd_call_fail(
+                errmsg, errmsg_len, BENCH_EUSAGE,
+                "--read-op: '%s' is not get, get-linearizable, get-leader-local or "
+                "get-local",
+                val);
         return 0;
     case OPT_ENDPOINTS:
         return opt_parse_endpoints(o, val, errmsg, errmsg_len);
     case OPT_STRING:
         if (!*val)
-            return opt_fail(errmsg, errmsg_len, "--%s: empty", d->name);
+            return slotd_call_fail(errmsg, errmsg_len, BENCH_EUSAGE, "--%s: empty", d->name);
         *(const char **)((char *)o + d->offset) = val;
         return 0;
     default:
@@ -309,38 +303,41 @@ static int opt_check_combined(struct bench_opts *o, char *errmsg, size_t errmsg_
     }
     unsigned need = 4 + digits_of(o->keys - 1);
     if (o->key_size < need)
-        return opt_fail(errmsg, errmsg_len,
-                        "--key-size: %u bytes cannot hold 'key-' and %u digits for --keys %llu "
-                        "(need >= %u)",
-                        o->key_size, need - 4, (unsigned long long)o->keys, need);
+        return slotd_call_fail(
+            errmsg, errmsg_len, BENCH_EUSAGE,
+            "--key-size: %u bytes cannot hold 'key-' and %u digits for --keys %llu "
+            "(need >= %u)",
+            o->key_size, need - 4, (unsigned long long)o->keys, need);
     if (o->target == BENCH_TARGET_ETCD &&
         (o->op == BENCH_OP_GET_LEADER_LOCAL ||
          (o->op == BENCH_OP_MIXED && o->read_op == BENCH_OP_GET_LEADER_LOCAL)))
-        return opt_fail(
-            errmsg, errmsg_len,
+        return slotd_call_fail(
+            errmsg, errmsg_len, BENCH_EUSAGE,
             "--op get-leader-local: etcd has no leader-local read (use get or get-local)");
     if (o->target == BENCH_TARGET_ETCD && o->route_aware)
-        return opt_fail(errmsg, errmsg_len,
-                        "--route-aware: slotd only (etcd has no RouteSnapshot)");
+        return slotd_call_fail(errmsg, errmsg_len, BENCH_EUSAGE,
+                               "--route-aware: slotd only (etcd has no RouteSnapshot)");
     if (o->target == BENCH_TARGET_ECHO && o->route_aware)
-        return opt_fail(errmsg, errmsg_len,
-                        "--route-aware: slotd only (the echo target has no RouteSnapshot)");
+        return slotd_call_fail(errmsg, errmsg_len, BENCH_EUSAGE,
+                               "--route-aware: slotd only (the echo target has no RouteSnapshot)");
     if (o->stream && o->target != BENCH_TARGET_SLOTD)
-        return opt_fail(errmsg, errmsg_len,
-                        "--stream: slotd only (ProposeStream is slotd's Metadata/ProposeStream)");
+        return slotd_call_fail(
+            errmsg, errmsg_len, BENCH_EUSAGE,
+            "--stream: slotd only (ProposeStream is slotd's Metadata/ProposeStream)");
     if (o->stream && o->op != BENCH_OP_PUT)
-        return opt_fail(errmsg, errmsg_len,
-                        "--stream: --op put only (ProposeStream carries "
-                        "writes; --op %s reads)",
-                        bench_op_name(o->op));
+        return slotd_call_fail(errmsg, errmsg_len, BENCH_EUSAGE,
+                               "--stream: --op put only (ProposeStream carries "
+                               "writes; --op %s reads)",
+                               bench_op_name(o->op));
     if (o->target == BENCH_TARGET_ECHO && o->watchers)
-        return opt_fail(errmsg, errmsg_len,
-                        "--watchers: slotd or etcd only (the echo target has no Watch)");
+        return slotd_call_fail(errmsg, errmsg_len, BENCH_EUSAGE,
+                               "--watchers: slotd or etcd only (the echo target has no Watch)");
     if (client_tls_opts_check(&o->tls, errmsg, errmsg_len) != CLIENT_TLS_OK)
         return BENCH_EUSAGE;
     if (o->threads > o->concurrency)
-        return opt_fail(errmsg, errmsg_len, "--threads %u: more threads than --concurrency %u",
-                        o->threads, o->concurrency);
+        return slotd_call_fail(errmsg, errmsg_len, BENCH_EUSAGE,
+                               "--threads %u: more threads than --concurrency %u", o->threads,
+                               o->concurrency);
     return 0;
 }
 
@@ -351,8 +348,8 @@ int bench_opts_parse(struct bench_opts *o, int argc, char *const argv[], char *e
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strncmp(arg, "--", 2) != 0)
-            return opt_fail(errmsg, errmsg_len, "unexpected argument '%s' (options start with --)",
-                            arg);
+            return slotd_call_fail(errmsg, errmsg_len, BENCH_EUSAGE,
+                                   "unexpected argument '%s' (options start with --)", arg);
         const char *name = arg + 2;
         const char *eq = strchr(name, '=');
         size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
@@ -363,17 +360,19 @@ int bench_opts_parse(struct bench_opts *o, int argc, char *const argv[], char *e
                 d = &opt_defs[k];
         }
         if (!d)
-            return opt_fail(errmsg, errmsg_len, "unknown option '%s' (see --help)", arg);
+            return slotd_call_fail(errmsg, errmsg_len, BENCH_EUSAGE,
+                                   "unknown option '%s' (see --help)", arg);
         const char *val = NULL;
         if (d->kind == OPT_FLAG) {
             if (eq)
-                return opt_fail(errmsg, errmsg_len, "--%s takes no value", d->name);
+                return slotd_call_fail(errmsg, errmsg_len, BENCH_EUSAGE, "--%s takes no value",
+                                       d->name);
         } else if (eq) {
             val = eq + 1;
         } else if (i + 1 < argc) {
             val = argv[++i];
         } else {
-            return opt_fail(errmsg, errmsg_len, "--%s needs a value", d->name);
+            return slotd_call_fail(errmsg, errmsg_len, BENCH_EUSAGE, "--%s needs a value", d->name);
         }
         int rc = opt_apply(d, val, o, errmsg, errmsg_len);
         if (rc != 0)

@@ -18,7 +18,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -140,18 +139,6 @@ struct run_worker {
     int64_t now_ns; /* the time of the completion being handled (item latency) */
     struct bench_stream_set streams;
 };
-
-static int run_fail(char *errmsg, size_t errmsg_len, int err, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int run_fail(char *errmsg, size_t errmsg_len, int err, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(errmsg, errmsg_len, fmt, ap);
-    va_end(ap);
-    return err;
-}
 
 static int64_t run_now_ns(void)
 {
@@ -347,15 +334,15 @@ static int run_fetch_decode(const struct run_shared *s, const struct run_fetch *
     const char *endpoint = s->o->endpoints[0];
     if (!success || f->u.status != GRPC_STATUS_OK || !f->u.recv) {
         unsigned code = success ? (unsigned)f->u.status : (unsigned)GRPC_STATUS_UNKNOWN;
-        return run_fail(
+        return slotd_call_fail(
             errmsg, errmsg_len, BENCH_EMALFORMED, "RouteSnapshot from %s: %s: %.*s", endpoint,
             bench_status_name(code < BENCH_STATUS_OTHER ? code : BENCH_STATUS_OTHER),
             (int)GRPC_SLICE_LENGTH(f->u.details), (const char *)GRPC_SLICE_START_PTR(f->u.details));
     }
     grpc_slice slice;
     if (!slotd_call_flatten(f->u.recv, &slice))
-        return run_fail(errmsg, errmsg_len, BENCH_EMALFORMED,
-                        "RouteSnapshot from %s: unreadable response", endpoint);
+        return slotd_call_fail(errmsg, errmsg_len, BENCH_EMALFORMED,
+                               "RouteSnapshot from %s: unreadable response", endpoint);
     int rc = bench_route_decode(route, GRPC_SLICE_START_PTR(slice), GRPC_SLICE_LENGTH(slice),
                                 errmsg, errmsg_len);
     grpc_slice_unref(slice);
@@ -828,8 +815,8 @@ static int run_phase_threads(struct run_shared *s, struct run_worker *workers, u
         void *(*main_fn)(void *) = s->o->stream ? run_stream_worker_main : run_worker_main;
         if (pthread_create(&workers[started].thread, NULL, main_fn, &workers[started]) != 0) {
             atomic_store(&s->measure_end_ns, 0); /* stop the threads already running */
-            rc = run_fail(errmsg, errmsg_len, BENCH_ETHREAD,
-                          "client thread %u: pthread_create failed", started);
+            rc = slotd_call_fail(errmsg, errmsg_len, BENCH_ETHREAD,
+                                 "client thread %u: pthread_create failed", started);
             break;
         }
     }
@@ -869,7 +856,8 @@ static int run_phase(struct run_shared *s, double warmup_s, double duration_s, u
     bench_hist_init(&out->latency_ns);
     struct run_worker *workers = calloc(threads, sizeof(*workers));
     if (!workers)
-        return run_fail(errmsg, errmsg_len, BENCH_ENOMEM, "out of memory for %u workers", threads);
+        return slotd_call_fail(errmsg, errmsg_len, BENCH_ENOMEM, "out of memory for %u workers",
+                               threads);
 
     int rc = BENCH_OK;
     unsigned ready = 0;
@@ -878,7 +866,7 @@ static int run_phase(struct run_shared *s, double warmup_s, double duration_s, u
         unsigned share = o->concurrency / threads + (ready < o->concurrency % threads ? 1 : 0);
         rc = run_worker_init(&workers[ready], s, ready, share, run_splitmix(&seed));
         if (rc != BENCH_OK) {
-            run_fail(errmsg, errmsg_len, rc, "client thread %u: out of memory", ready);
+            slotd_call_fail(errmsg, errmsg_len, rc, "client thread %u: out of memory", ready);
             ready++; /* its partial allocations are freed below */
             goto err_after_workers;
         }
@@ -949,15 +937,15 @@ static int run_channels_connect(struct run_shared *s, char *errmsg, size_t errms
         grpc_connectivity_state st = grpc_channel_check_connectivity_state(ch, 1);
         while (st != GRPC_CHANNEL_READY) {
             if (st == GRPC_CHANNEL_TRANSIENT_FAILURE || st == GRPC_CHANNEL_SHUTDOWN) {
-                rc = run_fail(errmsg, errmsg_len, BENCH_ECONNECT, "connect %s: %s",
-                              o->endpoints[i % o->endpoint_count], run_state_name(st));
+                rc = slotd_call_fail(errmsg, errmsg_len, BENCH_ECONNECT, "connect %s: %s",
+                                     o->endpoints[i % o->endpoint_count], run_state_name(st));
                 break;
             }
             grpc_channel_watch_connectivity_state(ch, st, deadline, cq, NULL);
             grpc_event ev =
                 grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
             if (!ev.success) {
-                rc = run_fail(
+                rc = slotd_call_fail(
                     errmsg, errmsg_len, BENCH_ECONNECT, "connect %s: still %s after %u ms",
                     o->endpoints[i % o->endpoint_count], run_state_name(st), o->connect_timeout_ms);
                 break;
@@ -977,7 +965,7 @@ static int run_router_open(struct run_shared *s, char *errmsg, size_t errmsg_len
         return BENCH_OK;
     s->router = malloc(sizeof(*s->router));
     if (!s->router)
-        return run_fail(errmsg, errmsg_len, BENCH_ENOMEM, "out of memory for the route");
+        return slotd_call_fail(errmsg, errmsg_len, BENCH_ENOMEM, "out of memory for the route");
     run_router_init(s->router);
     run_fetch_initial(s);
     return BENCH_OK;
@@ -1003,7 +991,8 @@ static int run_watch_open(struct run_shared *s, char *errmsg, size_t errmsg_len)
 {
     grpc_channel **channels = malloc(s->channel_count * sizeof(*channels));
     if (!channels)
-        return run_fail(errmsg, errmsg_len, BENCH_ENOMEM, "out of memory for watch channels");
+        return slotd_call_fail(errmsg, errmsg_len, BENCH_ENOMEM,
+                               "out of memory for watch channels");
     for (size_t i = 0; i < s->channel_count; i++)
         channels[i] = s->channels[i].channel;
     int rc = bench_watch_open(&s->watch, s->o, channels, s->channel_count,
@@ -1065,7 +1054,7 @@ int bench_run_execute(const struct bench_opts *o, struct bench_result *r, char *
     int rc = BENCH_ENOMEM;
     uint8_t *value = malloc(o->value_size ? o->value_size : 1);
     if (!value) {
-        run_fail(errmsg, errmsg_len, rc, "out of memory for a %u byte value", o->value_size);
+        slotd_call_fail(errmsg, errmsg_len, rc, "out of memory for a %u byte value", o->value_size);
         goto err_after_nothing;
     }
     uint64_t x = o->seed;
@@ -1076,7 +1065,7 @@ int bench_run_execute(const struct bench_opts *o, struct bench_result *r, char *
     grpc_init();
     rc = run_channels_open(&s);
     if (rc != BENCH_OK) {
-        run_fail(errmsg, errmsg_len, rc, "out of memory for channels");
+        slotd_call_fail(errmsg, errmsg_len, rc, "out of memory for channels");
         goto err_after_init;
     }
     rc = run_channels_connect(&s, errmsg, errmsg_len);

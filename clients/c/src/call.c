@@ -9,6 +9,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -139,6 +140,15 @@ void slotd_call_trailer_detail(const grpc_metadata_array *md, struct slotd_statu
         slotd_call_detail_decode(GRPC_SLICE_START_PTR(*v), GRPC_SLICE_LENGTH(*v), st);
         return;
     }
+}
+
+int slotd_call_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 bool slotd_call_flatten(grpc_byte_buffer *bb, grpc_slice *out)

@@ -99,6 +99,11 @@ void slotd_call_trailer_detail(const grpc_metadata_array *md, struct slotd_statu
  * decode or carry no ErrorDetail (st->has_detail stays false). */
 int slotd_call_detail_decode(const uint8_t *buf, size_t len, struct slotd_status *st);
 
+/* err: borrowed for the call. Writes the printf-style sentence fmt into err (cut to errlen) and
+ * returns rc: the one "fail with a message" of the clients' parsers and decoders. */
+int slotd_call_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* Defines `const char *fn(int err)`, the strerror() of an error list LIST of X(name, text) entries
  * numbered 0..count-1 in order: entry err's text, "unknown error" for any other err. Used by
  * libslotd, slotd-health and slotbench for their own error lists. */

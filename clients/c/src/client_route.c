@@ -4,7 +4,6 @@
 #include "slotd/v1/metadata.pb-c.h"
 
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,18 +69,6 @@ const struct slotd_route_node *slotd_route_node_at(const struct slotd_route *r, 
     return i < r->node_count ? &r->nodes[i] : NULL;
 }
 
-static int route_fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int route_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return SLOTD_CLIENT_EMALFORMED;
-}
-
 static int group_cmp(const void *a, const void *b)
 {
     uint32_t x = ((const struct slotd_route_group *)a)->group_id;
@@ -107,10 +94,10 @@ static int route_fill_groups(struct slotd_route *r, const Slotd__V1__RouteSnapsh
             g->n_intended_voters > SLOTD_ROUTE_REPLICAS_MAX ||
             g->n_intended_learners > SLOTD_ROUTE_REPLICAS_MAX ||
             g->n_replicas > SLOTD_ROUTE_REPLICAS_MAX)
-            return route_fail(err, errlen,
-                              "route snapshot: group %u has more than %d voters, learners or "
-                              "replicas",
-                              g->group_id, SLOTD_ROUTE_REPLICAS_MAX);
+            return slotd_call_fail(err, errlen, SLOTD_CLIENT_EMALFORMED,
+                                   "route snapshot: group %u has more than %d voters, learners or "
+                                   "replicas",
+                                   g->group_id, SLOTD_ROUTE_REPLICAS_MAX);
         o->group_id = g->group_id;
         o->voter_count = (unsigned)g->n_voters;
         if (g->n_voters)
@@ -160,24 +147,26 @@ static int route_fill(struct slotd_route *r, const Slotd__V1__RouteSnapshotRespo
                       size_t errlen)
 {
     if (m->n_hash_slot_table != SLOTD_HASH_SLOTS)
-        return route_fail(err, errlen,
-                          "route snapshot: hash_slot_table has %zu entries, "
-                          "expected %d",
-                          m->n_hash_slot_table, SLOTD_HASH_SLOTS);
+        return slotd_call_fail(err, errlen, SLOTD_CLIENT_EMALFORMED,
+                               "route snapshot: hash_slot_table has %zu entries, "
+                               "expected %d",
+                               m->n_hash_slot_table, SLOTD_HASH_SLOTS);
     if (m->n_groups > SLOTD_ROUTE_GROUPS_MAX)
-        return route_fail(err, errlen, "route snapshot: %zu groups, more than %d", m->n_groups,
-                          SLOTD_ROUTE_GROUPS_MAX);
+        return slotd_call_fail(err, errlen, SLOTD_CLIENT_EMALFORMED,
+                               "route snapshot: %zu groups, more than %d", m->n_groups,
+                               SLOTD_ROUTE_GROUPS_MAX);
     if (m->n_nodes > SLOTD_CLIENT_NODES_MAX)
-        return route_fail(err, errlen, "route snapshot: %zu nodes, more than %d", m->n_nodes,
-                          SLOTD_CLIENT_NODES_MAX);
+        return slotd_call_fail(err, errlen, SLOTD_CLIENT_EMALFORMED,
+                               "route snapshot: %zu nodes, more than %d", m->n_nodes,
+                               SLOTD_CLIENT_NODES_MAX);
     r->revision = m->route_revision;
     memcpy(r->hash_slot_table, m->hash_slot_table, sizeof(r->hash_slot_table));
     for (size_t i = 0; i < m->n_nodes; i++) {
         if (strlen(m->nodes[i]->address) > SLOTD_ADDRESS_LEN)
-            return route_fail(err, errlen,
-                              "route snapshot: node %llu: address longer than %d "
-                              "bytes",
-                              (unsigned long long)m->nodes[i]->node_id, SLOTD_ADDRESS_LEN);
+            return slotd_call_fail(err, errlen, SLOTD_CLIENT_EMALFORMED,
+                                   "route snapshot: node %llu: address longer than %d "
+                                   "bytes",
+                                   (unsigned long long)m->nodes[i]->node_id, SLOTD_ADDRESS_LEN);
         r->nodes[i].node_id = m->nodes[i]->node_id;
         snprintf(r->nodes[i].address, sizeof(r->nodes[i].address), "%s", m->nodes[i]->address);
     }
@@ -193,8 +182,9 @@ int slotd__route_decode(const uint8_t *buf, size_t len, struct slotd_route **out
     Slotd__V1__RouteSnapshotResponse *m =
         slotd__v1__route_snapshot_response__unpack(NULL, len, buf);
     if (!m)
-        return route_fail(err, errlen,
-                          "route snapshot: %zu bytes do not decode as RouteSnapshotResponse", len);
+        return slotd_call_fail(err, errlen, SLOTD_CLIENT_EMALFORMED,
+                               "route snapshot: %zu bytes do not decode as RouteSnapshotResponse",
+                               len);
     int rc = SLOTD_CLIENT_ENOMEM;
     struct slotd_route *r = calloc(1, sizeof(*r));
     if (!r)
