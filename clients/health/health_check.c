@@ -35,12 +35,9 @@ const char *health_status_name(int status)
 /* Unpacks the response in bb (borrowed for the call) into *serving_status. */
 static int health_response_unpack(grpc_byte_buffer *bb, int *serving_status)
 {
-    grpc_slice all;
-    if (!slotd_call_flatten(bb, &all))
-        return HEALTH_EMALFORMED;
-    Grpc__Health__V1__HealthCheckResponse *resp = grpc__health__v1__health_check_response__unpack(
-        NULL, GRPC_SLICE_LENGTH(all), GRPC_SLICE_START_PTR(all));
-    grpc_slice_unref(all);
+    Grpc__Health__V1__HealthCheckResponse *resp =
+        (Grpc__Health__V1__HealthCheckResponse *)slotd_call_unpack(
+            bb, &grpc__health__v1__health_check_response__descriptor);
     if (resp == NULL)
         return HEALTH_EMALFORMED;
     *serving_status = (int)resp->status;

@@ -163,6 +163,17 @@ bool slotd_call_flatten(grpc_byte_buffer *bb, grpc_slice *out)
     return true;
 }
 
+ProtobufCMessage *slotd_call_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *d)
+{
+    grpc_slice body;
+    if (!slotd_call_flatten(bb, &body))
+        return NULL;
+    ProtobufCMessage *m =
+        protobuf_c_message_unpack(d, NULL, GRPC_SLICE_LENGTH(body), GRPC_SLICE_START_PTR(body));
+    grpc_slice_unref(body);
+    return m;
+}
+
 void slotd_call_cq_destroy(grpc_completion_queue *cq)
 {
     grpc_completion_queue_shutdown(cq);

@@ -3,6 +3,7 @@
 #define SLOTD_CALL_H
 
 #include <grpc/grpc.h>
+#include <protobuf-c/protobuf-c.h>
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -86,6 +87,11 @@ void slotd_call_status_set(struct slotd_status *st, grpc_status_code status, grp
  * (caller frees with grpc_slice_unref()). Returns false, *out empty, when bb is NULL or cannot
  * be read. */
 bool slotd_call_flatten(grpc_byte_buffer *bb, grpc_slice *out);
+
+/* bb, d: borrowed for the call. The message of type d in bb (caller frees with
+ * protobuf_c_message_free_unpacked() or the type's own _free_unpacked()), or NULL when bb is
+ * NULL, cannot be read or does not decode as d. */
+ProtobufCMessage *slotd_call_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *d);
 
 /* cq: ownership transfers. Shuts cq down, takes what is left on it (one event per batch still
  * started on it, then GRPC_QUEUE_SHUTDOWN) and destroys it. */

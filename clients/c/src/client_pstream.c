@@ -213,13 +213,8 @@ static struct slotd_propose_stream_result *pstream_result(const struct slotd_pro
 
 Slotd__V1__ProposeStreamResponse *slotd__pstream_response_unpack(grpc_byte_buffer *bb)
 {
-    grpc_slice slice;
-    if (!slotd_call_flatten(bb, &slice))
-        return NULL;
-    Slotd__V1__ProposeStreamResponse *m = slotd__v1__propose_stream_response__unpack(
-        NULL, GRPC_SLICE_LENGTH(slice), GRPC_SLICE_START_PTR(slice));
-    grpc_slice_unref(slice);
-    return m;
+    return (Slotd__V1__ProposeStreamResponse *)slotd_call_unpack(
+        bb, &slotd__v1__propose_stream_response__descriptor);
 }
 
 /* A response message arrived: its results join the ring (bounded by outstanding). */
