@@ -63,20 +63,9 @@ struct run_router {
     _Atomic uint64_t version; /* bumped (under lock) by every install */
 };
 
-/* What one unary call (a route fetch or a load call) holds while it is in flight. */
-struct run_unary {
-    grpc_call *call; /* NULL when none is in flight (no fetch, an idle slot) */
-    grpc_byte_buffer *send;
-    grpc_byte_buffer *recv;
-    grpc_metadata_array initial_md;
-    grpc_metadata_array trailing_md;
-    grpc_status_code status;
-    grpc_slice details;
-};
-
 /* One RouteSnapshot call in flight on some completion queue (its tag is the struct). */
 struct run_fetch {
-    struct run_unary u;
+    struct slotd_call_io u;
     bool abandoned; /* cancelled by us at the end of a phase: not counted */
 };
 
@@ -106,7 +95,7 @@ struct run_worker;
 /* One in-flight request slot; reused for the next call when its call completes. */
 struct run_call {
     struct run_worker *w;
-    struct run_unary u; /* u.call NULL while the slot is idle */
+    struct slotd_call_io u; /* u.call NULL while the slot is idle */
     enum bench_req req;
     bool measured;
     bool direct; /* sent to the leader the route names (--route-aware) */
@@ -272,8 +261,8 @@ static void run_route_sync(struct run_worker *w)
 }
 
 /* Starts u->call (created by the caller, with u->send set) with s's token metadata; u and tag
- * borrowed until the completion tagged tag arrives, then run_unary_release. */
-static void run_unary_start(struct run_shared *s, struct run_unary *u, void *tag)
+ * borrowed until the completion tagged tag arrives, then slotd_call_io_release. */
+static void run_unary_start(struct run_shared *s, struct slotd_call_io *u, void *tag)
 {
     u->recv = NULL;
     grpc_metadata_array_init(&u->initial_md);
@@ -284,22 +273,6 @@ static void run_unary_start(struct run_shared *s, struct run_unary *u, void *tag
                                &u->recv, &u->trailing_md, &u->status, &u->details, tag);
     assert(rc == GRPC_CALL_OK); /* only a malformed batch fails here: a programmer error */
     (void)rc;
-}
-
-/* Frees what one finished unary call (a route fetch or a load call) held: the request, the
- * response, the metadata, the status details and the call; the pointers are left NULL. */
-static void run_unary_release(struct run_unary *u)
-{
-    grpc_byte_buffer_destroy(u->send);
-    if (u->recv)
-        grpc_byte_buffer_destroy(u->recv);
-    grpc_metadata_array_destroy(&u->initial_md);
-    grpc_metadata_array_destroy(&u->trailing_md);
-    grpc_slice_unref(u->details);
-    grpc_call_unref(u->call);
-    u->call = NULL;
-    u->send = NULL;
-    u->recv = NULL;
 }
 
 /* True when this caller may fetch now: no fetch started in the last RUN_ROUTE_REFETCH_NS. */
@@ -373,7 +346,7 @@ static void run_fetch_finish(struct run_shared *s, struct run_fetch *f, bool suc
         pthread_mutex_unlock(&rt->lock);
     }
     free(route);
-    run_unary_release(&f->u);
+    slotd_call_io_release(&f->u);
 }
 
 /* The first fetch, before any load: waits for its answer (bounded by --deadline-ms). */
@@ -559,7 +532,7 @@ static void run_complete(struct run_worker *w, struct run_call *c, bool success,
     if (w->s->router && run_outcome_suspect(&r))
         w->want_fetch = true;
 
-    run_unary_release(&c->u);
+    slotd_call_io_release(&c->u);
     w->inflight--;
 }
 

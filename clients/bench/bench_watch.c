@@ -38,20 +38,16 @@ struct watch_tag {
  * by the watch thread. */
 struct watch_stream {
     struct bench_watch *pool;
-    grpc_call *call; /* NULL once freed */
     struct watch_tag message_tag, status_tag;
     /* batches started and not completed: the message batch (the first one also sends the
      * request) and the status batch; invariant: pending <= 2 */
     unsigned pending;
     bool status_done;
-    bool first;             /* its first message arrived */
-    bool ended_early;       /* counted in pool->ended_early */
-    grpc_byte_buffer *send; /* the request; freed when the first batch completes */
-    grpc_byte_buffer *recv;
-    grpc_metadata_array initial_md;
-    grpc_metadata_array trailing_md;
-    grpc_status_code status;
-    grpc_slice details;
+    bool first;       /* its first message arrived */
+    bool ended_early; /* counted in pool->ended_early */
+    /* the call (NULL once freed) and its batches' buffers; io.send, the request, is freed when
+     * the first batch completes */
+    struct slotd_call_io io;
     uint64_t events;       /* in the window */
     uint64_t events_total; /* while open */
     uint64_t messages;     /* in the window */
@@ -114,8 +110,8 @@ static void watch_arm_recv(struct watch_stream *st)
     grpc_op op;
     memset(&op, 0, sizeof(op));
     op.op = GRPC_OP_RECV_MESSAGE;
-    op.data.recv_message.recv_message = &st->recv;
-    grpc_call_error rc = grpc_call_start_batch(st->call, &op, 1, &st->message_tag, NULL);
+    op.data.recv_message.recv_message = &st->io.recv;
+    grpc_call_error rc = grpc_call_start_batch(st->io.call, &op, 1, &st->message_tag, NULL);
     assert(rc == GRPC_CALL_OK); /* one RECV_MESSAGE at a time: only a bug fails here */
     (void)rc;
     st->pending++;
@@ -131,13 +127,13 @@ static void watch_stream_start(struct bench_watch *w, struct watch_stream *st, g
     st->message_tag = (struct watch_tag){st, WATCH_TAG_MESSAGE};
     st->status_tag = (struct watch_tag){st, WATCH_TAG_STATUS};
     grpc_slice slice = grpc_slice_from_copied_buffer((const char *)req, req_len);
-    st->send = grpc_raw_byte_buffer_create(&slice, 1);
+    st->io.send = grpc_raw_byte_buffer_create(&slice, 1);
     grpc_slice_unref(slice);
-    grpc_metadata_array_init(&st->initial_md);
-    grpc_metadata_array_init(&st->trailing_md);
-    st->details = grpc_empty_slice();
+    grpc_metadata_array_init(&st->io.initial_md);
+    grpc_metadata_array_init(&st->io.trailing_md);
+    st->io.details = grpc_empty_slice();
     /* no deadline: the stream lives until the run ends and cancels it */
-    st->call =
+    st->io.call =
         grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, w->cq,
                                  grpc_slice_from_static_string(bench_wire_watch_method(o->target)),
                                  NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
@@ -152,24 +148,24 @@ static void watch_stream_start(struct bench_watch *w, struct watch_stream *st, g
     }
     n++;
     ops[n].op = GRPC_OP_SEND_MESSAGE;
-    ops[n++].data.send_message.send_message = st->send;
+    ops[n++].data.send_message.send_message = st->io.send;
     if (o->target != BENCH_TARGET_ETCD)
         ops[n++].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
     ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[n++].data.recv_initial_metadata.recv_initial_metadata = &st->initial_md;
+    ops[n++].data.recv_initial_metadata.recv_initial_metadata = &st->io.initial_md;
     ops[n].op = GRPC_OP_RECV_MESSAGE;
-    ops[n++].data.recv_message.recv_message = &st->recv;
-    grpc_call_error rc = grpc_call_start_batch(st->call, ops, n, &st->message_tag, NULL);
+    ops[n++].data.recv_message.recv_message = &st->io.recv;
+    grpc_call_error rc = grpc_call_start_batch(st->io.call, ops, n, &st->message_tag, NULL);
     assert(rc == GRPC_CALL_OK);
     st->pending++;
 
     grpc_op status_op;
     memset(&status_op, 0, sizeof(status_op));
     status_op.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    status_op.data.recv_status_on_client.trailing_metadata = &st->trailing_md;
-    status_op.data.recv_status_on_client.status = &st->status;
-    status_op.data.recv_status_on_client.status_details = &st->details;
-    rc = grpc_call_start_batch(st->call, &status_op, 1, &st->status_tag, NULL);
+    status_op.data.recv_status_on_client.trailing_metadata = &st->io.trailing_md;
+    status_op.data.recv_status_on_client.status = &st->io.status;
+    status_op.data.recv_status_on_client.status_details = &st->io.details;
+    rc = grpc_call_start_batch(st->io.call, &status_op, 1, &st->status_tag, NULL);
     assert(rc == GRPC_CALL_OK);
     (void)rc;
     st->pending++;
@@ -178,19 +174,9 @@ static void watch_stream_start(struct bench_watch *w, struct watch_stream *st, g
 /* Frees the call once both batches are done. */
 static void watch_stream_maybe_free(struct watch_stream *st)
 {
-    if (st->pending > 0 || !st->status_done || !st->call)
+    if (st->pending > 0 || !st->status_done || !st->io.call)
         return;
-    if (st->send)
-        grpc_byte_buffer_destroy(st->send);
-    if (st->recv)
-        grpc_byte_buffer_destroy(st->recv);
-    grpc_metadata_array_destroy(&st->initial_md);
-    grpc_metadata_array_destroy(&st->trailing_md);
-    grpc_slice_unref(st->details);
-    grpc_call_unref(st->call);
-    st->call = NULL;
-    st->send = NULL;
-    st->recv = NULL;
+    slotd_call_io_release(&st->io);
     st->pool->live--;
 }
 
@@ -201,7 +187,7 @@ static void watch_count(struct watch_stream *st, int64_t now)
     struct bench_watch_msg m;
     int rc = BENCH_EMALFORMED;
     grpc_slice slice;
-    if (slotd_call_flatten(st->recv, &slice)) {
+    if (slotd_call_flatten(st->io.recv, &slice)) {
         rc = bench_wire_watch_decode(w->o->target, GRPC_SLICE_START_PTR(slice),
                                      GRPC_SLICE_LENGTH(slice), &m);
         grpc_slice_unref(slice);
@@ -227,18 +213,18 @@ static void watch_on_message(struct watch_stream *st, bool success, int64_t now)
 {
     struct bench_watch *w = st->pool;
     st->pending--;
-    if (st->send) {
-        grpc_byte_buffer_destroy(st->send);
-        st->send = NULL;
+    if (st->io.send) {
+        grpc_byte_buffer_destroy(st->io.send);
+        st->io.send = NULL;
     }
-    if (success && st->recv) {
+    if (success && st->io.recv) {
         if (!st->first) {
             st->first = true;
             atomic_fetch_add(&w->settled, 1);
         }
         watch_count(st, now);
-        grpc_byte_buffer_destroy(st->recv);
-        st->recv = NULL;
+        grpc_byte_buffer_destroy(st->io.recv);
+        st->io.recv = NULL;
         if (!w->cancelled)
             watch_arm_recv(st);
     }
@@ -251,7 +237,7 @@ static void watch_on_status(struct watch_stream *st, bool success)
     struct bench_watch *w = st->pool;
     st->pending--;
     st->status_done = true;
-    unsigned code = success ? (unsigned)st->status : (unsigned)GRPC_STATUS_UNKNOWN;
+    unsigned code = success ? (unsigned)st->io.status : (unsigned)GRPC_STATUS_UNKNOWN;
     if (code >= BENCH_STATUS_OTHER)
         code = BENCH_STATUS_OTHER;
     /* after our cancel a stream ends CANCELLED; any other end is the server's (or the
@@ -260,8 +246,8 @@ static void watch_on_status(struct watch_stream *st, bool success)
         if (!st->first)
             atomic_fetch_add(&w->settled, 1);
         watch_ended_early(st, code, "%s: %.*s", bench_status_name(code),
-                          (int)GRPC_SLICE_LENGTH(st->details),
-                          (const char *)GRPC_SLICE_START_PTR(st->details));
+                          (int)GRPC_SLICE_LENGTH(st->io.details),
+                          (const char *)GRPC_SLICE_START_PTR(st->io.details));
     }
     watch_stream_maybe_free(st);
 }
@@ -285,8 +271,8 @@ static void *watch_main(void *arg)
         if (!w->cancelled && atomic_load(&w->stop)) {
             w->cancelled = true;
             for (unsigned i = 0; i < w->count; i++)
-                if (w->streams[i].call)
-                    grpc_call_cancel(w->streams[i].call, NULL);
+                if (w->streams[i].io.call)
+                    grpc_call_cancel(w->streams[i].io.call, NULL);
         }
     }
     return NULL;

@@ -174,6 +174,21 @@ ProtobufCMessage *slotd_call_unpack(grpc_byte_buffer *bb, const ProtobufCMessage
     return m;
 }
 
+void slotd_call_io_release(struct slotd_call_io *io)
+{
+    if (io->send)
+        grpc_byte_buffer_destroy(io->send);
+    if (io->recv)
+        grpc_byte_buffer_destroy(io->recv);
+    grpc_metadata_array_destroy(&io->initial_md);
+    grpc_metadata_array_destroy(&io->trailing_md);
+    grpc_slice_unref(io->details);
+    grpc_call_unref(io->call);
+    io->call = NULL;
+    io->send = NULL;
+    io->recv = NULL;
+}
+
 void slotd_call_cq_destroy(grpc_completion_queue *cq)
 {
     grpc_completion_queue_shutdown(cq);

@@ -78,6 +78,23 @@ grpc_call_error slotd_call_unary_start(grpc_call *call, grpc_metadata *md, size_
                                        grpc_byte_buffer **recv, grpc_metadata_array *trailing_md,
                                        grpc_status_code *status, grpc_slice *details, void *tag);
 
+/* One call and what its batches send and receive: the arguments slotd_call_unary_start takes,
+ * kept together by callers whose batches complete on a queue they poll themselves. */
+struct slotd_call_io {
+    grpc_call *call; /* NULL when none is in flight */
+    grpc_byte_buffer *send;
+    grpc_byte_buffer *recv;
+    grpc_metadata_array initial_md;
+    grpc_metadata_array trailing_md;
+    grpc_status_code status;
+    grpc_slice details;
+};
+
+/* io: borrowed for the call, every batch on io->call completed. Frees the request and the
+ * response (either may be NULL), both metadata arrays, the status details and the call; call,
+ * send and recv are left NULL. */
+void slotd_call_io_release(struct slotd_call_io *io);
+
 /* details, trailing_md, st: borrowed for the call. Records how a call ended in st: the status
  * code, the server's text and, for a failure, the detail of a grpc-status-details-bin trailer. */
 void slotd_call_status_set(struct slotd_status *st, grpc_status_code status, grpc_slice details,
