@@ -18,18 +18,7 @@ SLOTD_CALL_STRERROR_DEFINE(health_strerror, HEALTH_ERRORS, HEALTH_ERR_COUNT)
 
 const char *health_status_name(int status)
 {
-    switch (status) {
-    case GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__UNKNOWN:
-        return "UNKNOWN";
-    case GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING:
-        return "SERVING";
-    case GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING:
-        return "NOT_SERVING";
-    case GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN:
-        return "SERVICE_UNKNOWN";
-    default:
-        return "?";
-    }
+    return slotd_call_health_status_name(status, "?");
 }
 
 /* Unpacks the response in bb (borrowed for the call) into *serving_status. */

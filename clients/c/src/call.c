@@ -26,6 +26,12 @@ void slotd_call_status_reset(struct slotd_status *st)
     st->grpc_status = -1;
 }
 
+const char *slotd_call_health_status_name(int status, const char *other)
+{
+    static const char *const names[] = {"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"};
+    return status >= 0 && status < (int)(sizeof(names) / sizeof(names[0])) ? names[status] : other;
+}
+
 const char *slotd_grpc_status_name(int status)
 {
     static const char *const names[] = {

@@ -39,6 +39,10 @@ void slotd_call_status_reset(struct slotd_status *st);
 /* Static name of a gRPC status code ("UNAVAILABLE"); "UNKNOWN_STATUS" outside 0..16. */
 const char *slotd_grpc_status_name(int status);
 
+/* Static name of a grpc.health.v1 ServingStatus number ("SERVING"; 0..3), other for any other
+ * number: libslotd's slotd_health_status_name and slotd-health's output. */
+const char *slotd_call_health_status_name(int status, const char *other);
+
 /* Reconnect back-off of a channel that fails over quickly (libslotd's): the first and least
  * wait, which gRPC also takes as the least time a connection attempt gets, and the most. */
 #define SLOTD_CALL_RECONNECT_MIN_MS 100

@@ -797,16 +797,7 @@ int slotd_client_get(struct slotd_client *c, const void *key, size_t klen,
 
 const char *slotd_health_status_name(int serving)
 {
-    switch (serving) {
-    case SLOTD_HEALTH_SERVING:
-        return "SERVING";
-    case SLOTD_HEALTH_NOT_SERVING:
-        return "NOT_SERVING";
-    case SLOTD_HEALTH_SERVICE_UNKNOWN:
-        return "SERVICE_UNKNOWN";
-    default:
-        return "UNKNOWN";
-    }
+    return slotd_call_health_status_name(serving, "UNKNOWN");
 }
 
 int slotd_client_health_check(struct slotd_client *c, const char *address, int *serving,
