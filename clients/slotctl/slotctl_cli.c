@@ -1,4 +1,5 @@
 /* slotctl_cli.c - slotctl's argument parser, --help text and exit-code mapping. */
+#include "call.h"
 #include "slotctl_cli.h"
 
 #include <ctype.h>
@@ -9,17 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cli_fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int cli_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return SLOTCTL_EXIT_USAGE;
-}
+/* A usage error: the message into err, exit code SLOTCTL_EXIT_USAGE. */
+#define cli_fail(err, errlen, ...) slotd_call_fail(err, errlen, SLOTCTL_EXIT_USAGE, __VA_ARGS__)
 
 /* Parses a decimal in [min, max]; false when s is not one (slotctl_num.c). */
 static bool cli_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)

@@ -1,4 +1,5 @@
 /* slotctl_kv.c - slotctl's get --prefix (range pages), txn (etcdctl-style text) and watch. */
+#include "call.h"
 #include "slotctl_cmds.h"
 
 #include <ctype.h>
@@ -9,17 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int kv_fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int kv_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+/* A refused argument or reply: the message into err, -1. */
+#define kv_fail(err, errlen, ...) slotd_call_fail(err, errlen, -1, __VA_ARGS__)
 
 /* ---- get --prefix ------------------------------------------------------------------------ */
 

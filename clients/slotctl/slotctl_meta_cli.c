@@ -1,5 +1,6 @@
 /* slotctl_meta_cli.c - the argument parser of slotctl's typed metadata commands (user, device,
  * channel, member, conversation, cmd, runtime, plugin, event). */
+#include "call.h"
 #include "slotctl_meta_cli.h"
 #include "slotctl_num.h"
 
@@ -98,14 +99,8 @@ static const struct {
     {"large", SLOTD_CHANNEL_FLAG_LARGE},
 };
 
-static int meta_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+/* A refused argument: the message into err, -1. */
+#define meta_fail(err, errlen, ...) slotd_call_fail(err, errlen, -1, __VA_ARGS__)
 
 bool slotctl_meta_is_typed(int argc, char **argv, int i)
 {
