@@ -583,17 +583,7 @@ class ClusterFailureTest(h.SlotdTestCase):
             self.assertIsNone(c.stop(n))
         c.wait_leaders(via=leader, exclude=set(laggers))
         keys = c.keys_by_group("bound", self.rng, per_group=BOUND_KEYS)[1]
-        latest = {}
-        deadline = time.monotonic() + SNAP_WRITE_BOUND_S
-        for start in range(0, len(keys), BOUND_IN_FLIGHT):
-            batch = []
-            for key in keys[start:start + BOUND_IN_FLIGHT]:
-                req = pb.ProposeRequest(request_id=b"bound/" + key, put=pb.PutCommand(
-                    key=key, value=_value_for(key).ljust(BOUND_VALUE_BYTES, b"x")))
-                batch.append((req, c.stub(leader).Propose.future(req, timeout=WRITE_TIMEOUT_S)))
-            for req, future in batch:
-                resp = self._settle(c, leader, req, future, deadline)
-                latest[req.put.key] = (req.put.value, resp.put.version, 1)
+        latest = self._put_all(c, leader, keys, b"bound/")
         top = max(v for _, v, _ in latest.values())
         # The first lagger's transfer starts, then that lagger is stopped (SIGSTOP) so its
         # transfer stays open however slowly the second one starts on a loaded machine; the
@@ -660,17 +650,7 @@ class ClusterFailureTest(h.SlotdTestCase):
         lagger, other = sorted(n for n in c.node_ids if n != leader)
         self.assertIsNone(c.stop(lagger))
         keys = c.keys_by_group("abandon", self.rng, per_group=ABANDON_KEYS)[1]
-        latest = {}
-        deadline = time.monotonic() + SNAP_WRITE_BOUND_S
-        for start in range(0, len(keys), BOUND_IN_FLIGHT):
-            batch = []
-            for key in keys[start:start + BOUND_IN_FLIGHT]:
-                req = pb.ProposeRequest(request_id=b"abandon/" + key, put=pb.PutCommand(
-                    key=key, value=_value_for(key).ljust(BOUND_VALUE_BYTES, b"x")))
-                batch.append((req, c.stub(leader).Propose.future(req, timeout=WRITE_TIMEOUT_S)))
-            for req, future in batch:
-                resp = self._settle(c, leader, req, future, deadline)
-                latest[req.put.key] = (req.put.value, resp.put.version, 1)
+        latest = self._put_all(c, leader, keys, b"abandon/")
         top = max(v for _, v, _ in latest.values())
         needed = 'msg="snapshot needed" node=%d group=1 to=%d ' % (leader, lagger)
         before = len(c.server(leader).log_lines(needed))
@@ -746,17 +726,7 @@ class ClusterFailureTest(h.SlotdTestCase):
         self.addCleanup(unmount)
         shutil.copytree(saved, data_dir, symlinks=True, dirs_exist_ok=True)
         keys = c.keys_by_group("nospace", self.rng, per_group=DISKFULL_KEYS)[1]
-        latest = {}
-        deadline = time.monotonic() + SNAP_WRITE_BOUND_S
-        for start in range(0, len(keys), BOUND_IN_FLIGHT):
-            batch = []
-            for key in keys[start:start + BOUND_IN_FLIGHT]:
-                req = pb.ProposeRequest(request_id=b"nospace/" + key, put=pb.PutCommand(
-                    key=key, value=_value_for(key).ljust(BOUND_VALUE_BYTES, b"x")))
-                batch.append((req, c.stub(leader).Propose.future(req, timeout=WRITE_TIMEOUT_S)))
-            for req, future in batch:
-                resp = self._settle(c, leader, req, future, deadline)
-                latest[req.put.key] = (req.put.value, resp.put.version, 1)
+        latest = self._put_all(c, leader, keys, b"nospace/")
         top = max(v for _, v, _ in latest.values())
         c.restart(lagger)
         s = c.server(lagger)
@@ -786,6 +756,23 @@ class ClusterFailureTest(h.SlotdTestCase):
         self.assertIsNotNone(got, "node %d: no LOCAL read at index %d: %s" % (lagger, top, last))
         _read_all(self, c.stub(lagger), latest, LOCAL, use_min_index=True,
                   what="rows on node %d once the space was there" % lagger)
+
+    def _put_all(self, c, leader, keys, request_prefix):
+        """Puts each key of group 1 (value BOUND_VALUE_BYTES long) through leader,
+        BOUND_IN_FLIGHT at a time, each settled (retried with its request id) until
+        SNAP_WRITE_BOUND_S; returns {key: (value, version, 1)}."""
+        latest = {}
+        deadline = time.monotonic() + SNAP_WRITE_BOUND_S
+        for start in range(0, len(keys), BOUND_IN_FLIGHT):
+            batch = []
+            for key in keys[start:start + BOUND_IN_FLIGHT]:
+                req = pb.ProposeRequest(request_id=request_prefix + key, put=pb.PutCommand(
+                    key=key, value=_value_for(key).ljust(BOUND_VALUE_BYTES, b"x")))
+                batch.append((req, c.stub(leader).Propose.future(req, timeout=WRITE_TIMEOUT_S)))
+            for req, future in batch:
+                resp = self._settle(c, leader, req, future, deadline)
+                latest[req.put.key] = (req.put.value, resp.put.version, 1)
+        return latest
 
     def _settle(self, c, via, req, future, deadline):
         """The result of a write future; on an unknown-outcome code the same request (same

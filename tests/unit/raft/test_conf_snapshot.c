@@ -6,6 +6,22 @@
 #include <CUnit/CUnit.h>
 #include <string.h>
 
+/* Node 2 of {1,2,3}, a follower on empty memory storage (*ms: freed by the caller). */
+static struct raft *follower_2(struct raft_mem_storage **ms, uint64_t seed)
+{
+    CU_ASSERT_FATAL(raft_mem_storage_new(ms) == 0);
+    struct raft_conf_state cs = {.n_voters = 3, .voters = {1, 2, 3}};
+    raft_mem_storage_set_conf_state(*ms, &cs);
+    struct raft_config cfg;
+    raft_config_default(&cfg);
+    cfg.id = 2;
+    cfg.storage = raft_mem_storage_get(*ms);
+    cfg.seed = seed;
+    struct raft *r = NULL;
+    CU_ASSERT_FATAL(raft_new(&cfg, &r) == 0);
+    return r;
+}
+
 /* Follower 2 of {1,2,3}: the leader's APPEND carries a conf change (add learner 4) at index 2 and
  * commits it; while that ready is out, a SNAPSHOT at index 5 arrives whose configuration is
  * {1,2,3} + voter 5. Applying entry 2 afterwards must leave the snapshot's configuration alone
@@ -13,16 +29,7 @@
 static void test_conf_change_behind_snapshot(void)
 {
     struct raft_mem_storage *ms;
-    CU_ASSERT_FATAL(raft_mem_storage_new(&ms) == 0);
-    struct raft_conf_state cs = {.n_voters = 3, .voters = {1, 2, 3}};
-    raft_mem_storage_set_conf_state(ms, &cs);
-    struct raft_config cfg;
-    raft_config_default(&cfg);
-    cfg.id = 2;
-    cfg.storage = raft_mem_storage_get(ms);
-    cfg.seed = 7;
-    struct raft *r;
-    CU_ASSERT_FATAL(raft_new(&cfg, &r) == 0);
+    struct raft *r = follower_2(&ms, 7);
 
     uint8_t cc_data[RAFT_CONF_CHANGE_ENCODED_LEN];
     struct raft_conf_change cc = {.type = RAFT_CC_ADD_LEARNER, .node = 4};
@@ -80,16 +87,8 @@ static void test_conf_change_behind_snapshot(void)
 static void test_pending_snapshot(void)
 {
     struct raft_mem_storage *ms;
-    CU_ASSERT_FATAL(raft_mem_storage_new(&ms) == 0);
+    struct raft *r = follower_2(&ms, 11);
     struct raft_conf_state cs = {.n_voters = 3, .voters = {1, 2, 3}};
-    raft_mem_storage_set_conf_state(ms, &cs);
-    struct raft_config cfg;
-    raft_config_default(&cfg);
-    cfg.id = 2;
-    cfg.storage = raft_mem_storage_get(ms);
-    cfg.seed = 11;
-    struct raft *r;
-    CU_ASSERT_FATAL(raft_new(&cfg, &r) == 0);
     CU_ASSERT(raft_pending_snapshot(r) == NULL);
 
     struct raft_entry ents[3] = {
