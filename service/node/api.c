@@ -564,10 +564,7 @@ static int on_propose_stream_frame(void *ctx, struct rpc_bstream *st, const uint
         snprintf(err->field, sizeof(err->field), "request");
         return -1;
     }
-    if (r->n_items > NODE_PROPOSE_STREAM_ITEMS_MAX) {
-        slotd_error_field(err, "items", NODE_PROPOSE_STREAM_ITEMS_MAX,
-                          "items: %zu items in one message exceeds the limit of %u", r->n_items,
-                          NODE_PROPOSE_STREAM_ITEMS_MAX);
+    if (rpc_bstream_items_check(st, r->n_items, err) != 0) { /* the method's frame_items_max */
         node_caller_release(&caller);
         slotd__v1__propose_stream_request__free_unpacked(r, NULL);
         return -1;
