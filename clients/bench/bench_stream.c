@@ -47,26 +47,6 @@ struct bench_stream {
 
 /* ---- encoding ------------------------------------------------------------------------- */
 
-static size_t stream_varint_len(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static uint8_t *stream_varint_put(uint8_t *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
-
 size_t bench_stream_item_encode(uint64_t id, bool no_forward, const uint8_t *key, size_t key_len,
                                 const uint8_t *value, size_t value_len, uint8_t *buf,
                                 size_t buf_len)
@@ -84,12 +64,12 @@ size_t bench_stream_item_encode(uint64_t id, bool no_forward, const uint8_t *key
     item.id = id;
     item.request = &req;
     size_t body = slotd__v1__propose_stream_item__get_packed_size(&item);
-    size_t size = 1 + stream_varint_len(body) + body; /* ProposeStreamRequest.items, field 1 */
+    size_t size = 1 + slotd__varint_len(body) + body; /* ProposeStreamRequest.items, field 1 */
     if (size > buf_len || !buf)
         return size;
     uint8_t *p = buf;
     *p++ = 0x0a;
-    p = stream_varint_put(p, body);
+    p = slotd__varint_put(p, body);
     size_t n = slotd__v1__propose_stream_item__pack(&item, p);
     assert(n == body);
     (void)n;

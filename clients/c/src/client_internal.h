@@ -453,6 +453,12 @@ void slotd__stream_close(struct slotd__stream *s);
 
 /* ---- what the unit test and slotbench use from client_pstream.c ---- */
 
+/* Protobuf base-128 varints (client_pstream.c): slotd__varint_put writes v at p (at most 10
+ * bytes) and returns the byte after it; slotd__varint_len is how many bytes that takes. Also used
+ * by slotbench --stream's item encoder. */
+uint8_t *slotd__varint_put(uint8_t *p, uint64_t v);
+size_t slotd__varint_len(uint64_t v);
+
 /* request, buf: borrowed for the call. Encodes one ProposeStreamRequest.items entry (field 1):
  * ProposeStreamItem{id, request = the len bytes of an encoded ProposeRequest}. Returns the
  * encoded size; writes buf only when that size is <= buf_len. */

@@ -45,7 +45,7 @@ struct slotd_propose_stream {
 
 /* ---- encoding ------------------------------------------------------------------------- */
 
-static uint8_t *pstream_varint(uint8_t *p, uint64_t v)
+uint8_t *slotd__varint_put(uint8_t *p, uint64_t v)
 {
     while (v >= 0x80) {
         *p++ = (uint8_t)(v | 0x80);
@@ -55,7 +55,7 @@ static uint8_t *pstream_varint(uint8_t *p, uint64_t v)
     return p;
 }
 
-static size_t pstream_varint_len(uint64_t v)
+size_t slotd__varint_len(uint64_t v)
 {
     size_t n = 1;
     for (; v >= 0x80; v >>= 7)
@@ -67,17 +67,17 @@ size_t slotd__pstream_item_encode(uint64_t id, const uint8_t *request, size_t le
                                   size_t buf_len)
 {
     /* ProposeStreamItem{id = 1 (varint), request = 2 (bytes)} as ProposeStreamRequest.items (1) */
-    size_t body = 1 + pstream_varint_len(id) + 1 + pstream_varint_len(len) + len;
-    size_t size = 1 + pstream_varint_len(body) + body;
+    size_t body = 1 + slotd__varint_len(id) + 1 + slotd__varint_len(len) + len;
+    size_t size = 1 + slotd__varint_len(body) + body;
     if (size > buf_len || !buf)
         return size;
     uint8_t *p = buf;
     *p++ = 0x0a;
-    p = pstream_varint(p, body);
+    p = slotd__varint_put(p, body);
     *p++ = 0x08;
-    p = pstream_varint(p, id);
+    p = slotd__varint_put(p, id);
     *p++ = 0x12;
-    p = pstream_varint(p, len);
+    p = slotd__varint_put(p, len);
     if (len)
         memcpy(p, request, len);
     return size;
