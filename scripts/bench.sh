@@ -3,20 +3,16 @@
 # 1, 16, 64 and 256 in flight, ROUNDS rounds each, medians with p50/p99 (slotbench, C gRPC client).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+BENCH_NAME=bench
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 CONCS=${CONCS:-"1 16 64 256"}
-PY=/usr/bin/python3
-bin=$BUILD/bin
 
 READY_TRIES=60 # x 0.5 s until slotd serves
 STOP_TRIES=100 # x 0.1 s after SIGTERM, then SIGKILL
 
-log() { echo "bench: $*" >&2; }
-die() { log "$*"; exit 1; }
-# shellcheck source=scripts/bench/lib.sh
-. scripts/bench/lib.sh
 bench_built slotd slotbench
 
 port=$(bench_free_ports 1)

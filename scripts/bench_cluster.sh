@@ -5,20 +5,16 @@
 # row (scripts/bench/balance-put.sh: put/s steady vs during a 3 -> 5 balance, BALANCE=0 skips).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
+BENCH_NAME=bench_cluster
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 CONCS=${CONCS:-"16 64 256"}
-PY=/usr/bin/python3
-bin=$BUILD/bin
 NODES=3
 READY_TRIES=60 # x 0.5 s: every node serving, then every group's leader known
 STOP_TRIES=100 # x 0.1 s after SIGTERM, then SIGKILL
 
-log() { echo "bench_cluster: $*" >&2; }
-die() { log "$*"; exit 1; }
-# shellcheck source=scripts/bench/lib.sh
-. scripts/bench/lib.sh
 bench_built slotd slotbench
 
 read -r -a ports <<<"$(bench_free_ports 6)"

@@ -79,13 +79,17 @@ st_e2e() {
   SLOTD_BIN="$PWD/$BUILD/bin/slotd" "$PY" tests/e2e/run_parallel.py -j "$E2E_JOBS"
 }
 
+# build_tree DIR JOBS TYPE OPTION [TARGET]: configures DIR once (CMAKE_BUILD_TYPE=TYPE, -DOPTION=ON),
+# then builds it (only TARGET when given) with JOBS jobs, quietly.
+build_tree() {
+  [ -f "$1/Makefile" ] ||
+    cmake -S . -B "$1" -DCMAKE_BUILD_TYPE="$3" -D"$4"=ON >/dev/null || return 1
+  cmake --build "$1" -j "$2" ${5:+--target "$5"} -- --no-print-directory >/dev/null
+}
+
 # The fault stage also builds slotd with crash points, the peer-network filter and the unsafe-read
 # switch (-DSLOTD_FAULT=ON, service/fault/README.md) into $FAULT_BUILD.
-build_fault() {
-  [ -f "$FAULT_BUILD/Makefile" ] ||
-    cmake -S . -B "$FAULT_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLOTD_FAULT=ON >/dev/null || return 1
-  cmake --build "$FAULT_BUILD" -j "$1" --target slotd -- --no-print-directory >/dev/null
-}
+build_fault() { build_tree "$FAULT_BUILD" "$1" RelWithDebInfo SLOTD_FAULT slotd; }
 st_fault() {
   build_fault "$JOBS" || return 1
   SLOTD_FAULT_REQUIRED=1 SLOTD_BIN="$PWD/$BUILD/bin/slotd" SLOTD_FAULT_BIN="$PWD/$FAULT_BUILD/bin/slotd" \
@@ -96,11 +100,7 @@ st_deploy() {
   SLOTD_BIN="$PWD/$BUILD/bin/slotd" "$PY" -m unittest discover -s tests/deploy -v
 }
 
-build_asan() {
-  [ -f "$ASAN/Makefile" ] ||
-    cmake -S . -B "$ASAN" -DCMAKE_BUILD_TYPE=Debug -DSLOTD_SANITIZE=ON >/dev/null || return 1
-  cmake --build "$ASAN" -j "$1" -- --no-print-directory >/dev/null
-}
+build_asan() { build_tree "$ASAN" "$1" Debug SLOTD_SANITIZE; }
 st_asan() {
   build_asan "$JOBS" || return 1
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -116,11 +116,7 @@ st_asan() {
 
 # ThreadSanitizer (tests/tsan/README.md): the unit suites and a 3-node smoke with a leader kill,
 # built into $TSAN. Any report fails it: halt_on_error + exitcode, and the smoke greps node logs.
-build_tsan() {
-  [ -f "$TSAN/Makefile" ] ||
-    cmake -S . -B "$TSAN" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLOTD_TSAN=ON >/dev/null || return 1
-  cmake --build "$TSAN" -j "$1" -- --no-print-directory >/dev/null
-}
+build_tsan() { build_tree "$TSAN" "$1" RelWithDebInfo SLOTD_TSAN; }
 st_tsan() {
   build_tsan "$JOBS" || return 1
   local -x TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1"

@@ -3,31 +3,23 @@
 # Same client (slotbench), both servers up at once, runs alternating, medians side by side.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-BUILD=${BUILD:-build}
+BENCH_NAME=bench-auth
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
 ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-5}
 WARMUP=${WARMUP:-1}
 CONCURRENCY=${CONCURRENCY:-64}
-PY=/usr/bin/python3
-bin=$BUILD/bin
 READY_TRIES=100 # x 0.1 s
 STOP_TRIES=100  # x 0.1 s after SIGTERM, then SIGKILL
 
-log() { echo "bench-auth: $*" >&2; }
-die() { log "$*"; exit 1; }
-
-# shellcheck source=scripts/bench/lib.sh
-. scripts/bench/lib.sh
 bench_range ROUNDS 1 20
 bench_range DURATION 1 600 s
 bench_whole WARMUP
 bench_range CONCURRENCY 1 4096
 bench_built slotd slotbench
 
-dir=$(mktemp -d /tmp/bench-auth.XXXXXX)
-pids=()
-trap bench_cleanup EXIT
-trap 'exit 130' INT TERM
+bench_setup bench-auth
 
 read -r port_off port_on peer_off peer_on <<<"$(bench_free_ports 4)"
 

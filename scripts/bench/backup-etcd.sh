@@ -8,20 +8,16 @@
 # and a markdown table of the medians (BENCHMARKS.md "Backup and restore"). Not part of make test.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-BUILD=${BUILD:-build}
+BENCH_NAME=backup-etcd
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
 SIZE_MB=${SIZE_MB:-1024}
 VALUE_SIZE=${VALUE_SIZE:-1024}
 ROUNDS=${ROUNDS:-3}
 ETCD=${ETCD:-etcd}
 ETCDCTL=${ETCDCTL:-etcdctl}
-PY=/usr/bin/python3
-bin=$BUILD/bin
 ETCD_QUOTA=$((8 * 1024 * 1024 * 1024))
 
-log() { echo "backup-etcd: $*" >&2; }
-die() { log "$*"; exit 1; }
-# shellcheck source=scripts/bench/lib.sh
-. scripts/bench/lib.sh
 bench_range SIZE_MB 1 8192
 bench_range VALUE_SIZE 16 65536
 bench_range ROUNDS 1 10

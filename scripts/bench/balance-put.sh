@@ -8,22 +8,17 @@
 # leader moves counts as an error (the codes are printed).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-BUILD=${BUILD:-build}
+BENCH_NAME=bench-balance
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
 DURATION=${DURATION:-20}
 CONCURRENCY=${CONCURRENCY:-64}
 KEYS=${KEYS:-10000}
 MAX_MOVES=${MAX_MOVES:-2}
 SETTLE_S=${SETTLE_S:-180}
-PY=/usr/bin/python3
-bin=$BUILD/bin
 READY_TRIES=80 # x 0.5 s
 STOP_TRIES=100 # x 0.1 s after SIGTERM, then SIGKILL
 
-log() { echo "bench-balance: $*" >&2; }
-die() { log "$*"; exit 1; }
-
-# shellcheck source=scripts/bench/lib.sh
-. scripts/bench/lib.sh
 bench_range DURATION 1 600 s
 bench_range CONCURRENCY 1 4096
 bench_range KEYS 1 10000000
@@ -31,10 +26,7 @@ bench_range MAX_MOVES 1 64
 bench_range SETTLE_S 1 3600 s
 bench_built slotd slotbench slotctl
 
-dir=$(mktemp -d /tmp/bench-balance.XXXXXX)
-pids=()
-trap bench_cleanup EXIT
-trap 'exit 130' INT TERM
+bench_setup bench-balance
 
 # 5 client, 5 peer and 5 metrics ports: ports[n-1], ports[n+4], ports[n+9] for node n.
 read -r -a ports <<<"$(bench_free_ports 15)"

@@ -9,33 +9,23 @@
 # leader, --route-aware) in the same rounds: the "put (stream)" rows, against the same etcd runs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-BUILD=${BUILD:-build}
+BENCH_NAME=compare-etcd
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 WARMUP=${WARMUP:-1}
 ETCD=${ETCD:-etcd}
-PY=/usr/bin/python3
-bin=$BUILD/bin
 KEYS=10000
 READY_TRIES=60   # x 0.5 s per readiness check
 STOP_TRIES=100   # x 0.1 s after SIGTERM, then SIGKILL
 ETCD_QUOTA=$((8 * 1024 * 1024 * 1024)) # etcd's largest recommended backend; never the limit here
 
-log() { echo "compare-etcd: $*" >&2; }
-die() { log "$*"; exit 1; }
+bench_range ROUNDS 1 20
+bench_range DURATION 1 600 s
+bench_range WARMUP 0 60 s
+bench_built slotd slotbench
 
-for v in ROUNDS DURATION WARMUP; do
-  [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number (got '${!v}')"
-done
-((ROUNDS >= 1 && ROUNDS <= 20)) || die "ROUNDS must be 1..20 (got $ROUNDS)"
-((DURATION >= 1 && DURATION <= 600)) || die "DURATION must be 1..600 s (got $DURATION)"
-((WARMUP <= 60)) || die "WARMUP must be 0..60 s (got $WARMUP)"
-for b in slotd slotbench; do
-  [[ -x $bin/$b ]] || die "$bin/$b not built (BUILD=$BUILD)"
-done
-
-# shellcheck source=scripts/bench/lib.sh
-. scripts/bench/lib.sh
 bench_etcd_install
 
 bench_setup compare-etcd # every data dir lives in $dir: same disk for both

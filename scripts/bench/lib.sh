@@ -1,10 +1,17 @@
 # scripts/bench/lib.sh - sourced by the bench scripts: variable checks, etcd install, stopping processes, free ports.
 # shellcheck shell=bash
-# The caller defines log and die first; bench_built reads bin and BUILD. stop_pids and bench_cleanup read STOP_TRIES (x 0.1 s
+# The caller sets BENCH_NAME (the log prefix) and sources it from the repo root; it sets BUILD
+# (default build), bin=$BUILD/bin and PY, and defines log and die. bench_built reads bin and BUILD. stop_pids and bench_cleanup read STOP_TRIES (x 0.1 s
 # after SIGTERM, then SIGKILL); bench_cleanup also reads the caller's pids array and dir;
 # bench_etcd_install reads ETCD, bench_free_ports PY.
 # wait_for reads READY_TRIES and dir; slotd_serving and etcd_healthy PY.
 # shellcheck disable=SC2154
+
+BUILD=${BUILD:-build}
+bin=$BUILD/bin
+PY=/usr/bin/python3
+log() { echo "$BENCH_NAME: $*" >&2; }
+die() { log "$*"; exit 1; }
 
 # bench_whole VAR [LABEL]: dies unless $VAR is a whole number; LABEL (default VAR) names it.
 bench_whole() {

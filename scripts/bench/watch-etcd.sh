@@ -4,6 +4,9 @@
 # drives slotd's Metadata/Watch and etcd's Watch/Watch), one node each, runs alternating.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+BENCH_NAME=watch-etcd
+# shellcheck source=scripts/bench/lib.sh
+. scripts/bench/lib.sh
 
 usage() {
   cat <<'EOF'
@@ -29,16 +32,12 @@ BUILD=build
 SLOTD=
 SLOTBENCH=
 ETCD=${ETCD:-etcd}
-PY=/usr/bin/python3
 CONCURRENCY=64
 KEYS=10000
 READY_TRIES=60 # x 0.5 s per readiness check
 STOP_TRIES=100 # x 0.1 s after SIGTERM, then SIGKILL
 RUN_SLACK_S=60 # a slotbench run is killed after warmup + duration + this
 ETCD_QUOTA=$((8 * 1024 * 1024 * 1024)) # etcd's largest recommended backend; never the limit
-
-log() { echo "watch-etcd: $*" >&2; }
-die() { log "$*"; exit 1; }
 
 while (($#)); do
   case $1 in
@@ -62,8 +61,6 @@ done
 SLOTD=${SLOTD:-$BUILD/bin/slotd}
 SLOTBENCH=${SLOTBENCH:-$BUILD/bin/slotbench}
 
-# shellcheck source=scripts/bench/lib.sh
-. scripts/bench/lib.sh
 bench_range ROUNDS 1 20 "" --rounds
 bench_range DURATION 1 600 s --duration
 bench_range WARMUP 0 60 s --warmup
