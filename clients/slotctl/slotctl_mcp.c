@@ -442,55 +442,40 @@ static json_t *mcp_group_health(const json_t *route)
 }
 
 #define MCP_NO_ARGS "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}"
+/* A read-only tool without arguments that runs slotctl WORDS (NULL: recent_errors, in-process). */
+#define MCP_READ_TOOL(name, description, ...)                                                      \
+    {                                                                                              \
+        name, description, MCP_NO_ARGS, {NULL}, false, {__VA_ARGS__}, {{NULL}}, NULL               \
+    }
 
 static const struct mcp_tool mcp_tools[] = {
-    {"cluster_status",
-     "The controller's cluster state (nodes, slot groups, tasks, features) and the observed "
-     "leaders: slotctl cluster --json.",
-     MCP_NO_ARGS,
-     {NULL},
-     false,
-     {"cluster"},
-     {{NULL}},
-     NULL},
-    {"controller_status",
-     "Every endpoint's own view of the controller side by side, and where they disagree: slotctl "
-     "status --json.",
-     MCP_NO_ARGS,
-     {NULL},
-     false,
-     {"status"},
-     {{NULL}},
-     NULL},
-    {"routes",
-     "The route: hash-slot ranges, their slot group, its leader node and address, observed vs "
-     "intended members: slotctl route --json.",
-     MCP_NO_ARGS,
-     {NULL},
-     false,
-     {"route"},
-     {{NULL}},
-     NULL},
-    {"node_health",
-     "grpc.health.v1 Check on every node of the route (SERVING once every group the node hosts "
-     "has a leader): slotctl health --json.",
-     MCP_NO_ARGS,
-     {NULL},
-     false,
-     {"health"},
-     {{NULL}},
-     NULL},
-    {"group_health",
-     "Per slot group: its leader and term, whether the observed voters agree with the "
-     "controller's intent, each replica's role, commit and applied index and answer age, the "
-     "apply lag; the groups without a leader and those that disagree listed apart (from slotctl "
-     "route --json).",
-     MCP_NO_ARGS,
-     {NULL},
-     false,
-     {"route"},
-     {{NULL}},
-     NULL},
+    MCP_READ_TOOL(
+        "cluster_status",
+        "The controller's cluster state (nodes, slot groups, tasks, features) and the observed "
+        "leaders: slotctl cluster --json.",
+        "cluster"),
+    MCP_READ_TOOL(
+        "controller_status",
+        "Every endpoint's own view of the controller side by side, and where they disagree: "
+        "slotctl status --json.",
+        "status"),
+    MCP_READ_TOOL(
+        "routes",
+        "The route: hash-slot ranges, their slot group, its leader node and address, observed vs "
+        "intended members: slotctl route --json.",
+        "route"),
+    MCP_READ_TOOL(
+        "node_health",
+        "grpc.health.v1 Check on every node of the route (SERVING once every group the node hosts "
+        "has a leader): slotctl health --json.",
+        "health"),
+    MCP_READ_TOOL(
+        "group_health",
+        "Per slot group: its leader and term, whether the observed voters agree with the "
+        "controller's intent, each replica's role, commit and applied index and answer age, the "
+        "apply lag; the groups without a leader and those that disagree listed apart (from slotctl "
+        "route --json).",
+        "route"),
     {"tasks",
      "Controller tasks (replica moves, leader transfers, drains, ...): all, the active ones, or "
      "one by id: slotctl task status --json.",
@@ -501,24 +486,16 @@ static const struct mcp_tool mcp_tools[] = {
      {"task", "status"},
      {{NULL}},
      build_tasks},
-    {"features",
-     "The cluster-wide switches of the replicated cluster state: slotctl feature list --json.",
-     MCP_NO_ARGS,
-     {NULL},
-     false,
-     {"feature", "list"},
-     {{NULL}},
-     NULL},
-    {"recent_errors",
-     "Non-OK gRPC calls by method and code, refused stream frames and dropped raft messages, "
-     "counted since each node started, scraped from the /metrics URLs slotctl mcp was given "
-     "(--metrics).",
-     MCP_NO_ARGS,
-     {NULL},
-     false,
-     {NULL},
-     {{NULL}},
-     NULL},
+    MCP_READ_TOOL(
+        "features",
+        "The cluster-wide switches of the replicated cluster state: slotctl feature list --json.",
+        "feature", "list"),
+    MCP_READ_TOOL(
+        "recent_errors",
+        "Non-OK gRPC calls by method and code, refused stream frames and dropped raft messages, "
+        "counted since each node started, scraped from the /metrics URLs slotctl mcp was given "
+        "(--metrics).",
+        NULL),
     {"transfer_leader",
      "Admin.TransferLeader: moves group's leadership to to_node (preferred) as a task; answers "
      "the task id.",
