@@ -6,6 +6,8 @@
 
 #include <grpc/slice.h>
 
+#include <assert.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -652,6 +654,120 @@ static int meta_list(struct slotd_client *c, const char *op, const char *route,
 
 #define META_CURSOR(cursor, len) ((ProtobufCBinaryData){(cursor) ? (len) : 0, (uint8_t *)(cursor)})
 
+/* ---- flat commands and queries ------------------------------------------------------------- */
+
+/* One field of a flat command or query (one whose fields are strings, numbers, enums, bools and
+ * bytes), set by its proto name: str for a string (NULL is refused), num for a number, enum or
+ * bool, data and len for bytes. Borrowed for the call. */
+struct meta_arg {
+    const char *name;
+    const char *str;
+    uint64_t num;
+    const void *data;
+    size_t len;
+};
+
+#define META_STR(name, v)                                                                          \
+    {                                                                                              \
+        name, (v), 0, NULL, 0                                                                      \
+    }
+#define META_NUM(name, v)                                                                          \
+    {                                                                                              \
+        name, NULL, (uint64_t)(v), NULL, 0                                                         \
+    }
+#define META_PAGE(cursor, cursor_len, limit)                                                       \
+    {"cursor", NULL, 0, (cursor), (cursor) ? (cursor_len) : 0}, META_NUM("limit", limit)
+#define META_ARGS(a) (a), (sizeof(a) / sizeof((a)[0]))
+
+/* Storage for the one flat message of a call; every flat message fits (meta_build asserts it). */
+typedef union {
+    max_align_t align;
+    unsigned char bytes[256];
+} meta_sub;
+
+/* Fills sub with the message of req's oneof field number oneof_case, sets args in it and points
+ * req's oneof at it. Returns 0, or refuses the first NULL string: "OP: no call: ONEOF.FIELD: NULL".
+ */
+static int meta_build(ProtobufCMessage *req, int oneof_case, meta_sub *sub, const char *op,
+                      const struct meta_arg *args, size_t n, struct slotd_error **err)
+{
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(req->descriptor, (unsigned)oneof_case);
+    assert(f && (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && f->type == PROTOBUF_C_TYPE_MESSAGE);
+    const ProtobufCMessageDescriptor *d = f->descriptor;
+    assert(d->sizeof_message <= sizeof(*sub));
+    protobuf_c_message_init(d, sub);
+    for (size_t i = 0; i < n; i++) {
+        const ProtobufCFieldDescriptor *a =
+            protobuf_c_message_descriptor_get_field_by_name(d, args[i].name);
+        assert(a && a->label != PROTOBUF_C_LABEL_REPEATED);
+        char *at = (char *)sub + a->offset;
+        switch (a->type) {
+        case PROTOBUF_C_TYPE_STRING:
+            if (!args[i].str) {
+                char field[SLOTD_FIELD_LEN];
+                snprintf(field, sizeof(field), "%s.%s", f->name, a->name);
+                return meta_refuse(op, field, "NULL", err);
+            }
+            *(char **)at = (char *)args[i].str;
+            break;
+        case PROTOBUF_C_TYPE_UINT32:
+            *(uint32_t *)at = (uint32_t)args[i].num;
+            break;
+        case PROTOBUF_C_TYPE_UINT64:
+            *(uint64_t *)at = args[i].num;
+            break;
+        case PROTOBUF_C_TYPE_ENUM:
+            *(int *)at = (int)args[i].num;
+            break;
+        case PROTOBUF_C_TYPE_BOOL:
+            *(protobuf_c_boolean *)at = args[i].num != 0;
+            break;
+        default:
+            assert(a->type == PROTOBUF_C_TYPE_BYTES);
+            *(ProtobufCBinaryData *)at =
+                (ProtobufCBinaryData){args[i].len, (uint8_t *)args[i].data};
+            break;
+        }
+    }
+    *(uint32_t *)((char *)req + f->quantifier_offset) = (uint32_t)oneof_case;
+    *(ProtobufCMessage **)((char *)req + f->offset) = (ProtobufCMessage *)sub;
+    return SLOTD_CLIENT_OK;
+}
+
+/* How a flat call is sent. */
+enum meta_send { META_SEND_PROPOSE, META_SEND_GET, META_SEND_LIST };
+
+/* One flat command (wo, into *out), get (ro, into *out) or listing (ro, into *page): oneof_case
+ * of the ProposeRequest or ReadRequest, args set by meta_build, routed by route (NULL: a seed). */
+static int meta_flat(struct slotd_client *c, const char *op, enum meta_send send, int oneof_case,
+                     const char *route, const struct meta_arg *args, size_t n,
+                     const struct slotd_read_options *ro, const struct slotd_write_options *wo,
+                     struct slotd_meta_result **out, struct slotd_meta_page **page,
+                     struct slotd_error **err)
+{
+    Slotd__V1__ProposeRequest p = SLOTD__V1__PROPOSE_REQUEST__INIT;
+    Slotd__V1__ReadRequest r = SLOTD__V1__READ_REQUEST__INIT;
+    meta_sub sub;
+    if (out)
+        *out = NULL;
+    if (page)
+        *page = NULL;
+    bool propose = send == META_SEND_PROPOSE;
+    int rc = meta_build(propose ? &p.base : &r.base, oneof_case, &sub, op, args, n, err);
+    if (rc != SLOTD_CLIENT_OK)
+        return rc;
+    if (propose)
+        return meta_propose(c, op, route, &p, wo, out, err);
+    if (send == META_SEND_GET)
+        return meta_get(c, op, route, &r, ro, out, err);
+    return meta_list(c, op, route, &r, ro, page, err);
+}
+
+#define META_PROPOSE(cc) META_SEND_PROPOSE, SLOTD__V1__PROPOSE_REQUEST__COMMAND_##cc
+#define META_GET(qc) META_SEND_GET, SLOTD__V1__READ_REQUEST__QUERY_##qc
+#define META_LIST(qc) META_SEND_LIST, SLOTD__V1__READ_REQUEST__QUERY_##qc
+
 /* ---- users and devices --------------------------------------------------------------------- */
 
 static int meta_user_write(struct slotd_client *c, bool create, const char *uid, const char *token,
@@ -697,102 +813,40 @@ int slotd_client_user_update(struct slotd_client *c, const char *uid, const char
     return meta_user_write(c, false, uid, token, device_flag, device_level, wo, out, err);
 }
 
-/* The reads and writes keyed by a uid alone. */
-enum meta_uid_kind {
-    META_UID_USER_GET,
-    META_UID_USER_DELETE,
-    META_UID_PLUGIN_GET,
-    META_UID_PLUGIN_UNBIND,
-};
-
-/* Each one's name in messages and its uid field in errors. */
-static const struct {
-    const char *op, *field;
-} meta_uid_names[] = {
-    [META_UID_USER_GET] = {"user get", "get_user.uid"},
-    [META_UID_USER_DELETE] = {"user delete", "delete_user.uid"},
-    [META_UID_PLUGIN_GET] = {"plugin get", "get_plugin_binding.uid"},
-    [META_UID_PLUGIN_UNBIND] = {"plugin unbind", "unbind_plugin.uid"},
-};
-
-/* Builds the query (ro) or command (wo) of kind for uid and sends it. */
-static int meta_uid_call(struct slotd_client *c, enum meta_uid_kind kind, const char *uid,
-                         const struct slotd_read_options *ro, const struct slotd_write_options *wo,
-                         struct slotd_meta_result **out, struct slotd_error **err)
-{
-    const char *op = meta_uid_names[kind].op;
-    META_NEED(uid, op, meta_uid_names[kind].field);
-    Slotd__V1__ReadRequest r = SLOTD__V1__READ_REQUEST__INIT;
-    Slotd__V1__ProposeRequest p = SLOTD__V1__PROPOSE_REQUEST__INIT;
-    Slotd__V1__GetUserQuery get_user = SLOTD__V1__GET_USER_QUERY__INIT;
-    Slotd__V1__DeleteUserCommand delete_user = SLOTD__V1__DELETE_USER_COMMAND__INIT;
-    Slotd__V1__GetPluginBindingQuery get_plugin = SLOTD__V1__GET_PLUGIN_BINDING_QUERY__INIT;
-    Slotd__V1__UnbindPluginCommand unbind_plugin = SLOTD__V1__UNBIND_PLUGIN_COMMAND__INIT;
-    char *id = (char *)uid;
-    switch (kind) {
-    case META_UID_USER_GET:
-        get_user.uid = id;
-        r.query_case = SLOTD__V1__READ_REQUEST__QUERY_GET_USER;
-        r.get_user = &get_user;
-        return meta_get(c, op, uid, &r, ro, out, err);
-    case META_UID_PLUGIN_GET:
-        get_plugin.uid = id;
-        r.query_case = SLOTD__V1__READ_REQUEST__QUERY_GET_PLUGIN_BINDING;
-        r.get_plugin_binding = &get_plugin;
-        return meta_get(c, op, uid, &r, ro, out, err);
-    case META_UID_USER_DELETE:
-        delete_user.uid = id;
-        p.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_DELETE_USER;
-        p.delete_user = &delete_user;
-        break;
-    case META_UID_PLUGIN_UNBIND:
-        unbind_plugin.uid = id;
-        p.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_UNBIND_PLUGIN;
-        p.unbind_plugin = &unbind_plugin;
-        break;
-    }
-    return meta_propose(c, op, uid, &p, wo, out, err);
-}
-
 int slotd_client_user_get(struct slotd_client *c, const char *uid,
                           const struct slotd_read_options *ro, struct slotd_meta_result **out,
                           struct slotd_error **err)
 {
-    return meta_uid_call(c, META_UID_USER_GET, uid, ro, NULL, out, err);
+    const struct meta_arg a[] = {META_STR("uid", uid)};
+    return meta_flat(c, "user get", META_GET(GET_USER), uid, META_ARGS(a), ro, NULL, out, NULL,
+                     err);
 }
 
 int slotd_client_user_delete(struct slotd_client *c, const char *uid,
                              const struct slotd_write_options *wo, struct slotd_meta_result **out,
                              struct slotd_error **err)
 {
-    return meta_uid_call(c, META_UID_USER_DELETE, uid, NULL, wo, out, err);
+    const struct meta_arg a[] = {META_STR("uid", uid)};
+    return meta_flat(c, "user delete", META_PROPOSE(DELETE_USER), uid, META_ARGS(a), NULL, wo, out,
+                     NULL, err);
 }
 
 int slotd_client_user_set_system(struct slotd_client *c, const char *uid, bool system,
                                  const struct slotd_write_options *wo,
                                  struct slotd_meta_result **out, struct slotd_error **err)
 {
-    META_NEED(uid, "user set system", "set_system_uid.uid");
-    Slotd__V1__ProposeRequest m = SLOTD__V1__PROPOSE_REQUEST__INIT;
-    Slotd__V1__SetSystemUidCommand s = SLOTD__V1__SET_SYSTEM_UID_COMMAND__INIT;
-    s.uid = (char *)uid;
-    s.system = system;
-    m.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_SET_SYSTEM_UID;
-    m.set_system_uid = &s;
-    return meta_propose(c, "user set system", uid, &m, wo, out, err);
+    const struct meta_arg a[] = {META_STR("uid", uid), META_NUM("system", system)};
+    return meta_flat(c, "user set system", META_PROPOSE(SET_SYSTEM_UID), uid, META_ARGS(a), NULL,
+                     wo, out, NULL, err);
 }
 
 int slotd_client_system_uids_list(struct slotd_client *c, const void *cursor, size_t cursor_len,
                                   uint32_t limit, const struct slotd_read_options *ro,
                                   struct slotd_meta_page **out, struct slotd_error **err)
 {
-    Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
-    Slotd__V1__ListSystemUidsQuery q = SLOTD__V1__LIST_SYSTEM_UIDS_QUERY__INIT;
-    q.cursor = META_CURSOR(cursor, cursor_len);
-    q.limit = limit;
-    m.query_case = SLOTD__V1__READ_REQUEST__QUERY_LIST_SYSTEM_UIDS;
-    m.list_system_uids = &q;
-    return meta_list(c, "user list", NULL, &m, ro, out, err);
+    const struct meta_arg a[] = {META_PAGE(cursor, cursor_len, limit)};
+    return meta_flat(c, "user list", META_LIST(LIST_SYSTEM_UIDS), NULL, META_ARGS(a), ro, NULL,
+                     NULL, out, err);
 }
 
 int slotd_client_device_put(struct slotd_client *c, const char *uid, uint32_t device_flag,
@@ -818,29 +872,18 @@ int slotd_client_device_list(struct slotd_client *c, const char *uid, const void
                              size_t cursor_len, uint32_t limit, const struct slotd_read_options *ro,
                              struct slotd_meta_page **out, struct slotd_error **err)
 {
-    META_NEED(uid, "device list", "list_devices.uid");
-    Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
-    Slotd__V1__ListDevicesQuery q = SLOTD__V1__LIST_DEVICES_QUERY__INIT;
-    q.uid = (char *)uid;
-    q.cursor = META_CURSOR(cursor, cursor_len);
-    q.limit = limit;
-    m.query_case = SLOTD__V1__READ_REQUEST__QUERY_LIST_DEVICES;
-    m.list_devices = &q;
-    return meta_list(c, "device list", uid, &m, ro, out, err);
+    const struct meta_arg a[] = {META_STR("uid", uid), META_PAGE(cursor, cursor_len, limit)};
+    return meta_flat(c, "device list", META_LIST(LIST_DEVICES), uid, META_ARGS(a), ro, NULL, NULL,
+                     out, err);
 }
 
 int slotd_client_device_delete(struct slotd_client *c, const char *uid, uint32_t device_flag,
                                const struct slotd_write_options *wo, struct slotd_meta_result **out,
                                struct slotd_error **err)
 {
-    META_NEED(uid, "device delete", "remove_device.uid");
-    Slotd__V1__ProposeRequest m = SLOTD__V1__PROPOSE_REQUEST__INIT;
-    Slotd__V1__RemoveDeviceCommand r = SLOTD__V1__REMOVE_DEVICE_COMMAND__INIT;
-    r.uid = (char *)uid;
-    r.device_flag = device_flag;
-    m.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_REMOVE_DEVICE;
-    m.remove_device = &r;
-    return meta_propose(c, "device delete", uid, &m, wo, out, err);
+    const struct meta_arg a[] = {META_STR("uid", uid), META_NUM("device_flag", device_flag)};
+    return meta_flat(c, "device delete", META_PROPOSE(REMOVE_DEVICE), uid, META_ARGS(a), NULL, wo,
+                     out, NULL, err);
 }
 
 /* ---- channels and members ------------------------------------------------------------------ */
@@ -868,14 +911,10 @@ int slotd_client_channel_get(struct slotd_client *c, const char *channel_id, uin
                              const struct slotd_read_options *ro, struct slotd_meta_result **out,
                              struct slotd_error **err)
 {
-    META_NEED(channel_id, "channel get", "get_channel.channel_id");
-    Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
-    Slotd__V1__GetChannelQuery q = SLOTD__V1__GET_CHANNEL_QUERY__INIT;
-    q.channel_id = (char *)channel_id;
-    q.channel_type = channel_type;
-    m.query_case = SLOTD__V1__READ_REQUEST__QUERY_GET_CHANNEL;
-    m.get_channel = &q;
-    return meta_get(c, "channel get", channel_id, &m, ro, out, err);
+    const struct meta_arg a[] = {META_STR("channel_id", channel_id),
+                                 META_NUM("channel_type", channel_type)};
+    return meta_flat(c, "channel get", META_GET(GET_CHANNEL), channel_id, META_ARGS(a), ro, NULL,
+                     out, NULL, err);
 }
 
 int slotd_client_channel_set_flags(struct slotd_client *c, const char *channel_id,
@@ -900,14 +939,10 @@ int slotd_client_channel_delete(struct slotd_client *c, const char *channel_id,
                                 uint32_t channel_type, const struct slotd_write_options *wo,
                                 struct slotd_meta_result **out, struct slotd_error **err)
 {
-    META_NEED(channel_id, "channel delete", "delete_channel.channel_id");
-    Slotd__V1__ProposeRequest m = SLOTD__V1__PROPOSE_REQUEST__INIT;
-    Slotd__V1__DeleteChannelCommand d = SLOTD__V1__DELETE_CHANNEL_COMMAND__INIT;
-    d.channel_id = (char *)channel_id;
-    d.channel_type = channel_type;
-    m.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_DELETE_CHANNEL;
-    m.delete_channel = &d;
-    return meta_propose(c, "channel delete", channel_id, &m, wo, out, err);
+    const struct meta_arg a[] = {META_STR("channel_id", channel_id),
+                                 META_NUM("channel_type", channel_type)};
+    return meta_flat(c, "channel delete", META_PROPOSE(DELETE_CHANNEL), channel_id, META_ARGS(a),
+                     NULL, wo, out, NULL, err);
 }
 
 int slotd_client_channel_list(struct slotd_client *c, const char *id_prefix, uint32_t channel_type,
@@ -915,15 +950,11 @@ int slotd_client_channel_list(struct slotd_client *c, const char *id_prefix, uin
                               const struct slotd_read_options *ro, struct slotd_meta_page **out,
                               struct slotd_error **err)
 {
-    Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
-    Slotd__V1__ListChannelsQuery q = SLOTD__V1__LIST_CHANNELS_QUERY__INIT;
-    q.id_prefix = (char *)(id_prefix ? id_prefix : "");
-    q.channel_type = channel_type;
-    q.cursor = META_CURSOR(cursor, cursor_len);
-    q.limit = limit;
-    m.query_case = SLOTD__V1__READ_REQUEST__QUERY_LIST_CHANNELS;
-    m.list_channels = &q;
-    return meta_list(c, "channel list", NULL, &m, ro, out, err);
+    const struct meta_arg a[] = {META_STR("id_prefix", id_prefix ? id_prefix : ""),
+                                 META_NUM("channel_type", channel_type),
+                                 META_PAGE(cursor, cursor_len, limit)};
+    return meta_flat(c, "channel list", META_LIST(LIST_CHANNELS), NULL, META_ARGS(a), ro, NULL,
+                     NULL, out, err);
 }
 
 /* The command case of adding to or removing from list, and its name ("add_subscribers"). */
@@ -1095,102 +1126,27 @@ int slotd_client_member_check(struct slotd_client *c, const char *channel_id, ui
 
 /* ---- conversations and CMD bindings -------------------------------------------------------- */
 
-/* What a membership or CMD command carries: uid, channel and one number. */
-struct meta_uc {
-    const char *op;
-    const char *name; /* the command's field name ("join_channel") */
-    int command_case;
-    const char *uid;
-    const char *channel_id;
-    uint32_t channel_type;
-    uint64_t n1, n2;
-};
-
-/* Builds and sends one membership or CMD binding command. */
-static int meta_uc_send(struct slotd_client *c, const struct meta_uc *u,
-                        const struct slotd_write_options *wo, struct slotd_meta_result **out,
-                        struct slotd_error **err)
-{
-    *out = NULL;
-    if (!u->uid || !u->channel_id) {
-        char field[SLOTD_FIELD_LEN];
-        snprintf(field, sizeof(field), "%s.%s", u->name, u->uid ? "channel_id" : "uid");
-        return meta_refuse(u->op, field, "NULL", err);
-    }
-    Slotd__V1__ProposeRequest m = SLOTD__V1__PROPOSE_REQUEST__INIT;
-    Slotd__V1__JoinChannelCommand join = SLOTD__V1__JOIN_CHANNEL_COMMAND__INIT;
-    Slotd__V1__LeaveChannelCommand leave = SLOTD__V1__LEAVE_CHANNEL_COMMAND__INIT;
-    Slotd__V1__MarkReadCommand read = SLOTD__V1__MARK_READ_COMMAND__INIT;
-    Slotd__V1__HideConversationCommand hide = SLOTD__V1__HIDE_CONVERSATION_COMMAND__INIT;
-    Slotd__V1__ActivateConversationCommand act = SLOTD__V1__ACTIVATE_CONVERSATION_COMMAND__INIT;
-    Slotd__V1__BindCmdCommand bind = SLOTD__V1__BIND_CMD_COMMAND__INIT;
-    Slotd__V1__AckCmdCommand ack = SLOTD__V1__ACK_CMD_COMMAND__INIT;
-    Slotd__V1__UnbindCmdCommand unbind = SLOTD__V1__UNBIND_CMD_COMMAND__INIT;
-    char *uid = (char *)u->uid, *ch = (char *)u->channel_id;
-    m.command_case = (Slotd__V1__ProposeRequest__CommandCase)u->command_case;
-    switch (u->command_case) {
-    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_JOIN_CHANNEL:
-        join.uid = uid, join.channel_id = ch, join.channel_type = u->channel_type;
-        join.join_seq = u->n1, join.activated_at_ms = u->n2;
-        m.join_channel = &join;
-        break;
-    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEAVE_CHANNEL:
-        leave.uid = uid, leave.channel_id = ch, leave.channel_type = u->channel_type;
-        m.leave_channel = &leave;
-        break;
-    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_MARK_READ:
-        read.uid = uid, read.channel_id = ch, read.channel_type = u->channel_type;
-        read.read_seq = u->n1;
-        m.mark_read = &read;
-        break;
-    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_HIDE_CONVERSATION:
-        hide.uid = uid, hide.channel_id = ch, hide.channel_type = u->channel_type;
-        hide.hide_through_seq = u->n1;
-        m.hide_conversation = &hide;
-        break;
-    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_ACTIVATE_CONVERSATION:
-        act.uid = uid, act.channel_id = ch, act.channel_type = u->channel_type;
-        act.activated_at_ms = u->n1;
-        m.activate_conversation = &act;
-        break;
-    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_BIND_CMD:
-        bind.uid = uid, bind.channel_id = ch, bind.channel_type = u->channel_type;
-        bind.start_seq = u->n1;
-        m.bind_cmd = &bind;
-        break;
-    case SLOTD__V1__PROPOSE_REQUEST__COMMAND_ACK_CMD:
-        ack.uid = uid, ack.channel_id = ch, ack.channel_type = u->channel_type;
-        ack.ack_seq = u->n1;
-        m.ack_cmd = &ack;
-        break;
-    default:
-        unbind.uid = uid, unbind.channel_id = ch, unbind.channel_type = u->channel_type;
-        m.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_UNBIND_CMD;
-        m.unbind_cmd = &unbind;
-        break;
-    }
-    return meta_propose(c, u->op, u->uid, &m, wo, out, err);
-}
-
-#define META_UC(opname, field, cc, ...)                                                            \
-    struct meta_uc u = {opname, field, SLOTD__V1__PROPOSE_REQUEST__COMMAND_##cc, __VA_ARGS__};     \
-    return meta_uc_send(c, &u, wo, out, err)
-
 int slotd_client_conversation_join(struct slotd_client *c, const char *uid, const char *channel_id,
                                    uint32_t channel_type, uint64_t join_seq,
                                    uint64_t activated_at_ms, const struct slotd_write_options *wo,
                                    struct slotd_meta_result **out, struct slotd_error **err)
 {
-    META_UC("conversation join", "join_channel", JOIN_CHANNEL, uid, channel_id, channel_type,
-            join_seq, activated_at_ms);
+    const struct meta_arg a[] = {META_STR("uid", uid), META_STR("channel_id", channel_id),
+                                 META_NUM("channel_type", channel_type),
+                                 META_NUM("join_seq", join_seq),
+                                 META_NUM("activated_at_ms", activated_at_ms)};
+    return meta_flat(c, "conversation join", META_PROPOSE(JOIN_CHANNEL), uid, META_ARGS(a), NULL,
+                     wo, out, NULL, err);
 }
 
 int slotd_client_conversation_leave(struct slotd_client *c, const char *uid, const char *channel_id,
                                     uint32_t channel_type, const struct slotd_write_options *wo,
                                     struct slotd_meta_result **out, struct slotd_error **err)
 {
-    META_UC("conversation leave", "leave_channel", LEAVE_CHANNEL, uid, channel_id, channel_type, 0,
-            0);
+    const struct meta_arg a[] = {META_STR("uid", uid), META_STR("channel_id", channel_id),
+                                 META_NUM("channel_type", channel_type)};
+    return meta_flat(c, "conversation leave", META_PROPOSE(LEAVE_CHANNEL), uid, META_ARGS(a), NULL,
+                     wo, out, NULL, err);
 }
 
 int slotd_client_conversation_read(struct slotd_client *c, const char *uid, const char *channel_id,
@@ -1198,8 +1154,11 @@ int slotd_client_conversation_read(struct slotd_client *c, const char *uid, cons
                                    const struct slotd_write_options *wo,
                                    struct slotd_meta_result **out, struct slotd_error **err)
 {
-    META_UC("conversation read", "mark_read", MARK_READ, uid, channel_id, channel_type, read_seq,
-            0);
+    const struct meta_arg a[] = {META_STR("uid", uid), META_STR("channel_id", channel_id),
+                                 META_NUM("channel_type", channel_type),
+                                 META_NUM("read_seq", read_seq)};
+    return meta_flat(c, "conversation read", META_PROPOSE(MARK_READ), uid, META_ARGS(a), NULL, wo,
+                     out, NULL, err);
 }
 
 int slotd_client_conversation_hide(struct slotd_client *c, const char *uid, const char *channel_id,
@@ -1207,8 +1166,11 @@ int slotd_client_conversation_hide(struct slotd_client *c, const char *uid, cons
                                    const struct slotd_write_options *wo,
                                    struct slotd_meta_result **out, struct slotd_error **err)
 {
-    META_UC("conversation hide", "hide_conversation", HIDE_CONVERSATION, uid, channel_id,
-            channel_type, hide_through_seq, 0);
+    const struct meta_arg a[] = {META_STR("uid", uid), META_STR("channel_id", channel_id),
+                                 META_NUM("channel_type", channel_type),
+                                 META_NUM("hide_through_seq", hide_through_seq)};
+    return meta_flat(c, "conversation hide", META_PROPOSE(HIDE_CONVERSATION), uid, META_ARGS(a),
+                     NULL, wo, out, NULL, err);
 }
 
 int slotd_client_conversation_activate(struct slotd_client *c, const char *uid,
@@ -1217,24 +1179,21 @@ int slotd_client_conversation_activate(struct slotd_client *c, const char *uid,
                                        const struct slotd_write_options *wo,
                                        struct slotd_meta_result **out, struct slotd_error **err)
 {
-    META_UC("conversation activate", "activate_conversation", ACTIVATE_CONVERSATION, uid,
-            channel_id, channel_type, activated_at_ms, 0);
+    const struct meta_arg a[] = {META_STR("uid", uid), META_STR("channel_id", channel_id),
+                                 META_NUM("channel_type", channel_type),
+                                 META_NUM("activated_at_ms", activated_at_ms)};
+    return meta_flat(c, "conversation activate", META_PROPOSE(ACTIVATE_CONVERSATION), uid,
+                     META_ARGS(a), NULL, wo, out, NULL, err);
 }
 
 int slotd_client_conversation_get(struct slotd_client *c, const char *uid, const char *channel_id,
                                   uint32_t channel_type, const struct slotd_read_options *ro,
                                   struct slotd_meta_result **out, struct slotd_error **err)
 {
-    META_NEED(uid, "conversation get", "get_membership.uid");
-    META_NEED(channel_id, "conversation get", "get_membership.channel_id");
-    Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
-    Slotd__V1__GetMembershipQuery q = SLOTD__V1__GET_MEMBERSHIP_QUERY__INIT;
-    q.uid = (char *)uid;
-    q.channel_id = (char *)channel_id;
-    q.channel_type = channel_type;
-    m.query_case = SLOTD__V1__READ_REQUEST__QUERY_GET_MEMBERSHIP;
-    m.get_membership = &q;
-    return meta_get(c, "conversation get", uid, &m, ro, out, err);
+    const struct meta_arg a[] = {META_STR("uid", uid), META_STR("channel_id", channel_id),
+                                 META_NUM("channel_type", channel_type)};
+    return meta_flat(c, "conversation get", META_GET(GET_MEMBERSHIP), uid, META_ARGS(a), ro, NULL,
+                     out, NULL, err);
 }
 
 int slotd_client_conversation_list(struct slotd_client *c, const char *uid, const void *cursor,
@@ -1242,15 +1201,9 @@ int slotd_client_conversation_list(struct slotd_client *c, const char *uid, cons
                                    const struct slotd_read_options *ro,
                                    struct slotd_meta_page **out, struct slotd_error **err)
 {
-    META_NEED(uid, "conversation list", "list_conversations.uid");
-    Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
-    Slotd__V1__ListConversationsQuery q = SLOTD__V1__LIST_CONVERSATIONS_QUERY__INIT;
-    q.uid = (char *)uid;
-    q.cursor = META_CURSOR(cursor, cursor_len);
-    q.limit = limit;
-    m.query_case = SLOTD__V1__READ_REQUEST__QUERY_LIST_CONVERSATIONS;
-    m.list_conversations = &q;
-    return meta_list(c, "conversation list", uid, &m, ro, out, err);
+    const struct meta_arg a[] = {META_STR("uid", uid), META_PAGE(cursor, cursor_len, limit)};
+    return meta_flat(c, "conversation list", META_LIST(LIST_CONVERSATIONS), uid, META_ARGS(a), ro,
+                     NULL, NULL, out, err);
 }
 
 int slotd_client_cmd_bind(struct slotd_client *c, const char *uid, const char *channel_id,
@@ -1258,7 +1211,11 @@ int slotd_client_cmd_bind(struct slotd_client *c, const char *uid, const char *c
                           const struct slotd_write_options *wo, struct slotd_meta_result **out,
                           struct slotd_error **err)
 {
-    META_UC("cmd bind", "bind_cmd", BIND_CMD, uid, channel_id, channel_type, start_seq, 0);
+    const struct meta_arg a[] = {META_STR("uid", uid), META_STR("channel_id", channel_id),
+                                 META_NUM("channel_type", channel_type),
+                                 META_NUM("start_seq", start_seq)};
+    return meta_flat(c, "cmd bind", META_PROPOSE(BIND_CMD), uid, META_ARGS(a), NULL, wo, out, NULL,
+                     err);
 }
 
 int slotd_client_cmd_ack(struct slotd_client *c, const char *uid, const char *channel_id,
@@ -1266,14 +1223,21 @@ int slotd_client_cmd_ack(struct slotd_client *c, const char *uid, const char *ch
                          const struct slotd_write_options *wo, struct slotd_meta_result **out,
                          struct slotd_error **err)
 {
-    META_UC("cmd ack", "ack_cmd", ACK_CMD, uid, channel_id, channel_type, ack_seq, 0);
+    const struct meta_arg a[] = {META_STR("uid", uid), META_STR("channel_id", channel_id),
+                                 META_NUM("channel_type", channel_type),
+                                 META_NUM("ack_seq", ack_seq)};
+    return meta_flat(c, "cmd ack", META_PROPOSE(ACK_CMD), uid, META_ARGS(a), NULL, wo, out, NULL,
+                     err);
 }
 
 int slotd_client_cmd_unbind(struct slotd_client *c, const char *uid, const char *channel_id,
                             uint32_t channel_type, const struct slotd_write_options *wo,
                             struct slotd_meta_result **out, struct slotd_error **err)
 {
-    META_UC("cmd unbind", "unbind_cmd", UNBIND_CMD, uid, channel_id, channel_type, 0, 0);
+    const struct meta_arg a[] = {META_STR("uid", uid), META_STR("channel_id", channel_id),
+                                 META_NUM("channel_type", channel_type)};
+    return meta_flat(c, "cmd unbind", META_PROPOSE(UNBIND_CMD), uid, META_ARGS(a), NULL, wo, out,
+                     NULL, err);
 }
 
 /* ---- runtime meta -------------------------------------------------------------------------- */
@@ -1362,14 +1326,10 @@ int slotd_client_runtime_get(struct slotd_client *c, const char *channel_id, uin
                              const struct slotd_read_options *ro, struct slotd_meta_result **out,
                              struct slotd_error **err)
 {
-    META_NEED(channel_id, "runtime get", "get_runtime_meta.channel_id");
-    Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
-    Slotd__V1__GetRuntimeMetaQuery q = SLOTD__V1__GET_RUNTIME_META_QUERY__INIT;
-    q.channel_id = (char *)channel_id;
-    q.channel_type = channel_type;
-    m.query_case = SLOTD__V1__READ_REQUEST__QUERY_GET_RUNTIME_META;
-    m.get_runtime_meta = &q;
-    int rc = meta_get(c, "runtime get", channel_id, &m, ro, out, err);
+    const struct meta_arg a[] = {META_STR("channel_id", channel_id),
+                                 META_NUM("channel_type", channel_type)};
+    int rc = meta_flat(c, "runtime get", META_GET(GET_RUNTIME_META), channel_id, META_ARGS(a), ro,
+                       NULL, out, NULL, err);
     return rc == SLOTD_CLIENT_OK ? meta_runtime_label(out, channel_id, channel_type, err) : rc;
 }
 
@@ -1413,14 +1373,9 @@ int slotd_client_runtime_list(struct slotd_client *c, uint64_t leader, const voi
                               const struct slotd_read_options *ro, struct slotd_meta_page **out,
                               struct slotd_error **err)
 {
-    Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
-    Slotd__V1__ListRuntimeMetaQuery q = SLOTD__V1__LIST_RUNTIME_META_QUERY__INIT;
-    q.leader = leader;
-    q.cursor = META_CURSOR(cursor, cursor_len);
-    q.limit = limit;
-    m.query_case = SLOTD__V1__READ_REQUEST__QUERY_LIST_RUNTIME_META;
-    m.list_runtime_meta = &q;
-    return meta_list(c, "runtime list", NULL, &m, ro, out, err);
+    const struct meta_arg a[] = {META_NUM("leader", leader), META_PAGE(cursor, cursor_len, limit)};
+    return meta_flat(c, "runtime list", META_LIST(LIST_RUNTIME_META), NULL, META_ARGS(a), ro, NULL,
+                     NULL, out, err);
 }
 
 /* ---- plugin bindings and events ------------------------------------------------------------ */
@@ -1429,29 +1384,27 @@ int slotd_client_plugin_bind(struct slotd_client *c, const char *uid, const char
                              const struct slotd_write_options *wo, struct slotd_meta_result **out,
                              struct slotd_error **err)
 {
-    META_NEED(uid, "plugin bind", "bind_plugin.uid");
-    META_NEED(plugin_no, "plugin bind", "bind_plugin.plugin_no");
-    Slotd__V1__ProposeRequest m = SLOTD__V1__PROPOSE_REQUEST__INIT;
-    Slotd__V1__BindPluginCommand b = SLOTD__V1__BIND_PLUGIN_COMMAND__INIT;
-    b.uid = (char *)uid;
-    b.plugin_no = (char *)plugin_no;
-    m.command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_BIND_PLUGIN;
-    m.bind_plugin = &b;
-    return meta_propose(c, "plugin bind", uid, &m, wo, out, err);
+    const struct meta_arg a[] = {META_STR("uid", uid), META_STR("plugin_no", plugin_no)};
+    return meta_flat(c, "plugin bind", META_PROPOSE(BIND_PLUGIN), uid, META_ARGS(a), NULL, wo, out,
+                     NULL, err);
 }
 
 int slotd_client_plugin_get(struct slotd_client *c, const char *uid,
                             const struct slotd_read_options *ro, struct slotd_meta_result **out,
                             struct slotd_error **err)
 {
-    return meta_uid_call(c, META_UID_PLUGIN_GET, uid, ro, NULL, out, err);
+    const struct meta_arg a[] = {META_STR("uid", uid)};
+    return meta_flat(c, "plugin get", META_GET(GET_PLUGIN_BINDING), uid, META_ARGS(a), ro, NULL,
+                     out, NULL, err);
 }
 
 int slotd_client_plugin_unbind(struct slotd_client *c, const char *uid,
                                const struct slotd_write_options *wo, struct slotd_meta_result **out,
                                struct slotd_error **err)
 {
-    return meta_uid_call(c, META_UID_PLUGIN_UNBIND, uid, NULL, wo, out, err);
+    const struct meta_arg a[] = {META_STR("uid", uid)};
+    return meta_flat(c, "plugin unbind", META_PROPOSE(UNBIND_PLUGIN), uid, META_ARGS(a), NULL, wo,
+                     out, NULL, err);
 }
 
 int slotd_client_event_append(struct slotd_client *c, const char *channel_id, uint32_t channel_type,
@@ -1481,15 +1434,9 @@ int slotd_client_event_list(struct slotd_client *c, const char *channel_id, uint
                             uint32_t limit, const struct slotd_read_options *ro,
                             struct slotd_meta_page **out, struct slotd_error **err)
 {
-    META_NEED(channel_id, "event list", "list_events.channel_id");
-    Slotd__V1__ReadRequest m = SLOTD__V1__READ_REQUEST__INIT;
-    Slotd__V1__ListEventsQuery q = SLOTD__V1__LIST_EVENTS_QUERY__INIT;
-    q.channel_id = (char *)channel_id;
-    q.channel_type = channel_type;
-    q.after_seq = after_seq;
-    q.cursor = META_CURSOR(cursor, cursor_len);
-    q.limit = limit;
-    m.query_case = SLOTD__V1__READ_REQUEST__QUERY_LIST_EVENTS;
-    m.list_events = &q;
-    return meta_list(c, "event list", channel_id, &m, ro, out, err);
+    const struct meta_arg a[] = {
+        META_STR("channel_id", channel_id), META_NUM("channel_type", channel_type),
+        META_NUM("after_seq", after_seq), META_PAGE(cursor, cursor_len, limit)};
+    return meta_flat(c, "event list", META_LIST(LIST_EVENTS), channel_id, META_ARGS(a), ro, NULL,
+                     NULL, out, err);
 }
