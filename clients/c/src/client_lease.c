@@ -180,22 +180,27 @@ int slotd_client_lease_grant(struct slotd_client *c, const void *key, size_t kle
     return lease_run(c, &cmd, out, err);
 }
 
-int slotd_client_lease_keepalive(struct slotd_client *c, uint64_t id,
-                                 struct slotd_lease_result **out, struct slotd_error **err)
+/* A command naming one lease by id: keepalive (keep_alive true) or revoke. */
+static int lease_by_id(struct slotd_client *c, bool keep_alive, uint64_t id,
+                       struct slotd_lease_result **out, struct slotd_error **err)
 {
-    struct lease_cmd cmd = {.op = "lease keepalive",
-                            .field = "lease_keep_alive.id",
-                            .command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_KEEP_ALIVE,
+    struct lease_cmd cmd = {.op = keep_alive ? "lease keepalive" : "lease revoke",
+                            .field = keep_alive ? "lease_keep_alive.id" : "lease_revoke.id",
+                            .command_case =
+                                keep_alive ? SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_KEEP_ALIVE
+                                           : SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_REVOKE,
                             .id = id};
     return lease_run(c, &cmd, out, err);
 }
 
-int slotd_client_lease_revoke(struct slotd_client *c, uint64_t id,
-                              struct slotd_lease_result **out, struct slotd_error **err)
+int slotd_client_lease_keepalive(struct slotd_client *c, uint64_t id,
+                                 struct slotd_lease_result **out, struct slotd_error **err)
 {
-    struct lease_cmd cmd = {.op = "lease revoke",
-                            .field = "lease_revoke.id",
-                            .command_case = SLOTD__V1__PROPOSE_REQUEST__COMMAND_LEASE_REVOKE,
-                            .id = id};
-    return lease_run(c, &cmd, out, err);
+    return lease_by_id(c, true, id, out, err);
+}
+
+int slotd_client_lease_revoke(struct slotd_client *c, uint64_t id, struct slotd_lease_result **out,
+                              struct slotd_error **err)
+{
+    return lease_by_id(c, false, id, out, err);
 }
