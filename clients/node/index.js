@@ -253,6 +253,14 @@ function createClient(addr, options = {}) {
     return lastRevision.toString();
   }
 
+  // A read of service/method on any endpoint (those answering UNAVAILABLE skipped) whose answer's
+  // revisionField (a revision) is observed; resolves to the answer.
+  async function observedRead(service, method, request, revisionField = 'revision') {
+    const response = await anyEndpoint(service, method, request, SKIP_READ_CODES);
+    observe(response[revisionField]);
+    return response;
+  }
+
   // The min_revision to send: lastRevision when minRevision is undefined or null.
   function minRevisionOf(minRevision) {
     if (minRevision === undefined || minRevision === null) return lastRevision.toString();
@@ -439,34 +447,28 @@ function createClient(addr, options = {}) {
     // Resolves to the RouteSnapshotResponse {route_revision, hash_slot_table, groups, nodes},
     // built from lastRevision or later.
     async route() {
-      const response = await anyEndpoint('metadata', 'RouteSnapshot',
-        { min_revision: lastRevision.toString() }, SKIP_READ_CODES);
-      observe(response.route_revision);
-      return response;
+      return observedRead('metadata', 'RouteSnapshot', { min_revision: lastRevision.toString() },
+        'route_revision');
     },
     // Resolves to the TaskStatusResponse {task, tasks, revision}: task taskId, or with 0 every
     // kept task (activeOnly: pending and running ones). minRevision (BigInt, Number or decimal
     // string; 0 included) replaces lastRevision for this call. A node that has not reached it
     // within 3 s rejects with UNAVAILABLE and err.detail.field 'min_revision'.
     async taskStatus(taskId = 0, { minRevision, activeOnly = false } = {}) {
-      const response = await anyEndpoint('metadata', 'TaskStatus', {
+      return observedRead('metadata', 'TaskStatus', {
         task_id: toRevision(taskId, 'taskId').toString(),
         active_only: activeOnly,
         min_revision: minRevisionOf(minRevision),
-      }, SKIP_READ_CODES);
-      observe(response.revision);
-      return response;
+      });
     },
     // Resolves to the ClusterStateResponse {not_modified, revision, checksum, applied_raft_index,
     // state_json (Buffer), from_voter}; minRevision as in taskStatus.
     async clusterState({ minRevision, knownRevision = 0, knownChecksum = '' } = {}) {
-      const response = await anyEndpoint('admin', 'ClusterState', {
+      return observedRead('admin', 'ClusterState', {
         known_revision: toRevision(knownRevision, 'knownRevision').toString(),
         known_checksum: knownChecksum,
         min_revision: minRevisionOf(minRevision),
-      }, SKIP_READ_CODES);
-      observe(response.revision);
-      return response;
+      });
     },
     // An Admin write by name with its request object, e.g. admin('SetPreferredLeader',
     // {group_id: 1, node_id: 2}) or admin('MoveReplica', {group_id, from_node, to_node}).
