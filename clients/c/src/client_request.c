@@ -25,6 +25,36 @@ static int request_bytes_set(const void **slot, size_t *slot_len, const void *p,
     return SLOTD_CLIENT_OK;
 }
 
+/* Replaces *slot by a copy of count elements of size bytes at p (count 0 unsets) and sets
+ * *slot_count. EINVAL for more than max or NULL with a count, ENOMEM when the copy fails (then
+ * both are unchanged). */
+static int request_array_set(const void **slot, size_t *slot_count, const void *p, size_t count,
+                             size_t size, size_t max)
+{
+    if (count > max)
+        return SLOTD_CLIENT_EINVAL;
+    const void *copy = *slot;
+    int rc = request_bytes_set(&copy, NULL, count ? p : NULL, count * size);
+    if (rc == SLOTD_CLIENT_OK) {
+        *slot = copy;
+        *slot_count = count;
+    }
+    return rc;
+}
+
+/* Copies a caller's request id (len <= SLOTD_REQUEST_ID_LEN_MAX bytes; NULL: none) into buf and
+ * sets *has and *buf_len. EINVAL (nothing changed) for NULL with a length or a longer id. */
+static int request_id_set(uint8_t *buf, size_t *buf_len, bool *has, const void *id, size_t len)
+{
+    if ((!id && len) || len > SLOTD_REQUEST_ID_LEN_MAX)
+        return SLOTD_CLIENT_EINVAL;
+    *has = id != NULL;
+    *buf_len = id ? len : 0;
+    if (len)
+        memcpy(buf, id, len);
+    return SLOTD_CLIENT_OK;
+}
+
 /* As request_bytes_set for a NUL-terminated string (NULL unsets). */
 static int request_string_set(const char **slot, const char *s)
 {
@@ -101,13 +131,7 @@ void slotd_write_options_destroy(struct slotd_write_options *wo)
 
 int slotd_write_options_set_request_id(struct slotd_write_options *wo, const void *id, size_t len)
 {
-    if ((!id && len) || len > SLOTD_REQUEST_ID_LEN_MAX)
-        return SLOTD_CLIENT_EINVAL;
-    wo->has_request_id = id != NULL;
-    wo->request_id_len = id ? len : 0;
-    if (len)
-        memcpy(wo->request_id, id, len);
-    return SLOTD_CLIENT_OK;
+    return request_id_set(wo->request_id, &wo->request_id_len, &wo->has_request_id, id, len);
 }
 
 void slotd_write_options_set_no_request_id(struct slotd_write_options *wo, bool no_request_id)
@@ -309,12 +333,8 @@ int slotd_txn_add_op(struct slotd_txn *t, int branch, int kind, const void *key,
 
 int slotd_txn_set_request_id(struct slotd_txn *t, const void *id, size_t len)
 {
-    if ((!id && len) || len > SLOTD_REQUEST_ID_LEN_MAX)
+    if (request_id_set(t->request_id, &t->request_id_len, &t->has_request_id, id, len) != 0)
         return txn_refuse(t, "request_id", SLOTD_REQUEST_ID_LEN_MAX, "not 1..64 bytes");
-    t->has_request_id = id != NULL;
-    t->request_id_len = id ? len : 0;
-    if (len)
-        memcpy(t->request_id, id, len);
     return SLOTD_CLIENT_OK;
 }
 
@@ -362,15 +382,8 @@ int slotd_watch_request_set_typed(struct slotd_watch_request *w, int kind, const
 int slotd_watch_request_set_resume(struct slotd_watch_request *w,
                                    const struct slotd_watch_position *positions, size_t count)
 {
-    if (count > SLOTD_WATCH_GROUPS_MAX)
-        return SLOTD_CLIENT_EINVAL;
-    const void *copy = (const void *)w->resume;
-    int rc = request_bytes_set(&copy, NULL, count ? positions : NULL, count * sizeof(*positions));
-    if (rc == SLOTD_CLIENT_OK) {
-        w->resume = copy;
-        w->resume_count = count;
-    }
-    return rc;
+    return request_array_set((const void **)&w->resume, &w->resume_count, positions, count,
+                             sizeof(*positions), SLOTD_WATCH_GROUPS_MAX);
 }
 
 void slotd_watch_request_set_progress_interval_ms(struct slotd_watch_request *w, uint32_t ms)
@@ -452,15 +465,8 @@ void slotd_admin_command_set_task_id(struct slotd_admin_command *cmd, uint64_t t
 int slotd_admin_command_set_hash_slots(struct slotd_admin_command *cmd, const uint32_t *slots,
                                        size_t count)
 {
-    if (count > SLOTD_HASH_SLOTS)
-        return SLOTD_CLIENT_EINVAL;
-    const void *copy = cmd->hash_slots;
-    int rc = request_bytes_set(&copy, NULL, count ? slots : NULL, count * sizeof(*slots));
-    if (rc == SLOTD_CLIENT_OK) {
-        cmd->hash_slots = copy;
-        cmd->hash_slot_count = count;
-    }
-    return rc;
+    return request_array_set((const void **)&cmd->hash_slots, &cmd->hash_slot_count, slots, count,
+                             sizeof(*slots), SLOTD_HASH_SLOTS);
 }
 
 void slotd_admin_command_set_to_group(struct slotd_admin_command *cmd, uint32_t to_group)
