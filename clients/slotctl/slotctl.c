@@ -147,9 +147,9 @@ static int cmd_get(struct slotd_client *c, const struct slotctl_args *a)
             slotctl_hex_of(v->value, v->value_len, hex);
         printf("KEY      %s\nVALUE    %s%.*s\nVERSION  %llu\nGROUP    %u\n", a->pos[0],
                hex ? "0x" : "", hex ? (int)strlen(hex) : (int)v->value_len,
-               hex       ? hex
+               hex        ? hex
                : v->value ? (const char *)v->value
-                         : "",
+                          : "",
                (unsigned long long)v->version, v->group_id);
         free(hex);
     } else {
@@ -189,7 +189,8 @@ static const char *id_list(char *buf, size_t len, const uint64_t *v, unsigned n)
     size_t at = 0;
     buf[0] = '\0';
     for (unsigned i = 0; i < n && at < len; i++)
-        at += (size_t)snprintf(buf + at, len - at, "%s%llu", i ? "," : "", (unsigned long long)v[i]);
+        at +=
+            (size_t)snprintf(buf + at, len - at, "%s%llu", i ? "," : "", (unsigned long long)v[i]);
     return n ? buf : "-";
 }
 
@@ -302,7 +303,8 @@ static void print_route_groups(const struct slotd_route *r)
     }
     if (differ)
         printf("\n* %u group(s): the group's members are not the controller's intent yet (a move "
-               "running, or one that failed half-way)\n", differ);
+               "running, or one that failed half-way)\n",
+               differ);
 }
 
 static int cmd_route(struct slotd_client *c, const struct slotctl_args *a)
@@ -328,7 +330,7 @@ static int cmd_route(struct slotd_client *c, const struct slotctl_args *a)
     return SLOTCTL_EXIT_OK;
 }
 
-static int cmd_health(struct slotd_client *c, const struct slotctl_args *a, const char *endpoints)
+static int cmd_health(struct slotd_client *c, const struct slotctl_args *a)
 {
     /* the nodes the route names, else the endpoints as given */
     char addrs[SLOTD_CLIENT_NODES_MAX][SLOTD_ADDRESS_LEN + 1];
@@ -342,7 +344,7 @@ static int cmd_health(struct slotd_client *c, const struct slotctl_args *a, cons
         }
         slotd_route_destroy(r);
     } else {
-        for (const char *p = endpoints; *p && n < SLOTD_CLIENT_NODES_MAX; n++) {
+        for (const char *p = a->endpoints; *p && n < SLOTD_CLIENT_NODES_MAX; n++) {
             size_t len = strcspn(p, ",");
             snprintf(addrs[n], sizeof(addrs[n]), "%.*s", (int)len, p);
             p += len + (p[len] == ',');
@@ -422,7 +424,8 @@ static struct slotd_client *slotctl_client_create(const struct slotctl_args *a)
     if (rc == SLOTD_CLIENT_OK)
         rc = slotd_client_create(a->endpoints, o, &c, &err);
     if (rc != SLOTD_CLIENT_OK)
-        fprintf(stderr, "slotctl: %s\n", err ? slotd_error_message(err) : slotd_client_strerror(rc));
+        fprintf(stderr, "slotctl: %s\n",
+                err ? slotd_error_message(err) : slotd_client_strerror(rc));
     slotd_error_destroy(err);
     slotd_options_destroy(o);
     return c;
@@ -454,6 +457,45 @@ static int cmd_bench(const struct slotctl_args *a)
     return SLOTCTL_EXIT_OTHER;
 }
 
+static int cmd_get_run(struct slotd_client *c, const struct slotctl_args *a)
+{
+    return a->has_prefix ? slotctl_range_run(c, a) : cmd_get(c, a);
+}
+
+/* What each command runs once connected and logged in; NULL: cmd_write (put, delete, cas).
+ * bench and mcp run before connecting (main). */
+static int (*const cmd_runs[SLOTCTL_CMD_LAST + 1])(struct slotd_client *,
+                                                   const struct slotctl_args *) = {
+    [SLOTCTL_CMD_META] = slotctl_meta_run,
+    [SLOTCTL_CMD_BACKUP] = slotctl_backup_run,
+    [SLOTCTL_CMD_USER] = slotctl_auth_run,
+    [SLOTCTL_CMD_ROLE] = slotctl_auth_run,
+    [SLOTCTL_CMD_GET] = cmd_get_run,
+    [SLOTCTL_CMD_TXN] = slotctl_txn_run,
+    [SLOTCTL_CMD_WATCH] = slotctl_watch_run,
+    [SLOTCTL_CMD_ROUTE] = cmd_route,
+    [SLOTCTL_CMD_CLUSTER] = slotctl_cluster_run,
+    [SLOTCTL_CMD_TRANSFER_LEADER] = slotctl_transfer_leader_run,
+    [SLOTCTL_CMD_JOIN] = slotctl_node_admin_run,
+    [SLOTCTL_CMD_ACTIVATE] = slotctl_node_admin_run,
+    [SLOTCTL_CMD_REMOVE_NODE] = slotctl_node_admin_run,
+    [SLOTCTL_CMD_DEMOTE] = slotctl_node_admin_run,
+    [SLOTCTL_CMD_HEALTH] = cmd_health,
+    [SLOTCTL_CMD_MOVE_REPLICA] = slotctl_task_cmd_run,
+    [SLOTCTL_CMD_DRAIN] = slotctl_task_cmd_run,
+    [SLOTCTL_CMD_PROMOTE] = slotctl_task_cmd_run,
+    [SLOTCTL_CMD_RETRY] = slotctl_task_cmd_run,
+    [SLOTCTL_CMD_ABORT] = slotctl_task_cmd_run,
+    [SLOTCTL_CMD_MIGRATE_SLOTS] = slotctl_task_cmd_run,
+    [SLOTCTL_CMD_TASK_STATUS] = slotctl_task_status_run,
+    [SLOTCTL_CMD_STATUS] = slotctl_status_run,
+    [SLOTCTL_CMD_FEATURE] = slotctl_feature_run,
+    [SLOTCTL_CMD_BALANCE] = slotctl_balance_run,
+    [SLOTCTL_CMD_LEASE_GRANT] = slotctl_lease_run,
+    [SLOTCTL_CMD_LEASE_KEEPALIVE] = slotctl_lease_run,
+    [SLOTCTL_CMD_LEASE_REVOKE] = slotctl_lease_run,
+};
+
 int main(int argc, char **argv)
 {
     struct slotctl_args a;
@@ -484,73 +526,8 @@ int main(int argc, char **argv)
         slotd_client_destroy(c);
         return code;
     }
-    switch (a.cmd) {
-    case SLOTCTL_CMD_META:
-        code = slotctl_meta_run(c, &a);
-        break;
-    case SLOTCTL_CMD_BACKUP:
-        code = slotctl_backup_run(c, &a);
-        break;
-    case SLOTCTL_CMD_USER:
-    case SLOTCTL_CMD_ROLE:
-        code = slotctl_auth_run(c, &a);
-        break;
-    case SLOTCTL_CMD_GET:
-        code = a.has_prefix ? slotctl_range_run(c, &a) : cmd_get(c, &a);
-        break;
-    case SLOTCTL_CMD_TXN:
-        code = slotctl_txn_run(c, &a);
-        break;
-    case SLOTCTL_CMD_WATCH:
-        code = slotctl_watch_run(c, &a);
-        break;
-    case SLOTCTL_CMD_ROUTE:
-        code = cmd_route(c, &a);
-        break;
-    case SLOTCTL_CMD_CLUSTER:
-        code = slotctl_cluster_run(c, &a);
-        break;
-    case SLOTCTL_CMD_TRANSFER_LEADER:
-        code = slotctl_transfer_leader_run(c, &a);
-        break;
-    case SLOTCTL_CMD_JOIN:
-    case SLOTCTL_CMD_ACTIVATE:
-    case SLOTCTL_CMD_REMOVE_NODE:
-    case SLOTCTL_CMD_DEMOTE:
-        code = slotctl_node_admin_run(c, &a);
-        break;
-    case SLOTCTL_CMD_HEALTH:
-        code = cmd_health(c, &a, a.endpoints);
-        break;
-    case SLOTCTL_CMD_MOVE_REPLICA:
-    case SLOTCTL_CMD_DRAIN:
-    case SLOTCTL_CMD_PROMOTE:
-    case SLOTCTL_CMD_RETRY:
-    case SLOTCTL_CMD_ABORT:
-    case SLOTCTL_CMD_MIGRATE_SLOTS:
-        code = slotctl_task_cmd_run(c, &a);
-        break;
-    case SLOTCTL_CMD_TASK_STATUS:
-        code = slotctl_task_status_run(c, &a);
-        break;
-    case SLOTCTL_CMD_STATUS:
-        code = slotctl_status_run(c, &a);
-        break;
-    case SLOTCTL_CMD_FEATURE:
-        code = slotctl_feature_run(c, &a);
-        break;
-    case SLOTCTL_CMD_BALANCE:
-        code = slotctl_balance_run(c, &a);
-        break;
-    case SLOTCTL_CMD_LEASE_GRANT:
-    case SLOTCTL_CMD_LEASE_KEEPALIVE:
-    case SLOTCTL_CMD_LEASE_REVOKE:
-        code = slotctl_lease_run(c, &a);
-        break;
-    default:
-        code = cmd_write(c, &a);
-        break;
-    }
+    int (*run)(struct slotd_client *, const struct slotctl_args *) = cmd_runs[a.cmd];
+    code = run ? run(c, &a) : cmd_write(c, &a);
     slotd_client_destroy(c);
     fflush(stdout);
     return code;
