@@ -313,9 +313,7 @@ static int cmd_route(struct slotd_client *c, const struct slotctl_args *a)
     struct slotd_error *err = NULL;
     int rc = slotd_client_route_fetch(c, &r, &err);
     if (rc != SLOTD_CLIENT_OK) {
-        int code = slotctl_error_report(a, rc, err);
-        slotd_error_destroy(err);
-        return code;
+        return slotctl_error_report_free(a, rc, err);
     }
     if (a->json) {
         json_t *j = json_route(r);

@@ -327,8 +327,7 @@ int slotctl_admin_send(struct slotd_client *c, const struct slotctl_args *a,
     int rc = !cmd                       ? SLOTD_CLIENT_ENOMEM
              : built != SLOTD_CLIENT_OK ? built
                                         : slotd_client_admin_command(c, cmd, out, &err);
-    int code = rc == SLOTD_CLIENT_OK ? SLOTCTL_EXIT_OK : slotctl_error_report(a, rc, err);
-    slotd_error_destroy(err);
+    int code = rc == SLOTD_CLIENT_OK ? SLOTCTL_EXIT_OK : slotctl_error_report_free(a, rc, err);
     slotd_admin_command_destroy(cmd);
     return code;
 }

@@ -52,8 +52,7 @@ int slotctl_login(struct slotd_client *c, const struct slotctl_args *a)
     struct slotd_error *e = NULL;
     int rc = slotd_client_authenticate(c, a->user, pw, NULL, &e);
     memset(pw, 0, sizeof(pw));
-    int code = rc == SLOTD_CLIENT_OK ? SLOTCTL_EXIT_OK : slotctl_error_report(a, rc, e);
-    slotd_error_destroy(e);
+    int code = rc == SLOTD_CLIENT_OK ? SLOTCTL_EXIT_OK : slotctl_error_report_free(a, rc, e);
     return code;
 }
 
@@ -73,9 +72,7 @@ static int write_run(struct slotd_client *c, const struct slotctl_args *a, const
                      : slotd_client_user_write(c, w->op, w->name, w->password, w->role_name,
                                                w->expected_revision, &r, &e);
     if (rc != SLOTD_CLIENT_OK) {
-        int code = slotctl_error_report(a, rc, e);
-        slotd_error_destroy(e);
-        return code;
+        return slotctl_error_report_free(a, rc, e);
     }
     json_t *fields = json_object();
     json_object_set_new(fields, "name", json_string(w->name));
@@ -90,9 +87,7 @@ static int list_run(struct slotd_client *c, const struct slotctl_args *a)
     struct slotd_error *e = NULL;
     int rc = slotd_client_auth_list(c, &l, &e);
     if (rc != SLOTD_CLIENT_OK) {
-        int code = slotctl_error_report(a, rc, e);
-        slotd_error_destroy(e);
-        return code;
+        return slotctl_error_report_free(a, rc, e);
     }
     if (a->json) {
         json_t *j = json_object(), *users = json_array(), *roles = json_array();

@@ -313,9 +313,7 @@ static int plan_show(struct slotd_client *c, const struct slotctl_args *a)
     struct slotd_error *err = NULL;
     int rc = slotd_client_cluster_state(c, 0, NULL, &csp, &err);
     if (rc != SLOTD_CLIENT_OK) {
-        int code = slotctl_error_report(a, rc, err);
-        slotd_error_destroy(err);
-        return code;
+        return slotctl_error_report_free(a, rc, err);
     }
     json_t *state = json_loadb(csp->state_json, csp->state_json_len, 0, NULL);
     json_t *plan = json_object_get(state, "backup");

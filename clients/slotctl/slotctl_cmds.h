@@ -35,6 +35,9 @@ void slotctl_json_print(json_t *j);
  * the exit code for rc (enum slotd_client_err). */
 int slotctl_error_report(const struct slotctl_args *a, int rc, const struct slotd_error *e);
 
+/* As slotctl_error_report, then destroys e (ownership transfers; may be NULL). */
+int slotctl_error_report_free(const struct slotctl_args *a, int rc, struct slotd_error *e);
+
 /* As slotctl_error_report with message (borrowed for the call; NULL: the text of rc) as the
  * sentence: a failure slotctl found itself in an answer that came back. */
 int slotctl_error_report_text(const struct slotctl_args *a, int rc, const char *message,

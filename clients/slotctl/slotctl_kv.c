@@ -37,8 +37,7 @@ int slotctl_range_run(struct slotd_client *c, const struct slotctl_args *a)
         struct slotd_error *err = NULL;
         int rc = slotd_client_range(c, q, &p, &err);
         if (rc != SLOTD_CLIENT_OK) {
-            code = slotctl_error_report(a, rc, err);
-            slotd_error_destroy(err);
+            code = slotctl_error_report_free(a, rc, err);
             goto done;
         }
         pages++;
@@ -374,8 +373,7 @@ int slotctl_txn_run(struct slotd_client *c, const struct slotctl_args *a)
     int rc = txn ? slotd_client_txn(c, txn, &rp, &e) : SLOTD_CLIENT_ENOMEM;
     slotd_txn_destroy(txn);
     if (rc != SLOTD_CLIENT_OK) {
-        code = slotctl_error_report(a, rc, e);
-        slotd_error_destroy(e);
+        code = slotctl_error_report_free(a, rc, e);
         goto out;
     }
     const struct slotd_txn_result *r = rp;

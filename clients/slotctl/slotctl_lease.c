@@ -70,9 +70,7 @@ static int lease_keepalive_run(struct slotd_client *c, const struct slotctl_args
         struct slotd_error *e = NULL;
         int rc = slotd_client_lease_keepalive(c, a->lease_id, &r, &e);
         if (rc != SLOTD_CLIENT_OK) {
-            int code = slotctl_error_report(a, rc, e);
-            slotd_error_destroy(e);
-            return code;
+            return slotctl_error_report_free(a, rc, e);
         }
         lease_print(a, r);
         uint32_t ttl_seconds = r->ttl_seconds;
@@ -108,9 +106,7 @@ int slotctl_lease_run(struct slotd_client *c, const struct slotctl_args *a)
         break;
     }
     if (rc != SLOTD_CLIENT_OK) {
-        int code = slotctl_error_report(a, rc, e);
-        slotd_error_destroy(e);
-        return code;
+        return slotctl_error_report_free(a, rc, e);
     }
     lease_print(a, r);
     slotd_lease_result_destroy(r);

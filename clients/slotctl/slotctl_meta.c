@@ -271,13 +271,6 @@ static json_t *meta_json_head(const struct slotctl_args *a)
     return j;
 }
 
-static int meta_fail(const struct slotctl_args *a, int rc, struct slotd_error *e)
-{
-    int code = slotctl_error_report(a, rc, e);
-    slotd_error_destroy(e);
-    return code;
-}
-
 /* The row of a result and its kind (NULL when it carries none). */
 static const void *meta_result_row(const struct slotd_meta_result *r, enum meta_kind *k)
 {
@@ -456,7 +449,7 @@ static int meta_delete_run(struct slotd_client *c, const struct slotctl_args *a)
                      ? slotd_client_user_delete(c, m->uid, NULL, &r, &e)
                      : slotd_client_channel_delete(c, m->channel_id, m->channel_type, NULL, &r, &e);
         if (rc != SLOTD_CLIENT_OK)
-            return meta_fail(a, rc, e);
+            return slotctl_error_report_free(a, rc, e);
         meta_removed_add(&t, r);
         more = r->more;
         slotd_meta_result_destroy(r);
@@ -619,7 +612,7 @@ static int meta_list_run(struct slotd_client *c, const struct slotctl_args *a)
         int rc = meta_page_get(c, m, last ? last->next_cursor : NULL,
                                last ? last->next_cursor_len : 0, page_limit, &p, &e);
         if (rc != SLOTD_CLIENT_OK) {
-            code = meta_fail(a, rc, e);
+            code = slotctl_error_report_free(a, rc, e);
             break;
         }
         size_t take = p->count < page_limit ? p->count : page_limit;
@@ -795,7 +788,7 @@ static int meta_check_run(struct slotd_client *c, const struct slotctl_args *a)
     int rc = slotd_client_member_check(c, m->channel_id, m->channel_type,
                                        (enum slotd_member_list)m->list, m->uids[0], NULL, &r, &e);
     if (rc != SLOTD_CLIENT_OK)
-        return meta_fail(a, rc, e);
+        return slotctl_error_report_free(a, rc, e);
     bool member = r->member;
     if (a->json) {
         json_t *j = meta_json_head(a);
@@ -839,13 +832,13 @@ int slotctl_meta_run(struct slotd_client *c, const struct slotctl_args *a)
     case SLOTCTL_META_PLUGIN_GET:
         rc = meta_get(c, m, &r, &e, what, sizeof(what));
         if (rc != SLOTD_CLIENT_OK)
-            return meta_fail(a, rc, e);
+            return slotctl_error_report_free(a, rc, e);
         code = meta_get_print(a, r, what);
         break;
     default:
         rc = meta_write(c, m, &r, &e);
         if (rc != SLOTD_CLIENT_OK)
-            return meta_fail(a, rc, e);
+            return slotctl_error_report_free(a, rc, e);
         code = meta_write_print(a, r);
         break;
     }

@@ -99,6 +99,13 @@ int slotctl_error_report(const struct slotctl_args *a, int rc, const struct slot
         a, rc, e && slotd_error_message(e)[0] ? slotd_error_message(e) : NULL, e);
 }
 
+int slotctl_error_report_free(const struct slotctl_args *a, int rc, struct slotd_error *e)
+{
+    int code = slotctl_error_report(a, rc, e);
+    slotd_error_destroy(e);
+    return code;
+}
+
 int slotctl_error_report_text(const struct slotctl_args *a, int rc, const char *message,
                               const struct slotd_error *e)
 {

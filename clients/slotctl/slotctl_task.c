@@ -561,9 +561,7 @@ int slotctl_task_status_run(struct slotd_client *c, const struct slotctl_args *a
     struct slotd_error *err = NULL;
     int rc = slotd_client_task_status(c, a->task_id, a->active_only, &ts, &err);
     if (rc != SLOTD_CLIENT_OK) {
-        int code = slotctl_error_report(a, rc, err);
-        slotd_error_destroy(err);
-        return code;
+        return slotctl_error_report_free(a, rc, err);
     }
     if (a->json) {
         json_t *j = json_object();
