@@ -47,7 +47,8 @@ class ReadmeApiTest(unittest.TestCase):
     def test_mcp_tool_table_is_slotctls(self):
         source = read("clients", "slotctl", "slotctl_mcp.c")
         table = source.split("static const struct mcp_tool mcp_tools[] = {", 1)[1].split("};")[0]
-        tools = set(re.findall(r'^    \{"(\w+)",', table, re.M))
+        # rows are {"name", ...} or MCP_READ_TOOL("name", ...) (the read-only no-argument tools)
+        tools = set(re.findall(r'^    (?:\{|MCP_READ_TOOL\(\s*)"(\w+)",', table, re.M))
         self.assertIn("transfer_leader", tools)
         doc = read("clients", "slotctl", "README.md").split("## `slotctl mcp`", 1)[1]
         documented = set(re.findall(r"^\| `(\w+)` \|", doc, re.M))
