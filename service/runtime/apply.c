@@ -4,7 +4,11 @@
 #include <string.h>
 
 #include "service/fault/fault.h"
-#include "service/runtime/internal.h"
+#include "service/runtime/apply.h"
+#include "service/runtime/ctl.h"
+#include "service/runtime/facts.h"
+#include "service/runtime/peer.h"
+#include "service/runtime/watch.h"
 
 struct rt_apply_job *rt_apply_job_new(struct runtime *rt)
 {
@@ -250,8 +254,8 @@ static void apply_done(struct rt_stage_item *it)
         job->ctl_pub = NULL;
     }
     rt_apply_job_free(job);
-    rt_pump(rt);
-    rt_stages_close_idle(rt);
+    rt->hooks.pump(rt);
+    rt->hooks.stages_close_idle(rt);
 }
 
 int rt_apply_init(struct runtime *rt)

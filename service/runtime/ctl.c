@@ -10,7 +10,13 @@
 #include "service/controller/controller.h"
 #include "service/fault/fault.h"
 #include "service/net/net.h"
-#include "service/runtime/internal.h"
+#include "service/runtime/ctl.h"
+#include "service/runtime/facts.h"
+#include "service/runtime/group.h"
+#include "service/runtime/lease.h"
+#include "service/runtime/metrics.h"
+#include "service/runtime/request.h"
+#include "service/runtime/routes.h"
 #include "slotd/v1/admin.pb-c.h"
 #include "store/keys.h"
 
@@ -873,11 +879,6 @@ uint64_t rt_wall_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-bool rt_ctl_leading(const struct runtime *rt)
-{
-    return rt->ctl_voter && rt->groups[0].hosted && rt->groups[0].leader == rt->opts.node_id;
 }
 
 /* A command the controller leader proposes by itself (no caller waits for it). */

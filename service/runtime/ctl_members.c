@@ -4,7 +4,11 @@
  * leadership away first when that member is itself; such a member closes its replica of group 0
  * and becomes a mirror. */
 #include "service/controller/controller.h"
-#include "service/runtime/internal.h"
+#include "service/runtime/ctl.h"
+#include "service/runtime/ctl_members.h"
+#include "service/runtime/lease.h"
+#include "service/runtime/peer.h"
+#include "service/runtime/request.h"
 
 /* The same conf change or transfer is attempted at most this often. */
 #define MEMBERS_PACE_MS 1500

@@ -3,7 +3,12 @@
 
 #include "service/controller/controller.h"
 #include "service/route/route.h"
-#include "service/runtime/internal.h"
+#include "service/runtime/ctl.h"
+#include "service/runtime/engine_int.h"
+#include "service/runtime/group.h"
+#include "service/runtime/lease.h"
+#include "service/runtime/peer.h"
+#include "service/runtime/request.h"
 
 _Static_assert(RT_GROUPS_CAP == ENGINE_GROUPS_CAP, "engine.h names the runtime's group bound");
 

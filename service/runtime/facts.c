@@ -5,7 +5,8 @@
 #include <string.h>
 
 #include "service/controller/controller.h"
-#include "service/runtime/internal.h"
+#include "service/runtime/facts.h"
+#include "service/runtime/request.h"
 
 /* Facts older than this do not prove a phase (GroupStatus is polled every 500 ms). */
 #define RT_FACT_AGE_MAX_MS 3000

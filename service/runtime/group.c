@@ -5,7 +5,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "service/runtime/internal.h"
+#include "service/runtime/facts.h"
+#include "service/runtime/group.h"
+#include "service/runtime/metrics.h"
+#include "service/runtime/peer.h"
+#include "service/runtime/watch.h"
 #include "store/keys.h"
 
 static void conf_to_store(const struct raft_conf_state *in, struct store_conf_state *out)

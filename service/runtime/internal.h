@@ -1,4 +1,4 @@
-/* internal.h - types shared by the runtime's files (loop, groups, storage and apply stages). */
+/* internal.h - struct runtime, struct rt_group and the types and bounds every stage shares. */
 #ifndef SLOTD_RUNTIME_INTERNAL_H
 #define SLOTD_RUNTIME_INTERNAL_H
 
@@ -12,6 +12,7 @@
 #include "raft/raft.h"
 #include "service/metrics/metrics.h"
 #include "service/runtime/runtime.h"
+#include "service/runtime/request.h"
 #include "service/runtime/stage.h"
 #include "service/log/log.h"
 #include "service/slot/slot.h"
@@ -21,18 +22,6 @@
 
 /* One log line per event (service/log). */
 #define RT_LOG(level, fmt, ...) slog(level, "runtime", fmt, ##__VA_ARGS__)
-
-enum rt_request_kind {
-    RT_PROPOSE = 1,
-    RT_READ = 2,
-    RT_RAFT_BATCH = 3,   /* data = RaftBatch bytes */
-    RT_UNREACHABLE = 4,  /* group field unused; min_applied = peer id */
-    RT_SNAP_CHUNK = 5,   /* data = SnapshotChunk bytes; call answered when staged */
-    RT_SNAP_SENT = 6,    /* a chunk RPC finished: index = transfer id, min_applied = ok */
-    RT_GROUP_STATUS = 7, /* data = GroupStatusResponse bytes from a peer */
-    RT_TRANSFER = 8,     /* hand leadership away (shutdown) */
-    RT_CTL_STATE = 9,    /* data = ClusterStateResponse bytes from a voter (mirrors) */
-};
 
 /* rt->groups is indexed by group id: slot 0 is the controller group, 1..n_groups the slot
  * groups; room for every group a cluster state can place. */
@@ -76,47 +65,6 @@ enum rt_request_kind {
 #define RT_FIRST_CAMPAIGN_TICKS 4
 /* Raft ticks whose time a group remembers: a lease older than this many ticks is not used. */
 #define RT_LEASE_TICKS 32
-
-/* One client request on its way through the runtime. One allocation holding
- * the entry (propose) or key (read) bytes. */
-struct rt_request {
-    struct rt_request *next;
-    uint8_t kind;        /* enum rt_request_kind */
-    uint8_t consistency; /* Slotd__V1__Consistency, reads */
-    uint16_t hash_slot;
-    uint32_t group;
-    struct rpc_call *call;
-    int64_t deadline_ms;
-    uint64_t min_applied; /* LOCAL reads */
-    uint64_t index;       /* proposals: raft index once appended */
-    uint64_t term;        /* proposals: term of that entry; reads: leader term */
-    uint64_t read_index;  /* LINEARIZABLE reads once confirmed */
-    size_t len;
-    uint8_t data[];
-};
-
-/* A FIFO of requests (intrusive). */
-struct rt_list {
-    struct rt_request *head;
-    struct rt_request *tail;
-    size_t len;
-};
-
-void rt_list_push(struct rt_list *l, struct rt_request *r);
-struct rt_request *rt_list_pop(struct rt_list *l);
-void rt_list_concat(struct rt_list *dst, struct rt_list *src);
-
-/* Proposals waiting for their index to commit (pending.c), kept in index order. A proposal is
- * decided only by what commits at its index: the same term is this proposal, another term (or a
- * conf change, passed as term 0) means it certainly did not commit. */
-void rt_pending_add(struct rt_list *l, struct rt_request *r);
-/* The committed entry (index, term): returns the proposal it is, if any; moves the proposals it
- * rules out to lost, and those whose index was passed unseen (only a snapshot skips indexes) to
- * unknown. */
-struct rt_request *rt_pending_match(struct rt_list *l, uint64_t index, uint64_t term,
-                                    struct rt_list *lost, struct rt_list *unknown);
-/* A snapshot through index replaced the log: proposals at or below it may or may not be in it. */
-void rt_pending_passed(struct rt_list *l, uint64_t index, struct rt_list *unknown);
 
 /* LINEARIZABLE reads of one group waiting for one ReadIndex round. */
 struct rt_read_round {
@@ -397,6 +345,19 @@ struct rt_keylease {
     uint64_t cursor_id;
 };
 
+/* The calls a stage makes back up the pipeline, into a file that includes its header: pointers
+ * runtime_new (lifecycle.c) sets before any thread starts and nothing changes, so the includes run
+ * one way. apply.c's job completion pumps the loop (loop.c); peer.c's snapshots and mirror of
+ * group 0 go to the controller's state machine (ctl.c). */
+struct rt_hooks {
+    void (*pump)(struct runtime *rt);              /* rt_pump, loop */
+    void (*stages_close_idle)(struct runtime *rt); /* rt_stages_close_idle, loop */
+    int (*ctl_capture)(struct runtime *rt, uint8_t **data, size_t *len); /* rt_ctl_capture, APPLY */
+    int (*ctl_install)(struct runtime *rt, struct rt_group *g, const uint8_t *data, size_t len,
+                       const struct raft_snapshot_meta *meta); /* rt_ctl_install, STORAGE */
+    void (*ctl_mirror_reply)(struct runtime *rt, const uint8_t *data, size_t len); /* loop */
+};
+
 struct runtime {
     /* -- fixed in runtime_new (main thread, before any other thread starts): read anywhere -- */
     struct runtime_options opts;
@@ -502,6 +463,8 @@ struct runtime {
     /* -- series: set up by main (rt_metrics_init) and the loop (per group); updates are atomic
      * from any thread -- */
     struct rt_metrics metrics;
+    /* -- fixed in runtime_new before any other thread starts: read anywhere -- */
+    struct rt_hooks hooks;
 };
 
 /* Builds with asserts on (all of ours): RT_ASSERT_LOOP, the caller is the loop thread or no loop
@@ -514,187 +477,16 @@ struct runtime {
     assert(atomic_load_explicit(&(rt)->loop_running, memory_order_acquire) &&                      \
            !pthread_equal(pthread_self(), (rt)->loop_thread))
 
-int64_t rt_now_ms(void);
-
-/* ---- watch.c: each hosted group's watch history ---- */
-#define RT_WATCH_WAITERS_MAX 4096u       /* polls waiting on one group; more: QUEUE_FULL */
-int rt_watch_init(struct runtime *rt);   /* after rt->fsm; turns the fsm's events on */
-void rt_watch_close(struct runtime *rt); /* waiting polls fail SHUTTING_DOWN */
-void rt_watch_free(struct runtime *rt);  /* close, then the memory (no poll may run) */
-void rt_watch_reset(struct runtime *rt, uint32_t group, uint64_t index, bool hosted);
-void rt_watch_publish(struct runtime *rt, struct rt_apply_job *job); /* APPLY, after commit */
-/* One group's new changes (list consumed, in index order) through `through` (publish's step). */
-void rt_watch_append(struct runtime *rt, uint32_t group, struct slot_event *list, uint64_t through);
-void rt_watch_expire(struct runtime *rt, int64_t now);  /* loop, every tick */
-void rt_keylease_tick(struct runtime *rt, int64_t now); /* loop, every tick (keylease.c) */
-void rt_keyleases_free(struct runtime *rt);
-
-/* Leases (loop.c): rt_lease_publish recomputes g's published lease after a tick; rt_lease_clear
- * withdraws it (a transfer starts, leadership is lost, the replica closes);
- * rt_transfer_leader is raft_transfer_leader after rt_lease_clear. Loop thread. */
-void rt_lease_publish(struct runtime *rt, struct rt_group *g);
-void rt_lease_clear(struct rt_group *g);
-int rt_transfer_leader(struct rt_group *g, raft_id to);
-
-/* facts.c (loop thread): a GroupStatus answer in which the group's leader spoke for itself. */
-void rt_facts_leader_commit(struct rt_group *g, uint64_t commit, int64_t now);
-/* ... and its hash-slot state (GroupLeader owned, fenced: 32-byte bitmaps, borrowed; other
- * lengths: an answer without them, ignored). */
-void rt_facts_leader_slots(struct rt_group *g, uint64_t leader, const uint8_t *owned,
-                           size_t owned_len, const uint8_t *fenced, size_t fenced_len,
-                           uint64_t migration_task, int64_t now);
-/* The thread that owns g's fsm_state (apply stage, install, open): publishes its owned and
- * fenced bitmaps and migration_task for GroupStatus. */
-void rt_facts_publish_slots(struct rt_group *g);
-/* Copies what rt_facts_publish_slots published (any thread). */
-void rt_facts_published_slots(const struct rt_group *g, uint8_t owned[32], uint8_t fenced[32],
-                              uint64_t *migration_task);
-/* On the controller leader: checks a controller command against the facts this node observed
- * (ctl_vet) before it is proposed. Returns 0 with *cmd / *len replaced by the rebuilt command
- * when ctl_vet rebuilt it (*owned set: caller frees *cmd with ctl_free()), or -1 with err
- * (FAILED_PRECONDITION naming the fact). Not leading group 0: 0, unchanged. */
-int rt_ctl_vet(struct runtime *rt, const uint8_t **cmd, size_t *len, char **owned,
-               struct slotd_error *err);
-/* rt_ctl_vet for a queued proposal of group 0: the request to propose (maybe reallocated), or
- * NULL when it was answered (and freed). */
-struct rt_request *rt_ctl_vet_request(struct runtime *rt, struct rt_request *r);
-void rt_fail(struct rt_request *r, int code, const char *fmt, ...);
-void rt_fail_list(struct rt_list *l, int code, const char *msg);
-
-void rt_submit_group_status(struct runtime *rt, const uint8_t *resp, size_t len);
-void rt_submit_snap_sent(struct runtime *rt, uint64_t transfer_id, bool ok);
-
-/* metrics.c */
-/* Registers the runtime's families and the series of every hosted group (after the groups are
- * open). Without opts.metrics, or when registering fails (logged), every series stays NULL. */
-void rt_metrics_init(struct runtime *rt);
-/* Publishes g's term, commit index, applied index and leadership (loop thread). */
-void rt_metrics_group(struct runtime *rt, const struct rt_group *g);
-
-/* group.c */
-int rt_groups_open(struct runtime *rt, char *err, size_t errlen);
-/* Writes a fresh group's first state (membership = voters, entry 1 = data, commit 1), synced. */
-int rt_group_bootstrap(struct runtime *rt, uint32_t id, const uint64_t *voters, size_t n_voters,
-                       const uint8_t *data, size_t len, char *err, size_t errlen);
-/* Opens slot group g placed here by the cluster state, bootstrapping it when the store has no
- * log for it (GroupInit from slot_group, the 256-entry hash-slot table); `campaign`: this node
- * is its preferred leader. */
-int rt_group_open_placed(struct runtime *rt, struct rt_group *g, const uint64_t *peers,
-                         size_t n_peers, const uint32_t slot_group[256], bool campaign, char *err,
-                         size_t errlen);
-/* Opens the controller group with the applied index of cluster-state.json. */
-int rt_group_open_ctl(struct runtime *rt, struct rt_group *g, uint64_t applied, char *err,
-                      size_t errlen);
-
-/* ctl.c */
-struct ctl_state;
-int rt_ctl_open(struct runtime *rt, char *err, size_t errlen);
-void rt_ctl_close(struct runtime *rt);
-int rt_ctl_apply_entry(struct runtime *rt, uint64_t index, const uint8_t *data, size_t len,
-                       struct slot_result *out);
-void rt_ctl_apply_conf(struct runtime *rt, uint64_t index);
-int rt_ctl_apply_finish(struct runtime *rt, struct ctl_state **pub);
-int rt_ctl_capture(struct runtime *rt, uint8_t **data, size_t *len);
-int rt_ctl_install(struct runtime *rt, struct rt_group *g, const uint8_t *data, size_t len,
-                   const struct raft_snapshot_meta *meta);
-/* Takes ownership of s. */
-void rt_ctl_publish(struct runtime *rt, struct ctl_state *s);
-void rt_ctl_mirror_reply(struct runtime *rt, const uint8_t *data, size_t len);
-void rt_ctl_poll(struct runtime *rt);
-/* Loop thread, every tick: refreshes ctl_view from group 0's raft core. */
-void rt_ctl_view_refresh(struct runtime *rt);
-/* Loop thread: calls the min_revision waiters that are due (reached, expired, or all at
- * shutdown). */
-void rt_ctl_waiters_run(struct runtime *rt, bool shutdown);
-void rt_ctl_converge(struct runtime *rt);
-void rt_ctl_liveness(struct runtime *rt);
-/* Sends a controller command (ownership of cmd transfers; NULL is a no-op): proposed here when
- * this node leads the controller, else sent to the leader (voters) or a voter (mirrors). No
- * answer is awaited: the executor re-derives what to do from the next published state. */
-void rt_ctl_submit(struct runtime *rt, char *cmd, const char *what);
-bool rt_ctl_leading(const struct runtime *rt);
-uint64_t rt_wall_ms(void); /* CLOCK_REALTIME in ms (controller timestamps) */
-/* ctl_members.c: group 0's members follow the state's controller voters (loop thread) */
-void rt_ctl_members_step(struct runtime *rt);
-/* ctl.c: saves the published state as a mirror's copy (no applied index); 0 or a store error */
-int rt_ctl_save_mirror(struct runtime *rt);
-/* peer.c: true when a hosted group other than `group` owns hash slot s or is receiving it (their
- * rows are shared on this node). Apply stage, or the loop with no apply job running or queued and
- * no install staged (rt_group_close_removed). */
-bool rt_slot_claimed_elsewhere(struct runtime *rt, uint32_t group, uint16_t s);
-int rt_group_open_joining(struct runtime *rt, struct rt_group *g, char *err, size_t errlen);
-void rt_group_close_removed(struct runtime *rt, struct rt_group *g);
-void rt_metrics_converge(struct runtime *rt, const char *reason);
-void rt_metrics_group_register(struct runtime *rt, struct rt_group *g);
-void rt_groups_close(struct runtime *rt);
-
-/* apply.c */
-struct rt_apply_job *rt_apply_job_new(struct runtime *rt);
-int rt_apply_job_add(struct rt_apply_job *job, struct rt_group *g, const struct raft_entry *e,
-                     struct rt_request *waiter, const struct raft_conf_state *conf);
-void rt_apply_submit(struct runtime *rt, struct rt_apply_job *job);
-int rt_apply_init(struct runtime *rt); /* runtime_new: the stage on rt->loop */
-void rt_apply_job_free(struct rt_apply_job *job);
 /* Loop: no apply job is queued or running (nor waiting for apply_done). */
 static inline bool rt_apply_idle(const struct runtime *rt)
 {
     return rt_stage_pending(&rt->apply) == 0;
 }
-/* Loop: at stop, closes the stages' handles once neither has work (uv_run can then end). */
-void rt_stages_close_idle(struct runtime *rt);
-int rt_storage_init(struct runtime *rt); /* runtime_new: the stage on rt->loop (loop.c) */
 
-/* engine.c: the executor's hooks, when one is registered (runtime_set_executor): poll on the
- * loop thread (on_poll), stop on the main thread once the loop thread ended (runtime_stop). */
-void rt_exec_poll(struct runtime *rt);
-void rt_exec_stop(struct runtime *rt);
-
-/* loop.c */
-void rt_pump(struct runtime *rt);
-void rt_publish_route(struct runtime *rt);
-int rt_raft_err_code(int rc);
-void rt_fail_not_leader(struct runtime *rt, struct rt_group *g, struct rt_request *r,
-                        const char *what);
-
-/* wire.c: the one raft <-> protobuf adapter */
-void rt_wire_conf_to_pb(const struct raft_conf_state *cs, Slotd__Internal__V1__ConfState *pb,
-                        uint64_t *voters, uint64_t *learners);
-int rt_wire_conf_from_pb(const Slotd__Internal__V1__ConfState *pb, struct raft_conf_state *cs);
-int rt_wire_msg_to_pb(uint32_t group, const struct raft_msg *m,
-                      Slotd__Internal__V1__RaftMessage *pb, struct rt_wire_scratch *scratch);
-void rt_wire_scratch_free(struct rt_wire_scratch *scratch);
-int rt_wire_msg_from_pb(const Slotd__Internal__V1__RaftMessage *pb, struct raft_msg *m);
-
-/* peer.c: messages out and in, group status, snapshots */
-/* Sends rd->msgs[from .. to) through the transport (queued until transport_flush). */
-void rt_send_msgs(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd, size_t from,
-                  size_t to);
-void rt_handle_peer_request(struct runtime *rt, struct rt_request *r);
-void rt_poll_peers(struct runtime *rt);
-/* Loop thread, every tick: drops leaders of groups hosted elsewhere not confirmed first-hand
- * for two election timeouts, so calls get NO_LEADER instead of waiting on a dead node. */
-void rt_expire_leaders(struct runtime *rt, int64_t now);
-void rt_snap_captured(struct runtime *rt, struct rt_snap_send *send);
-void rt_snap_install_ready(struct runtime *rt, struct rt_group *g, const struct raft_ready *rd);
-void rt_snap_free_all(struct runtime *rt);
-void rt_snap_kick(struct runtime *rt);
-/* Loop, on every tick: discards (frees, logs) each staged receive that has had no chunk for
- * opts.snap_recv_idle_ms, so its group is no longer busy; a later chunk of it is out of order. */
-void rt_snap_recv_expire(struct runtime *rt, int64_t now);
-/* Drops rcv (its buffer; its spool file is closed and deleted). Loop thread. */
-void rt_snap_recv_discard(struct rt_snap_recv *rcv);
-/* Startup, before any data group opens: creates <data dir>/snap-recv and deletes the .part
- * files left there. 0, or -1 with err set. */
-int rt_snap_spool_init(struct runtime *rt, char *err, size_t errlen);
-/* Opening data group g (before its fsm state is loaded): when an install of a spooled snapshot
- * was interrupted (its in-progress row is stored), runs it again from the .snap file; deletes
- * the group's other .snap files. 0, or -1 with err naming the group and file (the node must not
- * serve the group: its rows are half installed). */
-int rt_snap_install_resume(struct runtime *rt, struct rt_group *g, char *err, size_t errlen);
-/* Apply stage: captures the rows of each send (after the job's entries). */
-int rt_snap_capture_rows(struct runtime *rt, struct rt_snap_send *send);
-/* Storage stage (storage_work, before the raftlog batch), with no apply job running or queued:
- * installs the rows and sets g's fsm_state and apply position. */
-int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_install *in);
+/* This node votes in the controller group and its replica of group 0 leads (loop thread). */
+static inline bool rt_ctl_leading(const struct runtime *rt)
+{
+    return rt->ctl_voter && rt->groups[0].hosted && rt->groups[0].leader == rt->opts.node_id;
+}
 
 #endif /* SLOTD_RUNTIME_INTERNAL_H */

@@ -21,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/runtime/internal.h"
+#include "service/runtime/facts.h"
+#include "service/runtime/keylease.h"
+#include "service/runtime/request.h"
 #include "service/slot/slot.h"
 
 #define RT_KEYLEASE_SCAN_MS 500

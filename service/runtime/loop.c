@@ -4,11 +4,18 @@
 #include <string.h>
 
 #include "service/fault/fault.h"
-#include "service/runtime/internal.h"
-
-void rt_handle_requests(struct runtime *rt, struct rt_list *reqs);
-void rt_tick(struct runtime *rt);
-void rt_fail_everything(struct runtime *rt);
+#include "service/runtime/apply.h"
+#include "service/runtime/ctl.h"
+#include "service/runtime/facts.h"
+#include "service/runtime/keylease.h"
+#include "service/runtime/lease.h"
+#include "service/runtime/loop.h"
+#include "service/runtime/metrics.h"
+#include "service/runtime/peer.h"
+#include "service/runtime/pending.h"
+#include "service/runtime/request.h"
+#include "service/runtime/routes.h"
+#include "service/runtime/watch.h"
 
 #define PROPOSE_BATCH_MAX 256
 
@@ -255,47 +262,6 @@ void rt_tick(struct runtime *rt)
 }
 
 /* ---- Leadership facts ---- */
-
-/*
- * Leases (raft_read_lease): at each tick the loop turns the core's lease, counted in its ticks,
- * into a time on rt_now_ms()'s clock for the gRPC threads (runtime_read_local). The lease ends
- * L = election_tick - 2 - drift ticks after the tick at which the round a quorum acknowledged was
- * sent, so its end is tick_ms[that tick] + L * tick_ms: the time the tick was taken, not the
- * current tick's, so a loop that ticked late never stretches it. A lease from a tick older than
- * RT_LEASE_TICKS is not published.
- */
-void rt_lease_publish(struct runtime *rt, struct rt_group *g)
-{
-    raft_index index = 0;
-    unsigned left = 0;
-    int64_t until = 0;
-    unsigned e = rt->opts.election_tick;
-    unsigned drift = e / 10 > 0 ? e / 10 : 1;
-    if (g->raft != NULL && raft_read_lease(g->raft, &index, &left) == 0 && e > 2 + drift) {
-        unsigned len = e - 2 - drift;
-        uint64_t age = left <= len ? len - left : 0; /* ticks since the acknowledged round */
-        if (age < RT_LEASE_TICKS && age < g->raft_ticks)
-            until = g->tick_ms[(g->raft_ticks - age) % RT_LEASE_TICKS] +
-                    (int64_t)len * rt->opts.tick_ms;
-    }
-    if (until == 0) {
-        rt_lease_clear(g);
-        return;
-    }
-    atomic_store_explicit(&g->lease_index, index, memory_order_relaxed);
-    atomic_store_explicit(&g->lease_until_ms, until, memory_order_release);
-}
-
-void rt_lease_clear(struct rt_group *g)
-{
-    atomic_store_explicit(&g->lease_until_ms, 0, memory_order_release);
-}
-
-int rt_transfer_leader(struct rt_group *g, raft_id to)
-{
-    rt_lease_clear(g); /* the target's forced election ignores leases */
-    return raft_transfer_leader(g->raft, to);
-}
 
 static void on_soft_state(struct runtime *rt, struct rt_group *g, const struct raft_soft_state *ss)
 {

@@ -1,7 +1,7 @@
 /* metrics.c - the runtime's Prometheus series: registration and the per-group gauges. */
 #include <string.h>
 
-#include "service/runtime/internal.h"
+#include "service/runtime/metrics.h"
 
 #define RT_METRICS_GROUPS_LABEL "group"
 

@@ -14,8 +14,15 @@
 #include <zlib.h>
 
 #include "service/fault/fault.h"
-#include "service/runtime/internal.h"
+#include "service/runtime/facts.h"
+#include "service/runtime/lease.h"
+#include "service/runtime/peer.h"
+#include "service/runtime/request.h"
+#include "service/runtime/routes.h"
 #include "service/runtime/snap_spool.h"
+#include "service/runtime/submit.h"
+#include "service/runtime/watch.h"
+#include "service/runtime/wire.h"
 #include "store/keys.h"
 
 #define PEER_METHOD_SNAPSHOT "/slotd.internal.v1.Peer/Snapshot"
@@ -667,7 +674,7 @@ int rt_snap_capture_rows(struct runtime *rt, struct rt_snap_send *send)
         send->meta.term = g->apply_term;
         send->meta.conf = g->apply_conf;
         if (g->id == 0) { /* the controller: its canonical state */
-            send->captured = rt_ctl_capture(rt, &send->head, &send->head_len) == 0;
+            send->captured = rt->hooks.ctl_capture(rt, &send->head, &send->head_len) == 0;
             continue;
         }
         struct rowbuf b = {0};
@@ -1508,7 +1515,7 @@ int rt_snap_install_rows(struct runtime *rt, struct rt_group *g, struct rt_snap_
 {
     RT_ASSERT_NOT_LOOP(rt);
     if (g->id == 0)
-        return rt_ctl_install(rt, g, in->data, in->len, &in->meta);
+        return rt->hooks.ctl_install(rt, g, in->data, in->len, &in->meta);
     struct rt_spool_desc d;
     if (rt_spool_desc_decode(in->data, in->len, &d) != 0) {
         RT_LOG("error", "msg=\"snapshot install: not a spool descriptor\" group=%u bytes=%zu",
@@ -1602,7 +1609,7 @@ void rt_handle_peer_request(struct runtime *rt, struct rt_request *r)
         transfer_all(rt);
         break;
     case RT_CTL_STATE:
-        rt_ctl_mirror_reply(rt, r->data, r->len);
+        rt->hooks.ctl_mirror_reply(rt, r->data, r->len);
         break;
     default:
         break;

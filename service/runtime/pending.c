@@ -1,6 +1,6 @@
 /* pending.c - a group's proposals waiting for their index to commit: kept in index order and
  * sorted into "ours", "certainly lost" and "outcome unknown" as committed entries arrive. */
-#include "service/runtime/internal.h"
+#include "service/runtime/pending.h"
 
 /* Usually the new proposal goes last. A leader re-elected after a newer leader cut its log back
  * appends below proposals of its earlier term that are still undecided (they may yet commit

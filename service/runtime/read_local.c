@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "service/runtime/internal.h"
+#include "service/runtime/request.h"
 
 /* Whether hash slot s is in the group's published owned bitmap (rt_facts_publish_slots). */
 static bool published_owns(struct rt_group *g, uint16_t s)

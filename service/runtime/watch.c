@@ -4,7 +4,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 
-#include "service/runtime/internal.h"
+#include "service/runtime/request.h"
+#include "service/runtime/watch.h"
 
 /* The history of one group, in index order, as a circular array of events. APPLY appends after
  * its fsm commit; the loop resets it (open, snapshot install, removal) and expires waiters; GRPC

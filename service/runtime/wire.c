@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/runtime/internal.h"
+#include "service/runtime/wire.h"
 
 void rt_wire_conf_to_pb(const struct raft_conf_state *cs, Slotd__Internal__V1__ConfState *pb,
                         uint64_t *voters, uint64_t *learners)

@@ -2,7 +2,7 @@
 #include <CUnit/Basic.h>
 #include <stdlib.h>
 
-#include "service/runtime/internal.h"
+#include "service/runtime/pending.h"
 
 static struct rt_request *req(uint64_t index, uint64_t term)
 {

@@ -7,7 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "service/runtime/internal.h"
+#include "service/runtime/request.h"
+#include "service/runtime/watch.h"
 
 #define G 3 /* the group every test uses */
 
