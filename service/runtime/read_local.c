@@ -40,7 +40,7 @@ int runtime_read_local(struct runtime *rt, uint32_t group, uint16_t hash_slot, c
     if (seq & 1 || !atomic_load_explicit(&g->hosted, memory_order_acquire))
         return 0;
     if (linearizable) {
-        /* The leader lease (loop.c, rt_lease_publish): while it lasts no other leader exists,
+        /* The leader lease (lease.c, rt_lease_publish): while it lasts no other leader exists,
          * so every write acknowledged before now was applied here (acknowledged on apply, by
          * this leader or by an earlier one whose entries this leader applied through
          * lease_index). Now is the read's linearization point; after it the state only grows.
