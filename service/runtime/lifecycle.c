@@ -171,6 +171,19 @@ static bool claimed_elsewhere(void *ctx, uint32_t group, uint16_t hash_slot)
     return rt_slot_claimed_elsewhere(ctx, group, hash_slot);
 }
 
+/* The groups, the controller and the state runtime_new made, then rt (runtime_new's failure and
+ * runtime_free, with no thread but the caller's left). */
+static void release(struct runtime *rt)
+{
+    rt_groups_close(rt);
+    rt_ctl_close(rt);
+    store_log_batch_free(rt->log_batch);
+    slot_fsm_free(rt->fsm);
+    route_snapshot_release(rt->route_base);
+    pthread_mutex_destroy(&rt->mu);
+    free(rt);
+}
+
 int runtime_new(const struct runtime_options *o, struct store *store, struct route_table *routes,
                 struct rpc_server *server, struct transport *transport, struct runtime **out,
                 char *err, size_t errlen)
@@ -251,13 +264,7 @@ err_after_alloc:
         rt_stage_destroy(&rt->apply);
     }
     rt_watch_free(rt);
-    rt_groups_close(rt);
-    rt_ctl_close(rt);
-    store_log_batch_free(rt->log_batch);
-    slot_fsm_free(rt->fsm);
-    route_snapshot_release(rt->route_base);
-    pthread_mutex_destroy(&rt->mu);
-    free(rt);
+    release(rt);
     return -1;
 }
 
@@ -300,13 +307,7 @@ void runtime_free(struct runtime *rt)
     rt_snap_free_all(rt);
     rt_watch_free(rt);
     rt_keyleases_free(rt);
-    rt_groups_close(rt);
-    rt_ctl_close(rt);
-    store_log_batch_free(rt->log_batch);
-    slot_fsm_free(rt->fsm);
-    route_snapshot_release(rt->route_base);
-    pthread_mutex_destroy(&rt->mu);
-    free(rt);
+    release(rt);
 }
 
 uint64_t runtime_node_id(const struct runtime *rt)
