@@ -483,7 +483,7 @@ static inline bool rt_apply_idle(const struct runtime *rt)
     return rt_stage_pending(&rt->apply) == 0;
 }
 
-/* This node votes in the controller group and its replica of group 0 leads (loop thread). */
+/* This node votes in the controller and its group 0 replica leads (atomics: any thread). */
 static inline bool rt_ctl_leading(const struct runtime *rt)
 {
     return rt->ctl_voter && rt->groups[0].hosted && rt->groups[0].leader == rt->opts.node_id;
