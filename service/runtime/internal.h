@@ -54,6 +54,12 @@
  * is applied in several jobs back to back instead of one unbounded batch (loop.c). */
 #define RT_APPLY_JOB_ENTRIES_MAX 4096
 #define RT_APPLY_JOB_BYTES_MAX ((size_t)8 << 20)
+/* Storage linger (loop.c, rt_pump): after a synced raftlog batch of at least
+ * RT_STORAGE_LINGER_BUSY entries, the next storage job waits until RT_STORAGE_LINGER_US after
+ * that one's return or until RT_STORAGE_LINGER_ENTRIES entries were proposed or received. */
+#define RT_STORAGE_LINGER_US 1000
+#define RT_STORAGE_LINGER_ENTRIES 48
+#define RT_STORAGE_LINGER_BUSY 16
 /* Requests are answered this long before their deadline at the latest. */
 #define RT_DEADLINE_MARGIN_MS 150
 /* Bounds of the queue of peer traffic (raft batches, snapshot chunks, status). */
@@ -420,6 +426,13 @@ struct runtime {
     struct rt_snap_send *snap_sends;  /* in progress */
     struct rt_snap_install *installs; /* in the batch being written (STORAGE reads them) */
     bool batch_waiting;               /* batch built, waiting for apply jobs of installed groups */
+    /* storage linger (loop.c): a timerfd polled by the loop, µs resolution */
+    uv_poll_t linger_poll;
+    int linger_fd;             /* -1: not made yet, -2: none (failed or closed) */
+    bool linger_armed;         /* the timerfd is set */
+    uint64_t linger_entries;   /* entries proposed or received since the last ready was taken */
+    uint64_t storage_done_ns;  /* uv_hrtime() when the last storage job came back */
+    size_t last_batch_entries; /* entries of the last synced raftlog batch */
     uint64_t next_transfer_id;
 
     /* -- controller (ctl.c) -- */

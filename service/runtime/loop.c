@@ -2,6 +2,8 @@
  * group, hand-off to apply. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include "service/fault/fault.h"
 #include "service/runtime/apply.h"
@@ -83,6 +85,7 @@ static void propose_run(struct runtime *rt, struct rt_group *g, struct rt_reques
      * own entry look like another entry superseding it (a NOT_LEADER answer for an applied
      * write). */
     raft_term term = raft_current_term(g->raft);
+    rt->linger_entries += n;
     for (size_t i = 0; i < n; i++) {
         run[i]->index = first + i;
         run[i]->term = term;
@@ -621,6 +624,7 @@ static void storage_done(struct rt_stage_item *it)
     struct runtime *rt = storage_rt(it);
     RT_ASSERT_LOOP(rt);
     rt->storage_busy = false;
+    rt->storage_done_ns = uv_hrtime();
     if (rt->storage_rc != 0)
         storage_failed(rt);
     SLOTD_CRASH_POINT("loop_after_log_sync"); /* durable; only the early messages were sent */
@@ -636,14 +640,78 @@ static void storage_done(struct rt_stage_item *it)
     rt_stages_close_idle(rt);
 }
 
+/* ---- Storage linger ---- */
+
+static void on_linger(uv_poll_t *h, int status, int events)
+{
+    (void)status;
+    (void)events;
+    struct runtime *rt = h->data;
+    uint64_t expirations;
+    if (read(rt->linger_fd, &expirations, sizeof(expirations)) < 0) {
+        /* EAGAIN: disarmed or re-armed since it fired; the pump below decides again */
+    }
+    rt->linger_armed = false;
+    rt_pump(rt);
+}
+
+/* Whether the next storage job waits (a bounded linger, so that it holds more entries at
+ * moderate load): only after a synced batch of at least RT_STORAGE_LINGER_BUSY entries (at low
+ * load batches are small and nothing waits), only while the loop has taken in some but fewer than
+ * RT_STORAGE_LINGER_ENTRIES entries since the last ready (none: the ready holds commits, acks or
+ * votes only, which never wait), and at most until RT_STORAGE_LINGER_US after the last job came
+ * back. Arms the timerfd for the rest of the wait; a pump before it fires (a wake, a tick, an
+ * apply job's return) decides again. */
+static bool storage_linger(struct runtime *rt)
+{
+    if (rt->linger_fd == -1 && RT_STORAGE_LINGER_US > 0 && !rt->loop_stopping) {
+        /* made on the loop thread once it runs, closed by rt_stages_close_idle at stop */
+        rt->linger_fd = -2; /* failed: no linger */
+        int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        if (fd >= 0 && uv_poll_init(&rt->loop, &rt->linger_poll, fd) == 0) {
+            rt->linger_fd = fd;
+            rt->linger_poll.data = rt;
+            uv_poll_start(&rt->linger_poll, UV_READABLE, on_linger);
+        } else if (fd >= 0) {
+            close(fd);
+        }
+    }
+    if (rt->linger_fd < 0 || rt->loop_stopping || rt->last_batch_entries < RT_STORAGE_LINGER_BUSY ||
+        rt->linger_entries == 0 || rt->linger_entries >= RT_STORAGE_LINGER_ENTRIES ||
+        rt->installs != NULL)
+        return false;
+    uint64_t now = uv_hrtime(), until = rt->storage_done_ns + (uint64_t)RT_STORAGE_LINGER_US * 1000;
+    if (now >= until)
+        return false;
+    if (!rt->linger_armed) {
+        uint64_t left = until - now;
+        struct itimerspec its = {.it_value = {.tv_sec = (time_t)(left / 1000000000),
+                                              .tv_nsec = (long)(left % 1000000000)}};
+        if (timerfd_settime(rt->linger_fd, 0, &its, NULL) != 0)
+            return false;
+        rt->linger_armed = true;
+    }
+    return true;
+}
+
 int rt_storage_init(struct runtime *rt)
 {
+    rt->linger_fd = -1;
     return rt_stage_init(&rt->storage, &rt->loop, "slotd-storage", storage_work, storage_done);
+}
+
+static void linger_closed(uv_handle_t *h)
+{
+    struct runtime *rt = h->data;
+    close(rt->linger_fd);
+    rt->linger_fd = -2;
 }
 
 void rt_stages_close_idle(struct runtime *rt)
 {
     RT_ASSERT_LOOP(rt);
+    if (rt->loop_stopping && rt->linger_fd >= 0 && !uv_is_closing((uv_handle_t *)&rt->linger_poll))
+        uv_close((uv_handle_t *)&rt->linger_poll, linger_closed);
     if (!rt->loop_stopping || rt->storage_busy || rt_stage_pending(&rt->storage) > 0 ||
         !rt_apply_idle(rt))
         return;
@@ -696,6 +764,9 @@ void rt_pump(struct runtime *rt)
         return;
     }
     while (!rt->storage_busy) {
+        if (storage_linger(rt))
+            return;
+        rt->linger_entries = 0;
         start_building(rt);
         bool any = false, must_sync = false;
         size_t batch_entries = 0;
@@ -717,9 +788,11 @@ void rt_pump(struct runtime *rt)
         if (!any)
             return;
         if (rt->transport != NULL)
-            transport_flush(rt->transport);    /* the early messages */
-        if (must_sync || rt->installs != NULL) /* this batch will be synced */
+            transport_flush(rt->transport);      /* the early messages */
+        if (must_sync || rt->installs != NULL) { /* this batch will be synced */
             metrics_histogram_observe(rt->metrics.batch_entries, (double)batch_entries);
+            rt->last_batch_entries = batch_entries; /* storage_linger */
+        }
         if (rt->installs != NULL && installs_blocked(rt)) {
             rt->batch_waiting = true;
             return;

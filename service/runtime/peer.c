@@ -100,6 +100,7 @@ static void step_batch(struct runtime *rt, const uint8_t *data, size_t len, uint
             continue;
         }
         raft_step(rt->groups[pb->group_id].raft, &m);
+        rt->linger_entries += m.n_entries; /* loop.c, storage_linger */
         free(m.entries);
     }
     slotd__internal__v1__raft_batch__free_unpacked(b, NULL);
