@@ -192,6 +192,20 @@ static bool add_and_promote(struct executor *ex, struct rt_group *g, const struc
     }
 }
 
+/* Whether this node hosts g (NULL: no) and leads it; then *st is its raft status and *p the
+ * proof for target. */
+static bool leading(struct rt_group *g, uint64_t target, struct raft_status *st,
+                    struct ctl_task_proof *p)
+{
+    if (g == NULL || !engine_group_hosted(g) || engine_group_raft(g) == NULL)
+        return false;
+    raft_status(engine_group_raft(g), st);
+    if (st->role != RAFT_LEADER)
+        return false;
+    proof_of(st, target, p);
+    return true;
+}
+
 static void step_replica_move(struct executor *ex, const struct ctl_task *t)
 {
     struct rt_group *g = engine_group(ex->rt, t->group);
@@ -207,14 +221,10 @@ static void step_replica_move(struct executor *ex, const struct ctl_task *t)
                      (unsigned long long)t->id);
         return;
     }
-    if (!engine_group_hosted(g) || engine_group_raft(g) == NULL)
-        return;
     struct raft_status st;
-    raft_status(engine_group_raft(g), &st);
-    if (st.role != RAFT_LEADER)
-        return;
     struct ctl_task_proof p;
-    proof_of(&st, t->target, &p);
+    if (!leading(g, t->target, &st, &p))
+        return;
     if (stuck(ex, t)) {
         fail(ex, t, "no progress within the phase timeout");
         return;
@@ -242,14 +252,10 @@ static void step_replica_move(struct executor *ex, const struct ctl_task *t)
 static void step_leader_transfer(struct executor *ex, const struct ctl_task *t)
 {
     struct rt_group *g = engine_group(ex->rt, t->group);
-    if (g == NULL || !engine_group_hosted(g) || engine_group_raft(g) == NULL)
-        return;
     struct raft_status st;
-    raft_status(engine_group_raft(g), &st);
-    if (st.role != RAFT_LEADER)
-        return;
     struct ctl_task_proof p;
-    proof_of(&st, t->target, &p);
+    if (!leading(g, t->target, &st, &p))
+        return;
     if (ex->opts->node_id != t->source) {
         advance(ex, t, &p, 0); /* a voter other than the source leads */
         return;
@@ -393,6 +399,15 @@ static void close_removed(struct executor *ex)
     }
 }
 
+/* The step of a running task, by kind (NULL: a kind this node does not step). */
+static void (*const task_steps[])(struct executor *, const struct ctl_task *) = {
+    [CTL_TASK_REPLICA_MOVE] = step_replica_move,
+    [CTL_TASK_LEADER_TRANSFER] = step_leader_transfer,
+    [CTL_TASK_HASH_SLOT_MIGRATION] = executor__migration_step,
+    [CTL_TASK_CONTROLLER_VOTER_PROMOTION] = step_promotion,
+    [CTL_TASK_NODE_DRAIN] = step_drain,
+};
+
 void executor__task_step(struct executor *ex)
 {
     const struct ctl_state *s = engine_ctl_state(ex->rt);
@@ -404,25 +419,9 @@ void executor__task_step(struct executor *ex)
             executor__migration_step(ex, t); /* lifts the fence of a migration that failed early */
         if (t->status != CTL_TASK_RUNNING)
             continue;
-        switch (t->kind) {
-        case CTL_TASK_REPLICA_MOVE:
-            step_replica_move(ex, t);
-            break;
-        case CTL_TASK_LEADER_TRANSFER:
-            step_leader_transfer(ex, t);
-            break;
-        case CTL_TASK_CONTROLLER_VOTER_PROMOTION:
-            step_promotion(ex, t);
-            break;
-        case CTL_TASK_NODE_DRAIN:
-            step_drain(ex, t);
-            break;
-        case CTL_TASK_HASH_SLOT_MIGRATION:
-            executor__migration_step(ex, t);
-            break;
-        default:
-            break;
-        }
+        if ((size_t)t->kind < sizeof(task_steps) / sizeof(task_steps[0]) &&
+            task_steps[t->kind] != NULL)
+            task_steps[t->kind](ex, t);
     }
     executor__task_cleanup(ex);
     close_removed(ex);
