@@ -152,26 +152,19 @@ int slot__scan_until(struct store *st, const struct slot__key *p, const struct s
 int slot__scan(struct store *st, const struct slot__key *p, const ProtobufCBinaryData *cursor,
                uint32_t limit, slot__scan_cb cb, void *ctx, ProtobufCBinaryData *next);
 
-/* Collects scanned key suffixes as strings (uids); allocate v for `limit` entries first. */
-struct slot__strs {
-    char **v;
-    size_t n;
-    size_t cap;
-};
-int slot__strs_init(struct slot__strs *s, size_t cap);
-int slot__collect_suffix(void *ctx, const uint8_t *suffix, size_t sl, const uint8_t *val,
-                         size_t vl);
-void slot__strs_free(struct slot__strs *s);
-
-/* Collects scanned row values decoded as messages of d. */
+/* Collects scanned rows: key suffixes as strings (uids, d NULL, slot__collect_suffix) or row
+ * values decoded as messages of d (slot__collect_row); init allocates v for `cap` entries. */
 struct slot__rows {
     const ProtobufCMessageDescriptor *d;
-    ProtobufCMessage **v;
+    void **v; /* char * when d is NULL, else ProtobufCMessage * */
     size_t n;
     size_t cap;
 };
 int slot__rows_init(struct slot__rows *r, const ProtobufCMessageDescriptor *d, size_t cap);
+int slot__collect_suffix(void *ctx, const uint8_t *suffix, size_t sl, const uint8_t *val,
+                         size_t vl);
 int slot__collect_row(void *ctx, const uint8_t *suffix, size_t sl, const uint8_t *val, size_t vl);
+/* Frees each entry (as a string or a message of d) and v. */
 void slot__rows_free(struct slot__rows *r);
 
 /* ---- Validation (meta_validate.c). ---- */
@@ -239,7 +232,7 @@ struct slot__serve {
     /* Freed by the generic handler after the reply is packed. */
     ProtobufCMessage *held[SLOT__HELD_MAX];
     size_t n_held;
-    struct slot__strs strs;   /* a listing's uids */
+    struct slot__rows strs;   /* a listing's uids (d NULL) */
     struct slot__rows rows;   /* a listing's rows */
     ProtobufCBinaryData next; /* a listing's next cursor (malloc'ed) */
 };

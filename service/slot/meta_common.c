@@ -442,19 +442,20 @@ void slot__not_found(struct slotd_error *err, const char *what, const char *id)
     slotd_error_set(err, SLOTD_ENOT_FOUND, "%s %s does not exist", what, id);
 }
 
-/* ---- string collections (uid lists) ---- */
+/* ---- row collections (uid lists and listed rows) ---- */
 
-int slot__strs_init(struct slot__strs *s, size_t cap)
+int slot__rows_init(struct slot__rows *r, const ProtobufCMessageDescriptor *d, size_t cap)
 {
-    s->n = 0;
-    s->cap = cap;
-    s->v = calloc(cap ? cap : 1, sizeof(*s->v));
-    return s->v == NULL ? STORE_ENOMEM : 0;
+    r->d = d;
+    r->n = 0;
+    r->cap = cap;
+    r->v = calloc(cap ? cap : 1, sizeof(*r->v));
+    return r->v == NULL ? STORE_ENOMEM : 0;
 }
 
 int slot__collect_suffix(void *ctx, const uint8_t *suffix, size_t sl, const uint8_t *val, size_t vl)
 {
-    struct slot__strs *s = ctx;
+    struct slot__rows *s = ctx;
     if (vl != 1 || val[0] != ROW_VERSION || sl == 0 || sl > 255)
         return STORE_ECORRUPT;
     if (s->n == s->cap)
@@ -466,26 +467,6 @@ int slot__collect_suffix(void *ctx, const uint8_t *suffix, size_t sl, const uint
     str[sl] = '\0';
     s->v[s->n++] = str;
     return 0;
-}
-
-void slot__strs_free(struct slot__strs *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        free(s->v[i]);
-    free(s->v);
-    s->v = NULL;
-    s->n = 0;
-}
-
-/* ---- row collections (listed rows) ---- */
-
-int slot__rows_init(struct slot__rows *r, const ProtobufCMessageDescriptor *d, size_t cap)
-{
-    r->d = d;
-    r->n = 0;
-    r->cap = cap;
-    r->v = calloc(cap ? cap : 1, sizeof(*r->v));
-    return r->v == NULL ? STORE_ENOMEM : 0;
 }
 
 int slot__collect_row(void *ctx, const uint8_t *suffix, size_t sl, const uint8_t *val, size_t vl)
@@ -506,8 +487,12 @@ int slot__collect_row(void *ctx, const uint8_t *suffix, size_t sl, const uint8_t
 
 void slot__rows_free(struct slot__rows *r)
 {
-    for (size_t i = 0; i < r->n; i++)
-        protobuf_c_message_free_unpacked(r->v[i], NULL);
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->d != NULL)
+            protobuf_c_message_free_unpacked(r->v[i], NULL);
+        else
+            free(r->v[i]);
+    }
     free(r->v);
     r->v = NULL;
     r->n = 0;

@@ -115,8 +115,8 @@ int slot__serve_span(struct slot__serve *s, uint8_t table, const ProtobufCBinary
                      void *ctx, ProtobufCMessage *result)
 {
     struct slot__page pg = {.limit = slot__page(limit)};
-    int rc =
-        d != NULL ? slot__rows_init(&s->rows, d, pg.limit) : slot__strs_init(&s->strs, pg.limit);
+    int rc = d != NULL ? slot__rows_init(&s->rows, d, pg.limit)
+                       : slot__rows_init(&s->strs, NULL, pg.limit);
     uint16_t hs;
     const uint8_t *after;
     if (rc != 0 || slot_list_cursor_decode(cursor, &hs, &after, &pg.last_len) != 0)

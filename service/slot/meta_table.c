@@ -145,7 +145,7 @@ int slot__meta_serve(struct slot__serve *s, const ProtobufCMessage *query)
         rc = reply(&s->resp->base, s->number, result, &s->buf, &s->len);
     held_free(s->held, s->n_held);
     s->n_held = 0;
-    slot__strs_free(&s->strs);
+    slot__rows_free(&s->strs);
     slot__rows_free(&s->rows);
     free(s->next.data);
     s->next.data = NULL;
@@ -218,7 +218,8 @@ int slot__serve_list(struct slot__serve *s, const struct slot__key *p,
                      const ProtobufCMessageDescriptor *d, ProtobufCMessage *result)
 {
     limit = slot__page(limit);
-    int rc = d != NULL ? slot__rows_init(&s->rows, d, limit) : slot__strs_init(&s->strs, limit);
+    int rc =
+        d != NULL ? slot__rows_init(&s->rows, d, limit) : slot__rows_init(&s->strs, NULL, limit);
     if (rc != 0)
         return rc;
     rc = d != NULL ? slot__scan(s->st, p, cursor, limit, slot__collect_row, &s->rows, &s->next)
