@@ -273,3 +273,24 @@ void store_iter_free(struct store_iter *it)
     atomic_fetch_sub(&it->s->iters_open, 1);
     free(it);
 }
+
+int store_fsm_scan(struct store *s, const void *lo, size_t lol, const void *hi, size_t hil,
+                   store_row_cb cb, void *ctx)
+{
+    struct store_iter *it;
+    int rc = store_fsm_iter_new(s, lo, lol, hi, hil, &it);
+    if (rc != 0)
+        return rc;
+    for (; rc == 0 && store_iter_valid(it); store_iter_next(it)) {
+        size_t kl, vl;
+        const void *k = store_iter_key(it, &kl);
+        const void *v = store_iter_value(it, &vl);
+        rc = cb(ctx, k, kl, v, vl);
+    }
+    if (rc == STORE_SCAN_STOP)
+        rc = STORE_OK;
+    if (rc == STORE_OK)
+        rc = store_iter_status(it);
+    store_iter_free(it);
+    return rc;
+}

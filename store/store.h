@@ -236,6 +236,15 @@ int store_iter_status(const struct store_iter *it);
 /* NULL is ok. */
 void store_iter_free(struct store_iter *it);
 
+/* Called once per row in key order; k and v borrowed for the call. Non-zero stops the scan and
+ * is returned as-is, except that STORE_SCAN_STOP stops store_fsm_scan() with STORE_OK. */
+typedef int (*store_row_cb)(void *arg, const void *k, size_t kl, const void *v, size_t vl);
+#define STORE_SCAN_STOP (-1)
+/* Visits the rows of [lo, hi) (as store_fsm_iter_new) with cb until it stops or the rows end.
+ * Returns cb's error, the iterator's error, or STORE_OK. */
+int store_fsm_scan(struct store *s, const void *lo, size_t lol, const void *hi, size_t hil,
+                   store_row_cb cb, void *ctx);
+
 /* ---- fsm snapshots, read in bounded chunks (snap.c) ----
  * A point-in-time view of the whole fsm database: every read through it sees the fsm as it was
  * when store_fsm_snap_new() ran, whatever is written later. On LevelDB it is a LevelDB snapshot
@@ -265,9 +274,6 @@ struct store_fsm_snap_cursor {
  * (STORE_EINVAL otherwise). Pointers borrowed for the call. */
 int store_fsm_snap_cursor_init(struct store_fsm_snap_cursor *c, const void *lo, size_t lol,
                                const void *hi, size_t hil);
-/* Called once per row in key order; k and v borrowed for the call. Non-zero stops the scan and
- * is returned as-is. */
-typedef int (*store_row_cb)(void *arg, const void *k, size_t kl, const void *v, size_t vl);
 /* Reads the next chunk of c's range at the snapshot: rows in key order until their key + value
  * bytes reach max_bytes (at least one row when any is left) or the range ends (then c->done).
  * Holds no LevelDB iterator between calls: each chunk opens one on the snapshot and closes it.

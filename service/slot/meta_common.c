@@ -358,6 +358,43 @@ static void prefix_end(const struct slot__key *p, struct slot__key *end)
     end->b[end->n - 1]++;
 }
 
+/* A slot__scan_page in progress: the prefix, the page and the caller's row callback. */
+struct scan_page {
+    const struct slot__key *p;
+    struct slot__page *pg;
+    slot__scan_cb cb;
+    void *ctx;
+};
+
+static int scan_page_row(void *arg, const void *key, size_t kl, const void *val, size_t vl)
+{
+    const uint8_t *k = key, *v = val;
+    struct scan_page *sp = arg;
+    const struct slot__key *p = sp->p;
+    struct slot__page *pg = sp->pg;
+    if (kl < p->n || memcmp(k, p->b, p->n) != 0)
+        return STORE_SCAN_STOP;
+    size_t sl = kl - p->n, cost = sl + vl;
+    if (sl > sizeof(pg->last))
+        return STORE_ECORRUPT;
+    if (pg->n == pg->limit || (pg->n > 0 && pg->bytes + cost > SLOT_LIST_PAGE_BYTES) ||
+        pg->examined == SLOT_LIST_SCAN_ROWS_MAX) {
+        pg->full = true; /* a row remains after pg->last */
+        return STORE_SCAN_STOP;
+    }
+    int rc = sp->cb(sp->ctx, k + p->n, sl, v, vl);
+    pg->examined++;
+    if (rc == SLOT__SCAN_SKIP) {
+        rc = 0;
+    } else if (rc == 0) {
+        pg->n++;
+        pg->bytes += cost;
+    }
+    memcpy(pg->last, k + p->n, sl);
+    pg->last_len = sl;
+    return rc;
+}
+
 int slot__scan_page(struct store *st, const struct slot__key *p, const struct slot__key *end,
                     struct slot__page *pg, slot__scan_cb cb, void *ctx)
 {
@@ -373,41 +410,8 @@ int slot__scan_page(struct store *st, const struct slot__key *p, const struct sl
         hi = *end;
     else
         prefix_end(p, &hi);
-    struct store_iter *it;
-    int rc = store_fsm_iter_new(st, lo.b, lo.n, hi.b, hi.n, &it);
-    if (rc != 0)
-        return rc;
-    for (; rc == 0 && store_iter_valid(it); store_iter_next(it)) {
-        size_t kl, vl;
-        const uint8_t *k = store_iter_key(it, &kl);
-        const uint8_t *v = store_iter_value(it, &vl);
-        if (kl < p->n || memcmp(k, p->b, p->n) != 0)
-            break;
-        size_t sl = kl - p->n, cost = sl + vl;
-        if (sl > sizeof(pg->last)) {
-            rc = STORE_ECORRUPT;
-            break;
-        }
-        if (pg->n == pg->limit || (pg->n > 0 && pg->bytes + cost > SLOT_LIST_PAGE_BYTES) ||
-            pg->examined == SLOT_LIST_SCAN_ROWS_MAX) {
-            pg->full = true; /* a row remains after pg->last */
-            break;
-        }
-        rc = cb(ctx, k + p->n, sl, v, vl);
-        pg->examined++;
-        if (rc == SLOT__SCAN_SKIP) {
-            rc = 0;
-        } else if (rc == 0) {
-            pg->n++;
-            pg->bytes += cost;
-        }
-        memcpy(pg->last, k + p->n, sl);
-        pg->last_len = sl;
-    }
-    if (rc == 0)
-        rc = store_iter_status(it);
-    store_iter_free(it);
-    return rc;
+    struct scan_page sp = {.p = p, .pg = pg, .cb = cb, .ctx = ctx};
+    return store_fsm_scan(st, lo.b, lo.n, hi.b, hi.n, scan_page_row, &sp);
 }
 
 int slot__scan_until(struct store *st, const struct slot__key *p, const struct slot__key *end,

@@ -129,6 +129,59 @@ static bool in_bounds(const Slotd__V1__RangeQuery *q, const uint8_t *pk, size_t 
     return q->end.len == 0 || cmp_bytes(pk, pl, q->end.data, q->end.len) < 0;
 }
 
+/* A scan_slot in progress: the page and the hash slot being scanned. */
+struct slot_scan {
+    struct page *pg;
+    uint16_t hs;
+};
+
+/* Adds one KV row (k, v: borrowed) of the scanned hash slot to the page, or stops the scan. */
+static int scan_slot_row(void *arg, const void *key, size_t kl, const void *val, size_t vl)
+{
+    const uint8_t *k = key, *v = val;
+    struct slot_scan *ss = arg;
+    struct page *pg = ss->pg;
+    const Slotd__V1__RangeQuery *q = pg->q;
+    uint64_t version, lease;
+    size_t off;
+    if (kl <= 3 || kl - 3 > SLOT_KEY_MAX || slot_kv_decode(v, vl, &version, &lease, &off))
+        return STORE_ECORRUPT;
+    const uint8_t *pk = k + 3;
+    size_t pl = kl - 3;
+    if (!in_bounds(q, pk, pl))
+        return q->prefix.len > 0 ? STORE_SCAN_STOP : 0; /* past the prefix's keys, or before */
+    size_t cost = q->count_only ? 0 : pl + (q->keys_only ? 0 : vl - off);
+    if (pg->n == pg->limit || (pg->n > 0 && pg->bytes + cost > SLOT_RANGE_PAGE_BYTES)) {
+        pg->full = true; /* a row remains after last in this hash slot */
+        pg->next_hs = ss->hs;
+        return STORE_SCAN_STOP;
+    }
+    if (!q->count_only) {
+        size_t val_len = q->keys_only ? 0 : vl - off;
+        Slotd__V1__RangeEntry *e = malloc(sizeof(*e) + pl + val_len);
+        if (e == NULL)
+            return STORE_ENOMEM;
+        slotd__v1__range_entry__init(e);
+        e->key.data = (uint8_t *)(e + 1);
+        memcpy(e->key.data, pk, pl);
+        e->key.len = pl;
+        if (val_len > 0) {
+            e->value.data = e->key.data + pl;
+            memcpy(e->value.data, v + off, val_len);
+            e->value.len = val_len;
+        }
+        e->version = version;
+        e->lease = lease;
+        pg->ptrs[pg->n] = e;
+    }
+    pg->n++;
+    pg->bytes += cost;
+    memcpy(pg->last, pk, pl);
+    pg->last_len = pl;
+    pg->last_hs = ss->hs;
+    return 0;
+}
+
 /* Scans the KV rows of hash slot hs after `after` (NULL = from its first key) into pg. */
 static int scan_slot(struct store *st, struct page *pg, uint16_t hs,
                      const ProtobufCBinaryData *after)
@@ -148,63 +201,8 @@ static int scan_slot(struct store *st, struct page *pg, uint16_t hs,
         hil = store_key_fsm(hi, hs, SLOT_TABLE_KV, q->end.data, q->end.len);
     else
         hil = store_key_fsm(hi, hs, SLOT_TABLE_KV + 1, NULL, 0);
-    struct store_iter *it;
-    int rc = store_fsm_iter_new(st, lo, lol, hi, hil, &it);
-    if (rc != 0)
-        return rc;
-    for (; rc == 0 && store_iter_valid(it); store_iter_next(it)) {
-        size_t kl, vl;
-        const uint8_t *k = store_iter_key(it, &kl);
-        const uint8_t *v = store_iter_value(it, &vl);
-        uint64_t version, lease;
-        size_t off;
-        if (kl <= 3 || kl - 3 > SLOT_KEY_MAX || slot_kv_decode(v, vl, &version, &lease, &off)) {
-            rc = STORE_ECORRUPT;
-            break;
-        }
-        const uint8_t *pk = k + 3;
-        size_t pl = kl - 3;
-        if (!in_bounds(q, pk, pl)) {
-            if (q->prefix.len > 0)
-                break; /* past the prefix's keys */
-            continue;
-        }
-        size_t cost = q->count_only ? 0 : pl + (q->keys_only ? 0 : vl - off);
-        if (pg->n == pg->limit || (pg->n > 0 && pg->bytes + cost > SLOT_RANGE_PAGE_BYTES)) {
-            pg->full = true; /* a row remains after last in this hash slot */
-            pg->next_hs = hs;
-            break;
-        }
-        if (!q->count_only) {
-            size_t val_len = q->keys_only ? 0 : vl - off;
-            Slotd__V1__RangeEntry *e = malloc(sizeof(*e) + pl + val_len);
-            if (e == NULL) {
-                rc = STORE_ENOMEM;
-                break;
-            }
-            slotd__v1__range_entry__init(e);
-            e->key.data = (uint8_t *)(e + 1);
-            memcpy(e->key.data, pk, pl);
-            e->key.len = pl;
-            if (val_len > 0) {
-                e->value.data = e->key.data + pl;
-                memcpy(e->value.data, v + off, val_len);
-                e->value.len = val_len;
-            }
-            e->version = version;
-            e->lease = lease;
-            pg->ptrs[pg->n] = e;
-        }
-        pg->n++;
-        pg->bytes += cost;
-        memcpy(pg->last, pk, pl);
-        pg->last_len = pl;
-        pg->last_hs = hs;
-    }
-    if (rc == 0)
-        rc = store_iter_status(it);
-    store_iter_free(it);
-    return rc;
+    struct slot_scan ss = {.pg = pg, .hs = hs};
+    return store_fsm_scan(st, lo, lol, hi, hil, scan_slot_row, &ss);
 }
 
 int slot_serve_range(struct store *st, const uint8_t owned[32], uint16_t hash_slot,

@@ -312,8 +312,56 @@ static void test_fsm_iterator_snapshot(void)
     test_close(s);
 }
 
+/* store_fsm_scan callback: counts rows in key order, stops or fails at row `stop_at`. */
+struct scan_count {
+    size_t n, stop_at;
+    int stop_rc;
+    uint8_t prev[STORE_FSM_KEY_MAX];
+    size_t prevl;
+    size_t out_of_order;
+};
+
+static int scan_count_row(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+    struct scan_count *c = arg;
+    (void)v;
+    (void)vl;
+    int cmp = memcmp(c->prev, k, kl < c->prevl ? kl : c->prevl);
+    if (c->n > 0 && (cmp > 0 || (cmp == 0 && c->prevl >= kl)))
+        c->out_of_order++; /* not strictly after the previous key */
+    memcpy(c->prev, k, kl);
+    c->prevl = kl;
+    if (++c->n == c->stop_at)
+        return c->stop_rc;
+    return 0;
+}
+
+static void test_fsm_scan_stop_and_error(void)
+{
+    struct store *s = test_open();
+    uint8_t lo[2], hi[2];
+    put_rows(s, 0, 256 * 4); /* 4 rows in each hash slot */
+    store_put_u16(lo, 10);
+    store_put_u16(hi, 13);
+    struct scan_count all = {0};
+    CU_ASSERT_EQUAL(store_fsm_scan(s, lo, 2, hi, 2, scan_count_row, &all), STORE_OK);
+    CU_ASSERT_EQUAL(all.n, 12); /* hash slots 10, 11, 12 */
+    CU_ASSERT_EQUAL(all.out_of_order, 0);
+    struct scan_count stop = {.stop_at = 5, .stop_rc = STORE_SCAN_STOP};
+    CU_ASSERT_EQUAL(store_fsm_scan(s, lo, 2, hi, 2, scan_count_row, &stop), STORE_OK);
+    CU_ASSERT_EQUAL(stop.n, 5);
+    struct scan_count fail = {.stop_at = 2, .stop_rc = STORE_ECORRUPT};
+    CU_ASSERT_EQUAL(store_fsm_scan(s, lo, 2, hi, 2, scan_count_row, &fail), STORE_ECORRUPT);
+    CU_ASSERT_EQUAL(fail.n, 2);
+    struct scan_count none = {0};
+    CU_ASSERT_EQUAL(store_fsm_scan(s, hi, 2, lo, 2, scan_count_row, &none), STORE_OK);
+    CU_ASSERT_EQUAL(none.n, 0);
+    test_close(s);
+}
+
 void test_fsm_register(CU_pSuite suite)
 {
+    TEST_ADD(suite, test_fsm_scan_stop_and_error);
     TEST_ADD(suite, test_fsm_put_get_delete);
     TEST_ADD(suite, test_fsm_delete_range);
     TEST_ADD(suite, test_fsm_applied_with_batch);
