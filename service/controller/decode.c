@@ -122,24 +122,42 @@ static int decode_table(const json_t *o, struct ctl_hash_slot_table *t, char *er
     return CTL_OK;
 }
 
+/* The object task[name] (path: task_path.name, written to path), which must have exactly the
+ * fields of required; *o is set to it (NULL when absent, which ctl__json_fields rejects). */
+static int task_sub_object(const json_t *task, const char *task_path, const char *name,
+                           const char *const *required, size_t n_required, char *path,
+                           const json_t **o, char *err, size_t errlen)
+{
+    ctl__json_path(path, task_path, name);
+    *o = json_object_get(task, name);
+    return ctl__json_fields(*o, path, required, n_required, NULL, 0, err, errlen);
+}
+
+/* Decodes the u64 fields names[i] (0..CTL_U64_JSON_MAX) of o into *outs[i], in order. */
+static int decode_u64s(const json_t *o, const char *path, const char *const *names,
+                       uint64_t *const *outs, size_t n, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++)
+        CTL__TRY(ctl__json_u64(o, names[i], path, 0, CTL_U64_JSON_MAX, outs[i], err, errlen));
+    return 0;
+}
+
 static int decode_proof(const json_t *task, const char *task_path, struct ctl_task_proof *p,
                         char *err, size_t errlen)
 {
     static const char *const fields[] = {"config_index", "voters", "learners",
                                          "leader",       "commit", "target_match"};
     char path[CTL__PATH_MAX];
-    ctl__json_path(path, task_path, "proof");
-    const json_t *o = json_object_get(task, "proof");
-    CTL__TRY(ctl__json_fields(o, path, fields, CTL__N(fields), NULL, 0, err, errlen));
+    const json_t *o;
+    CTL__TRY(
+        task_sub_object(task, task_path, "proof", fields, CTL__N(fields), path, &o, err, errlen));
     CTL__TRY(
         ctl__json_u64(o, "config_index", path, 0, CTL_U64_JSON_MAX, &p->config_index, err, errlen));
     CTL__TRY(decode_ids(o, "voters", path, CTL_REPLICAS_MAX, p->voters, &p->n_voters, err, errlen));
     CTL__TRY(decode_ids(o, "learners", path, CTL_REPLICAS_MAX, p->learners, &p->n_learners, err,
                         errlen));
-    CTL__TRY(ctl__json_u64(o, "leader", path, 0, CTL_U64_JSON_MAX, &p->leader, err, errlen));
-    CTL__TRY(ctl__json_u64(o, "commit", path, 0, CTL_U64_JSON_MAX, &p->commit, err, errlen));
-    return ctl__json_u64(o, "target_match", path, 0, CTL_U64_JSON_MAX, &p->target_match, err,
-                         errlen);
+    uint64_t *const outs[] = {&p->leader, &p->commit, &p->target_match};
+    return decode_u64s(o, path, fields + 3, outs, CTL__N(outs), err, errlen);
 }
 
 static int decode_progress(const json_t *task, const char *task_path, struct ctl_task_progress *p,
@@ -147,16 +165,11 @@ static int decode_progress(const json_t *task, const char *task_path, struct ctl
 {
     static const char *const fields[] = {"bytes_sent", "bytes_total", "target_match", "commit"};
     char path[CTL__PATH_MAX];
-    ctl__json_path(path, task_path, "progress");
-    const json_t *o = json_object_get(task, "progress");
-    CTL__TRY(ctl__json_fields(o, path, fields, CTL__N(fields), NULL, 0, err, errlen));
-    CTL__TRY(
-        ctl__json_u64(o, "bytes_sent", path, 0, CTL_U64_JSON_MAX, &p->bytes_sent, err, errlen));
-    CTL__TRY(
-        ctl__json_u64(o, "bytes_total", path, 0, CTL_U64_JSON_MAX, &p->bytes_total, err, errlen));
-    CTL__TRY(
-        ctl__json_u64(o, "target_match", path, 0, CTL_U64_JSON_MAX, &p->target_match, err, errlen));
-    return ctl__json_u64(o, "commit", path, 0, CTL_U64_JSON_MAX, &p->commit, err, errlen);
+    const json_t *o;
+    CTL__TRY(task_sub_object(task, task_path, "progress", fields, CTL__N(fields), path, &o, err,
+                             errlen));
+    uint64_t *const outs[] = {&p->bytes_sent, &p->bytes_total, &p->target_match, &p->commit};
+    return decode_u64s(o, path, fields, outs, CTL__N(outs), err, errlen);
 }
 
 /* "to_group" and "hash_slots" (a strictly ascending array of hash slots) of a hash_slot_migration
