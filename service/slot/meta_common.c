@@ -335,15 +335,21 @@ int slot__cursor_check(const ProtobufCBinaryData *c)
     return store_get_u32(c->data + 1) == crc ? 0 : -1;
 }
 
-static int cursor_make(const uint8_t *suffix, size_t sl, ProtobufCBinaryData *out)
+int slot__cursor_make(uint8_t version, const uint8_t *fields, size_t fl, const uint8_t *tail,
+                      size_t tl, ProtobufCBinaryData *out)
 {
-    out->data = malloc(CURSOR_HEADER + sl);
-    if (out->data == NULL)
+    out->len = 1 + 4 + fl + tl;
+    out->data = malloc(out->len);
+    if (out->data == NULL) {
+        out->len = 0;
         return STORE_ENOMEM;
-    out->data[0] = CURSOR_VERSION;
-    store_put_u32(out->data + 1, route_crc32(suffix, sl));
-    memcpy(out->data + CURSOR_HEADER, suffix, sl);
-    out->len = CURSOR_HEADER + sl;
+    }
+    out->data[0] = version;
+    if (fl > 0)
+        memcpy(out->data + 5, fields, fl);
+    if (tl > 0)
+        memcpy(out->data + 5 + fl, tail, tl);
+    store_put_u32(out->data + 1, route_crc32(out->data + 5, out->len - 5));
     return 0;
 }
 
@@ -429,7 +435,7 @@ int slot__scan_until(struct store *st, const struct slot__key *p, const struct s
     }
     int rc = slot__scan_page(st, p, end, &pg, cb, ctx);
     if (rc == 0 && pg.full) /* (a full page consumed a row: pg.last is set) */
-        rc = cursor_make(pg.last, pg.last_len, next);
+        rc = slot__cursor_make(CURSOR_VERSION, NULL, 0, pg.last, pg.last_len, next);
     return rc;
 }
 

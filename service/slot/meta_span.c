@@ -32,16 +32,9 @@ int slot_list_cursor_decode(const ProtobufCBinaryData *c, uint16_t *hs, const ui
 
 int slot_list_cursor_make(uint16_t hs, const uint8_t *suffix, size_t sl, ProtobufCBinaryData *out)
 {
-    out->data = malloc(SPAN_CURSOR_HEADER + sl);
-    if (out->data == NULL)
-        return STORE_ENOMEM;
-    out->data[0] = SPAN_CURSOR_VERSION;
-    store_put_u16(out->data + 5, hs);
-    if (sl > 0)
-        memcpy(out->data + SPAN_CURSOR_HEADER, suffix, sl);
-    out->len = SPAN_CURSOR_HEADER + sl;
-    store_put_u32(out->data + 1, route_crc32(out->data + 5, out->len - 5));
-    return 0;
+    uint8_t fields[SPAN_CURSOR_HEADER - 5];
+    store_put_u16(fields, hs);
+    return slot__cursor_make(SPAN_CURSOR_VERSION, fields, sizeof(fields), suffix, sl, out);
 }
 
 bool slot_list_spans(const Slotd__V1__ReadRequest *r)

@@ -47,17 +47,10 @@ int slot_range_cursor_decode(const Slotd__V1__RangeQuery *q, uint16_t *hash_slot
 int slot_range_cursor_make(const Slotd__V1__RangeQuery *q, uint16_t hs, const uint8_t *last,
                            size_t ll, ProtobufCBinaryData *out)
 {
-    out->data = malloc(RANGE_CURSOR_HEADER + ll);
-    if (out->data == NULL)
-        return STORE_ENOMEM;
-    out->data[0] = RANGE_CURSOR_VERSION;
-    store_put_u32(out->data + 5, bounds_crc(q));
-    store_put_u16(out->data + 9, hs);
-    if (ll > 0)
-        memcpy(out->data + RANGE_CURSOR_HEADER, last, ll);
-    out->len = RANGE_CURSOR_HEADER + ll;
-    store_put_u32(out->data + 1, route_crc32(out->data + 5, out->len - 5));
-    return 0;
+    uint8_t fields[RANGE_CURSOR_HEADER - 5];
+    store_put_u32(fields, bounds_crc(q));
+    store_put_u16(fields + 4, hs);
+    return slot__cursor_make(RANGE_CURSOR_VERSION, fields, sizeof(fields), last, ll, out);
 }
 
 static int cmp_bytes(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)

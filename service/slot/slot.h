@@ -284,6 +284,10 @@ int slot_encode_lease_expire(uint64_t id, uint64_t refreshed_index, uint8_t **bu
  * starts at (the cursor's, else 0). Returns 0 or fills err (field range.*). */
 int slot_validate_range(const Slotd__V1__RangeQuery *q, uint16_t *hash_slot,
                         struct slotd_error *err);
+/* A cursor as every listing writes it: [version][crc32 u32 of the rest][fields][tail], into
+ * out->data (malloc'ed; caller frees with free()). Returns 0 or STORE_ENOMEM. */
+int slot__cursor_make(uint8_t version, const uint8_t *fields, size_t fl, const uint8_t *tail,
+                      size_t tl, ProtobufCBinaryData *out);
 /* Decodes q's cursor: its hash slot and last key (borrowed from q; empty = the hash slot's first
  * key). An empty cursor is hash slot 0. Returns 0, or -1 when malformed or made for other bounds.
  */
