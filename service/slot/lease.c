@@ -470,6 +470,8 @@ int slot_lease_scan(struct store *store, uint16_t hs, uint64_t from_id, size_t m
         if (cb(ctx, &l) != 0)
             break;
     }
+    if (rc == 0)
+        rc = store_iter_status(it); /* a read error ends the walk like its end would */
     store_iter_free(it);
     return rc;
 }
