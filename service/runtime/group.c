@@ -12,22 +12,28 @@
 #include "service/runtime/watch.h"
 #include "store/keys.h"
 
+/* The raft core's and the store's membership have the same fields (STORE_MEMBERS_MAX ==
+ * RAFT_MEMBERS_MAX, asserted below); one copy serves both directions. */
+_Static_assert(sizeof(((struct store_conf_state *)0)->voters) ==
+                   sizeof(((struct raft_conf_state *)0)->voters),
+               "store and raft membership arrays differ");
+#define CONF_COPY(in, out)                                                                         \
+    do {                                                                                           \
+        memset((out), 0, sizeof(*(out)));                                                          \
+        (out)->n_voters = (in)->n_voters;                                                          \
+        (out)->n_learners = (in)->n_learners;                                                      \
+        memcpy((out)->voters, (in)->voters, (in)->n_voters * sizeof(uint64_t));                    \
+        memcpy((out)->learners, (in)->learners, (in)->n_learners * sizeof(uint64_t));              \
+    } while (0)
+
 static void conf_to_store(const struct raft_conf_state *in, struct store_conf_state *out)
 {
-    memset(out, 0, sizeof(*out));
-    out->n_voters = in->n_voters;
-    out->n_learners = in->n_learners;
-    memcpy(out->voters, in->voters, in->n_voters * sizeof(uint64_t));
-    memcpy(out->learners, in->learners, in->n_learners * sizeof(uint64_t));
+    CONF_COPY(in, out);
 }
 
 static void conf_from_store(const struct store_conf_state *in, struct raft_conf_state *out)
 {
-    memset(out, 0, sizeof(*out));
-    out->n_voters = in->n_voters;
-    out->n_learners = in->n_learners;
-    memcpy(out->voters, in->voters, in->n_voters * sizeof(uint64_t));
-    memcpy(out->learners, in->learners, in->n_learners * sizeof(uint64_t));
+    CONF_COPY(in, out);
 }
 
 /* Writes a fresh group's first state, identical on every replica so logs match from the start
