@@ -7,7 +7,7 @@
 #include "service/runtime/apply.h"
 #include "service/runtime/ctl.h"
 #include "service/runtime/facts.h"
-#include "service/runtime/peer.h"
+#include "service/runtime/snapshot.h"
 #include "service/runtime/watch.h"
 
 struct rt_apply_job *rt_apply_job_new(struct runtime *rt)

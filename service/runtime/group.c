@@ -8,7 +8,7 @@
 #include "service/runtime/facts.h"
 #include "service/runtime/group.h"
 #include "service/runtime/metrics.h"
-#include "service/runtime/peer.h"
+#include "service/runtime/snapshot.h"
 #include "service/runtime/watch.h"
 #include "store/keys.h"
 

@@ -37,8 +37,8 @@
  * (opts.snap_sends_max; one more is refused). */
 #define RT_SNAP_CHUNK_BYTES ((size_t)1 << 20)
 #define RT_SNAP_BYTES_MAX ((size_t)512 << 20) /* group 0 (in memory) only */
-/* A data group's received snapshot is spooled to disk (peer.c recv_chunk) up to this size by
- * default (opts.snap_recv_max_bytes, --snapshot-recv-max-bytes); one larger is refused. */
+/* A data group's received snapshot is spooled to disk (snapshot.c rt_snap_recv_chunk) up to this
+ * size by default (opts.snap_recv_max_bytes, --snapshot-recv-max-bytes); one larger is refused. */
 #define RT_SNAP_RECV_MAX_BYTES ((uint64_t)64 << 30)
 /* Free space a data group's snapshot receive leaves in the data dir's file system. */
 #define RT_SNAP_RECV_FREE_MIN ((uint64_t)64 << 20)
@@ -47,7 +47,8 @@
 #define RT_SNAP_INSTALL_BATCH_BYTES ((size_t)4 << 20)
 #define RT_SNAP_SENDS_MAX 8
 /* A staged receive idle this long is discarded by default (opts.snap_recv_idle_ms): three times
- * the sender's chunk RPC timeout (peer.c SNAP_CHUNK_TIMEOUT_MS), so a live sender has given up. */
+ * the sender's chunk RPC timeout (snapshot.c SNAP_CHUNK_TIMEOUT_MS), so a live sender has given
+ * up. */
 #define RT_SNAP_RECV_IDLE_MS 90000
 /* An apply job (one fsm batch) takes at most this many committed entries or arena bytes (but
  * always at least one entry): a follower catching up, or a group committing a long run at once,
@@ -353,8 +354,8 @@ struct rt_keylease {
 
 /* The calls a stage makes back up the pipeline, into a file that includes its header: pointers
  * runtime_new (lifecycle.c) sets before any thread starts and nothing changes, so the includes run
- * one way. apply.c's job completion pumps the loop (loop.c); peer.c's snapshots and mirror of
- * group 0 go to the controller's state machine (ctl.c). */
+ * one way. apply.c's job completion pumps the loop (loop.c); snapshot.c's snapshots and peer.c's
+ * mirror of group 0 go to the controller's state machine (ctl.c). */
 struct rt_hooks {
     void (*pump)(struct runtime *rt);              /* rt_pump, loop */
     void (*stages_close_idle)(struct runtime *rt); /* rt_stages_close_idle, loop */

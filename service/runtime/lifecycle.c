@@ -15,6 +15,7 @@
 #include "service/runtime/metrics.h"
 #include "service/runtime/peer.h"
 #include "service/runtime/routes.h"
+#include "service/runtime/snapshot.h"
 #include "service/runtime/watch.h"
 
 void runtime_options_default(struct runtime_options *o)
@@ -165,7 +166,7 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
-/* slot_claim_cb: rows of a hash slot shared with another group hosted here (peer.c). */
+/* slot_claim_cb: rows of a hash slot shared with another group hosted here (snapshot.c). */
 static bool claimed_elsewhere(void *ctx, uint32_t group, uint16_t hash_slot)
 {
     return rt_slot_claimed_elsewhere(ctx, group, hash_slot);

@@ -17,6 +17,7 @@
 #include "service/runtime/pending.h"
 #include "service/runtime/request.h"
 #include "service/runtime/routes.h"
+#include "service/runtime/snapshot.h"
 #include "service/runtime/watch.h"
 
 #define PROPOSE_BATCH_MAX 256
@@ -459,7 +460,7 @@ static void after_persist(struct runtime *rt, struct rt_group *g)
         raft_mem_storage_set_hard_state(g->mem, &rd->hard_state);
     if (g->compact_to > 0) {
         /* The snapshot position a lagging follower is sent from; its rows are
-         * captured live from the fsm when needed (peer.c). */
+         * captured live from the fsm when needed (snapshot.c). */
         raft_mem_storage_create_snapshot(g->mem, g->compact_to, &g->compact_conf, NULL, 0);
         raft_compacted(g->raft, g->compact_to);
         RT_LOG("info", "msg=\"log compacted\" node=%llu group=%u through=%llu",
@@ -570,7 +571,7 @@ static void free_installs(struct runtime *rt)
 /* An installed group must have no older apply job still writing its rows. */
 static bool installs_blocked(const struct runtime *rt)
 {
-    /* An install reads every hosted group's ownership (peer.c, snap_yields): no apply job may
+    /* An install reads every hosted group's ownership (snapshot.c, snap_yields): no apply job may
      * change it meanwhile. */
     if (rt->installs != NULL && !rt_apply_idle(rt))
         return true;

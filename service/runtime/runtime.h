@@ -68,7 +68,7 @@ struct runtime_options {
      * default RT_SNAP_SENDS_MAX (8). */
     size_t snap_sends_max;
     /* A snapshot being received that has had no chunk for this long is discarded on a loop tick
-     * (peer.c rt_snap_recv_expire); default RT_SNAP_RECV_IDLE_MS (90 s, 3 x the sender's chunk
+     * (snapshot.c rt_snap_recv_expire); default RT_SNAP_RECV_IDLE_MS (90 s, 3 x the sender's chunk
      * RPC timeout). */
     uint64_t snap_recv_idle_ms;
     /* The largest data-group snapshot this node receives (spooled to <data dir>/snap-recv);
