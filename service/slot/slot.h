@@ -86,7 +86,7 @@ enum slot_table {
 /* Group 0 only: -> [ver][canonical cluster-state JSON], the controller state machine at the
  * applied index stored in the same batch (service/runtime/ctl.c). */
 #define SLOT_GROUP_META_CTL_STATE 4
-/* A data group's snapshot install in progress (service/runtime/peer.c spool_pass): present from
+/* A data group's snapshot install in progress (service/runtime/snapshot.c spool_pass): present from
  * the install's first batch to its last; a restart finishes the install from the spool file. */
 #define SLOT_GROUP_META_INSTALL 5
 /* Rows one migration entry may delete (hash slots wiped by MigrationRows seq 0, release, abort);
