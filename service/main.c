@@ -556,6 +556,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "slotd: listen %s: %s\n", f.listen, err);
         goto err_after_runtime;
     }
+    /* The client port's thread polls for the peer port too (rpc.h: one polling thread, no call
+     * handed between threads); the peer port is shut down first. */
+    rpc_server_poll_by(peer_server, server);
     if (rpc_server_start(peer_server, &peer_port, err, sizeof(err)) != 0) {
         fprintf(stderr, "slotd: --peer-listen %s: %s\n", f.peer_listen, err);
         rpc_server_shutdown(server);
@@ -563,14 +566,14 @@ int main(int argc, char **argv)
     }
     if (transport != NULL && transport_start(transport) != 0) {
         fprintf(stderr, "slotd: cannot start the peer transport\n");
-        rpc_server_shutdown(server);
         rpc_server_shutdown(peer_server);
+        rpc_server_shutdown(server);
         goto err_after_runtime;
     }
     if (runtime_start(rt) != 0) {
         fprintf(stderr, "slotd: cannot start the runtime thread\n");
-        rpc_server_shutdown(server);
         rpc_server_shutdown(peer_server);
+        rpc_server_shutdown(server);
         goto err_after_runtime;
     }
     slog("info", "main",
@@ -600,8 +603,8 @@ int main(int argc, char **argv)
     runtime_stop(rt); /* every call the runtime holds gets an answer */
     if (transport != NULL)
         transport_stop(transport); /* forwarded calls get theirs */
-    rpc_server_shutdown(server);   /* then no call is left in flight */
-    rpc_server_shutdown(peer_server);
+    rpc_server_shutdown(peer_server); /* first: the client port's thread polls for it */
+    rpc_server_shutdown(server);      /* then no call is left in flight */
     code = 0;
     if (runtime_ctl_removed(rt)) {
         slog("error", "main", "msg=\"exiting: this node is removed from the cluster\" node=%llu",
@@ -613,8 +616,8 @@ err_after_runtime:
     runtime_stop(rt);
     if (transport != NULL)
         transport_stop(transport);
-    rpc_server_shutdown(server); /* idempotent: watch streams end before their thread stops */
     rpc_server_shutdown(peer_server);
+    rpc_server_shutdown(server); /* idempotent: watch streams end before their thread stops */
     node_watch_stop(&api);
     node_backup_stop(&api); /* before the store closes: the capture reads it */
     node_authz_free(authz); /* its worker's last jobs see a stopped runtime */

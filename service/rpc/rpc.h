@@ -109,6 +109,15 @@ int rpc_server_add_echo(struct rpc_server *s);
  * sentence and the server may only be freed. Returns SLOTD_OK or SLOTD_EINTERNAL. */
 int rpc_server_start(struct rpc_server *s, int *bound_port, char *err, size_t errlen);
 
+/* Makes s (not started) poll through `poller`'s completion queue (started, and shut down after
+ * s): s's own queue does not poll, poller's is registered with s as well, so the connections s
+ * accepts are read and written by poller's threads, while s's calls still complete on s's own
+ * queue and threads. slotd's peer port uses it: otherwise its mostly idle thread also polls gRPC's
+ * shared epoll set, takes a share of the client port's connections, and gRPC hands their work
+ * between threads (a default-executor hop per call; BENCHMARKS.md "The unary path"). Needs gRPC's
+ * epoll1 engine: rpc_server_start refuses it under another GRPC_POLL_STRATEGY. */
+void rpc_server_poll_by(struct rpc_server *s, struct rpc_server *poller);
+
 /* Stops accepting, sets every health status to NOT_SERVING, cancels in-flight calls (so health
  * watches end and server streams get their on_close) and returns once every call and stream has
  * finished and the completion-queue threads are joined. Calls held by other threads must still be

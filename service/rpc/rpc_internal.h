@@ -125,6 +125,7 @@ struct rpc_server {
     char *tls_cert_pem, *tls_key_pem, *tls_ca_pem; /* owned copies (opts points at them); NULL */
     grpc_server *server;
     grpc_completion_queue *cq;
+    struct rpc_server *poller; /* rpc_server_poll_by: polls through its cq; NULL: cq polls */
     pthread_t threads[RPC__CQ_THREADS_MAX];
     unsigned n_threads;
     struct rpc__method methods[RPC_METHODS_MAX];

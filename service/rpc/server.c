@@ -996,6 +996,8 @@ static int server_create(struct rpc_server *s, char *err, size_t errlen)
         return -1;
     }
     grpc_server_register_completion_queue(s->server, s->cq, NULL);
+    if (s->poller != NULL) /* its pollset takes the connections this server accepts */
+        grpc_server_register_completion_queue(s->server, s->poller->cq, NULL);
     for (size_t i = 0; i < s->n_methods; i++) {
         /* Streams whose requests arrive one by one read them themselves. */
         grpc_server_register_method_payload_handling payload =
@@ -1045,6 +1047,12 @@ static int server_create(struct rpc_server *s, char *err, size_t errlen)
     return port;
 }
 
+void rpc_server_poll_by(struct rpc_server *s, struct rpc_server *poller)
+{
+    assert(!s->started && poller->started && poller != s);
+    s->poller = poller;
+}
+
 int rpc_server_start(struct rpc_server *s, int *bound_port, char *err, size_t errlen)
 {
     char scratch[1];
@@ -1053,7 +1061,22 @@ int rpc_server_start(struct rpc_server *s, int *bound_port, char *err, size_t er
         errlen = sizeof(scratch);
     }
     assert(!s->started && s->cq == NULL);
-    s->cq = grpc_completion_queue_create_for_next(NULL);
+    if (s->poller != NULL) {
+        const char *strategy = getenv("GRPC_POLL_STRATEGY");
+        if (strategy != NULL && strcmp(strategy, "epoll1") != 0) {
+            snprintf(err, errlen,
+                     "rpc: a non-polling completion queue needs gRPC's epoll1 engine, not "
+                     "GRPC_POLL_STRATEGY=%s",
+                     strategy);
+            goto err;
+        }
+        grpc_completion_queue_attributes attr = {GRPC_CQ_CURRENT_VERSION, GRPC_CQ_NEXT,
+                                                 GRPC_CQ_NON_POLLING, NULL};
+        const grpc_completion_queue_factory *f = grpc_completion_queue_factory_lookup(&attr);
+        s->cq = grpc_completion_queue_create(f, &attr, NULL);
+    } else {
+        s->cq = grpc_completion_queue_create_for_next(NULL);
+    }
     if (s->cq == NULL) {
         snprintf(err, errlen, "rpc: cannot create a completion queue");
         goto err;

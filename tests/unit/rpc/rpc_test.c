@@ -1847,6 +1847,45 @@ static void test_load(void)
     fixture_down(&f);
 }
 
+/* rpc_server_poll_by (slotd's peer port): a server whose own queue does not poll accepts and
+ * answers calls through the fixture server's queue, is shut down before it, and leaves it serving;
+ * under another GRPC_POLL_STRATEGY than epoll1 it refuses to start. */
+static void test_poll_by(void)
+{
+    struct rpc_server_options o;
+    rpc_server_options_default(&o);
+    o.listen_addr = "127.0.0.1:0";
+    struct rpc_server *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(rpc_server_new(&o, &s), SLOTD_OK);
+    rpc_server_add_unary(s, "/test.Echo/Echo", echo_cb, NULL);
+    rpc_server_poll_by(s, fx.server);
+    char err[256] = "";
+    int port = 0;
+    CU_ASSERT_EQUAL_FATAL(rpc_server_start(s, &port, err, sizeof(err)), SLOTD_OK);
+    struct client c;
+    client_open(&c, port);
+    for (int i = 0; i < 20; i++) { /* new streams on one connection, each answered */
+        struct ccall *cc = unary(&c, "/test.Echo/Echo", "peer", 4);
+        CU_ASSERT_EQUAL(cc->status, GRPC_STATUS_OK);
+        CU_ASSERT(cc->has_resp && cc->resp_len == 4 && memcmp(cc->resp, "peer", 4) == 0);
+        ccall_free(cc);
+    }
+    client_close(&c);
+    rpc_server_free(s);
+    struct ccall *cc = unary(&fx.client, "/test.Echo/Echo", "still", 5);
+    CU_ASSERT_EQUAL(cc->status, GRPC_STATUS_OK);
+    ccall_free(cc);
+
+    setenv("GRPC_POLL_STRATEGY", "poll", 1); /* read by rpc_server_start; gRPC read it at init */
+    CU_ASSERT_EQUAL_FATAL(rpc_server_new(&o, &s), SLOTD_OK);
+    rpc_server_poll_by(s, fx.server);
+    CU_ASSERT_EQUAL(rpc_server_start(s, NULL, err, sizeof(err)), SLOTD_EINTERNAL);
+    CU_ASSERT_STRING_EQUAL(err, "rpc: a non-polling completion queue needs gRPC's epoll1 engine, "
+                                "not GRPC_POLL_STRATEGY=poll");
+    unsetenv("GRPC_POLL_STRATEGY");
+    rpc_server_free(s);
+}
+
 static void test_start_failure(void)
 {
     struct rpc_server_options o;
@@ -1894,6 +1933,7 @@ int main(void)
     CU_add_test(srv, "echo", test_echo);
     CU_add_test(srv, "rpc_server_add_echo: request bytes back", test_echo_method);
     CU_add_test(srv, "reply from another thread", test_reply_from_other_thread);
+    CU_add_test(srv, "rpc_server_poll_by: served through another server's queue", test_poll_by);
     CU_add_test(srv, "unknown and unimplemented methods", test_unimplemented);
     CU_add_test(srv, "max_inflight_calls -> RESOURCE_EXHAUSTED", test_inflight_limit);
     CU_add_test(srv, "oversized request -> INVALID_ARGUMENT", test_oversized_request);
